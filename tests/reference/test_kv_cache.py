@@ -138,3 +138,36 @@ def test_additive_mask_is_float(lm):
     mask = plan.additive_mask(torch.float32)
     assert mask.dtype == torch.float32 and mask.shape == (2, 1, 2, 2)
     assert mask[0, 0, 0, 1] == torch.finfo(torch.float32).min and mask[0, 0, 1, 0] == 0
+
+
+def test_batch_feed_with_a_token_tree(lm):
+    """Batch.feed(parents=...) verifies a token tree in one forward; an accepted path is then committed."""
+    from specbuild.reference.batch import Batch
+    from specbuild.reference.request import Request
+    from specbuild.reference.sequence import Sequence
+
+    rng = random.Random(11)
+    prompts = [[rng.randrange(lm.vocab_size) for _ in range(n)] for n in (4, 9)]
+    batch = Batch([Sequence.start(i, Request(input_ids=p, max_new_tokens=20)) for i, p in enumerate(prompts)])
+    batch.feed("target", lm, logits="none")
+    batch.caches["target"].commit_all()
+    for seq in batch.seqs:
+        seq.tokens.append(rng.randrange(lm.vocab_size))  # the token the prefill produced: not cached yet
+
+    parents = [[-1, -1, 0, 0, 2], [-1, 0, 1]]
+    nodes = [[rng.randrange(lm.vocab_size) for _ in p] for p in parents]
+    out = batch.feed("target", lm, nodes, parents=parents)
+    keep = []
+    for r, seq in enumerate(batch.seqs):
+        for i in range(len(parents[r])):
+            path, j = [], i
+            while j >= 0:
+                path.insert(0, nodes[r][j])
+                j = parents[r][j]
+            fresh = lm.full_logits(seq.tokens + path)[-1]
+            assert (out.tail(r, len(nodes[r]) - i)[0] - fresh).abs().max().item() < TOL
+        u = out.n_new[r] - len(nodes[r])
+        keep.append(list(range(u)) + [u + i for i in ([0, 2, 4] if r == 0 else [0, 1])])
+    batch.caches["target"].commit(keep)
+    texts = [batch.seqs[0].tokens + [nodes[0][i] for i in (0, 2, 4)], batch.seqs[1].tokens + nodes[1][:2]]
+    _check_rows(lm, batch.caches["target"], texts, rng)
