@@ -100,36 +100,37 @@ class Executor:
 
     # ------------------------------------------------------------------ the loop (one thread)
     def step(self) -> list[Event]:
-        events: list[Event] = []
+        """One iteration: decode every active request once, then prefill the admitted ones (they emit their
+        first token now and decode from the next step on)."""
         with self._lock:
             cancelled, self._cancelled = self._cancelled, set()
-            for rid in self._cancelled_pending:
-                events.append(Event(rid, [], True, "cancelled", RequestStats()))
+            events = [Event(rid, [], True, "cancelled", RequestStats()) for rid in self._cancelled_pending]
             self._cancelled_pending = []
             admitted = self._admit()
-
         for group in self._groups.values():
-            if not len(group.batch):
-                continue
-            stopped = [r for r, seq in enumerate(group.batch.seqs) if seq.request_id in cancelled]
-            for r in stopped:
-                seq = group.batch.seqs[r]
+            events += self._decode(group, cancelled)
+        for name, seqs in admitted.items():
+            events += self._prefill(self._groups[name], seqs)
+        return events
+
+    def _decode(self, group: _Group, cancelled: set[int]) -> list[Event]:
+        events = []
+        for seq in group.batch.seqs:
+            if seq.request_id in cancelled:
                 seq.finish_reason = "cancelled"
                 events.append(Event(seq.request_id, [], True, "cancelled", seq.stats.snapshot()))
+        self._drop_finished(group)
+        if len(group.batch):
+            events += self._apply(group.batch, group.method.step(group.batch))
             self._drop_finished(group)
-            if len(group.batch):
-                outputs = group.method.step(group.batch)
-                events += self._apply(group.batch, outputs)
-                self._drop_finished(group)
+        return events
 
-        for name, seqs in admitted.items():
-            group = self._groups[name]
-            new = _Group(group.method, Batch(seqs))
-            self._reuse_prefixes(new)
-            outputs = group.method.prefill(new.batch)
-            events += self._apply(new.batch, outputs)
-            self._drop_finished(new)
-            group.batch.extend(new.batch)
+    def _prefill(self, group: _Group, seqs: list[Sequence]) -> list[Event]:
+        new = _Group(group.method, Batch(seqs))
+        self._reuse_prefixes(new)
+        events = self._apply(new.batch, group.method.prefill(new.batch))
+        self._drop_finished(new)
+        group.batch.extend(new.batch)
         return events
 
     def run(self, requests: list[Request]) -> list[Result]:
