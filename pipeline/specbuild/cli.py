@@ -147,15 +147,35 @@ def validate() -> None:
     _not_yet("validate", "see issue 6")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def doctor() -> None:
-    """Check this machine for the GPU path: GPUs, TensorRT-LLM, trtllm-build flags, tritonserver (not implemented yet).
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON ({ready, checks: [...]}).")
+@click.option("--recipe", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also check what this recipe needs: its exact trtllm-build commands, its GPU ids, MPI.")
+def doctor(as_json: bool, recipe: Path | None) -> None:
+    """Check this machine for the GPU path: GPUs, TensorRT-LLM, trtllm-build flags, tritonserver, MPI.
 
     \b
-    Example:
+    Each line is ok, warn or fail, with what to do. Exit 0 when nothing fails (warnings allowed), 2 otherwise.
+    Examples:
       specbuild doctor
+      specbuild doctor --recipe recipes/tensorrt-llm/eagle.yaml --json
     """
-    _not_yet("doctor", "see issue 7")
+    from rich.console import Console
+
+    from specbuild.trtllm.doctor import as_dict, ready, render, run_doctor
+
+    r = None
+    if recipe is not None:
+        from specbuild.recipe import load_recipe
+
+        r = load_recipe(recipe)
+    checks = run_doctor(r)
+    if as_json:
+        click.echo(json.dumps(as_dict(checks), indent=2))
+    else:
+        render(checks, Console())
+    if not ready(checks):
+        sys.exit(2)  # SystemExit: main() drops the code of click's Exit in non-standalone mode
 
 
 def main(argv: list[str] | None = None) -> int:
