@@ -42,8 +42,8 @@ class ChildResult:
         return "\n".join("    " + ln for ln in lines) if lines else "    (no output)"
 
 
-class Interrupted(BaseException):
-    """SIGTERM while a child runs (Ctrl-C arrives as KeyboardInterrupt)."""
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM while a child runs; handled like Ctrl-C (the CLI prints "interrupted" and exits 130)."""
 
 
 @contextmanager

@@ -222,9 +222,9 @@ def main() -> None:
     if fault("build") == "oom":
         raise RuntimeError("[TensorRT-LLM][ERROR] CUDA runtime error in cudaMalloc: out of memory "
                            "[specbuild test double: injected fault]")
+    if fault("build") == "ignore_max_draft_len":  # injected: a release that ignores --max_draft_len
+        args.max_draft_len = 0
     build = build_config_from(args, ckpt)
-    if fault("build") == "ignore_max_draft_len":  # injected: a release that drops --max_draft_len
-        build["max_draft_len"] = ckpt.get("max_draft_len", 0)
     world = ckpt["mapping"]["world_size"]
     out = Path(args.output_dir)
     for rank in range(world):
