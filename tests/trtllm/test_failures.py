@@ -25,7 +25,7 @@ def test_flag_missing_from_help_stops_before_building(machine, write_recipe, com
         compile_engines(write_recipe("none"))
     msg = str(e.value)
     assert "--kv_cache_type is not an option of this trtllm-build" in msg and "TensorRT-LLM 0.17.0" in msg
-    assert not (machine.root / "engines" / "none" / "target").exists()
+    assert not (machine.root / "engines" / "none").exists()  # checked before the first conversion
     assert not leftovers(machine.root)
 
 
@@ -110,6 +110,7 @@ def test_missing_example_script(machine, write_recipe, compile_engines, tmp_path
     empty.mkdir()
     with pytest.raises(UserError, match=r"examples/medusa/convert_checkpoint.py does not exist"):
         compile_engines(write_recipe("medusa"), examples=empty)
+    assert not (machine.root / "engines").exists()
 
 
 def test_checkpoint_check_names_the_ignored_argument(tmp_path):

@@ -43,17 +43,24 @@ def checkpoint_world_size(checkpoint: Path) -> int:
                         "conversion step did not finish; rerun specbuild compile") from None
 
 
+def accepted_flags(argv: list[str], flags_cache: dict[str, HelpFlags], progress: Progress | None = None) -> HelpFlags:
+    """What the trtllm-build that argv would run accepts (its --help, read once per executable)."""
+    exe = resolve_tool(argv[0])
+    if exe not in flags_cache:
+        if progress:
+            progress(f"reading {exe} --help")
+        flags_cache[exe] = read_help(exe, env=child_env())
+    return flags_cache[exe]
+
+
 def run_build(step: Step, final: Path, *, version: str, flags_cache: dict[str, HelpFlags], log_dir: Path,
               progress: Progress | None = None) -> Path:
     """Execute one build step into `final` (atomically). Returns `final`."""
     role = step.role or "target"
     argv = list(step.command)
-    exe = resolve_tool(argv[0])
-    if exe not in flags_cache:
-        if progress:
-            progress("reading trtllm-build --help")
-        flags_cache[exe] = read_help(exe, env=child_env())
-    check_flags(argv, flags_cache[exe], version)
+    flags = accepted_flags(argv, flags_cache, progress)
+    check_flags(argv, flags, version)
+    exe = flags.tool
     checkpoint = Path(argv[argv.index("--checkpoint_dir") + 1])
     world = checkpoint_world_size(checkpoint)
     log = log_dir / f"build-{role}.log"

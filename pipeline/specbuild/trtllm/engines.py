@@ -17,8 +17,8 @@ from specbuild.errors import UserError
 from specbuild.methods import method_for
 from specbuild.plan import Layout, Plan, roles
 from specbuild.recipe.schema import Recipe
-from specbuild.trtllm.build import run_build
-from specbuild.trtllm.convert import run_convert
+from specbuild.trtllm.build import accepted_flags, check_flags, run_build
+from specbuild.trtllm.convert import run_convert, script_argv
 from specbuild.trtllm.gpus import require_gpus
 from specbuild.trtllm.help_flags import HelpFlags
 from specbuild.trtllm.proc import Progress, sigterm_raises
@@ -43,6 +43,16 @@ def checkpoint_expect(recipe: Recipe, role: str) -> dict[str, Any]:
     return expect
 
 
+def preflight(plan: Plan, version: str, flags_cache: dict[str, HelpFlags], progress: Progress | None) -> None:
+    """Fail before the first (slow) conversion: every trtllm-build command is accepted by the installed tool and
+    every example script exists. The flags are checked again right before each build."""
+    for step in plan.steps:
+        if step.kind == "build":
+            check_flags(step.command, accepted_flags(step.command, flags_cache, progress), version)
+        elif step.kind == "convert" and step.command:
+            script_argv(step, Path("unused"))
+
+
 def build_engines(plan: Plan, recipe: Recipe, layout: Layout, progress: Progress | None = None) -> dict[str, Path]:
     """Run the plan's convert/build/verify-engine steps; returns {role: engine folder} for every role built."""
     if recipe.runtime != "tensorrt-llm":
@@ -55,6 +65,7 @@ def build_engines(plan: Plan, recipe: Recipe, layout: Layout, progress: Progress
         progress("; ".join(str(g) for g in gpus))
     log_dir = layout.engines_root / layout.name / "logs"
     flags_cache: dict[str, HelpFlags] = {}
+    preflight(plan, install.version, flags_cache, progress)
     with sigterm_raises():
         for step in plan.steps:
             if step.kind not in ENGINE_STEPS:
