@@ -28,7 +28,8 @@ def child_env() -> dict[str, str]:
     env = os.environ.copy()
     root = str(Path(specbuild.__file__).resolve().parent.parent)
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if root not in parts:
+    installed = Path(root).name in ("site-packages", "dist-packages")
+    if not installed and root not in parts:
         env["PYTHONPATH"] = os.pathsep.join([root, *parts])
     return env
 

@@ -32,13 +32,17 @@ class ChildResult:
         """How the child ended, in words."""
         if self.returncode < 0:
             sig = -self.returncode
-            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = str(sig)
             hint = " (killed from outside — out of memory?)" if sig == signal.SIGKILL else ""
             return f"was killed by signal {name}{hint}"
         return f"exited with status {self.returncode}"
 
     def tail(self) -> str:
-        lines = self.stderr_tail or self.output_tail
+        """The last lines of stdout and stderr together (TensorRT-LLM logs errors to stdout, tracebacks to stderr)."""
+        lines = self.output_tail or self.stderr_tail
         return "\n".join("    " + ln for ln in lines) if lines else "    (no output)"
 
 
