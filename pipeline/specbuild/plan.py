@@ -6,6 +6,7 @@ versions (engine fact sheet §9.2).
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from dataclasses import asdict, dataclass, field
@@ -96,8 +97,8 @@ def _render_detail(key: str, value: Any, indent: str) -> list[str]:
             out.extend(_render_detail(k, v, indent + "  "))
         return out
     if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
-        return [f"{indent}{key}: {len(value)} paths {value[:4]}{' ...' if len(value) > 4 else ''}"]
-    return [f"{indent}{key}: {value}"]
+        return [f"{indent}{key}: {len(value)} paths {json.dumps(value[:4])}{' ...' if len(value) > 4 else ''}"]
+    return [f"{indent}{key}: {value if isinstance(value, str) else json.dumps(value)}"]
 
 
 @dataclass(frozen=True)
