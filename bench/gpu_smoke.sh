@@ -20,6 +20,7 @@
 #   SPECBUILD        how to call specbuild (default: "specbuild"; from a source checkout without installing:
 #                    "env PYTHONPATH=$PWD/pipeline python3 -m specbuild.cli")
 #   SMOKE_LOGS       where the per-method logs go (default: reports/gpu-smoke)
+#   SMOKE_COMPILE_ARGS  extra arguments for every compile, e.g. "--no-validate" to stop after the repositories
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -49,6 +50,8 @@ for method in $METHODS; do
         continue
     fi
     args=(compile "$recipe")
+    # shellcheck disable=SC2206  # word splitting wanted
+    args+=(${SMOKE_COMPILE_ARGS:-})
     if [[ -n "${TRTLLM_EXAMPLES:-}" ]]; then
         args+=(--trtllm-examples "$TRTLLM_EXAMPLES")
     fi
