@@ -136,6 +136,15 @@ def test_trtllm_build_eagle_asserts(machine, wheel, models, tmp_path, args, word
     assert r.returncode == 1 and words in r.stderr
 
 
+def test_trtllm_build_refuses_pipeline_parallel_eagle(machine, wheel, models, tmp_path):  # §5 "No PP"
+    ckpt = _checkpoint(tmp_path, wheel, models, architecture="EagleForCausalLM", num_eagle_layers=4, max_draft_len=63,
+                       mapping={"world_size": 2, "tp_size": 1, "pp_size": 2})
+    (ckpt / "rank1.safetensors").write_bytes((ckpt / "rank0.safetensors").read_bytes())
+    r = _trtllm_build("--checkpoint_dir", str(ckpt), "--output_dir", str(tmp_path / "eng"),
+                      "--speculative_decoding_mode", "eagle", "--max_batch_size", "8")
+    assert r.returncode == 1 and "EAGLE does not support pipeline parallelism" in r.stderr
+
+
 def test_trtllm_build_needs_every_rank(machine, wheel, models, tmp_path):  # §1.1 step 5, §3.1
     ckpt = _checkpoint(tmp_path, wheel, models, mapping={"world_size": 2, "tp_size": 2, "pp_size": 1})
     r = _trtllm_build("--checkpoint_dir", str(ckpt), "--output_dir", str(tmp_path / "eng"))

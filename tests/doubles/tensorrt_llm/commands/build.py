@@ -191,6 +191,9 @@ def build_config_from(args, ckpt: dict) -> dict:
     if mode != SpeculativeDecodingMode.NONE:
         b["max_num_tokens"] = max(b["max_num_tokens"], b["max_batch_size"] * (b["max_draft_len"] + 1))  # (§1.2)
     if mode == SpeculativeDecodingMode.EAGLE:
+        # "No PP" (§5 limits table); the example converter asserts pp_size == 1 (§2.3). Whether the wheel's builder
+        # asserts it too is not known: the double refuses it here so no PP EAGLE engine can pass a test.
+        assert ckpt["mapping"].get("pp_size", 1) == 1, "EAGLE does not support pipeline parallelism"
         assert b["max_batch_size"] <= EAGLE_MAX_BATCH_SIZE, "EAGLE requires max_batch_size <= 512"  # (§1.4)
         assert b["max_draft_len"] <= EAGLE_MAX_DRAFT_LEN, "EAGLE requires max_draft_len <= 256"  # (§1.4)
         if not plugin["use_paged_context_fmha"]:  # "Paged Context FMHA is required for EAGLE. Turning it on" (§1.2)
