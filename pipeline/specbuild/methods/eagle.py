@@ -76,6 +76,9 @@ class Eagle(Method):
         if recipe.build.max_batch_size > EAGLE_MAX_BATCH_SIZE:
             yield Finding(("build", "max_batch_size"), f"is {recipe.build.max_batch_size} but EAGLE engines allow at "
                           f"most {EAGLE_MAX_BATCH_SIZE} (builder assert) — lower it")
+        if recipe.runtime == "tensorrt-llm" and recipe.build.kv_cache_type != "paged":
+            yield Finding(("build", "kv_cache_type"), "EAGLE engines need the paged KV cache (EagleForCausalLM.forward "
+                          "asserts it) — set kv_cache_type: paged")
         if spec.max_draft_len > EAGLE_MAX_DRAFT_LEN:
             yield Finding(("speculation", "max_draft_len"), f"is {spec.max_draft_len} but EAGLE allows at most "
                           f"{EAGLE_MAX_DRAFT_LEN} (builder assert) — lower it")
