@@ -182,3 +182,12 @@ def test_progress_reports_each_step(machine, write_recipe, compile_engines):
     assert "TensorRT-LLM 1.2.0" in text and "NVIDIA H200" in text
     assert "target: convert target checkpoint" in text and "target: trtllm-build the target engine" in text
     assert "engine verified" in text
+
+
+def test_eagle_with_a_continuous_kv_cache_is_refused_at_load(machine, write_recipe):
+    # EagleForCausalLM.forward asserts a paged KV cache (TensorRT-LLM source); refused before any conversion.
+    from specbuild.errors import RecipeError
+    from specbuild.recipe import load_recipe
+
+    with pytest.raises(RecipeError, match="build.kv_cache_type: EAGLE engines need the paged KV cache"):
+        load_recipe(write_recipe("eagle", build={"kv_cache_type": "continuous"}))
