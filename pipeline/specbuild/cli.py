@@ -175,14 +175,14 @@ def doctor(as_json: bool, recipe: Path | None) -> None:
     else:
         render(checks, Console())
     if not ready(checks):
-        sys.exit(2)  # SystemExit: main() drops the code of click's Exit in non-standalone mode
+        raise click.exceptions.Exit(2)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: user errors print their message and exit 2; internal errors exit 1."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        cli.main(args=argv, prog_name="specbuild", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="specbuild", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"internal error: {type(e).__name__}: {e}\n(this is a specbuild bug; rerun with --debug for the "
                    "traceback and report it)", err=True)
         return 1
-    return 0
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
