@@ -114,15 +114,34 @@ def _not_yet(name: str, issue: str):
     raise UserError(f"specbuild {name} is not implemented yet ({issue}); use `specbuild plan` to see what it will do")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def compile() -> None:  # noqa: A001 - the command is called compile
-    """Build engines, write the Triton repository, serve it and validate it (not implemented yet).
+@cli.command()
+@_recipe_arg()
+@_layout_options
+@click.option("--no-validate", is_flag=True, help="Stop after writing the repository (do not serve or validate).")
+@click.option("--trtllm-examples", type=click.Path(file_okay=False), default=None, help=EXAMPLES_DIR_HELP)
+@click.option("--tritonserver", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="tritonserver binary to serve with (default: a system one, else nvidia-pytriton's).")
+def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, no_validate: bool,  # noqa: A001
+            trtllm_examples: str | None, tritonserver: Path | None) -> None:
+    """Build engines, write the Triton repository, serve it on free loopback ports, validate it, report.
 
     \b
-    Example:
+    Exit code: 0 when every gate of the recipe's validation section holds, 1 when a gate fails, 2 for user errors.
+    Outputs: engines/<name>/, triton_repo/<name>/ (+ <name>-baseline/), reports/<name>/.
+    Examples:
       specbuild compile recipes/demo.yaml
+      specbuild compile recipes/tensorrt-llm/eagle.yaml --no-validate --trtllm-examples /app/examples
     """
-    _not_yet("compile", "see issue 6")
+    from rich.console import Console
+
+    from specbuild.compile import CompileOptions, compile_recipe
+    from specbuild.recipe import load_recipe
+
+    r = load_recipe(recipe)
+    options = CompileOptions(validate=not no_validate, trtllm_examples=trtllm_examples, tritonserver=tritonserver)
+    code = compile_recipe(r, _layout(r, engines_dir, repo_dir, report_dir), options, Console(stderr=True))
+    if code:
+        raise click.exceptions.Exit(code)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
