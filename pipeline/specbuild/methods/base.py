@@ -25,6 +25,7 @@ class Finding:
 
     path: Path_
     message: str
+    also: tuple[Path_, ...] = ()  # where to point instead when `path` is not written in the recipe (a default)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ def choices_findings(choices: list[list[int]], max_draft_len: int, where: tuple 
     if len(choices) > max_draft_len:
         yield Finding(
             where + ("choices",),
+            also=(where + ("max_draft_len",),),
+            message=
             f"the tree has {len(choices)} nodes but max_draft_len is {max_draft_len} — "
             f"raise max_draft_len to at least {len(choices)} or use a smaller tree",
         )

@@ -64,7 +64,8 @@ def _gpu_findings(recipe: Recipe) -> Iterator[Finding]:
     world = b.tp_size * b.pp_size
     if len(t.gpu_device_ids) != world:
         yield Finding(("triton", "gpu_device_ids"), f"lists {len(t.gpu_device_ids)} GPU(s) but tp_size * pp_size = "
-                      f"{world} — list exactly {world} GPU id(s)")
+                      f"{world} — list exactly {world} GPU id(s) in triton.gpu_device_ids",
+                      also=(("build", "tp_size"), ("build", "pp_size")))
     if len(set(t.gpu_device_ids)) != len(t.gpu_device_ids):
         yield Finding(("triton", "gpu_device_ids"), "lists a GPU twice — each rank needs its own GPU")
     spec = recipe.speculation

@@ -37,6 +37,13 @@ def _clean_loc(loc: tuple, data: Any) -> tuple:
     return tuple(keep)
 
 
+def _error_path(err: dict, data: Any) -> tuple:
+    path = _clean_loc(tuple(err["loc"]), data)
+    if err["type"] == "union_tag_invalid":  # the discriminator's value is at fault
+        return path + ("method",)
+    return path
+
+
 def _model_at(path: tuple, data: Any) -> type[BaseModel] | None:
     """The schema class holding the fields at `path` (the speculation class follows the recipe's method)."""
     model: Any = Recipe
@@ -109,13 +116,13 @@ def _message(err: dict, path: tuple, data: Any) -> str:
 def _problems_from_validation(e: ValidationError, src: Located, name: str) -> list[Problem]:
     problems: dict[str, Problem] = {}
     for err in e.errors():
-        path = _clean_loc(tuple(err["loc"]), src.data)
+        path = _error_path(err, src.data)
         # A value that failed every member of a union: report once, on the value.
         if err["type"] in ("is_instance_of", "list_type", "path_type") and format_path(path) in problems:
             continue
-        on_key = err["type"] in ("extra_forbidden",)
+        on_key = err["type"] in ("extra_forbidden", "missing", "union_tag_not_found")
         pos_path = path[:-1] if err["type"] == "missing" else path
-        line, col = src.where(pos_path, key=on_key or err["type"] == "missing") or (None, None)
+        line, col = src.where(pos_path, key=on_key) or (None, None)
         p = Problem(name, line, col, format_path(path), _message(err, path, src.data))
         problems.setdefault(format_path(path), p)
     return list(problems.values())
@@ -124,8 +131,10 @@ def _problems_from_validation(e: ValidationError, src: Located, name: str) -> li
 def _locate(findings: list[Finding], src: Located, name: str) -> list[Problem]:
     out = []
     for f in findings:
-        line, col = src.where(f.path) or (None, None)
-        out.append(Problem(name, line, col, format_path(f.path), f.message))
+        written = [p for p in (f.path, *f.also) if p in src.values]
+        path = written[0] if written else f.path
+        line, col = src.where(path) or (None, None)
+        out.append(Problem(name, line, col, format_path(path), f.message))
     return out
 
 

@@ -89,7 +89,10 @@ def load_located(path: Path) -> Located:
     if node is None:
         raise RecipeError([Problem(name, 1, 1, "", "the recipe is empty — start from an example in recipes/")])
     if not isinstance(node, CommentedMap):
-        raise RecipeError([Problem(name, 1, 1, "", "a recipe is a mapping of sections (name, runtime, model, "
+        lc = getattr(node, "lc", None)
+        line, col = (lc.line + 1, lc.col + 1) if lc is not None and lc.line is not None else (1, 1)
+        raise RecipeError([Problem(name, line, col, "", "a recipe is a mapping of sections (name, runtime, model, "
                                                    "speculation, build, triton, validation) — see recipes/")])
+    out.values[()] = (node.lc.line + 1, node.lc.col + 1)
     out.data = _plain(node, (), out)
     return out
