@@ -9,7 +9,7 @@ import pytest
 
 from specbuild.plan import Layout, engine_limits
 from specbuild.recipe.loader import load_recipe
-from specbuild.triton.writer import engine_roles
+from specbuild.triton.repository import engine_roles
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_RECIPES = sorted((ROOT / "recipes" / "tensorrt-llm").glob("*.yaml"))

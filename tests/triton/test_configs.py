@@ -7,7 +7,7 @@ from conftest import GPU_RECIPES, REFERENCE_RECIPES, recipe_from, write_engine_c
 
 from specbuild.trees import format_choices
 from specbuild.triton import configs, tensors
-from specbuild.triton.writer import write_repository
+from specbuild.triton.repository import write_repository
 
 ALL_RECIPES = GPU_RECIPES + REFERENCE_RECIPES
 

@@ -15,7 +15,7 @@ import shutil
 import pytest
 from conftest import GPU_RECIPES, ROOT, recipe_from, write_engine_configs
 
-from specbuild.triton.writer import write_repository
+from specbuild.triton.repository import write_repository
 
 GOLDEN = ROOT / "tests" / "golden" / "repositories"
 TEXT_FILES = ("config.pbtxt", "launch_triton.sh")

@@ -275,7 +275,8 @@ class TritonServer:
     """A tritonserver process serving one model repository on loopback ports."""
 
     def __init__(self, repository: Path, *, host: str = "127.0.0.1", http_port: int | None = None,
-                 grpc_port: int | None = None, metrics_port: int | None = None, binary: ServerBinary | None = None,
+                 grpc_port: int | None = None, metrics_port: int | None = None,
+                 binary: ServerBinary | Path | str | None = None,
                  model_control: str = "none", load_models: Sequence[str] | None = None,
                  log_path: Path | None = None, exit_timeout_s: int = 5, extra_args: Iterable[str] = (),
                  log_verbose: int = 0):
@@ -287,7 +288,8 @@ class TritonServer:
         self.host = host
         self._requested_ports = (http_port, grpc_port, metrics_port)
         self.http_port, self.grpc_port, self.metrics_port = http_port, grpc_port, metrics_port
-        self._binary = binary
+        # a ServerBinary, or the path of a tritonserver (--tritonserver), or None: found on first use
+        self._binary = binary if isinstance(binary, ServerBinary) or binary is None else find_tritonserver(Path(binary))
         self.model_control = model_control
         self.load_models = list(load_models or [])
         self.log_path = Path(log_path) if log_path else None

@@ -1,6 +1,6 @@
 """Write a Triton model repository for a recipe: checked against the engines first, written atomically.
 
-    from specbuild.triton.writer import write_repository
+    from specbuild.triton.repository import write_repository
     write_repository(recipe, layout)                 # -> triton_repo/<name>   (role "target")
     write_repository(recipe, layout, role="baseline")  # -> triton_repo/<name>-baseline
 
