@@ -36,6 +36,21 @@ from specbuild.errors import UserError
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
+    from specbuild.reference.batch import Batch
+    from specbuild.reference.model import CausalLM, ForwardOutput
+    from specbuild.reference.sequence import Sequence as Seq
+
+# The default tree of TensorRT-LLM's executor (`mc_sim_7b_63`, from examples/medusa/README.md): used when an
+# engine gives no `medusa_choices` / `eagle_choices`. 63 nodes, depth 4.
+MC_SIM_7B_63 = [
+    [0], [0, 0], [1], [0, 1], [2], [0, 0, 0], [1, 0], [0, 2], [3], [0, 3], [4], [0, 4], [2, 0], [0, 5],
+    [0, 0, 1], [5], [0, 6], [6], [0, 7], [0, 1, 0], [1, 1], [7], [0, 8], [0, 0, 2], [3, 0], [0, 9], [8], [9],
+    [1, 0, 0], [0, 2, 0], [1, 2], [0, 0, 3], [4, 0], [2, 1], [0, 0, 4], [0, 0, 5], [0, 0, 0, 0], [0, 1, 1],
+    [0, 0, 6], [0, 3, 0], [5, 0], [1, 3], [0, 0, 7], [0, 0, 8], [0, 0, 9], [6, 0], [0, 4, 0], [1, 4], [7, 0],
+    [0, 1, 2], [2, 0, 0], [3, 1], [2, 2], [8, 0], [0, 5, 0], [1, 5], [1, 0, 1], [0, 2, 1], [9, 0], [0, 6, 0],
+    [0, 0, 0, 1], [1, 6], [0, 7, 0],
+]
+
 
 @dataclass(frozen=True)
 class Tree:
@@ -120,6 +135,27 @@ class Tree:
     def position_offsets(self) -> list[int]:
         """Position of each node relative to the root's position (= its depth)."""
         return list(self.depths)
+
+    def subtree(self, keep: Sequence[int]) -> "Tree":
+        """The tree restricted to the nodes `keep` (ascending, root included, closed under parents)."""
+        index = {old: new for new, old in enumerate(keep)}
+        if not keep or keep[0] != 0:
+            raise ValueError("subtree: the root must be kept")
+        parents = [-1]
+        for old in keep[1:]:
+            if self.parents[old] not in index:
+                raise ValueError(f"subtree: node {old} is kept but its parent {self.parents[old]} is not")
+            parents.append(index[self.parents[old]])
+        paths = tuple(self.paths[old] for old in keep) if self.paths else ()
+        return Tree(parents=tuple(parents), paths=paths)
+
+    def truncated(self, max_depth: int) -> tuple["Tree", list[int]]:
+        """The nodes no deeper than `max_depth` (a step must not emit more tokens than a request may take),
+        and the kept nodes' indices in this tree."""
+        if max_depth >= self.max_depth:
+            return self, list(range(self.size))
+        keep = [i for i in range(self.size) if self.depths[i] <= max_depth]
+        return self.subtree(keep), keep
 
 
 def chain_tree(num_draft_tokens: int) -> Tree:
@@ -356,3 +392,82 @@ def sample_accept(
             return Acceptance(nodes=tuple(nodes), tokens=tuple(tokens[n] for n in nodes), bonus=bonus)
         nodes.append(accepted_child)
         node = accepted_child
+
+
+# --------------------------------------------------------------------------------------------------
+# Running a tree through the reference runtime (shared by Medusa, EAGLE and lookahead)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RowTree:
+    """One row's draft for a step: the tree and its node tokens (tokens[0] is the root: the row's last,
+    not yet cached token)."""
+
+    tree: Tree
+    tokens: list[int]
+
+
+def feed_trees(batch: "Batch", model: "CausalLM", drafts: Sequence[RowTree], cache: str = "target") -> tuple["ForwardOutput", list[int]]:
+    """One forward of `model` over every row's uncached tokens followed by its tree's draft nodes.
+
+    The last uncached token is the tree root; a node at depth d sits at the root's position + d and sees the
+    committed context, the uncached tokens before the root, and its own ancestors (the tree attention mask).
+    Returns the forward output (logits of every fed token) and, per row, the index of the root among the fed
+    tokens: node i of row r is fed token `roots[r] + i`.
+    """
+    import torch
+
+    kv = batch.cache(cache, model)
+    uncached = batch.uncached(cache)
+    tokens, positions, attend, roots = [], [], [], []
+    for r, draft in enumerate(drafts):
+        u = len(uncached[r])
+        if u < 1 or uncached[r][-1] != draft.tokens[0]:
+            raise RuntimeError(f"row {r}: the tree root must be the row's last, uncached token")
+        root, start, size = u - 1, kv.lengths[r], draft.tree.size
+        tokens.append(list(uncached[r]) + list(draft.tokens[1:]))
+        positions.append(list(range(start, start + u)) + [start + root + d for d in draft.tree.depths[1:]])
+        n = u + size - 1
+        sees = torch.zeros(n, n, dtype=torch.bool)
+        sees[:u, :u] = torch.ones(u, u, dtype=torch.bool).tril()
+        sees[root:, :root] = True
+        sees[root:, root:] = draft.tree.ancestor_matrix()
+        attend.append(sees)
+        roots.append(root)
+    return model.forward(kv, tokens, positions=positions, attend=attend, logits="all"), roots
+
+
+def commit_paths(batch: "Batch", roots: Sequence[int], accepted: Sequence["Acceptance"], cache: str = "target") -> None:
+    """Keep, per row, the tokens fed before the root, the root, and the accepted path (compacted in place)."""
+    batch.caches[cache].commit([list(range(root + 1)) + [root + n for n in acc.nodes] for root, acc in zip(roots, accepted)])
+
+
+def path_tokens(tree: Tree, tokens: Sequence[int], node: int) -> list[int]:
+    """Draft tokens from the root (excluded) down to `node` (included)."""
+    return [tokens[a] for a in tree.ancestors[node][1:]]
+
+
+def verify_tree(seq: "Seq", tree: Tree, tokens: Sequence[int], logits: "torch.Tensor") -> Acceptance:
+    """Verify one row's tree against the target's logits at its nodes ([tree.size, V]).
+
+    Greedy requests: `greedy_accept` on the request's argmax at each node. Sampled requests: recursive
+    rejection sampling with deterministic proposals (every tree the runtime builds is a function of the
+    context, not of this step's coins), lossless. Bad words are masked given each node's own path.
+    """
+    from specbuild.reference import sampling
+
+    bad_words = bool(seq.request.bad_words)
+    if seq.greedy:
+        if bad_words:
+            argmax = [seq.choose(logits[i], path_tokens(tree, tokens, i)) for i in range(tree.size)]
+        else:
+            argmax = logits.argmax(-1).tolist()
+        return greedy_accept(tree, tokens, argmax)
+    if bad_words:
+        import torch
+
+        probs = torch.stack([seq.distribution(logits[i], path_tokens(tree, tokens, i)) for i in range(tree.size)])
+    else:
+        probs = sampling.probabilities(logits, seq.sampling)
+    return sample_accept(tree, tokens, probs, generator=seq.generator)
