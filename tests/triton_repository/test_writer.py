@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import GPU_RECIPES, recipe_from, write_engine_configs
+from repo_helpers import GPU_RECIPES, recipe_from, write_engine_configs
 
 from specbuild.errors import UserError
 from specbuild.triton import launch

@@ -2,7 +2,7 @@
 
 Configs and launch_triton.sh are compared as text with machine paths replaced (<ROOT> = the checkout,
 <OUT> = the output folder); the other files (our model.py sources) by sha256 in MANIFEST.sha256.
-Regenerate after an intended change with:  SPECBUILD_UPDATE_GOLDEN=1 pytest tests/triton/test_golden.py
+Regenerate after an intended change with:  SPECBUILD_UPDATE_GOLDEN=1 pytest tests/triton_repository/test_golden.py
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import shutil
 
 import pytest
-from conftest import GPU_RECIPES, ROOT, recipe_from, write_engine_configs
+from repo_helpers import GPU_RECIPES, ROOT, recipe_from, write_engine_configs
 
 from specbuild.triton.repository import write_repository
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GPU_RECIPES, REFERENCE_RECIPES, recipe_from, write_engine_configs
+from repo_helpers import GPU_RECIPES, REFERENCE_RECIPES, recipe_from, write_engine_configs
 
 from specbuild.trees import format_choices
 from specbuild.triton import configs, tensors

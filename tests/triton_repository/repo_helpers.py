@@ -1,11 +1,9 @@
-"""Fixtures of the Triton repository tests: recipes from recipes/, engine folders that carry only config.json."""
+"""Helpers of the Triton repository tests: recipes from recipes/, engine folders that carry only config.json."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import pytest
 
 from specbuild.plan import Layout, engine_limits
 from specbuild.recipe.loader import load_recipe
@@ -32,11 +30,3 @@ def write_engine_configs(recipe, layout: Layout, role: str = "target", **changes
         if recipe.runtime == "reference":
             config["specbuild"] = {"runtime": "reference", "role": engine_role, "method": recipe.speculation.method}
         (folder / "config.json").write_text(json.dumps(config))
-
-
-@pytest.fixture
-def layout_for(tmp_path):
-    def make(recipe) -> Layout:
-        return Layout(tmp_path / "engines", tmp_path / "triton_repo", tmp_path / "reports", recipe.name)
-
-    return make
