@@ -107,7 +107,10 @@ def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
         return params
     spec = recipe.speculation
     if bls_driven(recipe, role):
+        # the BLS checks up front that every round's prompt (the text so far) fits the engines
         params["max_draft_len"] = str(method.max_draft_len(spec))
+        params["max_input_len"] = str(recipe.build.max_input_len)
+        params["max_seq_len"] = str(recipe.build.max_seq_len)
     if method.needs_draft_engine:
         params["tensorrt_llm_draft_model_name"] = "tensorrt_llm_draft"
         params["speculative_method"] = "draft_target"

@@ -209,8 +209,9 @@ class TritonPythonModel:
         self.default_num_draft_tokens = int(parameter(config, "default_num_draft_tokens", "0"))
         self.default_use_draft_logits = flag(config, "default_use_draft_logits", False)
         self.max_matching_ngram_size = int(parameter(config, "max_matching_ngram_size", "2"))
-        max_draft_len = parameter(config, "max_draft_len")
-        self.max_draft_len = int(max_draft_len) if max_draft_len is not None else None
+        limits = {key: parameter(config, key) for key in ("max_draft_len", "max_input_len", "max_seq_len")}
+        self.max_draft_len, self.max_input_len, self.max_seq_len = (
+            int(value) if value is not None else None for value in limits.values())
         self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="bls")
 
     # --- Triton entry point -----------------------------------------------------------------------------------
@@ -491,8 +492,25 @@ class TritonPythonModel:
                 state["generated"] = tokens[len(ids):]
 
     # --- speculative rounds ---------------------------------------------------------------------------------------
+    def check_lengths(self, row, prompt_len):
+        """Every round sends the whole text so far as a new prompt: it must fit the engines' max_input_len up to
+        the last round (the engines check each call; this says why up front)."""
+        if self.max_input_len is not None and prompt_len > self.max_input_len:
+            raise RequestError(f"the prompt has {prompt_len} tokens, more than the engines' max_input_len="
+                               f"{self.max_input_len}")
+        if self.max_seq_len is not None and prompt_len + row.max_tokens > self.max_seq_len:
+            raise RequestError(f"prompt ({prompt_len}) + max_tokens ({row.max_tokens}) exceeds the engines' "
+                               f"max_seq_len={self.max_seq_len}; ask for fewer tokens")
+        last_round = prompt_len + row.max_tokens - 1
+        if self.max_input_len is not None and last_round > self.max_input_len:
+            raise RequestError(f"speculative rounds resend the text so far as the prompt: prompt ({prompt_len}) + "
+                               f"max_tokens ({row.max_tokens}) - 1 = {last_round} exceeds the engines' max_input_len="
+                               f"{self.max_input_len}; ask for at most {self.max_input_len - prompt_len + 1} tokens, "
+                               "send num_draft_tokens: 0, or build the engines with max_input_len >= max_seq_len")
+
     def speculate(self, state, on_tokens):
         row, prepared = state["row"], state["prepared"]
+        self.check_lengths(row, len(prepared.input_ids))
         current = list(prepared.input_ids)
         generated = state["generated"]
         drafted = accepted = 0

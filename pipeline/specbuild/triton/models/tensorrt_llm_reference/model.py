@@ -237,9 +237,9 @@ class TritonPythonModel:
             if parameter(config, "eagle_dynamic_tree_max_top_k") is not None:
                 overrides["eagle_dynamic_tree_max_top_k"] = int_parameter(config, "eagle_dynamic_tree_max_top_k")
         if mode == "lookahead":
-            keys = {"lookahead_window_size": "window_size", "lookahead_ngram_size": "ngram_size",
-                    "lookahead_verification_set_size": "verification_set_size"}
-            values = {ours: int_parameter(config, key) for key, ours in keys.items()}
+            # the runtime's decoding keys are the parameter names
+            keys = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
+            values = {key: int_parameter(config, key) for key in keys}
             if any(v is None for v in values.values()):
                 raise pb_utils.TritonModelException(
                     f"{self.name}: decoding_mode is lookahead but lookahead parameters are not specified — set "
