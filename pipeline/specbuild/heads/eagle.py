@@ -110,14 +110,15 @@ class EagleHead(nn.Module):
         elif attention_mask.dtype == torch.bool:
             raise TypeError("EagleHead needs an additive float attention_mask (0 / -inf), not a bool mask")
         position_embeddings = self.rotary_emb(hidden, position_ids)
+        cache = {cache_kwarg(self.layers[0]): past_key_values}
         for layer in self.layers:
             hidden = layer(
                 hidden,
                 attention_mask=attention_mask.to(hidden.dtype),
                 position_ids=position_ids,
-                cache=past_key_values,
                 use_cache=past_key_values is not None,
                 position_embeddings=position_embeddings,
+                **cache,
             )
         return hidden
 
@@ -130,6 +131,13 @@ class EagleHead(nn.Module):
     @torch.no_grad()
     def copy_embedding_from(self, target_model) -> None:
         self.embed_tokens.weight.copy_(target_model.get_input_embeddings().weight)
+
+
+def cache_kwarg(module: nn.Module) -> str:
+    """The keyword a transformers 5.x module takes its KV cache under: `cache` (5.2x) or `past_key_values`."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
 
 
 def causal_mask(batch: int, length: int, past: int, dtype: torch.dtype, device=None) -> torch.Tensor:

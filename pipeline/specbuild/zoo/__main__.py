@@ -1,0 +1,63 @@
+"""`python -m specbuild.zoo build --profile tiny --out checkpoints/tiny` and `verify <folder>`."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from specbuild.errors import UserError
+
+
+@click.group()
+def cli() -> None:
+    """Build or verify the tiny model zoo (real-format checkpoints trained on this CPU)."""
+
+
+@cli.command("build")
+@click.option("--profile", "profile_name", required=True, help="tiny | small | micro")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="output folder (replaced)")
+@click.option("--threads", type=int, default=None, help="torch threads (default: min(2, cpus))")
+def build_cmd(profile_name: str, out: str, threads: int | None) -> None:
+    """Train every model of PROFILE from scratch and write it to OUT."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from specbuild.zoo.build import build, main_progress
+    from specbuild.zoo.profiles import get_profile
+
+    folder = build(get_profile(profile_name), out, main_progress, threads)
+    click.echo(str(folder))
+
+
+@cli.command("verify")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+def verify_cmd(folder: str) -> None:
+    """Check every file of FOLDER against its manifest.json."""
+    from pathlib import Path
+
+    from specbuild.zoo import manifest
+
+    recorded = manifest.read(Path(folder))
+    if recorded is None:
+        raise UserError(f"{folder}/manifest.json: missing or unreadable; rebuild the folder.")
+    problems = manifest.mismatches(Path(folder), recorded)
+    if problems:
+        raise UserError(f"{folder}: does not match its manifest: " + "; ".join(problems))
+    click.echo(f"{folder}: {len(recorded['files'])} files match manifest.json")
+
+
+def main() -> None:
+    try:
+        cli(standalone_mode=False)
+    except UserError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(1)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Training the draft model, the Medusa heads and the EAGLE-1 head from the target's teacher data.
+
+- draft:  KL(p_target(. | x_<=t) || p_draft(. | x_<=t)) at every position (soft targets).
+- Medusa: head k at position t matches the target's distribution at t+1+k (the token at t+2+k),
+          weighted 0.8^k (Medusa-2 self-distillation, soft targets).
+- EAGLE:  feature regression SmoothL1(f̂_{t+1}, f_{t+1}) + 0.1 * CE(softmax(lm_head f_{t+1}), lm_head f̂_{t+1})
+          from inputs (f_t, x_{t+1}) (the EAGLE paper's objective; uniform noise on input features).
+All three train under bf16 autocast with fp32 master weights.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from specbuild.zoo import train
+from specbuild.zoo.profiles import Schedule
+from specbuild.zoo.teacher import TeacherData
+
+MEDUSA_DECAY = 0.8
+EAGLE_CLS_WEIGHT = 0.1
+EAGLE_NOISE = 0.1   # uniform noise half-width on input features, relative to their RMS
+
+
+def _autocast():
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def soft_cross_entropy(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """KL(teacher || student) up to the teacher's entropy: -sum p_teacher log p_student, mean over tokens."""
+    teacher = F.softmax(teacher_logits.float(), dim=-1)
+    return -(teacher * F.log_softmax(student_logits.float(), dim=-1)).sum(-1).mean()
+
+
+def train_draft(draft, data: TeacherData, schedule: Schedule, seed: int, progress=None) -> dict:
+    draft.train()
+
+    def loss_fn(step: int) -> torch.Tensor:
+        rows = train.batch_indices(step, schedule.batch, data.tokens.shape[0], seed)
+        x = data.tokens[rows]
+        with torch.no_grad():
+            teacher = data.target_logits(rows)
+        with _autocast():
+            logits = draft(input_ids=x).logits
+        return soft_cross_entropy(logits, teacher)
+
+    stats = train.run(list(draft.parameters()), loss_fn, schedule, progress, "draft")
+    draft.eval()
+    return stats
+
+
+def train_medusa(heads, data: TeacherData, schedule: Schedule, seed: int, progress=None) -> dict:
+    heads.train()
+    heads.init_from_lm_head(data.lm_head)
+    length = data.tokens.shape[1]
+
+    def loss_fn(step: int) -> torch.Tensor:
+        rows = train.batch_indices(step, schedule.batch, data.tokens.shape[0], seed)
+        features = data.features[rows]
+        with torch.no_grad():
+            teacher = features @ data.lm_head.T          # teacher[:, t] scores the token at t + 1
+        total = 0.0
+        for k, head in enumerate(heads.heads):
+            span = length - 1 - k                        # positions t with a teacher at t + 1 + k
+            with _autocast():
+                logits = head(features[:, :span])
+            total = total + MEDUSA_DECAY ** k * soft_cross_entropy(logits, teacher[:, 1 + k: 1 + k + span])
+        return total
+
+    stats = train.run(list(heads.parameters()), loss_fn, schedule, progress, "medusa")
+    heads.eval()
+    return stats
+
+
+@torch.no_grad()
+def init_eagle_head(head, target) -> None:
+    """Embedding copied from the target (frozen); fc starts as 'pass the feature through'."""
+    head.copy_embedding_from(target)
+    hidden = head.fc.weight.shape[0]
+    head.fc.weight.zero_()
+    head.fc.weight[:, hidden:] = torch.eye(hidden)
+    head.fc.bias.zero_()
+
+
+def train_eagle(head, data: TeacherData, schedule: Schedule, seed: int, progress=None) -> dict:
+    head.train()
+    length = data.tokens.shape[1]
+    positions = torch.arange(length - 1)[None]
+    rms = data.features.pow(2).mean().sqrt().item()
+    noise_gen = torch.Generator().manual_seed(seed + 7)
+
+    def loss_fn(step: int) -> torch.Tensor:
+        rows = train.batch_indices(step, schedule.batch, data.tokens.shape[0], seed)
+        x, f = data.tokens[rows], data.features[rows]
+        inputs = f[:, :-1] + (torch.rand(f[:, :-1].shape, generator=noise_gen) * 2 - 1) * EAGLE_NOISE * rms
+        with _autocast():
+            predicted = head(inputs, x[:, 1:], positions.expand(x.shape[0], -1))
+        predicted = predicted.float()
+        regression = F.smooth_l1_loss(predicted, f[:, 1:])
+        with torch.no_grad():
+            teacher = f[:, 1:] @ data.lm_head.T
+        classification = soft_cross_entropy(predicted @ data.lm_head.T, teacher)
+        return regression + EAGLE_CLS_WEIGHT * classification
+
+    stats = train.run([p for p in head.parameters() if p.requires_grad], loss_fn, schedule, progress, "eagle")
+    head.eval()
+    return stats

@@ -1,0 +1,98 @@
+"""The zoo builder's whole code path on the `micro` profile (tiny corpus slice, a few steps): < 1 min."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specbuild.zoo import ensure_profile, manifest, profile_folder_problems
+from specbuild.zoo.build import build
+from specbuild.zoo.profiles import MICRO
+
+
+@pytest.fixture(scope="module")
+def micro(tmp_path_factory):
+    torch.set_num_threads(2)
+    return build(MICRO, tmp_path_factory.mktemp("zoo") / "micro")
+
+
+def test_layout(micro):
+    names = {p.relative_to(micro).as_posix() for p in micro.rglob("*") if p.is_file()}
+    assert {
+        "manifest.json", "README.md", "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json",
+        "target/config.json", "target/generation_config.json", "target/model.safetensors",
+        "target/tokenizer.json", "draft/model.safetensors", "draft/tokenizer_config.json",
+        "medusa/config.json", "medusa/medusa_lm_head.safetensors", "eagle/config.json", "eagle/pytorch_model.bin",
+    } <= names
+    assert not list(micro.parent.glob(".micro.partial-*"))
+
+
+def test_manifest_matches_files(micro, tmp_path):
+    import shutil
+
+    recorded = manifest.read(micro)
+    assert manifest.mismatches(micro, recorded) == []
+    assert profile_folder_problems(micro, "micro") == []
+    assert recorded["corpus"]["sha256"] and recorded["seeds"]["target_init"] == MICRO.seed
+    for name in ("target", "draft", "medusa", "eagle"):
+        assert recorded["models"][name]["params"] > 0
+        assert recorded["models"][name]["training"]["steps"] > 0
+    q = recorded["quality"]
+    assert len(q["medusa"]["top1_per_head"]) == MICRO.medusa_heads
+    assert len(q["eagle"]["top1_per_step"]) == MICRO.eagle_depth
+    assert q["draft_model"]["mean_acceptance_length"] >= 1.0
+    # a changed byte is caught
+    copy = shutil.copytree(micro, tmp_path / "copy")
+    (copy / "README.md").write_text((copy / "README.md").read_text() + " ")
+    assert manifest.mismatches(copy, recorded) == ["changed: README.md"]
+
+
+def test_loads_with_transformers_and_heads_loaders(micro):
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    from specbuild.heads.eagle import load_eagle_head
+    from specbuild.heads.medusa import load_medusa_heads
+
+    for folder in ("tokenizer", "target", "draft"):
+        tok = AutoTokenizer.from_pretrained(micro / folder)
+        assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (1, 2, 2)
+        assert tok("x = 1").input_ids[0] == 1
+    assert json.loads((micro / "target" / "tokenizer_config.json").read_text())["tokenizer_class"] == \
+        "PreTrainedTokenizerFast"
+    target = LlamaForCausalLM.from_pretrained(micro / "target")
+    draft = LlamaForCausalLM.from_pretrained(micro / "draft")
+    assert target.dtype == torch.float16 and draft.config.num_hidden_layers == 1
+    heads = load_medusa_heads(micro / "medusa")
+    eagle = load_eagle_head(micro / "eagle", target)
+    x = torch.tensor([[1, 5, 6, 7]])
+    with torch.no_grad():
+        feats = target.float().model(input_ids=x).last_hidden_state
+        assert heads(feats).shape == (MICRO.medusa_heads, 1, 4, MICRO.vocab_size)
+        assert eagle(feats, x, torch.arange(4)[None]).shape == feats.shape
+
+
+def test_ensure_profile_builds_once_then_reuses(micro, tmp_path, monkeypatch):
+    import shutil
+
+    import specbuild.zoo.build as build_mod
+
+    monkeypatch.setenv("SPECBUILD_ZOO_CACHE", str(tmp_path))
+    shutil.copytree(micro, tmp_path / "micro")
+    recorded = manifest.read(tmp_path / "micro")
+    monkeypatch.setattr(build_mod, "build", lambda *a, **k: pytest.fail("should reuse the cached build"))
+    assert ensure_profile("micro") == tmp_path / "micro"
+    # a stale builder version forces a rebuild
+    recorded["builder_version"] = -1
+    (tmp_path / "micro" / "manifest.json").write_text(json.dumps(recorded))
+    calls = []
+    monkeypatch.setattr(build_mod, "build", lambda profile, folder, progress=None: calls.append(folder) or folder)
+    assert ensure_profile("micro") == tmp_path / "micro" and calls == [tmp_path / "micro"]
+
+
+def test_unknown_profile_is_a_user_error():
+    from specbuild.errors import UserError
+
+    with pytest.raises(UserError, match="unknown zoo profile"):
+        ensure_profile("huge")
