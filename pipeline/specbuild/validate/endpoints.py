@@ -32,6 +32,11 @@ class Endpoints:
               http_option: str = "--url", grpc_option: str = "--grpc-url") -> "Endpoints":
         return cls(parse_hostport(http, http_option), parse_hostport(grpc, grpc_option) if grpc else None, model)
 
+    @classmethod
+    def of(cls, server, model: str | None = None) -> "Endpoints":
+        """The endpoints of a running `specbuild.serve.TritonServer`."""
+        return cls(server.http_address, server.grpc_url, model)
+
     def describe(self) -> str:
         parts = [f"http {self.http}"]
         if self.grpc:

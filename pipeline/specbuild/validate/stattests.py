@@ -1,8 +1,11 @@
 """Two-sample tests for the sampling check: is the speculative deployment's distribution the baseline's?
 
 `homogeneity_test` is Pearson's chi-square test of homogeneity on a 2 x K table (rows: the two deployments,
-columns: observed outcomes, e.g. the first two generated tokens). Outcomes whose expected count is below 5 in
-either row are pooled into one "other" column, the usual validity condition of the chi-square approximation.
+columns: observed outcomes, e.g. the first two generated tokens). Every column needs an expected count of at
+least 5 in each row (the usual validity condition of the chi-square approximation), so rare outcomes are pooled:
+a tuple outcome (t1, t2, ...) is first pooled with the outcomes sharing its prefix (t1, *), then shorter
+prefixes, and what is still rare goes into one "other" column. Pooling by prefix keeps the first tokens'
+distribution under test when the joint outcomes are too many for the number of trials.
 The p-value comes from the chi-square survival function, computed here from the regularised incomplete gamma
 function (no scipy). Total variation distance is reported next to it as an effect size.
 """
@@ -94,6 +97,45 @@ def total_variation(a: Counter, b: Counter) -> float:
     return 0.5 * sum(abs(a[k] / na - b[k] / nb) for k in set(a) | set(b))
 
 
+def _label(outcome: Hashable, depth: int | None) -> str:
+    if depth is None or not isinstance(outcome, tuple):
+        return str(outcome) if not isinstance(outcome, tuple) else "(" + ", ".join(map(str, outcome)) + ")"
+    return "(" + ", ".join(map(str, outcome[:depth])) + ", *)"
+
+
+def _pool(a: Counter, b: Counter, enough) -> tuple[list[tuple[str, int, int]], int]:
+    """Columns (label, count a, count b) after pooling rare outcomes by prefix, then into OTHER."""
+    columns: dict[str, list[int]] = {}
+    pending = set(a) | set(b)
+    pooled = 0
+    depths: list[int | None] = [None]
+    longest = max((len(o) for o in pending if isinstance(o, tuple)), default=0)
+    depths += list(range(longest - 1, 0, -1))
+    for depth in depths:
+        groups: dict[str, list] = {}
+        for o in pending:
+            if depth is not None and not (isinstance(o, tuple) and len(o) > depth):
+                continue
+            groups.setdefault(_label(o, depth), []).append(o)
+        for label, members in groups.items():
+            ca, cb = sum(a[o] for o in members), sum(b[o] for o in members)
+            if enough(ca + cb):
+                columns[label] = [ca, cb]
+                pending -= set(members)
+                pooled += len(members) if depth is not None else 0
+    if pending:
+        ca, cb = sum(a[o] for o in pending), sum(b[o] for o in pending)
+        pooled += len(pending)
+        if enough(ca + cb) or not columns:
+            columns[OTHER] = [ca, cb]
+        else:  # still too small: merge it into the smallest column
+            label = min(columns, key=lambda k: sum(columns[k]))
+            columns[f"{label} + {OTHER}"] = [columns[label][0] + ca, columns[label][1] + cb]
+            del columns[label]
+    ordered = sorted(columns.items(), key=lambda kv: (-(kv[1][0] + kv[1][1]), kv[0]))
+    return [(k, v[0], v[1]) for k, v in ordered], pooled
+
+
 def homogeneity_test(sample_a: Iterable[Hashable], sample_b: Iterable[Hashable],
                      min_expected: float = 5.0) -> HomogeneityResult:
     """Chi-square test that two samples of outcomes come from one distribution (pooling rare outcomes)."""
@@ -102,21 +144,7 @@ def homogeneity_test(sample_a: Iterable[Hashable], sample_b: Iterable[Hashable],
     if not na or not nb:
         raise ValueError("both samples need at least one outcome")
     n = na + nb
-    outcomes = sorted(set(a) | set(b), key=lambda k: (-(a[k] + b[k]), str(k)))
-
-    def expected_ok(col_total: int) -> bool:
-        return min(na, nb) * col_total / n >= min_expected
-
-    kept = [k for k in outcomes if expected_ok(a[k] + b[k])]
-    rare = [k for k in outcomes if k not in kept]
-    columns: list[tuple[str, int, int]] = [(str(k), a[k], b[k]) for k in kept]
-    if rare:
-        other = (OTHER, sum(a[k] for k in rare), sum(b[k] for k in rare))
-        if expected_ok(other[1] + other[2]) or not columns:
-            columns.append(other)
-        else:  # the pooled column is still too small: merge it into the smallest kept column
-            label, ca, cb = columns.pop()
-            columns.append((f"{label} + {OTHER}", ca + other[1], cb + other[2]))
+    columns, pooled = _pool(a, b, lambda total: min(na, nb) * total / n >= min_expected)
     statistic = 0.0
     for _, ca, cb in columns:
         total = ca + cb
@@ -126,4 +154,4 @@ def homogeneity_test(sample_a: Iterable[Hashable], sample_b: Iterable[Hashable],
                 statistic += (observed - expected) ** 2 / expected
     dof = len(columns) - 1
     return HomogeneityResult(statistic, dof, chi2_sf(statistic, dof), total_variation(a, b),
-                             [c[0] for c in columns], [c[1] for c in columns], [c[2] for c in columns], len(rare))
+                             [c[0] for c in columns], [c[1] for c in columns], [c[2] for c in columns], pooled)

@@ -109,10 +109,20 @@ def _tokenizer(recipe: Recipe, target: Deployment):
 
 def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None, *,
                    report_dir: Path | None = None, progress: Callable[[str, int, int], None] | None = None,
-                   options: SuiteOptions | None = None) -> ValidationResult:
+                   options: SuiteOptions | None = None, console=None) -> ValidationResult:
     """Run the suite against `target` (the speculative deployment) and `baseline` (the same target without
     speculation). UserError for what the user must fix first (unreachable server, missing baseline, bad
-    prompt file); check failures are results, not exceptions. Writes the reports when `report_dir` is given."""
+    prompt file); check failures are results, not exceptions. Writes the reports when `report_dir` is given.
+
+    progress(stage, done, total) is called as the suite runs. With a rich `console` (and no `progress`), a
+    progress bar is shown on it and the result tables are printed on it at the end."""
+    if console is not None and progress is None:
+        from specbuild.validate.report.terminal import print_result, progress_bar
+
+        with progress_bar(console) as bar:
+            result = run_validation(recipe, target, baseline, report_dir=report_dir, progress=bar, options=options)
+        print_result(result, console)
+        return result
     options = options or SuiteOptions()
     method = method_for(recipe)
     _preflight(recipe, baseline, options)

@@ -4,7 +4,7 @@ One worker thread steps every active request together, like an inflight batcher:
 step_ms + token_ms * (tokens the step processes), so speculation (1 + draft_len tokens per request per step)
 wins at low concurrency and loses at high concurrency, as on real hardware.
 
-Parameters: toy_mode (baseline|speculative), toy_broken ("", tokens, sampling), draft_len, max_input_len,
+Parameters: toy_mode (baseline|speculative), toy_broken (comma-separated: tokens, sampling), draft_len, max_input_len,
 max_seq_len, step_ms, token_ms.
 """
 
@@ -70,7 +70,7 @@ class TritonPythonModel:
     def initialize(self, args):
         cfg = json.loads(args["model_config"])
         self.mode = _param(cfg, "toy_mode", "baseline")
-        self.broken = _param(cfg, "toy_broken", "")
+        self.broken = set(_param(cfg, "toy_broken", "").split(","))
         self.draft_len = int(_param(cfg, "draft_len", "4"))
         self.max_input_len = int(_param(cfg, "max_input_len", "256"))
         self.max_seq_len = int(_param(cfg, "max_seq_len", "512"))
@@ -140,9 +140,12 @@ class TritonPythonModel:
 
     def _next_tokens(self, job):
         ctx = job.prompt + job.generated
+        if not job.greedy and "sampling" in self.broken:  # the bug: the speculative path ignores temperature
+            return [toy_lm.greedy_next(ctx)]
         if not job.greedy:
-            temp = job.temperature * (2.0 if self.broken == "sampling" else 1.0)
-            return [toy_lm.sample_next(ctx, temp, job.rng)]
+            if self.mode == "speculative":
+                return [toy_lm.speculative_sample(ctx, job.temperature, job.rng)]
+            return [toy_lm.sample_next(ctx, job.temperature, job.rng)]
         if self.mode == "speculative" and job.generated:  # the context step yields one token, as in TensorRT-LLM
             emitted, accepted = toy_lm.speculate(ctx, self.draft_len)
             job.drafted += self.draft_len
@@ -152,7 +155,7 @@ class TritonPythonModel:
 
     def _advance(self, job):
         new = self._next_tokens(job)
-        if self.broken == "tokens":
+        if "tokens" in self.broken:
             pos = len(job.generated)
             new = [(t + 1 if pos + i == 5 else t) for i, t in enumerate(new)]
         room = job.max_new - len(job.generated)

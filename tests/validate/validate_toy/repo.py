@@ -4,6 +4,7 @@
     write_toy_repo(dest, mode="speculative")                 # Medusa-like: several tokens per step
     write_toy_repo(dest, mode="baseline")                    # the same model, one token per step
     write_toy_repo(dest, mode="speculative", broken="tokens")  # a core that returns a wrong token (position 5)
+    write_toy_repo(dest, mode="speculative", broken="tokens,sampling")  # ... and ignores temperature
 """
 
 from __future__ import annotations
