@@ -272,3 +272,93 @@ def test_request_batch_and_concurrent_requests(served, hf_greedy):
     for row, want in enumerate(expected):
         got = [int(t) for t in ids[row].reshape(-1) if t != -1]
         assert got == want
+
+
+def _stream_client(served):
+    import tritonclient.grpc as grpcclient
+
+    results: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(served.server.grpc_url)
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    return client, results
+
+
+def _core_inputs(prompt_ids, max_tokens, streaming=True):
+    return [_grpc_input("input_ids", np.array([prompt_ids], dtype=np.int32), "INT32"),
+            _grpc_input("input_lengths", np.array([[len(prompt_ids)]], dtype=np.int32), "INT32"),
+            _grpc_input("request_output_len", np.array([[max_tokens]], dtype=np.int32), "INT32"),
+            _grpc_input("streaming", np.array([[streaming]], dtype=bool), "BOOL")]
+
+
+def test_stop_request_and_cancel_end_a_running_stream(served):
+    """`stop: true` with the request id of a running request ends it early; a cancelled stream leaves the
+    server healthy. Needs a decoupled tensorrt_llm (streaming recipes, not the BLS-driven methods)."""
+    if not served.recipe.triton.streaming or served.method in ("draft_target", "prompt_lookup"):
+        pytest.skip("tensorrt_llm is not decoupled in this deployment")
+    prompt_ids = [1, 5, 6, 7]
+    longest = served.recipe.build.max_seq_len - len(prompt_ids)
+    client, results = _stream_client(served)
+    try:
+        # the same request left alone: how many tokens it makes
+        client.async_stream_infer("tensorrt_llm", _core_inputs(prompt_ids, longest), request_id="full",
+                                  enable_empty_final_response=True)
+        full = 0
+        while True:
+            result, error = results.get(timeout=120)
+            assert error is None, error.message()
+            ids = result.as_numpy("output_ids")
+            full += 0 if ids is None else ids.size
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                break
+        client.async_stream_infer("tensorrt_llm", _core_inputs(prompt_ids, longest), request_id="long-1",
+                                  enable_empty_final_response=True)
+        result, error = results.get(timeout=120)
+        assert error is None, error
+        # Triton still wants the two required inputs; the model looks only at `stop` and the request id
+        stop = [_grpc_input("stop", np.array([[True]]), "BOOL"),
+                _grpc_input("input_lengths", np.array([[1]], dtype=np.int32), "INT32"),
+                _grpc_input("request_output_len", np.array([[1]], dtype=np.int32), "INT32")]
+        client.async_stream_infer("tensorrt_llm", stop, request_id="long-1", enable_empty_final_response=True)
+        tokens, finals = result.as_numpy("output_ids").reshape(-1).tolist(), 0
+        while finals < 2:  # the long request's final response and the stop request's
+            result, error = results.get(timeout=120)
+            assert error is None, error.message()
+            ids = result.as_numpy("output_ids")
+            if ids is not None:
+                tokens += ids.reshape(-1).tolist()
+            finals += result.get_response().parameters["triton_final_response"].bool_param
+        assert 0 < len(tokens) < full
+    finally:
+        client.stop_stream()
+        client.close()
+    # a stream cancelled by the client mid-way
+    client, results = _stream_client(served)
+    client.async_stream_infer("tensorrt_llm", _core_inputs(prompt_ids, longest), request_id="long-2")
+    results.get(timeout=120)
+    client.stop_stream(cancel_requests=True)
+    client.close()
+    assert served.server.model_ready("tensorrt_llm")
+    served.generate("ensemble", PROMPTS[0])
+
+
+def test_decoupled_bls_answers_a_request_batch_row_by_row(served, hf_greedy):
+    if not served.recipe.triton.streaming:
+        pytest.skip("the non-decoupled BLS is checked with a batch in test_request_batch_and_concurrent_requests")
+    client, results = _stream_client(served)
+    try:
+        inputs = [_grpc_input("text_input", np.array([[p.encode()] for p in PROMPTS], dtype=object), "BYTES"),
+                  _grpc_input("max_tokens", np.array([[MAX_TOKENS]] * 2, dtype=np.int32), "INT32"),
+                  _grpc_input("exclude_input_in_output", np.array([[True]] * 2, dtype=bool), "BOOL")]
+        client.async_stream_infer("tensorrt_llm_bls", inputs, enable_empty_final_response=True)
+        rows = {}
+        while True:
+            result, error = results.get(timeout=120)
+            assert error is None, error
+            if result.as_numpy("output_ids") is not None:
+                rows[int(result.as_numpy("batch_index").reshape(-1)[0])] = result.as_numpy("output_ids").reshape(-1).tolist()
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                break
+    finally:
+        client.stop_stream()
+        client.close()
+    assert rows == {0: hf_greedy[PROMPTS[0]], 1: hf_greedy[PROMPTS[1]]}

@@ -18,6 +18,15 @@ CORPUS = [
 ] * 8
 
 
+def build_tokenizer(folder: Path):
+    """The byte-level BPE tokenizer of the zoo (<s> prepended, </s> = end = pad), trained on CORPUS."""
+    from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
+
+    tokenizer = train_tokenizer(CORPUS, vocab_size=320)
+    save_tokenizer(tokenizer, folder)
+    return tokenizer
+
+
 def build_tiny_checkpoints(root: Path) -> dict[str, Path]:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
