@@ -10,6 +10,9 @@ from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, SuiteCon
 from specbuild.validate.client import Generation
 
 NAME, TITLE = "functional", "Functional (text, limits, stop words, echo, streaming)"
+REPLACEMENT = "\ufffd"
+SPLIT_HINT = (" (a multi-byte character was split between streamed responses and each part decoded alone: the "
+              "streamed text shows U+FFFD where the whole text has the character)")
 
 
 def _clip(s: str, n: int = 60) -> str:
@@ -47,8 +50,9 @@ def _stream_matches(ctx: SuiteContext, plain: list[Generation], streamed: list[G
             problems.append(f"prompt {p.id}: {what} ended without its final response")
         elif b.text != a.text:
             i = first_difference(a.text, b.text)
+            split = b.text[i:i + 1] == REPLACEMENT and a.text[i:i + 1] not in ("", REPLACEMENT)
             problems.append(f"prompt {p.id}: {what} text differs from the non-streaming text at character {i}: "
-                            f"{a.text[i:i + 20]!r} vs {b.text[i:i + 20]!r}")
+                            f"{a.text[i:i + 20]!r} vs {b.text[i:i + 20]!r}" + (SPLIT_HINT if split else ""))
         elif a.ids is not None and b.ids is not None and a.ids != b.ids:
             problems.append(f"prompt {p.id}: {what} token ids differ at position {first_difference(a.ids, b.ids)}")
     return problems

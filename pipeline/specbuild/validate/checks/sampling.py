@@ -8,7 +8,7 @@ independent as the test assumes.
 
 from __future__ import annotations
 
-from specbuild.validate.checks.base import FAILED, PASSED, SKIPPED, CheckResult, SuiteContext, timed
+from specbuild.validate.checks.base import FAILED, PASSED, SKIPPED, WARNED, CheckResult, SuiteContext, timed
 from specbuild.validate.client import GenerateParams
 from specbuild.validate.stattests import homogeneity_test
 
@@ -51,5 +51,10 @@ def run(ctx: SuiteContext) -> CheckResult:
     summary = (f"chi-square {result.statistic:.2f} on {result.dof} dof, p = {result.p_value:.3g} "
                f"({'<' if result.p_value < cfg.significance else '>='} {cfg.significance}); "
                f"total variation {result.total_variation:.3f} over {details['distinct_outcomes']} outcomes")
+    if result.dof == 0:  # every outcome pooled into one column: the test cannot tell anything apart
+        return CheckResult(NAME, TITLE, WARNED,
+                           f"inconclusive: {trials} seeds spread over {details['distinct_outcomes']} outcomes, none "
+                           "frequent enough to compare — raise validation.sampling.trials, or lower temperature, "
+                           "top_k or tokens", details, gate)
     status = FAILED if result.p_value < cfg.significance else PASSED
     return CheckResult(NAME, TITLE, status, summary, details, gate)
