@@ -60,7 +60,7 @@ def make_recipe(method: str, checkpoints: dict[str, Path]) -> Recipe:
         "model": {"checkpoint": str(checkpoints["target"]), "dtype": "float32"},
         "speculation": spec,
         "build": {"max_batch_size": 4, "max_input_len": 128, "max_seq_len": 256},
-        "triton": {"streaming": True},
+        "triton": {"streaming": method != "none"},  # none: the non-decoupled ensemble and core
         "validation": {"prompts": PROMPTS, "max_tokens": 12, "concurrency": [1, 2], "require_lossless": True,
                        "min_acceptance_length": 1.0, "load_clients": 2, "load_seconds": 1.5,
                        "sampling": {"temperature": 1.0, "top_k": 4, "trials": 40, "tokens": 2}},

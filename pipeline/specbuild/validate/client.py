@@ -141,9 +141,10 @@ def _text(value: Any) -> str:
 
 
 def _ids(value: Any) -> list[int] | None:
+    """Token ids of beam 0; -1 is padding (rows of a [beams, tokens] output are right-padded with -1)."""
     if value is None:
         return None
-    return [int(x) for x in _flatten(value)]
+    return [int(x) for x in _flatten(value) if int(x) >= 0]
 
 
 def outputs_from_json(d: dict) -> tuple[str, list[int] | None, dict[str, float]]:
@@ -369,7 +370,7 @@ def outputs_from_grpc(result) -> tuple[str, list[int] | None, dict[str, float], 
     ids = None
     if IDS_OUTPUT in names:
         arr = result.as_numpy(IDS_OUTPUT)
-        ids = [int(x) for x in arr.reshape(-1)] if arr is not None else None
+        ids = [int(x) for x in arr.reshape(-1) if int(x) >= 0] if arr is not None else None
     perf = {}
     for k in PERF_OUTPUTS:
         if k in names:

@@ -84,10 +84,11 @@ class AcceptanceRecord:
     steps: int
     acceptance_length: float
     accepted_per_step: list[int] | None = None  # from streamed chunk sizes (one response per step)
+    prompt: str | None = None  # the prompt's id
 
     @classmethod
     def from_generation(cls, gen: Generation, prompt_index: int, stream: Generation | None = None, *,
-                        prefill_is_step: bool = False) -> "AcceptanceRecord | None":
+                        prefill_is_step: bool = False, prompt: str | None = None) -> "AcceptanceRecord | None":
         """None when the server returned no acceptance outputs (return_perf_metrics unsupported). `stream`: the
         same request streamed, used for the steps when it carried the same tokens."""
         if "total_accepted_draft_tokens" not in gen.perf or "total_draft_tokens" not in gen.perf:
@@ -105,7 +106,7 @@ class AcceptanceRecord:
             steps = out - accepted - (0 if prefill_is_step else 1)
         steps = max(steps, 1) if out else 0
         return cls(prompt_index, out, accepted, drafted, gen.perf.get("acceptance_rate"), steps,
-                   metrics.mean_acceptance_length(accepted, steps), per_step)
+                   metrics.mean_acceptance_length(accepted, steps), per_step, prompt)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -20,7 +20,7 @@ def _records(ctx: SuiteContext) -> list[AcceptanceRecord]:
     out = []
     for p, g, s in zip(ctx.prompts, plain, streamed):
         if g.ok:
-            rec = AcceptanceRecord.from_generation(g, p.index, s, prefill_is_step=prefill_is_step)
+            rec = AcceptanceRecord.from_generation(g, p.index, s, prefill_is_step=prefill_is_step, prompt=p.id)
             if rec is not None:
                 out.append(rec)
     return out

@@ -113,7 +113,7 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
             lines += table(["accepted drafts per step"] + [str(i) for i in range(len(a["histogram"]))],
                            [["steps"] + a["histogram"]])
         lines += table(["prompt", "tokens", "accepted", "drafted", "rate (server)", "steps", "AL"],
-                       [[r["prompt_index"], r["output_tokens"], r["accepted_draft_tokens"], r["draft_tokens"],
+                       [[r.get("prompt") or r["prompt_index"], r["output_tokens"], r["accepted_draft_tokens"], r["draft_tokens"],
                          "–" if r["server_acceptance_rate"] is None else f"{r['server_acceptance_rate']:.3f}",
                          r["steps"], f"{r['acceptance_length']:.3f}"] for r in a["records"]])
 

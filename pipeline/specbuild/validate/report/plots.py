@@ -53,7 +53,11 @@ def latency_plot(plt, details: dict, path: Path, title: str) -> Path:
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
         _concurrency_axis(ax, all_c)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        else:  # e.g. inter-token latency of a deployment that does not stream
+            ax.text(0.5, 0.5, "not measured\n(the deployment does not stream)", ha="center", va="center",
+                    transform=ax.transAxes, color="gray")
     fig.suptitle(f"{title}: latency vs concurrency")
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
