@@ -119,7 +119,7 @@ def test_suite_on_the_reference_deployment(method, checkpoints, baseline, tmp_pa
     assert status["load"] in ("passed", "warned"), summaries["load"]
     assert status["performance"] == "passed", summaries["performance"]
     levels = result.check("performance").details["levels"]
-    assert set(levels) == ({"speculative", "baseline"} if speculative else {"speculative"})
+    assert set(levels) == ({"speculative", "baseline"} if speculative else {"target"})
 
     acceptance = result.check("acceptance")
     if speculative:

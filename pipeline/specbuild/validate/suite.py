@@ -131,7 +131,7 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
         prompts = prompts[:options.max_prompts]
     timeout = recipe.validation.request_timeout_s
     serving = method.serving_model
-    dep_target = Deployment("target", target, serving, timeout)
+    dep_target = Deployment("target", target, serving, timeout, speculative=method.speculative)
     dep_base = Deployment("baseline", baseline, BASELINE_MODEL, timeout) if baseline is not None else None
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()

@@ -127,6 +127,8 @@ def run(ctx: SuiteContext) -> CheckResult:
             continue
         gen = case.send(ctx)
         outcome = "answered" if gen.ok else "refused"
+        if case.send in (_cancel_grpc, _cancel_http) and gen.ok:
+            outcome = f"cancelled by the client after {len(gen.chunks)} response(s)"
         row = {"case": case.name, "expect": case.expect, "outcome": outcome,
                "message": (gen.error or "")[:300], "tokens": gen.num_tokens if gen.ok else None}
         if not _clean(gen):

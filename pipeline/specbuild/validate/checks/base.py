@@ -67,9 +67,9 @@ class SuiteOptions:
 class Deployment:
     """One served deployment: the speculative one (`role` target) or the baseline."""
 
-    def __init__(self, role: str, endpoints: Endpoints, model: str, timeout_s: float):
+    def __init__(self, role: str, endpoints: Endpoints, model: str, timeout_s: float, speculative: bool = True):
         self.role = role
-        self.label = "speculative" if role == "target" else "baseline"
+        self.label = "baseline" if role != "target" else "speculative" if speculative else "target"
         self.endpoints = endpoints
         self.model = endpoints.model or model
         self.timeout_s = timeout_s

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-COLORS = {"speculative": "#1f77b4", "baseline": "#7f7f7f"}
+COLORS = {"speculative": "#1f77b4", "baseline": "#7f7f7f", "target": "#1f77b4"}
 DPI = 110
 
 
@@ -22,6 +22,9 @@ def _concurrency_axis(ax, levels: list[int]) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(levels)
     ax.set_xticklabels([str(c) for c in levels])
+    ax.minorticks_off()
+    if levels:
+        ax.set_xlim(min(levels) / 1.3, max(levels) * 1.3)
     ax.set_xlabel("concurrency (requests in flight)")
     ax.grid(True, alpha=0.3)
 
@@ -89,20 +92,20 @@ def speedup_plot(plt, details: dict, path: Path, title: str) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.axhline(1.0, color="black", lw=1, ls="--", label="break-even (1×)")
     ax.plot(xs, ys, "o-", color=COLORS["speculative"], lw=2, label="speculative / baseline output tok/s")
-    for x, y in points:
-        ax.annotate(f"{y:.2f}×", (x, y), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=9)
+    for x, y in points:  # labels above the points that pay, below the ones that do not (clear of the 1x line)
+        ax.annotate(f"{y:.2f}×", (x, y), textcoords="offset points", xytext=(0, 8 if y >= 1 else -15),
+                    ha="center", fontsize=9)
+    top = max(ys + [1.0]) * 1.2
     cross = details.get("crossover") or {}
     if cross.get("first_level_below_1") is not None:
         at = cross.get("interpolated") or cross["first_level_below_1"]
         ax.axvline(at, color="#d62728", lw=1.5, ls=":")
-        ax.annotate(f"crossover ≈ {at:.1f}", (at, 1.0), textcoords="offset points", xytext=(6, -16),
-                    color="#d62728", fontsize=9)
-        ax.axvspan(at, max(xs) * 1.2, color="#d62728", alpha=0.07)
+        ax.annotate(f"crossover ≈ {at:.1f}", (at, top * 0.97), textcoords="offset points", xytext=(5, 0),
+                    ha="left", va="top", color="#d62728", fontsize=9)
+        ax.axvspan(at, max(xs) * 1.3, color="#d62728", alpha=0.07)
     ax.set_ylabel("speedup")
-    top = max(ys + [1.0]) * 1.2
     ax.set_ylim(0, top)
     _concurrency_axis(ax, xs)
-    ax.set_xlim(min(xs) / 1.2, max(xs) * 1.2)
     ax.legend(fontsize=8, loc="lower left")
     ax.set_title(f"{title}: speedup vs concurrency")
     fig.tight_layout()
