@@ -235,7 +235,10 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
     options = SuiteOptions(checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None)
     with progress_bar(Console(stderr=True)) as progress:
         result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress)
-    print_result(result, Console(stderr=as_json))
+    out = Console(stderr=as_json)
+    print_result(result, out)
+    if result.report_files:
+        out.print(f"report: {result.report_files[0].parent}")
     if as_json:
         click.echo(json.dumps(clean(result.to_dict()), indent=2))
     if not result.passed:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from specbuild.validate.report.markdown import PERF_HEADER, performance_rows
 
 STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "warned": "yellow", "skipped": "dim"}
 
@@ -41,14 +40,36 @@ def print_result(result, console) -> None:
     console.print(checks)
     perf = result.check("performance")
     if perf is not None and perf.details.get("levels"):
-        table = Table(title="performance (greedy, closed loop)")
-        for col in PERF_HEADER:
-            table.add_column(col, justify="right" if col not in ("deployment",) else "left")
-        for row in performance_rows(perf.details):
-            table.add_row(*[str(v) for v in row])
-        console.print(table)
+        console.print(performance_table(perf.details))
     verdict = "[bold green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
     failing = ", ".join(c.name for c in result.failures)
     console.print(f"{verdict}" + (f": {failing}" if failing else "") + f"  ({result.duration_s:.1f} s)")
-    if result.report_files:
-        console.print(f"report: {result.report_files[0].parent}")
+
+
+def _ms(dist: dict | None) -> str:
+    return f"{dist['p50'] * 1000:.1f}" if dist else "–"
+
+
+def performance_table(details: dict):
+    """A compact table (fits 80 columns): p50s and the request latency's p99; report.md has every percentile."""
+    from rich import box
+    from rich.table import Table
+
+    levels = details["levels"]
+    errors = sum(s["errors"] for vs in levels.values() for s in vs)
+    title = "performance: p50 unless said" + (f" — {errors} request(s) FAILED" if errors else "")
+    table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
+    for col in ("c", "deployment", "tok/s", "req/s", "TTFT ms", "ITL ms", "lat s", "p99 s", "speedup"):
+        table.add_column(col, justify="left" if col == "deployment" else "right", no_wrap=True)
+    speed = {p["concurrency"]: p["speedup"] for p in details.get("speedup", [])}
+    for c in sorted({s["concurrency"] for vs in levels.values() for s in vs}):
+        for dep, vs in levels.items():
+            s = next((x for x in vs if x["concurrency"] == c), None)
+            if s is None:
+                continue
+            lat = s["latency_s"]
+            sp = speed.get(c) if dep == "speculative" else None
+            table.add_row(str(c), dep, f"{s['output_tokens_per_s']:.1f}", f"{s['requests_per_s']:.2f}",
+                          _ms(s["ttft_s"]), _ms(s["itl_s"]), f"{lat['p50']:.3f}" if lat else "–",
+                          f"{lat['p99']:.3f}" if lat else "–", f"{sp:.2f}×" if sp is not None else "")
+    return table
