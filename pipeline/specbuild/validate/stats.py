@@ -45,12 +45,15 @@ class RequestRecord:
     streamed: bool = False
 
     @classmethod
-    def from_generation(cls, gen: Generation, deployment: str, concurrency: int, prompt_index: int) -> "RequestRecord":
+    def from_generation(cls, gen: Generation, deployment: str, concurrency: int, prompt_index: int,
+                        tokens: int | None = None) -> "RequestRecord":
+        """`tokens`: the output length when the server sent no ids (e.g. counted with the tokenizer)."""
         rec = cls(deployment, concurrency, prompt_index, gen.start, gen.end, gen.ok, gen.error)
         if not gen.ok:
             return rec
         counts = chunk_token_counts(gen)
-        rec.output_tokens = gen.num_tokens if gen.num_tokens is not None else sum(counts)
+        n = gen.num_tokens if gen.num_tokens is not None else tokens
+        rec.output_tokens = n if n is not None else sum(counts)
         rec.streamed = len(gen.chunks) > 1
         if gen.chunks:
             rec.ttft_s = gen.chunks[0].t - gen.start
@@ -88,12 +91,16 @@ class AcceptanceRecord:
 
     @classmethod
     def from_generation(cls, gen: Generation, prompt_index: int, stream: Generation | None = None, *,
-                        prefill_is_step: bool = False, prompt: str | None = None) -> "AcceptanceRecord | None":
-        """None when the server returned no acceptance outputs (return_perf_metrics unsupported). `stream`: the
-        same request streamed, used for the steps when it carried the same tokens."""
+                        prefill_is_step: bool = False, prompt: str | None = None,
+                        tokens: int | None = None) -> "AcceptanceRecord | None":
+        """None when the server returned no acceptance outputs (return_perf_metrics unsupported) or the output
+        length is unknown. `stream`: the same request streamed, used for the steps when it carried the same
+        tokens. `tokens`: the output length when the server sent no ids."""
         if "total_accepted_draft_tokens" not in gen.perf or "total_draft_tokens" not in gen.perf:
             return None
-        out = gen.num_tokens if gen.num_tokens is not None else 0
+        out = gen.num_tokens if gen.num_tokens is not None else tokens
+        if out is None:
+            return None
         accepted = int(gen.perf["total_accepted_draft_tokens"])
         drafted = int(gen.perf["total_draft_tokens"])
         per_step = None

@@ -20,7 +20,8 @@ def _records(ctx: SuiteContext) -> list[AcceptanceRecord]:
     out = []
     for p, g, s in zip(ctx.prompts, plain, streamed):
         if g.ok:
-            rec = AcceptanceRecord.from_generation(g, p.index, s, prefill_is_step=prefill_is_step, prompt=p.id)
+            rec = AcceptanceRecord.from_generation(g, p.index, s, prefill_is_step=prefill_is_step, prompt=p.id,
+                                                   tokens=ctx.count_tokens(g))
             if rec is not None:
                 out.append(rec)
     return out

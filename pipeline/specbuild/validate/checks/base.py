@@ -138,8 +138,10 @@ class Deployment:
             session = self.grpc()
             if session is None:
                 raise ValueError("no gRPC endpoint")
-            values = params.inputs(prompt, stream=stream)
             sig = self.signature if model == self.model else self.server.signature(model)
+            # gRPC refuses inputs a model does not declare (older repositories lack some): send only declared ones
+            values = {k: v for k, v in params.inputs(prompt, stream=stream).items()
+                      if k in sig.inputs or k in params.extra}
             gen = session.generate(model, sig, values, request_id=rid, stop_after=stop_after)
             if not gen.ok:
                 self.drop_grpc()
@@ -168,6 +170,14 @@ class SuiteContext:
 
     def deployments(self) -> list[Deployment]:
         return [self.target] + ([self.baseline] if self.baseline is not None else [])
+
+    def count_tokens(self, gen: Generation) -> int | None:
+        """Output tokens of a successful generation: the server's ids, else the tokenizer's count of the text."""
+        if gen.num_tokens is not None:
+            return gen.num_tokens
+        if self.tokenizer is not None and gen.ok:
+            return len(self.tokenizer.encode(gen.text))
+        return None
 
     def greedy_params(self, **kw) -> GenerateParams:
         return GenerateParams(max_tokens=kw.pop("max_tokens", self.max_tokens), **kw)

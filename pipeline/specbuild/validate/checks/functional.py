@@ -30,10 +30,8 @@ def _basic(ctx: SuiteContext, gens: list[Generation]) -> tuple[list[str], list[d
             continue
         if not g.text:
             problems.append(f"prompt {p.id}: empty text")
-        n = g.num_tokens
-        if n is None and ctx.tokenizer is not None:
-            n = len(ctx.tokenizer.encode(g.text))
-            row["tokens"] = n
+        n = ctx.count_tokens(g)
+        row["tokens"] = n
         if n is not None and n > ctx.max_tokens:
             problems.append(f"prompt {p.id}: {n} tokens > max_tokens {ctx.max_tokens}")
     return problems, rows

@@ -60,7 +60,7 @@ def run(ctx: SuiteContext) -> CheckResult:
                     note("incomplete", f"{protocol} prompt {prompt.id}: no final response")
                     continue
                 counts["complete"] += 1
-                n = gen.num_tokens
+                n = gen.num_tokens  # (no tokenizer call here: keep the clients' loop light)
                 if not gen.text or (n is not None and n > params.max_tokens):
                     note("malformed", f"{protocol} prompt {prompt.id}: {n} tokens, text {gen.text[:40]!r}")
                     continue

@@ -11,6 +11,7 @@ import threading
 from specbuild.validate.aggregate import crossover, speedups, summarize_level
 from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, Deployment, SuiteContext, timed
 from specbuild.validate.client import GenerateParams
+from specbuild.validate.report.markdown import speedup_text
 from specbuild.validate.stats import RequestRecord
 
 NAME, TITLE = "performance", "Performance sweep (latency, throughput, speedup)"
@@ -32,7 +33,8 @@ def run_level(ctx: SuiteContext, dep: Deployment, concurrency: int, requests: in
                 return
             prompt = ctx.prompts[i % len(ctx.prompts)]
             gen = dep.generate(prompt.text, params, "http-stream")
-            rec = RequestRecord.from_generation(gen, dep.label, concurrency, prompt.index)
+            rec = RequestRecord.from_generation(gen, dep.label, concurrency, prompt.index,
+                                                tokens=ctx.count_tokens(gen) if gen.ids is None else None)
             with lock:
                 records.append(rec)
                 ctx.progress(stage, len(records), requests)
@@ -71,7 +73,7 @@ def run(ctx: SuiteContext) -> CheckResult:
         cross = crossover(sp)
         details["speedup"] = [p.to_dict() for p in sp]
         details["crossover"] = cross.to_dict()
-        summary_parts.append("speedup " + ", ".join(f"{p.value:.2f}× at {p.concurrency}" for p in sp
+        summary_parts.append("speedup " + ", ".join(f"{speedup_text(p.value)} at {p.concurrency}" for p in sp
                                                       if p.value is not None))
         if cross.always_faster:
             summary_parts.append("faster at every level")

@@ -48,12 +48,18 @@ def performance_rows(details: dict) -> list[list[Any]]:
                          f"{ms(s['ttft_s'], 'p50')} / {ms(s['ttft_s'], 'p90')} / {ms(s['ttft_s'], 'p99')}",
                          f"{ms(s['itl_s'], 'p50')} / {ms(s['itl_s'], 'p90')} / {ms(s['itl_s'], 'p99')}",
                          f"{sec(s['latency_s'], 'p50')} / {sec(s['latency_s'], 'p90')} / {sec(s['latency_s'], 'p99')}",
-                         f"{sp:.2f}×" if sp is not None else ""])
+                         speedup_text(sp)])
     return rows
 
 
 PERF_HEADER = ["concurrency", "deployment", "ok/requests", "output tok/s", "req/s", "TTFT ms p50/p90/p99",
                "ITL ms p50/p90/p99", "latency s p50/p90/p99", "speedup"]
+
+
+def speedup_text(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:.2f}×" if value >= 0.1 else f"{value:.3f}×"
 
 
 def _crossover_line(details: dict) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+from specbuild.validate.report.markdown import speedup_text
+
 
 STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "warned": "yellow", "skipped": "dim"}
 
@@ -71,5 +73,5 @@ def performance_table(details: dict):
             sp = speed.get(c) if dep == "speculative" else None
             table.add_row(str(c), dep, f"{s['output_tokens_per_s']:.1f}", f"{s['requests_per_s']:.2f}",
                           _ms(s["ttft_s"]), _ms(s["itl_s"]), f"{lat['p50']:.3f}" if lat else "–",
-                          f"{lat['p99']:.3f}" if lat else "–", f"{sp:.2f}×" if sp is not None else "")
+                          f"{lat['p99']:.3f}" if lat else "–", speedup_text(sp))
     return table
