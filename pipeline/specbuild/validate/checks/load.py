@@ -51,7 +51,13 @@ def run(ctx: SuiteContext) -> CheckResult:
             prompt = ctx.prompts[(i + j) % len(ctx.prompts)]
             with lock:
                 counts["sent"] += 1
-            gen = ctx.target.generate(prompt.text, params, protocol)
+            try:
+                gen = ctx.target.generate(prompt.text, params, protocol)
+            except Exception as e:  # noqa: BLE001 - a response the client could not even read
+                with lock:
+                    counts["complete"] += 1
+                    note("malformed", f"{protocol} prompt {prompt.id}: unreadable response: {type(e).__name__}: {e}")
+                continue
             with lock:
                 if not gen.ok:
                     note("errors", f"{protocol} prompt {prompt.id}: {gen.error}")

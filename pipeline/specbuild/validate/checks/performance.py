@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 
 from specbuild.validate.aggregate import crossover, speedups, summarize_level
 from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, Deployment, SuiteContext, timed
-from specbuild.validate.client import GenerateParams
+from specbuild.validate.client import GenerateParams, Generation
 from specbuild.validate.report.markdown import speedup_text
 from specbuild.validate.stats import RequestRecord
 
@@ -32,7 +33,11 @@ def run_level(ctx: SuiteContext, dep: Deployment, concurrency: int, requests: in
             if i >= requests:
                 return
             prompt = ctx.prompts[i % len(ctx.prompts)]
-            gen = dep.generate(prompt.text, params, "http-stream")
+            try:
+                gen = dep.generate(prompt.text, params, "http-stream")
+            except Exception as e:  # noqa: BLE001 - a response the client could not read counts as failed
+                gen = Generation("http-stream", time.perf_counter(), end=time.perf_counter(),
+                                 error=f"{type(e).__name__}: {e}")
             rec = RequestRecord.from_generation(gen, dep.label, concurrency, prompt.index,
                                                 tokens=ctx.count_tokens(gen) if gen.ids is None else None)
             with lock:
