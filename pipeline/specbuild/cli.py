@@ -114,15 +114,34 @@ def _not_yet(name: str, issue: str):
     raise UserError(f"specbuild {name} is not implemented yet ({issue}); use `specbuild plan` to see what it will do")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def compile() -> None:  # noqa: A001 - the command is called compile
-    """Build engines, write the Triton repository, serve it and validate it (not implemented yet).
+@cli.command()
+@_recipe_arg()
+@_layout_options
+@click.option("--no-validate", is_flag=True, help="Stop after writing the repository (do not serve or validate).")
+@click.option("--trtllm-examples", type=click.Path(file_okay=False), default=None, help=EXAMPLES_DIR_HELP)
+@click.option("--tritonserver", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="tritonserver binary to serve with (default: a system one, else nvidia-pytriton's).")
+def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, no_validate: bool,  # noqa: A001
+            trtllm_examples: str | None, tritonserver: Path | None) -> None:
+    """Build engines, write the Triton repository, serve it on free loopback ports, validate it, report.
 
     \b
-    Example:
+    Exit code: 0 when every gate of the recipe's validation section holds, 1 when a gate fails, 2 for user errors.
+    Outputs: engines/<name>/, triton_repo/<name>/ (+ <name>-baseline/), reports/<name>/.
+    Examples:
       specbuild compile recipes/demo.yaml
+      specbuild compile recipes/tensorrt-llm/eagle.yaml --no-validate --trtllm-examples /app/examples
     """
-    _not_yet("compile", "see issue 6")
+    from rich.console import Console
+
+    from specbuild.compile import CompileOptions, compile_recipe
+    from specbuild.recipe import load_recipe
+
+    r = load_recipe(recipe)
+    options = CompileOptions(validate=not no_validate, trtllm_examples=trtllm_examples, tritonserver=tritonserver)
+    code = compile_recipe(r, _layout(r, engines_dir, repo_dir, report_dir), options, Console(stderr=True))
+    if code:
+        raise click.exceptions.Exit(code)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -147,22 +166,42 @@ def validate() -> None:
     _not_yet("validate", "see issue 6")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def doctor() -> None:
-    """Check this machine for the GPU path: GPUs, TensorRT-LLM, trtllm-build flags, tritonserver (not implemented yet).
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON ({ready, checks: [...]}).")
+@click.option("--recipe", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also check what this recipe needs: its exact trtllm-build commands, its GPU ids, MPI.")
+def doctor(as_json: bool, recipe: Path | None) -> None:
+    """Check this machine for the GPU path: GPUs, TensorRT-LLM, trtllm-build flags, tritonserver, MPI.
 
     \b
-    Example:
+    Each line is ok, warn or fail, with what to do. Exit 0 when nothing fails (warnings allowed), 2 otherwise.
+    Examples:
       specbuild doctor
+      specbuild doctor --recipe recipes/tensorrt-llm/eagle.yaml --json
     """
-    _not_yet("doctor", "see issue 7")
+    from rich.console import Console
+
+    from specbuild.trtllm.doctor import as_dict, ready, render, run_doctor
+
+    r = None
+    if recipe is not None:
+        from specbuild.recipe import load_recipe
+
+        r = load_recipe(recipe)
+    checks = run_doctor(r)
+    if as_json:
+        click.echo(json.dumps(as_dict(checks), indent=2))
+    else:
+        render(checks, Console())
+    if not ready(checks):
+        raise click.exceptions.Exit(2)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: user errors print their message and exit 2; internal errors exit 1."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        cli.main(args=argv, prog_name="specbuild", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="specbuild", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
@@ -183,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"internal error: {type(e).__name__}: {e}\n(this is a specbuild bug; rerun with --debug for the "
                    "traceback and report it)", err=True)
         return 1
-    return 0
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

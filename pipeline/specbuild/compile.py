@@ -49,8 +49,10 @@ def build_reference_engines(recipe: Recipe, layout: Layout, progress: Callable[[
     for role in roles(recipe):
         target_role = role == "target"
         limits = engine_limits(recipe, role)
+        # The builder adds max_draft_len (+ EAGLE layers) and raises max_num_tokens itself, as trtllm-build does:
+        # give it the recipe's values (max_num_tokens as clipped for a plain engine).
         recipe_limits = dict(limits, max_seq_len=recipe.build.max_seq_len,
-                             max_num_tokens=recipe.build.max_num_tokens or 8192)
+                             max_num_tokens=engine_limits(recipe, "baseline")["max_num_tokens"])
         model_dir = recipe.resolve(recipe.speculation.checkpoint) if role == "draft" else recipe.model_dir
         progress(f"{role} engine")
         path = build_engine(

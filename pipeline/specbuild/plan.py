@@ -23,6 +23,10 @@ ROLES_DOC = {"target": "the serving engine", "draft": "the draft engine", "basel
 MODE_NONE = 1
 DEFAULT_MAX_NUM_TOKENS = 8192  # BuildConfig default (§1.2)
 QUANT_WHEEL = {"int8_weight_only": "W8A16", "int4_weight_only": "W4A16", "fp8": "FP8"}
+# QuantConfig._requires_modelopt_quantization: FP8 is calibrated by ModelOpt in <Class>.quantize(), which writes
+# every rank itself; from_hugging_face only handles the uncalibrated weight-only algorithms.
+QUANT_CALIBRATED = {"fp8"}
+CALIBRATION = {"calib_dataset": "cnn_dailymail", "calib_batches": 512}  # the wheel's defaults, made explicit
 QUANT_SCRIPT = {"int8_weight_only": ["--use_weight_only", "--weight_only_precision", "int8"],
                 "int4_weight_only": ["--use_weight_only", "--weight_only_precision", "int4"],
                 "fp8": ["--use_fp8"]}
@@ -137,7 +141,11 @@ def engine_limits(recipe: Recipe, role: str) -> dict[str, int]:
     draft_len = method.max_draft_len(spec) if speculative else 0
     b = recipe.build
     max_seq_len = b.max_seq_len + (draft_len + method.extra_len(spec) if speculative else 0)
-    max_num_tokens = b.max_num_tokens or DEFAULT_MAX_NUM_TOKENS
+    # builder.py: check_max_num_tokens (remove_input_padding and context_fmha on) clips max_num_tokens to
+    # max_batch_size * max_seq_len (before max_draft_len is added) and raises it to tokens_per_block; then, for a
+    # speculative engine, raises it to max_batch_size * (max_draft_len + 1) (engine fact sheet §1.2).
+    max_num_tokens = min(b.max_num_tokens or DEFAULT_MAX_NUM_TOKENS, b.max_batch_size * b.max_seq_len)
+    max_num_tokens = max(max_num_tokens, b.tokens_per_block)
     if speculative:
         max_num_tokens = max(max_num_tokens, b.max_batch_size * (draft_len + 1))
     return {
@@ -238,20 +246,28 @@ def _convert_step(recipe: Recipe, layout: Layout, role: str, examples: str | Non
         return Step("convert", f"convert {role} checkpoint with {conv.script}", role=role, command=command,
                     details=details)
     call: dict[str, Any] = {"hf_model_or_dir": show(model_dir), "dtype": recipe.model.dtype,
-                            "mapping": {"world_size": tp * pp, "tp_size": tp, "pp_size": pp}}
+                            "mapping": {"world_size": tp * pp, "tp_size": tp, "pp_size": pp},
+                            # the wheel's config readers default trust_remote_code to True: always say it
+                            "trust_remote_code": recipe.model.trust_remote_code}
     if quant != "none":
         call["quant_config"] = {"quant_algo": QUANT_WHEEL[quant]}
-    if recipe.model.trust_remote_code:
-        call["trust_remote_code"] = True
     call.update(conv.kwargs)
+    if quant in QUANT_CALIBRATED:
+        function = "quantize"
+        call.update(CALIBRATION)
+        ranks = (f"all {tp * pp} rank(s) in one call: ModelOpt calibrates on calib_dataset (downloaded from the "
+                 "Hugging Face hub) and writes config.json and every rank{N}.safetensors")
+    else:
+        function = "from_hugging_face"
+        ranks = f"0..{tp * pp - 1}: from_hugging_face(mapping rank r) then save_checkpoint(output, save_config=(r == 0))"
     details.update({
-        "call": f"tensorrt_llm.models.{conv.model_class}.from_hugging_face",
+        "call": f"tensorrt_llm.models.{conv.model_class}.{function}",
         "arguments": call,
-        "ranks": f"0..{tp * pp - 1}: from_hugging_face(mapping rank r) then save_checkpoint(output, save_config=(r == 0))",
+        "ranks": ranks,
         "process": "a child process (its memory is returned; a crash is reported)",
         "output": show(out),
     })
-    return Step("convert", f"convert {role} checkpoint with {conv.model_class}.from_hugging_face", role=role,
+    return Step("convert", f"convert {role} checkpoint with {conv.model_class}.{function}", role=role,
                 details=details)
 
 

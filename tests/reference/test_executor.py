@@ -201,3 +201,37 @@ def test_sampling_is_reproducible_per_seed(models, engine_factory):
     reqs = [Request(input_ids=PROMPT, max_new_tokens=12, sampling=SamplingConfig(temperature=1.0, seed=s)) for s in (1, 2, 1)]
     outs = [r.output_ids for r in ex.run(reqs)]
     assert outs[0] == outs[2] and outs[0] != outs[1]
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_bls_style_rounds_with_kv_cache_reuse(models, engine_factory, reuse):
+    """The Triton BLS loop: each round the draft engine drafts k tokens for the whole context and the target
+    verifies them in a new request. With KV reuse each round prefills only what is new; tokens are the same."""
+    k, n_new = 4, 30
+    target_engine = engine_factory(models["target"], "draft_target", decoding={"num_draft_tokens": k})
+    expected = Executor(target_engine).run([Request(input_ids=PROMPT, max_new_tokens=n_new)])[0].output_ids
+    target = Executor(target_engine, enable_kv_cache_reuse=reuse)
+    draft = Executor(engine_factory(models["draft_close"], "draft_target", role="draft"), enable_kv_cache_reuse=reuse)
+    out = []
+    while len(out) < n_new:
+        context = PROMPT + out
+        budget = n_new - len(out)
+        drafts = draft.run([Request(input_ids=context, max_new_tokens=k)])[0].output_ids[: budget - 1]
+        res = target.run([Request(input_ids=context, max_new_tokens=min(k + 1, budget), draft_tokens=drafts or None)])[0]
+        out += res.output_ids
+    assert out == expected
+    if reuse:
+        assert target.prefix_store.hits >= 5 and draft.prefix_store.hits >= 5
+        assert target.prefix_store.reused_tokens > 5 * len(PROMPT)
+    else:
+        assert target.prefix_store is None
+
+
+def test_kv_reuse_takes_the_longest_shared_prefix(target):
+    ex = Executor(target, enable_kv_cache_reuse=True)
+    first = ex.run([Request(input_ids=PROMPT, max_new_tokens=5)])[0].output_ids
+    # the kept row holds PROMPT + first[:4] (the last token is never cached)
+    again = ex.run([Request(input_ids=PROMPT + first[:2] + [0], max_new_tokens=5)])[0].output_ids
+    assert ex.prefix_store.reused_tokens == len(PROMPT) + 2
+    fresh = Executor(target).run([Request(input_ids=PROMPT + first[:2] + [0], max_new_tokens=5)])[0].output_ids
+    assert again == fresh

@@ -160,27 +160,34 @@ def test_external_drafts_match_autoregressive(models, engine_factory, random_set
 
 
 def test_shipped_tiny_models(engine_factory, shipped_tiny):
-    tiny = shipped_tiny
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tiny / "tokenizer" if (tiny / "tokenizer").is_dir() else tiny / "target")
+    """The same equality on the shipped zoo (real tokenizer, trained target and distilled draft)."""
     import inspect
     import json as _json
     import random as _random
 
+    from transformers import AutoTokenizer
+
+    tiny = shipped_tiny
+    tok = AutoTokenizer.from_pretrained(tiny / "tokenizer" if (tiny / "tokenizer").is_dir() else tiny / "target")
     sources = [inspect.getsource(m) for m in (_json, _random, inspect)]
     prompts = [tok(s[i * 400 : i * 400 + 400])["input_ids"] for s in sources for i in range(20)]
-    target = engine_factory(tiny / "target", max_input_len=128, max_seq_len=256)
+    limits = dict(max_input_len=128, max_seq_len=256)
+    target = engine_factory(tiny / "target", **limits)
     requests = make_requests(target.vocab_size, 50, seed=5, max_prompt=60, max_new=32, prompts=prompts)
-    for r in requests:  # end ids and stop words from the real vocabulary
+    for r in requests:  # end ids from the real vocabulary
         r.end_id = tok.eos_token_id if r.end_id is not None else None
-    baseline = [r.output_ids for r in Executor(engine_factory(tiny / "target", max_batch_size=1, max_input_len=128, max_seq_len=256)).run(requests)]
-    draft = engine_factory(tiny / "draft", "draft_target", role="draft", max_input_len=128, max_seq_len=256)
-    executors = {
-        "prompt_lookup": Executor(engine_factory(tiny / "target", "prompt_lookup", decoding={"max_draft_len": 4, "max_matching_ngram_size": 3}, max_input_len=128, max_seq_len=256)),
-        "draft_target": Executor(engine_factory(tiny / "target", "draft_target", decoding={"num_draft_tokens": 4}, max_input_len=128, max_seq_len=256), draft),
-    }
-    for name, ex in executors.items():
-        results = ex.run(requests)
-        assert_same([r.output_ids for r in results], baseline, f"{name} (batch 8) on the shipped tiny models")
-        assert sum(r.stats.total_accepted_draft_tokens for r in results) > 0
+    baseline = [r.output_ids for r in Executor(engine_factory(tiny / "target", max_batch_size=1, **limits)).run(requests)]
+    for batch in (1, 8):
+        draft = engine_factory(tiny / "draft", "draft_target", role="draft", max_batch_size=batch, **limits)
+        executors = {
+            "prompt_lookup": Executor(engine_factory(tiny / "target", "prompt_lookup", decoding={"max_draft_len": 4, "max_matching_ngram_size": 3}, max_batch_size=batch, **limits)),
+            "draft_target": Executor(engine_factory(tiny / "target", "draft_target", decoding={"num_draft_tokens": 4}, max_batch_size=batch, **limits), draft),
+        }
+        for name, ex in executors.items():
+            if batch == 1:
+                results = ex.run(requests)
+                assert sum(r.stats.total_accepted_draft_tokens for r in results) > 0, name
+                got = [r.output_ids for r in results]
+            else:
+                got = run_staggered(ex, requests, seed=11)
+            assert_same(got, baseline, f"{name} at batch {batch} on the shipped tiny models")

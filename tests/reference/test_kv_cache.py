@@ -171,3 +171,20 @@ def test_batch_feed_with_a_token_tree(lm):
     batch.caches["target"].commit(keep)
     texts = [batch.seqs[0].tokens + [nodes[0][i] for i in (0, 2, 4)], batch.seqs[1].tokens + nodes[1][:2]]
     _check_rows(lm, batch.caches["target"], texts, rng)
+
+
+def test_rows_rebuilt_from_kept_kv(lm):
+    """KV reuse: a row's committed KV, cut to any prefix, starts a new cache that decodes like a fresh prefill."""
+    from specbuild.reference.kv_cache import KVCache
+
+    rng = random.Random(5)
+    texts = [[rng.randrange(lm.vocab_size) for _ in range(n)] for n in (12, 7)]
+    old = lm.new_cache(2)
+    lm.forward(old, texts, logits="none")
+    old.commit_all()
+    kept = [old.row_kv(0), old.row_kv(1)]
+    cache = KVCache.from_rows(lm.config, [(5, kept[0]), (0, None), (7, kept[1])])
+    new_texts = [texts[0][:5] + [3, 4], [9, 9, 9], texts[1] + [1]]
+    lm.forward(cache, [t[n:] for t, n in zip(new_texts, (5, 0, 7))], logits="none")  # the uncached rest
+    cache.commit_all()
+    _check_rows(lm, cache, new_texts, rng)

@@ -76,6 +76,9 @@ class Eagle(Method):
         if recipe.build.max_batch_size > EAGLE_MAX_BATCH_SIZE:
             yield Finding(("build", "max_batch_size"), f"is {recipe.build.max_batch_size} but EAGLE engines allow at "
                           f"most {EAGLE_MAX_BATCH_SIZE} (builder assert) — lower it")
+        if recipe.runtime == "tensorrt-llm" and recipe.build.kv_cache_type != "paged":
+            yield Finding(("build", "kv_cache_type"), "EAGLE engines need the paged KV cache (EagleForCausalLM.forward "
+                          "asserts it) — set kv_cache_type: paged")
         if spec.max_draft_len > EAGLE_MAX_DRAFT_LEN:
             yield Finding(("speculation", "max_draft_len"), f"is {spec.max_draft_len} but EAGLE allows at most "
                           f"{EAGLE_MAX_DRAFT_LEN} (builder assert) — lower it")
@@ -174,11 +177,22 @@ class Eagle(Method):
                 "layers and leaves max_draft_len at 63 (engine fact sheet §2.3, §9.5) — pass --trtllm-examples DIR "
                 "(e.g. /app/examples in the NGC container) or use num_eagle_layers: 4 and max_draft_len: 63"
             )
+        if recipe.build.quantization != "none":
+            raise UserError(
+                f"build.quantization: {recipe.build.quantization} with EAGLE needs TensorRT-LLM's example converter "
+                "(examples/eagle/convert_checkpoint.py handles quantized weights; the wheel's EagleForCausalLM path "
+                "is only known to work unquantized) — pass --trtllm-examples DIR (e.g. /app/examples in the NGC "
+                "container) or set quantization: none"
+            )
+        # EagleConfig.from_hugging_face reads speculative_config.num_eagle_layers / .max_non_leaves_per_layer as
+        # attributes and kwargs['use_parallel_embedding'] / kwargs['embedding_sharding_dim'] without defaults
+        # (KeyError when absent); it never sets max_draft_len (63).
         return Converter(
             via="wheel", model_class="EagleForCausalLM",
             kwargs={"speculative_model_dir": str(recipe.resolve(spec.checkpoint)),
                     "speculative_config": {"num_eagle_layers": spec.num_eagle_layers,
                                            "max_non_leaves_per_layer": spec.max_non_leaves_per_layer,
-                                           "max_draft_len": spec.max_draft_len}},
+                                           "max_draft_len": spec.max_draft_len},
+                    "use_parallel_embedding": False, "embedding_sharding_dim": 0},
             reason="wheel API: safe only for 4 EAGLE layers and max_draft_len 63 (engine fact sheet §2.3)",
         )

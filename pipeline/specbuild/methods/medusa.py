@@ -110,11 +110,23 @@ class Medusa(Method):
                 "MedusaForCausalLm.from_hugging_face converts weights as float16 whatever dtype is asked (engine fact "
                 "sheet §9.6) — pass --trtllm-examples DIR (e.g. /app/examples in the NGC container) or set dtype: float16"
             )
+        if recipe.build.quantization != "none":
+            raise UserError(
+                f"build.quantization: {recipe.build.quantization} with Medusa needs TensorRT-LLM's example converter: "
+                "the wheel's MedusaForCausalLm.from_hugging_face converts the weights unquantized (float16) while "
+                "the checkpoint config would claim the quantization — pass --trtllm-examples DIR (e.g. /app/examples "
+                "in the NGC container) or set quantization: none"
+            )
+        # MedusaConfig.from_hugging_face reads speculative_config.num_medusa_heads (an attribute: the worker passes
+        # an object), takes num_medusa_layers from the heads' config.json (medusa_num_layers, checked against the
+        # recipe) and leaves max_draft_len at 63 unless it is given as a config field; the engine's Medusa inputs
+        # are sized by the checkpoint's max_draft_len, so it must equal trtllm-build's --max_draft_len.
         return Converter(
             via="wheel", model_class="MedusaForCausalLm",
             kwargs={"speculative_model_dir": str(recipe.resolve(spec.checkpoint)),
-                    "speculative_config": {"num_medusa_heads": spec.num_heads, "num_medusa_layers": spec.num_layers,
-                                           "max_draft_len": spec.max_draft_len}},
-            reason="wheel API with num_medusa_heads passed explicitly (its config reader looks for num_medusa_heads, "
-                   "the heads config says medusa_num_heads; engine fact sheet §9.6)",
+                    "speculative_config": {"num_medusa_heads": spec.num_heads},
+                    "max_draft_len": spec.max_draft_len},
+            reason="wheel API with num_medusa_heads and max_draft_len passed explicitly (its config reader looks for "
+                   "num_medusa_heads, the heads config says medusa_num_heads; max_draft_len defaults to 63; engine "
+                   "fact sheet §9.6)",
         )

@@ -206,6 +206,34 @@ class KVCache:
                 layer.keys = layer.keys[..., :target, :]
                 layer.values = layer.values[..., :target, :]
 
+    # ------------------------------------------------------------------ whole rows (KV reuse)
+    def row_kv(self, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The committed KV of one row: per layer (keys, values) of shape [heads, length, head_dim] (copies)."""
+        self._require_no_pending("row_kv")
+        n = self.lengths[row]
+        return [(layer.keys[row, :, :n].clone(), layer.values[row, :, :n].clone()) for layer in self.store.layers]
+
+    @classmethod
+    @torch.inference_mode()
+    def from_rows(cls, hf_config, rows: Sequence[tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]]) -> "KVCache":
+        """A cache whose row r starts with the first n_r tokens of a kept row KV (rows: (n_r, kv or None))."""
+        cache = cls(hf_config, len(rows))
+        width = max((n for n, kv in rows if kv is not None), default=0)
+        if width == 0:
+            return cache
+        template = next(kv for n, kv in rows if kv is not None and n > 0)
+        for i, layer in enumerate(cache.store.layers):
+            heads, _, dim = template[i][0].shape
+            keys = torch.zeros(len(rows), heads, width, dim, dtype=template[i][0].dtype)
+            values = torch.zeros_like(keys)
+            for r, (n, kv) in enumerate(rows):
+                if kv is not None and n > 0:
+                    keys[r, :, :n] = kv[i][0][:, :n]
+                    values[r, :, :n] = kv[i][1][:, :n]
+            layer.update(keys, values)
+        cache.lengths = [n if kv is not None else 0 for n, kv in rows]
+        return cache
+
     # ------------------------------------------------------------------ batch membership
     @torch.inference_mode()
     def select_rows(self, rows: Sequence[int]) -> None:
