@@ -33,10 +33,10 @@ def build_tiny_checkpoints(root: Path) -> dict[str, Path]:
 
     from specbuild.heads.eagle import EagleHead, eagle_config_dict, save_eagle_head
     from specbuild.heads.medusa import MedusaHeads, save_medusa_heads
-    from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
+    from specbuild.zoo.tokenizer import save_tokenizer
 
     torch.manual_seed(0)
-    tokenizer = train_tokenizer(CORPUS, vocab_size=320)
+    tokenizer = build_tokenizer(root / "tokenizer")
     vocab = len(tokenizer)
 
     def llama(hidden, layers, heads, intermediate):

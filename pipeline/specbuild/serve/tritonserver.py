@@ -151,12 +151,24 @@ def _wheel_version() -> str:
 
 
 def _cached_backends(source: Path, stub: Path, wheel_version: str) -> Path:
-    """A copy of the wheel's backends folder with the python stub for this Python, made once per version."""
+    """A copy of the wheel's backends folder with the python stub for this Python, made once per version
+    (in the specbuild cache, or a temp folder when the cache is not writable). Never replaces a complete copy
+    that another process may be using."""
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    root = cache_dir() / f"tritonserver-{wheel_version}-py{version}"
+    try:
+        return _copy_backends(cache_dir() / f"tritonserver-{wheel_version}-py{version}", source, stub)
+    except OSError:
+        return _copy_backends(Path(tempfile.mkdtemp(prefix="specbuild-tritonserver-")), source, stub)
+
+
+def _copy_backends(root: Path, source: Path, stub: Path) -> Path:
     backends = root / "backends"
     target_stub = backends / "python" / "triton_python_backend_stub"
-    if target_stub.is_file() and target_stub.stat().st_size == stub.stat().st_size:
+
+    def complete() -> bool:
+        return target_stub.is_file() and target_stub.stat().st_size == stub.stat().st_size
+
+    if complete():
         return backends
     root.mkdir(parents=True, exist_ok=True)
     partial = root / f".backends.partial-{os.getpid()}"
@@ -164,12 +176,14 @@ def _cached_backends(source: Path, stub: Path, wheel_version: str) -> Path:
     try:
         shutil.copytree(source, partial, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy2(stub, partial / "python" / "triton_python_backend_stub")
-        shutil.rmtree(backends, ignore_errors=True)
-        os.replace(partial, backends)
+        if not complete():
+            shutil.rmtree(backends, ignore_errors=True)  # an unfinished or outdated copy
+            os.replace(partial, backends)
     except OSError:
+        if not complete():  # another process finished first otherwise
+            raise
+    finally:
         shutil.rmtree(partial, ignore_errors=True)
-        if not (target_stub.is_file() and target_stub.stat().st_size == stub.stat().st_size):
-            raise  # another process did not finish the copy either
     return backends
 
 

@@ -111,15 +111,7 @@ def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
         params["max_draft_len"] = str(method.max_draft_len(spec))
         params["max_input_len"] = str(recipe.build.max_input_len)
         params["max_seq_len"] = str(recipe.build.max_seq_len)
-    if method.needs_draft_engine:
-        params["tensorrt_llm_draft_model_name"] = "tensorrt_llm_draft"
-        params["speculative_method"] = "draft_target"
-        params["default_num_draft_tokens"] = str(spec.num_draft_tokens)
-        params["default_use_draft_logits"] = "true" if spec.use_draft_logits else "false"
-    elif method.name == "prompt_lookup":
-        params["speculative_method"] = "prompt_lookup"
-        params["default_num_draft_tokens"] = str(spec.max_draft_len)
-        params["max_matching_ngram_size"] = str(spec.max_matching_ngram_size)
+    params.update(method.bls_parameters(recipe))
     return params
 
 

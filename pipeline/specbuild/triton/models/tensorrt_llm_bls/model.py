@@ -316,11 +316,10 @@ class TritonPythonModel:
                 return
             tokens = visible_prefix + state["generated"]
             delta = stream.push(tokens, final=final)
-            ids = tokens if self.accumulate else tokens[sent["ids"]:]
-            if not ids and not delta and not final:
+            new_ids = tokens[sent["ids"]:]
+            if not new_ids and not delta:
                 return
-            if not ids and not delta:
-                return
+            ids = tokens if self.accumulate else new_ids
             sent["ids"] = len(tokens)
             text = stream.sent if self.accumulate else delta
             emit(self.row_outputs(state, ids, text))
