@@ -115,8 +115,10 @@ def test_prompt_files_and_inline(tmp_path):
     (tmp_path / "p.txt").write_text("first\n\nsecond\n")
     (tmp_path / "p.jsonl").write_text(json.dumps({"prompt": "a", "kind": "code"}) + "\n" + json.dumps({"prompt": "b"}))
     (tmp_path / "bad.jsonl").write_text('{"text": "no prompt"}\n')
+    (tmp_path / "p.json").write_text(json.dumps([{"prompt": "c", "id": "x"}]))
     assert [p.text for p in load_prompt_file(tmp_path / "p.txt")] == ["first", "second"]
     assert [(p.text, p.kind) for p in load_prompt_file(tmp_path / "p.jsonl")] == [("a", "code"), ("b", "custom")]
+    assert [(p.text, p.id) for p in load_prompt_file(tmp_path / "p.json")] == [("c", "x")]
     with pytest.raises(UserError, match=r"bad.jsonl:1: each line must be a JSON object"):
         load_prompt_file(tmp_path / "bad.jsonl")
     with pytest.raises(UserError, match="is not a file"):

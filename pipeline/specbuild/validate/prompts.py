@@ -1,6 +1,8 @@
 """The prompt set: the recipe's (`validation.prompts`: a .txt file with one prompt per line, a .jsonl file with a
-"prompt" field per line, or an inline list) or the bundled one (prompts/default.jsonl: Python-flavoured prompts
-of three kinds: code completion, summarisation-like copying, chat-like questions in comments)."""
+"prompt" field per line, a .json array of such objects, or an inline list) or the bundled one (prompts/default.json:
+Python-flavoured prompts
+of three kinds: code completion, summarisation-like copying, chat-like questions in comments). The bundled set is
+a JSON array of {"id", "kind", "prompt"} objects (a .json file, so that it ships in the wheel's package data)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from specbuild.errors import UserError
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
-BUNDLED = Path(__file__).parent / "prompts" / "default.jsonl"
+BUNDLED = Path(__file__).parent / "prompts" / "default.json"
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,26 @@ class Prompt:
     id: str
     kind: str
     text: str
+
+
+def _from_items(items: list, where: str) -> list[Prompt]:
+    out = []
+    for n, item in enumerate(items, 1):
+        if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
+            raise UserError(f"{where} item {n}: each item must be a JSON object with a \"prompt\" string")
+        out.append(Prompt(len(out), str(item.get("id", f"p{len(out)}")), str(item.get("kind", "custom")),
+                          item["prompt"]))
+    return out
+
+
+def _from_json(path: Path) -> list[Prompt]:
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise UserError(f"{path}: not valid JSON ({e}) — give a JSON array of objects with a \"prompt\" string")
+    if not isinstance(items, list):
+        raise UserError(f"{path}: expected a JSON array of objects with a \"prompt\" string")
+    return _from_items(items, str(path))
 
 
 def _from_jsonl(path: Path) -> list[Prompt]:
@@ -44,10 +66,12 @@ def _from_jsonl(path: Path) -> list[Prompt]:
 
 def load_prompt_file(path: Path) -> list[Prompt]:
     if not path.is_file():
-        raise UserError(f"validation.prompts: {path} is not a file — give a .txt (one prompt per line) or .jsonl "
-                        "file, an inline list, or leave it out for the bundled prompt set")
+        raise UserError(f"validation.prompts: {path} is not a file — give a .txt (one prompt per line), .jsonl or "
+                        ".json file, an inline list, or leave it out for the bundled prompt set")
     if path.suffix == ".jsonl":
         prompts = _from_jsonl(path)
+    elif path.suffix == ".json":
+        prompts = _from_json(path)
     else:
         lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
         prompts = [Prompt(i, f"p{i}", "custom", ln) for i, ln in enumerate(lines)]
@@ -60,7 +84,7 @@ def load_prompts(recipe: Recipe) -> list[Prompt]:
     """The recipe's prompt set, or the bundled one."""
     value = recipe.validation.prompts
     if value is None:
-        return _from_jsonl(BUNDLED)
+        return _from_json(BUNDLED)
     if isinstance(value, list):
         if not value:
             raise UserError("validation.prompts is an empty list — give prompts or leave it out")
