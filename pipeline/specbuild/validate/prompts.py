@@ -1,8 +1,7 @@
 """The prompt set: the recipe's (`validation.prompts`: a .txt file with one prompt per line, a .jsonl file with a
 "prompt" field per line, a .json array of such objects, or an inline list) or the bundled one (prompts/default.json:
-Python-flavoured prompts
-of three kinds: code completion, summarisation-like copying, chat-like questions in comments). The bundled set is
-a JSON array of {"id", "kind", "prompt"} objects (a .json file, so that it ships in the wheel's package data)."""
+Python-flavoured prompts of three kinds: code completion, summarisation-like copying, chat-like questions in
+comments; a .json file, so that it ships in the wheel's package data)."""
 
 from __future__ import annotations
 
