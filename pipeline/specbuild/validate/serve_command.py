@@ -15,6 +15,10 @@ def _raise_interrupt(signum, frame):  # SIGTERM ends `serve` the way Ctrl-C does
 
 
 def _serving_hint(repository: Path) -> str | None:
+    """The model to generate with: the BLS when it runs the speculative loop (draft-target, prompt lookup)."""
+    bls = repository / "tensorrt_llm_bls" / "config.pbtxt"
+    if bls.is_file() and "speculative_method" in bls.read_text(errors="replace"):
+        return "tensorrt_llm_bls"
     for model in ("ensemble", "tensorrt_llm_bls"):
         if (repository / model / "config.pbtxt").is_file():
             return model
