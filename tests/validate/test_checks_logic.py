@@ -88,6 +88,13 @@ def test_load_passes_when_every_answer_is_its_own():
     assert result.details["matched"] == result.details["sent"] > 0
 
 
+def test_load_runs_against_loopback_only():
+    assert Endpoints("127.0.0.1:1").loopback and Endpoints("localhost:1").loopback and Endpoints("[::1]:1").loopback
+    assert not Endpoints("10.0.0.5:8000").loopback
+    result = load.run(context(FakeDeployment(endpoints=Endpoints("10.0.0.5:8000"))))
+    assert result.status == "skipped" and "loopback" in result.summary
+
+
 def test_load_catches_answers_mixed_between_requests():
     def swap(index, params, protocol, call):
         return answer((index + 1) % 3, protocol=protocol) if call > 3 and protocol == "http-stream" else None

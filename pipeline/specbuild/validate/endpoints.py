@@ -37,6 +37,12 @@ class Endpoints:
         """The endpoints of a running `specbuild.serve.TritonServer`."""
         return cls(server.http_address, server.grpc_url, model)
 
+    @property
+    def loopback(self) -> bool:
+        """The HTTP endpoint is on this machine (127.0.0.0/8, ::1 or localhost)."""
+        host = self.http.rpartition(":")[0].strip("[]")
+        return host == "localhost" or host == "::1" or host.startswith("127.")
+
     def describe(self) -> str:
         parts = [f"http {self.http}"]
         if self.grpc:

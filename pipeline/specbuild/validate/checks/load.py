@@ -1,5 +1,5 @@
-"""Load: N concurrent clients (HTTP generate_stream and gRPC stream, loopback) send greedy requests for T
-seconds. Every response must be complete and well formed, none lost, none mixed between requests: each answer is
+"""Load: N concurrent clients (HTTP generate_stream and gRPC stream) send greedy requests for T seconds, to a
+server on this machine only (loopback; skipped otherwise). Every response must be complete and well formed, none lost, none mixed between requests: each answer is
 compared with the single-request greedy answer of its own prompt. An answer equal to another prompt's answer is
 "mixed" (a failure); one that differs from every answer is "diverged" (reported: batch shape may change
 low-probability tokens, validation-metrics fact sheet)."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from specbuild.validate.checks.base import FAILED, PASSED, WARNED, CheckResult, SuiteContext, timed
+from specbuild.validate.checks.base import FAILED, PASSED, SKIPPED, WARNED, CheckResult, SuiteContext, timed
 
 NAME, TITLE = "load", "Load (concurrent clients, nothing lost or mixed)"
 MAX_REQUESTS_PER_CLIENT = 10_000
@@ -22,6 +22,9 @@ def _key(gen) -> tuple:
 @timed
 def run(ctx: SuiteContext) -> CheckResult:
     v = ctx.recipe.validation
+    if not ctx.target.endpoints.loopback:
+        return CheckResult(NAME, TITLE, SKIPPED, f"the load check runs only against a server on this machine "
+                           f"(loopback), not {ctx.target.endpoints.http}")
     clients = ctx.options.load_clients or v.load_clients
     seconds = ctx.options.load_seconds or v.load_seconds
     expected = ctx.greedy_pass(ctx.target, "http")
