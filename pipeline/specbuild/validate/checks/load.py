@@ -1,8 +1,8 @@
 """Load: N concurrent clients (HTTP generate_stream and gRPC stream) send greedy requests for T seconds, to a
-server on this machine only (loopback; skipped otherwise). Every response must be complete and well formed, none lost, none mixed between requests: each answer is
-compared with the single-request greedy answer of its own prompt. An answer equal to another prompt's answer is
-"mixed" (a failure); one that differs from every answer is "diverged" (reported: batch shape may change
-low-probability tokens, validation-metrics fact sheet)."""
+server on this machine only (loopback; skipped otherwise). Every response must be complete and well formed, none
+lost, none mixed between requests: each answer is compared with the single-request greedy answer of its own
+prompt. An answer equal to another prompt's answer is "mixed" (a failure); one that differs from every answer is
+"diverged" (reported: batch shape may change low-probability tokens, validation-metrics fact sheet)."""
 
 from __future__ import annotations
 
