@@ -293,7 +293,9 @@ class TritonServer:
                  binary: ServerBinary | Path | str | None = None,
                  model_control: str = "none", load_models: Sequence[str] | None = None,
                  log_path: Path | None = None, exit_timeout_s: int = 5, extra_args: Iterable[str] = (),
-                 log_verbose: int = 0):
+                 log_verbose: int = 0, launcher: Path | None = None):
+        """launcher: a repository's launch_triton.sh (GPU repositories: mpirun ranks, orchestrator mode); it
+        takes the ports from HTTP_PORT/GRPC_PORT/METRICS_PORT and passes our other arguments to rank 0."""
         if model_control not in ("none", "explicit"):
             raise ValueError(f"model_control must be 'none' or 'explicit', not {model_control!r}")
         if load_models and model_control != "explicit":
@@ -310,6 +312,7 @@ class TritonServer:
         self.exit_timeout_s = int(exit_timeout_s)
         self.extra_args = list(extra_args)
         self.log_verbose = log_verbose
+        self.launcher = Path(launcher) if launcher else None
         self.server_id = f"specbuild-{uuid.uuid4().hex[:12]}"  # GET /v2 names it: proves we talk to our server
         self.process: subprocess.Popen | None = None
         self._log_file = None
@@ -349,13 +352,16 @@ class TritonServer:
 
     def argv(self) -> list[str]:
         b = self.binary
-        argv = [str(b.path), "--model-repository", str(self.repository)]
-        if b.backend_dir is not None:
-            argv += ["--backend-directory", str(b.backend_dir)]
+        if self.launcher is not None:  # the script names the repository and the ports itself
+            argv = ["bash", str(self.launcher)]
+        else:
+            argv = [str(b.path), "--model-repository", str(self.repository)]
+            if b.backend_dir is not None:
+                argv += ["--backend-directory", str(b.backend_dir)]
+            argv += ["--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
+                     "--metrics-port", str(self.metrics_port)]
         argv += [
-            "--http-address", self.host, "--http-port", str(self.http_port),
-            "--grpc-address", self.host, "--grpc-port", str(self.grpc_port),
-            "--metrics-address", self.host, "--metrics-port", str(self.metrics_port),
+            "--http-address", self.host, "--grpc-address", self.host, "--metrics-address", self.host,
             f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--log-verbose={self.log_verbose}",
             f"--id={self.server_id}",
@@ -408,9 +414,12 @@ class TritonServer:
             self.log_path = Path(name)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "wb")
+        env = self.binary.environment()
+        if self.launcher is not None:
+            env.update(TRITONSERVER=str(self.binary.path), HTTP_PORT=str(self.http_port),
+                       GRPC_PORT=str(self.grpc_port), METRICS_PORT=str(self.metrics_port))
         self.process = subprocess.Popen(self.argv(), stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=self.binary.environment(),
-                                        start_new_session=True)
+                                        stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         self._finalizer = weakref.finalize(self, _terminate, self.process, self.exit_timeout_s + 10)
         atexit.register(self._finalizer)
 
