@@ -110,10 +110,6 @@ def schema() -> None:
     click.echo(json.dumps(Recipe.model_json_schema(), indent=2))
 
 
-def _not_yet(name: str, issue: str):
-    raise UserError(f"specbuild {name} is not implemented yet ({issue}); use `specbuild plan` to see what it will do")
-
-
 @cli.command()
 @_recipe_arg()
 @_layout_options
