@@ -1,0 +1,306 @@
+"""The specbuild command line. Every user error ends with a message that says what to do, and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from specbuild import __version__
+from specbuild.errors import UserError
+
+EXAMPLES_DIR_HELP = ("TensorRT-LLM examples/ tree (e.g. /app/examples in the NGC container) whose "
+                     "convert_checkpoint.py scripts convert Medusa/EAGLE where the wheel API is unreliable")
+
+
+def _recipe_arg():
+    return click.argument("recipe", type=click.Path(path_type=Path, dir_okay=False))
+
+
+def _layout_options(f):
+    f = click.option("--engines-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("engines"),
+                     show_default=True, help="Root of engine folders (engines/<name>/...).")(f)
+    f = click.option("--repo-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("triton_repo"),
+                     show_default=True, help="Root of Triton model repositories (triton_repo/<name>).")(f)
+    f = click.option("--report-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("reports"),
+                     show_default=True, help="Root of validation reports (reports/<name>).")(f)
+    return f
+
+
+def _layout(recipe, engines_dir: Path, repo_dir: Path, report_dir: Path):
+    from specbuild.plan import Layout
+
+    return Layout(engines_dir.absolute(), repo_dir.absolute(), report_dir.absolute(), recipe.name)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, "--version", prog_name="specbuild")
+@click.option("--debug", is_flag=True, help="Show full tracebacks for internal errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Build speculative-decoding LLM deployments for NVIDIA Triton from one YAML recipe.
+
+    \b
+    A recipe names a target model, a speculative method (medusa, eagle, draft_target, prompt_lookup,
+    lookahead or none) and a runtime: tensorrt-llm (GPU engines) or reference (CPU, PyTorch).
+    \b
+    Examples:
+      specbuild check recipes/reference/eagle.yaml      # validate a recipe
+      specbuild plan recipes/tensorrt-llm/medusa.yaml   # show every step and command, run nothing
+      specbuild compile recipes/demo.yaml               # engines -> repository -> serve -> validate
+    """
+    ctx.ensure_object(dict)["debug"] = debug
+
+
+@cli.command()
+@_recipe_arg()
+def check(recipe: Path) -> None:
+    """Check a recipe: schema, every rule from the fact sheets, and the files it names.
+
+    \b
+    Prints each problem as file:line:col: field: message, and exits 2 if there is any.
+    Example:
+      specbuild check recipes/reference/medusa.yaml
+    """
+    from specbuild.methods import method_for
+    from specbuild.recipe import load_recipe
+
+    r = load_recipe(recipe)
+    method = method_for(r)
+    click.echo(f"{recipe}: ok — {r.name}: {method.name} ({method.summary}) on the {r.runtime} runtime")
+
+
+@cli.command()
+@_recipe_arg()
+@_layout_options
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--trtllm-examples", type=click.Path(file_okay=False), default=None, help=EXAMPLES_DIR_HELP)
+def plan(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, as_json: bool,
+         trtllm_examples: str | None) -> None:
+    """Print the ordered steps a compile would take, with every command line in full. Runs nothing.
+
+    \b
+    Example:
+      specbuild plan recipes/tensorrt-llm/eagle.yaml --json > plan.json
+    """
+    from specbuild.plan import make_plan
+    from specbuild.recipe import load_recipe
+
+    r = load_recipe(recipe)
+    p = make_plan(r, _layout(r, engines_dir, repo_dir, report_dir), trtllm_examples=trtllm_examples)
+    if as_json:
+        click.echo(json.dumps(p.to_dict(), indent=2))
+    else:
+        click.echo(p.render(), nl=False)
+
+
+@cli.command()
+def schema() -> None:
+    """Print the recipe's JSON Schema (for editor completion and validation).
+
+    \b
+    Example (VS Code YAML extension):
+      specbuild schema > specbuild.schema.json
+      # then add  # yaml-language-server: $schema=specbuild.schema.json  at the top of a recipe
+    """
+    from specbuild.recipe.schema import Recipe
+
+    click.echo(json.dumps(Recipe.model_json_schema(), indent=2))
+
+
+@cli.command()
+@_recipe_arg()
+@_layout_options
+@click.option("--no-validate", is_flag=True, help="Stop after writing the repository (do not serve or validate).")
+@click.option("--trtllm-examples", type=click.Path(file_okay=False), default=None, help=EXAMPLES_DIR_HELP)
+@click.option("--tritonserver", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="tritonserver binary to serve with (default: a system one, else nvidia-pytriton's).")
+def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, no_validate: bool,  # noqa: A001
+            trtllm_examples: str | None, tritonserver: Path | None) -> None:
+    """Build engines, write the Triton repository, serve it on free loopback ports, validate it, report.
+
+    \b
+    Exit code: 0 when every gate of the recipe's validation section holds, 1 when a gate fails, 2 for user errors.
+    Outputs: engines/<name>/, triton_repo/<name>/ (+ <name>-baseline/), reports/<name>/.
+    Examples:
+      specbuild compile recipes/demo.yaml
+      specbuild compile recipes/tensorrt-llm/eagle.yaml --no-validate --trtllm-examples /app/examples
+    """
+    from rich.console import Console
+
+    from specbuild.compile import CompileOptions, compile_recipe
+    from specbuild.recipe import load_recipe
+
+    r = load_recipe(recipe)
+    options = CompileOptions(validate=not no_validate, trtllm_examples=trtllm_examples, tritonserver=tritonserver)
+    code = compile_recipe(r, _layout(r, engines_dir, repo_dir, report_dir), options, Console(stderr=True))
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+def _port(value: int | None) -> int | None:
+    return None if value in (None, 0) else value
+
+
+@cli.command()
+@click.argument("repository", type=click.Path(path_type=Path))
+@click.option("--tritonserver", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="tritonserver binary (default: /opt/tritonserver, then PATH, then the nvidia-pytriton one).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address the server binds (loopback by default; 0.0.0.0 exposes it to the network).")
+@click.option("--http-port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="0: a free port.")
+@click.option("--grpc-port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="0: a free port.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True,
+              help="0: a free port.")
+@click.option("--model-control", type=click.Choice(["none", "explicit"]), default="none", show_default=True,
+              help="explicit: load only the --load-model models (an ensemble pulls in its steps).")
+@click.option("--load-model", "load_models", multiple=True, metavar="MODEL",
+              help="A model to load with --model-control explicit (repeatable).")
+@click.option("--log", "log_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Server log file (default: a temporary file, printed).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="Seconds to wait for every model to be ready.")
+def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int, grpc_port: int, metrics_port: int,
+          model_control: str, load_models: tuple[str, ...], log_path: Path | None, timeout_s: float) -> None:
+    """Serve a Triton model repository with tritonserver until Ctrl-C.
+
+    \b
+    Waits until every model reports ready on its own endpoint, prints the endpoints, and stops the server (by
+    its PID) on Ctrl-C. When a model fails to load it prints each model's error in plain words and exits 2.
+    Examples:
+      specbuild serve triton_repo/demo
+      specbuild serve triton_repo/demo-baseline --http-port 9000 --grpc-port 9001 --metrics-port 9002
+      specbuild serve triton_repo/gpu --model-control explicit --load-model preprocessing --load-model postprocessing
+    """
+    from rich.console import Console
+
+    from specbuild.validate.serve_command import serve_until_interrupted
+
+    if load_models and model_control != "explicit":
+        raise UserError("--load-model needs --model-control explicit")
+    code = serve_until_interrupted(repository, tritonserver=tritonserver, host=host, http_port=_port(http_port),
+                                   grpc_port=_port(grpc_port), metrics_port=_port(metrics_port),
+                                   model_control=model_control, load_models=list(load_models), log_path=log_path,
+                                   timeout_s=timeout_s, console=Console(stderr=True), out=Console())
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+@cli.command()
+@_recipe_arg()
+@click.option("--url", required=True, metavar="HOST:PORT", help="HTTP endpoint of the speculative deployment.")
+@click.option("--grpc-url", default=None, metavar="HOST:PORT", help="Its gRPC endpoint (gRPC checks need it).")
+@click.option("--baseline-url", default=None, metavar="HOST:PORT",
+              help="HTTP endpoint of the baseline (the same target without speculation: triton_repo/<name>-baseline).")
+@click.option("--baseline-grpc-url", default=None, metavar="HOST:PORT", help="The baseline's gRPC endpoint.")
+@click.option("--model", default=None, help="Model to generate with (default: the recipe's: the BLS for "
+              "draft-target and prompt lookup, else ensemble).")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Write report.json, junit.xml, report.md and PNG plots into this folder.")
+@click.option("--checks", default=None, metavar="NAMES",
+              help="Comma-separated subset: health,functional,lossless,sampling,acceptance,performance,bad_input,load.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON on stdout.")
+def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | None, baseline_grpc_url: str | None,
+             model: str | None, report_dir: Path | None, checks: str | None, as_json: bool) -> None:
+    """Run the validation suite against running servers; exit 0 only when every gate holds.
+
+    \b
+    Checks: health, functional (text, limits, stop words, streaming), lossless (greedy vs baseline, token for
+    token), sampling (distribution vs baseline), acceptance, performance (concurrency sweep, speedup, crossover),
+    bad input, load. Exit code: 0 all gates hold, 1 a gate fails (summary printed), 2 user errors.
+    Examples:
+      specbuild validate recipes/demo.yaml --url 127.0.0.1:8000 --grpc-url 127.0.0.1:8001 \\
+          --baseline-url 127.0.0.1:9000 --baseline-grpc-url 127.0.0.1:9001 --report reports/demo
+      specbuild validate recipes/demo.yaml --url 127.0.0.1:8000 --checks health,functional,bad_input
+    """
+    from rich.console import Console
+
+    from specbuild.recipe import load_recipe
+    from specbuild.validate import Endpoints, SuiteOptions, run_validation
+    from specbuild.validate.report.json_report import clean
+    from specbuild.validate.report.terminal import print_result, progress_bar
+
+    r = load_recipe(recipe, check_files=False)
+    target = Endpoints.parse(url, grpc_url, model)
+    if baseline_grpc_url and not baseline_url:
+        raise UserError("--baseline-grpc-url needs --baseline-url (the baseline's HTTP endpoint)")
+    baseline = Endpoints.parse(baseline_url, baseline_grpc_url, http_option="--baseline-url",
+                               grpc_option="--baseline-grpc-url") if baseline_url else None
+    options = SuiteOptions(checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None)
+    with progress_bar(Console(stderr=True)) as progress:
+        result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress)
+    out = Console(stderr=as_json)
+    print_result(result, out)
+    if result.report_files:
+        out.print(f"report: {result.report_files[0].parent}")
+    if as_json:
+        click.echo(json.dumps(clean(result.to_dict()), indent=2))
+    if not result.passed:
+        for c in result.failures:
+            click.echo(f"FAILED {c.name}: {c.summary}", err=True)
+        raise click.exceptions.Exit(1)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON ({ready, checks: [...]}).")
+@click.option("--recipe", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also check what this recipe needs: its exact trtllm-build commands, its GPU ids, MPI.")
+def doctor(as_json: bool, recipe: Path | None) -> None:
+    """Check this machine for the GPU path: GPUs, TensorRT-LLM, trtllm-build flags, tritonserver, MPI.
+
+    \b
+    Each line is ok, warn or fail, with what to do. Exit 0 when nothing fails (warnings allowed), 2 otherwise.
+    Examples:
+      specbuild doctor
+      specbuild doctor --recipe recipes/tensorrt-llm/eagle.yaml --json
+    """
+    from rich.console import Console
+
+    from specbuild.trtllm.doctor import as_dict, ready, render, run_doctor
+
+    r = None
+    if recipe is not None:
+        from specbuild.recipe import load_recipe
+
+        r = load_recipe(recipe)
+    checks = run_doctor(r)
+    if as_json:
+        click.echo(json.dumps(as_dict(checks), indent=2))
+    else:
+        render(checks, Console())
+    if not ready(checks):
+        raise click.exceptions.Exit(2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: user errors print their message and exit 2; internal errors exit 1."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        rv = cli.main(args=argv, prog_name="specbuild", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except UserError as e:
+        click.echo(f"error: {e}" if "\n" not in str(e) else str(e), err=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    except Exception as e:  # an internal bug: say so plainly
+        if debug:
+            raise
+        click.echo(f"internal error: {type(e).__name__}: {e}\n(this is a specbuild bug; rerun with --debug for the "
+                   "traceback and report it)", err=True)
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""A loaded reference engine: its config, limits, decoding options and target model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from specbuild.reference.engine_folder import SpeculativeDecodingMode, load_engine  # noqa: F401 (re-export)
+from specbuild.reference.model import CausalLM
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_batch_size: int
+    max_input_len: int
+    max_seq_len: int  # what a request may use: prompt + new tokens (the recipe's max_seq_len)
+    engine_max_seq_len: int  # build_config.max_seq_len: the above plus the speculative slack, as trtllm-build
+    max_num_tokens: int
+    max_draft_len: int
+
+
+@dataclass
+class Engine:
+    path: Path
+    config: dict
+    decoding: dict  # specbuild.decoding with the load-time overrides applied
+    folders: dict[str, Path]  # sub-folders by name: model, tokenizer, medusa, eagle, ...
+    model: CausalLM
+    compute_dtype: str = "float32"
+
+    @property
+    def role(self) -> str:
+        return self.config["specbuild"]["role"]
+
+    @property
+    def method(self) -> str:
+        """The recipe's method (a draft or baseline engine records the method of its deployment)."""
+        return self.config["specbuild"]["method"]
+
+    @property
+    def mode(self) -> SpeculativeDecodingMode:
+        return SpeculativeDecodingMode(int(self.config["build_config"]["speculative_decoding_mode"]))
+
+    @property
+    def decoding_method(self) -> str:
+        """The method this engine decodes with in-process: the recipe's method for a speculative target,
+        autoregressive for a plain engine (draft, baseline, method none)."""
+        if self.role != "target" or self.mode == SpeculativeDecodingMode.NONE:
+            return "autoregressive"
+        return self.method
+
+    @property
+    def accepts_external_drafts(self) -> bool:
+        return self.mode == SpeculativeDecodingMode.DRAFT_TOKENS_EXTERNAL
+
+    @property
+    def limits(self) -> Limits:
+        build = self.config["build_config"]
+        draft_len = int(build.get("max_draft_len", 0))
+        slack = 0
+        if self.mode != SpeculativeDecodingMode.NONE:
+            slack = draft_len
+            if self.mode == SpeculativeDecodingMode.EAGLE:
+                slack += int(self.config["pretrained_config"].get("num_eagle_layers", 0))
+        return Limits(
+            max_batch_size=int(build["max_batch_size"]),
+            max_input_len=int(build["max_input_len"]),
+            max_seq_len=int(build["max_seq_len"]) - slack,
+            engine_max_seq_len=int(build["max_seq_len"]),
+            max_num_tokens=int(build["max_num_tokens"]),
+            max_draft_len=draft_len,
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.vocab_size
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.folders.get("tokenizer", self.folders["model"])

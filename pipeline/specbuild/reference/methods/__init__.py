@@ -1,0 +1,88 @@
+"""Decoding methods of the reference runtime: one module per method, each exposing `METHOD = <class>`.
+
+A method turns a batch of sequences into new tokens. It has two verbs:
+    prefill(batch) -> list[StepOutput]   rows that just joined: fill the caches it needs, emit the first token(s)
+    step(batch)    -> list[StepOutput]   one decode iteration (draft, verify, accept) for every row
+Model plumbing (padding, masks, positions, cache compaction) lives in `Batch`, `CausalLM` and `KVCache`;
+stop conditions, stats and batching live in the executor. See ../README.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Mapping
+
+from specbuild.errors import UserError
+
+if TYPE_CHECKING:
+    from specbuild.reference.batch import Batch
+    from specbuild.reference.engine import Engine
+
+# Recipe method names whose module is named differently.
+ALIASES = {"none": "autoregressive"}
+
+
+@dataclass
+class StepOutput:
+    """What one prefill/step produced for one row: the tokens (accepted drafts, then the correction or bonus
+    token) and how many drafts were proposed and accepted. The executor applies stop conditions and may emit
+    fewer tokens."""
+
+    tokens: list[int]
+    drafted: int = 0
+    accepted: int = 0
+    counts_as_step: bool = True  # False for a plain prefill (no verification happened)
+
+
+class Method:
+    """Base class. Subclasses set `name` and implement `prefill` and `step`."""
+
+    name: ClassVar[str] = ""
+    needs_draft_engine: ClassVar[bool] = False
+    # True: prefill works when the "target" cache already holds a prefix of the prompt (KV-cache reuse);
+    # that holds for any prefill that brings caches up to date with `batch.feed`.
+    reuses_prefix: ClassVar[bool] = False
+
+    def __init__(self, engine: "Engine", draft_engine: "Engine | None" = None, decoding: Mapping | None = None):
+        self.engine = engine
+        self.target = engine.model
+        self.draft_engine = draft_engine
+        self.decoding = dict(engine.decoding if decoding is None else decoding)
+
+    def prefill(self, batch: "Batch") -> list[StepOutput]:
+        """Default: one target forward over each prompt; the first token comes from its last position."""
+        out = batch.feed("target", self.target, logits="last")
+        batch.caches["target"].commit_all()
+        return [StepOutput([seq.choose(out.logits[r])], counts_as_step=False) for r, seq in enumerate(batch.seqs)]
+
+    def step(self, batch: "Batch") -> list[StepOutput]:
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- helpers for subclasses
+    def option(self, key: str, default=None, *, kind=int, minimum: int | None = None):
+        """A value from the engine's `decoding` section, checked; errors name the engine folder and key."""
+        value = self.decoding.get(key, default)
+        if value is None:
+            raise UserError(f"{self.engine.path}/config.json: specbuild.decoding.{key} is required by {self.name}")
+        try:
+            value = kind(value)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"{self.engine.path}/config.json: specbuild.decoding.{key}={value!r}: {exc}") from exc
+        if minimum is not None and value < minimum:
+            raise UserError(
+                f"{self.engine.path}/config.json: specbuild.decoding.{key}={value} must be >= {minimum}"
+            )
+        return value
+
+
+def method_class(name: str) -> type[Method]:
+    """The class of a method by its recipe name (`none`, `draft_target`, `prompt_lookup`, `medusa`, ...)."""
+    module_name = ALIASES.get(name, name)
+    try:
+        module = importlib.import_module(f"specbuild.reference.methods.{module_name}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"specbuild.reference.methods.{module_name}":
+            raise UserError(f"the reference runtime has no decoding method {name!r}") from exc
+        raise
+    return module.METHOD

@@ -1,0 +1,21 @@
+"""Autoregressive decoding: one target forward per token. The baseline every other method must match."""
+
+from __future__ import annotations
+
+from specbuild.reference.batch import Batch
+from specbuild.reference.methods import Method, StepOutput
+
+
+class Autoregressive(Method):
+    name = "autoregressive"
+    reuses_prefix = True
+
+    # prefill: Method.prefill (one forward over the prompt, first token from its last position)
+
+    def step(self, batch: Batch) -> list[StepOutput]:
+        out = batch.feed("target", self.target, logits="last")  # each row feeds its last token
+        batch.caches["target"].commit_all()
+        return [StepOutput([seq.choose(out.logits[r])]) for r, seq in enumerate(batch.seqs)]
+
+
+METHOD = Autoregressive

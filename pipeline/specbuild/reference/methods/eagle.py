@@ -1,0 +1,284 @@
+"""EAGLE (Li et al., 2024): a one-layer draft head that extrapolates the target's features, drafting a token tree.
+
+The head reads (feature f_p, next token x_{p+1}) at position p and predicts the feature f_{p+1}; the target's
+lm_head turns a feature into draft logits. It keeps its own KV cache of such entries, one per position.
+
+Each step, for every sequence (root = the last, uncached token x_L at position L):
+    catch up:  feed the head the entries it lacks, (f_p, x_{p+1}) for the positions verified last step, using
+               the target's true features; the last entry's output f^_L scores the root's children
+    draft:     grow the tree level by level, each level one head forward over the nodes that get children:
+               a node y at depth d is the head entry (f^ of its parent, y) at position L - 1 + d, attending to
+               the head's cache and to its own ancestors' entries (a tree mask in the head's cache)
+               EAGLE-1 (static): the tree of `eagle_choices`; node (r_1..r_d) = the r_d-th best child
+               EAGLE-2 (dynamic, `use_dynamic_tree`): each depth expands the top-K nodes by cumulative draft
+               log-probability into their top-K children; finally the `min(K + K*K*(D-1), max_draft_len)`
+               best nodes of the K + K*K*(D-1) drafted are kept (re-ranking; a child never outranks its parent)
+    verify:    the head's tree entries are dropped; one target forward over [root, tree] with the tree mask
+    accept:    greedy: longest path matching the target's argmax. Sampled: recursive rejection sampling over the
+               tree; every candidate is a deterministic function of the context (top-k of the head), so this is
+               lossless (the EAGLE reference code's qx = 1 rule)
+    then:      the accepted path is compacted in the target cache; the target's features at the root and the
+               accepted nodes are what the head catches up on next step
+D = `num_eagle_layers` (engine pretrained_config, default 4). Engine `specbuild.decoding` keys: `eagle_choices`
+(default mc_sim_7b_63), `use_dynamic_tree` (false), `dynamic_tree_max_top_k` (K, default 10; TensorRT-LLM's
+`eagle_dynamic_tree_max_top_k` / `dynamic_tree_max_topK` are accepted too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from specbuild.errors import UserError
+from specbuild.reference.batch import Batch
+from specbuild.reference.kv_cache import KVCache
+from specbuild.reference.methods import Method, StepOutput
+from specbuild.reference.tree import (
+    MC_SIM_7B_63,
+    RowTree,
+    Tree,
+    commit_paths,
+    feed_trees,
+    tree_from_choices,
+    tree_from_parents,
+    verify_tree,
+)
+
+TOP_K_KEYS = ("dynamic_tree_max_top_k", "eagle_dynamic_tree_max_top_k", "dynamic_tree_max_topK")
+DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
+
+
+def dynamic_tree_size(top_k: int, depth: int, max_draft_len: int) -> int:
+    """Draft tokens of an EAGLE-2 tree, as TensorRT-LLM sizes it: min(K + K*K*(D-1), max_draft_len)."""
+    if depth <= 0:
+        return 0
+    return min(top_k + top_k * top_k * (depth - 1), max_draft_len)
+
+
+@dataclass
+class _Growing:
+    """One row's tree while it is drafted. Node 0 is the root."""
+
+    root_feature: torch.Tensor
+    root_position: int
+    tokens: list[int]
+    parents: list[int] = field(default_factory=lambda: [-1])
+    depths: list[int] = field(default_factory=lambda: [0])
+    scores: list[float] = field(default_factory=lambda: [0.0])  # cumulative draft log-probability
+    feature_out: dict[int, torch.Tensor] = field(default_factory=dict)  # node -> head output (its children's f^)
+    logprobs: dict[int, torch.Tensor] = field(default_factory=dict)  # node -> draft log-probs of its children
+    pending: dict[int, int] = field(default_factory=dict)  # node -> index among the head cache's pending entries
+
+    def add(self, parent: int, token: int, score: float) -> int:
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.depths.append(self.depths[parent] + 1)
+        self.scores.append(score)
+        return len(self.tokens) - 1
+
+    def input_feature(self, node: int) -> torch.Tensor:
+        parent = self.parents[node]
+        return self.root_feature if parent == 0 else self.feature_out[parent]
+
+
+class Eagle(Method):
+    name = "eagle"
+
+    def __init__(self, engine, draft_engine=None, decoding=None):
+        super().__init__(engine, draft_engine, decoding)
+        from specbuild.heads.eagle import load_eagle_head
+
+        if "eagle" not in engine.folders:
+            raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle' entry (the EAGLE head); "
+                            "rebuild the engine with the recipe's eagle head folder")
+        self.head = load_eagle_head(engine.folders["eagle"], target_model=self.target.hf, dtype=self.target.dtype)
+        pretrained = engine.config.get("pretrained_config", {})
+        self.depth = int(pretrained.get("num_eagle_layers", 4))
+        self.max_draft_len = engine.limits.max_draft_len or 63
+        where = f"{engine.path}/config.json: specbuild.decoding"
+        self.dynamic = any(bool(self.decoding.get(k, False)) for k in DYNAMIC_KEYS)
+        if self.dynamic:
+            self.top_k = int(next((self.decoding[k] for k in TOP_K_KEYS if k in self.decoding), 10))
+            if self.top_k < 1:
+                raise UserError(f"{where}.dynamic_tree_max_top_k={self.top_k} must be >= 1")
+        else:
+            self.tree = tree_from_choices(self.decoding.get("eagle_choices") or MC_SIM_7B_63,
+                                          field_name=f"{where}.eagle_choices", max_draft_len=self.max_draft_len,
+                                          max_depth=self.depth)
+            self._trees: dict[int, Tree] = {}
+
+    # ---------------------------------------------------------------- prefill: first token, head over the prompt
+    def prefill(self, batch: Batch) -> list[StepOutput]:
+        out = batch.feed("target", self.target, logits="last")
+        batch.caches["target"].commit_all()
+        outputs, features, tokens = [], [], []
+        for r, seq in enumerate(batch.seqs):
+            first = seq.choose(out.logits[r])
+            outputs.append(StepOutput([first], counts_as_step=False))
+            n = out.n_new[r]
+            features.append(out.hidden[r, :n])
+            tokens.append(seq.tokens[1:] + [first])  # entry p = (f_p, x_{p+1})
+        kv = batch.caches["eagle"] = KVCache(self.head.config, len(batch.seqs))
+        fhat = self.head_forward(kv, features, tokens, [list(range(len(t))) for t in tokens])
+        kv.commit_all()
+        for r, seq in enumerate(batch.seqs):
+            seq.state["eagle_root_feature"] = fhat[r, len(tokens[r]) - 1]
+            seq.state["eagle_features"] = features[r][:0]
+        return outputs
+
+    # ---------------------------------------------------------------- one step
+    def step(self, batch: Batch) -> list[StepOutput]:
+        self.catch_up(batch)
+        drafts = self.draft(batch)
+        batch.caches["eagle"].rollback()
+        out, roots = feed_trees(batch, self.target, drafts)
+        outputs, accepted = [], []
+        for r, (seq, draft) in enumerate(zip(batch.seqs, drafts)):
+            acc = verify_tree(seq, draft.tree, draft.tokens, out.logits[r, roots[r] : roots[r] + draft.tree.size])
+            # target features at the root and the accepted nodes: the head's next entries
+            seq.state["eagle_features"] = out.hidden[r, [roots[r] + n for n in (0, *acc.nodes)]]
+            outputs.append(StepOutput(acc.new_tokens, drafted=draft.tree.max_depth, accepted=len(acc.nodes)))
+            accepted.append(acc)
+        commit_paths(batch, roots, accepted)
+        return outputs
+
+    @torch.inference_mode()
+    def catch_up(self, batch: Batch) -> None:
+        """Feed the head the entries (f_p, x_{p+1}) verified since its last catch-up; keep them."""
+        kv = batch.caches["eagle"]
+        features = [seq.state["eagle_features"] for seq in batch.seqs]
+        if not any(len(f) for f in features):
+            return
+        tokens = [seq.tokens[kv.lengths[r] + 1 : kv.lengths[r] + 1 + len(features[r])] for r, seq in enumerate(batch.seqs)]
+        positions = [list(range(kv.lengths[r], kv.lengths[r] + len(t))) for r, t in enumerate(tokens)]
+        fhat = self.head_forward(kv, features, tokens, positions)
+        kv.commit_all()
+        for r, seq in enumerate(batch.seqs):
+            if len(tokens[r]):
+                seq.state["eagle_root_feature"] = fhat[r, len(tokens[r]) - 1]
+            seq.state["eagle_features"] = features[r][:0]
+
+    # ---------------------------------------------------------------- drafting
+    @torch.inference_mode()
+    def draft(self, batch: Batch) -> list[RowTree]:
+        kv = batch.caches["eagle"]
+        rows = [
+            _Growing(root_feature=seq.state["eagle_root_feature"], root_position=kv.lengths[r], tokens=[seq.tokens[-1]])
+            for r, seq in enumerate(batch.seqs)
+        ]
+        depth = [min(self.depth, seq.draft_budget(self.depth)) for seq in batch.seqs]
+        roots = torch.stack([g.root_feature for g in rows])
+        root_logprobs = torch.log_softmax(self.target.lm_logits(roots), dim=-1)
+        for g, lp in zip(rows, root_logprobs):
+            g.logprobs[0] = lp
+        if self.dynamic:
+            return self._grow_dynamic(kv, rows, depth)
+        return self._grow_static(kv, rows, depth)
+
+    def _grow_static(self, kv: KVCache, rows: list[_Growing], depth: list[int]) -> list[RowTree]:
+        """EAGLE-1: fill the `eagle_choices` tree level by level; only nodes with children get a head entry."""
+        trees = [self._static_tree(d) for d in depth]
+        for d in range(1, max(depth, default=0) + 1):
+            expand: list[list[int]] = []
+            for g, tree in zip(rows, trees):
+                level = [n for n in range(1, tree.size) if tree.depths[n] == d]
+                ranked: dict[int, list[int]] = {}  # parent -> its children's candidate tokens, best first
+                for n in level:
+                    parent, rank = tree.parents[n], tree.paths[n][-1]
+                    if parent not in ranked:
+                        most = max(tree.paths[c][-1] for c in tree.children[parent]) + 1
+                        ranked[parent] = torch.topk(g.logprobs[parent], most).indices.tolist()
+                    token = ranked[parent][rank]
+                    added = g.add(parent, token, g.scores[parent] + float(g.logprobs[parent][token]))
+                    assert added == n  # static trees list nodes by depth: growing index == tree index
+                expand.append([n for n in level if tree.children[n]])
+            if any(expand):
+                self._expand(kv, rows, expand)
+        return [RowTree(tree, g.tokens) for g, tree in zip(rows, trees)]
+
+    def _static_tree(self, max_depth: int) -> Tree:
+        if max_depth not in self._trees:
+            self._trees[max_depth] = self.tree.truncated(max_depth)[0]
+        return self._trees[max_depth]
+
+    def _grow_dynamic(self, kv: KVCache, rows: list[_Growing], depth: list[int]) -> list[RowTree]:
+        """EAGLE-2: expand the top-K nodes of each depth (by cumulative draft log-prob), then re-rank."""
+        k = self.top_k
+        frontier: list[list[int]] = [[] for _ in rows]
+        for r, g in enumerate(rows):
+            if depth[r] >= 1:
+                top = torch.topk(g.logprobs[0], min(k, g.logprobs[0].shape[0]))
+                frontier[r] = [g.add(0, int(t), float(s)) for s, t in zip(top.values, top.indices)]
+        for d in range(1, max(depth, default=0)):
+            expand = [frontier[r] if d < depth[r] else [] for r in range(len(rows))]
+            if not any(expand):
+                break
+            self._expand(kv, rows, expand)
+            for r, g in enumerate(rows):
+                children = []
+                for node in expand[r]:
+                    top = torch.topk(g.logprobs[node], min(k, g.logprobs[node].shape[0]))
+                    children += [g.add(node, int(t), g.scores[node] + float(s)) for s, t in zip(top.values, top.indices)]
+                if children:
+                    frontier[r] = sorted(children, key=lambda n: -g.scores[n])[:k]
+        return [self._rerank(g, dynamic_tree_size(k, d, self.max_draft_len)) for g, d in zip(rows, depth)]
+
+    @staticmethod
+    def _rerank(g: _Growing, size: int) -> RowTree:
+        """Keep the `size` best drafted nodes by cumulative log-prob (a parent scores >= its children; ties go
+        to the shallower node), as a depth-ordered tree."""
+        ranked = sorted(range(1, len(g.tokens)), key=lambda n: (-g.scores[n], g.depths[n], n))[:size]
+        kept = sorted(ranked, key=lambda n: (g.depths[n], n))
+        index = {0: 0}
+        for i, n in enumerate(kept, start=1):
+            index[n] = i
+        parents = [-1] + [index[g.parents[n]] for n in kept]
+        return RowTree(tree_from_parents(parents), [g.tokens[0]] + [g.tokens[n] for n in kept])
+
+    def _expand(self, kv: KVCache, rows: list[_Growing], expand: list[list[int]]) -> None:
+        """One head forward over the given nodes of every row (pending entries in the head cache, tree mask):
+        stores each node's output feature and its children's draft log-probs."""
+        features, tokens, positions, attend = [], [], [], []
+        for r, (g, nodes) in enumerate(zip(rows, expand)):
+            before = kv.n_pending(r)
+            sees = torch.zeros(len(nodes), before + len(nodes), dtype=torch.bool)
+            for j, n in enumerate(nodes):
+                ancestor = g.parents[n]
+                while ancestor > 0:
+                    sees[j, g.pending[ancestor]] = True
+                    ancestor = g.parents[ancestor]
+                sees[j, before + j] = True
+                g.pending[n] = before + j
+            features.append(torch.stack([g.input_feature(n) for n in nodes]) if nodes else None)
+            tokens.append([g.tokens[n] for n in nodes])
+            positions.append([g.root_position - 1 + g.depths[n] for n in nodes])
+            attend.append(sees)
+        fhat = self.head_forward(kv, features, tokens, positions, attend)
+        logprobs = torch.log_softmax(self.target.lm_logits(fhat), dim=-1)
+        for r, (g, nodes) in enumerate(zip(rows, expand)):
+            for j, n in enumerate(nodes):
+                g.feature_out[n] = fhat[r, j]
+                g.logprobs[n] = logprobs[r, j]
+
+    def head_forward(self, kv: KVCache, features, tokens, positions, attend=None) -> torch.Tensor:
+        """Run the EAGLE head on per-row entries (features [n_r, H], next tokens, positions) through `kv`;
+        returns the predicted features [B, S, H] (row r's entries first)."""
+        n_new = [len(t) for t in tokens]
+        before = kv.physical_length
+        plan = kv.plan_forward(n_new, positions=positions, attend=attend)
+        hidden = self.head.config.hidden_size
+        feats = torch.zeros(len(tokens), plan.width, hidden, dtype=self.target.dtype)
+        ids = torch.zeros(len(tokens), plan.width, dtype=torch.long)
+        for r, n in enumerate(n_new):
+            if n:
+                feats[r, :n] = features[r]
+                ids[r, :n] = torch.as_tensor(tokens[r], dtype=torch.long)
+        with torch.inference_mode():
+            out = self.head(feats, ids, plan.position_ids, attention_mask=plan.additive_mask(feats.dtype),
+                            past_key_values=kv.store)
+        kv.check_appended(plan, before)
+        return out
+
+
+METHOD = Eagle

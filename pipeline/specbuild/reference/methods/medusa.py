@@ -1,0 +1,144 @@
+"""Medusa (Cai et al., 2024): K extra heads on the target's last hidden state draft a static token tree.
+
+Each step, for every sequence:
+    draft:   from the hidden state h that produced the root token (the last, uncached token), head k scores the
+             token k + 1 places after the root; the tree from `medusa_choices` takes, at a node with choice
+             path (r_1, .., r_d), the r_d-th most likely token of head d - 1
+    verify:  one target forward over [root, tree nodes] with the tree attention mask
+    accept:  greedy requests: the longest path whose tokens equal the target's argmax (TensorRT-LLM's Medusa
+             acceptance), bonus = the target's argmax after it. Sampled requests: recursive rejection sampling
+             over the tree (the candidates are deterministic top-k tokens), lossless. Optional
+             `medusa_acceptance: typical` (Medusa-2's typical acceptance) is LOSSY: faster, but the output
+             distribution is not the target's.
+    then:    the accepted path stays in the KV cache (compacted), the rest is dropped; the hidden state at the
+             last accepted node feeds the heads next step.
+
+Engine `specbuild.decoding` keys: `medusa_choices` (default mc_sim_7b_63), `medusa_acceptance`
+(`rejection` | `typical`, for sampled requests only), `typical_posterior_threshold` (0.09),
+`typical_posterior_alpha` (0.3). Heads come from the engine's `medusa` folder (FasterDecoding layout).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+
+from specbuild.errors import UserError
+from specbuild.reference.batch import Batch
+from specbuild.reference.methods import Method, StepOutput
+from specbuild.reference.tree import (
+    MC_SIM_7B_63,
+    Acceptance,
+    RowTree,
+    Tree,
+    commit_paths,
+    feed_trees,
+    path_tokens,
+    tree_from_choices,
+    verify_tree,
+)
+
+ACCEPTANCE_MODES = ("rejection", "typical")
+
+
+def typical_accept(tree: Tree, tokens, probs: torch.Tensor, threshold: float, alpha: float,
+                   generator: torch.Generator) -> Acceptance:
+    """Medusa-2 typical acceptance (lossy): a node is acceptable when its token's probability under the
+    target at its parent exceeds min(threshold, alpha * exp(-entropy)); take the longest acceptable path,
+    then sample the bonus token from the target at its end."""
+    entropy = -(probs * torch.log(probs.clamp_min(1e-30))).sum(-1)
+    bar = torch.minimum(torch.full_like(entropy, threshold), alpha * torch.exp(-entropy))
+
+    def longest_from(node: int) -> tuple[int, ...]:
+        best: tuple[int, ...] = ()
+        for child in tree.children[node]:
+            if float(probs[node, tokens[child]]) > float(bar[node]):
+                below = (child,) + longest_from(child)
+                if len(below) > len(best):
+                    best = below
+        return best
+
+    nodes = longest_from(0)
+    last = nodes[-1] if nodes else 0
+    bonus = int(torch.multinomial(probs[last], 1, generator=generator))
+    return Acceptance(nodes=nodes, tokens=tuple(tokens[n] for n in nodes), bonus=bonus)
+
+
+class Medusa(Method):
+    name = "medusa"
+
+    def __init__(self, engine, draft_engine=None, decoding=None):
+        super().__init__(engine, draft_engine, decoding)
+        from specbuild.heads.medusa import load_medusa_heads
+
+        if "medusa" not in engine.folders:
+            raise UserError(f"{engine.path}/config.json: specbuild.files has no 'medusa' entry (the Medusa heads); "
+                            "rebuild the engine with the recipe's medusa heads folder")
+        self.heads = load_medusa_heads(engine.folders["medusa"], dtype=self.target.dtype)
+        where = f"{engine.path}/config.json: specbuild.decoding.medusa_choices"
+        self.tree = tree_from_choices(self.decoding.get("medusa_choices") or MC_SIM_7B_63, field_name=where,
+                                      max_draft_len=engine.limits.max_draft_len or None,
+                                      max_depth=self.heads.num_heads)
+        self.acceptance = str(self.decoding.get("medusa_acceptance", "rejection"))
+        if self.acceptance not in ACCEPTANCE_MODES:
+            raise UserError(f"{engine.path}/config.json: specbuild.decoding.medusa_acceptance={self.acceptance!r}; "
+                            f"use one of {', '.join(ACCEPTANCE_MODES)}")
+        self.typical_threshold = float(self.decoding.get("typical_posterior_threshold", 0.09))
+        self.typical_alpha = float(self.decoding.get("typical_posterior_alpha", 0.3))
+        self._ranks = max(path[-1] for path in self.tree.paths[1:]) + 1  # how many top-k tokens a head supplies
+
+    # ---------------------------------------------------------------- prefill: first token + the heads' input
+    def prefill(self, batch: Batch) -> list[StepOutput]:
+        out = batch.feed("target", self.target, logits="last")
+        batch.caches["target"].commit_all()
+        outputs = []
+        for r, seq in enumerate(batch.seqs):
+            seq.state["medusa_hidden"] = out.hidden[r, out.n_new[r] - 1]
+            outputs.append(StepOutput([seq.choose(out.logits[r])], counts_as_step=False))
+        return outputs
+
+    # ---------------------------------------------------------------- one step: draft, verify, accept
+    def step(self, batch: Batch) -> list[StepOutput]:
+        drafts = self.draft(batch)
+        out, roots = feed_trees(batch, self.target, drafts)
+        outputs, accepted = [], []
+        for r, (seq, draft) in enumerate(zip(batch.seqs, drafts)):
+            logits = out.logits[r, roots[r] : roots[r] + draft.tree.size]
+            acc = self.accept(seq, draft, logits)
+            seq.state["medusa_hidden"] = out.hidden[r, roots[r] + acc.last_node]
+            outputs.append(StepOutput(acc.new_tokens, drafted=draft.tree.max_depth, accepted=len(acc.nodes)))
+            accepted.append(acc)
+        commit_paths(batch, roots, accepted)
+        return outputs
+
+    @torch.inference_mode()
+    def draft(self, batch: Batch) -> list[RowTree]:
+        """Every row's tree: node (r_1..r_d) holds the r_d-th best token of head d - 1."""
+        hidden = torch.stack([seq.state["medusa_hidden"] for seq in batch.seqs])[:, None]  # [B, 1, H]
+        top = self.heads(hidden)[:, :, 0].topk(self._ranks, dim=-1).indices  # [K, B, ranks]
+        drafts = []
+        for r, seq in enumerate(batch.seqs):
+            tree, heads, ranks = self._tree_for_budget(seq.draft_budget(self.tree.max_depth))
+            nodes = top[heads, r, ranks].tolist() if tree.size > 1 else []
+            drafts.append(RowTree(tree, [seq.tokens[-1], *nodes]))
+        return drafts
+
+    @lru_cache(maxsize=None)
+    def _tree_for_budget(self, max_depth: int) -> tuple[Tree, torch.Tensor, torch.Tensor]:
+        """The tree cut at `max_depth`, with each node's head index (depth - 1) and top-k rank."""
+        tree, _ = self.tree.truncated(max_depth)
+        heads = torch.tensor([len(p) - 1 for p in tree.paths[1:]], dtype=torch.long)
+        ranks = torch.tensor([p[-1] for p in tree.paths[1:]], dtype=torch.long)
+        return tree, heads, ranks
+
+    def accept(self, seq, draft: RowTree, logits: torch.Tensor) -> Acceptance:
+        if not seq.greedy and self.acceptance == "typical":
+            tree, tokens = draft.tree, draft.tokens
+            probs = torch.stack([seq.distribution(logits[i], path_tokens(tree, tokens, i)) for i in range(tree.size)])
+            return typical_accept(draft.tree, draft.tokens, probs, self.typical_threshold, self.typical_alpha,
+                                  seq.generator)
+        return verify_tree(seq, draft.tree, draft.tokens, logits)
+
+
+METHOD = Medusa

@@ -1,0 +1,111 @@
+"""What goes into the executor (Request) and what comes out (Event per step, Result at the end)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from specbuild import metrics
+from specbuild.reference.sampling import SamplingConfig
+
+FinishReason = Literal["end_id", "length", "stop_words", "cancelled"]
+
+
+@dataclass
+class Request:
+    """One generation request, in token ids.
+
+    draft_tokens / draft_logits: externally drafted tokens (the Triton BLS path, TensorRT-LLM's
+    `draft_input_ids` / `draft_logits`): verified in the request's first target forward; the request then yields
+    the accepted tokens plus one. draft_logits, if given, is [len(draft_tokens), vocab] (nested lists or a
+    tensor/array) and turns on probability-ratio acceptance; without it drafts are verified as deterministic
+    proposals (token match when greedy, lossless rejection sampling otherwise).
+    """
+
+    input_ids: list[int]
+    max_new_tokens: int
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    end_id: int | None = None
+    pad_id: int | None = None
+    stop_words: list[list[int]] = field(default_factory=list)
+    bad_words: list[list[int]] = field(default_factory=list)
+    draft_tokens: list[int] | None = None
+    draft_logits: object | None = None
+
+
+@dataclass
+class RequestStats:
+    """Speculation counters of one request. A step is one verification (one target forward after prefill);
+    an external-draft request's prefill is its first step."""
+
+    total_draft_tokens: int = 0
+    total_accepted_draft_tokens: int = 0
+    steps: int = 0
+    drafted_per_step: list[int] = field(default_factory=list)
+    accepted_per_step: list[int] = field(default_factory=list)
+    per_position_drafted: list[int] = field(default_factory=list)  # [i]: steps that proposed a draft at position i
+    per_position_accepted: list[int] = field(default_factory=list)  # [i]: steps that accepted the draft at position i
+
+    @property
+    def acceptance_rate(self) -> float:
+        return metrics.acceptance_rate(self.total_accepted_draft_tokens, self.total_draft_tokens)
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        return metrics.mean_acceptance_length(self.total_accepted_draft_tokens, self.steps)
+
+    def record_step(self, drafted: int, accepted: int) -> None:
+        if not 0 <= accepted <= drafted:
+            raise ValueError(f"accepted={accepted} drafted={drafted}")
+        self.steps += 1
+        self.total_draft_tokens += drafted
+        self.total_accepted_draft_tokens += accepted
+        self.drafted_per_step.append(drafted)
+        self.accepted_per_step.append(accepted)
+        for counts, n in ((self.per_position_drafted, drafted), (self.per_position_accepted, accepted)):
+            counts.extend([0] * (n - len(counts)))
+            for i in range(n):
+                counts[i] += 1
+
+    def snapshot(self) -> "RequestStats":
+        return replace(
+            self,
+            drafted_per_step=list(self.drafted_per_step),
+            accepted_per_step=list(self.accepted_per_step),
+            per_position_drafted=list(self.per_position_drafted),
+            per_position_accepted=list(self.per_position_accepted),
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "total_draft_tokens": self.total_draft_tokens,
+            "total_accepted_draft_tokens": self.total_accepted_draft_tokens,
+            "acceptance_rate": self.acceptance_rate,
+            "mean_acceptance_length": self.mean_acceptance_length,
+            "steps": self.steps,
+            "drafted_per_step": list(self.drafted_per_step),
+            "accepted_per_step": list(self.accepted_per_step),
+            "per_position_drafted": list(self.per_position_drafted),
+            "per_position_accepted": list(self.per_position_accepted),
+        }
+
+
+@dataclass
+class Event:
+    """What one `Executor.step()` produced for one request."""
+
+    request_id: int
+    new_tokens: list[int]
+    finished: bool
+    finish_reason: FinishReason | None
+    stats: RequestStats
+
+
+@dataclass
+class Result:
+    """A finished request (from `Executor.run`)."""
+
+    request_id: int
+    output_ids: list[int]  # generated tokens only (the end id is not included)
+    finish_reason: FinishReason
+    stats: RequestStats

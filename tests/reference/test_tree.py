@@ -1,0 +1,163 @@
+"""Static trees from choices, tree attention masks, candidate paths, greedy tree verification."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from specbuild.errors import UserError
+from specbuild.reference.tree import (
+    Tree,
+    chain_tree,
+    check_choices,
+    greedy_accept,
+    tree_from_choices,
+    tree_from_parents,
+    tree_from_sequences,
+)
+
+CHOICES = [[0], [1], [2], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 1, 0], [0, 0, 1]]
+
+
+def test_tree_from_choices_orders_by_depth_then_path_and_links_parents():
+    tree = tree_from_choices(list(reversed(CHOICES)))  # input order must not matter
+    assert tree.paths == ((), (0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 1), (0, 1, 0))
+    for i in range(1, tree.size):
+        assert tree.paths[tree.parents[i]] == tree.paths[i][:-1]
+        assert tree.depths[i] == len(tree.paths[i])
+    assert tree.num_draft_tokens == len(CHOICES)
+    assert tree.max_depth == 3
+    assert tree.children[0] == (1, 2, 3)
+
+
+def test_candidate_paths_are_root_to_leaf_and_cover_every_leaf():
+    tree = tree_from_choices(CHOICES)
+    paths = tree.candidate_paths()
+    leaf_choice_paths = {tree.paths[p[-1]] for p in paths}
+    # a choice is a leaf when no other choice extends it
+    expected = {tuple(c) for c in CHOICES if not any(len(d) > len(c) and d[: len(c)] == c for d in CHOICES)}
+    assert leaf_choice_paths == expected
+    for path in paths:
+        assert path[0] == 0
+        assert [tree.paths[n] for n in path] == [tree.paths[path[-1]][:k] for k in range(len(path))]
+
+
+def test_attention_mask_allows_exactly_self_and_ancestors():
+    tree = tree_from_choices(CHOICES)
+    mask = tree.attention_mask(torch.float32)
+    assert mask.dtype == torch.float32 and mask.shape == (tree.size, tree.size)
+    for i in range(tree.size):
+        for j in range(tree.size):
+            ancestor_or_self = tree.paths[i][: len(tree.paths[j])] == tree.paths[j]  # prefix relation
+            assert (mask[i, j] == 0) == ancestor_or_self
+            if not ancestor_or_self:
+                assert mask[i, j] == torch.finfo(torch.float32).min
+
+
+def test_tree_forward_with_mask_equals_sequential_forward_of_each_path():
+    """The additive mask + depth positions make one forward equal a plain forward of every candidate path."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    model = LlamaForCausalLM(cfg).eval()
+    tree = tree_from_choices(CHOICES)
+    prompt = torch.randint(0, 64, (1, 9))
+    tokens = torch.randint(0, 64, (tree.size,))
+    with torch.no_grad():
+        cache = model(prompt, use_cache=True).past_key_values
+        past = prompt.shape[1]
+        mask = torch.cat([torch.zeros(tree.size, past), tree.attention_mask(torch.float32)], dim=1)
+        positions = torch.tensor(tree.position_offsets()) + past
+        logits = model(tokens[None], cache=cache, attention_mask=mask[None, None],
+                       position_ids=positions[None]).logits[0]
+        for path in tree.candidate_paths():
+            seq = torch.cat([prompt[0], tokens[list(path)]])[None]
+            ref = model(seq).logits[0, -len(path):]
+            torch.testing.assert_close(logits[list(path)], ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "choices, fragment",
+    [
+        ([], "non-empty list"),
+        ([[0], [1, 0]], "needs its prefix [1]"),
+        ([[0], [0]], "duplicate path [0]"),
+        ([[0], [-1]], "non-negative integers"),
+        ([[0], []], "non-empty list of top-k ranks"),
+        ([[0], [0, 0], [0, 0, 0]], "depth 3 but only 2"),
+        ([[0], [1], [2], [3]], "4 paths but max_draft_len is 3"),
+    ],
+)
+def test_invalid_choices_raise_user_error_naming_the_field(choices, fragment):
+    with pytest.raises(UserError) as info:
+        tree_from_choices(choices, field_name="medusa_choices", max_draft_len=3, max_depth=2)
+    assert "medusa_choices" in str(info.value) and fragment in str(info.value)
+
+
+def test_check_choices_exact_depth_for_eagle():
+    assert check_choices([[0], [0, 0]], field_name="eagle_choices", exact_depth=2) == []
+    problems = check_choices([[0], [0, 0]], field_name="eagle_choices", exact_depth=4)
+    assert problems and "num_eagle_layers is 4" in problems[0]
+
+
+def test_tree_from_parents_and_chain():
+    tree = tree_from_parents([-1, 0, 0, 1, 1, 2])
+    assert tree.depths == (0, 1, 1, 2, 2, 2)
+    assert tree.paths[4] == (0, 1) and tree.paths[5] == (1, 0)
+    with pytest.raises(ValueError):
+        Tree(parents=(-1, 2, 0))
+    chain = chain_tree(4)
+    assert chain.parents == (-1, 0, 1, 2, 3) and chain.candidate_paths() == [(0, 1, 2, 3, 4)]
+
+
+def test_tree_from_sequences_merges_shared_prefixes():
+    tree, tokens = tree_from_sequences([[5, 6, 7], [5, 6, 8], [9, 1, 2], [5, 3, 3]])
+    assert tree.num_draft_tokens == 9  # 5, 9 | 56, 91, 53 | 567, 568, 912, 533
+    continuations = sorted(tuple(tokens[n] for n in path[1:]) for path in tree.candidate_paths())
+    assert continuations == sorted([(5, 6, 7), (5, 6, 8), (9, 1, 2), (5, 3, 3)])
+    for node in range(tree.size):  # no two siblings share a token
+        kids = [tokens[c] for c in tree.children[node]]
+        assert len(kids) == len(set(kids))
+
+
+def _brute_force_greedy_length(tree: Tree, tokens, argmax) -> int:
+    """Independent check: over every candidate path, the longest prefix that matches the target's argmax."""
+    best = 0
+    for path in tree.candidate_paths():
+        n = 0
+        while n + 1 < len(path) and tokens[path[n + 1]] == argmax[path[n]]:
+            n += 1
+        best = max(best, n)
+    return best
+
+
+def test_greedy_accept_matches_brute_force_on_random_trees():
+    rng = random.Random(1)
+    for trial in range(400):
+        size = rng.randint(1, 14)
+        parents = [-1] + [rng.randrange(i) for i in range(1, size)]
+        # re-order by depth is not required for correctness of verification; parents[i] < i suffices
+        tree = tree_from_parents(parents)
+        vocab = rng.choice([2, 3, 5])  # tiny vocab: many matches, duplicated sibling tokens
+        tokens = [rng.randrange(vocab) for _ in range(size)]
+        argmax = [rng.randrange(vocab) for _ in range(size)]
+        result = greedy_accept(tree, tokens, argmax)
+        assert len(result.nodes) == _brute_force_greedy_length(tree, tokens, argmax)
+        # the accepted tokens are exactly what greedy decoding emits: each equals the argmax at its parent
+        prev = 0
+        for node in result.nodes:
+            assert tree.parents[node] == prev and tokens[node] == argmax[prev]
+            prev = node
+        assert result.bonus == argmax[prev]
+        assert result.new_tokens == [tokens[n] for n in result.nodes] + [argmax[prev]]
+
+
+def test_greedy_accept_with_no_match_returns_only_the_bonus():
+    tree = tree_from_choices([[0], [1]])
+    result = greedy_accept(tree, tokens=[9, 3, 4], target_argmax=[7, 1, 1])
+    assert result.nodes == () and result.bonus == 7 and result.new_tokens == [7]
