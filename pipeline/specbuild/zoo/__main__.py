@@ -48,7 +48,15 @@ def verify_cmd(folder: str) -> None:
     click.echo(f"{folder}: {len(recorded['files'])} files match manifest.json")
 
 
+def _exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so an interrupted build removes its .partial folder."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
+
+
 def main() -> None:
+    _exit_on_sigterm()
     try:
         cli(standalone_mode=False)
     except UserError as e:
