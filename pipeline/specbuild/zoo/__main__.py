@@ -20,7 +20,7 @@ def cli() -> None:
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="output folder (replaced)")
 @click.option("--threads", type=int, default=None, help="torch threads (default: min(2, cpus))")
 @click.option("--resume-from", type=click.Path(exists=True, file_okay=False), default=None,
-              help="an earlier build (or an interrupted .partial-* folder): reuse its stages whose settings match")
+              help="an earlier build folder: reuse its stages whose settings and code versions match")
 def build_cmd(profile_name: str, out: str, threads: int | None, resume_from: str | None) -> None:
     """Train every model of PROFILE from scratch and write it to OUT."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

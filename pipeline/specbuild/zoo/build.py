@@ -136,14 +136,16 @@ def build(profile: Profile, out: str | Path, progress: Progress | None = None, t
           resume_from: str | Path | None = None) -> Path:
     """Build `profile` into `out` (replacing it). Returns the folder.
 
-    `resume_from`: an earlier build folder (finished, or a `.partial-*` left by an interrupted run) whose
-    stages with identical settings and code versions are copied instead of retrained.
+    `resume_from`: an earlier build folder whose stages with identical settings and code versions are
+    copied instead of retrained (e.g. after changing only the Medusa schedule). A failed or interrupted
+    build removes its `.partial-*` folder; only a hard-killed one leaves it (with `stages.json`) to resume from.
     """
     out = Path(out).resolve()
     partial = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     source = StageSource(Path(resume_from)) if resume_from else None
+    saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
     try:
         summary = _build_into(profile, partial, progress or (lambda _m: None), threads, source)
         (partial / STAGES_FILE).unlink(missing_ok=True)
@@ -154,6 +156,10 @@ def build(profile: Profile, out: str | Path, progress: Progress | None = None, t
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    finally:  # leave the caller's torch settings as they were (ensure_profile runs inside benchmarks)
+        torch.set_num_threads(saved[0])
+        torch.use_deterministic_algorithms(saved[1])
+        torch.set_flush_denormal(False)
     return out
 
 
