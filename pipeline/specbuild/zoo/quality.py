@@ -1,0 +1,64 @@
+"""The quality figures a zoo manifest records, measured on the stored files and held-out prompts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from specbuild.zoo import data, evaluate, target as target_mod, teacher
+from specbuild.zoo.profiles import Profile
+
+Progress = Callable[[str], None]
+
+
+def load_causal_lm(folder: Path):
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+    model.config._attn_implementation = "sdpa"
+    return model.eval()
+
+
+def measure_quality(root: Path, profile: Profile, heldout_stream: torch.Tensor, seed: int, say: Progress) -> dict:
+    """Every figure from the stored files: validation loss, greedy acceptance of each drafter."""
+    from specbuild.heads.eagle import load_eagle_head
+    from specbuild.heads.medusa import load_medusa_heads
+
+    target = load_causal_lm(root / "target")
+    draft = load_causal_lm(root / "draft")
+    medusa = load_medusa_heads(root / "medusa")
+    eagle = load_eagle_head(root / "eagle", target)
+
+    val_blocks = data.blocks(heldout_stream, profile.seq_len + 1, limit=profile.eval_blocks)
+    val_loss = target_mod.validation_loss(target, val_blocks)
+    g = torch.Generator().manual_seed(seed)
+    prompts = data.prompts(heldout_stream, profile.eval_prompts, profile.eval_prompt_len, g)
+    sequences = teacher.greedy_continue(target, prompts, profile.eval_new_tokens)
+    features = teacher.final_features(target, sequences)
+    lm_head = target.lm_head.weight.detach()
+    p = profile.eval_prompt_len
+    say(f"evaluating on {sequences.shape[0]} held-out prompts x {profile.eval_new_tokens} greedy tokens")
+
+    draft_tally = evaluate.draft_model_run(draft, sequences, p, profile.draft_k)
+    medusa_tally, medusa_top1 = evaluate.medusa_run(medusa, features, sequences, p)
+    eagle_tally = evaluate.eagle_run(eagle, features, sequences, lm_head, p, profile.eagle_depth)
+    quality = {
+        "heldout": {"prompts": profile.eval_prompts, "prompt_tokens": p, "greedy_new_tokens": profile.eval_new_tokens,
+                    "validation_blocks": int(val_blocks.shape[0]), "validation_block_tokens": profile.seq_len},
+        "target": {"validation_loss_nats_per_token": round(val_loss, 4),
+                   "validation_perplexity": round(float(torch.tensor(val_loss).exp()), 2)},
+        "draft_model": {"k": profile.draft_k, **draft_tally.summary()},
+        "medusa": {"top1_per_head": medusa_top1, "chain": medusa_tally.summary()},
+        "eagle": {"depth": profile.eagle_depth, "top1_per_step": eagle_tally.summary()["per_step_top1"],
+                  "chain": eagle_tally.summary()},
+        "method": ("greedy chains (top-1 drafts, no trees) replayed against the target's greedy continuation; "
+                   "mean_acceptance_length counts the bonus token; per-step top-1 is conditional on the "
+                   "earlier steps matching (EAGLE: steps >= 2 read the head's own features)"),
+    }
+    say("quality: " + json.dumps({"val_loss": quality["target"]["validation_loss_nats_per_token"],
+                                  "draft_acc": quality["draft_model"]["acceptance_rate"],
+                                  "medusa_top1": medusa_top1, "eagle_top1": quality["eagle"]["top1_per_step"]}))
+    return quality
