@@ -7,13 +7,13 @@ versions (engine fact sheet §9.2).
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specbuild.methods import method_for
+from specbuild.paths import show
 from specbuild.recipe.schema import Recipe
 from specbuild.triton import params as triton_params
 
@@ -30,16 +30,6 @@ CALIBRATION = {"calib_dataset": "cnn_dailymail", "calib_batches": 512}  # the wh
 QUANT_SCRIPT = {"int8_weight_only": ["--use_weight_only", "--weight_only_precision", "int8"],
                 "int4_weight_only": ["--use_weight_only", "--weight_only_precision", "int4"],
                 "fp8": ["--use_fp8"]}
-
-
-def show(path: Path | str) -> str:
-    """A path as printed in plans: relative to the working directory when inside it."""
-    p = Path(path)
-    try:
-        rel = os.path.relpath(p, Path.cwd())
-    except ValueError:
-        return str(p)
-    return str(p) if rel.startswith("..") else rel
 
 
 @dataclass

@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import PositiveInt
 
 from specbuild.errors import UserError
 from specbuild.methods.base import Converter, Finding, Method, Section
+from specbuild.paths import show
 from specbuild.methods.common import architecture, read_hf_config
 from specbuild.methods.trees_common import choices_findings
 from specbuild.trees import MC_SIM_7B_63, format_choices, non_leaves_per_level, tree_depth
@@ -165,7 +166,7 @@ class Eagle(Method):
         if examples_dir:
             return Converter(
                 via="script", model_class="EagleForCausalLM", script="eagle/convert_checkpoint.py",
-                script_args=["--eagle_model_dir", str(recipe.resolve(spec.checkpoint)),
+                script_args=["--eagle_model_dir", show(recipe.resolve(spec.checkpoint)),
                              "--max_draft_len", str(spec.max_draft_len), "--num_eagle_layers", str(spec.num_eagle_layers),
                              "--max_non_leaves_per_layer", str(spec.max_non_leaves_per_layer)],
                 reason="examples/eagle/convert_checkpoint.py from the given TensorRT-LLM examples tree",
@@ -189,7 +190,7 @@ class Eagle(Method):
         # (KeyError when absent); it never sets max_draft_len (63).
         return Converter(
             via="wheel", model_class="EagleForCausalLM",
-            kwargs={"speculative_model_dir": str(recipe.resolve(spec.checkpoint)),
+            kwargs={"speculative_model_dir": show(recipe.resolve(spec.checkpoint)),
                     "speculative_config": {"num_eagle_layers": spec.num_eagle_layers,
                                            "max_non_leaves_per_layer": spec.max_non_leaves_per_layer,
                                            "max_draft_len": spec.max_draft_len},

@@ -12,6 +12,7 @@ from pydantic import Field, PositiveInt
 
 from specbuild.errors import UserError
 from specbuild.methods.base import Converter, Finding, Method, Section
+from specbuild.paths import show
 from specbuild.methods.common import architecture, read_hf_config
 from specbuild.methods.trees_common import choices_findings
 from specbuild.trees import MC_SIM_7B_63, format_choices, tree_depth
@@ -99,7 +100,7 @@ class Medusa(Method):
         if examples_dir:
             return Converter(
                 via="script", model_class="MedusaForCausalLm", script="medusa/convert_checkpoint.py",
-                script_args=["--medusa_model_dir", str(recipe.resolve(spec.checkpoint)),
+                script_args=["--medusa_model_dir", show(recipe.resolve(spec.checkpoint)),
                              "--num_medusa_heads", str(spec.num_heads), "--num_medusa_layers", str(spec.num_layers),
                              "--max_medusa_token_len", str(spec.max_draft_len), "--model_type", model_type],
                 reason="examples/medusa/convert_checkpoint.py from the given TensorRT-LLM examples tree",
@@ -123,7 +124,7 @@ class Medusa(Method):
         # are sized by the checkpoint's max_draft_len, so it must equal trtllm-build's --max_draft_len.
         return Converter(
             via="wheel", model_class="MedusaForCausalLm",
-            kwargs={"speculative_model_dir": str(recipe.resolve(spec.checkpoint)),
+            kwargs={"speculative_model_dir": show(recipe.resolve(spec.checkpoint)),
                     "speculative_config": {"num_medusa_heads": spec.num_heads},
                     "max_draft_len": spec.max_draft_len},
             reason="wheel API with num_medusa_heads and max_draft_len passed explicitly (its config reader looks for "

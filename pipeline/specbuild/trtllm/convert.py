@@ -53,7 +53,7 @@ def worker_spec(step: Step, output_dir: Path) -> dict[str, Any]:
         "tp_size": mapping["tp_size"],
         "pp_size": mapping["pp_size"],
         "quant_algo": quant["quant_algo"] if quant else None,
-        "kwargs": args,
+        "kwargs": {k: _absolute(v) if k == "speculative_model_dir" else v for k, v in args.items()},
         "output_dir": str(output_dir),
     }
     return spec

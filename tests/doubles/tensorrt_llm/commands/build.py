@@ -244,7 +244,7 @@ def main() -> None:
     pretrained = {k: v for k, v in ckpt.items()}
     (out / "config.json").write_text(json.dumps({"version": tensorrt_llm.__version__, "pretrained_config": pretrained,
                                                  "build_config": build}, indent=4, default=int))
-    print(f"[TRT-LLM] [I] Total time of building all engines: 00:00:00", flush=True)
+    print("[TRT-LLM] [I] Total time of building all engines: 00:00:00", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,6 @@
 """Double of examples/medusa/convert_checkpoint.py: the flags of fact sheet §2.2; writes the §2.2 config.json."""
 
 import argparse
-import json
 from pathlib import Path
 
 from tensorrt_llm._double import infer_dtype, maybe_crash, read_hf_config, write_pid

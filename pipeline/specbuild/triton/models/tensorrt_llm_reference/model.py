@@ -249,7 +249,7 @@ class TritonPythonModel:
 
     # --- requests -> executor requests ---------------------------------------------------------------------
     def make_jobs(self, request, group):
-        from specbuild.reference.executor import Request, SamplingConfig
+        from specbuild.reference.executor import Request
 
         x = Inputs(request)
         for name in UNSUPPORTED_INPUTS:
