@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def general_findings(recipe: Recipe) -> Iterator[Finding]:
     method = method_for(recipe)
-    b, t, v = recipe.build, recipe.triton, recipe.validation
+    b, v = recipe.build, recipe.validation
 
     if b.max_input_len >= b.max_seq_len:
         yield Finding(("build", "max_input_len"), f"is {b.max_input_len} but max_seq_len is {b.max_seq_len}; prompts "
