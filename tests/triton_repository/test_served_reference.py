@@ -58,6 +58,8 @@ def make_recipe(method: str, checkpoints: dict[str, Path]) -> Recipe:
     spec, streaming = METHODS[method]
     spec = {k: (v.format(**{n: str(p) for n, p in checkpoints.items()}) if isinstance(v, str) else v)
             for k, v in spec.items()}
+    if method == "medusa":  # as many heads as the checkpoint has (the shipped tiny one has 4)
+        spec["num_heads"] = json.loads((checkpoints["medusa"] / "config.json").read_text())["medusa_num_heads"]
     recipe = Recipe.model_validate({
         "name": f"served-{method}", "runtime": "reference",
         "model": {"checkpoint": str(checkpoints["target"]), "dtype": "float32"},
