@@ -471,3 +471,29 @@ def verify_tree(seq: "Seq", tree: Tree, tokens: Sequence[int], logits: "torch.Te
     else:
         probs = sampling.probabilities(logits, seq.sampling)
     return sample_accept(tree, tokens, probs, generator=seq.generator)
+
+
+def drafter_dtype(decoding: dict, target_dtype: "torch.dtype", where: str) -> "torch.dtype":
+    """The dtype the tree drafters (Medusa heads, EAGLE head) compute in: `draft_dtype` in the engine's decoding
+    options (`auto` | `float32` | `bfloat16` | `float16`). Drafts only propose tokens, so this never changes the
+    output (the target verifies in its own dtype); it only changes speed and acceptance. `auto` picks bfloat16 on
+    CPUs with native bf16 matrix instructions (avx512_bf16 / amx_bf16), where it halves the weight traffic, and
+    the target's dtype elsewhere."""
+    import torch
+
+    choice = str(decoding.get("draft_dtype", "auto"))
+    named = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if choice == "auto":
+        return torch.bfloat16 if target_dtype == torch.float32 and _cpu_has_native_bf16() else target_dtype
+    if choice not in named:
+        raise UserError(f"{where}.draft_dtype={choice!r}: use auto, float32, bfloat16 or float16")
+    return named[choice]
+
+
+def _cpu_has_native_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return False
+    return " avx512_bf16" in flags or " amx_bf16" in flags
