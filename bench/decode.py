@@ -40,6 +40,7 @@ def log(message: str) -> None:
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="tiny", help="zoo profile: tiny (committed), small (built on demand), micro")
+    ap.add_argument("--profile-dir", help="use this zoo folder as is (skips ensure_profile's build/verify)")
     ap.add_argument("--prompts", type=int, default=8, help="number of prompts (held-out stdlib code)")
     ap.add_argument("--prompt-len", type=int, default=96)
     ap.add_argument("--new-tokens", type=int, default=64)
@@ -76,7 +77,7 @@ def main(argv=None) -> dict:
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    profile = profile_dir(args.profile, progress=log)
+    profile = Path(args.profile_dir) if args.profile_dir else profile_dir(args.profile, progress=log)
     log(f"profile {args.profile}: {profile}")
     prompts = load_prompts(profile, args.prompts, args.prompt_len)
     specs = method_specs(profile, args.k)
@@ -106,7 +107,7 @@ def main(argv=None) -> dict:
         # ---- concurrency 1: every method, interleaved rounds so that machine noise hits all alike
         runs: dict[str, list[Run]] = {s.label: [] for s in specs}
         hf_runs: dict[str, list[Run]] = {}
-        hf = None if args.no_transformers else load_transformers(profile)
+        hf = None if args.no_transformers else load_transformers(profile, args.k)
         for round_ in range(args.rounds):
             for spec in specs:
                 runs[spec.label].append(ours(spec.label, 1))
@@ -148,7 +149,7 @@ def main(argv=None) -> dict:
     return report
 
 
-def load_transformers(profile: Path) -> dict:
+def load_transformers(profile: Path, k: int) -> dict:
     """The target and draft as plain transformers models, and the three `generate` peers."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -161,7 +162,7 @@ def load_transformers(profile: Path) -> dict:
     return {"target": target, "peers": {
         "generate": {},
         "assistant_model": {"assistant_model": draft},
-        "prompt_lookup": {"prompt_lookup_num_tokens": 4},
+        "prompt_lookup": {"prompt_lookup_num_tokens": k},
     }}
 
 

@@ -110,6 +110,25 @@ def test_ngram_pool_keeps_the_most_recent_distinct_continuations():
     assert pool.continuations(9) == [(9, 9)] and pool.continuations(5) == []
 
 
+def test_pool_holds_the_prompt_and_generated_ngrams(engines):
+    """As TensorRT-LLM's pool manager: seeded with every N-gram of the prompt, then fed the N-grams ending in each
+    step's emitted tokens (added last, so they survive the G-per-token limit)."""
+    method = Lookahead(engines["w4n4g3"])
+    prompt = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
+    (seq,) = seqs = [Sequence.start(0, requests([prompt], 30)[0])]
+    batch = Batch(seqs)
+    seq.append(method.prefill(batch)[0].tokens)
+    pool = method._window(seq).pool
+    text = seq.tokens
+    assert all(tuple(text[i + 1 : i + 4]) in pool.continuations(text[i]) for i in range(len(text) - 3))
+    for _ in range(3):
+        before = len(seq.tokens)
+        seq.append(method.step(batch)[0].tokens)
+        text = seq.tokens
+        for i in range(before - 3, len(text) - 3):  # 4-grams ending in this step's tokens
+            assert tuple(text[i + 1 : i + 4]) in pool.continuations(text[i])
+
+
 def test_jacobi_update_warms_up_then_harvests_ngrams():
     w, n = 3, 3
     window = Window([[100, 1, 2]], NgramPool(4), n)
