@@ -1,8 +1,8 @@
 """Token trees for tree-based speculative decoding (Medusa, EAGLE, lookahead), and their verification.
 
 A draft tree is verified in one target forward. Node 0 is the *root*: the last token already decided,
-whose KV entry is not yet in the cache. Nodes 1..n are draft tokens; every node's parent comes before it
-(nodes are ordered by depth), and a node at depth d sits at position `past_len + d`. Each node may attend
+whose KV entry is not yet in the cache. Nodes 1..n are draft tokens; every node's parent comes before it,
+and a node at depth d sits at the root's position + d. Each node may attend
 to itself and its ancestors only: that is the tree attention mask.
 
 A static tree comes from `choices` (Medusa's `medusa_choices`, EAGLE-1's `eagle_choices`): each choice is
@@ -54,7 +54,8 @@ MC_SIM_7B_63 = [
 
 @dataclass(frozen=True)
 class Tree:
-    """Shape of a draft tree: node 0 is the root, parents[i] < i for i >= 1, depth-ordered."""
+    """Shape of a draft tree: node 0 is the root and parents[i] < i for i >= 1 (static trees are also ordered by
+    depth, then by choice path, as Medusa and TensorRT-LLM order them)."""
 
     parents: tuple[int, ...]
     # For static trees: the choice path of each node (root: ()). For dynamic trees: ranks among siblings.
