@@ -22,8 +22,10 @@ import torch
 from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.engine import Engine
+from specbuild.reference.kv_cache import KVCache
 from specbuild.reference.methods import Method, StepOutput, method_class
 from specbuild.reference.request import Event, Request, RequestStats, Result
+from specbuild.reference.prefix_store import PrefixStore
 from specbuild.reference.sampling import SamplingConfig  # noqa: F401 (part of this module's API)
 from specbuild.reference.sequence import Sequence
 
@@ -37,7 +39,11 @@ class _Group:
 
 
 class Executor:
-    def __init__(self, engine: Engine, draft_engine: Engine | None = None):
+    """enable_kv_cache_reuse: keep finished sequences' target KV and start new requests from the longest shared
+    prefix (TensorRT-LLM's option of the same name; the Triton BLS loops need it to avoid re-prefilling every
+    round). Off by default: one full prefill per request."""
+
+    def __init__(self, engine: Engine, draft_engine: Engine | None = None, *, enable_kv_cache_reuse: bool = False):
         self.engine = engine
         self.draft_engine = draft_engine
         self.limits = engine.limits
@@ -54,6 +60,8 @@ class Executor:
         self._groups: dict[str, _Group] = {"engine": _Group(cls(engine, draft_engine))}
         if engine.accepts_external_drafts:
             self._groups["external"] = _Group(method_class("external_drafts")(engine))
+
+        self.prefix_store = PrefixStore() if enable_kv_cache_reuse else None
 
         self._lock = threading.Lock()
         self._pending: deque[tuple[int, Request]] = deque()
@@ -92,35 +100,37 @@ class Executor:
 
     # ------------------------------------------------------------------ the loop (one thread)
     def step(self) -> list[Event]:
-        events: list[Event] = []
+        """One iteration: decode every active request once, then prefill the admitted ones (they emit their
+        first token now and decode from the next step on)."""
         with self._lock:
             cancelled, self._cancelled = self._cancelled, set()
-            for rid in self._cancelled_pending:
-                events.append(Event(rid, [], True, "cancelled", RequestStats()))
+            events = [Event(rid, [], True, "cancelled", RequestStats()) for rid in self._cancelled_pending]
             self._cancelled_pending = []
             admitted = self._admit()
-
         for group in self._groups.values():
-            if not len(group.batch):
-                continue
-            stopped = [r for r, seq in enumerate(group.batch.seqs) if seq.request_id in cancelled]
-            for r in stopped:
-                seq = group.batch.seqs[r]
+            events += self._decode(group, cancelled)
+        for name, seqs in admitted.items():
+            events += self._prefill(self._groups[name], seqs)
+        return events
+
+    def _decode(self, group: _Group, cancelled: set[int]) -> list[Event]:
+        events = []
+        for seq in group.batch.seqs:
+            if seq.request_id in cancelled:
                 seq.finish_reason = "cancelled"
                 events.append(Event(seq.request_id, [], True, "cancelled", seq.stats.snapshot()))
+        self._drop_finished(group)
+        if len(group.batch):
+            events += self._apply(group.batch, group.method.step(group.batch))
             self._drop_finished(group)
-            if len(group.batch):
-                outputs = group.method.step(group.batch)
-                events += self._apply(group.batch, outputs)
-                self._drop_finished(group)
+        return events
 
-        for name, seqs in admitted.items():
-            group = self._groups[name]
-            new = Batch(seqs)
-            outputs = group.method.prefill(new)
-            events += self._apply(new, outputs)
-            self._drop_finished(_Group(group.method, new))
-            group.batch.extend(new)
+    def _prefill(self, group: _Group, seqs: list[Sequence]) -> list[Event]:
+        new = _Group(group.method, Batch(seqs))
+        self._reuse_prefixes(new)
+        events = self._apply(new.batch, group.method.prefill(new.batch))
+        self._drop_finished(new)
+        group.batch.extend(new.batch)
         return events
 
     def run(self, requests: list[Request]) -> list[Result]:
@@ -166,11 +176,28 @@ class Executor:
             events.append(Event(seq.request_id, emitted, finished, seq.finish_reason, seq.stats.snapshot()))
         return events
 
-    @staticmethod
-    def _drop_finished(group: _Group) -> None:
-        keep = [r for r, seq in enumerate(group.batch.seqs) if seq.finish_reason is None]
-        if len(keep) != len(group.batch.seqs):
-            group.batch.select(keep)
+    def _drop_finished(self, group: _Group) -> None:
+        batch = group.batch
+        keep = [r for r, seq in enumerate(batch.seqs) if seq.finish_reason is None]
+        if len(keep) == len(batch.seqs):
+            return
+        if self._reuses(group) and "target" in batch.caches:
+            cache = batch.caches["target"]
+            for r, seq in enumerate(batch.seqs):
+                if seq.finish_reason is not None and cache.lengths[r] > 0:
+                    self.prefix_store.put(seq.tokens[: cache.lengths[r]], cache.row_kv(r))
+        batch.select(keep)
+
+    def _reuses(self, group: _Group) -> bool:
+        return self.prefix_store is not None and group.method.reuses_prefix
+
+    def _reuse_prefixes(self, group: _Group) -> None:
+        """Start the target cache of newly admitted rows from kept prefixes (when KV reuse is on)."""
+        if not self._reuses(group):
+            return
+        found = [self.prefix_store.longest_prefix(seq.tokens) for seq in group.batch.seqs]
+        if any(n > 0 for n, _ in found):
+            group.batch.caches["target"] = KVCache.from_rows(self.engine.model.config, found)
 
     def _check(self, req: Request) -> None:
         lim, vocab = self.limits, self.engine.vocab_size

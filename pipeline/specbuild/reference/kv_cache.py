@@ -96,48 +96,46 @@ class KVCache:
         n_rows = len(self.lengths)
         if len(n_new) != n_rows:
             raise ValueError(f"n_new has {len(n_new)} rows, the cache has {n_rows}")
+        if any(n < 0 for n in n_new):
+            raise ValueError(f"n_new={list(n_new)}")
         width = max(max(n_new, default=0), 1)
         phys = self.physical_length
+        n = torch.tensor(list(n_new), dtype=torch.long)
+        steps = torch.arange(width)
 
-        pos = torch.zeros(n_rows, width, dtype=torch.long)
+        # Defaults for every row (vectorised): a chain after the committed and pending tokens.
+        start = torch.tensor([self.next_position(r) for r in range(n_rows)], dtype=torch.long)
+        pos = start[:, None] + steps[None, :]
         visible = torch.zeros(n_rows, width, phys + width, dtype=torch.bool)
-        committed = torch.arange(phys)[None, :] < torch.tensor(self.lengths, dtype=torch.long)[:, None]
-        visible[:, :, :phys] = committed[:, None, :]
+        visible[:, :, :phys] = (torch.arange(phys)[None, :] < torch.tensor(self.lengths, dtype=torch.long)[:, None])[:, None, :]
+        real_query = (steps[None, :] < n[:, None])[:, :, None]  # [B, S, 1]
         causal = torch.ones(width, width, dtype=torch.bool).tril()
+        # Real queries: causal among the new tokens. Padding queries see only themselves (never a fully masked
+        # row, which would give NaN in softmax); nothing sees a padding key.
+        visible[:, :, phys:] = torch.where(real_query, causal[None], torch.eye(width, dtype=torch.bool)[None])
 
         for r in range(n_rows):
-            n = n_new[r]
-            if n > width or n < 0:
-                raise ValueError(f"row {r}: n_new={n}")
+            k = n_new[r]
+            slots = self.pending_slots[r]
             if positions is not None and positions[r] is not None:
                 row_pos = list(positions[r])
-                if len(row_pos) != n:
-                    raise ValueError(f"row {r}: {len(row_pos)} positions for {n} tokens")
-            else:
-                start = self.next_position(r)
-                row_pos = list(range(start, start + n))
-            pos[r, :n] = torch.tensor(row_pos, dtype=torch.long)
-
-            slots = self.pending_slots[r]
+                if len(row_pos) != k:
+                    raise ValueError(f"row {r}: {len(row_pos)} positions for {k} tokens")
+                pos[r, :k] = torch.tensor(row_pos, dtype=torch.long)
             row_attend = attend[r] if attend is not None else None
-            if row_attend is None:
-                if slots:
-                    visible[r, :n, slots] = True
-                visible[r, :n, phys : phys + n] = causal[:n, :n]
-            else:
+            if row_attend is not None:
                 p = len(slots)
-                if tuple(row_attend.shape) != (n, p + n):
-                    raise ValueError(f"row {r}: attend has shape {tuple(row_attend.shape)}, expected {(n, p + n)}")
+                if tuple(row_attend.shape) != (k, p + k):
+                    raise ValueError(f"row {r}: attend has shape {tuple(row_attend.shape)}, expected {(k, p + k)}")
                 row_attend = row_attend.to(torch.bool)
                 if p:
-                    visible[r, :n, slots] = row_attend[:, :p]
-                visible[r, :n, phys : phys + n] = row_attend[:, p:]
-            # Padding queries see only themselves (a fully masked row would give NaN in softmax).
-            for j in range(n, width):
-                visible[r, j, phys + j] = True
-
-            self.pending_slots[r] = slots + [phys + j for j in range(n)]
-            self.pending_positions[r] = self.pending_positions[r] + row_pos
+                    visible[r, :k, slots] = row_attend[:, :p]
+                visible[r, :k, phys : phys + k] = row_attend[:, p:]
+            elif slots:
+                visible[r, :k, slots] = True
+            if k:
+                self.pending_slots[r] = slots + list(range(phys, phys + k))
+                self.pending_positions[r] = self.pending_positions[r] + pos[r, :k].tolist()
         return ForwardPlan(list(n_new), width, pos, visible)
 
     def check_appended(self, plan: ForwardPlan, physical_before: int) -> None:
@@ -207,6 +205,34 @@ class KVCache:
             for layer in self.store.layers:
                 layer.keys = layer.keys[..., :target, :]
                 layer.values = layer.values[..., :target, :]
+
+    # ------------------------------------------------------------------ whole rows (KV reuse)
+    def row_kv(self, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The committed KV of one row: per layer (keys, values) of shape [heads, length, head_dim] (copies)."""
+        self._require_no_pending("row_kv")
+        n = self.lengths[row]
+        return [(layer.keys[row, :, :n].clone(), layer.values[row, :, :n].clone()) for layer in self.store.layers]
+
+    @classmethod
+    @torch.inference_mode()
+    def from_rows(cls, hf_config, rows: Sequence[tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]]) -> "KVCache":
+        """A cache whose row r starts with the first n_r tokens of a kept row KV (rows: (n_r, kv or None))."""
+        cache = cls(hf_config, len(rows))
+        width = max((n for n, kv in rows if kv is not None), default=0)
+        if width == 0:
+            return cache
+        template = next(kv for n, kv in rows if kv is not None and n > 0)
+        for i, layer in enumerate(cache.store.layers):
+            heads, _, dim = template[i][0].shape
+            keys = torch.zeros(len(rows), heads, width, dim, dtype=template[i][0].dtype)
+            values = torch.zeros_like(keys)
+            for r, (n, kv) in enumerate(rows):
+                if kv is not None and n > 0:
+                    keys[r, :, :n] = kv[i][0][:, :n]
+                    values[r, :, :n] = kv[i][1][:, :n]
+            layer.update(keys, values)
+        cache.lengths = [n if kv is not None else 0 for n, kv in rows]
+        return cache
 
     # ------------------------------------------------------------------ batch membership
     @torch.inference_mode()

@@ -40,6 +40,9 @@ class Method:
 
     name: ClassVar[str] = ""
     needs_draft_engine: ClassVar[bool] = False
+    # True: prefill works when the "target" cache already holds a prefix of the prompt (KV-cache reuse);
+    # that holds for any prefill that brings caches up to date with `batch.feed`.
+    reuses_prefix: ClassVar[bool] = False
 
     def __init__(self, engine: "Engine", draft_engine: "Engine | None" = None, decoding: Mapping | None = None):
         self.engine = engine

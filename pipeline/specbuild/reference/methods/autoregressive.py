@@ -8,6 +8,7 @@ from specbuild.reference.methods import Method, StepOutput
 
 class Autoregressive(Method):
     name = "autoregressive"
+    reuses_prefix = True
 
     # prefill: Method.prefill (one forward over the prompt, first token from its last position)
 

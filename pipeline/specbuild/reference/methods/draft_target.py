@@ -22,6 +22,7 @@ from specbuild.reference.verify import verify_chain
 class DraftTarget(Method):
     name = "draft_target"
     needs_draft_engine = True
+    reuses_prefix = True
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)

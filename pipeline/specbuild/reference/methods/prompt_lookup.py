@@ -32,6 +32,7 @@ def propose(tokens: Seq[int], max_ngram: int, max_draft: int) -> list[int]:
 
 class PromptLookup(Method):
     name = "prompt_lookup"
+    reuses_prefix = True
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)

@@ -1,0 +1,107 @@
+"""Draft-target (speculative sampling): a small draft model proposes tokens that the target verifies.
+
+Two engines: the draft is a plain build; the target is built with draft_tokens_external (engine fact sheet §1.3).
+On Triton the BLS runs the loop: draft call, then a target call carrying draft_input_ids (repository sheet §4).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Literal
+
+from pydantic import PositiveInt, model_validator
+
+from specbuild.methods.base import Finding, Method, Section
+from specbuild.methods.common import plain_converter, read_hf_config
+
+
+class DraftTargetConfig(Section):
+    """A draft model with the target's vocabulary."""
+
+    method: Literal["draft_target"]
+    checkpoint: Path
+    """Hugging Face folder of the draft model (same tokenizer/vocabulary as the target)."""
+    num_draft_tokens: PositiveInt = 4
+    """Tokens the draft proposes per step (the BLS's num_draft_tokens)."""
+    max_draft_len: PositiveInt | None = None
+    """Target engine limit on draft tokens per step; defaults to num_draft_tokens and must be >= it."""
+    use_draft_logits: bool = False
+    """Accept by logit ratio (speculative sampling) instead of token comparison; builds both engines with
+    --gather_generation_logits."""
+    tp_size: PositiveInt = 1
+    """Tensor parallelism of the draft engine (may differ from the target's)."""
+    fast_logits: bool = False
+    """Pass draft logits GPU-to-GPU (speculative_decoding_fast_logits): needs use_draft_logits and an orchestrator
+    launch with pre-spawned ranks (--disable-spawn-processes, participant_ids)."""
+
+    @model_validator(mode="after")
+    def _default_max_draft_len(self):
+        if self.max_draft_len is None:
+            self.max_draft_len = self.num_draft_tokens
+        return self
+
+
+class DraftTarget(Method):
+    name = "draft_target"
+    Config = DraftTargetConfig
+    trtllm_mode = "draft_tokens_external"
+    mode_flag = 2
+    decoding_mode = None  # the backend has no draft-tokens decoding_mode; leave it unset (repository sheet §7 #8)
+    needs_draft_engine = True
+    serving_model = "tensorrt_llm_bls"
+    summary = "a small draft model proposes, the target verifies"
+
+    def max_draft_len(self, spec: DraftTargetConfig) -> int:
+        return spec.max_draft_len
+
+    def checks(self, recipe) -> Iterator[Finding]:
+        spec: DraftTargetConfig = recipe.speculation
+        if spec.num_draft_tokens > spec.max_draft_len:
+            yield Finding(("speculation", "num_draft_tokens"), f"is {spec.num_draft_tokens} but max_draft_len is "
+                          f"{spec.max_draft_len}; the target engine rejects more drafts than it was built for "
+                          "(tensorrtllm_backend #473) — raise max_draft_len or lower num_draft_tokens")
+        if spec.fast_logits and not spec.use_draft_logits:
+            yield Finding(("speculation", "fast_logits"), "fast logits transfer draft logits, which are used only with "
+                          "use_draft_logits: true — set it, or remove fast_logits")
+        if not recipe.build.use_paged_context_fmha:
+            yield Finding(("build", "use_paged_context_fmha"), "draft-target needs KV-cache reuse, which needs paged "
+                          "context FMHA (each BLS round resends the prefix) — set use_paged_context_fmha: true")
+
+    def file_checks(self, recipe) -> Iterator[Finding]:
+        spec: DraftTargetConfig = recipe.speculation
+        draft_dir = recipe.resolve(spec.checkpoint)
+        draft, target = read_hf_config(draft_dir), read_hf_config(recipe.model_dir)
+        if draft is None:
+            yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "
+                          "the draft model's Hugging Face folder")
+            return
+        if target is not None and draft.get("vocab_size") != target.get("vocab_size"):
+            yield Finding(("speculation", "checkpoint"), f"the draft's vocab_size {draft.get('vocab_size')} differs from "
+                          f"the target's {target.get('vocab_size')}; draft and target must share one vocabulary — "
+                          "pick a draft trained with the target's tokenizer")
+            return
+        from specbuild.recipe.files import same_tokenizer
+
+        verdict = same_tokenizer(recipe.tokenizer_dir, draft_dir)
+        if verdict is False:
+            yield Finding(("speculation", "checkpoint"), f"the draft's tokenizer in {spec.checkpoint} differs from the "
+                          "target's; draft and target must share one vocabulary — use the target's tokenizer for both")
+
+    def speculative_dirs(self, recipe) -> dict:
+        return {}
+
+    def reference_decoding(self, recipe) -> dict:
+        spec: DraftTargetConfig = recipe.speculation
+        return {"num_draft_tokens": spec.num_draft_tokens, "use_draft_logits": spec.use_draft_logits}
+
+    def build_flags(self, recipe) -> dict:
+        flags = super().build_flags(recipe)
+        if recipe.speculation.use_draft_logits:
+            flags["--gather_generation_logits"] = None  # logit acceptance (TensorRT-LLM PR #4167)
+        return flags
+
+    def draft_build_flags(self, recipe) -> dict:
+        return {"--gather_generation_logits": None} if recipe.speculation.use_draft_logits else {}
+
+    def draft_converter(self, recipe):
+        return plain_converter(recipe, recipe.resolve(recipe.speculation.checkpoint), "speculation.checkpoint")

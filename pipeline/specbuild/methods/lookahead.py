@@ -1,0 +1,71 @@
+"""Lookahead decoding: a Jacobi window of W guesses grows an n-gram pool; up to G matching n-grams are verified.
+
+The engine's max_draft_len must equal (0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1)
+(examples/lookahead/README.md; a mismatch aborts tritonserver, tensorrtllm_backend #710).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Literal
+
+from pydantic import NonNegativeInt, PositiveInt
+
+from specbuild.methods.base import Finding, Method, Section
+
+
+def lookahead_max_draft_len(window_size: int, ngram_size: int, verification_set_size: int) -> int:
+    w, n, g = window_size, ngram_size, verification_set_size
+    return (0 if n == 1 else n - 2) + (w - 1 + g) * (n - 1)
+
+
+class LookaheadConfig(Section):
+    """Server-level lookahead configuration (W, N, G)."""
+
+    method: Literal["lookahead"]
+    window_size: PositiveInt = 4
+    """W: Jacobi window size (tokens guessed ahead per step)."""
+    ngram_size: PositiveInt = 4
+    """N: n-gram size kept in the pool."""
+    verification_set_size: NonNegativeInt = 4
+    """G: n-grams verified per step."""
+    max_draft_len: PositiveInt | None = None
+    """Derived from (W, N, G); if given it must equal the derived value."""
+
+    @property
+    def derived_max_draft_len(self) -> int:
+        return lookahead_max_draft_len(self.window_size, self.ngram_size, self.verification_set_size)
+
+
+class Lookahead(Method):
+    name = "lookahead"
+    Config = LookaheadConfig
+    trtllm_mode = "lookahead_decoding"
+    mode_flag = 8
+    decoding_mode = "lookahead"
+    summary = "Jacobi iteration grows an n-gram pool that is verified in the same forward"
+
+    def max_draft_len(self, spec: LookaheadConfig) -> int:
+        return spec.derived_max_draft_len
+
+    def checks(self, recipe) -> Iterator[Finding]:
+        spec: LookaheadConfig = recipe.speculation
+        derived = spec.derived_max_draft_len
+        w, n, g = spec.window_size, spec.ngram_size, spec.verification_set_size
+        if spec.max_draft_len is not None and spec.max_draft_len != derived:
+            yield Finding(("speculation", "max_draft_len"), f"is {spec.max_draft_len} but (W={w}, N={n}, G={g}) gives "
+                          f"(N-2) + (W-1+G)*(N-1) = {derived}; the engine and the server must agree — set "
+                          f"max_draft_len: {derived} or remove it")
+        if derived == 0 or n < 2:
+            yield Finding(("speculation", "ngram_size"), f"(W={w}, N={n}, G={g}) drafts nothing; the smallest useful "
+                          "setting is window_size 2, ngram_size 2, verification_set_size 1 — or use method: none")
+
+    def triton_parameters(self, recipe) -> dict[str, str]:
+        spec: LookaheadConfig = recipe.speculation
+        return {"decoding_mode": "lookahead", "lookahead_window_size": str(spec.window_size),
+                "lookahead_ngram_size": str(spec.ngram_size),
+                "lookahead_verification_set_size": str(spec.verification_set_size)}
+
+    def reference_decoding(self, recipe) -> dict:
+        spec: LookaheadConfig = recipe.speculation
+        return {"window_size": spec.window_size, "ngram_size": spec.ngram_size,
+                "verification_set_size": spec.verification_set_size}

@@ -1,0 +1,19 @@
+"""No speculation: the baseline every speculative deployment is compared with."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from specbuild.methods.base import Method, Section
+
+
+class NoneConfig(Section):
+    """Plain autoregressive decoding."""
+
+    method: Literal["none"] = "none"
+
+
+class NoSpeculation(Method):
+    name = "none"
+    Config = NoneConfig
+    summary = "autoregressive baseline"

@@ -1,0 +1,22 @@
+"""Checks shared by the tree methods (Medusa, EAGLE-1): the `choices` tree must be well formed and fit."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from specbuild.methods.base import Finding
+from specbuild.trees import tree_problems
+
+
+def choices_findings(choices: list[list[int]], max_draft_len: int, where: tuple = ("speculation",)) -> Iterator[Finding]:
+    for index, message in tree_problems(choices):
+        path = where + ("choices",) + ((index,) if index is not None else ())
+        yield Finding(path, message)
+    if len(choices) > max_draft_len:
+        yield Finding(
+            where + ("choices",),
+            also=(where + ("max_draft_len",),),
+            message=
+            f"the tree has {len(choices)} nodes but max_draft_len is {max_draft_len} — "
+            f"raise max_draft_len to at least {len(choices)} or use a smaller tree",
+        )

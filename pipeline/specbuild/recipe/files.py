@@ -1,0 +1,84 @@
+"""Checks that read the files a recipe names. Each problem is located at the field that names the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from specbuild.methods import method_for
+from specbuild.methods.base import Finding
+from specbuild.methods.common import read_hf_config
+
+if TYPE_CHECKING:
+    from specbuild.recipe.schema import Recipe
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+def _vocab(folder: Path) -> tuple | None:
+    try:
+        data = json.loads((folder / "tokenizer.json").read_text())
+    except (OSError, ValueError):
+        return None
+    vocab = (data.get("model") or {}).get("vocab")
+    added = sorted((t.get("id"), t.get("content")) for t in data.get("added_tokens") or [])
+    if isinstance(vocab, dict):
+        vocab = sorted(vocab.items())
+    return (json.dumps(vocab), tuple(added))
+
+
+def same_tokenizer(a: Path, b: Path) -> bool | None:
+    """True/False when both folders hold a tokenizer.json to compare; None when that cannot be told."""
+    va, vb = _vocab(Path(a)), _vocab(Path(b))
+    if va is None or vb is None:
+        return None
+    return va == vb
+
+
+def _folder_findings(recipe: Recipe, value: Path, path: tuple, what: str) -> Iterator[Finding]:
+    folder = recipe.resolve(value)
+    if not folder.exists():
+        yield Finding(path, f"{value} does not exist (resolved to {folder}) — fix the path; relative paths are "
+                      "relative to the recipe file")
+    elif not folder.is_dir():
+        yield Finding(path, f"{value} is a file, not a folder — point it at the {what} folder")
+
+
+def file_findings(recipe: Recipe) -> Iterator[Finding]:
+    """Everything checkable on disk. Stops early per field so one missing folder gives one message."""
+    missing: set[tuple] = set()
+    named = [(recipe.model.checkpoint, ("model", "checkpoint"), "Hugging Face checkpoint")]
+    if recipe.model.tokenizer is not None:
+        named.append((recipe.model.tokenizer, ("model", "tokenizer"), "tokenizer"))
+    spec_dir = getattr(recipe.speculation, "checkpoint", None)
+    if spec_dir is not None:
+        named.append((spec_dir, ("speculation", "checkpoint"), f"{recipe.speculation.method} checkpoint"))
+    for value, path, what in named:
+        found = list(_folder_findings(recipe, value, path, what))
+        if found:
+            missing.add(path)
+        yield from found
+
+    if ("model", "checkpoint") not in missing:
+        cfg = read_hf_config(recipe.model_dir)
+        if cfg is None:
+            yield Finding(("model", "checkpoint"), f"{recipe.model.checkpoint} has no readable config.json — point it "
+                          "at a Hugging Face checkpoint folder (config.json + weights)")
+            missing.add(("model", "checkpoint"))
+        else:
+            limit = cfg.get("max_position_embeddings")
+            if isinstance(limit, int) and recipe.build.max_seq_len > limit:
+                yield Finding(("build", "max_seq_len"), f"is {recipe.build.max_seq_len} but the model's "
+                              f"max_position_embeddings is {limit} — lower max_seq_len to at most {limit}")
+    tok_field = ("model", "tokenizer") if recipe.model.tokenizer is not None else ("model", "checkpoint")
+    if tok_field not in missing and ("model", "checkpoint") not in missing:
+        if not any((recipe.tokenizer_dir / f).exists() for f in TOKENIZER_FILES):
+            yield Finding(tok_field, f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {recipe.tokenizer_dir} — "
+                          "set model.tokenizer to the tokenizer folder")
+    prompts = recipe.validation.prompts
+    if isinstance(prompts, Path) and not recipe.resolve(prompts).is_file():
+        yield Finding(("validation", "prompts"), f"{prompts} is not a file — give a .txt (one prompt per line) or "
+                      ".jsonl file, or an inline list of prompts")
+    if not missing:
+        yield from method_for(recipe).file_checks(recipe)

@@ -1,0 +1,160 @@
+"""Load a recipe: YAML with positions -> typed schema -> rules -> files. Every problem gets file:line:col."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from specbuild.errors import Problem, RecipeError
+from specbuild.methods import METHODS
+from specbuild.methods.base import Finding
+from specbuild.recipe.checks import general_findings
+from specbuild.recipe.files import file_findings
+from specbuild.recipe.schema import Recipe
+from specbuild.recipe.yaml_source import Located, load_located
+
+
+def format_path(path: tuple) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _is_field_name(part: Any) -> bool:
+    return isinstance(part, int) or (isinstance(part, str) and part.replace("_", "a").isalnum())
+
+
+def _clean_loc(loc: tuple, data: Any) -> tuple:
+    """Drop pydantic's union/tag markers so the path matches the YAML."""
+    parts = list(loc)
+    if len(parts) > 1 and parts[0] == "speculation" and parts[1] in METHODS:
+        parts.pop(1)
+    keep = [p for i, p in enumerate(parts) if _is_field_name(p) or i == len(parts) - 1]
+    return tuple(keep)
+
+
+def _error_path(err: dict, data: Any) -> tuple:
+    path = _clean_loc(tuple(err["loc"]), data)
+    if err["type"] == "union_tag_invalid":  # the discriminator's value is at fault
+        return path + ("method",)
+    return path
+
+
+def _model_at(path: tuple, data: Any) -> type[BaseModel] | None:
+    """The schema class holding the fields at `path` (the speculation class follows the recipe's method)."""
+    model: Any = Recipe
+    node = data
+    for part in path:
+        if isinstance(part, int):
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+            continue
+        if model is None:
+            return None
+        field = model.model_fields.get(part)
+        node = node.get(part) if isinstance(node, dict) else None
+        if field is None:
+            return None
+        if part == "speculation":
+            method = node.get("method") if isinstance(node, dict) else None
+            model = METHODS[method].Config if method in METHODS else None
+            continue
+        model = _section_class(field.annotation)
+    return model
+
+
+def _section_class(annotation: Any) -> type[BaseModel] | None:
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _section_class(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _did_you_mean(word: str, options: list[str]) -> str:
+    match = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    return f"did you mean '{match[0]}'?" if match else f"allowed: {', '.join(options)}"
+
+
+def _message(err: dict, path: tuple, data: Any) -> str:
+    kind, value = err["type"], err.get("input")
+    if kind == "extra_forbidden":
+        model = _model_at(path[:-1], data)
+        options = sorted(model.model_fields) if model else []
+        return f"unknown key '{path[-1]}' — {_did_you_mean(str(path[-1]), options)}"
+    if kind == "missing":
+        model = _model_at(path[:-1], data)
+        field = model.model_fields.get(path[-1]) if model else None
+        what = f" ({field.description})" if field is not None and field.description else ""
+        return f"required key '{path[-1]}' is missing{what} — add it"
+    if kind == "union_tag_invalid":
+        options = sorted(METHODS)
+        return f"unknown method '{value if not isinstance(value, dict) else value.get('method')}' — " \
+               f"{_did_you_mean(str(err.get('ctx', {}).get('tag', value)), options)} (one of {', '.join(options)})"
+    if kind == "union_tag_not_found":
+        return f"'method' is missing — add method: one of {', '.join(sorted(METHODS))}"
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        options = [o.strip().strip("'") for o in expected.replace(" or ", ", ").split(",") if o.strip()]
+        return f"'{value}' is not allowed — {_did_you_mean(str(value), options)} (one of {', '.join(options)})"
+    if kind == "string_pattern_mismatch" and path == ("name",):
+        return (f"'{value}' is not a safe folder name — use letters, digits, '.', '_' and '-', start with a letter "
+                "or digit, at most 64 characters")
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"must be a mapping of keys, not {type(value).__name__} {value!r} — indent its keys under it"
+    shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    return f"{err['msg']} (got {shown}) — fix the value (see `specbuild schema`)"
+
+
+def _problems_from_validation(e: ValidationError, src: Located, name: str) -> list[Problem]:
+    problems: dict[str, Problem] = {}
+    for err in e.errors():
+        path = _error_path(err, src.data)
+        # A value that failed every member of a union: report once, on the value.
+        if err["type"] in ("is_instance_of", "list_type", "path_type") and format_path(path) in problems:
+            continue
+        on_key = err["type"] in ("extra_forbidden", "missing", "union_tag_not_found")
+        pos_path = path[:-1] if err["type"] == "missing" else path
+        line, col = src.where(pos_path, key=on_key) or (None, None)
+        p = Problem(name, line, col, format_path(path), _message(err, path, src.data))
+        problems.setdefault(format_path(path), p)
+    return list(problems.values())
+
+
+def _locate(findings: list[Finding], src: Located, name: str) -> list[Problem]:
+    out = []
+    for f in findings:
+        written = [p for p in (f.path, *f.also) if p in src.values]
+        path = written[0] if written else f.path
+        line, col = src.where(path) or (None, None)
+        out.append(Problem(name, line, col, format_path(path), f.message))
+    return out
+
+
+def _sorted(problems: list[Problem]) -> list[Problem]:
+    return sorted(problems, key=lambda p: (p.line or 0, p.col or 0))
+
+
+def load_recipe(path: str | Path, *, check_files: bool = True) -> Recipe:
+    """Load and check a recipe. Raises RecipeError listing every problem found (all located)."""
+    path = Path(path)
+    name = str(path)
+    src = load_located(path)
+    try:
+        recipe = Recipe.model_validate(src.data)
+    except ValidationError as e:
+        raise RecipeError(_sorted(_problems_from_validation(e, src, name))) from None
+    recipe._source = path.resolve()
+    problems = _locate(list(general_findings(recipe)), src, name)
+    if check_files:
+        problems += _locate(list(file_findings(recipe)), src, name)
+    if problems:
+        raise RecipeError(_sorted(problems))
+    return recipe

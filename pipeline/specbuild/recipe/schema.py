@@ -1,0 +1,191 @@
+"""The recipe: one typed schema, one layer deep. `specbuild schema` prints it as JSON Schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, PrivateAttr
+
+from specbuild.methods.base import Section
+from specbuild.methods.draft_target import DraftTargetConfig
+from specbuild.methods.eagle import EagleConfig
+from specbuild.methods.lookahead import LookaheadConfig
+from specbuild.methods.medusa import MedusaConfig
+from specbuild.methods.none import NoneConfig
+from specbuild.methods.prompt_lookup import PromptLookupConfig
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+Speculation = Annotated[
+    Union[NoneConfig, MedusaConfig, EagleConfig, DraftTargetConfig, PromptLookupConfig, LookaheadConfig],
+    Field(discriminator="method"),
+]
+
+Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class ModelSection(Section):
+    """The target model."""
+
+    checkpoint: Path
+    """Hugging Face checkpoint folder of the target (config.json + weights), relative to the recipe file."""
+    tokenizer: Path | None = None
+    """Tokenizer folder; defaults to the checkpoint folder."""
+    dtype: Literal["float16", "bfloat16", "float32"] = "float16"
+    """Engine dtype. The reference runtime records it and computes in float32 on the CPU."""
+    trust_remote_code: bool = False
+    """Allow custom modelling code shipped with the checkpoint (off by default)."""
+
+
+class BuildSection(Section):
+    """Engine limits and build options (trtllm-build flags; the reference runtime honours the limits)."""
+
+    max_batch_size: PositiveInt = 8
+    """Most sequences decoded together. Keep it small for speculation (trtllm-build's default 2048 is not)."""
+    max_input_len: PositiveInt = 512
+    """Longest prompt in tokens."""
+    max_seq_len: PositiveInt = 1024
+    """Longest prompt + output in tokens (the build adds max_draft_len itself)."""
+    max_num_tokens: PositiveInt | None = None
+    """Tokens per engine step; default 8192, raised to max_batch_size * (max_draft_len + 1) when smaller."""
+    max_beam_width: PositiveInt = 1
+    """Beam search width; speculation needs 1."""
+    tp_size: PositiveInt = 1
+    """Tensor parallelism (fixed at checkpoint conversion)."""
+    pp_size: PositiveInt = 1
+    """Pipeline parallelism (fixed at checkpoint conversion; EAGLE needs 1)."""
+    gemm_plugin: Literal["auto", "float16", "bfloat16", "float32", "disable"] | None = None
+    """GEMM plugin dtype; default the model dtype (passed explicitly: defaults drift between versions)."""
+    use_paged_context_fmha: bool = True
+    """Paged context FMHA; needed for KV-cache reuse (draft-target, prompt lookup) and forced on for EAGLE."""
+    kv_cache_type: Literal["paged", "continuous"] = "paged"
+    """KV-cache layout."""
+    tokens_per_block: PositiveInt = 32
+    """KV-cache block size in tokens."""
+    quantization: Literal["none", "fp8", "int8_weight_only", "int4_weight_only"] = "none"
+    """Weight quantization at conversion (TensorRT-LLM only)."""
+    workers: PositiveInt = 1
+    """Parallel conversion/build workers (capped by the GPUs present)."""
+
+
+class TritonSection(Section):
+    """How the Triton model repository serves the engines."""
+
+    streaming: bool = False
+    """Decoupled models that stream tokens as they are accepted (generate_stream, gRPC stream)."""
+    preprocessing_instances: PositiveInt = 1
+    """Instances of the preprocessing model."""
+    postprocessing_instances: PositiveInt = 1
+    """Instances of the postprocessing model."""
+    bls_instances: PositiveInt = 1
+    """Instances of tensorrt_llm_bls (the BLS loop is serial per instance)."""
+    max_queue_delay_microseconds: NonNegativeInt = 0
+    """Dynamic-batching queue delay."""
+    max_queue_size: NonNegativeInt = 0
+    """Requests allowed to wait (0 = unlimited)."""
+    kv_cache_free_gpu_mem_fraction: Fraction = 0.9
+    """GPU memory for the KV cache; split in half when draft and target share a GPU."""
+    gpu_device_ids: list[NonNegativeInt] = Field(default_factory=lambda: [0])
+    """GPUs of the target engine (tp_size * pp_size of them)."""
+    draft_gpu_device_ids: list[NonNegativeInt] | None = None
+    """GPUs of the draft engine (draft-target); default the target's."""
+    exclude_input_in_output: bool = True
+    """Return only generated text (draft-target core models always include the input; the BLS strips it)."""
+    legacy_tensor_names: bool = False
+    """Use tensorrtllm_backend <= 0.19 names (min_length, random_seed) instead of min_tokens, seed."""
+    http_port: Port = 8000
+    grpc_port: Port = 8001
+    metrics_port: Port = 8002
+
+
+class SamplingCheck(Section):
+    """Distribution check at temperature > 0 (reference runtime): speculative vs baseline first tokens."""
+
+    temperature: PositiveFloat = 1.0
+    top_k: NonNegativeInt = 0
+    top_p: Fraction = 1.0
+    trials: PositiveInt = 200
+    """Seeds per deployment."""
+    tokens: PositiveInt = 2
+    """Leading generated tokens whose joint distribution is compared."""
+    significance: Fraction = 0.001
+    """The test fails when p < significance."""
+
+
+class ValidationSection(Section):
+    """What `specbuild validate` checks and the gates that decide its exit code."""
+
+    prompts: Path | list[str] | None = None
+    """A prompt file (.txt one per line, or .jsonl with "prompt") or an inline list; default the bundled set."""
+    max_tokens: PositiveInt = 32
+    """Tokens generated per request."""
+    concurrency: list[PositiveInt] = Field(default_factory=lambda: [1, 2, 4])
+    """Concurrency levels of the performance sweep."""
+    require_lossless: bool = True
+    """Greedy output must equal the baseline's token for token (builds and serves a baseline)."""
+    min_acceptance_length: Annotated[float, Field(ge=1.0)] | None = None
+    """Gate: mean acceptance length (bonus token included) at least this."""
+    min_speedup: PositiveFloat | None = None
+    """Gate: speculative / baseline output tokens per second at concurrency 1 at least this."""
+    sampling: SamplingCheck | None = None
+    """Also compare sampled distributions (reference runtime; not for greedy-only methods)."""
+    load_clients: PositiveInt = 4
+    """Concurrent clients of the load check."""
+    load_seconds: PositiveFloat = 5.0
+    """Duration of the load check."""
+    request_timeout_s: PositiveFloat = 120.0
+    """Per-request client timeout."""
+
+
+class Recipe(Section):
+    """A specbuild recipe: what to build, how to serve it, and how to validate it."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    """Names the output folders engines/<name> and triton_repo/<name>."""
+    runtime: Literal["reference", "tensorrt-llm"] = "reference"
+    """tensorrt-llm: GPU engines via TensorRT-LLM <= 1.2.x; reference: specbuild's CPU PyTorch runtime."""
+    model: ModelSection
+    speculation: Speculation = Field(default_factory=NoneConfig)
+    build: BuildSection = Field(default_factory=BuildSection)
+    triton: TritonSection = Field(default_factory=TritonSection)
+    validation: ValidationSection = Field(default_factory=ValidationSection)
+
+    _source: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> Path | None:
+        """The recipe file this was loaded from (None when built in code)."""
+        return self._source
+
+    @property
+    def base_dir(self) -> Path:
+        return self._source.parent if self._source is not None else Path.cwd()
+
+    def resolve(self, path: Path | str) -> Path:
+        """A recipe path made absolute: relative paths are relative to the recipe file's folder."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+    @property
+    def model_dir(self) -> Path:
+        return self.resolve(self.model.checkpoint)
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.resolve(self.model.tokenizer or self.model.checkpoint)
+
+    @property
+    def gemm_plugin(self) -> str:
+        return self.build.gemm_plugin or self.model.dtype
+
+    @property
+    def draft_gpu_device_ids(self) -> list[int]:
+        return self.triton.draft_gpu_device_ids or list(self.triton.gpu_device_ids)
+
+    @property
+    def builds_baseline(self) -> bool:
+        """A baseline (the target without speculation) is built for the lossless check and speedups."""
+        v = self.validation
+        return self.speculation.method != "none" and (v.require_lossless or v.min_speedup is not None)

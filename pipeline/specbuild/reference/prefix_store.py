@@ -1,0 +1,59 @@
+"""KV-cache reuse across requests (TensorRT-LLM's `enable_kv_cache_reuse`, by whole prefixes rather than blocks).
+
+When a sequence leaves the batch its committed KV is kept here (least recently used first out, within a token
+budget). A new request whose prompt shares a prefix with a kept sequence starts its target cache from that
+prefix and prefills only the rest. This is what makes the Triton BLS loops cheap: each draft-target or prompt
+lookup round is a new request whose prompt extends the previous round's.
+
+A kept KV row is valid for any prompt that starts with the same tokens: the entry at position i depends only
+on tokens[: i + 1].
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Sequence as Seq
+
+import torch
+
+KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [heads, length, head_dim]
+
+
+class PrefixStore:
+    def __init__(self, max_tokens: int = 32768):
+        self.max_tokens = max_tokens
+        self._entries: OrderedDict[int, tuple[torch.Tensor, KV]] = OrderedDict()
+        self._next = 0
+        self._tokens = 0
+        self.hits = 0
+        self.reused_tokens = 0
+
+    def put(self, tokens: Seq[int], kv: KV) -> None:
+        if not tokens or len(tokens) > self.max_tokens:
+            return
+        self._entries[self._next] = (torch.tensor(list(tokens), dtype=torch.long), kv)
+        self._next += 1
+        self._tokens += len(tokens)
+        while self._tokens > self.max_tokens:
+            _, (old, _) = self._entries.popitem(last=False)
+            self._tokens -= len(old)
+
+    def longest_prefix(self, tokens: Seq[int]) -> tuple[int, KV | None]:
+        """The longest stored prefix of `tokens` (at most len(tokens) - 1: the last prompt token must be fed to
+        get logits), and its KV (to be cut at that length)."""
+        query = torch.tensor(list(tokens), dtype=torch.long)
+        best, best_key = 0, None
+        for key, (stored, _) in self._entries.items():
+            n = min(len(stored), len(query) - 1)
+            if n <= best:
+                continue
+            mismatch = (stored[:n] != query[:n]).nonzero()
+            common = int(mismatch[0]) if len(mismatch) else n
+            if common > best:
+                best, best_key = common, key
+        if best_key is None:
+            return 0, None
+        self._entries.move_to_end(best_key)
+        self.hits += 1
+        self.reused_tokens += best
+        return best, self._entries[best_key][1]

@@ -1,0 +1,122 @@
+"""Parameter values of the Triton models, derived from the recipe (repository fact sheet §1.2, §2, §2.1, §4.2).
+
+One source of truth for the repository writer and for `specbuild plan`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specbuild.methods import method_for
+
+if TYPE_CHECKING:
+    from specbuild.recipe.schema import Recipe
+
+EXECUTOR_WORKER_PATH = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
+
+
+def core_models(recipe: Recipe, role: str) -> list[str]:
+    """The engine-backed models of a repository: the target, plus the draft for draft-target."""
+    if role == "target" and method_for(recipe).needs_draft_engine:
+        return ["tensorrt_llm", "tensorrt_llm_draft"]
+    return ["tensorrt_llm"]
+
+
+def repository_models(recipe: Recipe, role: str) -> list[str]:
+    return ["preprocessing", *core_models(recipe, role), "postprocessing", "ensemble", "tensorrt_llm_bls"]
+
+
+def bls_driven(recipe: Recipe, role: str) -> bool:
+    """The BLS runs the speculative loop (draft-target, prompt lookup): core models are called per round."""
+    return role == "target" and method_for(recipe).serving_model == "tensorrt_llm_bls"
+
+
+def core_decoupled(recipe: Recipe, role: str) -> bool:
+    # Draft-target/prompt lookup: the BLS calls the cores once per round and needs one response each
+    # (TL-DTM: decoupled_mode False on both); otherwise streaming makes the core decoupled.
+    return False if bls_driven(recipe, role) else recipe.triton.streaming
+
+
+def kv_cache_fraction(recipe: Recipe, role: str) -> float:
+    """Split the fraction when draft and target share a GPU (repository fact sheet §4.2, #7)."""
+    total = recipe.triton.kv_cache_free_gpu_mem_fraction
+    if role == "target" and method_for(recipe).needs_draft_engine and \
+            set(recipe.triton.gpu_device_ids) & set(recipe.draft_gpu_device_ids):
+        return round(total / 2, 4)
+    return total
+
+
+def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> dict[str, str]:
+    """config.pbtxt parameters of `tensorrt_llm` / `tensorrt_llm_draft` (every must-have key, §2)."""
+    method = method_for(recipe)
+    draft = model == "tensorrt_llm_draft"
+    gpu_ids = recipe.draft_gpu_device_ids if draft else recipe.triton.gpu_device_ids
+    exclude = False if bls_driven(recipe, role) else recipe.triton.exclude_input_in_output
+    params = {
+        "gpt_model_type": "inflight_fused_batching",
+        "gpt_model_path": str(engine_dir),
+        "tokenizer_dir": str(recipe.tokenizer_dir),
+        "xgrammar_tokenizer_info_path": "",
+        "guided_decoding_backend": "",
+        "max_beam_width": "1",
+        "batch_scheduler_policy": "guaranteed_no_evict",
+        "kv_cache_free_gpu_mem_fraction": str(kv_cache_fraction(recipe, role)),
+        "enable_kv_cache_reuse": "true",
+        "exclude_input_in_output": "true" if exclude else "false",
+        "normalize_log_probs": "true",
+        "enable_chunked_context": "false",
+        "cancellation_check_period_ms": "100",
+        "stats_check_period_ms": "100",
+        "gpu_device_ids": ",".join(str(i) for i in gpu_ids),
+        "executor_worker_path": EXECUTOR_WORKER_PATH,
+        "FORCE_CPU_ONLY_INPUT_TENSORS": "no",
+    }
+    if role == "target" and not draft:
+        params.update(method.triton_parameters(recipe))
+    participants = launch(recipe, role).get("participant_ids")
+    if participants:
+        params["speculative_decoding_fast_logits"] = "true"
+        params["participant_ids"] = participants[model]
+    return params
+
+
+def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
+    """tensorrt_llm_bls parameters (§1.8) plus specbuild's drafting defaults for BLS-driven methods."""
+    method = method_for(recipe)
+    params = {
+        "accumulate_tokens": "false",
+        "tensorrt_llm_model_name": "tensorrt_llm",
+    }
+    if role != "target":
+        return params
+    spec = recipe.speculation
+    if method.needs_draft_engine:
+        params["tensorrt_llm_draft_model_name"] = "tensorrt_llm_draft"
+        params["speculative_method"] = "draft_target"
+        params["default_num_draft_tokens"] = str(spec.num_draft_tokens)
+        params["default_use_draft_logits"] = "true" if spec.use_draft_logits else "false"
+    elif method.name == "prompt_lookup":
+        params["speculative_method"] = "prompt_lookup"
+        params["default_num_draft_tokens"] = str(spec.max_draft_len)
+        params["max_matching_ngram_size"] = str(spec.max_matching_ngram_size)
+    return params
+
+
+def launch(recipe: Recipe, role: str) -> dict:
+    """How the GPU repository is launched (repository fact sheet §5.2, §8.6)."""
+    world = recipe.build.tp_size * recipe.build.pp_size
+    if role == "target" and method_for(recipe).needs_draft_engine:
+        # Two TensorRT-LLM models: orchestrator mode (--multi-model); workers are spawned per model, unless fast
+        # logits need pre-spawned ranks: rank 0 orchestrates, then the draft's ranks, then the target's (§4.2).
+        names = ["tensorrt_llm", "tensorrt_llm_draft"]
+        spec = recipe.speculation
+        if not spec.fast_logits:
+            return {"mode": "orchestrator", "world_size": 1, "multi_model": True, "tensorrt_llm_model_names": names}
+        draft = list(range(1, 1 + spec.tp_size))
+        target = list(range(1 + spec.tp_size, 1 + spec.tp_size + world))
+        return {"mode": "orchestrator", "world_size": 1 + spec.tp_size + world, "multi_model": True,
+                "disable_spawn_processes": True, "tensorrt_llm_model_names": names,
+                "participant_ids": {"tensorrt_llm_draft": ",".join(map(str, draft)),
+                                    "tensorrt_llm": ",".join(map(str, target))}}
+    return {"mode": "leader", "world_size": world, "multi_model": False, "tensorrt_llm_model_names": ["tensorrt_llm"]}

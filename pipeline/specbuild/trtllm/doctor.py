@@ -1,0 +1,188 @@
+"""`specbuild doctor`: is this machine ready for the GPU path? Each check says ok / warn / fail and what to do.
+
+The machine is ready (exit 0) when no check fails; warnings (e.g. no MPI on a single-GPU machine) do not block.
+Nothing here imports tensorrt_llm; `trtllm-build --help` runs as a child process.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from specbuild.errors import UserError
+from specbuild.trtllm import gpus as gpu_mod
+from specbuild.trtllm import version as version_mod
+from specbuild.trtllm.help_flags import read_help
+
+TRITON_ROOT = Path("/opt/tritonserver")
+NGC_HINT = f"the NGC container {version_mod.NGC_IMAGE} has it"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+def _gpu_check(trtllm_present: bool, recipe=None) -> Check:
+    report = gpu_mod.detect_gpus(torch_fallback=trtllm_present)
+    if not report.gpus:
+        return Check("GPU", "fail", report.problem or "no NVIDIA GPU found",
+                     "run on a machine with an NVIDIA GPU (compute capability >= 8.0) and its driver; check nvidia-smi")
+    listed = "; ".join(f"{g.index}: {g.name} ({g.cc})" for g in report.gpus)
+    old = [g for g in report.gpus if g.compute_capability is not None and
+           g.compute_capability < gpu_mod.MIN_COMPUTE_CAPABILITY]
+    if old:
+        return Check("GPU", "fail", f"{listed} — compute capability below 8.0",
+                     "TensorRT-LLM speculative decoding needs Ampere or newer; hide older GPUs with "
+                     "CUDA_VISIBLE_DEVICES or use another machine")
+    if recipe is not None:
+        ids = list(recipe.triton.gpu_device_ids) + (recipe.draft_gpu_device_ids if recipe.speculation.method ==
+                                                     "draft_target" else [])
+        if max(ids) >= len(report.gpus):
+            return Check("GPU", "fail", f"{listed} — the recipe uses GPU ids {sorted(set(ids))}",
+                         f"run on a machine with {max(ids) + 1} GPUs or change triton.gpu_device_ids")
+        if recipe.build.quantization == "fp8" and any(g.compute_capability and g.compute_capability <
+                                                      gpu_mod.FP8_COMPUTE_CAPABILITY for g in report.gpus):
+            return Check("GPU", "fail", f"{listed} — fp8 needs compute capability 8.9",
+                         "set build.quantization: none or int8_weight_only, or use Ada/Hopper GPUs")
+    unknown = [g for g in report.gpus if g.compute_capability is None]
+    if unknown:
+        return Check("GPU", "warn", f"{listed} — the driver does not report compute capability",
+                     "update the NVIDIA driver (R510 or newer) so nvidia-smi can report compute_cap")
+    return Check("GPU", "ok", f"{len(report.gpus)} GPU(s) via {report.source}: {listed}")
+
+
+def _trtllm_check() -> tuple[Check, version_mod.TrtllmInstall | None]:
+    try:
+        found = version_mod.installed()
+    except UserError as e:
+        return Check("TensorRT-LLM", "fail", str(e).split("\n")[0], "reinstall tensorrt_llm"), None
+    if found is None:
+        return Check("TensorRT-LLM", "fail", "not installed in this Python",
+                     f"pip install {version_mod.PIP_SPEC} --extra-index-url https://pypi.nvidia.com on a GPU "
+                     f"machine ({NGC_HINT}); or use runtime: reference"), None
+    if not found.supported:
+        return Check("TensorRT-LLM", "fail", f"{found.version} is outside 0.17 <= version < 1.3 (the TensorRT engine "
+                     "path was removed after 1.2)", f"pip install {version_mod.PIP_SPEC} ({NGC_HINT})"), found
+    return Check("TensorRT-LLM", "ok", f"{found.version} (supported: 0.17 <= version < 1.3)"), found
+
+
+def _argvs_for(recipe) -> list[list[str]]:
+    from specbuild.plan import Layout, roles, trtllm_build_argv
+
+    layout = Layout(Path("engines"), Path("triton_repo"), Path("reports"), recipe.name)
+    return [trtllm_build_argv(recipe, layout, role, layout.checkpoint(role)) for role in roles(recipe)]
+
+
+def specbuild_argvs() -> list[list[str]]:
+    """trtllm-build commands covering every flag specbuild passes (one per method and role)."""
+    from specbuild.recipe.schema import Recipe
+
+    specs = [{"method": "none"}, {"method": "medusa", "checkpoint": "heads", "num_heads": 4},
+             {"method": "eagle", "checkpoint": "eagle"},
+             {"method": "draft_target", "checkpoint": "draft", "use_draft_logits": True},
+             {"method": "prompt_lookup"}, {"method": "lookahead"}]
+    out = []
+    for spec in specs:
+        recipe = Recipe.model_validate({"name": "doctor", "runtime": "tensorrt-llm", "model": {"checkpoint": "model"},
+                                        "speculation": spec})
+        out.extend(_argvs_for(recipe))
+    return out
+
+
+def _flags_check(recipe=None) -> Check:
+    exe = shutil.which("trtllm-build")
+    if exe is None:
+        return Check("trtllm-build", "fail", "not on PATH",
+                     f"it is a console script of the TensorRT-LLM wheel: activate the environment that has it ({NGC_HINT})")
+    try:
+        flags = read_help(exe)
+    except UserError as e:
+        return Check("trtllm-build", "fail", str(e).split("\n")[0], "fix the TensorRT-LLM installation")
+    argvs = _argvs_for(recipe) if recipe is not None else specbuild_argvs()
+    problems = sorted({p for argv in argvs for p in flags.problems(argv)})
+    passed = sorted({a for argv in argvs for a in argv if a.startswith("--")})
+    if problems:
+        return Check("trtllm-build", "fail", f"{exe}: " + "; ".join(problems),
+                     f"install a TensorRT-LLM release specbuild supports (pip install {version_mod.PIP_SPEC})")
+    scope = "this recipe's commands" if recipe is not None else "every flag specbuild passes"
+    return Check("trtllm-build", "ok", f"{exe} accepts {scope} ({len(passed)} flags)")
+
+
+def _tritonserver() -> Path | None:
+    exe = shutil.which("tritonserver")
+    if exe:
+        return Path(exe)
+    default = TRITON_ROOT / "bin" / "tritonserver"
+    return default if default.is_file() else None
+
+
+def _server_checks() -> list[Check]:
+    server = _tritonserver()
+    checks = []
+    if server is None:
+        checks.append(Check("tritonserver", "fail", "not on PATH nor in /opt/tritonserver/bin",
+                            f"needed to serve TensorRT-LLM engines ({NGC_HINT}); CPU-only machines serve runtime: "
+                            "reference through nvidia-pytriton's tritonserver"))
+    else:
+        checks.append(Check("tritonserver", "ok", str(server)))
+    roots = [server.resolve().parent.parent / "backends"] if server is not None else []
+    roots.append(TRITON_ROOT / "backends")
+    backend = next((r / "tensorrtllm" for r in roots if (r / "tensorrtllm").is_dir()), None)
+    if backend is None:
+        checks.append(Check("tensorrtllm backend", "fail", f"no tensorrtllm folder in {', '.join(map(str, roots))}",
+                            "the C++ backend that serves the engines ships in the tritonserver:<yy.mm>-trtllm-python-py3 "
+                            "images; elsewhere build it from triton-inference-server/tensorrtllm_backend"))
+    else:
+        checks.append(Check("tensorrtllm backend", "ok", str(backend)))
+    return checks
+
+
+def _mpi_check(recipe=None) -> Check:
+    exe = shutil.which("mpirun")
+    if exe:
+        return Check("MPI", "ok", exe)
+    needs = recipe is not None and (recipe.build.tp_size * recipe.build.pp_size > 1 or
+                                   recipe.speculation.method == "draft_target")
+    return Check("MPI", "fail" if needs else "warn", "mpirun is not on PATH",
+                 "needed for multi-GPU engines (tp_size * pp_size > 1), launch_triton_server.py without --no-mpi and "
+                 f"the orchestrator launch of draft-target: apt-get install openmpi-bin ({NGC_HINT})")
+
+
+def run_doctor(recipe=None) -> list[Check]:
+    trtllm, found = _trtllm_check()
+    checks = [_gpu_check(found is not None, recipe), trtllm, _flags_check(recipe)]
+    checks.extend(_server_checks())
+    checks.append(_mpi_check(recipe))
+    return checks
+
+
+def ready(checks: list[Check]) -> bool:
+    return all(c.status != "fail" for c in checks)
+
+
+def as_dict(checks: list[Check]) -> dict:
+    return {"ready": ready(checks), "checks": [asdict(c) for c in checks]}
+
+
+def render(checks: list[Check], console) -> None:
+    from rich.table import Table
+
+    style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+    table = Table(title="specbuild doctor: the TensorRT-LLM (GPU) path", show_lines=True)
+    table.add_column("", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("found / what to do", overflow="fold")
+    for c in checks:
+        text = c.detail + (f"\n[dim]→[/] {c.fix}" if c.fix and c.status != "ok" else "")
+        table.add_row(f"[{style[c.status]}]{c.status}[/]", c.name, text)
+    console.print(table)
+    if ready(checks):
+        console.print("[green]ready for runtime: tensorrt-llm[/]")
+    else:
+        console.print("[bold red]not ready for runtime: tensorrt-llm[/] — fix the failed checks above "
+                      "(runtime: reference works on any machine)")

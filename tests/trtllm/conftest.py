@@ -1,0 +1,159 @@
+"""Fixtures for the TensorRT-LLM runtime tests: the test double on PATH/PYTHONPATH, tiny HF folders, recipes.
+
+Everything runs on CPU: `trtllm-build`, `nvidia-smi` and the `tensorrt_llm` package are the doubles under
+tests/doubles, which enforce the engine fact sheet's contract (see tests/doubles/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from trtllm_helpers import DOUBLES, PIPELINE
+
+TARGET_CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 512, "hidden_size": 64,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128,
+    "max_position_embeddings": 1024, "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+    "torch_dtype": "float32",
+}
+TOKENIZER = {"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "<s>": 2}, "merges": []},
+             "added_tokens": [{"id": 2, "content": "<s>", "special": True}]}
+
+
+def _launcher(path: Path, body: str) -> None:
+    path.write_text(f"#!{sys.executable}\n{body}")
+    path.chmod(0o755)
+
+
+@dataclass
+class Machine:
+    """The fake GPU machine: where the doubles live and how to tune them."""
+
+    root: Path
+    bin: Path
+    monkeypatch: pytest.MonkeyPatch
+
+    def set(self, name: str, value: str | None) -> None:
+        if value is None:
+            self.monkeypatch.delenv(name, raising=False)
+        else:
+            self.monkeypatch.setenv(name, value)
+
+    def add_tool(self, name: str, script: str = "import sys; sys.exit(0)\n") -> Path:
+        path = self.bin / name
+        _launcher(path, script)
+        return path
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch) -> Machine:
+    """A GPU machine with the TensorRT-LLM double: one H200, trtllm-build and nvidia-smi on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _launcher(bin_dir / "trtllm-build", "from tensorrt_llm.commands.build import main\nmain()\n")
+    _launcher(bin_dir / "nvidia-smi", f"import runpy\nrunpy.run_path({str(DOUBLES / 'nvidia_smi.py')!r}, "
+                                      "run_name='__main__')\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    monkeypatch.setenv("PYTHONPATH", f"{PIPELINE}{os.pathsep}{DOUBLES}")
+    monkeypatch.setenv("SPECBUILD_TRTLLM_DOUBLE", "1")
+    monkeypatch.setenv("SPECBUILD_DOUBLE_GPUS", "NVIDIA H200,9.0")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for knob in ("SPECBUILD_DOUBLE_TRTLLM_VERSION", "SPECBUILD_DOUBLE_FAULT", "SPECBUILD_DOUBLE_DROP_FLAGS",
+                 "SPECBUILD_DOUBLE_BUILD_SECONDS", "SPECBUILD_DOUBLE_PID_FILE", "SPECBUILD_DOUBLE_CALL_LOG"):
+        monkeypatch.delenv(knob, raising=False)
+    monkeypatch.syspath_prepend(str(DOUBLES))  # find_spec("tensorrt_llm") in this process sees the double
+    monkeypatch.chdir(tmp_path)
+    return Machine(tmp_path, bin_dir, monkeypatch)
+
+
+@pytest.fixture
+def models(tmp_path) -> Path:
+    """Tiny Hugging Face folders (configs and tokenizer only: the double reads configs, never weights)."""
+    root = tmp_path / "models"
+    for name in ("target", "draft"):
+        d = root / name
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps(TARGET_CONFIG))
+        (d / "tokenizer.json").write_text(json.dumps(TOKENIZER))
+    (root / "medusa").mkdir()
+    # FasterDecoding layout: the key is medusa_num_heads (fact sheet §2.2, §9.6).
+    (root / "medusa" / "config.json").write_text(json.dumps({"medusa_num_heads": 3, "medusa_num_layers": 1,
+                                                             "hidden_size": 64, "vocab_size": 512}))
+    (root / "eagle").mkdir()
+    (root / "eagle" / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "vocab_size": 512, "num_hidden_layers": 1,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128, "rms_norm_eps": 1e-5,
+        "max_position_embeddings": 1024}))
+    return root
+
+
+SPECULATION = {
+    "none": {"method": "none"},
+    "medusa": {"method": "medusa", "checkpoint": "models/medusa", "num_heads": 3, "max_draft_len": 20,
+               "choices": [[0], [0, 0], [1], [0, 0, 0], [0, 1]]},
+    "eagle": {"method": "eagle", "checkpoint": "models/eagle"},
+    "draft_target": {"method": "draft_target", "checkpoint": "models/draft", "num_draft_tokens": 4,
+                     "max_draft_len": 6, "use_draft_logits": True},
+    "prompt_lookup": {"method": "prompt_lookup", "max_draft_len": 5, "max_matching_ngram_size": 2},
+    "lookahead": {"method": "lookahead", "window_size": 4, "ngram_size": 4, "verification_set_size": 4},
+}
+
+
+@pytest.fixture
+def write_recipe(tmp_path, models):
+    """write_recipe(method, name=None, **sections) -> recipe path (JSON is YAML)."""
+
+    def write(method: str, name: str | None = None, **sections) -> Path:
+        recipe = {"name": name or method.replace("_", "-"), "runtime": "tensorrt-llm",
+                  "model": {"checkpoint": "models/target"}, "speculation": dict(SPECULATION[method]),
+                  "build": {"max_batch_size": 4, "max_input_len": 128, "max_seq_len": 256},
+                  "validation": {"max_tokens": 16}}
+        for key, value in sections.items():
+            recipe[key] = {**recipe.get(key, {}), **value} if isinstance(value, dict) else value
+        path = tmp_path / f"{recipe['name']}.yaml"
+        path.write_text(json.dumps(recipe, indent=2))
+        return path
+
+    return write
+
+
+@dataclass
+class Compiled:
+    engines: dict[str, Path]
+    layout: object
+    plan: object
+    recipe: object
+    progress: list[str]
+
+    def engine_config(self, role: str) -> dict:
+        return json.loads((self.layout.engine(role) / "config.json").read_text())
+
+    def checkpoint_config(self, role: str) -> dict:
+        return json.loads((self.layout.checkpoint(role) / "config.json").read_text())
+
+
+@pytest.fixture
+def compile_engines(tmp_path):
+    """Plan a recipe and run its engine steps through the doubles (what `specbuild compile` does first)."""
+    from specbuild.plan import Layout, make_plan
+    from specbuild.recipe import load_recipe
+    from specbuild.trtllm import build_engines
+
+    def run(recipe_path: Path, examples: Path | None = None, mutate=None) -> Compiled:
+        recipe = load_recipe(recipe_path)
+        layout = Layout(tmp_path / "engines", tmp_path / "triton_repo", tmp_path / "reports", recipe.name)
+        plan = make_plan(recipe, layout, trtllm_examples=str(examples) if examples else None)
+        if mutate is not None:
+            mutate(plan)
+        progress: list[str] = []
+        engines = build_engines(plan, recipe, layout, progress=progress.append)
+        return Compiled(engines, layout, plan, recipe, progress)
+
+    return run
+
