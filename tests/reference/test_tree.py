@@ -85,10 +85,11 @@ def test_tree_forward_with_mask_equals_sequential_forward_of_each_path():
     "choices, fragment",
     [
         ([], "non-empty list"),
-        ([[0], [1, 0]], "needs its prefix [1]"),
-        ([[0], [0]], "duplicate path [0]"),
-        ([[0], [-1]], "non-negative integers"),
-        ([[0], []], "non-empty list of top-k ranks"),
+        ([[0], [1, 0]], "no parent [1]"),
+        ([[0], [0]], "repeats entry 0"),
+        ([[0], [-1]], "negative index"),
+        ([[0], []], "empty path"),
+        ([[0], ["1"]], "integer top-k ranks"),
         ([[0], [0, 0], [0, 0, 0]], "depth 3 but only 2"),
         ([[0], [1], [2], [3]], "4 paths but max_draft_len is 3"),
     ],
@@ -99,10 +100,12 @@ def test_invalid_choices_raise_user_error_naming_the_field(choices, fragment):
     assert "medusa_choices" in str(info.value) and fragment in str(info.value)
 
 
-def test_check_choices_exact_depth_for_eagle():
-    assert check_choices([[0], [0, 0]], field_name="eagle_choices", exact_depth=2) == []
-    problems = check_choices([[0], [0, 0]], field_name="eagle_choices", exact_depth=4)
-    assert problems and "num_eagle_layers is 4" in problems[0]
+def test_choices_in_the_triton_parameter_format_are_read():
+    assert tree_from_choices("{0}, {0, 0}, {1}").paths == ((), (0,), (1,), (0, 0))
+    assert tree_from_choices("[[0], [1]]").size == 3
+    with pytest.raises(UserError, match="medusa_choices"):
+        tree_from_choices("{0}, {0", field_name="medusa_choices")
+    assert check_choices([[0], [0, 0]], max_depth=2, max_draft_len=2) == []
 
 
 def test_tree_from_parents_and_chain():

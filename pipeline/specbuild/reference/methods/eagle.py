@@ -19,9 +19,9 @@ Each step, for every sequence (root = the last, uncached token x_L at position L
                lossless (the EAGLE reference code's qx = 1 rule)
     then:      the accepted path is compacted in the target cache; the target's features at the root and the
                accepted nodes are what the head catches up on next step
-D = `num_eagle_layers` (engine pretrained_config, default 4). Engine `specbuild.decoding` keys: `eagle_choices`
-(default mc_sim_7b_63), `use_dynamic_tree` (false), `dynamic_tree_max_top_k` (K, default 10; TensorRT-LLM's
-`eagle_dynamic_tree_max_top_k` / `dynamic_tree_max_topK` are accepted too), `draft_dtype` (auto: a bfloat16 head
+D = `num_eagle_layers` (engine decoding or pretrained_config, default 4). Engine `specbuild.decoding` keys:
+`eagle_choices` (default mc_sim_7b_63), `eagle_use_dynamic_tree` (false), `eagle_dynamic_tree_max_top_k` (K,
+default 10; `use_dynamic_tree` / `dynamic_tree_max_top_k` / `dynamic_tree_max_topK` are accepted too), `draft_dtype` (auto: a bfloat16 head
 on CPUs with native bf16; lossless either way).
 """
 
@@ -49,6 +49,13 @@ from specbuild.reference.tree import (
 
 TOP_K_KEYS = ("dynamic_tree_max_top_k", "eagle_dynamic_tree_max_top_k", "dynamic_tree_max_topK")
 DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
+
+
+def _flag(value) -> bool:
+    """A boolean option that may arrive as a Triton parameter string ("true"/"false")."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
 
 
 def dynamic_tree_size(top_k: int, depth: int, max_draft_len: int) -> int:
@@ -101,9 +108,9 @@ class Eagle(Method):
         lm_head = self.target.lm_head.weight.detach()
         self.draft_lm_head = lm_head if lm_head.dtype == self.draft_dtype else lm_head.to(self.draft_dtype)
         pretrained = engine.config.get("pretrained_config", {})
-        self.depth = int(pretrained.get("num_eagle_layers", 4))
+        self.depth = int(self.decoding.get("num_eagle_layers", pretrained.get("num_eagle_layers", 4)))
         self.max_draft_len = engine.limits.max_draft_len or 63
-        self.dynamic = any(bool(self.decoding.get(k, False)) for k in DYNAMIC_KEYS)
+        self.dynamic = any(_flag(self.decoding.get(k, False)) for k in DYNAMIC_KEYS)
         if self.dynamic:
             self.top_k = int(next((self.decoding[k] for k in TOP_K_KEYS if k in self.decoding), 10))
             if self.top_k < 1:

@@ -26,6 +26,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from specbuild.errors import UserError
+# (0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1): TensorRT-LLM's formula, defined once with the recipe's method
+from specbuild.methods.lookahead import lookahead_max_draft_len
 from specbuild.reference.batch import Batch
 from specbuild.reference.methods import Method, StepOutput
 from specbuild.reference.tree import (
@@ -37,14 +39,6 @@ from specbuild.reference.tree import (
     tree_from_sequences,
     verify_tree,
 )
-
-CONFIG_KEYS = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
-
-
-def lookahead_max_draft_len(window: int, ngram: int, verification_set: int) -> int:
-    """Draft tokens per step for (W, N, G): `(0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1)` (TensorRT-LLM)."""
-    return (0 if ngram == 1 else ngram - 2) + (window - 1 + verification_set) * (ngram - 1)
-
 
 class NgramPool:
     """n-grams by first token; per token the `capacity` most recently seen distinct continuations."""
