@@ -161,7 +161,9 @@ def load_transformers(profile: Path, k: int) -> dict:
         model.generation_config.pad_token_id = 0
     return {"target": target, "peers": {
         "generate": {},
-        "assistant_model": {"assistant_model": draft},
+        "assistant_model": {"assistant_model": draft},  # transformers' defaults: up to 20 drafts, confidence 0.4
+        "assistant_model_k": {"assistant_model": draft, "num_assistant_tokens": k,
+                              "num_assistant_tokens_schedule": "constant", "assistant_confidence_threshold": 0.0},
         "prompt_lookup": {"prompt_lookup_num_tokens": k},
     }}
 
