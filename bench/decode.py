@@ -79,12 +79,13 @@ def main(argv=None) -> dict:
     torch.set_num_threads(args.threads)
     profile = Path(args.profile_dir) if args.profile_dir else profile_dir(args.profile, progress=log)
     log(f"profile {args.profile}: {profile}")
-    prompts = load_prompts(profile, args.prompts, args.prompt_len)
+    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    sweep_prompts = load_prompts(profile, max([args.prompts, *levels]), args.prompt_len)
+    prompts = sweep_prompts[: args.prompts]
     specs = method_specs(profile, args.k)
     if args.methods:
         wanted = {"autoregressive", *args.methods.split(",")}
         specs = [s for s in specs if s.label in wanted]
-    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     limits = dict(max_batch_size=max([1, *levels]), max_input_len=args.prompt_len,
                   max_seq_len=args.prompt_len + args.new_tokens, max_num_tokens=8192)
     report: dict = {"machine": machine(), "profile": args.profile, "profile_dir": str(profile),
@@ -97,9 +98,9 @@ def main(argv=None) -> dict:
         engines = build_engines(specs, profile, Path(tmp), limits)
         draft = engines["draft"]
 
-        def ours(label: str, concurrency: int) -> Run:
+        def ours(label: str, concurrency: int, prompt_set=prompts) -> Run:
             spec = next(s for s in specs if s.label == label)
-            return run_ours(engines[label], prompts, args.new_tokens, concurrency, draft if spec.needs_draft else None)
+            return run_ours(engines[label], prompt_set, args.new_tokens, concurrency, draft if spec.needs_draft else None)
 
         for spec in specs:  # warm-up (allocator, first-call overheads)
             run_ours(engines[spec.label], prompts[:1], 4, 1, draft if spec.needs_draft else None)
@@ -138,7 +139,8 @@ def main(argv=None) -> dict:
 
         # ---- concurrency sweep
         if levels:
-            report["concurrency"] = sweep(ours, [s.label for s in specs], levels)
+            report["concurrency"] = sweep(lambda label, c: ours(label, c, sweep_prompts), [s.label for s in specs], levels)
+            report["concurrency"]["prompts"] = len(sweep_prompts)
 
     report["targets"] = check_targets(report)
     report["machine"]["load_average_at_end"] = list(os.getloadavg())
@@ -169,7 +171,7 @@ def load_transformers(profile: Path, k: int) -> dict:
 
 
 def sweep(ours, labels: list[str], levels: list[int]) -> dict:
-    """Throughput of every method at each concurrency (all prompts, at most c decoding together)."""
+    """Throughput of every method at each concurrency (the sweep's prompts, at most c decoding together)."""
     tokens_per_s = {label: [] for label in labels}
     for c in levels:
         for label in labels:
