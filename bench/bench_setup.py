@@ -16,10 +16,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # CPU-sized speculation settings: verification cost grows with the tokens per forward on a CPU, so the trees are
 # much smaller than TensorRT-LLM's GPU default (mc_sim_7b_63).
 MEDUSA_CHOICES = [[0], [1], [2], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 0, 0, 0]]
-EAGLE_CHOICES = [[0], [1], [2], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 0, 0, 0],
-                 [0, 0, 0, 1], [0, 0, 0, 0, 0]]
-EAGLE_LAYERS = 5
-LOOKAHEAD = (4, 3, 4)  # (W, N, G)
+EAGLE_CHOICES = [[0], [1], [0, 0], [0, 1], [0, 0, 0], [0, 0, 0, 0]]
+EAGLE_LAYERS = 4
+EAGLE2_TOP_K, EAGLE2_NODES = 3, 10
+LOOKAHEAD = (3, 3, 2)  # (W, N, G): 8 draft tokens per step
 
 
 @dataclass
@@ -42,7 +42,7 @@ def method_specs(profile_dir: Path, k: int) -> list[MethodSpec]:
     medusa_cfg = json.loads((profile_dir / "medusa" / "config.json").read_text())
     medusa_choices = [c for c in MEDUSA_CHOICES if len(c) <= medusa_cfg["medusa_num_heads"]]
     w, n, g = LOOKAHEAD
-    top_k, eagle2_nodes = 3, 12
+    top_k, eagle2_nodes = EAGLE2_TOP_K, EAGLE2_NODES
     return [
         MethodSpec("autoregressive", "none"),
         MethodSpec("draft_target", "draft_target", {"num_draft_tokens": k}, k, needs_draft=True),
