@@ -45,7 +45,7 @@ def parse_args(argv=None):
     ap.add_argument("--prompt-len", type=int, default=96)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--k", type=int, default=4, help="draft length for draft-target and prompt lookup")
-    ap.add_argument("--rounds", type=int, default=2, help="timed rounds per method at concurrency 1 (min is kept)")
+    ap.add_argument("--rounds", type=int, default=3, help="timed rounds per method at concurrency 1 (min is kept)")
     ap.add_argument("--concurrency", default="1,2,4,8,16", help="in-flight batch sizes for the sweep ('' to skip)")
     ap.add_argument("--methods", default="", help="comma-separated subset of methods (default: all)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared: 1 is steadier)")
