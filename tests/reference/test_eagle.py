@@ -173,7 +173,8 @@ def test_choices_deeper_than_eagle_layers_are_a_user_error(engines):
 
 @pytest.mark.skipif(not (SHIPPED_TINY / "eagle").is_dir(), reason="checkpoints/tiny (the zoo) is not built yet")
 @pytest.mark.parametrize("dynamic", [False, True])
-def test_greedy_eagle_on_shipped_tiny_model(tmp_path, dynamic):
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_greedy_eagle_on_shipped_tiny_model(tmp_path, dynamic, batch_size):
     target = SHIPPED_TINY / "target"
     decoding = {"use_dynamic_tree": True, "dynamic_tree_max_top_k": 4} if dynamic else {}
     extra = {"num_eagle_layers": 4, "max_non_leaves_per_layer": 10}
@@ -182,8 +183,11 @@ def test_greedy_eagle_on_shipped_tiny_model(tmp_path, dynamic):
                         extra_dirs={"eagle": SHIPPED_TINY / "eagle"}, max_seq_len=256, max_input_len=128)
     vocab = ar.vocab_size
     expected = [r.output_ids for r in run(ar, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=8)]
-    results = run(eagle, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=8)
+    results = run(eagle, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=batch_size)
     assert [r.output_ids for r in results] == expected
+    # a trained head: drafts are really accepted (catches a feature/position misalignment that exactness would not)
+    steps = sum(r.stats.steps for r in results)
+    assert sum(r.stats.total_accepted_draft_tokens for r in results) / steps > 1.0
 
 
 def test_static_draft_equals_cache_free_recomputation(engines):

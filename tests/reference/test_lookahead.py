@@ -227,12 +227,13 @@ def test_sampling_is_lossless(engines, monkeypatch):
 
 
 @pytest.mark.skipif(not (SHIPPED_TINY / "target").is_dir(), reason="checkpoints/tiny (the zoo) is not built yet")
-def test_greedy_lookahead_on_shipped_tiny_model(tmp_path):
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_greedy_lookahead_on_shipped_tiny_model(tmp_path, batch_size):
     target = SHIPPED_TINY / "target"
     ar = make_engine(tmp_path / "ar", target, "none", max_seq_len=256, max_input_len=128)
     la = make_engine(tmp_path / "la", target, "lookahead", decoding=_decoding(4, 4, 4), max_draft_len=23,
                      max_seq_len=256, max_input_len=128)
     vocab = ar.vocab_size
     expected = [r.output_ids for r in run(ar, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=8)]
-    results = run(la, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=8)
+    results = run(la, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=batch_size)
     assert [r.output_ids for r in results] == expected
