@@ -219,3 +219,51 @@ def test_static_draft_equals_cache_free_recomputation(engines):
                 assert tokens[node] == int(torch.topk(logits, rank + 1).indices[rank])
                 checked += 1
     assert checked > 20
+
+
+def test_dynamic_expansion_follows_eagle2():
+    """EAGLE-2 on a synthetic drafter (log-probs a fixed function of the node's token): depth 1 is the root's top-K;
+    each deeper level expands exactly the top-K nodes of the level above by cumulative log-prob, each into its own
+    top-K children; K + K*K*(D-1) nodes are drafted and the best `size` of them (by score) are kept."""
+    k, depth, vocab, size = 3, 4, 9, 20
+    gen = torch.Generator().manual_seed(0)
+    table = torch.log_softmax(torch.randn(vocab + 1, vocab, generator=gen) * 2, dim=-1)  # row = parent token
+
+    method = Eagle.__new__(Eagle)
+    method.top_k, method.max_draft_len = k, size
+    drafted: list[_Growing] = []
+
+    def fake_expand(kv, rows, expand):
+        for g, nodes in zip(rows, expand):
+            for n in nodes:
+                g.logprobs[n] = table[g.tokens[n]]
+
+    method._expand = fake_expand
+    g = _Growing(root_feature=torch.zeros(1), root_position=0, tokens=[vocab])
+    g.logprobs[0] = table[vocab]
+    original_rerank = Eagle._rerank
+
+    def spy_rerank(grown, n):
+        drafted.append(grown)
+        return original_rerank(grown, n)
+
+    method._rerank = spy_rerank
+    (draft,) = method._grow_dynamic(None, [g], [depth])
+    grown = drafted[0]
+    assert len(grown.tokens) - 1 == k + k * k * (depth - 1)
+    by_depth = {d: [n for n in range(1, len(grown.tokens)) if grown.depths[n] == d] for d in range(1, depth + 1)}
+    assert sorted(grown.tokens[n] for n in by_depth[1]) == sorted(torch.topk(table[vocab], k).indices.tolist())
+    for d in range(1, depth):
+        parents = {grown.parents[n] for n in by_depth[d + 1]}
+        best = sorted(by_depth[d], key=lambda n: -grown.scores[n])[:k]
+        assert parents == set(best)
+        for p in parents:
+            children = [n for n in by_depth[d + 1] if grown.parents[n] == p]
+            assert sorted(grown.tokens[c] for c in children) == sorted(torch.topk(table[grown.tokens[p]], k).indices.tolist())
+            for c in children:
+                assert abs(grown.scores[c] - grown.scores[p] - float(table[grown.tokens[p], grown.tokens[c]])) < 1e-5
+    assert draft.tree.num_draft_tokens == size
+    tokens_kept = sorted(draft.tokens[1:])
+    expected = sorted(grown.tokens[n] for n in sorted(range(1, len(grown.tokens)),
+                                                      key=lambda n: (-grown.scores[n], grown.depths[n], n))[:size])
+    assert tokens_kept == expected
