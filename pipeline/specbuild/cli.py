@@ -110,10 +110,6 @@ def schema() -> None:
     click.echo(json.dumps(Recipe.model_json_schema(), indent=2))
 
 
-def _not_yet(name: str, issue: str):
-    raise UserError(f"specbuild {name} is not implemented yet ({issue}); use `specbuild plan` to see what it will do")
-
-
 @cli.command()
 @_recipe_arg()
 @_layout_options
@@ -144,26 +140,107 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
         raise click.exceptions.Exit(code)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def serve() -> None:
-    """Start tritonserver on a model repository (not implemented yet).
+def _port(value: int | None) -> int | None:
+    return None if value in (None, 0) else value
+
+
+@cli.command()
+@click.argument("repository", type=click.Path(path_type=Path))
+@click.option("--tritonserver", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="tritonserver binary (default: /opt/tritonserver, then PATH, then the nvidia-pytriton one).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address the server binds (loopback by default; 0.0.0.0 exposes it to the network).")
+@click.option("--http-port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="0: a free port.")
+@click.option("--grpc-port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="0: a free port.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True,
+              help="0: a free port.")
+@click.option("--model-control", type=click.Choice(["none", "explicit"]), default="none", show_default=True,
+              help="explicit: load only the --load-model models (an ensemble pulls in its steps).")
+@click.option("--load-model", "load_models", multiple=True, metavar="MODEL",
+              help="A model to load with --model-control explicit (repeatable).")
+@click.option("--log", "log_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Server log file (default: a temporary file, printed).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="Seconds to wait for every model to be ready.")
+def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int, grpc_port: int, metrics_port: int,
+          model_control: str, load_models: tuple[str, ...], log_path: Path | None, timeout_s: float) -> None:
+    """Serve a Triton model repository with tritonserver until Ctrl-C.
 
     \b
-    Example:
+    Waits until every model reports ready on its own endpoint, prints the endpoints, and stops the server (by
+    its PID) on Ctrl-C. When a model fails to load it prints each model's error in plain words and exits 2.
+    Examples:
       specbuild serve triton_repo/demo
+      specbuild serve triton_repo/demo-baseline --http-port 9000 --grpc-port 9001 --metrics-port 9002
+      specbuild serve triton_repo/gpu --model-control explicit --load-model preprocessing --load-model postprocessing
     """
-    _not_yet("serve", "see issue 6")
+    from rich.console import Console
+
+    from specbuild.validate.serve_command import serve_until_interrupted
+
+    if load_models and model_control != "explicit":
+        raise UserError("--load-model needs --model-control explicit")
+    code = serve_until_interrupted(repository, tritonserver=tritonserver, host=host, http_port=_port(http_port),
+                                   grpc_port=_port(grpc_port), metrics_port=_port(metrics_port),
+                                   model_control=model_control, load_models=list(load_models), log_path=log_path,
+                                   timeout_s=timeout_s, console=Console(stderr=True), out=Console())
+    if code:
+        raise click.exceptions.Exit(code)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def validate() -> None:
-    """Run the validation suite against a running server (not implemented yet).
+@cli.command()
+@_recipe_arg()
+@click.option("--url", required=True, metavar="HOST:PORT", help="HTTP endpoint of the speculative deployment.")
+@click.option("--grpc-url", default=None, metavar="HOST:PORT", help="Its gRPC endpoint (gRPC checks need it).")
+@click.option("--baseline-url", default=None, metavar="HOST:PORT",
+              help="HTTP endpoint of the baseline (the same target without speculation: triton_repo/<name>-baseline).")
+@click.option("--baseline-grpc-url", default=None, metavar="HOST:PORT", help="The baseline's gRPC endpoint.")
+@click.option("--model", default=None, help="Model to generate with (default: the recipe's: the BLS for "
+              "draft-target and prompt lookup, else ensemble).")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Write report.json, junit.xml, report.md and PNG plots into this folder.")
+@click.option("--checks", default=None, metavar="NAMES",
+              help="Comma-separated subset: health,functional,lossless,sampling,acceptance,performance,bad_input,load.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON on stdout.")
+def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | None, baseline_grpc_url: str | None,
+             model: str | None, report_dir: Path | None, checks: str | None, as_json: bool) -> None:
+    """Run the validation suite against running servers; exit 0 only when every gate holds.
 
     \b
-    Example:
-      specbuild validate recipes/demo.yaml --url 127.0.0.1:8000
+    Checks: health, functional (text, limits, stop words, streaming), lossless (greedy vs baseline, token for
+    token), sampling (distribution vs baseline), acceptance, performance (concurrency sweep, speedup, crossover),
+    bad input, load. Exit code: 0 all gates hold, 1 a gate fails (summary printed), 2 user errors.
+    Examples:
+      specbuild validate recipes/demo.yaml --url 127.0.0.1:8000 --grpc-url 127.0.0.1:8001 \\
+          --baseline-url 127.0.0.1:9000 --baseline-grpc-url 127.0.0.1:9001 --report reports/demo
+      specbuild validate recipes/demo.yaml --url 127.0.0.1:8000 --checks health,functional,bad_input
     """
-    _not_yet("validate", "see issue 6")
+    from rich.console import Console
+
+    from specbuild.recipe import load_recipe
+    from specbuild.validate import Endpoints, SuiteOptions, run_validation
+    from specbuild.validate.report.json_report import clean
+    from specbuild.validate.report.terminal import print_result, progress_bar
+
+    r = load_recipe(recipe, check_files=False)
+    target = Endpoints.parse(url, grpc_url, model)
+    if baseline_grpc_url and not baseline_url:
+        raise UserError("--baseline-grpc-url needs --baseline-url (the baseline's HTTP endpoint)")
+    baseline = Endpoints.parse(baseline_url, baseline_grpc_url, http_option="--baseline-url",
+                               grpc_option="--baseline-grpc-url") if baseline_url else None
+    options = SuiteOptions(checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None)
+    with progress_bar(Console(stderr=True)) as progress:
+        result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress)
+    out = Console(stderr=as_json)
+    print_result(result, out)
+    if result.report_files:
+        out.print(f"report: {result.report_files[0].parent}")
+    if as_json:
+        click.echo(json.dumps(clean(result.to_dict()), indent=2))
+    if not result.passed:
+        for c in result.failures:
+            click.echo(f"FAILED {c.name}: {c.summary}", err=True)
+        raise click.exceptions.Exit(1)
 
 
 @cli.command()

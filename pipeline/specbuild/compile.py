@@ -49,8 +49,10 @@ def build_reference_engines(recipe: Recipe, layout: Layout, progress: Callable[[
     for role in roles(recipe):
         target_role = role == "target"
         limits = engine_limits(recipe, role)
+        # The builder adds max_draft_len (+ EAGLE layers) and raises max_num_tokens itself, as trtllm-build does:
+        # give it the recipe's values (max_num_tokens as clipped for a plain engine).
         recipe_limits = dict(limits, max_seq_len=recipe.build.max_seq_len,
-                             max_num_tokens=recipe.build.max_num_tokens or 8192)
+                             max_num_tokens=engine_limits(recipe, "baseline")["max_num_tokens"])
         model_dir = recipe.resolve(recipe.speculation.checkpoint) if role == "draft" else recipe.model_dir
         progress(f"{role} engine")
         path = build_engine(
@@ -106,15 +108,16 @@ def serve_and_validate(recipe: Recipe, layout: Layout, options: CompileOptions, 
     from specbuild.serve.tritonserver import TritonServer
     from specbuild.validate import Endpoints, run_validation
 
-    if recipe.runtime != "reference":
-        raise UserError("compile validates tensorrt-llm repositories by serving them on this machine's GPUs; "
-                        "start the server with the repository's launch_triton.sh, then run `specbuild validate` "
-                        "(or pass --no-validate)")
+    from specbuild.triton.launch import SCRIPT_NAME
+
+    gpu = recipe.runtime != "reference"
     with contextlib.ExitStack() as stack:
         servers = {}
         for role in ["target"] + (["baseline"] if recipe.builds_baseline else []):
-            with stages.stage(f"serve {layout.repository(role)}"):
-                server = TritonServer(layout.repository(role), binary=options.tritonserver,
+            repo = layout.repository(role)
+            with stages.stage(f"serve {repo}"):
+                # GPU repositories start through their launch script (MPI ranks, orchestrator mode).
+                server = TritonServer(repo, binary=options.tritonserver, launcher=repo / SCRIPT_NAME if gpu else None,
                                       log_path=layout.report / f"tritonserver-{role}.log")
                 stack.enter_context(server)
                 servers[role] = server

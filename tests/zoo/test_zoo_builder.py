@@ -96,3 +96,23 @@ def test_unknown_profile_is_a_user_error():
 
     with pytest.raises(UserError, match="unknown zoo profile"):
         ensure_profile("huge")
+
+
+def test_deterministic_and_resumable(micro, tmp_path):
+    """A fresh build with only the Medusa schedule changed reproduces every other file byte for byte;
+    resuming from the first build retrains only Medusa and reproduces the fresh build's Medusa file."""
+    import dataclasses
+
+    changed = dataclasses.replace(MICRO, medusa_train=dataclasses.replace(MICRO.medusa_train, steps=3))
+    fresh = build(changed, tmp_path / "fresh")
+    resumed = build(changed, tmp_path / "resumed", resume_from=micro)
+    a, b, c = (manifest.read(f)["files"] for f in (micro, fresh, resumed))
+    weights = [n for n in a if n.endswith((".safetensors", ".bin", ".json")) and n != "manifest.json"]
+    for name in weights:
+        if name.startswith("medusa/") and name.endswith(".safetensors"):
+            assert a[name]["sha256"] != b[name]["sha256"]
+        else:
+            assert a[name]["sha256"] == b[name]["sha256"], name
+        assert b[name]["sha256"] == c[name]["sha256"], name
+    assert manifest.read(resumed)["reused_stages"]["stages"] == ["target", "draft", "eagle"]
+    assert manifest.read(fresh)["reused_stages"] is None

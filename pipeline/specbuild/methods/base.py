@@ -75,6 +75,10 @@ class Method:
         """Method parameters of the `tensorrt_llm` model's config.pbtxt (repository fact sheet §2.1)."""
         return {}
 
+    def bls_parameters(self, recipe: Recipe) -> dict[str, str]:
+        """tensorrt_llm_bls parameters of a BLS-driven method: how the BLS drafts (repository fact sheet §4)."""
+        return {}
+
     def reference_decoding(self, recipe: Recipe) -> dict[str, Any]:
         """Runtime defaults the reference engine folder records under specbuild.decoding."""
         return {}

@@ -90,6 +90,12 @@ class DraftTarget(Method):
     def speculative_dirs(self, recipe) -> dict:
         return {}
 
+    def bls_parameters(self, recipe) -> dict[str, str]:
+        spec: DraftTargetConfig = recipe.speculation
+        return {"tensorrt_llm_draft_model_name": "tensorrt_llm_draft", "speculative_method": "draft_target",
+                "default_num_draft_tokens": str(spec.num_draft_tokens),
+                "default_use_draft_logits": "true" if spec.use_draft_logits else "false"}
+
     def reference_decoding(self, recipe) -> dict:
         spec: DraftTargetConfig = recipe.speculation
         return {"num_draft_tokens": spec.num_draft_tokens, "use_draft_logits": spec.use_draft_logits}

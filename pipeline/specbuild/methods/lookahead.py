@@ -67,5 +67,6 @@ class Lookahead(Method):
 
     def reference_decoding(self, recipe) -> dict:
         spec: LookaheadConfig = recipe.speculation
-        return {"window_size": spec.window_size, "ngram_size": spec.ngram_size,
-                "verification_set_size": spec.verification_set_size}
+        # the same keys as the tensorrt_llm model's parameters (the reference runtime reads either)
+        return {"lookahead_window_size": spec.window_size, "lookahead_ngram_size": spec.ngram_size,
+                "lookahead_verification_set_size": spec.verification_set_size}

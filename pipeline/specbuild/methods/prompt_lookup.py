@@ -42,6 +42,11 @@ class PromptLookup(Method):
             yield Finding(("build", "use_paged_context_fmha"), "prompt lookup needs KV-cache reuse, which needs paged "
                           "context FMHA — set use_paged_context_fmha: true")
 
+    def bls_parameters(self, recipe) -> dict[str, str]:
+        spec: PromptLookupConfig = recipe.speculation
+        return {"speculative_method": "prompt_lookup", "default_num_draft_tokens": str(spec.max_draft_len),
+                "max_matching_ngram_size": str(spec.max_matching_ngram_size)}
+
     def reference_decoding(self, recipe) -> dict:
         spec: PromptLookupConfig = recipe.speculation
         return {"max_draft_len": spec.max_draft_len, "max_matching_ngram_size": spec.max_matching_ngram_size}

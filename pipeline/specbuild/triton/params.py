@@ -81,25 +81,37 @@ def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> 
     return params
 
 
+def preprocessing_parameters(recipe: Recipe) -> dict[str, str]:
+    """preprocessing parameters (§1.5). multimodal_model_path is present and empty: text only."""
+    return {"tokenizer_dir": str(recipe.tokenizer_dir), "add_special_tokens": "true", "multimodal_model_path": ""}
+
+
+def postprocessing_parameters(recipe: Recipe) -> dict[str, str]:
+    """postprocessing parameters (§1.6)."""
+    return {"tokenizer_dir": str(recipe.tokenizer_dir), "skip_special_tokens": "true"}
+
+
 def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
-    """tensorrt_llm_bls parameters (§1.8) plus specbuild's drafting defaults for BLS-driven methods."""
+    """tensorrt_llm_bls parameters (§1.8) plus specbuild's drafting defaults for BLS-driven methods.
+
+    exclude_input_in_output: what the BLS returns when a request does not say (the core models of BLS-driven
+    methods always return the input; the BLS strips it)."""
     method = method_for(recipe)
     params = {
         "accumulate_tokens": "false",
         "tensorrt_llm_model_name": "tensorrt_llm",
+        "exclude_input_in_output": "true" if recipe.triton.exclude_input_in_output else "false",
+        "tensorrt_llm_decoupled": "true" if core_decoupled(recipe, role) else "false",
     }
     if role != "target":
         return params
     spec = recipe.speculation
-    if method.needs_draft_engine:
-        params["tensorrt_llm_draft_model_name"] = "tensorrt_llm_draft"
-        params["speculative_method"] = "draft_target"
-        params["default_num_draft_tokens"] = str(spec.num_draft_tokens)
-        params["default_use_draft_logits"] = "true" if spec.use_draft_logits else "false"
-    elif method.name == "prompt_lookup":
-        params["speculative_method"] = "prompt_lookup"
-        params["default_num_draft_tokens"] = str(spec.max_draft_len)
-        params["max_matching_ngram_size"] = str(spec.max_matching_ngram_size)
+    if bls_driven(recipe, role):
+        # the BLS checks up front that every round's prompt (the text so far) fits the engines
+        params["max_draft_len"] = str(method.max_draft_len(spec))
+        params["max_input_len"] = str(recipe.build.max_input_len)
+        params["max_seq_len"] = str(recipe.build.max_seq_len)
+    params.update(method.bls_parameters(recipe))
     return params
 
 

@@ -25,7 +25,7 @@ def cache_root() -> Path:
 def profile_folder_problems(folder: Path, profile_name: str) -> list[str]:
     """Why `folder` is not a complete, current build of `profile_name` ([] when it is)."""
     from specbuild.zoo import manifest
-    from specbuild.zoo.build import BUILDER_VERSION
+    from specbuild.zoo.build import BUILDER_VERSION, STAGE_VERSIONS
     from specbuild.zoo.profiles import get_profile
 
     recorded = manifest.read(folder)
@@ -36,6 +36,8 @@ def profile_folder_problems(folder: Path, profile_name: str) -> list[str]:
         problems.append(f"profile is {recorded.get('profile')!r}, not {profile_name!r}")
     if recorded.get("builder_version") != BUILDER_VERSION:
         problems.append(f"builder_version {recorded.get('builder_version')} != {BUILDER_VERSION}")
+    if recorded.get("stage_versions") != STAGE_VERSIONS:
+        problems.append(f"stage_versions {recorded.get('stage_versions')} != {STAGE_VERSIONS}")
     if recorded.get("profile_config") != get_profile(profile_name).as_dict():
         problems.append("profile settings changed since this folder was built")
     return problems + manifest.mismatches(folder, recorded)

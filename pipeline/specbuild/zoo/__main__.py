@@ -19,13 +19,15 @@ def cli() -> None:
 @click.option("--profile", "profile_name", required=True, help="tiny | small | micro")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="output folder (replaced)")
 @click.option("--threads", type=int, default=None, help="torch threads (default: min(2, cpus))")
-def build_cmd(profile_name: str, out: str, threads: int | None) -> None:
+@click.option("--resume-from", type=click.Path(exists=True, file_okay=False), default=None,
+              help="an earlier build folder: reuse its stages whose settings and code versions match")
+def build_cmd(profile_name: str, out: str, threads: int | None, resume_from: str | None) -> None:
     """Train every model of PROFILE from scratch and write it to OUT."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from specbuild.zoo.build import build, main_progress
     from specbuild.zoo.profiles import get_profile
 
-    folder = build(get_profile(profile_name), out, main_progress, threads)
+    folder = build(get_profile(profile_name), out, main_progress, threads, resume_from)
     click.echo(str(folder))
 
 
@@ -46,7 +48,15 @@ def verify_cmd(folder: str) -> None:
     click.echo(f"{folder}: {len(recorded['files'])} files match manifest.json")
 
 
+def _exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so an interrupted build removes its .partial folder."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
+
+
 def main() -> None:
+    _exit_on_sigterm()
     try:
         cli(standalone_mode=False)
     except UserError as e:

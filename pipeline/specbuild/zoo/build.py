@@ -28,8 +28,20 @@ from specbuild.zoo import data, distill, evaluate, manifest, target as target_mo
 from specbuild.zoo.profiles import Profile
 from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
 
-# Bump when anything that changes the built files changes (training code, layouts, defaults).
+# Bump BUILDER_VERSION when layouts, evaluation or the manifest change; bump a stage's version when the
+# code that trains it changes (stage versions decide whether --resume-from may reuse a stage).
 BUILDER_VERSION = 1
+STAGE_VERSIONS = {"target": 1, "draft": 2, "medusa": 2, "eagle": 2}
+_TARGET_SETTINGS = ("corpus_max_bytes", "vocab_size", "seq_len", "target", "target_train",
+                    "max_position_embeddings", "storage_dtype", "seed")
+_TEACHER_SETTINGS = ("teacher_prompts", "teacher_prompt_len", "teacher_new_tokens", "teacher_corpus_blocks")
+STAGE_SETTINGS = {
+    "target": _TARGET_SETTINGS,
+    "draft": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("draft", "draft_train"),
+    "medusa": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("medusa_heads", "medusa_train"),
+    "eagle": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("eagle_train",),
+}
+STAGES_FILE = "stages.json"   # progress record inside a partial folder; removed before the manifest
 
 Progress = Callable[[str], None]
 
@@ -63,11 +75,13 @@ def _portable_hf_config(folder: Path, dtype: str) -> None:
 def _save_causal_lm(model, tokenizer, folder: Path, dtype: torch.dtype) -> None:
     from transformers import GenerationConfig
 
-    model.generation_config = GenerationConfig(
+    import copy
+
+    stored = copy.deepcopy(model).to(dtype)  # .to() would also round buffers (rotary inv_freq) in place
+    stored.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id, do_sample=False)
-    model.to(dtype).save_pretrained(str(folder))
-    model.float()
+    stored.save_pretrained(str(folder))
     save_tokenizer(tokenizer, folder)
     _portable_hf_config(folder, str(dtype).removeprefix("torch."))
 
@@ -76,14 +90,65 @@ def _params(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def build(profile: Profile, out: str | Path, progress: Progress | None = None, threads: int | None = None) -> Path:
-    """Build `profile` into `out` (replacing it). Returns the folder."""
+def stage_key(profile_config: dict, stage: str, version: int | None = None) -> str:
+    """What a stage's output depends on: its settings and its code version (default: the current one)."""
+    import hashlib
+
+    settings = {k: profile_config.get(k) for k in STAGE_SETTINGS[stage]}
+    version = STAGE_VERSIONS[stage] if version is None else version
+    blob = json.dumps({"settings": settings, "stage_version": version}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class StageSource:
+    """Completed stages of an earlier build (a finished folder or a partial one) that may be reused.
+
+    Every stage is deterministic given its settings, so reusing one gives the files a fresh run would
+    write on the same machine and versions; the manifest lists the reused stages and their source.
+    """
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        record = manifest.read(self.folder) or _read_stages(self.folder) or {}
+        self.profile_config = record.get("profile_config") or {}
+        self.builder_version = record.get("builder_version")
+        if "models" in record:  # a finished folder: stats live in the manifest
+            self.stats = {k: v["training"] for k, v in record["models"].items() if "training" in v}
+        else:
+            self.stats = record.get("stats", {})
+        self.timings = record.get("timings_seconds", {})
+        self.stage_keys = record.get("stage_keys", {})
+        self.stage_versions = record.get("stage_versions") or {}  # absent: builds before versions (= 1)
+
+    def has(self, stage: str, profile: Profile) -> bool:
+        recorded_key = self.stage_keys.get(stage) or (
+            stage_key(self.profile_config, stage, self.stage_versions.get(stage, 1)) if self.profile_config else None)
+        return (self.builder_version == BUILDER_VERSION and stage in self.stats
+                and (self.folder / stage).is_dir() and recorded_key == stage_key(profile.as_dict(), stage))
+
+
+def _read_stages(folder: Path) -> dict | None:
+    path = Path(folder) / STAGES_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def build(profile: Profile, out: str | Path, progress: Progress | None = None, threads: int | None = None,
+          resume_from: str | Path | None = None) -> Path:
+    """Build `profile` into `out` (replacing it). Returns the folder.
+
+    `resume_from`: an earlier build folder whose stages with identical settings and code versions are
+    copied instead of retrained (e.g. after changing only the Medusa schedule). A failed or interrupted
+    build removes its `.partial-*` folder; only a hard-killed one leaves it (with `stages.json`) to resume from.
+    """
     out = Path(out).resolve()
     partial = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
+    source = StageSource(Path(resume_from)) if resume_from else None
+    saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
     try:
-        summary = _build_into(profile, partial, progress or (lambda _m: None), threads)
+        summary = _build_into(profile, partial, progress or (lambda _m: None), threads, source)
+        (partial / STAGES_FILE).unlink(missing_ok=True)
         manifest.write(partial, summary)
         if out.exists():
             shutil.rmtree(out)
@@ -91,12 +156,17 @@ def build(profile: Profile, out: str | Path, progress: Progress | None = None, t
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    finally:  # leave the caller's torch settings as they were (ensure_profile runs inside benchmarks)
+        torch.set_num_threads(saved[0])
+        torch.use_deterministic_algorithms(saved[1])
+        torch.set_flush_denormal(False)
     return out
 
 
-def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None) -> dict:
-    from specbuild.heads.eagle import EagleHead, save_eagle_head
-    from specbuild.heads.medusa import MedusaHeads, save_medusa_heads
+def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None,
+                source: StageSource | None = None) -> dict:
+    from specbuild.heads.eagle import EagleHead, load_eagle_head, save_eagle_head
+    from specbuild.heads.medusa import MedusaHeads, load_medusa_heads, save_medusa_heads
 
     from transformers.utils import logging as hf_logging
 
@@ -105,12 +175,31 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
     threads = threads or min(2, os.cpu_count() or 1)
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
+    torch.set_flush_denormal(True)  # denormals make late training steps several times slower on x86
     seeds = _seeds(profile)
     storage = getattr(torch, profile.storage_dtype)
     timings: dict[str, float] = {}
 
+    stats: dict[str, dict] = {}
+    reused: list[str] = []
+
     def timed(label: str, t0: float) -> None:
         timings[label] = round(time.perf_counter() - t0, 1)
+        if label in STAGE_VERSIONS:
+            (root / STAGES_FILE).write_text(json.dumps({
+                "builder_version": BUILDER_VERSION, "profile_config": profile.as_dict(), "stats": stats,
+                "timings_seconds": timings, "stage_versions": STAGE_VERSIONS,
+                "stage_keys": {k: stage_key(profile.as_dict(), k) for k in stats}}))
+
+    def reuse(stage: str) -> bool:
+        if source is None or not source.has(stage, profile):
+            return False
+        shutil.copytree(source.folder / stage, root / stage)
+        stats[stage] = source.stats[stage]
+        timings[stage] = source.timings.get(stage, 0.0)
+        reused.append(stage)
+        say(f"{stage}: reused from {source.folder}")
+        return True
 
     # 1. corpus and tokenizer
     t0 = time.perf_counter()
@@ -125,51 +214,57 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
 
     # 2. target
     t0 = time.perf_counter()
-    target = target_mod.new_model(profile.target, profile, tokenizer, seeds["target_init"])
-    target_blocks = data.blocks(train_stream, profile.seq_len + 1)
-    target_stats = target_mod.train_target(target, target_blocks, profile, seeds["target_data"], say)
-    _round_to_storage(target, storage)
-    _save_causal_lm(target, tokenizer, root / "target", storage)
-    timed("target", t0)
+    if reuse("target"):
+        target = load_causal_lm(root / "target")
+    else:
+        target = target_mod.new_model(profile.target, profile, tokenizer, seeds["target_init"])
+        target_blocks = data.blocks(train_stream, profile.seq_len + 1)
+        stats["target"] = target_mod.train_target(target, target_blocks, profile, seeds["target_data"], say)
+        _save_causal_lm(target, tokenizer, root / "target", storage)
+        timed("target", t0)
+        target = load_causal_lm(root / "target")  # downstream stages see exactly the shipped target
+    pending = [s for s in ("draft", "medusa", "eagle") if not reuse(s)]
 
     # 3. teacher data: the target's greedy continuations + corpus rows, with its features
-    t0 = time.perf_counter()
-    g = torch.Generator().manual_seed(seeds["teacher_prompts"])
-    prompts = data.prompts(train_stream, profile.teacher_prompts, profile.teacher_prompt_len, g)
-    length = profile.teacher_prompt_len + profile.teacher_new_tokens
-    corpus_rows = data.prompts(train_stream, profile.teacher_corpus_blocks, length, g)
-    teacher_data = teacher.build_teacher_data(target, prompts, profile.teacher_new_tokens, corpus_rows)
-    timed("teacher_data", t0)
-    say(f"teacher data: {teacher_data.tokens.shape[0]} rows x {teacher_data.tokens.shape[1]} tokens "
-        f"({timings['teacher_data']}s)")
+    if pending:
+        teacher_data = _teacher_data(target, train_stream, profile, seeds, say, timings)
 
     # 4. draft model, distilled
-    t0 = time.perf_counter()
-    draft = target_mod.new_model(profile.draft, profile, tokenizer, seeds["draft_init"])
-    draft_stats = distill.train_draft(draft, teacher_data, profile.draft_train, seeds["draft_data"], say)
-    _round_to_storage(draft, storage)
-    _save_causal_lm(draft, tokenizer, root / "draft", storage)
-    timed("draft", t0)
+    if "draft" in pending:
+        t0 = time.perf_counter()
+        draft = target_mod.new_model(profile.draft, profile, tokenizer, seeds["draft_init"])
+        stats["draft"] = distill.train_draft(draft, teacher_data, profile.draft_train, seeds["draft_data"], say)
+        _round_to_storage(draft, storage)
+        _save_causal_lm(draft, tokenizer, root / "draft", storage)
+        timed("draft", t0)
+    else:
+        draft = load_causal_lm(root / "draft")
 
     # 5. Medusa heads, self-distilled
-    t0 = time.perf_counter()
-    torch.manual_seed(seeds["medusa_init"])
-    heads = MedusaHeads(profile.target.hidden, profile.vocab_size, num_heads=profile.medusa_heads, num_layers=1)
-    medusa_stats = distill.train_medusa(heads, teacher_data, profile.medusa_train, seeds["medusa_data"], say)
-    _round_to_storage(heads, storage)
-    save_medusa_heads(heads, root / "medusa", dtype=storage, base_model_name_or_path="../target")
-    timed("medusa", t0)
+    if "medusa" in pending:
+        t0 = time.perf_counter()
+        torch.manual_seed(seeds["medusa_init"])
+        heads = MedusaHeads(profile.target.hidden, profile.vocab_size, num_heads=profile.medusa_heads, num_layers=1)
+        stats["medusa"] = distill.train_medusa(heads, teacher_data, profile.medusa_train, seeds["medusa_data"], say)
+        _round_to_storage(heads, storage)
+        save_medusa_heads(heads, root / "medusa", dtype=storage, base_model_name_or_path="../target")
+        timed("medusa", t0)
+    else:
+        heads = load_medusa_heads(root / "medusa")
 
     # 6. EAGLE-1 head
-    t0 = time.perf_counter()
-    torch.manual_seed(seeds["eagle_init"])
-    eagle = EagleHead.for_target(target.config)
-    distill.init_eagle_head(eagle, target)
-    eagle_stats = distill.train_eagle(eagle, teacher_data, profile.eagle_train, seeds["eagle_data"], say)
-    _round_to_storage(eagle, storage)
-    save_eagle_head(eagle, root / "eagle", dtype=storage)
-    timed("eagle", t0)
-    del teacher_data
+    if "eagle" in pending:
+        t0 = time.perf_counter()
+        torch.manual_seed(seeds["eagle_init"])
+        eagle = EagleHead.for_target(target.config)
+        distill.init_eagle_head(eagle, target)
+        stats["eagle"] = distill.train_eagle(eagle, teacher_data, profile.eagle_train, seeds["eagle_data"], say)
+        _round_to_storage(eagle, storage)
+        save_eagle_head(eagle, root / "eagle", dtype=storage)
+        timed("eagle", t0)
+    else:
+        eagle = load_eagle_head(root / "eagle", target)
+    teacher_data = None
 
     # 7. quality, measured on the stored weights and held-out prompts
     t0 = time.perf_counter()
@@ -184,22 +279,25 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
                                          "pad": [tokenizer.pad_token, tokenizer.pad_token_id]},
                       "notes": "<s> is prepended by the tokenizer; </s> ends every training document; pad = eos"},
         "target": {"path": "target", "format": "hf LlamaForCausalLM", "params": _params(target),
-                   "shape": profile.target.as_dict(), "training": target_stats},
+                   "shape": profile.target.as_dict(), "training": stats["target"]},
         "draft": {"path": "draft", "format": "hf LlamaForCausalLM", "params": _params(draft),
-                  "shape": profile.draft.as_dict(), "training": draft_stats,
+                  "shape": profile.draft.as_dict(), "training": stats["draft"],
                   "objective": "KL to the target's next-token distribution on target continuations + corpus"},
         "medusa": {"path": "medusa", "format": "Medusa heads (TensorRT-LLM --medusa_model_dir)",
                    "params": _params(heads), "num_heads": profile.medusa_heads, "num_layers": 1,
-                   "training": medusa_stats, "objective": "self-distillation: head k matches the target at t+1+k"},
+                   "training": stats["medusa"], "objective": "self-distillation: head k matches the target at t+1+k"},
         "eagle": {"path": "eagle", "format": "EAGLE-1 head (TensorRT-LLM --eagle_model_dir)",
                   "params": _params(eagle), "trainable_params": _params(eagle) - eagle.embed_tokens.weight.numel(),
-                  "training": eagle_stats,
+                  "training": stats["eagle"],
                   "objective": "SmoothL1 feature regression + 0.1 x soft CE through the target's lm_head"},
     }
     return {
         "profile": profile.name,
         "builder_version": BUILDER_VERSION,
         "profile_config": profile.as_dict(),
+        "stage_versions": STAGE_VERSIONS,
+        "stage_keys": {k: stage_key(profile.as_dict(), k) for k in STAGE_VERSIONS},
+        "reused_stages": {"stages": reused, "from": str(source.folder)} if reused else None,
         "storage_dtype": profile.storage_dtype,
         "training_precision": "bfloat16 autocast, float32 master weights (AdamW)",
         "threads": threads,
@@ -210,9 +308,22 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
         "models": models,
         "quality": quality,
         "timings_seconds": timings,
-        "build_seconds": round(time.perf_counter() - started, 1),
+        # a resumed build counts the reused stages' recorded times, so this is a from-scratch figure
+        "build_seconds": round(time.perf_counter() - started + sum(timings[s] for s in reused), 1),
         "rebuild": f"PYTHONPATH=pipeline python -m specbuild.zoo build --profile {profile.name} --out <folder>",
     }
+
+
+def _teacher_data(target, train_stream, profile: Profile, seeds: dict, say: Progress, timings: dict):
+    t0 = time.perf_counter()
+    g = torch.Generator().manual_seed(seeds["teacher_prompts"])
+    prompts = data.prompts(train_stream, profile.teacher_prompts, profile.teacher_prompt_len, g)
+    length = profile.teacher_prompt_len + profile.teacher_new_tokens
+    corpus_rows = data.prompts(train_stream, profile.teacher_corpus_blocks, length, g)
+    result = teacher.build_teacher_data(target, prompts, profile.teacher_new_tokens, corpus_rows)
+    timings["teacher_data"] = round(time.perf_counter() - t0, 1)
+    say(f"teacher data: {result.tokens.shape[0]} rows x {result.tokens.shape[1]} tokens ({timings['teacher_data']}s)")
+    return result
 
 
 def load_causal_lm(folder: Path):

@@ -48,7 +48,9 @@ def render_readme(s: dict) -> str:
         f"transformers {s['versions']['transformers']}, tokenizers {s['versions']['tokenizers']}; "
         f"{s['threads']} threads, fixed seeds, deterministic algorithms, {s['training_precision']}.",
         "",
-        f"Build time {s['build_seconds']:.0f} s: " + ", ".join(f"{k} {v:.0f} s" for k, v in t.items()) + ".",
+        f"Build time {s['build_seconds']:.0f} s: " + ", ".join(f"{k} {v:.0f} s" for k, v in t.items()) + "."
+        + (f" (stages {', '.join(s['reused_stages']['stages'])} were reused from an earlier, identical-settings "
+           "run with `--resume-from`; their recorded times are included.)" if s.get("reused_stages") else ""),
         "The draft, the Medusa heads and the EAGLE head learn from the target's own greedy continuations and "
         "its final hidden states (see `pipeline/specbuild/zoo/distill.py`). `manifest.json` records every "
         "file's size and sha256, the training figures and the versions.",

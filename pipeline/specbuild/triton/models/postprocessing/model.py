@@ -1,0 +1,85 @@
+"""Triton `postprocessing` model (specbuild): token ids in, text out.
+
+Self-contained (numpy, transformers, triton_python_backend_utils): it runs in NVIDIA's tritonserver containers,
+where specbuild is not installed. Tensor contract: repository fact sheet §1.6, plus one output of ours.
+
+Inputs: TOKENS_BATCH [batch, beams, tokens] (tensorrt_llm's output_ids), SEQUENCE_LENGTH [batch, beams].
+Outputs: OUTPUT [batch, beams] text of tokens[:length] per beam; OUTPUT_IDS [batch, beams, max_length] the token
+ids that text was decoded from, rows right-padded with -1.
+Decoding never cleans up tokenization spaces, so the texts of consecutive chunks of a stream concatenate to the
+text of the whole (up to a multi-byte character split between chunks).
+"""
+
+import json
+import os
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+PLACEHOLDER = "$" + "{"  # an unfilled fill_template.py placeholder starts with this
+TRUE_WORDS = {"true", "1", "t", "y", "yes"}
+FALSE_WORDS = {"false", "0", "f", "n", "no"}
+
+
+def parameter(config, key, default=None):
+    value = config.get("parameters", {}).get(key, {}).get("string_value")
+    if value is None or value.strip() == "" or value.startswith(PLACEHOLDER):
+        return default
+    return value
+
+
+def flag(config, key, default):
+    value = parameter(config, key)
+    if value is None:
+        return default
+    if value.lower() in TRUE_WORDS:
+        return True
+    if value.lower() in FALSE_WORDS:
+        return False
+    return default
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        tokenizer_dir = parameter(config, "tokenizer_dir")
+        if tokenizer_dir is None or not os.path.isdir(tokenizer_dir):
+            raise pb_utils.TritonModelException(f"postprocessing: tokenizer_dir {tokenizer_dir!r} is not a folder — "
+                                                "set it to the tokenizer folder of the target model")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, legacy=False, padding_side="left",
+                                                       trust_remote_code=False)
+        self.skip_special_tokens = flag(config, "skip_special_tokens", True)
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            try:
+                responses.append(self.postprocess(request))
+            except Exception as e:  # noqa: BLE001 - every failure becomes an error response
+                responses.append(pb_utils.InferenceResponse(
+                    error=pb_utils.TritonError(f"postprocessing failed: {type(e).__name__}: {e}")))
+        return responses
+
+    def postprocess(self, request):
+        tokens = pb_utils.get_input_tensor_by_name(request, "TOKENS_BATCH").as_numpy()
+        lengths = pb_utils.get_input_tensor_by_name(request, "SEQUENCE_LENGTH").as_numpy()
+        if tokens.ndim == 2:  # [batch, tokens]: one beam
+            tokens = tokens[:, None, :]
+        lengths = lengths.reshape(tokens.shape[0], -1)
+        batch, beams = tokens.shape[0], tokens.shape[1]
+        texts = np.empty([batch, beams], dtype=object)
+        width = int(lengths.max()) if lengths.size else 0
+        ids = np.full([batch, beams, width], -1, dtype=np.int32)
+        for b in range(batch):
+            for k in range(beams):
+                n = int(lengths[b, k]) if k < lengths.shape[1] else 0
+                row = tokens[b, k, :n].astype(np.int64).tolist()
+                text = self.tokenizer.decode(row, skip_special_tokens=self.skip_special_tokens,
+                                             clean_up_tokenization_spaces=False)
+                texts[b, k] = text.encode("utf-8")
+                ids[b, k, :n] = row
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", texts),
+                                                          pb_utils.Tensor("OUTPUT_IDS", ids)])

@@ -1,0 +1,570 @@
+"""Triton `tensorrt_llm_bls` (specbuild): text in, text out, with the speculative loop of draft-target and prompt
+lookup.
+
+Self-contained (numpy, triton_python_backend_utils and bls_drafting.py beside it): it runs in NVIDIA's
+tritonserver containers, where specbuild is not installed. Tensor contract: repository fact sheet §1.8, §4.
+
+Per request row (a request batch > 1 is served row by row, concurrently):
+1. `preprocessing` turns the text, bad/stop words and end/pad overrides into token ids and word lists.
+2. Plain generation: one `tensorrt_llm` call (streamed when it is decoupled and the request streams); the
+   engine does any speculation itself (Medusa, EAGLE, lookahead).
+   Speculative rounds (parameter speculative_method draft_target | prompt_lookup, num_draft_tokens > 0): draft
+   up to K tokens (a `tensorrt_llm_draft` call, or the n-gram match of the last tokens in the prompt and the text
+   so far), then one `tensorrt_llm` call with them as `draft_input_ids` and request_output_len K + 1, which
+   returns the accepted drafts plus the target's own next token. The round's seed is derived from the request's
+   seed, distinct for the draft and the target and for every round.
+3. `postprocessing` decodes. Streaming (the BLS is decoupled and the request sets `stream`) sends each round's or
+   each core response's new text as it comes; the chunks concatenate exactly to the non-streamed text.
+
+Outputs: text_output; output_ids [1, 1, n] (the token ids behind text_output: the prompt first unless
+exclude_input_in_output; in a stream, each chunk's tokens); with return_perf_metrics acceptance_rate,
+total_accepted_draft_tokens, total_draft_tokens (counted here for the speculative rounds, passed through from
+the engine otherwise) and the timing outputs; with return_num_*_tokens the token counts.
+"""
+
+import json
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from bls_drafting import TextStream, accepted_prefix, ends_with_stop_word, prompt_lookup_drafts, round_seed
+
+PLACEHOLDER = "$" + "{"  # an unfilled fill_template.py placeholder starts with this
+TRUE_WORDS = {"true", "1", "t", "y", "yes"}
+# client input -> tensorrt_llm input, sent to every core call (the draft's and the target's)
+CORE_INPUTS = {
+    "top_k": "runtime_top_k", "top_p": "runtime_top_p", "temperature": "temperature",
+    "length_penalty": "len_penalty", "repetition_penalty": "repetition_penalty", "min_tokens": "min_tokens",
+    "min_length": "min_length", "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
+    "beam_width": "beam_width", "num_return_sequences": "num_return_sequences",
+}
+OUTPUT_FLAGS = ("return_log_probs", "return_context_logits", "return_generation_logits", "return_perf_metrics",
+                "return_num_input_tokens", "return_num_output_tokens")
+PRE_INPUTS = {"bad_words": "BAD_WORDS_DICT", "stop_words": "STOP_WORDS_DICT", "end_id": "END_ID", "pad_id": "PAD_ID",
+              "embedding_bias_words": "EMBEDDING_BIAS_WORDS", "embedding_bias_weights": "EMBEDDING_BIAS_WEIGHTS"}
+PERF_INT32 = ("kv_cache_alloc_new_blocks", "kv_cache_reused_blocks", "kv_cache_alloc_total_blocks",
+              "total_accepted_draft_tokens", "total_draft_tokens")
+PERF_INT64 = ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns")
+LOGIT_OUTPUTS = {"return_log_probs": ("cum_log_probs", "output_log_probs"),
+                 "return_context_logits": ("context_logits",), "return_generation_logits": ("generation_logits",)}
+
+
+class RequestError(Exception):
+    """A bad request or a failed model call: answered with an error response, the model stays healthy."""
+
+
+class Cancelled(Exception):
+    pass
+
+
+def parameter(config, key, default=None):
+    value = config.get("parameters", {}).get(key, {}).get("string_value")
+    if value is None or value.strip() == "" or value.startswith(PLACEHOLDER):
+        return default
+    return value.strip()
+
+
+def flag(config, key, default):
+    value = parameter(config, key)
+    return default if value is None else value.lower() in TRUE_WORDS
+
+
+def tensor_array(name, value, dtype):
+    return pb_utils.Tensor(name, np.array(value, dtype=dtype).reshape(1, 1) if np.ndim(value) == 0
+                           else np.asarray(value, dtype=dtype))
+
+
+def output(response, name):
+    tensor = pb_utils.get_output_tensor_by_name(response, name)
+    return None if tensor is None else tensor.as_numpy()
+
+
+def pad_stack(arrays, fill):
+    """Stack [1, ...] arrays of different trailing shapes into [n, ...], padding with `fill`."""
+    shape = [max(a.shape[d] for a in arrays) for d in range(1, arrays[0].ndim)]
+    out = np.full([len(arrays)] + shape, fill, dtype=arrays[0].dtype)
+    for i, a in enumerate(arrays):
+        out[(i,) + tuple(slice(0, s) for s in a.shape[1:])] = a[0]
+    return out
+
+
+class Row:
+    """One row of a request: what the client asked for, validated."""
+
+    def __init__(self, model, request, row, rows):
+        self.request = request
+        self.row = row
+        self.rows = rows
+        self.arrival_ns = time.time_ns()
+
+        def get(name):
+            tensor = pb_utils.get_input_tensor_by_name(request, name)
+            if tensor is None:
+                return None
+            array = tensor.as_numpy()
+            return array[row:row + 1] if array.ndim > 0 and array.shape[0] == rows else array
+
+        def scalar(name, default=None, kind=int):
+            array = get(name)
+            return default if array is None or array.size == 0 else kind(array.reshape(-1)[0])
+
+        self.text = get("text_input")
+        if self.text is None:
+            raise RequestError("text_input is required")
+        self.max_tokens = scalar("max_tokens")
+        if self.max_tokens is None:
+            raise RequestError("max_tokens is required")
+        if self.max_tokens <= 0:
+            raise RequestError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        self.stream = bool(scalar("stream", False, bool))
+        if self.stream and not model.decoupled:
+            raise RequestError("stream needs the decoupled tensorrt_llm_bls (recipe triton.streaming: true); use "
+                               "/generate or send stream: false")
+        self.exclude = bool(scalar("exclude_input_in_output", model.default_exclude, bool))
+        self.flags = {name: bool(scalar(name, False, bool)) for name in OUTPUT_FLAGS}
+        self.seed = scalar(model.seed_name, None)
+        self.use_draft_logits = bool(scalar("use_draft_logits", model.default_use_draft_logits, bool))
+        self.num_draft_tokens = scalar("num_draft_tokens", model.default_num_draft_tokens)
+        if self.num_draft_tokens < 0:
+            raise RequestError(f"num_draft_tokens must be >= 0, got {self.num_draft_tokens}")
+        if self.num_draft_tokens > 0 and model.speculative_method is None:
+            raise RequestError("num_draft_tokens applies to draft-target and prompt-lookup deployments; this one "
+                               "drafts inside the engine (or does not speculate) — leave it out")
+        if model.max_draft_len is not None and self.num_draft_tokens > model.max_draft_len:
+            raise RequestError(f"num_draft_tokens={self.num_draft_tokens} exceeds the target engine's max_draft_len="
+                               f"{model.max_draft_len}")
+        self.core = {}
+        for client, core in CORE_INPUTS.items():
+            array = get(client)
+            if array is not None and array.size and core in model.core_input_names:
+                self.core[core] = array.reshape(1, -1)[:, :1]
+        for name in OUTPUT_FLAGS:
+            if self.flags[name] and name in model.core_input_names:
+                self.core[name] = np.array([[True]])
+        self.pre = {}
+        for client, pre in PRE_INPUTS.items():
+            array = get(client)
+            if array is not None and array.size:
+                self.pre[pre] = array.reshape(1, -1)
+        self.speculative = model.speculative_method is not None and self.num_draft_tokens > 0
+        if self.speculative:
+            for name in ("return_log_probs", "return_context_logits", "return_generation_logits"):
+                if self.flags[name]:
+                    raise RequestError(f"{name} is not supported with speculative drafting in the BLS")
+            if scalar("beam_width", 1) > 1:
+                raise RequestError("beam search is not supported with speculative drafting")
+
+
+class Prepared:
+    """preprocessing's output for one row."""
+
+    def __init__(self, response):
+        self.input_ids = [int(t) for t in output(response, "INPUT_ID")[0][: int(output(response, "REQUEST_INPUT_LEN")[0][0])]]
+        self.end_id = int(output(response, "OUT_END_ID").reshape(-1)[0])
+        self.pad_id = int(output(response, "OUT_PAD_ID").reshape(-1)[0])
+        self.stop = output(response, "STOP_WORDS_IDS")
+        self.bad = output(response, "BAD_WORDS_IDS")
+        self.bias = output(response, "EMBEDDING_BIAS")
+        self.stop_words = self.words(self.stop)
+
+    @staticmethod
+    def words(array):
+        if array is None or array.size == 0:
+            return []
+        ids, offsets = array.reshape(2, -1)[0].tolist(), array.reshape(2, -1)[1].tolist()
+        words, start = [], 0
+        for end in offsets:
+            if end < 0:
+                break
+            words.append(ids[start:end])
+            start = end
+        return words
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        declared = {t["name"] for t in config.get("input", [])}
+        self.seed_name = "random_seed" if "random_seed" in declared else "seed"
+        legacy = "min_length" in declared
+        self.core_input_names = ({n for n in CORE_INPUTS.values() if n != ("min_tokens" if legacy else "min_length")}
+                                 | set(OUTPUT_FLAGS) - ({"return_num_input_tokens", "return_num_output_tokens"}
+                                                        if legacy else set()))
+        self.target = parameter(config, "tensorrt_llm_model_name", "tensorrt_llm")
+        self.draft = parameter(config, "tensorrt_llm_draft_model_name")
+        self.target_decoupled = flag(config, "tensorrt_llm_decoupled", False)
+        self.accumulate = flag(config, "accumulate_tokens", False)
+        self.default_exclude = flag(config, "exclude_input_in_output", False)
+        self.speculative_method = parameter(config, "speculative_method")
+        if self.speculative_method not in (None, "draft_target", "prompt_lookup"):
+            raise pb_utils.TritonModelException(f"tensorrt_llm_bls: speculative_method {self.speculative_method!r} "
+                                                "is not draft_target or prompt_lookup")
+        if self.speculative_method == "draft_target" and not self.draft:
+            raise pb_utils.TritonModelException("tensorrt_llm_bls: speculative_method draft_target needs "
+                                                "tensorrt_llm_draft_model_name")
+        self.default_num_draft_tokens = int(parameter(config, "default_num_draft_tokens", "0"))
+        self.default_use_draft_logits = flag(config, "default_use_draft_logits", False)
+        self.max_matching_ngram_size = int(parameter(config, "max_matching_ngram_size", "2"))
+        limits = {key: parameter(config, key) for key in ("max_draft_len", "max_input_len", "max_seq_len")}
+        self.max_draft_len, self.max_input_len, self.max_seq_len = (
+            int(value) if value is not None else None for value in limits.values())
+        self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="bls")
+
+    # --- Triton entry point -----------------------------------------------------------------------------------
+    def execute(self, requests):
+        if self.decoupled:
+            for request in requests:
+                self.start_decoupled(request)
+            return None
+        work = []
+        for request in requests:
+            try:
+                rows = self.parse(request)
+                work.append([self.pool.submit(self.run_row, row, None) for row in rows])
+            except Exception as e:  # noqa: BLE001
+                work.append(e)
+        responses = []
+        for item in work:
+            if isinstance(item, Exception):
+                responses.append(self.error(item))
+                continue
+            try:
+                responses.append(self.combine([f.result() for f in item]))
+            except Exception as e:  # noqa: BLE001
+                responses.append(self.error(e))
+        return responses
+
+    def start_decoupled(self, request):
+        sender = request.get_response_sender()
+        try:
+            rows = self.parse(request)
+        except Exception as e:  # noqa: BLE001
+            sender.send(self.error(e), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            return
+        group = {"left": len(rows), "lock": threading.Lock(), "failed": False}
+
+        def finish_row(response):
+            with group["lock"]:
+                group["left"] -= 1
+                last = group["left"] == 0
+            flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0
+            if response is not None:
+                sender.send(response, flags=flags)
+            elif last:
+                sender.send(flags=flags)
+
+        def serve(row):
+            emit = None
+            if row.stream:
+                def emit(tensors):
+                    sender.send(pb_utils.InferenceResponse(output_tensors=tensors))
+            try:
+                result = self.run_row(row, emit, sender)
+                finish_row(None if row.stream else pb_utils.InferenceResponse(output_tensors=result))
+            except Cancelled:
+                finish_row(None)
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                finish_row(self.error(e))
+
+        for row in rows:
+            self.pool.submit(serve, row)
+
+    def parse(self, request):
+        text = pb_utils.get_input_tensor_by_name(request, "text_input")
+        rows = 1 if text is None or text.as_numpy().ndim == 0 else text.as_numpy().shape[0]
+        return [Row(self, request, r, rows) for r in range(rows)]
+
+    def error(self, e):
+        message = str(e) if isinstance(e, RequestError) else f"{type(e).__name__}: {e}"
+        return pb_utils.InferenceResponse(error=pb_utils.TritonError(message))
+
+    def combine(self, results):
+        """Rows' output tensors -> one response with a batch dimension."""
+        if len(results) == 1:
+            return pb_utils.InferenceResponse(output_tensors=results[0])
+        by_name = {}
+        for tensors in results:
+            for t in tensors:
+                by_name.setdefault(t.name(), []).append(t.as_numpy())
+        out = []
+        for name, arrays in by_name.items():
+            if len(arrays) != len(results):
+                continue
+            fill = b"" if arrays[0].dtype == object else (-1 if name == "output_ids" else 0)
+            out.append(pb_utils.Tensor(name, pad_stack(arrays, fill)))
+        return pb_utils.InferenceResponse(output_tensors=out)
+
+    # --- one row ------------------------------------------------------------------------------------------------
+    def run_row(self, row, emit, sender=None):
+        """Generate for one row. Streams through `emit(tensors)` when given; returns the final output tensors
+        (for a stream: the last chunk was already sent, returns None)."""
+        prepared = self.preprocess(row)
+        state = {"row": row, "sender": sender, "prepared": prepared, "generated": [], "first_scheduled": None,
+                 "first_token": None, "last_token": None, "perf": {}, "passthrough": {}}
+        visible_prefix = [] if row.exclude else list(prepared.input_ids)
+        stream = TextStream(lambda tokens: self.decode(tokens)) if emit is not None else None
+        sent = {"ids": 0}
+
+        def on_tokens(final=False):
+            """Send what is new (streaming)."""
+            if emit is None:
+                return
+            tokens = visible_prefix + state["generated"]
+            delta = stream.push(tokens, final=final)
+            new_ids = tokens[sent["ids"]:]
+            if not new_ids and not delta:
+                return
+            ids = tokens if self.accumulate else new_ids
+            sent["ids"] = len(tokens)
+            text = stream.sent if self.accumulate else delta
+            emit(self.row_outputs(state, ids, text))
+
+        if row.speculative:
+            self.speculate(state, on_tokens)
+        else:
+            self.generate(state, on_tokens)
+        if emit is not None:
+            on_tokens(final=True)
+            return None
+        tokens = visible_prefix + state["generated"]
+        return self.row_outputs(state, tokens, self.decode(tokens))
+
+    def row_outputs(self, state, tokens, text):
+        row = state["row"]
+        out = [pb_utils.Tensor("text_output", np.array([[text.encode("utf-8")]], dtype=object)),
+               pb_utils.Tensor("output_ids", np.array(tokens, dtype=np.int32).reshape(1, 1, -1))]
+        if row.rows > 1 and self.decoupled:
+            out.append(pb_utils.Tensor("batch_index", np.array([[row.row]], dtype=np.int32)))
+        for name, array in state["passthrough"].items():
+            out.append(pb_utils.Tensor(name, array))
+        if row.flags["return_perf_metrics"]:
+            perf = dict(state["perf"])
+            perf.setdefault("arrival_time_ns", row.arrival_ns)
+            perf.setdefault("first_scheduled_time_ns", state["first_scheduled"] or 0)
+            perf.setdefault("first_token_time_ns", state["first_token"] or 0)
+            perf.setdefault("last_token_time_ns", state["last_token"] or 0)
+            for name in PERF_INT32:
+                out.append(pb_utils.Tensor(name, np.array([[perf.get(name, 0)]], dtype=np.int32)))
+            for name in PERF_INT64:
+                out.append(pb_utils.Tensor(name, np.array([[perf.get(name, 0)]], dtype=np.int64)))
+            out.append(pb_utils.Tensor("acceptance_rate",
+                                       np.array([[perf.get("acceptance_rate", 0.0)]], dtype=np.float32)))
+        if row.flags["return_num_input_tokens"]:
+            out.append(pb_utils.Tensor("num_input_tokens",
+                                       np.array([[len(state["prepared"].input_ids)]], dtype=np.int32)))
+        if row.flags["return_num_output_tokens"]:
+            out.append(pb_utils.Tensor("num_output_tokens", np.array([[len(state["generated"])]], dtype=np.int32)))
+        return out
+
+    # --- model calls ------------------------------------------------------------------------------------------
+    def call(self, model, inputs, outputs, decoupled=False):
+        request = pb_utils.InferenceRequest(model_name=model, inputs=inputs, requested_output_names=outputs)
+        if decoupled:
+            return request.exec(decoupled=True)
+        response = request.exec()
+        if response.has_error():
+            raise RequestError(f"{model}: {response.error().message()}")
+        return response
+
+    def preprocess(self, row):
+        inputs = [pb_utils.Tensor("QUERY", row.text.reshape(1, 1)),
+                  pb_utils.Tensor("REQUEST_OUTPUT_LEN", np.array([[row.max_tokens]], dtype=np.int32))]
+        for name, array in row.pre.items():
+            dtype = {"END_ID": np.int32, "PAD_ID": np.int32, "EMBEDDING_BIAS_WEIGHTS": np.float32}.get(name)
+            inputs.append(pb_utils.Tensor(name, array.astype(dtype) if dtype else array))
+        outputs = ["INPUT_ID", "REQUEST_INPUT_LEN", "BAD_WORDS_IDS", "STOP_WORDS_IDS", "EMBEDDING_BIAS", "OUT_END_ID",
+                   "OUT_PAD_ID"]
+        return Prepared(self.call("preprocessing", inputs, outputs))
+
+    def decode(self, tokens):
+        inputs = [pb_utils.Tensor("TOKENS_BATCH", np.array(tokens, dtype=np.int32).reshape(1, 1, -1)),
+                  pb_utils.Tensor("SEQUENCE_LENGTH", np.array([[len(tokens)]], dtype=np.int32))]
+        text = output(self.call("postprocessing", inputs, ["OUTPUT"]), "OUTPUT").reshape(-1)[0]
+        return text.decode("utf-8") if isinstance(text, bytes) else str(text)
+
+    def core_inputs(self, state, ids, output_len, *, drafts=None, draft_logits=None, streaming=False,
+                    exclude=False, seed=None, generation_logits=None):
+        row, prepared = state["row"], state["prepared"]
+        inputs = [pb_utils.Tensor("input_ids", np.array([ids], dtype=np.int32)),
+                  pb_utils.Tensor("input_lengths", np.array([[len(ids)]], dtype=np.int32)),
+                  pb_utils.Tensor("request_output_len", np.array([[output_len]], dtype=np.int32)),
+                  pb_utils.Tensor("end_id", np.array([[prepared.end_id]], dtype=np.int32)),
+                  pb_utils.Tensor("pad_id", np.array([[prepared.pad_id]], dtype=np.int32)),
+                  pb_utils.Tensor("exclude_input_in_output", np.array([[exclude]], dtype=bool)),
+                  pb_utils.Tensor("streaming", np.array([[streaming]], dtype=bool))]
+        for name, array in (("stop_words_list", prepared.stop), ("bad_words_list", prepared.bad)):
+            if array is not None and array.size:
+                inputs.append(pb_utils.Tensor(name, array.astype(np.int32)))
+        if prepared.bias is not None and prepared.bias.size:
+            inputs.append(pb_utils.Tensor("embedding_bias", prepared.bias.astype(np.float32)))
+        for name, array in row.core.items():
+            if generation_logits is not None and name == "return_generation_logits":
+                continue
+            inputs.append(pb_utils.Tensor(name, array))
+        if generation_logits is not None:
+            inputs.append(pb_utils.Tensor("return_generation_logits", np.array([[generation_logits]], dtype=bool)))
+        if seed is not None:
+            inputs.append(pb_utils.Tensor(self.seed_name, np.array([[seed]], dtype=np.uint64)))
+        if drafts:
+            inputs.append(pb_utils.Tensor("draft_input_ids", np.array([drafts], dtype=np.int32)))
+            if draft_logits is not None:
+                inputs.append(pb_utils.Tensor("draft_logits", draft_logits[None].astype(np.float32)))
+        return inputs
+
+    def core_outputs(self, row, generation_logits=False):
+        names = ["output_ids", "sequence_length"]
+        if row.flags["return_perf_metrics"]:
+            names += list(PERF_INT32) + list(PERF_INT64) + ["acceptance_rate"]
+        for flag_name, outputs in LOGIT_OUTPUTS.items():
+            if row.flags[flag_name] or (generation_logits and flag_name == "return_generation_logits"):
+                names += list(outputs)
+        if row.flags["return_num_input_tokens"]:
+            names.append("num_input_tokens")
+        if row.flags["return_num_output_tokens"]:
+            names.append("num_output_tokens")
+        return names
+
+    def check_cancelled(self, state):
+        sender = state["sender"]
+        cancelled = sender.is_cancelled() if sender is not None else state["row"].request.is_cancelled()
+        if cancelled:
+            raise Cancelled()
+
+    def tokens_of(self, response):
+        ids = output(response, "output_ids")
+        length = output(response, "sequence_length")
+        if ids is None:
+            return None
+        n = int(length.reshape(-1)[0]) if length is not None else ids.shape[-1]
+        return [int(t) for t in ids.reshape(-1, ids.shape[-1])[0][:n]]
+
+    def keep_passthrough(self, state, response):
+        row = state["row"]
+        for flag_name, names in LOGIT_OUTPUTS.items():
+            if row.flags[flag_name]:
+                for name in names:
+                    array = output(response, name)
+                    if array is not None:
+                        state["passthrough"][name] = array
+        if row.flags["return_perf_metrics"]:
+            for name in PERF_INT32 + PERF_INT64 + ("acceptance_rate",):
+                array = output(response, name)
+                if array is not None and array.size:
+                    state["perf"][name] = array.reshape(-1)[0]
+
+    # --- plain generation ---------------------------------------------------------------------------------------
+    def generate(self, state, on_tokens):
+        row, prepared = state["row"], state["prepared"]
+        ids = prepared.input_ids
+        stream = row.stream and self.target_decoupled
+        inputs = self.core_inputs(state, ids, row.max_tokens, streaming=stream, exclude=stream, seed=row.seed)
+        state["first_scheduled"] = time.time_ns()
+        if not self.target_decoupled:
+            response = self.call(self.target, inputs, self.core_outputs(row))
+            tokens = self.tokens_of(response) or []
+            state["generated"] = tokens[len(ids):]
+            state["first_token"] = state["last_token"] = time.time_ns()
+            self.keep_passthrough(state, response)
+            return
+        for response in self.call(self.target, inputs, self.core_outputs(row), decoupled=True):
+            if response.has_error():
+                raise RequestError(f"{self.target}: {response.error().message()}")
+            tokens = self.tokens_of(response)
+            if tokens is None:  # the empty final response of a stream
+                continue
+            self.keep_passthrough(state, response)
+            now = time.time_ns()
+            state["first_token"] = state["first_token"] or now
+            state["last_token"] = now
+            if stream:
+                state["generated"] += tokens
+                on_tokens()
+                if state["sender"] is not None and state["sender"].is_cancelled():
+                    # Stop relaying; the core finishes this request on its own (it is bounded by max_tokens).
+                    raise Cancelled()
+            else:
+                state["generated"] = tokens[len(ids):]
+
+    # --- speculative rounds ---------------------------------------------------------------------------------------
+    def check_lengths(self, row, prompt_len):
+        """Every round sends the whole text so far as a new prompt: it must fit the engines' max_input_len up to
+        the last round (the engines check each call; this says why up front)."""
+        if self.max_input_len is not None and prompt_len > self.max_input_len:
+            raise RequestError(f"the prompt has {prompt_len} tokens, more than the engines' max_input_len="
+                               f"{self.max_input_len}")
+        if self.max_seq_len is not None and prompt_len + row.max_tokens > self.max_seq_len:
+            raise RequestError(f"prompt ({prompt_len}) + max_tokens ({row.max_tokens}) exceeds the engines' "
+                               f"max_seq_len={self.max_seq_len}; ask for fewer tokens")
+        last_round = prompt_len + row.max_tokens - 1
+        if self.max_input_len is not None and last_round > self.max_input_len:
+            raise RequestError(f"speculative rounds resend the text so far as the prompt: prompt ({prompt_len}) + "
+                               f"max_tokens ({row.max_tokens}) - 1 = {last_round} exceeds the engines' max_input_len="
+                               f"{self.max_input_len}; ask for at most {self.max_input_len - prompt_len + 1} tokens, "
+                               "send num_draft_tokens: 0, or build the engines with max_input_len >= max_seq_len")
+
+    def speculate(self, state, on_tokens):
+        row, prepared = state["row"], state["prepared"]
+        self.check_lengths(row, len(prepared.input_ids))
+        current = list(prepared.input_ids)
+        generated = state["generated"]
+        drafted = accepted = 0
+        kv = {name: 0 for name in PERF_INT32[:3]}
+        round_index = 0
+        state["first_scheduled"] = time.time_ns()
+        while len(generated) < row.max_tokens:
+            self.check_cancelled(state)
+            remaining = row.max_tokens - len(generated)
+            k = min(row.num_draft_tokens, remaining - 1)
+            drafts, draft_logits = self.propose(state, current, k, round_index) if k > 0 else ([], None)
+            wanted = len(drafts) + 1
+            inputs = self.core_inputs(state, current, wanted, drafts=drafts, draft_logits=draft_logits,
+                                      seed=round_seed(row.seed, round_index, 1))
+            response = self.call(self.target, inputs, self.core_outputs(row))
+            produced = (self.tokens_of(response) or [])[len(current):][:remaining]
+            for name in kv:
+                array = output(response, name) if row.flags["return_perf_metrics"] else None
+                if array is not None and array.size:
+                    kv[name] += int(array.reshape(-1)[0])
+            a = accepted_prefix(drafts, produced)
+            drafted += len(drafts)
+            accepted += a
+            round_index += 1
+            if produced:
+                now = time.time_ns()
+                state["first_token"] = state["first_token"] or now
+                state["last_token"] = now
+            generated += produced
+            current += produced
+            state["perf"].update(kv, total_draft_tokens=drafted, total_accepted_draft_tokens=accepted,
+                                 acceptance_rate=accepted / drafted if drafted else 0.0)
+            on_tokens()
+            # The target ends early at the end id or a stop word: it then returns fewer tokens than a
+            # verification yields (the accepted drafts plus its own next token).
+            if (not produced or len(produced) < min(a + 1, wanted) or a + 1 < len(produced) < wanted
+                    or ends_with_stop_word(generated, prepared.stop_words)):
+                break
+
+    def propose(self, state, current, k, round_index):
+        row = state["row"]
+        if self.speculative_method == "prompt_lookup":
+            return prompt_lookup_drafts(current, self.max_matching_ngram_size, k), None
+        inputs = self.core_inputs(state, current, k, seed=round_seed(row.seed, round_index, 2),
+                                  generation_logits=row.use_draft_logits)
+        response = self.call(self.draft, inputs, self.core_outputs(row, generation_logits=row.use_draft_logits))
+        drafts = (self.tokens_of(response) or [])[len(current):][:k]
+        logits = None
+        if row.use_draft_logits and drafts:
+            generation = output(response, "generation_logits")
+            if generation is None:
+                raise RequestError(f"{self.draft} returned no generation_logits: build the draft engine with "
+                                   "--gather_generation_logits, or send use_draft_logits: false")
+            logits = generation.reshape(-1, generation.shape[-2], generation.shape[-1])[0][-len(drafts):]
+        return drafts, logits
+
+    def finalize(self):
+        self.pool.shutdown(wait=False, cancel_futures=True)

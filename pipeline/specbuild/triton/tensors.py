@@ -1,0 +1,248 @@
+"""The tensors each Triton model declares (repository fact sheet §1.3-1.8), as data.
+
+Names follow the TensorRT-LLM release the repository targets: `min_tokens` / `seed` and the `return_num_*`
+inputs and `num_*_tokens` outputs (TensorRT-LLM 0.20+ / 1.x), or with `legacy=True` the tensorrtllm_backend
+<= 0.19 names `min_length` / `random_seed` without the `num_*` tensors. The ensemble, the BLS and
+`tensorrt_llm` always use the same spelling, because the ensemble maps names one to one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LOGITS_DTYPE = "TYPE_FP32"  # `${logits_datatype}`: draft_logits, context_logits, generation_logits
+PROMPT_TABLE_DTYPE = "TYPE_FP16"  # `${prompt_embedding_table_data_type}` (fixed FP16 before 0.20)
+ENCODER_FEATURES_DTYPE = "TYPE_FP16"  # `${encoder_input_features_data_type}`
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    dtype: str  # a model_config_pb2.DataType name, e.g. "TYPE_INT32"
+    dims: tuple[int, ...]
+    optional: bool = True
+    reshape: bool = False  # reshape: { shape: [ ] } (scalar per request)
+    ragged: bool = False  # allow_ragged_batch: true
+
+
+def _scalar(name: str, dtype: str, optional: bool = True) -> Tensor:
+    return Tensor(name, dtype, (1,), optional=optional, reshape=True)
+
+
+def names(legacy: bool) -> dict[str, str]:
+    """Spelling of the renamed tensors (fact sheet §1.3, §8.4)."""
+    return {"min_tokens": "min_length" if legacy else "min_tokens", "seed": "random_seed" if legacy else "seed"}
+
+
+# --- tensorrt_llm (§1.3, §1.4) ----------------------------------------------------------------------------------
+
+def core_inputs(legacy: bool = False) -> list[Tensor]:
+    n = names(legacy)
+    i32, f32, b = "TYPE_INT32", "TYPE_FP32", "TYPE_BOOL"
+    out = [
+        Tensor("input_ids", i32, (-1,), ragged=True),
+        Tensor("encoder_input_features", ENCODER_FEATURES_DTYPE, (-1, -1), ragged=True),
+        _scalar("encoder_output_lengths", i32),
+        _scalar("input_lengths", i32, optional=False),
+        _scalar("request_output_len", i32, optional=False),
+        _scalar("num_return_sequences", i32),
+        Tensor("draft_input_ids", i32, (-1,), ragged=True),
+        Tensor("decoder_input_ids", i32, (-1,), ragged=True),
+        _scalar("decoder_input_lengths", i32),
+        Tensor("draft_logits", LOGITS_DTYPE, (-1, -1), ragged=True),
+        _scalar("draft_acceptance_threshold", f32),
+        _scalar("end_id", i32),
+        _scalar("pad_id", i32),
+        Tensor("stop_words_list", i32, (2, -1), ragged=True),
+        Tensor("bad_words_list", i32, (2, -1), ragged=True),
+        Tensor("embedding_bias", f32, (-1,), ragged=True),
+        _scalar("beam_width", i32),
+        _scalar("temperature", f32),
+        _scalar("runtime_top_k", i32),
+        _scalar("runtime_top_p", f32),
+        _scalar("runtime_top_p_min", f32),
+        _scalar("runtime_top_p_decay", f32),
+        _scalar("runtime_top_p_reset_ids", i32),
+        _scalar("len_penalty", f32),
+        _scalar("early_stopping", b),
+        _scalar("repetition_penalty", f32),
+        _scalar(n["min_tokens"], i32),
+        _scalar("beam_search_diversity_rate", f32),
+        _scalar("presence_penalty", f32),
+        _scalar("frequency_penalty", f32),
+        _scalar(n["seed"], "TYPE_UINT64"),
+        _scalar("return_log_probs", b),
+        _scalar("return_context_logits", b),
+        _scalar("return_generation_logits", b),
+        _scalar("return_perf_metrics", b),
+    ]
+    if not legacy:
+        out += [_scalar("return_num_input_tokens", b), _scalar("return_num_output_tokens", b)]
+    out += [
+        _scalar("exclude_input_in_output", b),
+        _scalar("stop", b),
+        _scalar("streaming", b),
+        Tensor("prompt_embedding_table", PROMPT_TABLE_DTYPE, (-1, -1), ragged=True),
+        Tensor("prompt_table_extra_ids", "TYPE_UINT64", (-1,), ragged=True),
+        _scalar("prompt_vocab_size", i32),
+        Tensor("cross_attention_mask", b, (-1, -1), ragged=True),
+        Tensor("mrope_rotary_cos_sin", f32, (-1,)),
+        Tensor("mrope_position_deltas", "TYPE_INT64", (1,)),
+        _scalar("lora_task_id", "TYPE_UINT64"),
+        Tensor("lora_weights", "TYPE_FP16", (-1, -1), ragged=True),
+        Tensor("lora_config", i32, (-1, 3), ragged=True),
+        Tensor("context_phase_params", "TYPE_UINT8", (-1,), ragged=True),
+        Tensor("skip_cross_attn_blocks", b, (1,), ragged=True),
+        Tensor("retention_token_range_starts", i32, (-1,), ragged=True),
+        Tensor("retention_token_range_ends", i32, (-1,), ragged=True),
+        Tensor("retention_token_range_priorities", i32, (-1,), ragged=True),
+        Tensor("retention_token_range_durations_ms", i32, (-1,), ragged=True),
+        Tensor("retention_decode_priority", i32, (1,), ragged=True),
+        Tensor("retention_decode_duration_ms", i32, (1,), ragged=True),
+        Tensor("guided_decoding_guide_type", "TYPE_STRING", (1,), ragged=True),
+        Tensor("guided_decoding_guide", "TYPE_STRING", (1,), ragged=True),
+        Tensor("lookahead_window_size", i32, (1,), ragged=True),
+        Tensor("lookahead_ngram_size", i32, (1,), ragged=True),
+        Tensor("lookahead_verification_set_size", i32, (1,), ragged=True),
+    ]
+    return out
+
+
+# Outputs filled when a request sets return_perf_metrics (§1.4).
+PERF_OUTPUTS: list[Tensor] = [
+    Tensor("kv_cache_alloc_new_blocks", "TYPE_INT32", (1,)),
+    Tensor("kv_cache_reused_blocks", "TYPE_INT32", (1,)),
+    Tensor("kv_cache_alloc_total_blocks", "TYPE_INT32", (1,)),
+    Tensor("arrival_time_ns", "TYPE_INT64", (1,)),
+    Tensor("first_scheduled_time_ns", "TYPE_INT64", (1,)),
+    Tensor("first_token_time_ns", "TYPE_INT64", (1,)),
+    Tensor("last_token_time_ns", "TYPE_INT64", (1,)),
+    Tensor("acceptance_rate", "TYPE_FP32", (1,)),
+    Tensor("total_accepted_draft_tokens", "TYPE_INT32", (1,)),
+    Tensor("total_draft_tokens", "TYPE_INT32", (1,)),
+]
+NUM_TOKENS_OUTPUTS: list[Tensor] = [Tensor("num_input_tokens", "TYPE_INT32", (1,)),
+                                    Tensor("num_output_tokens", "TYPE_INT32", (1,))]
+
+
+def core_outputs(legacy: bool = False) -> list[Tensor]:
+    out = [
+        Tensor("output_ids", "TYPE_INT32", (-1, -1)),
+        Tensor("sequence_length", "TYPE_INT32", (-1,)),
+        Tensor("cum_log_probs", "TYPE_FP32", (-1,)),
+        Tensor("output_log_probs", "TYPE_FP32", (-1, -1)),
+        Tensor("context_logits", LOGITS_DTYPE, (-1, -1)),
+        Tensor("generation_logits", LOGITS_DTYPE, (-1, -1, -1)),
+        Tensor("batch_index", "TYPE_INT32", (1,)),
+        Tensor("sequence_index", "TYPE_INT32", (1,)),
+        Tensor("context_phase_params", "TYPE_UINT8", (-1,)),
+        *PERF_OUTPUTS,
+    ]
+    return out if legacy else out + NUM_TOKENS_OUTPUTS
+
+
+# --- preprocessing / postprocessing (§1.5, §1.6; text only) -----------------------------------------------------
+
+PREPROCESSING_INPUTS: list[Tensor] = [
+    Tensor("QUERY", "TYPE_STRING", (1,), optional=False),
+    Tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", (1,), optional=False),
+    Tensor("BAD_WORDS_DICT", "TYPE_STRING", (-1,)),
+    Tensor("STOP_WORDS_DICT", "TYPE_STRING", (-1,)),
+    Tensor("EMBEDDING_BIAS_WORDS", "TYPE_STRING", (-1,)),
+    Tensor("EMBEDDING_BIAS_WEIGHTS", "TYPE_FP32", (-1,)),
+    Tensor("END_ID", "TYPE_INT32", (1,)),
+    Tensor("PAD_ID", "TYPE_INT32", (1,)),
+]
+PREPROCESSING_OUTPUTS: list[Tensor] = [
+    Tensor("INPUT_ID", "TYPE_INT32", (-1,)),
+    Tensor("REQUEST_INPUT_LEN", "TYPE_INT32", (1,)),
+    Tensor("BAD_WORDS_IDS", "TYPE_INT32", (2, -1)),
+    Tensor("STOP_WORDS_IDS", "TYPE_INT32", (2, -1)),
+    Tensor("EMBEDDING_BIAS", "TYPE_FP32", (-1,)),
+    Tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", (-1,)),
+    Tensor("OUT_END_ID", "TYPE_INT32", (1,)),
+    Tensor("OUT_PAD_ID", "TYPE_INT32", (1,)),
+]
+POSTPROCESSING_INPUTS: list[Tensor] = [
+    Tensor("TOKENS_BATCH", "TYPE_INT32", (-1, -1), optional=False),
+    Tensor("SEQUENCE_LENGTH", "TYPE_INT32", (-1,), optional=False),
+]
+POSTPROCESSING_OUTPUTS: list[Tensor] = [
+    Tensor("OUTPUT", "TYPE_STRING", (-1,)),
+    # specbuild: the token ids OUTPUT was decoded from, [beams, tokens], rows right-padded with -1.
+    Tensor("OUTPUT_IDS", "TYPE_INT32", (-1, -1)),
+]
+
+
+# --- the external interface: ensemble and tensorrt_llm_bls (§1.7, §1.8; text only) -----------------------------
+
+def _interface_inputs(legacy: bool) -> list[tuple[Tensor, str, str]]:
+    """(ensemble input, where it goes: "pre" or "core", name there)."""
+    n = names(legacy)
+    i32, f32, b = "TYPE_INT32", "TYPE_FP32", "TYPE_BOOL"
+    rows = [
+        (Tensor("text_input", "TYPE_STRING", (1,), optional=False), "pre", "QUERY"),
+        (Tensor("max_tokens", i32, (1,), optional=False), "pre", "REQUEST_OUTPUT_LEN"),
+        (Tensor("bad_words", "TYPE_STRING", (-1,)), "pre", "BAD_WORDS_DICT"),
+        (Tensor("stop_words", "TYPE_STRING", (-1,)), "pre", "STOP_WORDS_DICT"),
+        (Tensor("end_id", i32, (1,)), "pre", "END_ID"),
+        (Tensor("pad_id", i32, (1,)), "pre", "PAD_ID"),
+        (Tensor("embedding_bias_words", "TYPE_STRING", (-1,)), "pre", "EMBEDDING_BIAS_WORDS"),
+        (Tensor("embedding_bias_weights", f32, (-1,)), "pre", "EMBEDDING_BIAS_WEIGHTS"),
+        (Tensor("num_return_sequences", i32, (1,)), "core", "num_return_sequences"),
+        (Tensor("exclude_input_in_output", b, (1,)), "core", "exclude_input_in_output"),
+        (Tensor("top_k", i32, (1,)), "core", "runtime_top_k"),
+        (Tensor("top_p", f32, (1,)), "core", "runtime_top_p"),
+        (Tensor("temperature", f32, (1,)), "core", "temperature"),
+        (Tensor("length_penalty", f32, (1,)), "core", "len_penalty"),
+        (Tensor("repetition_penalty", f32, (1,)), "core", "repetition_penalty"),
+        (Tensor(n["min_tokens"], i32, (1,)), "core", n["min_tokens"]),
+        (Tensor("presence_penalty", f32, (1,)), "core", "presence_penalty"),
+        (Tensor("frequency_penalty", f32, (1,)), "core", "frequency_penalty"),
+        (Tensor(n["seed"], "TYPE_UINT64", (1,)), "core", n["seed"]),
+        (Tensor("return_log_probs", b, (1,)), "core", "return_log_probs"),
+        (Tensor("return_context_logits", b, (1,)), "core", "return_context_logits"),
+        (Tensor("return_generation_logits", b, (1,)), "core", "return_generation_logits"),
+        (Tensor("return_perf_metrics", b, (1,)), "core", "return_perf_metrics"),
+    ]
+    if not legacy:
+        rows += [(Tensor("return_num_input_tokens", b, (1,)), "core", "return_num_input_tokens"),
+                 (Tensor("return_num_output_tokens", b, (1,)), "core", "return_num_output_tokens")]
+    rows += [
+        (Tensor("beam_width", i32, (1,)), "core", "beam_width"),
+        (Tensor("stream", b, (1,)), "core", "streaming"),
+    ]
+    return rows
+
+
+def ensemble_routes(legacy: bool = False) -> list[tuple[Tensor, str, str]]:
+    return _interface_inputs(legacy)
+
+
+def ensemble_inputs(legacy: bool = False) -> list[Tensor]:
+    return [t for t, _, _ in _interface_inputs(legacy)]
+
+
+# specbuild: the generated token ids behind text_output ([beams, tokens], INT32, rows right-padded with -1).
+OUTPUT_IDS = Tensor("output_ids", "TYPE_INT32", (-1, -1))
+
+
+def passthrough_outputs(legacy: bool = False) -> list[Tensor]:
+    """tensorrt_llm outputs the ensemble and the BLS hand back unchanged (each declared once)."""
+    keep = ("cum_log_probs", "output_log_probs", "context_logits", "generation_logits", "batch_index",
+            "sequence_index")
+    core = {t.name: t for t in core_outputs(legacy)}
+    out = [core[k] for k in keep] + PERF_OUTPUTS
+    return out if legacy else out + NUM_TOKENS_OUTPUTS
+
+
+def interface_outputs(legacy: bool = False) -> list[Tensor]:
+    return [Tensor("text_output", "TYPE_STRING", (-1,)), OUTPUT_IDS, *passthrough_outputs(legacy)]
+
+
+def bls_inputs(legacy: bool = False) -> list[Tensor]:
+    """The ensemble's inputs plus the draft-target ones (§1.8). No reshape: our BLS reads [batch, 1] tensors."""
+    return ensemble_inputs(legacy) + [
+        Tensor("num_draft_tokens", "TYPE_INT32", (1,)),
+        Tensor("use_draft_logits", "TYPE_BOOL", (1,)),
+    ]

@@ -1,0 +1,36 @@
+"""Client-side validation of a served specbuild deployment: checks, metrics and reports.
+
+Public API (used by `specbuild validate` and `specbuild compile`):
+
+    run_validation(recipe, target: Endpoints, baseline: Endpoints | None = None, *, report_dir=None,
+                   progress=None, options=None) -> ValidationResult
+    Endpoints(http="host:port", grpc="host:port" | None, model=None)
+    SuiteOptions(...)          # shorter runs: checks=, requests_per_level=, load_seconds=, ...
+    ValidationResult.passed, .checks (list[CheckResult]), .failures, .to_dict(), .report_files
+
+Light at import: tritonclient, numpy and matplotlib are imported only when the suite runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from specbuild.validate.endpoints import Endpoints, parse_hostport
+
+if TYPE_CHECKING:
+    from specbuild.validate.checks.base import CheckResult, SuiteOptions
+    from specbuild.validate.suite import ValidationResult, run_validation
+
+__all__ = ["CheckResult", "Endpoints", "SuiteOptions", "ValidationResult", "parse_hostport", "run_validation"]
+
+
+def __getattr__(name: str):
+    if name in ("run_validation", "ValidationResult"):
+        from specbuild.validate import suite
+
+        return getattr(suite, name)
+    if name in ("CheckResult", "SuiteOptions"):
+        from specbuild.validate.checks import base
+
+        return getattr(base, name)
+    raise AttributeError(name)

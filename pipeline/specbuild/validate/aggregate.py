@@ -1,0 +1,164 @@
+"""Aggregation (the second piece: stats -> aggregate -> report): distributions, sweep levels, speedup, crossover,
+acceptance over a prompt set."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from specbuild import metrics
+from specbuild.validate.stats import AcceptanceRecord, RequestRecord
+
+PERCENTILES = (50, 90, 99)
+
+
+def distribution(values: Sequence[float]) -> dict[str, float] | None:
+    """avg, min, max and p50/p90/p99 (linear interpolation); None for no values."""
+    if not len(values):
+        return None
+    arr = np.asarray(values, dtype=float)
+    out = {"n": int(arr.size), "avg": float(arr.mean()), "min": float(arr.min()), "max": float(arr.max())}
+    for p in PERCENTILES:
+        out[f"p{p}"] = float(np.percentile(arr, p))
+    return out
+
+
+@dataclass
+class LevelSummary:
+    """One deployment at one concurrency level of the sweep."""
+
+    deployment: str
+    concurrency: int
+    requests: int
+    errors: int
+    wall_s: float
+    output_tokens: int
+    output_tokens_per_s: float
+    requests_per_s: float
+    ttft_s: dict | None
+    itl_s: dict | None
+    latency_s: dict | None
+    user_tokens_per_s: dict | None
+    streamed: bool
+    first_error: str | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def summarize_level(records: Sequence[RequestRecord], deployment: str, concurrency: int) -> LevelSummary:
+    ok = [r for r in records if r.ok]
+    errors = [r for r in records if not r.ok]
+    wall = (max(r.end for r in records) - min(r.start for r in records)) if records else 0.0
+    tokens = sum(r.output_tokens for r in ok)
+    user = [u for u in (r.user_tokens_per_s for r in ok) if u is not None]
+    return LevelSummary(
+        deployment=deployment, concurrency=concurrency, requests=len(records), errors=len(errors), wall_s=wall,
+        output_tokens=tokens, output_tokens_per_s=tokens / wall if wall > 0 else 0.0,
+        requests_per_s=len(ok) / wall if wall > 0 else 0.0,
+        ttft_s=distribution([r.ttft_s for r in ok if r.ttft_s is not None]),
+        itl_s=distribution([v for r in ok for v in r.itl_s]),
+        latency_s=distribution([r.latency_s for r in ok]),
+        user_tokens_per_s=distribution(user),
+        streamed=any(r.streamed for r in ok),
+        first_error=errors[0].error if errors else None,
+    )
+
+
+@dataclass
+class Speedup:
+    concurrency: int
+    speculative_tokens_per_s: float
+    baseline_tokens_per_s: float
+
+    @property
+    def value(self) -> float | None:
+        if self.baseline_tokens_per_s <= 0:
+            return None
+        return self.speculative_tokens_per_s / self.baseline_tokens_per_s
+
+    def to_dict(self) -> dict:
+        return {"concurrency": self.concurrency, "speculative_tokens_per_s": self.speculative_tokens_per_s,
+                "baseline_tokens_per_s": self.baseline_tokens_per_s, "speedup": self.value}
+
+
+def speedups(speculative: Sequence[LevelSummary], baseline: Sequence[LevelSummary]) -> list[Speedup]:
+    """Output-token throughput ratio at every concurrency level both deployments ran."""
+    base = {s.concurrency: s for s in baseline}
+    return [Speedup(s.concurrency, s.output_tokens_per_s, base[s.concurrency].output_tokens_per_s)
+            for s in sorted(speculative, key=lambda s: s.concurrency) if s.concurrency in base]
+
+
+@dataclass
+class Crossover:
+    """Where speculation stops paying: the first sweep level with speedup < 1, and the concurrency where the
+    speedup line crosses 1 (interpolated linearly in log2(concurrency) between the two levels around it)."""
+
+    first_level_below_1: int | None
+    interpolated: float | None
+    always_faster: bool
+    never_faster: bool
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def crossover(points: Sequence[Speedup]) -> Crossover:
+    pts = [(p.concurrency, p.value) for p in points if p.value is not None]
+    if not pts:
+        return Crossover(None, None, False, False)
+    if all(v >= 1.0 for _, v in pts):
+        return Crossover(None, None, True, False)
+    if pts[0][1] < 1.0:
+        return Crossover(pts[0][0], None, False, all(v < 1.0 for _, v in pts))
+    for (c0, v0), (c1, v1) in zip(pts, pts[1:]):
+        if v0 >= 1.0 > v1:
+            x0, x1 = math.log2(c0), math.log2(c1)
+            x = x0 + (v0 - 1.0) / (v0 - v1) * (x1 - x0)
+            return Crossover(c1, 2.0 ** x, False, False)
+    raise AssertionError("unreachable: some level is below 1")
+
+
+@dataclass
+class AcceptanceSummary:
+    """Acceptance over a greedy prompt set. `mean_acceptance_length` pools every step of every request
+    (vLLM's convention: AL = 1 + accepted / steps); the per-request figures show the spread."""
+
+    requests: int
+    accepted_draft_tokens: int
+    draft_tokens: int
+    steps: int
+    mean_acceptance_length: float
+    acceptance_rate: float
+    per_request_acceptance_length: dict | None
+    per_request_acceptance_rate: dict | None
+    per_position: list[float] | None = None  # position i (1-based, index i-1): share of steps accepting >= i drafts
+    histogram: list[int] | None = None  # steps by number of accepted drafts (0, 1, ...)
+    records: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def summarize_acceptance(records: Sequence[AcceptanceRecord]) -> AcceptanceSummary:
+    accepted = sum(r.accepted_draft_tokens for r in records)
+    drafted = sum(r.draft_tokens for r in records)
+    steps = sum(r.steps for r in records)
+    per_step = [n for r in records if r.accepted_per_step is not None for n in r.accepted_per_step]
+    histogram = per_position = None
+    if per_step and all(r.accepted_per_step is not None for r in records):
+        histogram = [0] * (max(per_step) + 1)
+        for n in per_step:
+            histogram[n] += 1
+        per_position = [sum(histogram[i:]) / len(per_step) for i in range(1, len(histogram))]
+    return AcceptanceSummary(
+        requests=len(records), accepted_draft_tokens=accepted, draft_tokens=drafted, steps=steps,
+        mean_acceptance_length=metrics.mean_acceptance_length(accepted, steps),
+        acceptance_rate=metrics.acceptance_rate(accepted, drafted),
+        per_request_acceptance_length=distribution([r.acceptance_length for r in records]),
+        per_request_acceptance_rate=distribution([metrics.acceptance_rate(r.accepted_draft_tokens, r.draft_tokens)
+                                                  for r in records]),
+        per_position=per_position, histogram=histogram, records=[r.to_dict() for r in records])

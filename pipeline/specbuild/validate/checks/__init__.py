@@ -1,0 +1,12 @@
+"""The checks of the validation suite, in the order they run. Each module has NAME, TITLE and run(ctx)."""
+
+from __future__ import annotations
+
+from specbuild.validate.checks import (acceptance, bad_input, functional, health, load, lossless, performance,
+                                       sampling)
+
+CHECKS = [health, functional, lossless, sampling, acceptance, performance, bad_input, load]
+ORDER = [m.NAME for m in CHECKS]
+BY_NAME = {m.NAME: m for m in CHECKS}
+
+__all__ = ["BY_NAME", "CHECKS", "ORDER"]

@@ -1,0 +1,242 @@
+"""What every check shares: its result, the deployments it talks to, and the suite's context."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+
+from specbuild.validate.client import (Generation, GenerateParams, GrpcSession, HttpSession, ModelSignature,
+                                       ServerClient, new_request_id)
+from specbuild.validate.endpoints import Endpoints
+
+if TYPE_CHECKING:
+    from specbuild.methods.base import Method
+    from specbuild.recipe.schema import Recipe
+    from specbuild.validate.prompts import Prompt
+    from specbuild.validate.tokenizer import ClientTokenizer
+
+PASSED, FAILED, WARNED, SKIPPED, ERROR = "passed", "failed", "warned", "skipped", "error"
+
+
+class ProgressFn(Protocol):
+    """Progress of the suite: `stage` names what runs now; done/total count its steps (total 0: unknown)."""
+
+    def __call__(self, stage: str, done: int, total: int) -> None: ...
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check. `passed`, `warned` (a finding that is no gate) and `skipped` do not fail a run;
+    `failed` (a gate does not hold) and `error` (the check could not run) do."""
+
+    name: str
+    title: str
+    status: str
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+    gate: str | None = None  # the recipe gate this check decides, e.g. "validation.min_speedup >= 1.3"
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (PASSED, WARNED, SKIPPED)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "title": self.title, "status": self.status, "summary": self.summary,
+                "gate": self.gate, "duration_s": round(self.duration_s, 3), "details": self.details}
+
+
+@dataclass
+class SuiteOptions:
+    """Knobs beyond the recipe (compile and tests use them to keep runs short). None: the recipe's value or the
+    suite's default."""
+
+    checks: Sequence[str] | None = None  # run only these checks (names from specbuild.validate.checks.ORDER)
+    requests_per_level: int | None = None  # performance: requests per concurrency level (default max(2c, prompts))
+    perf_max_tokens: int | None = None  # performance: tokens per request (default validation.max_tokens)
+    load_seconds: float | None = None
+    load_clients: int | None = None
+    sampling_trials: int | None = None
+    parallel: int = 2  # requests in flight during the prompt-set passes
+    max_prompts: int | None = None  # use only the first N prompts
+
+
+class Deployment:
+    """One served deployment: the speculative one (`role` target) or the baseline."""
+
+    def __init__(self, role: str, endpoints: Endpoints, model: str, timeout_s: float, speculative: bool = True):
+        self.role = role
+        self.label = "baseline" if role != "target" else "speculative" if speculative else "target"
+        self.endpoints = endpoints
+        self.model = endpoints.model or model
+        self.timeout_s = timeout_s
+        self.server = ServerClient(endpoints.http, endpoints.grpc, timeout_s=min(timeout_s, 60.0))
+        self._local = threading.local()
+        self._sessions: list[Any] = []
+        self._lock = threading.Lock()
+
+    # per-thread connections ---------------------------------------------------------------------------------
+    def http(self) -> HttpSession:
+        s = getattr(self._local, "http", None)
+        if s is None:
+            s = self._local.http = HttpSession(self.endpoints.http, self.timeout_s)
+            with self._lock:
+                self._sessions.append(s)
+        return s
+
+    def grpc(self) -> GrpcSession | None:
+        if not self.endpoints.grpc:
+            return None
+        s = getattr(self._local, "grpc", None)
+        if s is None:
+            s = self._local.grpc = GrpcSession(self.endpoints.grpc, self.timeout_s)
+            with self._lock:
+                self._sessions.append(s)
+        return s
+
+    def drop_grpc(self) -> None:
+        """Close this thread's gRPC session (after a cancelled stream) so the next call opens a fresh one."""
+        s = getattr(self._local, "grpc", None)
+        if s is not None:
+            s.close()
+            self._local.grpc = None
+
+    def close(self) -> None:
+        with self._lock:
+            for s in self._sessions:
+                s.close()
+            self._sessions.clear()
+        self.server.close()
+
+    @property
+    def signature(self) -> ModelSignature:
+        return self.server.signature(self.model)
+
+    @property
+    def streams(self) -> bool:
+        """The serving model is decoupled: it can send one response per step."""
+        return self.signature.decoupled
+
+    # generation ---------------------------------------------------------------------------------------------
+    def generate(self, prompt: str | bytes, params: GenerateParams, protocol: str = "http", *,
+                 stop_after: int | None = None, model: str | None = None) -> Generation:
+        """protocol: http (/generate), http-stream (/generate_stream), grpc (gRPC stream)."""
+        model = model or self.model
+        rid = new_request_id(self.label[:4])
+        if protocol == "http":
+            return self.http().generate(model, prompt if isinstance(prompt, str) else prompt.decode(errors="replace"),
+                                        params, request_id=rid)
+        stream = self.streams
+        if protocol == "http-stream":
+            text = prompt if isinstance(prompt, str) else prompt.decode(errors="replace")
+            return self.http().generate_stream(model, text, params, request_id=rid, stop_after=stop_after,
+                                               stream_flag=stream)
+        if protocol == "grpc":
+            session = self.grpc()
+            if session is None:
+                raise ValueError("no gRPC endpoint")
+            sig = self.signature if model == self.model else self.server.signature(model)
+            # gRPC refuses inputs a model does not declare (older repositories lack some): send only declared ones
+            values = {k: v for k, v in params.inputs(prompt, stream=stream).items()
+                      if k in sig.inputs or k in params.extra}
+            gen = session.generate(model, sig, values, request_id=rid, stop_after=stop_after)
+            if not gen.ok:
+                self.drop_grpc()
+            return gen
+        raise ValueError(f"unknown protocol {protocol!r}")
+
+
+@dataclass
+class SuiteContext:
+    """Everything a check needs. Greedy passes over the prompt set are cached: several checks read them."""
+
+    recipe: Recipe
+    method: Method
+    prompts: list[Prompt]
+    target: Deployment
+    baseline: Deployment | None
+    tokenizer: ClientTokenizer | None
+    options: SuiteOptions
+    progress: Callable[[str, int, int], None]
+    _greedy: dict[tuple[str, str], list[Generation]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def max_tokens(self) -> int:
+        return self.recipe.validation.max_tokens
+
+    def deployments(self) -> list[Deployment]:
+        return [self.target] + ([self.baseline] if self.baseline is not None else [])
+
+    def count_tokens(self, gen: Generation) -> int | None:
+        """Output tokens of a successful generation: the server's ids, else the tokenizer's count of the text."""
+        if gen.num_tokens is not None:
+            return gen.num_tokens
+        if self.tokenizer is not None and gen.ok:
+            return len(self.tokenizer.encode(gen.text))
+        return None
+
+    def greedy_params(self, **kw) -> GenerateParams:
+        return GenerateParams(max_tokens=kw.pop("max_tokens", self.max_tokens), **kw)
+
+    def run_many(self, stage: str, jobs: list[Callable[[], Any]], parallel: int | None = None) -> list[Any]:
+        """Run jobs with a few in flight, reporting progress; results in job order."""
+        total = len(jobs)
+        done = 0
+        self.progress(stage, 0, total)
+        results: list[Any] = [None] * total
+        lock = threading.Lock()
+
+        def run(i: int) -> None:
+            nonlocal done
+            results[i] = jobs[i]()
+            with lock:
+                done += 1
+                self.progress(stage, done, total)
+
+        with ThreadPoolExecutor(max_workers=max(1, parallel or self.options.parallel)) as pool:
+            list(pool.map(run, range(total)))
+        return results
+
+    def greedy_pass(self, deployment: Deployment, protocol: str = "http") -> list[Generation]:
+        """The greedy output of every prompt (exclude_input_in_output, perf metrics on), computed once."""
+        key = (deployment.role, protocol)
+        with self._lock:
+            cached = self._greedy.get(key)
+        if cached is not None:
+            return cached
+        params = self.greedy_params()
+        jobs = [lambda p=p: deployment.generate(p.text, params, protocol) for p in self.prompts]
+        gens = self.run_many(f"greedy prompt set: {deployment.label}, {protocol}", jobs)
+        with self._lock:
+            self._greedy[key] = gens
+        return gens
+
+
+def timed(fn: Callable[[SuiteContext], CheckResult]) -> Callable[[SuiteContext], CheckResult]:
+    """Wrap a check: measure its duration, turn an unexpected exception into an `error` result."""
+
+    def run(ctx: SuiteContext) -> CheckResult:
+        t0 = time.perf_counter()
+        try:
+            result = fn(ctx)
+        except Exception as e:  # noqa: BLE001 - a check that cannot run is reported, not raised
+            name = getattr(fn, "__module__", "check").rsplit(".", 1)[-1]
+            result = CheckResult(name, name, ERROR, f"the check could not run: {type(e).__name__}: {e}")
+        result.duration_s = time.perf_counter() - t0
+        return result
+
+    run.__name__ = fn.__name__
+    return run
+
+
+def first_difference(a: Sequence[Any], b: Sequence[Any]) -> int | None:
+    """Index of the first position where two sequences differ (the shorter one's length if one is a prefix);
+    None when they are equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))

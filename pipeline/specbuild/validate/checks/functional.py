@@ -1,0 +1,164 @@
+"""Functional: the speculative deployment answers every prompt of the set with non-empty text of at most
+max_tokens tokens; stop words end generation; exclude_input_in_output is honoured; streaming (HTTP
+generate_stream and the gRPC stream) concatenates to exactly the non-streaming text and tokens."""
+
+from __future__ import annotations
+
+import re
+
+from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, SuiteContext, first_difference, timed
+from specbuild.validate.client import Generation
+
+NAME, TITLE = "functional", "Functional (text, limits, stop words, echo, streaming)"
+REPLACEMENT = "\ufffd"
+SPLIT_HINT = (" (a multi-byte character was split between streamed responses and each part decoded alone: the "
+              "streamed text shows U+FFFD where the whole text has the character)")
+
+
+def _clip(s: str, n: int = 60) -> str:
+    return s if len(s) <= n else s[:n] + "…"
+
+
+def _basic(ctx: SuiteContext, gens: list[Generation]) -> tuple[list[str], list[dict]]:
+    problems, rows = [], []
+    for p, g in zip(ctx.prompts, gens):
+        row = {"prompt": p.id, "kind": p.kind, "ok": g.ok, "tokens": g.num_tokens, "latency_s": round(g.latency, 4),
+               "text": _clip(g.text, 120)}
+        rows.append(row)
+        if not g.ok:
+            problems.append(f"prompt {p.id}: {g.error}")
+            continue
+        if not g.text:
+            problems.append(f"prompt {p.id}: empty text")
+        n = ctx.count_tokens(g)
+        row["tokens"] = n
+        if n is not None and n > ctx.max_tokens:
+            problems.append(f"prompt {p.id}: {n} tokens > max_tokens {ctx.max_tokens}")
+    return problems, rows
+
+
+def _stream_matches(ctx: SuiteContext, plain: list[Generation], streamed: list[Generation], what: str) -> list[str]:
+    problems = []
+    for p, a, b in zip(ctx.prompts, plain, streamed):
+        if not a.ok:
+            continue
+        if not b.ok:
+            problems.append(f"prompt {p.id}: {what} failed: {b.error}")
+        elif not b.final:
+            problems.append(f"prompt {p.id}: {what} ended without its final response")
+        elif b.text != a.text:
+            i = first_difference(a.text, b.text)
+            split = b.text[i:i + 1] == REPLACEMENT and a.text[i:i + 1] not in ("", REPLACEMENT)
+            problems.append(f"prompt {p.id}: {what} text differs from the non-streaming text at character {i}: "
+                            f"{a.text[i:i + 20]!r} vs {b.text[i:i + 20]!r}" + (SPLIT_HINT if split else ""))
+        elif a.ids is not None and b.ids is not None and a.ids != b.ids:
+            problems.append(f"prompt {p.id}: {what} token ids differ at position {first_difference(a.ids, b.ids)}")
+    return problems
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def _squash(s: str) -> str:
+    return _SPACE.sub("", s)
+
+
+def _echo(ctx: SuiteContext, plain: list[Generation]) -> tuple[list[str], dict]:
+    """exclude_input_in_output: false returns the prompt, then the same generated text."""
+    problems: list[str] = []
+    cases = [(p, g) for p, g in zip(ctx.prompts, plain) if g.ok][:2]
+    shown = []
+    for p, g in cases:
+        echo = ctx.target.generate(p.text, ctx.greedy_params(exclude_input_in_output=False))
+        if not echo.ok:
+            problems.append(f"prompt {p.id}: exclude_input_in_output=false failed: {echo.error}")
+            continue
+        shown.append({"prompt": p.id, "text": _clip(echo.text, 120)})
+        if not _squash(echo.text).startswith(_squash(p.text)) or not _squash(echo.text).endswith(_squash(g.text)):
+            problems.append(f"prompt {p.id}: with exclude_input_in_output=false the text is not the prompt followed "
+                            f"by the generated text ({_clip(echo.text)!r})")
+        if g.ids is not None and echo.ids is not None and \
+                (len(echo.ids) <= len(g.ids) or echo.ids[len(echo.ids) - len(g.ids):] != g.ids):
+            problems.append(f"prompt {p.id}: with exclude_input_in_output=false the token ids do not end with the "
+                            "generated ids")
+        elif g.ids is None and len(_squash(echo.text)) <= len(_squash(g.text)):
+            problems.append(f"prompt {p.id}: exclude_input_in_output=false returned no more text than true")
+    return problems, {"cases": shown}
+
+
+def _pick_stop(ctx: SuiteContext, g: Generation) -> tuple[int, str] | None:
+    """A generated token that round-trips through the tokenizer alone, at its first occurrence (not the first
+    token), so that a stop word made of it must end generation right there."""
+    tok = ctx.tokenizer
+    if tok is None or g.ids is None or len(g.ids) < 3:
+        return None
+    later_first = list(range(max(1, len(g.ids) // 3), len(g.ids) - 1)) + list(range(1, max(1, len(g.ids) // 3)))
+    for k in later_first:  # prefer a stop in the middle: with speculation it falls inside a multi-token step
+        t = g.ids[k]
+        if t in g.ids[:k]:
+            continue
+        word = tok.decode([t])
+        if word.strip() and tok.encode(word) == [t]:
+            return k, word
+    return None
+
+
+def _stop_words(ctx: SuiteContext, plain: list[Generation]) -> tuple[list[str], dict]:
+    if ctx.tokenizer is None:
+        return [], {"skipped": "no tokenizer on this machine (the recipe's model.tokenizer/checkpoint folder)"}
+    problems: list[str] = []
+    tried = []
+    for p, g in zip(ctx.prompts, plain):
+        if len(tried) == 2:
+            break
+        if not g.ok:
+            continue
+        pick = _pick_stop(ctx, g)
+        if pick is None:
+            continue
+        k, word = pick
+        stopped = ctx.target.generate(p.text, ctx.greedy_params(stop_words=[word]))
+        case = {"prompt": p.id, "stop_word": word, "position": k, "text": _clip(stopped.text)}
+        tried.append(case)
+        if not stopped.ok:
+            problems.append(f"prompt {p.id}: request with stop word {word!r} failed: {stopped.error}")
+            continue
+        want = {tuple(g.ids[:k + 1]), tuple(g.ids[:k])}  # the stop word kept (TensorRT-LLM) or removed
+        if stopped.ids is not None and tuple(stopped.ids) not in want:
+            problems.append(f"prompt {p.id}: stop word {word!r} (token {g.ids[k]} first generated at position {k}) "
+                            f"did not end generation there: got {len(stopped.ids)} tokens")
+        elif stopped.ids is None and not (g.text.startswith(stopped.text) and len(stopped.text) < len(g.text)):
+            problems.append(f"prompt {p.id}: stop word {word!r} did not shorten the text to a prefix")
+    if not tried:
+        return [], {"skipped": "no generated token round-trips through the tokenizer alone"}
+    return problems, {"cases": tried}
+
+
+@timed
+def run(ctx: SuiteContext) -> CheckResult:
+    target = ctx.target
+    plain = ctx.greedy_pass(target, "http")
+    problems, rows = _basic(ctx, plain)
+    details: dict = {"prompts": rows}
+    streamed = ctx.greedy_pass(target, "http-stream")
+    problems += _stream_matches(ctx, plain, streamed, "HTTP generate_stream")
+    details["streaming"] = {"decoupled": target.streams,
+                            "chunks_per_request": [len(g.chunks) for g in streamed]}
+    if target.endpoints.grpc:
+        problems += _stream_matches(ctx, plain, ctx.greedy_pass(target, "grpc"), "gRPC stream")
+    else:
+        details["grpc"] = "skipped: no --grpc-url"
+    echo_problems, details["exclude_input_in_output"] = _echo(ctx, plain)
+    stop_problems, details["stop_words"] = _stop_words(ctx, plain)
+    problems += echo_problems + stop_problems
+    details["problems"] = problems
+    if problems:
+        return CheckResult(NAME, TITLE, FAILED, f"{len(problems)} problem(s): " + "; ".join(problems[:2]), details)
+    ok = sum(1 for g in plain if g.ok)
+    notes = []
+    if "skipped" in details["stop_words"]:
+        notes.append("stop words not checked: " + details["stop_words"]["skipped"])
+    if "grpc" in details:
+        notes.append("gRPC not checked (no --grpc-url)")
+    summary = f"{ok}/{len(plain)} prompts answered; streaming matches non-streaming"
+    return CheckResult(NAME, TITLE, PASSED, summary + (f" ({'; '.join(notes)})" if notes else ""), details)

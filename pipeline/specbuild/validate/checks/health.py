@@ -1,0 +1,99 @@
+"""Health: the servers are live and ready (HTTP and gRPC), every model of the repository is ready, and the served
+configs match the recipe: max batch size, decoupled, the method's decoding parameters, the draft model."""
+
+from __future__ import annotations
+
+from specbuild.triton import params as triton_params
+from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, Deployment, SuiteContext, timed
+
+NAME, TITLE = "health", "Health and served configuration"
+CORE = "tensorrt_llm"
+DRAFT = "tensorrt_llm_draft"
+
+
+def _param(config: dict, key: str) -> str | None:
+    value = (config.get("parameters") or {}).get(key)
+    if value is None:
+        return None
+    return value.get("string_value") if isinstance(value, dict) else str(value)
+
+
+def _decoupled(config: dict) -> bool:
+    return bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
+
+
+def deployment_problems(ctx: SuiteContext, dep: Deployment) -> tuple[list[str], dict]:
+    """Every way `dep` differs from what the recipe says it serves, and the facts read."""
+    recipe, method = ctx.recipe, ctx.method
+    problems: list[str] = []
+    health = dep.server.health()
+    facts: dict = {"endpoints": dep.endpoints.to_dict(), "serving_model": dep.model, **health}
+    for key in ("http_live", "http_ready", "grpc_live", "grpc_ready"):
+        if key in health and not health[key]:
+            problems.append(f"{dep.label}: server not {key.split('_')[1]} over {key.split('_')[0].upper()}"
+                            + (f" ({health.get(key.split('_')[0] + '_error')})"
+                               if health.get(key.split('_')[0] + "_error") else ""))
+    models = health.get("models", {})
+    for name, info in sorted(models.items()):
+        if not info["ready"]:
+            reason = f": {info['reason']}" if info.get("reason") else ""
+            problems.append(f"{dep.label}: model {name} is not ready (state {info['state'] or 'not loaded'}{reason})")
+    role = dep.role
+    expected = triton_params.repository_models(recipe, role)
+    for name in expected:
+        if name not in models:
+            problems.append(f"{dep.label}: the repository has no model {name}")
+    if dep.model not in models:
+        problems.append(f"{dep.label}: the serving model {dep.model} is not in the repository")
+    if CORE not in models or not models[CORE]["ready"]:
+        return problems, facts
+
+    core = dep.server.config(CORE)
+    facts["core"] = {"max_batch_size": core.get("max_batch_size"), "decoupled": _decoupled(core),
+                     "parameters": {k: _param(core, k) for k in sorted((core.get("parameters") or {}))}}
+    if int(core.get("max_batch_size", 0)) != recipe.build.max_batch_size:
+        problems.append(f"{dep.label}: {CORE} max_batch_size is {core.get('max_batch_size')}, the recipe's "
+                        f"build.max_batch_size is {recipe.build.max_batch_size}")
+    want_decoupled = triton_params.core_decoupled(recipe, role)
+    if _decoupled(core) != want_decoupled:
+        problems.append(f"{dep.label}: {CORE} is {'' if _decoupled(core) else 'not '}decoupled; the recipe "
+                        f"(triton.streaming: {str(recipe.triton.streaming).lower()}) needs "
+                        f"{'' if want_decoupled else 'not '}decoupled")
+    if role == "target":
+        for key, want in method.triton_parameters(recipe).items():
+            got = _param(core, key)
+            if got != want:
+                problems.append(f"{dep.label}: {CORE} parameter {key} is {got!r}, the recipe gives {want!r}")
+    else:
+        mode = _param(core, "decoding_mode")
+        if mode and mode in {"medusa", "eagle", "lookahead", "redrafter", "explicit_draft_tokens"}:
+            problems.append(f"{dep.label}: the baseline's {CORE} has decoding_mode {mode!r} (speculation is on)")
+    needs_draft = role == "target" and method.needs_draft_engine
+    if needs_draft and not models.get(DRAFT, {}).get("ready"):
+        problems.append(f"{dep.label}: draft-target needs a ready {DRAFT} model")
+    if not needs_draft and DRAFT in models:
+        problems.append(f"{dep.label}: {DRAFT} is present but the recipe's method ({method.name}) has no draft model")
+    if dep.model == "tensorrt_llm_bls" and "tensorrt_llm_bls" in models:
+        bls = dep.server.config("tensorrt_llm_bls")
+        if _decoupled(bls) != recipe.triton.streaming:
+            problems.append(f"{dep.label}: tensorrt_llm_bls decoupled is {_decoupled(bls)}, the recipe's "
+                            f"triton.streaming is {recipe.triton.streaming}")
+        if needs_draft and _param(bls, "tensorrt_llm_draft_model_name") != DRAFT:
+            problems.append(f"{dep.label}: tensorrt_llm_bls does not name {DRAFT} as its draft model")
+    return problems, facts
+
+
+@timed
+def run(ctx: SuiteContext) -> CheckResult:
+    problems: list[str] = []
+    details: dict = {}
+    for dep in ctx.deployments():
+        found, facts = deployment_problems(ctx, dep)
+        problems += found
+        details[dep.label] = facts
+    details["problems"] = problems
+    if problems:
+        return CheckResult(NAME, TITLE, FAILED, f"{len(problems)} problem(s): " + "; ".join(problems[:3]), details)
+    n = sum(len(details[d.label].get("models", {})) for d in ctx.deployments())
+    return CheckResult(NAME, TITLE, PASSED, f"servers live and ready, {n} models ready, configs match the recipe",
+                       details)

@@ -1,0 +1,91 @@
+"""The prompt set: the recipe's (`validation.prompts`: a .txt file with one prompt per line, a .jsonl file with a
+"prompt" field per line, a .json array of such objects, or an inline list) or the bundled one (prompts/default.json:
+Python-flavoured prompts of three kinds: code completion, summarisation-like copying, chat-like questions in
+comments; a .json file, so that it ships in the wheel's package data)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specbuild.errors import UserError
+
+if TYPE_CHECKING:
+    from specbuild.recipe.schema import Recipe
+
+BUNDLED = Path(__file__).parent / "prompts" / "default.json"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    index: int
+    id: str
+    kind: str
+    text: str
+
+
+def _from_items(items: list, where: str) -> list[Prompt]:
+    out = []
+    for n, item in enumerate(items, 1):
+        if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
+            raise UserError(f"{where} item {n}: each item must be a JSON object with a \"prompt\" string")
+        out.append(Prompt(len(out), str(item.get("id", f"p{len(out)}")), str(item.get("kind", "custom")),
+                          item["prompt"]))
+    return out
+
+
+def _from_json(path: Path) -> list[Prompt]:
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise UserError(f"{path}: not valid JSON ({e}) — give a JSON array of objects with a \"prompt\" string")
+    if not isinstance(items, list):
+        raise UserError(f"{path}: expected a JSON array of objects with a \"prompt\" string")
+    return _from_items(items, str(path))
+
+
+def _from_jsonl(path: Path) -> list[Prompt]:
+    out = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as e:
+            raise UserError(f"{path}:{lineno}: not valid JSON ({e}) — each line must be an object with a "
+                            "\"prompt\" string") from None
+        if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
+            raise UserError(f"{path}:{lineno}: each line must be a JSON object with a \"prompt\" string")
+        out.append(Prompt(len(out), str(item.get("id", f"p{len(out)}")), str(item.get("kind", "custom")),
+                          item["prompt"]))
+    return out
+
+
+def load_prompt_file(path: Path) -> list[Prompt]:
+    if not path.is_file():
+        raise UserError(f"validation.prompts: {path} is not a file — give a .txt (one prompt per line), .jsonl or "
+                        ".json file, an inline list, or leave it out for the bundled prompt set")
+    if path.suffix == ".jsonl":
+        prompts = _from_jsonl(path)
+    elif path.suffix == ".json":
+        prompts = _from_json(path)
+    else:
+        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        prompts = [Prompt(i, f"p{i}", "custom", ln) for i, ln in enumerate(lines)]
+    if not prompts:
+        raise UserError(f"validation.prompts: {path} holds no prompts")
+    return prompts
+
+
+def load_prompts(recipe: Recipe) -> list[Prompt]:
+    """The recipe's prompt set, or the bundled one."""
+    value = recipe.validation.prompts
+    if value is None:
+        return _from_json(BUNDLED)
+    if isinstance(value, list):
+        if not value:
+            raise UserError("validation.prompts is an empty list — give prompts or leave it out")
+        return [Prompt(i, f"p{i}", "custom", text) for i, text in enumerate(value)]
+    return load_prompt_file(recipe.resolve(value))

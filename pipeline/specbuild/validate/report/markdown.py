@@ -1,0 +1,172 @@
+"""report.md: the tables a person reads (checks, gates, performance per concurrency, acceptance, findings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+FILE = "report.md"
+ICON = {"passed": "✅ passed", "failed": "❌ failed", "error": "💥 error", "warned": "⚠️ warning",
+        "skipped": "➖ skipped"}
+PLOT_TITLES = {"latency_vs_concurrency.png": "Latency vs concurrency",
+               "throughput_vs_concurrency.png": "Throughput vs concurrency",
+               "speedup_vs_concurrency.png": "Speedup vs concurrency",
+               "acceptance_per_position.png": "Acceptance per draft position"}
+
+
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return out + [""]
+
+
+def ms(dist: dict | None, key: str) -> str:
+    return f"{dist[key] * 1000:.1f}" if dist and dist.get(key) is not None else "–"
+
+
+def sec(dist: dict | None, key: str) -> str:
+    return f"{dist[key]:.3f}" if dist and dist.get(key) is not None else "–"
+
+
+def performance_rows(details: dict) -> list[list[Any]]:
+    speed = {p["concurrency"]: p["speedup"] for p in details.get("speedup", [])}
+    rows = []
+    levels = details.get("levels", {})
+    concurrencies = sorted({s["concurrency"] for vs in levels.values() for s in vs})
+    for c in concurrencies:
+        for dep, vs in levels.items():
+            s = next((x for x in vs if x["concurrency"] == c), None)
+            if s is None:
+                continue
+            sp = speed.get(c) if dep == "speculative" else None
+            rows.append([c, dep, f"{s['requests'] - s['errors']}/{s['requests']}", f"{s['output_tokens_per_s']:.1f}",
+                         f"{s['requests_per_s']:.2f}",
+                         f"{ms(s['ttft_s'], 'p50')} / {ms(s['ttft_s'], 'p90')} / {ms(s['ttft_s'], 'p99')}",
+                         f"{ms(s['itl_s'], 'p50')} / {ms(s['itl_s'], 'p90')} / {ms(s['itl_s'], 'p99')}",
+                         f"{sec(s['latency_s'], 'p50')} / {sec(s['latency_s'], 'p90')} / {sec(s['latency_s'], 'p99')}",
+                         speedup_text(sp)])
+    return rows
+
+
+PERF_HEADER = ["concurrency", "deployment", "ok/requests", "output tok/s", "req/s", "TTFT ms p50/p90/p99",
+               "ITL ms p50/p90/p99", "latency s p50/p90/p99", "speedup"]
+
+
+def speedup_text(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:.2f}×" if value >= 0.1 else f"{value:.3f}×"
+
+
+def _crossover_line(details: dict) -> str:
+    cross = details.get("crossover")
+    if not cross:
+        return ""
+    if cross.get("always_faster"):
+        return "Speculation is faster at every concurrency level measured (no crossover in the sweep)."
+    if cross.get("never_faster"):
+        return "Speculation is slower at every concurrency level measured."
+    if cross.get("first_level_below_1") is not None:
+        at = f"≈ {cross['interpolated']:.1f}" if cross.get("interpolated") else f"{cross['first_level_below_1']}"
+        return (f"**Crossover:** speculation stops paying at concurrency {at} "
+                f"(first level measured below 1×: {cross['first_level_below_1']}).")
+    return ""
+
+
+def _section(lines: list[str], title: str) -> None:
+    lines += [f"## {title}", ""]
+
+
+def write_markdown(result, folder: Path, plots: list[str]) -> Path:
+    d = result.to_dict()
+    lines = [f"# Validation report — {d['recipe']}", "",
+             f"**Result: {'PASSED' if d['passed'] else 'FAILED'}** — method `{d['method']}` on the `{d['runtime']}` "
+             f"runtime, serving model `{d['serving_model']}`, {d['prompts']} prompts, {d['duration_s']:.1f} s "
+             f"(started {d['started']}).", "",
+             f"- speculative deployment: {result.target.describe()}",
+             f"- baseline deployment: {result.baseline.describe() if result.baseline else 'none'}", ""]
+    _section(lines, "Checks")
+    lines += table(["check", "status", "gate", "summary", "time s"],
+                   [[c.name, ICON.get(c.status, c.status), c.gate or "", c.summary, f"{c.duration_s:.1f}"]
+                    for c in result.checks])
+    by = {c.name: c for c in result.checks}
+
+    perf = by.get("performance")
+    if perf and perf.details.get("levels"):
+        _section(lines, "Performance")
+        lines += [f"Greedy, {perf.details.get('max_tokens')} tokens per request, closed loop over "
+                  f"{perf.details.get('protocol')}; ITL = {perf.details.get('itl_definition')}.", ""]
+        lines += table(PERF_HEADER, performance_rows(perf.details))
+        cross = _crossover_line(perf.details)
+        if cross:
+            lines += [cross, ""]
+
+    acc = by.get("acceptance")
+    if acc and acc.details.get("records"):
+        a = acc.details
+        _section(lines, "Acceptance")
+        lines += [f"Mean acceptance length (AL, bonus token included) **{a['mean_acceptance_length']:.3f}**; "
+                  f"draft acceptance rate {a['acceptance_rate']:.1%} ({a['accepted_draft_tokens']} of "
+                  f"{a['draft_tokens']} draft tokens, {a['steps']} steps). {a.get('definition', '')}", ""]
+        if a.get("per_position"):
+            lines += table(["draft position"] + [str(i) for i in range(1, len(a["per_position"]) + 1)],
+                           [["accepted share"] + [f"{v:.3f}" for v in a["per_position"]]])
+        if a.get("histogram"):
+            lines += table(["accepted drafts per step"] + [str(i) for i in range(len(a["histogram"]))],
+                           [["steps"] + a["histogram"]])
+        lines += table(["prompt", "tokens", "accepted", "drafted", "rate (server)", "steps", "AL"],
+                       [[r.get("prompt") or r["prompt_index"], r["output_tokens"], r["accepted_draft_tokens"], r["draft_tokens"],
+                         "–" if r["server_acceptance_rate"] is None else f"{r['server_acceptance_rate']:.3f}",
+                         r["steps"], f"{r['acceptance_length']:.3f}"] for r in a["records"]])
+
+    loss = by.get("lossless")
+    if loss and loss.details.get("differences"):
+        _section(lines, "Lossless differences")
+        lines += table(["prompt", "first difference", "speculative continues", "baseline continues"],
+                       [[x["prompt"], f"{x['unit']} {x['position']}", repr(x.get("speculative_text", "")),
+                         repr(x.get("baseline_text", ""))] for x in loss.details["differences"]])
+
+    samp = by.get("sampling")
+    if samp and "p_value" in samp.details:
+        s = samp.details
+        _section(lines, "Sampling distribution")
+        lines += [f"{s['test']}: statistic {s['statistic']:.3f}, {s['dof']} dof, p = {s['p_value']:.4g} "
+                  f"(fails below {s['significance']}); total variation {s['total_variation']:.3f}; "
+                  f"{s['trials']} seeds per deployment at temperature {s['temperature']}, first {s['tokens']} tokens.",
+                  ""]
+        lines += table(["outcome", "speculative", "baseline"],
+                       [[c, a, b] for c, a, b in zip(s["columns"], s["counts_a"], s["counts_b"])][:20])
+
+    bad = by.get("bad_input")
+    if bad and bad.details.get("cases"):
+        _section(lines, "Bad input")
+        lines += table(["case", "expected", "outcome", "healthy after", "message"],
+                       [[r["case"], r["expect"], r["outcome"], {True: "yes", False: "NO"}.get(r.get("healthy_after"), ""),
+                         (r.get("message") or "")[:100]] for r in bad.details["cases"]])
+
+    load = by.get("load")
+    if load and "sent" in load.details:
+        L = load.details
+        _section(lines, "Load")
+        lines += table(["clients", "seconds", "sent", "complete", "errors", "lost", "mixed", "diverged", "req/s"],
+                       [[L["clients"], L["seconds"], L["sent"], L["complete"], L["errors"], L["lost"], L["mixed"],
+                         L["diverged"], f"{L['requests_per_s']:.1f}"]])
+
+    func = by.get("functional")
+    if func and func.details.get("prompts"):
+        _section(lines, "Prompts (speculative deployment, greedy)")
+        lines += table(["prompt", "kind", "tokens", "latency s", "text"],
+                       [[r["prompt"], r["kind"], r["tokens"], r["latency_s"], repr(r["text"])]
+                        for r in func.details["prompts"]])
+
+    if plots:
+        _section(lines, "Plots")
+        for name in plots:
+            lines += [f"![{PLOT_TITLES.get(name, name)}]({name})", ""]
+    path = folder / FILE
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path

@@ -1,0 +1,77 @@
+"""What a person sees on the terminal: a progress bar while the suite runs, then rich tables."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from specbuild.validate.report.markdown import speedup_text
+
+
+STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "warned": "yellow", "skipped": "dim"}
+
+
+@contextmanager
+def progress_bar(console) -> Iterator:
+    """A rich Progress on `console` (stderr); yields the suite's progress callback (stage, done, total)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
+        tasks: dict[str, int] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                for other in tasks.values():  # one stage runs at a time: hide the finished ones
+                    progress.update(other, visible=False)
+                tasks[stage] = progress.add_task(stage, total=total or None)
+            progress.update(tasks[stage], completed=done, total=total or None)
+
+        yield update
+
+
+def print_result(result, console) -> None:
+    from rich.table import Table
+
+    checks = Table(title=f"specbuild validate — {result.recipe} ({result.method}, {result.runtime})",
+                   show_lines=False, expand=False)
+    for col in ("check", "status", "summary"):
+        checks.add_column(col, overflow="fold")
+    for c in result.checks:
+        checks.add_row(c.name, f"[{STYLE.get(c.status, '')}]{c.status}[/]", c.summary)
+    console.print(checks)
+    perf = result.check("performance")
+    if perf is not None and perf.details.get("levels"):
+        console.print(performance_table(perf.details))
+    verdict = "[bold green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
+    failing = ", ".join(c.name for c in result.failures)
+    console.print(f"{verdict}" + (f": {failing}" if failing else "") + f"  ({result.duration_s:.1f} s)")
+
+
+def _ms(dist: dict | None) -> str:
+    return f"{dist['p50'] * 1000:.1f}" if dist else "–"
+
+
+def performance_table(details: dict):
+    """A compact table (fits 80 columns): p50s and the request latency's p99; report.md has every percentile."""
+    from rich import box
+    from rich.table import Table
+
+    levels = details["levels"]
+    errors = sum(s["errors"] for vs in levels.values() for s in vs)
+    title = "performance: p50 unless said" + (f" — {errors} request(s) FAILED" if errors else "")
+    table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
+    for col in ("c", "deployment", "tok/s", "req/s", "TTFT ms", "ITL ms", "lat s", "p99 s", "speedup"):
+        table.add_column(col, justify="left" if col == "deployment" else "right", no_wrap=True)
+    speed = {p["concurrency"]: p["speedup"] for p in details.get("speedup", [])}
+    for c in sorted({s["concurrency"] for vs in levels.values() for s in vs}):
+        for dep, vs in levels.items():
+            s = next((x for x in vs if x["concurrency"] == c), None)
+            if s is None:
+                continue
+            lat = s["latency_s"]
+            sp = speed.get(c) if dep == "speculative" else None
+            table.add_row(str(c), dep, f"{s['output_tokens_per_s']:.1f}", f"{s['requests_per_s']:.2f}",
+                          _ms(s["ttft_s"]), _ms(s["itl_s"]), f"{lat['p50']:.3f}" if lat else "–",
+                          f"{lat['p99']:.3f}" if lat else "–", speedup_text(sp))
+    return table

@@ -1,0 +1,75 @@
+"""`specbuild serve`: run tritonserver in the foreground on top of `specbuild.serve.TritonServer` — wait until every
+model is ready, print the endpoints, and stop the server by its own PID on Ctrl-C (or SIGTERM)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from specbuild.errors import UserError
+
+
+def _raise_interrupt(signum, frame):  # SIGTERM ends `serve` the way Ctrl-C does
+    raise KeyboardInterrupt
+
+
+def _serving_hint(repository: Path) -> str | None:
+    """The model to generate with: the BLS when it runs the speculative loop (draft-target, prompt lookup)."""
+    bls = repository / "tensorrt_llm_bls" / "config.pbtxt"
+    if bls.is_file() and "speculative_method" in bls.read_text(errors="replace"):
+        return "tensorrt_llm_bls"
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        if (repository / model / "config.pbtxt").is_file():
+            return model
+    return None
+
+
+def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host: str, http_port: int | None,
+                            grpc_port: int | None, metrics_port: int | None, model_control: str,
+                            load_models: list[str], log_path: Path | None, timeout_s: float, console, out) -> int:
+    """Serve until interrupted. Returns the exit code: 0 after a clean stop, 1 when the server died by itself.
+    UserError (exit 2) for a missing repository, a taken port, or models that fail to load."""
+    from specbuild.serve.tritonserver import TritonServer, find_tritonserver
+
+    repository = Path(repository)
+    if not repository.is_dir():
+        raise UserError(f"{repository}: no such model repository — write one with `specbuild compile RECIPE` "
+                        "(it goes to triton_repo/<name>) or give the path of a Triton model repository")
+    binary = find_tritonserver(tritonserver)
+    server = TritonServer(repository, host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
+                          binary=binary, model_control=model_control, load_models=load_models, log_path=log_path)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        with console.status(f"starting {binary.describe()} on {repository}"):
+            server.start(timeout_s=timeout_s)
+        models = sorted(e["name"] for e in server.repository_index()
+                        if e.get("state") == "READY" and "name" in e)
+        out.print(f"serving {repository} with {binary.describe()}, pid {server.pid}")
+        out.print(f"  HTTP     http://{server.http_address}")
+        out.print(f"  gRPC     {server.grpc_url}")
+        out.print(f"  metrics  {server.metrics_url}")
+        out.print(f"  models   {', '.join(models)} (ready)")
+        out.print(f"  log      {server.log_path}")
+        hint = _serving_hint(server.repository)
+        if hint:
+            out.print(f"try:  curl -s -X POST http://{server.http_address}/v2/models/{hint}/generate "
+                      "-d '{\"text_input\": \"def add(a, b):\", \"max_tokens\": 16}'")
+        out.print(f"validate:  specbuild validate RECIPE --url {server.http_address} --grpc-url {server.grpc_url}")
+        out.print("Ctrl-C stops the server.")
+        while server.running():
+            time.sleep(0.5)
+        code = server.process.returncode if server.process is not None else None
+        tail = "\n".join(server.read_log().splitlines()[-10:])
+        console.print(f"tritonserver exited by itself (exit code {code}); last log lines:\n{tail}\nfull log: "
+                      f"{server.log_path}")
+        server.stop()
+        return 1
+    except KeyboardInterrupt:
+        console.print(f"stopping tritonserver (pid {server.pid}) …")
+        server.stop()
+        console.print("stopped")
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.stop()

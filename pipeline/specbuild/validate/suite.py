@@ -1,0 +1,160 @@
+"""The validation suite: run every check against served deployments and decide whether the recipe's gates hold.
+
+    from specbuild.validate import Endpoints, run_validation
+    result = run_validation(recipe, Endpoints("127.0.0.1:8000", "127.0.0.1:8001"),
+                            baseline=Endpoints("127.0.0.1:9000", "127.0.0.1:9001"), report_dir=Path("reports/demo"))
+    result.passed, result.checks
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from specbuild.errors import UserError
+from specbuild.methods import method_for
+from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
+from specbuild.validate.checks.base import ERROR, FAILED, CheckResult, Deployment, SuiteContext, SuiteOptions
+from specbuild.validate.endpoints import Endpoints
+from specbuild.validate.prompts import load_prompts
+from specbuild.validate.tokenizer import load_tokenizer
+
+if TYPE_CHECKING:
+    from specbuild.recipe.schema import Recipe
+
+BASELINE_MODEL = "ensemble"
+
+
+@dataclass
+class ValidationResult:
+    """What `run_validation` found. `passed` is True when no check failed or errored (every gate holds)."""
+
+    recipe: str
+    method: str
+    runtime: str
+    target: Endpoints
+    baseline: Endpoints | None
+    serving_model: str
+    checks: list[CheckResult]
+    started: str
+    duration_s: float
+    prompts: int
+    report_files: list[Path] = field(default_factory=list)
+    gates: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status in (FAILED, ERROR)]
+
+    def check(self, name: str) -> CheckResult | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def to_dict(self) -> dict:
+        return {"specbuild_validation_report": 1, "recipe": self.recipe, "method": self.method,
+                "runtime": self.runtime, "passed": self.passed, "started": self.started,
+                "duration_s": round(self.duration_s, 3), "prompts": self.prompts,
+                "target": self.target.to_dict(), "baseline": self.baseline.to_dict() if self.baseline else None,
+                "serving_model": self.serving_model, "gates": self.gates,
+                "checks": [c.to_dict() for c in self.checks]}
+
+
+def _gates(recipe: Recipe) -> dict:
+    v = recipe.validation
+    return {"require_lossless": v.require_lossless, "min_acceptance_length": v.min_acceptance_length,
+            "min_speedup": v.min_speedup,
+            "sampling_significance": v.sampling.significance if v.sampling is not None else None}
+
+
+def _preflight(recipe: Recipe, baseline: Endpoints | None, options: SuiteOptions) -> None:
+    method = method_for(recipe)
+    v = recipe.validation
+    if options.checks is not None:
+        unknown = [c for c in options.checks if c not in BY_NAME]
+        if unknown:
+            raise UserError(f"unknown check(s) {', '.join(unknown)} — choose from {', '.join(ORDER)}")
+    if not method.speculative or baseline is not None:
+        return
+    wanted = set(options.checks) if options.checks is not None else set(ORDER)
+    needs = []
+    if v.require_lossless and "lossless" in wanted:
+        needs.append("validation.require_lossless is true")
+    if v.min_speedup is not None and "performance" in wanted:
+        needs.append(f"validation.min_speedup is {v.min_speedup}")
+    if v.sampling is not None and not method.greedy_only and "sampling" in wanted:
+        needs.append("validation.sampling is set")
+    if needs:
+        raise UserError(f"{recipe.source or recipe.name}: {'; '.join(needs)}, which compares with the baseline "
+                        "deployment — serve triton_repo/<name>-baseline and pass --baseline-url (and "
+                        "--baseline-grpc-url), or relax those settings in the recipe's validation section")
+
+
+def _tokenizer(recipe: Recipe, target: Deployment):
+    tok = load_tokenizer(recipe.tokenizer_dir)
+    if tok is not None:
+        return tok
+    try:  # the server's preprocessing names its tokenizer folder: usable when the server runs on this machine
+        value = (target.server.config("preprocessing").get("parameters") or {}).get("tokenizer_dir") or {}
+        folder = value.get("string_value") if isinstance(value, dict) else None
+        return load_tokenizer(Path(folder)) if folder else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None, *,
+                   report_dir: Path | None = None, progress: Callable[[str, int, int], None] | None = None,
+                   options: SuiteOptions | None = None, console=None) -> ValidationResult:
+    """Run the suite against `target` (the speculative deployment) and `baseline` (the same target without
+    speculation). UserError for what the user must fix first (unreachable server, missing baseline, bad
+    prompt file); check failures are results, not exceptions. Writes the reports when `report_dir` is given.
+
+    progress(stage, done, total) is called as the suite runs. With a rich `console` (and no `progress`), a
+    progress bar is shown on it and the result tables are printed on it at the end."""
+    if console is not None and progress is None:
+        from specbuild.validate.report.terminal import print_result, progress_bar
+
+        with progress_bar(console) as bar:
+            result = run_validation(recipe, target, baseline, report_dir=report_dir, progress=bar, options=options)
+        print_result(result, console)
+        return result
+    options = options or SuiteOptions()
+    method = method_for(recipe)
+    _preflight(recipe, baseline, options)
+    prompts = load_prompts(recipe)
+    if options.max_prompts:
+        prompts = prompts[:options.max_prompts]
+    timeout = recipe.validation.request_timeout_s
+    serving = method.serving_model
+    dep_target = Deployment("target", target, serving, timeout, speculative=method.speculative)
+    dep_base = Deployment("baseline", baseline, BASELINE_MODEL, timeout) if baseline is not None else None
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    try:
+        for dep in filter(None, (dep_target, dep_base)):
+            dep.server.reachable()
+        ctx = SuiteContext(recipe, method, prompts, dep_target, dep_base, _tokenizer(recipe, dep_target), options,
+                           progress or (lambda stage, done, total: None))
+        wanted = set(options.checks) if options.checks is not None else None
+        results = []
+        for check in CHECKS:
+            if wanted is not None and check.NAME not in wanted:
+                continue
+            ctx.progress(check.TITLE, 0, 0)
+            results.append(check.run(ctx))
+    finally:
+        dep_target.close()
+        if dep_base is not None:
+            dep_base.close()
+    result = ValidationResult(recipe.name, method.name, recipe.runtime, target, baseline, dep_target.model, results,
+                              started, time.perf_counter() - t0, len(prompts), gates=_gates(recipe))
+    if report_dir is not None:
+        from specbuild.validate.report import write_reports
+
+        result.report_files = write_reports(result, Path(report_dir))
+    return result

@@ -1,0 +1,188 @@
+"""Check logic against scripted deployments: failures a healthy server cannot be made to show on demand
+(answers mixed between requests, a bad request accepted, a dropped connection, a stream that differs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specbuild.methods import method_for
+from specbuild.recipe.schema import Recipe
+from specbuild.validate.checks import bad_input, functional, load, lossless
+from specbuild.validate.checks.base import SuiteContext, SuiteOptions
+from specbuild.validate.client import Chunk, Generation
+from specbuild.validate.endpoints import Endpoints
+from specbuild.validate.prompts import Prompt
+
+PROMPTS = [Prompt(i, f"p{i}", "code", f"prompt {i}") for i in range(3)]
+
+
+def answer(i: int, *, protocol: str = "http", final: bool = True) -> Generation:
+    ids = [10 * i + k for k in range(4)]
+    g = Generation(protocol, 0.0, end=0.1, text="".join(chr(97 + (x % 26)) for x in ids), ids=ids, final=final)
+    g.chunks = [Chunk(0.05, g.text[:1], ids[:1]), Chunk(0.1, g.text[1:], ids[1:])]
+    return g
+
+
+class FakeHttp:
+    def __init__(self, owner):
+        self.owner = owner
+
+    def is_server_live(self):
+        return True
+
+    def generate(self, model, prompt, params, raw_body=None, request_id=None):
+        return self.owner.reply(prompt or "", params, "http-raw")
+
+
+@dataclass
+class FakeServer:
+    http: object = None
+
+    def model_ready(self, model):
+        return True
+
+
+@dataclass
+class FakeDeployment:
+    """Answers prompt i with answer(i) unless `script(prompt_index, params, protocol, call)` says otherwise."""
+
+    script: object = None
+    role: str = "target"
+    label: str = "speculative"
+    model: str = "ensemble"
+    endpoints: Endpoints = field(default_factory=lambda: Endpoints("127.0.0.1:1"))
+    streams: bool = True
+    calls: int = 0
+
+    def __post_init__(self):
+        self.server = FakeServer(FakeHttp(self))
+
+    def http(self):
+        return self.server.http
+
+    def reply(self, prompt, params, protocol, stop_after=None):
+        self.calls += 1
+        index = next((p.index for p in PROMPTS if p.text == prompt), 0)
+        if self.script is not None:
+            out = self.script(index, params, protocol, self.calls)
+            if out is not None:
+                return out
+        return answer(index, protocol=protocol)
+
+    def generate(self, prompt, params, protocol="http", *, stop_after=None, model=None):
+        return self.reply(prompt, params, protocol, stop_after)
+
+
+def context(target, baseline=None, **validation) -> SuiteContext:
+    recipe = Recipe.model_validate({"name": "t", "model": {"checkpoint": "m"},
+                                    "speculation": {"method": "prompt_lookup"},
+                                    "validation": {"max_tokens": 8, "load_clients": 2, "load_seconds": 0.2,
+                                                   **validation}})
+    return SuiteContext(recipe, method_for(recipe), PROMPTS, target, baseline, None, SuiteOptions(),
+                        lambda stage, done, total: None)
+
+
+def test_load_passes_when_every_answer_is_its_own():
+    result = load.run(context(FakeDeployment()))
+    assert result.status == "passed", result.summary
+    assert result.details["matched"] == result.details["sent"] > 0
+
+
+def test_load_runs_against_loopback_only():
+    assert Endpoints("127.0.0.1:1").loopback and Endpoints("localhost:1").loopback and Endpoints("[::1]:1").loopback
+    assert not Endpoints("10.0.0.5:8000").loopback
+    result = load.run(context(FakeDeployment(endpoints=Endpoints("10.0.0.5:8000"))))
+    assert result.status == "skipped" and "loopback" in result.summary
+
+
+def test_load_catches_answers_mixed_between_requests():
+    def swap(index, params, protocol, call):
+        return answer((index + 1) % 3, protocol=protocol) if call > 3 and protocol == "http-stream" else None
+
+    result = load.run(context(FakeDeployment(swap)))
+    assert result.status == "failed" and "mixed" in result.summary
+    assert result.details["mixed"] > 0
+    assert "got the answer of prompt" in result.details["examples"]["mixed"][0]
+
+
+def test_load_reports_lost_and_incomplete_and_diverged():
+    def flaky(index, params, protocol, call):
+        if call <= 3:
+            return None
+        if call % 3 == 0:
+            return answer(index, protocol=protocol, final=False)
+        if call % 3 == 1:
+            g = answer(index, protocol=protocol)
+            g.ids, g.text = [999, 998], "zz"
+            return g
+        return None
+
+    result = load.run(context(FakeDeployment(flaky)))
+    assert result.status == "failed" and result.details["incomplete"] > 0 and result.details["diverged"] > 0
+
+    def diverge(index, params, protocol, call):
+        if call > 3:
+            g = answer(index, protocol=protocol)
+            g.ids, g.text = [999, 998], "zz"
+            return g
+        return None
+
+    result = load.run(context(FakeDeployment(diverge)))
+    assert result.status == "warned" and "differ from the single-request greedy answer" in result.summary
+
+
+def test_bad_input_flags_accepted_requests_that_must_be_refused():
+    result = bad_input.run(context(FakeDeployment()))  # the fake answers everything
+    assert result.status == "failed"
+    refused = {p.split(":")[0] for p in result.details["problems"]}
+    assert {"prompt longer than max_input_len", "max_tokens negative", "max_tokens of the wrong type",
+            "temperature of the wrong type"} <= refused
+    assert "max_tokens 0" not in refused and "empty prompt" not in refused
+
+
+def test_bad_input_flags_dropped_connections_and_unhealthy_servers():
+    def script(index, params, protocol, call):
+        if params.max_tokens == 0:
+            return Generation(protocol, 0.0, end=1.0, error="connection error: RemoteDisconnected: closed")
+        if params.max_tokens < 0 or protocol == "http-raw":
+            return Generation(protocol, 0.0, end=1.0, error="HTTP 400: bad", status=400)
+        return None
+
+    dep = FakeDeployment(script)
+    readiness = iter([True] * 7 + [False] + [True] * 20)
+    dep.server.model_ready = lambda model: next(readiness)
+    result = bad_input.run(context(dep))
+    problems = result.details["problems"]
+    assert any(p.startswith("max_tokens 0: no clean answer") for p in problems)
+    assert any(p.startswith("after '") and p.endswith("model ensemble not ready") for p in problems)
+    assert sum(1 for r in result.details["cases"] if r.get("healthy_after") is False) == 1
+
+
+def test_lossless_differences_warn_when_not_required():
+    def differ(index, params, protocol, call):
+        if index == 1:
+            g = answer(1)
+            g.ids = g.ids[:2] + [777, 778]
+            return g
+        return None
+
+    ctx = context(FakeDeployment(differ), FakeDeployment(role="baseline", label="baseline"), require_lossless=False)
+    result = lossless.run(ctx)
+    assert result.status == "warned" and result.gate is None
+    d = result.details["differences"][0]
+    assert (d["prompt"], d["position"], d["speculative_tokens"], d["baseline_tokens"]) == ("p1", 2, [777, 778], [12, 13])
+    ctx = context(FakeDeployment(differ), FakeDeployment(role="baseline", label="baseline"))
+    assert lossless.run(ctx).status == "failed"
+
+
+def test_functional_catches_a_stream_that_differs_from_the_plain_answer():
+    def bad_stream(index, params, protocol, call):
+        if protocol == "http-stream" and index == 2:
+            g = answer(2, protocol=protocol)
+            g.text = g.text[:-1] + "?"
+            return g
+        return None
+
+    result = functional.run(context(FakeDeployment(bad_stream)))
+    assert result.status == "failed"
+    assert any("prompt p2: HTTP generate_stream text differs" in p for p in result.details["problems"])

@@ -1,0 +1,131 @@
+"""Report writers on a hand-made result: report.json, junit.xml, report.md, plots, atomic replacement."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from specbuild.validate import Endpoints
+from specbuild.validate.checks.base import CheckResult
+from specbuild.validate.report import write_reports
+from specbuild.validate.suite import ValidationResult
+
+
+def level(dep, c, tps):
+    dist = {"n": 4, "avg": 0.02, "min": 0.01, "max": 0.04, "p50": 0.02, "p90": 0.03, "p99": 0.04}
+    return {"deployment": dep, "concurrency": c, "requests": 4, "errors": 0, "wall_s": 1.0, "output_tokens": int(tps),
+            "output_tokens_per_s": tps, "requests_per_s": 4.0, "ttft_s": dist, "itl_s": dist, "latency_s": dist,
+            "user_tokens_per_s": None, "streamed": True, "first_error": None}
+
+
+def make_result(with_plots: bool = True) -> ValidationResult:
+    perf = {"levels": {"speculative": [level("speculative", c, t) for c, t in ((1, 200.0), (2, 300.0), (4, 350.0))],
+                       "baseline": [level("baseline", c, t) for c, t in ((1, 100.0), (2, 190.0), (4, 400.0))]},
+            "speedup": [{"concurrency": 1, "speculative_tokens_per_s": 200.0, "baseline_tokens_per_s": 100.0,
+                         "speedup": 2.0},
+                        {"concurrency": 2, "speculative_tokens_per_s": 300.0, "baseline_tokens_per_s": 190.0,
+                         "speedup": 300 / 190},
+                        {"concurrency": 4, "speculative_tokens_per_s": 350.0, "baseline_tokens_per_s": 400.0,
+                         "speedup": 0.875}],
+            "crossover": {"first_level_below_1": 4, "interpolated": 3.4, "always_faster": False,
+                          "never_faster": False},
+            "max_tokens": 16, "protocol": "HTTP generate_stream", "itl_definition": "gap / tokens"}
+    acc = {"mean_acceptance_length": 2.5, "acceptance_rate": 0.4, "accepted_draft_tokens": 12, "draft_tokens": 30,
+           "steps": 8, "per_position": [0.75, 0.5, 0.25], "histogram": [2, 2, 2, 2],
+           "records": [{"prompt_index": 0, "output_tokens": 21, "accepted_draft_tokens": 12, "draft_tokens": 30,
+                        "server_acceptance_rate": 0.4, "steps": 8, "acceptance_length": 2.5,
+                        "accepted_per_step": [0, 1, 2, 3, 0, 1, 2, 3]}]}
+    checks = [
+        CheckResult("health", "Health", "passed", "all ready", {"models": {"a": 1}}, duration_s=0.1),
+        CheckResult("lossless", "Lossless", "failed", "1/2 prompts differ", gate="validation.require_lossless",
+                    details={"differences": [{"prompt": "p0", "unit": "token", "position": 5,
+                                              "speculative_text": " foo", "baseline_text": " bar"}]}),
+        CheckResult("sampling", "Sampling", "skipped", "not requested"),
+        CheckResult("acceptance", "Acceptance", "passed", "AL 2.50", acc if with_plots else {}),
+        CheckResult("performance", "Performance", "passed", "speedup 2.00x at 1", perf if with_plots else {}),
+        CheckResult("load", "Load", "warned", "1 answer diverged", {"nan": float("nan"), "tuple": (1, 2)}),
+        CheckResult("bad_input", "Bad input", "error", "the check could not run: boom"),
+    ]
+    return ValidationResult("demo", "eagle", "reference", Endpoints("127.0.0.1:1", "127.0.0.1:2"),
+                            Endpoints("127.0.0.1:3"), "ensemble", checks, "2026-01-01T00:00:00+00:00", 12.5, 12,
+                            gates={"require_lossless": True})
+
+
+def test_result_passes_only_without_failures_and_errors():
+    r = make_result()
+    assert not r.passed and [c.name for c in r.failures] == ["lossless", "bad_input"]
+    r.checks = [c for c in r.checks if c.status not in ("failed", "error")]
+    assert r.passed  # skipped and warned do not fail a run
+
+
+def test_report_files(tmp_path):
+    folder = tmp_path / "reports" / "demo"
+    files = write_reports(make_result(), folder)
+    assert [f.name for f in files] == ["report.json", "junit.xml", "report.md", "latency_vs_concurrency.png",
+                                       "throughput_vs_concurrency.png", "speedup_vs_concurrency.png",
+                                       "acceptance_per_position.png"]
+    assert all(f.is_file() and f.parent == folder.absolute() for f in files)
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]
+
+    data = json.loads((folder / "report.json").read_text())  # strict JSON: NaN became null, tuples lists
+    assert data["passed"] is False and data["recipe"] == "demo"
+    load = next(c for c in data["checks"] if c["name"] == "load")
+    assert load["details"] == {"nan": None, "tuple": [1, 2]}
+    assert data["baseline"] == {"http": "127.0.0.1:3", "grpc": None, "model": None}
+
+    root = ET.parse(folder / "junit.xml").getroot()
+    suite = root.find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("7", "1", "1", "1")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert list(cases) == ["health", "lossless", "sampling", "acceptance", "performance", "load", "bad_input"]
+    assert cases["lossless"].find("failure").get("message") == "1/2 prompts differ"
+    assert cases["lossless"].find("failure").get("type") == "validation.require_lossless"
+    assert cases["bad_input"].find("error") is not None
+    assert cases["sampling"].find("skipped") is not None
+    assert cases["load"].find("system-out").text.startswith("WARNING:")
+    assert cases["health"].find("failure") is None
+
+    md = (folder / "report.md").read_text()
+    assert "**Result: FAILED**" in md
+    assert "| 1 | speculative | 4/4 | 200.0 | 4.00 | 20.0 / 30.0 / 40.0 |" in md
+    assert "2.00×" in md and "0.88×" in md
+    assert "**Crossover:** speculation stops paying at concurrency ≈ 3.4" in md
+    assert "| accepted share | 0.750 | 0.500 | 0.250 |" in md
+    assert "| p0 | token 5 | ' foo' | ' bar' |" in md
+    assert "![Speedup vs concurrency](speedup_vs_concurrency.png)" in md
+    for png in folder.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_no_plots_without_data_and_old_report_replaced(tmp_path):
+    folder = tmp_path / "r"
+    write_reports(make_result(), folder)
+    files = write_reports(make_result(with_plots=False), folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["junit.xml", "report.json", "report.md"]
+    assert [f.name for f in files] == ["report.json", "junit.xml", "report.md"]
+
+
+def test_a_failed_write_leaves_nothing_half_written(tmp_path, monkeypatch):
+    from specbuild.validate.report import junit
+
+    def boom(result, folder):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(junit, "write_junit", boom)
+    with pytest.raises(RuntimeError):
+        write_reports(make_result(), tmp_path / "r")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_terminal_tables(tmp_path):
+    from rich.console import Console
+
+    from specbuild.validate.report.terminal import print_result
+
+    console = Console(record=True, width=160)
+    print_result(make_result(), console)
+    text = console.export_text()
+    assert "lossless" in text and "failed" in text and "FAILED: lossless, bad_input" in text
+    assert "speculative" in text and "2.00×" in text

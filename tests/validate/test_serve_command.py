@@ -1,0 +1,97 @@
+"""`specbuild serve` as a user runs it: a child process that serves until Ctrl-C, stops its server by PID, and
+reports load errors and user errors with exit code 2."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from validate_toy.repo import write_toy_repo
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(300)
+
+
+def run_serve(*args: str, **kw) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"), COLUMNS="200")
+    return subprocess.Popen([sys.executable, "-m", "specbuild.cli", "serve", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_serves_until_ctrl_c_and_stops_the_server(tmp_path):
+    repo = write_toy_repo(tmp_path / "repo", mode="baseline")
+    proc = run_serve(str(repo), "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0")
+    try:
+        lines = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("Ctrl-C stops the server"):
+                break
+        out = "".join(lines)
+        assert "Ctrl-C stops the server" in out, out + proc.stderr.read()
+        pid = int(re.search(r"pid (\d+)", out).group(1))
+        http = re.search(r"HTTP\s+(http://127\.0\.0\.1:\d+)", out).group(1)
+        assert re.search(r"gRPC\s+127\.0\.0\.1:\d+", out) and "metrics" in out
+        assert "ensemble" in out and "tensorrt_llm" in out
+        with urllib.request.urlopen(f"{http}/v2/models/ensemble/ready", timeout=10) as r:
+            assert r.status == 200
+        assert alive(pid)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        assert "stopped" in proc.stderr.read()
+        deadline = time.monotonic() + 10
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_load_errors_in_plain_words(tmp_path):
+    repo = write_toy_repo(tmp_path / "repo", mode="baseline")
+    model = repo / "postprocessing" / "1" / "model.py"
+    model.write_text("class TritonPythonModel:\n    def initialize(self, args):\n"
+                     "        raise ValueError('the tokenizer folder /nowhere is missing')\n")
+    proc = run_serve(str(repo), "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out + err
+    assert "model postprocessing:" in err and "the tokenizer folder /nowhere is missing" in err
+
+
+def test_user_errors_exit_2(tmp_path):
+    proc = run_serve(str(tmp_path / "missing"))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "no such model repository" in err
+    repo = write_toy_repo(tmp_path / "repo", mode="baseline")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        proc = run_serve(str(repo), "--http-port", str(port), "--grpc-port", "0", "--metrics-port", "0")
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "already in use" in err
+    proc = run_serve(str(repo), "--load-model", "ensemble")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "--model-control explicit" in err

@@ -1,0 +1,209 @@
+"""The validation suite end to end against a real tritonserver (nvidia-pytriton's) serving the toy repository.
+
+Expected figures are derived independently here: the toy's fake model (validate_toy/models/toy_lm.py) runs in
+this process, and what the suite measured through Triton must match it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from validate_helpers import TOY_DRAFT_LEN, TOY_MAX_TOKENS, toy_recipe, toy_recipe_dict, write_recipe_file
+
+from specbuild import metrics
+from specbuild.validate import Endpoints, SuiteOptions, run_validation
+from specbuild.validate.prompts import BUNDLED, load_prompt_file
+
+sys.path.insert(0, str(Path(__file__).parent / "validate_toy" / "models"))
+import toy_lm  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+
+SHORT = dict(requests_per_level=4, load_seconds=2.0, load_clients=3)
+
+
+def endpoints(server) -> Endpoints:
+    return Endpoints.of(server)
+
+
+def toy_speculation(prompt: str, max_tokens: int) -> tuple[list[int], int, int]:
+    """(tokens, accepted drafts, verification steps) of the toy's speculative greedy decoding of `prompt`,
+    as its core runs it: the prefill yields one token, then each step verifies TOY_DRAFT_LEN drafts."""
+    ctx = toy_lm.encode(prompt.encode())
+    out = [toy_lm.greedy_next(ctx)]
+    accepted = steps = 0
+    while len(out) < max_tokens:
+        emitted, acc = toy_lm.speculate(ctx + out, TOY_DRAFT_LEN)
+        accepted += acc
+        steps += 1
+        out += emitted[: max_tokens - len(out)]
+    return out, accepted, steps
+
+
+@pytest.fixture(scope="module")
+def full_run(toy_servers, toy_tokenizer, tmp_path_factory):
+    report = tmp_path_factory.mktemp("report") / "toy"
+    stages = []
+    result = run_validation(toy_recipe(toy_tokenizer), endpoints(toy_servers["target"]),
+                            endpoints(toy_servers["baseline"]), report_dir=report,
+                            progress=lambda stage, done, total: stages.append(stage),
+                            options=SuiteOptions(**SHORT))
+    return result, report, stages
+
+
+def test_every_check_passes_on_a_lossless_deployment(full_run):
+    result, _, stages = full_run
+    statuses = {c.name: c.status for c in result.checks}
+    assert statuses == {"health": "passed", "functional": "passed", "lossless": "passed", "sampling": "passed",
+                        "acceptance": "passed", "performance": "passed", "bad_input": "passed", "load": "passed"}, \
+        [(c.name, c.summary) for c in result.checks if c.status != "passed"]
+    assert result.passed
+    assert any(s.startswith("performance: speculative, concurrency 4") for s in stages)
+
+
+def test_acceptance_matches_the_toy_models_own_speculation(full_run):
+    result, _, _ = full_run
+    acc = result.check("acceptance").details
+    prompts = load_prompt_file(BUNDLED)
+    total_acc = total_steps = 0
+    for prompt, record in zip(prompts, acc["records"]):
+        tokens, accepted, steps = toy_speculation(prompt.text, TOY_MAX_TOKENS)
+        assert record["output_tokens"] == len(tokens)
+        assert record["accepted_draft_tokens"] == accepted
+        assert record["draft_tokens"] == TOY_DRAFT_LEN * steps
+        assert record["steps"] == steps
+        assert record["acceptance_length"] == pytest.approx(1 + accepted / steps)
+        total_acc, total_steps = total_acc + accepted, total_steps + steps
+    assert acc["mean_acceptance_length"] == pytest.approx(metrics.mean_acceptance_length(total_acc, total_steps))
+    assert len(acc["per_position"]) == TOY_DRAFT_LEN
+    assert acc["per_position"] == sorted(acc["per_position"], reverse=True)  # a chain: position i needs i - 1
+    assert sum(acc["histogram"]) == total_steps
+
+
+def test_functional_output_is_the_toy_models_greedy_text(full_run):
+    result, _, _ = full_run
+    rows = result.check("functional").details["prompts"]
+    for prompt, row in zip(load_prompt_file(BUNDLED), rows):
+        tokens, _, _ = toy_speculation(prompt.text, TOY_MAX_TOKENS)
+        assert row["tokens"] == TOY_MAX_TOKENS
+        assert toy_lm.decode(tokens).startswith(row["text"].rstrip("…"))
+    stop = result.check("functional").details["stop_words"]
+    assert len(stop["cases"]) == 2  # the toy tokenizer round-trips every byte
+
+
+def test_performance_covers_both_deployments_at_every_level(full_run):
+    result, _, _ = full_run
+    perf = result.check("performance").details
+    for deployment in ("speculative", "baseline"):
+        levels = perf["levels"][deployment]
+        assert [s["concurrency"] for s in levels] == [1, 2, 4]
+        for s in levels:
+            assert s["requests"] == 4 and s["errors"] == 0
+            assert s["output_tokens"] == 4 * TOY_MAX_TOKENS
+            assert s["ttft_s"]["p50"] > 0 and s["itl_s"]["p99"] >= s["itl_s"]["p50"] > 0
+            assert s["streamed"]
+    assert [p["concurrency"] for p in perf["speedup"]] == [1, 2, 4]
+    assert "crossover" in perf
+
+
+def test_reports_are_written(full_run):
+    result, report, _ = full_run
+    names = sorted(p.name for p in report.iterdir())
+    assert names == ["acceptance_per_position.png", "junit.xml", "latency_vs_concurrency.png", "report.json",
+                     "report.md", "speedup_vs_concurrency.png", "throughput_vs_concurrency.png"]
+    data = json.loads((report / "report.json").read_text())
+    assert data["passed"] is True and len(data["checks"]) == 8
+    suite = ET.parse(report / "junit.xml").getroot().find("testsuite")
+    assert suite.get("tests") == "8" and suite.get("failures") == "0" and suite.get("errors") == "0"
+    md = (report / "report.md").read_text()
+    for heading in ("## Checks", "## Performance", "## Acceptance", "## Sampling distribution", "## Bad input"):
+        assert heading in md
+    for png in report.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in result.report_files] == ["report.json", "junit.xml", "report.md",
+                                                     "latency_vs_concurrency.png", "throughput_vs_concurrency.png",
+                                                     "speedup_vs_concurrency.png", "acceptance_per_position.png"]
+
+
+def test_lossless_and_sampling_catch_a_broken_core(toy_servers, toy_tokenizer):
+    """The broken core flips the token it generates at position 5 and decodes greedily at temperature > 0."""
+    result = run_validation(toy_recipe(toy_tokenizer), endpoints(toy_servers["broken"]),
+                            endpoints(toy_servers["baseline"]), options=SuiteOptions(checks=["lossless", "sampling"]))
+    assert not result.passed
+    lossless, sampling = result.check("lossless"), result.check("sampling")
+    assert lossless.status == "failed"
+    diffs = lossless.details["differences"]
+    assert len(diffs) == len(load_prompt_file(BUNDLED))
+    for d in diffs:
+        assert d["unit"] == "token" and d["position"] == 5
+        assert d["speculative_tokens"][0] == d["baseline_tokens"][0] + 1
+        assert d["speculative_text"] and d["baseline_text"]
+    assert "at token 5" in lossless.summary
+    assert sampling.status == "failed" and sampling.details["p_value"] < 1e-6
+
+
+def test_health_names_each_config_mismatch(toy_servers, toy_tokenizer):
+    data = toy_recipe_dict(toy_tokenizer)
+    data["build"]["max_batch_size"] = 16
+    data["triton"]["streaming"] = False
+    data["speculation"]["choices"] = [[0], [1]]
+    from specbuild.recipe.schema import Recipe
+
+    result = run_validation(Recipe.model_validate(data), endpoints(toy_servers["target"]),
+                            endpoints(toy_servers["baseline"]), options=SuiteOptions(checks=["health"]))
+    problems = result.check("health").details["problems"]
+    text = "\n".join(problems)
+    assert "max_batch_size is 8, the recipe's build.max_batch_size is 16" in text
+    assert "tensorrt_llm is decoupled" in text
+    assert "eagle_choices" in text
+    assert result.check("health").status == "failed"
+
+
+def test_gates_decide_the_outcome(toy_servers, toy_tokenizer):
+    recipe = toy_recipe(toy_tokenizer, min_acceptance_length=50.0, min_speedup=1000.0, concurrency=[1])
+    result = run_validation(recipe, endpoints(toy_servers["target"]), endpoints(toy_servers["baseline"]),
+                            options=SuiteOptions(checks=["acceptance", "performance"], requests_per_level=2))
+    acc, perf = result.check("acceptance"), result.check("performance")
+    assert acc.status == "failed" and acc.summary.startswith("AL ") and "< 50.0" in acc.summary
+    assert acc.gate == "validation.min_acceptance_length >= 50.0"
+    assert perf.status == "failed" and "speedup at concurrency 1 is" in perf.summary and "< 1000.0" in perf.summary
+    assert not result.passed
+
+
+# --- the command line -----------------------------------------------------------------------------------------
+
+def cli(*args: str) -> int:
+    from specbuild.cli import main
+
+    return main(list(args))
+
+
+def test_cli_validate_exit_codes(toy_servers, toy_tokenizer, tmp_path, capsys):
+    target, base, broken = (toy_servers[k] for k in ("target", "baseline", "broken"))
+    recipe = write_recipe_file(tmp_path / "toy.yaml", toy_recipe_dict(toy_tokenizer))
+    checks = "health,lossless,acceptance"
+    assert cli("validate", str(recipe), "--url", target.http_address, "--grpc-url", target.grpc_url,
+               "--baseline-url", base.http_address, "--checks", checks, "--report", str(tmp_path / "r")) == 0
+    assert (tmp_path / "r" / "report.json").is_file()
+    assert cli("validate", str(recipe), "--url", broken.http_address, "--baseline-url", base.http_address,
+               "--checks", checks) == 1
+    assert "FAILED lossless" in capsys.readouterr().err
+    # a user error: require_lossless without a baseline deployment
+    assert cli("validate", str(recipe), "--url", target.http_address, "--checks", checks) == 2
+    assert "--baseline-url" in capsys.readouterr().err
+    assert cli("validate", str(recipe), "--url", "nohost", "--checks", "health") == 2
+    assert cli("validate", str(recipe), "--url", "127.0.0.1:1", "--checks", "health") == 2
+    assert "no Triton server answers" in capsys.readouterr().err
+    assert cli("validate", str(recipe), "--url", target.http_address, "--checks", "health,nope") == 2
+
+
+def test_cli_validate_json(toy_servers, toy_tokenizer, tmp_path, capsys):
+    recipe = write_recipe_file(tmp_path / "toy.yaml", toy_recipe_dict(toy_tokenizer))
+    target = toy_servers["target"]
+    assert cli("validate", str(recipe), "--url", target.http_address, "--checks", "health", "--json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["passed"] is True and [c["name"] for c in data["checks"]] == ["health"]
