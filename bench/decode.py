@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_setup import REPO, build_engines, load_prompts, machine, method_specs, profile_dir  # noqa: E402
-from measure import Run, run_ours, run_transformers  # noqa: E402
+from measure import Run, executor, run_ours, run_transformers  # noqa: E402
 
 from specbuild import metrics  # noqa: E402
 
@@ -45,8 +45,9 @@ def parse_args(argv=None):
     ap.add_argument("--prompt-len", type=int, default=96)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--k", type=int, default=4, help="draft length for draft-target and prompt lookup")
-    ap.add_argument("--rounds", type=int, default=3, help="timed rounds per method at concurrency 1 (min is kept)")
+    ap.add_argument("--rounds", type=int, default=3, help="timed rounds at concurrency 1 (medians are reported)")
     ap.add_argument("--concurrency", default="1,2,4,8,16", help="in-flight batch sizes for the sweep ('' to skip)")
+    ap.add_argument("--sweep-rounds", type=int, default=2, help="passes per concurrency level (median is kept)")
     ap.add_argument("--methods", default="", help="comma-separated subset of methods (default: all)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared: 1 is steadier)")
     ap.add_argument("--no-transformers", action="store_true", help="skip the Hugging Face generate peers")
@@ -54,22 +55,22 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-def summarize(run: Run, baseline: Run | None) -> dict:
+def summarize(runs: list[Run], baselines: list[Run]) -> dict:
+    """One method over all rounds: the median round's throughput; speedup = median over rounds of the
+    autoregressive time / this method's time in the same round (side by side, so shared-machine noise cancels)."""
+    run = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
     al = metrics.mean_acceptance_length(run.accepted_draft_tokens, run.steps) if run.steps else None
-    speedup = baseline.seconds / run.seconds if baseline else None
+    speedup = statistics.median(b.seconds / r.seconds for b, r in zip(baselines, runs))
     return {
         "tokens_per_s": round(run.tokens_per_s, 2),
         "seconds": round(run.seconds, 3),
         "tokens": run.tokens,
         "target_forwards_per_token": round(run.forwards_per_token, 4),
         "mean_acceptance_length": round(al, 3) if al else None,
-        "speedup_vs_autoregressive": round(speedup, 3) if speedup else None,
-        "efficiency": round(speedup / al, 3) if speedup and al else None,
+        "speedup_vs_autoregressive": round(speedup, 3),
+        "efficiency": round(speedup / al, 3) if al else None,
+        "speedup_per_round": [round(b.seconds / r.seconds, 3) for b, r in zip(baselines, runs)],
     }
-
-
-def best_of(runs: list[Run]) -> Run:
-    return min(runs, key=lambda r: r.seconds)
 
 
 def main(argv=None) -> dict:
@@ -91,6 +92,7 @@ def main(argv=None) -> dict:
     report: dict = {"machine": machine(), "profile": args.profile, "profile_dir": str(profile),
                     "settings": {"prompts": len(prompts), "prompt_len": args.prompt_len,
                                  "new_tokens": args.new_tokens, "k": args.k, "rounds": args.rounds,
+                                 "sweep_rounds": args.sweep_rounds, "threads": args.threads,
                                  "methods": {s.label: {"method": s.method, "decoding": s.decoding,
                                                        "max_draft_len": s.max_draft_len} for s in specs}}}
 
@@ -98,48 +100,51 @@ def main(argv=None) -> dict:
         engines = build_engines(specs, profile, Path(tmp), limits)
         draft = engines["draft"]
 
-        def ours(label: str, concurrency: int, prompt_set=prompts) -> Run:
-            spec = next(s for s in specs if s.label == label)
-            return run_ours(engines[label], prompt_set, args.new_tokens, concurrency, draft if spec.needs_draft else None)
+        def draft_for(label: str):
+            return draft if next(s for s in specs if s.label == label).needs_draft else None
 
-        for spec in specs:  # warm-up (allocator, first-call overheads)
-            run_ours(engines[spec.label], prompts[:1], 4, 1, draft if spec.needs_draft else None)
-
-        # ---- concurrency 1: every method, interleaved rounds so that machine noise hits all alike
-        runs: dict[str, list[Run]] = {s.label: [] for s in specs}
-        hf_runs: dict[str, list[Run]] = {}
+        # ---- concurrency 1: every prompt runs through every method back to back (rotating the order), so that
+        # load from other users of the machine hits all methods alike; per round, each method's time is summed
+        executors = {s.label: executor(engines[s.label], 1, draft_for(s.label)) for s in specs}
+        for label, ex in executors.items():  # warm-up (allocator, first-call overheads)
+            run_ours(ex, engines[label], prompts[:1], 4)
         hf = None if args.no_transformers else load_transformers(profile, args.k)
+        contenders = [s.label for s in specs] + ([f"transformers:{n}" for n in hf["peers"]] if hf else [])
+        rounds: list[dict[str, Run]] = []
         for round_ in range(args.rounds):
-            for spec in specs:
-                runs[spec.label].append(ours(spec.label, 1))
-                log(f"round {round_ + 1} {spec.label}: {runs[spec.label][-1].tokens_per_s:.1f} tok/s")
-            if hf is not None:
-                for name, kwargs in hf["peers"].items():
-                    hf_runs.setdefault(name, []).append(run_transformers(hf["target"], prompts, args.new_tokens, **kwargs))
-                    log(f"round {round_ + 1} transformers {name}: {hf_runs[name][-1].tokens_per_s:.1f} tok/s")
+            totals = {name: Run() for name in contenders}
+            for i, prompt in enumerate(prompts):
+                shift = (i + round_) % len(contenders)
+                for name in contenders[shift:] + contenders[:shift]:
+                    if name.startswith("transformers:"):
+                        peer = name.split(":", 1)[1]
+                        run = run_transformers(hf["target"], [prompt], args.new_tokens, **hf["peers"][peer])
+                    else:
+                        run = run_ours(executors[name], engines[name], [prompt], args.new_tokens)
+                    totals[name].add(run)
+            rounds.append(totals)
+            log(f"round {round_ + 1}: " + ", ".join(f"{n} {r.tokens_per_s:.0f} tok/s" for n, r in totals.items()))
 
-        baseline = best_of(runs["autoregressive"])
+        baseline_outputs = rounds[0]["autoregressive"].outputs
         report["methods"] = {}
-        for spec in specs:
-            run = best_of(runs[spec.label])
-            entry = summarize(run, baseline)
-            entry["greedy_identical_to_autoregressive"] = run.outputs == baseline.outputs
-            entry["all_rounds_seconds"] = [round(r.seconds, 3) for r in runs[spec.label]]
-            report["methods"][spec.label] = entry
-        if hf is not None:
-            report["transformers"] = {}
-            for name, rs in hf_runs.items():
-                run = best_of(rs)
-                entry = summarize(run, baseline)
+        for name in contenders:
+            entry = summarize([r[name] for r in rounds], [r["autoregressive"] for r in rounds])
+            if name.startswith("transformers:"):
                 entry.pop("mean_acceptance_length"), entry.pop("efficiency")
-                identical = sum(a == b for a, b in zip(run.outputs, baseline.outputs))
+                identical = sum(a == b for a, b in zip(rounds[0][name].outputs, baseline_outputs))
                 entry["greedy_identical_to_ours"] = f"{identical}/{len(prompts)}"
-                entry["all_rounds_seconds"] = [round(r.seconds, 3) for r in rs]
-                report["transformers"][name] = entry
+                report.setdefault("transformers", {})[name.split(":", 1)[1]] = entry
+            else:
+                entry["greedy_identical_to_autoregressive"] = all(r[name].outputs == baseline_outputs for r in rounds)
+                report["methods"][name] = entry
 
         # ---- concurrency sweep
         if levels:
-            report["concurrency"] = sweep(lambda label, c: ours(label, c, sweep_prompts), [s.label for s in specs], levels)
+            def ours_at(label: str, c: int) -> Run:
+                return run_ours(executor(engines[label], c, draft_for(label)), engines[label], sweep_prompts,
+                                args.new_tokens)
+
+            report["concurrency"] = sweep(ours_at, [s.label for s in specs], levels, args.sweep_rounds)
             report["concurrency"]["prompts"] = len(sweep_prompts)
 
     report["targets"] = check_targets(report)
@@ -170,21 +175,24 @@ def load_transformers(profile: Path, k: int) -> dict:
     }}
 
 
-def sweep(ours, labels: list[str], levels: list[int]) -> dict:
-    """Throughput of every method at each concurrency (the sweep's prompts, at most c decoding together)."""
-    tokens_per_s = {label: [] for label in labels}
+def sweep(ours, labels: list[str], levels: list[int], rounds: int) -> dict:
+    """Throughput of every method at each concurrency (the sweep's prompts, at most c decoding together): per level,
+    `rounds` passes over the methods in rotated order; speedup = median over passes of autoregressive time / time."""
+    tokens_per_s: dict[str, list] = {label: [] for label in labels}
+    speedup: dict[str, list] = {label: [] for label in labels}
     for c in levels:
+        passes: list[dict[str, Run]] = []
+        for p in range(rounds):
+            order = labels[p % len(labels):] + labels[: p % len(labels)]
+            passes.append({label: ours(label, c) for label in order})
         for label in labels:
-            run = ours(label, c)
-            tokens_per_s[label].append(round(run.tokens_per_s, 2))
-            log(f"concurrency {c} {label}: {run.tokens_per_s:.1f} tok/s")
-    base = tokens_per_s["autoregressive"]
-    speedup = {label: [round(t / b, 3) if b else None for t, b in zip(v, base)] for label, v in tokens_per_s.items()}
-    stops = {}
-    for label, values in speedup.items():
-        if label == "autoregressive":
-            continue
-        stops[label] = next((c for c, s in zip(levels, values) if s is not None and s < 1.0), None)
+            runs = [ps[label] for ps in passes]
+            tokens_per_s[label].append(round(statistics.median(r.tokens_per_s for r in runs), 2))
+            speedup[label].append(round(statistics.median(ps["autoregressive"].seconds / ps[label].seconds
+                                                          for ps in passes), 3))
+        log(f"concurrency {c}: " + ", ".join(f"{label} x{speedup[label][-1]}" for label in labels))
+    stops = {label: next((c for c, s in zip(levels, values) if s < 1.0), None)
+             for label, values in speedup.items() if label != "autoregressive"}
     return {"levels": levels, "tokens_per_s": tokens_per_s, "speedup_vs_autoregressive": speedup,
             "speculation_stops_paying_at_concurrency": stops}
 
@@ -205,11 +213,11 @@ def check_targets(report: dict) -> dict:
                                           "met": eff is not None and eff >= TARGETS["efficiency_prompt_lookup_medusa_eagle"]}
     hf = report.get("transformers", {})
     if "draft_target" in methods and "assistant_model" in hf:
-        ratio = hf["assistant_model"]["seconds"] / methods["draft_target"]["seconds"]
+        ratio = methods["draft_target"]["speedup_vs_autoregressive"] / hf["assistant_model"]["speedup_vs_autoregressive"]
         out["draft_target_over_transformers_assistant"] = {"value": round(ratio, 3), "goal": ">= 1.2",
                                                            "met": ratio >= TARGETS["draft_target_over_transformers_assistant"]}
     if "generate" in hf:
-        ratio = methods["autoregressive"]["seconds"] / hf["generate"]["seconds"]
+        ratio = 1.0 / hf["generate"]["speedup_vs_autoregressive"]  # our time / transformers' time
         out["autoregressive_vs_transformers_generate_time_ratio"] = {
             "value": round(ratio, 3), "goal": "<= 1.10", "met": ratio <= 1 + TARGETS["autoregressive_within_of_transformers_generate"]}
     out["note"] = "goals apply to the `small` profile" if report.get("profile") != "small" else "small profile"

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 
 @dataclass
 class Run:
-    """One timed pass over the prompts."""
+    """Timed decoding of some prompts (sums when several runs are added together)."""
 
-    seconds: float
-    tokens: int  # generated tokens
-    target_forwards: int  # forwards of the target network (prefills included)
+    seconds: float = 0.0
+    tokens: int = 0  # generated tokens
+    target_forwards: int = 0  # forwards of the target network (prefills included)
     accepted_draft_tokens: int = 0
     steps: int = 0  # verification steps (target forwards after prefill) summed over requests
-    outputs: list[list[int]] | None = None
+    outputs: list[list[int]] = field(default_factory=list)
 
     @property
     def tokens_per_s(self) -> float:
@@ -25,6 +25,15 @@ class Run:
     @property
     def forwards_per_token(self) -> float:
         return self.target_forwards / self.tokens if self.tokens else 0.0
+
+    def add(self, other: "Run") -> "Run":
+        self.seconds += other.seconds
+        self.tokens += other.tokens
+        self.target_forwards += other.target_forwards
+        self.accepted_draft_tokens += other.accepted_draft_tokens
+        self.steps += other.steps
+        self.outputs += other.outputs
+        return self
 
 
 @contextmanager
@@ -38,14 +47,21 @@ def count_calls(module):
         handle.remove()
 
 
-def run_ours(engine, prompts, new_tokens: int, concurrency: int, draft_engine=None) -> Run:
-    """All prompts through our Executor, at most `concurrency` requests decoding together (in-flight batching)."""
-    import torch
-
-    from specbuild.reference.executor import Executor, Request
+def executor(engine, concurrency: int, draft_engine=None):
+    """Our Executor over `engine` admitting at most `concurrency` requests at a time (in-flight batching)."""
+    from specbuild.reference.executor import Executor
 
     ex = Executor(engine, draft_engine)
     ex.limits = replace(ex.limits, max_batch_size=concurrency)
+    return ex
+
+
+def run_ours(ex, engine, prompts, new_tokens: int) -> Run:
+    """All prompts through an Executor (greedy, no end id: exactly new_tokens tokens each)."""
+    import torch
+
+    from specbuild.reference.executor import Request
+
     requests = [Request(input_ids=list(p), max_new_tokens=new_tokens) for p in prompts]
     with torch.inference_mode(), count_calls(engine.model.decoder) as forwards:
         start = time.perf_counter()
@@ -71,7 +87,7 @@ def run_transformers(model, prompts, new_tokens: int, **generate_kwargs) -> Run:
         for prompt in prompts:
             ids = torch.tensor([prompt])
             out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                                 min_new_tokens=new_tokens, do_sample=False, **generate_kwargs)
+                                 do_sample=False, **generate_kwargs)
             outputs.append(out[0, len(prompt):].tolist())
             tokens += len(outputs[-1])
         seconds = time.perf_counter() - start
