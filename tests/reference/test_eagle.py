@@ -51,8 +51,9 @@ def engines(tmp_path_factory):
         "ar": make_engine(root / "ar", target, "none"),
         "eagle1": make_engine(root / "e1", target, "eagle", decoding={"eagle_choices": CHOICES},
                               extra_dirs={"eagle": fitted}, pretrained_extra=extra, max_draft_len=len(CHOICES)),
-        "eagle2": make_engine(root / "e2", target, "eagle",
-                              decoding={"use_dynamic_tree": True, "dynamic_tree_max_top_k": TOP_K},
+        "eagle2": make_engine(root / "e2", target, "eagle",  # a bfloat16 head: the drafter's dtype is free
+                              decoding={"use_dynamic_tree": True, "dynamic_tree_max_top_k": TOP_K,
+                                        "draft_dtype": "bfloat16"},
                               extra_dirs={"eagle": fitted}, pretrained_extra=extra, max_draft_len=size),
         "eagle2_small": make_engine(root / "e2s", target, "eagle",
                                     decoding={"use_dynamic_tree": True, "dynamic_tree_max_top_k": TOP_K},
@@ -109,7 +110,7 @@ def test_caches_after_tree_compaction_equal_fresh_prefill(engines, name):
             fresh_head = method.head.new_cache()
             method.head(features[None], torch.tensor([seq.tokens[1 : m + 1]]), torch.arange(m)[None],
                         past_key_values=fresh_head)
-            tol = 1e-5 if method.draft_dtype == torch.float32 else 3e-2  # a bf16 head (draft_dtype auto)
+            tol = 1e-5 if method.draft_dtype == torch.float32 else 3e-2  # the bf16 head of "eagle2"
             torch.testing.assert_close(head_kv.store.layers[0].keys[r, :, :m], fresh_head.layers[0].keys[0],
                                        atol=tol, rtol=tol)
 

@@ -45,7 +45,8 @@ def engines(tmp_path_factory):
     extra = {"num_medusa_heads": 3, "num_medusa_layers": 1}
     return {
         "ar": make_engine(root / "ar", target, "none"),
-        "medusa": make_engine(root / "medusa", target, "medusa", decoding={"medusa_choices": CHOICES},
+        "medusa": make_engine(root / "medusa", target, "medusa",  # bfloat16 heads: the drafter's dtype is free
+                              decoding={"medusa_choices": CHOICES, "draft_dtype": "bfloat16"},
                               extra_dirs={"medusa": heads}, pretrained_extra=extra, max_draft_len=len(CHOICES)),
     }
 

@@ -21,8 +21,8 @@ Each step, for every sequence (root = the last, uncached token x_L at position L
                accepted nodes are what the head catches up on next step
 D = `num_eagle_layers` (engine decoding or pretrained_config, default 4). Engine `specbuild.decoding` keys:
 `eagle_choices` (default mc_sim_7b_63), `eagle_use_dynamic_tree` (false), `eagle_dynamic_tree_max_top_k` (K,
-default 10; `use_dynamic_tree` / `dynamic_tree_max_top_k` / `dynamic_tree_max_topK` are accepted too), `draft_dtype` (auto: a bfloat16 head
-on CPUs with native bf16; lossless either way).
+default 10; `use_dynamic_tree` / `dynamic_tree_max_top_k` / `dynamic_tree_max_topK` are accepted too), `draft_dtype` (auto: bfloat16 for wide
+models on CPUs with native bf16, see `tree.drafter_dtype`; lossless either way).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class Eagle(Method):
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle' entry (the EAGLE head); "
                             "rebuild the engine with the recipe's eagle head folder")
         where = f"{engine.path}/config.json: specbuild.decoding"
-        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, where)
+        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, where, self.target.hidden_size)
         self.head = load_eagle_head(engine.folders["eagle"], target_model=self.target.hf, dtype=self.draft_dtype)
         # the head drafts through the target's lm_head; a copy in the drafting dtype when that differs
         lm_head = self.target.lm_head.weight.detach()

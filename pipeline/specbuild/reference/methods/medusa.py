@@ -15,8 +15,8 @@ Each step, for every sequence:
 
 Engine `specbuild.decoding` keys: `medusa_choices` (default mc_sim_7b_63), `medusa_acceptance`
 (`rejection` | `typical`, for sampled requests only), `typical_posterior_threshold` (0.09),
-`typical_posterior_alpha` (0.3), `draft_dtype` (auto: bfloat16 heads on CPUs with native bf16; lossless either
-way). Heads come from the engine's `medusa` folder (FasterDecoding layout).
+`typical_posterior_alpha` (0.3), `draft_dtype` (auto: bfloat16 heads for wide models on CPUs with native bf16, see
+`tree.drafter_dtype`; lossless either way). Heads come from the engine's `medusa` folder (FasterDecoding layout).
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ class Medusa(Method):
         if "medusa" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'medusa' entry (the Medusa heads); "
                             "rebuild the engine with the recipe's medusa heads folder")
-        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, f"{engine.path}/config.json: specbuild.decoding")
+        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, f"{engine.path}/config.json: specbuild.decoding",
+                                         self.target.hidden_size)
         self.heads = load_medusa_heads(engine.folders["medusa"], dtype=self.draft_dtype)
         where = f"{engine.path}/config.json: specbuild.decoding.medusa_choices"
         self.tree = tree_from_choices(self.decoding.get("medusa_choices") or MC_SIM_7B_63, field_name=where,
