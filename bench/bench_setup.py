@@ -14,11 +14,13 @@ sys.path.insert(0, str(REPO / "pipeline"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # CPU-sized speculation settings: verification cost grows with the tokens per forward on a CPU, so the trees are
-# much smaller than TensorRT-LLM's GPU default (mc_sim_7b_63).
-MEDUSA_CHOICES = [[0], [1], [2], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 0, 0, 0]]
+# much smaller than TensorRT-LLM's GPU default (mc_sim_7b_63). Chosen from a sweep on the `small` profile (2 shared
+# cores, 1 thread): Medusa 4/5/7/10 nodes, EAGLE-1 chains and 4-9 node trees, EAGLE-2 K=2..3 x D=3..5,
+# lookahead (3,3,2)..(4,4,4) were within ~10% of each other; these were at or near the top.
+MEDUSA_CHOICES = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0], [0, 0, 0, 0]]
 EAGLE_CHOICES = [[0], [1], [0, 0], [0, 1], [0, 0, 0], [0, 0, 0, 0]]
 EAGLE_LAYERS = 4
-EAGLE2_TOP_K, EAGLE2_NODES = 3, 10
+EAGLE2_TOP_K, EAGLE2_NODES = 2, 7
 LOOKAHEAD = (3, 3, 2)  # (W, N, G): 8 draft tokens per step
 
 
