@@ -55,7 +55,7 @@ def method_specs(profile_dir: Path, k: int) -> list[MethodSpec]:
                    {"medusa": "medusa"}),
         MethodSpec("eagle1", "eagle", {"eagle_choices": EAGLE_CHOICES}, len(EAGLE_CHOICES),
                    {"num_eagle_layers": EAGLE_LAYERS, "max_non_leaves_per_layer": 10}, {"eagle": "eagle"}),
-        MethodSpec("eagle2", "eagle", {"use_dynamic_tree": True, "dynamic_tree_max_top_k": top_k},
+        MethodSpec("eagle2", "eagle", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": top_k},
                    dynamic_tree_size(top_k, EAGLE_LAYERS, eagle2_nodes),
                    {"num_eagle_layers": EAGLE_LAYERS, "max_non_leaves_per_layer": 10}, {"eagle": "eagle"}),
         MethodSpec("lookahead", "lookahead",
