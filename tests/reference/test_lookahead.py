@@ -110,6 +110,25 @@ def test_ngram_pool_keeps_the_most_recent_distinct_continuations():
     assert pool.continuations(9) == [(9, 9)] and pool.continuations(5) == []
 
 
+def test_pool_holds_the_prompt_and_generated_ngrams(engines):
+    """As TensorRT-LLM's pool manager: seeded with every N-gram of the prompt, then fed the N-grams ending in each
+    step's emitted tokens (added last, so they survive the G-per-token limit)."""
+    method = Lookahead(engines["w4n4g3"])
+    prompt = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
+    (seq,) = seqs = [Sequence.start(0, requests([prompt], 30)[0])]
+    batch = Batch(seqs)
+    seq.append(method.prefill(batch)[0].tokens)
+    pool = method._window(seq).pool
+    text = seq.tokens
+    assert all(tuple(text[i + 1 : i + 4]) in pool.continuations(text[i]) for i in range(len(text) - 3))
+    for _ in range(3):
+        before = len(seq.tokens)
+        seq.append(method.step(batch)[0].tokens)
+        text = seq.tokens
+        for i in range(before - 3, len(text) - 3):  # 4-grams ending in this step's tokens
+            assert tuple(text[i + 1 : i + 4]) in pool.continuations(text[i])
+
+
 def test_jacobi_update_warms_up_then_harvests_ngrams():
     w, n = 3, 3
     window = Window([[100, 1, 2]], NgramPool(4), n)
@@ -208,12 +227,13 @@ def test_sampling_is_lossless(engines, monkeypatch):
 
 
 @pytest.mark.skipif(not (SHIPPED_TINY / "target").is_dir(), reason="checkpoints/tiny (the zoo) is not built yet")
-def test_greedy_lookahead_on_shipped_tiny_model(tmp_path):
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_greedy_lookahead_on_shipped_tiny_model(tmp_path, batch_size):
     target = SHIPPED_TINY / "target"
     ar = make_engine(tmp_path / "ar", target, "none", max_seq_len=256, max_input_len=128)
     la = make_engine(tmp_path / "la", target, "lookahead", decoding=_decoding(4, 4, 4), max_draft_len=23,
                      max_seq_len=256, max_input_len=128)
     vocab = ar.vocab_size
     expected = [r.output_ids for r in run(ar, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=8)]
-    results = run(la, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=8)
+    results = run(la, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=batch_size)
     assert [r.output_ids for r in results] == expected

@@ -45,7 +45,8 @@ def engines(tmp_path_factory):
     extra = {"num_medusa_heads": 3, "num_medusa_layers": 1}
     return {
         "ar": make_engine(root / "ar", target, "none"),
-        "medusa": make_engine(root / "medusa", target, "medusa", decoding={"medusa_choices": CHOICES},
+        "medusa": make_engine(root / "medusa", target, "medusa",  # bfloat16 heads: the drafter's dtype is free
+                              decoding={"medusa_choices": CHOICES, "draft_dtype": "bfloat16"},
                               extra_dirs={"medusa": heads}, pretrained_extra=extra, max_draft_len=len(CHOICES)),
     }
 
@@ -128,7 +129,8 @@ def test_choices_deeper_than_heads_are_a_user_error(engines):
 
 
 @pytest.mark.skipif(not (SHIPPED_TINY / "medusa").is_dir(), reason="checkpoints/tiny (the zoo) is not built yet")
-def test_greedy_medusa_on_shipped_tiny_model(tmp_path):
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_greedy_medusa_on_shipped_tiny_model(tmp_path, batch_size):
     target = SHIPPED_TINY / "target"
     import json
 
@@ -140,5 +142,8 @@ def test_greedy_medusa_on_shipped_tiny_model(tmp_path):
     vocab = ar.vocab_size
     reqs = mixed_requests(vocab, 50, seed=21, max_new=32)
     expected = [r.output_ids for r in run(ar, reqs, batch_size=8)]
-    results = run(med, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=8)
+    results = run(med, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=batch_size)
     assert [r.output_ids for r in results] == expected
+    # trained heads: drafts are really accepted (catches a head/offset mix-up that exactness alone would not)
+    steps = sum(r.stats.steps for r in results)
+    assert sum(r.stats.total_accepted_draft_tokens for r in results) / steps > 0.5

@@ -85,10 +85,11 @@ def test_tree_forward_with_mask_equals_sequential_forward_of_each_path():
     "choices, fragment",
     [
         ([], "non-empty list"),
-        ([[0], [1, 0]], "needs its prefix [1]"),
-        ([[0], [0]], "duplicate path [0]"),
-        ([[0], [-1]], "non-negative integers"),
-        ([[0], []], "non-empty list of top-k ranks"),
+        ([[0], [1, 0]], "no parent [1]"),
+        ([[0], [0]], "repeats entry 0"),
+        ([[0], [-1]], "negative index"),
+        ([[0], []], "empty path"),
+        ([[0], ["1"]], "integer top-k ranks"),
         ([[0], [0, 0], [0, 0, 0]], "depth 3 but only 2"),
         ([[0], [1], [2], [3]], "4 paths but max_draft_len is 3"),
     ],
@@ -99,10 +100,12 @@ def test_invalid_choices_raise_user_error_naming_the_field(choices, fragment):
     assert "medusa_choices" in str(info.value) and fragment in str(info.value)
 
 
-def test_check_choices_exact_depth_for_eagle():
-    assert check_choices([[0], [0, 0]], field_name="eagle_choices", exact_depth=2) == []
-    problems = check_choices([[0], [0, 0]], field_name="eagle_choices", exact_depth=4)
-    assert problems and "num_eagle_layers is 4" in problems[0]
+def test_choices_in_the_triton_parameter_format_are_read():
+    assert tree_from_choices("{0}, {0, 0}, {1}").paths == ((), (0,), (1,), (0, 0))
+    assert tree_from_choices("[[0], [1]]").size == 3
+    with pytest.raises(UserError, match="medusa_choices"):
+        tree_from_choices("{0}, {0", field_name="medusa_choices")
+    assert check_choices([[0], [0, 0]], max_depth=2, max_draft_len=2) == []
 
 
 def test_tree_from_parents_and_chain():
@@ -161,3 +164,50 @@ def test_greedy_accept_with_no_match_returns_only_the_bonus():
     tree = tree_from_choices([[0], [1]])
     result = greedy_accept(tree, tokens=[9, 3, 4], target_argmax=[7, 1, 1])
     assert result.nodes == () and result.bonus == 7 and result.new_tokens == [7]
+
+
+@pytest.mark.parametrize("uncached", [1, 3])
+def test_feed_trees_and_commit_paths_match_plain_forwards(tmp_path, uncached):
+    """Through the runtime's batch/cache: tree logits equal plain forwards of each path (also when several tokens
+    before the root are uncached), and committing a path leaves the cache equal to a fresh prefill."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tree_helpers import make_engine, save_random_llama
+
+    from specbuild.reference.batch import Batch
+    from specbuild.reference.request import Request
+    from specbuild.reference.sequence import Sequence
+    from specbuild.reference.tree import Acceptance, RowTree, commit_paths, feed_trees
+
+    torch.set_num_threads(1)
+    engine = make_engine(tmp_path / "e", save_random_llama(tmp_path / "m", vocab=64, hidden=32, layers=2, seed=0), "none")
+    model = engine.model
+    tree = tree_from_choices(CHOICES)
+    prompts = [[5, 9, 2, 7, 1, 3, 8], [4, 4, 6, 1, 2, 9, 9, 3, 5, 7, 2]]
+    seqs = [Sequence.start(i, Request(input_ids=p, max_new_tokens=8)) for i, p in enumerate(prompts)]
+    batch = Batch(seqs)
+    cache = batch.cache("target", model)
+    model.forward(cache, [p[:-uncached] for p in prompts], logits="none")
+    cache.commit_all()
+    gen = torch.Generator().manual_seed(0)
+    drafts = [RowTree(tree, [p[-1]] + torch.randint(0, 64, (tree.size - 1,), generator=gen).tolist()) for p in prompts]
+    out, roots = feed_trees(batch, model, drafts)
+    assert roots == [uncached - 1] * 2
+    for r, (p, d) in enumerate(zip(prompts, drafts)):
+        for path in tree.candidate_paths():
+            ref = model.full_logits(p + [d.tokens[n] for n in path[1:]])[-len(path):]
+            got = out.logits[r, [roots[r] + n for n in path]]
+            torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
+    chosen = [tree.candidate_paths()[1], tree.candidate_paths()[-1]]
+    accepted = [Acceptance(nodes=path[1:], tokens=tuple(d.tokens[n] for n in path[1:]), bonus=0)
+                for path, d in zip(chosen, drafts)]
+    commit_paths(batch, roots, accepted)
+    for r, (p, acc) in enumerate(zip(prompts, accepted)):
+        text = p + list(acc.tokens)
+        assert cache.lengths[r] == len(text)
+        fresh = model.new_cache(1)
+        model.forward(fresh, [text], logits="none")
+        for mine, ref in zip(cache.store.layers, fresh.store.layers):
+            torch.testing.assert_close(mine.keys[r, :, : len(text)], ref.keys[0], atol=1e-5, rtol=1e-5)

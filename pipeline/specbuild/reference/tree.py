@@ -1,8 +1,8 @@
 """Token trees for tree-based speculative decoding (Medusa, EAGLE, lookahead), and their verification.
 
 A draft tree is verified in one target forward. Node 0 is the *root*: the last token already decided,
-whose KV entry is not yet in the cache. Nodes 1..n are draft tokens; every node's parent comes before it
-(nodes are ordered by depth), and a node at depth d sits at position `past_len + d`. Each node may attend
+whose KV entry is not yet in the cache. Nodes 1..n are draft tokens; every node's parent comes before it,
+and a node at depth d sits at the root's position + d. Each node may attend
 to itself and its ancestors only: that is the tree attention mask.
 
 A static tree comes from `choices` (Medusa's `medusa_choices`, EAGLE-1's `eagle_choices`): each choice is
@@ -32,6 +32,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Sequence
 
 from specbuild.errors import UserError
+from specbuild.trees import MC_SIM_7B_63, parse_choices, tree_problems  # noqa: F401 (MC_SIM_7B_63 re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -40,21 +41,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from specbuild.reference.model import CausalLM, ForwardOutput
     from specbuild.reference.sequence import Sequence as Seq
 
-# The default tree of TensorRT-LLM's executor (`mc_sim_7b_63`, from examples/medusa/README.md): used when an
-# engine gives no `medusa_choices` / `eagle_choices`. 63 nodes, depth 4.
-MC_SIM_7B_63 = [
-    [0], [0, 0], [1], [0, 1], [2], [0, 0, 0], [1, 0], [0, 2], [3], [0, 3], [4], [0, 4], [2, 0], [0, 5],
-    [0, 0, 1], [5], [0, 6], [6], [0, 7], [0, 1, 0], [1, 1], [7], [0, 8], [0, 0, 2], [3, 0], [0, 9], [8], [9],
-    [1, 0, 0], [0, 2, 0], [1, 2], [0, 0, 3], [4, 0], [2, 1], [0, 0, 4], [0, 0, 5], [0, 0, 0, 0], [0, 1, 1],
-    [0, 0, 6], [0, 3, 0], [5, 0], [1, 3], [0, 0, 7], [0, 0, 8], [0, 0, 9], [6, 0], [0, 4, 0], [1, 4], [7, 0],
-    [0, 1, 2], [2, 0, 0], [3, 1], [2, 2], [8, 0], [0, 5, 0], [1, 5], [1, 0, 1], [0, 2, 1], [9, 0], [0, 6, 0],
-    [0, 0, 0, 1], [1, 6], [0, 7, 0],
-]
-
-
 @dataclass(frozen=True)
 class Tree:
-    """Shape of a draft tree: node 0 is the root, parents[i] < i for i >= 1, depth-ordered."""
+    """Shape of a draft tree: node 0 is the root and parents[i] < i for i >= 1 (static trees are also ordered by
+    depth, then by choice path, as Medusa and TensorRT-LLM order them)."""
 
     parents: tuple[int, ...]
     # For static trees: the choice path of each node (root: ()). For dynamic trees: ranks among siblings.
@@ -185,59 +175,27 @@ def check_choices(
     field_name: str = "choices",
     max_draft_len: int | None = None,
     max_depth: int | None = None,
-    exact_depth: int | None = None,
 ) -> list[str]:
-    """Problems with a `choices` list (empty list = valid). Used by `tree_from_choices` and the recipe check.
+    """Problems with a `choices` list as the runtime receives it (empty list = valid).
 
-    Rules (TensorRT-LLM's and Medusa's): a non-empty list of non-empty lists of non-negative ints, no
-    duplicates, every proper prefix of a choice is itself a choice, at most `max_draft_len` choices (each
-    choice is one draft token), no choice deeper than `max_depth` (Medusa: the number of heads).
-    `exact_depth` (EAGLE-1 in TensorRT-LLM): the deepest choice must have exactly this depth.
+    Structure as the recipe check sees it (`specbuild.trees.tree_problems`: non-empty paths of non-negative top-k
+    ranks, no duplicates, every parent present) plus: integer ranks, at most `max_draft_len` paths (each path is
+    one draft token), no path deeper than `max_depth` (Medusa: the number of heads; EAGLE: num_eagle_layers).
     """
-    problems: list[str] = []
     if not isinstance(choices, (list, tuple)) or not choices:
         return [f"{field_name}: expected a non-empty list of paths such as [[0], [0, 0], [1]], got {choices!r}"]
-    seen: set[tuple[int, ...]] = set()
-    paths: list[tuple[int, ...]] = []
     for n, choice in enumerate(choices):
-        if not isinstance(choice, (list, tuple)) or not choice:
-            problems.append(f"{field_name}[{n}]: expected a non-empty list of top-k ranks, got {choice!r}")
-            continue
-        if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in choice):
-            problems.append(f"{field_name}[{n}]: ranks must be non-negative integers, got {list(choice)!r}")
-            continue
-        path = tuple(choice)
-        if path in seen:
-            problems.append(f"{field_name}[{n}]: duplicate path {list(path)!r}; list each path once")
-            continue
-        seen.add(path)
-        paths.append(path)
-    for path in paths:
-        for k in range(1, len(path)):
-            if path[:k] not in seen:
-                problems.append(
-                    f"{field_name}: path {list(path)!r} needs its prefix {list(path[:k])!r}; add it to the list"
-                )
-                break
-    if max_draft_len is not None and len(paths) > max_draft_len:
-        problems.append(
-            f"{field_name}: {len(paths)} paths but max_draft_len is {max_draft_len}; "
-            "each path is one draft token: remove paths or raise max_draft_len"
-        )
-    if paths and max_depth is not None:
-        deepest = max(len(p) for p in paths)
-        if deepest > max_depth:
-            problems.append(
-                f"{field_name}: a path has depth {deepest} but only {max_depth} draft levels exist "
-                "(number of Medusa heads / EAGLE layers); shorten the paths"
-            )
-    if paths and exact_depth is not None:
-        deepest = max(len(p) for p in paths)
-        if deepest != exact_depth:
-            problems.append(
-                f"{field_name}: the deepest path has depth {deepest} but num_eagle_layers is {exact_depth}; "
-                "they must be equal"
-            )
+        if not isinstance(choice, (list, tuple)) or not all(isinstance(r, int) and not isinstance(r, bool) for r in choice):
+            return [f"{field_name}[{n}]: expected a list of integer top-k ranks, got {choice!r}"]
+    problems = [f"{field_name}" + (f"[{i}]" if i is not None else "") + f": {message}"
+                for i, message in tree_problems([list(c) for c in choices])]
+    if max_draft_len is not None and len(choices) > max_draft_len:
+        problems.append(f"{field_name}: {len(choices)} paths but max_draft_len is {max_draft_len}; "
+                        "each path is one draft token: remove paths or raise max_draft_len")
+    deepest = max((len(c) for c in choices), default=0)
+    if max_depth is not None and deepest > max_depth:
+        problems.append(f"{field_name}: a path has depth {deepest} but only {max_depth} draft levels exist "
+                        "(number of Medusa heads / EAGLE layers); shorten the paths")
     return problems
 
 
@@ -248,7 +206,13 @@ def tree_from_choices(
     max_draft_len: int | None = None,
     max_depth: int | None = None,
 ) -> Tree:
-    """The static tree of a `choices` list, ordered like Medusa/TensorRT-LLM: by depth, then by path."""
+    """The static tree of a `choices` list, ordered like Medusa/TensorRT-LLM: by depth, then by path. A string
+    in the Triton parameter format (`{0}, {0, 0}`) or JSON (`[[0], [0, 0]]`) is accepted too."""
+    if isinstance(choices, str):
+        try:
+            choices = parse_choices(choices)
+        except ValueError as exc:
+            raise UserError(f"{field_name}: cannot read {choices!r} as a list of paths: {exc}") from exc
     problems = check_choices(choices, field_name=field_name, max_draft_len=max_draft_len, max_depth=max_depth)
     if problems:
         raise UserError("\n".join(problems))
@@ -471,3 +435,34 @@ def verify_tree(seq: "Seq", tree: Tree, tokens: Sequence[int], logits: "torch.Te
     else:
         probs = sampling.probabilities(logits, seq.sampling)
     return sample_accept(tree, tokens, probs, generator=seq.generator)
+
+
+BF16_DRAFTER_MIN_HIDDEN = 512  # below this, bf16 conversions cost more than the halved weight traffic saves
+
+
+def drafter_dtype(decoding: dict, target_dtype: "torch.dtype", where: str, hidden_size: int) -> "torch.dtype":
+    """The dtype the tree drafters (Medusa heads, EAGLE head) compute in: `draft_dtype` in the engine's decoding
+    options (`auto` | `float32` | `bfloat16` | `float16`). Drafts only propose tokens, so this never changes the
+    output (the target verifies in its own dtype); it only changes speed and acceptance. `auto` picks bfloat16 for
+    a float32 target on CPUs with native bf16 matrix instructions (avx512_bf16 / amx_bf16) when the model is wide
+    enough (hidden size >= 512) for weight traffic to dominate (measured: an EAGLE head forward plus lm_head at
+    hidden 512 is ~1.3x faster in bf16; at hidden 256 fp32 is faster), and the target's dtype otherwise."""
+    import torch
+
+    choice = str(decoding.get("draft_dtype", "auto"))
+    named = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if choice == "auto":
+        wide = hidden_size >= BF16_DRAFTER_MIN_HIDDEN
+        return torch.bfloat16 if target_dtype == torch.float32 and wide and _cpu_has_native_bf16() else target_dtype
+    if choice not in named:
+        raise UserError(f"{where}.draft_dtype={choice!r}: use auto, float32, bfloat16 or float16")
+    return named[choice]
+
+
+def _cpu_has_native_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return False
+    return " avx512_bf16" in flags or " amx_bf16" in flags

@@ -19,9 +19,10 @@ Each step, for every sequence (root = the last, uncached token x_L at position L
                lossless (the EAGLE reference code's qx = 1 rule)
     then:      the accepted path is compacted in the target cache; the target's features at the root and the
                accepted nodes are what the head catches up on next step
-D = `num_eagle_layers` (engine pretrained_config, default 4). Engine `specbuild.decoding` keys: `eagle_choices`
-(default mc_sim_7b_63), `use_dynamic_tree` (false), `dynamic_tree_max_top_k` (K, default 10; TensorRT-LLM's
-`eagle_dynamic_tree_max_top_k` / `dynamic_tree_max_topK` are accepted too).
+D = `num_eagle_layers` (engine decoding or pretrained_config, default 4). Engine `specbuild.decoding` keys:
+`eagle_choices` (default mc_sim_7b_63), `eagle_use_dynamic_tree` (false), `eagle_dynamic_tree_max_top_k` (K,
+default 10; `use_dynamic_tree` / `dynamic_tree_max_top_k` / `dynamic_tree_max_topK` are accepted too), `draft_dtype` (auto: bfloat16 for wide
+models on CPUs with native bf16, see `tree.drafter_dtype`; lossless either way).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from specbuild.reference.tree import (
     RowTree,
     Tree,
     commit_paths,
+    drafter_dtype,
     feed_trees,
     tree_from_choices,
     tree_from_parents,
@@ -47,6 +49,13 @@ from specbuild.reference.tree import (
 
 TOP_K_KEYS = ("dynamic_tree_max_top_k", "eagle_dynamic_tree_max_top_k", "dynamic_tree_max_topK")
 DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
+
+
+def _flag(value) -> bool:
+    """A boolean option that may arrive as a Triton parameter string ("true"/"false")."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
 
 
 def dynamic_tree_size(top_k: int, depth: int, max_draft_len: int) -> int:
@@ -92,12 +101,16 @@ class Eagle(Method):
         if "eagle" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle' entry (the EAGLE head); "
                             "rebuild the engine with the recipe's eagle head folder")
-        self.head = load_eagle_head(engine.folders["eagle"], target_model=self.target.hf, dtype=self.target.dtype)
-        pretrained = engine.config.get("pretrained_config", {})
-        self.depth = int(pretrained.get("num_eagle_layers", 4))
-        self.max_draft_len = engine.limits.max_draft_len or 63
         where = f"{engine.path}/config.json: specbuild.decoding"
-        self.dynamic = any(bool(self.decoding.get(k, False)) for k in DYNAMIC_KEYS)
+        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, where, self.target.hidden_size)
+        self.head = load_eagle_head(engine.folders["eagle"], target_model=self.target.hf, dtype=self.draft_dtype)
+        # the head drafts through the target's lm_head; a copy in the drafting dtype when that differs
+        lm_head = self.target.lm_head.weight.detach()
+        self.draft_lm_head = lm_head if lm_head.dtype == self.draft_dtype else lm_head.to(self.draft_dtype)
+        pretrained = engine.config.get("pretrained_config", {})
+        self.depth = int(self.decoding.get("num_eagle_layers", pretrained.get("num_eagle_layers", 4)))
+        self.max_draft_len = engine.limits.max_draft_len or 63
+        self.dynamic = any(_flag(self.decoding.get(k, False)) for k in DYNAMIC_KEYS)
         if self.dynamic:
             self.top_k = int(next((self.decoding[k] for k in TOP_K_KEYS if k in self.decoding), 10))
             if self.top_k < 1:
@@ -169,7 +182,7 @@ class Eagle(Method):
         ]
         depth = [min(self.depth, seq.draft_budget(self.depth)) for seq in batch.seqs]
         roots = torch.stack([g.root_feature for g in rows])
-        root_logprobs = torch.log_softmax(self.target.lm_logits(roots), dim=-1)
+        root_logprobs = self.draft_logprobs(roots)
         for g, lp in zip(rows, root_logprobs):
             g.logprobs[0] = lp
         if self.dynamic:
@@ -255,11 +268,15 @@ class Eagle(Method):
             positions.append([g.root_position - 1 + g.depths[n] for n in nodes])
             attend.append(sees)
         fhat = self.head_forward(kv, features, tokens, positions, attend)
-        logprobs = torch.log_softmax(self.target.lm_logits(fhat), dim=-1)
+        logprobs = self.draft_logprobs(fhat)
         for r, (g, nodes) in enumerate(zip(rows, expand)):
             for j, n in enumerate(nodes):
                 g.feature_out[n] = fhat[r, j]
                 g.logprobs[n] = logprobs[r, j]
+
+    def draft_logprobs(self, features: torch.Tensor) -> torch.Tensor:
+        """Draft log-probabilities (float32) of the token after each predicted feature: the target's lm_head."""
+        return torch.log_softmax(torch.nn.functional.linear(features, self.draft_lm_head).float(), dim=-1)
 
     def head_forward(self, kv: KVCache, features, tokens, positions, attend=None) -> torch.Tensor:
         """Run the EAGLE head on per-row entries (features [n_r, H], next tokens, positions) through `kv`;
@@ -268,7 +285,7 @@ class Eagle(Method):
         before = kv.physical_length
         plan = kv.plan_forward(n_new, positions=positions, attend=attend)
         hidden = self.head.config.hidden_size
-        feats = torch.zeros(len(tokens), plan.width, hidden, dtype=self.target.dtype)
+        feats = torch.zeros(len(tokens), plan.width, hidden, dtype=self.draft_dtype)
         ids = torch.zeros(len(tokens), plan.width, dtype=torch.long)
         for r, n in enumerate(n_new):
             if n:

@@ -3,7 +3,8 @@
 Configured by (W, N, G): window size, n-gram size, verification set size. Per sequence it keeps
     a window: N - 1 levels of W guessed tokens. Level 0 starts with the root (the last, uncached token x_L) and
               holds W - 1 guesses after it; level l, column i guesses the token at position L + i + l.
-    a pool:   n-grams collected from the window, by first token; the G most recent continuations per token.
+    a pool:   n-grams by first token, the G most recent continuations per token: every N-gram of the prompt and
+              of the generated text (as TensorRT-LLM's LookaheadPoolManager), and those the window produces.
 
 Each step is one target forward over one token tree (root x_L at position L):
     lookahead branch: level 0 is a chain from the root; column i of level l hangs below column i of level l - 1,
@@ -13,7 +14,8 @@ Each step is one target forward over one token tree (root x_L at position L):
               accepted too); sampled: recursive rejection sampling over the tree with the window's and the pool's
               tokens as deterministic proposals (fixed before the step's coins), so sampling is lossless
     update:   the target's argmax at each column's top token is the new top level (Jacobi step); once N - 1
-              levels exist, every column plus its new token is an N-gram for the pool and the oldest level goes
+              levels exist, every column plus its new token is an N-gram for the pool and the oldest level goes;
+              the N-grams ending in this step's emitted tokens join the pool too
 Tokens per forward: 1 + (W - 1) + (N - 2) * W + G * (N - 1) = 1 + max_draft_len(W, N, G), TensorRT-LLM's formula.
 Engine `specbuild.decoding` keys: `lookahead_window_size`, `lookahead_ngram_size`, `lookahead_verification_set_size`.
 """
@@ -24,6 +26,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from specbuild.errors import UserError
+# (0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1): TensorRT-LLM's formula, defined once with the recipe's method
+from specbuild.methods.lookahead import lookahead_max_draft_len
 from specbuild.reference.batch import Batch
 from specbuild.reference.methods import Method, StepOutput
 from specbuild.reference.tree import (
@@ -35,14 +39,6 @@ from specbuild.reference.tree import (
     tree_from_sequences,
     verify_tree,
 )
-
-CONFIG_KEYS = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
-
-
-def lookahead_max_draft_len(window: int, ngram: int, verification_set: int) -> int:
-    """Draft tokens per step for (W, N, G): `(0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1)` (TensorRT-LLM)."""
-    return (0 if ngram == 1 else ngram - 2) + (window - 1 + verification_set) * (ngram - 1)
-
 
 class NgramPool:
     """n-grams by first token; per token the `capacity` most recently seen distinct continuations."""
@@ -60,6 +56,11 @@ class NgramPool:
         seen[rest] = None
         while len(seen) > self.capacity:
             seen.popitem(last=False)
+
+    def add_text(self, tokens, n: int) -> None:
+        """Every n-gram of `tokens`, oldest first (so the latest occurrence is the most recent)."""
+        for i in range(len(tokens) - n + 1):
+            self.add(tokens[i : i + n])
 
     def continuations(self, first: int) -> list[tuple[int, ...]]:
         """Most recent first."""
@@ -144,7 +145,9 @@ class Lookahead(Method):
         if "lookahead" not in seq.state:
             prompt = seq.tokens[: seq.prompt_len]
             guesses = [prompt[(len(prompt) - self.window + 1 + i) % len(prompt)] for i in range(self.window - 1)]
-            seq.state["lookahead"] = Window([[seq.tokens[-1], *guesses]], NgramPool(self.verification_set), self.ngram)
+            pool = NgramPool(self.verification_set)
+            pool.add_text(seq.tokens, self.ngram)
+            seq.state["lookahead"] = Window([[seq.tokens[-1], *guesses]], pool, self.ngram)
         return seq.state["lookahead"]
 
     def step(self, batch: Batch) -> list[StepOutput]:
@@ -172,7 +175,10 @@ class Lookahead(Method):
             logits = out.logits[r, roots[r] : roots[r] + draft.tree.size]
             acc = verify_tree(seq, draft.tree, draft.tokens, logits)
             if step is not None:
-                jacobi_update(seq.state["lookahead"], step, logits.argmax(-1).tolist())
+                window = seq.state["lookahead"]
+                jacobi_update(window, step, logits.argmax(-1).tolist())
+                # the N-grams that end in this step's new tokens: the last N - 1 tokens so far + what it emits
+                window.pool.add_text(seq.tokens[-(self.ngram - 1):] + acc.new_tokens, self.ngram)
             outputs.append(StepOutput(acc.new_tokens, drafted=draft.tree.max_depth, accepted=len(acc.nodes)))
             accepted.append(acc)
         commit_paths(batch, roots, accepted)

@@ -15,7 +15,8 @@ Each step, for every sequence:
 
 Engine `specbuild.decoding` keys: `medusa_choices` (default mc_sim_7b_63), `medusa_acceptance`
 (`rejection` | `typical`, for sampled requests only), `typical_posterior_threshold` (0.09),
-`typical_posterior_alpha` (0.3). Heads come from the engine's `medusa` folder (FasterDecoding layout).
+`typical_posterior_alpha` (0.3), `draft_dtype` (auto: bfloat16 heads for wide models on CPUs with native bf16, see
+`tree.drafter_dtype`; lossless either way). Heads come from the engine's `medusa` folder (FasterDecoding layout).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from specbuild.reference.tree import (
     RowTree,
     Tree,
     commit_paths,
+    drafter_dtype,
     feed_trees,
     path_tokens,
     tree_from_choices,
@@ -75,7 +77,9 @@ class Medusa(Method):
         if "medusa" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'medusa' entry (the Medusa heads); "
                             "rebuild the engine with the recipe's medusa heads folder")
-        self.heads = load_medusa_heads(engine.folders["medusa"], dtype=self.target.dtype)
+        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, f"{engine.path}/config.json: specbuild.decoding",
+                                         self.target.hidden_size)
+        self.heads = load_medusa_heads(engine.folders["medusa"], dtype=self.draft_dtype)
         where = f"{engine.path}/config.json: specbuild.decoding.medusa_choices"
         self.tree = tree_from_choices(self.decoding.get("medusa_choices") or MC_SIM_7B_63, field_name=where,
                                       max_draft_len=engine.limits.max_draft_len or None,
@@ -115,7 +119,7 @@ class Medusa(Method):
     @torch.inference_mode()
     def draft(self, batch: Batch) -> list[RowTree]:
         """Every row's tree: node (r_1..r_d) holds the r_d-th best token of head d - 1."""
-        hidden = torch.stack([seq.state["medusa_hidden"] for seq in batch.seqs])[:, None]  # [B, 1, H]
+        hidden = torch.stack([seq.state["medusa_hidden"] for seq in batch.seqs])[:, None].to(self.draft_dtype)  # [B, 1, H]
         top = self.heads(hidden)[:, :, 0].topk(self._ranks, dim=-1).indices  # [K, B, ranks]
         drafts = []
         for r, seq in enumerate(batch.seqs):
