@@ -50,7 +50,7 @@ class Method:
     decoding_mode: ClassVar[str | None] = None  # tensorrt_llm config.pbtxt `decoding_mode` (None: leave unset)
     needs_draft_engine: ClassVar[bool] = False
     serving_model: ClassVar[str] = "ensemble"  # the Triton model clients call for speculative generation
-    greedy_only: ClassVar[bool] = False  # True: sampling (temperature > 0) is refused at recipe check
+    greedy_only_on: ClassVar[tuple[str, ...]] = ()  # runtimes that refuse sampling (temperature > 0) with it
     summary: ClassVar[str] = ""
 
     @property

@@ -1,6 +1,7 @@
 """Medusa: K extra decoding heads on the target propose a token tree, verified in one target forward.
 
-TensorRT-LLM runs Medusa greedy only (medusa_temperature=0; repository fact sheet §2.1), so sampling is refused.
+TensorRT-LLM runs Medusa greedy only (medusa_temperature=0; repository fact sheet §2.1), so sampling is refused on
+that runtime; the reference runtime samples losslessly (recursive rejection sampling over the tree).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Medusa(Method):
     trtllm_mode = "medusa"
     mode_flag = 4
     decoding_mode = "medusa"
-    greedy_only = True
+    greedy_only_on = ("tensorrt-llm",)
     summary = "extra heads on the target propose a token tree"
 
     def max_draft_len(self, spec: MedusaConfig) -> int:

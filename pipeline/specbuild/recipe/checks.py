@@ -28,9 +28,10 @@ def general_findings(recipe: Recipe) -> Iterator[Finding]:
         yield Finding(("validation", "concurrency"), "lists a level twice — give each concurrency level once")
     if isinstance(v.prompts, list) and not v.prompts:
         yield Finding(("validation", "prompts"), "is an empty list — give at least one prompt or remove the key")
-    if v.sampling is not None and method.greedy_only:
-        yield Finding(("validation", "sampling"), f"{method.name} decodes greedily only (TensorRT-LLM accepts Medusa "
-                      "drafts by token match at temperature 0) — remove validation.sampling or pick another method")
+    if v.sampling is not None and recipe.runtime in method.greedy_only_on:
+        yield Finding(("validation", "sampling"), f"{method.name} decodes greedily only on the {recipe.runtime} "
+                      "runtime (TensorRT-LLM accepts Medusa drafts by token match at temperature 0) — remove "
+                      "validation.sampling or pick another method")
     if v.sampling is not None and recipe.runtime != "reference":
         yield Finding(("validation", "sampling"), "the sampling-distribution check runs on the reference runtime "
                       "only (TensorRT-LLM's speculative sampling is not bit-exact) — remove it or use runtime: reference")

@@ -87,7 +87,7 @@ def _preflight(recipe: Recipe, baseline: Endpoints | None, options: SuiteOptions
         needs.append("validation.require_lossless is true")
     if v.min_speedup is not None and "performance" in wanted:
         needs.append(f"validation.min_speedup is {v.min_speedup}")
-    if v.sampling is not None and not method.greedy_only and "sampling" in wanted:
+    if v.sampling is not None and recipe.runtime not in method.greedy_only_on and "sampling" in wanted:
         needs.append("validation.sampling is set")
     if needs:
         raise UserError(f"{recipe.source or recipe.name}: {'; '.join(needs)}, which compares with the baseline "

@@ -22,7 +22,7 @@ def run(ctx: SuiteContext) -> CheckResult:
     if cfg is None:
         return CheckResult(NAME, TITLE, SKIPPED, "not requested (validation.sampling is not set)")
     gate = f"validation.sampling: p >= {cfg.significance}"
-    if ctx.method.greedy_only:
+    if ctx.recipe.runtime in ctx.method.greedy_only_on:
         return CheckResult(NAME, TITLE, SKIPPED, f"{ctx.method.name} decodes greedily only", gate=gate)
     if ctx.baseline is None:
         return CheckResult(NAME, TITLE, SKIPPED, "no baseline deployment given (--baseline-url)", gate=gate)

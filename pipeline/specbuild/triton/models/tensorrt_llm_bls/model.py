@@ -248,20 +248,23 @@ class TritonPythonModel:
         group = {"left": len(rows), "lock": threading.Lock(), "failed": False}
 
         def finish_row(response):
+            # Send under the lock: the row that sends FINAL must be the last to send anything, or a row finishing
+            # at the same moment would send after the final flag and its answer would be lost.
             with group["lock"]:
                 group["left"] -= 1
                 last = group["left"] == 0
-            flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0
-            if response is not None:
-                sender.send(response, flags=flags)
-            elif last:
-                sender.send(flags=flags)
+                flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0
+                if response is not None:
+                    sender.send(response, flags=flags)
+                elif last:
+                    sender.send(flags=flags)
 
         def serve(row):
             emit = None
             if row.stream:
                 def emit(tensors):
-                    sender.send(pb_utils.InferenceResponse(output_tensors=tensors))
+                    with group["lock"]:  # one sender, several row threads
+                        sender.send(pb_utils.InferenceResponse(output_tensors=tensors))
             try:
                 result = self.run_row(row, emit, sender)
                 finish_row(None if row.stream else pb_utils.InferenceResponse(output_tensors=result))
