@@ -175,3 +175,27 @@ def test_port_in_use_detects_a_listener():
         s.bind(("127.0.0.1", 0))
         s.listen()
         assert ts.port_in_use("127.0.0.1", s.getsockname()[1])
+
+
+def test_serves_through_a_repository_launch_script(tmp_path, binary, monkeypatch):
+    """GPU repositories start through their launch_triton.sh (ports from HTTP_PORT/GRPC_PORT/METRICS_PORT, our
+    other arguments passed to rank 0). A stand-in script with the same interface runs the CPU server here."""
+    repo = tmp_path / "repo"
+    _model(repo, "doubler", DOUBLER)
+    script = repo / "launch_triton.sh"
+    script.write_text(textwrap.dedent('''\
+        #!/usr/bin/env bash
+        set -euo pipefail
+        REPO="$(cd "$(dirname "$0")" && pwd)"
+        echo "launch script: ports $HTTP_PORT $GRPC_PORT $METRICS_PORT"
+        exec "$TRITONSERVER" --model-repository="$REPO" --backend-directory="$TEST_BACKEND_DIR" \\
+            --http-port="$HTTP_PORT" --grpc-port="$GRPC_PORT" --metrics-port="$METRICS_PORT" "$@"
+    '''))
+    monkeypatch.setenv("TEST_BACKEND_DIR", str(binary.backend_dir))
+    server = ts.TritonServer(repo, binary=binary, launcher=script, log_path=tmp_path / "server.log")
+    assert server.argv()[:2] == ["bash", str(script)]
+    with server:
+        assert _infer(server, "doubler", [4]) == [8]
+        log = server.read_log()
+        assert f"launch script: ports {server.http_port} {server.grpc_port} {server.metrics_port}" in log
+    assert server.pid is None
