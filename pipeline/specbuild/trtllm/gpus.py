@@ -74,7 +74,7 @@ def _from_nvidia_smi(exe: str) -> GpuReport:
         return GpuReport([], "nvidia-smi", f"{exe} could not run: {e}")
     if out.returncode != 0:
         msg = (out.stdout + out.stderr).strip().splitlines()
-        return GpuReport([], "nvidia-smi", f"nvidia-smi exited {out.returncode}: {msg[0] if msg else 'no output'}")
+        return GpuReport([], "nvidia-smi", f"nvidia-smi exited {out.returncode}: {msg[-1] if msg else 'no output'}")
     return GpuReport(parse_nvidia_smi(out.stdout), "nvidia-smi")
 
 
