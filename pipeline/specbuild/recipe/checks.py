@@ -58,6 +58,13 @@ def _reference_findings(recipe: Recipe) -> Iterator[Finding]:
     spec = recipe.speculation
     if getattr(spec, "tp_size", 1) != 1:
         yield Finding(("speculation", "tp_size"), "the reference runtime runs the draft in one CPU process — set tp_size: 1")
+    if getattr(spec, "use_draft_logits", False):
+        yield Finding(("speculation", "use_draft_logits"), "the reference runtime's Triton models return no generation "
+                      "logits, so the BLS cannot send draft logits — set use_draft_logits: false (token-comparison "
+                      "acceptance is lossless too), or use runtime: tensorrt-llm")
+    elif getattr(spec, "fast_logits", False):
+        yield Finding(("speculation", "fast_logits"), "fast logits is a GPU-to-GPU transfer of TensorRT-LLM — remove it "
+                      "for runtime: reference")
 
 
 def _gpu_findings(recipe: Recipe) -> Iterator[Finding]:
