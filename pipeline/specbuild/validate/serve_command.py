@@ -36,9 +36,16 @@ def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host
     if not repository.is_dir():
         raise UserError(f"{repository}: no such model repository — write one with `specbuild compile RECIPE` "
                         "(it goes to triton_repo/<name>) or give the path of a Triton model repository")
+    from specbuild.triton.launch import SCRIPT_NAME
+
     binary = find_tritonserver(tritonserver)
+    # A GPU repository starts through its launch script (MPI ranks, orchestrator mode for draft-target), unless only
+    # some models are loaded explicitly (e.g. its python models on a CPU machine).
+    script = repository / SCRIPT_NAME
+    launcher = script if script.is_file() and model_control == "none" else None
     server = TritonServer(repository, host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
-                          binary=binary, model_control=model_control, load_models=load_models, log_path=log_path)
+                          binary=binary, model_control=model_control, load_models=load_models, log_path=log_path,
+                          launcher=launcher)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with console.status(f"starting {binary.describe()} on {repository}"):
