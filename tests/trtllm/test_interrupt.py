@@ -65,7 +65,11 @@ def test_killed_trtllm_build_leaves_no_engine(machine, slow_build, write_recipe,
 
 @pytest.mark.parametrize("sig, raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Interrupted)])
 def test_interrupting_specbuild_stops_the_child_and_cleans_up(machine, slow_build, write_recipe, compile_engines,
-                                                              sig, raised):
+                                                              sig, raised, request):
+    # Python maps SIGINT to KeyboardInterrupt only where SIGINT was not ignored at start (a pytest started in the
+    # background of a script inherits it ignored): set what a terminal's Ctrl-C meets
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     machine.set("SPECBUILD_DOUBLE_PID_FILE", str(slow_build))
     main = threading.main_thread().ident
     seen: list[int] = []

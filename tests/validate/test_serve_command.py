@@ -20,10 +20,16 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)
 
 
+def _as_from_a_terminal() -> None:
+    # a shell that starts pytest in the background leaves SIGINT ignored, and children inherit that: restore the
+    # disposition an interactive Ctrl-C meets
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_serve(*args: str, **kw) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"), COLUMNS="200")
     return subprocess.Popen([sys.executable, "-m", "specbuild.cli", "serve", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_as_from_a_terminal, **kw)
 
 
 def alive(pid: int) -> bool:
