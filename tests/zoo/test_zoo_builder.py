@@ -9,6 +9,7 @@ import torch
 
 from specbuild.zoo import ensure_profile, manifest, profile_folder_problems
 from specbuild.zoo.build import build
+from specbuild.zoo.precision import BFLOAT16, DESCRIPTIONS, FLOAT32, resolve
 from specbuild.zoo.profiles import MICRO
 
 
@@ -36,6 +37,8 @@ def test_manifest_matches_files(micro, tmp_path):
     assert manifest.mismatches(micro, recorded) == []
     assert profile_folder_problems(micro, "micro") == []
     assert recorded["corpus"]["sha256"] and recorded["seeds"]["target_init"] == MICRO.seed
+    assert recorded["precision"] == resolve("auto")
+    assert recorded["training_precision"] == DESCRIPTIONS[recorded["precision"]]
     for name in ("target", "draft", "medusa", "eagle"):
         assert recorded["models"][name]["params"] > 0
         assert recorded["models"][name]["training"]["steps"] > 0
@@ -116,3 +119,14 @@ def test_deterministic_and_resumable(micro, tmp_path):
         assert b[name]["sha256"] == c[name]["sha256"], name
     assert manifest.read(resumed)["reused_stages"]["stages"] == ["target", "draft", "eagle"]
     assert manifest.read(fresh)["reused_stages"] is None
+
+
+def test_resume_reuses_only_stages_trained_at_the_same_precision(micro):
+    from specbuild.zoo.build import StageSource
+
+    source = StageSource(micro)
+    built_at = manifest.read(micro)["precision"]
+    other = FLOAT32 if built_at == BFLOAT16 else BFLOAT16
+    for stage in ("target", "draft", "medusa", "eagle"):
+        assert source.has(stage, MICRO, built_at)
+        assert not source.has(stage, MICRO, other)

@@ -449,20 +449,13 @@ def drafter_dtype(decoding: dict, target_dtype: "torch.dtype", where: str, hidde
     hidden 512 is ~1.3x faster in bf16; at hidden 256 fp32 is faster), and the target's dtype otherwise."""
     import torch
 
+    from specbuild.cpu import has_native_bf16
+
     choice = str(decoding.get("draft_dtype", "auto"))
     named = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if choice == "auto":
         wide = hidden_size >= BF16_DRAFTER_MIN_HIDDEN
-        return torch.bfloat16 if target_dtype == torch.float32 and wide and _cpu_has_native_bf16() else target_dtype
+        return torch.bfloat16 if target_dtype == torch.float32 and wide and has_native_bf16() else target_dtype
     if choice not in named:
         raise UserError(f"{where}.draft_dtype={choice!r}: use auto, float32, bfloat16 or float16")
     return named[choice]
-
-
-def _cpu_has_native_bf16() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "")
-    except OSError:
-        return False
-    return " avx512_bf16" in flags or " amx_bf16" in flags

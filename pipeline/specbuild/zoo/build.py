@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 
 from specbuild.zoo import corpus as corpus_mod
-from specbuild.zoo import data, distill, manifest, target as target_mod, teacher
+from specbuild.zoo import data, distill, manifest, precision as precision_mod, target as target_mod, teacher
 from specbuild.zoo.quality import load_causal_lm, measure_quality
 from specbuild.zoo.profiles import Profile
 from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
@@ -120,11 +120,12 @@ class StageSource:
         self.timings = record.get("timings_seconds", {})
         self.stage_keys = record.get("stage_keys", {})
         self.stage_versions = record.get("stage_versions") or {}  # absent: builds before versions (= 1)
+        self.precision = precision_mod.of_record(record)
 
-    def has(self, stage: str, profile: Profile) -> bool:
+    def has(self, stage: str, profile: Profile, precision: str) -> bool:
         recorded_key = self.stage_keys.get(stage) or (
             stage_key(self.profile_config, stage, self.stage_versions.get(stage, 1)) if self.profile_config else None)
-        return (self.builder_version == BUILDER_VERSION and stage in self.stats
+        return (self.builder_version == BUILDER_VERSION and stage in self.stats and self.precision == precision
                 and (self.folder / stage).is_dir() and recorded_key == stage_key(profile.as_dict(), stage))
 
 
@@ -134,13 +135,16 @@ def _read_stages(folder: Path) -> dict | None:
 
 
 def build(profile: Profile, out: str | Path, progress: Progress | None = None, threads: int | None = None,
-          resume_from: str | Path | None = None) -> Path:
+          resume_from: str | Path | None = None, precision: str = "auto") -> Path:
     """Build `profile` into `out` (replacing it). Returns the folder.
+
+    `precision`: auto | bfloat16 | float32 (`specbuild.zoo.precision`; auto = bf16 only where the CPU has it natively).
 
     `resume_from`: an earlier build folder whose stages with identical settings and code versions are
     copied instead of retrained (e.g. after changing only the Medusa schedule). A failed or interrupted
     build removes its `.partial-*` folder; only a hard-killed one leaves it (with `stages.json`) to resume from.
     """
+    precision = precision_mod.resolve(precision)
     out = Path(out).resolve()
     partial = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
@@ -148,7 +152,7 @@ def build(profile: Profile, out: str | Path, progress: Progress | None = None, t
     source = StageSource(Path(resume_from)) if resume_from else None
     saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
     try:
-        summary = _build_into(profile, partial, progress or (lambda _m: None), threads, source)
+        summary = _build_into(profile, partial, progress or (lambda _m: None), threads, precision, source)
         (partial / STAGES_FILE).unlink(missing_ok=True)
         manifest.write(partial, summary)
         if out.exists():
@@ -164,7 +168,7 @@ def build(profile: Profile, out: str | Path, progress: Progress | None = None, t
     return out
 
 
-def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None,
+def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None, precision: str,
                 source: StageSource | None = None) -> dict:
     from specbuild.heads.eagle import EagleHead, load_eagle_head, save_eagle_head
     from specbuild.heads.medusa import MedusaHeads, load_medusa_heads, save_medusa_heads
@@ -189,11 +193,11 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
         if label in STAGE_VERSIONS:
             (root / STAGES_FILE).write_text(json.dumps({
                 "builder_version": BUILDER_VERSION, "profile_config": profile.as_dict(), "stats": stats,
-                "timings_seconds": timings, "stage_versions": STAGE_VERSIONS,
+                "timings_seconds": timings, "stage_versions": STAGE_VERSIONS, "precision": precision,
                 "stage_keys": {k: stage_key(profile.as_dict(), k) for k in stats}}))
 
     def reuse(stage: str) -> bool:
-        if source is None or not source.has(stage, profile):
+        if source is None or not source.has(stage, profile, precision):
             return False
         shutil.copytree(source.folder / stage, root / stage)
         stats[stage] = source.stats[stage]
@@ -202,6 +206,7 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
         say(f"{stage}: reused from {source.folder}")
         return True
 
+    say(f"training precision: {precision_mod.DESCRIPTIONS[precision]} ({threads} threads)")
     # 1. corpus and tokenizer
     t0 = time.perf_counter()
     corpus = corpus_mod.load_corpus(profile.corpus_max_bytes)
@@ -220,7 +225,8 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
     else:
         target = target_mod.new_model(profile.target, profile, tokenizer, seeds["target_init"])
         target_blocks = data.blocks(train_stream, profile.seq_len + 1)
-        stats["target"] = target_mod.train_target(target, target_blocks, profile, seeds["target_data"], say)
+        stats["target"] = target_mod.train_target(target, target_blocks, profile, seeds["target_data"], say,
+                                                   precision=precision)
         _save_causal_lm(target, tokenizer, root / "target", storage)
         timed("target", t0)
         target = load_causal_lm(root / "target")  # downstream stages see exactly the shipped target
@@ -234,7 +240,8 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
     if "draft" in pending:
         t0 = time.perf_counter()
         draft = target_mod.new_model(profile.draft, profile, tokenizer, seeds["draft_init"])
-        stats["draft"] = distill.train_draft(draft, teacher_data, profile.draft_train, seeds["draft_data"], say)
+        stats["draft"] = distill.train_draft(draft, teacher_data, profile.draft_train, seeds["draft_data"], say,
+                                            precision=precision)
         _round_to_storage(draft, storage)
         _save_causal_lm(draft, tokenizer, root / "draft", storage)
         timed("draft", t0)
@@ -246,7 +253,8 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
         t0 = time.perf_counter()
         torch.manual_seed(seeds["medusa_init"])
         heads = MedusaHeads(profile.target.hidden, profile.vocab_size, num_heads=profile.medusa_heads, num_layers=1)
-        stats["medusa"] = distill.train_medusa(heads, teacher_data, profile.medusa_train, seeds["medusa_data"], say)
+        stats["medusa"] = distill.train_medusa(heads, teacher_data, profile.medusa_train, seeds["medusa_data"], say,
+                                              precision=precision)
         _round_to_storage(heads, storage)
         save_medusa_heads(heads, root / "medusa", dtype=storage, base_model_name_or_path="../target")
         timed("medusa", t0)
@@ -259,7 +267,8 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
         torch.manual_seed(seeds["eagle_init"])
         eagle = EagleHead.for_target(target.config)
         distill.init_eagle_head(eagle, target)
-        stats["eagle"] = distill.train_eagle(eagle, teacher_data, profile.eagle_train, seeds["eagle_data"], say)
+        stats["eagle"] = distill.train_eagle(eagle, teacher_data, profile.eagle_train, seeds["eagle_data"], say,
+                                            precision=precision)
         _round_to_storage(eagle, storage)
         save_eagle_head(eagle, root / "eagle", dtype=storage)
         timed("eagle", t0)
@@ -300,7 +309,8 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
         "stage_keys": {k: stage_key(profile.as_dict(), k) for k in STAGE_VERSIONS},
         "reused_stages": {"stages": reused, "from": str(source.folder)} if reused else None,
         "storage_dtype": profile.storage_dtype,
-        "training_precision": "bfloat16 autocast, float32 master weights (AdamW)",
+        "precision": precision,
+        "training_precision": precision_mod.DESCRIPTIONS[precision],
         "threads": threads,
         "deterministic_algorithms": True,
         "seeds": seeds,

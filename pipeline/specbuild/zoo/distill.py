@@ -5,7 +5,8 @@
           weighted 0.8^k (Medusa-2 self-distillation, soft targets).
 - EAGLE:  feature regression SmoothL1(f̂_{t+1}, f_{t+1}) + 0.1 * CE(softmax(lm_head f_{t+1}), lm_head f̂_{t+1})
           from inputs (f_t, x_{t+1}) (the EAGLE paper's objective; uniform noise on input features).
-All three train under bf16 autocast with fp32 master weights.
+All three train at the build's precision (`specbuild.zoo.precision`): bf16 autocast with fp32 master
+weights where the CPU has native bf16, float32 elsewhere.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from specbuild.zoo import train
+from specbuild.zoo.precision import autocast
 from specbuild.zoo.profiles import Schedule
 from specbuild.zoo.teacher import TeacherData
 
@@ -22,17 +24,14 @@ EAGLE_CLS_WEIGHT = 0.1
 EAGLE_NOISE = 0.1   # uniform noise half-width on input features, relative to their RMS
 
 
-def _autocast():
-    return torch.autocast("cpu", dtype=torch.bfloat16)
-
-
 def soft_cross_entropy(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
     """KL(teacher || student) up to the teacher's entropy: -sum p_teacher log p_student, mean over tokens."""
     teacher = F.softmax(teacher_logits.float(), dim=-1)
     return -(teacher * F.log_softmax(student_logits.float(), dim=-1)).sum(-1).mean()
 
 
-def train_draft(draft, data: TeacherData, schedule: Schedule, seed: int, progress=None) -> dict:
+def train_draft(draft, data: TeacherData, schedule: Schedule, seed: int, progress=None,
+                *, precision: str) -> dict:
     draft.train()
 
     def loss_fn(step: int) -> torch.Tensor:
@@ -40,7 +39,7 @@ def train_draft(draft, data: TeacherData, schedule: Schedule, seed: int, progres
         x = data.tokens[rows]
         with torch.no_grad():
             teacher = data.target_logits(rows)
-        with _autocast():
+        with autocast(precision):
             logits = draft(input_ids=x).logits
         return soft_cross_entropy(logits, teacher)
 
@@ -49,7 +48,8 @@ def train_draft(draft, data: TeacherData, schedule: Schedule, seed: int, progres
     return stats
 
 
-def train_medusa(heads, data: TeacherData, schedule: Schedule, seed: int, progress=None) -> dict:
+def train_medusa(heads, data: TeacherData, schedule: Schedule, seed: int, progress=None,
+                 *, precision: str) -> dict:
     heads.train()
     heads.init_from_lm_head(data.lm_head)
     length = data.tokens.shape[1]
@@ -62,7 +62,7 @@ def train_medusa(heads, data: TeacherData, schedule: Schedule, seed: int, progre
         total = 0.0
         for k, head in enumerate(heads.heads):
             span = length - 1 - k                        # positions t with a teacher at t + 1 + k
-            with _autocast():
+            with autocast(precision):
                 logits = head(features[:, :span])
             total = total + MEDUSA_DECAY ** k * soft_cross_entropy(logits, teacher[:, 1 + k: 1 + k + span])
         return total
@@ -82,7 +82,8 @@ def init_eagle_head(head, target) -> None:
     head.fc.bias.zero_()
 
 
-def train_eagle(head, data: TeacherData, schedule: Schedule, seed: int, progress=None) -> dict:
+def train_eagle(head, data: TeacherData, schedule: Schedule, seed: int, progress=None,
+                *, precision: str) -> dict:
     head.train()
     length = data.tokens.shape[1]
     positions = torch.arange(length - 1)[None]
@@ -93,7 +94,7 @@ def train_eagle(head, data: TeacherData, schedule: Schedule, seed: int, progress
         rows = train.batch_indices(step, schedule.batch, data.tokens.shape[0], seed)
         x, f = data.tokens[rows], data.features[rows]
         inputs = f[:, :-1] + (torch.rand(f[:, :-1].shape, generator=noise_gen) * 2 - 1) * EAGLE_NOISE * rms
-        with _autocast():
+        with autocast(precision):
             predicted = head(inputs, x[:, 1:], positions.expand(x.shape[0], -1))
         predicted = predicted.float()
         regression = F.smooth_l1_loss(predicted, f[:, 1:])

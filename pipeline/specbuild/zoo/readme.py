@@ -61,8 +61,10 @@ def render_readme(s: dict) -> str:
         s["rebuild"],
         "```",
         "",
-        "A rebuild on another Python version (another stdlib) or other library versions gives other bytes;",
-        "rebuild only when something is wrong with these files.",
+        "A rebuild on another Python version (another stdlib), other library versions or at another training",
+        "precision gives other bytes. `--precision auto` (the default) trains under bf16 autocast only on CPUs with",
+        "bf16 instructions (avx512_bf16, amx_bf16) and in float32 elsewhere, where emulated bf16 is ~20x slower;",
+        "`--precision bfloat16` forces it. Rebuild only when something is wrong with these files.",
         "",
     ]
     return "\n".join(lines)

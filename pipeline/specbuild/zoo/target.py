@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from specbuild.zoo import train
+from specbuild.zoo.precision import autocast
 from specbuild.zoo.profiles import LlamaShape, Profile
 
 
@@ -39,15 +40,16 @@ def new_model(shape: LlamaShape, profile: Profile, tokenizer, seed: int):
     return LlamaForCausalLM(llama_config(shape, profile, tokenizer))
 
 
-def train_target(model, train_blocks: torch.Tensor, profile: Profile, seed: int, progress=None) -> dict:
-    """Plain language-model training on corpus blocks [N, seq_len] (bf16 autocast, fp32 master weights)."""
+def train_target(model, train_blocks: torch.Tensor, profile: Profile, seed: int, progress=None,
+                 *, precision: str) -> dict:
+    """Plain language-model training on corpus blocks [N, seq_len] at `precision` (see `zoo.precision`)."""
     schedule = profile.target_train
     model.train()
 
     def loss_fn(step: int) -> torch.Tensor:
         rows = train.batch_indices(step, schedule.batch, train_blocks.shape[0], seed)
         x = train_blocks[rows]
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with autocast(precision):
             logits = model(input_ids=x[:, :-1]).logits
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
 
