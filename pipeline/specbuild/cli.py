@@ -183,7 +183,8 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
     code = serve_until_interrupted(repository, tritonserver=tritonserver, host=host, http_port=_port(http_port),
                                    grpc_port=_port(grpc_port), metrics_port=_port(metrics_port),
                                    model_control=model_control, load_models=list(load_models), log_path=log_path,
-                                   timeout_s=timeout_s, console=Console(stderr=True), out=Console())
+                                   timeout_s=timeout_s, console=Console(stderr=True),
+                                   out=Console(soft_wrap=True))  # never wrap addresses, PID, commands
     if code:
         raise click.exceptions.Exit(code)
 
@@ -234,7 +235,7 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
     out = Console(stderr=as_json)
     print_result(result, out)
     if result.report_files:
-        out.print(f"report: {result.report_files[0].parent}")
+        out.print(f"report: {result.report_files[0].parent}", soft_wrap=True)
     if as_json:
         click.echo(json.dumps(clean(result.to_dict()), indent=2))
     if not result.passed:

@@ -98,7 +98,7 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
             write_repository(recipe, layout, role, progress=progress)
 
     if not options.validate:
-        console.print(f"serve it with: specbuild serve {layout.repository()}")
+        console.print(f"serve it with: specbuild serve {layout.repository()}", soft_wrap=True)
         return 0
     return serve_and_validate(recipe, layout, options, stages, console)
 
@@ -129,5 +129,5 @@ def serve_and_validate(recipe: Recipe, layout: Layout, options: CompileOptions, 
             report_dir=layout.report,
             console=console,
         )
-    console.print(f"report: {layout.report}")
+    console.print(f"report: {layout.report}", soft_wrap=True)
     return 0 if result.passed else 1

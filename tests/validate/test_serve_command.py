@@ -27,7 +27,8 @@ def _as_from_a_terminal() -> None:
 
 
 def run_serve(*args: str, **kw) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"), COLUMNS="200")
+    # a narrow terminal: the addresses, the PID and the commands to copy must still come whole, one per line
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"), COLUMNS="60")
     return subprocess.Popen([sys.executable, "-m", "specbuild.cli", "serve", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_as_from_a_terminal, **kw)
 
@@ -55,9 +56,11 @@ def test_serves_until_ctrl_c_and_stops_the_server(tmp_path):
                 break
         out = "".join(lines)
         assert "Ctrl-C stops the server" in out, out + proc.stderr.read()
-        pid = int(re.search(r"pid (\d+)", out).group(1))
-        http = re.search(r"HTTP\s+(http://127\.0\.0\.1:\d+)", out).group(1)
-        assert re.search(r"gRPC\s+127\.0\.0\.1:\d+", out) and "metrics" in out
+        # every line comes whole (never wrapped at the terminal's width): scripts and people copy from them
+        pid = int(re.search(r"^serving \S+ with .+, pid (\d+)$", out, re.M).group(1))
+        http = re.search(r"^  HTTP +(http://127\.0\.0\.1:\d+)$", out, re.M).group(1)
+        assert re.search(r"^  gRPC +127\.0\.0\.1:\d+$", out, re.M) and re.search(r"^  metrics +\S+$", out, re.M)
+        assert re.search(r"^validate:  specbuild validate RECIPE --url \S+ --grpc-url \S+$", out, re.M)
         assert "ensemble" in out and "tensorrt_llm" in out
         with urllib.request.urlopen(f"{http}/v2/models/ensemble/ready", timeout=10) as r:
             assert r.status == 200
