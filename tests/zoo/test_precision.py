@@ -48,7 +48,11 @@ def test_precision_of_an_earlier_build(record, expected):
     assert precision.of_record(record) == expected
 
 
-def test_shipped_tiny_zoo_records_its_precision():
+def test_shipped_tiny_zoo_reads_as_trained_under_bf16():
+    """The committed zoo predates the `precision` field: its recorded text must still map to bf16, so a rebuild
+    with --resume-from checkpoints/tiny reuses its stages only at that precision."""
     from specbuild.zoo import COMMITTED, manifest
 
-    assert precision.of_record(manifest.read(COMMITTED["tiny"])) in precision.DESCRIPTIONS
+    recorded = manifest.read(COMMITTED["tiny"])
+    assert recorded["training_precision"] == precision.DESCRIPTIONS[precision.BFLOAT16]
+    assert precision.of_record(recorded) == precision.BFLOAT16

@@ -8,6 +8,7 @@ import sys
 import click
 
 from specbuild.errors import UserError
+from specbuild.zoo.precision import CHOICES as PRECISIONS
 
 
 @click.group()
@@ -21,7 +22,7 @@ def cli() -> None:
 @click.option("--threads", type=int, default=None, help="torch threads (default: min(2, cpus))")
 @click.option("--resume-from", type=click.Path(exists=True, file_okay=False), default=None,
               help="an earlier build folder: reuse its stages whose settings and code versions match")
-@click.option("--precision", type=click.Choice(["auto", "bfloat16", "float32"]), default="auto", show_default=True,
+@click.option("--precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
               help="training precision; auto = bf16 autocast only where the CPU has native bf16 "
                    "(emulated bf16 makes a step ~20x slower), else float32")
 def build_cmd(profile_name: str, out: str, threads: int | None, resume_from: str | None, precision: str) -> None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 
-import torch
-
 from specbuild.cpu import has_native_bf16
 from specbuild.errors import UserError
 
@@ -36,6 +34,8 @@ def resolve(choice: str) -> str:
 
 def autocast(precision: str):
     """The context a training forward runs in."""
+    import torch
+
     if precision == BFLOAT16:
         return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
