@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from specbuild.methods import method_for
+from specbuild.methods import describe, method_for
 from specbuild.methods.base import Finding
 from specbuild.methods.common import read_hf_config
+from specbuild.runtimes import runtime_for
+from specbuild.runtimes.base import BuildOptions
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -45,7 +47,7 @@ def _folder_findings(recipe: Recipe, value: Path, path: tuple, what: str) -> Ite
         yield Finding(path, f"{value} is a file, not a folder — point it at the {what} folder")
 
 
-def file_findings(recipe: Recipe) -> Iterator[Finding]:
+def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterator[Finding]:
     """Everything checkable on disk. Stops early per field so one missing folder gives one message."""
     missing: set[tuple] = set()
     named = [(recipe.model.checkpoint, ("model", "checkpoint"), "Hugging Face checkpoint")]
@@ -82,3 +84,4 @@ def file_findings(recipe: Recipe) -> Iterator[Finding]:
                       ".jsonl file, or an inline list of prompts")
     if not missing:
         yield from method_for(recipe).file_checks(recipe)
+        yield from runtime_for(recipe).file_checks(recipe, describe(recipe), options or BuildOptions())
