@@ -13,7 +13,7 @@ from pydantic import PositiveInt, model_validator
 
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config
+from specbuild.methods.common import read_hf_config, same_tokenizer
 from specbuild.speculation import DraftModel, Speculation
 
 
@@ -81,8 +81,6 @@ class DraftTarget(Method):
                           f"the target's {target.get('vocab_size')}; draft and target must share one vocabulary — "
                           "pick a draft trained with the target's tokenizer")
             return
-        from specbuild.recipe.files import same_tokenizer
-
         verdict = same_tokenizer(recipe.tokenizer_dir, draft_dir)
         if verdict is False:
             yield Finding(("speculation", "checkpoint"), f"the draft's tokenizer in {spec.checkpoint} differs from the "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -16,26 +15,6 @@ if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
-
-
-def _vocab(folder: Path) -> tuple | None:
-    try:
-        data = json.loads((folder / "tokenizer.json").read_text())
-    except (OSError, ValueError):
-        return None
-    vocab = (data.get("model") or {}).get("vocab")
-    added = sorted((t.get("id"), t.get("content")) for t in data.get("added_tokens") or [])
-    if isinstance(vocab, dict):
-        vocab = sorted(vocab.items())
-    return (json.dumps(vocab), tuple(added))
-
-
-def same_tokenizer(a: Path, b: Path) -> bool | None:
-    """True/False when both folders hold a tokenizer.json to compare; None when that cannot be told."""
-    va, vb = _vocab(Path(a)), _vocab(Path(b))
-    if va is None or vb is None:
-        return None
-    return va == vb
 
 
 def _folder_findings(recipe: Recipe, value: Path, path: tuple, what: str) -> Iterator[Finding]:
