@@ -82,7 +82,8 @@ def check(recipe: Path, trtllm_examples: str | None) -> None:
 
     r = _load(recipe, trtllm_examples)
     method = method_for(r)
-    click.echo(f"{recipe}: ok — {r.name}: {method.name} ({method.summary}) on the {r.runtime} runtime")
+    flavour = "" if r.flavour == "engine" else f" ({r.flavour} flavour)"
+    click.echo(f"{recipe}: ok — {r.name}: {method.name} ({method.summary}) on the {r.runtime} runtime{flavour}")
 
 
 @cli.command()

@@ -60,18 +60,17 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
     plan: Plan = make_plan(recipe, layout, options.build)
     runtime = runtime_for(recipe)
     stages = Stages(console)
-    console.print(f"[bold]{recipe.name}[/bold]: {plan.method} on the {plan.runtime} runtime "
+    console.print(f"[bold]{recipe.name}[/bold]: {plan.method} on the {plan.runtime} runtime{plan._flavour} "
                   f"({len(plan.steps)} steps; `specbuild plan` shows them)")
 
-    with stages.stage("engines") as progress:
-        runtime.build_engines(plan.engine_steps, recipe, layout, progress=progress, notice=stages.notice)
-
-    from specbuild.triton.repository import write_repository
+    if plan.engine_steps:
+        with stages.stage("engines") as progress:
+            runtime.build_engines(plan.engine_steps, recipe, layout, progress=progress, notice=stages.notice)
 
     repositories = plan.of(RepositoryStep)
     for step in repositories:
         with stages.stage(f"repository {step.path}") as progress:
-            write_repository(recipe, layout, step.role, progress=progress, notice=stages.notice)
+            runtime.write_repository(recipe, layout, step.role, progress=progress, notice=stages.notice)
 
     if not options.validate:
         console.print(f"serve it with: specbuild serve {layout.repository()}", soft_wrap=True)

@@ -155,6 +155,11 @@ class Plan:
     method: str
     outputs: Outputs
     steps: list[Step]
+    flavour: str = "engine"
+
+    @property
+    def _flavour(self) -> str:
+        return "" if self.flavour == "engine" else f" ({self.flavour} flavour)"
 
     def of(self, kind: type[Step]) -> list:
         return [s for s in self.steps if isinstance(s, kind)]
@@ -165,11 +170,12 @@ class Plan:
         return [s for s in self.steps if not isinstance(s, (RepositoryStep, ServeStep, ValidateStep))]
 
     def to_dict(self) -> dict:
-        return {"recipe": self.recipe, "name": self.name, "runtime": self.runtime, "method": self.method,
+        return {"recipe": self.recipe, "name": self.name, "runtime": self.runtime, "flavour": self.flavour,
+                "method": self.method,
                 "outputs": vars(self.outputs).copy(), "steps": [s.to_dict() for s in self.steps]}
 
     def render(self) -> str:
-        lines = [f"plan for {self.recipe} — {self.name}: {self.method} on the {self.runtime} runtime", ""]
+        lines = [f"plan for {self.recipe} — {self.name}: {self.method} on the {self.runtime} runtime{self._flavour}", ""]
         for i, step in enumerate(self.steps, 1):
             lines.append(f"{i}. [{step.kind}] {step.title()}")
             if step.command():
@@ -219,21 +225,20 @@ def make_plan(recipe: Recipe, layout: Layout, options: BuildOptions | None = Non
     spec = describe(recipe)
     steps: list[Step] = list(runtime.engine_steps(recipe, spec, layout, options))
     repo_roles = repository_roles(recipe)
-    from specbuild.triton.plan_info import repository_info
-
     for role in repo_roles:
         steps.append(RepositoryStep(role=role, path=layout.repository(role),
-                                    info=repository_info(recipe, spec, runtime, layout, role)))
+                                    info=runtime.repository_info(recipe, spec, layout, role)))
     steps.append(runtime.serve_step(recipe, layout, repo_roles))
     steps.append(ValidateStep(report=layout.report, info=_validation_info(recipe)))
     outputs = Outputs(
-        engines={role: show(layout.engine(role)) for role in roles(recipe)},
+        engines={role: show(layout.engine(role)) for role in runtime.engine_roles(recipe)},
         repository=show(layout.repository()),
         baseline_repository=show(layout.repository("baseline")) if recipe.builds_baseline else None,
         report=show(layout.report),
     )
     return Plan(recipe=show(recipe.source) if recipe.source else "<recipe>", name=recipe.name,
-                runtime=recipe.runtime, method=method_for(recipe).name, outputs=outputs, steps=steps)
+                runtime=recipe.runtime, method=method_for(recipe).name, outputs=outputs, steps=steps,
+                flavour=recipe.flavour)
 
 
 def _validation_info(recipe: Recipe) -> dict[str, Any]:

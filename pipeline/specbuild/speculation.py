@@ -80,6 +80,21 @@ class PromptLookup:
 
 
 @dataclass(frozen=True)
+class Eagle3Head:
+    """An EAGLE-3 head (TensorRT-LLM's speculative_model): reads the outputs of several target layers."""
+
+    path: Path
+    layers_to_capture: tuple[int, ...] | None  # None: TensorRT-LLM's default {1, L//2 - 1, L - 4}
+
+
+@dataclass(frozen=True)
+class MtpLayers:
+    """The target's own multi-token-prediction layers."""
+
+    num_nextn_predict_layers: int
+
+
+@dataclass(frozen=True)
 class Speculation:
     """One recipe's speculation. `mode` is the target engine's speculative-decoding mode; a method the engine
     path does not have (LLM-API only) has mode None."""
@@ -94,6 +109,8 @@ class Speculation:
     lookahead: LookaheadWindow | None = None
     draft_model: DraftModel | None = None
     prompt_lookup: PromptLookup | None = None
+    eagle3: Eagle3Head | None = None
+    mtp: MtpLayers | None = None
 
     @property
     def speculative(self) -> bool:
@@ -117,6 +134,8 @@ class Speculation:
             out["medusa"] = self.medusa.path
         if self.eagle is not None:
             out["eagle"] = self.eagle.path
+        if self.eagle3 is not None:
+            out["eagle3"] = self.eagle3.path
         return out
 
     @property

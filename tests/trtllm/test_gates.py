@@ -10,8 +10,8 @@ from specbuild.trtllm import gpus, version
 
 @pytest.mark.parametrize("text, release, ok", [
     ("0.16.0", (0, 16), False), ("0.17.0", (0, 17), True), ("0.17.0.post1", (0, 17), True), ("0.18.2", (0, 18), True),
-    ("1.0.0", (1, 0), True), ("1.2.0rc6", (1, 2), True), ("1.2.1", (1, 2), True), ("1.3.0rc0", (1, 3), False),
-    ("2.0.0", (2, 0), False),
+    ("1.0.0", (1, 0), True), ("1.2.0rc6", (1, 2), True), ("1.2.1", (1, 2), True), ("1.3.0rc0", (1, 3), True),
+    ("1.3.0rc20", (1, 3), True), ("1.3.0rc21", (1, 3), False), ("1.3.0", (1, 3), False), ("2.0.0", (2, 0), False),
 ])
 def test_version_range(text, release, ok):
     assert version.parse_release(text) == release
@@ -25,7 +25,7 @@ def test_missing_tensorrt_llm():
     with pytest.raises(UserError) as e:
         version.require_trtllm()
     msg = str(e.value)
-    assert "not installed" in msg and '"tensorrt_llm>=0.17,<1.3"' in msg
+    assert "not installed" in msg and '"tensorrt_llm>=0.17,<=1.3.0rc20"' in msg
     assert "-trtllm-python-py3" in msg and "runtime: reference" in msg
 
 
@@ -46,7 +46,7 @@ def test_version_out_of_range_by_import(machine, ver, words):
     with pytest.raises(UserError) as e:
         version.require_trtllm()
     assert f"TensorRT-LLM {ver} is installed" in str(e.value) and words in str(e.value)
-    assert '"tensorrt_llm>=0.17,<1.3"' in str(e.value)
+    assert '"tensorrt_llm>=0.17,<=1.3.0rc20"' in str(e.value)
 
 
 def test_version_from_distribution_metadata(machine, tmp_path, monkeypatch):

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING
 from specbuild.methods.base import Method
 from specbuild.methods.draft_target import DraftTarget
 from specbuild.methods.eagle import Eagle
+from specbuild.methods.eagle3 import Eagle3
 from specbuild.methods.lookahead import Lookahead
 from specbuild.methods.medusa import Medusa
+from specbuild.methods.mtp import Mtp
 from specbuild.methods.none import NoSpeculation
 from specbuild.methods.prompt_lookup import PromptLookup
 
@@ -18,7 +20,8 @@ if TYPE_CHECKING:
     from specbuild.speculation import Speculation
 
 METHODS: dict[str, Method] = {m.name: m for m in
-                              (NoSpeculation(), Medusa(), Eagle(), DraftTarget(), PromptLookup(), Lookahead())}
+                              (NoSpeculation(), Medusa(), Eagle(), Eagle3(), DraftTarget(), PromptLookup(),
+                               Lookahead(), Mtp())}
 
 
 def method_for(recipe: Recipe) -> Method:

@@ -11,12 +11,14 @@ from specbuild.methods import METHODS
 from specbuild.methods.base import Section
 from specbuild.methods.none import NoneConfig
 from specbuild import runtimes
+from specbuild.llmapi.schema import LlmApiSection
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 # The method union and the runtime names come from their registries (specbuild.methods, specbuild.runtimes).
 Speculation = Annotated[Union[tuple(m.Config for m in METHODS.values())], Field(discriminator="method")]
 RuntimeName = Literal[runtimes.NAMES]
+FlavourName = Literal[runtimes.FLAVOURS]
 
 Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -141,12 +143,17 @@ class Recipe(Section):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     """Names the output folders engines/<name> and triton_repo/<name>."""
     runtime: RuntimeName = runtimes.DEFAULT
-    """tensorrt-llm: GPU engines via TensorRT-LLM <= 1.2.x; reference: specbuild's CPU PyTorch runtime."""
+    """tensorrt-llm: NVIDIA GPUs through TensorRT-LLM; reference: specbuild's CPU PyTorch runtime."""
+    flavour: FlavourName = runtimes.DEFAULT_FLAVOUR
+    """engine: trtllm-build engines and the tensorrtllm backend (TensorRT-LLM 0.17 - 1.3.0rc20); llm-api: the
+    PyTorch backend's Python model configured by model.yaml (TensorRT-LLM 1.0+, the only one after mid-2026)."""
     model: ModelSection
     speculation: Speculation = Field(default_factory=NoneConfig)
     build: BuildSection = Field(default_factory=BuildSection)
     triton: TritonSection = Field(default_factory=TritonSection)
     validation: ValidationSection = Field(default_factory=ValidationSection)
+    llm_api: LlmApiSection = Field(default_factory=LlmApiSection)
+    """Settings of the llm-api flavour (model.yaml beyond the shared sections)."""
 
     _source: Path | None = PrivateAttr(default=None)
 

@@ -28,6 +28,7 @@ class Engine:
     folders: dict[str, Path]  # sub-folders by name: model, tokenizer, medusa, eagle, ...
     model: CausalLM
     compute_dtype: str = "float32"
+    limits_override: Limits | None = None  # an engine made in memory (the llm-api rehearsal: no engine folder)
 
     @property
     def role(self) -> str:
@@ -44,11 +45,9 @@ class Engine:
 
     @property
     def decoding_method(self) -> str:
-        """The method this engine decodes with in-process: the recipe's method for a speculative target,
-        autoregressive for a plain engine (draft, baseline, method none)."""
-        if self.role != "target" or self.mode == SpecMode.NONE:
-            return "autoregressive"
-        return self.method
+        """The method this engine decodes with in-process: the recipe's method for a target (`none` decodes
+        autoregressively), autoregressive for a draft or baseline engine."""
+        return self.method if self.role == "target" else "autoregressive"
 
     @property
     def accepts_external_drafts(self) -> bool:
@@ -56,6 +55,8 @@ class Engine:
 
     @property
     def limits(self) -> Limits:
+        if self.limits_override is not None:
+            return self.limits_override
         built = limits_from_config(self.config)
         return Limits(
             max_batch_size=built.max_batch_size,

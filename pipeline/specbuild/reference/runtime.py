@@ -15,13 +15,14 @@ from specbuild.methods.base import Finding
 from specbuild.paths import show
 from specbuild.plan import ServeStep, roles
 from specbuild.reference import dialect
+from specbuild.reference.checks import reference_findings
 from specbuild.reference.steps import ReferenceEngineStep
-from specbuild.runtimes.base import Runtime
+from specbuild.triton.flavour import EngineFlavour
 
 CORE_MODEL = Path(__file__).resolve().parent.parent / "triton" / "models" / "tensorrt_llm_reference" / "model.py"
 
 
-class ReferenceRuntime(Runtime):
+class ReferenceRuntime(EngineFlavour):
     name = "reference"
     summary = "specbuild's CPU PyTorch implementation of every method, served by the CPU tritonserver"
     core_backend = "python"
@@ -29,25 +30,8 @@ class ReferenceRuntime(Runtime):
 
     # --- checks -----------------------------------------------------------------------------------------------
     def checks(self, recipe, spec, options) -> Iterator[Finding]:
-        b = recipe.build
-        for key in ("tp_size", "pp_size"):
-            if getattr(b, key) != 1:
-                yield Finding(("build", key), f"is {getattr(b, key)} but the reference runtime runs in one CPU "
-                              f"process — set {key}: 1, or runtime: tensorrt-llm for multi-GPU engines")
-        if b.quantization != "none":
-            yield Finding(("build", "quantization"), "quantization is a TensorRT-LLM conversion option; the "
-                          "reference runtime computes in float32 — set quantization: none or runtime: tensorrt-llm")
-        draft = spec.draft_model
-        if draft is not None and draft.tp_size != 1:
-            yield Finding(("speculation", "tp_size"), "the reference runtime runs the draft in one CPU process — set "
-                          "tp_size: 1")
-        if draft is not None and draft.use_draft_logits:
-            yield Finding(("speculation", "use_draft_logits"), "the reference runtime's Triton models return no "
-                          "generation logits, so the BLS cannot send draft logits — set use_draft_logits: false "
-                          "(token-comparison acceptance is lossless too), or use runtime: tensorrt-llm")
-        elif draft is not None and draft.fast_logits:
-            yield Finding(("speculation", "fast_logits"), "fast logits is a GPU-to-GPU transfer of TensorRT-LLM — "
-                          "remove it for runtime: reference")
+        yield from self.flavour_checks(recipe, spec)
+        yield from reference_findings(recipe, spec)
 
     # --- engines ----------------------------------------------------------------------------------------------
     def engine_steps(self, recipe, spec, layout, options) -> list[ReferenceEngineStep]:

@@ -1,8 +1,12 @@
-"""The runtimes specbuild builds for, by recipe name (the pattern of pre-commit's languages registry).
+"""The runtimes specbuild builds for, by recipe `runtime` and `flavour` (the pattern of pre-commit's languages
+registry).
 
-Each runtime lives in its own package and owns its dialect: how a `Speculation` becomes engine build steps,
-which Triton core model serves the engines, how the server is launched, what it refuses. Nothing outside a
-runtime's package compares runtime names: code asks `runtime_for(recipe)`.
+A runtime is what runs the model: `tensorrt-llm` (NVIDIA GPUs) or `reference` (specbuild's own PyTorch
+implementation, on a CPU). A flavour is the generation of TensorRT-LLM's serving contract it speaks: `engine`
+(trtllm-build engines served by the C++ tensorrtllm backend through an ensemble/BLS repository) or `llm-api`
+(the PyTorch backend: one Python model configured by model.yaml). Each pair lives in its runtime's package and
+owns its dialect; nothing outside a runtime's package compares runtime or flavour names: code asks
+`runtime_for(recipe)`.
 
 Runtime modules are imported on first use (they import no heavy libraries at module load either).
 """
@@ -16,26 +20,30 @@ if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
     from specbuild.runtimes.base import Runtime
 
-# recipe value -> "module:class"
-REGISTRY: dict[str, str] = {
-    "reference": "specbuild.reference.runtime:ReferenceRuntime",
-    "tensorrt-llm": "specbuild.trtllm.runtime:TrtllmRuntime",
+# (recipe runtime, recipe flavour) -> "module:class"
+REGISTRY: dict[tuple[str, str], str] = {
+    ("reference", "engine"): "specbuild.reference.runtime:ReferenceRuntime",
+    ("tensorrt-llm", "engine"): "specbuild.trtllm.runtime:TrtllmRuntime",
+    ("reference", "llm-api"): "specbuild.reference.llmapi_runtime:ReferenceLlmApiRuntime",
+    ("tensorrt-llm", "llm-api"): "specbuild.trtllm.llmapi_runtime:TrtllmLlmApiRuntime",
 }
-NAMES: tuple[str, ...] = tuple(REGISTRY)
-DEFAULT = "reference"
+NAMES: tuple[str, ...] = tuple(dict.fromkeys(runtime for runtime, _ in REGISTRY))
+FLAVOURS: tuple[str, ...] = tuple(dict.fromkeys(flavour for _, flavour in REGISTRY))
+DEFAULT, DEFAULT_FLAVOUR = "reference", "engine"
 
-_loaded: dict[str, Runtime] = {}
+_loaded: dict[tuple[str, str], Runtime] = {}
 
 
-def get_runtime(name: str) -> Runtime:
-    if name not in _loaded:
-        module, cls = REGISTRY[name].split(":")
-        _loaded[name] = getattr(importlib.import_module(module), cls)()
-    return _loaded[name]
+def get_runtime(name: str, flavour: str = DEFAULT_FLAVOUR) -> Runtime:
+    key = (name, flavour)
+    if key not in _loaded:
+        module, cls = REGISTRY[key].split(":")
+        _loaded[key] = getattr(importlib.import_module(module), cls)()
+    return _loaded[key]
 
 
 def runtime_for(recipe: Recipe) -> Runtime:
-    return get_runtime(recipe.runtime)
+    return get_runtime(recipe.runtime, recipe.flavour)
 
 
-__all__ = ["DEFAULT", "NAMES", "REGISTRY", "get_runtime", "runtime_for"]
+__all__ = ["DEFAULT", "DEFAULT_FLAVOUR", "FLAVOURS", "NAMES", "REGISTRY", "get_runtime", "runtime_for"]

@@ -1,21 +1,26 @@
-"""The `Runtime` interface: what a runtime does for a recipe, from `specbuild check` to serving.
+"""The `Runtime` interface: what a runtime does for a recipe in one flavour, from `specbuild check` to serving.
 
-    checks / file_checks    what this runtime refuses in a recipe (located findings, shown by `specbuild check`)
-    engine_steps            the typed plan steps that build the engines (rendered by `specbuild plan`)
-    build_engines           executes those steps (called by `specbuild compile`)
-    core_backend / core_model_files   the Triton backend of `tensorrt_llm` (and `tensorrt_llm_draft`) and the
-                            files its version folder needs
-    repository_files        extra files at the repository root (a launch script)
+    checks / file_checks    what it refuses in a recipe (located findings, shown by `specbuild check`)
+    engine_roles / engine_steps / build_engines
+                            the engines it builds: typed plan steps, executed by `specbuild compile`
+    repository_info / write_repository
+                            the Triton repository it serves (what `plan` shows, and the files)
+    serving_model / contract
+                            the model clients call and the request contract they speak ("engine": the
+                            ensemble/BLS tensors; "llm-api": NVIDIA's llmapi model tensors)
     serve_step / launcher   how the repository is started
     sampling_refusal        why the sampled-distribution check cannot run here (None: it can)
     owns_engine             whether an engine folder's config.json was built by this runtime
+
+Flavour base classes implement the repository half: specbuild/triton/flavour.py (engine), specbuild/llmapi/
+flavour.py (llm-api); each runtime package implements the rest.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 if TYPE_CHECKING:
     from specbuild.methods.base import Finding
@@ -36,15 +41,20 @@ class BuildOptions:
 
 class Runtime:
     name: ClassVar[str]
+    flavour: ClassVar[str]
+    contract: ClassVar[str]
     summary: ClassVar[str]
-    core_backend: ClassVar[str]  # backend of the tensorrt_llm / tensorrt_llm_draft models in config.pbtxt
-    core_backend_label: ClassVar[str]  # the same, in words for `specbuild plan`
 
     def checks(self, recipe: Recipe, spec: Speculation, options: BuildOptions) -> Iterator[Finding]:
         return iter(())
 
     def file_checks(self, recipe: Recipe, spec: Speculation, options: BuildOptions) -> Iterator[Finding]:
         return iter(())
+
+    # --- engines ----------------------------------------------------------------------------------------------
+    def engine_roles(self, recipe: Recipe) -> list[str]:
+        """The engine folders a compile builds (target, draft, baseline), in order."""
+        raise NotImplementedError
 
     def engine_steps(self, recipe: Recipe, spec: Speculation, layout: Layout, options: BuildOptions) -> list[Step]:
         raise NotImplementedError
@@ -54,14 +64,18 @@ class Runtime:
         """Execute this runtime's steps of the plan; `notice` gets one-line messages worth keeping on screen."""
         raise NotImplementedError
 
-    def core_model_files(self) -> dict[str, Path]:
-        """Files written into `tensorrt_llm/1/` (and the draft's): name -> source path."""
-        return {}
+    # --- repository -------------------------------------------------------------------------------------------
+    def repository_info(self, recipe: Recipe, spec: Speculation, layout: Layout, role: str) -> dict[str, Any]:
+        raise NotImplementedError
 
-    def repository_files(self, recipe: Recipe, role: str) -> dict[str, str]:
-        """Extra files at the repository root: relative path -> text."""
-        return {}
+    def write_repository(self, recipe: Recipe, layout: Layout, role: str, progress: Progress | None = None,
+                         notice: Progress | None = None) -> Path:
+        raise NotImplementedError
 
+    def serving_model(self, spec: Speculation) -> str:
+        raise NotImplementedError
+
+    # --- serving ----------------------------------------------------------------------------------------------
     def serve_step(self, recipe: Recipe, layout: Layout, repo_roles: list[str]) -> Step:
         raise NotImplementedError
 

@@ -20,7 +20,7 @@ def resolve_tool(name: str) -> str:
     exe = shutil.which(name)
     if exe is None:
         raise UserError(f"{name} is not on PATH — it is a console script of the TensorRT-LLM wheel (pip install "
-                        "\"tensorrt_llm>=0.17,<1.3\"); activate the environment that has it, or run in the NGC "
+                        "\"tensorrt_llm>=0.17,<=1.3.0rc20\"); activate the environment that has it, or run in the NGC "
                         "tritonserver:<yy.mm>-trtllm-python-py3 container")
     return exe
 
@@ -31,7 +31,7 @@ def check_flags(argv: list[str], flags: HelpFlags, version: str) -> None:
         listed = "\n".join(f"  {p}" for p in problems)
         raise UserError(f"the installed trtllm-build (TensorRT-LLM {version}, {flags.tool}) does not accept the command "
                         f"specbuild is about to run:\n{listed}\n— install a TensorRT-LLM release specbuild supports "
-                        f"(pip install \"tensorrt_llm>=0.17,<1.3\") or change the recipe value; `specbuild doctor` "
+                        f"(pip install \"tensorrt_llm>=0.17,<=1.3.0rc20\") or change the recipe value; `specbuild doctor` "
                         "lists what this installation accepts")
 
 

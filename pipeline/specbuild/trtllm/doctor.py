@@ -68,9 +68,9 @@ def _trtllm_check() -> tuple[Check, version_mod.TrtllmInstall | None]:
                      f"pip install {version_mod.PIP_SPEC} --extra-index-url https://pypi.nvidia.com on a GPU "
                      f"machine ({NGC_HINT}); or use runtime: reference"), None
     if not found.supported:
-        return Check("TensorRT-LLM", "fail", f"{found.version} is outside 0.17 <= version < 1.3 (the TensorRT engine "
-                     "path was removed after 1.2)", f"pip install {version_mod.PIP_SPEC} ({NGC_HINT})"), found
-    return Check("TensorRT-LLM", "ok", f"{found.version} (supported: 0.17 <= version < 1.3)"), found
+        return Check("TensorRT-LLM", "fail", f"{found.version} is outside 0.17 <= version <= 1.3.0rc20 (the TensorRT engine "
+                     "path was removed after 1.3.0rc20)", f"pip install {version_mod.PIP_SPEC} ({NGC_HINT})"), found
+    return Check("TensorRT-LLM", "ok", f"{found.version} (supported: 0.17 <= version <= 1.3.0rc20)"), found
 
 
 def _argvs_for(recipe) -> list[list[str]]:

@@ -1,6 +1,6 @@
 """Execute the tensorrt-llm runtime's engine steps: convert -> trtllm-build -> verify, per role.
 
-Before anything runs: TensorRT-LLM 0.17 <= version < 1.3 is installed and an NVIDIA GPU of compute capability
+Before anything runs: TensorRT-LLM 0.17 <= version <= 1.3.0rc20 is installed and an NVIDIA GPU of compute capability
 >= 8.0 is present (>= 8.9 for FP8), every trtllm-build command is accepted by the installed tool and every
 example script exists. Every failure is a UserError that names the step, shows the tool's last lines and the
 command to rerun by hand; nothing half-written stays under engines/ (specbuild.atomic).

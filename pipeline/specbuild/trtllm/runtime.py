@@ -14,7 +14,7 @@ from specbuild.engine_facts import SpecMode, expected_limits, pretrained_extra
 from specbuild.methods.base import Finding
 from specbuild.paths import show
 from specbuild.plan import ServeStep, Step, VerifyEngineStep, roles
-from specbuild.runtimes.base import Runtime
+from specbuild.triton.flavour import EngineFlavour
 from specbuild.trtllm import checks
 from specbuild.trtllm.converters import plain_converter, target_converter
 from specbuild.trtllm.steps import BuildStep, ConvertStep
@@ -48,14 +48,15 @@ def build_flags(recipe, spec, role: str) -> tuple[tuple[str, str | None], ...]:
     return tuple(flags.items())
 
 
-class TrtllmRuntime(Runtime):
+class TrtllmRuntime(EngineFlavour):
     name = "tensorrt-llm"
     summary = "TensorRT-LLM engines (trtllm-build) served by Triton's tensorrtllm backend on NVIDIA GPUs"
     core_backend = "tensorrtllm"
     core_backend_label = "tensorrtllm"
 
     def checks(self, recipe, spec, options) -> Iterator[Finding]:
-        return checks.recipe_findings(recipe, spec, options)
+        yield from self.flavour_checks(recipe, spec)
+        yield from checks.recipe_findings(recipe, spec, options)
 
     def file_checks(self, recipe, spec, options) -> Iterator[Finding]:
         return checks.file_findings(recipe, spec)

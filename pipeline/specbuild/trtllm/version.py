@@ -1,9 +1,13 @@
-"""Which TensorRT-LLM is installed, and whether it still has the engine path specbuild drives.
+"""Which TensorRT-LLM is installed, and whether it serves the recipe's flavour (the version policy of both).
 
-The TensorRT engine path (trtllm-build, convert_checkpoint.py, the model classes' from_hugging_face) ships from
-0.17 to 1.2.x; after 1.2 it was removed (engine fact sheet §0, §7). tensorrt_llm is never imported here: importing
-the real wheel initialises CUDA and MPI, so the version comes from the distribution metadata, or from a child
-process when there is none (a source checkout on PYTHONPATH).
+- engine flavour (trtllm-build, convert_checkpoint.py, the model classes' from_hugging_face, the C++ tensorrtllm
+  backend): 0.17 up to 1.3.0rc20; the TensorRT engine backend was removed after that (engine fact sheet §0, §7).
+- llm-api flavour (the PyTorch backend's llmapi Triton model, model.yaml): 1.0 and newer (llmapi fact sheet §1.2:
+  1.0 made the llmapi model PyTorch-only); its model.yaml dialect is the recipe's llm_api.release, which must be
+  the installed release.
+
+tensorrt_llm is never imported here: importing the real wheel initialises CUDA and MPI, so the version comes from
+the distribution metadata, or from a child process when there is none (a source checkout on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from dataclasses import dataclass
 from specbuild.errors import UserError
 
 MIN_VERSION = (0, 17)
-END_VERSION = (1, 3)  # exclusive: the engine path is gone after 1.2.x (fact sheet §7)
-PIP_SPEC = '"tensorrt_llm>=0.17,<1.3"'
+LAST_ENGINE_RC = (1, 3, 0, 20)  # 1.3.0rc20: the last release with the TensorRT engine path
+LLMAPI_MIN = (1, 0)
+PIP_SPEC = '"tensorrt_llm>=0.17,<=1.3.0rc20"'
+LLMAPI_PIP_SPEC = '"tensorrt_llm>=1.0"'
 NGC_IMAGE = "nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3"
 HOW_TO_GET = (f"install it on a machine with an NVIDIA GPU: pip install {PIP_SPEC} --extra-index-url "
               f"https://pypi.nvidia.com, or work inside an NGC container {NGC_IMAGE} whose TensorRT-LLM is 0.17 to "
@@ -39,7 +45,12 @@ class TrtllmInstall:
 
     @property
     def supported(self) -> bool:
+        """Whether this version has the engine path (the engine flavour)."""
         return version_supported(self.version)
+
+    @property
+    def serves_llmapi(self) -> bool:
+        return self.release >= LLMAPI_MIN
 
 
 def parse_release(version: str) -> tuple[int, int]:
@@ -50,8 +61,18 @@ def parse_release(version: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+def parse_version(version: str) -> tuple[int, int, int, int]:
+    """(major, minor, patch, rc) with rc = a large number for a final release (1.3.0 > 1.3.0rc20)."""
+    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?rc(\d+))?", version)
+    if not m:
+        raise UserError(f"cannot read the TensorRT-LLM version '{version}' — reinstall tensorrt_llm ({PIP_SPEC})")
+    major, minor, patch, rc = m.groups()
+    return int(major), int(minor), int(patch or 0), int(rc) if rc is not None else 1 << 30
+
+
 def version_supported(version: str) -> bool:
-    return MIN_VERSION <= parse_release(version) < END_VERSION
+    """The engine flavour's range: 0.17 <= version <= 1.3.0rc20."""
+    return MIN_VERSION <= parse_release(version) and parse_version(version) <= LAST_ENGINE_RC
 
 
 def _version_by_import() -> str:
@@ -89,12 +110,33 @@ def require_trtllm() -> TrtllmInstall:
         raise UserError(f"runtime: tensorrt-llm needs TensorRT-LLM, which is not installed in this Python "
                         f"({sys.executable}) — {HOW_TO_GET}")
     if not found.supported:
-        if found.release >= END_VERSION:
-            why = ("TensorRT-LLM removed the TensorRT engine path (trtllm-build, convert_checkpoint.py) after 1.2; "
-                   "specbuild builds TensorRT engines")
+        if parse_version(found.version) > LAST_ENGINE_RC:
+            why = ("TensorRT-LLM removed the TensorRT engine path (trtllm-build, convert_checkpoint.py) after "
+                   "1.3.0rc20; this recipe builds TensorRT engines — set flavour: llm-api to serve the same model "
+                   "through the LLM API")
         else:
             why = "specbuild needs the engine-path speculative decoding of 0.17 or newer"
-        raise UserError(f"TensorRT-LLM {found.version} is installed but specbuild supports 0.17 <= version < 1.3: "
-                        f"{why} — install a supported release: pip install {PIP_SPEC} (or use an NGC container "
-                        f"{NGC_IMAGE} whose TensorRT-LLM is 0.17 to 1.2.x), or use runtime: reference")
+        raise UserError(f"TensorRT-LLM {found.version} is installed but the engine flavour supports 0.17 <= version "
+                        f"<= 1.3.0rc20: {why} — install a supported release: pip install {PIP_SPEC} (or use an NGC "
+                        f"container {NGC_IMAGE} whose TensorRT-LLM is 0.17 to 1.2.x), or use runtime: reference")
+    return found
+
+
+def require_llmapi(release: str) -> TrtllmInstall:
+    """The installed TensorRT-LLM when it serves the llm-api flavour in the recipe's llm_api.release dialect."""
+    found = installed()
+    if found is None:
+        raise UserError(f"runtime: tensorrt-llm needs TensorRT-LLM, which is not installed in this Python "
+                        f"({sys.executable}) — install it on a machine with an NVIDIA GPU (pip install "
+                        f"{LLMAPI_PIP_SPEC} --extra-index-url https://pypi.nvidia.com), or work inside an NGC "
+                        f"container {NGC_IMAGE} (25.09 or newer); or set runtime: reference")
+    if not found.serves_llmapi:
+        raise UserError(f"TensorRT-LLM {found.version} is installed but the llm-api flavour needs 1.0 or newer (the "
+                        "llmapi Triton model became PyTorch-only in 1.0) — install a newer release, or set "
+                        "flavour: engine")
+    installed_release = "{}.{}".format(*found.release)
+    if installed_release != release:
+        raise UserError(f"llm_api.release is {release} but TensorRT-LLM {found.version} is installed: model.yaml's "
+                        f"spelling differs between releases (Eagle/Eagle3, DraftTarget/Draft_Target, "
+                        f"speculative_model_dir/speculative_model) — set llm_api.release: \"{installed_release}\"")
     return found

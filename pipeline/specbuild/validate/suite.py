@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 
 from specbuild.errors import UserError
 from specbuild.methods import describe
+from specbuild.speculation import NO_SPECULATION
 from specbuild.runtimes import runtime_for
 from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
 from specbuild.validate.checks.base import ERROR, FAILED, CheckResult, Deployment, SuiteContext, SuiteOptions
@@ -26,7 +27,6 @@ from specbuild.validate.tokenizer import load_tokenizer
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
-BASELINE_MODEL = "ensemble"
 
 
 @dataclass
@@ -132,8 +132,10 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
     if options.max_prompts:
         prompts = prompts[:options.max_prompts]
     timeout = recipe.validation.request_timeout_s
-    dep_target = Deployment("target", target, spec.serving_model, timeout, speculative=spec.speculative)
-    dep_base = Deployment("baseline", baseline, BASELINE_MODEL, timeout) if baseline is not None else None
+    runtime = runtime_for(recipe)
+    dep_target = Deployment("target", target, runtime.serving_model(spec), timeout, speculative=spec.speculative)
+    baseline_model = runtime.serving_model(NO_SPECULATION)
+    dep_base = Deployment("baseline", baseline, baseline_model, timeout) if baseline is not None else None
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:

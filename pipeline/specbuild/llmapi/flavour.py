@@ -1,0 +1,115 @@
+"""The llm-api flavour's half of a runtime: no engine build (the LLM loads Hugging Face checkpoints itself), one
+`tensorrt_llm` model configured by model.yaml, and the methods TensorRT-LLM's PyTorch backend has
+(llmapi fact sheet §4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from specbuild.llmapi import launch, model_yaml
+from specbuild.llmapi.configs import MODEL
+from specbuild.methods.base import Finding
+from specbuild.paths import show
+from specbuild.runtimes.base import Runtime
+
+# Methods the PyTorch backend does not have, and why (llmapi fact sheet §4.6)
+MISSING = {
+    "medusa": "Medusa's supports_backend returns False for pytorch",
+    "lookahead": "Lookahead's supports_backend returns False for pytorch",
+    "eagle": "the PyTorch backend reads `Eagle` as EAGLE-3, and EAGLE-1/2 heads are incompatible",
+}
+SUGGEST = {"medusa": "flavour: engine", "lookahead": "flavour: engine, or method: prompt_lookup",
+           "eagle": "method: eagle3 with an EAGLE-3 head, or flavour: engine"}
+
+
+class LlmApiFlavour(Runtime):
+    flavour = "llm-api"
+    contract = "llm-api"
+
+    def flavour_checks(self, recipe, spec) -> Iterator[Finding]:
+        if spec.method in MISSING:
+            yield Finding(("speculation", "method"), f"{spec.method} is not in TensorRT-LLM's LLM API ("
+                          f"{MISSING[spec.method]}; llmapi fact sheet §4.6) — use {SUGGEST[spec.method]}")
+            return
+        b = recipe.build
+        if spec.speculative and b.pp_size > 1:
+            yield Finding(("build", "pp_size"), "speculative decoding cannot be combined with pipeline parallelism "
+                          "in TensorRT-LLM's PyTorch backend (feature-combination matrix) — set pp_size: 1 and use "
+                          "tp_size")
+        if spec.speculative and b.max_beam_width != 1:
+            yield Finding(("build", "max_beam_width"), "beam search does not combine with speculative decoding — "
+                          "set max_beam_width: 1")
+        draft = spec.draft_model
+        if draft is not None:
+            for key, value, why in (("use_draft_logits", draft.use_draft_logits, "the LLM API's Draft_Target has no "
+                                     "logit-acceptance option (it samples with the TorchSampler)"),
+                                    ("fast_logits", draft.fast_logits, "fast logits is an engine-path orchestrator "
+                                     "transfer"),
+                                    ("tp_size", draft.tp_size != 1, "the LLM API runs the draft with the target's "
+                                     "parallelism; a separate draft tp_size does not exist there")):
+                if value:
+                    yield Finding(("speculation", key), f"{why} — remove it for flavour: llm-api")
+            if draft.num_draft_tokens != spec.max_draft_len:
+                yield Finding(("speculation", "num_draft_tokens"), f"is {draft.num_draft_tokens} but max_draft_len "
+                              f"is {spec.max_draft_len}; the LLM API drafts exactly max_draft_len tokens per step — "
+                              "give one value (set both equal)")
+        t = recipe.triton
+        a = recipe.llm_api
+        world = b.tp_size * b.pp_size
+        if len(t.gpu_device_ids) not in (world, world * a.instances):
+            yield Finding(("triton", "gpu_device_ids"), f"lists {len(t.gpu_device_ids)} GPU(s) but each of the "
+                          f"{a.instances} instance(s) needs tp_size * pp_size = {world}: list {world} (instances "
+                          f"share them) or {world * a.instances} (one group each)",
+                          also=(("build", "tp_size"), ("llm_api", "instances")))
+        if a.nodes > 1 and a.instances > 1:
+            yield Finding(("llm_api", "nodes"), "multi-node and multi-instance do not combine (multi-instance runs "
+                          "without MPI) — use one of them")
+        if a.nodes > 1 and world % a.nodes:
+            yield Finding(("llm_api", "nodes"), f"tp_size * pp_size = {world} ranks do not split evenly over "
+                          f"{a.nodes} nodes — give a world size that is a multiple of the node count")
+        if t.draft_gpu_device_ids is not None:
+            yield Finding(("triton", "draft_gpu_device_ids"), "the LLM API runs the draft inside the target's "
+                          "process and GPUs — remove it for flavour: llm-api")
+
+    # --- engines: none ---------------------------------------------------------------------------------------
+    def engine_roles(self, recipe) -> list[str]:
+        return []
+
+    def engine_steps(self, recipe, spec, layout, options) -> list:
+        return []
+
+    def build_engines(self, steps, recipe, layout, progress=None, notice=None) -> dict[str, Path]:
+        return {}
+
+    def owns_engine(self, config: dict) -> bool:
+        return False
+
+    # --- repository -------------------------------------------------------------------------------------------
+    def model_files(self) -> dict[str, Path]:
+        """The files of `tensorrt_llm/1/` besides model.yaml: name -> source path."""
+        raise NotImplementedError
+
+    model_files_label: str = ""
+
+    def serving_model(self, spec) -> str:
+        return MODEL
+
+    def repository_info(self, recipe, spec, layout, role):
+        from specbuild.llmapi.configs import gpu_groups
+
+        info = {"backend": "python", "model.py": self.model_files_label, "decoupled": recipe.triton.streaming,
+                "instances": recipe.llm_api.instances}
+        if recipe.llm_api.instances > 1:
+            info["gpu_device_ids"] = ";".join(",".join(map(str, g)) for g in gpu_groups(recipe))
+        return {"serve requests at": MODEL, "models": {MODEL: info},
+                "model.yaml": model_yaml.model_yaml(recipe, spec, role=role, path=show)}
+
+    def write_repository(self, recipe, layout, role, progress=None, notice=None) -> Path:
+        from specbuild.llmapi.repository import write_repository
+
+        return write_repository(recipe, layout, role, self.model_files(), progress=progress, notice=notice)
+
+    # --- serving ----------------------------------------------------------------------------------------------
+    def launcher(self, repository: Path) -> Path | None:
+        return repository / launch.SCRIPT_NAME

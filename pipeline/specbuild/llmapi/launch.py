@@ -1,0 +1,66 @@
+"""`launch_triton.sh` of an llm-api repository (llmapi fact sheet §7): how the one `tensorrt_llm` model is started.
+
+- single: one tritonserver process (TUT:107); tensor/pipeline parallelism inside it is the LLM's own business
+  (it spawns its MPI workers from model.yaml's tensor_parallel_size / pipeline_parallel_size, §7.3);
+- multi-instance: the same command; config.pbtxt holds instance_group count and gpu_device_ids, and no MPI runs
+  (launch_triton_server.py --no-mpi, BK docs/llmapi.md:141-147);
+- multi-node: run this script on every rank (srun --mpi=pmix, or mpirun across hosts); it wraps tritonserver in
+  trtllm-llmapi-launch, which makes rank 0 serve and the others LLM workers (§7.5).
+
+Environment overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT, TRTLLM_LLMAPI_LAUNCH; arguments go to
+tritonserver. No `${...}` expansions appear in the script.
+"""
+
+from __future__ import annotations
+
+SCRIPT_NAME = "launch_triton.sh"
+
+
+def launch_mode(recipe) -> dict:
+    a, b = recipe.llm_api, recipe.build
+    world = b.tp_size * b.pp_size
+    if a.nodes > 1:
+        return {"mode": "multi-node", "world_size": world, "nodes": a.nodes, "ranks_per_node": -(-world // a.nodes),
+                "wrapper": "trtllm-llmapi-launch"}
+    if a.instances > 1:
+        return {"mode": "multi-instance", "world_size": world, "instances": a.instances}
+    return {"mode": "single", "world_size": world}
+
+
+def server_command(recipe, repository: str) -> list[str]:
+    """What the script runs (shown by `specbuild plan`), with the recipe's ports."""
+    t = recipe.triton
+    argv = ["tritonserver", f"--model-repository={repository}", f"--http-port={t.http_port}",
+            f"--grpc-port={t.grpc_port}", f"--metrics-port={t.metrics_port}"]
+    return (["trtllm-llmapi-launch"] if launch_mode(recipe)["mode"] == "multi-node" else []) + argv
+
+
+def launch_script(recipe) -> str:
+    info = launch_mode(recipe)
+    t = recipe.triton
+    mode = info["mode"]
+    how = {"single": "one tritonserver process; the LLM spawns its own workers for tensor/pipeline parallelism",
+           "multi-instance": f"{info.get('instances')} instances in one tritonserver, no MPI (gpu_device_ids in "
+                             "config.pbtxt)",
+           "multi-node": f"run on each of the {info.get('nodes', 1) * info.get('ranks_per_node', 1)} ranks "
+                         f"({info.get('nodes')} nodes) under srun --mpi=pmix or mpirun; rank 0 serves"}[mode]
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# Start tritonserver for this llm-api repository (specbuild recipe {recipe.name!r}).",
+        f"# {mode}: {how}.",
+        "# Overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT, TRTLLM_LLMAPI_LAUNCH; arguments go to tritonserver.",
+        "set -euo pipefail",
+        'REPO="$(cd "$(dirname "$0")" && pwd)"',
+        'TRITONSERVER="$(printenv TRITONSERVER || echo /opt/tritonserver/bin/tritonserver)"',
+        f'HTTP_PORT="$(printenv HTTP_PORT || echo {t.http_port})"',
+        f'GRPC_PORT="$(printenv GRPC_PORT || echo {t.grpc_port})"',
+        f'METRICS_PORT="$(printenv METRICS_PORT || echo {t.metrics_port})"',
+    ]
+    server = ('"$TRITONSERVER" --model-repository="$REPO" --http-port="$HTTP_PORT" --grpc-port="$GRPC_PORT" '
+              '--metrics-port="$METRICS_PORT" "$@"')
+    if mode == "multi-node":
+        lines += ['TRTLLM_LLMAPI_LAUNCH="$(printenv TRTLLM_LLMAPI_LAUNCH || echo trtllm-llmapi-launch)"',
+                  "", 'exec "$TRTLLM_LLMAPI_LAUNCH" ' + server]
+    else:
+        lines += ["", "exec " + server]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,48 @@
+"""Write an llm-api repository (llmapi fact sheet §2.1): one model, written atomically.
+
+    <repo>/tensorrt_llm/config.pbtxt      protobuf ModelConfig (llmapi/configs.py)
+    <repo>/tensorrt_llm/1/model.yaml      from the recipe, every value explicit (llmapi/model_yaml.py)
+    <repo>/tensorrt_llm/1/model.py ...    the runtime's model: NVIDIA's model.py + helpers.py on GPU (copied from
+                                          the installed TensorRT-LLM at compile time), specbuild's on the CPU
+    <repo>/launch_triton.sh               llmapi/launch.py
+
+The baseline repository is the same without `speculative_config`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from specbuild import atomic
+from specbuild.llmapi import configs, launch, model_yaml
+from specbuild.methods import describe
+
+if TYPE_CHECKING:
+    from specbuild.plan import Layout
+    from specbuild.recipe.schema import Recipe
+
+
+def build_repository(recipe: Recipe, role: str, model_files: dict[str, Path]) -> dict[str, str]:
+    """Every file of the repository as relative path -> text. Writes nothing."""
+    cfg = configs.model_config(recipe)
+    text = configs.to_pbtxt(cfg)
+    problems = configs.config_problems(cfg, text)
+    if problems:  # an internal error: the builder and the checks disagree
+        raise AssertionError("the built config fails its own checks:\n  " + "\n  ".join(problems))
+    files = {f"{configs.MODEL}/config.pbtxt": text,
+             f"{configs.MODEL}/1/{model_yaml.FILE}": model_yaml.dump(model_yaml.model_yaml(recipe, describe(recipe),
+                                                                                            role=role))}
+    for name, source in model_files.items():
+        files[f"{configs.MODEL}/1/{name}"] = source.read_text()
+    files[launch.SCRIPT_NAME] = launch.launch_script(recipe)
+    return files
+
+
+def write_repository(recipe: Recipe, layout: Layout, role: str, model_files: dict[str, Path],
+                     progress: Callable[[str], None] | None = None, notice: atomic.Notice | None = None) -> Path:
+    target = layout.repository(role)
+    if progress:
+        progress(f"writing {target}")
+    files = build_repository(recipe, role, model_files)
+    return atomic.write_tree(target, files, executable=(launch.SCRIPT_NAME,), notice=notice)

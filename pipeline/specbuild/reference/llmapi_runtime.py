@@ -1,0 +1,56 @@
+"""The reference runtime in the llm-api flavour: the CPU rehearsal of TensorRT-LLM's LLM-API deployment.
+
+The repository is the one NVIDIA documents (tensorrt_llm/config.pbtxt + 1/model.yaml, triton/llmapi/), with
+specbuild's model.py in place of NVIDIA's: it reads the same model.yaml, loads the Hugging Face checkpoints
+itself (no engine build, as the LLM does) and speaks the same tensor contract, decoding with the reference
+runtime's executor (triton/models/llmapi_reference/model.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from specbuild.llmapi.flavour import LlmApiFlavour
+from specbuild.methods.base import Finding
+from specbuild.paths import show
+from specbuild.plan import ServeStep
+from specbuild.reference.checks import reference_findings
+
+MODEL = Path(__file__).resolve().parent.parent / "triton" / "models" / "llmapi_reference" / "model.py"
+
+
+class ReferenceLlmApiRuntime(LlmApiFlavour):
+    name = "reference"
+    summary = "specbuild's CPU model with the LLM-API contract (model.yaml), served by the CPU tritonserver"
+    model_files_label = "specbuild's reference model (CPU) reading the same model.yaml"
+
+    def checks(self, recipe, spec, options) -> Iterator[Finding]:
+        yield from self.flavour_checks(recipe, spec)
+        yield from reference_findings(recipe, spec)
+        if spec.mtp is not None:
+            yield Finding(("speculation", "method"), "MTP drafts with the target's own multi-token-prediction "
+                          "layers (DeepSeek-V3 and similar models), which the reference runtime does not implement "
+                          "— use runtime: tensorrt-llm, or eagle3, draft_target or prompt_lookup")
+        a = recipe.llm_api
+        for key, value in (("instances", a.instances), ("nodes", a.nodes)):
+            if value != 1:
+                yield Finding(("llm_api", key), f"is {value} but the reference runtime serves one CPU process — set "
+                              f"{key}: 1, or runtime: tensorrt-llm")
+
+    def model_files(self) -> dict[str, Path]:
+        return {"model.py": MODEL}
+
+    def serve_step(self, recipe, layout, repo_roles) -> ServeStep:
+        t = recipe.triton
+        argv = ("specbuild", "serve", show(layout.repository()), "--http-port", str(t.http_port),
+                "--grpc-port", str(t.grpc_port), "--metrics-port", str(t.metrics_port))
+        info = {"server": "a system tritonserver if found, else the one bundled in nvidia-pytriton (CPU)",
+                "binds": "127.0.0.1"}
+        if len(repo_roles) > 1:
+            info["baseline"] = f"served alongside from {show(layout.repository('baseline'))} on free ports"
+        info["compile"] = "serves on free loopback ports, validates, then stops the server"
+        return ServeStep(headline="serve the repository", argv=argv, info=info)
+
+    def launcher(self, repository: Path) -> Path | None:
+        return None  # specbuild starts the CPU tritonserver itself (the script is there for the GPU layout)

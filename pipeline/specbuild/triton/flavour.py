@@ -1,0 +1,48 @@
+"""The engine flavour's half of a runtime: engine folders (target, draft, baseline) served through the
+ensemble/BLS repository of specbuild/triton/ (both runtimes: only the core model's backend and model.py differ)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from specbuild.methods.base import Finding
+from specbuild.runtimes.base import Runtime
+
+
+class EngineFlavour(Runtime):
+    flavour = "engine"
+    contract = "engine"
+    core_backend: str  # backend of the tensorrt_llm / tensorrt_llm_draft models in config.pbtxt
+    core_backend_label: str  # the same, in words for `specbuild plan`
+
+    def flavour_checks(self, recipe, spec) -> Iterator[Finding]:
+        if spec.mode is None:
+            yield Finding(("speculation", "method"), f"{spec.method} exists only in the llm-api flavour: "
+                          "TensorRT-LLM's engine path (trtllm-build) has no such mode — set flavour: llm-api")
+
+    def engine_roles(self, recipe) -> list[str]:
+        from specbuild.plan import roles
+
+        return roles(recipe)
+
+    def repository_info(self, recipe, spec, layout, role):
+        from specbuild.triton.plan_info import repository_info
+
+        return repository_info(recipe, spec, self, layout, role)
+
+    def write_repository(self, recipe, layout, role, progress=None, notice=None) -> Path:
+        from specbuild.triton.repository import write_repository
+
+        return write_repository(recipe, layout, role, progress=progress, notice=notice)
+
+    def serving_model(self, spec) -> str:
+        return spec.serving_model
+
+    def core_model_files(self) -> dict[str, Path]:
+        """Files written into `tensorrt_llm/1/` (and the draft's): name -> source path."""
+        return {}
+
+    def repository_files(self, recipe, role: str) -> dict[str, str]:
+        """Extra files at the repository root: relative path -> text."""
+        return {}
