@@ -43,8 +43,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """Build speculative-decoding LLM deployments for NVIDIA Triton from one YAML recipe.
 
     \b
-    A recipe names a target model, a speculative method (medusa, eagle, draft_target, prompt_lookup,
-    lookahead or none) and a runtime: tensorrt-llm (GPU engines) or reference (CPU, PyTorch).
+    A recipe names a target model, a speculative method (medusa, eagle, eagle3, draft_target, prompt_lookup,
+    lookahead, mtp or none), a runtime: tensorrt-llm (NVIDIA GPUs) or reference (CPU, PyTorch), and a
+    flavour: engine (trtllm-build engines, TensorRT-LLM <= 1.3.0rc20) or llm-api (model.yaml, TensorRT-LLM 1.0+).
     \b
     Examples:
       specbuild check recipes/reference/eagle.yaml      # validate a recipe
@@ -261,13 +262,17 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
 @click.option("--recipe", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also check what this recipe needs: its exact trtllm-build commands, its GPU ids, MPI.")
 @_examples_option
-def doctor(as_json: bool, recipe: Path | None, trtllm_examples: str | None) -> None:
-    """Check this machine for the GPU path: GPUs, TensorRT-LLM, trtllm-build flags, tritonserver, MPI.
+@click.option("--flavour", type=click.Choice(["engine", "llm-api"]), default=None,
+              help="Which serving flavour to check (default: the recipe's, else engine).")
+def doctor(as_json: bool, recipe: Path | None, trtllm_examples: str | None, flavour: str | None) -> None:
+    """Check this machine for the GPU path: GPUs, TensorRT-LLM, tritonserver, MPI, and per flavour the engine
+    path's trtllm-build flags and tensorrtllm backend, or the llm-api flavour's release and NVIDIA's llmapi model.
 
     \b
     Each line is ok, warn or fail, with what to do. Exit 0 when nothing fails (warnings allowed), 2 otherwise.
     Examples:
       specbuild doctor
+      specbuild doctor --flavour llm-api
       specbuild doctor --recipe recipes/tensorrt-llm/eagle.yaml --json
     """
     from rich.console import Console
@@ -275,7 +280,7 @@ def doctor(as_json: bool, recipe: Path | None, trtllm_examples: str | None) -> N
     from specbuild.trtllm.doctor import as_dict, ready, render, run_doctor
 
     r = _load(recipe, trtllm_examples) if recipe is not None else None
-    checks = run_doctor(r)
+    checks = run_doctor(r, flavour)
     if as_json:
         click.echo(json.dumps(as_dict(checks), indent=2))
     else:

@@ -59,16 +59,19 @@ def test_the_comparison_finder_finds_comparisons(tmp_path):
 def test_recipe_values_come_from_the_registries():
     schema = Recipe.model_json_schema()
     assert schema["properties"]["runtime"]["enum"] == list(runtimes.NAMES)
+    assert schema["properties"]["flavour"]["enum"] == list(runtimes.FLAVOURS)
     methods = {ref["$ref"].rsplit("/", 1)[-1] for ref in schema["properties"]["speculation"]["oneOf"]}
     assert methods == {m.Config.__name__ for m in METHODS.values()}
 
 
-@pytest.mark.parametrize("name", runtimes.NAMES)
-def test_every_registered_runtime_implements_the_interface(name):
-    runtime = runtimes.get_runtime(name)
-    assert isinstance(runtime, Runtime) and runtime.name == name
-    for hook in ("engine_steps", "build_engines", "serve_step", "owns_engine"):
-        assert getattr(type(runtime), hook) is not getattr(Runtime, hook), f"{name} does not implement {hook}"
+@pytest.mark.parametrize("name, flavour", list(runtimes.REGISTRY), ids=lambda v: str(v))
+def test_every_registered_runtime_implements_the_interface(name, flavour):
+    runtime = runtimes.get_runtime(name, flavour)
+    assert isinstance(runtime, Runtime) and (runtime.name, runtime.flavour) == (name, flavour)
+    assert runtime.contract in ("engine", "llm-api")
+    for hook in ("engine_roles", "engine_steps", "build_engines", "repository_info", "write_repository",
+                 "serving_model", "serve_step", "owns_engine"):
+        assert getattr(type(runtime), hook) is not getattr(Runtime, hook), f"{name}/{flavour} lacks {hook}"
 
 
 def test_the_description_is_frozen():

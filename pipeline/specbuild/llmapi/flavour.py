@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Iterator
 
 from specbuild.llmapi import launch, model_yaml
+from specbuild.llmapi.model_yaml import RELEASES_WITH_LAYER_CHOICE
 from specbuild.llmapi.configs import MODEL
 from specbuild.methods.base import Finding
 from specbuild.paths import show
@@ -68,6 +69,11 @@ class LlmApiFlavour(Runtime):
         if a.nodes > 1 and world % a.nodes:
             yield Finding(("llm_api", "nodes"), f"tp_size * pp_size = {world} ranks do not split evenly over "
                           f"{a.nodes} nodes — give a world size that is a multiple of the node count")
+        if spec.eagle3 is not None and spec.eagle3.layers_to_capture is not None and \
+                a.release not in RELEASES_WITH_LAYER_CHOICE:
+            yield Finding(("speculation", "layers_to_capture"), f"TensorRT-LLM {a.release} has no "
+                          "eagle3_layers_to_capture (it arrived in 1.1; 1.0 captures {1, L//2-1, L-4}) — remove it, "
+                          "or set llm_api.release to the 1.1+ release you run")
         if t.draft_gpu_device_ids is not None:
             yield Finding(("triton", "draft_gpu_device_ids"), "the LLM API runs the draft inside the target's "
                           "process and GPUs — remove it for flavour: llm-api")

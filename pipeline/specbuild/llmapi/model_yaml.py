@@ -52,7 +52,7 @@ def speculative_config(spec: Speculation, release: str, *, path: Callable[[Path]
     if spec.eagle3 is not None:
         if release in RELEASES_WITH_ONE_MODEL_FIELD:
             out["eagle3_one_model"] = True  # the one-model worker (two-model is deprecated)
-        if spec.eagle3.layers_to_capture is not None:
+        if spec.eagle3.layers_to_capture is not None and release in RELEASES_WITH_LAYER_CHOICE:
             out["eagle3_layers_to_capture"] = sorted(spec.eagle3.layers_to_capture)
         if isinstance(spec.tree, DynamicTree):
             out.update(use_dynamic_tree=True, dynamic_tree_max_topK=spec.tree.top_k)

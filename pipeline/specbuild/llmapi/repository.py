@@ -27,7 +27,7 @@ def build_repository(recipe: Recipe, role: str, model_files: dict[str, Path]) ->
     """Every file of the repository as relative path -> text. Writes nothing."""
     cfg = configs.model_config(recipe)
     text = configs.to_pbtxt(cfg)
-    problems = configs.config_problems(cfg, text)
+    problems = configs.config_problems(cfg, text, must_have={})  # the llmapi model reads no parameters (§2.2)
     if problems:  # an internal error: the builder and the checks disagree
         raise AssertionError("the built config fails its own checks:\n  " + "\n  ".join(problems))
     files = {f"{configs.MODEL}/config.pbtxt": text,

@@ -204,7 +204,7 @@ def parse_pbtxt(text: str):
     return text_format.Parse(text, _mc().ModelConfig())
 
 
-def config_problems(cfg, text: str | None = None) -> list[str]:
+def config_problems(cfg, text: str | None = None, must_have: dict[str, dict[str, bool]] | None = None) -> list[str]:
     """What keeps a config from being served as written: placeholders left in, must-have parameters missing or
     empty, tensors declared twice, ensemble steps reading tensors nobody produces."""
     text = to_pbtxt(cfg) if text is None else text
@@ -212,7 +212,7 @@ def config_problems(cfg, text: str | None = None) -> list[str]:
     if "${" in text:
         line = next(i for i, ln in enumerate(text.splitlines(), 1) if "${" in ln)
         problems.append(f"{cfg.name}: an unfilled ${{...}} placeholder (line {line})")
-    for key, may_be_empty in MUST_HAVE.get(cfg.name, {}).items():
+    for key, may_be_empty in (MUST_HAVE if must_have is None else must_have).get(cfg.name, {}).items():
         if key not in cfg.parameters:
             problems.append(f"{cfg.name}: parameter {key} is missing")
         elif not may_be_empty and not cfg.parameters[key].string_value.strip():

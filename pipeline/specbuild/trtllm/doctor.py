@@ -1,4 +1,5 @@
-"""`specbuild doctor`: is this machine ready for the GPU path? Each check says ok / warn / fail and what to do.
+"""`specbuild doctor`: is this machine ready for the GPU path (engine or llm-api flavour)? Each check says ok /
+warn / fail and what to do.
 
 The machine is ready (exit 0) when no check fails; warnings (e.g. no MPI on a single-GPU machine) do not block.
 Nothing here imports tensorrt_llm; `trtllm-build --help` runs as a child process.
@@ -162,7 +163,56 @@ def _mpi_check(recipe=None) -> Check:
                  f"the orchestrator launch of draft-target: apt-get install openmpi-bin ({NGC_HINT})")
 
 
-def run_doctor(recipe=None) -> list[Check]:
+def _llmapi_trtllm_check(recipe=None) -> tuple[Check, version_mod.TrtllmInstall | None]:
+    try:
+        found = version_mod.installed()
+    except UserError as e:
+        return Check("TensorRT-LLM", "fail", str(e).split("\n")[0], "reinstall tensorrt_llm"), None
+    if found is None:
+        return Check("TensorRT-LLM", "fail", "not installed in this Python",
+                     f"pip install {version_mod.LLMAPI_PIP_SPEC} --extra-index-url https://pypi.nvidia.com on a GPU "
+                     f"machine ({NGC_HINT}, 25.09 or newer); or use runtime: reference"), None
+    if not found.serves_llmapi:
+        return Check("TensorRT-LLM", "fail", f"{found.version}: the llm-api flavour needs 1.0 or newer",
+                     f"pip install {version_mod.LLMAPI_PIP_SPEC}, or use flavour: engine"), found
+    release = "{}.{}".format(*found.release)
+    if recipe is not None and recipe.llm_api.release != release:
+        return Check("TensorRT-LLM", "fail", f"{found.version} installed, the recipe writes the model.yaml of "
+                     f"{recipe.llm_api.release}", f"set llm_api.release: \"{release}\" in the recipe"), found
+    return Check("TensorRT-LLM", "ok", f"{found.version} (llm-api flavour: 1.0 or newer; model.yaml dialect "
+                 f"{release})"), found
+
+
+def _llmapi_model_check() -> Check:
+    from specbuild.trtllm.llmapi_runtime import find_model_dir
+
+    try:
+        folder = find_model_dir()
+    except UserError as e:
+        return Check("llmapi model", "fail", "NVIDIA's llmapi model.py / helpers.py not found",
+                     str(e).split(" — ", 1)[-1])
+    return Check("llmapi model", "ok", f"{folder} (copied into each repository at compile time)")
+
+
+def _llmapi_mpi_check(recipe=None) -> Check:
+    exe = shutil.which("mpirun")
+    if exe:
+        return Check("MPI", "ok", exe)
+    needs = recipe is not None and (recipe.build.tp_size * recipe.build.pp_size > 1 or recipe.llm_api.nodes > 1)
+    return Check("MPI", "fail" if needs else "warn", "mpirun is not on PATH",
+                 "the LLM spawns MPI workers for tensor/pipeline parallelism and trtllm-llmapi-launch runs under "
+                 f"srun/mpirun across nodes: apt-get install openmpi-bin ({NGC_HINT})")
+
+
+def run_doctor(recipe=None, flavour: str | None = None) -> list[Check]:
+    """The checks of the recipe's flavour (or `flavour`; default the engine flavour)."""
+    flavour = flavour or (recipe.flavour if recipe is not None else "engine")
+    if flavour == "llm-api":
+        trtllm, found = _llmapi_trtllm_check(recipe)
+        checks = [_gpu_check(found is not None, recipe), trtllm, _llmapi_model_check()]
+        checks.extend(c for c in _server_checks() if c.name == "tritonserver")
+        checks.append(_llmapi_mpi_check(recipe))
+        return checks
     trtllm, found = _trtllm_check()
     checks = [_gpu_check(found is not None, recipe), trtllm, _flags_check(recipe)]
     checks.extend(_server_checks())

@@ -23,3 +23,11 @@ if _os.environ.get("SPECBUILD_TRTLLM_DOUBLE") != "1":
 __version__ = _os.environ.get("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.2.0")
 
 from tensorrt_llm.mapping import Mapping  # noqa: E402,F401  (the real package exports Mapping at top level)
+
+
+def __getattr__(name):  # `from tensorrt_llm import LLM`, as in the real package (imported on first use)
+    if name == "LLM":
+        from tensorrt_llm.llmapi import LLM
+
+        return LLM
+    raise AttributeError(name)

@@ -1,0 +1,52 @@
+"""TEST DOUBLE of NVIDIA's llmapi Triton model (triton_backend/all_models/llmapi/tensorrt_llm/1/model.py), written
+by specbuild from /work/shared/reference/trtllm-llmapi-path.md §2.1, §2.5, §3.1-3.3. It is not NVIDIA's code.
+
+What it does as the real one does: reads `model.yaml` (or $LLM_CONFIG_PATH) next to itself, requires
+triton_config.max_batch_size and triton_config.decoupled, and builds `tensorrt_llm.LLM(**args)` from every other
+key (the double validates them for its release), so a model.yaml the real model would refuse fails model load
+here too. It does not generate: every request gets an error response.
+"""
+
+import os
+import sys
+
+
+def _use_pythonpath():  # the stub's embedded Python ignores PYTHONPATH (triton-on-cpu fact sheet)
+    for entry in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+        if entry and entry not in sys.path:
+            sys.path.insert(0, entry)
+
+
+_use_pythonpath()
+
+import triton_python_backend_utils as pb_utils  # noqa: E402
+import yaml  # noqa: E402  (NVIDIA's model reads model.yaml with PyYAML)
+
+
+def get_model_config(filename="model.yaml"):
+    filename = os.environ.get("LLM_CONFIG_PATH", filename)
+    with open(os.path.join(pb_utils.get_model_dir(), filename)) as f:
+        return yaml.safe_load(f)
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = get_model_config()
+        triton_config = config.pop("triton_config")
+        self.decoupled = bool(triton_config["decoupled"])
+        int(triton_config["max_batch_size"])
+        from tensorrt_llm import LLM
+
+        self.llm = LLM(**config)
+
+    def execute(self, requests):
+        error = pb_utils.TritonError("specbuild's test double of NVIDIA's llmapi model does not generate")
+        if self.decoupled:
+            for request in requests:
+                request.get_response_sender().send(pb_utils.InferenceResponse(error=error),
+                                                   flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            return None
+        return [pb_utils.InferenceResponse(error=error) for _ in requests]
+
+    def finalize(self):
+        self.llm.shutdown()
