@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, PrivateAttr
 
+from specbuild.deploy.schema import DeploySection
 from specbuild.methods.base import Section
 from specbuild.methods.draft_target import DraftTargetConfig
 from specbuild.methods.eagle import EagleConfig
@@ -151,6 +152,7 @@ class Recipe(Section):
     build: BuildSection = Field(default_factory=BuildSection)
     triton: TritonSection = Field(default_factory=TritonSection)
     validation: ValidationSection = Field(default_factory=ValidationSection)
+    deploy: DeploySection = Field(default_factory=DeploySection)
 
     _source: Path | None = PrivateAttr(default=None)
 
