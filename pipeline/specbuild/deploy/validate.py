@@ -18,6 +18,7 @@ Each problem is a BundleFinding: file, field path, message. `check_bundle` raise
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -612,7 +613,7 @@ def render_kustomize(folder: Path, kubectl: str | None = None) -> list[dict]:
     if binary is None:
         raise UserError("kubectl is not on PATH: install it to render the bundle with kubectl kustomize")
     run = subprocess.run([binary, "kustomize", str(folder)], capture_output=True, text=True, timeout=120,
-                         env={"KUBECONFIG": "/dev/null", "PATH": "/usr/bin:/bin"})
+                         env={**os.environ, "KUBECONFIG": "/dev/null"})
     if run.returncode != 0:
         raise UserError(f"kubectl kustomize {folder} failed: {run.stderr.strip()[-800:]}")
     return load_all(run.stdout)
@@ -630,8 +631,13 @@ def validate_bundle(folder: Path, recipe: Recipe, layout: Layout, *, schemas: bo
     if schemas and not schema_validation_available():
         raise UserError(f"validating a bundle against the Kubernetes schemas needs kubernetes-validate — {INSTALL}")
     use_schemas = schema_validation_available() if schemas is None else schemas
+    from specbuild.deploy.checks import deploy_findings
+
+    recipe_problems = [BundleFinding(str(recipe.source or "(recipe)"), ".".join(map(str, f.path)), f.message)
+                       for f in deploy_findings(recipe)]
     ctx = context(recipe, layout, bundle_folder or folder)
     docs, extra, problems = load_bundle(folder)
+    problems = recipe_problems + problems
     version = recipe.deploy.kubernetes.version
     if use_schemas:
         problems += list(schema_findings(docs + extra, version))
