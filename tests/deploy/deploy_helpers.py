@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 from specbuild.plan import Layout, engine_limits
@@ -13,7 +14,8 @@ from specbuild.recipe.yaml_source import load_located
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_RECIPES = sorted((ROOT / "recipes" / "tensorrt-llm").glob("*.yaml"))
-SHARED_CRDS = ROOT.parent / "shared" / "reference" / "crds"
+# the team's shared reference folder sits beside the checkout (CI lays it there); SPECBUILD_SHARED_DIR overrides
+SHARED_CRDS = Path(os.environ.get("SPECBUILD_SHARED_DIR", ROOT.parent / "shared")) / "reference" / "crds"
 
 # name -> (example recipe stem, changes {"section.key": value}); the two the issue asks for plus two more layouts
 VARIANTS = {
