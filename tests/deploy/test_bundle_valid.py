@@ -33,7 +33,9 @@ def bundles(tmp_path_factory):
 def test_bundle_validates_strictly(bundles, name):
     recipe, layout, folder = bundles[name]
     assert validate_bundle(folder, recipe, layout, schemas=True) == []
-    assert json.loads((folder / "bundle.json").read_text()) == bundle_plan(recipe, layout)
+    written, shown = json.loads((folder / "bundle.json").read_text()), bundle_plan(recipe, layout)
+    assert written["files"] == shown["files"] and written["layout"] == shown["layout"]
+    assert written["world"] == shown["world"] and written["folder"] == str(folder)
 
 
 @pytest.mark.parametrize("name", sorted(RECIPES))

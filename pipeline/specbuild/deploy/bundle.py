@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from specbuild.deploy import kubernetes as k8s
 from specbuild.deploy import monitoring
@@ -67,10 +67,12 @@ def kustomization(ctx: DeployContext, resources: list[str]) -> dict[str, Any]:
             "namespace": ctx.namespace, "resources": resources}
 
 
-def plan_of(ctx: DeployContext, files: list[str]) -> dict[str, Any]:
+def plan_of(ctx: DeployContext, files: list[str], path: Callable[[str], str] = str) -> dict[str, Any]:
+    """The bundle's summary; `path` prints paths (bundle.json: absolute; `specbuild plan`: relative to the
+    working directory, as the rest of the plan)."""
     w = ctx.world
     out: dict[str, Any] = {
-        "folder": str(ctx.folder),
+        "folder": path(str(ctx.folder)),
         "kubernetes": f"{ctx.workload_kind} {ctx.name} in namespace {ctx.namespace} (validated against "
                       f"Kubernetes {ctx.deploy.kubernetes.version})",
         "image": f"{ctx.image.reference} ({ctx.image.why})",
@@ -80,18 +82,18 @@ def plan_of(ctx: DeployContext, files: list[str]) -> dict[str, Any]:
         "pods": (f"LeaderWorkerSet groups of {w.nodes} pods (leader {ctx.name}-<group>, workers "
                  f"{ctx.name}-<group>-<i>), {w.gpus_per_pod} GPU(s) each" if w.multi_node
                  else f"one pod per replica with {w.gpus_per_pod} GPU(s)"),
-        "command": " ".join(ctx.launch.container_argv),
+        "command": " ".join(path(a) if a.startswith("/") else a for a in ctx.launch.container_argv),
         "replicas": f"{ctx.deploy.autoscaling.min_replicas}..{ctx.deploy.autoscaling.max_replicas}"
                     + (f" (HPA on {monitoring.QUEUE_COMPUTE} of {ctx.scale_model})" if k8s.autoscaled(ctx) else ""),
-        "storage": f"claim {ctx.claim}: " + "; ".join(f"{m.what} {m.sub_path} at {m.path}" for m in ctx.mounts),
+        "storage": f"claim {ctx.claim}: " + "; ".join(f"{m.what} {m.sub_path} at {path(m.path)}" for m in ctx.mounts),
         "slurm": f"sbatch slurm/{ctx.name}.sbatch ({ctx.deploy.slurm.container_runtime})",
         "files": files,
     }
     return out
 
 
-def build_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None,
-                 trtllm_version: str | None = None) -> tuple[DeployContext, dict[str, str]]:
+def build_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
+                 schemas: bool = True) -> tuple[DeployContext, dict[str, str]]:
     """Every file of the bundle as relative path -> text. Writes nothing."""
     try:
         ctx = context(recipe, layout, folder, trtllm_version)
@@ -112,7 +114,7 @@ def build_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None,
     names = sorted([*files, PLAN_FILE, "README.md"])
     plan = plan_of(ctx, names)
     files[PLAN_FILE] = json.dumps(plan, indent=2) + "\n"
-    files["README.md"] = bundle_readme(ctx, plan)
+    files["README.md"] = bundle_readme(ctx, plan, schemas)
     return ctx, files
 
 
@@ -121,8 +123,10 @@ def bundle_plan(recipe: Recipe, layout: Layout, *, trtllm_version: str | None = 
     why_not = applies(recipe)
     if why_not:
         return {"bundle": f"none: {why_not}"}
-    _, files = build_bundle(recipe, layout, trtllm_version=trtllm_version)
-    return json.loads(files[PLAN_FILE])
+    from specbuild.paths import show
+
+    ctx, files = build_bundle(recipe, layout, trtllm_version=trtllm_version)
+    return plan_of(ctx, sorted(files), show)
 
 
 def write_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
@@ -134,8 +138,11 @@ def write_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, 
     is replaced only by a complete, valid one. Problems raise UserError naming file and field."""
     if applies(recipe):
         return None
+    from specbuild.deploy.validate import check_bundle, schema_validation_available
+
+    schemas = schema_validation_available() if validate is None else validate
     target = Path(folder or bundle_folder(layout)).absolute()
-    ctx, files = build_bundle(recipe, layout, folder=target, trtllm_version=trtllm_version)
+    ctx, files = build_bundle(recipe, layout, folder=target, trtllm_version=trtllm_version, schemas=schemas)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.parent / f".{target.name}.partial-{os.getpid()}"
     old = target.parent / f".{target.name}.old-{os.getpid()}"
@@ -147,9 +154,7 @@ def write_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, 
             path.write_text(text)
             if rel.endswith((".sh", ".sbatch")):
                 path.chmod(0o755)
-        from specbuild.deploy.validate import check_bundle
-
-        check_bundle(partial, recipe, layout, schemas=validate, bundle_folder=target)
+        check_bundle(partial, recipe, layout, schemas=schemas, bundle_folder=target)
         if target.exists():
             os.replace(target, old)
         os.replace(partial, target)

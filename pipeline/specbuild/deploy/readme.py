@@ -8,7 +8,7 @@ from specbuild.deploy.context import DeployContext
 from specbuild.deploy.monitoring import ACCEPTANCE_LENGTH, QUEUE_COMPUTE
 
 
-def bundle_readme(ctx: DeployContext, plan: dict[str, Any]) -> str:
+def bundle_readme(ctx: DeployContext, plan: dict[str, Any], schemas: bool = True) -> str:
     ns, name, w = ctx.namespace, ctx.name, ctx.world
     loader = f"{name}-loader"
     layout = "\n".join(f"- {k}: {v}" for k, v in plan["layout"].items())
@@ -35,12 +35,21 @@ validated against the v0.10.0 CRD) must be installed in the cluster.
           if ctx.publishes_acceptance else
           "no acceptance-length series: TensorRT-LLM's backend exports none for this method "
           "(`specbuild validate` measures it client-side)")
+    tasks = ("One task runs the repository's launch script (a spawning orchestrator: mpirun inside the container "
+             "starts its one rank; NVIDIA says spawning \"might not work properly with slurm\")."
+             if ctx.launch.tasks_run_script else
+             "Each task is one MPI rank (`srun --mpi=pmix`; `slurm/ranks.sh` runs that rank's part of the "
+             "repository's mpirun line).")
+    checks = "cross-checks (world size, ports, the launch command, probe paths, GPUs, mounts)"
+    validated = (f"Validated offline before it was written: each manifest against the Kubernetes "
+                 f"{ctx.deploy.kubernetes.version} schemas (strict: unknown fields are errors), the LeaderWorkerSet and "
+                 f"Prometheus Operator objects against their CRDs, and {checks}." if schemas else
+                 f"Checked before it was written by {checks} only: kubernetes-validate was not installed, so the "
+                 "manifests were NOT validated against the Kubernetes schemas (pip install 'specbuild[deploy]').")
     return f"""# Deployment bundle: {ctx.recipe.name}
 
 Written by `specbuild compile` from the recipe's `deploy` section; edit the recipe and recompile rather than
-these files. Everything here was validated offline: each manifest against the Kubernetes {ctx.deploy.kubernetes.version}
-schemas (strict: unknown fields are errors), the LeaderWorkerSet and Prometheus Operator objects against their
-CRDs, and cross-checks (world size, ports, the launch command, probe paths, GPUs, mounts).
+these files. {validated}
 
 - world: {plan['world']}
 {layout}
@@ -95,7 +104,6 @@ sbatch slurm/{name}.sbatch
 ```
 
 {w.nodes} node(s), {w.gpus_per_pod} GPU(s) each, container runtime `{ctx.deploy.slurm.container_runtime}`
-(`deploy.slurm` in the recipe: pyxis, enroot, apptainer or none). Each task is one MPI rank
-(`srun --mpi=pmix`; `slurm/ranks.sh` runs that rank's part of the repository's mpirun line). The paths above must
-exist on the cluster's shared filesystem.
+(`deploy.slurm` in the recipe: pyxis, enroot, apptainer or none). {tasks} The paths above must exist on the
+cluster's shared filesystem.
 """
