@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, PrivateAttr
 
+from specbuild.deploy.schema import DeploySection
 from specbuild.methods import METHODS
 from specbuild.methods.base import Section
 from specbuild.methods.none import NoneConfig
@@ -147,6 +148,7 @@ class Recipe(Section):
     build: BuildSection = Field(default_factory=BuildSection)
     triton: TritonSection = Field(default_factory=TritonSection)
     validation: ValidationSection = Field(default_factory=ValidationSection)
+    deploy: DeploySection = Field(default_factory=DeploySection)
 
     _source: Path | None = PrivateAttr(default=None)
 

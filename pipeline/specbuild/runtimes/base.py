@@ -37,6 +37,8 @@ class BuildOptions:
 class Runtime:
     name: ClassVar[str]
     summary: ClassVar[str]
+    # Why no deployment bundle (specbuild/deploy/) is written for this runtime; None: one is written.
+    bundle_refusal: ClassVar[str | None] = None
     core_backend: ClassVar[str]  # backend of the tensorrt_llm / tensorrt_llm_draft models in config.pbtxt
     core_backend_label: ClassVar[str]  # the same, in words for `specbuild plan`
 
