@@ -176,7 +176,7 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
     """
     from rich.console import Console
 
-    from specbuild.validate.serve_command import serve_until_interrupted
+    from specbuild.serve.command import serve_until_interrupted
 
     if load_models and model_control != "explicit":
         raise UserError("--load-model needs --model-control explicit")
@@ -275,12 +275,29 @@ def doctor(as_json: bool, recipe: Path | None) -> None:
         raise click.exceptions.Exit(2)
 
 
+def _interrupted(e: BaseException) -> int:
+    """One line and the exit code of a signal: 143 for SIGTERM, 130 for Ctrl-C (servers are stopped by then)."""
+    from specbuild.signals import EXIT_SIGINT, EXIT_SIGTERM, Terminated
+
+    if isinstance(e, Terminated):
+        click.echo("terminated (SIGTERM): servers stopped, partial output removed", err=True)
+        return EXIT_SIGTERM
+    click.echo("interrupted", err=True)
+    return EXIT_SIGINT
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: user errors print their message and exit 2; internal errors exit 1."""
+    """Console entry point: user errors print their message and exit 2; internal errors exit 1; SIGTERM is
+    handled like Ctrl-C (clean-up runs) and exits 143, Ctrl-C 130."""
+    from specbuild.signals import sigterm_raises
+
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        rv = cli.main(args=argv, prog_name="specbuild", standalone_mode=False)
-    except click.exceptions.Abort:
+        with sigterm_raises():
+            rv = cli.main(args=argv, prog_name="specbuild", standalone_mode=False)
+    except click.exceptions.Abort as e:  # click turns KeyboardInterrupt (and our Terminated) into Abort
+        if isinstance(e.__cause__, KeyboardInterrupt):
+            return _interrupted(e.__cause__)
         click.echo("aborted", err=True)
         return 130
     except click.ClickException as e:
@@ -291,9 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         click.echo(f"error: {e}" if "\n" not in str(e) else str(e), err=True)
         return e.exit_code
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        return 130
+    except KeyboardInterrupt as e:
+        return _interrupted(e)
     except Exception as e:  # an internal bug: say so plainly
         if debug:
             raise
