@@ -155,7 +155,8 @@ def _port(value: int | None) -> int | None:
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True,
               help="0: a free port.")
 @click.option("--model-control", type=click.Choice(["none", "explicit"]), default="none", show_default=True,
-              help="explicit: load only the --load-model models (an ensemble pulls in its steps).")
+              help="explicit: load only the --load-model models (an ensemble pulls in its steps); the "
+              "model-repository API (load/unload) then needs a key that serve generates and prints.")
 @click.option("--load-model", "load_models", multiple=True, metavar="MODEL",
               help="A model to load with --model-control explicit (repeatable).")
 @click.option("--log", "log_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -168,7 +169,8 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
 
     \b
     Waits until every model reports ready on its own endpoint, prints the endpoints, and stops the server (by
-    its PID) on Ctrl-C. When a model fails to load it prints each model's error in plain words and exits 2.
+    its PID) on Ctrl-C or SIGTERM (exit 0). When a model fails to load it prints each model's error in plain words
+    and exits 2.
     Examples:
       specbuild serve triton_repo/demo
       specbuild serve triton_repo/demo-baseline --http-port 9000 --grpc-port 9001 --metrics-port 9002

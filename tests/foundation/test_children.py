@@ -28,6 +28,7 @@ OWNER = textwrap.dedent('''
     open("/dev/shm/" + children.shm_prefix(tag) + "region", "w").close()  # as a python backend would
     print(proc.pid, flush=True)
     if sys.argv[1] == "exit":
+        sys.stdin.readline()
         sys.exit(0)  # forgets to stop its child
     time.sleep(300)
 ''')
@@ -35,7 +36,8 @@ OWNER = textwrap.dedent('''
 
 def _owner(how: str) -> tuple[subprocess.Popen, int]:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"))
-    proc = subprocess.Popen([sys.executable, "-c", OWNER, how], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-c", OWNER, how], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=env)
     child = int(proc.stdout.readline())
     return proc, child
 
@@ -61,7 +63,10 @@ def test_nothing_outlives_the_owner(how):
         assert _eventually(lambda: _marked_commands(owner.pid) == ["bash", "sleep", "sleep"]), \
             _marked_commands(owner.pid)
         assert glob.glob(child_watchdog.shm_glob(owner.pid))
-        if how != "exit":
+        if how == "exit":
+            owner.stdin.write("\n")
+            owner.stdin.flush()
+        else:
             owner.send_signal(getattr(signal, how))
         owner.wait(timeout=30)
         assert _eventually(lambda: not child_watchdog.marked(owner.pid)), _marked_commands(owner.pid)
