@@ -60,7 +60,11 @@ def marked(owner: int, tag: str | None = None) -> list[int]:
     tag_entry = f"{CHILD_VAR}={tag}".encode() if tag is not None else None
     me = os.getpid()
     found = []
-    for name in os.listdir("/proc"):
+    try:
+        names = os.listdir("/proc")
+    except OSError:  # no procfs (not Linux): the death signal and the process groups are all there is
+        return found
+    for name in names:
         if not name.isdigit() or int(name) == me:
             continue
         entries = _environ(int(name)).split(b"\0")
