@@ -101,7 +101,7 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
 
 def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, Path], options: CompileOptions,
                        stages: Stages, console: Console) -> int:
-    from specbuild.serve.tritonserver import TritonServer
+    from specbuild.serve import TritonServer
     from specbuild.validate import Endpoints, run_validation
 
     runtime = runtime_for(recipe)

@@ -30,11 +30,11 @@ pytestmark = pytest.mark.timeout(900)
 
 def prepared(root, stem):
     from specbuild.compile import build_engines
-    from specbuild.serve.tritonserver import _free_ports
+    from specbuild.serve.ports import free_ports
     from specbuild.triton.launch import SCRIPT_NAME, launch_script
     from specbuild.triton.repository import write_repository
 
-    http, grpc, metrics = _free_ports("127.0.0.1", 3)
+    http, grpc, metrics = free_ports("127.0.0.1", 3)
     recipe = make_recipe(stem, {"triton.http_port": http, "triton.grpc_port": grpc, "triton.metrics_port": metrics})
     gpu = compile_layout(root / "gpu", recipe)
     bundle = write_bundle(recipe, gpu, validate=True)
@@ -50,7 +50,7 @@ def prepared(root, stem):
 
 def run(bundle, paths, work, **kw):
     from specbuild.deploy.rehearse import rehearse
-    from specbuild.serve.tritonserver import find_tritonserver
+    from specbuild.serve import find_tritonserver
 
     work.mkdir(exist_ok=True)
     return rehearse(bundle, paths, binary=find_tritonserver(None), work=work, **kw)

@@ -32,7 +32,7 @@ from specbuild.deploy.yamlio import load_all
 from specbuild.errors import UserError
 
 if TYPE_CHECKING:
-    from specbuild.serve.tritonserver import ServerBinary
+    from specbuild.serve import ServerBinary
 
 SHIM = Path(__file__).resolve().parent / "mpirun_shim.py"
 WORKLOADS = ("deployment.yaml", "statefulset.yaml")
