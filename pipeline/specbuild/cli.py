@@ -169,7 +169,8 @@ def _port(value: int | None) -> int | None:
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True,
               help="0: a free port.")
 @click.option("--model-control", type=click.Choice(["none", "explicit"]), default="none", show_default=True,
-              help="explicit: load only the --load-model models (an ensemble pulls in its steps).")
+              help="explicit: load only the --load-model models (an ensemble pulls in its steps); the "
+              "model-repository API (load/unload) then needs a key that serve generates and prints.")
 @click.option("--load-model", "load_models", multiple=True, metavar="MODEL",
               help="A model to load with --model-control explicit (repeatable).")
 @click.option("--log", "log_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -182,7 +183,8 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
 
     \b
     Waits until every model reports ready on its own endpoint, prints the endpoints, and stops the server (by
-    its PID) on Ctrl-C. When a model fails to load it prints each model's error in plain words and exits 2.
+    its PID) on Ctrl-C or SIGTERM (exit 0). When a model fails to load it prints each model's error in plain words
+    and exits 2.
     Examples:
       specbuild serve triton_repo/demo
       specbuild serve triton_repo/demo-baseline --http-port 9000 --grpc-port 9001 --metrics-port 9002
@@ -190,7 +192,7 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
     """
     from rich.console import Console
 
-    from specbuild.validate.serve_command import serve_until_interrupted
+    from specbuild.serve.command import serve_until_interrupted
 
     if load_models and model_control != "explicit":
         raise UserError("--load-model needs --model-control explicit")
@@ -289,12 +291,29 @@ def doctor(as_json: bool, recipe: Path | None, trtllm_examples: str | None, flav
         raise click.exceptions.Exit(2)
 
 
+def _interrupted(e: BaseException) -> int:
+    """One line and the exit code of a signal: 143 for SIGTERM, 130 for Ctrl-C (servers are stopped by then)."""
+    from specbuild.signals import EXIT_SIGINT, EXIT_SIGTERM, Terminated
+
+    if isinstance(e, Terminated):
+        click.echo("terminated (SIGTERM): servers stopped, partial output removed", err=True)
+        return EXIT_SIGTERM
+    click.echo("interrupted", err=True)
+    return EXIT_SIGINT
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: user errors print their message and exit 2; internal errors exit 1."""
+    """Console entry point: user errors print their message and exit 2; internal errors exit 1; SIGTERM is
+    handled like Ctrl-C (clean-up runs) and exits 143, Ctrl-C 130."""
+    from specbuild.signals import sigterm_raises
+
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        rv = cli.main(args=argv, prog_name="specbuild", standalone_mode=False)
-    except click.exceptions.Abort:
+        with sigterm_raises():
+            rv = cli.main(args=argv, prog_name="specbuild", standalone_mode=False)
+    except click.exceptions.Abort as e:  # click turns KeyboardInterrupt (and our Terminated) into Abort
+        if isinstance(e.__cause__, KeyboardInterrupt):
+            return _interrupted(e.__cause__)
         click.echo("aborted", err=True)
         return 130
     except click.ClickException as e:
@@ -305,9 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         click.echo(f"error: {e}" if "\n" not in str(e) else str(e), err=True)
         return e.exit_code
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        return 130
+    except KeyboardInterrupt as e:
+        return _interrupted(e)
     except Exception as e:  # an internal bug: say so plainly
         if debug:
             raise

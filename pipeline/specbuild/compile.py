@@ -16,7 +16,7 @@ from typing import Callable
 
 from rich.console import Console
 
-from specbuild.plan import Layout, Plan, RepositoryStep, make_plan
+from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep, make_plan
 from specbuild.recipe.schema import Recipe
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
@@ -49,6 +49,18 @@ class Stages:
         self.console.print(f"[yellow]![/yellow] {message}", soft_wrap=True)
 
 
+def installed_trtllm_version() -> str | None:
+    """The installed TensorRT-LLM's version (it picks the bundle's image tag), None when there is none."""
+    from specbuild.errors import UserError
+    from specbuild.trtllm.version import installed
+
+    try:
+        found = installed()
+    except UserError:
+        return None
+    return found.version if found else None
+
+
 def build_engines(recipe: Recipe, layout: Layout, options: BuildOptions | None = None,
                   progress: Callable[[str], None] | None = None) -> dict[str, Path]:
     """Only the engine stage: the plan's engine steps, run by the recipe's runtime. Returns {role: folder}."""
@@ -72,6 +84,14 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
         with stages.stage(f"repository {step.path}") as progress:
             runtime.write_repository(recipe, layout, step.role, progress=progress, notice=stages.notice)
 
+    bundles = plan.of(DeployStep)
+    if bundles:
+        from specbuild.deploy.bundle import write_bundle
+
+        with stages.stage(f"deployment bundle {bundles[0].folder}"):
+            write_bundle(recipe, layout, folder=bundles[0].folder, trtllm_version=installed_trtllm_version(),
+                         notice=stages.notice)
+
     if not options.validate:
         console.print(f"serve it with: specbuild serve {layout.repository()}", soft_wrap=True)
         return 0
@@ -80,7 +100,7 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
 
 def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, Path], options: CompileOptions,
                        stages: Stages, console: Console) -> int:
-    from specbuild.serve.tritonserver import TritonServer
+    from specbuild.serve import TritonServer
     from specbuild.validate import Endpoints, run_validation
 
     runtime = runtime_for(recipe)

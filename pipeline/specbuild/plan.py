@@ -108,6 +108,21 @@ class RepositoryStep(Step):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DeployStep(Step):
+    """Write the deployment bundle (Kubernetes + Slurm) beside the repository (specbuild/deploy/)."""
+
+    kind: ClassVar[str] = "deploy"
+    folder: Path
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def title(self) -> str:
+        return f"write the deployment bundle {show(self.folder)}"
+
+    def details(self) -> dict[str, Any]:
+        return self.info
+
+
+@dataclass(frozen=True, kw_only=True)
 class ServeStep(Step):
     kind: ClassVar[str] = "serve"
     headline: str
@@ -167,7 +182,7 @@ class Plan:
     @property
     def engine_steps(self) -> list[Step]:
         """The runtime's steps (everything before the repositories), executed by `Runtime.build_engines`."""
-        return [s for s in self.steps if not isinstance(s, (RepositoryStep, ServeStep, ValidateStep))]
+        return [s for s in self.steps if not isinstance(s, (RepositoryStep, DeployStep, ServeStep, ValidateStep))]
 
     def to_dict(self) -> dict:
         return {"recipe": self.recipe, "name": self.name, "runtime": self.runtime, "flavour": self.flavour,
@@ -228,6 +243,11 @@ def make_plan(recipe: Recipe, layout: Layout, options: BuildOptions | None = Non
     for role in repo_roles:
         steps.append(RepositoryStep(role=role, path=layout.repository(role),
                                     info=runtime.repository_info(recipe, spec, layout, role)))
+    from specbuild.deploy.bundle import applies, bundle_plan
+    from specbuild.deploy.context import bundle_folder
+
+    if applies(recipe) is None:
+        steps.append(DeployStep(folder=bundle_folder(layout), info=bundle_plan(recipe, layout)))
     steps.append(runtime.serve_step(recipe, layout, repo_roles))
     steps.append(ValidateStep(report=layout.report, info=_validation_info(recipe)))
     outputs = Outputs(

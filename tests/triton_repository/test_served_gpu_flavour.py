@@ -21,7 +21,7 @@ PYTHON_MODELS = ["preprocessing", "postprocessing", "tensorrt_llm_bls"]
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from specbuild.serve.tritonserver import TritonServer
+    from specbuild.serve import TritonServer
     from specbuild.triton.repository import write_repository
 
     root = tmp_path_factory.mktemp("gpu-flavour")
@@ -88,8 +88,9 @@ def test_postprocessing_decodes(served):
 
 def test_trtllm_models_fail_only_for_the_missing_backend(served):
     server, _ = served
+    # explicit model control: the model-repository API needs the server's admin key
     req = urllib.request.Request(f"{server.http_url}/v2/repository/models/tensorrt_llm/load", data=b"{}",
-                                 method="POST")
+                                 method="POST", headers=server.admin_headers)
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(req, timeout=60)
     body = json.loads(err.value.read())

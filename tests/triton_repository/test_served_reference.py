@@ -107,7 +107,7 @@ class Served:
 @pytest.fixture(scope="module", params=list(METHODS))
 def served(request, checkpoints, tmp_path_factory):
     from specbuild.compile import build_engines
-    from specbuild.serve.tritonserver import TritonServer
+    from specbuild.serve import TritonServer
     from specbuild.triton.repository import write_repository
 
     method = request.param

@@ -20,7 +20,7 @@ def toy_servers(tmp_path_factory, toy_tokenizer):
     """{"target", "baseline", "broken"}: running TritonServer objects."""
     from contextlib import ExitStack
 
-    from specbuild.serve.tritonserver import TritonServer
+    from specbuild.serve import TritonServer
 
     params = core_parameters(toy_recipe(toy_tokenizer))
     root = tmp_path_factory.mktemp("toy-repos")

@@ -121,7 +121,7 @@ def test_prompt_files_and_inline(tmp_path):
     assert [(p.text, p.id) for p in load_prompt_file(tmp_path / "p.json")] == [("c", "x")]
     with pytest.raises(UserError, match=r"bad.jsonl:1: each line must be a JSON object"):
         load_prompt_file(tmp_path / "bad.jsonl")
-    with pytest.raises(UserError, match="is not a file"):
+    with pytest.raises(UserError, match="missing.txt: no such file — check the path of the prompt file"):
         load_prompt_file(tmp_path / "missing.txt")
     r = Recipe.model_validate({**base, "validation": {"prompts": ["x", "y"]}})
     assert [p.text for p in load_prompts(r)] == ["x", "y"]

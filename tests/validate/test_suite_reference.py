@@ -71,7 +71,7 @@ def make_recipe(method: str, checkpoints: dict[str, Path]) -> Recipe:
 
 def serve(recipe: Recipe, root: Path, role: str):
     from specbuild.compile import build_engines
-    from specbuild.serve.tritonserver import TritonServer
+    from specbuild.serve import TritonServer
     from specbuild.triton.repository import write_repository
 
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)

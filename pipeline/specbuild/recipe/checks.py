@@ -46,3 +46,6 @@ def general_findings(recipe: Recipe, options: BuildOptions | None = None) -> Ite
 
     yield from runtime_for(recipe).checks(recipe, spec, options)
     yield from method.checks(recipe)
+    from specbuild.deploy.checks import deploy_findings
+
+    yield from deploy_findings(recipe)

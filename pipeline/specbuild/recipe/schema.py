@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, PrivateAttr
+from pydantic import Field, PrivateAttr
 
+from specbuild.bounds import NonNegativeInt32, PositiveFinite, PositiveInt32
+from specbuild.deploy.schema import DeploySection
 from specbuild.methods import METHODS
 from specbuild.methods.base import Section
 from specbuild.methods.none import NoneConfig
@@ -40,19 +42,19 @@ class ModelSection(Section):
 class BuildSection(Section):
     """Engine limits and build options (trtllm-build flags; the reference runtime honours the limits)."""
 
-    max_batch_size: PositiveInt = 8
+    max_batch_size: PositiveInt32 = 8
     """Most sequences decoded together. Keep it small for speculation (trtllm-build's default 2048 is not)."""
-    max_input_len: PositiveInt = 512
+    max_input_len: PositiveInt32 = 512
     """Longest prompt in tokens."""
-    max_seq_len: PositiveInt = 1024
+    max_seq_len: PositiveInt32 = 1024
     """Longest prompt + output in tokens (the build adds max_draft_len itself)."""
-    max_num_tokens: PositiveInt | None = None
+    max_num_tokens: PositiveInt32 | None = None
     """Tokens per engine step; default 8192, raised to max_batch_size * (max_draft_len + 1) when smaller."""
-    max_beam_width: PositiveInt = 1
+    max_beam_width: PositiveInt32 = 1
     """Beam search width; speculation needs 1."""
-    tp_size: PositiveInt = 1
+    tp_size: PositiveInt32 = 1
     """Tensor parallelism (fixed at checkpoint conversion)."""
-    pp_size: PositiveInt = 1
+    pp_size: PositiveInt32 = 1
     """Pipeline parallelism (fixed at checkpoint conversion; EAGLE needs 1)."""
     gemm_plugin: Literal["auto", "float16", "bfloat16", "float32", "disable"] | None = None
     """GEMM plugin dtype; default the model dtype (passed explicitly: defaults drift between versions)."""
@@ -60,11 +62,11 @@ class BuildSection(Section):
     """Paged context FMHA; needed for KV-cache reuse (draft-target, prompt lookup) and forced on for EAGLE."""
     kv_cache_type: Literal["paged", "continuous"] = "paged"
     """KV-cache layout."""
-    tokens_per_block: PositiveInt = 32
+    tokens_per_block: PositiveInt32 = 32
     """KV-cache block size in tokens."""
     quantization: Literal["none", "fp8", "int8_weight_only", "int4_weight_only"] = "none"
     """Weight quantization at conversion (TensorRT-LLM only)."""
-    workers: PositiveInt = 1
+    workers: PositiveInt32 = 1
     """Parallel conversion/build workers (capped by the GPUs present)."""
 
 
@@ -73,21 +75,21 @@ class TritonSection(Section):
 
     streaming: bool = False
     """Decoupled models that stream tokens as they are accepted (generate_stream, gRPC stream)."""
-    preprocessing_instances: PositiveInt = 1
+    preprocessing_instances: PositiveInt32 = 1
     """Instances of the preprocessing model."""
-    postprocessing_instances: PositiveInt = 1
+    postprocessing_instances: PositiveInt32 = 1
     """Instances of the postprocessing model."""
-    bls_instances: PositiveInt = 1
+    bls_instances: PositiveInt32 = 1
     """Instances of tensorrt_llm_bls (the BLS loop is serial per instance)."""
-    max_queue_delay_microseconds: NonNegativeInt = 0
+    max_queue_delay_microseconds: NonNegativeInt32 = 0
     """Dynamic-batching queue delay."""
-    max_queue_size: NonNegativeInt = 0
+    max_queue_size: NonNegativeInt32 = 0
     """Requests allowed to wait (0 = unlimited)."""
     kv_cache_free_gpu_mem_fraction: Fraction = 0.9
     """GPU memory for the KV cache; split in half when draft and target share a GPU."""
-    gpu_device_ids: list[NonNegativeInt] = Field(default_factory=lambda: [0])
+    gpu_device_ids: list[NonNegativeInt32] = Field(default_factory=lambda: [0])
     """GPUs of the target engine (tp_size * pp_size of them)."""
-    draft_gpu_device_ids: list[NonNegativeInt] | None = None
+    draft_gpu_device_ids: list[NonNegativeInt32] | None = None
     """GPUs of the draft engine (draft-target); default the target's."""
     exclude_input_in_output: bool = True
     """Return only generated text (draft-target core models always include the input; the BLS strips it)."""
@@ -101,12 +103,12 @@ class TritonSection(Section):
 class SamplingCheck(Section):
     """Distribution check at temperature > 0 (reference runtime): speculative vs baseline first tokens."""
 
-    temperature: PositiveFloat = 1.0
-    top_k: NonNegativeInt = 0
+    temperature: PositiveFinite = 1.0
+    top_k: NonNegativeInt32 = 0
     top_p: Fraction = 1.0
-    trials: PositiveInt = 200
+    trials: PositiveInt32 = 200
     """Seeds per deployment."""
-    tokens: PositiveInt = 2
+    tokens: PositiveInt32 = 2
     """Leading generated tokens whose joint distribution is compared."""
     significance: Fraction = 0.001
     """The test fails when p < significance."""
@@ -117,23 +119,23 @@ class ValidationSection(Section):
 
     prompts: Path | list[str] | None = None
     """A prompt file (.txt one per line, or .jsonl with "prompt") or an inline list; default the bundled set."""
-    max_tokens: PositiveInt = 32
+    max_tokens: PositiveInt32 = 32
     """Tokens generated per request."""
-    concurrency: list[PositiveInt] = Field(default_factory=lambda: [1, 2, 4])
+    concurrency: list[PositiveInt32] = Field(default_factory=lambda: [1, 2, 4])
     """Concurrency levels of the performance sweep."""
     require_lossless: bool = True
     """Greedy output must equal the baseline's token for token (builds and serves a baseline)."""
-    min_acceptance_length: Annotated[float, Field(ge=1.0)] | None = None
+    min_acceptance_length: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] | None = None
     """Gate: mean acceptance length (bonus token included) at least this."""
-    min_speedup: PositiveFloat | None = None
+    min_speedup: PositiveFinite | None = None
     """Gate: speculative / baseline output tokens per second at concurrency 1 at least this."""
     sampling: SamplingCheck | None = None
     """Also compare sampled distributions (reference runtime; not for greedy-only methods)."""
-    load_clients: PositiveInt = 4
+    load_clients: PositiveInt32 = 4
     """Concurrent clients of the load check."""
-    load_seconds: PositiveFloat = 5.0
+    load_seconds: PositiveFinite = 5.0
     """Duration of the load check."""
-    request_timeout_s: PositiveFloat = 120.0
+    request_timeout_s: PositiveFinite = 120.0
     """Per-request client timeout."""
 
 
@@ -154,6 +156,8 @@ class Recipe(Section):
     validation: ValidationSection = Field(default_factory=ValidationSection)
     llm_api: LlmApiSection = Field(default_factory=LlmApiSection)
     """Settings of the llm-api flavour (model.yaml beyond the shared sections)."""
+    deploy: DeploySection = Field(default_factory=DeploySection)
+    """Deployment bundle beyond one machine (Kubernetes, Slurm), written next to the repository."""
 
     _source: Path | None = PrivateAttr(default=None)
 

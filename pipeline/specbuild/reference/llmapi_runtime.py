@@ -24,6 +24,8 @@ class ReferenceLlmApiRuntime(LlmApiFlavour):
     name = "reference"
     summary = "specbuild's CPU model with the LLM-API contract (model.yaml), served by the CPU tritonserver"
     model_files_label = "specbuild's reference model (CPU) reading the same model.yaml"
+    bundle_refusal = ("the reference runtime serves on CPU with `specbuild serve`; bundles run TensorRT-LLM in "
+                      "NVIDIA's tritonserver image (runtime: tensorrt-llm)")
 
     def checks(self, recipe, spec, options) -> Iterator[Finding]:
         yield from self.flavour_checks(recipe, spec)

@@ -27,6 +27,8 @@ class ReferenceRuntime(EngineFlavour):
     summary = "specbuild's CPU PyTorch implementation of every method, served by the CPU tritonserver"
     core_backend = "python"
     core_backend_label = "python (specbuild reference)"
+    bundle_refusal = ("the reference runtime serves on CPU with `specbuild serve`; bundles run TensorRT-LLM in "
+                      "NVIDIA's tritonserver image (runtime: tensorrt-llm)")
 
     # --- checks -----------------------------------------------------------------------------------------------
     def checks(self, recipe, spec, options) -> Iterator[Finding]:

@@ -44,6 +44,8 @@ class Runtime:
     flavour: ClassVar[str]
     contract: ClassVar[str]
     summary: ClassVar[str]
+    # Why no deployment bundle (specbuild/deploy/) is written for this runtime; None: one is written.
+    bundle_refusal: ClassVar[str | None] = None
 
     def checks(self, recipe: Recipe, spec: Speculation, options: BuildOptions) -> Iterator[Finding]:
         return iter(())

@@ -1,5 +1,12 @@
-"""Running a real tritonserver: a system one, or the CPU build shipped in the nvidia-pytriton wheel."""
+"""Running a real tritonserver: a system one, or the CPU build shipped in the nvidia-pytriton wheel.
 
-from specbuild.serve.tritonserver import ServerBinary, TritonServer, find_tritonserver, free_port
+binary.py which server binary, and its environment; ports.py free and taken ports; server_log.py load errors
+from the log in plain words; server.py the process (start, wait until ready, stop, nothing left behind);
+command.py `specbuild serve`.
+"""
+
+from specbuild.serve.binary import ServerBinary, find_tritonserver
+from specbuild.serve.ports import free_port
+from specbuild.serve.server import TritonServer
 
 __all__ = ["ServerBinary", "TritonServer", "find_tritonserver", "free_port"]

@@ -31,11 +31,16 @@ def sampling_refusal(spec: Speculation) -> str:
 
 
 def recipe_findings(recipe, spec: Speculation, options: BuildOptions) -> Iterator[Finding]:
+    from specbuild.deploy.checks import expected_gpu_id_count, spans_nodes
+
     b, t = recipe.build, recipe.triton
     world = b.tp_size * b.pp_size
-    if len(t.gpu_device_ids) != world:
+    need = expected_gpu_id_count(recipe)  # tp * pp on one node; one node's GPUs when the world spans nodes
+    if len(t.gpu_device_ids) != need:
+        across = (f" (the world of {world} spans nodes of deploy.gpus_per_node = {need} GPUs: list one node's)"
+                  if spans_nodes(recipe) else "")
         yield Finding(("triton", "gpu_device_ids"), f"lists {len(t.gpu_device_ids)} GPU(s) but tp_size * pp_size = "
-                      f"{world} — list exactly {world} GPU id(s) in triton.gpu_device_ids",
+                      f"{world}{across} — list exactly {need} GPU id(s) in triton.gpu_device_ids",
                       also=(("build", "tp_size"), ("build", "pp_size")))
     if len(set(t.gpu_device_ids)) != len(t.gpu_device_ids):
         yield Finding(("triton", "gpu_device_ids"), "lists a GPU twice — each rank needs its own GPU")

@@ -1,7 +1,8 @@
 """Run a tool as a child process: output to a log file and the progress callback, the last lines kept for errors.
 
 The child runs in its own process group, so an interrupt (Ctrl-C, SIGTERM to specbuild) ends it and everything
-it started (trtllm-build's parallel workers) before the caller cleans up.
+it started (trtllm-build's parallel workers) before the caller cleans up; it and its workers also die when
+specbuild is killed (specbuild.children: death signal and watchdog).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
+
+from specbuild import children
+from specbuild.signals import Terminated
 
 Progress = Callable[[str], None]
 TAIL_LINES = 25
@@ -46,8 +50,8 @@ class ChildResult:
         return "\n".join("    " + ln for ln in lines) if lines else "    (no output)"
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM while a child runs; handled like Ctrl-C (the CLI prints "interrupted" and exits 130)."""
+class Interrupted(Terminated):
+    """SIGTERM while a child runs; handled like Ctrl-C (the CLI prints "terminated" and exits 143)."""
 
 
 @contextmanager
@@ -58,6 +62,7 @@ def sigterm_raises() -> Iterator[None]:
         return
 
     def handler(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: let the clean-up finish
         raise Interrupted()
 
     previous = signal.signal(signal.SIGTERM, handler)
@@ -108,8 +113,9 @@ def run_child(argv: list[str], log_path: Path, *, progress: Progress | None = No
     with open(log_path, "w") as log:
         log.write(f"$ {shlex.join(argv)}\n")
         log.flush()
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                                env=env, cwd=cwd, start_new_session=True, bufsize=1)
+        tag = children.new_tag()
+        proc = children.spawn(argv, tag=tag, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              errors="replace", env=env, cwd=cwd, bufsize=1)
         pumps = [threading.Thread(target=_pump, args=(proc.stdout, log, output_tail, None, progress, prefix, lock),
                                   daemon=True),
                  threading.Thread(target=_pump, args=(proc.stderr, log, stderr_tail, output_tail, progress, prefix,
@@ -122,11 +128,7 @@ def run_child(argv: list[str], log_path: Path, *, progress: Progress | None = No
             stop_group(proc)
             raise
         finally:
+            children.stop_leftovers(tag)  # leave no orphaned workers behind
             for t in pumps:
                 t.join(timeout=5)
-    if proc.returncode != 0:
-        try:  # leave no orphaned workers of a failed child behind
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     return ChildResult(proc.returncode, list(stderr_tail), list(output_tail))

@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbuild.errors import UserError
+from specbuild.safe_files import read_json, read_text
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
 BUNDLED = Path(__file__).parent / "prompts" / "default.json"
+MAX_PROMPT_FILE_BYTES = 16 << 20  # prompts for a validation run, not a data set
+WHAT = "prompt file (validation.prompts)"
 
 
 @dataclass(frozen=True)
@@ -37,23 +40,18 @@ def _from_items(items: list, where: str) -> list[Prompt]:
 
 
 def _from_json(path: Path) -> list[Prompt]:
-    try:
-        items = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise UserError(f"{path}: not valid JSON ({e}) — give a JSON array of objects with a \"prompt\" string")
-    if not isinstance(items, list):
-        raise UserError(f"{path}: expected a JSON array of objects with a \"prompt\" string")
+    items = read_json(path, what=WHAT, max_bytes=MAX_PROMPT_FILE_BYTES, shape=list)
     return _from_items(items, str(path))
 
 
 def _from_jsonl(path: Path) -> list[Prompt]:
     out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(read_text(path, what=WHAT, max_bytes=MAX_PROMPT_FILE_BYTES).splitlines(), 1):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise UserError(f"{path}:{lineno}: not valid JSON ({e}) — each line must be an object with a "
                             "\"prompt\" string") from None
         if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
@@ -64,15 +62,14 @@ def _from_jsonl(path: Path) -> list[Prompt]:
 
 
 def load_prompt_file(path: Path) -> list[Prompt]:
-    if not path.is_file():
-        raise UserError(f"validation.prompts: {path} is not a file — give a .txt (one prompt per line), .jsonl or "
-                        ".json file, an inline list, or leave it out for the bundled prompt set")
+    """A .txt (one prompt per line), .jsonl or .json prompt file; every unusable file is a UserError naming it
+    (missing, a folder, FIFO or device, unreadable, over MAX_PROMPT_FILE_BYTES, not UTF-8, malformed)."""
     if path.suffix == ".jsonl":
         prompts = _from_jsonl(path)
     elif path.suffix == ".json":
         prompts = _from_json(path)
     else:
-        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        lines = [ln for ln in read_text(path, what=WHAT, max_bytes=MAX_PROMPT_FILE_BYTES).splitlines() if ln.strip()]
         prompts = [Prompt(i, f"p{i}", "custom", ln) for i, ln in enumerate(lines)]
     if not prompts:
         raise UserError(f"validation.prompts: {path} holds no prompts")

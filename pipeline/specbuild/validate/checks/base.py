@@ -197,8 +197,13 @@ class SuiteContext:
                 done += 1
                 self.progress(stage, done, total)
 
-        with ThreadPoolExecutor(max_workers=max(1, parallel or self.options.parallel)) as pool:
+        pool = ThreadPoolExecutor(max_workers=max(1, parallel or self.options.parallel))
+        try:
             list(pool.map(run, range(total)))
+        except BaseException:  # Ctrl-C / SIGTERM: drop the queued jobs instead of running them all first
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         return results
 
     def greedy_pass(self, deployment: Deployment, protocol: str = "http") -> list[Generation]:

@@ -172,6 +172,36 @@ class Prepared:
         return words
 
 
+class SpeculationMetrics:
+    """Prometheus counters of the speculative rounds, on the server's metrics port (python backend custom
+    metrics, Triton 23.05+: pb_utils.MetricFamily). A deployment bundle's PrometheusRule records the mean
+    acceptance length from them: 1 + rate(accepted draft tokens) / rate(steps) (specbuild.deploy.monitoring)."""
+
+    NAMES = (("specbuild_speculative_steps", "Target verification steps of speculative rounds"),
+             ("specbuild_speculative_accepted_draft_tokens", "Draft tokens the target accepted"),
+             ("specbuild_speculative_draft_tokens", "Draft tokens proposed"))
+
+    def __init__(self, model, method):
+        # One lock: the BLS runs rows on a thread pool, and concurrent Metric.increment calls crash the python
+        # backend stub (seen with the CPU tritonserver of nvidia-pytriton: the server died mid-run).
+        self.lock = threading.Lock()
+        self.families, self.counters = (), ()
+        family = getattr(pb_utils, "MetricFamily", None)
+        if family is None or method is None:
+            return
+        try:
+            self.families = tuple(family(name=n, description=d, kind=family.COUNTER) for n, d in self.NAMES)
+            self.counters = tuple(f.Metric(labels={"model": model, "method": method}) for f in self.families)
+        except Exception:  # metrics disabled on this server (--allow-metrics=false): count nothing
+            self.families, self.counters = (), ()
+
+    def step(self, drafted, accepted):
+        if self.counters:
+            with self.lock:
+                for counter, value in zip(self.counters, (1, accepted, drafted)):
+                    counter.increment(value)
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
@@ -179,6 +209,7 @@ class TritonPythonModel:
             self.configure(config)
         except ParameterError as e:
             raise pb_utils.TritonModelException(f"tensorrt_llm_bls: {e}") from None
+        self.metrics = SpeculationMetrics(args.get("model_name", "tensorrt_llm_bls"), self.speculative_method)
         self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="bls")
 
     def configure(self, config):
@@ -530,6 +561,7 @@ class TritonPythonModel:
             a = accepted_prefix(drafts, produced)
             drafted += len(drafts)
             accepted += a
+            self.metrics.step(len(drafts), a)
             round_index += 1
             if produced:
                 now = time.time_ns()

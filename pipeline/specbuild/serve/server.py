@@ -1,289 +1,49 @@
-"""Start, watch and stop a real tritonserver (a system one, or the CPU build in the nvidia-pytriton wheel).
+"""A tritonserver process serving one model repository: start (wait until live and every model ready), stop.
 
-    binary = find_tritonserver(None)            # --tritonserver PATH, /opt/tritonserver, PATH, else nvidia-pytriton
-    with TritonServer(Path("triton_repo/demo"), binary=binary) as server:   # free loopback ports
+    with TritonServer(Path("triton_repo/demo"), binary=find_tritonserver(None)) as server:   # free loopback ports
         server.http_url, server.grpc_url, server.metrics_url
 
 `start()` returns once the server is live and every model it should load reports ready on its own
 `/v2/models/<name>/ready` endpoint. When it is not, it raises `UserError` with each model's load error in plain
-words and the log path. `stop()` stops the server by its own PID (SIGINT, then SIGKILL after a timeout).
-Standard library only: importing this module is cheap.
+words and the log path. `stop()` stops the server by its own PID (SIGINT, then SIGKILL after a timeout), kills
+what it left (python backend stubs) and removes its /dev/shm regions. The server never outlives this process,
+even when it is killed (specbuild.children).
 
-PYTHONPATH: the environment of the server carries PYTHONPATH with the folder holding the `specbuild` package
-first, but the python backend stub's embedded interpreter does not read PYTHONPATH (checked with tritonserver
-2.51): a model.py that imports specbuild adds the variable's entries to sys.path itself (ours does).
+Model control: with `model_control="explicit"` Triton's model-repository API (index, load, unload — a load may
+carry the files of a model, python code included) answers only requests that carry the header
+`ADMIN_HEADER: <server.admin_key>` over HTTP, metadata `GRPC_ADMIN_HEADER: <key>` over gRPC
+(--http-restricted-api / --grpc-restricted-protocol; checked with nvidia-pytriton 0.7.0's tritonserver: a request
+without the key gets HTTP 403 "This API is restricted").
+Standard library only: importing this module is cheap.
 """
 
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import json
 import os
 import re
-import shutil
+import secrets
 import signal
-import socket
 import subprocess
-import sys
-import sysconfig
 import tempfile
 import time
 import urllib.error
 import urllib.request
 import uuid
 import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from specbuild import children
 from specbuild.errors import UserError
+from specbuild.serve.binary import ServerBinary, find_tritonserver
+from specbuild.serve.ports import free_ports, port_in_use
+from specbuild.serve.server_log import ADDRESS_IN_USE, hint, load_errors_from_log, plain_reason, strip_prefix
 
-SYSTEM_TRITONSERVER = Path("/opt/tritonserver/bin/tritonserver")
+ADMIN_HEADER = "specbuild-admin-key"  # HTTP header (gRPC metadata keys are lower case too)
+GRPC_ADMIN_HEADER = "triton-grpc-protocol-" + ADMIN_HEADER  # the metadata key tritonserver expects over gRPC
 
-
-# --- finding a server binary ----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ServerBinary:
-    """A tritonserver executable and how to run it."""
-
-    path: Path
-    source: str  # "explicit" (--tritonserver), "system" (/opt/tritonserver), "PATH", or "nvidia-pytriton"
-    backend_dir: Path | None = None  # --backend-directory; None: the server's default (/opt/tritonserver/backends)
-    env: dict[str, str] = field(default_factory=dict)  # variables set on top of os.environ
-
-    def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.env)
-        return env
-
-    def describe(self) -> str:
-        return f"{self.path} ({self.source})"
-
-
-def specbuild_source_root() -> Path:
-    """The folder holding the `specbuild` package (put on PYTHONPATH so python models can import it)."""
-    return Path(__file__).resolve().parent.parent.parent
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("SPECBUILD_CACHE_DIR")
-    if root:
-        return Path(root)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "specbuild"
-
-
-def _prepend(path: str, existing: str | None) -> str:
-    return path if not existing else f"{path}{os.pathsep}{existing}"
-
-
-def _python_env(env: dict[str, str]) -> dict[str, str]:
-    env = dict(env)
-    env["PYTHONPATH"] = _prepend(str(specbuild_source_root()), env.get("PYTHONPATH") or os.environ.get("PYTHONPATH"))
-    return env
-
-
-def _executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
-
-
-def find_tritonserver(explicit: Path | None = None) -> ServerBinary:
-    """The tritonserver to run: `explicit` (--tritonserver), /opt/tritonserver/bin/tritonserver, one on PATH,
-    else the CPU build in the nvidia-pytriton wheel (backends copied to a cache folder with this Python's stub)."""
-    if explicit is not None:
-        path = Path(explicit).expanduser()
-        if not _executable(path):
-            raise UserError(f"--tritonserver {explicit}: no executable file there — give the path of a tritonserver "
-                            "binary, or leave the option out to use a system one or nvidia-pytriton's")
-        return ServerBinary(path.resolve(), "explicit", env=_python_env({}))
-    if _executable(SYSTEM_TRITONSERVER):
-        return ServerBinary(SYSTEM_TRITONSERVER, "system", env=_python_env({}))
-    on_path = shutil.which("tritonserver")
-    if on_path:
-        return ServerBinary(Path(on_path).resolve(), "PATH", env=_python_env({}))
-    return bundled_tritonserver()
-
-
-def bundled_tritonserver() -> ServerBinary:
-    """nvidia-pytriton's tritonserver, set up to run python models with this interpreter's packages
-    (triton-on-cpu fact sheet §0)."""
-    spec = importlib.util.find_spec("pytriton")
-    if spec is None or not spec.submodule_search_locations:
-        raise UserError("no tritonserver found: none at /opt/tritonserver/bin/tritonserver or on PATH, and the "
-                        "nvidia-pytriton wheel is not installed — pip install 'nvidia-pytriton>=0.7,<0.8' "
-                        "(pip install 'specbuild[triton]'), or pass --tritonserver PATH")
-    package = Path(list(spec.submodule_search_locations)[0])
-    dist = package / "tritonserver"
-    binary = dist / "bin" / "tritonserver"
-    libs = package.parent / "nvidia_pytriton.libs"
-    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    stub = dist / "python_backend_stubs" / version / "triton_python_backend_stub"
-    if not _executable(binary):
-        raise UserError(f"the nvidia-pytriton wheel at {package} has no tritonserver binary ({binary}) — "
-                        "reinstall nvidia-pytriton, or pass --tritonserver PATH")
-    if not stub.is_file():
-        raise UserError(f"nvidia-pytriton has no python backend stub for Python {version} ({stub}) — run specbuild "
-                        "with a Python that nvidia-pytriton supports (3.8-3.13), or pass --tritonserver PATH")
-    backends = _cached_backends(dist / "backends", stub, _wheel_version())
-    env = {"LD_LIBRARY_PATH": str(libs)}
-    libdir, soname = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
-    if libdir and soname and (Path(libdir) / soname).exists():
-        # the stub links libpython<ver>.so.1.0; prefer the one of the interpreter whose packages it will use
-        env["LD_LIBRARY_PATH"] += os.pathsep + libdir
-    env["LD_LIBRARY_PATH"] = _prepend(env["LD_LIBRARY_PATH"], os.environ.get("LD_LIBRARY_PATH"))
-    # The stub takes its Python prefix from the first python3 on PATH: this interpreter's bin folder first.
-    bin_dir = Path(sys.prefix) / "bin"
-    if not (bin_dir / "python3").exists():
-        bin_dir = Path(sys.executable).parent
-    env["PATH"] = _prepend(str(bin_dir), os.environ.get("PATH"))
-    return ServerBinary(binary, "nvidia-pytriton", backend_dir=backends, env=_python_env(env))
-
-
-def _wheel_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("nvidia-pytriton")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def _cached_backends(source: Path, stub: Path, wheel_version: str) -> Path:
-    """A copy of the wheel's backends folder with the python stub for this Python, made once per version
-    (in the specbuild cache, or a temp folder when the cache is not writable). Never replaces a complete copy
-    that another process may be using."""
-    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    try:
-        return _copy_backends(cache_dir() / f"tritonserver-{wheel_version}-py{version}", source, stub)
-    except OSError:
-        return _copy_backends(Path(tempfile.mkdtemp(prefix="specbuild-tritonserver-")), source, stub)
-
-
-def _copy_backends(root: Path, source: Path, stub: Path) -> Path:
-    backends = root / "backends"
-    target_stub = backends / "python" / "triton_python_backend_stub"
-
-    def complete() -> bool:
-        return target_stub.is_file() and target_stub.stat().st_size == stub.stat().st_size
-
-    if complete():
-        return backends
-    root.mkdir(parents=True, exist_ok=True)
-    partial = root / f".backends.partial-{os.getpid()}"
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        shutil.copytree(source, partial, ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copy2(stub, partial / "python" / "triton_python_backend_stub")
-        if not complete():
-            shutil.rmtree(backends, ignore_errors=True)  # an unfinished or outdated copy
-            os.replace(partial, backends)
-    except OSError:
-        if not complete():  # another process finished first otherwise
-            raise
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return backends
-
-
-# --- ports ----------------------------------------------------------------------------------------------------
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the server may still lose a race; `start` then retries)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def port_in_use(host: str, port: int) -> bool:
-    """True when something listens on host:port. tritonserver binds with SO_REUSEPORT, so a second server on a
-    taken port starts without an error and shares the port with the first: check before starting."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT leftovers of a stopped server
-        try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
-def _free_ports(host: str, count: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-# --- reading the server's log ---------------------------------------------------------------------------------
-
-_FAILED_LOAD = re.compile(r"failed to load '(?P<model>[^']+)' version (?P<version>\d+): (?P<reason>.*)")
-_TABLE_ROW = re.compile(r"^\|\s*(?P<model>[^|\s]+)\s*\|\s*(?P<version>[^|\s]*)\s*\|\s*(?P<status>.*?)\s*\|\s*$")
-_LOG_PREFIX = re.compile(r"^[IWE]\d{4} \d\d:\d\d:\d\d\.\d+ \d+ [\w.]+:\d+\] ")
-_ADDRESS_IN_USE = ("address already in use", "failed to start", "Address already in use")
-
-
-def _strip_prefix(line: str) -> str:
-    return _LOG_PREFIX.sub("", line).strip().strip('"')
-
-
-def load_errors_from_log(text: str) -> dict[str, str]:
-    """Each model's load error, from the server log: the 'failed to load' lines, else the startup table."""
-    errors: dict[str, str] = {}
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        m = _FAILED_LOAD.search(_strip_prefix(line))
-        if not m:
-            continue
-        reason = m.group("reason").strip().strip('"')
-        # A python traceback continues on the following lines, up to the next log record.
-        j = i + 1
-        while j < len(lines) and not _LOG_PREFIX.match(lines[j]) and not lines[j].startswith(("+", "|")):
-            reason += "\n" + lines[j].rstrip()
-            j += 1
-        errors[m.group("model")] = reason.strip().strip('"').strip()
-    for line in lines:
-        m = _TABLE_ROW.match(line.strip())
-        if not m or m.group("model") in ("Model", "Backend", "Option") or m.group("model") in errors:
-            continue
-        status = m.group("status")
-        if status.startswith("UNAVAILABLE"):
-            errors[m.group("model")] = status.split(":", 1)[1].strip() if ":" in status else status
-    return errors
-
-
-def plain_reason(reason: str) -> str:
-    """A load error made short: the last exception line of a python traceback, else the message itself."""
-    text = reason.replace("\\n", "\n").strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if not lines:
-        return "unknown error"
-    if len(lines) > 1 and any("Traceback" in ln for ln in lines):
-        # last line that looks like "SomeError: message"
-        for ln in reversed(lines):
-            if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b", ln):
-                return ln
-    first = lines[0]
-    return first if len(first) < 400 else first[:397] + "..."
-
-
-def _hint(reason: str) -> str:
-    if "unable to find backend library for backend 'tensorrtllm'" in reason:
-        return " (this server has no TensorRT-LLM backend: serve the GPU repository in an NGC tritonserver " \
-               "trtllm container, or load only the python models with explicit model control)"
-    if "No module named" in reason:
-        return " (python models run with the Python whose bin folder is first on the server's PATH, and its stub " \
-               "ignores PYTHONPATH: install the missing package into that Python)"
-    return ""
-
-
-# --- the server -----------------------------------------------------------------------------------------------
 
 class TritonServer:
     """A tritonserver process serving one model repository on loopback ports."""
@@ -314,6 +74,10 @@ class TritonServer:
         self.log_verbose = log_verbose
         self.launcher = Path(launcher) if launcher else None
         self.server_id = f"specbuild-{uuid.uuid4().hex[:12]}"  # GET /v2 names it: proves we talk to our server
+        self.tag = children.new_tag()  # marks its processes (SPECBUILD_CHILD) and names its /dev/shm regions
+        self.shm_prefix = children.shm_prefix(self.tag)
+        # explicit model control: the model-repository API answers only requests carrying this key
+        self.admin_key = secrets.token_urlsafe(24) if model_control == "explicit" else None
         self.process: subprocess.Popen | None = None
         self._log_file = None
         self._finalizer: weakref.finalize | None = None
@@ -365,12 +129,16 @@ class TritonServer:
             f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--log-verbose={self.log_verbose}",
             f"--id={self.server_id}",
-            # A per-server shared-memory prefix, so that servers running side by side never share python stub regions.
-            f"--backend-config=python,shm-region-prefix-name=specbuild_{os.getpid()}_{uuid.uuid4().hex[:8]}_",
+            # A per-server shared-memory prefix: servers side by side never share python stub regions, and what a
+            # killed server leaves in /dev/shm is found and removed (specbuild.children).
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
         if self.model_control == "explicit":
             argv.append("--model-control-mode=explicit")
             argv += [f"--load-model={m}" for m in self.load_models]
+            # Loading a model may upload its files (python code included): only for clients holding the key.
+            argv += [f"--http-restricted-api=model-repository:{ADMIN_HEADER}={self.admin_key}",
+                     f"--grpc-restricted-protocol=model-repository:{ADMIN_HEADER}={self.admin_key}"]
         return argv + self.extra_args
 
     # lifecycle ---------------------------------------------------------------------------------------------
@@ -398,7 +166,7 @@ class TritonServer:
         return self
 
     def _launch(self) -> None:
-        free = iter(_free_ports(self.host, 3))
+        free = iter(free_ports(self.host, 3))
         self.http_port, self.grpc_port, self.metrics_port = (p if p is not None else next(free)
                                                              for p in self._requested_ports)
         for what, port in (("--http-port", self.http_port), ("--grpc-port", self.grpc_port),
@@ -418,9 +186,9 @@ class TritonServer:
         if self.launcher is not None:
             env.update(TRITONSERVER=str(self.binary.path), HTTP_PORT=str(self.http_port),
                        GRPC_PORT=str(self.grpc_port), METRICS_PORT=str(self.metrics_port))
-        self.process = subprocess.Popen(self.argv(), stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        self._finalizer = weakref.finalize(self, _terminate, self.process, self.exit_timeout_s + 10)
+        self.process = children.spawn(self.argv(), tag=self.tag, stdout=self._log_file, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, env=env)
+        self._finalizer = weakref.finalize(self, _stop_process, self.process, self.tag, self.exit_timeout_s + 10)
         atexit.register(self._finalizer)
 
     def _wait_ready(self, timeout_s: float, progress: Callable[[str], None] | None) -> None:
@@ -475,11 +243,11 @@ class TritonServer:
         lines = [f"{what} (repository {self.repository}, server {self.binary.describe()})"]
         for model, reason in sorted(errors.items()):
             short = plain_reason(reason)
-            lines.append(f"  model {model}: {short}{_hint(short)}")
+            lines.append(f"  model {model}: {short}{hint(short)}")
         if not errors:
             tail = [ln for ln in log.splitlines() if ln.startswith("E") or "error" in ln.lower()][-5:]
-            lines += ["  " + _strip_prefix(ln) for ln in tail]
-        if any(s in log for s in _ADDRESS_IN_USE) and "failed to load" not in log and None in self._requested_ports:
+            lines += ["  " + strip_prefix(ln) for ln in tail]
+        if any(s in log for s in ADDRESS_IN_USE) and "failed to load" not in log and None in self._requested_ports:
             raise _PortTaken()
         lines.append(f"  full log: {self.log_path}")
         raise UserError("\n".join(lines))
@@ -489,7 +257,7 @@ class TritonServer:
         proc = self.process
         if proc is None:
             return None
-        _terminate(proc, timeout_s if timeout_s is not None else self.exit_timeout_s + 10)
+        _stop_process(proc, self.tag, timeout_s if timeout_s is not None else self.exit_timeout_s + 10)
         if self._finalizer is not None:
             atexit.unregister(self._finalizer)
             self._finalizer.detach()
@@ -516,9 +284,19 @@ class TritonServer:
         except (OSError, ValueError):
             return None
 
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """The header that opens the model-repository API (explicit model control), else none."""
+        return {ADMIN_HEADER: self.admin_key} if self.admin_key else {}
+
+    @property
+    def admin_grpc_headers(self) -> dict[str, str]:
+        """The same for gRPC clients (tritonclient.grpc: headers=...)."""
+        return {GRPC_ADMIN_HEADER: self.admin_key} if self.admin_key else {}
+
     def repository_index(self) -> list[dict]:
         req = urllib.request.Request(self.http_url + "/v2/repository/index", data=b"{}", method="POST",
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json", **self.admin_headers})
         try:
             with urllib.request.urlopen(req, timeout=5) as r:
                 return json.loads(r.read() or b"[]")
@@ -543,6 +321,14 @@ class TritonServer:
 
 class _PortTaken(Exception):
     pass
+
+
+def _stop_process(proc: subprocess.Popen, tag: str, timeout_s: float) -> None:
+    """Stop a server and remove what it leaves: its python stubs, its /dev/shm regions."""
+    try:
+        _terminate(proc, timeout_s)
+    finally:
+        children.stop_leftovers(tag)
 
 
 def _terminate(proc: subprocess.Popen, timeout_s: float) -> None:

@@ -1,17 +1,14 @@
 """`specbuild serve`: run tritonserver in the foreground on top of `specbuild.serve.TritonServer` — wait until every
-model is ready, print the endpoints, and stop the server by its own PID on Ctrl-C (or SIGTERM)."""
+model is ready, print the endpoints, and stop the server by its own PID on Ctrl-C or SIGTERM (both are the normal
+way to end it: exit 0). With explicit model control it prints the key that opens the model-repository API."""
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 
 from specbuild.errors import UserError
-
-
-def _raise_interrupt(signum, frame):  # SIGTERM ends `serve` the way Ctrl-C does
-    raise KeyboardInterrupt
+from specbuild.signals import sigterm_raises
 
 
 def _serving_hint(repository: Path) -> str | None:
@@ -30,7 +27,8 @@ def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host
                             load_models: list[str], log_path: Path | None, timeout_s: float, console, out) -> int:
     """Serve until interrupted. Returns the exit code: 0 after a clean stop, 1 when the server died by itself.
     UserError (exit 2) for a missing repository, a taken port, or models that fail to load."""
-    from specbuild.serve.tritonserver import TritonServer, find_tritonserver
+    from specbuild.serve.binary import find_tritonserver
+    from specbuild.serve.server import TritonServer
 
     repository = Path(repository)
     if not repository.is_dir():
@@ -46,7 +44,13 @@ def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host
     server = TritonServer(repository, host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
                           binary=binary, model_control=model_control, load_models=load_models, log_path=log_path,
                           launcher=launcher)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    with sigterm_raises():
+        return _serve(server, binary, repository, timeout_s, console, out)
+
+
+def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> int:
+    from specbuild.serve.server import ADMIN_HEADER, GRPC_ADMIN_HEADER
+
     try:
         with console.status(f"starting {binary.describe()} on {repository}"):
             server.start(timeout_s=timeout_s)
@@ -58,6 +62,10 @@ def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host
         out.print(f"  metrics  {server.metrics_url}")
         out.print(f"  models   {', '.join(models)} (ready)")
         out.print(f"  log      {server.log_path}")
+        if server.admin_key:  # explicit model control: loading a model may upload code
+            out.print("  admin    the model-repository API (index, load, unload) needs this key:")
+            out.print(f"    HTTP header    {ADMIN_HEADER}: {server.admin_key}")
+            out.print(f"    gRPC metadata  {GRPC_ADMIN_HEADER}: {server.admin_key}")
         hint = _serving_hint(server.repository)
         if hint:
             out.print(f"try:  curl -s -X POST http://{server.http_address}/v2/models/{hint}/generate "
@@ -78,5 +86,4 @@ def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host
         console.print("stopped")
         return 0
     finally:
-        signal.signal(signal.SIGTERM, previous)
         server.stop()

@@ -10,10 +10,12 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from serve_helpers import eventually, listening, marked_processes, shm_entries
 from validate_toy.repo import write_toy_repo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +41,75 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _until_serving(proc: subprocess.Popen, timeout_s: float = 120) -> str:
+    lines = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("Ctrl-C stops the server"):
+            break
+    out = "".join(lines)
+    assert "Ctrl-C stops the server" in out, out + (proc.stderr.read() if proc.poll() is not None else "")
+    return out
+
+
+def _ports(out: str) -> list[int]:
+    return [int(p) for p in re.findall(r"^  (?:HTTP|gRPC|metrics) +\S*?127\.0\.0\.1:(\d+)", out, re.M)]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 0), (signal.SIGTERM, 0), (signal.SIGKILL, -signal.SIGKILL)],
+                         ids=["SIGINT", "SIGTERM", "SIGKILL"])
+def test_a_signal_leaves_no_process_port_or_shared_memory(tmp_path, sig, code):
+    """Ctrl-C and SIGTERM stop `serve` cleanly (exit 0); after SIGKILL its watchdog removes what the server
+    left. Counted by the marker every process it started carries, its /dev/shm prefix and its ports."""
+    repo = write_toy_repo(tmp_path / "repo", mode="baseline")
+    proc = run_serve(str(repo), "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0")
+    try:
+        out = _until_serving(proc)
+        ports = _ports(out)
+        assert len(ports) == 3 and all(listening(p) for p in ports)
+        assert len(marked_processes(proc.pid)) >= 2 and shm_entries(proc.pid)  # the server, its stubs, regions
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) == code
+        if sig != signal.SIGKILL:
+            assert "stopped" in proc.stderr.read()
+        assert eventually(lambda: not marked_processes(proc.pid), 30), marked_processes(proc.pid)
+        assert eventually(lambda: not shm_entries(proc.pid), 10), shm_entries(proc.pid)
+        assert eventually(lambda: not any(listening(p) for p in ports), 10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_explicit_model_control_prints_the_key_the_repository_api_needs(tmp_path):
+    repo = write_toy_repo(tmp_path / "repo", mode="baseline")
+    proc = run_serve(str(repo), "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0",
+                     "--model-control", "explicit", "--load-model", "ensemble")
+    try:
+        out = _until_serving(proc)
+        key = re.search(r"^    HTTP header +specbuild-admin-key: (\S+)$", out, re.M).group(1)
+        assert re.search(rf"^    gRPC metadata +triton-grpc-protocol-specbuild-admin-key: {re.escape(key)}$", out, re.M)
+        http = re.search(r"^  HTTP +(http://\S+)$", out, re.M).group(1)
+        for headers, expected in (({}, 403), ({"specbuild-admin-key": key}, 200)):
+            req = urllib.request.Request(f"{http}/v2/repository/index", data=b"{}", method="POST", headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    status = r.status
+            except urllib.error.HTTPError as e:
+                status = e.code
+            assert status == expected, headers
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_serves_until_ctrl_c_and_stops_the_server(tmp_path):

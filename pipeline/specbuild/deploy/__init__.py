@@ -1,0 +1,8 @@
+"""Deployment bundles: Kubernetes manifests and a Slurm script for a compiled repository, validated offline.
+
+    from specbuild.deploy.bundle import write_bundle, bundle_plan   # compile / plan
+    from specbuild.deploy.checks import deploy_findings             # specbuild check
+    from specbuild.deploy.validate import validate_bundle           # strict schema + cross-checks
+
+Nothing heavy is imported here: the recipe schema imports specbuild.deploy.schema at load.
+"""

@@ -1,0 +1,152 @@
+"""The deployment bundle of a recipe: `deploy/<name>/` beside `triton_repo/`, written atomically.
+
+    from specbuild.deploy.bundle import write_bundle, bundle_plan
+    write_bundle(recipe, layout)          # -> deploy/<name> (validated before it is renamed into place)
+    bundle_plan(recipe, layout)           # the files and the world layout, for `specbuild plan`
+
+Files (plain YAML + kustomization.yaml, `kubectl apply -k deploy/<name>`):
+    kustomization.yaml, storage.yaml (PVC), deployment.yaml | statefulset.yaml | leaderworkerset.yaml,
+    service.yaml, podmonitor.yaml, prometheusrule.yaml, hpa.yaml (when max_replicas > min_replicas),
+    rbac.yaml + mpi.yaml + Containerfile (multi-node), loader-pod.yaml (fills the claim; not applied by -k),
+    slurm/<name>.sbatch + slurm/ranks.sh (+ slurm/enroot.conf), bundle.json (this plan), README.md
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from specbuild import atomic
+from specbuild.deploy import kubernetes as k8s
+from specbuild.deploy import monitoring
+from specbuild.deploy.context import DeployContext, bundle_folder, context
+from specbuild.deploy.readme import bundle_readme
+from specbuild.deploy.slurm import slurm_files
+from specbuild.deploy.world import describe
+from specbuild.deploy.yamlio import dump_all
+from specbuild.errors import UserError
+
+if TYPE_CHECKING:
+    from specbuild.plan import Layout
+    from specbuild.recipe.schema import Recipe
+
+KUSTOMIZATION = "kustomization.yaml"
+PLAN_FILE = "bundle.json"
+
+
+def applies(recipe: Recipe) -> str | None:
+    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`)."""
+    from specbuild.runtimes import runtime_for
+
+    return runtime_for(recipe).bundle_refusal
+
+
+def manifests(ctx: DeployContext) -> dict[str, list[dict]]:
+    """Kustomization resources: file name -> documents, in apply order."""
+    files: dict[str, list[dict]] = {}
+    if ctx.deploy.storage.create_claim:
+        files["storage.yaml"] = [k8s.claim(ctx)]
+    if ctx.world.multi_node:
+        files["rbac.yaml"] = k8s.rbac(ctx)
+        files["mpi.yaml"] = [k8s.mpi_config(ctx)]
+    files[f"{ctx.workload_kind.lower()}.yaml"] = [k8s.workload(ctx)]
+    files["service.yaml"] = monitoring.service(ctx)
+    files["podmonitor.yaml"] = [monitoring.pod_monitor(ctx)]
+    files["prometheusrule.yaml"] = [monitoring.prometheus_rule(ctx)]
+    hpa = monitoring.hpa(ctx)
+    if hpa:
+        files["hpa.yaml"] = [hpa]
+    return files
+
+
+def kustomization(ctx: DeployContext, resources: list[str]) -> dict[str, Any]:
+    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "namespace": ctx.namespace, "resources": resources}
+
+
+def plan_of(ctx: DeployContext, files: list[str], path: Callable[[str], str] = str) -> dict[str, Any]:
+    """The bundle's summary; `path` prints paths (bundle.json: absolute; `specbuild plan`: relative to the
+    working directory, as the rest of the plan)."""
+    w = ctx.world
+    out: dict[str, Any] = {
+        "folder": path(str(ctx.folder)),
+        "kubernetes": f"{ctx.workload_kind} {ctx.name} in namespace {ctx.namespace} (validated against "
+                      f"Kubernetes {ctx.deploy.kubernetes.version})",
+        "image": f"{ctx.image.reference} ({ctx.image.why})",
+        "world": f"{w.mode} mode, {w.world_size} MPI rank(s) = {w.nodes} node(s) x {w.gpus_per_pod} GPU(s)"
+                 + (f" (tp*pp = {w.tp_pp})" if w.mode == "leader" else ""),
+        "layout": describe(w),
+        "pods": (f"LeaderWorkerSet groups of {w.nodes} pods (leader {ctx.name}-<group>, workers "
+                 f"{ctx.name}-<group>-<i>), {w.gpus_per_pod} GPU(s) each" if w.multi_node
+                 else f"one pod per replica with {w.gpus_per_pod} GPU(s)"),
+        "command": " ".join(path(a) if a.startswith("/") else a for a in ctx.launch.container_argv),
+        "replicas": f"{ctx.deploy.autoscaling.min_replicas}..{ctx.deploy.autoscaling.max_replicas}"
+                    + (f" (HPA on {monitoring.QUEUE_COMPUTE} of {ctx.scale_model})" if k8s.autoscaled(ctx) else ""),
+        "storage": f"claim {ctx.claim}: " + "; ".join(f"{m.what} {m.sub_path} at {path(m.path)}" for m in ctx.mounts),
+        "slurm": f"sbatch slurm/{ctx.name}.sbatch ({ctx.deploy.slurm.container_runtime})",
+        "files": files,
+    }
+    return out
+
+
+def build_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
+                 schemas: bool = True) -> tuple[DeployContext, dict[str, str]]:
+    """Every file of the bundle as relative path -> text. Writes nothing."""
+    try:
+        ctx = context(recipe, layout, folder, trtllm_version)
+    except ValueError as e:
+        raise UserError(f"{recipe.source or 'recipe'}: deploy: {e} — set deploy.image.tag (or "
+                        "deploy.image.trtllm_version) to an NGC tritonserver trtllm image") from e
+    docs = manifests(ctx)
+    name = ctx.name
+    header = (f"specbuild deployment bundle of recipe {recipe.name!r} ({name}); regenerate with specbuild "
+              "compile, edit the recipe's deploy section rather than this file")
+    files = {rel: dump_all(d, header) for rel, d in docs.items()}
+    files[KUSTOMIZATION] = dump_all([kustomization(ctx, list(docs))], header)
+    files["loader-pod.yaml"] = dump_all([k8s.loader_pod(ctx)], header + "\nNot in the kustomization: "
+                                        "apply it to fill the claim with kubectl cp (README.md)")
+    if ctx.world.multi_node:
+        files["Containerfile"] = k8s.containerfile(ctx)
+    files.update(slurm_files(ctx))
+    names = sorted([*files, PLAN_FILE, "README.md"])
+    plan = plan_of(ctx, names)
+    files[PLAN_FILE] = json.dumps(plan, indent=2) + "\n"
+    files["README.md"] = bundle_readme(ctx, plan, schemas)
+    return ctx, files
+
+
+def bundle_plan(recipe: Recipe, layout: Layout, *, trtllm_version: str | None = None) -> dict[str, Any]:
+    """What `specbuild plan` shows for the bundle: its folder, files, image, command and world layout."""
+    why_not = applies(recipe)
+    if why_not:
+        return {"bundle": f"none: {why_not}"}
+    from specbuild.paths import show
+
+    ctx, files = build_bundle(recipe, layout, trtllm_version=trtllm_version)
+    return plan_of(ctx, sorted(files), show)
+
+
+def write_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
+                 validate: bool | None = None, notice: atomic.Notice | None = None) -> Path | None:
+    """Write deploy/<name> (or `folder`) and return it; None when the recipe gets no bundle (`applies`).
+
+    The files are written to a sibling temp folder, validated there (validate=None: when kubernetes-validate
+    is installed, else only the cross-checks that need no schema), and swapped into place (specbuild.atomic); an
+    existing bundle is replaced only by a complete, valid one. Problems raise UserError naming file and field."""
+    if applies(recipe):
+        return None
+    from specbuild.deploy.validate import check_bundle, schema_validation_available
+
+    schemas = schema_validation_available() if validate is None else validate
+    target = Path(folder or bundle_folder(layout)).absolute()
+    ctx, files = build_bundle(recipe, layout, folder=target, trtllm_version=trtllm_version, schemas=schemas)
+    with atomic.atomic_folder(target, notice) as partial:
+        for rel, text in files.items():
+            path = partial / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            if rel.endswith((".sh", ".sbatch")):
+                path.chmod(0o755)
+        check_bundle(partial, recipe, layout, schemas=schemas, bundle_folder=target)
+    return target

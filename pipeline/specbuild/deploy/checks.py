@@ -1,0 +1,143 @@
+"""Recipe rules of the `deploy` section (run by `specbuild check`; the bundle validator re-checks the files).
+
+GPU ids across nodes: TensorRT-LLM gives rank r the GPU gpu_device_ids[r % len(gpu_device_ids)] and requires at
+most gpus_per_node ids, each below it (cpp/tensorrt_llm/runtime/worldConfig.cpp). So a world larger than a node
+lists ONE node's GPUs (len == gpus_per_node), not tp * pp of them: `expected_gpu_id_count` is the count the
+general rule in recipe/checks.py must use.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Iterator
+
+from specbuild.deploy import images
+from specbuild.deploy.schema import quantity_value
+from specbuild.methods import describe
+from specbuild.methods.base import Finding
+
+if TYPE_CHECKING:
+    from specbuild.recipe.schema import Recipe
+
+LWS_MIN_KUBERNETES = (1, 26)  # kubernetes-sigs/lws installation docs
+TP_PP = (("build", "tp_size"), ("build", "pp_size"))
+
+
+def spans_nodes(recipe: Recipe) -> bool:
+    b = recipe.build
+    return b.tp_size * b.pp_size > recipe.deploy.gpus_per_node and describe(recipe).draft_model is None
+
+
+def expected_gpu_id_count(recipe: Recipe) -> int:
+    """How many triton.gpu_device_ids the target lists: tp * pp on one node, one node's GPUs across nodes."""
+    world = recipe.build.tp_size * recipe.build.pp_size
+    return recipe.deploy.gpus_per_node if spans_nodes(recipe) else world
+
+
+def deploy_findings(recipe: Recipe) -> Iterator[Finding]:
+    from specbuild.deploy.bundle import applies
+
+    if applies(recipe) is not None:  # no bundle (the reference runtime serves with `specbuild serve`)
+        return
+    yield from _world_findings(recipe)
+    yield from _image_findings(recipe)
+    yield from _kubernetes_findings(recipe)
+
+
+def _world_findings(recipe: Recipe) -> Iterator[Finding]:
+    d, t, b = recipe.deploy, recipe.triton, recipe.build
+    per_node = d.gpus_per_node
+    world = b.tp_size * b.pp_size
+    where = ("deploy", "gpus_per_node")
+    if describe(recipe).draft_model is not None:
+        if world > per_node:
+            yield Finding(where, f"is {per_node} but the draft-target target has tp_size * pp_size = {world}: "
+                          "draft-target runs in orchestrator mode, which spawns its workers on one node — use nodes "
+                          f"with at least {world} GPUs (raise gpus_per_node) or a smaller target", also=TP_PP)
+        used = sorted(set(t.gpu_device_ids) | set(recipe.draft_gpu_device_ids))
+        if used and used[-1] >= per_node:
+            yield Finding(("triton", "draft_gpu_device_ids") if t.draft_gpu_device_ids and
+                          max(recipe.draft_gpu_device_ids) >= per_node else ("triton", "gpu_device_ids"),
+                          f"names GPU {used[-1]} but a node has {per_node} (deploy.gpus_per_node): the draft and "
+                          "target engines share one pod — use GPU ids below it", also=(where,))
+        return
+    if world <= per_node:
+        if t.gpu_device_ids and max(t.gpu_device_ids) >= per_node:
+            yield Finding(("triton", "gpu_device_ids"), f"names GPU {max(t.gpu_device_ids)} but a node has "
+                          f"{per_node} (deploy.gpus_per_node) — use ids 0..{per_node - 1}", also=(where,))
+        return
+    if world % per_node:
+        yield Finding(where, f"is {per_node} but tp_size * pp_size = {world} spans nodes and is not a multiple of "
+                      f"it: every node runs the same number of ranks — set gpus_per_node to a divisor of {world}",
+                      also=TP_PP)
+        return
+    ids = list(t.gpu_device_ids)
+    if len(ids) != per_node or sorted(ids) != list(range(per_node)):
+        yield Finding(("triton", "gpu_device_ids"), f"is {ids} but tp_size * pp_size = {world} spans "
+                      f"{world // per_node} nodes of {per_node} GPUs: list one node's GPUs, "
+                      f"{list(range(per_node))} (TensorRT-LLM runs rank r on gpu_device_ids[r % {per_node}] on "
+                      "every node)", also=(where,))
+
+
+def _image_findings(recipe: Recipe) -> Iterator[Finding]:
+    img = recipe.deploy.image
+    if img.trtllm_version:
+        try:
+            images.release3(img.trtllm_version)
+        except ValueError:
+            yield Finding(("deploy", "image", "trtllm_version"), f"{img.trtllm_version!r} is not a version — "
+                          "write it as in pip, e.g. 1.2.1")
+            return
+        if not images.supported(img.trtllm_version):
+            yield Finding(("deploy", "image", "trtllm_version"), f"is {img.trtllm_version} but specbuild builds "
+                          "TensorRT engines with TensorRT-LLM 0.17 <= version <= 1.3.0rc20")
+        elif not img.tag and images.tag_for(img.trtllm_version) is None:
+            known = sorted({v for v in images.NGC_TRTLLM.values() if images.supported(v)}, key=images.release3)
+            yield Finding(("deploy", "image", "trtllm_version"), f"no NGC tritonserver image ships TensorRT-LLM "
+                          f"{img.trtllm_version} (known: {', '.join(known)}) — pick one of those or set "
+                          "deploy.image.tag")
+    if img.tag and img.repository == images.NGC_REPOSITORY:
+        m = re.match(r"^(\d\d\.\d\d)-(.+)$", img.tag)
+        if not m or f"-{m.group(2)}" != images.TAG_SUFFIX:
+            yield Finding(("deploy", "image", "tag"), f"{img.tag!r} is not a `<yy.mm>{images.TAG_SUFFIX}` tag: "
+                          "only those NGC images carry the TensorRT-LLM backend")
+            return
+        version = images.NGC_TRTLLM.get(m.group(1))
+        if version is None:
+            yield Finding(("deploy", "image", "tag"), f"{img.tag}: specbuild does not know which TensorRT-LLM "
+                          f"container {m.group(1)} ships (its table ends at {max(images.NGC_TRTLLM)}) — pick a known "
+                          "tag, or name your own image in deploy.image.repository")
+        elif not images.supported(version):
+            yield Finding(("deploy", "image", "tag"), f"{img.tag} ships TensorRT-LLM {version}; specbuild's engines "
+                          "need 0.17 <= version <= 1.3.0rc20")
+        elif img.trtllm_version and images.release3(img.trtllm_version) != images.release3(version):
+            yield Finding(("deploy", "image", "tag"), f"{img.tag} ships TensorRT-LLM {version} but "
+                          f"deploy.image.trtllm_version is {img.trtllm_version}: engines load only in the release "
+                          "that built them", also=(("deploy", "image", "trtllm_version"),))
+
+
+def _kubernetes_findings(recipe: Recipe) -> Iterator[Finding]:
+    d = recipe.deploy
+    k = d.kubernetes
+    minor = tuple(int(x) for x in k.version.lstrip("v").split(".")[:2])
+    if spans_nodes(recipe) and minor < LWS_MIN_KUBERNETES:
+        yield Finding(("deploy", "kubernetes", "version"), f"is {k.version} but LeaderWorkerSet (a world spanning "
+                      "nodes) needs Kubernetes 1.26 or newer")
+    if minor < (1, 25):
+        yield Finding(("deploy", "kubernetes", "version"), f"is {k.version}: the bundled schemas start at 1.25")
+    a = d.autoscaling
+    if a.min_replicas > a.max_replicas:
+        yield Finding(("deploy", "autoscaling", "min_replicas"), f"is {a.min_replicas}, above max_replicas "
+                      f"{a.max_replicas}", also=(("deploy", "autoscaling", "max_replicas"),))
+    from specbuild.deploy.kubernetes import memory_for
+    from specbuild.deploy.world import world_of
+
+    memory = memory_for(k, world_of(recipe).gpus_per_pod)
+    if quantity_value(d.shm_size) > quantity_value(memory):
+        yield Finding(("deploy", "shm_size"), f"is {d.shm_size} but the pod's memory is {memory}: /dev/shm "
+                      "counts against the memory limit — raise deploy.kubernetes.memory or lower shm_size",
+                      also=(("deploy", "kubernetes", "memory"),))
+    if k.termination_grace_period_s is not None and k.termination_grace_period_s <= k.pre_stop_sleep_s + d.exit_timeout_s:
+        yield Finding(("deploy", "kubernetes", "termination_grace_period_s"), f"is {k.termination_grace_period_s} s "
+                      f"but preStop ({k.pre_stop_sleep_s} s) + exit_timeout_s ({d.exit_timeout_s} s) need more: the "
+                      "kubelet would SIGKILL tritonserver mid-drain")

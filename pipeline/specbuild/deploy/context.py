@@ -1,0 +1,146 @@
+"""Everything a bundle's files are made from, derived once from the recipe and the compile layout."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specbuild.deploy.images import ImageChoice, choose_image
+from specbuild.deploy.launch import LaunchPlan, launch_plan
+from specbuild.deploy.world import World, world_of
+from specbuild.methods import describe
+from specbuild.triton import params
+
+if TYPE_CHECKING:
+    from specbuild.plan import Layout
+    from specbuild.recipe.schema import Recipe
+
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+DEPLOYMENT_LABEL = "specbuild_deployment"  # also a Prometheus target label (PodMonitor podTargetLabels)
+MPI_DIR = "/opt/specbuild-mpi"  # where the multi-node ConfigMap (kubessh) is mounted
+
+
+def bundle_folder(layout: Layout) -> Path:
+    """deploy/<name> beside triton_repo/ (the design contract's output folders)."""
+    return Path(layout.repo_root).absolute().parent / "deploy" / layout.name
+
+
+def k8s_name(recipe: Recipe) -> str:
+    """deploy.name, else the recipe name made a DNS-1035 label of at most 40 characters."""
+    if recipe.deploy.name:
+        return recipe.deploy.name
+    name = re.sub(r"[^a-z0-9-]+", "-", recipe.name.lower()).strip("-")
+    name = re.sub(r"-{2,}", "-", name)
+    if not name or not name[0].isalpha():
+        name = f"sb-{name}".rstrip("-")
+    return name[:40].rstrip("-")
+
+
+@dataclass(frozen=True)
+class Mount:
+    what: str  # repository | engines | tokenizer
+    path: str  # absolute: the same path in the container as on the machine that compiled (config.pbtxt uses it)
+    sub_path: str  # folder inside the claim
+
+
+@dataclass(frozen=True)
+class DeployContext:
+    recipe: Recipe
+    layout: Layout
+    folder: Path
+    name: str
+    image: ImageChoice
+    world: World
+    launch: LaunchPlan
+    mounts: tuple[Mount, ...]
+
+    @property
+    def deploy(self):
+        return self.recipe.deploy
+
+    @property
+    def namespace(self) -> str:
+        return self.deploy.kubernetes.namespace
+
+    @property
+    def repository(self) -> Path:
+        return Path(self.layout.repository("target")).absolute()
+
+    @property
+    def claim(self) -> str:
+        return self.deploy.storage.claim_name or f"{self.name}-models"
+
+    @property
+    def service_account(self) -> str | None:
+        k = self.deploy.kubernetes
+        return k.service_account or (f"{self.name}-mpi" if self.world.multi_node else None)
+
+    @property
+    def ports(self) -> dict[str, int]:
+        p = self.launch.ports
+        return {"http": p["HTTP_PORT"], "grpc": p["GRPC_PORT"], "metrics": p["METRICS_PORT"]}
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"app.kubernetes.io/name": self.name, "app.kubernetes.io/instance": self.name,
+                "app.kubernetes.io/component": "server", "app.kubernetes.io/part-of": "specbuild",
+                DEPLOYMENT_LABEL: self.name}
+
+    @property
+    def selector(self) -> dict[str, str]:
+        """Labels of the serving pods (leaders only across nodes: only rank 0 opens ports)."""
+        if self.world.multi_node:
+            return {LWS_NAME: self.name, LWS_WORKER_INDEX: "0"}
+        return {"app.kubernetes.io/instance": self.name, "app.kubernetes.io/component": "server"}
+
+    @property
+    def workload_kind(self) -> str:
+        return "LeaderWorkerSet" if self.world.multi_node else self.deploy.kubernetes.workload
+
+    @property
+    def scale_model(self) -> str:
+        """The Triton model whose queue:compute ratio drives the HPA: where requests wait (the BLS runs the
+        speculative loop of draft-target and prompt lookup; otherwise the engine model)."""
+        return "tensorrt_llm_bls" if params.bls_driven(self.recipe, "target") else "tensorrt_llm"
+
+    @property
+    def publishes_acceptance(self) -> bool:
+        """The BLS counts drafted/accepted tokens as Prometheus counters (BLS-driven methods only)."""
+        return params.bls_driven(self.recipe, "target")
+
+    @property
+    def serving_model(self) -> str:
+        from specbuild.runtimes import runtime_for
+
+        return runtime_for(self.recipe).serving_model(describe(self.recipe))
+
+    @property
+    def grace_period_s(self) -> int:
+        k = self.deploy.kubernetes
+        return k.termination_grace_period_s or k.pre_stop_sleep_s + self.deploy.exit_timeout_s + 30
+
+
+def mounts_of(recipe: Recipe, layout: Layout) -> tuple[Mount, ...]:
+    """The repository, the engines it serves and the tokenizer, each mounted at its own absolute path (a folder
+    inside another mounted one is not mounted again; converted checkpoints and logs stay behind)."""
+    engines = [("draft" if m == "tensorrt_llm_draft" else "target") for m in params.core_models(recipe, "target")]
+    wanted = [("repository", Path(layout.repository("target")).absolute()),
+              *((f"{role} engine", Path(layout.engine(role)).absolute()) for role in engines),
+              ("tokenizer", recipe.tokenizer_dir.absolute())]
+    out: list[Mount] = []
+    for what, path in wanted:
+        if any(path == Path(m.path) or Path(m.path) in path.parents for m in out):
+            continue
+        out.append(Mount(what, str(path), f"{layout.name}/{what.replace(' engine', '')}"))
+    return tuple(out)
+
+
+def context(recipe: Recipe, layout: Layout, folder: Path | None = None,
+            trtllm_version: str | None = None) -> DeployContext:
+    repository = Path(layout.repository("target")).absolute()
+    return DeployContext(recipe=recipe, layout=layout, folder=Path(folder or bundle_folder(layout)).absolute(),
+                         name=k8s_name(recipe), image=choose_image(recipe, trtllm_version), world=world_of(recipe),
+                         launch=launch_plan(recipe, repository), mounts=mounts_of(recipe, layout))

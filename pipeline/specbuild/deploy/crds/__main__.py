@@ -1,0 +1,3 @@
+from specbuild.deploy.crds import main
+
+raise SystemExit(main())

@@ -1,0 +1,94 @@
+"""Which NGC image serves a recipe: `nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3`, chosen by the
+TensorRT-LLM release that built the engines (scale-out fact sheet §1.1).
+
+The table is NVIDIA's (triton-inference-server/server docs/introduction/compatibility.md, the trtllm-python-py3
+rows). The Triton server version of a container is not computed: only the container tag matters here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from specbuild.trtllm.version import version_supported
+
+if TYPE_CHECKING:
+    from specbuild.recipe.schema import Recipe
+
+NGC_REPOSITORY = "nvcr.io/nvidia/tritonserver"
+TAG_SUFFIX = "-trtllm-python-py3"
+# container <yy.mm> -> the TensorRT-LLM release inside it
+NGC_TRTLLM: dict[str, str] = {
+    "26.07": "1.2.1", "26.06": "1.2.1", "26.05": "1.2.1", "26.04": "1.2.1",
+    "26.03": "1.2.0",
+    "26.02": "1.1.0", "26.01": "1.1.0", "25.12": "1.1.0",
+    "25.11": "1.0.3.2510",
+    "25.10": "1.0.0", "25.09": "1.0.0",
+    "25.08": "0.21.0",
+    "25.07": "0.20.0", "25.06": "0.20.0",
+    "25.05": "0.19.0",
+    "25.04": "0.18.2", "25.03": "0.18.0",
+    "25.02": "0.17.0.post1", "25.01": "0.17.0",
+    "24.12": "0.16.0", "24.11": "0.15.0", "24.10": "0.14.0", "24.09": "0.13.0", "24.08": "0.12.0",
+    "24.07": "0.11.0", "24.06": "0.10.0", "24.05": "0.9.0", "24.04": "0.9.0",
+}
+_TAG = re.compile(r"^(?P<yymm>\d\d\.\d\d)" + re.escape(TAG_SUFFIX) + "$")
+
+
+def release3(version: str) -> tuple[int, ...]:
+    """(major, minor, patch) of '1.2.1', '0.17.0.post1', '1.2.0rc6' ('1.0.3.2510' -> (1, 0, 3))."""
+    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", version)
+    if not m:
+        raise ValueError(f"not a TensorRT-LLM version: {version!r}")
+    return tuple(int(g or 0) for g in m.groups())
+
+
+def supported(version: str) -> bool:
+    """The engine flavour's version policy (specbuild.trtllm.version)."""
+    return version_supported(version)
+
+
+def newest_supported() -> str:
+    return max((v for v in NGC_TRTLLM.values() if supported(v)), key=release3)
+
+
+def tag_for(trtllm_version: str) -> str | None:
+    """The newest container tag whose TensorRT-LLM has this major.minor.patch, or None."""
+    want = release3(trtllm_version)
+    tags = [yymm for yymm, v in NGC_TRTLLM.items() if release3(v) == want]
+    return max(tags) + TAG_SUFFIX if tags else None
+
+
+def trtllm_of_tag(tag: str) -> str | None:
+    m = _TAG.match(tag)
+    return NGC_TRTLLM.get(m.group("yymm")) if m else None
+
+
+@dataclass(frozen=True)
+class ImageChoice:
+    repository: str
+    tag: str
+    trtllm_version: str | None  # None: an image specbuild cannot map (a custom repository)
+    why: str
+
+    @property
+    def reference(self) -> str:
+        return f"{self.repository}:{self.tag}"
+
+
+def choose_image(recipe: Recipe, trtllm_version: str | None = None) -> ImageChoice:
+    """The image of the bundle: deploy.image.tag when given, else the tag of the TensorRT-LLM release that built
+    the engines (`trtllm_version`, from compile), else of deploy.image.trtllm_version, else the newest supported.
+    Raises ValueError when no tag fits (deploy_findings reports it against the recipe first)."""
+    img = recipe.deploy.image
+    if img.tag:
+        known = trtllm_of_tag(img.tag) if img.repository == NGC_REPOSITORY else None
+        return ImageChoice(img.repository, img.tag, known, "deploy.image.tag")
+    version = img.trtllm_version or trtllm_version or newest_supported()
+    tag = tag_for(version)
+    if tag is None:
+        raise ValueError(f"no NGC tritonserver image ships TensorRT-LLM {version}")
+    why = ("deploy.image.trtllm_version" if img.trtllm_version else
+           "the TensorRT-LLM that built the engines" if trtllm_version else "the newest TensorRT-LLM specbuild supports")
+    return ImageChoice(img.repository, tag, version, f"{why} ({version})")

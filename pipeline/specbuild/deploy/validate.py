@@ -1,0 +1,665 @@
+"""Validate a bundle without a cluster (scale-out fact sheet §4.4).
+
+1. Schemas, strict (unknown fields are errors):
+   - every Kubernetes object against the schemas of `deploy.kubernetes.version`, with the kubernetes-validate
+     package (`kubernetes_validate.validate(doc, version, strict=True)`);
+   - LeaderWorkerSet, PodMonitor, PrometheusRule against their published CRD schemas (specbuild.deploy.crds, made
+     strict), their root metadata as ObjectMeta, and the LeaderWorkerSet's pod templates as core PodTemplates of the
+     stated version; plus the LeaderWorkerSet webhook's rules, which its schema does not carry.
+2. Cross-checks against the recipe and, when compiled, the repository on disk: world size = tp * pp = pods x GPUs
+   per pod; the container command is exactly the repository's launch command (Slurm: each rank is the script's);
+   ports agree with the repository's launch script and the recipe; probes hit /v2/health/live and /v2/health/ready
+   on the HTTP port; /dev/shm is a memory volume within the memory limit; every path config.pbtxt reads is mounted;
+   selectors match the pods; the HPA scales the workload on a recorded metric; the draft and target engines run on
+   the GPUs the recipe names, inside the pod's GPUs.
+
+Each problem is a BundleFinding: file, field path, message. `check_bundle` raises them as one UserError.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from specbuild.deploy import crds
+from specbuild.deploy.context import LWS_NAME, LWS_WORKER_INDEX, DeployContext, context
+from specbuild.deploy.kubernetes import CONTAINER, LIVE_PATH, READY_PATH
+from specbuild.deploy.launch import ScriptFormatError, expand, parse_script
+from specbuild.deploy.monitoring import QUEUE_COMPUTE
+from specbuild.deploy.schema import quantity_value
+from specbuild.deploy.slurm import RANKS_SCRIPT
+from specbuild.deploy.yamlio import load_all
+from specbuild.errors import UserError
+
+if TYPE_CHECKING:
+    from specbuild.plan import Layout
+    from specbuild.recipe.schema import Recipe
+
+KUSTOMIZATION = "kustomization.yaml"
+EXTRA_FILES = ("loader-pod.yaml",)  # validated, not applied by -k
+INSTALL = "pip install 'specbuild[deploy]' (kubernetes-validate)"
+IMAGE_PATHS = ("/opt/tritonserver/",)  # paths inside the NGC image, not on the claim
+
+
+@dataclass(frozen=True)
+class BundleFinding:
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field}: {self.message}" if self.field else f"{self.file}: {self.message}"
+
+
+def fmt(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+@dataclass(frozen=True)
+class Doc:
+    file: str
+    index: int
+    body: dict
+
+    @property
+    def kind(self) -> str:
+        return str(self.body.get("kind"))
+
+    @property
+    def name(self) -> str:
+        return str((self.body.get("metadata") or {}).get("name"))
+
+    def finding(self, field: Any, message: str) -> BundleFinding:
+        where = fmt(field) if not isinstance(field, str) else field
+        prefix = f"{self.kind} {self.name}" + (f" (document {self.index + 1})" if self.index else "")
+        return BundleFinding(self.file, where, f"{prefix}: {message}")
+
+
+# --- loading ---------------------------------------------------------------------------------------------------
+
+def load_bundle(folder: Path) -> tuple[list[Doc], list[Doc], list[BundleFinding]]:
+    """(applied documents from the kustomization, extra documents, problems reading them)."""
+    problems: list[BundleFinding] = []
+    kust_path = folder / KUSTOMIZATION
+    if not kust_path.is_file():
+        return [], [], [BundleFinding(KUSTOMIZATION, "", "missing — recompile to write the bundle")]
+    try:
+        kust = load_all(kust_path.read_text())[0]
+    except Exception as e:  # ruamel's errors carry the position
+        return [], [], [BundleFinding(KUSTOMIZATION, "", f"not YAML: {e}")]
+    resources = kust.get("resources") or []
+    docs: list[Doc] = []
+    for rel in resources:
+        path = folder / rel
+        if not path.is_file():
+            problems.append(BundleFinding(KUSTOMIZATION, "resources", f"lists {rel}, which does not exist"))
+            continue
+        try:
+            docs += [Doc(rel, i, d) for i, d in enumerate(load_all(path.read_text()))]
+        except Exception as e:
+            problems.append(BundleFinding(rel, "", f"not YAML: {e}"))
+    extra = []
+    for rel in EXTRA_FILES:
+        if (folder / rel).is_file():
+            extra += [Doc(rel, i, d) for i, d in enumerate(load_all((folder / rel).read_text()))]
+    listed = set(resources)
+    for path in sorted(folder.glob("*.yaml")):
+        if path.name not in listed and path.name not in EXTRA_FILES and path.name != KUSTOMIZATION:
+            problems.append(BundleFinding(path.name, "", "is not in kustomization.yaml resources: add it or remove it"))
+    return docs, extra, problems
+
+
+# --- 1. schemas ------------------------------------------------------------------------------------------------
+
+def schema_validation_available() -> bool:
+    try:
+        import jsonschema  # noqa: F401
+        import kubernetes_validate  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _kv(body: dict, version: str) -> tuple[Any, str] | None:
+    """(jsonschema error or None, what failed) of a core object, or None when kubernetes-validate has no schema."""
+    import kubernetes_validate
+    from kubernetes_validate.utils import SchemaNotFoundError
+
+    try:
+        kubernetes_validate.validate(body, version, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        return e, "schema"
+    except SchemaNotFoundError:
+        return None
+    return False, ""
+
+
+def schema_findings(docs: list[Doc], version: str) -> Iterator[BundleFinding]:
+    import jsonschema
+    import kubernetes_validate
+    from kubernetes_validate.utils import VersionNotSupportedError
+
+    try:
+        kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}, version)
+    except VersionNotSupportedError:
+        from kubernetes_validate.utils import all_versions
+
+        known = sorted({v.rsplit(".", 1)[0] for v in all_versions()}, key=lambda v: tuple(map(int, v.split("."))))
+        yield BundleFinding("(recipe)", "deploy.kubernetes.version", f"{version}: kubernetes-validate "
+                            f"{kubernetes_validate.__version__} has schemas for {known[0]}..{known[-1]} only — "
+                            "pick one of those or upgrade kubernetes-validate")
+        return
+    for doc in docs:
+        body = doc.body
+        result = _kv(body, version)
+        if result is None:
+            schema = crds.schema_for(str(body.get("apiVersion")), doc.kind)
+            if schema is None:
+                yield doc.finding("", f"no schema for {body.get('apiVersion')} {doc.kind} in Kubernetes {version} "
+                                  "nor among specbuild's CRDs: it cannot be validated")
+                continue
+            validator = jsonschema.Draft7Validator(crds.strict(schema))
+            for err in sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path)):
+                yield doc.finding(list(err.absolute_path),
+                                  f"{err.message} (CRD {crds.provenance(str(body['apiVersion']), doc.kind)})")
+            wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": body.get("metadata")}
+            err, _ = _kv(wrapped, version) or (None, "")
+            if err:
+                yield doc.finding(list(err.path), f"{err.message} (ObjectMeta)")
+            yield from _lws_templates(doc, version)
+            yield from _lws_webhook(doc)
+        elif result[0]:
+            err = result[0]
+            yield doc.finding(list(err.path), f"{err.message} (Kubernetes {err.version} schema, strict)")
+
+
+def _lws_templates(doc: Doc, version: str) -> Iterator[BundleFinding]:
+    if doc.kind != "LeaderWorkerSet":
+        return
+    lwt = (doc.body.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    for key in ("leaderTemplate", "workerTemplate"):
+        if key not in lwt:
+            continue
+        wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "template"}, "template": lwt[key]}
+        err, _ = _kv(wrapped, version) or (None, "")
+        if err:
+            path = ["spec", "leaderWorkerTemplate", key, *list(err.path)[1:]]
+            yield doc.finding(path, f"{err.message} (core PodTemplateSpec of Kubernetes {err.version}, strict)")
+
+
+def _lws_webhook(doc: Doc) -> Iterator[BundleFinding]:
+    """kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go rules the CRD schema does not carry."""
+    if doc.kind != "LeaderWorkerSet":
+        return
+    spec = doc.body.get("spec") or {}
+    replicas = spec.get("replicas", 1)
+    size = (spec.get("leaderWorkerTemplate") or {}).get("size", 1)
+    if isinstance(replicas, int) and not 0 <= replicas <= 1_000_000:
+        yield doc.finding("spec.replicas", f"{replicas} is outside 0..1000000 (LWS webhook)")
+    if isinstance(size, int) and size < 1:
+        yield doc.finding("spec.leaderWorkerTemplate.size", f"{size} must be at least 1 (LWS webhook)")
+    if isinstance(replicas, int) and isinstance(size, int) and replicas * size > 2**31 - 1:
+        yield doc.finding("spec.replicas", "replicas x size exceeds MaxInt32 (LWS webhook)")
+    conf = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
+    if conf.get("maxUnavailable", 1) in (0, "0%") and conf.get("maxSurge", 0) in (0, "0%"):
+        yield doc.finding("spec.rolloutStrategy.rollingUpdateConfiguration.maxUnavailable",
+                          "must not be 0 when maxSurge is 0 (LWS webhook)")
+
+
+# --- 2. cross-checks -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PodTemplate:
+    doc: Doc
+    path: list
+    role: str  # single | leader | worker
+    body: dict
+
+    def container(self) -> tuple[list, dict] | tuple[None, None]:
+        for i, c in enumerate((self.body.get("spec") or {}).get("containers") or []):
+            if c.get("name") == CONTAINER:
+                return [*self.path, "spec", "containers", i], c
+        return None, None
+
+
+def pod_templates(doc: Doc) -> list[PodTemplate]:
+    spec = doc.body.get("spec") or {}
+    if doc.kind in ("Deployment", "StatefulSet"):
+        return [PodTemplate(doc, ["spec", "template"], "single", spec.get("template") or {})]
+    if doc.kind == "LeaderWorkerSet":
+        lwt = spec.get("leaderWorkerTemplate") or {}
+        out = [PodTemplate(doc, ["spec", "leaderWorkerTemplate", "leaderTemplate"], "leader",
+                           lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {})]
+        if "workerTemplate" in lwt:
+            out.append(PodTemplate(doc, ["spec", "leaderWorkerTemplate", "workerTemplate"], "worker",
+                                   lwt["workerTemplate"]))
+        return out
+    return []
+
+
+def _pbtxt_parameters(text: str) -> dict[str, str]:
+    return dict(re.findall(r'key:\s*"([^"]+)"\s*value\s*\{\s*string_value:\s*"([^"]*)"', text))
+
+
+def repository_facts(ctx: DeployContext) -> dict[str, Any]:
+    """What the compiled repository on disk says (empty when not compiled yet)."""
+    repo = ctx.repository
+    facts: dict[str, Any] = {"paths": set(), "gpu_device_ids": {}, "models": set()}
+    if not repo.is_dir():
+        return facts
+    for config in sorted(repo.glob("*/config.pbtxt")):
+        model = config.parent.name
+        facts["models"].add(model)
+        params = _pbtxt_parameters(config.read_text())
+        for key, value in params.items():
+            if value.startswith("/") and not value.startswith(IMAGE_PATHS):
+                facts["paths"].add((f"{model}/config.pbtxt {key}", value))
+        if "gpu_device_ids" in params:
+            facts["gpu_device_ids"][model] = [int(x) for x in params["gpu_device_ids"].split(",") if x.strip()]
+    script = ctx.launch.script
+    facts["script"] = script.read_text() if script.is_file() else None
+    return facts
+
+
+def _under(path: str, mounts: list[str]) -> bool:
+    p = Path(path)
+    return any(p == Path(m) or Path(m) in p.parents for m in mounts)
+
+
+def cross_findings(ctx: DeployContext, docs: list[Doc], folder: Path) -> Iterator[BundleFinding]:
+    from specbuild.triton.launch import launch_script
+
+    recipe, w = ctx.recipe, ctx.world
+    facts = repository_facts(ctx)
+    expected_script = launch_script(recipe, "target")
+    script_ports = ctx.launch.ports
+    if facts.get("script") is not None:
+        if facts["script"] != expected_script:
+            yield BundleFinding(str(ctx.launch.script), "", "the repository's launch script is not the one this "
+                                "recipe implies (stale repository) — recompile")
+        try:
+            script_ports = parse_script(facts["script"]).ports
+        except ScriptFormatError as e:
+            yield BundleFinding(str(ctx.launch.script), "", f"cannot read its ports and ranks ({e}) — recompile")
+    t = recipe.triton
+    recipe_ports = {"http": t.http_port, "grpc": t.grpc_port, "metrics": t.metrics_port}
+    repo_ports = {"http": script_ports["HTTP_PORT"], "grpc": script_ports["GRPC_PORT"],
+                  "metrics": script_ports["METRICS_PORT"]}
+    for name in recipe_ports:
+        if recipe_ports[name] != repo_ports[name]:
+            yield BundleFinding(str(ctx.launch.script), f"{name.upper()}_PORT", f"{repo_ports[name]} but recipe "
+                                f"triton.{name}_port is {recipe_ports[name]} — recompile the repository")
+
+    by_kind: dict[str, list[Doc]] = {}
+    for d in docs:
+        by_kind.setdefault(d.kind, []).append(d)
+        ns = (d.body.get("metadata") or {}).get("namespace")
+        if ns != ctx.namespace:
+            yield d.finding("metadata.namespace", f"{ns!r} but deploy.kubernetes.namespace is {ctx.namespace!r}")
+    workloads = [d for d in docs if pod_templates(d)]
+    if len(workloads) != 1 or workloads[0].kind != ctx.workload_kind:
+        yield BundleFinding(KUSTOMIZATION, "resources", f"needs exactly one {ctx.workload_kind} (world of "
+                            f"{w.world_size} rank(s) on {w.nodes} node(s)); found "
+                            f"{', '.join(d.kind for d in workloads) or 'none'}")
+        return
+    wl = workloads[0]
+    templates = pod_templates(wl)
+    yield from _world(ctx, wl, templates, facts)
+    for tpl in templates:
+        yield from _container(ctx, tpl, repo_ports, facts)
+    serving = templates[0]
+    yield from _selectors(ctx, by_kind, wl, serving)
+    yield from _hpa_and_rules(ctx, by_kind, wl, facts)
+    yield from _slurm(ctx, folder, facts)
+
+
+def _gpus(ctx: DeployContext, tpl: PodTemplate) -> tuple[list, int | None]:
+    path, c = tpl.container()
+    if c is None:
+        return [], None
+    limits = (c.get("resources") or {}).get("limits") or {}
+    value = limits.get(ctx.deploy.kubernetes.gpu_resource)
+    try:
+        return path, int(quantity_value(str(value))) if value is not None else None
+    except ValueError:
+        return path, None
+
+
+def _world(ctx: DeployContext, wl: Doc, templates: list[PodTemplate], facts: dict) -> Iterator[BundleFinding]:
+    recipe, w = ctx.recipe, ctx.world
+    gpu = ctx.deploy.kubernetes.gpu_resource
+    tp, pp = recipe.build.tp_size, recipe.build.pp_size
+    lwt = (wl.body.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    pods = lwt.get("size", 1) if wl.kind == "LeaderWorkerSet" else 1
+    for tpl in templates:
+        path, n = _gpus(ctx, tpl)
+        if n is None:
+            yield wl.finding([*path, "resources", "limits"], f"no {gpu} limit: the device plugin gives GPUs by limits")
+            continue
+        requests = ((tpl.container()[1] or {}).get("resources") or {}).get("requests") or {}
+        if gpu in requests and str(requests[gpu]) != str(((tpl.container()[1].get("resources") or {})
+                                                          .get("limits") or {}).get(gpu)):
+            yield wl.finding([*path, "resources", "requests", gpu], "must equal the limit (device plugin)")
+        if n != w.gpus_per_pod:
+            yield wl.finding([*path, "resources", "limits", gpu], f"{n} GPU(s) per pod but the recipe's world needs "
+                             f"{w.gpus_per_pod} ({w.mode} mode, gpu_device_ids {w.engine_gpus})")
+        if w.mode == "leader" and tpl is templates[0]:
+            used = min(len(set(recipe.triton.gpu_device_ids)), n)
+            if pods * used != tp * pp:
+                yield wl.finding("spec.leaderWorkerTemplate.size" if wl.kind == "LeaderWorkerSet" else
+                                 [*path, "resources", "limits", gpu],
+                                 f"world size tp*pp = {tp}*{pp} = {tp * pp} but {pods} pod(s) x {used} GPU(s) per pod "
+                                 f"run {pods * used} rank(s) — one rank per GPU in leader mode")
+        for model, ids in w.engine_gpus.items():
+            outside = [i for i in ids if i >= n]
+            if outside:
+                yield wl.finding([*path, "resources", "limits", gpu], f"{model} runs on GPU(s) {ids} but the pod "
+                                 f"has {n} (GPU ids in a pod count from 0)")
+    if pods != w.nodes:
+        yield wl.finding("spec.leaderWorkerTemplate.size" if wl.kind == "LeaderWorkerSet" else "kind",
+                         f"{pods} pod(s) per replica but tp*pp = {tp * pp} on {ctx.deploy.gpus_per_node} GPUs per "
+                         f"node needs {w.nodes}")
+    for model, ids in facts["gpu_device_ids"].items():
+        want = w.engine_gpus.get(model)
+        if want is not None and ids != want:
+            yield BundleFinding(f"{ctx.repository}/{model}/config.pbtxt", "gpu_device_ids",
+                                f"{ids} but the recipe names {want} — recompile the repository")
+    yield from _engine_mapping(ctx)
+    if w.mode == "orchestrator" and "tensorrt_llm_bls" not in facts["models"] and facts["models"]:
+        yield BundleFinding(str(ctx.repository), "tensorrt_llm_bls", "missing: draft-target is served by the BLS")
+
+
+def _engine_mapping(ctx: DeployContext) -> Iterator[BundleFinding]:
+    """A built target engine's mapping must be the world's (tensorrtllm_backend asserts gpusPerNode of config.json
+    against the node across nodes: NVIDIA EKS tutorial "3. Deploy_Triton.md")."""
+    import json
+
+    config = Path(ctx.layout.engine("target")).absolute() / "config.json"
+    if not config.is_file():
+        return
+    try:
+        mapping = (json.loads(config.read_text()).get("pretrained_config") or {}).get("mapping") or {}
+    except (OSError, ValueError):
+        return
+    b = ctx.recipe.build
+    if mapping.get("world_size") not in (None, b.tp_size * b.pp_size):
+        yield BundleFinding(str(config), "pretrained_config.mapping.world_size", f"{mapping['world_size']} but tp_size"
+                            f" * pp_size = {b.tp_size * b.pp_size} — rebuild the engine")
+    if ctx.world.multi_node and mapping.get("gpus_per_node") not in (None, ctx.deploy.gpus_per_node):
+        yield BundleFinding(str(config), "pretrained_config.mapping.gpus_per_node", f"{mapping['gpus_per_node']} but "
+                            f"deploy.gpus_per_node is {ctx.deploy.gpus_per_node}: the backend checks it against the "
+                            "node's GPUs — convert the checkpoint with that gpus_per_node")
+
+
+def _container(ctx: DeployContext, tpl: PodTemplate, ports: dict[str, int], facts: dict) -> Iterator[BundleFinding]:
+    doc = tpl.doc
+    path, c = tpl.container()
+    if c is None:
+        yield doc.finding([*tpl.path, "spec", "containers"], f"no container named {CONTAINER!r}")
+        return
+    command = list(c.get("command") or []) + list(c.get("args") or [])
+    expected = ctx.launch.container_argv
+    if tpl.role == "single" and command != expected:
+        yield doc.finding([*path, "command"], f"{shlex.join(command)!r} is not the repository's launch command "
+                          f"{shlex.join(expected)!r}")
+    if tpl.role == "leader":
+        script = command[2] if command[:2] == ["bash", "-c"] and len(command) == 3 else ""
+        last = [ln for ln in script.strip().splitlines() if ln.strip()][-1:] or [""]
+        if last[0].strip() != "exec " + shlex.join(expected):
+            yield doc.finding([*path, "command"], f"the leader must end by exec-ing the repository's launch command "
+                              f"{shlex.join(expected)!r}; its last line is {last[0].strip()!r}")
+    if tpl.role != "worker":
+        declared = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
+        for i, p in enumerate(c.get("ports") or []):
+            want = ports.get(p.get("name"))
+            if want is None:
+                yield doc.finding([*path, "ports", i, "name"], f"{p.get('name')!r} is not a Triton port (http, grpc, "
+                                  "metrics)")
+            elif p.get("containerPort") != want:
+                yield doc.finding([*path, "ports", i, "containerPort"], f"{p.get('containerPort')} but the "
+                                  f"repository serves {p.get('name')} on {want} (launch_triton.sh, recipe "
+                                  f"triton.{p.get('name')}_port)")
+        for name in ports:
+            if name not in declared:
+                yield doc.finding([*path, "ports"], f"no port named {name!r}")
+        for key, want_path in (("startupProbe", READY_PATH), ("readinessProbe", READY_PATH),
+                               ("livenessProbe", LIVE_PATH)):
+            probe = c.get(key)
+            if not probe:
+                yield doc.finding([*path, key], f"missing: Triton answers {want_path} once it is "
+                                  f"{'live' if want_path == LIVE_PATH else 'ready'}")
+                continue
+            get = probe.get("httpGet") or {}
+            if get.get("path") != want_path:
+                yield doc.finding([*path, key, "httpGet", "path"], f"{get.get('path')!r}: Triton serves "
+                                  f"{want_path} for this probe (/v2/health/live, /v2/health/ready)")
+            port = get.get("port")
+            if port != "http" and port != ports["http"]:
+                yield doc.finding([*path, key, "httpGet", "port"], f"{port!r} is not the HTTP port "
+                                  f"({ports['http']}, named http)")
+    yield from _volumes(ctx, tpl, path, c, facts)
+
+
+def _volumes(ctx: DeployContext, tpl: PodTemplate, path: list, c: dict, facts: dict) -> Iterator[BundleFinding]:
+    doc = tpl.doc
+    spec = tpl.body.get("spec") or {}
+    vols = {v.get("name"): v for v in spec.get("volumes") or []}
+    mounts = c.get("volumeMounts") or []
+    shm = [m for m in mounts if m.get("mountPath") == "/dev/shm"]
+    if not shm:
+        yield doc.finding([*path, "volumeMounts"], "no /dev/shm mount: the python backend and NCCL need more than "
+                          "the runtime's default (Docker: 64 MB)")
+    else:
+        vol = vols.get(shm[0].get("name")) or {}
+        empty = vol.get("emptyDir") or {}
+        if empty.get("medium") != "Memory":
+            yield doc.finding([*tpl.path, "spec", "volumes"], "/dev/shm must be an emptyDir with medium: Memory")
+        limit = ((c.get("resources") or {}).get("limits") or {}).get("memory")
+        if limit and empty.get("sizeLimit"):
+            if quantity_value(str(empty["sizeLimit"])) > quantity_value(str(limit)):
+                yield doc.finding([*path, "resources", "limits", "memory"], f"{limit} is below the /dev/shm "
+                                  f"sizeLimit {empty['sizeLimit']}: shared memory counts against it")
+    mounted = [m.get("mountPath") for m in mounts if m.get("name") in vols]
+    needed = [(f"{m.what} (config.pbtxt)", m.path) for m in ctx.mounts] + sorted(facts["paths"])
+    for what, p in needed:
+        if not _under(p, mounted):
+            yield doc.finding([*path, "volumeMounts"], f"{p} ({what}) is not mounted: the pod would not find it")
+
+
+def _labels_match(selector: dict, labels: dict, lws: str | None) -> bool:
+    for k, v in selector.items():
+        if lws and k == LWS_NAME and v == lws:
+            continue
+        if lws and k == LWS_WORKER_INDEX and v == "0":
+            continue
+        if labels.get(k) != v:
+            return False
+    return True
+
+
+def _selectors(ctx: DeployContext, by_kind: dict, wl: Doc, serving: PodTemplate) -> Iterator[BundleFinding]:
+    labels = (serving.body.get("metadata") or {}).get("labels") or {}
+    lws = wl.name if wl.kind == "LeaderWorkerSet" else None
+    if wl.kind != "LeaderWorkerSet":
+        sel = ((wl.body.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        if not _labels_match(sel, labels, None):
+            yield wl.finding("spec.selector.matchLabels", "does not match the pod template's labels")
+    _, c = serving.container()
+    port_names = {p.get("name") for p in (c or {}).get("ports") or []}
+    for d in by_kind.get("Service", []):
+        spec = d.body.get("spec") or {}
+        if not _labels_match(spec.get("selector") or {}, labels, lws):
+            yield d.finding("spec.selector", "selects no serving pod of the workload")
+        for i, p in enumerate(spec.get("ports") or []):
+            if p.get("targetPort") not in port_names or p.get("port") != ctx.ports.get(p.get("name")):
+                yield d.finding(["spec", "ports", i], f"{p.get('name')}: port {p.get('port')} -> "
+                                f"{p.get('targetPort')} does not reach the container's {p.get('name')} port")
+    for d in by_kind.get("PodMonitor", []):
+        spec = d.body.get("spec") or {}
+        if not _labels_match((spec.get("selector") or {}).get("matchLabels") or {}, labels, lws):
+            yield d.finding("spec.selector.matchLabels", "selects no serving pod of the workload")
+        for i, ep in enumerate(spec.get("podMetricsEndpoints") or []):
+            if ep.get("port") not in port_names or ctx.ports.get(ep.get("port")) != ctx.ports["metrics"]:
+                yield d.finding(["spec", "podMetricsEndpoints", i, "port"], f"{ep.get('port')!r} is not the "
+                                "container's metrics port")
+    for kind in ("PodMonitor", "PrometheusRule"):
+        for d in by_kind.get(kind, []):
+            release = ((d.body.get("metadata") or {}).get("labels") or {}).get("release")
+            if release != ctx.deploy.monitoring.prometheus_release:
+                yield d.finding("metadata.labels.release", f"{release!r}: kube-prometheus-stack selects "
+                                f"release={ctx.deploy.monitoring.prometheus_release!r} (deploy.monitoring)")
+
+
+def _hpa_and_rules(ctx: DeployContext, by_kind: dict, wl: Doc, facts: dict) -> Iterator[BundleFinding]:
+    records = {}
+    for d in by_kind.get("PrometheusRule", []):
+        for gi, group in enumerate((d.body.get("spec") or {}).get("groups") or []):
+            for ri, rule in enumerate(group.get("rules") or []):
+                if ("record" in rule) == ("alert" in rule):
+                    yield d.finding(["spec", "groups", gi, "rules", ri], "set exactly one of record and alert")
+                if "record" in rule:
+                    records[rule["record"]] = (d, ["spec", "groups", gi, "rules", ri, "expr"], str(rule.get("expr")))
+    if QUEUE_COMPUTE in records:
+        d, path, expr = records[QUEUE_COMPUTE]
+        models = set(re.findall(r'model="([^"]+)"', expr))
+        if models != {ctx.scale_model}:
+            yield d.finding(path, f"should read model {ctx.scale_model!r} only (found {sorted(models)})")
+        elif facts["models"] and ctx.scale_model not in facts["models"]:
+            yield d.finding(path, f"model {ctx.scale_model!r} is not in the repository {ctx.repository}")
+    for d in by_kind.get("HorizontalPodAutoscaler", []):
+        spec = d.body.get("spec") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        want_api = "leaderworkerset.x-k8s.io/v1" if wl.kind == "LeaderWorkerSet" else "apps/v1"
+        if (ref.get("kind"), ref.get("name"), ref.get("apiVersion")) != (wl.kind, wl.name, want_api):
+            yield d.finding("spec.scaleTargetRef", f"{ref} does not name the workload {want_api} {wl.kind} {wl.name}")
+        for i, m in enumerate(spec.get("metrics") or []):
+            name = ((m.get("pods") or {}).get("metric") or {}).get("name")
+            if name not in records:
+                yield d.finding(["spec", "metrics", i], f"metric {name!r} is recorded by no PrometheusRule here")
+        if spec.get("minReplicas", 1) > spec.get("maxReplicas", 0):
+            yield d.finding("spec.minReplicas", "exceeds maxReplicas")
+
+
+def _slurm(ctx: DeployContext, folder: Path, facts: dict) -> Iterator[BundleFinding]:
+    w = ctx.world
+    sbatch_rel = f"slurm/{ctx.name}.sbatch"
+    sbatch, ranks = folder / sbatch_rel, folder / "slurm" / RANKS_SCRIPT
+    if not sbatch.is_file() or not ranks.is_file():
+        yield BundleFinding("slurm", "", f"missing {sbatch_rel} or slurm/{RANKS_SCRIPT} — recompile")
+        return
+    text = sbatch.read_text()
+    opts = dict(re.findall(r"^#SBATCH --([a-z-]+)=(\S+)$", text, re.M))
+    tasks = 1 if ctx.launch.tasks_run_script else w.ranks_per_node
+    for key, want in (("nodes", w.nodes), ("ntasks-per-node", tasks), ("gpus-per-node", w.gpus_per_pod)):
+        if opts.get(key) != str(want):
+            yield BundleFinding(sbatch_rel, f"#SBATCH --{key}", f"{opts.get(key)} but the world needs {want} "
+                                f"({w.world_size} rank(s), {w.nodes} node(s) x {w.gpus_per_pod} GPU(s))")
+    srun = [ln for ln in text.splitlines() if ln.startswith("srun ") and RANKS_SCRIPT in ln]
+    mpi = "--mpi=none" if ctx.launch.tasks_run_script else "--mpi=pmix"
+    if len(srun) != 1 or mpi not in srun[0] or f"--ntasks={tasks * w.nodes}" not in srun[0]:
+        yield BundleFinding(sbatch_rel, "srun", f"needs one `srun {mpi} --ntasks={tasks * w.nodes} ... "
+                            f"{RANKS_SCRIPT}` line")
+    body = ranks.read_text()
+    script = facts.get("script")
+    if ctx.launch.tasks_run_script:
+        if ("exec " + shlex.join(ctx.launch.container_argv)) not in body.splitlines():
+            yield BundleFinding(f"slurm/{RANKS_SCRIPT}", "", "must exec the repository's launch command "
+                                f"{shlex.join(ctx.launch.container_argv)!r}")
+        return
+    expected = ctx.launch.rank_argv
+    if script is not None:  # the ranks of the repository's script on disk, with the image's paths
+        try:
+            parts = parse_script(script)
+            values = {"TRITONSERVER": expected[0][0], "REPO": str(ctx.repository),
+                      **{k: str(v) for k, v in parts.ports.items()}}
+            extra = [f"--exit-timeout-secs={ctx.deploy.exit_timeout_s}"]
+            expected = [expand(seg, values, extra) for seg in parts.segments]
+        except (ScriptFormatError, IndexError):
+            pass
+    exports = dict(re.findall(r"^export ([A-Z_]+)=(\S+)$", body, re.M))
+    want_env = parse_script(script).env if script is not None else ctx.launch.env
+    if exports != want_env:
+        yield BundleFinding(f"slurm/{RANKS_SCRIPT}", "export", f"{exports} but the repository's launch script "
+                            f"exports {want_env}")
+    found = {int(m.group(1)): shlex.split(m.group(2))
+             for m in re.finditer(r"^  (\d+)\) exec (.*) ;;$", body, re.M)}
+    if sorted(found) != list(range(len(expected))):
+        yield BundleFinding(f"slurm/{RANKS_SCRIPT}", "case", f"ranks {sorted(found)} but the repository's mpirun "
+                            f"line has {len(expected)} (0..{len(expected) - 1})")
+    for rank, argv in found.items():
+        if rank < len(expected) and argv != expected[rank]:
+            yield BundleFinding(f"slurm/{RANKS_SCRIPT}", f"rank {rank}", f"{shlex.join(argv)!r} is not rank {rank} of "
+                                f"the repository's launch script: {shlex.join(expected[rank])!r}")
+
+
+# --- 3. kubectl kustomize --------------------------------------------------------------------------------------
+
+def kubectl_binary() -> str | None:
+    return shutil.which("kubectl")
+
+
+def render_kustomize(folder: Path, kubectl: str | None = None) -> list[dict]:
+    """`kubectl kustomize <folder>` (no cluster needed), parsed. UserError when kubectl fails or is absent."""
+    binary = kubectl or kubectl_binary()
+    if binary is None:
+        raise UserError("kubectl is not on PATH: install it to render the bundle with kubectl kustomize")
+    run = subprocess.run([binary, "kustomize", str(folder)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "KUBECONFIG": "/dev/null"})
+    if run.returncode != 0:
+        raise UserError(f"kubectl kustomize {folder} failed: {run.stderr.strip()[-800:]}")
+    return load_all(run.stdout)
+
+
+# --- entry points ----------------------------------------------------------------------------------------------
+
+def validate_bundle(folder: Path, recipe: Recipe, layout: Layout, *, schemas: bool | None = True,
+                    bundle_folder: Path | None = None, kubectl: bool = False) -> list[BundleFinding]:
+    """Every problem of the bundle in `folder` (written for `bundle_folder`, default `folder`).
+
+    schemas: True: strict schema validation (UserError when kubernetes-validate is missing); None: when
+    installed; False: cross-checks only. kubectl: also render with `kubectl kustomize` and validate its output."""
+    folder = Path(folder)
+    if schemas and not schema_validation_available():
+        raise UserError(f"validating a bundle against the Kubernetes schemas needs kubernetes-validate — {INSTALL}")
+    use_schemas = schema_validation_available() if schemas is None else schemas
+    from specbuild.deploy.checks import deploy_findings
+
+    recipe_problems = [BundleFinding(str(recipe.source or "(recipe)"), ".".join(map(str, f.path)), f.message)
+                       for f in deploy_findings(recipe)]
+    ctx = context(recipe, layout, bundle_folder or folder)
+    docs, extra, problems = load_bundle(folder)
+    problems = recipe_problems + problems
+    version = recipe.deploy.kubernetes.version
+    if use_schemas:
+        problems += list(schema_findings(docs + extra, version))
+    problems += list(cross_findings(ctx, docs, folder))
+    if kubectl:
+        rendered = render_kustomize(folder)
+        mine = {(d.kind, d.name) for d in docs}
+        got = {(str(d.get("kind")), str((d.get("metadata") or {}).get("name"))) for d in rendered}
+        if got != mine:
+            problems.append(BundleFinding(KUSTOMIZATION, "", f"kubectl kustomize renders {sorted(got)}, the files "
+                                          f"hold {sorted(mine)}"))
+        if use_schemas:
+            problems += [BundleFinding("(kubectl kustomize output)", f.field, f.message)
+                         for f in schema_findings([Doc("(rendered)", i, d) for i, d in enumerate(rendered)], version)]
+    return problems
+
+
+def check_bundle(folder: Path, recipe: Recipe, layout: Layout, *, schemas: bool | None = None,
+                 bundle_folder: Path | None = None, kubectl: bool = False) -> None:
+    """validate_bundle, raising the findings as one UserError."""
+    problems = validate_bundle(folder, recipe, layout, schemas=schemas, bundle_folder=bundle_folder, kubectl=kubectl)
+    if problems:
+        where = bundle_folder or folder
+        raise UserError(f"deployment bundle {where} is not valid:\n" + "\n".join(f"  {p}" for p in problems) +
+                        "\n— fix the recipe's deploy section (or triton/build values) and recompile")

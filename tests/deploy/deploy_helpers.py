@@ -1,0 +1,95 @@
+"""Helpers of the deployment-bundle tests: the tensorrt-llm example recipes and their variants, engine folders
+that carry only config.json (as trtllm-build writes it), and bundles written into a temp layout."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+from specbuild.engine_facts import expected_limits
+from specbuild.methods import describe
+from specbuild.plan import Layout
+from specbuild.recipe.schema import Recipe
+from specbuild.recipe.yaml_source import load_located
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU_RECIPES = sorted((ROOT / "recipes" / "tensorrt-llm").glob("*.yaml"))
+# the team's shared reference folder sits beside the checkout (CI lays it there); SPECBUILD_SHARED_DIR overrides
+SHARED_CRDS = Path(os.environ.get("SPECBUILD_SHARED_DIR", ROOT.parent / "shared")) / "reference" / "crds"
+
+# name -> (example recipe stem, changes {"section.key": value}); the two the issue asks for plus two more layouts
+VARIANTS = {
+    # 2 nodes of 8 GPUs: tp 8 x pp 2, gpu_device_ids lists one node's GPUs
+    "tp8-pp2-2nodes": ("none", {"name": "trt-tp8-pp2", "build.tp_size": 8, "build.pp_size": 2,
+                                "triton.gpu_device_ids": list(range(8))}),
+    # draft-target with a tp=2 target on GPUs 1,2 and the draft on GPU 0
+    "draft-target-tp2": ("draft_target", {"name": "trt-dt-tp2", "build.tp_size": 2,
+                                          "triton.gpu_device_ids": [1, 2], "triton.draft_gpu_device_ids": [0]}),
+    # fast logits: pre-spawned orchestrator ranks (world 1 + 1 + 2)
+    "draft-target-fast-logits": ("draft_target", {"name": "trt-dt-fast", "build.tp_size": 2,
+                                                  "speculation.use_draft_logits": True, "speculation.fast_logits": True,
+                                                  "triton.gpu_device_ids": [1, 2], "triton.draft_gpu_device_ids": [0]}),
+    # a single-node tp=4 StatefulSet on enroot, in its own namespace, without autoscaling
+    "eagle-tp4-statefulset": ("eagle", {"name": "trt-eagle-tp4", "build.tp_size": 4,
+                                        "triton.gpu_device_ids": [0, 1, 2, 3],
+                                        "deploy.kubernetes": {"workload": "StatefulSet", "namespace": "llm"},
+                                        "deploy.autoscaling": {"min_replicas": 2, "max_replicas": 2},
+                                        "deploy.slurm": {"container_runtime": "enroot"}}),
+}
+
+
+def recipe_data(stem: str) -> dict:
+    return copy.deepcopy(dict(load_located(ROOT / "recipes" / "tensorrt-llm" / f"{stem}.yaml").data))
+
+
+def make_recipe(stem: str, changes: dict | None = None) -> Recipe:
+    """An example recipe with `changes` applied ("section.key" or "section.sub" -> value), validated by the
+    schema only: recipe/checks.py still asks for tp*pp GPU ids (the multi-node rule is deploy_findings')."""
+    data = recipe_data(stem)
+    for key, value in (changes or {}).items():
+        node = data
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    recipe = Recipe.model_validate(data)
+    recipe._source = ROOT / "recipes" / "tensorrt-llm" / f"{stem}.yaml"
+    return recipe
+
+
+def all_recipes() -> dict[str, Recipe]:
+    out = {p.stem: make_recipe(p.stem) for p in GPU_RECIPES}
+    out.update({name: make_recipe(stem, changes) for name, (stem, changes) in VARIANTS.items()})
+    return out
+
+
+def layout_in(root: Path, recipe: Recipe) -> Layout:
+    return Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
+
+
+def write_engine_configs(recipe: Recipe, layout: Layout) -> None:
+    """config.json of each engine the target repository serves, as a build of this recipe writes it."""
+    from specbuild.triton.repository import engine_roles
+
+    b = recipe.build
+    for _model, role in engine_roles(recipe, "target").items():
+        folder = layout.engine(role)
+        folder.mkdir(parents=True, exist_ok=True)
+        tp = recipe.speculation.tp_size if role == "draft" else b.tp_size
+        pp = 1 if role == "draft" else b.pp_size
+        mapping = {"world_size": tp * pp, "tp_size": tp, "pp_size": pp, "gpus_per_node": recipe.deploy.gpus_per_node}
+        config = {"version": "test", "pretrained_config": {"mapping": mapping},
+                  "build_config": expected_limits(recipe, describe(recipe), role).as_build_config()}
+        (folder / "config.json").write_text(json.dumps(config))
+
+
+def compile_layout(root: Path, recipe: Recipe) -> Layout:
+    """A layout holding the GPU repository of the recipe (engines: config.json only), as compile leaves it."""
+    from specbuild.triton.repository import write_repository
+
+    layout = layout_in(root, recipe)
+    write_engine_configs(recipe, layout)
+    write_repository(recipe, layout)
+    return layout

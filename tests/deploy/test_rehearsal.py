@@ -1,0 +1,135 @@
+"""CPU rehearsal of a bundle's container command (issue part 3).
+
+For a tensorrt-llm example recipe (on free ports), the bundle is written for the GPU repository; the CPU
+reference repository of the same recipe is built elsewhere, with the repository's launch_triton.sh (the same
+text, specbuild.triton.launch) beside its models. Then the bundle's exact container command runs with the image's
+paths mapped to local ones — the mounted repository path to the reference repository, /opt/tritonserver to
+nvidia-pytriton's tritonserver (the script's TRITONSERVER override and --backend-directory) — and `mpirun` is
+specbuild's stand-in, which checks its options and runs rank 0 only (there is no MPI here). The startup,
+readiness and liveness probes of the manifest must pass on the manifest's ports, and SIGTERM must stop it within
+terminationGracePeriodSeconds. A wrong path or flag in the command makes it fail.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import urllib.request
+
+import pytest
+from deploy_helpers import compile_layout, layout_in, make_recipe
+
+from specbuild.deploy.bundle import write_bundle
+from specbuild.deploy.mpirun_shim import split
+from specbuild.deploy.yamlio import dump_all, load_all
+from specbuild.errors import UserError
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def prepared(root, stem):
+    from specbuild.compile import build_engines
+    from specbuild.serve.ports import free_ports
+    from specbuild.triton.launch import SCRIPT_NAME, launch_script
+    from specbuild.triton.repository import write_repository
+
+    http, grpc, metrics = free_ports("127.0.0.1", 3)
+    recipe = make_recipe(stem, {"triton.http_port": http, "triton.grpc_port": grpc, "triton.metrics_port": metrics})
+    gpu = compile_layout(root / "gpu", recipe)
+    bundle = write_bundle(recipe, gpu, validate=True)
+    reference = recipe.model_copy(update={"runtime": "reference"})
+    reference._source = recipe.source
+    local = layout_in(root / "local", reference)
+    build_engines(reference, local)
+    repo = write_repository(reference, local)
+    (repo / SCRIPT_NAME).write_text(launch_script(recipe, "target"))
+    assert (repo / SCRIPT_NAME).read_text() == (gpu.repository() / SCRIPT_NAME).read_text()
+    return recipe, bundle, {str(gpu.repository()): str(repo)}
+
+
+def run(bundle, paths, work, **kw):
+    from specbuild.deploy.rehearse import rehearse
+    from specbuild.serve import find_tritonserver
+
+    work.mkdir(exist_ok=True)
+    return rehearse(bundle, paths, binary=find_tritonserver(None), work=work, **kw)
+
+
+def test_leader_mode_command_serves_and_stops(tmp_path):
+    recipe, bundle, paths = prepared(tmp_path, "none")
+    result = run(bundle, paths, tmp_path / "work")
+    assert result.probes == {"startupProbe": 200, "readinessProbe": 200, "livenessProbe": 200}
+    assert result.ports["http"] == recipe.triton.http_port
+    assert result.argv[:3] == ["bash", paths[next(iter(paths))] + "/launch_triton.sh", "--exit-timeout-secs=30"]
+    assert result.returncode == 0  # a drained, clean exit after SIGTERM
+    assert "mpirun stand-in: 1 rank(s)" in result.log.read_text()
+
+
+def test_draft_target_orchestrator_serves_and_counts_acceptance(tmp_path):
+    recipe, bundle, paths = prepared(tmp_path, "draft_target")
+    seen = {}
+
+    def while_up(ports):
+        body = json.dumps({"text_input": "def add(a, b):", "max_tokens": 12}).encode()
+        url = f"http://127.0.0.1:{ports['http']}/v2/models/tensorrt_llm_bls/generate"
+        seen["reply"] = json.loads(urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=300).read())
+        seen["metrics"] = urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=30).read().decode()
+
+    result = run(bundle, paths, tmp_path / "work", while_up=while_up)
+    assert result.probes == {"startupProbe": 200, "readinessProbe": 200, "livenessProbe": 200}
+    assert seen["reply"]["text_output"]
+    text = seen["metrics"]
+
+    def counter(name):
+        m = re.search(rf'^{name}{{method="draft_target",model="tensorrt_llm_bls"}} (\d+)', text, re.M)
+        assert m, f"{name} not exported"
+        return int(m.group(1))
+
+    steps, accepted, drafted = (counter(n) for n in ("specbuild_speculative_steps",
+                                                     "specbuild_speculative_accepted_draft_tokens",
+                                                     "specbuild_speculative_draft_tokens"))
+    assert steps >= 1 and 0 <= accepted <= drafted <= steps * recipe.speculation.num_draft_tokens
+    # every series the PrometheusRule reads is exported by the server, for the model it names
+    rule = load_all((bundle / "prometheusrule.yaml").read_text())[0]
+    for r in rule["spec"]["groups"][0]["rules"]:
+        for metric, labels in re.findall(r"([a-z_:]+)\{([^}]*)\}", r["expr"]):
+            model = re.search(r'model="([^"]+)"', labels)
+            wanted = f'{metric}{{model="{model.group(1)}"' if model else f"{metric}{{"
+            assert any(line.startswith(metric + "{") and (not model or f'model="{model.group(1)}"' in line)
+                       for line in text.splitlines()), wanted
+
+
+def edited(bundle, tmp_path, change):
+    copy = tmp_path / "edited"
+    shutil.copytree(bundle, copy)
+    docs = load_all((copy / "deployment.yaml").read_text())
+    c = docs[0]["spec"]["template"]["spec"]["containers"][0]
+    c["command"] = change(c["command"])
+    (copy / "deployment.yaml").write_text(dump_all(docs))
+    return copy
+
+
+def test_a_wrong_path_in_the_command_fails(tmp_path):
+    _, bundle, paths = prepared(tmp_path, "none")
+    wrong = edited(bundle, tmp_path, lambda cmd: [cmd[0], cmd[1].replace("launch_triton.sh", "launch.sh"), *cmd[2:]])
+    with pytest.raises(UserError, match="exited .* before its startup probe passed"):
+        run(wrong, paths, tmp_path / "work")
+
+
+def test_a_wrong_flag_in_the_command_fails(tmp_path):
+    _, bundle, paths = prepared(tmp_path, "none")
+    # (tritonserver's getopt_long takes unambiguous prefixes: --exit-timeout-sec would still pass)
+    wrong = edited(bundle, tmp_path, lambda cmd: [*cmd[:2], "--exit-timeout-seconds=30"])
+    with pytest.raises(UserError, match="exited .* before its startup probe passed"):
+        run(wrong, paths, tmp_path / "work")
+
+
+def test_mpirun_stand_in_checks_what_it_runs():
+    options, contexts = split(["--allow-run-as-root", "-mca", "plm_rsh_agent", "kubessh", "-n", "1", "a", "x", ":",
+                               "-n", "1", "b"])
+    assert options == ["--allow-run-as-root", "-mca"] and contexts == [["a", "x"], ["b"]]
+    with pytest.raises(SystemExit, match="unknown option '--allow-run-as-rot'"):
+        split(["--allow-run-as-rot", "-n", "1", "a"])
+    with pytest.raises(SystemExit, match="does not start with '-n 1"):
+        split(["--allow-run-as-root", "-n", "1", "a", ":", "b"])
