@@ -168,7 +168,7 @@ def test_an_invalid_recipe_leaves_the_old_bundle(single, tmp_path):
     before = (folder / "deployment.yaml").read_text()
     for version, message in (("1.2.7", "no NGC tritonserver image ships TensorRT-LLM 1.2.7"),
                              ("0.9.0", "deploy.image.trtllm_version: is 0.9.0 but specbuild builds TensorRT engines "
-                                       "with TensorRT-LLM 0.17 <= version < 1.3")):
+                                       "with TensorRT-LLM 0.17 <= version <= 1\\.3\\.0rc20")):
         bad = make_recipe("none", {"deploy.image": {"trtllm_version": version}})
         with pytest.raises(UserError, match=message):
             write_bundle(bad, layout)

@@ -37,7 +37,7 @@ MULTI = {"build.tp_size": 8, "build.pp_size": 2}
     ({"deploy.image": {"tag": "24.12-trtllm-python-py3"}}, "deploy.image.tag", "ships TensorRT-LLM 0.16.0"),
     ({"deploy.image": {"tag": "26.07-trtllm-python-py3", "trtllm_version": "1.1.0"}}, "deploy.image.tag",
      "engines load only in the release that built them"),
-    ({"deploy.image": {"trtllm_version": "1.3.0"}}, "deploy.image.trtllm_version", "0.17 <= version < 1.3"),
+    ({"deploy.image": {"trtllm_version": "1.3.0"}}, "deploy.image.trtllm_version", "0.17 <= version <= 1.3.0rc20"),
     ({"deploy.autoscaling": {"min_replicas": 5, "max_replicas": 2}}, "deploy.autoscaling.min_replicas", "above"),
     ({"deploy.shm_size": "64Gi"}, "deploy.shm_size", "memory is 32Gi"),
     ({"deploy.kubernetes": {"termination_grace_period_s": 30}}, "deploy.kubernetes.termination_grace_period_s",

@@ -226,7 +226,7 @@ def test_the_gpu_repository_loads_in_a_real_tritonserver(machine, llmapi_recipe)
     """Triton accepts the config.pbtxt and the (double of) NVIDIA's model loads the model.yaml; a model.yaml the
     release refuses makes the model fail to load with that reason."""
     pytest.importorskip("tritonclient")
-    from specbuild.serve.tritonserver import TritonServer
+    from specbuild.serve import TritonServer
 
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.2.0")
     _, repo = compile_repository(llmapi_recipe("eagle3"))
