@@ -61,12 +61,6 @@ from specbuild.heads._files import read_config, require_key, write_json
 WEIGHTS_FILE = "model.safetensors"
 LEGACY_WEIGHTS_FILE = "pytorch_model.bin"  # EAGLE's DeepSpeed `save_16bit_model` output
 ARCHITECTURE = "LlamaForCausalLMEagle3"
-LAYER_KEYS = (
-    "midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
-    "midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight", "midlayer.self_attn.v_proj.weight",
-    "midlayer.self_attn.o_proj.weight", "midlayer.post_attention_layernorm.weight",
-    "midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight", "midlayer.mlp.down_proj.weight",
-)
 # eagle_config switches of TensorRT-LLM's newer loader that change the network; only their defaults are implemented
 _ARCH_SWITCHES = {"eh_proj_before_attn": False, "norm_before_fc": False, "return_hidden_post_norm": False}
 
