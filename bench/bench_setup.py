@@ -36,6 +36,14 @@ class MethodSpec:
     extra_dirs: dict = field(default_factory=dict)  # sub-folder of the profile by name ("medusa", "eagle")
     needs_draft: bool = False
 
+    @property
+    def folder_method(self) -> str:
+        """The method the engine folder is built with: `method` where the folder format knows it, else `none` (the
+        executor then decodes with `method` directly, see measure.executor)."""
+        from specbuild.reference.engine_folder import TARGET_MODE
+
+        return self.method if self.method in TARGET_MODE else "none"
+
 
 def method_specs(profile_dir: Path, k: int) -> list[MethodSpec]:
     from specbuild.reference.methods.eagle import dynamic_tree_size
@@ -61,6 +69,10 @@ def method_specs(profile_dir: Path, k: int) -> list[MethodSpec]:
         MethodSpec("lookahead", "lookahead",
                    {"lookahead_window_size": w, "lookahead_ngram_size": n, "lookahead_verification_set_size": g},
                    lookahead_max_draft_len(w, n, g)),
+        # EAGLE-3 as TensorRT-LLM runs it by default: a chain of max_draft_len drafts; the capture layers are the
+        # ones the head's config.json records (the zoo's 4-layer target is below TensorRT-LLM's default's minimum)
+        *([MethodSpec("eagle3", "eagle3", {"max_draft_len": EAGLE_LAYERS}, EAGLE_LAYERS, extra_dirs={"eagle3": "eagle3"})]
+          if (profile_dir / "eagle3").is_dir() else []),
     ]
 
 
@@ -97,7 +109,7 @@ def build_engines(specs: list[MethodSpec], profile: Path, out: Path, limits: dic
     engines = {}
     for spec in specs:
         folder = out / spec.label
-        build_engine(folder, role="target", method=spec.method, decoding=spec.decoding,
+        build_engine(folder, role="target", method=spec.folder_method, decoding=spec.decoding,
                      model_dir=profile / "target", tokenizer_dir=profile / "tokenizer",
                      extra_dirs={name: profile / sub for name, sub in spec.extra_dirs.items()},
                      dtype="float16", limits={**limits, "max_draft_len": spec.max_draft_len},

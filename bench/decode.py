@@ -105,7 +105,8 @@ def main(argv=None) -> dict:
 
         # ---- concurrency 1: every prompt runs through every method back to back (rotating the order), so that
         # load from other users of the machine hits all methods alike; per round, each method's time is summed
-        executors = {s.label: executor(engines[s.label], 1, draft_for(s.label)) for s in specs}
+        method_of = {s.label: s.method for s in specs}
+        executors = {s.label: executor(engines[s.label], 1, draft_for(s.label), method_of[s.label]) for s in specs}
         for label, ex in executors.items():  # warm-up (allocator, first-call overheads)
             run_ours(ex, engines[label], prompts[:1], 4)
         hf = None if args.no_transformers else load_transformers(profile, args.k)
@@ -141,7 +142,7 @@ def main(argv=None) -> dict:
         # ---- concurrency sweep
         if levels:
             def ours_at(label: str, c: int) -> Run:
-                return run_ours(executor(engines[label], c, draft_for(label)), engines[label], sweep_prompts,
+                return run_ours(executor(engines[label], c, draft_for(label), method_of[label]), engines[label], sweep_prompts,
                                 args.new_tokens)
 
             report["concurrency"] = sweep(ours_at, [s.label for s in specs], levels, args.sweep_rounds)
@@ -206,7 +207,7 @@ def check_targets(report: dict) -> dict:
         value = speculative[best]["speedup_vs_autoregressive"]
         out["best_method_speedup"] = {"method": best, "value": value, "goal": ">= 2.0",
                                       "met": value >= TARGETS["best_method_speedup"]}
-    for label in ("prompt_lookup", "medusa", "eagle1", "eagle2"):
+    for label in ("prompt_lookup", "medusa", "eagle1", "eagle2", "eagle3"):
         if label in methods:
             eff = methods[label]["efficiency"]
             out[f"efficiency_{label}"] = {"value": eff, "goal": ">= 0.7",

@@ -47,12 +47,19 @@ def count_calls(module):
         handle.remove()
 
 
-def executor(engine, concurrency: int, draft_engine=None):
-    """Our Executor over `engine` admitting at most `concurrency` requests at a time (in-flight batching)."""
-    from specbuild.reference.executor import Executor
+def executor(engine, concurrency: int, draft_engine=None, method: str | None = None):
+    """Our Executor over `engine` admitting at most `concurrency` requests at a time (in-flight batching).
+
+    method: decode with this reference method instead of the one the engine folder names (for methods the engine
+    folder format does not know yet, e.g. `eagle3`, whose engines are built as method `none` with the head folder)."""
+    from specbuild.reference.executor import Executor, _Group
+    from specbuild.reference.methods import method_class
 
     ex = Executor(engine, draft_engine)
     ex.limits = replace(ex.limits, max_batch_size=concurrency)
+    if method is not None and type(ex._groups["engine"].method) is not method_class(method):
+        ex._groups["engine"] = _Group(method_class(method)(engine, draft_engine))
+        ex.method_name = method
     return ex
 
 

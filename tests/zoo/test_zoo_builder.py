@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from specbuild.zoo import ensure_profile, manifest, profile_folder_problems
+import specbuild.zoo.build as build_mod
 from specbuild.zoo.build import build
 from specbuild.zoo.precision import BFLOAT16, DESCRIPTIONS, FLOAT32, resolve
 from specbuild.zoo.profiles import MICRO
@@ -26,6 +27,7 @@ def test_layout(micro):
         "target/config.json", "target/generation_config.json", "target/model.safetensors",
         "target/tokenizer.json", "draft/model.safetensors", "draft/tokenizer_config.json",
         "medusa/config.json", "medusa/medusa_lm_head.safetensors", "eagle/config.json", "eagle/pytorch_model.bin",
+        "eagle3/config.json", "eagle3/model.safetensors",
     } <= names
     assert not list(micro.parent.glob(".micro.partial-*"))
 
@@ -39,12 +41,15 @@ def test_manifest_matches_files(micro, tmp_path):
     assert recorded["corpus"]["sha256"] and recorded["seeds"]["target_init"] == MICRO.seed
     assert recorded["precision"] == resolve("auto")
     assert recorded["training_precision"] == DESCRIPTIONS[recorded["precision"]]
-    for name in ("target", "draft", "medusa", "eagle"):
+    for name in ("target", "draft", "medusa", "eagle", "eagle3"):
         assert recorded["models"][name]["params"] > 0
         assert recorded["models"][name]["training"]["steps"] > 0
+        assert recorded["stage_precision"][name] == recorded["precision"]
     q = recorded["quality"]
     assert len(q["medusa"]["top1_per_head"]) == MICRO.medusa_heads
     assert len(q["eagle"]["top1_per_step"]) == MICRO.eagle_depth
+    assert len(q["eagle3"]["top1_per_step"]) == MICRO.eagle_depth and q["eagle3"]["layers"] == list(MICRO.eagle3.layers)
+    assert recorded["models"]["eagle3"]["draft_vocab_size"] == MICRO.eagle3.draft_vocab
     assert q["draft_model"]["mean_acceptance_length"] >= 1.0
     # a changed byte is caught
     copy = shutil.copytree(micro, tmp_path / "copy")
@@ -56,6 +61,7 @@ def test_loads_with_transformers_and_heads_loaders(micro):
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     from specbuild.heads.eagle import load_eagle_head
+    from specbuild.heads.eagle3 import load_eagle3_head
     from specbuild.heads.medusa import load_medusa_heads
 
     for folder in ("tokenizer", "target", "draft"):
@@ -74,6 +80,8 @@ def test_loads_with_transformers_and_heads_loaders(micro):
         feats = target.float().model(input_ids=x).last_hidden_state
         assert heads(feats).shape == (MICRO.medusa_heads, 1, 4, MICRO.vocab_size)
         assert eagle(feats, x, torch.arange(4)[None]).shape == feats.shape
+    eagle3 = load_eagle3_head(micro / "eagle3", target)
+    assert eagle3.layers == MICRO.eagle3.layers and eagle3.draft_vocab_size == MICRO.eagle3.draft_vocab
 
 
 def test_ensure_profile_builds_once_then_reuses(micro, tmp_path, monkeypatch):
@@ -117,7 +125,7 @@ def test_deterministic_and_resumable(micro, tmp_path):
         else:
             assert a[name]["sha256"] == b[name]["sha256"], name
         assert b[name]["sha256"] == c[name]["sha256"], name
-    assert manifest.read(resumed)["reused_stages"]["stages"] == ["target", "draft", "eagle"]
+    assert manifest.read(resumed)["reused_stages"]["stages"] == ["target", "draft", "eagle", "eagle3"]
     assert manifest.read(fresh)["reused_stages"] is None
 
 
@@ -127,6 +135,67 @@ def test_resume_reuses_only_stages_trained_at_the_same_precision(micro):
     source = StageSource(micro)
     built_at = manifest.read(micro)["precision"]
     other = FLOAT32 if built_at == BFLOAT16 else BFLOAT16
-    for stage in ("target", "draft", "medusa", "eagle"):
+    for stage in ("target", "draft", "medusa", "eagle", "eagle3"):
         assert source.has(stage, MICRO, built_at)
         assert not source.has(stage, MICRO, other)
+
+
+def _without_eagle3(micro, folder):
+    """A copy of the micro build as a zoo from before the eagle3 stage existed."""
+    import shutil
+
+    shutil.copytree(micro, folder)
+    shutil.rmtree(folder / "eagle3")
+    recorded = manifest.read(folder)
+    for section in ("models", "quality", "stage_versions", "stage_keys", "stage_precision", "timings_seconds"):
+        recorded[section].pop("eagle3")
+    manifest.write(folder, {k: v for k, v in recorded.items() if k not in ("files", "total_bytes")})
+    return folder
+
+
+def test_add_stage_trains_eagle3_into_an_existing_folder(micro, tmp_path):
+    """add-stage leaves every other file byte for byte, records the stage's own precision, and at the build's
+    precision reproduces the full build's eagle3 files exactly (the same teacher data from the folder's target)."""
+    from click.testing import CliRunner
+
+    from specbuild.zoo.__main__ import cli
+
+    built = manifest.read(micro)
+    other = FLOAT32 if built["precision"] == BFLOAT16 else BFLOAT16
+    same = _without_eagle3(micro, tmp_path / "same")
+    result = CliRunner().invoke(cli, ["add-stage", "eagle3", "--zoo", str(same), "--precision", built["precision"]])
+    assert result.exit_code == 0, result.output
+    added = manifest.read(same)
+    assert manifest.mismatches(same, added) == []
+    for name, entry in built["files"].items():
+        if name != "manifest.json" and name != "README.md":
+            assert added["files"][name]["sha256"] == entry["sha256"], name
+    assert added["stage_precision"]["eagle3"] == built["precision"]
+    assert added["quality"]["eagle3"] == built["quality"]["eagle3"]
+
+    later = _without_eagle3(micro, tmp_path / "other")
+    before = manifest.read(later)["files"]
+    build_mod.add_stage(later, "eagle3", precision=other)
+    after = manifest.read(later)
+    assert {n: f for n, f in after["files"].items() if not n.startswith("eagle3/") and n != "README.md"} == \
+        {n: f for n, f in before.items() if n != "README.md"}
+    assert after["stage_precision"] == {**{s: built["precision"] for s in ("target", "draft", "medusa", "eagle")},
+                                        "eagle3": other}
+    (entry,) = after["added_stages"]
+    assert entry["stage"] == "eagle3" and entry["precision"] == other and "add-stage eagle3" in entry["command"]
+    readme = (later / "README.md").read_text()
+    assert "add-stage eagle3 --zoo checkpoints/micro" in readme and f"stage `eagle3`: {other}" in readme
+    assert profile_folder_problems(later, "micro") == []
+
+
+def test_add_stage_refuses_a_changed_folder(micro, tmp_path):
+    import shutil
+
+    from specbuild.errors import UserError
+
+    folder = shutil.copytree(micro, tmp_path / "changed")
+    (folder / "target" / "config.json").write_text("{}")
+    with pytest.raises(UserError, match="does not match its manifest .*changed: target/config.json"):
+        build_mod.add_stage(folder, "eagle3")
+    with pytest.raises(UserError, match="only 'eagle3'"):
+        build_mod.add_stage(folder, "medusa")

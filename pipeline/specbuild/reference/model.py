@@ -30,6 +30,9 @@ class ForwardOutput:
     n_new: list[int]
     hidden: torch.Tensor  # [B, S, H] last hidden states (after the final norm)
     logits: torch.Tensor | None  # [B, S, V] for logits="all"; [B, V] (each row's last real token) for "last"
+    # [B, S, n*H] with capture_layers=(l_1..l_n): each listed decoder layer's output (residual stream, before the
+    # final norm; -1 = the final hidden state after it), concatenated in the given order (EAGLE-3's features)
+    captured: torch.Tensor | None = None
 
     def tail(self, row: int, n: int) -> torch.Tensor:
         """Logits of the last `n` real tokens of a row: [n, V] (needs logits="all")."""
@@ -102,9 +105,11 @@ class CausalLM:
         positions: Sequence[Sequence[int]] | None = None,
         attend: Sequence[torch.Tensor | None] | None = None,
         logits: Literal["all", "last", "none"] = "all",
+        capture_layers: Sequence[int] | None = None,
     ) -> ForwardOutput:
         """Feed `tokens[r]` to row r of `cache`; the tokens become pending there (see `KVCache.plan_forward`
-        for `positions` and `attend`). Returns hidden states and the logits asked for."""
+        for `positions` and `attend`). Returns hidden states and the logits asked for, and with `capture_layers`
+        the outputs of those decoder layers (0-based; -1 = the final normed hidden state) as `captured`."""
         n_new = [len(t) for t in tokens]
         physical_before = cache.physical_length
         plan = cache.plan_forward(n_new, positions=positions, attend=attend)
@@ -112,16 +117,17 @@ class CausalLM:
         for r, row in enumerate(tokens):
             if row:
                 input_ids[r, : len(row)] = torch.as_tensor(list(row), dtype=torch.long)
-        out = self.decoder(
-            input_ids=input_ids,
-            attention_mask=plan.additive_mask(self.dtype),
-            position_ids=plan.position_ids,
-            cache=cache.store,
-            use_cache=True,
-        )
+        with _LayerOutputs(self.decoder, capture_layers) as layer_outputs:
+            out = self.decoder(
+                input_ids=input_ids,
+                attention_mask=plan.additive_mask(self.dtype),
+                position_ids=plan.position_ids,
+                cache=cache.store,
+                use_cache=True,
+            )
         cache.check_appended(plan, physical_before)
         hidden = out.last_hidden_state
-        return ForwardOutput(n_new, hidden, self.logits_of(hidden, n_new, logits))
+        return ForwardOutput(n_new, hidden, self.logits_of(hidden, n_new, logits), layer_outputs.concat(hidden))
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits from last hidden states of any shape [..., H]."""
@@ -146,3 +152,39 @@ class CausalLM:
         ids = torch.as_tensor([list(token_ids)], dtype=torch.long)
         hidden = self.decoder(input_ids=ids, use_cache=False).last_hidden_state
         return self.lm_head(hidden)[0].float()
+
+
+class _LayerOutputs:
+    """Forward hooks that keep the outputs of some decoder layers during one forward (none: a no-op).
+
+    A layer's output is its residual stream after the MLP (hidden + residual), what TensorRT-LLM's
+    `maybe_capture_hidden_states` records for EAGLE-3 and HF's `hidden_states[i + 1]` for every layer but the last
+    (transformers replaces the last one with the normed output)."""
+
+    def __init__(self, decoder, layers: Sequence[int] | None):
+        self.decoder, self.layers = decoder, list(layers) if layers is not None else None
+        self.outputs: dict[int, torch.Tensor] = {}
+        self._handles: list = []
+
+    def __enter__(self) -> "_LayerOutputs":
+        if self.layers is None:
+            return self
+        blocks = self.decoder.layers
+        for index in self.layers:
+            if index != -1 and not 0 <= index < len(blocks):
+                raise UserError(f"capture layer {index} does not exist: the model has {len(blocks)} decoder layers "
+                                f"(0..{len(blocks) - 1}; -1 = the final hidden state)")
+        for index in sorted({i for i in self.layers if i != -1}):
+            def keep(_module, _inputs, output, index=index):
+                self.outputs[index] = output[0] if isinstance(output, tuple) else output
+            self._handles.append(blocks[index].register_forward_hook(keep))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+    def concat(self, final_hidden: torch.Tensor) -> torch.Tensor | None:
+        if self.layers is None:
+            return None
+        return torch.cat([final_hidden if i == -1 else self.outputs[i] for i in self.layers], dim=-1)

@@ -372,13 +372,14 @@ class RowTree:
     tokens: list[int]
 
 
-def feed_trees(batch: "Batch", model: "CausalLM", drafts: Sequence[RowTree], cache: str = "target") -> tuple["ForwardOutput", list[int]]:
+def feed_trees(batch: "Batch", model: "CausalLM", drafts: Sequence[RowTree], cache: str = "target",
+               capture_layers: Sequence[int] | None = None) -> tuple["ForwardOutput", list[int]]:
     """One forward of `model` over every row's uncached tokens followed by its tree's draft nodes.
 
     The last uncached token is the tree root; a node at depth d sits at the root's position + d and sees the
     committed context, the uncached tokens before the root, and its own ancestors (the tree attention mask).
-    Returns the forward output (logits of every fed token) and, per row, the index of the root among the fed
-    tokens: node i of row r is fed token `roots[r] + i`.
+    Returns the forward output (logits of every fed token; `captured` layer outputs with `capture_layers`) and,
+    per row, the index of the root among the fed tokens: node i of row r is fed token `roots[r] + i`.
     """
     import torch
 
@@ -399,7 +400,9 @@ def feed_trees(batch: "Batch", model: "CausalLM", drafts: Sequence[RowTree], cac
         sees[root:, root:] = draft.tree.ancestor_matrix()
         attend.append(sees)
         roots.append(root)
-    return model.forward(kv, tokens, positions=positions, attend=attend, logits="all"), roots
+    out = model.forward(kv, tokens, positions=positions, attend=attend, logits="all",
+                        **({"capture_layers": capture_layers} if capture_layers is not None else {}))
+    return out, roots
 
 
 def commit_paths(batch: "Batch", roots: Sequence[int], accepted: Sequence["Acceptance"], cache: str = "target") -> None:

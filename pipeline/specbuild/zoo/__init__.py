@@ -1,6 +1,7 @@
-"""The tiny model zoo: real-format checkpoints (target, draft, Medusa heads, EAGLE-1 head) trained on the CPU.
+"""The tiny model zoo: real-format checkpoints (target, draft, Medusa heads, EAGLE-1 and EAGLE-3 heads) trained on the CPU.
 
     python -m specbuild.zoo build --profile tiny --out checkpoints/tiny
+    python -m specbuild.zoo add-stage eagle3 --zoo checkpoints/tiny --precision float32
     python -m specbuild.zoo build --profile small --out .cache/zoo/small
     python -m specbuild.zoo verify checkpoints/tiny
 

@@ -1,4 +1,5 @@
-"""`python -m specbuild.zoo build --profile tiny --out checkpoints/tiny` and `verify <folder>`."""
+"""`python -m specbuild.zoo build --profile tiny --out checkpoints/tiny`, `add-stage eagle3 --zoo <folder>` and
+`verify <folder>`."""
 
 from __future__ import annotations
 
@@ -33,6 +34,21 @@ def build_cmd(profile_name: str, out: str, threads: int | None, resume_from: str
 
     folder = build(get_profile(profile_name), out, main_progress, threads, resume_from, precision)
     click.echo(str(folder))
+
+
+@cli.command("add-stage")
+@click.argument("stage", type=click.Choice(["eagle3"]))
+@click.option("--zoo", "folder", required=True, type=click.Path(exists=True, file_okay=False),
+              help="an existing zoo folder (its tokenizer and target are reused, other stages are left as they are)")
+@click.option("--threads", type=int, default=None, help="torch threads (default: min(2, cpus))")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
+              help="training precision of this stage (recorded per stage in the manifest)")
+def add_stage_cmd(stage: str, folder: str, threads: int | None, precision: str) -> None:
+    """Train STAGE into an existing zoo folder and update its manifest and README."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from specbuild.zoo.build import add_stage, main_progress
+
+    click.echo(str(add_stage(folder, stage, main_progress, threads, precision)))
 
 
 @cli.command("verify")

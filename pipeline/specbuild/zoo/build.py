@@ -9,6 +9,10 @@ Output folder (written to `.<name>.partial-<pid>` beside it, renamed into place 
     draft/          LlamaForCausalLM distilled from the target (same files)
     medusa/         Medusa heads (config.json, medusa_lm_head.safetensors)   -> specbuild.heads.medusa
     eagle/          EAGLE-1 head (config.json, pytorch_model.bin)              -> specbuild.heads.eagle
+    eagle3/         EAGLE-3 head (config.json, model.safetensors)              -> specbuild.heads.eagle3
+
+`add_stage(folder, "eagle3")` trains one stage into an existing zoo folder from its own tokenizer and target (the
+other stages' files are not touched) and rewrites its README and manifest (`python -m specbuild.zoo add-stage`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
 # Bump BUILDER_VERSION when layouts, evaluation or the manifest change; bump a stage's version when the
 # code that trains it changes (stage versions decide whether --resume-from may reuse a stage).
 BUILDER_VERSION = 1
-STAGE_VERSIONS = {"target": 1, "draft": 2, "medusa": 2, "eagle": 2}
+STAGE_VERSIONS = {"target": 1, "draft": 2, "medusa": 2, "eagle": 2, "eagle3": 1}
 _TARGET_SETTINGS = ("corpus_max_bytes", "vocab_size", "seq_len", "target", "target_train",
                     "max_position_embeddings", "storage_dtype", "seed")
 _TEACHER_SETTINGS = ("teacher_prompts", "teacher_prompt_len", "teacher_new_tokens", "teacher_corpus_blocks")
@@ -42,7 +46,9 @@ STAGE_SETTINGS = {
     "draft": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("draft", "draft_train"),
     "medusa": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("medusa_heads", "medusa_train"),
     "eagle": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("eagle_train",),
+    "eagle3": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("eagle3",),
 }
+HEAD_STAGES = ("draft", "medusa", "eagle", "eagle3")  # the stages trained from the target's teacher data
 STAGES_FILE = "stages.json"   # progress record inside a partial folder; removed before the manifest
 
 Progress = Callable[[str], None]
@@ -52,7 +58,7 @@ def _seeds(profile: Profile) -> dict:
     base = profile.seed
     return {"target_init": base, "target_data": base + 1, "teacher_prompts": base + 2, "draft_init": base + 3,
             "draft_data": base + 4, "medusa_init": base + 5, "medusa_data": base + 6, "eagle_init": base + 7,
-            "eagle_data": base + 8, "eval_prompts": base + 9}
+            "eagle_data": base + 8, "eval_prompts": base + 9, "eagle3_init": base + 10, "eagle3_data": base + 11}
 
 
 def _round_to_storage(module: torch.nn.Module, dtype: torch.dtype) -> None:
@@ -122,11 +128,13 @@ class StageSource:
         self.stage_keys = record.get("stage_keys", {})
         self.stage_versions = record.get("stage_versions") or {}  # absent: builds before versions (= 1)
         self.precision = precision_mod.of_record(record)
+        self.stage_precision = record.get("stage_precision") or {}  # absent: every stage at `precision`
 
     def has(self, stage: str, profile: Profile, precision: str) -> bool:
         recorded_key = self.stage_keys.get(stage) or (
             stage_key(self.profile_config, stage, self.stage_versions.get(stage, 1)) if self.profile_config else None)
-        return (self.builder_version == BUILDER_VERSION and stage in self.stats and self.precision == precision
+        trained_at = self.stage_precision.get(stage, self.precision)
+        return (self.builder_version == BUILDER_VERSION and stage in self.stats and trained_at == precision
                 and (self.folder / stage).is_dir() and recorded_key == stage_key(profile.as_dict(), stage))
 
 
@@ -186,6 +194,7 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
 
     stats: dict[str, dict] = {}
     reused: list[str] = []
+    stage_precision: dict[str, str] = {}
 
     def timed(label: str, t0: float) -> None:
         timings[label] = round(time.perf_counter() - t0, 1)
@@ -193,6 +202,7 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
             (root / STAGES_FILE).write_text(json.dumps({
                 "builder_version": BUILDER_VERSION, "profile_config": profile.as_dict(), "stats": stats,
                 "timings_seconds": timings, "stage_versions": STAGE_VERSIONS, "precision": precision,
+                "stage_precision": {k: stage_precision.get(k, precision) for k in stats},
                 "stage_keys": {k: stage_key(profile.as_dict(), k) for k in stats}}))
 
     def reuse(stage: str) -> bool:
@@ -200,6 +210,7 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
             return False
         shutil.copytree(source.folder / stage, root / stage)
         stats[stage] = source.stats[stage]
+        stage_precision[stage] = source.stage_precision.get(stage, source.precision)
         timings[stage] = source.timings.get(stage, 0.0)
         reused.append(stage)
         say(f"{stage}: reused from {source.folder}")
@@ -229,7 +240,8 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
         _save_causal_lm(target, tokenizer, root / "target", storage)
         timed("target", t0)
         target = load_causal_lm(root / "target")  # downstream stages see exactly the shipped target
-    pending = [s for s in ("draft", "medusa", "eagle") if not reuse(s)]
+    stages = [s for s in HEAD_STAGES if s != "eagle3" or profile.eagle3 is not None]
+    pending = [s for s in stages if not reuse(s)]
 
     # 3. teacher data: the target's greedy continuations + corpus rows, with its features
     if pending:
@@ -273,9 +285,15 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
         timed("eagle", t0)
     else:
         eagle = load_eagle_head(root / "eagle", target)
+
+    # 7. EAGLE-3 head
+    if "eagle3" in pending:
+        t0 = time.perf_counter()
+        stats["eagle3"] = train_eagle3_stage(target, teacher_data, profile, seeds, root / "eagle3", precision, say)
+        timed("eagle3", t0)
     teacher_data = None
 
-    # 7. quality, measured on the stored weights and held-out prompts
+    # 8. quality, measured on the stored weights and held-out prompts
     t0 = time.perf_counter()
     quality = measure_quality(root, profile, heldout_stream, seeds["eval_prompts"], say)
     timed("evaluation", t0)
@@ -300,6 +318,8 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
                   "training": stats["eagle"],
                   "objective": "SmoothL1 feature regression + 0.1 x soft CE through the target's lm_head"},
     }
+    if "eagle3" in stats:
+        models["eagle3"] = eagle3_model_entry(root / "eagle3", profile, stats["eagle3"])
     return {
         "profile": profile.name,
         "builder_version": BUILDER_VERSION,
@@ -310,6 +330,7 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
         "storage_dtype": profile.storage_dtype,
         "precision": precision,
         "training_precision": precision_mod.DESCRIPTIONS[precision],
+        "stage_precision": {k: stage_precision.get(k, precision) for k in stats},
         "threads": threads,
         "deterministic_algorithms": True,
         "seeds": seeds,
@@ -334,6 +355,145 @@ def _teacher_data(target, train_stream, profile: Profile, seeds: dict, say: Prog
     timings["teacher_data"] = round(time.perf_counter() - t0, 1)
     say(f"teacher data: {result.tokens.shape[0]} rows x {result.tokens.shape[1]} tokens ({timings['teacher_data']}s)")
     return result
+
+
+def train_eagle3_stage(target, teacher_data, profile: Profile, seeds: dict, folder: Path, precision: str,
+                       say: Progress) -> dict:
+    """The EAGLE-3 stage: draft vocabulary from the teacher rows, training-time-test training on the captured target
+    layers, weights rounded to the storage dtype and saved in TensorRT-LLM's layout at `folder`."""
+    from specbuild.heads.eagle3 import draft_vocabulary, new_eagle3_head, save_eagle3_head
+    from specbuild.zoo import distill_eagle3
+
+    settings = profile.eagle3
+    storage = getattr(torch, profile.storage_dtype)
+    t0 = time.perf_counter()
+    captured = teacher.layer_outputs(target, teacher_data.tokens, settings.layers)
+    say(f"eagle3: captured layers {list(settings.layers)} of the teacher rows ({time.perf_counter() - t0:.0f}s)")
+    torch.manual_seed(seeds["eagle3_init"])
+    head = new_eagle3_head(target.config, layers=settings.layers, draft_vocab_size=settings.draft_vocab)
+    counts = distill_eagle3.vocabulary_counts(teacher_data.tokens, target.config.vocab_size)
+    head.set_vocabulary(*draft_vocabulary(counts, settings.draft_vocab))
+    distill_eagle3.init_from_target(head, target)
+    embed = target.get_input_embeddings().weight.detach().float()
+    stats = distill_eagle3.train_eagle3(head, teacher_data, captured, embed, settings.train, settings.ttt_steps,
+                                        seeds["eagle3_data"], say, precision=precision)
+    _round_to_storage(head, storage)
+    save_eagle3_head(head, folder, dtype=storage)
+    return stats
+
+
+def eagle3_model_entry(folder: Path, profile: Profile, stats: dict) -> dict:
+    from specbuild.heads.eagle3 import load_eagle3_head
+
+    head = load_eagle3_head(folder)
+    return {"path": "eagle3", "format": "EAGLE-3 head (TensorRT-LLM speculative_config: decoding_type Eagle3, "
+                                          "speculative_model)",
+            "params": _params(head), "layers_to_capture": list(profile.eagle3.layers),
+            "draft_vocab_size": head.draft_vocab_size, "ttt_steps": profile.eagle3.ttt_steps, "training": stats,
+            "objective": (f"training-time test over {profile.eagle3.ttt_steps} unrolled steps (step k reads its own "
+                          "step k-1 output), soft CE to the target's next-token distribution restricted to the draft "
+                          "vocabulary, weights 0.8^k")}
+
+
+# ====================================================================== one stage into an existing folder
+def add_stage(folder: str | Path, stage: str = "eagle3", progress: Progress | None = None, threads: int | None = None,
+              precision: str = "auto") -> Path:
+    """Train `stage` into an existing, intact zoo folder from its own tokenizer and target; every other stage's files
+    stay byte for byte. The manifest records the stage's own precision (`stage_precision`), the command and the
+    versions it ran with (`added_stages`); README.md is re-rendered. Only `eagle3` can be added this way."""
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from specbuild.cpu import has_native_bf16
+    from specbuild.errors import UserError
+    from specbuild.zoo.profiles import get_profile
+    from specbuild.zoo.quality import eagle3_quality, heldout_sequences
+
+    folder = Path(folder).resolve()
+    say = progress or (lambda _m: None)
+    if stage != "eagle3":
+        raise UserError(f"add-stage: only 'eagle3' can be added to an existing zoo folder, not {stage!r}; rebuild "
+                        "the folder for other stages")
+    recorded = manifest.read(folder)
+    if recorded is None:
+        raise UserError(f"{folder}/manifest.json: missing or unreadable; add-stage needs a finished zoo folder")
+    problems = [p for p in manifest.mismatches(folder, recorded) if not p.startswith(("missing: eagle3/", "changed: eagle3/",
+                                                                                      "not in manifest: eagle3/"))]
+    if problems:
+        raise UserError(f"{folder}: does not match its manifest ({'; '.join(problems[:3])}); verify or rebuild it first")
+    profile = get_profile(recorded["profile"])
+    if profile.eagle3 is None:
+        raise UserError(f"profile {profile.name!r} has no eagle3 settings (specbuild/zoo/profiles.py)")
+    for upstream in ("target",):
+        if recorded.get("stage_keys", {}).get(upstream) != stage_key(profile.as_dict(), upstream):
+            raise UserError(f"{folder}: its {upstream} was built with other settings than profile {profile.name!r} now "
+                            "has; rebuild the whole folder")
+    precision = precision_mod.resolve(precision)
+    hf_logging.disable_progress_bar()
+    started = time.perf_counter()
+    threads = threads or min(2, os.cpu_count() or 1)
+    saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+    partial = folder / f".{stage}.partial-{os.getpid()}"
+    try:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(True)
+        torch.set_flush_denormal(True)
+        corpus = corpus_mod.load_corpus(profile.corpus_max_bytes)
+        if corpus.sha256 != recorded["corpus"]["sha256"]:
+            raise UserError(f"{folder}: the corpus of this Python ({corpus.root}, sha256 {corpus.sha256[:12]}) is not "
+                            f"the one the folder was built from ({recorded['corpus']['sha256'][:12]}); the teacher "
+                            "data would differ: add the stage with the recorded Python version, or rebuild")
+        tokenizer = AutoTokenizer.from_pretrained(str(folder / "tokenizer"))
+        train_stream = data.encode_documents(tokenizer, corpus.train)
+        heldout_stream = data.encode_documents(tokenizer, corpus.heldout)
+        target = load_causal_lm(folder / "target")
+        seeds = _seeds(profile)
+        say(f"{stage}: training at {precision_mod.DESCRIPTIONS[precision]} ({threads} threads) from {folder / 'target'}")
+        timings: dict[str, float] = {}
+        teacher_data = _teacher_data(target, train_stream, profile, seeds, say, timings)
+        t0 = time.perf_counter()
+        shutil.rmtree(partial, ignore_errors=True)
+        stats = train_eagle3_stage(target, teacher_data, profile, seeds, partial, precision, say)
+        stage_seconds = round(time.perf_counter() - t0, 1)
+        teacher_data = None
+        if (folder / stage).exists():
+            shutil.rmtree(folder / stage)
+        partial.rename(folder / stage)
+        t0 = time.perf_counter()
+        quality = eagle3_quality(folder, profile, target, heldout_sequences(target, profile, heldout_stream,
+                                                                            seeds["eval_prompts"]))
+        say(f"{stage}: chain AL {quality['chain']['mean_acceptance_length']:.2f}, top-1 per step "
+            f"{quality['top1_per_step']} ({time.perf_counter() - t0:.0f}s)")
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    finally:
+        torch.set_num_threads(saved[0])
+        torch.use_deterministic_algorithms(saved[1])
+        torch.set_flush_denormal(False)
+
+    summary = {k: v for k, v in recorded.items() if k not in ("files", "total_bytes")}
+    built_at = precision_mod.of_record(recorded)
+    summary["profile_config"] = profile.as_dict()
+    summary["stage_versions"] = {**recorded.get("stage_versions", {}), stage: STAGE_VERSIONS[stage]}
+    summary["stage_keys"] = {**recorded.get("stage_keys", {}), stage: stage_key(profile.as_dict(), stage)}
+    summary["stage_precision"] = {**{s: built_at for s in recorded["models"] if s != "tokenizer"},
+                                  **recorded.get("stage_precision", {}), stage: precision}
+    summary["seeds"] = {**recorded["seeds"], **{k: v for k, v in seeds.items() if k.startswith(stage)}}
+    summary["models"] = {**recorded["models"], stage: eagle3_model_entry(folder / stage, profile, stats)}
+    summary["quality"] = {**recorded["quality"], stage: quality}
+    summary["timings_seconds"] = {**recorded["timings_seconds"], stage: stage_seconds}
+    added = [a for a in recorded.get("added_stages") or [] if a.get("stage") != stage]
+    summary["added_stages"] = added + [{
+        "stage": stage, "precision": precision, "training_precision": precision_mod.DESCRIPTIONS[precision],
+        "threads": threads, "cpu_native_bf16": has_native_bf16(), "versions": manifest.versions(),
+        "teacher_data_seconds": timings["teacher_data"], "stage_seconds": stage_seconds,
+        "total_seconds": round(time.perf_counter() - started, 1),
+        "command": f"PYTHONPATH=pipeline python -m specbuild.zoo add-stage {stage} --zoo <folder> --precision {precision}",
+        "reused": "tokenizer/ and target/ of this folder (unchanged); corpus sha256 checked against the manifest",
+    }]
+    manifest.write(folder, summary)
+    return folder
 
 
 def main_progress(message: str) -> None:

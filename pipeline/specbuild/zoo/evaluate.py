@@ -141,3 +141,30 @@ def eagle_run(head, features: torch.Tensor, sequences: torch.Tensor, lm_head: to
 
         _replay(seq, prompt_len, depth, propose, tally)
     return tally
+
+
+@torch.no_grad()
+def eagle3_run(head, captured: torch.Tensor, sequences: torch.Tensor, embed: torch.Tensor,
+               prompt_len: int, depth: int) -> Tally:
+    """EAGLE-3 chains: fc(captured target layers) for the accepted prefix, the head's own outputs while drafting;
+    draft-vocabulary argmax mapped to target ids through d2t."""
+    tally = Tally(depth)
+    for i, seq in enumerate(sequences):
+        c = captured[i]
+        cache = head.new_cache()
+
+        def propose(j: int, count: int) -> list[int]:
+            fed = cache.get_seq_length()                      # entries (x_p, token p+1) for p < fed
+            pos = torch.arange(fed, j)[None]
+            out = head(c[fed:j][None], embed[seq[fed + 1: j + 1]][None], pos, cache=cache)[:, -1:]
+            proposals = []
+            for s in range(count):
+                token = int(head.to_target(head.logits(out[0, -1]).argmax()))
+                proposals.append(token)
+                if s + 1 < count:
+                    out = head(out, embed[[token]][None], torch.tensor([[j + s]]), cache=cache)
+            crop_to(cache, j)
+            return proposals
+
+        _replay(seq, prompt_len, depth, propose, tally)
+    return tally

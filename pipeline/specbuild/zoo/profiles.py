@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 
 from specbuild.errors import UserError
@@ -30,6 +31,16 @@ class Schedule:
 
 
 @dataclass(frozen=True)
+class Eagle3Settings:
+    """The EAGLE-3 head: which target layers it fuses, its draft vocabulary, and its training-time test."""
+
+    layers: tuple[int, ...]        # target decoder layers captured (0-based), ascending
+    draft_vocab: int               # V_d: the most frequent target tokens of the teacher data
+    ttt_steps: int                 # training-time-test unroll: step k trains on the head's own step k-1 output
+    train: Schedule
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     corpus_max_bytes: int          # cap on the stdlib corpus (files taken in sorted order)
@@ -51,6 +62,7 @@ class Profile:
     eval_prompt_len: int
     eval_new_tokens: int
     eval_blocks: int               # held-out blocks for the target's validation loss
+    eagle3: Eagle3Settings | None = None
     draft_k: int = 4               # draft length for the acceptance figures
     eagle_depth: int = 4
     max_position_embeddings: int = 2048
@@ -59,7 +71,8 @@ class Profile:
     notes: str = ""
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The settings as plain JSON values (tuples as lists), as a manifest records and reads them back."""
+        return json.loads(json.dumps(asdict(self)))
 
 
 TINY = Profile(
@@ -82,6 +95,9 @@ TINY = Profile(
     eval_prompt_len=64,
     eval_new_tokens=96,
     eval_blocks=48,
+    # 4 target layers: TensorRT-LLM's default {1, L//2-1, L-4} needs L > 5, so the head records its own: low, mid, top
+    eagle3=Eagle3Settings(layers=(0, 1, 3), draft_vocab=2048, ttt_steps=3,
+                          train=Schedule(steps=360, batch=8, lr=3e-3, warmup=20)),
     notes="Committed to checkpoints/tiny; ~5M-parameter target.",
 )
 
@@ -105,6 +121,8 @@ SMALL = Profile(
     eval_prompt_len=64,
     eval_new_tokens=96,
     eval_blocks=48,
+    eagle3=Eagle3Settings(layers=(1, 3, 4), draft_vocab=2048, ttt_steps=3,  # TensorRT-LLM's default for L = 8
+                          train=Schedule(steps=300, batch=8, lr=2e-3, warmup=20)),
     notes="Built on demand into .cache/zoo/small (not committed); ~30M-parameter target.",
 )
 
@@ -129,6 +147,8 @@ MICRO = Profile(
     eval_prompt_len=16,
     eval_new_tokens=12,
     eval_blocks=2,
+    eagle3=Eagle3Settings(layers=(0, 1), draft_vocab=256, ttt_steps=2,
+                          train=Schedule(steps=4, batch=4, lr=3e-3, warmup=1)),
     max_position_embeddings=256,
     notes="Test-only profile: exercises the builder end to end; its models are untrained.",
 )

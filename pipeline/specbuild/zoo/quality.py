@@ -34,9 +34,7 @@ def measure_quality(root: Path, profile: Profile, heldout_stream: torch.Tensor, 
 
     val_blocks = data.blocks(heldout_stream, profile.seq_len + 1, limit=profile.eval_blocks)
     val_loss = target_mod.validation_loss(target, val_blocks)
-    g = torch.Generator().manual_seed(seed)
-    prompts = data.prompts(heldout_stream, profile.eval_prompts, profile.eval_prompt_len, g)
-    sequences = teacher.greedy_continue(target, prompts, profile.eval_new_tokens)
+    sequences = heldout_sequences(target, profile, heldout_stream, seed)
     features = teacher.final_features(target, sequences)
     lm_head = target.lm_head.weight.detach()
     p = profile.eval_prompt_len
@@ -54,6 +52,7 @@ def measure_quality(root: Path, profile: Profile, heldout_stream: torch.Tensor, 
         "medusa": {"top1_per_head": medusa_top1, "chain": medusa_tally.summary()},
         "eagle": {"depth": profile.eagle_depth, "top1_per_step": eagle_tally.summary()["per_step_top1"],
                   "chain": eagle_tally.summary()},
+        **({"eagle3": eagle3_quality(root, profile, target, sequences)} if (root / "eagle3").is_dir() else {}),
         "method": ("greedy chains (top-1 drafts, no trees) replayed against the target's greedy continuation; "
                    "mean_acceptance_length counts the bonus token; per-step top-1 is conditional on the "
                    "earlier steps matching (EAGLE: steps >= 2 read the head's own features)"),
@@ -62,3 +61,27 @@ def measure_quality(root: Path, profile: Profile, heldout_stream: torch.Tensor, 
                                   "draft_acc": quality["draft_model"]["acceptance_rate"],
                                   "medusa_top1": medusa_top1, "eagle_top1": quality["eagle"]["top1_per_step"]}))
     return quality
+
+
+def heldout_sequences(target, profile: Profile, heldout_stream: torch.Tensor, seed: int) -> torch.Tensor:
+    """The held-out prompts every drafter is measured on, continued greedily by the target."""
+    g = torch.Generator().manual_seed(seed)
+    prompts = data.prompts(heldout_stream, profile.eval_prompts, profile.eval_prompt_len, g)
+    return teacher.greedy_continue(target, prompts, profile.eval_new_tokens)
+
+
+def eagle3_quality(root: Path, profile: Profile, target, sequences: torch.Tensor) -> dict:
+    """Greedy chain replay of the stored EAGLE-3 head (depth `eagle_depth`) and its draft vocabulary's coverage of
+    the target's held-out greedy tokens (a token outside it can never be drafted)."""
+    from specbuild.heads.eagle3 import load_eagle3_head
+
+    head = load_eagle3_head(root / "eagle3", target)
+    layers = list(profile.eagle3.layers)
+    captured = teacher.layer_outputs(target, sequences, layers)
+    embed = target.get_input_embeddings().weight.detach().float()
+    p = profile.eval_prompt_len
+    tally = evaluate.eagle3_run(head, captured, sequences, embed, p, profile.eagle_depth)
+    generated = sequences[:, p:]
+    return {"depth": profile.eagle_depth, "layers": layers, "draft_vocab_size": head.draft_vocab_size,
+            "draft_vocab_coverage": round(float(head.t2d[generated].float().mean()), 4),
+            "top1_per_step": tally.summary()["per_step_top1"], "chain": tally.summary()}

@@ -23,6 +23,10 @@ def render_readme(s: dict) -> str:
         f"| `draft/` | Llama {p['draft']['layers']} layer x hidden {p['draft']['hidden']}, distilled from the target | {m['draft']['params']:,} | Hugging Face folder |",
         f"| `medusa/` | {m['medusa']['num_heads']} Medusa heads (1 ResBlock each) | {m['medusa']['params']:,} | TensorRT-LLM `--medusa_model_dir`: config.json + medusa_lm_head.safetensors |",
         f"| `eagle/` | EAGLE-1 head (fc + 1 decoder layer; embedding copy) | {m['eagle']['params']:,} | TensorRT-LLM `--eagle_model_dir`: config.json + pytorch_model.bin |",
+        *([f"| `eagle3/` | EAGLE-3 head (fc over target layers {m['eagle3']['layers_to_capture']} + 1 decoder layer + "
+           f"lm_head over {m['eagle3']['draft_vocab_size']} draft tokens, d2t) | {m['eagle3']['params']:,} | TensorRT-LLM "
+           "`speculative_config.speculative_model` (decoding_type Eagle3): config.json + model.safetensors |"]
+          if "eagle3" in m else []),
         "",
         f"Weights are stored as {s['storage_dtype']}. Special tokens: `<unk>`=0, `<s>`=1 (prepended by the tokenizer), "
         "`</s>`=2 (ends every training document, so the models learn to stop); pad = `</s>`.",
@@ -40,21 +44,29 @@ def render_readme(s: dict) -> str:
         f"- Medusa top-1 per head: {_fmt(q['medusa']['top1_per_head'])}; chain AL {q['medusa']['chain']['mean_acceptance_length']:.2f}",
         f"- EAGLE top-1 per step (own features from step 2): {_fmt(q['eagle']['top1_per_step'])}; "
         f"chain AL {q['eagle']['chain']['mean_acceptance_length']:.2f}",
+        *([f"- EAGLE-3 top-1 per step (own outputs from step 2): {_fmt(q['eagle3']['top1_per_step'])}; chain AL "
+           f"{q['eagle3']['chain']['mean_acceptance_length']:.2f}; its draft vocabulary covers "
+           f"{100 * q['eagle3']['draft_vocab_coverage']:.1f}% of the target's held-out greedy tokens"]
+          if "eagle3" in q else []),
         "",
         "## How it was built",
         "",
         f"Corpus: {s['corpus']['files']} stdlib files ({s['corpus']['bytes']:,} bytes, sorted by path, capped), "
         f"sha256 `{s['corpus']['sha256']}`. Python {s['versions']['python']}, torch {s['versions']['torch']}, "
         f"transformers {s['versions']['transformers']}, tokenizers {s['versions']['tokenizers']}; "
-        f"{s['threads']} threads, fixed seeds, deterministic algorithms, {s['training_precision']}.",
+        f"{s['threads']} threads, fixed seeds, deterministic algorithms, {s['training_precision']}"
+        + "".join(f"; stage `{k}`: {v}" for k, v in (s.get("stage_precision") or {}).items()
+                  if v != s.get("precision", v) or k in _added(s)) + ".",
         "",
-        f"Build time {s['build_seconds']:.0f} s: " + ", ".join(f"{k} {v:.0f} s" for k, v in t.items()) + "."
+        f"Build time {s['build_seconds']:.0f} s: " + ", ".join(f"{k} {v:.0f} s" for k, v in t.items()
+                                                         if k not in _added(s)) + "."
         + (f" (stages {', '.join(s['reused_stages']['stages'])} were reused from an earlier, identical-settings "
            "run with `--resume-from`; their recorded times are included.)" if s.get("reused_stages") else ""),
         "The draft, the Medusa heads and the EAGLE head learn from the target's own greedy continuations and "
         "its final hidden states (see `pipeline/specbuild/zoo/distill.py`). `manifest.json` records every "
         "file's size and sha256, the training figures and the versions.",
         "",
+        *(_eagle3_section(s) if "eagle3" in m else []),
         "## Rebuild",
         "",
         "```",
@@ -66,5 +78,65 @@ def render_readme(s: dict) -> str:
         "bf16 instructions (avx512_bf16, amx_bf16) and in float32 elsewhere, where emulated bf16 is ~20x slower;",
         "`--precision bfloat16` forces it. Rebuild only when something is wrong with these files.",
         "",
+        *_added_stages_note(s),
     ]
     return "\n".join(lines)
+
+
+def _added(s: dict) -> set[str]:
+    """Stages trained later into the folder by `add-stage` (not part of the original build's time)."""
+    return {a["stage"] for a in s.get("added_stages") or []}
+
+
+def _eagle3_section(s: dict) -> list[str]:
+    e, q = s["models"]["eagle3"], s["quality"]["eagle3"]
+    layers = e["layers_to_capture"]
+    precision = s.get("stage_precision", {}).get("eagle3", s.get("precision", ""))
+    return [
+        "## The EAGLE-3 head (`eagle3/`)",
+        "",
+        f"What it accepts: the target in `target/` only (same width and vocabulary). It fuses the outputs of target "
+        f"decoder layers {layers} (0-based, residual stream before the final norm). The target has "
+        f"{s['profile_config']['target']['layers']} layers, so TensorRT-LLM's default capture set "
+        "{1, L//2-1, L-4} does not apply (it needs L > 5): set them explicitly, e.g. in `model.yaml`:",
+        "",
+        "```yaml",
+        "speculative_config:",
+        "  decoding_type: Eagle3",
+        "  speculative_model: <path>/eagle3",
+        f"  max_draft_len: {s['profile_config']['eagle_depth']}",
+        f"  eagle3_layers_to_capture: {layers}",
+        "```",
+        "",
+        f"(`config.json` also records them as `eagle_config.eagle_aux_hidden_state_layer_ids`, ModelOpt's key, which "
+        "the reference runtime falls back to.) Its output vocabulary is the target's "
+        f"{e['draft_vocab_size']} most frequent teacher-data tokens, sorted by id: `d2t[i]` maps draft index i to "
+        "target id i + d2t[i]; `t2d` marks them in the target vocabulary. The embedding is the target's (not stored).",
+        "",
+        f"How it was trained: {e['training']['steps']} AdamW steps of {e['training']['batch']} rows (peak lr "
+        f"{e['training']['peak_lr']}) on the same teacher data as the other heads (the target's greedy continuations "
+        f"and corpus rows), {e['ttt_steps']}-step training-time test (`pipeline/specbuild/zoo/distill_eagle3.py`), "
+        f"{precision} precision, {e['training']['seconds']:.0f} s; final loss {e['training']['final_loss']}. "
+        f"lm_head starts as the target's rows of the draft vocabulary, norm as its final norm. Held-out chain AL "
+        f"{q['chain']['mean_acceptance_length']:.2f} at depth {q['depth']} (above).",
+        "",
+    ]
+
+
+def _added_stages_note(s: dict) -> list[str]:
+    lines = []
+    for a in s.get("added_stages") or []:
+        v = a["versions"]
+        lines += [
+            f"Stage `{a['stage']}` was added later to this folder by `add-stage`, which reuses the folder's own "
+            f"tokenizer and target (their files are unchanged) and regenerates the teacher data from them "
+            f"({a['teacher_data_seconds']:.0f} s + {a['stage_seconds']:.0f} s training, {a['threads']} threads, "
+            f"{a['training_precision']}; CPU native bf16: {a['cpu_native_bf16']}; torch {v['torch']}, transformers "
+            f"{v['transformers']}):",
+            "",
+            "```",
+            a["command"].replace("<folder>", "checkpoints/" + s["profile"]),
+            "```",
+            "",
+        ]
+    return lines

@@ -62,3 +62,22 @@ def build_teacher_data(model, prompts: torch.Tensor, new_tokens: int, corpus_row
     tokens = torch.cat([continued, corpus_rows[:, :length]])
     return TeacherData(tokens=tokens, features=final_features(model, tokens),
                        lm_head=model.lm_head.weight.detach().float().clone())
+
+
+@torch.no_grad()
+def layer_outputs(model, tokens: torch.Tensor, layers, batch: int = 32) -> torch.Tensor:
+    """The outputs of the given decoder layers (residual stream after the MLP, before the final norm; what
+    TensorRT-LLM captures for EAGLE-3), concatenated in that order: [N, T, len(layers) * H] float32."""
+    kept: dict[int, torch.Tensor] = {}
+    blocks = model.model.layers
+    hooks = [blocks[i].register_forward_hook(lambda _m, _x, out, i=i: kept.__setitem__(i, out[0] if isinstance(out, tuple) else out))
+             for i in sorted(set(layers))]
+    try:
+        chunks = []
+        for i in range(0, tokens.shape[0], batch):
+            model.model(input_ids=tokens[i: i + batch])
+            chunks.append(torch.cat([kept[layer].float() for layer in layers], dim=-1))
+        return torch.cat(chunks)
+    finally:
+        for hook in hooks:
+            hook.remove()
