@@ -22,8 +22,14 @@ TARGET_CONFIG = {
     "max_position_embeddings": 1024, "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
     "torch_dtype": "float32",
 }
-TOKENIZER = {"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "<s>": 2}, "merges": []},
-             "added_tokens": [{"id": 2, "content": "<s>", "special": True}]}
+# A complete tokenizers file (the recipe check loads it with the tokenizers library)
+TOKENIZER = {"version": "1.0", "truncation": None, "padding": None,
+             "added_tokens": [{"id": 2, "content": "<s>", "single_word": False, "lstrip": False, "rstrip": False,
+                               "normalized": False, "special": True}],
+             "normalizer": None, "pre_tokenizer": None, "post_processor": None, "decoder": None,
+             "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                       "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                       "vocab": {"a": 0, "b": 1, "<s>": 2}, "merges": []}}
 
 
 def _launcher(path: Path, body: str) -> None:
@@ -80,12 +86,15 @@ def models(tmp_path) -> Path:
         d = root / name
         d.mkdir(parents=True)
         (d / "config.json").write_text(json.dumps(TARGET_CONFIG))
+        (d / "model.safetensors").write_bytes(b"")  # present for `check`; the double never reads weights
         (d / "tokenizer.json").write_text(json.dumps(TOKENIZER))
     (root / "medusa").mkdir()
     # FasterDecoding layout: the key is medusa_num_heads (fact sheet §2.2, §9.6).
     (root / "medusa" / "config.json").write_text(json.dumps({"medusa_num_heads": 3, "medusa_num_layers": 1,
                                                              "hidden_size": 64, "vocab_size": 512}))
+    (root / "medusa" / "medusa_lm_head.safetensors").write_bytes(b"")
     (root / "eagle").mkdir()
+    (root / "eagle" / "pytorch_model.bin").write_bytes(b"")
     (root / "eagle" / "config.json").write_text(json.dumps({
         "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "vocab_size": 512, "num_hidden_layers": 1,
         "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128, "rms_norm_eps": 1e-5,

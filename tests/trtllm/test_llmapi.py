@@ -38,10 +38,12 @@ def llmapi_recipe(machine, models, tmp_path):
         "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 64, "vocab_size": 512,
         "draft_vocab_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
         "intermediate_size": 128, "rms_norm_eps": 1e-5, "max_position_embeddings": 1024}))
+    (models / "eagle3" / "model.safetensors").write_bytes(b"")
     mtp = dict(json.loads((models / "target" / "config.json").read_text()), num_nextn_predict_layers=1)
     (models / "mtp-target").mkdir()
     (models / "mtp-target" / "config.json").write_text(json.dumps(mtp))
     (models / "mtp-target" / "tokenizer.json").write_text((models / "target" / "tokenizer.json").read_text())
+    (models / "mtp-target" / "model.safetensors").write_bytes(b"")
 
     def write(method: str, release: str = "1.2", **sections) -> "Path":  # noqa: F821
         recipe = {"name": f"llmapi-{method.replace('_', '-')}", "runtime": "tensorrt-llm", "flavour": "llm-api",

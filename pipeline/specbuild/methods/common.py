@@ -1,5 +1,6 @@
 """Reading Hugging Face checkpoint configs and tokenizers (shared by the method modules' file checks and the
-runtimes)."""
+runtimes). Reads go through specbuild.safe_files: bounded, regular files only (a FIFO or device never blocks),
+symlinks kept inside the checkpoint (or its Hugging Face hub-cache repository folder)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,40 @@ import json
 from pathlib import Path
 from typing import Any
 
+from specbuild.safe_files import MiB, UnreadableFile, read_json
+
+CONFIG_MAX = 4 * MiB  # a config.json is a few KiB
+TOKENIZER_MAX = 256 * MiB  # a tokenizer.json of a large-vocabulary model is tens of MiB
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.safetensors.index.json", "*.bin.index.json")
+
+
+def checkpoint_root(folder: Path) -> Path:
+    """The folder symlinks of a checkpoint may point into: the hub-cache repository (snapshots/<rev>/ ->
+    ../../blobs/) for a snapshot folder, else the folder itself."""
+    folder = Path(folder)
+    if folder.parent.name == "snapshots":
+        return folder.parent.parent
+    return folder
+
+
+def config_problem(folder: Path) -> str | None:
+    """Why the folder's config.json cannot be used (None when it can)."""
+    try:
+        read_json(Path(folder) / "config.json", what="Hugging Face config.json", max_bytes=CONFIG_MAX,
+                  root=checkpoint_root(folder))
+    except UnreadableFile as e:
+        return e.reason
+    return None
+
 
 def read_hf_config(folder: Path) -> dict[str, Any] | None:
-    """The folder's config.json as a dict, or None when it is missing, unreadable or not a JSON object."""
+    """The folder's config.json as a dict, or None when it is missing, unreadable or not a JSON object
+    (`config_problem` says why)."""
     try:
-        data = json.loads((Path(folder) / "config.json").read_text())
-    except (OSError, ValueError):
+        return read_json(Path(folder) / "config.json", what="Hugging Face config.json", max_bytes=CONFIG_MAX,
+                         root=checkpoint_root(folder))
+    except UnreadableFile:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def architecture(folder: Path) -> str | None:
@@ -25,13 +52,44 @@ def architecture(folder: Path) -> str | None:
     return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
 
 
+def has_weights(folder: Path) -> bool:
+    return any(any(Path(folder).glob(pattern)) for pattern in WEIGHT_PATTERNS)
+
+
+def tokenizer_problem(folder: Path) -> str | None:
+    """Why the folder's tokenizer.json cannot be used (None when it can or when there is none: a tokenizer may
+    come as tokenizer.model / vocab.json instead)."""
+    path = Path(folder) / "tokenizer.json"
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        data = read_json(path, what="tokenizer.json", max_bytes=TOKENIZER_MAX, root=checkpoint_root(folder))
+    except UnreadableFile as e:
+        return f"tokenizer.json {e.reason}"
+    if not isinstance(data.get("model"), dict):
+        return "tokenizer.json has no \"model\" object — it is not a Hugging Face tokenizers file"
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:  # the recipe extras are not installed: the shape check above is what can be done
+        return None
+    try:
+        Tokenizer.from_str(json.dumps(data))
+    except Exception as e:  # noqa: BLE001 - tokenizers raises its own exception type with the reason
+        return f"tokenizer.json does not load with the tokenizers library ({str(e).splitlines()[0][:200]})"
+    return None
+
+
 def _vocab(folder: Path) -> tuple | None:
     try:
-        data = json.loads((folder / "tokenizer.json").read_text())
-    except (OSError, ValueError):
+        data = read_json(Path(folder) / "tokenizer.json", what="tokenizer.json", max_bytes=TOKENIZER_MAX,
+                         root=checkpoint_root(folder))
+    except UnreadableFile:
         return None
-    vocab = (data.get("model") or {}).get("vocab")
-    added = sorted((t.get("id"), t.get("content")) for t in data.get("added_tokens") or [])
+    model = data.get("model")
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    added_tokens = data.get("added_tokens")
+    added = sorted((str(t.get("id")), str(t.get("content"))) for t in added_tokens if isinstance(t, dict)) \
+        if isinstance(added_tokens, list) else []
     if isinstance(vocab, dict):
         vocab = sorted(vocab.items())
     return (json.dumps(vocab), tuple(added))

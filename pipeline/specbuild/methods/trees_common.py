@@ -20,3 +20,22 @@ def choices_findings(choices: list[list[int]], max_draft_len: int, where: tuple 
             f"the tree has {len(choices)} nodes but max_draft_len is {max_draft_len} — "
             f"raise max_draft_len to at least {len(choices)} or use a smaller tree",
         )
+
+
+def rank_findings(choices: list[list[int]], vocab_size, field: tuple = ("speculation", "choices")) -> Iterator[Finding]:
+    """A path's top-k ranks must be below the vocabulary size (rank r is the (r+1)-th most likely token)."""
+    if not isinstance(vocab_size, int) or vocab_size < 1:
+        return
+    for i, path in enumerate(choices):
+        if path and max(path) >= vocab_size:
+            yield Finding(field + (i,), f"path {list(path)} asks for rank {max(path)} but the vocabulary has "
+                          f"{vocab_size} tokens (ranks 0..{vocab_size - 1}) — lower it")
+            return
+
+
+def weights_finding(folder, value, what: str) -> Iterator[Finding]:
+    from specbuild.methods.common import WEIGHT_PATTERNS, has_weights
+
+    if not has_weights(folder):
+        yield Finding(("speculation", "checkpoint"), f"{value} has no weights ({', '.join(WEIGHT_PATTERNS[:2])} ...) "
+                      f"— point it at the complete {what} folder")

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Iterator
 
 from specbuild.methods import describe, method_for
 from specbuild.methods.base import Finding
-from specbuild.methods.common import read_hf_config
+from specbuild.errors import UserError
+from specbuild.methods.common import WEIGHT_PATTERNS, config_problem, has_weights, read_hf_config, tokenizer_problem
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
 
@@ -18,11 +19,16 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 
 
 def _folder_findings(recipe: Recipe, value: Path, path: tuple, what: str) -> Iterator[Finding]:
-    folder = recipe.resolve(value)
-    if not folder.exists():
+    try:
+        folder = recipe.resolve(value)
+        exists, is_dir = folder.exists(), folder.is_dir()
+    except (OSError, RuntimeError) as e:  # a name too long, a symlink loop, a file in the middle of the path
+        yield Finding(path, f"{value} cannot be used as a path ({getattr(e, 'strerror', None) or e}) — fix the path")
+        return
+    if not exists:
         yield Finding(path, f"{value} does not exist (resolved to {folder}) — fix the path; relative paths are "
                       "relative to the recipe file")
-    elif not folder.is_dir():
+    elif not is_dir:
         yield Finding(path, f"{value} is a file, not a folder — point it at the {what} folder")
 
 
@@ -44,8 +50,13 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
     if ("model", "checkpoint") not in missing:
         cfg = read_hf_config(recipe.model_dir)
         if cfg is None:
-            yield Finding(("model", "checkpoint"), f"{recipe.model.checkpoint} has no readable config.json — point it "
-                          "at a Hugging Face checkpoint folder (config.json + weights)")
+            why = config_problem(recipe.model_dir) or "is not usable"
+            yield Finding(("model", "checkpoint"), f"{recipe.model.checkpoint}/config.json {why} — point "
+                          "model.checkpoint at a Hugging Face checkpoint folder (config.json + weights)")
+            missing.add(("model", "checkpoint"))
+        elif not has_weights(recipe.model_dir):
+            yield Finding(("model", "checkpoint"), f"{recipe.model.checkpoint} has a config.json but no weights "
+                          f"({', '.join(WEIGHT_PATTERNS[:2])} ...) — point it at the complete checkpoint folder")
             missing.add(("model", "checkpoint"))
         else:
             limit = cfg.get("max_position_embeddings")
@@ -57,10 +68,16 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
         if not any((recipe.tokenizer_dir / f).exists() for f in TOKENIZER_FILES):
             yield Finding(tok_field, f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {recipe.tokenizer_dir} — "
                           "set model.tokenizer to the tokenizer folder")
+        elif (why := tokenizer_problem(recipe.tokenizer_dir)) is not None:
+            yield Finding(tok_field, f"{recipe.tokenizer_dir}: {why} — give a working tokenizer (model.tokenizer)")
     prompts = recipe.validation.prompts
-    if isinstance(prompts, Path) and not recipe.resolve(prompts).is_file():
-        yield Finding(("validation", "prompts"), f"{prompts} is not a file — give a .txt (one prompt per line) or "
-                      ".jsonl file, or an inline list of prompts")
+    if isinstance(prompts, Path):
+        try:
+            from specbuild.validate.prompts import load_prompts
+
+            load_prompts(recipe)
+        except UserError as e:
+            yield Finding(("validation", "prompts"), f"{e} (or give an inline list of prompts)")
     if not missing:
         yield from method_for(recipe).file_checks(recipe)
         yield from runtime_for(recipe).file_checks(recipe, describe(recipe), options or BuildOptions())

@@ -1,0 +1,90 @@
+"""Checkpoints that cannot work are refused by `specbuild check` with the field located, at once, without reading
+unbounded data or blocking (issue #16): a FIFO or device as config.json, JSON of the wrong shape, a malformed
+tokenizer.json, no weights, symlinks escaping the checkpoint, tree ranks beyond the vocabulary."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+CKPT = HERE / "ckpt"
+ROOT = HERE.parents[1]
+
+
+def _checkpoint(tmp_path: Path, name: str = "target") -> Path:
+    folder = tmp_path / name
+    shutil.copytree(CKPT / name, folder)
+    return folder
+
+
+def _recipe(tmp_path: Path, checkpoint: Path, speculation: dict | None = None) -> Path:
+    recipe = {"name": "hostile", "model": {"checkpoint": str(checkpoint)}, "validation": {"max_tokens": 8}}
+    if speculation:
+        recipe["speculation"] = speculation
+    path = tmp_path / "recipe.yaml"
+    path.write_text(json.dumps(recipe))
+    return path
+
+
+def _check(path: Path) -> tuple[int, str, float]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"))
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "specbuild.cli", "check", str(path)], capture_output=True, text=True,
+                         timeout=30, env=env)
+    return out.returncode, out.stderr, time.monotonic() - start
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+CASES = {
+    "config-fifo": (lambda d: _fifo(d / "config.json"), "model.checkpoint", "FIFO"),
+    "config-device": (lambda d: ((d / "config.json").unlink(), (d / "config.json").symlink_to("/dev/zero")),
+                      "model.checkpoint", "outside"),
+    "config-array": (lambda d: (d / "config.json").write_text("[1, 2]"), "model.checkpoint", "JSON object"),
+    "config-not-json": (lambda d: (d / "config.json").write_text("{vocab"), "model.checkpoint", "not valid JSON"),
+    "config-huge": (lambda d: (d / "config.json").write_text('{"pad": "' + "x" * (5 << 20) + '"}'),
+                    "model.checkpoint", "at most"),
+    "no-weights": (lambda d: (d / "model.safetensors").unlink(), "model.checkpoint", "no weights"),
+    "tokenizer-shape": (lambda d: (d / "tokenizer.json").write_text('{"model": 3}'), "model.checkpoint",
+                        'no "model" object'),
+    "tokenizer-broken": (lambda d: (d / "tokenizer.json").write_text('{"model": {"type": "WordLevel"}}'),
+                         "model.checkpoint", "does not load with the tokenizers library"),
+    "tokenizer-fifo": (lambda d: _fifo(d / "tokenizer.json"), "model.checkpoint", "FIFO"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_hostile_checkpoint_is_a_located_user_error(case, tmp_path):
+    damage, field, words = CASES[case]
+    folder = _checkpoint(tmp_path)
+    damage(folder)
+    code, err, seconds = _check(_recipe(tmp_path, folder))
+    assert code == 2 and f"{field}:" in err and words in err, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert ":5:" in err or ":1:" in err  # located at the field (file:line:col)
+
+
+def test_tree_ranks_beyond_the_vocabulary_are_refused(tmp_path):
+    vocab = json.loads((CKPT / "target" / "config.json").read_text())["vocab_size"]
+    path = _recipe(tmp_path, CKPT / "target", {"method": "medusa", "checkpoint": str(CKPT / "medusa"),
+                                               "num_heads": 2, "choices": [[0], [vocab + 3]], "max_draft_len": 2})
+    code, err, _ = _check(path)
+    assert code == 2 and f"asks for rank {vocab + 3} but the vocabulary has {vocab}" in err, err
+
+
+def test_a_draft_without_weights_is_refused(tmp_path):
+    draft = _checkpoint(tmp_path, "draft")
+    (draft / "model.safetensors").unlink()
+    code, err, _ = _check(_recipe(tmp_path, CKPT / "target", {"method": "draft_target", "checkpoint": str(draft)}))
+    assert code == 2 and "speculation.checkpoint:" in err and "has no weights" in err, err
