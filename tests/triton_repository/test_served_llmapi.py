@@ -113,7 +113,7 @@ def served(request, tmp_path_factory):
         pytest.skip("checkpoints/tiny not built")
     if request.param == "eagle3" and eagle3_missing():
         pytest.skip(eagle3_missing())
-    from specbuild.serve.tritonserver import TritonServer
+    from specbuild.serve import TritonServer
 
     recipe = make_recipe(request.param)
     root = tmp_path_factory.mktemp(f"llmapi-{request.param}")
@@ -276,7 +276,7 @@ def test_an_unknown_model_yaml_key_fails_model_load_naming_it(tmp_path):
     if not (TINY / "target" / "config.json").is_file():
         pytest.skip("checkpoints/tiny not built")
     from specbuild.errors import UserError
-    from specbuild.serve.tritonserver import TritonServer
+    from specbuild.serve import TritonServer
 
     repo = write_repo(make_recipe("prompt_lookup"), tmp_path)
     path = repo / "tensorrt_llm" / "1" / "model.yaml"

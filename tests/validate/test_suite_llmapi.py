@@ -39,7 +39,7 @@ def deployments(tmp_path_factory):
     import torch
 
     from specbuild.runtimes import runtime_for
-    from specbuild.serve.tritonserver import TritonServer
+    from specbuild.serve import TritonServer
 
     torch.set_num_threads(1)
     recipe = make_recipe()
