@@ -9,7 +9,7 @@ from specbuild.methods import describe
 from specbuild.recipe.schema import Recipe
 from specbuild.validate.checks import bad_input, functional, load, lossless
 from specbuild.validate.checks.base import SuiteContext, SuiteOptions
-from specbuild.validate.client import Chunk, Generation
+from specbuild.validate.client import ENGINE, Chunk, Generation
 from specbuild.validate.endpoints import Endpoints
 from specbuild.validate.prompts import Prompt
 
@@ -53,6 +53,7 @@ class FakeDeployment:
     endpoints: Endpoints = field(default_factory=lambda: Endpoints("127.0.0.1:1"))
     streams: bool = True
     calls: int = 0
+    contract: object = ENGINE
 
     def __post_init__(self):
         self.server = FakeServer(FakeHttp(self))

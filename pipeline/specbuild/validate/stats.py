@@ -11,8 +11,14 @@ and vLLM's convention), while external drafts (draft-target, prompt lookup throu
 prefill on. So, from the server's counters:
     steps = output tokens - accepted draft tokens - (0 if the prefill is a step else 1)
 and when the deployment streams one response per step (the stream carries the same tokens), the steps are the
-responses themselves (after the prefill's) and their sizes give the drafts accepted at each step. The mean
+responses themselves (after the prefill's) and their sizes give the drafts accepted at each step. A contract
+without token ids (llm-api: NVIDIA's model streams one response per LLM iteration) counts the steps from the
+stream when its text equals the non-streamed text (`stream_steps`), without the per-step sizes. The mean
 acceptance length is `specbuild.metrics.mean_acceptance_length(accepted, steps)` (bonus token included).
+
+`stream_acceptance_length` is the fallback for a server whose counters read zero (TensorRT-LLM <= 1.2.1 in the
+PyTorch flow, llmapi fact sheet §5.3): AL = (output tokens - 1) / (streamed responses - 1), i.e. the tokens each
+generation step produced, with no counter involved.
 """
 
 from __future__ import annotations
@@ -23,9 +29,26 @@ from specbuild import metrics
 from specbuild.validate.client import Generation
 
 
-def chunk_token_counts(gen: Generation) -> list[int]:
-    """Tokens in each streamed response (1 per response when the server sent no ids)."""
+def chunk_token_counts(gen: Generation, counted: list[int] | None = None) -> list[int]:
+    """Tokens in each streamed response: from the ids, else `counted` (the tokenizer's count per response), else 1
+    per response."""
+    if counted is not None and len(counted) == len(gen.chunks) and all(c.ids is None for c in gen.chunks):
+        return list(counted)
     return [len(c.ids) if c.ids is not None else 1 for c in gen.chunks]
+
+
+def stream_matches(gen: Generation, stream: Generation | None) -> bool:
+    """The streamed request completed and carried the same text (and ids, where there are ids) as `gen`."""
+    return stream is not None and stream.ok and stream.final and len(stream.chunks) > 1 and \
+        stream.text == gen.text and stream.ids == gen.ids
+
+
+def stream_acceptance_length(tokens: int, stream: Generation) -> tuple[int, float] | None:
+    """(generation steps, AL) from a stream of one response per step: (tokens - 1) / (responses - 1)."""
+    steps = len(stream.chunks) - 1
+    if steps < 1 or tokens < 1:
+        return None
+    return steps, (tokens - 1) / steps
 
 
 @dataclass
@@ -46,12 +69,13 @@ class RequestRecord:
 
     @classmethod
     def from_generation(cls, gen: Generation, deployment: str, concurrency: int, prompt_index: int,
-                        tokens: int | None = None) -> "RequestRecord":
-        """`tokens`: the output length when the server sent no ids (e.g. counted with the tokenizer)."""
+                        tokens: int | None = None, chunk_tokens: list[int] | None = None) -> "RequestRecord":
+        """`tokens`: the output length when the server sent no ids (e.g. counted with the tokenizer);
+        `chunk_tokens`: the same per streamed response."""
         rec = cls(deployment, concurrency, prompt_index, gen.start, gen.end, gen.ok, gen.error)
         if not gen.ok:
             return rec
-        counts = chunk_token_counts(gen)
+        counts = chunk_token_counts(gen, chunk_tokens)
         n = gen.num_tokens if gen.num_tokens is not None else tokens
         rec.output_tokens = n if n is not None else sum(counts)
         rec.streamed = len(gen.chunks) > 1
@@ -88,14 +112,16 @@ class AcceptanceRecord:
     acceptance_length: float
     accepted_per_step: list[int] | None = None  # from streamed chunk sizes (one response per step)
     prompt: str | None = None  # the prompt's id
+    steps_from: str = "counters"  # stream (responses counted), counters (output - accepted - prefill)
 
     @classmethod
     def from_generation(cls, gen: Generation, prompt_index: int, stream: Generation | None = None, *,
                         prefill_is_step: bool = False, prompt: str | None = None,
-                        tokens: int | None = None) -> "AcceptanceRecord | None":
+                        tokens: int | None = None, stream_steps: bool = False) -> "AcceptanceRecord | None":
         """None when the server returned no acceptance outputs (return_perf_metrics unsupported) or the output
         length is unknown. `stream`: the same request streamed, used for the steps when it carried the same
-        tokens. `tokens`: the output length when the server sent no ids."""
+        tokens. `tokens`: the output length when the server sent no ids. `stream_steps`: without ids, count the
+        steps from a matching stream."""
         if "total_accepted_draft_tokens" not in gen.perf or "total_draft_tokens" not in gen.perf:
             return None
         out = gen.num_tokens if gen.num_tokens is not None else tokens
@@ -104,16 +130,21 @@ class AcceptanceRecord:
         accepted = int(gen.perf["total_accepted_draft_tokens"])
         drafted = int(gen.perf["total_draft_tokens"])
         per_step = None
+        steps_from = "counters"
         if stream is not None and stream.ok and len(stream.chunks) > 1 and gen.ids is not None \
                 and stream.ids == gen.ids and all(c.ids for c in stream.chunks):
             counted = stream.chunks if prefill_is_step else stream.chunks[1:]
             per_step = [len(c.ids) - 1 for c in counted]
             steps = len(per_step)
+            steps_from = "stream"
+        elif stream_steps and gen.ids is None and stream_matches(gen, stream):
+            steps = len(stream.chunks) - (0 if prefill_is_step else 1)
+            steps_from = "stream"
         else:
             steps = out - accepted - (0 if prefill_is_step else 1)
         steps = max(steps, 1) if out else 0
         return cls(prompt_index, out, accepted, drafted, gen.perf.get("acceptance_rate"), steps,
-                   metrics.mean_acceptance_length(accepted, steps), per_step, prompt)
+                   metrics.mean_acceptance_length(accepted, steps), per_step, prompt, steps_from)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -20,6 +20,7 @@ from specbuild.speculation import NO_SPECULATION
 from specbuild.runtimes import runtime_for
 from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
 from specbuild.validate.checks.base import ERROR, FAILED, CheckResult, Deployment, SuiteContext, SuiteOptions
+from specbuild.validate.client import contract
 from specbuild.validate.endpoints import Endpoints
 from specbuild.validate.prompts import load_prompts
 from specbuild.validate.tokenizer import load_tokenizer
@@ -45,6 +46,7 @@ class ValidationResult:
     prompts: int
     report_files: list[Path] = field(default_factory=list)
     gates: dict = field(default_factory=dict)
+    contract: str = "engine"  # the serving model's request/response contract (Runtime.contract)
 
     @property
     def passed(self) -> bool:
@@ -62,7 +64,7 @@ class ValidationResult:
                 "runtime": self.runtime, "passed": self.passed, "started": self.started,
                 "duration_s": round(self.duration_s, 3), "prompts": self.prompts,
                 "target": self.target.to_dict(), "baseline": self.baseline.to_dict() if self.baseline else None,
-                "serving_model": self.serving_model, "gates": self.gates,
+                "serving_model": self.serving_model, "contract": self.contract, "gates": self.gates,
                 "checks": [c.to_dict() for c in self.checks]}
 
 
@@ -133,9 +135,12 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
         prompts = prompts[:options.max_prompts]
     timeout = recipe.validation.request_timeout_s
     runtime = runtime_for(recipe)
-    dep_target = Deployment("target", target, runtime.serving_model(spec), timeout, speculative=spec.speculative)
+    speaks = contract(runtime.contract)
+    dep_target = Deployment("target", target, runtime.serving_model(spec), timeout, speculative=spec.speculative,
+                            contract=speaks)
     baseline_model = runtime.serving_model(NO_SPECULATION)
-    dep_base = Deployment("baseline", baseline, baseline_model, timeout) if baseline is not None else None
+    dep_base = Deployment("baseline", baseline, baseline_model, timeout, contract=speaks) \
+        if baseline is not None else None
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:
@@ -155,7 +160,8 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
         if dep_base is not None:
             dep_base.close()
     result = ValidationResult(recipe.name, spec.method, recipe.runtime, target, baseline, dep_target.model, results,
-                              started, time.perf_counter() - t0, len(prompts), gates=_gates(recipe))
+                              started, time.perf_counter() - t0, len(prompts), gates=_gates(recipe),
+                              contract=runtime.contract)
     if report_dir is not None:
         from specbuild.validate.report import write_reports
 

@@ -1,30 +1,82 @@
 """Acceptance: per request acceptance_rate, total_accepted_draft_tokens and total_draft_tokens (the server's
 return_perf_metrics outputs) over the greedy prompt set; mean acceptance length (specbuild.metrics, bonus token
 included); per-position acceptance and the histogram of accepted drafts per step when the deployment streams one
-response per step. Gate: validation.min_acceptance_length."""
+response per step with its token ids. Gate: validation.min_acceptance_length.
+
+An llm-api deployment (no token ids) counts its steps from the stream (one response per LLM iteration) when the
+streamed text equals the non-streamed one, else from the tokenizer's count of the text. Where such a server
+returns zero counters on every request of a speculative deployment (TensorRT-LLM <= 1.2.1 fills them only in the
+TensorRT engine flow; PR #17082, llmapi fact sheet §5.3), AL falls back on the stream alone: (output tokens - 1) /
+(streamed responses - 1), and the report says so; the acceptance rate is then unknown."""
 
 from __future__ import annotations
 
 from specbuild.triton import params as triton_params
-from specbuild.validate.aggregate import summarize_acceptance
+from specbuild.validate.aggregate import distribution, summarize_acceptance
 from specbuild.validate.checks.base import FAILED, PASSED, SKIPPED, CheckResult, SuiteContext, timed
-from specbuild.validate.stats import AcceptanceRecord
+from specbuild.validate.stats import AcceptanceRecord, stream_acceptance_length, stream_matches
 
 NAME, TITLE = "acceptance", "Acceptance (draft tokens accepted)"
+# Whether a request's prefill is a verification step: the engine flavour's BLS methods verify external drafts
+# from the prefill on; the LLM API's prefill (context phase) emits one token with no drafts.
+PREFILL_IS_STEP = {"engine": lambda recipe: triton_params.bls_driven(recipe, "target"),
+                   "llm-api": lambda recipe: False}
+ZERO_COUNTERS = ("the server returned zero speculative counters on every request (total_draft_tokens 0) although "
+                 "the deployment speculates: TensorRT-LLM <= 1.2.1 fills them only in the TensorRT engine flow "
+                 "(PR #17082; llmapi fact sheet §5.3)")
+DEFINITION = ("AL = 1 + accepted draft tokens / verification steps, pooled over every request; steps are the "
+              "streamed responses after the prefill's when the deployment streams, else output tokens - accepted "
+              "draft tokens - 1 (the prefill's token)")
+
+
+def _passes(ctx: SuiteContext):
+    plain = ctx.greedy_pass(ctx.target, "http")
+    streamed = ctx.greedy_pass(ctx.target, "http-stream") if ctx.target.streams else [None] * len(plain)
+    return plain, streamed
 
 
 def _records(ctx: SuiteContext) -> list[AcceptanceRecord]:
-    plain = ctx.greedy_pass(ctx.target, "http")
-    streamed = ctx.greedy_pass(ctx.target, "http-stream") if ctx.target.streams else [None] * len(plain)
-    prefill_is_step = triton_params.bls_driven(ctx.recipe, "target")  # external drafts are verified from prefill
+    plain, streamed = _passes(ctx)
+    contract = ctx.target.contract
+    prefill_is_step = PREFILL_IS_STEP[contract.name](ctx.recipe)
     out = []
     for p, g, s in zip(ctx.prompts, plain, streamed):
         if g.ok:
             rec = AcceptanceRecord.from_generation(g, p.index, s, prefill_is_step=prefill_is_step, prompt=p.id,
-                                                   tokens=ctx.count_tokens(g))
+                                                   tokens=ctx.count_tokens(g), stream_steps=not contract.has_ids)
             if rec is not None:
                 out.append(rec)
     return out
+
+
+def _stream_fallback(ctx: SuiteContext, gate: str | None, threshold: float | None) -> CheckResult:
+    """AL from the stream alone, for a server whose counters read zero."""
+    plain, streamed = _passes(ctx)
+    rows, tokens_after_prefill, steps = [], 0, 0
+    for p, g, s in zip(ctx.prompts, plain, streamed):
+        n = ctx.count_tokens(g) if g.ok else None
+        found = stream_acceptance_length(n, s) if n is not None and stream_matches(g, s) else None
+        if found is not None:
+            rows.append({"prompt": p.id, "output_tokens": n, "steps": found[0], "acceptance_length": found[1]})
+            tokens_after_prefill += n - 1
+            steps += found[0]
+    details = {"zero_counters": True, "note": ZERO_COUNTERS, "records": rows}
+    if not steps:
+        why = "the deployment does not stream" if not ctx.target.streams else \
+            "no streamed request matched its non-streamed text"
+        summary = f"{ZERO_COUNTERS}; no fallback: {why} (set triton.streaming: true to estimate AL from the stream)"
+        return CheckResult(NAME, TITLE, FAILED if gate else SKIPPED, summary, details, gate)
+    al = tokens_after_prefill / steps
+    details.update(mean_acceptance_length=al, steps=steps, acceptance_rate=None,
+                   per_request_acceptance_length=distribution([r["acceptance_length"] for r in rows]),
+                   definition="fallback: AL = (output tokens - 1) / (streamed responses - 1) pooled over the "
+                              "prompt set (one response per LLM iteration; tokens counted by the tokenizer); the "
+                              "acceptance rate is unknown")
+    summary = (f"AL {al:.2f} estimated from the stream over {len(rows)} requests ({ZERO_COUNTERS}; fallback: "
+               "(output tokens - 1) / (streamed responses - 1), acceptance rate unknown)")
+    if threshold is not None and al < threshold:
+        return CheckResult(NAME, TITLE, FAILED, f"AL {al:.2f} < {threshold}: " + summary, details, gate)
+    return CheckResult(NAME, TITLE, PASSED, summary, details, gate)
 
 
 @timed
@@ -38,17 +90,23 @@ def run(ctx: SuiteContext) -> CheckResult:
         summary = "the server returned no acceptance outputs (return_perf_metrics: acceptance_rate, " \
                   "total_accepted_draft_tokens, total_draft_tokens)"
         return CheckResult(NAME, TITLE, FAILED if gate else SKIPPED, summary, {}, gate)
+    if ctx.target.contract.counters_may_read_zero and all(r.draft_tokens == 0 for r in records):
+        return _stream_fallback(ctx, gate, threshold)
     s = summarize_acceptance(records)
     details = s.to_dict()
-    details["definition"] = ("AL = 1 + accepted draft tokens / verification steps, pooled over every request; "
-                             "steps are the streamed responses after the prefill's when the deployment streams, "
-                             "else output tokens - accepted draft tokens - 1 (the prefill's token)")
+    details["definition"] = DEFINITION
+    steps_from = sorted({r.steps_from for r in records})
+    details["steps_from"] = steps_from
     per_req = s.per_request_acceptance_length or {}
     summary = (f"AL {s.mean_acceptance_length:.2f} (per request {per_req.get('min', 0):.2f}–{per_req.get('max', 0):.2f}), "
                f"acceptance rate {s.acceptance_rate:.1%} of {s.draft_tokens} draft tokens over {s.requests} requests")
     if s.per_position:
         summary += "; per position " + " / ".join(f"{v:.2f}" for v in s.per_position[:6])
+    elif not ctx.target.contract.has_ids:
+        summary += (f"; steps from the {' and '.join(steps_from)} (per-position acceptance needs token ids, which "
+                    "the llm-api contract does not return)")
     if threshold is not None and s.mean_acceptance_length < threshold:
         return CheckResult(NAME, TITLE, FAILED, f"AL {s.mean_acceptance_length:.2f} < {threshold}: " + summary,
                            details, gate)
     return CheckResult(NAME, TITLE, PASSED, summary, details, gate)
+

@@ -3,6 +3,11 @@ well-formed result), the server stays healthy, and a normal request right after 
 
 "Clean" means the server answered: an error in the response (HTTP status/JSON error, gRPC status), not a dropped
 connection or a timeout. Cases marked `error` must be refused; `any` cases may also succeed.
+
+The cases follow the deployment's contract: the engine flavour's ensemble/BLS tensors, or NVIDIA's llmapi model
+(llmapi fact sheet §2.3-2.7, §5): `sampling_param_*` inputs, the LLM's own limits (a prompt over max_num_tokens
+is refused by `LLM._check_arguments`; max_input_len is not checked there), the `stop` request with and without
+a request id, and a `stop` that cancels a running stream.
 """
 
 from __future__ import annotations
@@ -68,7 +73,7 @@ def _as_cancel(gen: Generation) -> Generation:
     return gen
 
 
-def cases(ctx: SuiteContext) -> list[Case]:
+def engine_cases(ctx: SuiteContext) -> list[Case]:
     first = ctx.prompts[0].text
     return [
         Case("empty prompt", "any", lambda c: c.target.generate("", _params(c))),
@@ -90,6 +95,104 @@ def cases(ctx: SuiteContext) -> list[Case]:
         Case("client cancels mid-stream (gRPC)", "any", _cancel_grpc, needs_grpc=True),
         Case("client disconnects mid-stream (HTTP)", "any", _cancel_http),
     ]
+
+
+# --- the llm-api contract ---------------------------------------------------------------------------------------
+
+def _too_many_tokens(ctx: SuiteContext) -> str:
+    """More single-character words than the LLM's max_num_tokens (the build section's, or its 8192 default)."""
+    from specbuild.engine_facts import DEFAULT_MAX_NUM_TOKENS
+
+    n = (ctx.recipe.build.max_num_tokens or DEFAULT_MAX_NUM_TOKENS) + 16
+    return " ".join("abcdefghijklmnopqrstuvwxyz"[i % 26] for i in range(n))
+
+
+def _stop_request(ctx: SuiteContext, request_id: str | None) -> Generation:
+    """A `stop: true` request (BK README "request cancellation"): text_input "" and the id to cancel."""
+    body = {"text_input": "", "stop": True}
+    if request_id is not None:
+        body["id"] = request_id
+    return _raw(ctx, body)
+
+
+def _stop_running(ctx: SuiteContext) -> Generation:
+    """Start a long gRPC stream with a request id, then send `stop` with that id over HTTP: the stream must end
+    (CANCELLED or final) before its max_tokens, and the stop request itself is answered."""
+    import threading
+
+    from specbuild.validate.client import new_request_id
+
+    dep, rid = ctx.target, new_request_id("stop")
+    values = dep.contract.inputs(ctx.greedy_params(max_tokens=ctx.recipe.build.max_seq_len // 2), ctx.prompts[0].text,
+                                 stream=True)
+    session = dep.grpc()
+    result: dict = {}
+    sent = threading.Event()
+
+    def stream() -> None:
+        result["gen"] = session.generate(dep.model, dep.signature, values, request_id=rid, stop_after=None,
+                                         on_first=sent.set)
+
+    worker = threading.Thread(target=stream, daemon=True)
+    worker.start()
+    if not sent.wait(timeout=dep.timeout_s):
+        worker.join(timeout=dep.timeout_s)
+        return result.get("gen") or Generation("grpc-stream", 0.0, error="no final response: no first response")
+    stop = _stop_request(ctx, rid)
+    worker.join(timeout=dep.timeout_s)
+    gen = result.get("gen")
+    if gen is None:
+        return Generation("grpc-stream", 0.0, error="no final response after the stop request")
+    dep.drop_grpc()
+    if stop.error is None:
+        gen.error = "the stop request was accepted as a generation (it must be answered with CANCELLED)"
+    elif gen.ok and gen.final and (ctx.count_tokens(gen) or 0) >= values["sampling_param_max_tokens"]:
+        gen.error = "no final response: the stop request did not end the stream before max_tokens"
+    elif not gen.ok and "cancel" in (gen.error or "").lower():
+        gen.error, gen.final = None, True  # ended by the stop: the outcome this case wants
+    return gen
+
+
+def llmapi_cases(ctx: SuiteContext) -> list[Case]:
+    first = ctx.prompts[0].text
+    return [
+        Case("empty prompt", "any", lambda c: c.target.generate("", _params(c))),
+        Case("prompt longer than max_input_len", "any", lambda c: c.target.generate(_too_long(c), _params(c))),
+        Case("prompt longer than max_num_tokens", "error",
+             lambda c: c.target.generate(_too_many_tokens(c), _params(c))),
+        Case("max_tokens 0", "any", lambda c: c.target.generate(first, _params(c, max_tokens=0))),
+        Case("max_tokens negative", "error", lambda c: c.target.generate(first, _params(c, max_tokens=-5))),
+        Case("max_tokens huge", "any", lambda c: c.target.generate(first, _params(c, max_tokens=HUGE))),
+        Case("max_tokens of the wrong type", "error",
+             lambda c: _raw(c, {"text_input": first, "sampling_param_max_tokens": "ten"})),
+        Case("temperature of the wrong type", "error",
+             lambda c: _raw(c, {"text_input": first, "sampling_param_max_tokens": 4,
+                                "sampling_param_temperature": "hot"})),
+        Case("temperature negative", "error",
+             lambda c: _raw(c, {"text_input": first, "sampling_param_max_tokens": 4,
+                                "sampling_param_temperature": -1.0})),
+        Case("unknown field (HTTP generate)", "any",
+             lambda c: _raw(c, {"text_input": first, "sampling_param_max_tokens": 4, "sampling_param_top_k": 1,
+                                "no_such_field": 1})),
+        Case("stop request without a request id", "error", lambda c: _stop_request(c, None)),
+        Case("stop request for an unknown request id", "error", lambda c: _stop_request(c, "no-such-request")),
+        Case("invalid UTF-8 prompt (gRPC)", "any",
+             lambda c: _grpc(c, {"text_input": b"def f(\xff\xfe\xfd):\n", "sampling_param_max_tokens": 4,
+                                 "sampling_param_top_k": 1}), needs_grpc=True),
+        Case("unknown input tensor (gRPC)", "error",
+             lambda c: _grpc(c, {"text_input": first, "sampling_param_max_tokens": 4, "no_such_input": 1}),
+             needs_grpc=True),
+        Case("stop + request id cancels a running stream (gRPC)", "any", _stop_running, needs_grpc=True),
+        Case("client cancels mid-stream (gRPC)", "any", _cancel_grpc, needs_grpc=True),
+        Case("client disconnects mid-stream (HTTP)", "any", _cancel_http),
+    ]
+
+
+CASES = {"engine": engine_cases, "llm-api": llmapi_cases}
+
+
+def cases(ctx: SuiteContext) -> list[Case]:
+    return CASES[ctx.target.contract.name](ctx)
 
 
 def _clean(gen: Generation) -> bool:
@@ -127,7 +230,7 @@ def run(ctx: SuiteContext) -> CheckResult:
             continue
         gen = case.send(ctx)
         outcome = "answered" if gen.ok else "refused"
-        if case.send in (_cancel_grpc, _cancel_http) and gen.ok:
+        if case.send in (_cancel_grpc, _cancel_http, _stop_running) and gen.ok:
             outcome = f"cancelled by the client after {len(gen.chunks)} response(s)"
         row = {"case": case.name, "expect": case.expect, "outcome": outcome,
                "message": (gen.error or "")[:300], "tokens": gen.num_tokens if gen.ok else None}
@@ -136,8 +239,9 @@ def run(ctx: SuiteContext) -> CheckResult:
         elif case.expect == "error" and gen.ok:
             problems.append(f"{case.name}: accepted ({gen.num_tokens} tokens) but must be refused")
         limit = ctx.recipe.build.max_seq_len
-        if case.name == "max_tokens huge" and gen.ok and gen.num_tokens is not None and gen.num_tokens > limit:
-            problems.append(f"{case.name}: {gen.num_tokens} tokens > max_seq_len {limit}")
+        n = ctx.count_tokens(gen) if gen.ok else None
+        if case.name == "max_tokens huge" and n is not None and n > limit:
+            problems.append(f"{case.name}: {n} tokens > max_seq_len {limit}")
         unhealthy = _healthy(ctx)
         row["healthy_after"] = unhealthy is None
         if unhealthy:

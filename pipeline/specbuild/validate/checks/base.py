@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from specbuild.validate.client import (Generation, GenerateParams, GrpcSession, HttpSession, ModelSignature,
-                                       ServerClient, new_request_id)
+from specbuild.validate.client import (ENGINE, Contract, Generation, GenerateParams, GrpcSession, HttpSession,
+                                       ModelSignature, ServerClient, new_request_id)
 from specbuild.validate.endpoints import Endpoints
 
 if TYPE_CHECKING:
@@ -65,10 +65,13 @@ class SuiteOptions:
 
 
 class Deployment:
-    """One served deployment: the speculative one (`role` target) or the baseline."""
+    """One served deployment: the speculative one (`role` target) or the baseline, and the request/response
+    contract its serving model speaks (`Runtime.contract`: engine or llm-api)."""
 
-    def __init__(self, role: str, endpoints: Endpoints, model: str, timeout_s: float, speculative: bool = True):
+    def __init__(self, role: str, endpoints: Endpoints, model: str, timeout_s: float, speculative: bool = True,
+                 contract: Contract = ENGINE):
         self.role = role
+        self.contract = contract
         self.label = "baseline" if role != "target" else "speculative" if speculative else "target"
         self.endpoints = endpoints
         self.model = endpoints.model or model
@@ -82,7 +85,7 @@ class Deployment:
     def http(self) -> HttpSession:
         s = getattr(self._local, "http", None)
         if s is None:
-            s = self._local.http = HttpSession(self.endpoints.http, self.timeout_s)
+            s = self._local.http = HttpSession(self.endpoints.http, self.timeout_s, self.contract)
             with self._lock:
                 self._sessions.append(s)
         return s
@@ -92,7 +95,7 @@ class Deployment:
             return None
         s = getattr(self._local, "grpc", None)
         if s is None:
-            s = self._local.grpc = GrpcSession(self.endpoints.grpc, self.timeout_s)
+            s = self._local.grpc = GrpcSession(self.endpoints.grpc, self.timeout_s, self.contract)
             with self._lock:
                 self._sessions.append(s)
         return s
@@ -140,7 +143,7 @@ class Deployment:
                 raise ValueError("no gRPC endpoint")
             sig = self.signature if model == self.model else self.server.signature(model)
             # gRPC refuses inputs a model does not declare (older repositories lack some): send only declared ones
-            values = {k: v for k, v in params.inputs(prompt, stream=stream).items()
+            values = {k: v for k, v in self.contract.inputs(params, prompt, stream=stream).items()
                       if k in sig.inputs or k in params.extra}
             gen = session.generate(model, sig, values, request_id=rid, stop_after=stop_after)
             if not gen.ok:
@@ -178,6 +181,19 @@ class SuiteContext:
         if self.tokenizer is not None and gen.ok:
             return len(self.tokenizer.encode(gen.text))
         return None
+
+    def chunk_tokens(self, gen: Generation) -> list[int] | None:
+        """Tokens per streamed response of a generation without ids: the tokenizer's count of the text so far,
+        response by response (None when there are ids, or no tokenizer)."""
+        if self.tokenizer is None or not gen.ok or any(c.ids is not None for c in gen.chunks):
+            return None
+        counts, text, before = [], "", 0
+        for c in gen.chunks:
+            text += c.text
+            now = len(self.tokenizer.encode(text))
+            counts.append(max(0, now - before))
+            before = max(before, now)
+        return counts
 
     def greedy_params(self, **kw) -> GenerateParams:
         return GenerateParams(max_tokens=kw.pop("max_tokens", self.max_tokens), **kw)

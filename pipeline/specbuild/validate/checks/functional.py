@@ -103,6 +103,33 @@ def _pick_stop(ctx: SuiteContext, g: Generation) -> tuple[int, str] | None:
     return None
 
 
+def _pick_stop_in_text(ctx: SuiteContext, g: Generation) -> tuple[int, str] | None:
+    """Without token ids (llm-api): a token of the re-encoded text that round-trips alone and whose text first
+    occurs where that token starts, so that a stop string made of it ends generation there whether the server
+    matches stop strings by tokens (TensorRT-LLM's LLM) or by text."""
+    tok = ctx.tokenizer
+    if tok is None or g.ids is not None:
+        return None
+    ids = tok.encode(g.text)
+    if len(ids) < 3:
+        return None
+    later_first = list(range(max(1, len(ids) // 3), len(ids) - 1)) + list(range(1, max(1, len(ids) // 3)))
+    for k in later_first:
+        word = tok.decode([ids[k]])
+        if not word.strip() or tok.encode(word) != [ids[k]] or ids[k] in ids[:k]:
+            continue
+        if g.text.find(word) == len(tok.decode(ids[:k])):
+            return k, word
+    return None
+
+
+def _stopped_there(g: Generation, stopped: Generation, word: str) -> bool:
+    """The stopped text is the text before the stop string's first occurrence (the LLM API drops the stop string:
+    include_stop_str_in_output is False)."""
+    return g.text.startswith(stopped.text) and word not in stopped.text and \
+        g.text[len(stopped.text):].lstrip().startswith(word.strip())
+
+
 def _stop_words(ctx: SuiteContext, plain: list[Generation]) -> tuple[list[str], dict]:
     if ctx.tokenizer is None:
         return [], {"skipped": "no tokenizer on this machine (the recipe's model.tokenizer/checkpoint folder)"}
@@ -113,7 +140,7 @@ def _stop_words(ctx: SuiteContext, plain: list[Generation]) -> tuple[list[str], 
             break
         if not g.ok:
             continue
-        pick = _pick_stop(ctx, g)
+        pick = _pick_stop(ctx, g) if g.ids is not None else _pick_stop_in_text(ctx, g)
         if pick is None:
             continue
         k, word = pick
@@ -122,6 +149,12 @@ def _stop_words(ctx: SuiteContext, plain: list[Generation]) -> tuple[list[str], 
         tried.append(case)
         if not stopped.ok:
             problems.append(f"prompt {p.id}: request with stop word {word!r} failed: {stopped.error}")
+            continue
+        if g.ids is None:  # no ids (llm-api): the text must end right before the stop string
+            if not _stopped_there(g, stopped, word):
+                problems.append(f"prompt {p.id}: stop string {word!r} (first in the text at character "
+                                f"{g.text.find(word)}) did not end the text right before it: got "
+                                f"{_clip(stopped.text)!r}")
             continue
         want = {tuple(g.ids[:k + 1]), tuple(g.ids[:k])}  # the stop word kept (TensorRT-LLM) or removed
         if stopped.ids is not None and tuple(stopped.ids) not in want:

@@ -1,5 +1,11 @@
 """Health: the servers are live and ready (HTTP and gRPC), every model of the repository is ready, and the served
-configs match the recipe: max batch size, decoupled, the method's decoding parameters, the draft model."""
+configs match the recipe, as the deployment's contract has them:
+
+- engine: the ensemble/BLS repository's models; `tensorrt_llm` max batch size, decoupled, the method's decoding
+  parameters; the draft model and the BLS's view of it;
+- llm-api: exactly one model, `tensorrt_llm` (llmapi fact sheet §2.1), with max_batch_size 0 (§2.7), decoupled
+  exactly when triton.streaming (§2.5), and the llmapi inputs declared (§2.3). What it speculates with lives in
+  model.yaml, which Triton does not show; the acceptance check sees it work."""
 
 from __future__ import annotations
 
@@ -25,7 +31,6 @@ def _decoupled(config: dict) -> bool:
 
 def deployment_problems(ctx: SuiteContext, dep: Deployment) -> tuple[list[str], dict]:
     """Every way `dep` differs from what the recipe says it serves, and the facts read."""
-    recipe, spec = ctx.recipe, ctx.spec
     problems: list[str] = []
     health = dep.server.health()
     facts: dict = {"endpoints": dep.endpoints.to_dict(), "serving_model": dep.model, **health}
@@ -39,6 +44,14 @@ def deployment_problems(ctx: SuiteContext, dep: Deployment) -> tuple[list[str], 
         if not info["ready"]:
             reason = f": {info['reason']}" if info.get("reason") else ""
             problems.append(f"{dep.label}: model {name} is not ready (state {info['state'] or 'not loaded'}{reason})")
+    problems += CONFIG_CHECKS[dep.contract.name](ctx, dep, models, facts)
+    return problems, facts
+
+
+def engine_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dict) -> list[str]:
+    """The engine flavour's repository: its models, the core's batch size / decoupled / decoding parameters."""
+    recipe, spec = ctx.recipe, ctx.spec
+    problems: list[str] = []
     role = dep.role
     expected = triton_params.repository_models(recipe, role)
     for name in expected:
@@ -47,7 +60,7 @@ def deployment_problems(ctx: SuiteContext, dep: Deployment) -> tuple[list[str], 
     if dep.model not in models:
         problems.append(f"{dep.label}: the serving model {dep.model} is not in the repository")
     if CORE not in models or not models[CORE]["ready"]:
-        return problems, facts
+        return problems
 
     core = dep.server.config(CORE)
     facts["core"] = {"max_batch_size": core.get("max_batch_size"), "decoupled": _decoupled(core),
@@ -81,7 +94,42 @@ def deployment_problems(ctx: SuiteContext, dep: Deployment) -> tuple[list[str], 
                             f"triton.streaming is {recipe.triton.streaming}")
         if needs_draft and _param(bls, "tensorrt_llm_draft_model_name") != DRAFT:
             problems.append(f"{dep.label}: tensorrt_llm_bls does not name {DRAFT} as its draft model")
-    return problems, facts
+    return problems
+
+
+def llmapi_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dict) -> list[str]:
+    """An llm-api deployment: one `tensorrt_llm` model, max_batch_size 0, decoupled as triton.streaming."""
+    from specbuild.llmapi import tensors
+
+    recipe = ctx.recipe
+    problems: list[str] = []
+    if dep.model not in models:
+        problems.append(f"{dep.label}: the serving model {dep.model} is not in the repository")
+    others = sorted(set(models) - {CORE})
+    if others:
+        problems.append(f"{dep.label}: an llm-api repository serves one model, {CORE}, but it also has "
+                        f"{', '.join(others)}")
+    if CORE not in models or not models[CORE]["ready"]:
+        return problems
+    core = dep.server.config(CORE)
+    declared = {t.get("name") for t in core.get("input", [])}
+    facts["core"] = {"backend": core.get("backend"), "max_batch_size": core.get("max_batch_size"),
+                     "decoupled": _decoupled(core), "inputs": sorted(declared)}
+    if int(core.get("max_batch_size", 0) or 0) != 0:
+        problems.append(f"{dep.label}: {CORE} max_batch_size is {core.get('max_batch_size')}; the llmapi model takes "
+                        "one prompt per request and needs 0 (model.yaml triton_config.max_batch_size)")
+    if _decoupled(core) != recipe.triton.streaming:
+        problems.append(f"{dep.label}: {CORE} is {'' if _decoupled(core) else 'not '}decoupled; the recipe "
+                        f"(triton.streaming: {str(recipe.triton.streaming).lower()}) needs "
+                        f"{'' if recipe.triton.streaming else 'not '}decoupled (config.pbtxt model_transaction_policy "
+                        "and model.yaml triton_config.decoupled)")
+    missing = [t.name for t in tensors.inputs(recipe.llm_api.release) if t.name not in declared]
+    if missing:
+        problems.append(f"{dep.label}: {CORE} does not declare the llmapi input(s) {', '.join(missing)}")
+    return problems
+
+
+CONFIG_CHECKS = {"engine": engine_problems, "llm-api": llmapi_problems}
 
 
 @timed

@@ -39,7 +39,8 @@ def run_level(ctx: SuiteContext, dep: Deployment, concurrency: int, requests: in
                 gen = Generation("http-stream", time.perf_counter(), end=time.perf_counter(),
                                  error=f"{type(e).__name__}: {e}")
             rec = RequestRecord.from_generation(gen, dep.label, concurrency, prompt.index,
-                                                tokens=ctx.count_tokens(gen) if gen.ids is None else None)
+                                                tokens=ctx.count_tokens(gen) if gen.ids is None else None,
+                                                chunk_tokens=ctx.chunk_tokens(gen) if gen.ids is None else None)
             with lock:
                 records.append(rec)
                 ctx.progress(stage, len(records), requests)

@@ -85,7 +85,8 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
     d = result.to_dict()
     lines = [f"# Validation report — {d['recipe']}", "",
              f"**Result: {'PASSED' if d['passed'] else 'FAILED'}** — method `{d['method']}` on the `{d['runtime']}` "
-             f"runtime, serving model `{d['serving_model']}`, {d['prompts']} prompts, {d['duration_s']:.1f} s "
+             f"runtime, serving model `{d['serving_model']}` ({d.get('contract', 'engine')} contract), "
+             f"{d['prompts']} prompts, {d['duration_s']:.1f} s "
              f"(started {d['started']}).", "",
              f"- speculative deployment: {result.target.describe()}",
              f"- baseline deployment: {result.baseline.describe() if result.baseline else 'none'}", ""]

@@ -1,0 +1,217 @@
+"""The request/response contract of NVIDIA's llmapi `tensorrt_llm` model (llmapi fact sheet §2.3-2.7, §5), for the
+CPU rehearsal model (triton/models/llmapi_reference/model.py): tensors in -> a typed request, the text and perf
+values out -> response tensors. numpy only (tensors are read through a `get(name) -> ndarray | None` callable),
+so it is tested without a server.
+
+Request (helpers.py `get_sampling_params_from_request`, `get_output_config_from_request`; model.py
+`_convert_request`):
+  - text_input: only element 0 is the prompt (UTF-8); missing -> "text_input is missing from the request"
+  - every other input is a scalar: `tensor.size != 1` -> "Expected a scalar tensor for tensor <name>"
+  - sampling_param_* -> SamplingParams fields; absent ones keep the LLM defaults (max_tokens 32, greedy), except
+    the model's own defaults best_of 1, exclude_input_from_output False (the prompt is echoed) and
+    return_perf_metrics False; sampling_param_stop is a list of strings
+  - greedy as TensorRT-LLM's TorchSampler decides (`_request_strategy`): nothing set, temperature 0, top_k 1 or
+    top_p 0 -> greedy; otherwise sampling with temperature (default 1.0), top_k (0 / None = off), top_p (1 = off)
+  - `stop: true` with the request id cancels that request (handled by the model)
+What the reference runtime cannot honour is refused with one sentence naming the input: best_of > 1,
+frequency/presence penalties, LoRA and image_url.
+
+Response (model.py `_create_response`): text_output [1] BYTES (the cumulative text; the prompt first unless
+exclude_input_from_output), finish_reason / stop_reason / cumulative_logprob only when return_<name> is true,
+and with return_perf_metrics the 12 perf tensors, every optional one as BYTES strings (str() of the value).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from specbuild.llmapi.tensors import PERF_OUTPUTS
+
+DEFAULT_MAX_TOKENS = 32  # SamplingParams.max_tokens (llmapi fact sheet §2.3)
+REPLACEMENT = "\ufffd"
+# Inputs of CFG-NEW the reference runtime cannot honour.
+REFUSED_INPUTS = {
+    "image_url": "the reference runtime serves text models only (no multimodal input)",
+    "lora_id": "the reference runtime has no LoRA adapters",
+    "lora_name": "the reference runtime has no LoRA adapters",
+    "lora_path": "the reference runtime has no LoRA adapters",
+    "lora_ckpt_source": "the reference runtime has no LoRA adapters",
+}
+FINISH_REASONS = {"end_id": "stop", "stop_words": "stop", "length": "length", "cancelled": "cancelled"}
+
+Get = Callable[[str], "np.ndarray | None"]
+
+
+class RequestError(Exception):
+    """A request the model answers with an error (the message NVIDIA's model would give where it has one)."""
+
+
+@dataclass(frozen=True)
+class LlmApiRequest:
+    prompt: str
+    streaming: bool
+    max_tokens: int
+    temperature: float  # 0.0: greedy
+    top_k: int  # 0: off
+    top_p: float  # 1.0: off
+    seed: int | None
+    stop: tuple[str, ...]
+    exclude_input_from_output: bool
+    return_perf_metrics: bool
+    outputs: dict[str, bool] = field(default_factory=dict)  # return_finish_reason/stop_reason/cumulative_logprob
+
+
+def scalar(get: Get, name: str) -> Any:
+    """helpers.py `get_input_scalar_by_name`: None when absent; the one value otherwise."""
+    a = get(name)
+    if a is None:
+        return None
+    if a.size != 1:
+        raise RequestError(f"Expected a scalar tensor for tensor {name}")
+    return a.reshape(-1)[0].item()
+
+
+def is_stop(get: Get) -> bool:
+    return bool(scalar(get, "stop"))
+
+
+def _text(value: Any, name: str) -> str:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RequestError(f"{name}: 'utf-8' codec can't decode byte 0x{value[e.start]:02x} in position "
+                               f"{e.start}: {e.reason}") from None
+    return str(value)
+
+
+def parse_request(get: Get) -> LlmApiRequest:
+    """The request as SamplingParams would hold it; RequestError for what NVIDIA's model or the LLM refuses, and
+    for what the reference runtime cannot honour."""
+    text = get("text_input")
+    if text is None:
+        raise RequestError("text_input is missing from the request")
+    if text.ndim > 1:
+        raise RequestError("The current implementation only supports text_input being a 1D tensor.")
+    if text.size == 0:
+        raise RequestError("text_input is empty (give one prompt)")
+    prompt = _text(text.reshape(-1)[0], "text_input")  # text_input[0]: further prompts are ignored (§2.7)
+    for name, why in REFUSED_INPUTS.items():
+        if get(name) is not None:
+            raise RequestError(f"{name} is not supported: {why} — leave it out")
+    best_of = scalar(get, "sampling_param_best_of")
+    if best_of is not None and int(best_of) != 1:
+        raise RequestError(f"sampling_param_best_of={best_of} is not supported: the reference runtime returns one "
+                           "sequence (best_of 1) — leave it out or send 1")
+    for name in ("sampling_param_frequency_penalty", "sampling_param_presence_penalty"):
+        value = scalar(get, name)
+        if value is not None and float(value) != 0.0:
+            raise RequestError(f"{name}={value} is not supported: the reference runtime applies no penalties — "
+                               "leave it out or send 0")
+    temperature, top_k, top_p = (scalar(get, f"sampling_param_{n}") for n in ("temperature", "top_k", "top_p"))
+    if temperature is not None and not float(temperature) >= 0.0:
+        raise RequestError(f"require temperature >= 0, got temperature={temperature}")
+    if top_p is not None and not 0.0 <= float(top_p) <= 1.0:
+        raise RequestError(f"require 0 <= top_p <= 1, got top_p={top_p}")
+    if top_k is not None and int(top_k) < 0:
+        raise RequestError(f"require top_k >= 0, got top_k={top_k}")
+    max_tokens = scalar(get, "sampling_param_max_tokens")
+    max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens)
+    if max_tokens < 1:
+        raise RequestError(f"max_tokens must be >= 1, got {max_tokens}")
+    seed = scalar(get, "sampling_param_seed")
+    stop = get("sampling_param_stop")
+    stops = tuple(s for s in (_text(v, "sampling_param_stop") for v in stop.reshape(-1)) if s) \
+        if stop is not None else ()
+    t, k, p = _strategy(temperature, top_k, top_p)
+    return LlmApiRequest(
+        prompt=prompt, streaming=bool(scalar(get, "streaming") or False), max_tokens=max_tokens,
+        temperature=t, top_k=k, top_p=p, seed=None if seed is None else int(seed), stop=stops,
+        exclude_input_from_output=bool(_or(scalar(get, "sampling_param_exclude_input_from_output"), False)),
+        return_perf_metrics=bool(_or(scalar(get, "sampling_param_return_perf_metrics"), False)),
+        outputs={name: bool(_or(scalar(get, f"return_{name}"), False))
+                 for name in ("finish_reason", "stop_reason", "cumulative_logprob")})
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+def _strategy(temperature, top_k, top_p) -> tuple[float, int, float]:
+    """(temperature, top_k, top_p) of TorchSampler's `_request_strategy` (tensorrt_llm/_torch/pyexecutor/sampler.py;
+    its tests, test_torch_sampler.py TestStrategySelection): greedy is temperature 0.0."""
+    if temperature is None and top_k is None and top_p is None:
+        return 0.0, 0, 1.0
+    if (temperature is not None and float(temperature) == 0.0) or (top_k is not None and int(top_k) == 1) or \
+            (top_p is not None and float(top_p) == 0.0):
+        return 0.0, 0, 1.0
+    return (1.0 if temperature is None else float(temperature), 0 if top_k is None else int(top_k),
+            1.0 if top_p is None else float(top_p))
+
+
+# ---------------------------------------------------------------------------------------------------- text out
+class Detokenizer:
+    """The request's text as the LLM reports it, step by step: `CompletionOutput.text` (cumulative), the prompt
+    first unless exclude_input_from_output (the LLM then decodes prompt + output tokens); a stop string ends the
+    text just before it (the LLM drops the stop tokens: include_stop_str_in_output is False); while streaming,
+    a trailing incomplete UTF-8 character is held back until its bytes arrive (incremental detokenization)."""
+
+    def __init__(self, tokenizer, prompt_ids: list[int], request: LlmApiRequest):
+        self.tokenizer = tokenizer
+        self.prompt_ids = list(prompt_ids)
+        self.request = request
+        self.ids: list[int] = []
+        self.stop_reason: str | None = None
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def add(self, new_ids: list[int]) -> bool:
+        """Append generated tokens; True when a stop string now appears in the generated text."""
+        self.ids.extend(new_ids)
+        if self.stop_reason is None and self.request.stop:
+            generated = self._decode(self.ids)
+            hits = [(generated.find(s), s) for s in self.request.stop if s in generated]
+            if hits:
+                self.stop_reason = min(hits)[1]
+        return self.stop_reason is not None
+
+    def text(self, final: bool) -> str:
+        generated = self._decode(self.ids)
+        cut = 0
+        if self.stop_reason is not None:
+            cut = len(generated) - generated.find(self.stop_reason)
+        text = generated if self.request.exclude_input_from_output else self._decode(self.prompt_ids + self.ids)
+        if cut:
+            text = text[:len(text) - cut]
+        if not final:
+            text = text.rstrip(REPLACEMENT)
+        return text
+
+
+# ---------------------------------------------------------------------------------------------------- tensors out
+def _bytes(values) -> np.ndarray:
+    return np.array([str(v).encode("utf-8") for v in values], dtype=np.object_)
+
+
+def response_tensors(request: LlmApiRequest, text: str, finish_reason: str | None, stop_reason: str | None,
+                     perf: dict[str, Any] | None) -> dict[str, np.ndarray]:
+    """The output tensors of one response, by name (BYTES object arrays)."""
+    out = {"text_output": np.array([text.encode("utf-8")], dtype=np.object_)}
+    values = {"finish_reason": finish_reason, "stop_reason": stop_reason,
+              "cumulative_logprob": None}  # NVIDIA's model asks for no logprobs: the LLM leaves it None
+    for name, value in values.items():
+        if request.outputs.get(name):
+            out[name] = _bytes([value])
+    if request.return_perf_metrics and perf is not None:
+        for tensor in PERF_OUTPUTS:
+            out[tensor.name] = _bytes([perf[tensor.name]])
+    return out
+
+
+def error_text(e: Exception) -> str:
+    """model.py `_execute_single_request`: every failure is answered "Error generating request: <e>"."""
+    return f"Error generating request: {e}"

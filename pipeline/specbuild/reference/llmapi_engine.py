@@ -1,0 +1,88 @@
+"""The engines of the llm-api rehearsal, made in memory from model.yaml (no engine folder: TensorRT-LLM's LLM loads
+the Hugging Face checkpoints itself, and so does this).
+
+    settings = read_model_yaml(path)                     # specbuild.reference.llmapi_yaml
+    target, draft = build_engines(settings)              # Engine objects the reference Executor runs
+    executor = Executor(target, draft)
+
+speculative_config -> reference method (llmapi fact sheet §4):
+    Draft_Target / DraftTarget   draft_target, the draft an in-process Engine, drafts = max_draft_len
+    NGram                        prompt_lookup (max_draft_len, max_matching_ngram_size)
+    Eagle3 / Eagle               eagle3 (the one-model chain, or the dynamic tree), head = speculative_model
+    none                         autoregressive: the baseline
+The engine's limits are the LLM's (max_batch_size, max_num_tokens, max_input_len, max_seq_len), carried by
+`Engine.limits_override`; its build_config is what trtllm-build would record for them (engine_facts.built_limits),
+so the executor sees the same speculative-decoding mode as with an engine folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from specbuild.engine_facts import SpecMode, built_limits
+from specbuild.reference.engine import Engine, Limits
+from specbuild.reference.llmapi_yaml import LlmApiSettings, ModelYamlError
+
+COMPUTE_DTYPE = "float32"  # the reference runtime computes in float32 on the CPU
+
+
+def method_available(method: str) -> bool:
+    """The reference runtime has an implementation of `method` (EAGLE-3 arrives on its own branch)."""
+    module = "autoregressive" if method == "none" else method
+    return importlib.util.find_spec(f"specbuild.reference.methods.{module}") is not None
+
+
+def engine_mode(method: str) -> SpecMode:
+    if method == "none":
+        return SpecMode.NONE
+    from specbuild.reference.methods import method_class
+
+    return method_class(method).engine_mode
+
+
+def limits(settings: LlmApiSettings) -> Limits:
+    built = built_limits(max_batch_size=settings.max_batch_size, max_input_len=settings.max_input_len,
+                         max_seq_len=settings.max_seq_len, max_num_tokens=settings.max_num_tokens,
+                         tokens_per_block=1, max_beam_width=1, mode=engine_mode(settings.method),
+                         max_draft_len=settings.max_draft_len)
+    return Limits(max_batch_size=settings.max_batch_size, max_input_len=settings.max_input_len,
+                  max_seq_len=settings.max_seq_len, engine_max_seq_len=built.max_seq_len,
+                  max_num_tokens=settings.max_num_tokens, max_draft_len=settings.max_draft_len)
+
+
+def _config(settings: LlmApiSettings, role: str, method: str, decoding: dict) -> dict:
+    mode = engine_mode(method) if role == "target" else SpecMode.NONE
+    built = built_limits(max_batch_size=settings.max_batch_size, max_input_len=settings.max_input_len,
+                         max_seq_len=settings.max_seq_len, max_num_tokens=settings.max_num_tokens,
+                         tokens_per_block=1, max_beam_width=1, mode=mode,
+                         max_draft_len=settings.max_draft_len if mode != SpecMode.NONE else 0)
+    return {"version": "specbuild-reference-llmapi", "build_config": built.as_build_config(),
+            "pretrained_config": {},
+            "specbuild": {"runtime": "reference", "role": role, "method": method, "decoding": decoding,
+                          "files": {}, "model.yaml": str(settings.path)}}
+
+
+def build_engines(settings: LlmApiSettings) -> tuple[Engine, Engine | None]:
+    """The target engine (carrying the method) and the draft engine for draft_target. Loads the checkpoints."""
+    from specbuild.reference.model import CausalLM
+
+    if not method_available(settings.method):
+        raise ModelYamlError(f"{settings.path}: speculative_config.decoding_type {settings.decoding_type}: the "
+                             f"reference runtime's {settings.method} method is not available yet in this specbuild "
+                             "(specbuild.reference.methods.eagle3) — serve it with runtime: tensorrt-llm, or use "
+                             "Draft_Target or NGram on the CPU")
+    lim = limits(settings)
+    folders = {"model": settings.model_dir, "tokenizer": settings.tokenizer_dir}
+    if settings.head_dir is not None:
+        folders["eagle3"] = settings.head_dir
+    target = Engine(path=settings.model_dir, config=_config(settings, "target", settings.method, settings.decoding),
+                    decoding=dict(settings.decoding), folders=folders,
+                    model=CausalLM.from_pretrained(settings.model_dir, dtype=COMPUTE_DTYPE),
+                    compute_dtype=COMPUTE_DTYPE, limits_override=lim)
+    draft = None
+    if settings.draft_dir is not None:
+        draft = Engine(path=settings.draft_dir, config=_config(settings, "draft", settings.method, {}), decoding={},
+                       folders={"model": settings.draft_dir},
+                       model=CausalLM.from_pretrained(settings.draft_dir, dtype=COMPUTE_DTYPE),
+                       compute_dtype=COMPUTE_DTYPE, limits_override=lim)
+    return target, draft

@@ -1,0 +1,371 @@
+"""`1/model.yaml` of an llm-api repository, read the way TensorRT-LLM reads it, for the CPU rehearsal.
+
+NVIDIA's llmapi model (triton_backend/all_models/llmapi/tensorrt_llm/1/model.py, llmapi fact sheet §2.5, §3):
+  - the file is `os.path.join(<model dir>, $LLM_CONFIG_PATH or "model.yaml")` (an absolute LLM_CONFIG_PATH wins);
+  - `triton_config` is the model's own: max_batch_size and decoupled are required (KeyError otherwise),
+    cancellation_check_period_ms defaults to 100; other keys there are not read;
+  - everything else goes to `tensorrt_llm.LLM(**args)`, whose pydantic arguments forbid unknown keys
+    (`BaseLlmArgs.model_config` extra="forbid"; every sub-config is a `StrictBaseModel`), so an unknown key fails
+    model load, and `speculative_config` is parsed by its `decoding_type` (llm_args.py `DecodingBaseConfig`).
+
+Here the same rules as pydantic models (extra="forbid"), covering every key specbuild's model.yaml writer
+(specbuild/llmapi/model_yaml.py) can write, and the LLM defaults of ARGS-1.2 for what it leaves out (§3.4).
+Options TensorRT-LLM has but the reference runtime cannot honour are refused with the reason; options that only
+size GPU memory (kv_cache_config, cuda_graph_config, the overlap scheduler) are accepted and have no effect on
+the CPU. `read_model_yaml` returns the typed `LlmApiSettings` the reference model serves (llmapi_engine.py builds
+its engines). Light: no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError, confloat
+
+from specbuild.errors import UserError
+
+FILE = "model.yaml"
+ENV = "LLM_CONFIG_PATH"
+DEFAULT_CANCELLATION_CHECK_PERIOD_MS = 100  # MP-1.x initialize
+
+# LLM arguments TensorRT-LLM has (ARGS-1.2) that the reference runtime cannot honour: refused with the reason.
+UNSUPPORTED_ARGS = {
+    "context_parallel_size": "the reference runtime runs one CPU process",
+    "moe_tensor_parallel_size": "the reference runtime runs one CPU process",
+    "moe_expert_parallel_size": "the reference runtime runs one CPU process",
+    "gpus_per_node": "the reference runtime runs one CPU process",
+    "enable_attention_dp": "the reference runtime runs one CPU process",
+    "enable_chunked_prefill": "the reference executor prefills whole prompts",
+    "lora_config": "the reference runtime has no LoRA",
+    "quant_config": "the reference runtime computes in float32 (no quantization)",
+    "guided_decoding_backend": "the reference runtime has no guided decoding",
+    "logits_post_processors": "the reference runtime has no logits post-processors",
+    "revision": "the reference model loads local Hugging Face folders only",
+    "sampler_type": "the reference runtime has one sampler (TorchSampler semantics)",
+}
+# decoding_type -> the reference method; the spellings of every release (llmapi fact sheet §1.4): 1.0/1.1 read
+# `Eagle` as EAGLE-3 and know `DraftTarget`; 1.2 has `Eagle3` / `Draft_Target` (and converts `Eagle` to Eagle3).
+DECODING_TYPES = {"Eagle3": "eagle3", "Eagle": "eagle3", "Draft_Target": "draft_target", "DraftTarget": "draft_target",
+                  "NGram": "prompt_lookup"}
+NOT_IMPLEMENTED_TYPES = {
+    "MTP": "MTP drafts with the target's own multi-token-prediction layers, which the reference runtime does not "
+           "implement — use runtime: tensorrt-llm",
+    "Medusa": "TensorRT-LLM's PyTorch backend has no Medusa (supports_backend is False for pytorch)",
+    "Lookahead": "TensorRT-LLM's PyTorch backend has no lookahead decoding (supports_backend is False for pytorch)",
+}
+
+
+class ModelYamlError(UserError):
+    """model.yaml cannot be served: the model fails to load with this message (as the LLM's would)."""
+
+
+class _Strict(BaseModel):
+    """TensorRT-LLM's StrictBaseModel: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class KvCacheConfig(_Strict):
+    """KvCacheConfig (ARGS-1.2): sizes the GPU KV pool; no effect on the CPU."""
+
+    free_gpu_memory_fraction: confloat(ge=0.0, le=1.0) | None = 0.9
+    enable_block_reuse: bool = True
+    tokens_per_block: PositiveInt = 32
+    max_tokens: PositiveInt | None = None
+    enable_partial_reuse: bool = True
+    host_cache_size: NonNegativeInt | None = None
+    dtype: str = "auto"
+
+
+class CudaGraphConfig(_Strict):
+    """CudaGraphConfig (1.0+ names): CUDA graphs for decode-only batches; no effect on the CPU."""
+
+    batch_sizes: list[PositiveInt] | None = None
+    max_batch_size: NonNegativeInt = 0
+    enable_padding: bool = False
+
+
+class _Decoding(_Strict):
+    """DecodingBaseConfig fields specbuild writes (max_draft_len, the draft checkpoint, draft_len_schedule)."""
+
+    max_draft_len: NonNegativeInt | None = None
+    draft_len_schedule: dict[int, int] | None = None
+
+
+class _WithDraftModel(_Decoding):
+    speculative_model: str | None = None
+    speculative_model_dir: str | None = None  # the only name in <= 1.1; an alias from 1.2
+
+    @property
+    def draft_model(self) -> str | None:
+        return self.speculative_model or self.speculative_model_dir
+
+
+class Eagle3Config(_WithDraftModel):
+    """Eagle3DecodingConfig (ARGS-1.2): the one-model chain worker, dynamic trees after 1.2."""
+
+    decoding_type: Literal["Eagle3", "Eagle"]
+    eagle3_one_model: bool = True
+    eagle3_layers_to_capture: list[int] | None = None
+    eagle3_model_arch: Literal["llama3"] = "llama3"
+    use_dynamic_tree: bool = False
+    dynamic_tree_max_topK: PositiveInt | None = None  # noqa: N815 (TensorRT-LLM's field name)
+    max_total_draft_tokens: PositiveInt | None = None
+
+
+class DraftTargetConfig(_WithDraftModel):
+    decoding_type: Literal["Draft_Target", "DraftTarget"]
+
+
+class NGramConfig(_Decoding):
+    """NGramDecodingConfig: the pool flags are accepted; the reference drafts from each request's own prompt and
+    output (specbuild/prompt_lookup_drafts.py), whatever they say."""
+
+    decoding_type: Literal["NGram"]
+    max_matching_ngram_size: NonNegativeInt = 2
+    is_keep_all: bool = True
+    is_use_oldest: bool = True
+    is_public_pool: bool = True
+
+
+SPECULATIVE_CONFIGS = {"eagle3": Eagle3Config, "draft_target": DraftTargetConfig, "prompt_lookup": NGramConfig}
+
+
+class LlmArgs(_Strict):
+    """The LLM arguments of model.yaml (everything but triton_config; TorchLlmArgs of ARGS-1.2)."""
+
+    model: str
+    tokenizer: str | None = None
+    trust_remote_code: bool = False
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    backend: Literal["pytorch"] | None = None
+    tensor_parallel_size: PositiveInt = 1
+    pipeline_parallel_size: PositiveInt = 1
+    max_batch_size: PositiveInt = 2048
+    max_num_tokens: PositiveInt = 8192
+    max_input_len: PositiveInt = 1024
+    max_seq_len: PositiveInt | None = None
+    max_beam_width: PositiveInt = 1
+    kv_cache_config: KvCacheConfig = Field(default_factory=KvCacheConfig)
+    cuda_graph_config: CudaGraphConfig | None = Field(default_factory=CudaGraphConfig)
+    disable_overlap_scheduler: bool = False
+    speculative_config: dict[str, Any] | None = None  # parsed by decoding_type (below)
+
+
+@dataclass(frozen=True)
+class LlmApiSettings:
+    """What the reference model serves, read from model.yaml."""
+
+    path: Path  # the model.yaml read
+    model_dir: Path
+    tokenizer_dir: Path
+    trust_remote_code: bool
+    max_batch_size: int
+    max_num_tokens: int
+    max_input_len: int
+    max_seq_len: int
+    method: str  # reference method: none, draft_target, prompt_lookup, eagle3
+    max_draft_len: int
+    decoding: dict[str, Any]  # specbuild.decoding keys the reference method reads
+    draft_dir: Path | None  # draft_target: the draft model
+    head_dir: Path | None  # eagle3: the EAGLE-3 head
+    decoding_type: str | None
+    decoupled: bool
+    triton_max_batch_size: int
+    cancellation_check_period_ms: int
+    notes: tuple[str, ...] = ()  # accepted options that have no effect on the CPU (logged at load)
+
+
+# ---------------------------------------------------------------------------------------------------- reading
+def model_yaml_path(model_dir: Path) -> Path:
+    """NVIDIA's `get_model_config`: os.path.join(model dir, $LLM_CONFIG_PATH or model.yaml)."""
+    return Path(os.path.join(str(model_dir), os.environ.get(ENV) or FILE))
+
+
+def load_yaml(path: Path) -> dict:
+    """The file as NVIDIA's model reads it (yaml.safe_load); ModelYamlError when missing or not a mapping."""
+    if not path.is_file():
+        raise ModelYamlError(f"'{path.name}' containing TRT-LLM engine args not found in '{path.parent}' — write "
+                             f"it with specbuild compile, or point ${ENV} at it")
+    try:
+        import yaml
+
+        data = yaml.safe_load(path.read_text())
+    except Exception as e:  # noqa: BLE001 - a parse error of any kind
+        raise ModelYamlError(f"{path}: Failed to parse YAML engine config: {e}") from None
+    if not isinstance(data, dict):
+        raise ModelYamlError(f"{path}: expected a mapping of LLM arguments, got {type(data).__name__}")
+    return data
+
+
+def triton_config(data: dict, path: Path) -> dict:
+    """`triton_config` with the keys NVIDIA's auto_complete_config requires (max_batch_size, decoupled)."""
+    tc = data.get("triton_config")
+    if not isinstance(tc, dict):
+        raise ModelYamlError(f"{path}: triton_config is missing — add triton_config: {{max_batch_size: 0, "
+                             "decoupled: true}} (NVIDIA's model reads both keys)")
+    for key in ("max_batch_size", "decoupled"):
+        if key not in tc:
+            raise ModelYamlError(f"{path}: triton_config.{key} is missing (NVIDIA's model requires it) — add it")
+    return tc
+
+
+def read_model_yaml(path: Path) -> LlmApiSettings:
+    """Validate model.yaml as the LLM would and return what to serve; ModelYamlError names the key at fault."""
+    data = load_yaml(path)
+    tc = triton_config(data, path)
+    args = {k: v for k, v in data.items() if k != "triton_config"}
+    llm = _validate(LlmArgs, args, path, "")
+    decoupled, mbs, period = _triton_values(tc, path)
+    _refuse(llm, path)
+    model_dir = _local_folder(llm.model, path, "model")
+    tokenizer_dir = _local_folder(llm.tokenizer, path, "tokenizer") if llm.tokenizer else model_dir
+    max_seq_len = llm.max_seq_len or _derived_max_seq_len(model_dir, path)
+    if llm.max_input_len > max_seq_len:
+        raise ModelYamlError(f"{path}: max_input_len ({llm.max_input_len}) exceeds max_seq_len ({max_seq_len}) — "
+                             "lower max_input_len or raise max_seq_len")
+    method, k, decoding, draft, head, dtype_name = _speculation(llm.speculative_config, path)
+    notes = [f"{key} is accepted and has no effect on the CPU" for key in
+             ("kv_cache_config", "cuda_graph_config", "disable_overlap_scheduler") if key in args]
+    if llm.dtype not in ("auto", "float32"):
+        notes.append(f"dtype {llm.dtype} is recorded; the reference runtime computes in float32")
+    if method == "prompt_lookup":
+        notes.append("NGram pool flags (is_keep_all, is_use_oldest, is_public_pool) are accepted; the reference "
+                     "drafts from each request's own prompt and output, latest match first")
+    return LlmApiSettings(
+        path=path, model_dir=model_dir, tokenizer_dir=tokenizer_dir, trust_remote_code=llm.trust_remote_code,
+        max_batch_size=llm.max_batch_size, max_num_tokens=llm.max_num_tokens, max_input_len=llm.max_input_len,
+        max_seq_len=max_seq_len, method=method, max_draft_len=k, decoding=decoding, draft_dir=draft,
+        head_dir=head, decoding_type=dtype_name, decoupled=decoupled, triton_max_batch_size=mbs,
+        cancellation_check_period_ms=period, notes=tuple(notes))
+
+
+# ---------------------------------------------------------------------------------------------------- pieces
+def _validate(model: type[BaseModel], data: Any, path: Path, prefix: str):
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise ModelYamlError(f"{path}: " + "; ".join(_describe(err, prefix) for err in e.errors())) from None
+
+
+def _describe(err: dict, prefix: str) -> str:
+    loc = prefix + ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        if not prefix and loc in UNSUPPORTED_ARGS:
+            return f"{loc} is a TensorRT-LLM option the reference runtime cannot honour ({UNSUPPORTED_ARGS[loc]}) " \
+                   "— remove it to rehearse on the CPU"
+        return f"unknown key {loc} (TensorRT-LLM's LLM arguments forbid unknown keys: extra='forbid') — remove it " \
+               "or fix its spelling"
+    if err["type"] == "missing":
+        return f"{loc} is required"
+    return f"{loc}={err.get('input')!r}: {err['msg']}"
+
+
+def _triton_values(tc: dict, path: Path) -> tuple[bool, int, int]:
+    try:
+        mbs = int(tc["max_batch_size"])
+    except (TypeError, ValueError):
+        raise ModelYamlError(f"{path}: triton_config.max_batch_size={tc['max_batch_size']!r} is not an integer — "
+                             "set 0") from None
+    if mbs != 0:
+        raise ModelYamlError(f"{path}: triton_config.max_batch_size is {mbs}, but the llmapi model takes one prompt "
+                             "per request (text_input must be 1-D; requests are batched in flight by the LLM) — set 0")
+    decoupled = tc["decoupled"]
+    if not isinstance(decoupled, bool):
+        raise ModelYamlError(f"{path}: triton_config.decoupled={decoupled!r} — use true or false")
+    period = tc.get("cancellation_check_period_ms", DEFAULT_CANCELLATION_CHECK_PERIOD_MS)
+    if isinstance(period, bool) or not isinstance(period, int) or period <= 0:
+        raise ModelYamlError(f"{path}: triton_config.cancellation_check_period_ms={period!r} — give a positive "
+                             "number of milliseconds")
+    if tc.get("multimodal"):
+        raise ModelYamlError(f"{path}: triton_config.multimodal is set, but the reference runtime serves text models "
+                             "only — remove it")
+    return decoupled, mbs, period
+
+
+def _refuse(llm: LlmArgs, path: Path) -> None:
+    for key in ("tensor_parallel_size", "pipeline_parallel_size"):
+        if getattr(llm, key) != 1:
+            raise ModelYamlError(f"{path}: {key} is {getattr(llm, key)}, but the reference runtime runs in one CPU "
+                                 f"process — set {key}: 1, or serve with runtime: tensorrt-llm")
+    if llm.max_beam_width != 1:
+        raise ModelYamlError(f"{path}: max_beam_width is {llm.max_beam_width}, but the reference runtime decodes "
+                             "with beam width 1 — set max_beam_width: 1")
+
+
+def _local_folder(value: str, path: Path, key: str) -> Path:
+    """A local Hugging Face folder, as the LLM detects one (Path.is_dir(), relative to the server's cwd)."""
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise ModelYamlError(f"{path}: {key}: {value} is not a local folder; the reference runtime loads local "
+                             "Hugging Face checkpoints only (no hub downloads) — give the checkpoint folder")
+    return folder.resolve()
+
+
+def _derived_max_seq_len(model_dir: Path, path: Path) -> int:
+    """max_seq_len None: the LLM takes it from the model (max_position_embeddings)."""
+    try:
+        n = json.loads((model_dir / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        n = None
+    if not isinstance(n, int) or n <= 0:
+        raise ModelYamlError(f"{path}: max_seq_len is not set and {model_dir}/config.json has no "
+                             "max_position_embeddings — set max_seq_len")
+    return n
+
+
+def _speculation(raw: dict | None, path: Path):
+    """(method, max_draft_len, decoding keys, draft folder, head folder, decoding_type) of speculative_config."""
+    if raw is None:
+        return "none", 0, {}, None, None, None
+    decoding_type = raw.get("decoding_type")
+    where = "speculative_config"
+    if decoding_type in NOT_IMPLEMENTED_TYPES:
+        raise ModelYamlError(f"{path}: {where}.decoding_type {decoding_type}: {NOT_IMPLEMENTED_TYPES[decoding_type]}")
+    method = DECODING_TYPES.get(decoding_type)
+    if method is None:
+        known = ", ".join(DECODING_TYPES)
+        raise ModelYamlError(f"{path}: {where}.decoding_type={decoding_type!r} is not one the reference runtime serves "
+                             f"(Invalid decoding type) — use one of {known}")
+    cfg = _validate(SPECULATIVE_CONFIGS[method], raw, path, f"{where}.")
+    name = {"eagle3": "Eagle", "draft_target": "DraftTarget", "prompt_lookup": "NGram"}[method]
+    if not cfg.max_draft_len:  # every linear type's validator (ARGS-1.2)
+        raise ModelYamlError(f"{path}: {where}.max_draft_len must be > 0 for {name} — give the draft length")
+    if cfg.draft_len_schedule is not None:
+        raise ModelYamlError(f"{path}: {where}.draft_len_schedule is not implemented by the reference runtime (it "
+                             "drafts max_draft_len tokens at every batch size) — remove it to rehearse on the CPU")
+    k = int(cfg.max_draft_len)
+    draft = head = None
+    if method == "prompt_lookup":
+        if cfg.max_matching_ngram_size < 1:
+            raise ModelYamlError(f"{path}: {where}.max_matching_ngram_size is 0 (the <= 1.1 default) — set it to "
+                                 "the longest n-gram to match, e.g. 2")
+        decoding = {"max_draft_len": k, "max_matching_ngram_size": int(cfg.max_matching_ngram_size)}
+    elif method == "draft_target":
+        if cfg.draft_model is None:
+            raise ModelYamlError(f"{path}: {where}.speculative_model is required for DraftTarget — give the draft "
+                                 "model's folder")
+        draft = _local_folder(cfg.draft_model, path, f"{where}.speculative_model")
+        decoding = {"num_draft_tokens": k}
+    else:
+        if cfg.draft_model is None:
+            raise ModelYamlError(f"{path}: {where}.speculative_model: Draft model must be provided for EAGLE — give "
+                                 "the EAGLE-3 head's folder")
+        if not cfg.eagle3_one_model:
+            raise ModelYamlError(f"{path}: {where}.eagle3_one_model is false (the deprecated two-model EAGLE-3); the "
+                                 "reference runtime runs the one-model worker — set it true or remove it")
+        if cfg.use_dynamic_tree and cfg.dynamic_tree_max_topK is None:
+            raise ModelYamlError(f"{path}: {where}.use_dynamic_tree needs dynamic_tree_max_topK > 0")
+        head = _local_folder(cfg.draft_model, path, f"{where}.speculative_model")
+        decoding = {"max_draft_len": k}
+        if cfg.eagle3_layers_to_capture is not None:
+            decoding["eagle3_layers_to_capture"] = sorted(set(cfg.eagle3_layers_to_capture))
+        if cfg.use_dynamic_tree or cfg.dynamic_tree_max_topK is not None:
+            decoding.update(use_dynamic_tree=True, dynamic_tree_max_top_k=int(cfg.dynamic_tree_max_topK))
+            if cfg.max_total_draft_tokens is not None:
+                decoding["max_total_draft_tokens"] = int(cfg.max_total_draft_tokens)
+    return method, k, decoding, draft, head, decoding_type

@@ -1,0 +1,343 @@
+"""Triton `tensorrt_llm` of the llm-api flavour on the specbuild reference runtime (CPU, PyTorch).
+
+The CPU stand-in for NVIDIA's llmapi model (triton_backend/all_models/llmapi/tensorrt_llm/1/model.py; llmapi fact
+sheet §2-§5): the same config.pbtxt and the same `1/model.yaml`, read the same way — the file is
+`<this folder>/$LLM_CONFIG_PATH` (default model.yaml), `triton_config` sets the transaction policy and max batch
+size in `auto_complete_config`, and every other key is validated as the LLM's pydantic arguments would (an unknown
+key fails model load naming it; specbuild.reference.llmapi_yaml). The Hugging Face checkpoints are loaded here (no
+engine folder; specbuild.reference.llmapi_engine), and requests are decoded by the reference `Executor` in one
+worker thread: `execute` only enqueues, so requests that arrive while others decode join at the next step
+(in-flight batching across concurrent requests, as the LLM batches them; max_batch_size 0 in Triton).
+
+Tensor contract (specbuild.reference.llmapi_contract): text_input[0] is the prompt; `streaming` needs decoupled
+("Streaming is only supported in decoupled mode."); a streamed request gets one response per decoding step with
+the cumulative text, FINAL on the last; otherwise one FINAL response. Errors are one FINAL response with
+text_output ["N/A"] and "Error generating request: <e>". `stop: true` with a request id cancels that id's live
+requests (an empty id: "A request id must be provided for request cancellation"); a thread polls Triton's
+cancellation every triton_config.cancellation_check_period_ms and answers CANCELLED "Request cancelled by
+client". As NVIDIA's 2026 model (MP-NEW), a cancelled request also gets its CANCELLED FINAL response.
+
+Perf outputs (sampling_param_return_perf_metrics): the reference runtime has no paged KV pool, so the kv_cache_*
+values are 0; the times are steady-clock ns at µs resolution; acceptance_rate, total_accepted_draft_tokens and
+total_draft_tokens are the executor's real per-request counters (drafted path tokens; accepted / drafted).
+
+This model imports specbuild (installed in the server's Python, or on PYTHONPATH: the stub's embedded Python
+ignores that variable, so its entries are added to sys.path here).
+"""
+
+import os
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+MODEL_DIR = os.path.dirname(os.path.abspath(__file__))  # NVIDIA's pb_utils.get_model_dir(): the version folder
+
+
+def _use_pythonpath():
+    for entry in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+        if entry and entry not in sys.path:
+            sys.path.insert(0, entry)
+
+
+_use_pythonpath()
+
+
+def _log(level, message):
+    logger = getattr(pb_utils, "Logger", None)
+    if logger is not None:
+        getattr(logger, f"log_{level}")(message)
+    else:
+        print(f"[tensorrt_llm] {message}", file=sys.stderr, flush=True)
+
+
+def _steady_ns():
+    return time.monotonic_ns() // 1000 * 1000  # µs resolution, as TensorRT-LLM's timing metrics
+
+
+class Job:
+    """One live request."""
+
+    def __init__(self, request, sender, req, detok):
+        self.request = request
+        self.sender = sender
+        self.req = req  # LlmApiRequest
+        self.detok = detok
+        self.user_id = request.request_id() or ""
+        self.rid = None
+        self.stats = None
+        self.arrival_ns = _steady_ns()
+        self.first_scheduled_ns = 0
+        self.first_token_ns = 0
+        self.last_token_ns = 0
+        self.lock = threading.Lock()
+        self.closed = False  # its FINAL response was sent
+
+
+class TritonPythonModel:
+    @classmethod
+    def auto_complete_config(cls, auto_complete_model_config):
+        """As NVIDIA's: triton_config's decoupled and max_batch_size into the model config."""
+        from specbuild.reference.llmapi_yaml import ModelYamlError, load_yaml, model_yaml_path, triton_config
+
+        path = model_yaml_path(MODEL_DIR)
+        try:
+            tc = triton_config(load_yaml(path), path)
+            auto_complete_model_config.set_model_transaction_policy(dict(decoupled=bool(tc["decoupled"])))
+            auto_complete_model_config.set_max_batch_size(int(tc["max_batch_size"]))
+        except ModelYamlError as e:
+            raise pb_utils.TritonModelException(str(e)) from None
+        return auto_complete_model_config
+
+    # ------------------------------------------------------------------------------------------------ load
+    def initialize(self, args):
+        from specbuild.errors import UserError
+
+        self.name = args.get("model_name", "tensorrt_llm")
+        try:
+            self.load()
+        except UserError as e:
+            raise pb_utils.TritonModelException(f"{self.name}: {e}") from None
+
+    def load(self):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import torch
+        from transformers import AutoTokenizer
+
+        from specbuild.reference.executor import Executor
+        from specbuild.reference.llmapi_engine import build_engines
+        from specbuild.reference.llmapi_yaml import model_yaml_path, read_model_yaml
+
+        torch.set_num_threads(max(1, int(os.environ.get("SPECBUILD_TORCH_THREADS", "1"))))
+        self.settings = s = read_model_yaml(model_yaml_path(MODEL_DIR))
+        self.decoupled = s.decoupled  # from model.yaml, as NVIDIA's initialize
+        for note in s.notes:
+            _log("info", f"[specbuild] {s.path}: {note}")
+        self.tokenizer = AutoTokenizer.from_pretrained(str(s.tokenizer_dir), legacy=False, padding_side="left",
+                                                       truncation_side="left", trust_remote_code=s.trust_remote_code)
+        if self.tokenizer.eos_token_id is None:
+            raise pb_utils.TritonModelException(f"{self.name}: the tokenizer in {s.tokenizer_dir} has no eos token, "
+                                                "so generation has no end id — use a tokenizer with an eos_token")
+        self.end_id = int(self.tokenizer.eos_token_id)
+        target, draft = build_engines(s)
+        self.executor = Executor(target, draft)
+        _log("info", f"[specbuild] serving {s.model_dir} with {self.executor.method_name} "
+                     f"(speculative_config {s.decoding_type or 'none'}) from {s.path}")
+        self.jobs = {}  # executor request id -> Job
+        self.cond = threading.Condition()
+        self.running = True
+        self.worker = threading.Thread(target=self.loop, name=f"{self.name}-executor", daemon=True)
+        self.worker.start()
+        self.canceller = threading.Thread(target=self.cancellation_loop, name=f"{self.name}-cancel", daemon=True)
+        self.canceller.start()
+
+    # ------------------------------------------------------------------------------------------------ requests
+    def execute(self, requests):
+        from specbuild.reference.llmapi_contract import is_stop
+
+        for request in requests:
+            sender = request.get_response_sender()
+            get = self.reader(request)
+            try:
+                if is_stop(get):
+                    self.stop_request(request.request_id() or "", sender)
+                    continue
+                self.enqueue(request, sender, get)
+            except Exception as e:  # noqa: BLE001 - every failure is answered, the model stays healthy
+                self.send_error(sender, e)
+        return None
+
+    @staticmethod
+    def reader(request):
+        def get(name):
+            tensor = pb_utils.get_input_tensor_by_name(request, name)
+            return None if tensor is None else tensor.as_numpy()
+
+        return get
+
+    def enqueue(self, request, sender, get):
+        from specbuild.reference.executor import Request, SamplingConfig
+        from specbuild.reference.llmapi_contract import Detokenizer, RequestError, parse_request
+
+        req = parse_request(get)
+        if req.streaming and not self.decoupled:
+            raise RequestError("Streaming is only supported in decoupled mode.")
+        s = self.settings
+        ids = self.tokenizer.encode(req.prompt, add_special_tokens=True)
+        if len(ids) > s.max_num_tokens:  # tensorrt_llm/llmapi/llm.py _check_arguments (PyTorch backend)
+            raise RequestError(f"The sum of prompt length ({float(len(ids))}), query length (0) should not exceed "
+                               f"max_num_tokens ({s.max_num_tokens})")
+        if len(ids) > s.max_input_len:
+            raise RequestError(f"the prompt has {len(ids)} tokens, more than max_input_len ({s.max_input_len}) in "
+                               f"{s.path.name} — shorten it")
+        if len(ids) + req.max_tokens > s.max_seq_len:
+            raise RequestError(f"prompt ({len(ids)} tokens) + max_tokens ({req.max_tokens}) exceeds max_seq_len "
+                               f"({s.max_seq_len}) in {s.path.name} — ask for fewer tokens")
+        sampling = SamplingConfig(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed)
+        job = Job(request, sender, req, Detokenizer(self.tokenizer, ids, req))
+        with self.cond:
+            job.rid = self.executor.enqueue(Request(input_ids=ids, max_new_tokens=req.max_tokens, sampling=sampling,
+                                                    end_id=self.end_id))
+            self.jobs[job.rid] = job
+            self.cond.notify()
+
+    # ------------------------------------------------------------------------------------------------ responses
+    def response(self, job, final, finish_reason):
+        from specbuild.reference.llmapi_contract import response_tensors
+
+        text = job.detok.text(final=final)
+        tensors = response_tensors(job.req, text, finish_reason, job.detok.stop_reason, self.perf(job))
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(n, a) for n, a in tensors.items()])
+
+    def perf(self, job):
+        if not job.req.return_perf_metrics:
+            return None
+        st = job.stats
+        return {"kv_cache_reused_block": 0, "kv_cache_hit_rate": 0.0, "kv_cache_alloc_new_blocks": 0,
+                "kv_cache_alloc_total_blocks": 0, "kv_cache_missed_block": 0,
+                "arrival_time_ns": job.arrival_ns, "first_scheduled_time_ns": job.first_scheduled_ns,
+                "first_token_time_ns": job.first_token_ns, "last_token_time_ns": job.last_token_ns,
+                "acceptance_rate": st.acceptance_rate if st else 0.0,
+                "total_accepted_draft_tokens": st.total_accepted_draft_tokens if st else 0,
+                "total_draft_tokens": st.total_draft_tokens if st else 0}
+
+    def send(self, job, response=None, final=False):
+        """Send on a job's sender unless its FINAL response went out already (cancellation races the worker)."""
+        with job.lock:
+            if job.closed:
+                return
+            job.closed = final
+            flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if final else 0
+            if response is None:
+                job.sender.send(flags=flags)
+            else:
+                job.sender.send(response, flags=flags)
+
+    def send_error(self, sender, e):
+        """NVIDIA's except clause: one FINAL response, text_output ["N/A"], "Error generating request: <e>"."""
+        from specbuild.reference.llmapi_contract import RequestError, error_text
+
+        if not isinstance(e, RequestError) and type(e).__name__ != "UserError":
+            traceback.print_exc()
+        _log("error", f"[trtllm] {error_text(e)}")
+        na = pb_utils.Tensor("text_output", np.array([b"N/A"], dtype=np.object_))
+        sender.send(pb_utils.InferenceResponse(output_tensors=[na], error=pb_utils.TritonError(error_text(e))),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    @staticmethod
+    def cancelled_error():
+        code = getattr(pb_utils.TritonError, "CANCELLED", None)
+        if code is None:
+            return pb_utils.TritonError("Request cancelled by client")
+        return pb_utils.TritonError("Request cancelled by client", code)
+
+    def cancelled(self, job):
+        """CANCELLED + FINAL on a job's own sender (after Triton's cancellation or a stop request)."""
+        try:
+            self.send(job, pb_utils.InferenceResponse(error=self.cancelled_error()), final=True)
+        except Exception:  # noqa: BLE001 - the client may be gone
+            pass
+
+    # ------------------------------------------------------------------------------------------------ the worker
+    def loop(self):
+        while True:
+            with self.cond:
+                while self.running and not self.executor.has_work():
+                    self.cond.wait(timeout=0.5)
+                if not self.running:
+                    return
+            start = _steady_ns()
+            try:
+                events = self.executor.step()
+            except Exception as e:  # noqa: BLE001 - a runtime failure ends the requests, not the model
+                traceback.print_exc()
+                self.fail_all(e)
+                continue
+            end = _steady_ns()
+            for event in events:
+                with self.cond:
+                    job = self.jobs.get(event.request_id)
+                if job is not None:
+                    try:
+                        self.deliver(job, event, start, end)
+                    except Exception:  # noqa: BLE001 - e.g. the client went away
+                        traceback.print_exc()
+
+    def deliver(self, job, event, start, end):
+        from specbuild.reference.llmapi_contract import FINISH_REASONS
+
+        job.first_scheduled_ns = job.first_scheduled_ns or start
+        job.stats = event.stats
+        stopped = False
+        if event.new_tokens:
+            stopped = job.detok.add(event.new_tokens)
+            job.first_token_ns = job.first_token_ns or end
+            job.last_token_ns = end
+        finished = event.finished or stopped
+        if finished:
+            with self.cond:
+                if self.jobs.pop(event.request_id, None) is None:
+                    return  # cancelled meanwhile: answered already
+                if stopped and not event.finished:
+                    self.executor.cancel(event.request_id)  # a stop string: nothing more to decode
+        reason = "stop" if stopped else FINISH_REASONS.get(event.finish_reason) if finished else None
+        if job.req.streaming or finished:
+            self.send(job, self.response(job, finished, reason), final=finished)
+
+    def fail_all(self, e):
+        with self.cond:
+            jobs, self.jobs = list(self.jobs.items()), {}
+            for rid, _ in jobs:
+                self.executor.cancel(rid)
+        for _, job in jobs:
+            with job.lock:
+                if job.closed:
+                    continue
+                job.closed = True
+            try:
+                self.send_error(job.sender, e)
+            except Exception:  # noqa: BLE001
+                pass
+
+    # ------------------------------------------------------------------------------------------------ cancellation
+    def cancellation_loop(self):
+        """NVIDIA's cancellation_loop: poll Triton's is_cancelled() every cancellation_check_period_ms."""
+        period = self.settings.cancellation_check_period_ms / 1000.0
+        while self.running:
+            time.sleep(period)
+            with self.cond:
+                gone = [(rid, job) for rid, job in self.jobs.items() if job.request.is_cancelled()]
+                for rid, job in gone:
+                    del self.jobs[rid]
+                    self.executor.cancel(rid)
+            for _, job in gone:
+                self.cancelled(job)
+
+    def stop_request(self, user_id, sender):
+        """`stop: true` (BK README "request cancellation"): abort the live requests with that request id."""
+        if not user_id:
+            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                "A request id must be provided for request cancellation")),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            return
+        with self.cond:
+            victims = [(rid, job) for rid, job in self.jobs.items() if job.user_id == user_id]
+            for rid, job in victims:
+                del self.jobs[rid]
+                self.executor.cancel(rid)
+            self.cond.notify()
+        for _, job in victims:
+            self.cancelled(job)
+        sender.send(pb_utils.InferenceResponse(error=self.cancelled_error()),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def finalize(self):
+        with self.cond:
+            self.running = False
+            self.cond.notify_all()
+        for thread in (getattr(self, "worker", None), getattr(self, "canceller", None)):
+            if thread is not None:
+                thread.join(timeout=10)

@@ -1,0 +1,167 @@
+"""model.yaml read the way TensorRT-LLM's LLM reads it, for the CPU rehearsal (specbuild.reference.llmapi_yaml):
+every model.yaml specbuild writes is understood, unknown keys fail naming them, triton_config is checked as
+NVIDIA's model needs it, and speculative_config maps onto the reference methods (llmapi fact sheet §2.5, §3, §4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specbuild.llmapi import model_yaml
+from specbuild.llmapi.schema import RELEASES
+from specbuild.methods import describe
+from specbuild.recipe import load_recipe
+from specbuild.reference.llmapi_yaml import ModelYamlError, model_yaml_path, read_model_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "checkpoints" / "tiny"
+LLMAPI_RECIPES = sorted((ROOT / "recipes").glob("*/llmapi_*.yaml"))
+needs_tiny = pytest.mark.skipif(not (TINY / "target" / "config.json").exists(), reason="checkpoints/tiny not built")
+
+
+def write(folder: Path, data: dict) -> Path:
+    path = folder / "model.yaml"
+    path.write_text(model_yaml.dump(data))
+    return path
+
+
+def written(recipe_path: Path, release: str | None = None, role: str = "target") -> dict:
+    recipe = load_recipe(recipe_path)
+    if release is not None:
+        recipe = recipe.model_copy(update={"llm_api": recipe.llm_api.model_copy(update={"release": release})})
+    return model_yaml.model_yaml(recipe, describe(recipe), role=role)
+
+
+def base(**changes) -> dict:
+    data = {"model": str(TINY / "target"), "max_batch_size": 4, "max_seq_len": 256, "max_input_len": 128,
+            "triton_config": {"max_batch_size": 0, "decoupled": True}}
+    data.update(changes)
+    return data
+
+
+@needs_tiny
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("path", LLMAPI_RECIPES, ids=[f"{p.parent.name}/{p.stem}" for p in LLMAPI_RECIPES])
+def test_every_model_yaml_specbuild_writes_is_understood(path, release, tmp_path):
+    for role in ("target", "baseline"):
+        data = written(path, release, role)
+        data["tensor_parallel_size"] = 1  # the tp recipe is for GPUs; the reference refuses tp > 1 (below)
+        s = read_model_yaml(write(tmp_path, data))
+        spec = data.get("speculative_config")
+        if spec is None:
+            assert (s.method, s.max_draft_len, s.decoding) == ("none", 0, {})
+            continue
+        assert s.max_draft_len == spec["max_draft_len"] and s.decoding_type == spec["decoding_type"]
+        method = describe(load_recipe(path)).method
+        assert s.method == method
+        if method == "draft_target":
+            assert s.draft_dir == Path(spec.get("speculative_model") or spec["speculative_model_dir"]).resolve()
+            assert s.decoding == {"num_draft_tokens": spec["max_draft_len"]}
+        if method == "prompt_lookup":
+            assert s.decoding == {"max_draft_len": spec["max_draft_len"],
+                                  "max_matching_ngram_size": spec["max_matching_ngram_size"]}
+        assert (s.max_batch_size, s.max_seq_len, s.max_input_len) == \
+            (data["max_batch_size"], data["max_seq_len"], data["max_input_len"])
+        assert s.decoupled == data["triton_config"]["decoupled"]
+        assert s.cancellation_check_period_ms == data["triton_config"]["cancellation_check_period_ms"]
+
+
+@needs_tiny
+@pytest.mark.parametrize("where, key", [((), "max_batch_sizes"), (("kv_cache_config",), "free_gpu_mem_fraction"),
+                                        (("cuda_graph_config",), "padding_enabled")])
+def test_an_unknown_key_fails_naming_it(where, key, tmp_path):
+    data = base(kv_cache_config={"enable_block_reuse": True}, cuda_graph_config={"max_batch_size": 4})
+    target = data
+    for part in where:
+        target = target[part]
+    target[key] = 1
+    with pytest.raises(ModelYamlError, match=rf"unknown key {'.'.join((*where, key))} .*extra='forbid'"):
+        read_model_yaml(write(tmp_path, data))
+
+
+@needs_tiny
+def test_an_unknown_key_in_speculative_config_fails_naming_it(tmp_path):
+    spec = {"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 2, "speculative_model": "x"}
+    with pytest.raises(ModelYamlError, match=r"unknown key speculative_config\.speculative_model"):
+        read_model_yaml(write(tmp_path, base(speculative_config=spec)))
+
+
+@needs_tiny
+def test_a_known_llm_option_the_reference_cannot_honour_says_so(tmp_path):
+    with pytest.raises(ModelYamlError, match=r"enable_chunked_prefill is a TensorRT-LLM option the reference"):
+        read_model_yaml(write(tmp_path, base(enable_chunked_prefill=True)))
+
+
+@needs_tiny
+@pytest.mark.parametrize("triton_config, message", [
+    ({"max_batch_size": 8, "decoupled": True}, r"triton_config.max_batch_size is 8, .* set 0"),
+    ({"max_batch_size": 0}, r"triton_config.decoupled is missing"),
+    ({"decoupled": False}, r"triton_config.max_batch_size is missing"),
+    ({"max_batch_size": 0, "decoupled": "yes please"}, r"triton_config.decoupled='yes please'"),
+    ({"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 0}, r"cancellation_check_period_ms=0"),
+])
+def test_triton_config_is_checked_as_nvidias_model_needs_it(triton_config, message, tmp_path):
+    with pytest.raises(ModelYamlError, match=message):
+        read_model_yaml(write(tmp_path, base(triton_config=triton_config)))
+
+
+@needs_tiny
+def test_defaults_and_cancellation_period(tmp_path):
+    data = base()
+    del data["max_seq_len"]
+    s = read_model_yaml(write(tmp_path, data))
+    assert s.max_seq_len == 2048  # the LLM derives it from the model (max_position_embeddings)
+    assert s.max_num_tokens == 8192 and s.cancellation_check_period_ms == 100  # LLM / NVIDIA model defaults
+
+
+@needs_tiny
+@pytest.mark.parametrize("decoding_type, method", [("Draft_Target", "draft_target"), ("DraftTarget", "draft_target"),
+                                                   ("Eagle3", "eagle3"), ("Eagle", "eagle3"),
+                                                   ("NGram", "prompt_lookup")])
+def test_decoding_types_of_every_release_map_to_the_reference_methods(decoding_type, method, tmp_path):
+    spec = {"decoding_type": decoding_type, "max_draft_len": 3}
+    if method != "prompt_lookup":
+        spec["speculative_model_dir"] = str(TINY / "draft")
+    s = read_model_yaml(write(tmp_path, base(speculative_config=spec)))
+    assert (s.method, s.max_draft_len) == (method, 3)
+    if method == "eagle3":
+        assert s.head_dir == (TINY / "draft").resolve() and s.decoding == {"max_draft_len": 3}
+
+
+@needs_tiny
+@pytest.mark.parametrize("spec, message", [
+    ({"decoding_type": "MTP", "num_nextn_predict_layers": 1}, r"MTP drafts with the target's own"),
+    ({"decoding_type": "Medusa", "max_draft_len": 3}, r"has no Medusa"),
+    ({"decoding_type": "PARD", "max_draft_len": 3}, r"decoding_type='PARD' is not one the reference runtime serves"),
+    ({"decoding_type": "NGram", "max_draft_len": 0}, r"max_draft_len must be > 0 for NGram"),
+    ({"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 0}, r"max_matching_ngram_size is 0"),
+    ({"decoding_type": "Draft_Target", "max_draft_len": 3}, r"speculative_model is required for DraftTarget"),
+    ({"decoding_type": "Eagle3", "max_draft_len": 3}, r"Draft model must be provided for EAGLE"),
+    ({"decoding_type": "Draft_Target", "max_draft_len": 3, "speculative_model": "org/not-a-folder"},
+     r"not a local folder"),
+    ({"decoding_type": "NGram", "max_draft_len": 3, "draft_len_schedule": {1: 3}}, r"draft_len_schedule is not"),
+])
+def test_speculative_configs_the_reference_cannot_serve_fail_with_the_reason(spec, message, tmp_path):
+    with pytest.raises(ModelYamlError, match=message):
+        read_model_yaml(write(tmp_path, base(speculative_config=spec)))
+
+
+@needs_tiny
+@pytest.mark.parametrize("changes, message", [({"tensor_parallel_size": 2}, r"tensor_parallel_size is 2"),
+                                              ({"max_beam_width": 2}, r"max_beam_width is 2"),
+                                              ({"model": "meta-llama/Llama-3.1-8B"}, r"not a local folder")])
+def test_what_the_reference_runtime_cannot_do_is_refused(changes, message, tmp_path):
+    with pytest.raises(ModelYamlError, match=message):
+        read_model_yaml(write(tmp_path, base(**changes)))
+
+
+def test_the_file_follows_llm_config_path(tmp_path, monkeypatch):
+    monkeypatch.delenv("LLM_CONFIG_PATH", raising=False)
+    assert model_yaml_path(tmp_path) == tmp_path / "model.yaml"
+    monkeypatch.setenv("LLM_CONFIG_PATH", "other.yaml")
+    assert model_yaml_path(tmp_path) == tmp_path / "other.yaml"
+    monkeypatch.setenv("LLM_CONFIG_PATH", "/etc/abs.yaml")  # os.path.join: an absolute path wins
+    assert model_yaml_path(tmp_path) == Path("/etc/abs.yaml")
+    with pytest.raises(ModelYamlError, match=r"'abs.yaml' containing TRT-LLM engine args not found"):
+        read_model_yaml(model_yaml_path(tmp_path))
