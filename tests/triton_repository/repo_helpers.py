@@ -12,12 +12,33 @@ from specbuild.recipe.loader import load_recipe
 from specbuild.triton.repository import engine_roles
 
 ROOT = Path(__file__).resolve().parents[2]
-GPU_RECIPES = sorted((ROOT / "recipes" / "tensorrt-llm").glob("*.yaml"))
-REFERENCE_RECIPES = sorted((ROOT / "recipes" / "reference").glob("*.yaml"))
+DOUBLE_LLMAPI_MODEL = ROOT / "tests" / "doubles" / "triton_backend" / "all_models" / "llmapi" / "tensorrt_llm" / "1"
 
 
 def recipe_from(path: Path):
     return load_recipe(path, check_files=False)
+
+
+def _of_flavour(folder: str, flavour: str) -> list[Path]:
+    return [p for p in sorted((ROOT / "recipes" / folder).glob("*.yaml")) if recipe_from(p).flavour == flavour]
+
+
+# engine-flavour examples (ensemble/BLS repositories) and llm-api examples (one tensorrt_llm model + model.yaml)
+GPU_RECIPES = _of_flavour("tensorrt-llm", "engine")
+REFERENCE_RECIPES = _of_flavour("reference", "engine")
+GPU_LLMAPI_RECIPES = _of_flavour("tensorrt-llm", "llm-api")
+REFERENCE_LLMAPI_RECIPES = _of_flavour("reference", "llm-api")
+
+
+def write_llmapi_repository(recipe, layout: Layout, role: str = "target") -> Path:
+    """An llm-api repository as compile writes it; the GPU runtime's NVIDIA model.py is the test double's."""
+    from specbuild.llmapi.repository import write_repository
+    from specbuild.runtimes import runtime_for
+
+    runtime = runtime_for(recipe)
+    files = {"model.py": DOUBLE_LLMAPI_MODEL / "model.py", "helpers.py": DOUBLE_LLMAPI_MODEL / "helpers.py"} \
+        if recipe.runtime == "tensorrt-llm" else runtime.model_files()
+    return write_repository(recipe, layout, role, files)
 
 
 def write_engine_configs(recipe, layout: Layout, role: str = "target", **changes) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from repo_helpers import GPU_RECIPES, REFERENCE_RECIPES, recipe_from, write_engine_configs
+from repo_helpers import (GPU_LLMAPI_RECIPES, GPU_RECIPES, REFERENCE_LLMAPI_RECIPES, REFERENCE_RECIPES, recipe_from,
+                          write_engine_configs, write_llmapi_repository)
 
 from specbuild.trees import format_choices
 from specbuild.triton import configs, tensors
@@ -34,6 +35,28 @@ def test_every_config_parses_back_and_equals_what_was_built(path, layout_for):
             assert parsed == cfg, name
             assert parsed.name == name
             assert configs.config_problems(parsed, text) == [], name
+        assert "${" not in "".join(p.read_text() for p in repo.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("path", GPU_LLMAPI_RECIPES + REFERENCE_LLMAPI_RECIPES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_llmapi_config_parses_back_and_has_the_llmapi_contract(path, layout_for):
+    """llmapi fact sheet §2.2-2.5: one python model, max_batch_size 0, decoupled as the recipe streams, the
+    inputs and outputs of NVIDIA's config.pbtxt; the same file for both runtimes."""
+    from specbuild.llmapi import configs as llmapi_configs
+    from specbuild.llmapi import tensors as llmapi_tensors
+
+    recipe = recipe_from(path)
+    layout = layout_for(recipe)
+    for role in _roles(recipe):
+        repo = write_llmapi_repository(recipe, layout, role)
+        assert sorted(p.parent.name for p in repo.glob("*/config.pbtxt")) == ["tensorrt_llm"]
+        text = (repo / "tensorrt_llm" / "config.pbtxt").read_text()
+        parsed = configs.parse_pbtxt(text)
+        assert parsed == llmapi_configs.model_config(recipe)
+        assert (parsed.backend, parsed.max_batch_size) == ("python", 0)
+        assert parsed.model_transaction_policy.decoupled == recipe.triton.streaming
+        assert [i.name for i in parsed.input] == [t.name for t in llmapi_tensors.inputs(recipe.llm_api.release)]
+        assert [i.name for i in parsed.input if not i.optional] == ["text_input"]
         assert "${" not in "".join(p.read_text() for p in repo.rglob("*") if p.is_file())
 
 
