@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from specbuild.errors import UserError
 
 MIN_VERSION = (0, 17)
+# tensorrtllm_backend renamed min_length/random_seed to min_tokens/seed and added return_num_*_tokens when its
+# code moved into TensorRT-LLM (triton_backend/, 0.20); 0.17-0.19 read the old names (repository fact sheet §1.3,
+# §8 item 4).
+CURRENT_TENSOR_NAMES_SINCE = (0, 20)
 END_VERSION = (1, 3)  # exclusive: the engine path is gone after 1.2.x (fact sheet §7)
 PIP_SPEC = '"tensorrt_llm>=0.17,<1.3"'
 NGC_IMAGE = "nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3"
@@ -98,3 +102,12 @@ def require_trtllm() -> TrtllmInstall:
                         f"{why} — install a supported release: pip install {PIP_SPEC} (or use an NGC container "
                         f"{NGC_IMAGE} whose TensorRT-LLM is 0.17 to 1.2.x), or use runtime: reference")
     return found
+
+
+def legacy_tensor_names(found: TrtllmInstall | None = None) -> bool | None:
+    """Whether the installed backend reads the <= 0.19 tensor names (min_length, random_seed); None when no
+    TensorRT-LLM is installed here (the repository is then written for the current names)."""
+    found = found if found is not None else installed()
+    if found is None:
+        return None
+    return found.release < CURRENT_TENSOR_NAMES_SINCE

@@ -1,11 +1,18 @@
-"""Health: the servers are live and ready (HTTP and gRPC), every model of the repository is ready, and the served
-configs match the recipe: max batch size, decoupled, the method's decoding parameters, the draft model."""
+"""Health: the servers are live and ready (HTTP and gRPC), every model of the repository is ready, every Python
+stub answers, and the served configs match the recipe: max batch size, decoupled, the method's decoding
+parameters, the draft model.
+
+Readiness alone misses a dead stub: Triton releases before the python backend's stub-health readiness (Triton
+server PR #8552, python backend PR #430) keep reporting a model ready after its stub process died, and answer
+each request with "Stub process ... is not healthy". So a 2-token request goes through the ensemble and the BLS
+(which between them call every model of the repository: preprocessing, the cores, the draft, postprocessing)."""
 
 from __future__ import annotations
 
 from specbuild.triton import params as triton_params
 from specbuild.triton import speculation_params
 from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, Deployment, SuiteContext, timed
+from specbuild.validate.client import GenerateParams
 
 NAME, TITLE = "health", "Health and served configuration"
 CORE = "tensorrt_llm"
@@ -39,6 +46,13 @@ def deployment_problems(ctx: SuiteContext, dep: Deployment) -> tuple[list[str], 
         if not info["ready"]:
             reason = f": {info['reason']}" if info.get("reason") else ""
             problems.append(f"{dep.label}: model {name} is not ready (state {info['state'] or 'not loaded'}{reason})")
+    facts["probes"] = {}
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        if models.get(model, {}).get("ready"):
+            problem = _probe(dep, model)
+            facts["probes"][model] = problem or "answered"
+            if problem:
+                problems.append(problem)
     role = dep.role
     expected = triton_params.repository_models(recipe, role)
     for name in expected:
@@ -82,6 +96,18 @@ def deployment_problems(ctx: SuiteContext, dep: Deployment) -> tuple[list[str], 
         if needs_draft and _param(bls, "tensorrt_llm_draft_model_name") != DRAFT:
             problems.append(f"{dep.label}: tensorrt_llm_bls does not name {DRAFT} as its draft model")
     return problems, facts
+
+
+def _probe(dep: Deployment, model: str) -> str | None:
+    """A 2-token greedy request through `model` (2 tokens: a BLS-driven method then drafts once, so the draft
+    model is called too); a sentence when it fails."""
+    gen = dep.generate("Hello", GenerateParams(max_tokens=2, return_perf_metrics=False), "http", model=model)
+    if gen.ok:
+        return None
+    if "not healthy" in gen.error:
+        return (f"{dep.label}: a Python stub process behind {model} died (\"{gen.error.strip()}\"): Triton still "
+                "reports the model ready but fails every request — restart the server (or unload and load the model)")
+    return f"{dep.label}: a 2-token request through {model} failed: {gen.error}"
 
 
 @timed
