@@ -564,13 +564,14 @@ def test_sampling_values_are_checked_where_they_enter(served):
                 extra = {name: (np.array([[value]], dtype=dtype[1]), dtype[0])}
                 message = _grpc_error(served, model, _e2e_client_inputs(prompt, 4, False, **extra))
                 assert "invalid" in message and name.split("_")[-1] in message, (model, name, value, message)
-        # max_tokens missing while optional inputs are given: Triton's schema check lets it through; the BLS says
-        # so, the ensemble (max_tokens required, as upstream) never runs its first step and Triton refuses it
-        inputs = [i for i in _e2e_client_inputs(prompt, 4, False) if i.name() != "max_tokens"]
-        message = _grpc_error(served, model, inputs)
-        assert "max_tokens is required" in message if model == "tensorrt_llm_bls" else message, message
+        # max_tokens or text_input missing while optional inputs are given (Triton's schema check lets it through)
+        for missing in ("max_tokens", "text_input"):
+            inputs = [i for i in _e2e_client_inputs(prompt, 4, False) if i.name() != missing]
+            assert f"{missing} is required" in _grpc_error(served, model, inputs), (model, missing)
         status, text = served.post(model, {"text_input": prompt, "temperature": 0.5})
-        assert "error" in text and (model == "ensemble" or "max_tokens is required" in text), text
+        assert "max_tokens is required" in text, text
+        status, text = served.post(model, {"text_input": prompt})  # no optional input: Triton's own check
+        assert "error" in text and "max_tokens" in text, text
         status, text = served.post(model, {"text_input": prompt, "max_tokens": -3})
         assert "max_tokens" in text and "> 0" in text, text
     assert served.server.model_ready("tensorrt_llm")

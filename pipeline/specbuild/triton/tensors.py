@@ -150,8 +150,13 @@ def core_outputs(legacy: bool = False) -> list[Tensor]:
 def preprocessing_inputs(legacy: bool = False) -> list[Tensor]:
     """Upstream's preprocessing inputs (text, decoder text, the multimodal inputs it refuses in words, the prompt
     table extra id) plus specbuild's MIN_TOKENS / MIN_LENGTH fold of the two minimum-length spellings."""
+    # QUERY and REQUEST_OUTPUT_LEN are required upstream; optional here (and text_input / max_tokens at the
+    # ensemble) so that a request missing one reaches preprocessing, which refuses it in a sentence. Triton checks
+    # required inputs only when no optional one is given; otherwise the ensemble cannot start its first step and
+    # a decoupled ensemble then sends an empty, error-free final response (a request without max_tokens looked
+    # answered).
     out = [
-        Tensor("QUERY", "TYPE_STRING", (1,), optional=False),
+        Tensor("QUERY", "TYPE_STRING", (1,)),
         Tensor("DECODER_QUERY", "TYPE_STRING", (1,)),
         Tensor("IMAGE_BYTES", "TYPE_UINT8", (-1, -1, -1, -1)),
         Tensor("IMAGE_URL", "TYPE_STRING", (1,)),
@@ -160,7 +165,7 @@ def preprocessing_inputs(legacy: bool = False) -> list[Tensor]:
     if not legacy:
         out.append(Tensor("IMAGES", "TYPE_STRING", (-1,)))  # TL only (pixtral)
     return out + [
-        Tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", (1,), optional=False),
+        Tensor("REQUEST_OUTPUT_LEN", "TYPE_INT32", (1,)),
         Tensor("BAD_WORDS_DICT", "TYPE_STRING", (-1,)),
         Tensor("STOP_WORDS_DICT", "TYPE_STRING", (-1,)),
         Tensor("EMBEDDING_BIAS_WORDS", "TYPE_STRING", (-1,)),
@@ -207,9 +212,9 @@ def _interface_inputs(legacy: bool) -> list[tuple[Tensor, str, str]]:
     n = names(legacy)
     i32, f32, b, s = "TYPE_INT32", "TYPE_FP32", "TYPE_BOOL", "TYPE_STRING"
     rows = [
-        (Tensor("text_input", s, (1,), optional=False), "pre", "QUERY"),
+        (Tensor("text_input", s, (1,)), "pre", "QUERY"),  # required in words, by preprocessing (see above)
         (Tensor("decoder_text_input", s, (1,)), "pre", "DECODER_QUERY"),
-        (Tensor("max_tokens", i32, (1,), optional=False), "pre", "REQUEST_OUTPUT_LEN"),
+        (Tensor("max_tokens", i32, (1,)), "pre", "REQUEST_OUTPUT_LEN"),
         (Tensor("num_return_sequences", i32, (1,)), "core", "num_return_sequences"),
         (Tensor("bad_words", s, (-1,)), "pre", "BAD_WORDS_DICT"),
         (Tensor("stop_words", s, (-1,)), "pre", "STOP_WORDS_DICT"),
