@@ -285,8 +285,9 @@ class TritonPythonModel:
     def min_tokens_ban(self, min_tokens, output_len, end_id):
         """TensorRT-LLM's min_tokens bans the end id until that many tokens were generated. When it covers the
         whole request (min_tokens >= request_output_len: the BLS's draft calls, GenAI-Perf's fixed-length mode)
-        that is exactly the end id as a bad word at every position; 0 and 1 change nothing the reference
-        runtime could differ in. Other values wait for the reference runtime's own min_tokens."""
+        that is exactly the end id as a bad word at every position. 0 is no minimum; 1 is accepted as before,
+        although TensorRT-LLM would ban the end id at the first generated token and this core does not. Other
+        values wait for the reference runtime's own min_tokens (refused in one sentence until then)."""
         name = self.min_tokens_name
         if min_tokens < 0:
             raise RequestError(f"{name}={min_tokens} is invalid: it must be >= 0 (TensorRT-LLM: Assertion failed: "
@@ -398,7 +399,8 @@ class TritonPythonModel:
                 except Exception:  # noqa: BLE001 - e.g. the client went away
                     traceback.print_exc()
             with self.lock:
-                self.report_iteration(tally, list(self.jobs.values()))
+                pending = list(self.jobs.values())
+            self.report_iteration(tally, pending)  # metric updates go to the server: not under the lock
 
     def report_iteration(self, tally, jobs):
         """The nv_trt_llm_* gauges after one step; `jobs`: the requests not finished yet."""
