@@ -212,6 +212,9 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
 @click.option("--baseline-url", default=None, metavar="HOST:PORT",
               help="HTTP endpoint of the baseline (the same target without speculation: triton_repo/<name>-baseline).")
 @click.option("--baseline-grpc-url", default=None, metavar="HOST:PORT", help="The baseline's gRPC endpoint.")
+@click.option("--metrics-url", default=None, metavar="URL",
+              help="Prometheus endpoint of the speculative deployment (http://HOST:PORT/metrics): the acceptance "
+              "check reads the server's speculative counters there and compares them with the client's figures.")
 @click.option("--model", default=None, help="Model to generate with (default: the recipe's: the BLS for "
               "draft-target and prompt lookup, else ensemble).")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -220,7 +223,8 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
               help="Comma-separated subset: health,functional,lossless,sampling,acceptance,performance,bad_input,load.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON on stdout.")
 def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | None, baseline_grpc_url: str | None,
-             model: str | None, report_dir: Path | None, checks: str | None, as_json: bool) -> None:
+             metrics_url: str | None, model: str | None, report_dir: Path | None, checks: str | None,
+             as_json: bool) -> None:
     """Run the validation suite against running servers; exit 0 only when every gate holds.
 
     \b
@@ -229,6 +233,7 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
     bad input, load. Exit code: 0 all gates hold, 1 a gate fails (summary printed), 2 user errors.
     Examples:
       specbuild validate recipes/demo.yaml --url 127.0.0.1:8000 --grpc-url 127.0.0.1:8001 \\
+          --metrics-url http://127.0.0.1:8002/metrics \\
           --baseline-url 127.0.0.1:9000 --baseline-grpc-url 127.0.0.1:9001 --report reports/demo
       specbuild validate recipes/demo.yaml --url 127.0.0.1:8000 --checks health,functional,bad_input
     """
@@ -239,7 +244,7 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
     from specbuild.validate.report.terminal import print_result, progress_bar
 
     r = _load(recipe, building=False)
-    target = Endpoints.parse(url, grpc_url, model)
+    target = Endpoints.parse(url, grpc_url, model, metrics=metrics_url)
     if baseline_grpc_url and not baseline_url:
         raise UserError("--baseline-grpc-url needs --baseline-url (the baseline's HTTP endpoint)")
     baseline = Endpoints.parse(baseline_url, baseline_grpc_url, http_option="--baseline-url",

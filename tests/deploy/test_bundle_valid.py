@@ -88,7 +88,7 @@ def test_draft_target_tp2_places_both_engines_on_the_recipes_gpus(bundles):
     rule = load_all((folder / "prometheusrule.yaml").read_text())[0]
     records = {r["record"]: r["expr"] for r in rule["spec"]["groups"][0]["rules"]}
     assert 'model="tensorrt_llm_bls"' in records["triton:queue_compute:ratio"]
-    assert "specbuild_speculative_accepted_draft_tokens" in records["specbuild:acceptance_length:mean"]
+    assert "specbuild_spec_decode_num_accepted_tokens_total" in records["specbuild:acceptance_length:mean"]
     ranks = (folder / "slurm" / "ranks.sh").read_text()
     assert "exec bash " + shlex.quote(str(repo / "launch_triton.sh")) + " --exit-timeout-secs=30" in ranks
 

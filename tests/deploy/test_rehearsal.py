@@ -82,13 +82,13 @@ def test_draft_target_orchestrator_serves_and_counts_acceptance(tmp_path):
     text = seen["metrics"]
 
     def counter(name):
-        m = re.search(rf'^{name}{{method="draft_target",model="tensorrt_llm_bls"}} (\d+)', text, re.M)
+        m = re.search(rf'^{name}{{model="tensorrt_llm_bls",version="1"}} (\d+)', text, re.M)
         assert m, f"{name} not exported"
         return int(m.group(1))
 
-    steps, accepted, drafted = (counter(n) for n in ("specbuild_speculative_steps",
-                                                     "specbuild_speculative_accepted_draft_tokens",
-                                                     "specbuild_speculative_draft_tokens"))
+    steps, accepted, drafted = (counter(n) for n in ("specbuild_spec_decode_num_steps_total",
+                                                     "specbuild_spec_decode_num_accepted_tokens_total",
+                                                     "specbuild_spec_decode_num_draft_tokens_total"))
     assert steps >= 1 and 0 <= accepted <= drafted <= steps * recipe.speculation.num_draft_tokens
     # every series the PrometheusRule reads is exported by the server, for the model it names
     rule = load_all((bundle / "prometheusrule.yaml").read_text())[0]

@@ -131,7 +131,10 @@ def test_serves_until_ctrl_c_and_stops_the_server(tmp_path):
         pid = int(re.search(r"^serving \S+ with .+, pid (\d+)$", out, re.M).group(1))
         http = re.search(r"^  HTTP +(http://127\.0\.0\.1:\d+)$", out, re.M).group(1)
         assert re.search(r"^  gRPC +127\.0\.0\.1:\d+$", out, re.M) and re.search(r"^  metrics +\S+$", out, re.M)
-        assert re.search(r"^validate:  specbuild validate RECIPE --url \S+ --grpc-url \S+$", out, re.M)
+        assert re.search(r"^validate:  specbuild validate RECIPE --url \S+ --grpc-url \S+ --metrics-url "
+                         r"http://127\.0\.0\.1:\d+/metrics$", out, re.M)
+        assert re.search(r"^AL \(PromQL\):  1 \+ .*specbuild_spec_decode_num_accepted_tokens_total.*"
+                         r"specbuild_spec_decode_num_steps_total.*$", out, re.M)
         assert "ensemble" in out and "tensorrt_llm" in out
         with urllib.request.urlopen(f"{http}/v2/models/ensemble/ready", timeout=10) as r:
             assert r.status == 200

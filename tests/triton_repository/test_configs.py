@@ -170,12 +170,71 @@ def test_tensor_names_by_version(legacy, layout_for):
     recipe = _by_stem(GPU_RECIPES, "none")
     recipe = recipe.model_copy(update={"triton": recipe.triton.model_copy(update={"legacy_tensor_names": legacy})})
     built = _built(recipe, layout_for(recipe))
-    new, old = {"min_tokens", "seed", "return_num_input_tokens"}, {"min_length", "random_seed"}
+    new, old = {"seed", "return_num_input_tokens"}, {"random_seed"}
     for model in ("tensorrt_llm", "ensemble", "tensorrt_llm_bls"):
         inputs = {t.name for t in built[model].input}
         assert (old <= inputs and not new & inputs) if legacy else (new <= inputs and not old & inputs), model
+    core = {t.name for t in built["tensorrt_llm"].input}
+    assert ("min_length" in core, "min_tokens" in core) == (legacy, not legacy)
+    for model in ("ensemble", "tensorrt_llm_bls"):  # both spellings of the minimum length, in every release
+        assert {"min_tokens", "min_length"} <= {t.name for t in built[model].input}, model
+    # the ensemble folds them in preprocessing and hands the core its release's name
+    core_step = next(s for s in built["ensemble"].ensemble_scheduling.step if s.model_name == "tensorrt_llm")
+    assert core_step.input_map[("min_length" if legacy else "min_tokens")] == "_MIN_TOKENS"
     outputs = {t.name for t in built["tensorrt_llm"].output}
     assert ("num_output_tokens" in outputs) is not legacy
+
+
+@pytest.mark.parametrize(("installed", "legacy"), [("0.19.0", True), ("0.20.0", False), ("1.2.0rc6", False),
+                                                    (None, False)])
+def test_tensor_names_follow_the_installed_backend(installed, legacy, layout_for, monkeypatch):
+    """triton.legacy_tensor_names null (the default): the names of the installed TensorRT-LLM's backend."""
+    from specbuild.trtllm import version
+
+    found = version.TrtllmInstall(installed, "metadata") if installed else None
+    monkeypatch.setattr(version, "installed", lambda: found)
+    recipe = _by_stem(GPU_RECIPES, "none")
+    assert recipe.triton.legacy_tensor_names is None
+    built = _built(recipe, layout_for(recipe))
+    assert ("random_seed" in {t.name for t in built["tensorrt_llm"].input}) is legacy
+    forced = recipe.model_copy(update={"triton": recipe.triton.model_copy(update={"legacy_tensor_names": not legacy})})
+    assert ("random_seed" in {t.name for t in _built(forced, layout_for(forced))["tensorrt_llm"].input}) is not legacy
+    reference = recipe.model_copy(update={"runtime": "reference"})  # the reference core reads the current names
+    assert "seed" in {t.name for t in _built(reference, layout_for(reference))["tensorrt_llm"].input}
+
+
+def test_every_model_declares_upstreams_optional_inputs(layout_for):
+    """A request carrying upstream's optional inputs reaches our models (answered there, never refused by
+    Triton's schema check as an unexpected input)."""
+    built = _built(_by_stem(GPU_RECIPES, "draft_target"), layout_for(_by_stem(GPU_RECIPES, "draft_target")))
+    optional = {"lora_task_id", "lora_weights", "lora_config", "guided_decoding_guide_type", "guided_decoding_guide",
+                "prompt_embedding_table", "prompt_table_extra_id", "prompt_vocab_size", "decoder_text_input",
+                "embedding_bias_words", "embedding_bias_weights", "num_return_sequences", "beam_width"}
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        assert optional <= {t.name for t in built[model].input}, model
+    assert {"image_input", "image_bytes_input", "image_url_input", "video_bytes_input", "num_draft_tokens",
+            "use_draft_logits"} <= {t.name for t in built["tensorrt_llm_bls"].input}
+    pre = built["preprocessing"]
+    assert {"DECODER_QUERY", "IMAGE_BYTES", "IMAGE_URL", "VIDEO_BYTES", "PROMPT_TABLE_EXTRA_ID"} <= \
+        {t.name for t in pre.input}
+    assert {"DECODER_INPUT_ID", "REQUEST_DECODER_INPUT_LEN", "OUT_PROMPT_TABLE_EXTRA_IDS"} <= \
+        {t.name for t in pre.output}
+    steps = {s.model_name: s for s in built["ensemble"].ensemble_scheduling.step}
+    core = steps["tensorrt_llm"].input_map
+    assert core["decoder_input_ids"] == "_DECODER_INPUT_ID" and core["decoder_input_lengths"] == \
+        "_REQUEST_DECODER_INPUT_LEN"
+    assert core["prompt_table_extra_ids"] == "_OUT_PROMPT_TABLE_EXTRA_IDS"
+    for name in ("lora_task_id", "lora_weights", "lora_config", "guided_decoding_guide", "prompt_embedding_table"):
+        assert core[name] == name
+    assert steps["preprocessing"].input_map["DECODER_QUERY"] == "decoder_text_input"
+
+
+def test_exclude_input_in_output_defaults_to_upstreams_false(layout_for):
+    recipe = _by_stem(GPU_RECIPES, "medusa")
+    assert recipe.triton.exclude_input_in_output is False
+    built = _built(recipe, layout_for(recipe))
+    assert _parameters(built["tensorrt_llm"])["exclude_input_in_output"] == "false"
+    assert _parameters(built["tensorrt_llm_bls"])["exclude_input_in_output"] == "false"
 
 
 def test_streaming_makes_the_core_decoupled_except_for_bls_driven_methods(layout_for):

@@ -62,8 +62,12 @@ def test_preprocessing_ids_and_word_lists(served):
         ("QUERY", np.array([[prompt.encode()]], dtype=object), "BYTES"),
         ("REQUEST_OUTPUT_LEN", np.array([[8]], dtype=np.int32), "INT32"),
         ("STOP_WORDS_DICT", np.array([[w.encode() for w in stops]], dtype=object), "BYTES"),
-    ], ["INPUT_ID", "REQUEST_INPUT_LEN", "STOP_WORDS_IDS", "BAD_WORDS_IDS", "OUT_END_ID", "OUT_PAD_ID"])
+    ], ["INPUT_ID", "REQUEST_INPUT_LEN", "STOP_WORDS_IDS", "BAD_WORDS_IDS", "OUT_END_ID", "OUT_PAD_ID",
+        "DECODER_INPUT_ID", "REQUEST_DECODER_INPUT_LEN"])
     ids = tok.encode(prompt)
+    # upstream's decoder-only values: [pad id], length 1 (the C++ backend reads them for encoder-decoder only)
+    assert out["DECODER_INPUT_ID"].tolist() == [[tok.pad_token_id]]
+    assert out["REQUEST_DECODER_INPUT_LEN"].tolist() == [[1]]
     assert out["INPUT_ID"][0].tolist() == ids and out["REQUEST_INPUT_LEN"][0].tolist() == [len(ids)]
     words = [tok.encode(w, add_special_tokens=False) for w in stops]
     flat = words[0] + words[1]
@@ -82,7 +86,8 @@ def test_postprocessing_decodes(served):
     out = _infer(server, "postprocessing", [("TOKENS_BATCH", tokens, "INT32"),
                                             ("SEQUENCE_LENGTH", np.array([[len(ids)]], dtype=np.int32), "INT32")],
                  ["OUTPUT", "OUTPUT_IDS"])
-    assert out["OUTPUT"].reshape(-1)[0].decode() == tok.decode(ids, skip_special_tokens=True)
+    assert out["OUTPUT"].shape == (1,)  # rank 1, [batch * beams], as upstream's postprocessing
+    assert out["OUTPUT"][0].decode() == tok.decode(ids, skip_special_tokens=True)
     assert out["OUTPUT_IDS"].reshape(-1).tolist() == ids
 
 

@@ -364,3 +364,292 @@ def test_decoupled_bls_answers_a_request_batch_row_by_row(served, hf_greedy):
         client.stop_stream()
         client.close()
     assert rows == {0: hf_greedy[PROMPTS[0]], 1: hf_greedy[PROMPTS[1]]}
+
+
+# --- NVIDIA's client contract -----------------------------------------------------------------------------------
+# Requests shaped the way tensorrtllm_backend's client scripts send them (inflight_batcher_llm/client/
+# end_to_end_grpc_client.py, inflight_batcher_llm_client.py; written here from their documented contract), so
+# that those flows work unchanged against a specbuild repository.
+
+def _grpc_stream(served, model, inputs, request_id="nv"):
+    """Send one request on a gRPC stream (as the NVIDIA clients do, decoupled or not); returns the results
+    (errors raised as AssertionError with the server's message)."""
+    client, results = _stream_client(served)
+    out = []
+    try:
+        client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True)
+        while True:
+            result, error = results.get(timeout=120)
+            if error is not None:
+                raise AssertionError(error.message())
+            out.append(result)
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                return out
+    finally:
+        client.stop_stream()
+        client.close()
+
+
+def _grpc_error(served, model, inputs) -> str:
+    try:
+        _grpc_stream(served, model, inputs)
+    except AssertionError as e:
+        return str(e)
+    raise AssertionError(f"{model} answered a request that must be refused")
+
+
+def _e2e_client_inputs(prompt, output_len, streaming, **extra):
+    """end_to_end_grpc_client.py prepare_inputs: [[value]] arrays, temperature 1.0, beam_width 1,
+    num_return_sequences 1, return_* flags [[False]], exclude_input_in_output False."""
+    arrays = {"text_input": (np.array([[prompt]]).astype(object), "BYTES"),
+              "max_tokens": (np.ones_like([[prompt]]).astype(np.int32) * output_len, "INT32"),
+              "stream": (np.array([[streaming]], dtype=bool), "BOOL"),
+              "beam_width": (np.array([[1]], dtype=np.int32), "INT32"),
+              "temperature": (np.array([[1.0]], dtype=np.float32), "FP32"),
+              "num_return_sequences": (np.array([[1]], dtype=np.int32), "INT32"),
+              "return_log_probs": (np.array([[False]]), "BOOL"),
+              "return_context_logits": (np.array([[False]]), "BOOL"),
+              "return_generation_logits": (np.array([[False]]), "BOOL"),
+              "exclude_input_in_output": (np.array([[False]]), "BOOL")}
+    arrays.update(extra)
+    return [_grpc_input(name, array, dtype) for name, (array, dtype) in arrays.items()]
+
+
+def _client_text(results, streaming) -> str:
+    """The client's parse: text_output[0].decode() per response, concatenated when streaming."""
+    texts = [r.as_numpy("text_output")[0].decode("utf-8") for r in results if r.as_numpy("text_output") is not None]
+    return "".join(texts) if streaming else texts[-1]
+
+
+def _streams_through(served, model) -> bool:
+    bls_driven = served.method in ("draft_target", "prompt_lookup")
+    return served.recipe.triton.streaming and (model == "tensorrt_llm_bls" or not bls_driven)
+
+
+def test_end_to_end_client_flows_decode_text_output_0(served, hf_greedy):
+    """end_to_end_grpc_client.py against the ensemble and the BLS: text_output is rank 1, so
+    text_output[0].decode() is the text; exclude_input_in_output false returns the prompt first."""
+    prompt = PROMPTS[0]
+    plain = served.generate("tensorrt_llm_bls", prompt)["text_output"]
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        for streaming in {False, _streams_through(served, model)}:
+            results = _grpc_stream(served, model, _e2e_client_inputs(prompt, MAX_TOKENS, streaming))
+            first = results[0].as_numpy("text_output")
+            assert first.ndim == 1, (model, first.shape)
+            if streaming:  # streamed chunks hold only new text
+                assert _client_text(results, True) == plain, model
+            else:
+                assert _client_text(results, False) == prompt + plain, model
+
+
+def test_upstream_optional_inputs_are_refused_in_one_sentence(served):
+    """Inputs of upstream's contract the reference runtime does not implement reach the model (no Triton
+    'unexpected inference input') and get one sentence naming them."""
+    prompt = PROMPTS[1]
+    cases = {
+        "lora_task_id": {"lora_task_id": (np.array([[7]], dtype=np.uint64), "UINT64")},
+        "lora_weights": {"lora_weights": (np.zeros([1, 2, 8], dtype=np.float16), "FP16"),
+                         "lora_config": (np.zeros([1, 2, 3], dtype=np.int32), "INT32")},
+        "guided_decoding_guide_type": {"guided_decoding_guide_type": (np.array([[b"json"]], dtype=object), "BYTES"),
+                                       "guided_decoding_guide": (np.array([[b"{}"]], dtype=object), "BYTES")},
+        "prompt_embedding_table": {"prompt_embedding_table": (np.zeros([1, 2, 4], dtype=np.float16), "FP16"),
+                                   "prompt_vocab_size": (np.array([[2]], dtype=np.int32), "INT32")},
+        "prompt_table_extra_id": {"prompt_table_extra_id": (np.array([[1]], dtype=np.uint64), "UINT64")},
+    }
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        for name, extra in cases.items():
+            if model == "ensemble" and name == "prompt_table_extra_id":
+                name = "prompt_table_extra_ids"  # the core's name for preprocessing's OUT_PROMPT_TABLE_EXTRA_IDS
+            message = _grpc_error(served, model, _e2e_client_inputs(prompt, 4, False, **extra))
+            assert "unexpected inference input" not in message, (model, message)
+            assert "not supported" in message and name.split("_")[0] in message, (model, name, message)
+        images = {"image_bytes_input": (np.zeros([1, 1, 2, 2, 3], dtype=np.uint8), "UINT8")}
+        if model == "tensorrt_llm_bls":
+            message = _grpc_error(served, model, _e2e_client_inputs(prompt, 4, False, **images))
+            assert "image_bytes_input" in message and "multimodal" in message, message
+    # decoder_text_input is accepted and, for a decoder-only model, changes nothing (the C++ backend reads
+    # decoder_input_ids for encoder-decoder models only)
+    extra = {"decoder_text_input": (np.array([[b"ignored"]], dtype=object), "BYTES")}
+    results = _grpc_stream(served, "ensemble", _e2e_client_inputs(prompt, MAX_TOKENS, False, **extra))
+    assert _client_text(results, False) == prompt + served.generate("ensemble", prompt)["text_output"]
+
+
+def _infer(served, model, inputs, outputs):
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(served.server.grpc_url)
+    try:
+        return client.infer(model, inputs, outputs=[grpcclient.InferRequestedOutput(n) for n in outputs])
+    finally:
+        client.close()
+
+
+def test_preprocessing_core_postprocessing_chain_by_hand(served, hf_greedy):
+    """The ensemble's three steps called one by one, passing upstream's tensors along (DECODER_INPUT_ID /
+    REQUEST_DECODER_INPUT_LEN included: pad ids for a decoder-only model)."""
+    if served.method not in ("none", "medusa"):
+        pytest.skip("one plain and one decoupled core are enough")
+    prompt = PROMPTS[0]
+    pre = _infer(served, "preprocessing", [
+        _grpc_input("QUERY", np.array([[prompt.encode()]], dtype=object), "BYTES"),
+        _grpc_input("REQUEST_OUTPUT_LEN", np.array([[MAX_TOKENS]], dtype=np.int32), "INT32")],
+        ["INPUT_ID", "REQUEST_INPUT_LEN", "DECODER_INPUT_ID", "REQUEST_DECODER_INPUT_LEN", "OUT_END_ID", "OUT_PAD_ID",
+         "BAD_WORDS_IDS", "STOP_WORDS_IDS", "REQUEST_OUTPUT_LEN"])
+    pad = int(pre.as_numpy("OUT_PAD_ID")[0][0])
+    assert pre.as_numpy("DECODER_INPUT_ID").tolist() == [[pad]]
+    assert pre.as_numpy("REQUEST_DECODER_INPUT_LEN").tolist() == [[1]]
+    core_inputs = [_grpc_input("input_ids", pre.as_numpy("INPUT_ID"), "INT32"),
+                   _grpc_input("input_lengths", pre.as_numpy("REQUEST_INPUT_LEN"), "INT32"),
+                   _grpc_input("decoder_input_ids", pre.as_numpy("DECODER_INPUT_ID"), "INT32"),
+                   _grpc_input("decoder_input_lengths", pre.as_numpy("REQUEST_DECODER_INPUT_LEN"), "INT32"),
+                   _grpc_input("request_output_len", pre.as_numpy("REQUEST_OUTPUT_LEN"), "INT32"),
+                   _grpc_input("end_id", pre.as_numpy("OUT_END_ID"), "INT32"),
+                   _grpc_input("pad_id", pre.as_numpy("OUT_PAD_ID"), "INT32"),
+                   _grpc_input("exclude_input_in_output", np.array([[True]]), "BOOL")]
+    results = _grpc_stream(served, "tensorrt_llm", core_inputs)
+    tokens = [r.as_numpy("output_ids") for r in results if r.as_numpy("output_ids") is not None]
+    assert len(tokens) == 1 and tokens[0].ndim == 3  # [batch, beams, tokens]
+    lengths = [r.as_numpy("sequence_length") for r in results if r.as_numpy("sequence_length") is not None][0]
+    assert tokens[0][0][0][:lengths[0][0]].tolist() == hf_greedy[prompt]
+    post = _infer(served, "postprocessing", [_grpc_input("TOKENS_BATCH", tokens[0], "INT32"),
+                                             _grpc_input("SEQUENCE_LENGTH", lengths, "INT32")], ["OUTPUT"])
+    assert post.as_numpy("OUTPUT").shape == (1,)
+    assert post.as_numpy("OUTPUT")[0].decode() == served.generate("ensemble", prompt)["text_output"]
+
+
+def test_inflight_batcher_client_requests_reach_the_core(served, hf_greedy):
+    """inflight_batcher_llm_client.py's request to tensorrt_llm: runtime_top_k 1, runtime_top_p 0.0 (unset, as
+    the C++ backend reads it), temperature 1.0, beam_width 1; output_ids[0][0], sequence_length[0][0]."""
+    if served.method not in ("none", "eagle"):
+        pytest.skip("one plain and one speculative engine are enough")
+    import tritonclient.grpc as grpcclient
+
+    prompt = PROMPTS[1]
+    ids = grpcclient.InferenceServerClient  # noqa: F841 - imported for the client's types
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(served.recipe.tokenizer_dir)
+    input_ids = np.array([tok.encode(prompt)], dtype=np.int32)
+    streaming = served.recipe.triton.streaming
+    inputs = [_grpc_input("input_ids", input_ids, "INT32"),
+              _grpc_input("input_lengths", np.array([[input_ids.shape[1]]], dtype=np.int32), "INT32"),
+              _grpc_input("request_output_len", np.array([[MAX_TOKENS]], dtype=np.int32), "INT32"),
+              _grpc_input("beam_width", np.array([[1]], dtype=np.int32), "INT32"),
+              _grpc_input("temperature", np.array([[1.0]], dtype=np.float32), "FP32"),
+              _grpc_input("streaming", np.array([[streaming]], dtype=bool), "BOOL"),
+              _grpc_input("end_id", np.array([[tok.eos_token_id]], dtype=np.int32), "INT32"),
+              _grpc_input("pad_id", np.array([[tok.pad_token_id]], dtype=np.int32), "INT32"),
+              _grpc_input("runtime_top_k", np.array([[1]], dtype=np.int32), "INT32"),
+              _grpc_input("runtime_top_p", np.array([[0.0]], dtype=np.float32), "FP32"),
+              _grpc_input("exclude_input_in_output", np.array([[True]]), "BOOL")]
+    tokens = []
+    for result in _grpc_stream(served, "tensorrt_llm", inputs):
+        output_ids = result.as_numpy("output_ids")
+        if output_ids is not None and result.as_numpy("sequence_length")[0][0] > 0:
+            tokens += list(output_ids[0][0])
+    assert tokens == hf_greedy[prompt]
+
+
+def test_sampling_values_are_checked_where_they_enter(served):
+    """temperature finite and >= 0, top_p in (0, 1] (0: unset), top_k >= 0, max_tokens required and positive:
+    refused with a sentence naming the value, at the ensemble (checked by the core), the BLS and the core."""
+    if served.method not in ("none", "eagle", "draft_target"):
+        pytest.skip("the checks are the same for every method")
+    prompt = PROMPTS[0]
+    bad = {"temperature": [-1.0, float("nan"), float("inf")], "top_p": [2.0, -0.5], "top_k": [-1]}
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        for name, values in bad.items():
+            for value in values:
+                dtype = ("INT32", np.int32) if name == "top_k" else ("FP32", np.float32)
+                extra = {name: (np.array([[value]], dtype=dtype[1]), dtype[0])}
+                message = _grpc_error(served, model, _e2e_client_inputs(prompt, 4, False, **extra))
+                assert "invalid" in message and name.split("_")[-1] in message, (model, name, value, message)
+        # max_tokens or text_input missing while optional inputs are given (Triton's schema check lets it through)
+        for missing in ("max_tokens", "text_input"):
+            inputs = [i for i in _e2e_client_inputs(prompt, 4, False) if i.name() != missing]
+            assert f"{missing} is required" in _grpc_error(served, model, inputs), (model, missing)
+        status, text = served.post(model, {"text_input": prompt, "temperature": 0.5})
+        assert "max_tokens is required" in text, text
+        status, text = served.post(model, {"text_input": prompt})  # no optional input: Triton's own check
+        assert "error" in text and "max_tokens" in text, text
+        status, text = served.post(model, {"text_input": prompt, "max_tokens": -3})
+        assert "max_tokens" in text and "> 0" in text, text
+    assert served.server.model_ready("tensorrt_llm")
+    served.generate("ensemble", prompt)
+
+
+def test_min_tokens_and_min_length_both_reach_the_core(served, hf_greedy):
+    """GenAI-Perf's fixed-length mode sends min_length = max_tokens: with the end id being the first greedy
+    token, the request still makes max_tokens tokens (min_tokens >= request_output_len bans the end id)."""
+    if served.method not in ("none", "draft_target"):
+        pytest.skip("one ensemble-served and one BLS-driven method are enough")
+    prompt = PROMPTS[0]
+    end = hf_greedy[prompt][0]
+    for name in ("min_length", "min_tokens"):
+        for model in ("ensemble", "tensorrt_llm_bls"):
+            body = served.generate(model, prompt, end_id=end, **{name: MAX_TOKENS})
+            assert len(ids_of(body)) == MAX_TOKENS and end not in ids_of(body), (model, name)
+            assert ids_of(served.generate(model, prompt, end_id=end)) == [], model
+    status, text = served.post("ensemble", {"text_input": prompt, "max_tokens": 8, "min_tokens": 3, "min_length": 4})
+    assert "disagree" in text, text
+
+
+def test_metrics_endpoint_carries_the_speculative_counters(served):
+    """The nv_trt_llm_* families upstream's backend exports (names and labels) and specbuild's speculative
+    counters, whose deltas equal the per-request perf outputs of the serving model."""
+    from specbuild.validate.server_metrics import SpecCounts, families, scrape, value
+
+    url = served.server.metrics_url
+    serving = "tensorrt_llm_bls" if served.method in ("draft_target", "prompt_lookup") else "tensorrt_llm"
+    model = "tensorrt_llm_bls" if serving == "tensorrt_llm_bls" else "ensemble"
+    before = scrape(url)
+    drafted = accepted = 0
+    for prompt in PROMPTS:
+        body = served.generate(model, prompt, return_perf_metrics=True)
+        drafted += body["total_draft_tokens"]
+        accepted += body["total_accepted_draft_tokens"]
+    after = scrape(url)
+    assert {"nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics", "nv_trt_llm_inflight_batcher_metrics",
+            "nv_trt_llm_general_metrics"} <= families(after)
+    assert value(after, "nv_trt_llm_request_metrics", model="tensorrt_llm", request_type="max", version="1") == \
+        served.recipe.build.max_batch_size
+    assert value(after, "nv_trt_llm_general_metrics", model="tensorrt_llm", general_type="iteration_counter") > \
+        (value(before, "nv_trt_llm_general_metrics", model="tensorrt_llm", general_type="iteration_counter") or 0)
+    delta = SpecCounts.of(after, serving) - SpecCounts.of(before, serving)
+    assert (delta.draft_tokens, delta.accepted) == (drafted, accepted)
+    assert sum(delta.per_position) == accepted and delta.drafts <= delta.steps
+    if served.method != "none":
+        assert delta.steps > 0
+
+
+def test_bls_draft_calls_make_exactly_k_tokens(served, checkpoints, hf_greedy):
+    """As upstream's BLS, every draft call asks for exactly K tokens (min_tokens = request_output_len = K): with
+    the end id set to the draft's first greedy token (which the target never makes early), the draft still
+    proposes min(K, remaining - 1) tokens every round."""
+    if served.method != "draft_target":
+        pytest.skip("draft-target only")
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    k = served.recipe.speculation.num_draft_tokens
+    tok = AutoTokenizer.from_pretrained(checkpoints["target"])
+    draft = LlamaForCausalLM.from_pretrained(checkpoints["draft"], dtype=torch.float32).eval()
+    chosen = None
+    for prompt in PROMPTS + ["import os", "for i in range(10):"]:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            first = int(draft(ids).logits[0, -1].argmax())
+        target = served.generate("ensemble", prompt)["output_ids"]
+        if first not in ids_of({"output_ids": target}) and first != tok.eos_token_id:
+            chosen = (prompt, first)
+            break
+    assert chosen, "no prompt whose draft's first token the target does not make (the checkpoints changed?)"
+    prompt, end = chosen
+    events = served.stream("tensorrt_llm_bls", prompt, end_id=end, return_perf_metrics=True, stream=True)
+    sizes = [len(ids_of(e)) for e in events if ids_of(e)]
+    assert sum(sizes) == MAX_TOKENS  # the end id never came: the target does not make it
+    expected, remaining = 0, MAX_TOKENS
+    for size in sizes:  # one chunk per round
+        expected += min(k, remaining - 1)
+        remaining -= size
+    assert events[-1]["total_draft_tokens"] == expected > 0

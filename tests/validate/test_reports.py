@@ -73,7 +73,7 @@ def test_report_files(tmp_path):
     assert data["passed"] is False and data["recipe"] == "demo"
     load = next(c for c in data["checks"] if c["name"] == "load")
     assert load["details"] == {"nan": None, "tuple": [1, 2]}
-    assert data["baseline"] == {"http": "127.0.0.1:3", "grpc": None, "model": None}
+    assert data["baseline"] == {"http": "127.0.0.1:3", "grpc": None, "model": None, "metrics": None}
 
     root = ET.parse(folder / "junit.xml").getroot()
     suite = root.find("testsuite")

@@ -127,6 +127,11 @@ def test_suite_on_the_reference_deployment(method, checkpoints, baseline, tmp_pa
     if speculative:
         assert status["acceptance"] == "passed", summaries["acceptance"]
         assert acceptance.details["draft_tokens"] > 0 and acceptance.details["mean_acceptance_length"] >= 1.0
+        # the server's speculative counters over the same requests (the metrics endpoint, scraped around the
+        # greedy pass) equal the client's figures: same draft and accepted tokens, same steps, same AL
+        server = acceptance.details["server_side"]
+        assert server["available"] and server["agree"], server
+        assert server["server"]["mean_acceptance_length"] == pytest.approx(acceptance.details["mean_acceptance_length"])
     else:
         assert status["acceptance"] == "skipped"
 

@@ -16,10 +16,10 @@ from specbuild.deploy.kubernetes import autoscaled, meta
 
 QUEUE_COMPUTE = "triton:queue_compute:ratio"
 ACCEPTANCE_LENGTH = "specbuild:acceptance_length:mean"
-# Counters the BLS publishes (triton/models/tensorrt_llm_bls/model.py, python backend custom metrics).
-BLS_STEPS = "specbuild_speculative_steps"
-BLS_ACCEPTED = "specbuild_speculative_accepted_draft_tokens"
-BLS_DRAFTED = "specbuild_speculative_draft_tokens"
+# Counters the BLS publishes (triton/models/serving_metrics.py, python backend custom metrics, vLLM's names).
+BLS_STEPS = "specbuild_spec_decode_num_steps_total"
+BLS_ACCEPTED = "specbuild_spec_decode_num_accepted_tokens_total"
+BLS_DRAFTED = "specbuild_spec_decode_num_draft_tokens_total"
 
 
 def service(ctx: DeployContext) -> list[dict[str, Any]]:

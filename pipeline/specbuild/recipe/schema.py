@@ -91,10 +91,13 @@ class TritonSection(Section):
     """GPUs of the target engine (tp_size * pp_size of them)."""
     draft_gpu_device_ids: list[NonNegativeInt32] | None = None
     """GPUs of the draft engine (draft-target); default the target's."""
-    exclude_input_in_output: bool = True
-    """Return only generated text (draft-target core models always include the input; the BLS strips it)."""
-    legacy_tensor_names: bool = False
-    """Use tensorrtllm_backend <= 0.19 names (min_length, random_seed) instead of min_tokens, seed."""
+    exclude_input_in_output: bool = False
+    """What a request that does not say gets: false (upstream's default) returns the prompt followed by the
+    generated text; true only the generated text. Requests override it with their exclude_input_in_output input
+    (draft-target and prompt-lookup core models always include the input; the BLS strips it when asked)."""
+    legacy_tensor_names: bool | None = None
+    """Tensor names: null (default) follows the installed tensorrtllm backend (<= 0.19: min_length, random_seed;
+    0.20+: min_tokens, seed; the reference runtime: the current names); true or false forces them."""
     http_port: Port = 8000
     grpc_port: Port = 8001
     metrics_port: Port = 8002

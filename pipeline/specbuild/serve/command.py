@@ -70,7 +70,11 @@ def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> 
         if hint:
             out.print(f"try:  curl -s -X POST http://{server.http_address}/v2/models/{hint}/generate "
                       "-d '{\"text_input\": \"def add(a, b):\", \"max_tokens\": 16}'")
-        out.print(f"validate:  specbuild validate RECIPE --url {server.http_address} --grpc-url {server.grpc_url}")
+        out.print(f"validate:  specbuild validate RECIPE --url {server.http_address} --grpc-url {server.grpc_url} "
+                  f"--metrics-url {server.metrics_url}")
+        from specbuild.validate.server_metrics import PROMQL_AL
+
+        out.print(f"AL (PromQL):  {PROMQL_AL}")
         out.print("Ctrl-C stops the server.")
         while server.running():
             time.sleep(0.5)

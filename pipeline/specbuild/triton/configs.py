@@ -87,10 +87,14 @@ def _base(name: str, recipe: Recipe, backend: str | None = None, platform: str |
 
 # --- the models ---------------------------------------------------------------------------------------------------
 
-def preprocessing_config(recipe: Recipe):
+def _legacy(recipe: Recipe, legacy: bool | None) -> bool:
+    return params.legacy_tensor_names(recipe) if legacy is None else legacy
+
+
+def preprocessing_config(recipe: Recipe, legacy: bool | None = None):
     cfg = _base("preprocessing", recipe, backend="python")
     _dynamic_batching(cfg, recipe)
-    _add_tensors(cfg.input, tensors.PREPROCESSING_INPUTS, inputs=True)
+    _add_tensors(cfg.input, tensors.preprocessing_inputs(_legacy(recipe, legacy)), inputs=True)
     _add_tensors(cfg.output, tensors.PREPROCESSING_OUTPUTS, inputs=False)
     _instances(cfg, recipe.triton.preprocessing_instances)
     _parameters(cfg, params.preprocessing_parameters(recipe))
@@ -107,7 +111,7 @@ def postprocessing_config(recipe: Recipe):
     return cfg
 
 
-def core_config(recipe: Recipe, role: str, model: str, engine_dir: Path):
+def core_config(recipe: Recipe, role: str, model: str, engine_dir: Path, legacy: bool | None = None):
     """`tensorrt_llm` / `tensorrt_llm_draft`: the C++ backend on GPU, our python model on the reference runtime;
     the same tensors and parameters either way."""
     from specbuild.runtimes import runtime_for
@@ -116,7 +120,7 @@ def core_config(recipe: Recipe, role: str, model: str, engine_dir: Path):
     if params.core_decoupled(recipe, role):
         cfg.model_transaction_policy.decoupled = True
     _dynamic_batching(cfg, recipe)
-    legacy = recipe.triton.legacy_tensor_names
+    legacy = _legacy(recipe, legacy)
     _add_tensors(cfg.input, tensors.core_inputs(legacy), inputs=True)
     _add_tensors(cfg.output, tensors.core_outputs(legacy), inputs=False)
     _instances(cfg, 1)
@@ -124,8 +128,8 @@ def core_config(recipe: Recipe, role: str, model: str, engine_dir: Path):
     return cfg
 
 
-def ensemble_config(recipe: Recipe):
-    legacy = recipe.triton.legacy_tensor_names
+def ensemble_config(recipe: Recipe, legacy: bool | None = None):
+    legacy = _legacy(recipe, legacy)
     cfg = _base("ensemble", recipe, platform="ensemble")
     _add_tensors(cfg.input, tensors.ensemble_inputs(legacy), inputs=True)
     _add_tensors(cfg.output, tensors.interface_outputs(legacy), inputs=False)
@@ -135,15 +139,9 @@ def ensemble_config(recipe: Recipe):
     post = steps.step.add(model_name="postprocessing", model_version=-1)
     for tensor, where, name in tensors.ensemble_routes(legacy):
         (pre if where == "pre" else core).input_map[name] = tensor.name
-    # preprocessing -> tensorrt_llm
-    for out, internal, core_in in (("INPUT_ID", "_INPUT_ID", "input_ids"),
-                                   ("REQUEST_INPUT_LEN", "_REQUEST_INPUT_LEN", "input_lengths"),
-                                   ("REQUEST_OUTPUT_LEN", "_REQUEST_OUTPUT_LEN", "request_output_len"),
-                                   ("STOP_WORDS_IDS", "_STOP_WORDS_IDS", "stop_words_list"),
-                                   ("BAD_WORDS_IDS", "_BAD_WORDS_IDS", "bad_words_list"),
-                                   ("EMBEDDING_BIAS", "_EMBEDDING_BIAS", "embedding_bias"),
-                                   ("OUT_END_ID", "_PREPROCESSOR_END_ID", "end_id"),
-                                   ("OUT_PAD_ID", "_PREPROCESSOR_PAD_ID", "pad_id")):
+    # preprocessing -> tensorrt_llm (OUT_PROMPT_TABLE_EXTRA_IDS and OUT_MIN_TOKENS only when asked for: an
+    # optional core input the step does not produce is left out, as upstream's ensemble relies on)
+    for out, internal, core_in in tensors.pre_to_core(legacy):
         pre.output_map[out] = internal
         core.input_map[core_in] = internal
     # tensorrt_llm -> postprocessing, and the outputs handed back unchanged
@@ -158,8 +156,8 @@ def ensemble_config(recipe: Recipe):
     return cfg
 
 
-def bls_config(recipe: Recipe, role: str):
-    legacy = recipe.triton.legacy_tensor_names
+def bls_config(recipe: Recipe, role: str, legacy: bool | None = None):
+    legacy = _legacy(recipe, legacy)
     cfg = _base("tensorrt_llm_bls", recipe, backend="python")
     if recipe.triton.streaming:
         cfg.model_transaction_policy.decoupled = True
@@ -174,17 +172,18 @@ def bls_config(recipe: Recipe, role: str):
 def repository_configs(recipe: Recipe, role: str, engines: dict[str, Path]) -> dict[str, Any]:
     """Every model's ModelConfig, by model name. `engines` maps core model names to their engine folders."""
     out: dict[str, Any] = {}
+    legacy = params.legacy_tensor_names(recipe)  # once: it may ask the installed TensorRT-LLM
     for name in params.repository_models(recipe, role):
         if name == "preprocessing":
-            out[name] = preprocessing_config(recipe)
+            out[name] = preprocessing_config(recipe, legacy)
         elif name == "postprocessing":
             out[name] = postprocessing_config(recipe)
         elif name in CORE_MODELS:
-            out[name] = core_config(recipe, role, name, engines[name])
+            out[name] = core_config(recipe, role, name, engines[name], legacy)
         elif name == "ensemble":
-            out[name] = ensemble_config(recipe)
+            out[name] = ensemble_config(recipe, legacy)
         elif name == "tensorrt_llm_bls":
-            out[name] = bls_config(recipe, role)
+            out[name] = bls_config(recipe, role, legacy)
         else:  # pragma: no cover - repository_models and this function are written together
             raise AssertionError(f"no config builder for model {name}")
     return out

@@ -43,6 +43,11 @@ class EngineFlavour(Runtime):
         """Files written into `tensorrt_llm/1/` (and the draft's): name -> source path."""
         return {}
 
+    def legacy_tensor_names(self) -> bool:
+        """Whether the installed backend reads tensorrtllm_backend <= 0.19's tensor names (min_length,
+        random_seed); the recipe's triton.legacy_tensor_names overrides it. Default: the current names."""
+        return False
+
     def repository_files(self, recipe, role: str) -> dict[str, str]:
         """Extra files at the repository root: relative path -> text."""
         return {}

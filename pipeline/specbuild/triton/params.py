@@ -48,6 +48,16 @@ def kv_cache_fraction(recipe: Recipe, role: str) -> float:
     return total
 
 
+def legacy_tensor_names(recipe: Recipe) -> bool:
+    """Which tensor names the repository uses: the recipe's triton.legacy_tensor_names when set, else the
+    runtime's (the tensorrt-llm runtime asks the installed backend's version; others use the current names)."""
+    if recipe.triton.legacy_tensor_names is not None:
+        return recipe.triton.legacy_tensor_names
+    from specbuild.runtimes import runtime_for
+
+    return runtime_for(recipe).legacy_tensor_names()
+
+
 def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> dict[str, str]:
     """config.pbtxt parameters of `tensorrt_llm` / `tensorrt_llm_draft` (every must-have key, §2)."""
     draft = model == speculation_params.DRAFT_MODEL_NAME
@@ -87,7 +97,8 @@ def preprocessing_parameters(recipe: Recipe) -> dict[str, str]:
 
 
 def postprocessing_parameters(recipe: Recipe) -> dict[str, str]:
-    """postprocessing parameters (§1.6)."""
+    """postprocessing parameters (§1.6). Decoding follows upstream's postprocessing: skip_special_tokens true and
+    the tokenizer's own clean_up_tokenization_spaces."""
     return {"tokenizer_dir": str(recipe.tokenizer_dir), "skip_special_tokens": "true"}
 
 

@@ -14,8 +14,10 @@ Layout of a repository (both runtimes; only the core models' backend and model.p
     <repo>/tensorrt_llm_bls/config.pbtxt, 1/model.py, 1/bls_drafting.py, 1/prompt_lookup_drafts.py
     <repo>/launch_triton.sh                where the runtime starts the server through a script (GPU)
 
-Every Python model also gets `1/model_parameters.py`, the one parameter parser our model.py files share (copied,
-so that each model folder is self-contained in NVIDIA's containers where specbuild is not installed).
+Every Python model also gets the modules our model.py files share (copied, so that each model folder is
+self-contained in NVIDIA's containers where specbuild is not installed): `1/model_parameters.py` (the one
+parameter parser), `1/request_checks.py` (sampling values checked where they enter) and `1/serving_metrics.py`
+(the Prometheus families the models export).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 SOURCES = Path(__file__).resolve().parent / "models"
 PACKAGE = Path(__file__).resolve().parent.parent
 PARAMETERS_MODULE = SOURCES / "model_parameters.py"
+SHARED_MODULES = {name: SOURCES / name for name in ("model_parameters.py", "request_checks.py", "serving_metrics.py")}
 
 # Our model sources, by model name: files copied into <model>/1/ (name -> source path).
 MODEL_SOURCES: dict[str, dict[str, Path]] = {
@@ -60,7 +63,7 @@ def model_files(recipe: Recipe, model: str) -> dict[str, Path]:
     else:
         return {}
     if "model.py" in files:
-        files["model_parameters.py"] = PARAMETERS_MODULE
+        files.update(SHARED_MODULES)
     return files
 
 

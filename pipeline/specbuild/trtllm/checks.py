@@ -15,11 +15,17 @@ from specbuild.trtllm.converters import EAGLE_ARCHITECTURES, MEDUSA_MODEL_TYPES,
 EXAMPLES_HINT = "pass --trtllm-examples DIR (e.g. /app/examples in the NGC container) to use TensorRT-LLM's example converter"
 
 
-# Modes TensorRT-LLM decodes greedily whatever a request's temperature says: Medusa (medusa_temperature=0;
-# repository fact sheet §2.1), EAGLE and lookahead (no request or parameter changes their acceptance).
+# Modes TensorRT-LLM decodes greedily whatever a request's temperature says, checked against its sources:
+# Medusa (examples/medusa/README.md "only supporting temperature=0.0", medusa_temperature=0; repository fact
+# sheet §2.1); EAGLE-1 (examples/eagle/README.md: greedy unless the executor's EagleConfig posterior_threshold
+# turns on typical acceptance, which Triton's tensorrtllm backend has no parameter for, and which is not
+# lossless sampling anyway; engine fact sheet §4); lookahead (its Jacobi n-grams are verified against the
+# target's argmax: no request or parameter changes that). Draft-target and prompt lookup verify external drafts
+# against the target's own (sampled) tokens or by logit ratio: they sample.
 GREEDY_ONLY = {SpecMode.MEDUSA: "accepts Medusa drafts by token match at temperature 0",
-               SpecMode.EAGLE: "accepts EAGLE drafts by token match",
-               SpecMode.LOOKAHEAD_DECODING: "verifies lookahead n-grams by token match"}
+               SpecMode.EAGLE: "accepts EAGLE drafts by token match (typical acceptance, its only sampled mode, "
+                               "has no Triton parameter and is not lossless)",
+               SpecMode.LOOKAHEAD_DECODING: "verifies lookahead n-grams against the target's argmax"}
 
 
 def sampling_refusal(spec: Speculation) -> str:

@@ -115,6 +115,13 @@ class TrtllmRuntime(EngineFlavour):
                          argv=("bash", show(layout.repository() / SCRIPT_NAME)),
                          info={k: v for k, v in info.items() if k != "mode"})
 
+    def legacy_tensor_names(self) -> bool:
+        """The tensor names of the installed backend (triton.legacy_tensor_names None): the <= 0.19 ones when
+        TensorRT-LLM 0.17-0.19 is installed, the current ones otherwise (also when none is installed here)."""
+        from specbuild.trtllm.version import legacy_tensor_names
+
+        return bool(legacy_tensor_names())
+
     def launcher(self, repository: Path) -> Path | None:
         from specbuild.triton.launch import SCRIPT_NAME
 

@@ -25,6 +25,10 @@ from specbuild.errors import UserError
 MIN_VERSION = (0, 17)
 LAST_ENGINE_RC = (1, 3, 0, 20)  # 1.3.0rc20: the last release with the TensorRT engine path
 LLMAPI_MIN = (1, 0)
+# tensorrtllm_backend renamed min_length/random_seed to min_tokens/seed and added return_num_*_tokens when its
+# code moved into TensorRT-LLM (triton_backend/, 0.20); 0.17-0.19 read the old names (repository fact sheet §1.3,
+# §8 item 4).
+CURRENT_TENSOR_NAMES_SINCE = (0, 20)
 PIP_SPEC = '"tensorrt_llm>=0.17,<=1.3.0rc20"'
 LLMAPI_PIP_SPEC = '"tensorrt_llm>=1.0"'
 NGC_IMAGE = "nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3"
@@ -140,3 +144,12 @@ def require_llmapi(release: str) -> TrtllmInstall:
                         f"spelling differs between releases (Eagle/Eagle3, DraftTarget/Draft_Target, "
                         f"speculative_model_dir/speculative_model) — set llm_api.release: \"{installed_release}\"")
     return found
+
+
+def legacy_tensor_names(found: TrtllmInstall | None = None) -> bool | None:
+    """Whether the installed backend reads the <= 0.19 tensor names (min_length, random_seed); None when no
+    TensorRT-LLM is installed here (the repository is then written for the current names)."""
+    found = found if found is not None else installed()
+    if found is None:
+        return None
+    return found.release < CURRENT_TENSOR_NAMES_SINCE

@@ -18,24 +18,36 @@ def parse_hostport(value: str, option: str = "--url") -> str:
     return f"{m.group('host')}:{int(m.group('port'))}"
 
 
+def parse_metrics_url(value: str, option: str = "--metrics-url") -> str:
+    """'HOST:PORT' or 'http://HOST:PORT[/metrics]' -> 'http://host:port/metrics'. UserError otherwise."""
+    text = value.strip()
+    if text.endswith("/metrics"):
+        text = text[: -len("/metrics")]
+    return f"http://{parse_hostport(text, option)}/metrics"
+
+
 @dataclass(frozen=True)
 class Endpoints:
     """A served deployment. `http` and `grpc` are 'host:port'; `model` is the model clients generate with
-    (None: the recipe's serving model: the BLS for draft-target and prompt lookup, else the ensemble)."""
+    (None: the recipe's serving model: the BLS for draft-target and prompt lookup, else the ensemble);
+    `metrics` is the Prometheus URL (http://host:port/metrics), None when not given."""
 
     http: str
     grpc: str | None = None
     model: str | None = None
+    metrics: str | None = None
 
     @classmethod
     def parse(cls, http: str, grpc: str | None = None, model: str | None = None, *,
-              http_option: str = "--url", grpc_option: str = "--grpc-url") -> "Endpoints":
-        return cls(parse_hostport(http, http_option), parse_hostport(grpc, grpc_option) if grpc else None, model)
+              http_option: str = "--url", grpc_option: str = "--grpc-url", metrics: str | None = None,
+              metrics_option: str = "--metrics-url") -> "Endpoints":
+        return cls(parse_hostport(http, http_option), parse_hostport(grpc, grpc_option) if grpc else None, model,
+                   parse_metrics_url(metrics, metrics_option) if metrics else None)
 
     @classmethod
     def of(cls, server, model: str | None = None) -> "Endpoints":
         """The endpoints of a running `specbuild.serve.TritonServer`."""
-        return cls(server.http_address, server.grpc_url, model)
+        return cls(server.http_address, server.grpc_url, model, getattr(server, "metrics_url", None))
 
     @property
     def loopback(self) -> bool:
@@ -47,7 +59,9 @@ class Endpoints:
         parts = [f"http {self.http}"]
         if self.grpc:
             parts.append(f"grpc {self.grpc}")
+        if self.metrics:
+            parts.append(f"metrics {self.metrics}")
         return ", ".join(parts)
 
     def to_dict(self) -> dict:
-        return {"http": self.http, "grpc": self.grpc, "model": self.model}
+        return {"http": self.http, "grpc": self.grpc, "model": self.model, "metrics": self.metrics}

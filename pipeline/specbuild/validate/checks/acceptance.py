@@ -7,13 +7,22 @@ An llm-api deployment (no token ids) counts its steps from the stream (one respo
 streamed text equals the non-streamed one, else from the tokenizer's count of the text. Where such a server
 returns zero counters on every request of a speculative deployment (TensorRT-LLM <= 1.2.1 fills them only in the
 TensorRT engine flow; PR #17082, llmapi fact sheet §5.3), AL falls back on the stream alone: (output tokens - 1) /
-(streamed responses - 1), and the report says so; the acceptance rate is then unknown."""
+(streamed responses - 1), and the report says so; the acceptance rate is then unknown.
+
+Server side: when the target's metrics endpoint is known, the suite scrapes it just before and after the greedy
+HTTP pass these records come from, and reads specbuild's speculative counters (server_metrics.py) of the model
+that verifies the drafts: the BLS for the methods it drives, else tensorrt_llm. Draft tokens, accepted tokens
+and verification steps must equal the client's sums, and so the two ALs (a disagreement fails the check on a
+loopback deployment, where specbuild started the server and no other client sends requests; elsewhere it is a
+warning). TensorRT-LLM's C++ backend and NVIDIA's llmapi model export no such counters: the comparison is then
+reported as unavailable."""
 
 from __future__ import annotations
 
+from specbuild import metrics
 from specbuild.triton import params as triton_params
 from specbuild.validate.aggregate import distribution, summarize_acceptance
-from specbuild.validate.checks.base import FAILED, PASSED, SKIPPED, CheckResult, SuiteContext, timed
+from specbuild.validate.checks.base import FAILED, PASSED, SKIPPED, WARNED, CheckResult, SuiteContext, timed
 from specbuild.validate.stats import AcceptanceRecord, stream_acceptance_length, stream_matches
 
 NAME, TITLE = "acceptance", "Acceptance (draft tokens accepted)"
@@ -79,6 +88,38 @@ def _stream_fallback(ctx: SuiteContext, gate: str | None, threshold: float | Non
     return CheckResult(NAME, TITLE, PASSED, summary, details, gate)
 
 
+def server_side(ctx: SuiteContext, records: list[AcceptanceRecord]) -> tuple[dict, str | None]:
+    """The server's counters over the greedy pass, and a sentence when they disagree with the client's."""
+    from specbuild.validate.server_metrics import STEPS, SpecCounts
+
+    scrapes = ctx.server_scrapes
+    if scrapes is None:
+        return {"available": False, "why": "no metrics endpoint (specbuild validate --metrics-url)"}, None
+    if isinstance(scrapes, str):
+        return {"available": False, "why": scrapes}, None
+    # the model that verifies the drafts: the serving model, but tensorrt_llm behind an ensemble
+    model = "tensorrt_llm" if ctx.target.model == "ensemble" else ctx.target.model
+    before, after = scrapes
+    counts = SpecCounts.of(after, model)
+    if counts is None:
+        return {"available": False, "why": f"the server exports no {STEPS}{{model=\"{model}\"}} (TensorRT-LLM's C++ "
+                "backend has no speculative counters; specbuild's reference tensorrt_llm and its BLS export them)"}, \
+            None
+    delta = counts - SpecCounts.of(before, model)
+    client = {"steps": sum(r.steps for r in records), "draft_tokens": sum(r.draft_tokens for r in records),
+              "accepted_tokens": sum(r.accepted_draft_tokens for r in records)}
+    client["mean_acceptance_length"] = metrics.mean_acceptance_length(client["accepted_tokens"], client["steps"])
+    details = {"available": True, "model": model, "server": delta.to_dict(), "client": client,
+               "requests": len(records), "prompts": len(ctx.prompts)}
+    differ = [f"{name} {getattr(delta, attr)} (server) vs {client[name]} (client)"
+              for name, attr in (("draft_tokens", "draft_tokens"), ("accepted_tokens", "accepted"),
+                                 ("steps", "steps")) if getattr(delta, attr) != client[name]]
+    if len(records) != len(ctx.prompts):
+        differ.append(f"only {len(records)} of {len(ctx.prompts)} requests returned acceptance outputs")
+    details["agree"] = not differ
+    return details, ("server-side counters disagree with the client's: " + "; ".join(differ)) if differ else None
+
+
 @timed
 def run(ctx: SuiteContext) -> CheckResult:
     threshold = ctx.recipe.validation.min_acceptance_length
@@ -105,8 +146,14 @@ def run(ctx: SuiteContext) -> CheckResult:
     elif not ctx.target.contract.has_ids:
         summary += (f"; steps from the {' and '.join(steps_from)} (per-position acceptance needs token ids, which "
                     "the llm-api contract does not return)")
+    details["server_side"], disagreement = server_side(ctx, records)
+    if details["server_side"]["available"]:
+        summary += f"; server-side AL {details['server_side']['server']['mean_acceptance_length']:.2f}"
     if threshold is not None and s.mean_acceptance_length < threshold:
         return CheckResult(NAME, TITLE, FAILED, f"AL {s.mean_acceptance_length:.2f} < {threshold}: " + summary,
                            details, gate)
+    if disagreement:
+        status = FAILED if ctx.target.endpoints.loopback else WARNED
+        return CheckResult(NAME, TITLE, status, f"{disagreement} — {summary}", details, gate)
     return CheckResult(NAME, TITLE, PASSED, summary, details, gate)
 

@@ -166,6 +166,9 @@ class SuiteContext:
     progress: Callable[[str, int, int], None]
     _greedy: dict[tuple[str, str], list[Generation]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # the target's metrics endpoint scraped just before and after its greedy HTTP pass (the requests the
+    # acceptance check reads): (before, after) samples, or an error sentence
+    server_scrapes: tuple | str | None = None
 
     @property
     def max_tokens(self) -> int:
@@ -231,10 +234,25 @@ class SuiteContext:
             return cached
         params = self.greedy_params()
         jobs = [lambda p=p: deployment.generate(p.text, params, protocol) for p in self.prompts]
+        scraped = deployment is self.target and protocol == "http" and deployment.endpoints.metrics
+        before = self._scrape(deployment) if scraped else None
         gens = self.run_many(f"greedy prompt set: {deployment.label}, {protocol}", jobs)
+        if scraped:
+            after = self._scrape(deployment)
+            errors = [x for x in (before, after) if isinstance(x, str)]
+            self.server_scrapes = errors[0] if errors else (before, after)
         with self._lock:
             self._greedy[key] = gens
         return gens
+
+    @staticmethod
+    def _scrape(deployment: Deployment):
+        from specbuild.validate.server_metrics import scrape
+
+        try:
+            return scrape(deployment.endpoints.metrics, timeout_s=min(deployment.timeout_s, 30.0))
+        except OSError as e:
+            return str(e)
 
 
 def timed(fn: Callable[[SuiteContext], CheckResult]) -> Callable[[SuiteContext], CheckResult]:

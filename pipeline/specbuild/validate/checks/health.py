@@ -1,17 +1,24 @@
-"""Health: the servers are live and ready (HTTP and gRPC), every model of the repository is ready, and the served
-configs match the recipe, as the deployment's contract has them:
+"""Health: the servers are live and ready (HTTP and gRPC), every model of the repository is ready, every Python
+stub answers, and the served configs match the recipe, as the deployment's contract has them:
 
 - engine: the ensemble/BLS repository's models; `tensorrt_llm` max batch size, decoupled, the method's decoding
   parameters; the draft model and the BLS's view of it;
 - llm-api: exactly one model, `tensorrt_llm` (llmapi fact sheet §2.1), with max_batch_size 0 (§2.7), decoupled
   exactly when triton.streaming (§2.5), and the llmapi inputs declared (§2.3). What it speculates with lives in
-  model.yaml, which Triton does not show; the acceptance check sees it work."""
+  model.yaml, which Triton does not show; the acceptance check sees it work.
+
+Readiness alone misses a dead stub: Triton releases before the python backend's stub-health readiness (Triton
+server PR #8552, python backend PR #430) keep reporting a model ready after its stub process died, and answer
+each request with "Stub process ... is not healthy". So a 2-token request goes through the ensemble and the BLS
+(which between them call every model of the repository: preprocessing, the cores, the draft, postprocessing), or
+through the llm-api flavour's one model."""
 
 from __future__ import annotations
 
 from specbuild.triton import params as triton_params
 from specbuild.triton import speculation_params
 from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, Deployment, SuiteContext, timed
+from specbuild.validate.client import GenerateParams
 
 NAME, TITLE = "health", "Health and served configuration"
 CORE = "tensorrt_llm"
@@ -44,6 +51,13 @@ def deployment_problems(ctx: SuiteContext, dep: Deployment) -> tuple[list[str], 
         if not info["ready"]:
             reason = f": {info['reason']}" if info.get("reason") else ""
             problems.append(f"{dep.label}: model {name} is not ready (state {info['state'] or 'not loaded'}{reason})")
+    facts["probes"] = {}
+    for model in PROBED[dep.contract.name]:
+        if models.get(model, {}).get("ready"):
+            problem = _probe(dep, model)
+            facts["probes"][model] = problem or "answered"
+            if problem:
+                problems.append(problem)
     problems += CONFIG_CHECKS[dep.contract.name](ctx, dep, models, facts)
     return problems, facts
 
@@ -130,6 +144,20 @@ def llmapi_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dic
 
 
 CONFIG_CHECKS = {"engine": engine_problems, "llm-api": llmapi_problems}
+# The models a 2-token request goes through (between them they call every model of the repository)
+PROBED = {"engine": ("ensemble", "tensorrt_llm_bls"), "llm-api": (CORE,)}
+
+
+def _probe(dep: Deployment, model: str) -> str | None:
+    """A 2-token greedy request through `model` (2 tokens: a BLS-driven method then drafts once, so the draft
+    model is called too); a sentence when it fails."""
+    gen = dep.generate("Hello", GenerateParams(max_tokens=2, return_perf_metrics=False), "http", model=model)
+    if gen.ok:
+        return None
+    if "not healthy" in gen.error:
+        return (f"{dep.label}: a Python stub process behind {model} died (\"{gen.error.strip()}\"): Triton still "
+                "reports the model ready but fails every request — restart the server (or unload and load the model)")
+    return f"{dep.label}: a 2-token request through {model} failed: {gen.error}"
 
 
 @timed

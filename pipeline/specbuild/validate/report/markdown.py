@@ -113,6 +113,17 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
         lines += [f"Mean acceptance length (AL, bonus token included) **{a['mean_acceptance_length']:.3f}**; "
                   f"draft acceptance rate {a['acceptance_rate']:.1%} ({a['accepted_draft_tokens']} of "
                   f"{a['draft_tokens']} draft tokens, {a['steps']} steps). {a.get('definition', '')}", ""]
+        server = a.get("server_side") or {}
+        if server.get("available"):
+            srv, cli = server["server"], server["client"]
+            lines += table(["side", "AL", "verification steps", "draft tokens", "accepted tokens"],
+                           [[f"server ({server['model']} counters, metrics endpoint)",
+                             f"{srv['mean_acceptance_length']:.3f}", srv["steps"], srv["draft_tokens"],
+                             srv["accepted_tokens"]],
+                            ["client (per-request outputs)", f"{cli['mean_acceptance_length']:.3f}", cli["steps"],
+                             cli["draft_tokens"], cli["accepted_tokens"]]])
+        elif server:
+            lines += [f"Server-side acceptance: not available ({server.get('why')}).", ""]
         if a.get("per_position"):
             lines += table(["draft position"] + [str(i) for i in range(1, len(a["per_position"]) + 1)],
                            [["accepted share"] + [f"{v:.3f}" for v in a["per_position"]]])

@@ -4,10 +4,12 @@ Self-contained (numpy, transformers, triton_python_backend_utils): it runs in NV
 where specbuild is not installed. Tensor contract: repository fact sheet §1.6, plus one output of ours.
 
 Inputs: TOKENS_BATCH [batch, beams, tokens] (tensorrt_llm's output_ids), SEQUENCE_LENGTH [batch, beams].
-Outputs: OUTPUT [batch, beams] text of tokens[:length] per beam; OUTPUT_IDS [batch, beams, max_length] the token
-ids that text was decoded from, rows right-padded with -1.
-Decoding never cleans up tokenization spaces, so the texts of consecutive chunks of a stream concatenate to the
-text of the whole (up to a multi-byte character split between chunks).
+Outputs: OUTPUT [batch * beams] (rank 1, as upstream: a client reads text_output[0].decode()), the text of
+tokens[:length] per beam; OUTPUT_IDS [batch, beams, max_length] the token ids that text was decoded from, rows
+right-padded with -1.
+Decoding is upstream's: `tokenizer.batch_decode(..., skip_special_tokens=<parameter>)` with the tokenizer's own
+clean_up_tokenization_spaces (tokenizer_config.json; transformers' default when absent), so text spacing matches
+an upstream deployment of the same tokenizer.
 """
 
 import json
@@ -52,16 +54,16 @@ class TritonPythonModel:
             tokens = tokens[:, None, :]
         lengths = lengths.reshape(tokens.shape[0], -1)
         batch, beams = tokens.shape[0], tokens.shape[1]
-        texts = np.empty([batch, beams], dtype=object)
         width = int(lengths.max()) if lengths.size else 0
         ids = np.full([batch, beams, width], -1, dtype=np.int32)
+        rows = []
         for b in range(batch):
             for k in range(beams):
                 n = int(lengths[b, k]) if k < lengths.shape[1] else 0
                 row = tokens[b, k, :n].astype(np.int64).tolist()
-                text = self.tokenizer.decode(row, skip_special_tokens=self.skip_special_tokens,
-                                             clean_up_tokenization_spaces=False)
-                texts[b, k] = text.encode("utf-8")
+                rows.append(row)
                 ids[b, k, :n] = row
-        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", texts),
+        texts = self.tokenizer.batch_decode(rows, skip_special_tokens=self.skip_special_tokens)
+        output = np.array([t.encode("utf-8") for t in texts], dtype=object)
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", output),
                                                           pb_utils.Tensor("OUTPUT_IDS", ids)])

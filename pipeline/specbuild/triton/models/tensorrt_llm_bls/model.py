@@ -1,25 +1,34 @@
 """Triton `tensorrt_llm_bls` (specbuild): text in, text out, with the speculative loop of draft-target and prompt
 lookup.
 
-Self-contained (numpy, triton_python_backend_utils and bls_drafting.py beside it): it runs in NVIDIA's
-tritonserver containers, where specbuild is not installed. Tensor contract: repository fact sheet §1.8, §4.
+Self-contained (numpy, triton_python_backend_utils and the helper files beside it): it runs in NVIDIA's
+tritonserver containers, where specbuild is not installed. Tensor contract: repository fact sheet §1.8, §4, and
+upstream's tensorrt_llm_bls (lib/decode.py, lib/triton_decoder.py).
 
 Per request row (a request batch > 1 is served row by row, concurrently):
-1. `preprocessing` turns the text, bad/stop words and end/pad overrides into token ids and word lists.
+0. The row is checked where it enters: text_input and max_tokens > 0 (upstream's wording), sampling values as
+   TensorRT-LLM's SamplingConfig checks them (request_checks.py), multimodal inputs refused in one sentence.
+1. `preprocessing` turns the text (and decoder text), bad/stop words, end/pad overrides and the prompt-table
+   extra id into token ids and word lists.
 2. Plain generation: one `tensorrt_llm` call (streamed when it is decoupled and the request streams); the
-   engine does any speculation itself (Medusa, EAGLE, lookahead).
+   engine does any speculation itself (Medusa, EAGLE, lookahead). Upstream's optional inputs (LoRA, guided
+   decoding, prompt tables, decoder input ids, min_tokens/min_length, penalties, seed, ...) are forwarded.
    Speculative rounds (parameter speculative_method draft_target | prompt_lookup, num_draft_tokens > 0): draft
-   up to K tokens (a `tensorrt_llm_draft` call, or the n-gram match of the last tokens in the prompt and the text
-   so far), then one `tensorrt_llm` call with them as `draft_input_ids` and request_output_len K + 1, which
-   returns the accepted drafts plus the target's own next token. The round's seed is derived from the request's
-   seed, distinct for the draft and the target and for every round.
+   exactly K tokens (a `tensorrt_llm_draft` call with min_tokens = request_output_len = K, as upstream's BLS;
+   or the n-gram match of the last tokens in the prompt and the text so far), then one `tensorrt_llm` call with
+   them as `draft_input_ids` and request_output_len K + 1, which returns the accepted drafts plus the target's
+   own next token. The round's seed is derived from the request's seed, distinct for the draft and the target
+   and for every round. A client's minimum length is carried into each round as what is still missing.
 3. `postprocessing` decodes. Streaming (the BLS is decoupled and the request sets `stream`) sends each round's or
    each core response's new text as it comes; the chunks concatenate exactly to the non-streamed text.
 
-Outputs: text_output; output_ids [1, 1, n] (the token ids behind text_output: the prompt first unless
-exclude_input_in_output; in a stream, each chunk's tokens); with return_perf_metrics acceptance_rate,
-total_accepted_draft_tokens, total_draft_tokens (counted here for the speculative rounds, passed through from
-the engine otherwise) and the timing outputs; with return_num_*_tokens the token counts.
+Outputs: text_output [1] per row (rank 1 per request, [batch] for a batch: text_output[0].decode() as upstream);
+output_ids [1, 1, n] (the token ids behind text_output: the prompt first unless exclude_input_in_output; in a
+stream, each chunk's tokens); with return_perf_metrics acceptance_rate, total_accepted_draft_tokens,
+total_draft_tokens (counted here for the speculative rounds, passed through from the engine otherwise) and the
+timing outputs; with return_num_*_tokens the token counts.
+Metrics (serving_metrics.py): specbuild's speculative-decoding counters of the rounds this BLS runs, labelled
+model="tensorrt_llm_bls".
 """
 
 import json
@@ -33,18 +42,26 @@ import triton_python_backend_utils as pb_utils
 from bls_drafting import TextStream, accepted_prefix, ends_with_stop_word, round_seed
 from model_parameters import ParameterError, bool_parameter, int_parameter, parameter
 from prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose as prompt_lookup_drafts
+from request_checks import max_tokens_problem, min_tokens_value, sampling_problems
+from serving_metrics import SpeculationMetrics, metrics_or_none
 
-# client input -> tensorrt_llm input, sent to every core call (the draft's and the target's)
+# client input -> tensorrt_llm input, sent to every core call (the draft's and the target's), as upstream's
+# _get_llm_tensors_from_request; the minimum length goes separately (min_tokens / min_length, per round)
 CORE_INPUTS = {
     "top_k": "runtime_top_k", "top_p": "runtime_top_p", "temperature": "temperature",
-    "length_penalty": "len_penalty", "repetition_penalty": "repetition_penalty", "min_tokens": "min_tokens",
-    "min_length": "min_length", "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
+    "length_penalty": "len_penalty", "repetition_penalty": "repetition_penalty",
+    "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
     "beam_width": "beam_width", "num_return_sequences": "num_return_sequences",
 }
+# forwarded with their own shape (not one value per row)
+CORE_TENSORS = ("prompt_embedding_table", "prompt_vocab_size", "lora_task_id", "lora_weights", "lora_config",
+                "guided_decoding_guide_type", "guided_decoding_guide")
+MULTIMODAL_INPUTS = ("image_input", "image_bytes_input", "image_url_input", "video_bytes_input")
 OUTPUT_FLAGS = ("return_log_probs", "return_context_logits", "return_generation_logits", "return_perf_metrics",
                 "return_num_input_tokens", "return_num_output_tokens")
 PRE_INPUTS = {"bad_words": "BAD_WORDS_DICT", "stop_words": "STOP_WORDS_DICT", "end_id": "END_ID", "pad_id": "PAD_ID",
-              "embedding_bias_words": "EMBEDDING_BIAS_WORDS", "embedding_bias_weights": "EMBEDDING_BIAS_WEIGHTS"}
+              "embedding_bias_words": "EMBEDDING_BIAS_WORDS", "embedding_bias_weights": "EMBEDDING_BIAS_WEIGHTS",
+              "decoder_text_input": "DECODER_QUERY", "prompt_table_extra_id": "PROMPT_TABLE_EXTRA_ID"}
 PERF_INT32 = ("kv_cache_alloc_new_blocks", "kv_cache_reused_blocks", "kv_cache_alloc_total_blocks",
               "total_accepted_draft_tokens", "total_draft_tokens")
 PERF_INT64 = ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns")
@@ -99,14 +116,25 @@ class Row:
             array = get(name)
             return default if array is None or array.size == 0 else kind(array.reshape(-1)[0])
 
+        for name in MULTIMODAL_INPUTS:
+            array = get(name)
+            if array is not None and array.size:
+                raise RequestError(f"{name}: multimodal inputs are not supported by this repository (specbuild "
+                                   "serves text-only models) — send text_input only")
         self.text = get("text_input")
-        if self.text is None:
+        if self.text is None or self.text.size == 0:
             raise RequestError("text_input is required")
         self.max_tokens = scalar("max_tokens")
-        if self.max_tokens is None:
-            raise RequestError("max_tokens is required")
-        if self.max_tokens <= 0:
-            raise RequestError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        problem = max_tokens_problem(self.max_tokens)
+        if problem:
+            raise RequestError(problem)
+        problems = sampling_problems(scalar("temperature", None, float), scalar("top_k", None),
+                                     scalar("top_p", None, float))
+        if problems:
+            raise RequestError("; ".join(problems))
+        self.min_tokens, problem = min_tokens_value(scalar("min_tokens"), scalar("min_length"))
+        if problem:
+            raise RequestError(problem)
         self.stream = bool(scalar("stream", False, bool))
         if self.stream and not model.decoupled:
             raise RequestError("stream needs the decoupled tensorrt_llm_bls (recipe triton.streaming: true); use "
@@ -132,6 +160,10 @@ class Row:
         for name in OUTPUT_FLAGS:
             if self.flags[name] and name in model.core_input_names:
                 self.core[name] = np.array([[True]])
+        for name in CORE_TENSORS:
+            array = get(name)
+            if array is not None and array.size:
+                self.core[name] = array if array.ndim > 1 else array.reshape(1, -1)
         self.pre = {}
         for client, pre in PRE_INPUTS.items():
             array = get(client)
@@ -144,6 +176,10 @@ class Row:
                     raise RequestError(f"{name} is not supported with speculative drafting in the BLS")
             if scalar("beam_width", 1) > 1:
                 raise RequestError("beam search is not supported with speculative drafting")
+            for name in ("prompt_embedding_table", "prompt_table_extra_id"):
+                if get(name) is not None and get(name).size:
+                    raise RequestError(f"{name} is not supported with speculative drafting in the BLS (every round "
+                                       "sends the text so far as a new prompt) — send num_draft_tokens: 0")
 
 
 class Prepared:
@@ -157,6 +193,8 @@ class Prepared:
         self.bad = output(response, "BAD_WORDS_IDS")
         self.bias = output(response, "EMBEDDING_BIAS")
         self.stop_words = self.words(self.stop)
+        self.decoder_input_ids = output(response, "DECODER_INPUT_ID")  # forwarded as upstream's BLS does
+        self.prompt_table_extra_ids = output(response, "OUT_PROMPT_TABLE_EXTRA_IDS")
 
     @staticmethod
     def words(array):
@@ -172,54 +210,29 @@ class Prepared:
         return words
 
 
-class SpeculationMetrics:
-    """Prometheus counters of the speculative rounds, on the server's metrics port (python backend custom
-    metrics, Triton 23.05+: pb_utils.MetricFamily). A deployment bundle's PrometheusRule records the mean
-    acceptance length from them: 1 + rate(accepted draft tokens) / rate(steps) (specbuild.deploy.monitoring)."""
-
-    NAMES = (("specbuild_speculative_steps", "Target verification steps of speculative rounds"),
-             ("specbuild_speculative_accepted_draft_tokens", "Draft tokens the target accepted"),
-             ("specbuild_speculative_draft_tokens", "Draft tokens proposed"))
-
-    def __init__(self, model, method):
-        # One lock: the BLS runs rows on a thread pool, and concurrent Metric.increment calls crash the python
-        # backend stub (seen with the CPU tritonserver of nvidia-pytriton: the server died mid-run).
-        self.lock = threading.Lock()
-        self.families, self.counters = (), ()
-        family = getattr(pb_utils, "MetricFamily", None)
-        if family is None or method is None:
-            return
-        try:
-            self.families = tuple(family(name=n, description=d, kind=family.COUNTER) for n, d in self.NAMES)
-            self.counters = tuple(f.Metric(labels={"model": model, "method": method}) for f in self.families)
-        except Exception:  # metrics disabled on this server (--allow-metrics=false): count nothing
-            self.families, self.counters = (), ()
-
-    def step(self, drafted, accepted):
-        if self.counters:
-            with self.lock:
-                for counter, value in zip(self.counters, (1, accepted, drafted)):
-                    counter.increment(value)
-
-
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
+        self.version = str(args.get("model_version", "1"))
+        self.running = True
         try:
             self.configure(config)
         except ParameterError as e:
             raise pb_utils.TritonModelException(f"tensorrt_llm_bls: {e}") from None
-        self.metrics = SpeculationMetrics(args.get("model_name", "tensorrt_llm_bls"), self.speculative_method)
         self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="bls")
 
     def configure(self, config):
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         declared = {t["name"] for t in config.get("input", [])}
-        self.seed_name = "random_seed" if "random_seed" in declared else "seed"
-        legacy = "min_length" in declared
-        self.core_input_names = ({n for n in CORE_INPUTS.values() if n != ("min_tokens" if legacy else "min_length")}
+        # The release's spelling (the BLS declares both minimum-length names; the seed tells the release)
+        legacy = "random_seed" in declared
+        self.seed_name = "random_seed" if legacy else "seed"
+        self.min_tokens_name = "min_length" if legacy else "min_tokens"
+        self.core_input_names = (set(CORE_INPUTS.values())
                                  | set(OUTPUT_FLAGS) - ({"return_num_input_tokens", "return_num_output_tokens"}
                                                         if legacy else set()))
+        self.spec_metrics = metrics_or_none(lambda: SpeculationMetrics("tensorrt_llm_bls", self.version),
+                                            "tensorrt_llm_bls")
         self.target = parameter(config, "tensorrt_llm_model_name", "tensorrt_llm")
         self.draft = parameter(config, "tensorrt_llm_draft_model_name")
         self.target_decoupled = bool_parameter(config, "tensorrt_llm_decoupled", False)
@@ -334,7 +347,9 @@ class TritonPythonModel:
         prepared = self.preprocess(row)
         state = {"row": row, "sender": sender, "prepared": prepared, "generated": [], "first_scheduled": None,
                  "first_token": None, "last_token": None, "perf": {}, "passthrough": {}}
-        visible_prefix = [] if row.exclude else list(prepared.input_ids)
+        # A stream's chunks carry only generated tokens whatever exclude_input_in_output says, as the core's
+        # streamed responses (and so the ensemble's stream) do
+        visible_prefix = [] if row.exclude or emit is not None else list(prepared.input_ids)
         stream = TextStream(lambda tokens: self.decode(tokens)) if emit is not None else None
         sent = {"ids": 0}
 
@@ -364,7 +379,8 @@ class TritonPythonModel:
 
     def row_outputs(self, state, tokens, text):
         row = state["row"]
-        out = [pb_utils.Tensor("text_output", np.array([[text.encode("utf-8")]], dtype=object)),
+        # text_output rank 1 ([1] per row, [batch] for a request batch), as upstream's BLS and postprocessing
+        out = [pb_utils.Tensor("text_output", np.array([text.encode("utf-8")], dtype=object)),
                pb_utils.Tensor("output_ids", np.array(tokens, dtype=np.int32).reshape(1, 1, -1))]
         if row.rows > 1 and self.decoupled:
             out.append(pb_utils.Tensor("batch_index", np.array([[row.row]], dtype=np.int32)))
@@ -403,20 +419,22 @@ class TritonPythonModel:
         inputs = [pb_utils.Tensor("QUERY", row.text.reshape(1, 1)),
                   pb_utils.Tensor("REQUEST_OUTPUT_LEN", np.array([[row.max_tokens]], dtype=np.int32))]
         for name, array in row.pre.items():
-            dtype = {"END_ID": np.int32, "PAD_ID": np.int32, "EMBEDDING_BIAS_WEIGHTS": np.float32}.get(name)
+            dtype = {"END_ID": np.int32, "PAD_ID": np.int32, "EMBEDDING_BIAS_WEIGHTS": np.float32,
+                     "PROMPT_TABLE_EXTRA_ID": np.uint64}.get(name)
             inputs.append(pb_utils.Tensor(name, array.astype(dtype) if dtype else array))
-        outputs = ["INPUT_ID", "REQUEST_INPUT_LEN", "BAD_WORDS_IDS", "STOP_WORDS_IDS", "EMBEDDING_BIAS", "OUT_END_ID",
-                   "OUT_PAD_ID"]
+        outputs = ["INPUT_ID", "REQUEST_INPUT_LEN", "DECODER_INPUT_ID", "BAD_WORDS_IDS", "STOP_WORDS_IDS",
+                   "EMBEDDING_BIAS", "OUT_END_ID", "OUT_PAD_ID", "OUT_PROMPT_TABLE_EXTRA_IDS"]
         return Prepared(self.call("preprocessing", inputs, outputs))
 
     def decode(self, tokens):
         inputs = [pb_utils.Tensor("TOKENS_BATCH", np.array(tokens, dtype=np.int32).reshape(1, 1, -1)),
                   pb_utils.Tensor("SEQUENCE_LENGTH", np.array([[len(tokens)]], dtype=np.int32))]
-        text = output(self.call("postprocessing", inputs, ["OUTPUT"]), "OUTPUT").reshape(-1)[0]
+        text = output(self.call("postprocessing", inputs, ["OUTPUT"]), "OUTPUT").reshape(-1)[0]  # [beams]
         return text.decode("utf-8") if isinstance(text, bytes) else str(text)
 
     def core_inputs(self, state, ids, output_len, *, drafts=None, draft_logits=None, streaming=False,
-                    exclude=False, seed=None, generation_logits=None):
+                    exclude=False, seed=None, generation_logits=None, min_tokens=None):
+        """min_tokens: the call's minimum length (None: none), sent under the core's spelling."""
         row, prepared = state["row"], state["prepared"]
         inputs = [pb_utils.Tensor("input_ids", np.array([ids], dtype=np.int32)),
                   pb_utils.Tensor("input_lengths", np.array([[len(ids)]], dtype=np.int32)),
@@ -438,6 +456,12 @@ class TritonPythonModel:
             inputs.append(pb_utils.Tensor("return_generation_logits", np.array([[generation_logits]], dtype=bool)))
         if seed is not None:
             inputs.append(pb_utils.Tensor(self.seed_name, np.array([[seed]], dtype=np.uint64)))
+        if min_tokens:
+            inputs.append(pb_utils.Tensor(self.min_tokens_name, np.array([[min_tokens]], dtype=np.int32)))
+        if prepared.decoder_input_ids is not None and prepared.decoder_input_ids.size:
+            inputs.append(pb_utils.Tensor("decoder_input_ids", prepared.decoder_input_ids.astype(np.int32)))
+        if prepared.prompt_table_extra_ids is not None and prepared.prompt_table_extra_ids.size:
+            inputs.append(pb_utils.Tensor("prompt_table_extra_ids", prepared.prompt_table_extra_ids.astype(np.uint64)))
         if drafts:
             inputs.append(pb_utils.Tensor("draft_input_ids", np.array([drafts], dtype=np.int32)))
             if draft_logits is not None:
@@ -490,7 +514,8 @@ class TritonPythonModel:
         row, prepared = state["row"], state["prepared"]
         ids = prepared.input_ids
         stream = row.stream and self.target_decoupled
-        inputs = self.core_inputs(state, ids, row.max_tokens, streaming=stream, exclude=stream, seed=row.seed)
+        inputs = self.core_inputs(state, ids, row.max_tokens, streaming=stream, exclude=stream, seed=row.seed,
+                                  min_tokens=row.min_tokens)
         state["first_scheduled"] = time.time_ns()
         if not self.target_decoupled:
             response = self.call(self.target, inputs, self.core_outputs(row))
@@ -548,10 +573,14 @@ class TritonPythonModel:
             self.check_cancelled(state)
             remaining = row.max_tokens - len(generated)
             k = min(row.num_draft_tokens, remaining - 1)
+            missing = (row.min_tokens or 0) - len(generated)  # the client's minimum length not reached yet
+            if missing > 1:
+                k = min(k, missing - 1)  # end the round where the minimum is reached: its min_tokens covers it all
             drafts, draft_logits = self.propose(state, current, k, round_index) if k > 0 else ([], None)
             wanted = len(drafts) + 1
             inputs = self.core_inputs(state, current, wanted, drafts=drafts, draft_logits=draft_logits,
-                                      seed=round_seed(row.seed, round_index, 1))
+                                      seed=round_seed(row.seed, round_index, 1),
+                                      min_tokens=min(missing, wanted) if missing > 0 else None)
             response = self.call(self.target, inputs, self.core_outputs(row))
             produced = (self.tokens_of(response) or [])[len(current):][:remaining]
             for name in kv:
@@ -561,8 +590,9 @@ class TritonPythonModel:
             a = accepted_prefix(drafts, produced)
             drafted += len(drafts)
             accepted += a
-            self.metrics.step(len(drafts), a)
             round_index += 1
+            if self.spec_metrics is not None:
+                self.spec_metrics.observe_step(len(drafts), a)
             if produced:
                 now = time.time_ns()
                 state["first_token"] = state["first_token"] or now
@@ -582,8 +612,10 @@ class TritonPythonModel:
         row = state["row"]
         if self.speculative_method == "prompt_lookup":
             return prompt_lookup_drafts(current, self.max_matching_ngram_size, k), None
+        # min_tokens = request_output_len = k: exactly k draft tokens, as upstream's BLS (lib/decode.py
+        # _spec_generate sets the draft request's min_tokens to num_draft_tokens)
         inputs = self.core_inputs(state, current, k, seed=round_seed(row.seed, round_index, 2),
-                                  generation_logits=row.use_draft_logits)
+                                  generation_logits=row.use_draft_logits, min_tokens=k)
         response = self.call(self.draft, inputs, self.core_outputs(row, generation_logits=row.use_draft_logits))
         drafts = (self.tokens_of(response) or [])[len(current):][:k]
         logits = None
@@ -595,5 +627,11 @@ class TritonPythonModel:
             logits = generation.reshape(-1, generation.shape[-2], generation.shape[-1])[0][-len(drafts):]
         return drafts, logits
 
+    def is_ready(self):
+        """Readiness beyond the stub's own health (Triton releases whose python backend asks the model, python
+        backend PR #430): ready until finalize."""
+        return self.running
+
     def finalize(self):
+        self.running = False
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -17,7 +17,18 @@ exclude_input_in_output, max_beam_width, ...) and the same input and output tens
 Outputs follow the C++ backend: output_ids [1, beams, tokens] (the prompt first unless exclude_input_in_output;
 a streamed response holds only its new tokens), sequence_length, and with return_perf_metrics the timing and
 speculative counters (acceptance_rate, total_accepted_draft_tokens, total_draft_tokens). The reference runtime
-has no paged KV-cache pool: its kv_cache_* metrics are 0.
+has no paged KV-cache pool: its kv_cache_* outputs are 0.
+
+Inputs follow the C++ backend too: decoder_input_ids / decoder_input_lengths are read for encoder-decoder
+models only (`inflight_batcher_llm/src/utils.cc`), so this decoder-only runtime ignores them; sampling values
+are checked as TensorRT-LLM's SamplingConfig does (request_checks.py); an input whose feature the reference
+runtime does not implement (LoRA, prompt tables, guided decoding, ...) is answered with one sentence naming it.
+min_tokens (min_length before 0.20) >= request_output_len is served exactly (the end id is banned at every
+position, which is what TensorRT-LLM's min_tokens does there: the BLS sends it on its draft calls); other
+values above 1 are refused until the reference runtime implements them.
+
+Metrics (serving_metrics.py): the nv_trt_llm_* request, KV-cache, in-flight batcher and iteration gauges, and
+specbuild's speculative-decoding counters, labelled with this model's name.
 
 This model imports specbuild (installed in the server's Python, or on PYTHONPATH: the stub's embedded Python
 ignores that variable, so its entries are added to sys.path here).
@@ -33,6 +44,8 @@ import traceback
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from model_parameters import ParameterError, bool_parameter, int_parameter, parameter
+from request_checks import max_tokens_problem, sampling_problems
+from serving_metrics import BatcherMetrics, SpeculationMetrics, metrics_or_none
 
 
 def _use_pythonpath():
@@ -43,17 +56,26 @@ def _use_pythonpath():
 
 _use_pythonpath()
 
-# Inputs of the C++ model that the reference runtime does not implement: refused when given with a value.
-UNSUPPORTED_INPUTS = (
-    "encoder_input_features", "encoder_output_lengths", "decoder_input_ids", "decoder_input_lengths",
-    "draft_acceptance_threshold", "runtime_top_p_min", "runtime_top_p_decay", "runtime_top_p_reset_ids",
-    "prompt_embedding_table", "prompt_table_extra_ids", "prompt_vocab_size", "cross_attention_mask",
-    "mrope_rotary_cos_sin", "mrope_position_deltas", "lora_task_id", "lora_weights", "lora_config",
-    "context_phase_params", "skip_cross_attn_blocks", "retention_token_range_starts", "retention_token_range_ends",
-    "retention_token_range_priorities", "retention_token_range_durations_ms", "retention_decode_priority",
-    "retention_decode_duration_ms", "guided_decoding_guide_type", "guided_decoding_guide", "lookahead_window_size",
-    "lookahead_ngram_size", "lookahead_verification_set_size",
-)
+# Inputs of the C++ model whose feature the reference runtime does not implement: refused, in one sentence, when
+# given with a value. (decoder_input_ids / decoder_input_lengths are not here: the C++ backend ignores them for
+# decoder-only models, and so does this model.)
+UNSUPPORTED_INPUTS = {
+    "encoder_input_features": "encoder-decoder models", "encoder_output_lengths": "encoder-decoder models",
+    "draft_acceptance_threshold": "a draft acceptance threshold", "runtime_top_p_min": "top-p decay",
+    "runtime_top_p_decay": "top-p decay", "runtime_top_p_reset_ids": "top-p decay",
+    "prompt_embedding_table": "prompt tables (p-tuning, multimodal)", "prompt_table_extra_ids": "prompt tables",
+    "prompt_vocab_size": "prompt tables", "cross_attention_mask": "cross attention",
+    "mrope_rotary_cos_sin": "multimodal rotary embeddings", "mrope_position_deltas": "multimodal rotary embeddings",
+    "lora_task_id": "LoRA adapters", "lora_weights": "LoRA adapters", "lora_config": "LoRA adapters",
+    "context_phase_params": "disaggregated serving", "skip_cross_attn_blocks": "cross attention",
+    "retention_token_range_starts": "KV-cache retention", "retention_token_range_ends": "KV-cache retention",
+    "retention_token_range_priorities": "KV-cache retention",
+    "retention_token_range_durations_ms": "KV-cache retention", "retention_decode_priority": "KV-cache retention",
+    "retention_decode_duration_ms": "KV-cache retention", "guided_decoding_guide_type": "guided decoding",
+    "guided_decoding_guide": "guided decoding", "lookahead_window_size": "per-request lookahead settings",
+    "lookahead_ngram_size": "per-request lookahead settings",
+    "lookahead_verification_set_size": "per-request lookahead settings",
+}
 # Inputs that only shape beam search (ignored at beam width 1, as the C++ backend does).
 BEAM_ONLY_INPUTS = ("len_penalty", "early_stopping", "beam_search_diversity_rate")
 
@@ -112,6 +134,10 @@ class Inputs:
         return a.shape[0] if a.ndim > 1 else 1
 
 
+def new_tally():
+    return {"context": 0, "generation": 0, "context_tokens": 0}
+
+
 class Job:
     """One row of one Triton request, as one executor request."""
 
@@ -138,6 +164,7 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.name = args["model_name"]
+        self.args_version = args.get("model_version", "1")
         try:
             self.configure(config)
         except ParameterError as e:
@@ -163,6 +190,10 @@ class TritonPythonModel:
         overrides = self.decoding_overrides(config, engine_dir)
         self.engine = load_engine(engine_dir, decoding_overrides=overrides or None)
         self.executor = Executor(self.engine)
+        version = str(self.args_version)
+        self.spec_metrics = metrics_or_none(lambda: SpeculationMetrics(self.name, version), self.name)
+        self.batcher_metrics = metrics_or_none(
+            lambda: BatcherMetrics(self.name, version, max_requests=self.engine.limits.max_batch_size), self.name)
         self.jobs = {}  # executor request id -> Job
         self.lock = threading.Condition()
         self.running = True
@@ -190,9 +221,10 @@ class TritonPythonModel:
         from specbuild.reference.executor import Request
 
         x = Inputs(request)
-        for name in UNSUPPORTED_INPUTS:
+        for name, feature in UNSUPPORTED_INPUTS.items():
             if x.given(name):
-                raise RequestError(f"input {name} is not supported by the reference runtime")
+                raise RequestError(f"{name}: {feature} is not supported by the reference runtime — leave "
+                                   f"{name} out, or serve with runtime: tensorrt-llm")
         rows = x.rows()
         if rows > 1 and not self.decoupled:
             raise RequestError("Batch size > 1 requires the tensorrt_llm backend to be using decoupled transaction "
@@ -214,9 +246,6 @@ class TritonPythonModel:
                 value = x.scalar(name, row, neutral, float)
                 if value != neutral:
                     raise RequestError(f"{name}={value} is not supported by the reference runtime (only {neutral})")
-            min_tokens = x.scalar(self.min_tokens_name, row, 0)
-            if min_tokens > 1:
-                raise RequestError(f"{self.min_tokens_name}={min_tokens} is not supported by the reference runtime")
             if x.given("embedding_bias") and np.any(x.array("embedding_bias").reshape(rows, -1)[row] != 0):
                 raise RequestError("embedding_bias is not supported by the reference runtime")
             length = x.scalar("input_lengths", row, None)
@@ -225,8 +254,11 @@ class TritonPythonModel:
             if not 0 < length <= ids.shape[1]:
                 raise RequestError(f"input_lengths={length} does not fit input_ids of length {ids.shape[1]}")
             output_len = x.scalar("request_output_len", row, None)
-            if output_len is None:
-                raise RequestError("request_output_len is missing")
+            problem = max_tokens_problem(output_len, "request_output_len")
+            if problem:
+                raise RequestError(problem)
+            sampling = self.sampling(x, row)
+            end_id = x.scalar("end_id", row, None)
             input_ids = [int(t) for t in ids[row, :length]]
             drafts = None
             if x.given("draft_input_ids"):
@@ -238,25 +270,48 @@ class TritonPythonModel:
             exclude = x.scalar("exclude_input_in_output", row, self.default_exclude, bool)
             stop = x.array("stop_words_list")
             bad = x.array("bad_words_list")
+            bad_words = word_list(bad.reshape((rows,) + bad.shape[-2:])[row]) if bad is not None and bad.size else []
+            bad_words += self.min_tokens_ban(x.scalar(self.min_tokens_name, row, 0), int(output_len), end_id)
             req = Request(
-                input_ids=input_ids, max_new_tokens=int(output_len), sampling=self.sampling(x, row),
-                end_id=x.scalar("end_id", row, None), pad_id=x.scalar("pad_id", row, None),
+                input_ids=input_ids, max_new_tokens=int(output_len), sampling=sampling,
+                end_id=end_id, pad_id=x.scalar("pad_id", row, None),
                 stop_words=word_list(stop.reshape((rows,) + stop.shape[-2:])[row]) if stop is not None and stop.size else [],
-                bad_words=word_list(bad.reshape((rows,) + bad.shape[-2:])[row]) if bad is not None and bad.size else [],
-                draft_tokens=drafts, draft_logits=draft_logits)
+                bad_words=bad_words, draft_tokens=drafts, draft_logits=draft_logits)
             flags = {name: bool(x.scalar(name, row, False, bool)) for name in
                      ("return_perf_metrics", "return_num_input_tokens", "return_num_output_tokens")}
             jobs.append((Job(request, row, rows, group, streaming, exclude, input_ids, flags), req))
         return jobs
 
+    def min_tokens_ban(self, min_tokens, output_len, end_id):
+        """TensorRT-LLM's min_tokens bans the end id until that many tokens were generated. When it covers the
+        whole request (min_tokens >= request_output_len: the BLS's draft calls, GenAI-Perf's fixed-length mode)
+        that is exactly the end id as a bad word at every position. 0 is no minimum; 1 is accepted as before,
+        although TensorRT-LLM would ban the end id at the first generated token and this core does not. Other
+        values wait for the reference runtime's own min_tokens (refused in one sentence until then)."""
+        name = self.min_tokens_name
+        if min_tokens < 0:
+            raise RequestError(f"{name}={min_tokens} is invalid: it must be >= 0 (TensorRT-LLM: Assertion failed: "
+                               "minTokens.value() >= 0)")
+        if min_tokens >= output_len and min_tokens > 0:
+            return [[end_id]] if end_id is not None else []
+        if min_tokens > 1:
+            raise RequestError(f"{name}={min_tokens} below request_output_len={output_len} is not supported by the "
+                               f"reference runtime (only 0, 1, or at least request_output_len)")
+        return []
+
     def sampling(self, x, row):
         """TensorRT-LLM's sampling semantics: greedy unless top_k > 1 or top_p > 0 asks for sampling; temperature
-        then scales the logits (default 1.0). temperature 0 or top_k 1 is greedy."""
+        then scales the logits (default 1.0). temperature 0 or top_k 1 is greedy. Values are checked first, as
+        TensorRT-LLM's SamplingConfig does (a bad temperature is refused even where it would not be used)."""
         from specbuild.reference.executor import SamplingConfig
 
-        top_k = x.scalar("runtime_top_k", row, 0)
-        top_p = x.scalar("runtime_top_p", row, 0.0, float)
+        top_k = x.scalar("runtime_top_k", row, None)
+        top_p = x.scalar("runtime_top_p", row, None, float)
         temperature = x.scalar("temperature", row, None, float)
+        problems = sampling_problems(temperature, top_k, top_p, ("temperature", "runtime_top_k", "runtime_top_p"))
+        if problems:
+            raise RequestError("; ".join(problems))
+        top_k, top_p = top_k or 0, top_p or 0.0
         seed = x.scalar(self.seed_name, row, None)
         samples = top_k > 1 or top_p > 0.0
         if not samples or top_k == 1 or temperature == 0.0:
@@ -293,11 +348,20 @@ class TritonPythonModel:
     def full_output(self, job):
         return job.tokens if job.exclude else job.input_ids + job.tokens
 
-    def on_event(self, job, event, step_start, step_end):
-        """Record one executor event; returns the tokens to stream now (None: nothing to send)."""
+    def on_event(self, job, event, step_start, step_end, tally=None):
+        """Record one executor event; returns the tokens to stream now (None: nothing to send). `tally` counts
+        the step's context (first event of a request) and generation requests for the metrics."""
+        if tally is not None and event.finish_reason != "cancelled":
+            if job.first_scheduled_ns is None:
+                tally["context"] += 1
+                tally["context_tokens"] += len(job.input_ids)
+            else:
+                tally["generation"] += 1
         if job.first_scheduled_ns is None:
             job.first_scheduled_ns = step_start
         job.stats = event.stats
+        if event.finished and self.spec_metrics is not None and event.stats is not None:
+            self.spec_metrics.observe_request(event.stats)
         if event.new_tokens:
             job.tokens.extend(event.new_tokens)
             job.first_token_ns = job.first_token_ns or step_end
@@ -324,18 +388,40 @@ class TritonPythonModel:
                 traceback.print_exc()
                 continue
             end = time.time_ns()
+            tally = new_tally()
             for event in events:
                 with self.lock:
                     job = self.jobs.get(event.request_id)
                 if job is None:
                     continue
                 try:
-                    self.deliver(job, event, start, end)
+                    self.deliver(job, event, start, end, tally)
                 except Exception:  # noqa: BLE001 - e.g. the client went away
                     traceback.print_exc()
+            with self.lock:
+                pending = list(self.jobs.values())
+            self.report_iteration(tally, pending)  # metric updates go to the server: not under the lock
 
-    def deliver(self, job, event, start, end):
-        new = self.on_event(job, event, start, end)
+    def report_iteration(self, tally, jobs):
+        """The nv_trt_llm_* gauges after one step; `jobs`: the requests not finished yet."""
+        if self.batcher_metrics is None:
+            return
+        active = [j for j in jobs if j.first_scheduled_ns is not None]
+        try:
+            self.batcher_metrics.iteration(waiting=len(jobs) - len(active), context=tally["context"],
+                                           generation=tally["generation"], context_tokens=tally["context_tokens"],
+                                           active=len(active), kv_tokens=[len(j.input_ids) + len(j.tokens)
+                                                                          for j in active])
+        except Exception:  # noqa: BLE001 - metrics never fail a request
+            traceback.print_exc()
+
+    def is_ready(self):
+        """Readiness beyond the stub's own health (Triton releases whose python backend asks the model, python
+        backend PR #430): a decoupled model is ready while its executor thread runs."""
+        return bool(self.running and (self.worker is None or self.worker.is_alive()))
+
+    def deliver(self, job, event, start, end, tally=None):
+        new = self.on_event(job, event, start, end, tally)
         last = False
         if event.finished:
             with self.lock:
@@ -428,14 +514,16 @@ class TritonPythonModel:
                 start = time.time_ns()
                 events = self.executor.step()
                 end = time.time_ns()
+                tally = new_tally()
                 for event in events:
                     job = jobs.get(event.request_id)
                     if job is None:
                         continue
-                    self.on_event(job, event, start, end)
+                    self.on_event(job, event, start, end, tally)
                     if event.finished:
                         del jobs[event.request_id]
                         responses[job.index] = self.response(job, self.full_output(job), True)
+                self.report_iteration(tally, list(jobs.values()))
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             for rid, job in jobs.items():

@@ -1,0 +1,69 @@
+"""Checks of a request's sampling values where they enter a specbuild Triton model (preprocessing, the BLS, the
+reference tensorrt_llm). Copied into each python model's 1/ folder by the repository writer; standard library
+only, so it runs in NVIDIA's containers.
+
+The rules are TensorRT-LLM's (executor SamplingConfig checkers, `cpp/tensorrt_llm/executor/samplingConfig.cpp`,
+and the backend's `inflight_batcher_llm/src/utils.cc` getSamplingConfigFromTensors), stated in words, with two
+tightenings the C++ lacks: temperature must be finite (the C++ accepts +inf), and a negative top_p is refused
+(the C++ treats any top_p <= 0 as unset; 0 stays "unset", as NVIDIA's inflight_batcher_llm_client.py sends it).
+Each function returns a problem sentence, or None when the value is fine.
+"""
+
+import math
+
+MAX_TOKENS_MESSAGE = "max_tokens must be a single value > 0"  # the BLS's wording (tensorrt_llm_bls lib/decode.py)
+
+
+def temperature_problem(value, name="temperature"):
+    if value is None:
+        return None
+    if not math.isfinite(value) or value < 0:
+        return (f"{name}={value} is invalid: it must be a finite number >= 0, 0 for greedy (TensorRT-LLM: "
+                "Assertion failed: temperature.value() >= 0.f)")
+    return None
+
+
+def top_p_problem(value, name="top_p"):
+    """top_p in (0, 1]; 0 means unset (the C++ backend resets top_p <= 0 to unset)."""
+    if value is None or value == 0:
+        return None
+    if not math.isfinite(value) or not 0 < value <= 1:
+        return (f"{name}={value} is invalid: it must be in (0, 1], or 0 for unset (TensorRT-LLM: Assertion failed: "
+                "topP.value() > 0.f && topP.value() <= 1.f)")
+    return None
+
+
+def top_k_problem(value, name="top_k"):
+    if value is None:
+        return None
+    if value < 0:
+        return f"{name}={value} is invalid: it must be >= 0, 0 for unset (TensorRT-LLM: Assertion failed: topK.value() >= 0)"
+    return None
+
+
+def max_tokens_problem(value, name="max_tokens"):
+    """max_tokens is required and positive."""
+    if value is None:
+        return f"{name} is required: {MAX_TOKENS_MESSAGE}"
+    if value <= 0:
+        return f"{name}={value}: {MAX_TOKENS_MESSAGE}"
+    return None
+
+
+def sampling_problems(temperature=None, top_k=None, top_p=None, names=("temperature", "top_k", "top_p")):
+    """Every problem of one request row's sampling values, as sentences."""
+    found = [temperature_problem(temperature, names[0]), top_k_problem(top_k, names[1]), top_p_problem(top_p, names[2])]
+    return [p for p in found if p]
+
+
+def min_tokens_value(min_tokens, min_length):
+    """The minimum length of a request that may carry either spelling (min_tokens since TensorRT-LLM 0.20,
+    min_length before it and in GenAI-Perf's TensorRT-LLM converter). Returns (value or None, problem or None)."""
+    if min_tokens is not None and min_length is not None and int(min_tokens) != int(min_length):
+        return None, (f"min_tokens={min_tokens} and min_length={min_length} disagree: min_length is the old name of "
+                      "min_tokens, send one of them")
+    value = min_tokens if min_tokens is not None else min_length
+    if value is not None and value < 0:
+        return None, (f"min_tokens={value} is invalid: it must be >= 0 (TensorRT-LLM: Assertion failed: "
+                      "minTokens.value() >= 0)")
+    return (None if value is None else int(value)), None

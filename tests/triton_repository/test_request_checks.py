@@ -1,0 +1,70 @@
+"""The sampling checks our python models run where values enter (triton/models/request_checks.py), imported the
+way the python backend does (from the model folder, standard library only)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+
+from specbuild.triton.repository import SHARED_MODULES, SOURCES
+
+_spec = importlib.util.spec_from_file_location("request_checks", SOURCES / "request_checks.py")
+checks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(checks)
+
+
+@pytest.mark.parametrize("value", [-1.0, -1e-9, math.nan, math.inf, -math.inf])
+def test_bad_temperatures_are_refused_with_tensorrt_llms_rule(value):
+    problem = checks.temperature_problem(value)
+    assert problem and "temperature" in problem and "temperature.value() >= 0.f" in problem
+
+
+@pytest.mark.parametrize("value", [None, 0.0, 0.7, 1.0, 1e6])
+def test_good_temperatures_pass(value):
+    assert checks.temperature_problem(value) is None
+
+
+def test_top_p_zero_is_unset_as_the_cpp_backend_reads_it():
+    assert checks.top_p_problem(0.0) is None  # NVIDIA's inflight_batcher_llm_client.py sends 0.0
+    assert checks.top_p_problem(1.0) is None and checks.top_p_problem(0.3) is None
+    for bad in (2.0, -0.5, math.nan, 1.0000001):
+        assert "(0, 1]" in checks.top_p_problem(bad)
+
+
+def test_top_k_and_max_tokens():
+    assert checks.top_k_problem(0) is None and checks.top_k_problem(40) is None
+    assert "topK.value() >= 0" in checks.top_k_problem(-1)
+    assert checks.max_tokens_problem(None) == "max_tokens is required: max_tokens must be a single value > 0"
+    assert checks.max_tokens_problem(0) == "max_tokens=0: max_tokens must be a single value > 0"
+    assert checks.max_tokens_problem(1) is None
+    assert checks.sampling_problems(-1.0, -2, 3.0) == [checks.temperature_problem(-1.0), checks.top_k_problem(-2),
+                                                       checks.top_p_problem(3.0)]
+
+
+def test_min_tokens_and_min_length_are_one_value():
+    assert checks.min_tokens_value(None, None) == (None, None)
+    assert checks.min_tokens_value(8, None) == (8, None)
+    assert checks.min_tokens_value(None, 8) == (8, None)
+    assert checks.min_tokens_value(8, 8) == (8, None)
+    value, problem = checks.min_tokens_value(3, 4)
+    assert value is None and "disagree" in problem
+    assert "minTokens.value() >= 0" in checks.min_tokens_value(-1, None)[1]
+
+
+def test_every_python_model_folder_carries_the_shared_modules(layout_for):
+    from repo_helpers import REFERENCE_RECIPES, recipe_from, write_engine_configs
+
+    from specbuild.triton.repository import write_repository
+
+    recipe = recipe_from(next(p for p in REFERENCE_RECIPES if p.stem == "draft_target"))
+    layout = layout_for(recipe)
+    write_engine_configs(recipe, layout)
+    repo = write_repository(recipe, layout)
+    python_models = sorted(p.parent.parent.name for p in repo.glob("*/1/model.py"))
+    assert python_models == ["postprocessing", "preprocessing", "tensorrt_llm", "tensorrt_llm_bls",
+                             "tensorrt_llm_draft"]
+    for model in python_models:
+        for name, source in SHARED_MODULES.items():
+            assert (repo / model / "1" / name).read_text() == source.read_text(), (model, name)
