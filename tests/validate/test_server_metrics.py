@@ -64,7 +64,8 @@ def _record(steps, drafted, accepted):
 
 def _ctx(recipe, before: str | None, after: str | None, prompts=2):
     scrapes = None if before is None else (parse(before), parse(after))
-    return SimpleNamespace(recipe=recipe, prompts=[None] * prompts, server_scrapes=scrapes)
+    return SimpleNamespace(recipe=recipe, prompts=[None] * prompts, server_scrapes=scrapes,
+                           target=SimpleNamespace(model="ensemble"))  # the toy recipe serves an ensemble
 
 
 def test_server_side_agrees_or_names_what_differs(toy_tokenizer):
@@ -105,7 +106,7 @@ def _stub_pid(server_pid: int, model: str) -> int | None:
 
 @pytest.mark.timeout(300)
 def test_health_notices_a_dead_stub_that_triton_still_reports_ready(toy_tokenizer, tmp_path):
-    from specbuild.serve.tritonserver import TritonServer
+    from specbuild.serve import TritonServer
     from validate_helpers import core_parameters
 
     recipe = toy_recipe(toy_tokenizer)
