@@ -25,7 +25,7 @@ TP16 = {"build.tp_size": 16, "triton.gpu_device_ids": list(range(16))}
 
 @pytest.mark.parametrize("changes, field, words", [
     # the world spans nodes but the recipe says one: the launch script would not wrap tritonserver
-    (TP16, "llm_api.nodes", "is 1 but tp_size * pp_size = 16 is more than a node's 8 GPUs"),
+    (TP16, "llm_api.nodes", "llm_api.nodes is 1 but tp_size * pp_size = 16 is more than a node's 8 GPUs"),
     (TP16, "llm_api.nodes", "set llm_api.nodes: 2"),
     # more ranks per node than a node has GPUs
     ({"build.tp_size": 32, "llm_api.nodes": 2, "triton.gpu_device_ids": list(range(32))}, "llm_api.nodes",

@@ -155,6 +155,54 @@ def test_llmapi_single_node_command_serves_streams_and_stops(tmp_path):
     assert "specbuild_speculative" not in text and "draft_tokens" not in text  # no speculative metric
 
 
+RECORDER = """#!{python}
+import json, os, sys
+with open(os.environ["RECORD"], "a") as f:
+    f.write(json.dumps({{"argv": [os.path.basename(sys.argv[0])] + sys.argv[1:]}}) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("stem, changes, launcher", [
+    ("llmapi_tp2", {}, "deployment.yaml"),
+    ("llmapi_eagle3", {"name": "trt-llmapi-e3-tp16", "build.tp_size": 16, "llm_api.nodes": 2,
+                       "triton.gpu_device_ids": list(range(16))}, "slurm/ranks.sh"),
+])
+def test_llmapi_commands_exec_tritonserver_with_the_bundles_arguments(tmp_path, stem, changes, launcher):
+    """Without a model to serve: the bundle's exact command (the Deployment's, or a Slurm task's across nodes)
+    runs the repository's launch_triton.sh, which must exec tritonserver on the repository with the recipe's ports
+    and the bundle's --exit-timeout-secs (through trtllm-llmapi-launch across nodes). Both programs are recorders
+    put in through the script's own overrides (TRITONSERVER, TRTLLM_LLMAPI_LAUNCH)."""
+    import os
+    import subprocess
+    import sys
+
+    recipe = make_recipe(stem, changes)
+    gpu = compile_layout(tmp_path / "gpu", recipe)
+    bundle = write_bundle(recipe, gpu, validate=True)
+    if launcher == "deployment.yaml":
+        argv = load_all((bundle / launcher).read_text())[0]["spec"]["template"]["spec"]["containers"][0]["command"]
+    else:
+        argv = ["bash", str(bundle / launcher)]
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name in ("tritonserver", "trtllm-llmapi-launch"):
+        (tools / name).write_text(RECORDER.format(python=sys.executable))
+        (tools / name).chmod(0o755)
+    record = tmp_path / "record.jsonl"
+    env = {k: v for k, v in os.environ.items() if k not in ("HTTP_PORT", "GRPC_PORT", "METRICS_PORT")}
+    env.update(RECORD=str(record), TRITONSERVER=str(tools / "tritonserver"),
+               TRTLLM_LLMAPI_LAUNCH=str(tools / "trtllm-llmapi-launch"), SLURM_PROCID="3")
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    calls = [json.loads(line)["argv"] for line in record.read_text().splitlines()]
+    server = ["tritonserver", f"--model-repository={gpu.repository()}", "--http-port=8000", "--grpc-port=8001",
+              "--metrics-port=8002", "--exit-timeout-secs=30"]
+    if recipe.llm_api.nodes > 1:  # the wrapper gets the whole tritonserver command, on every task alike
+        assert calls == [["trtllm-llmapi-launch", str(tools / "tritonserver"), *server[1:]]]
+    else:
+        assert calls == [server]
+
+
 def edited(bundle, tmp_path, change):
     copy = tmp_path / "edited"
     shutil.copytree(bundle, copy)

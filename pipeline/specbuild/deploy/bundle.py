@@ -8,6 +8,7 @@ Files (plain YAML + kustomization.yaml, `kubectl apply -k deploy/<name>`):
     kustomization.yaml, storage.yaml (PVC), deployment.yaml | statefulset.yaml | leaderworkerset.yaml,
     service.yaml, podmonitor.yaml, prometheusrule.yaml, hpa.yaml (when max_replicas > min_replicas),
     rbac.yaml + mpi.yaml + Containerfile (multi-node), loader-pod.yaml (fills the claim; not applied by -k),
+    (the same files for both flavours: engine and llm-api, specbuild.deploy.kind)
     slurm/<name>.sbatch + slurm/ranks.sh (+ slurm/enroot.conf), bundle.json (this plan), README.md
 """
 

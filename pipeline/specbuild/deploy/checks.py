@@ -95,8 +95,10 @@ def _llmapi_world_findings(recipe: Recipe) -> Iterator[Finding]:
     world = b.tp_size * b.pp_size
     where = ("deploy", "gpus_per_node")
     if a.nodes == 1 and a.instances == 1 and world > per_node:
-        yield Finding(("llm_api", "nodes"), f"is 1 but tp_size * pp_size = {world} is more than a node's {per_node} "
-                      f"GPUs (deploy.gpus_per_node): set llm_api.nodes: {_fewest_nodes(world, per_node)} (the "
+        # (reported on build.tp_size when llm_api.nodes is not written: the message names both)
+        yield Finding(("llm_api", "nodes"), f"llm_api.nodes is 1 but tp_size * pp_size = {world} is more than a "
+                      f"node's {per_node} GPUs (deploy.gpus_per_node): set llm_api.nodes: "
+                      f"{_fewest_nodes(world, per_node)} (the "
                       "repository's launch script then runs tritonserver under trtllm-llmapi-launch on every rank), "
                       f"or deploy.gpus_per_node: {world} if your nodes have that many GPUs", also=(where, *TP_PP))
         return
