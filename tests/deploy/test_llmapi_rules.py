@@ -52,8 +52,6 @@ TP16 = {"build.tp_size": 16, "triton.gpu_device_ids": list(range(16))}
     ({"deploy.image": {"trtllm_version": "1.1.0"}}, "deploy.image.trtllm_version", "but llm_api.release is 1.2"),
     ({"deploy.image": {"trtllm_version": "1.2.7"}}, "deploy.image.trtllm_version",
      "no NGC tritonserver image ships TensorRT-LLM 1.2.7 (known 1.2.x: 1.2.0, 1.2.1)"),
-    ({"llm_api.release": "1.3", "speculation.layers_to_capture": None}, "llm_api.release",
-     "no NGC tritonserver container ships TensorRT-LLM 1.3 yet"),
 ])
 def test_llmapi_deploy_findings_name_the_field(changes, field, words):
     found = findings("llmapi_eagle3", changes)
@@ -84,13 +82,33 @@ def test_the_general_rules_accept_the_multi_node_layout():
     assert list(general_findings(recipe)) == []
 
 
+def test_a_release_no_container_ships_gets_no_bundle_unless_an_image_is_named(tmp_path):
+    from deploy_helpers import layout_in
+
+    from specbuild.deploy.bundle import applies, bundle_plan, write_bundle
+
+    recipe = make_recipe("llmapi_eagle3", {"llm_api.release": "1.3"})
+    why = applies(recipe)
+    assert why.startswith("no NGC tritonserver container ships TensorRT-LLM 1.3 (llm_api.release) yet (those that "
+                          "do: 1.0, 1.1, 1.2) — set deploy.image.repository and deploy.image.tag")
+    assert list(deploy_findings(recipe)) == [] and list(general_findings(recipe)) == []  # compile still works
+    assert bundle_plan(recipe, layout_in(tmp_path, recipe)) == {"bundle": f"none: {why}"}
+    assert write_bundle(recipe, layout_in(tmp_path, recipe)) is None
+    own = make_recipe("llmapi_eagle3", {"llm_api.release": "1.3",
+                                        "deploy.image": {"repository": "registry.example/trtllm", "tag": "1.3.0"}})
+    assert applies(own) is None and images.choose_image(own).reference == "registry.example/trtllm:1.3.0"
+
+
 def test_llmapi_image_policy():
     assert images.llmapi_releases() == ["1.0", "1.1", "1.2"]
     assert images.choose_image(make_recipe("llmapi_eagle3")).tag == "26.07-trtllm-python-py3"
     r10 = make_recipe("llmapi_eagle3", {"llm_api.release": "1.0", "speculation.layers_to_capture": None})
     assert images.choose_image(r10).tag == "25.11-trtllm-python-py3"  # 1.0.3.2510, the newest 1.0 container
-    # the installed TensorRT-LLM (compile checked it is llm_api.release) picks the tag
+    # the installed TensorRT-LLM (compile checked it is llm_api.release) picks the tag; one no container ships
+    # (a nightly of the release) falls back to the release's newest container
     assert images.choose_image(make_recipe("llmapi_eagle3"), trtllm_version="1.2.0").tag == "26.03-trtllm-python-py3"
+    assert images.choose_image(make_recipe("llmapi_eagle3"), trtllm_version="1.2.2rc1").tag == \
+        "26.07-trtllm-python-py3"
     r = make_recipe("llmapi_eagle3", {"deploy.image": {"trtllm_version": "1.2.0"}})
     assert images.choose_image(r).reference == "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
     with pytest.raises(ValueError, match="no NGC tritonserver image ships TensorRT-LLM 1.3"):

@@ -37,10 +37,13 @@ PLAN_FILE = "bundle.json"
 
 
 def applies(recipe: Recipe) -> str | None:
-    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`)."""
+    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`): the runtime's refusal
+    (the reference runtime serves on CPU), or no image to run (llm-api: a release no NGC container ships)."""
+    from specbuild.deploy.images import NO_IMAGE
+    from specbuild.deploy.kind import deploy_kind
     from specbuild.runtimes import runtime_for
 
-    return runtime_for(recipe).bundle_refusal
+    return runtime_for(recipe).bundle_refusal or NO_IMAGE[deploy_kind(recipe)](recipe)
 
 
 def manifests(ctx: DeployContext) -> dict[str, list[dict]]:

@@ -10,7 +10,8 @@ repository's launch script depends on it: across nodes it wraps tritonserver in 
 deploy.gpus_per_node only bounds it. A world larger than a node with llm_api.nodes 1, or more ranks per node than a
 node has GPUs, is refused here with the field to change. One instance pins no GPU (model.yaml names none, the LLM
 takes the first tp*pp GPUs it sees), so its gpu_device_ids must be [0 .. tp*pp-1]; several instances name theirs in
-config.pbtxt, all inside one node's GPUs. The image must carry TensorRT-LLM 1.0 or newer of llm_api.release.
+config.pbtxt, all inside one node's GPUs. The image must carry TensorRT-LLM 1.0 or newer of llm_api.release (a
+release no NGC container ships gets no bundle unless deploy.image names one: bundle.applies says why).
 """
 
 from __future__ import annotations
@@ -146,7 +147,6 @@ def _ngc_tag(img) -> tuple[list[Finding], str | None]:
 def _llmapi_image_findings(recipe: Recipe) -> Iterator[Finding]:
     img, release = recipe.deploy.image, recipe.llm_api.release
     rel = ("llm_api", "release")
-    known = ", ".join(images.llmapi_releases())
     if img.trtllm_version:
         try:
             images.release3(img.trtllm_version)
@@ -170,11 +170,7 @@ def _llmapi_image_findings(recipe: Recipe) -> Iterator[Finding]:
             yield Finding(("deploy", "image", "trtllm_version"), f"no NGC tritonserver image ships TensorRT-LLM "
                           f"{img.trtllm_version} (known {release}.x: {', '.join(versions) or 'none'}) — pick one of "
                           "those or set deploy.image.tag")
-    elif not img.tag and images.newest_of_release(release) is None:
-        yield Finding(rel, f"is {release} but no NGC tritonserver container ships TensorRT-LLM {release} yet (those "
-                      f"that do: {known}) — set deploy.image.repository and deploy.image.tag to an image with "
-                      f"TensorRT-LLM {release}, or use a release a container ships",
-                      also=(("deploy", "image", "tag"),))
+    # (a release no container ships, with no deploy.image: no bundle, said by `plan`: bundle.applies)
     if img.tag and img.repository == images.NGC_REPOSITORY:
         problems, version = _ngc_tag(img)
         yield from problems

@@ -133,15 +133,33 @@ def llmapi_image(recipe: Recipe, trtllm_version: str | None = None) -> ImageChoi
         known = trtllm_of_tag(img.tag) if img.repository == NGC_REPOSITORY else None
         return ImageChoice(img.repository, img.tag, known, "deploy.image.tag")
     release = recipe.llm_api.release
-    version = img.trtllm_version or trtllm_version or newest_of_release(release)
+    if img.trtllm_version:
+        version, why = img.trtllm_version, "deploy.image.trtllm_version"
+    elif trtllm_version and tag_for(trtllm_version):
+        version, why = trtllm_version, "the installed TensorRT-LLM"
+    else:  # (an installed build no container ships, e.g. a nightly of the release: the release's newest container)
+        version, why = newest_of_release(release), f"the newest container of llm_api.release {release}"
     if version is None:
         raise ValueError(f"no NGC tritonserver image ships TensorRT-LLM {release} (llm_api.release)")
     tag = tag_for(version)
     if tag is None:
         raise ValueError(f"no NGC tritonserver image ships TensorRT-LLM {version}")
-    why = ("deploy.image.trtllm_version" if img.trtllm_version else
-           "the installed TensorRT-LLM" if trtllm_version else f"the newest container of llm_api.release {release}")
     return ImageChoice(img.repository, tag, version, f"{why} ({version})")
+
+
+def llmapi_no_image(recipe: Recipe) -> str | None:
+    """Why an llm-api recipe gets no bundle: its llm_api.release is in no NGC container and deploy.image names
+    none (a TensorRT-LLM installed from pip serves it, but the bundle would have no image to run)."""
+    img, release = recipe.deploy.image, recipe.llm_api.release
+    if img.tag or img.trtllm_version or newest_of_release(release) is not None:
+        return None
+    return (f"no NGC tritonserver container ships TensorRT-LLM {release} (llm_api.release) yet (those that do: "
+            f"{', '.join(llmapi_releases())}) — set deploy.image.repository and deploy.image.tag to an image with "
+            f"TensorRT-LLM {release} to get one")
+
+
+# Per kind: why a recipe the runtime would bundle gets none (None: it gets one)
+NO_IMAGE: dict[str, Callable[[Recipe], str | None]] = {"engine": lambda recipe: None, "llm-api": llmapi_no_image}
 
 
 IMAGE_KINDS: dict[str, Callable[[Recipe, str | None], ImageChoice]] = {"engine": engine_image,

@@ -411,7 +411,7 @@ def _world(ctx: DeployContext, wl: Doc, templates: list[PodTemplate], facts: dic
     if pods != w.nodes:
         yield wl.finding("spec.leaderWorkerTemplate.size" if wl.kind == "LeaderWorkerSet" else "kind",
                          f"{pods} pod(s) per replica but tp*pp = {tp * pp} on {ctx.deploy.gpus_per_node} GPUs per "
-                         f"node needs {w.nodes}" + (" (llm_api.nodes)" if ctx.kind == "llm-api" else ""))
+                         f"node needs {w.nodes}{NODES_FROM[ctx.kind]}")
     for model, ids in facts["gpu_device_ids"].items():
         want = w.engine_gpus.get(model)
         if want is not None and ids != want:
@@ -535,6 +535,9 @@ def _container(ctx: DeployContext, tpl: PodTemplate, ports: dict[str, int], fact
     yield from _volumes(ctx, tpl, path, c, facts)
 
 
+NODES_FROM = {"engine": "", "llm-api": " (llm_api.nodes)"}  # where the node count comes from, per kind
+NO_ACCEPTANCE_COUNTERS = {"engine": "only the BLS of draft-target and prompt lookup counts them",
+                          "llm-api": "the llm-api model's speculative counters are per-response tensors, not metrics"}
 LEADER_EXECS = {"engine": "the repository's launch command",
                 "llm-api": "mpirun running the repository's launch command on every rank"}
 
@@ -644,8 +647,7 @@ def _hpa_and_rules(ctx: DeployContext, by_kind: dict, wl: Doc, facts: dict) -> I
     if ACCEPTANCE_LENGTH in records and not ctx.publishes_acceptance:
         d, path, _ = records[ACCEPTANCE_LENGTH]
         yield d.finding(path[:-1], f"records {ACCEPTANCE_LENGTH} from counters no model of this repository exports "
-                        + ("(the llm-api model's speculative counters are per-response tensors, not metrics)"
-                           if ctx.kind == "llm-api" else "(only the BLS of draft-target and prompt lookup counts them)"))
+                        f"({NO_ACCEPTANCE_COUNTERS[ctx.kind]})")
     if QUEUE_COMPUTE in records:
         d, path, expr = records[QUEUE_COMPUTE]
         models = set(re.findall(r'model="([^"]+)"', expr))
