@@ -33,7 +33,8 @@ LLMAPI_RECIPES = [p for p in GPU_RECIPES if p.stem.startswith("llmapi_")]
 # the team's shared reference folder sits beside the checkout (CI lays it there); SPECBUILD_SHARED_DIR overrides
 SHARED_CRDS = Path(os.environ.get("SPECBUILD_SHARED_DIR", ROOT.parent / "shared")) / "reference" / "crds"
 
-# name -> (example recipe stem, changes {"section.key": value}); the two the issue asks for plus two more layouts
+# name -> (example recipe stem, changes {"section.key": value}): for each flavour the layouts the issues ask for
+# (engine: tp 8 x pp 2 over 2 nodes, draft-target tp 2; llm-api: 2 nodes, multi-instance) plus more
 VARIANTS = {
     # 2 nodes of 8 GPUs: tp 8 x pp 2, gpu_device_ids lists one node's GPUs
     "tp8-pp2-2nodes": ("none", {"name": "trt-tp8-pp2", "build.tp_size": 8, "build.pp_size": 2,
