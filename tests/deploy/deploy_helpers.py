@@ -1,5 +1,7 @@
-"""Helpers of the deployment-bundle tests: the tensorrt-llm example recipes and their variants, engine folders
-that carry only config.json (as trtllm-build writes it), and bundles written into a temp layout."""
+"""Helpers of the deployment-bundle tests: the tensorrt-llm example recipes (engine and llm-api flavours) and their
+variants, engine folders that carry only config.json (as trtllm-build writes it), llm-api repositories with the
+test double's stand-in for NVIDIA's model.py (the repository is what specbuild writes; NVIDIA's files are copied
+from the installed TensorRT-LLM at compile), and bundles written into a temp layout."""
 
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ from specbuild.recipe.schema import Recipe
 from specbuild.recipe.yaml_source import load_located
 
 ROOT = Path(__file__).resolve().parents[2]
+NVIDIA_LLMAPI_MODEL = ROOT / "tests" / "doubles" / "triton_backend" / "all_models" / "llmapi" / "tensorrt_llm" / "1"
+
+
 def _bundled(path: Path) -> bool:
-    """The example recipes that get a bundle (the llm-api flavour's are refused with the reason, for now)."""
+    """The example recipes that get a bundle (every tensorrt-llm one)."""
     from specbuild.deploy.bundle import applies
     from specbuild.recipe.loader import load_recipe
 
@@ -24,10 +29,12 @@ def _bundled(path: Path) -> bool:
 
 
 GPU_RECIPES = [p for p in sorted((ROOT / "recipes" / "tensorrt-llm").glob("*.yaml")) if _bundled(p)]
+LLMAPI_RECIPES = [p for p in GPU_RECIPES if p.stem.startswith("llmapi_")]
 # the team's shared reference folder sits beside the checkout (CI lays it there); SPECBUILD_SHARED_DIR overrides
 SHARED_CRDS = Path(os.environ.get("SPECBUILD_SHARED_DIR", ROOT.parent / "shared")) / "reference" / "crds"
 
-# name -> (example recipe stem, changes {"section.key": value}); the two the issue asks for plus two more layouts
+# name -> (example recipe stem, changes {"section.key": value}): for each flavour the layouts the issues ask for
+# (engine: tp 8 x pp 2 over 2 nodes, draft-target tp 2; llm-api: 2 nodes, multi-instance) plus more
 VARIANTS = {
     # 2 nodes of 8 GPUs: tp 8 x pp 2, gpu_device_ids lists one node's GPUs
     "tp8-pp2-2nodes": ("none", {"name": "trt-tp8-pp2", "build.tp_size": 8, "build.pp_size": 2,
@@ -45,6 +52,18 @@ VARIANTS = {
                                         "deploy.kubernetes": {"workload": "StatefulSet", "namespace": "llm"},
                                         "deploy.autoscaling": {"min_replicas": 2, "max_replicas": 2},
                                         "deploy.slurm": {"container_runtime": "enroot"}}),
+    # llm-api across nodes: tp 8 x pp 2 = 16 ranks on 2 nodes of 8 GPUs (no speculation: the PyTorch backend does
+    # not combine it with pipeline parallelism), every rank under trtllm-llmapi-launch
+    "llmapi-tp8-pp2-2nodes": ("llmapi_prompt_lookup", {"name": "trt-llmapi-tp8-pp2", "speculation": {"method": "none"},
+                                                       "build.tp_size": 8, "build.pp_size": 2, "llm_api.nodes": 2,
+                                                       "triton.gpu_device_ids": list(range(16))}),
+    # llm-api EAGLE-3 with tp 16 over 2 nodes of 8 GPUs (BK docs/llmapi.md: srun -N 2 --ntasks-per-node=8), on enroot
+    "llmapi-eagle3-tp16-2nodes": ("llmapi_eagle3", {"name": "trt-llmapi-e3-tp16", "build.tp_size": 16,
+                                                    "llm_api.nodes": 2, "triton.gpu_device_ids": list(range(16)),
+                                                    "deploy.slurm": {"container_runtime": "enroot"}}),
+    # llm-api multi-instance: 2 instances of tp 2 on GPUs 0,1 and 2,3 in one pod, no MPI (BK docs/llmapi.md)
+    "llmapi-2x-tp2-instances": ("llmapi_tp2", {"name": "trt-llmapi-2x-tp2", "llm_api.instances": 2,
+                                               "triton.gpu_device_ids": [0, 1, 2, 3]}),
 }
 
 
@@ -93,11 +112,27 @@ def write_engine_configs(recipe: Recipe, layout: Layout) -> None:
         (folder / "config.json").write_text(json.dumps(config))
 
 
-def compile_layout(root: Path, recipe: Recipe) -> Layout:
-    """A layout holding the GPU repository of the recipe (engines: config.json only), as compile leaves it."""
+def _engine_repository(recipe: Recipe, layout: Layout) -> None:
     from specbuild.triton.repository import write_repository
 
-    layout = layout_in(root, recipe)
     write_engine_configs(recipe, layout)
     write_repository(recipe, layout)
+
+
+def _llmapi_repository(recipe: Recipe, layout: Layout) -> None:
+    """What TrtllmLlmApiRuntime.write_repository writes, without the installed TensorRT-LLM it asks for: NVIDIA's
+    model.py/helpers.py are the test double's."""
+    from specbuild.llmapi.repository import write_repository
+
+    files = {name: NVIDIA_LLMAPI_MODEL / name for name in ("model.py", "helpers.py")}
+    write_repository(recipe, layout, "target", files)
+
+
+REPOSITORY_WRITERS = {"engine": _engine_repository, "llm-api": _llmapi_repository}
+
+
+def compile_layout(root: Path, recipe: Recipe) -> Layout:
+    """A layout holding the GPU repository of the recipe (engines: config.json only), as compile leaves it."""
+    layout = layout_in(root, recipe)
+    REPOSITORY_WRITERS[recipe.flavour](recipe, layout)
     return layout

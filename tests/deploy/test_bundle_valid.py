@@ -1,8 +1,10 @@
-"""Every tensorrt-llm example recipe, plus a tp=8 x pp=2 (2 nodes of 8 GPUs), draft-target tp=2, fast-logits and
-StatefulSet variant, gets a bundle that validates strictly: each Kubernetes object against the Kubernetes
-schemas of the recipe's version (kubernetes-validate, strict), the LeaderWorkerSet/PodMonitor/PrometheusRule
-against their CRDs, and every cross-check, with the GPU repository compiled beside it (engine folders carry only
-config.json). `kubectl kustomize` renders each bundle (skipped, saying so, where kubectl is not installed)."""
+"""Every tensorrt-llm example recipe (engine and llm-api flavours), plus a tp=8 x pp=2 (2 nodes of 8 GPUs),
+draft-target tp=2, fast-logits and StatefulSet variant, and the llm-api variants (tp 8 x pp 2 and EAGLE-3 tp 16
+over 2 nodes, 2 instances of tp 2: deploy_helpers.VARIANTS), gets a bundle that validates strictly: each
+Kubernetes object against the Kubernetes schemas of the recipe's version (kubernetes-validate, strict), the
+LeaderWorkerSet/PodMonitor/PrometheusRule against their CRDs, and every cross-check, with the GPU repository
+compiled beside it (engine folders carry only config.json; llm-api repositories carry the test double's model.py).
+`kubectl kustomize` renders each bundle (skipped, saying so, where kubectl is not installed)."""
 
 from __future__ import annotations
 

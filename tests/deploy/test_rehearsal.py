@@ -8,6 +8,12 @@ nvidia-pytriton's tritonserver (the script's TRITONSERVER override and --backend
 specbuild's stand-in, which checks its options and runs rank 0 only (there is no MPI here). The startup,
 readiness and liveness probes of the manifest must pass on the manifest's ports, and SIGTERM must stop it within
 terminationGracePeriodSeconds. A wrong path or flag in the command makes it fail.
+
+The llm-api flavour (single node): the bundle's command runs the repository's launch_triton.sh against the CPU
+reference llm-api repository of the same recipe (specbuild's model.py in place of NVIDIA's, the same model.yaml
+and script); a streamed request is answered, and the series the PrometheusRule reads are exported for
+`tensorrt_llm` while no speculative metric is. It needs the reference llm-api model
+(triton/models/llmapi_reference/model.py) and skips, saying so, where this specbuild does not have it yet.
 """
 
 from __future__ import annotations
@@ -98,6 +104,103 @@ def test_draft_target_orchestrator_serves_and_counts_acceptance(tmp_path):
             wanted = f'{metric}{{model="{model.group(1)}"' if model else f"{metric}{{"
             assert any(line.startswith(metric + "{") and (not model or f'model="{model.group(1)}"' in line)
                        for line in text.splitlines()), wanted
+
+
+def llmapi_prepared(root, stem):
+    from specbuild.reference.llmapi_runtime import MODEL
+    from specbuild.runtimes import runtime_for
+    from specbuild.serve.ports import free_ports
+
+    if not MODEL.is_file():
+        pytest.skip(f"the CPU reference llm-api model ({MODEL.relative_to(MODEL.parents[3])}) is not in this "
+                    "specbuild yet: the llm-api container command is not rehearsed against a served repository")
+    http, grpc, metrics = free_ports("127.0.0.1", 3)
+    recipe = make_recipe(stem, {"triton.http_port": http, "triton.grpc_port": grpc, "triton.metrics_port": metrics})
+    gpu = compile_layout(root / "gpu", recipe)
+    bundle = write_bundle(recipe, gpu, validate=True)
+    reference = recipe.model_copy(update={"runtime": "reference"})
+    reference._source = recipe.source
+    repo = runtime_for(reference).write_repository(reference, layout_in(root / "local", reference), "target")
+    for rel in ("launch_triton.sh", "tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"):
+        assert (repo / rel).read_text() == (gpu.repository() / rel).read_text(), rel  # only model.py differs
+    return recipe, bundle, {str(gpu.repository()): str(repo)}
+
+
+def test_llmapi_single_node_command_serves_streams_and_stops(tmp_path):
+    recipe, bundle, paths = llmapi_prepared(tmp_path, "llmapi_prompt_lookup")
+    seen = {}
+
+    def while_up(ports):
+        body = json.dumps({"text_input": "def add(a, b):", "sampling_param_max_tokens": 12, "streaming": True,
+                           "sampling_param_return_perf_metrics": True}).encode()
+        url = f"http://127.0.0.1:{ports['http']}/v2/models/tensorrt_llm/generate_stream"
+        text = urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=300).read().decode()
+        seen["events"] = [json.loads(ln[len("data: "):]) for ln in text.splitlines() if ln.startswith("data: ")]
+        seen["metrics"] = urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=30).read().decode()
+
+    result = run(bundle, paths, tmp_path / "work", while_up=while_up)
+    assert result.probes == {"startupProbe": 200, "readinessProbe": 200, "livenessProbe": 200}
+    assert result.argv[:3] == ["bash", paths[next(iter(paths))] + "/launch_triton.sh", "--exit-timeout-secs=30"]
+    assert result.ports["http"] == recipe.triton.http_port and result.returncode == 0
+    events = seen["events"]
+    assert events and not any("error" in e for e in events), events
+    assert any(e.get("text_output") for e in events)
+    assert any("total_draft_tokens" in e for e in events)  # the speculative counters: response tensors
+    text = seen["metrics"]
+    rule = load_all((bundle / "prometheusrule.yaml").read_text())[0]
+    for r in rule["spec"]["groups"][0]["rules"]:
+        for metric, labels in re.findall(r"([a-z_:]+)\{([^}]*)\}", r["expr"]):
+            model = re.search(r'model="([^"]+)"', labels).group(1)
+            assert any(ln.startswith(metric + "{") and f'model="{model}"' in ln for ln in text.splitlines()), metric
+    assert "specbuild_speculative" not in text and "draft_tokens" not in text  # no speculative metric
+
+
+RECORDER = """#!{python}
+import json, os, sys
+with open(os.environ["RECORD"], "a") as f:
+    f.write(json.dumps({{"argv": [os.path.basename(sys.argv[0])] + sys.argv[1:]}}) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("stem, changes, launcher", [
+    ("llmapi_tp2", {}, "deployment.yaml"),
+    ("llmapi_eagle3", {"name": "trt-llmapi-e3-tp16", "build.tp_size": 16, "llm_api.nodes": 2,
+                       "triton.gpu_device_ids": list(range(16))}, "slurm/ranks.sh"),
+])
+def test_llmapi_commands_exec_tritonserver_with_the_bundles_arguments(tmp_path, stem, changes, launcher):
+    """Without a model to serve: the bundle's exact command (the Deployment's, or a Slurm task's across nodes)
+    runs the repository's launch_triton.sh, which must exec tritonserver on the repository with the recipe's ports
+    and the bundle's --exit-timeout-secs (through trtllm-llmapi-launch across nodes). Both programs are recorders
+    put in through the script's own overrides (TRITONSERVER, TRTLLM_LLMAPI_LAUNCH)."""
+    import os
+    import subprocess
+    import sys
+
+    recipe = make_recipe(stem, changes)
+    gpu = compile_layout(tmp_path / "gpu", recipe)
+    bundle = write_bundle(recipe, gpu, validate=True)
+    if launcher == "deployment.yaml":
+        argv = load_all((bundle / launcher).read_text())[0]["spec"]["template"]["spec"]["containers"][0]["command"]
+    else:
+        argv = ["bash", str(bundle / launcher)]
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name in ("tritonserver", "trtllm-llmapi-launch"):
+        (tools / name).write_text(RECORDER.format(python=sys.executable))
+        (tools / name).chmod(0o755)
+    record = tmp_path / "record.jsonl"
+    env = {k: v for k, v in os.environ.items() if k not in ("HTTP_PORT", "GRPC_PORT", "METRICS_PORT")}
+    env.update(RECORD=str(record), TRITONSERVER=str(tools / "tritonserver"),
+               TRTLLM_LLMAPI_LAUNCH=str(tools / "trtllm-llmapi-launch"), SLURM_PROCID="3")
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    calls = [json.loads(line)["argv"] for line in record.read_text().splitlines()]
+    server = ["tritonserver", f"--model-repository={gpu.repository()}", "--http-port=8000", "--grpc-port=8001",
+              "--metrics-port=8002", "--exit-timeout-secs=30"]
+    if recipe.llm_api.nodes > 1:  # the wrapper gets the whole tritonserver command, on every task alike
+        assert calls == [["trtllm-llmapi-launch", str(tools / "tritonserver"), *server[1:]]]
+    else:
+        assert calls == [server]
 
 
 def edited(bundle, tmp_path, change):

@@ -8,6 +8,7 @@ Files (plain YAML + kustomization.yaml, `kubectl apply -k deploy/<name>`):
     kustomization.yaml, storage.yaml (PVC), deployment.yaml | statefulset.yaml | leaderworkerset.yaml,
     service.yaml, podmonitor.yaml, prometheusrule.yaml, hpa.yaml (when max_replicas > min_replicas),
     rbac.yaml + mpi.yaml + Containerfile (multi-node), loader-pod.yaml (fills the claim; not applied by -k),
+    (the same files for both flavours: engine and llm-api, specbuild.deploy.kind)
     slurm/<name>.sbatch + slurm/ranks.sh (+ slurm/enroot.conf), bundle.json (this plan), README.md
 """
 
@@ -36,10 +37,13 @@ PLAN_FILE = "bundle.json"
 
 
 def applies(recipe: Recipe) -> str | None:
-    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`)."""
+    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`): the runtime's refusal
+    (the reference runtime serves on CPU), or no image to run (llm-api: a release no NGC container ships)."""
+    from specbuild.deploy.images import NO_IMAGE
+    from specbuild.deploy.kind import deploy_kind
     from specbuild.runtimes import runtime_for
 
-    return runtime_for(recipe).bundle_refusal
+    return runtime_for(recipe).bundle_refusal or NO_IMAGE[deploy_kind(recipe)](recipe)
 
 
 def manifests(ctx: DeployContext) -> dict[str, list[dict]]:
@@ -74,13 +78,15 @@ def plan_of(ctx: DeployContext, files: list[str], path: Callable[[str], str] = s
         "kubernetes": f"{ctx.workload_kind} {ctx.name} in namespace {ctx.namespace} (validated against "
                       f"Kubernetes {ctx.deploy.kubernetes.version})",
         "image": f"{ctx.image.reference} ({ctx.image.why})",
-        "world": f"{w.mode} mode, {w.world_size} MPI rank(s) = {w.nodes} node(s) x {w.gpus_per_pod} GPU(s)"
-                 + (f" (tp*pp = {w.tp_pp})" if w.mode == "leader" else ""),
+        "world": w.summary,
         "layout": describe(w),
         "pods": (f"LeaderWorkerSet groups of {w.nodes} pods (leader {ctx.name}-<group>, workers "
                  f"{ctx.name}-<group>-<i>), {w.gpus_per_pod} GPU(s) each" if w.multi_node
                  else f"one pod per replica with {w.gpus_per_pod} GPU(s)"),
         "command": " ".join(path(a) if a.startswith("/") else a for a in ctx.launch.container_argv),
+        **({"leader": "writes the hostfile, then execs "
+                      + " ".join(path(a) if a.startswith("/") else a for a in ctx.launch.leader_argv)}
+           if ctx.launch.leader_argv and w.multi_node else {}),
         "replicas": f"{ctx.deploy.autoscaling.min_replicas}..{ctx.deploy.autoscaling.max_replicas}"
                     + (f" (HPA on {monitoring.QUEUE_COMPUTE} of {ctx.scale_model})" if k8s.autoscaled(ctx) else ""),
         "storage": f"claim {ctx.claim}: " + "; ".join(f"{m.what} {m.sub_path} at {path(m.path)}" for m in ctx.mounts),

@@ -4,6 +4,14 @@ GPU ids across nodes: TensorRT-LLM gives rank r the GPU gpu_device_ids[r % len(g
 most gpus_per_node ids, each below it (cpp/tensorrt_llm/runtime/worldConfig.cpp). So a world larger than a node
 lists ONE node's GPUs (len == gpus_per_node), not tp * pp of them: `expected_gpu_id_count` is the count the
 general rule in recipe/checks.py must use.
+
+The llm-api flavour (llmapi fact sheet §7) takes its node count from llm_api.nodes, the one source of truth (the
+repository's launch script depends on it: across nodes it wraps tritonserver in trtllm-llmapi-launch);
+deploy.gpus_per_node only bounds it. A world larger than a node with llm_api.nodes 1, or more ranks per node than a
+node has GPUs, is refused here with the field to change. One instance pins no GPU (model.yaml names none, the LLM
+takes the first tp*pp GPUs it sees), so its gpu_device_ids must be [0 .. tp*pp-1]; several instances name theirs in
+config.pbtxt, all inside one node's GPUs. The image must carry TensorRT-LLM 1.0 or newer of llm_api.release (a
+release no NGC container ships gets no bundle unless deploy.image names one: bundle.applies says why).
 """
 
 from __future__ import annotations
@@ -39,12 +47,15 @@ def deploy_findings(recipe: Recipe) -> Iterator[Finding]:
 
     if applies(recipe) is not None:  # no bundle (the reference runtime serves with `specbuild serve`)
         return
-    yield from _world_findings(recipe)
-    yield from _image_findings(recipe)
+    from specbuild.deploy.kind import deploy_kind
+
+    kind = deploy_kind(recipe)
+    yield from WORLD_RULES[kind](recipe)
+    yield from IMAGE_RULES[kind](recipe)
     yield from _kubernetes_findings(recipe)
 
 
-def _world_findings(recipe: Recipe) -> Iterator[Finding]:
+def _engine_world_findings(recipe: Recipe) -> Iterator[Finding]:
     d, t, b = recipe.deploy, recipe.triton, recipe.build
     per_node = d.gpus_per_node
     world = b.tp_size * b.pp_size
@@ -79,7 +90,108 @@ def _world_findings(recipe: Recipe) -> Iterator[Finding]:
                       "every node)", also=(where,))
 
 
-def _image_findings(recipe: Recipe) -> Iterator[Finding]:
+def _llmapi_world_findings(recipe: Recipe) -> Iterator[Finding]:
+    d, t, b, a = recipe.deploy, recipe.triton, recipe.build, recipe.llm_api
+    per_node = d.gpus_per_node
+    world = b.tp_size * b.pp_size
+    where = ("deploy", "gpus_per_node")
+    if a.nodes == 1 and a.instances == 1 and world > per_node:
+        # (reported on build.tp_size when llm_api.nodes is not written: the message names both)
+        yield Finding(("llm_api", "nodes"), f"llm_api.nodes is 1 but tp_size * pp_size = {world} is more than a "
+                      f"node's {per_node} GPUs (deploy.gpus_per_node): set llm_api.nodes: "
+                      f"{_fewest_nodes(world, per_node)} (the "
+                      "repository's launch script then runs tritonserver under trtllm-llmapi-launch on every rank), "
+                      f"or deploy.gpus_per_node: {world} if your nodes have that many GPUs", also=(where, *TP_PP))
+        return
+    if a.nodes > 1 and world % a.nodes == 0 and world // a.nodes > per_node:  # (uneven splits: flavour checks)
+        yield Finding(("llm_api", "nodes"), f"is {a.nodes}, which puts {world // a.nodes} of the tp_size * pp_size = "
+                      f"{world} ranks on each node, but a node has {per_node} GPUs (deploy.gpus_per_node) — set "
+                      f"llm_api.nodes: {_fewest_nodes(world, per_node)}", also=(where, *TP_PP))
+        return
+    ids = list(t.gpu_device_ids)
+    if a.instances > 1:
+        if ids and max(ids) >= per_node:
+            yield Finding(("triton", "gpu_device_ids"), f"names GPU {max(ids)} but a node has {per_node} "
+                          f"(deploy.gpus_per_node): the {a.instances} instances share one pod — use ids 0..{per_node - 1}",
+                          also=(where, ("llm_api", "instances")))
+        return
+    if ids != list(range(world)) and len(ids) == world:  # (a wrong count: flavour checks)
+        yield Finding(("triton", "gpu_device_ids"), f"is {ids} but one llm-api instance pins no GPU (model.yaml "
+                      f"names none; the LLM takes the first tp_size * pp_size GPUs it sees, and its pod"
+                      + (f"s get {world // a.nodes} each" if a.nodes > 1 else f" gets {world}") +
+                      f") — list {list(range(world))}", also=TP_PP)
+
+
+def _fewest_nodes(world: int, per_node: int) -> int:
+    """The fewest nodes that split `world` ranks evenly with at most `per_node` on each."""
+    return next(n for n in range(1, world + 1) if world % n == 0 and world // n <= per_node)
+
+
+WORLD_RULES = {"engine": _engine_world_findings, "llm-api": _llmapi_world_findings}
+
+
+def _ngc_tag(img) -> tuple[list[Finding], str | None]:
+    """(findings, the TensorRT-LLM version it ships) of an NGC deploy.image.tag; version None when unknown."""
+    m = re.match(r"^(\d\d\.\d\d)-(.+)$", img.tag)
+    if not m or f"-{m.group(2)}" != images.TAG_SUFFIX:
+        return [Finding(("deploy", "image", "tag"), f"{img.tag!r} is not a `<yy.mm>{images.TAG_SUFFIX}` tag: "
+                        "only those NGC images carry the TensorRT-LLM backend")], None
+    version = images.NGC_TRTLLM.get(m.group(1))
+    if version is None:
+        return [Finding(("deploy", "image", "tag"), f"{img.tag}: specbuild does not know which TensorRT-LLM "
+                        f"container {m.group(1)} ships (its table ends at {max(images.NGC_TRTLLM)}) — pick a known "
+                        "tag, or name your own image in deploy.image.repository")], None
+    return [], version
+
+
+def _llmapi_image_findings(recipe: Recipe) -> Iterator[Finding]:
+    img, release = recipe.deploy.image, recipe.llm_api.release
+    rel = ("llm_api", "release")
+    if img.trtllm_version:
+        try:
+            images.release3(img.trtllm_version)
+        except ValueError:
+            yield Finding(("deploy", "image", "trtllm_version"), f"{img.trtllm_version!r} is not a version — "
+                          "write it as in pip, e.g. 1.2.1")
+            return
+        if not images.serves_llmapi(img.trtllm_version):
+            yield Finding(("deploy", "image", "trtllm_version"), f"is {img.trtllm_version} but the llm-api flavour "
+                          "needs TensorRT-LLM 1.0 or newer (the llmapi Triton model is PyTorch-only from 1.0; NGC "
+                          "containers 25.09 and later)")
+            return
+        if images.release_of(img.trtllm_version) != release:
+            yield Finding(("deploy", "image", "trtllm_version"), f"is {img.trtllm_version} but llm_api.release is "
+                          f"{release}: model.yaml is written in that release's spelling — name a {release}.x version "
+                          f"or set llm_api.release: \"{images.release_of(img.trtllm_version)}\"", also=(rel,))
+            return
+        if not img.tag and images.tag_for(img.trtllm_version) is None:
+            versions = sorted({v for v in images.NGC_TRTLLM.values() if images.release_of(v) == release},
+                              key=images.release3)
+            yield Finding(("deploy", "image", "trtllm_version"), f"no NGC tritonserver image ships TensorRT-LLM "
+                          f"{img.trtllm_version} (known {release}.x: {', '.join(versions) or 'none'}) — pick one of "
+                          "those or set deploy.image.tag")
+    # (a release no container ships, with no deploy.image: no bundle, said by `plan`: bundle.applies)
+    if img.tag and img.repository == images.NGC_REPOSITORY:
+        problems, version = _ngc_tag(img)
+        yield from problems
+        if version is None:
+            return
+        if not images.serves_llmapi(version):
+            yield Finding(("deploy", "image", "tag"), f"{img.tag} ships TensorRT-LLM {version}; the llm-api flavour "
+                          "needs 1.0 or newer (containers 25.09 and later)")
+        elif images.release_of(version) != release:
+            tags = sorted(y + images.TAG_SUFFIX for y, v in images.NGC_TRTLLM.items() if images.release_of(v) == release)
+            yield Finding(("deploy", "image", "tag"), f"{img.tag} ships TensorRT-LLM {version} but llm_api.release is "
+                          f"{release} (model.yaml's spelling differs between releases) — pick a {release} container "
+                          f"({', '.join(tags) or 'none yet'}) or set llm_api.release: \"{images.release_of(version)}\"",
+                          also=(rel,))
+        elif img.trtllm_version and images.release3(img.trtllm_version) != images.release3(version):
+            yield Finding(("deploy", "image", "tag"), f"{img.tag} ships TensorRT-LLM {version} but "
+                          f"deploy.image.trtllm_version is {img.trtllm_version}",
+                          also=(("deploy", "image", "trtllm_version"),))
+
+
+def _engine_image_findings(recipe: Recipe) -> Iterator[Finding]:
     img = recipe.deploy.image
     if img.trtllm_version:
         try:
@@ -97,17 +209,11 @@ def _image_findings(recipe: Recipe) -> Iterator[Finding]:
                           f"{img.trtllm_version} (known: {', '.join(known)}) — pick one of those or set "
                           "deploy.image.tag")
     if img.tag and img.repository == images.NGC_REPOSITORY:
-        m = re.match(r"^(\d\d\.\d\d)-(.+)$", img.tag)
-        if not m or f"-{m.group(2)}" != images.TAG_SUFFIX:
-            yield Finding(("deploy", "image", "tag"), f"{img.tag!r} is not a `<yy.mm>{images.TAG_SUFFIX}` tag: "
-                          "only those NGC images carry the TensorRT-LLM backend")
-            return
-        version = images.NGC_TRTLLM.get(m.group(1))
+        problems, version = _ngc_tag(img)
+        yield from problems
         if version is None:
-            yield Finding(("deploy", "image", "tag"), f"{img.tag}: specbuild does not know which TensorRT-LLM "
-                          f"container {m.group(1)} ships (its table ends at {max(images.NGC_TRTLLM)}) — pick a known "
-                          "tag, or name your own image in deploy.image.repository")
-        elif not images.supported(version):
+            return
+        if not images.supported(version):
             yield Finding(("deploy", "image", "tag"), f"{img.tag} ships TensorRT-LLM {version}; specbuild's engines "
                           "need 0.17 <= version <= 1.3.0rc20")
         elif img.trtllm_version and images.release3(img.trtllm_version) != images.release3(version):
@@ -116,11 +222,18 @@ def _image_findings(recipe: Recipe) -> Iterator[Finding]:
                           "that built them", also=(("deploy", "image", "trtllm_version"),))
 
 
+IMAGE_RULES = {"engine": _engine_image_findings, "llm-api": _llmapi_image_findings}
+
+
 def _kubernetes_findings(recipe: Recipe) -> Iterator[Finding]:
+    from specbuild.deploy.kubernetes import memory_for
+    from specbuild.deploy.world import world_of
+
     d = recipe.deploy
     k = d.kubernetes
+    world = world_of(recipe)
     minor = tuple(int(x) for x in k.version.lstrip("v").split(".")[:2])
-    if spans_nodes(recipe) and minor < LWS_MIN_KUBERNETES:
+    if world.multi_node and minor < LWS_MIN_KUBERNETES:
         yield Finding(("deploy", "kubernetes", "version"), f"is {k.version} but LeaderWorkerSet (a world spanning "
                       "nodes) needs Kubernetes 1.26 or newer")
     if minor < (1, 25):
@@ -129,10 +242,7 @@ def _kubernetes_findings(recipe: Recipe) -> Iterator[Finding]:
     if a.min_replicas > a.max_replicas:
         yield Finding(("deploy", "autoscaling", "min_replicas"), f"is {a.min_replicas}, above max_replicas "
                       f"{a.max_replicas}", also=(("deploy", "autoscaling", "max_replicas"),))
-    from specbuild.deploy.kubernetes import memory_for
-    from specbuild.deploy.world import world_of
-
-    memory = memory_for(k, world_of(recipe).gpus_per_pod)
+    memory = memory_for(k, world.gpus_per_pod)
     if quantity_value(d.shm_size) > quantity_value(memory):
         yield Finding(("deploy", "shm_size"), f"is {d.shm_size} but the pod's memory is {memory}: /dev/shm "
                       "counts against the memory limit — raise deploy.kubernetes.memory or lower shm_size",

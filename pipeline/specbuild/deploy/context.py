@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from specbuild.deploy.images import ImageChoice, choose_image
 from specbuild.deploy.launch import LaunchPlan, launch_plan
@@ -41,8 +41,8 @@ def k8s_name(recipe: Recipe) -> str:
 
 @dataclass(frozen=True)
 class Mount:
-    what: str  # repository | engines | tokenizer
-    path: str  # absolute: the same path in the container as on the machine that compiled (config.pbtxt uses it)
+    what: str  # repository | target/draft engine | tokenizer | model.yaml's model / tokenizer / speculative model
+    path: str  # absolute: the same path in the container as on the machine that compiled (the repository names it)
     sub_path: str  # folder inside the claim
 
 
@@ -101,15 +101,21 @@ class DeployContext:
         return "LeaderWorkerSet" if self.world.multi_node else self.deploy.kubernetes.workload
 
     @property
+    def kind(self) -> str:
+        return self.launch.kind
+
+    @property
     def scale_model(self) -> str:
-        """The Triton model whose queue:compute ratio drives the HPA: where requests wait (the BLS runs the
-        speculative loop of draft-target and prompt lookup; otherwise the engine model)."""
-        return "tensorrt_llm_bls" if params.bls_driven(self.recipe, "target") else "tensorrt_llm"
+        """The Triton model whose queue:compute ratio drives the HPA: where requests wait (engine flavour: the BLS
+        runs the speculative loop of draft-target and prompt lookup, otherwise the engine model; llm-api: its one
+        tensorrt_llm model)."""
+        return MONITORING_KINDS[self.kind](self.recipe)[0]
 
     @property
     def publishes_acceptance(self) -> bool:
-        """The BLS counts drafted/accepted tokens as Prometheus counters (BLS-driven methods only)."""
-        return params.bls_driven(self.recipe, "target")
+        """Drafted/accepted tokens are Prometheus counters: only the engine flavour's BLS publishes them (the llm-api
+        model returns its speculative counters as per-response tensors, no metric: llmapi fact sheet §7.6)."""
+        return MONITORING_KINDS[self.kind](self.recipe)[1]
 
     @property
     def serving_model(self) -> str:
@@ -123,19 +129,72 @@ class DeployContext:
         return k.termination_grace_period_s or k.pre_stop_sleep_s + self.deploy.exit_timeout_s + 30
 
 
+def _engine_monitoring(recipe: Recipe) -> tuple[str, bool]:
+    bls = params.bls_driven(recipe, "target")
+    return ("tensorrt_llm_bls" if bls else "tensorrt_llm"), bls
+
+
+def _llmapi_monitoring(recipe: Recipe) -> tuple[str, bool]:
+    from specbuild.llmapi.configs import MODEL
+
+    return MODEL, False
+
+
+MONITORING_KINDS: dict[str, Callable[[Recipe], tuple[str, bool]]] = {"engine": _engine_monitoring,
+                                                                   "llm-api": _llmapi_monitoring}
+
+
 def mounts_of(recipe: Recipe, layout: Layout) -> tuple[Mount, ...]:
-    """The repository, the engines it serves and the tokenizer, each mounted at its own absolute path (a folder
-    inside another mounted one is not mounted again; converted checkpoints and logs stay behind)."""
-    engines = [("draft" if m == "tensorrt_llm_draft" else "target") for m in params.core_models(recipe, "target")]
-    wanted = [("repository", Path(layout.repository("target")).absolute()),
-              *((f"{role} engine", Path(layout.engine(role)).absolute()) for role in engines),
-              ("tokenizer", recipe.tokenizer_dir.absolute())]
+    from specbuild.deploy.kind import deploy_kind
+
+    return _unique(layout, MOUNT_KINDS[deploy_kind(recipe)](recipe, layout))
+
+
+def _unique(layout: Layout, wanted: list[tuple[str, Path, str]]) -> tuple[Mount, ...]:
+    """(what, absolute path, folder name in the claim) -> mounts; a folder inside another mounted one is not
+    mounted again."""
     out: list[Mount] = []
-    for what, path in wanted:
+    for what, path, slug in wanted:
         if any(path == Path(m.path) or Path(m.path) in path.parents for m in out):
             continue
-        out.append(Mount(what, str(path), f"{layout.name}/{what.replace(' engine', '')}"))
+        out.append(Mount(what, str(path), f"{layout.name}/{slug}"))
     return tuple(out)
+
+
+def engine_mounts(recipe: Recipe, layout: Layout) -> list[tuple[str, Path, str]]:
+    """The repository, the engines it serves and the tokenizer, each mounted at its own absolute path (config.pbtxt
+    names them; converted checkpoints and logs stay behind)."""
+    engines = [("draft" if m == "tensorrt_llm_draft" else "target") for m in params.core_models(recipe, "target")]
+    return [("repository", Path(layout.repository("target")).absolute(), "repository"),
+            *((f"{role} engine", Path(layout.engine(role)).absolute(), role) for role in engines),
+            ("tokenizer", recipe.tokenizer_dir.absolute(), "tokenizer")]
+
+
+def llmapi_paths(recipe: Recipe) -> dict[str, str]:
+    """The checkpoint folders the target's model.yaml names, by model.yaml key (model, tokenizer, and the draft or
+    EAGLE-3 head under speculative_config's speculative_model / speculative_model_dir)."""
+    from specbuild.llmapi.model_yaml import DRAFT_FIELD, model_yaml
+
+    args = model_yaml(recipe, describe(recipe), role="target")
+    out = {"model": str(args["model"]), "tokenizer": str(args["tokenizer"])}
+    draft = (args.get("speculative_config") or {}).get(DRAFT_FIELD[recipe.llm_api.release])
+    if draft is not None:
+        out[f"speculative_config.{DRAFT_FIELD[recipe.llm_api.release]}"] = str(draft)
+    return out
+
+
+def llmapi_mounts(recipe: Recipe, layout: Layout) -> list[tuple[str, Path, str]]:
+    """The repository and every checkpoint folder model.yaml names (Hugging Face checkpoints, the draft model or
+    EAGLE-3 head; no engines: the LLM loads them itself), each at the absolute path model.yaml gives — the
+    repository is not rewritten for the container, so the bundle serves exactly the compiled repository."""
+    slugs = {"model": "model", "tokenizer": "tokenizer"}
+    return [("repository", Path(layout.repository("target")).absolute(), "repository"),
+            *((f"model.yaml {key}", Path(path), slugs.get(key, "speculative-model"))
+              for key, path in llmapi_paths(recipe).items())]
+
+
+MOUNT_KINDS: dict[str, Callable[[Recipe, Layout], list[tuple[str, Path, str]]]] = {"engine": engine_mounts,
+                                                                                 "llm-api": llmapi_mounts}
 
 
 def context(recipe: Recipe, layout: Layout, folder: Path | None = None,

@@ -1,5 +1,7 @@
 """Which NGC image serves a recipe: `nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3`, chosen by the
-TensorRT-LLM release that built the engines (scale-out fact sheet §1.1).
+TensorRT-LLM release that built the engines (scale-out fact sheet §1.1), or, in the llm-api flavour, by the release
+whose model.yaml spelling the repository is written in (llm_api.release; TensorRT-LLM 1.0 and newer, containers
+25.09 and later: llmapi fact sheet §1.1, §1.2).
 
 The table is NVIDIA's (triton-inference-server/server docs/introduction/compatibility.md, the trtllm-python-py3
 rows). The Triton server version of a container is not computed: only the container tag matters here.
@@ -9,9 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
-from specbuild.trtllm.version import version_supported
+from specbuild.trtllm.version import LLMAPI_MIN, version_supported
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -53,6 +55,27 @@ def newest_supported() -> str:
     return max((v for v in NGC_TRTLLM.values() if supported(v)), key=release3)
 
 
+def serves_llmapi(version: str) -> bool:
+    """The llm-api flavour's version policy: TensorRT-LLM 1.0 and newer (specbuild.trtllm.version)."""
+    return release3(version)[:2] >= LLMAPI_MIN
+
+
+def release_of(version: str) -> str:
+    """'1.2.1' -> '1.2' (the llm_api.release a TensorRT-LLM version speaks)."""
+    return "{}.{}".format(*release3(version)[:2])
+
+
+def newest_of_release(release: str) -> str | None:
+    """The newest TensorRT-LLM an NGC container ships within `release` ('1.2' -> '1.2.1'), or None."""
+    found = [v for v in NGC_TRTLLM.values() if release_of(v) == release]
+    return max(found, key=release3) if found else None
+
+
+def llmapi_releases() -> list[str]:
+    """The llm_api.release values some NGC container ships."""
+    return sorted({release_of(v) for v in NGC_TRTLLM.values() if serves_llmapi(v)}, key=release3)
+
+
 def tag_for(trtllm_version: str) -> str | None:
     """The newest container tag whose TensorRT-LLM has this major.minor.patch, or None."""
     want = release3(trtllm_version)
@@ -78,9 +101,16 @@ class ImageChoice:
 
 
 def choose_image(recipe: Recipe, trtllm_version: str | None = None) -> ImageChoice:
-    """The image of the bundle: deploy.image.tag when given, else the tag of the TensorRT-LLM release that built
-    the engines (`trtllm_version`, from compile), else of deploy.image.trtllm_version, else the newest supported.
-    Raises ValueError when no tag fits (deploy_findings reports it against the recipe first)."""
+    """The image of the bundle, by the recipe's kind (specbuild.deploy.kind). Raises ValueError when no tag fits
+    (deploy_findings reports it against the recipe first)."""
+    from specbuild.deploy.kind import deploy_kind
+
+    return IMAGE_KINDS[deploy_kind(recipe)](recipe, trtllm_version)
+
+
+def engine_image(recipe: Recipe, trtllm_version: str | None = None) -> ImageChoice:
+    """deploy.image.tag when given, else the tag of the TensorRT-LLM release that built the engines
+    (`trtllm_version`, from compile), else of deploy.image.trtllm_version, else the newest supported."""
     img = recipe.deploy.image
     if img.tag:
         known = trtllm_of_tag(img.tag) if img.repository == NGC_REPOSITORY else None
@@ -92,3 +122,45 @@ def choose_image(recipe: Recipe, trtllm_version: str | None = None) -> ImageChoi
     why = ("deploy.image.trtllm_version" if img.trtllm_version else
            "the TensorRT-LLM that built the engines" if trtllm_version else "the newest TensorRT-LLM specbuild supports")
     return ImageChoice(img.repository, tag, version, f"{why} ({version})")
+
+
+def llmapi_image(recipe: Recipe, trtllm_version: str | None = None) -> ImageChoice:
+    """deploy.image.tag when given, else the tag of deploy.image.trtllm_version, else of the installed TensorRT-LLM
+    (`trtllm_version`, from compile, which checked it is llm_api.release), else the newest container of
+    llm_api.release."""
+    img = recipe.deploy.image
+    if img.tag:
+        known = trtllm_of_tag(img.tag) if img.repository == NGC_REPOSITORY else None
+        return ImageChoice(img.repository, img.tag, known, "deploy.image.tag")
+    release = recipe.llm_api.release
+    if img.trtllm_version:
+        version, why = img.trtllm_version, "deploy.image.trtllm_version"
+    elif trtllm_version and tag_for(trtllm_version):
+        version, why = trtllm_version, "the installed TensorRT-LLM"
+    else:  # (an installed build no container ships, e.g. a nightly of the release: the release's newest container)
+        version, why = newest_of_release(release), f"the newest container of llm_api.release {release}"
+    if version is None:
+        raise ValueError(f"no NGC tritonserver image ships TensorRT-LLM {release} (llm_api.release)")
+    tag = tag_for(version)
+    if tag is None:
+        raise ValueError(f"no NGC tritonserver image ships TensorRT-LLM {version}")
+    return ImageChoice(img.repository, tag, version, f"{why} ({version})")
+
+
+def llmapi_no_image(recipe: Recipe) -> str | None:
+    """Why an llm-api recipe gets no bundle: its llm_api.release is in no NGC container and deploy.image names
+    none (a TensorRT-LLM installed from pip serves it, but the bundle would have no image to run)."""
+    img, release = recipe.deploy.image, recipe.llm_api.release
+    if img.tag or img.trtllm_version or newest_of_release(release) is not None:
+        return None
+    return (f"no NGC tritonserver container ships TensorRT-LLM {release} (llm_api.release) yet (those that do: "
+            f"{', '.join(llmapi_releases())}) — set deploy.image.repository and deploy.image.tag to an image with "
+            f"TensorRT-LLM {release} to get one")
+
+
+# Per kind: why a recipe the runtime would bundle gets none (None: it gets one)
+NO_IMAGE: dict[str, Callable[[Recipe], str | None]] = {"engine": lambda recipe: None, "llm-api": llmapi_no_image}
+
+
+IMAGE_KINDS: dict[str, Callable[[Recipe, str | None], ImageChoice]] = {"engine": engine_image,
+                                                                     "llm-api": llmapi_image}

@@ -1,5 +1,6 @@
 """The workload manifests: a Deployment (or StatefulSet) when the model fits a node, a LeaderWorkerSet when
-tp * pp spans nodes, the claim the engines live on, and the multi-node MPI plumbing (scale-out fact sheet §1.4,
+the world spans nodes (engine: tp * pp > gpus_per_node; llm-api: llm_api.nodes > 1), the claim the engines or
+checkpoints live on, and the multi-node MPI plumbing (scale-out fact sheet §1.4,
 §1.5, §2.1, §2.2, §3.7). Plain dicts, in the order the API documents the fields."""
 
 from __future__ import annotations
@@ -89,9 +90,10 @@ def serving_ports(ctx: DeployContext) -> list[dict[str, Any]]:
 
 def leader_script(ctx: DeployContext) -> str:
     """The leader's command: wait until `kubectl exec` reaches every worker pod, write the hostfile (the leader
-    first, so rank 0 is here), then exec the repository's launch command."""
+    first, so rank 0 is here), then exec the repository's launch command (engine: its mpirun reaches the workers)
+    or mpirun running that command on every rank (llm-api: trtllm-llmapi-launch makes rank 0 serve)."""
     w = ctx.world
-    slots = ctx.deploy.gpus_per_node
+    slots = w.ranks_per_node
     lines = [
         "set -euo pipefail",
         "if ! command -v kubectl >/dev/null; then",
@@ -108,7 +110,7 @@ def leader_script(ctx: DeployContext) -> str:
         "  done",
         f'  echo "$worker slots={slots}" >> "${HOSTFILE_VAR}"',
         "done",
-        "exec " + shlex.join(ctx.launch.container_argv),
+        "exec " + shlex.join(ctx.launch.leader_command),
     ]
     return "\n".join(lines) + "\n"
 

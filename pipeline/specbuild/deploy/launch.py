@@ -8,7 +8,17 @@ Kind "engine" (TensorRT engines, the `tensorrtllm` C++ backend): the repository'
   runs its rank's segment of the script's mpirun line, read from the script text, so the two cannot drift.
   A spawning orchestrator (one rank) runs the script itself instead.
 
-The LLM-API flavour (`trtllm-llmapi-launch`) becomes a second entry of LAUNCH_KINDS.
+Kind "llm-api" (TensorRT-LLM's PyTorch backend, NVIDIA's llmapi Python model): the repository's
+`launch_triton.sh` (specbuild.llmapi.launch), which execs tritonserver itself (llmapi fact sheet §7).
+- single node (one instance, tensor/pipeline parallelism inside it, or several instances without MPI): Kubernetes
+  and the one Slurm task run exactly `bash <repo>/launch_triton.sh --exit-timeout-secs=T`; the LLM spawns its
+  own workers inside the pod.
+- across nodes (llm_api.nodes > 1): the script wraps tritonserver in trtllm-llmapi-launch, and EVERY MPI rank runs
+  the same command: trtllm-llmapi-launch makes rank 0 serve and the others LLM workers (fact sheet §7.5; scale-out
+  fact sheet §2.3). Slurm: `srun --mpi=pmix` with one task per rank, each running the command (NVIDIA's
+  documented launch, BK docs/llmapi.md). Kubernetes (no NVIDIA recipe, scale-out fact sheet §2.3: the likely way
+  [inference, unverified]): the leader writes the group's hostfile, then execs `mpirun -np <world> --map-by
+  ppr:<ranks per node>:node <the command>`, reaching the workers through kubessh as the engine flavour does.
 """
 
 from __future__ import annotations
@@ -28,15 +38,28 @@ IMAGE_TRITONSERVER = "/opt/tritonserver/bin/tritonserver"  # the script's defaul
 PORT_VARIABLES = ("HTTP_PORT", "GRPC_PORT", "METRICS_PORT")
 
 
+# How the Slurm tasks run (slurm.py): each task execs its rank's app context of the script's mpirun line; one task
+# runs the repository's launch command; or every task (one per MPI rank, srun --mpi=pmix) runs it.
+SLURM_RANKS, SLURM_ONE_TASK, SLURM_EVERY_TASK = "ranks", "one task runs the script", "every task runs the script"
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     kind: str
     script: Path  # the repository's launch script
-    container_argv: list[str]  # the serving container's command (the leader execs it last)
-    rank_argv: list[list[str]]  # per MPI rank, as the script's mpirun line runs it (image paths)
+    script_text: str  # the launch script this recipe implies (a repository on disk must hold exactly this)
+    container_argv: list[str]  # the repository's launch command: the serving container's command
+    rank_argv: list[list[str]]  # engine leader mode: per MPI rank, as the script's mpirun line runs it (image paths)
     env: dict[str, str] = field(default_factory=dict)  # variables the script exports before mpirun
     ports: dict[str, int] = field(default_factory=dict)  # HTTP_PORT/GRPC_PORT/METRICS_PORT defaults of the script
-    tasks_run_script: bool = False  # Slurm: the single task runs the script (spawning orchestrator) not a rank
+    slurm: str = SLURM_RANKS
+    leader_argv: list[str] | None = None  # across nodes: what the leader execs once the hostfile is written
+
+    @property
+    def leader_command(self) -> list[str]:
+        """What a multi-node leader execs last: the launch command itself (engine: its mpirun reaches the
+        workers), or mpirun running the launch command on every rank (llm-api)."""
+        return self.leader_argv or self.container_argv
 
 
 @dataclass(frozen=True)
@@ -54,6 +77,15 @@ class ScriptFormatError(ValueError):
 
 _PORT_LINE = re.compile(r'^(?P<var>[A-Z_]+)="\$\(printenv (?P=var) \|\| echo (?P<port>\d+)\)"$')
 _EXPORT = re.compile(r"^export (?P<var>[A-Z_]+)=(?P<value>\S+)$")
+
+
+def script_ports(text: str) -> dict[str, int]:
+    """The HTTP_PORT/GRPC_PORT/METRICS_PORT defaults of a launch_triton.sh (both kinds write them the same way).
+    Raises ScriptFormatError when one is missing."""
+    ports = {m.group("var"): int(m.group("port")) for m in map(_PORT_LINE.match, text.splitlines()) if m}
+    if set(ports) != set(PORT_VARIABLES):
+        raise ScriptFormatError(f"missing port defaults (found {sorted(ports)}, want {list(PORT_VARIABLES)})")
+    return ports
 
 
 def parse_script(text: str) -> ScriptParts:
@@ -107,25 +139,47 @@ def engine_launch(recipe: Recipe, repository: Path) -> LaunchPlan:
     from specbuild.triton import params
 
     script = repository / SCRIPT_NAME
-    extra = [f"--exit-timeout-secs={recipe.deploy.exit_timeout_s}"]
-    parts = parse_script(launch_script(recipe, "target"))
+    extra = exit_timeout(recipe)
+    text = launch_script(recipe, "target")
+    parts = parse_script(text)
     info = params.launch(recipe, "target")
     spawn = info["mode"] == "orchestrator" and not info.get("disable_spawn_processes", False)
     values = {"TRITONSERVER": IMAGE_TRITONSERVER, "REPO": str(repository),
               **{k: str(v) for k, v in parts.ports.items()}}
     ranks = [] if spawn else [expand(seg, values, extra) for seg in parts.segments]
-    return LaunchPlan("engine", script, ["bash", str(script), *extra], ranks, parts.env, parts.ports,
-                      tasks_run_script=spawn)
+    return LaunchPlan("engine", script, text, ["bash", str(script), *extra], ranks, parts.env, parts.ports,
+                      slurm=SLURM_ONE_TASK if spawn else SLURM_RANKS)
 
 
-LAUNCH_KINDS: dict[str, Callable[[Recipe, Path], LaunchPlan]] = {"engine": engine_launch}
+def exit_timeout(recipe: Recipe) -> list[str]:
+    """The arguments the bundle gives the launch script (it passes them to tritonserver, rank 0)."""
+    return [f"--exit-timeout-secs={recipe.deploy.exit_timeout_s}"]
+
+
+def llmapi_launch(recipe: Recipe, repository: Path) -> LaunchPlan:
+    from specbuild.llmapi import launch as llmapi
+
+    script = repository / llmapi.SCRIPT_NAME
+    text = llmapi.launch_script(recipe)
+    argv = ["bash", str(script), *exit_timeout(recipe)]
+    info = llmapi.launch_mode(recipe)
+    if info["mode"] != "multi-node":  # one tritonserver process; the LLM spawns its own workers in the pod
+        return LaunchPlan("llm-api", script, text, argv, [], {}, script_ports(text), slurm=SLURM_ONE_TASK)
+    world, per_node = int(info["world_size"]), int(info["ranks_per_node"])
+    # every rank runs the launch command; ppr:<n>:node fills the hostfile's pods in order (leader first: rank 0)
+    leader = ["mpirun", "--allow-run-as-root", "-np", str(world), "--map-by", f"ppr:{per_node}:node", *argv]
+    return LaunchPlan("llm-api", script, text, argv, [list(argv) for _ in range(world)], {}, script_ports(text),
+                      slurm=SLURM_EVERY_TASK, leader_argv=leader)
+
+
+LAUNCH_KINDS: dict[str, Callable[[Recipe, Path], LaunchPlan]] = {"engine": engine_launch, "llm-api": llmapi_launch}
 
 
 def launch_kind(recipe: Recipe) -> str:
-    """The launch kind of a recipe: its flavour (specbuild.runtimes)."""
-    from specbuild.runtimes import runtime_for
+    """The launch kind of a recipe: its flavour (specbuild.deploy.kind)."""
+    from specbuild.deploy.kind import deploy_kind
 
-    return runtime_for(recipe).flavour
+    return deploy_kind(recipe)
 
 
 def launch_plan(recipe: Recipe, repository: Path) -> LaunchPlan:

@@ -2,25 +2,108 @@
 
 from __future__ import annotations
 
-from typing import Any
+import shlex
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from specbuild.deploy.context import DeployContext
+from specbuild.deploy.launch import SLURM_EVERY_TASK, SLURM_ONE_TASK, SLURM_RANKS
 from specbuild.deploy.monitoring import ACCEPTANCE_LENGTH, QUEUE_COMPUTE
+
+
+@dataclass(frozen=True)
+class KindText:
+    """What a bundle's README says differently per kind (specbuild.deploy.kind)."""
+
+    contents: str  # what the claim holds
+    named_by: str  # how the repository names those folders
+    load: str  # what the startup probe waits for
+    image: Callable[[DeployContext], str]  # what the image tag must carry
+    acceptance: str  # why there is no acceptance-length series (when there is none)
+    request: Callable[[DeployContext], str]  # a request with curl
+
+
+def _engine_request(ctx: DeployContext) -> str:
+    return (f"curl -s localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate -d "
+            "'{\"text_input\": \"def add(a, b):\", \"max_tokens\": 32}'")
+
+
+def _llmapi_request(ctx: DeployContext) -> str:
+    body = '{"text_input": "def add(a, b):", "sampling_param_max_tokens": 32'
+    if ctx.recipe.triton.streaming:  # a decoupled model streams: Triton's generate_stream (server-sent events)
+        return (f"curl -sN localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate_stream -d "
+                f"'{body}, \"streaming\": true}}'")
+    return f"curl -s localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate -d '{body}}}'"
+
+
+KIND_TEXT = {
+    "engine": KindText(
+        contents="the engines, tokenizer and repository",
+        named_by="`config.pbtxt` names the engine and tokenizer folders by their absolute paths on the machine that "
+                 "compiled",
+        load="the engines to load",
+        image=lambda ctx: f"the tag must carry the TensorRT-LLM release that built the engines "
+                          f"({ctx.image.trtllm_version or 'unknown'})",
+        acceptance="no acceptance-length series: TensorRT-LLM's backend exports none for this method "
+                   "(`specbuild validate` measures it client-side)",
+        request=_engine_request),
+    "llm-api": KindText(
+        contents="the checkpoints and repository",
+        named_by="`tensorrt_llm/1/model.yaml` names the Hugging Face checkpoints (model, tokenizer, and the draft model "
+                 "or EAGLE-3 head of speculative_config) by their absolute paths on the machine that compiled — there "
+                 "are no engines: the LLM loads the checkpoints itself. The repository is not rewritten for the "
+                 "container",
+        load="the LLM to load the checkpoints (and capture its CUDA graphs)",
+        image=lambda ctx: f"the tag must carry TensorRT-LLM {ctx.recipe.llm_api.release}.x (llm_api.release: "
+                          f"model.yaml is written in that release's spelling; 1.0 or newer, containers 25.09 and "
+                          f"later; this one: {ctx.image.trtllm_version or 'unknown'})",
+        acceptance="no acceptance-length series: the llm-api model exports only Triton's core metrics "
+                   "(`nv_inference_*`, plus the server's GPU/CPU metrics); its speculative counters "
+                   "(`acceptance_rate`, `total_accepted_draft_tokens`, `total_draft_tokens`) are per-response output "
+                   "tensors, returned when a request sets `sampling_param_return_perf_metrics`, not Prometheus metrics "
+                   "(`specbuild validate` reads them client-side)",
+        request=_llmapi_request),
+}
+
+MULTI_NODE = {
+    "engine": "The leader pod runs `mpirun` over the group's {nodes} pods; mpirun starts the worker ranks with "
+              "`kubessh`",
+    "llm-api": "The leader pod runs `mpirun -np {world}` over the group's {nodes} pods, each rank running the "
+               "repository's launch command (its `trtllm-llmapi-launch` makes rank 0 serve on the leader and the "
+               "others LLM workers; NVIDIA documents this flavour across nodes for Slurm only, so this Kubernetes "
+               "launch is unverified); mpirun starts the worker ranks with `kubessh`",
+}
+TASKS = {
+    SLURM_ONE_TASK: "One task runs the repository's launch command{why}.",
+    SLURM_RANKS: "Each task is one MPI rank (`srun --mpi=pmix`; `slurm/ranks.sh` runs that rank's part of the "
+                 "repository's mpirun line).",
+    SLURM_EVERY_TASK: "Each task is one MPI rank (`srun --mpi=pmix`, NVIDIA's documented multi-node launch of this "
+                      "flavour) and runs the repository's launch command; `trtllm-llmapi-launch` in it makes rank 0 "
+                      "serve and the others LLM workers.",
+}
+ONE_TASK_WHY = {  # by world mode
+    "orchestrator": " (a spawning orchestrator: mpirun inside the container starts its one rank; NVIDIA says "
+                    "spawning \"might not work properly with slurm\")",
+    "single": " (one tritonserver; the LLM starts its tensor/pipeline-parallel workers itself, inside the task: "
+              "unverified under Slurm)",
+    "multi-instance": " (one tritonserver whose instances each use their own GPUs, without MPI)",
+}
 
 
 def bundle_readme(ctx: DeployContext, plan: dict[str, Any], schemas: bool = True) -> str:
     ns, name, w = ctx.namespace, ctx.name, ctx.world
+    text = KIND_TEXT[ctx.kind]
     loader = f"{name}-loader"
     layout = "\n".join(f"- {k}: {v}" for k, v in plan["layout"].items())
     copy = "\n".join(f"kubectl cp {m.path} {ns}/{loader}:/models/{m.sub_path}" for m in ctx.mounts)
     parents = sorted({m.sub_path.rsplit("/", 1)[0] for m in ctx.mounts})
     multi = ""
     if w.multi_node:
+        launch = MULTI_NODE[ctx.kind].format(nodes=w.nodes, world=w.world_size)
         multi = f"""
 ## Multi-node: the image needs kubectl
 
-The leader pod runs `mpirun` over the group's {w.nodes} pods; mpirun starts the worker ranks with `kubessh`
-(`kubectl exec`, ConfigMap `{name}-mpi`, rights in `rbac.yaml`), as NVIDIA's EKS multi-node chart does. NGC images
+{launch} (`kubectl exec`, ConfigMap `{name}-mpi`, rights in `rbac.yaml`), as NVIDIA's EKS multi-node chart does. NGC images
 have no kubectl: build `Containerfile` (the NGC image plus kubectl), push it, and point the bundle at it:
 
 ```bash
@@ -32,14 +115,10 @@ Without it the leader exits at once with a message saying so. The LeaderWorkerSe
 validated against the v0.10.0 CRD) must be installed in the cluster.
 """
     al = (f"`{ACCEPTANCE_LENGTH}` (mean acceptance length, from the counters the BLS publishes)"
-          if ctx.publishes_acceptance else
-          "no acceptance-length series: TensorRT-LLM's backend exports none for this method "
-          "(`specbuild validate` measures it client-side)")
-    tasks = ("One task runs the repository's launch script (a spawning orchestrator: mpirun inside the container "
-             "starts its one rank; NVIDIA says spawning \"might not work properly with slurm\")."
-             if ctx.launch.tasks_run_script else
-             "Each task is one MPI rank (`srun --mpi=pmix`; `slurm/ranks.sh` runs that rank's part of the "
-             "repository's mpirun line).")
+          if ctx.publishes_acceptance else text.acceptance)
+    tasks = TASKS[ctx.launch.slurm].format(why=ONE_TASK_WHY.get(w.mode, ""))
+    leader = (f"\n- across nodes every rank runs that command: the leader pod writes the hostfile, then execs "
+              f"`{shlex.join(ctx.launch.leader_argv)}`" if ctx.launch.leader_argv and w.multi_node else "")
     checks = "cross-checks (world size, ports, the launch command, probe paths, GPUs, mounts)"
     validated = (f"Validated offline before it was written: each manifest against the Kubernetes "
                  f"{ctx.deploy.kubernetes.version} schemas (strict: unknown fields are errors), the LeaderWorkerSet and "
@@ -54,13 +133,12 @@ these files. {validated}
 - world: {plan['world']}
 {layout}
 - image: {plan['image']}
-- serving container command (the repository's own launch command): `{plan['command']}`
+- serving container command (the repository's own launch command): `{plan['command']}`{leader}
 - ports: HTTP {ctx.ports['http']}, gRPC {ctx.ports['grpc']}, metrics {ctx.ports['metrics']} (Service `{name}`)
 
-## 1. Storage: put the engines, tokenizer and repository on the claim
+## 1. Storage: put {text.contents} on the claim
 
-`config.pbtxt` names the engine and tokenizer folders by their absolute paths on the machine that compiled, so
-the pods mount sub-folders of the claim `{ctx.claim}` at exactly those paths:
+{text.named_by}, so the pods mount sub-folders of the claim `{ctx.claim}` at exactly those paths:
 
 {chr(10).join(f"- `{m.path}` <- claim `{m.sub_path}` ({m.what})" for m in ctx.mounts)}
 
@@ -81,13 +159,13 @@ kubectl delete -n {ns} pod/{loader}
 kubectl apply -k .                 # or: kubectl kustomize . | kubectl apply -f -
 kubectl rollout status -n {ns} {ctx.workload_kind.lower()}/{name}   # ready once every model has loaded
 kubectl port-forward -n {ns} svc/{name} {ctx.ports['http']}:{ctx.ports['http']}
-curl -s localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate -d '{{"text_input": "def add(a, b):", "max_tokens": 32}}'
+{text.request(ctx)}
 ```
 
 Change the image with `kustomize edit set image {ctx.image.repository}=...` (or `deploy.image` in the recipe);
-the tag must carry the TensorRT-LLM release that built the engines ({ctx.image.trtllm_version or 'unknown'}).
+{text.image(ctx)}.
 The startup probe allows {ctx.deploy.kubernetes.probes.startup_period_s * ctx.deploy.kubernetes.probes.startup_failure_threshold} s
-for the engines to load. On SIGTERM tritonserver drains for {ctx.deploy.exit_timeout_s} s
+for {text.load}. On SIGTERM tritonserver drains for {ctx.deploy.exit_timeout_s} s
 (`--exit-timeout-secs`) within a grace period of {ctx.grace_period_s} s.
 
 ## 3. Monitoring and autoscaling

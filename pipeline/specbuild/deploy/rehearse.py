@@ -10,6 +10,9 @@ What is mapped, and nothing else:
   (appended to the command; the script passes extra arguments to rank 0);
 - `mpirun` -> specbuild's stand-in (mpirun_shim.py): CPU machines have no MPI, so it checks the options and runs
   rank 0 only (the rank that serves).
+The llm-api flavour's single-node command runs no mpirun: its launch script execs the (mapped) tritonserver on the
+repository it sits in, so the local folder must be a servable llm-api repository of the same recipe (on CPU: the
+reference runtime's, whose model.py reads the same model.yaml).
 Then: the startup probe's path on its port until 200 (within the probe's period x failureThreshold), the readiness
 and liveness probes once, SIGTERM to the container's process, and an exit within terminationGracePeriodSeconds.
 A wrong path or flag in the command makes the server fail to start, and the rehearsal raise UserError.

@@ -153,8 +153,9 @@ class DeploySection(Section):
     name: Annotated[str, Field(pattern=K8S_NAME_PATTERN)] | None = None
     """Base name of the Kubernetes objects; default the recipe name made DNS-safe."""
     gpus_per_node: PositiveInt = 8
-    """GPUs of one node. A world (tp_size * pp_size) larger than this spans nodes: a LeaderWorkerSet of
-    world / gpus_per_node pods, and triton.gpu_device_ids then lists one node's GPUs."""
+    """GPUs of one node. Engine flavour: a world (tp_size * pp_size) larger than this spans nodes: a
+    LeaderWorkerSet of world / gpus_per_node pods, and triton.gpu_device_ids then lists one node's GPUs. llm-api
+    flavour: llm_api.nodes sets the node count; this only bounds the ranks each node runs."""
     shm_size: Quantity = "16Gi"
     """/dev/shm of a pod (python backend regions, MPI and NCCL segments)."""
     exit_timeout_s: PositiveInt = 30

@@ -4,7 +4,10 @@ One Slurm task per MPI rank, wired into one world by `srun --mpi=pmix`, block-di
 order (rank r on node r // gpus_per_node, as the Kubernetes hostfile does). Each task runs ranks.sh, which execs
 its rank's segment of the repository's mpirun line. A spawning orchestrator (draft-target) is one task that runs
 the repository's launch script itself (mpirun inside the container; NVIDIA: spawning "might not work properly
-with slurm"). The container runtime is one function each.
+with slurm"). The llm-api flavour: on one node one task runs the launch command (the LLM spawns its workers, or
+several instances run without MPI); across nodes every task runs it under `srun --mpi=pmix`, where
+trtllm-llmapi-launch makes rank 0 serve (llmapi fact sheet §7.5, BK docs/llmapi.md). The container runtime is one
+function each.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import shlex
 from typing import Callable
 
 from specbuild.deploy.context import DeployContext
+from specbuild.deploy.launch import SLURM_EVERY_TASK, SLURM_ONE_TASK, SLURM_RANKS
 
 RANKS_SCRIPT = "ranks.sh"
 ENROOT_CONF = "enroot.conf"
@@ -24,17 +28,39 @@ def enroot_uri(reference: str) -> str:
     return f"{first}#{rest}" if rest and ("." in first or ":" in first) else reference
 
 
+PATHS_READ = {"engine": "engines, tokenizer", "llm-api": "checkpoints (model, tokenizer, speculative model)"}
+NAMED_BY = {"engine": "config.pbtxt", "llm-api": "model.yaml"}
+
+
 def host_paths(ctx: DeployContext) -> list[str]:
-    """What the ranks read: the repository, engines and tokenizer (at their own paths) and the bundle."""
+    """What the ranks read: the repository, engines or checkpoints, tokenizer (at their own paths) and the
+    bundle."""
     return [m.path for m in ctx.mounts] + [str(ctx.folder)]
 
 
+def tasks_per_node(ctx: DeployContext) -> int:
+    return 1 if ctx.launch.slurm == SLURM_ONE_TASK else ctx.world.ranks_per_node
+
+
+def srun_mpi(ctx: DeployContext) -> str:
+    return "--mpi=none" if ctx.launch.slurm == SLURM_ONE_TASK else "--mpi=pmix"
+
+
+TASK_DOES = {
+    SLURM_RANKS: "exec this task's rank of {script}'s mpirun line\n# (srun --mpi=pmix makes the tasks one MPI world)",
+    SLURM_ONE_TASK: "the job's one task: exec the repository's launch command",
+    SLURM_EVERY_TASK: "every task (one MPI rank, srun --mpi=pmix) execs the repository's launch\n# command; its "
+                      "trtllm-llmapi-launch makes rank 0 serve and the others LLM workers",
+}
+
+
 def ranks_script(ctx: DeployContext) -> str:
+    does = TASK_DOES[ctx.launch.slurm].format(script=ctx.launch.script.name)
     lines = ["#!/usr/bin/env bash",
-             f"# One Slurm task of {ctx.name}: exec this task's rank of {ctx.launch.script.name}'s mpirun line",
-             "# (srun --mpi=pmix makes the tasks one MPI world). Written by specbuild; regenerate, do not edit.",
+             f"# One Slurm task of {ctx.name}: {does}.",
+             "# Written by specbuild; regenerate, do not edit.",
              "set -euo pipefail"]
-    if ctx.launch.tasks_run_script:
+    if ctx.launch.slurm != SLURM_RANKS:
         lines.append("exec " + shlex.join(ctx.launch.container_argv))
         return "\n".join(lines) + "\n"
     lines += [f"export {k}={shlex.quote(v)}" for k, v in ctx.launch.env.items()]  # what the script exports
@@ -90,7 +116,7 @@ IMAGE_SUFFIX = {"enroot": ".sqsh", "apptainer": ".sif"}
 
 def sbatch_script(ctx: DeployContext) -> str:
     s, w = ctx.deploy.slurm, ctx.world
-    tasks = 1 if ctx.launch.tasks_run_script else w.ranks_per_node
+    tasks = tasks_per_node(ctx)
     image_file = s.image_file or str(ctx.folder / "slurm" / f"{ctx.name}{IMAGE_SUFFIX.get(s.container_runtime, '')}")
     pre, srun_opts, prefix = RUNTIMES[s.container_runtime](ctx, image_file)
     head = ["#!/bin/bash",
@@ -107,17 +133,17 @@ def sbatch_script(ctx: DeployContext) -> str:
     p = ctx.ports
     body = [
         "",
-        f"# {ctx.recipe.name}: {w.mode} mode, {w.world_size} MPI rank(s) on {w.nodes} node(s) x {w.gpus_per_pod} GPU(s);"
-        f" container runtime {s.container_runtime}, image {ctx.image.reference}.",
-        "# The engines, tokenizer and repository are read at the paths they were compiled to (config.pbtxt names",
-        "# them): run on a cluster whose shared filesystem has them there. Written by specbuild.",
+        f"# {ctx.recipe.name}: {w.summary};",
+        f"# container runtime {s.container_runtime}, image {ctx.image.reference}.",
+        f"# The {PATHS_READ[ctx.kind]} and the repository are read at the paths they were compiled to",
+        f"# ({NAMED_BY[ctx.kind]} names them): run on a cluster whose shared filesystem has them there. Written by "
+        "specbuild.",
         "set -euo pipefail",
         *pre,
         'echo "rank 0 serves HTTP :%d, gRPC :%d, metrics :%d on $(scontrol show hostnames "$SLURM_JOB_NODELIST" '
         '| head -n 1)"' % (p["http"], p["grpc"], p["metrics"]),
     ]
-    mpi = "--mpi=none" if ctx.launch.tasks_run_script else "--mpi=pmix"
-    srun = ["srun", mpi, f"--ntasks={tasks * w.nodes}", f"--ntasks-per-node={tasks}", "--distribution=block",
+    srun = ["srun", srun_mpi(ctx), f"--ntasks={tasks * w.nodes}", f"--ntasks-per-node={tasks}", "--distribution=block",
             "--kill-on-bad-exit=1", *srun_opts, *prefix, "bash", str(ctx.folder / "slurm" / RANKS_SCRIPT)]
     body.append(" ".join(a if a.startswith('"$') else shlex.quote(a) for a in srun))
     return "\n".join(head + body) + "\n"

@@ -7,7 +7,9 @@
      strict), their root metadata as ObjectMeta, and the LeaderWorkerSet's pod templates as core PodTemplates of the
      stated version; plus the LeaderWorkerSet webhook's rules, which its schema does not carry.
 2. Cross-checks against the recipe and, when compiled, the repository on disk: world size = tp * pp = pods x GPUs
-   per pod; the container command is exactly the repository's launch command (Slurm: each rank is the script's);
+   per pod; the container command is exactly the repository's launch command (Slurm: each rank is the script's, or
+   each task runs the command; llm-api across nodes: the leader's mpirun runs it on tp * pp ranks); the
+   repository's model.yaml is the recipe's and every checkpoint it names is mounted (llm-api);
    ports agree with the repository's launch script and the recipe; probes hit /v2/health/live and /v2/health/ready
    on the HTTP port; /dev/shm is a memory volume within the memory limit; every path config.pbtxt reads is mounted;
    selectors match the pods; the HPA scales the workload on a recorded metric; the draft and target engines run on
@@ -25,15 +27,15 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from specbuild.deploy import crds
 from specbuild.deploy.context import LWS_NAME, LWS_WORKER_INDEX, DeployContext, context
 from specbuild.deploy.kubernetes import CONTAINER, LIVE_PATH, READY_PATH
-from specbuild.deploy.launch import ScriptFormatError, expand, parse_script
-from specbuild.deploy.monitoring import QUEUE_COMPUTE
+from specbuild.deploy.launch import SLURM_RANKS, ScriptFormatError, expand, parse_script, script_ports
+from specbuild.deploy.monitoring import ACCEPTANCE_LENGTH, QUEUE_COMPUTE
 from specbuild.deploy.schema import quantity_value
-from specbuild.deploy.slurm import RANKS_SCRIPT
+from specbuild.deploy.slurm import RANKS_SCRIPT, srun_mpi, tasks_per_node
 from specbuild.deploy.yamlio import load_all
 from specbuild.errors import UserError
 
@@ -251,23 +253,67 @@ def _pbtxt_parameters(text: str) -> dict[str, str]:
 
 
 def repository_facts(ctx: DeployContext) -> dict[str, Any]:
-    """What the compiled repository on disk says (empty when not compiled yet)."""
+    """What the compiled repository on disk says (empty when not compiled yet): its models, the absolute paths
+    it reads (engine: config.pbtxt parameters; llm-api: model.yaml), each model's gpu_device_ids (llm-api
+    instances: "0,1;2,3" read as 0,1,2,3) and instance count, and its launch script."""
     repo = ctx.repository
-    facts: dict[str, Any] = {"paths": set(), "gpu_device_ids": {}, "models": set()}
+    facts: dict[str, Any] = {"paths": set(), "gpu_device_ids": {}, "models": set(), "instances": {}}
     if not repo.is_dir():
         return facts
     for config in sorted(repo.glob("*/config.pbtxt")):
         model = config.parent.name
         facts["models"].add(model)
-        params = _pbtxt_parameters(config.read_text())
+        text = config.read_text()
+        params = _pbtxt_parameters(text)
         for key, value in params.items():
             if value.startswith("/") and not value.startswith(IMAGE_PATHS):
                 facts["paths"].add((f"{model}/config.pbtxt {key}", value))
         if "gpu_device_ids" in params:
-            facts["gpu_device_ids"][model] = [int(x) for x in params["gpu_device_ids"].split(",") if x.strip()]
+            facts["gpu_device_ids"][model] = [int(x) for x in re.split(r"[;,]", params["gpu_device_ids"]) if x.strip()]
+        counts = re.findall(r"instance_group\s*\{[^}]*?count:\s*(\d+)", text)
+        if counts:
+            facts["instances"][model] = sum(map(int, counts))
+    FACT_READERS[ctx.kind](ctx, facts)
     script = ctx.launch.script
     facts["script"] = script.read_text() if script.is_file() else None
     return facts
+
+
+def _engine_facts(ctx: DeployContext, facts: dict[str, Any]) -> None:
+    """config.pbtxt says all the engine flavour reads."""
+
+
+def _llmapi_facts(ctx: DeployContext, facts: dict[str, Any]) -> None:
+    """model.yaml of the tensorrt_llm model: the LLM arguments, and the checkpoint folders they name."""
+    from specbuild.llmapi import model_yaml
+    from specbuild.llmapi.configs import MODEL
+
+    path = ctx.repository / MODEL / "1" / model_yaml.FILE
+    facts["model_yaml_path"] = path
+    if not path.is_file():
+        facts["model_yaml"] = None
+        return
+    try:
+        data = model_yaml.load(path.read_text())
+    except Exception as e:  # ruamel's errors carry the position
+        facts["model_yaml"], facts["model_yaml_error"] = None, str(e)
+        return
+    facts["model_yaml"] = data
+    spec = data.get("speculative_config") or {}
+    named = {"model": data.get("model"), "tokenizer": data.get("tokenizer"),
+             **{f"speculative_config.{k}": spec.get(k) for k in ("speculative_model", "speculative_model_dir")}}
+    for key, value in named.items():
+        if isinstance(value, str):
+            facts.setdefault("model_yaml_paths", {})[key] = value
+            if value.startswith("/"):
+                facts["paths"].add((f"{MODEL}/1/model.yaml {key}", value))
+
+
+FACT_READERS: dict[str, Callable[[DeployContext, dict[str, Any]], None]] = {"engine": _engine_facts,
+                                                                          "llm-api": _llmapi_facts}
+# how a launch script of each kind is read for its ports (engine: also its mpirun app contexts)
+SCRIPT_READERS: dict[str, Callable[[str], dict[str, int]]] = {"engine": lambda text: parse_script(text).ports,
+                                                             "llm-api": script_ports}
 
 
 def _under(path: str, mounts: list[str]) -> bool:
@@ -276,24 +322,21 @@ def _under(path: str, mounts: list[str]) -> bool:
 
 
 def cross_findings(ctx: DeployContext, docs: list[Doc], folder: Path) -> Iterator[BundleFinding]:
-    from specbuild.triton.launch import launch_script
-
     recipe, w = ctx.recipe, ctx.world
     facts = repository_facts(ctx)
-    expected_script = launch_script(recipe, "target")
-    script_ports = ctx.launch.ports
+    ports_of_script = ctx.launch.ports
     if facts.get("script") is not None:
-        if facts["script"] != expected_script:
+        if facts["script"] != ctx.launch.script_text:
             yield BundleFinding(str(ctx.launch.script), "", "the repository's launch script is not the one this "
                                 "recipe implies (stale repository) — recompile")
         try:
-            script_ports = parse_script(facts["script"]).ports
+            ports_of_script = SCRIPT_READERS[ctx.kind](facts["script"])
         except ScriptFormatError as e:
             yield BundleFinding(str(ctx.launch.script), "", f"cannot read its ports and ranks ({e}) — recompile")
     t = recipe.triton
     recipe_ports = {"http": t.http_port, "grpc": t.grpc_port, "metrics": t.metrics_port}
-    repo_ports = {"http": script_ports["HTTP_PORT"], "grpc": script_ports["GRPC_PORT"],
-                  "metrics": script_ports["METRICS_PORT"]}
+    repo_ports = {"http": ports_of_script["HTTP_PORT"], "grpc": ports_of_script["GRPC_PORT"],
+                  "metrics": ports_of_script["METRICS_PORT"]}
     for name in recipe_ports:
         if recipe_ports[name] != repo_ports[name]:
             yield BundleFinding(str(ctx.launch.script), f"{name.upper()}_PORT", f"{repo_ports[name]} but recipe "
@@ -314,6 +357,7 @@ def cross_findings(ctx: DeployContext, docs: list[Doc], folder: Path) -> Iterato
     wl = workloads[0]
     templates = pod_templates(wl)
     yield from _world(ctx, wl, templates, facts)
+    yield from REPOSITORY_CHECKS[ctx.kind](ctx, facts)
     for tpl in templates:
         yield from _container(ctx, tpl, repo_ports, facts)
     serving = templates[0]
@@ -352,7 +396,7 @@ def _world(ctx: DeployContext, wl: Doc, templates: list[PodTemplate], facts: dic
         if n != w.gpus_per_pod:
             yield wl.finding([*path, "resources", "limits", gpu], f"{n} GPU(s) per pod but the recipe's world needs "
                              f"{w.gpus_per_pod} ({w.mode} mode, gpu_device_ids {w.engine_gpus})")
-        if w.mode == "leader" and tpl is templates[0]:
+        if w.one_rank_per_gpu and tpl is templates[0]:
             used = min(len(set(recipe.triton.gpu_device_ids)), n)
             if pods * used != tp * pp:
                 yield wl.finding("spec.leaderWorkerTemplate.size" if wl.kind == "LeaderWorkerSet" else
@@ -367,15 +411,61 @@ def _world(ctx: DeployContext, wl: Doc, templates: list[PodTemplate], facts: dic
     if pods != w.nodes:
         yield wl.finding("spec.leaderWorkerTemplate.size" if wl.kind == "LeaderWorkerSet" else "kind",
                          f"{pods} pod(s) per replica but tp*pp = {tp * pp} on {ctx.deploy.gpus_per_node} GPUs per "
-                         f"node needs {w.nodes}")
+                         f"node needs {w.nodes}{NODES_FROM[ctx.kind]}")
     for model, ids in facts["gpu_device_ids"].items():
         want = w.engine_gpus.get(model)
         if want is not None and ids != want:
             yield BundleFinding(f"{ctx.repository}/{model}/config.pbtxt", "gpu_device_ids",
                                 f"{ids} but the recipe names {want} — recompile the repository")
+
+
+def _engine_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFinding]:
     yield from _engine_mapping(ctx)
-    if w.mode == "orchestrator" and "tensorrt_llm_bls" not in facts["models"] and facts["models"]:
+    if ctx.world.mode == "orchestrator" and "tensorrt_llm_bls" not in facts["models"] and facts["models"]:
         yield BundleFinding(str(ctx.repository), "tensorrt_llm_bls", "missing: draft-target is served by the BLS")
+
+
+def _llmapi_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFinding]:
+    """The llm-api repository on disk: its one tensorrt_llm model with the recipe's instance count, and a
+    model.yaml that is the recipe's, names its checkpoints by absolute paths, and runs the world's tp * pp."""
+    from specbuild.llmapi import model_yaml
+    from specbuild.llmapi.configs import MODEL
+    from specbuild.methods import describe
+
+    if not facts["models"]:
+        return  # not compiled yet
+    recipe, w = ctx.recipe, ctx.world
+    where = str(facts["model_yaml_path"])
+    if facts["models"] != {MODEL}:
+        yield BundleFinding(str(ctx.repository), "", f"holds models {sorted(facts['models'])}; an llm-api repository "
+                            f"serves one, {MODEL!r} — recompile")
+    count = facts["instances"].get(MODEL)
+    if count is not None and count != recipe.llm_api.instances:
+        yield BundleFinding(f"{ctx.repository}/{MODEL}/config.pbtxt", "instance_group.count", f"{count} but "
+                            f"llm_api.instances is {recipe.llm_api.instances} — recompile the repository")
+    data = facts.get("model_yaml")
+    if data is None:
+        why = facts.get("model_yaml_error") or "missing"
+        yield BundleFinding(where, "", f"{why}: the llmapi model reads its LLM arguments there — recompile")
+        return
+    want = model_yaml.model_yaml(recipe, describe(recipe), role="target")
+    stale = sorted(k for k in set(want) | set(data) if want.get(k) != data.get(k))
+    if stale:
+        yield BundleFinding(where, ", ".join(stale), "differs from the model.yaml this recipe implies (stale "
+                            "repository) — recompile")
+    for key, value in (facts.get("model_yaml_paths") or {}).items():
+        if not value.startswith("/"):
+            yield BundleFinding(where, key, f"{value!r} is relative: the LLM would resolve it against the container's "
+                                "working directory, which no mount guarantees — recompile (specbuild writes "
+                                "absolute paths)")
+    tp, pp = data.get("tensor_parallel_size", 1), data.get("pipeline_parallel_size", 1)
+    if isinstance(tp, int) and isinstance(pp, int) and tp * pp != w.tp_pp:
+        yield BundleFinding(where, "tensor_parallel_size", f"tensor_parallel_size * pipeline_parallel_size = "
+                            f"{tp}*{pp} = {tp * pp} but the bundle's world runs {w.tp_pp} rank(s) per instance")
+
+
+REPOSITORY_CHECKS: dict[str, Callable[[DeployContext, dict], Iterator[BundleFinding]]] = {
+    "engine": _engine_repository, "llm-api": _llmapi_repository}
 
 
 def _engine_mapping(ctx: DeployContext) -> Iterator[BundleFinding]:
@@ -412,11 +502,7 @@ def _container(ctx: DeployContext, tpl: PodTemplate, ports: dict[str, int], fact
         yield doc.finding([*path, "command"], f"{shlex.join(command)!r} is not the repository's launch command "
                           f"{shlex.join(expected)!r}")
     if tpl.role == "leader":
-        script = command[2] if command[:2] == ["bash", "-c"] and len(command) == 3 else ""
-        last = [ln for ln in script.strip().splitlines() if ln.strip()][-1:] or [""]
-        if last[0].strip() != "exec " + shlex.join(expected):
-            yield doc.finding([*path, "command"], f"the leader must end by exec-ing the repository's launch command "
-                              f"{shlex.join(expected)!r}; its last line is {last[0].strip()!r}")
+        yield from _leader(ctx, doc, path, command)
     if tpl.role != "worker":
         declared = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
         for i, p in enumerate(c.get("ports") or []):
@@ -449,6 +535,36 @@ def _container(ctx: DeployContext, tpl: PodTemplate, ports: dict[str, int], fact
     yield from _volumes(ctx, tpl, path, c, facts)
 
 
+NODES_FROM = {"engine": "", "llm-api": " (llm_api.nodes)"}  # where the node count comes from, per kind
+NO_ACCEPTANCE_COUNTERS = {"engine": "only the BLS of draft-target and prompt lookup counts them",
+                          "llm-api": "the llm-api model's speculative counters are per-response tensors, not metrics"}
+LEADER_EXECS = {"engine": "the repository's launch command",
+                "llm-api": "mpirun running the repository's launch command on every rank"}
+
+
+def _leader(ctx: DeployContext, doc: Doc, path: list, command: list[str]) -> Iterator[BundleFinding]:
+    """The leader's script: exec what the world needs last, with as many hostfile slots and (llm-api) mpirun ranks
+    as the world has."""
+    w = ctx.world
+    script = command[2] if command[:2] == ["bash", "-c"] and len(command) == 3 else ""
+    last = [ln for ln in script.strip().splitlines() if ln.strip()][-1:] or [""]
+    expected = ctx.launch.leader_command
+    if last[0].strip() != "exec " + shlex.join(expected):
+        yield doc.finding([*path, "command"], f"the leader must end by exec-ing {LEADER_EXECS[ctx.kind]} "
+                          f"{shlex.join(expected)!r}; its last line is {last[0].strip()!r}")
+    try:
+        words = shlex.split(last[0].strip())
+    except ValueError:
+        words = []
+    if "-np" in words[:-1] and words[words.index("-np") + 1] != str(w.world_size):
+        yield doc.finding([*path, "command"], f"mpirun -np {words[words.index('-np') + 1]} but the world has "
+                          f"tp*pp = {w.tp_pp} rank(s)")
+    slots = set(re.findall(r" slots=(\d+)", script))
+    if slots and slots != {str(w.ranks_per_node)}:
+        yield doc.finding([*path, "command"], f"hostfile slots {sorted(slots)} but each pod runs {w.ranks_per_node} "
+                          "rank(s)")
+
+
 def _volumes(ctx: DeployContext, tpl: PodTemplate, path: list, c: dict, facts: dict) -> Iterator[BundleFinding]:
     doc = tpl.doc
     spec = tpl.body.get("spec") or {}
@@ -469,7 +585,7 @@ def _volumes(ctx: DeployContext, tpl: PodTemplate, path: list, c: dict, facts: d
                 yield doc.finding([*path, "resources", "limits", "memory"], f"{limit} is below the /dev/shm "
                                   f"sizeLimit {empty['sizeLimit']}: shared memory counts against it")
     mounted = [m.get("mountPath") for m in mounts if m.get("name") in vols]
-    needed = [(f"{m.what} (config.pbtxt)", m.path) for m in ctx.mounts] + sorted(facts["paths"])
+    needed = [(m.what, m.path) for m in ctx.mounts] + sorted(facts["paths"])
     for what, p in needed:
         if not _under(p, mounted):
             yield doc.finding([*path, "volumeMounts"], f"{p} ({what}) is not mounted: the pod would not find it")
@@ -528,6 +644,10 @@ def _hpa_and_rules(ctx: DeployContext, by_kind: dict, wl: Doc, facts: dict) -> I
                     yield d.finding(["spec", "groups", gi, "rules", ri], "set exactly one of record and alert")
                 if "record" in rule:
                     records[rule["record"]] = (d, ["spec", "groups", gi, "rules", ri, "expr"], str(rule.get("expr")))
+    if ACCEPTANCE_LENGTH in records and not ctx.publishes_acceptance:
+        d, path, _ = records[ACCEPTANCE_LENGTH]
+        yield d.finding(path[:-1], f"records {ACCEPTANCE_LENGTH} from counters no model of this repository exports "
+                        f"({NO_ACCEPTANCE_COUNTERS[ctx.kind]})")
     if QUEUE_COMPUTE in records:
         d, path, expr = records[QUEUE_COMPUTE]
         models = set(re.findall(r'model="([^"]+)"', expr))
@@ -558,22 +678,23 @@ def _slurm(ctx: DeployContext, folder: Path, facts: dict) -> Iterator[BundleFind
         return
     text = sbatch.read_text()
     opts = dict(re.findall(r"^#SBATCH --([a-z-]+)=(\S+)$", text, re.M))
-    tasks = 1 if ctx.launch.tasks_run_script else w.ranks_per_node
+    tasks = tasks_per_node(ctx)
     for key, want in (("nodes", w.nodes), ("ntasks-per-node", tasks), ("gpus-per-node", w.gpus_per_pod)):
         if opts.get(key) != str(want):
             yield BundleFinding(sbatch_rel, f"#SBATCH --{key}", f"{opts.get(key)} but the world needs {want} "
                                 f"({w.world_size} rank(s), {w.nodes} node(s) x {w.gpus_per_pod} GPU(s))")
     srun = [ln for ln in text.splitlines() if ln.startswith("srun ") and RANKS_SCRIPT in ln]
-    mpi = "--mpi=none" if ctx.launch.tasks_run_script else "--mpi=pmix"
+    mpi = srun_mpi(ctx)
     if len(srun) != 1 or mpi not in srun[0] or f"--ntasks={tasks * w.nodes}" not in srun[0]:
         yield BundleFinding(sbatch_rel, "srun", f"needs one `srun {mpi} --ntasks={tasks * w.nodes} ... "
                             f"{RANKS_SCRIPT}` line")
     body = ranks.read_text()
     script = facts.get("script")
-    if ctx.launch.tasks_run_script:
-        if ("exec " + shlex.join(ctx.launch.container_argv)) not in body.splitlines():
+    if ctx.launch.slurm != SLURM_RANKS:
+        execs = [ln for ln in body.splitlines() if ln.lstrip().startswith("exec ")]
+        if execs != ["exec " + shlex.join(ctx.launch.container_argv)]:
             yield BundleFinding(f"slurm/{RANKS_SCRIPT}", "", "must exec the repository's launch command "
-                                f"{shlex.join(ctx.launch.container_argv)!r}")
+                                f"{shlex.join(ctx.launch.container_argv)!r} (and nothing else)")
         return
     expected = ctx.launch.rank_argv
     if script is not None:  # the ranks of the repository's script on disk, with the image's paths

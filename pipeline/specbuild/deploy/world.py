@@ -7,12 +7,21 @@ gpu_device_ids[rank % len(gpu_device_ids)] (cpp/include/tensorrt_llm/runtime/wor
 world spanning nodes lists one node's GPUs.
 
 Orchestrator mode (draft-target): one node; the pod gets every GPU the two engines name.
+
+LLM-API flavour (llmapi fact sheet §7; specbuild.llmapi.launch.launch_mode), llm_api.nodes being the one source of
+truth for the node count (deploy.gpus_per_node only bounds it; deploy/checks.py refuses a contradiction):
+- single: one tritonserver whose LLM runs tp * pp ranks on GPUs 0..tp*pp-1 of the pod (model.yaml names no GPU:
+  the LLM takes the first tp*pp it sees, so triton.gpu_device_ids must be [0 .. tp*pp-1]);
+- multi-instance: one tritonserver, llm_api.instances instances of tp * pp GPUs each (config.pbtxt
+  gpu_device_ids "0,1;2,3"), no MPI; the pod gets every GPU they name;
+- multi-node: tp * pp ranks over llm_api.nodes pods of tp*pp/nodes GPUs each, filled node by node; each rank
+  takes its local rank's GPU; rank 0 serves.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from specbuild.triton import params
 
@@ -39,6 +48,9 @@ class World:
     ranks: tuple[Rank, ...]
     engine_gpus: dict[str, list[int]] = field(default_factory=dict)  # Triton model -> its gpu_device_ids
     tp_pp: int = 1  # tp_size * pp_size of the target engine
+    summary: str = ""  # one line for `specbuild plan` and bundle.json
+    one_rank_per_gpu: bool = False  # every GPU of a pod runs one rank of the world (leader, llm-api single/multi-node)
+    groups: dict[str, str] = field(default_factory=dict)  # the layout lines when ranks do not say it (instances)
 
     @property
     def multi_node(self) -> bool:
@@ -49,6 +61,17 @@ class World:
 
 
 def world_of(recipe: Recipe) -> World:
+    from specbuild.deploy.kind import deploy_kind
+
+    return WORLD_KINDS[deploy_kind(recipe)](recipe)
+
+
+def _summary(mode: str, world: int, nodes: int, gpus: int, tp_pp: int | None) -> str:
+    return (f"{mode} mode, {world} MPI rank(s) = {nodes} node(s) x {gpus} GPU(s)"
+            + (f" (tp*pp = {tp_pp})" if tp_pp is not None else ""))
+
+
+def engine_world(recipe: Recipe) -> World:
     info = params.launch(recipe, "target")
     t, b = recipe.triton, recipe.build
     tp_pp = b.tp_size * b.pp_size
@@ -62,7 +85,8 @@ def world_of(recipe: Recipe) -> World:
         ranks = tuple(Rank(r, r // per_node if nodes > 1 else 0, ids[r % len(ids)],
                            "serves HTTP/gRPC/metrics" if r == 0 else "engine shard")
                       for r in range(world))
-        return World("leader", world, nodes, gpus, min(world, per_node), False, ranks, engines, tp_pp)
+        return World("leader", world, nodes, gpus, min(world, per_node), False, ranks, engines, tp_pp,
+                     _summary("leader", world, nodes, gpus, tp_pp), one_rank_per_gpu=True)
     engines["tensorrt_llm_draft"] = list(recipe.draft_gpu_device_ids)
     used = set(engines["tensorrt_llm"]) | set(engines["tensorrt_llm_draft"]) or {0}
     world = int(info["world_size"])
@@ -74,11 +98,52 @@ def world_of(recipe: Recipe) -> World:
         for i, rank in enumerate(int(x) for x in ids.split(",")):
             ranks.append(Rank(rank, 0, gpus[i % len(gpus)], f"{model} participant"))
     ranks.sort(key=lambda r: r.rank)
-    return World("orchestrator", world, 1, max(used) + 1, world, spawn, tuple(ranks), engines, tp_pp)
+    gpus = max(used) + 1
+    return World("orchestrator", world, 1, gpus, world, spawn, tuple(ranks), engines, tp_pp,
+                 _summary("orchestrator", world, 1, gpus, None))
+
+
+def llmapi_world(recipe: Recipe) -> World:
+    from specbuild.llmapi.configs import MODEL, gpu_groups
+    from specbuild.llmapi.launch import launch_mode
+
+    info = launch_mode(recipe)
+    mode, b = info["mode"], recipe.build
+    tp_pp = b.tp_size * b.pp_size
+    if mode == "multi-instance":
+        groups = gpu_groups(recipe)
+        flat = [g for group in groups for g in group]
+        gpus = max(flat) + 1
+        lines = {"node 0": f"one tritonserver, {len(groups)} instances of {MODEL} (no MPI)",
+                 **{f"instance {i}": f"GPUs {','.join(map(str, g))} (tp*pp = {tp_pp})" for i, g in enumerate(groups)}}
+        ranks = (Rank(0, 0, None, f"tritonserver: {len(groups)} instances of {MODEL}, no MPI; serves "
+                                  "HTTP/gRPC/metrics"),)
+        return World(mode, tp_pp, 1, gpus, 1, False, ranks, {MODEL: flat}, tp_pp,
+                     f"multi-instance mode, {len(groups)} instance(s) x tp*pp = {tp_pp} in one tritonserver (no MPI)"
+                     f" = 1 node x {gpus} GPU(s)", groups=lines)
+    nodes = int(info.get("nodes", 1))
+    per_node = tp_pp // nodes
+    if mode == "multi-node":
+        first, other = ("trtllm-llmapi-launch: tritonserver serves HTTP/gRPC/metrics, the LLM's leader",
+                        "trtllm-llmapi-launch: LLM worker")
+        summary = (f"multi-node mode, {tp_pp} MPI rank(s) under trtllm-llmapi-launch = {nodes} node(s) x {per_node} "
+                   f"GPU(s) (tp*pp = {tp_pp})")
+    else:
+        first, other = "tritonserver serves HTTP/gRPC/metrics, the LLM's rank 0", "LLM worker (spawned in the pod)"
+        summary = f"single mode, one tritonserver whose LLM runs tp*pp = {tp_pp} rank(s) = 1 node x {per_node} GPU(s)"
+    # one instance: rank r on GPU r % per_node of node r // per_node (gpu_device_ids [0 .. tp*pp-1])
+    ranks = tuple(Rank(r, r // per_node, r % per_node, other if r else first) for r in range(tp_pp))
+    return World(mode, tp_pp, nodes, per_node, per_node, False, ranks, {MODEL: list(range(per_node))}, tp_pp,
+                 summary, one_rank_per_gpu=True)
+
+
+WORLD_KINDS: dict[str, Callable[[Recipe], World]] = {"engine": engine_world, "llm-api": llmapi_world}
 
 
 def describe(world: World) -> dict[str, str]:
     """The layout for `specbuild plan`: one line per node."""
+    if world.groups:
+        return dict(world.groups)
     out = {}
     for node in range(world.nodes):
         ranks = world.ranks_on(node)

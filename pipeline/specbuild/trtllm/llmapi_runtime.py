@@ -54,8 +54,6 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
     name = "tensorrt-llm"
     summary = "TensorRT-LLM's PyTorch backend behind NVIDIA's llmapi Triton model (model.yaml) on NVIDIA GPUs"
     model_files_label = "NVIDIA's llmapi model.py + helpers.py, copied from the installed TensorRT-LLM at compile"
-    bundle_refusal = ("deployment bundles are written for the engine flavour only so far; serve an llm-api repository "
-                      "with its launch_triton.sh (single node, multi-instance, or under srun for multi-node)")
 
     def checks(self, recipe, spec, options) -> Iterator[Finding]:
         yield from self.flavour_checks(recipe, spec)
