@@ -160,6 +160,7 @@ class Outputs:
     repository: str
     baseline_repository: str | None
     report: str
+    deployment_bundle: str  # its folder, or "none: <why>"
 
 
 @dataclass
@@ -205,6 +206,7 @@ class Plan:
         if self.outputs.baseline_repository:
             lines.append(f"   baseline repository: {self.outputs.baseline_repository}")
         lines.append(f"   report: {self.outputs.report}")
+        lines.append(f"   deployment bundle: {self.outputs.deployment_bundle}")
         return "\n".join(lines) + "\n"
 
 
@@ -246,7 +248,8 @@ def make_plan(recipe: Recipe, layout: Layout, options: BuildOptions | None = Non
     from specbuild.deploy.bundle import applies, bundle_plan
     from specbuild.deploy.context import bundle_folder
 
-    if applies(recipe) is None:
+    no_bundle = applies(recipe)
+    if no_bundle is None:
         steps.append(DeployStep(folder=bundle_folder(layout), info=bundle_plan(recipe, layout)))
     steps.append(runtime.serve_step(recipe, layout, repo_roles))
     steps.append(ValidateStep(report=layout.report, info=_validation_info(recipe)))
@@ -255,6 +258,7 @@ def make_plan(recipe: Recipe, layout: Layout, options: BuildOptions | None = Non
         repository=show(layout.repository()),
         baseline_repository=show(layout.repository("baseline")) if recipe.builds_baseline else None,
         report=show(layout.report),
+        deployment_bundle=show(bundle_folder(layout)) if no_bundle is None else f"none: {no_bundle}",
     )
     return Plan(recipe=show(recipe.source) if recipe.source else "<recipe>", name=recipe.name,
                 runtime=recipe.runtime, method=method_for(recipe).name, outputs=outputs, steps=steps,
