@@ -34,6 +34,7 @@ import torch
 from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
+from specbuild.reference.lean.heads import LeanEagleHead
 from specbuild.reference.methods import Method, StepOutput
 from specbuild.reference.tree import (
     MC_SIM_7B_63,
@@ -104,6 +105,10 @@ class Eagle(Method):
         where = f"{engine.path}/config.json: specbuild.decoding"
         self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, where, self.target.hidden_size)
         self.head = load_eagle_head(engine.folders["eagle"], target_model=self.target.hf, dtype=self.draft_dtype)
+        # the head runs on the same path as the target: lean modules, or the transformers layers of EagleHead
+        self.lean_head = None
+        if self.target.implementation == "lean" and LeanEagleHead.unsupported(self.head) is None:
+            self.lean_head = LeanEagleHead(self.head)
         # the head drafts through the target's lm_head; a copy in the drafting dtype when that differs
         lm_head = self.target.lm_head.weight.detach()
         self.draft_lm_head = lm_head if lm_head.dtype == self.draft_dtype else lm_head.to(self.draft_dtype)
@@ -285,15 +290,22 @@ class Eagle(Method):
         before = kv.physical_length
         plan = kv.plan_forward(n_new, positions=positions, attend=attend)
         hidden = self.head.config.hidden_size
-        feats = torch.zeros(len(tokens), plan.width, hidden, dtype=self.draft_dtype)
-        ids = torch.zeros(len(tokens), plan.width, dtype=torch.long)
-        for r, n in enumerate(n_new):
-            if n:
-                feats[r, :n] = features[r]
-                ids[r, :n] = torch.as_tensor(tokens[r], dtype=torch.long)
+        if len(tokens) == 1 and n_new[0] == plan.width:
+            feats = features[0].to(self.draft_dtype)[None]
+            ids = torch.tensor([list(tokens[0])], dtype=torch.long)
+        else:
+            feats = torch.zeros(len(tokens), plan.width, hidden, dtype=self.draft_dtype)
+            ids = torch.zeros(len(tokens), plan.width, dtype=torch.long)
+            for r, n in enumerate(n_new):
+                if n:
+                    feats[r, :n] = features[r]
+                    ids[r, :n] = torch.as_tensor(tokens[r], dtype=torch.long)
         with torch.inference_mode():
-            out = self.head(feats, ids, plan.position_ids, attention_mask=plan.additive_mask(feats.dtype),
-                            past_key_values=kv.store)
+            if self.lean_head is not None:
+                out = self.lean_head.forward(feats, ids, plan, kv)
+            else:
+                out = self.head(feats, ids, plan.position_ids, attention_mask=plan.additive_mask(feats.dtype),
+                                past_key_values=kv.store)
         kv.check_appended(plan, before)
         return out
 
