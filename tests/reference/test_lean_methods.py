@@ -104,15 +104,22 @@ def test_every_method_gives_the_same_tokens_on_both_paths(zoo_engines, zoo_reque
 
 def test_eagle_and_medusa_drafters_follow_the_path(zoo_engines):
     """The EAGLE head runs lean next to a lean target and as transformers layers next to a transformers target;
-    Medusa heads are stacked on the lean path. Their draft trees agree (same tokens drafted)."""
+    Medusa heads are evaluated by LeanMedusaHeads on the lean path and give the heads module's logits. Lean drafters
+    draft in bfloat16 on CPUs with native bf16 (draft_dtype auto), float32 otherwise and on the transformers path."""
+    import torch
+
+    from specbuild.cpu import has_native_bf16
     from specbuild.reference.methods import method_class
 
     lean, ref = (method_class("eagle")(zoo_engines["eagle1"][p]) for p in ("lean", "transformers"))
     assert lean.lean_head is not None and ref.lean_head is None
+    assert lean.draft_dtype == (torch.bfloat16 if has_native_bf16() else torch.float32)
+    assert ref.draft_dtype == torch.float32
     medusa_lean, medusa_ref = (method_class("medusa")(zoo_engines["medusa"][p]) for p in ("lean", "transformers"))
-    assert type(medusa_lean.evaluate_heads).__name__ == "StackedMedusa"
-    import torch
-
-    hidden = torch.randn(3, medusa_lean.heads.hidden_size)
-    torch.testing.assert_close(medusa_lean.evaluate_heads(hidden), medusa_ref.evaluate_heads(hidden),
-                               atol=1e-4, rtol=1e-4)
+    assert type(medusa_lean.evaluate_heads).__name__ == "LeanMedusaHeads"
+    for method in (medusa_lean, medusa_ref):
+        hidden = torch.randn(3, method.heads.hidden_size).to(method.draft_dtype)
+        with torch.inference_mode():
+            got, want = method.evaluate_heads(hidden).float(), method.heads(hidden[:, None])[:, :, 0].float()
+        tol = 1e-4 if method.draft_dtype == torch.float32 else 2e-2 * want.abs().max().item()
+        torch.testing.assert_close(got, want, atol=tol, rtol=1e-2 if tol > 1e-4 else 1e-4)

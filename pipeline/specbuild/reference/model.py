@@ -72,6 +72,7 @@ class CausalLM:
                             f"use forward='auto' or {FORWARD_ENV}=transformers")
         self.lean = LeanLlama(hf_model) if choice != "transformers" and reason is None else None
         self.implementation = "lean" if self.lean is not None else "transformers"
+        self._lm_head = self.lean.lm_head if self.lean is not None else self.lm_head
         self.forwards = 0  # forward calls so far (benchmarks count target forwards with it)
 
     @classmethod
@@ -169,7 +170,7 @@ class CausalLM:
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits from last hidden states of any shape [..., H]."""
         with torch.inference_mode():
-            return self.lm_head(hidden).float()
+            return self._lm_head(hidden).float()
 
     def logits_of(self, hidden: torch.Tensor, n_new: list[int], which: str) -> torch.Tensor | None:
         if which == "none":
@@ -180,9 +181,9 @@ class CausalLM:
             else:
                 last = torch.tensor([max(n - 1, 0) for n in n_new], dtype=torch.long)
                 hidden = hidden[torch.arange(hidden.shape[0]), last]
-            return self.lm_head(hidden).float()
+            return self._lm_head(hidden).float()
         if which == "all":
-            return self.lm_head(hidden).float()
+            return self._lm_head(hidden).float()
         raise ValueError(f"logits={which!r}")
 
     @torch.inference_mode()

@@ -4,7 +4,7 @@
 |---|---|
 | `layers.py` | `rms_norm`, `RopeTable` (cos/sin by position), `DecoderLayer` (fused qkv and gate/up, SDPA over the `KVCache`) |
 | `llama.py` | `LeanLlama` (embedding, layers, final norm; `capture_layers`), `unsupported(hf_model)` |
-| `heads.py` | `LeanEagleHead` (EAGLE-1's fc + decoder layer), `StackedMedusa` (every Medusa head in one batched matmul) |
+| `heads.py` | `LeanEagleHead` (EAGLE-1's fc + decoder layer), `LeanMedusaHeads` (all Medusa heads, first ResBlocks fused) |
 
 `CausalLM` (../model.py) runs `LeanLlama` for Llama-architecture checkpoints and transformers' decoder for any
 other; both write the same position-addressed `KVCache` (../kv_cache.py).

@@ -2,9 +2,9 @@
 
 `LeanEagleHead(head)` runs `specbuild.heads.eagle.EagleHead` (fc over [embed(x); f], then Llama decoder layers,
 the first without its input norm, no final norm) through the same position-addressed `KVCache` as the target,
-with `DecoderLayer` from layers.py. `StackedMedusa(heads)` evaluates the K heads of a
-`specbuild.heads.medusa.MedusaHeads` as a few batched matmuls instead of K small module calls.
-Both keep the modules usable: the modules' parameters become views of the stacked tensors.
+with `DecoderLayer` from layers.py. `LeanMedusaHeads(heads)` evaluates the K heads of a
+`specbuild.heads.medusa.MedusaHeads` with the first ResBlock of every head fused into one matmul (they all read
+the same hidden state). The modules stay usable: fused parameters become views of the fused tensors.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from specbuild.reference.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable
+from specbuild.reference.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable, fuse_linears
+from specbuild.reference.lean.linear import Linear
 
 
 class LeanEagleHead:
@@ -21,7 +22,7 @@ class LeanEagleHead:
     def __init__(self, head):
         cfg = head.config
         self.embed = head.embed_tokens.weight
-        self.fc_weight, self.fc_bias = head.fc.weight, head.fc.bias
+        self.fc = Linear(head.fc.weight, head.fc.bias)
         self.layers = [DecoderLayer.from_hf(layer, cfg) for layer in head.layers]
         self.rope = RopeTable(head.rotary_emb, head.fc.weight.dtype)
 
@@ -36,35 +37,38 @@ class LeanEagleHead:
 
     def forward(self, features: torch.Tensor, input_ids: torch.Tensor, plan, cache) -> torch.Tensor:
         embeds = F.embedding(input_ids, self.embed).to(features.dtype)
-        h = F.linear(torch.cat((embeds, features), dim=-1), self.fc_weight, self.fc_bias)
+        h = self.fc(torch.cat((embeds, features), dim=-1))
         cos, sin = self.rope(plan.position_ids, plan.max_position)
         for i, layer in enumerate(self.layers):
             h = layer(h, cos, sin, cache, i, plan.mask)
         return h
 
 
-class StackedMedusa:
-    """__call__(hidden [B, H]) -> logits [K, B, V] of all K heads: x + SiLU(W_l x + b_l) per ResBlock, then W_k."""
+class LeanMedusaHeads:
+    """__call__(hidden [B, H]) -> logits [K, B, V] of all K heads (ResBlock x + SiLU(W x + b), then the head's
+    projection). Every head reads the same hidden state, so the first ResBlock of all heads is one matmul."""
 
     @torch.no_grad()
     def __init__(self, heads):
+        self.num_heads = heads.num_heads
         blocks = [list(head)[:-1] for head in heads.heads]  # per head: its ResBlocks
-        self.blocks = []
-        for level in range(heads.num_layers):
-            linears = [b[level].linear for b in blocks]
-            self.blocks.append((_stacked(linears, "weight"), _stacked(linears, "bias")[:, None]))
-        self.projection = _stacked([head[-1] for head in heads.heads], "weight")  # [K, V, H]
+        self.first = None
+        if heads.num_layers:
+            self.first = Linear(*fuse_linears([b[0].linear for b in blocks]))
+        self.rest = [[Linear(b.linear.weight, b.linear.bias) for b in head_blocks[1:]] for head_blocks in blocks]
+        self.projections = [Linear(head[-1].weight) for head in heads.heads]
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
-        x = hidden.expand(self.projection.shape[0], *hidden.shape)
-        for weight, bias in self.blocks:
-            x = x + F.silu(torch.baddbmm(bias, x, weight.transpose(1, 2)))
-        return torch.bmm(x, self.projection.transpose(1, 2))
+        if self.first is not None:
+            first = hidden.repeat(1, self.num_heads) + F.silu(self.first(hidden))  # [B, K * H]
+            xs = first.view(hidden.shape[0], self.num_heads, -1).unbind(1)
+        else:
+            xs = [hidden] * self.num_heads
+        out = []
+        for x, blocks, projection in zip(xs, self.rest, self.projections):
+            for block in blocks:
+                x = x + F.silu(block(x))
+            out.append(projection(x))
+        return torch.stack(out)
 
 
-def _stacked(modules, name: str) -> torch.Tensor:
-    """One [K, ...] tensor of the modules' parameter `name`; each module's parameter becomes a view of it."""
-    stacked = torch.stack([getattr(m, name).detach() for m in modules])
-    for k, m in enumerate(modules):
-        getattr(m, name).data = stacked[k]
-    return stacked

@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from specbuild.reference.lean.linear import Linear
+
 # RoPE kinds whose cos/sin depend on the position only (a table can hold them); "dynamic" and "longrope"
 # rescale with the sequence length seen so far.
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
@@ -84,8 +86,9 @@ class DecoderLayer:
     def __init__(self, *, input_norm, wqkv, bqkv, wo, bo, post_norm, w_gate_up, b_gate_up, w_down, b_down,
                  n_heads: int, n_kv_heads: int, head_dim: int, eps: float, scale: float):
         self.input_norm, self.post_norm, self.eps = input_norm, post_norm, eps
-        self.wqkv, self.bqkv, self.wo, self.bo = wqkv, bqkv, wo, bo
-        self.w_gate_up, self.b_gate_up, self.w_down, self.b_down = w_gate_up, b_gate_up, w_down, b_down
+        self.wqkv = wqkv
+        self.qkv, self.o = Linear(wqkv, bqkv), Linear(wo, bo)
+        self.gate_up, self.down = Linear(w_gate_up, b_gate_up), Linear(w_down, b_down)
         self.n_heads, self.n_qk, self.head_dim, self.scale = n_heads, n_heads + n_kv_heads, head_dim, scale
         self.gqa = n_heads != n_kv_heads
         self.intermediate = w_down.shape[1]
@@ -112,13 +115,14 @@ class DecoderLayer:
         """x [B, S, H] -> [B, S, H]; writes this layer's keys and values into `cache` (layer `index`)."""
         batch, width, _ = x.shape
         h = rms_norm(x, self.input_norm, self.eps)
-        qkv = F.linear(h, self.wqkv, self.bqkv).view(batch, width, -1, self.head_dim).transpose(1, 2)
+        qkv = self.qkv(h).view(batch, width, -1, self.head_dim).transpose(1, 2)
         qk = qkv[:, : self.n_qk]
         qk = qk * cos + _rotate_half(qk) * sin  # RoPE on queries and keys at once
         keys, values = cache.write(index, qk[:, self.n_heads :], qkv[:, self.n_qk :])
         attn = F.scaled_dot_product_attention(qk[:, : self.n_heads], keys, values, attn_mask=mask,
                                               scale=self.scale, enable_gqa=self.gqa)
-        x = x + F.linear(attn.transpose(1, 2).reshape(batch, width, -1), self.wo, self.bo)
+        x = x + self.o(attn.transpose(1, 2).reshape(batch, width, -1))
         h = rms_norm(x, self.post_norm, self.eps)
-        gate, up = F.linear(h, self.w_gate_up, self.b_gate_up).split(self.intermediate, dim=-1)
-        return x + F.linear(F.silu(gate) * up, self.w_down, self.b_down)
+        gate_up = self.gate_up(h)
+        gate, up = gate_up[..., : self.intermediate], gate_up[..., self.intermediate :]
+        return x + self.down(F.silu(gate) * up)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from specbuild.reference.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable, rms_norm
+from specbuild.reference.lean.linear import Linear
 
 # Same decoder layer as LlamaDecoderLayer (Qwen2 only adds q/k/v biases); sliding-window configurations are
 # refused earlier by CausalLM's cache check.
@@ -48,7 +49,7 @@ def unsupported(hf_model) -> str | None:
 
 class LeanLlama:
     """forward(input_ids [B, S], plan, cache, capture_layers) -> (hidden [B, S, H] after the final norm,
-    captured [B, S, len(capture_layers) * H] or None)."""
+    captured [B, S, len(capture_layers) * H] or None); lm_head(hidden) -> logits."""
 
     def __init__(self, hf_model):
         decoder = hf_model.get_decoder()
@@ -58,6 +59,7 @@ class LeanLlama:
         self.layers = [DecoderLayer.from_hf(layer, cfg) for layer in decoder.layers]
         self.norm, self.eps = decoder.norm.weight, float(cfg.rms_norm_eps)
         self.rope = RopeTable(decoder.rotary_emb, dtype)
+        self.lm_head = Linear(hf_model.get_output_embeddings().weight)
 
     def forward(self, input_ids: torch.Tensor, plan, cache, capture_layers: Sequence[int] = ()):
         x = F.embedding(input_ids, self.embed)
