@@ -150,6 +150,7 @@ class KVCache:
         max_position = keys_length - 1
         if custom:
             pos = slot_of_query.clone()
+        fed: list = []
         for r in range(n_rows):
             k = n_new[r]
             if custom and positions[r] is not None:
@@ -168,8 +169,9 @@ class KVCache:
                     raise ValueError(f"row {r}: attend has shape {tuple(row_attend.shape)}, expected {(k, p + k)}")
                 if k:
                     mask[r, 0, :k, self.lengths[r] : starts[r] + k] = row_attend.to(torch.bool)
-            if k:
-                self.pending_positions[r].extend(row_pos)
+            fed.append(row_pos)
+        for r, row_pos in enumerate(fed):  # registered once every row checked out
+            self.pending_positions[r].extend(row_pos)
         plan = ForwardPlan(list(n_new), width, pos, starts, keys_length, mask, max_position)
         self._reserve(keys_length)
         self._plan, self._written = plan, 0
