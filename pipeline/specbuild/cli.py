@@ -54,20 +54,33 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.ensure_object(dict)["debug"] = debug
 
 
+def _examples_option(f):
+    return click.option("--trtllm-examples", type=click.Path(file_okay=False), default=None, help=EXAMPLES_DIR_HELP)(f)
+
+
+def _load(recipe: Path, trtllm_examples: str | None = None, *, building: bool = True):
+    from specbuild.recipe import load_recipe
+    from specbuild.runtimes.base import BuildOptions
+
+    return load_recipe(recipe, check_files=building,
+                       options=BuildOptions(trtllm_examples=trtllm_examples, building=building))
+
+
 @cli.command()
 @_recipe_arg()
-def check(recipe: Path) -> None:
+@_examples_option
+def check(recipe: Path, trtllm_examples: str | None) -> None:
     """Check a recipe: schema, every rule from the fact sheets, and the files it names.
 
     \b
-    Prints each problem as file:line:col: field: message, and exits 2 if there is any.
+    Prints each problem as file:line:col: field: message, and exits 2 if there is any. Whatever `plan` or
+    `compile` would refuse because of the recipe, `check` reports first (give them the same options).
     Example:
       specbuild check recipes/reference/medusa.yaml
     """
     from specbuild.methods import method_for
-    from specbuild.recipe import load_recipe
 
-    r = load_recipe(recipe)
+    r = _load(recipe, trtllm_examples)
     method = method_for(r)
     click.echo(f"{recipe}: ok — {r.name}: {method.name} ({method.summary}) on the {r.runtime} runtime")
 
@@ -76,7 +89,7 @@ def check(recipe: Path) -> None:
 @_recipe_arg()
 @_layout_options
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-@click.option("--trtllm-examples", type=click.Path(file_okay=False), default=None, help=EXAMPLES_DIR_HELP)
+@_examples_option
 def plan(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, as_json: bool,
          trtllm_examples: str | None) -> None:
     """Print the ordered steps a compile would take, with every command line in full. Runs nothing.
@@ -86,10 +99,10 @@ def plan(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, as_j
       specbuild plan recipes/tensorrt-llm/eagle.yaml --json > plan.json
     """
     from specbuild.plan import make_plan
-    from specbuild.recipe import load_recipe
+    from specbuild.runtimes.base import BuildOptions
 
-    r = load_recipe(recipe)
-    p = make_plan(r, _layout(r, engines_dir, repo_dir, report_dir), trtllm_examples=trtllm_examples)
+    r = _load(recipe, trtllm_examples)
+    p = make_plan(r, _layout(r, engines_dir, repo_dir, report_dir), BuildOptions(trtllm_examples=trtllm_examples))
     if as_json:
         click.echo(json.dumps(p.to_dict(), indent=2))
     else:
@@ -114,7 +127,7 @@ def schema() -> None:
 @_recipe_arg()
 @_layout_options
 @click.option("--no-validate", is_flag=True, help="Stop after writing the repository (do not serve or validate).")
-@click.option("--trtllm-examples", type=click.Path(file_okay=False), default=None, help=EXAMPLES_DIR_HELP)
+@_examples_option
 @click.option("--tritonserver", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="tritonserver binary to serve with (default: a system one, else nvidia-pytriton's).")
 def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, no_validate: bool,  # noqa: A001
@@ -131,9 +144,8 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
     from rich.console import Console
 
     from specbuild.compile import CompileOptions, compile_recipe
-    from specbuild.recipe import load_recipe
 
-    r = load_recipe(recipe)
+    r = _load(recipe, trtllm_examples)
     options = CompileOptions(validate=not no_validate, trtllm_examples=trtllm_examples, tritonserver=tritonserver)
     code = compile_recipe(r, _layout(r, engines_dir, repo_dir, report_dir), options, Console(stderr=True))
     if code:
@@ -218,12 +230,11 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
     """
     from rich.console import Console
 
-    from specbuild.recipe import load_recipe
     from specbuild.validate import Endpoints, SuiteOptions, run_validation
     from specbuild.validate.report.json_report import clean
     from specbuild.validate.report.terminal import print_result, progress_bar
 
-    r = load_recipe(recipe, check_files=False)
+    r = _load(recipe, building=False)
     target = Endpoints.parse(url, grpc_url, model)
     if baseline_grpc_url and not baseline_url:
         raise UserError("--baseline-grpc-url needs --baseline-url (the baseline's HTTP endpoint)")
@@ -248,7 +259,8 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON ({ready, checks: [...]}).")
 @click.option("--recipe", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also check what this recipe needs: its exact trtllm-build commands, its GPU ids, MPI.")
-def doctor(as_json: bool, recipe: Path | None) -> None:
+@_examples_option
+def doctor(as_json: bool, recipe: Path | None, trtllm_examples: str | None) -> None:
     """Check this machine for the GPU path: GPUs, TensorRT-LLM, trtllm-build flags, tritonserver, MPI.
 
     \b
@@ -261,11 +273,7 @@ def doctor(as_json: bool, recipe: Path | None) -> None:
 
     from specbuild.trtllm.doctor import as_dict, ready, render, run_doctor
 
-    r = None
-    if recipe is not None:
-        from specbuild.recipe import load_recipe
-
-        r = load_recipe(recipe)
+    r = _load(recipe, trtllm_examples) if recipe is not None else None
     checks = run_doctor(r)
     if as_json:
         click.echo(json.dumps(as_dict(checks), indent=2))

@@ -12,6 +12,7 @@ import pytest
 from specbuild.errors import UserError
 from specbuild.plan import Layout, make_plan
 from specbuild.recipe import load_recipe
+from specbuild.runtimes.base import BuildOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted((ROOT / "recipes").glob("*/*.yaml"))
@@ -25,9 +26,10 @@ def at_root(monkeypatch):
 
 
 def plan_for(recipe_path: Path, examples: str | None = None):
-    recipe = load_recipe(recipe_path)
+    options = BuildOptions(trtllm_examples=examples)
+    recipe = load_recipe(recipe_path, options=options)
     layout = Layout(Path("engines").absolute(), Path("triton_repo").absolute(), Path("reports").absolute(), recipe.name)
-    return recipe, make_plan(recipe, layout, trtllm_examples=examples)
+    return recipe, make_plan(recipe, layout, options)
 
 
 @needs_tiny
@@ -102,7 +104,7 @@ def _flags(argv: list[str]) -> dict[str, str | None]:
 
 
 def _builds(plan) -> dict[str, dict]:
-    return {s.role: _flags(s.command) for s in plan.steps if s.kind == "build"}
+    return {s.role: _flags(s.command()) for s in plan.steps if s.kind == "build"}
 
 
 @needs_tiny
@@ -151,10 +153,10 @@ def test_verify_step_expects_builder_max_seq_len(method, extra, at_root):
     # §1.4: max_seq_len += max_draft_len for any mode other than NONE; += num_eagle_layers for EAGLE.
     recipe, plan = plan_for(Path("recipes/tensorrt-llm") / f"{method}.yaml")
     verify = next(s for s in plan.steps if s.kind == "verify-engine" and s.role == "target")
-    assert verify.details["expect"]["max_seq_len"] == recipe.build.max_seq_len + extra
+    assert verify.expect.max_seq_len == recipe.build.max_seq_len + extra
     base = next(s for s in plan.steps if s.kind == "verify-engine" and s.role == "baseline")
-    assert base.details["expect"]["max_seq_len"] == recipe.build.max_seq_len
-    assert base.details["expect"]["speculative_decoding_mode"] == 1
+    assert base.expect.max_seq_len == recipe.build.max_seq_len
+    assert base.expect.speculative_decoding_mode == 1
 
 
 @needs_tiny
@@ -176,8 +178,8 @@ def test_max_num_tokens_is_raised_for_large_drafts(tmp_path, at_root):
 def test_examples_converter_matches_section_8(method, flags, at_root):
     _, plan = plan_for(Path("recipes/tensorrt-llm") / f"{method}.yaml", examples="/app/examples")
     convert = next(s for s in plan.steps if s.kind == "convert" and s.role == "target")
-    assert convert.command[1] == f"/app/examples/{method}/convert_checkpoint.py"
-    ours = _flags(convert.command[1:])
+    assert convert.command()[1] == f"/app/examples/{method}/convert_checkpoint.py"
+    ours = _flags(convert.command()[1:])
     for flag, value in flags.items():
         assert ours[flag] == value
     assert f"--{method}_model_dir" in ours
@@ -186,8 +188,9 @@ def test_examples_converter_matches_section_8(method, flags, at_root):
 @needs_tiny
 def test_wheel_converter_is_refused_where_unreliable(tmp_path, at_root):
     # §9.6: the wheel's Medusa converts as float16 whatever dtype; §2.3: the wheel's EAGLE loads exactly 4 layers.
+    # The recipe check refuses it (with its location), unless the example converter is given.
     medusa = (ROOT / "recipes/tensorrt-llm/medusa.yaml").read_text().replace("dtype: float16", "dtype: bfloat16")
     (tmp_path / "m.yaml").write_text(medusa.replace("../../checkpoints", str(TINY.parent)))
-    with pytest.raises(UserError, match="--trtllm-examples"):
+    with pytest.raises(UserError, match="model.dtype: bfloat16 with Medusa.*--trtllm-examples"):
         plan_for(tmp_path / "m.yaml")
-    assert plan_for(tmp_path / "m.yaml", examples="/app/examples")[1].steps[0].command
+    assert plan_for(tmp_path / "m.yaml", examples="/app/examples")[1].steps[0].command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -53,7 +54,8 @@ def test_round_trip(tmp_path, models):
 
 def test_modes_and_sequence_slack(tmp_path, models):
     eagle = _build(tmp_path, models, "eagle", method="eagle", decoding={},
-                   pretrained_extra={"num_eagle_layers": 4, "max_non_leaves_per_layer": 10})
+                   pretrained_extra={"architecture": "EagleForCausalLM", "max_draft_len": 5, "num_eagle_layers": 4,
+                                     "max_non_leaves_per_layer": 10})
     cfg = json.loads((eagle / "config.json").read_text())
     assert cfg["build_config"]["speculative_decoding_mode"] == 32
     assert cfg["build_config"]["max_seq_len"] == 100 + 5 + 4
@@ -88,7 +90,7 @@ def test_sha256_mismatch_and_missing_file(tmp_path, models):
     folder = _build(tmp_path, models)
     weights = folder / "model" / "model.safetensors"
     data = bytearray(weights.read_bytes())
-    weights.unlink()  # break the hard link before editing: the source checkpoint must stay intact
+    weights.unlink()  # engine files are read-only copies
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
     with pytest.raises(UserError, match=r"model\.safetensors: sha256 .* does not match"):
@@ -107,13 +109,13 @@ def test_failed_build_leaves_nothing(tmp_path, models, monkeypatch):
             raise OSError("disk full")
         return real_link(src, dst)
 
-    real_link = engine_folder._link_tree
-    monkeypatch.setattr(engine_folder, "_link_tree", failing_link)
+    real_link = engine_folder._copy_tree
+    monkeypatch.setattr(engine_folder, "_copy_tree", failing_link)
     heads = tmp_path / "heads"
     heads.mkdir()
     (heads / "w.bin").write_bytes(b"x")
     out = tmp_path / "out"
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(UserError, match="disk full"):
         _build(tmp_path, models, "out", method="medusa", decoding={}, extra_dirs={"medusa": heads})
     assert len(calls) == 2 and calls[0].exists() is False  # the partial folder was removed
     assert sorted(os.listdir(tmp_path)) == ["heads"] and not out.exists()
@@ -122,8 +124,8 @@ def test_failed_build_leaves_nothing(tmp_path, models, monkeypatch):
 def test_failed_rebuild_keeps_the_previous_engine(tmp_path, models, monkeypatch):
     folder = _build(tmp_path, models)
     before = (folder / "config.json").read_text()
-    monkeypatch.setattr(engine_folder, "_link_tree", lambda src, dst: (_ for _ in ()).throw(OSError("boom")))
-    with pytest.raises(OSError):
+    monkeypatch.setattr(engine_folder, "_copy_tree", lambda src, dst: (_ for _ in ()).throw(OSError("boom")))
+    with pytest.raises(UserError, match="boom"):
         _build(tmp_path, models, method="none", decoding={})
     assert (folder / "config.json").read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eng"]
@@ -165,3 +167,35 @@ def test_bad_arguments(tmp_path, models):
     with pytest.raises(UserError, match="does not exist"):
         _build(tmp_path, models, extra_dirs={"medusa": tmp_path / "absent"})
     assert not list(tmp_path.iterdir())
+
+
+def test_engine_files_are_copies_not_links_to_the_checkpoint(tmp_path, models):
+    """Editing an engine must never edit the user's checkpoint (issue #16: hard links shared the inode)."""
+    folder = _build(tmp_path, models)
+    source, copy = models["target"] / "model.safetensors", folder / "model" / "model.safetensors"
+    assert os.stat(source).st_ino != os.stat(copy).st_ino
+    assert not os.stat(copy).st_mode & 0o222  # read-only: an edit needs intent
+
+
+def test_hub_cache_layout_is_followed_and_escaping_links_are_refused(tmp_path, models):
+    """A downloaded model: snapshots/<rev>/<file> -> ../../blobs/<sha> (Hugging Face hub cache layout)."""
+    repo = tmp_path / "models--org--tiny"
+    snapshot, blobs = repo / "snapshots" / "abc123", repo / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for f in models["target"].iterdir():
+        (blobs / f"sha-{f.name}").write_bytes(f.read_bytes())
+        (snapshot / f.name).symlink_to(Path("..") / ".." / "blobs" / f"sha-{f.name}")
+    folder = engine_folder.build_engine(tmp_path / "eng", role="target", method="none", model_dir=snapshot,
+                                        dtype="float32", limits=LIMITS)
+    weights = folder / "model" / "model.safetensors"
+    assert weights.is_file() and not weights.is_symlink()
+    assert load_engine(folder).model.vocab_size == 128
+
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("secret")
+    (snapshot / "notes.txt").symlink_to(outside)
+    with pytest.raises(UserError, match="outside the checkpoint folder"):
+        engine_folder.build_engine(tmp_path / "eng2", role="target", method="none", model_dir=snapshot,
+                                   dtype="float32", limits=LIMITS)
+    assert not (tmp_path / "eng2").exists()

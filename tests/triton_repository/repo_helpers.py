@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specbuild.plan import Layout, engine_limits
+from specbuild.engine_facts import expected_limits
+from specbuild.methods import describe
+from specbuild.plan import Layout
 from specbuild.recipe.loader import load_recipe
 from specbuild.triton.repository import engine_roles
 
@@ -20,13 +22,13 @@ def recipe_from(path: Path):
 
 def write_engine_configs(recipe, layout: Layout, role: str = "target", **changes) -> None:
     """Engine folders holding the config.json a build of this recipe writes (build_config from the plan's
-    engine_limits, as trtllm-build and the reference builder record them), with `changes` applied to
+    limits, as trtllm-build and the reference builder record them), with `changes` applied to
     build_config."""
     for _model, engine_role in engine_roles(recipe, role).items():
         folder = layout.engine(engine_role)
         folder.mkdir(parents=True, exist_ok=True)
-        build = dict(engine_limits(recipe, engine_role), **changes)
+        build = dict(expected_limits(recipe, describe(recipe), engine_role).as_build_config(), **changes)
         config = {"version": "test", "pretrained_config": {}, "build_config": build}
-        if recipe.runtime == "reference":
+        if recipe.runtime == "reference":  # the reference builder records itself; TensorRT-LLM does not
             config["specbuild"] = {"runtime": "reference", "role": engine_role, "method": recipe.speculation.method}
         (folder / "config.json").write_text(json.dumps(config))

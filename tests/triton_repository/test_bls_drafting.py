@@ -1,31 +1,20 @@
-"""The BLS's pure helpers (tensorrt_llm_bls/1/bls_drafting.py), imported the way the python backend does."""
+"""The BLS's pure helpers (tensorrt_llm_bls/1/bls_drafting.py), imported the way the python backend does, and its
+copy of the one prompt-lookup definition (specbuild/prompt_lookup_drafts.py) that the reference runtime uses."""
 
 from __future__ import annotations
 
 import importlib.util
+import random
 
+import pytest
+
+from specbuild import prompt_lookup_drafts
+from specbuild.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose
 from specbuild.triton.repository import SOURCES
 
 _spec = importlib.util.spec_from_file_location("bls_drafting", SOURCES / "tensorrt_llm_bls" / "bls_drafting.py")
 drafting = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(drafting)
-
-
-def test_prompt_lookup_copies_what_followed_the_last_ngram():
-    tokens = [5, 6, 7, 8, 9, 1, 2, 5, 6]
-    # the last bigram (5, 6) occurred at 0: what followed it is proposed
-    assert drafting.prompt_lookup_drafts(tokens, 2, 3) == [7, 8, 9]
-    assert drafting.prompt_lookup_drafts(tokens, 2, 10) == [7, 8, 9, 1, 2, 5, 6]
-
-
-def test_prompt_lookup_prefers_longer_ngrams_then_the_latest_match():
-    # trigram (1, 2, 3) matches at 0 -> 4; the bigram (2, 3) alone would match later at 5 -> 9
-    tokens = [1, 2, 3, 4, 0, 2, 3, 9, 1, 2, 3]
-    assert drafting.prompt_lookup_drafts(tokens, 3, 1) == [4]
-    assert drafting.prompt_lookup_drafts(tokens, 2, 1) == [9]  # latest earlier occurrence of (2, 3)
-    assert drafting.prompt_lookup_drafts([1, 2, 3], 2, 4) == []  # nothing repeats
-    assert drafting.prompt_lookup_drafts([4, 4], 2, 4) == [4]  # unigram 4 at 0 is followed by 4
-    assert drafting.prompt_lookup_drafts([1, 2, 1, 2], 2, 0) == []
 
 
 def test_accepted_prefix_and_stop_words():
@@ -58,3 +47,32 @@ def test_text_stream_deltas_concatenate_to_the_whole():
     assert "".join(deltas) == decode([1, 2, 3, 4, 5])
     tail = drafting.TextStream(decode)
     assert tail.push([1, 3]) == "He" and tail.push([1, 3], final=True) == "\ufffd"  # flushed at the end
+
+
+def test_the_bls_and_the_reference_runtime_use_this_definition(tmp_path):
+    pytest.importorskip("torch")
+    from repo_helpers import ROOT, recipe_from, write_engine_configs
+
+    from specbuild.plan import Layout
+    from specbuild.reference.methods import prompt_lookup as reference
+    from specbuild.recipe.schema import Recipe
+    from specbuild.triton.repository import write_repository
+
+    assert reference.propose is propose
+    recipe = recipe_from(ROOT / "recipes" / "reference" / "prompt_lookup.yaml")
+    layout = Layout(tmp_path / "e", tmp_path / "r", tmp_path / "rep", recipe.name)
+    write_engine_configs(recipe, layout)
+    copy = write_repository(recipe, layout) / "tensorrt_llm_bls" / "1" / "prompt_lookup_drafts.py"
+    assert copy.read_bytes() == open(prompt_lookup_drafts.__file__, "rb").read()
+    spec = importlib.util.spec_from_file_location("prompt_lookup_drafts", copy)
+    served = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(served)
+    rng = random.Random(0)
+    for _ in range(200):
+        tokens = [rng.randrange(6) for _ in range(rng.randrange(1, 30))]
+        n, k = rng.randrange(1, 4), rng.randrange(0, 6)
+        assert served.propose(tokens, n, k) == propose(tokens, n, k)
+    # one default everywhere: the recipe's and the one both the BLS and the runtime fall back to
+    field = Recipe.model_validate({"name": "x", "model": {"checkpoint": "m"},
+                                   "speculation": {"method": "prompt_lookup"}}).speculation
+    assert field.max_matching_ngram_size == served.DEFAULT_MAX_MATCHING_NGRAM_SIZE == DEFAULT_MAX_MATCHING_NGRAM_SIZE

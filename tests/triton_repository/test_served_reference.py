@@ -106,7 +106,7 @@ class Served:
 
 @pytest.fixture(scope="module", params=list(METHODS))
 def served(request, checkpoints, tmp_path_factory):
-    from specbuild.compile import build_reference_engines
+    from specbuild.compile import build_engines
     from specbuild.serve.tritonserver import TritonServer
     from specbuild.triton.repository import write_repository
 
@@ -114,7 +114,7 @@ def served(request, checkpoints, tmp_path_factory):
     recipe = make_recipe(method, checkpoints)
     root = tmp_path_factory.mktemp(f"served-{method}")
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
-    build_reference_engines(recipe, layout, lambda _m: None)
+    build_engines(recipe, layout)
     repo = write_repository(recipe, layout)
     with TritonServer(repo, log_path=root / "tritonserver.log") as server:
         yield Served(method, recipe, server)

@@ -143,17 +143,23 @@ def compile_engines(tmp_path):
     """Plan a recipe and run its engine steps through the doubles (what `specbuild compile` does first)."""
     from specbuild.plan import Layout, make_plan
     from specbuild.recipe import load_recipe
-    from specbuild.trtllm import build_engines
+    from specbuild.runtimes import runtime_for
+    from specbuild.runtimes.base import BuildOptions
+
+    def load(recipe_path: Path, examples: Path | None = None):
+        return load_recipe(recipe_path, options=BuildOptions(trtllm_examples=str(examples) if examples else None))
 
     def run(recipe_path: Path, examples: Path | None = None, mutate=None) -> Compiled:
-        recipe = load_recipe(recipe_path)
+        options = BuildOptions(trtllm_examples=str(examples) if examples else None)
+        recipe = load_recipe(recipe_path, options=options)
         layout = Layout(tmp_path / "engines", tmp_path / "triton_repo", tmp_path / "reports", recipe.name)
-        plan = make_plan(recipe, layout, trtllm_examples=str(examples) if examples else None)
+        plan = make_plan(recipe, layout, options)
         if mutate is not None:
             mutate(plan)
         progress: list[str] = []
-        engines = build_engines(plan, recipe, layout, progress=progress.append)
+        engines = runtime_for(recipe).build_engines(plan.engine_steps, recipe, layout, progress=progress.append)
         return Compiled(engines, layout, plan, recipe, progress)
 
+    run.load = load
     return run
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -10,12 +11,12 @@ from trtllm_helpers import leftovers
 from specbuild.errors import UserError
 
 
-def _build_step(plan, role="target"):
-    return next(s for s in plan.steps if s.kind == "build" and s.role == role)
-
-
-def _set_flag(argv, flag, value):
-    argv[argv.index(flag) + 1] = value
+def _edit_build(plan, role="target", set_flags=None, add_flags=()):
+    """Replace the role's build step by one with changed flags (steps are frozen: a plan edited past the check)."""
+    i = next(i for i, s in enumerate(plan.steps) if s.kind == "build" and s.role == role)
+    step = plan.steps[i]
+    flags = tuple((f, (set_flags or {}).get(f, v)) for f, v in step.flags) + tuple(add_flags)
+    plan.steps[i] = dataclasses.replace(step, flags=flags)
 
 
 def test_flag_missing_from_help_stops_before_building(machine, write_recipe, compile_engines):
@@ -40,8 +41,7 @@ def test_help_parsing_ignores_flags_only_mentioned_in_help_text(machine, write_r
 def test_builder_assert_eagle_batch_limit(machine, write_recipe, compile_engines):
     # The recipe check refuses this; a plan edited past it meets the builder's assert (fact sheet §1.4).
     with pytest.raises(UserError) as e:
-        compile_engines(write_recipe("eagle"), mutate=lambda p: _set_flag(_build_step(p).command,
-                                                                          "--max_batch_size", "600"))
+        compile_engines(write_recipe("eagle"), mutate=lambda p: _edit_build(p, set_flags={"--max_batch_size": "600"}))
     msg = str(e.value)
     assert "trtllm-build of the target engine exited with status 1" in msg
     assert "EAGLE requires max_batch_size <= 512" in msg
@@ -54,12 +54,12 @@ def test_builder_assert_eagle_batch_limit(machine, write_recipe, compile_engines
 def test_context_logits_with_drafts_is_refused_by_trtllm_build(machine, write_recipe, compile_engines):
     with pytest.raises(UserError, match="Gather context logits is not support with draft len > 0"):
         compile_engines(write_recipe("prompt_lookup", validation={"require_lossless": False}),
-                        mutate=lambda p: _build_step(p).command.append("--gather_context_logits"))
+                        mutate=lambda p: _edit_build(p, add_flags=[("--gather_context_logits", None)]))
 
 
 def test_invalid_choice_is_caught_before_running(machine, write_recipe, compile_engines):
     with pytest.raises(UserError, match=r"--gemm_plugin fp4: this trtllm-build accepts \{auto,float16"):
-        compile_engines(write_recipe("none"), mutate=lambda p: _set_flag(_build_step(p).command, "--gemm_plugin", "fp4"))
+        compile_engines(write_recipe("none"), mutate=lambda p: _edit_build(p, set_flags={"--gemm_plugin": "fp4"}))
 
 
 def test_build_crash_shows_tail_log_and_rerun_command(machine, write_recipe, compile_engines):
@@ -125,6 +125,12 @@ def test_checkpoint_check_names_the_ignored_argument(tmp_path):
         check_checkpoint(tmp_path, 2, {}, "ckpt")
 
 
-def test_not_tensorrt_llm_runtime_is_refused(machine, write_recipe, compile_engines):
-    with pytest.raises(UserError, match="runtime: reference"):
-        compile_engines(write_recipe("none", runtime="reference"))
+def test_reference_engines_are_refused_by_the_repository_of_a_gpu_recipe(machine, write_recipe, compile_engines,
+                                                                         tmp_path):
+    """An engine folder the other runtime built is named as such before anything is written (triton/engine_check)."""
+    from specbuild.triton.repository import write_repository
+
+    compiled = compile_engines(write_recipe("none", runtime="reference"))
+    gpu = compile_engines.load(write_recipe("none"))
+    with pytest.raises(UserError, match="built for the reference runtime but the recipe says runtime: tensorrt-llm"):
+        write_repository(gpu, compiled.layout)

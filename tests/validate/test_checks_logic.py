@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specbuild.methods import method_for
+from specbuild.methods import describe
 from specbuild.recipe.schema import Recipe
 from specbuild.validate.checks import bad_input, functional, load, lossless
 from specbuild.validate.checks.base import SuiteContext, SuiteOptions
@@ -78,7 +78,7 @@ def context(target, baseline=None, **validation) -> SuiteContext:
                                     "speculation": {"method": "prompt_lookup"},
                                     "validation": {"max_tokens": 8, "load_clients": 2, "load_seconds": 0.2,
                                                    **validation}})
-    return SuiteContext(recipe, method_for(recipe), PROMPTS, target, baseline, None, SuiteOptions(),
+    return SuiteContext(recipe, describe(recipe), PROMPTS, target, baseline, None, SuiteOptions(),
                         lambda stage, done, total: None)
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from specbuild.methods import method_for
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
 from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
@@ -69,13 +70,13 @@ def make_recipe(method: str, checkpoints: dict[str, Path]) -> Recipe:
 
 
 def serve(recipe: Recipe, root: Path, role: str):
-    from specbuild.compile import build_reference_engines
+    from specbuild.compile import build_engines
     from specbuild.serve.tritonserver import TritonServer
     from specbuild.triton.repository import write_repository
 
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
     if not layout.engine(role).is_dir():
-        build_reference_engines(recipe, layout, lambda _m: None)
+        build_engines(recipe, layout)
     repo = write_repository(recipe, layout, role)
     return TritonServer(repo, log_path=root / f"tritonserver-{role}.log").start()
 
@@ -130,7 +131,7 @@ def test_suite_on_the_reference_deployment(method, checkpoints, baseline, tmp_pa
         assert status["acceptance"] == "skipped"
 
     sampling = result.check("sampling")
-    if not speculative or recipe.runtime in method_for(recipe).greedy_only_on:  # no baseline / greedy only
+    if not speculative or runtime_for(recipe).sampling_refusal(describe(recipe)):  # no baseline / greedy only
         assert status["sampling"] == "skipped", summaries["sampling"]
     else:
         # a correct speculative sampler passes at significance 0.001 (a false alarm is a 1-in-1000 event)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specbuild.methods import method_for
+from specbuild.methods import describe
 from specbuild.recipe.schema import Recipe
 
 TOY_DRAFT_LEN = 4  # the toy core's draft_len (linear chain: one path of depth 4)
@@ -43,4 +43,6 @@ def write_recipe_file(path: Path, data: dict) -> Path:
 
 def core_parameters(recipe: Recipe) -> dict[str, str]:
     """The method parameters the served tensorrt_llm model must carry (what the repository writer puts there)."""
-    return method_for(recipe).triton_parameters(recipe)
+    from specbuild.triton.speculation_params import core_parameters as speculation_parameters
+
+    return speculation_parameters(describe(recipe))

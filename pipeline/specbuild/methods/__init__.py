@@ -1,4 +1,5 @@
-"""The speculative methods specbuild knows, one module each. `method_for(recipe)` picks the module's object."""
+"""The speculative methods specbuild knows, one module each; the recipe's `speculation` union is derived from
+this registry. `describe(recipe)` is the runtime-neutral description of a recipe's speculation."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from specbuild.methods.prompt_lookup import PromptLookup
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.speculation import Speculation
 
 METHODS: dict[str, Method] = {m.name: m for m in
                               (NoSpeculation(), Medusa(), Eagle(), DraftTarget(), PromptLookup(), Lookahead())}
@@ -23,4 +25,9 @@ def method_for(recipe: Recipe) -> Method:
     return METHODS[recipe.speculation.method]
 
 
-__all__ = ["METHODS", "Method", "method_for"]
+def describe(recipe: Recipe) -> Speculation:
+    """The recipe's speculation as a typed, frozen description (what every runtime translates)."""
+    return method_for(recipe).describe(recipe)
+
+
+__all__ = ["METHODS", "Method", "describe", "method_for"]

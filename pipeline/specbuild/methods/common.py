@@ -1,33 +1,20 @@
-"""Knowledge shared by several methods: reading Hugging Face checkpoint configs, TensorRT-LLM model classes."""
+"""Reading Hugging Face checkpoint configs and tokenizers (shared by the method modules' file checks and the
+runtimes)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from specbuild.errors import UserError
-from specbuild.methods.base import Converter
-
-if TYPE_CHECKING:
-    from specbuild.recipe.schema import Recipe
-
-# tensorrt_llm/models/__init__.py MODEL_MAP (engine fact sheet §2.1): HF architecture -> TensorRT-LLM class.
-TRTLLM_MODEL_CLASSES: dict[str, str] = {
-    "LlamaForCausalLM": "LLaMAForCausalLM",
-    "MistralForCausalLM": "LLaMAForCausalLM",
-    "MixtralForCausalLM": "LLaMAForCausalLM",
-    "Qwen2ForCausalLM": "QWenForCausalLM",
-    "Qwen3ForCausalLM": "QWenForCausalLM",
-}
+from typing import Any
 
 
 def read_hf_config(folder: Path) -> dict[str, Any] | None:
-    """The folder's config.json as a dict, or None when it is missing or unreadable."""
+    """The folder's config.json as a dict, or None when it is missing, unreadable or not a JSON object."""
     try:
-        return json.loads((Path(folder) / "config.json").read_text())
+        data = json.loads((Path(folder) / "config.json").read_text())
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def architecture(folder: Path) -> str | None:
@@ -35,28 +22,24 @@ def architecture(folder: Path) -> str | None:
     if not cfg:
         return None
     archs = cfg.get("architectures") or []
-    return archs[0] if archs else None
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
 
 
-def trtllm_model_class(folder: Path, field: str = "model.checkpoint") -> str:
-    arch = architecture(folder)
-    if arch is None:
-        # Unreadable checkpoint: the recipe check reports it; plans fall back to the Llama class.
-        return "LLaMAForCausalLM"
-    if arch not in TRTLLM_MODEL_CLASSES:
-        supported = ", ".join(sorted(TRTLLM_MODEL_CLASSES))
-        raise UserError(
-            f"{field}: architecture {arch} has no TensorRT-LLM engine-path class known to specbuild "
-            f"(supported: {supported}) — use runtime: reference, or a supported model"
-        )
-    return TRTLLM_MODEL_CLASSES[arch]
+def _vocab(folder: Path) -> tuple | None:
+    try:
+        data = json.loads((folder / "tokenizer.json").read_text())
+    except (OSError, ValueError):
+        return None
+    vocab = (data.get("model") or {}).get("vocab")
+    added = sorted((t.get("id"), t.get("content")) for t in data.get("added_tokens") or [])
+    if isinstance(vocab, dict):
+        vocab = sorted(vocab.items())
+    return (json.dumps(vocab), tuple(added))
 
 
-def plain_converter(recipe: Recipe, folder: Path | None = None, field: str = "model.checkpoint") -> Converter:
-    """Base/target/draft models: `<Class>.from_hugging_face(dir, dtype, mapping)` from the wheel (§2.1, §2.5)."""
-    folder = folder or recipe.model_dir
-    return Converter(
-        via="wheel",
-        model_class=trtllm_model_class(folder, field),
-        reason="the wheel's from_hugging_face is reliable for plain decoder models (engine fact sheet §2.5)",
-    )
+def same_tokenizer(a: Path, b: Path) -> bool | None:
+    """True/False when both folders hold a tokenizer.json to compare; None when that cannot be told."""
+    va, vb = _vocab(Path(a)), _vocab(Path(b))
+    if va is None or vb is None:
+        return None
+    return va == vb

@@ -11,8 +11,10 @@ from typing import Iterator, Literal
 
 from pydantic import PositiveInt, model_validator
 
+from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import plain_converter, read_hf_config
+from specbuild.methods.common import read_hf_config, same_tokenizer
+from specbuild.speculation import DraftModel, Speculation
 
 
 class DraftTargetConfig(Section):
@@ -44,15 +46,14 @@ class DraftTargetConfig(Section):
 class DraftTarget(Method):
     name = "draft_target"
     Config = DraftTargetConfig
-    trtllm_mode = "draft_tokens_external"
-    mode_flag = 2
-    decoding_mode = None  # the backend has no draft-tokens decoding_mode; leave it unset (repository sheet §7 #8)
-    needs_draft_engine = True
-    serving_model = "tensorrt_llm_bls"
     summary = "a small draft model proposes, the target verifies"
 
-    def max_draft_len(self, spec: DraftTargetConfig) -> int:
-        return spec.max_draft_len
+    def describe(self, recipe) -> Speculation:
+        spec: DraftTargetConfig = recipe.speculation
+        draft = DraftModel(recipe.resolve(spec.checkpoint), spec.num_draft_tokens, spec.use_draft_logits,
+                           spec.tp_size, spec.fast_logits)
+        return Speculation(method=self.name, mode=SpecMode.DRAFT_TOKENS_EXTERNAL, max_draft_len=spec.max_draft_len,
+                           draft_model=draft)
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: DraftTargetConfig = recipe.speculation
@@ -80,34 +81,7 @@ class DraftTarget(Method):
                           f"the target's {target.get('vocab_size')}; draft and target must share one vocabulary — "
                           "pick a draft trained with the target's tokenizer")
             return
-        from specbuild.recipe.files import same_tokenizer
-
         verdict = same_tokenizer(recipe.tokenizer_dir, draft_dir)
         if verdict is False:
             yield Finding(("speculation", "checkpoint"), f"the draft's tokenizer in {spec.checkpoint} differs from the "
                           "target's; draft and target must share one vocabulary — use the target's tokenizer for both")
-
-    def speculative_dirs(self, recipe) -> dict:
-        return {}
-
-    def bls_parameters(self, recipe) -> dict[str, str]:
-        spec: DraftTargetConfig = recipe.speculation
-        return {"tensorrt_llm_draft_model_name": "tensorrt_llm_draft", "speculative_method": "draft_target",
-                "default_num_draft_tokens": str(spec.num_draft_tokens),
-                "default_use_draft_logits": "true" if spec.use_draft_logits else "false"}
-
-    def reference_decoding(self, recipe) -> dict:
-        spec: DraftTargetConfig = recipe.speculation
-        return {"num_draft_tokens": spec.num_draft_tokens, "use_draft_logits": spec.use_draft_logits}
-
-    def build_flags(self, recipe) -> dict:
-        flags = super().build_flags(recipe)
-        if recipe.speculation.use_draft_logits:
-            flags["--gather_generation_logits"] = None  # logit acceptance (TensorRT-LLM PR #4167)
-        return flags
-
-    def draft_build_flags(self, recipe) -> dict:
-        return {"--gather_generation_logits": None} if recipe.speculation.use_draft_logits else {}
-
-    def draft_converter(self, recipe):
-        return plain_converter(recipe, recipe.resolve(recipe.speculation.checkpoint), "speculation.checkpoint")

@@ -10,7 +10,9 @@ from typing import Iterator, Literal
 
 from pydantic import NonNegativeInt, PositiveInt
 
+from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
+from specbuild.speculation import LookaheadWindow, Speculation
 
 
 def lookahead_max_draft_len(window_size: int, ngram_size: int, verification_set_size: int) -> int:
@@ -39,13 +41,13 @@ class LookaheadConfig(Section):
 class Lookahead(Method):
     name = "lookahead"
     Config = LookaheadConfig
-    trtllm_mode = "lookahead_decoding"
-    mode_flag = 8
-    decoding_mode = "lookahead"
     summary = "Jacobi iteration grows an n-gram pool that is verified in the same forward"
 
-    def max_draft_len(self, spec: LookaheadConfig) -> int:
-        return spec.derived_max_draft_len
+    def describe(self, recipe) -> Speculation:
+        spec: LookaheadConfig = recipe.speculation
+        window = LookaheadWindow(spec.window_size, spec.ngram_size, spec.verification_set_size)
+        return Speculation(method=self.name, mode=SpecMode.LOOKAHEAD_DECODING,
+                           max_draft_len=spec.derived_max_draft_len, lookahead=window)
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: LookaheadConfig = recipe.speculation
@@ -58,15 +60,3 @@ class Lookahead(Method):
         if derived == 0 or n < 2:
             yield Finding(("speculation", "ngram_size"), f"(W={w}, N={n}, G={g}) drafts nothing; the smallest useful "
                           "setting is window_size 2, ngram_size 2, verification_set_size 1 — or use method: none")
-
-    def triton_parameters(self, recipe) -> dict[str, str]:
-        spec: LookaheadConfig = recipe.speculation
-        return {"decoding_mode": "lookahead", "lookahead_window_size": str(spec.window_size),
-                "lookahead_ngram_size": str(spec.ngram_size),
-                "lookahead_verification_set_size": str(spec.verification_set_size)}
-
-    def reference_decoding(self, recipe) -> dict:
-        spec: LookaheadConfig = recipe.speculation
-        # the same keys as the tensorrt_llm model's parameters (the reference runtime reads either)
-        return {"lookahead_window_size": spec.window_size, "lookahead_ngram_size": spec.ngram_size,
-                "lookahead_verification_set_size": spec.verification_set_size}

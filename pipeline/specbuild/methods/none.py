@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from specbuild.methods.base import Method, Section
+from specbuild.speculation import NO_SPECULATION
 
 
 class NoneConfig(Section):
@@ -17,3 +18,6 @@ class NoSpeculation(Method):
     name = "none"
     Config = NoneConfig
     summary = "autoregressive baseline"
+
+    def describe(self, recipe):
+        return NO_SPECULATION

@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from specbuild.methods import method_for
+from specbuild.methods import describe, method_for
 from specbuild.methods.base import Finding
 from specbuild.methods.common import read_hf_config
+from specbuild.runtimes import runtime_for
+from specbuild.runtimes.base import BuildOptions
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
-
-
-def _vocab(folder: Path) -> tuple | None:
-    try:
-        data = json.loads((folder / "tokenizer.json").read_text())
-    except (OSError, ValueError):
-        return None
-    vocab = (data.get("model") or {}).get("vocab")
-    added = sorted((t.get("id"), t.get("content")) for t in data.get("added_tokens") or [])
-    if isinstance(vocab, dict):
-        vocab = sorted(vocab.items())
-    return (json.dumps(vocab), tuple(added))
-
-
-def same_tokenizer(a: Path, b: Path) -> bool | None:
-    """True/False when both folders hold a tokenizer.json to compare; None when that cannot be told."""
-    va, vb = _vocab(Path(a)), _vocab(Path(b))
-    if va is None or vb is None:
-        return None
-    return va == vb
 
 
 def _folder_findings(recipe: Recipe, value: Path, path: tuple, what: str) -> Iterator[Finding]:
@@ -45,7 +26,7 @@ def _folder_findings(recipe: Recipe, value: Path, path: tuple, what: str) -> Ite
         yield Finding(path, f"{value} is a file, not a folder — point it at the {what} folder")
 
 
-def file_findings(recipe: Recipe) -> Iterator[Finding]:
+def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterator[Finding]:
     """Everything checkable on disk. Stops early per field so one missing folder gives one message."""
     missing: set[tuple] = set()
     named = [(recipe.model.checkpoint, ("model", "checkpoint"), "Hugging Face checkpoint")]
@@ -82,3 +63,4 @@ def file_findings(recipe: Recipe) -> Iterator[Finding]:
                       ".jsonl file, or an inline list of prompts")
     if not missing:
         yield from method_for(recipe).file_checks(recipe)
+        yield from runtime_for(recipe).file_checks(recipe, describe(recipe), options or BuildOptions())

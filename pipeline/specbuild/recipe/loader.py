@@ -15,6 +15,7 @@ from specbuild.recipe.checks import general_findings
 from specbuild.recipe.files import file_findings
 from specbuild.recipe.schema import Recipe
 from specbuild.recipe.yaml_source import Located, load_located
+from specbuild.runtimes.base import BuildOptions
 
 
 def format_path(path: tuple) -> str:
@@ -142,8 +143,9 @@ def _sorted(problems: list[Problem]) -> list[Problem]:
     return sorted(problems, key=lambda p: (p.line or 0, p.col or 0))
 
 
-def load_recipe(path: str | Path, *, check_files: bool = True) -> Recipe:
-    """Load and check a recipe. Raises RecipeError listing every problem found (all located)."""
+def load_recipe(path: str | Path, *, check_files: bool = True, options: BuildOptions | None = None) -> Recipe:
+    """Load and check a recipe. Raises RecipeError listing every problem found (all located). `options` are the
+    command-line options that change what the recipe builds (`plan` and `compile` must get the same ones)."""
     path = Path(path)
     name = str(path)
     src = load_located(path)
@@ -152,9 +154,9 @@ def load_recipe(path: str | Path, *, check_files: bool = True) -> Recipe:
     except ValidationError as e:
         raise RecipeError(_sorted(_problems_from_validation(e, src, name))) from None
     recipe._source = path.resolve()
-    problems = _locate(list(general_findings(recipe)), src, name)
+    problems = _locate(list(general_findings(recipe, options)), src, name)
     if check_files:
-        problems += _locate(list(file_findings(recipe)), src, name)
+        problems += _locate(list(file_findings(recipe, options)), src, name)
     if problems:
         raise RecipeError(_sorted(problems))
     return recipe

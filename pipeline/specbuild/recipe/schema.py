@@ -7,20 +7,16 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, PrivateAttr
 
+from specbuild.methods import METHODS
 from specbuild.methods.base import Section
-from specbuild.methods.draft_target import DraftTargetConfig
-from specbuild.methods.eagle import EagleConfig
-from specbuild.methods.lookahead import LookaheadConfig
-from specbuild.methods.medusa import MedusaConfig
 from specbuild.methods.none import NoneConfig
-from specbuild.methods.prompt_lookup import PromptLookupConfig
+from specbuild import runtimes
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
-Speculation = Annotated[
-    Union[NoneConfig, MedusaConfig, EagleConfig, DraftTargetConfig, PromptLookupConfig, LookaheadConfig],
-    Field(discriminator="method"),
-]
+# The method union and the runtime names come from their registries (specbuild.methods, specbuild.runtimes).
+Speculation = Annotated[Union[tuple(m.Config for m in METHODS.values())], Field(discriminator="method")]
+RuntimeName = Literal[runtimes.NAMES]
 
 Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -144,7 +140,7 @@ class Recipe(Section):
 
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     """Names the output folders engines/<name> and triton_repo/<name>."""
-    runtime: Literal["reference", "tensorrt-llm"] = "reference"
+    runtime: RuntimeName = runtimes.DEFAULT
     """tensorrt-llm: GPU engines via TensorRT-LLM <= 1.2.x; reference: specbuild's CPU PyTorch runtime."""
     model: ModelSection
     speculation: Speculation = Field(default_factory=NoneConfig)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbuild.engine_facts import SpecMode, limits_from_config
 from specbuild.reference.engine_folder import SpeculativeDecodingMode, load_engine  # noqa: F401 (re-export)
 from specbuild.reference.model import CausalLM
 
@@ -38,37 +39,31 @@ class Engine:
         return self.config["specbuild"]["method"]
 
     @property
-    def mode(self) -> SpeculativeDecodingMode:
-        return SpeculativeDecodingMode(int(self.config["build_config"]["speculative_decoding_mode"]))
+    def mode(self) -> SpecMode:
+        return limits_from_config(self.config).speculative_decoding_mode
 
     @property
     def decoding_method(self) -> str:
         """The method this engine decodes with in-process: the recipe's method for a speculative target,
         autoregressive for a plain engine (draft, baseline, method none)."""
-        if self.role != "target" or self.mode == SpeculativeDecodingMode.NONE:
+        if self.role != "target" or self.mode == SpecMode.NONE:
             return "autoregressive"
         return self.method
 
     @property
     def accepts_external_drafts(self) -> bool:
-        return self.mode == SpeculativeDecodingMode.DRAFT_TOKENS_EXTERNAL
+        return self.mode == SpecMode.DRAFT_TOKENS_EXTERNAL
 
     @property
     def limits(self) -> Limits:
-        build = self.config["build_config"]
-        draft_len = int(build.get("max_draft_len", 0))
-        slack = 0
-        if self.mode != SpeculativeDecodingMode.NONE:
-            slack = draft_len
-            if self.mode == SpeculativeDecodingMode.EAGLE:
-                slack += int(self.config["pretrained_config"].get("num_eagle_layers", 0))
+        built = limits_from_config(self.config)
         return Limits(
-            max_batch_size=int(build["max_batch_size"]),
-            max_input_len=int(build["max_input_len"]),
-            max_seq_len=int(build["max_seq_len"]) - slack,
-            engine_max_seq_len=int(build["max_seq_len"]),
-            max_num_tokens=int(build["max_num_tokens"]),
-            max_draft_len=draft_len,
+            max_batch_size=built.max_batch_size,
+            max_input_len=built.max_input_len,
+            max_seq_len=built.requested_max_seq_len,
+            engine_max_seq_len=built.max_seq_len,
+            max_num_tokens=built.max_num_tokens,
+            max_draft_len=built.max_draft_len,
         )
 
     @property

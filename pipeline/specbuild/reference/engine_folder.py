@@ -1,56 +1,38 @@
 """Reference engine folders: a TensorRT-LLM-shaped `config.json` next to the weights it needs.
 
     <engine>/config.json     version, pretrained_config, build_config (as `trtllm-build` writes them) + specbuild
-    <engine>/model/          the Hugging Face checkpoint (hard-linked or copied), sha256 per file
+    <engine>/model/          the Hugging Face checkpoint (copied, read-only), sha256 per file
     <engine>/medusa|eagle/   method weights, when the method has any
     <engine>/tokenizer/      only when the tokenizer is not inside the checkpoint folder
 
-`build_engine` writes it atomically (a sibling `.<name>.partial-<pid>` renamed into place); `load_engine` loads
-only from it, after checking every file's sha256.
+`build_engine` writes it atomically (specbuild.atomic); `load_engine` loads only from it, after checking every
+file's sha256. Files are copied, never hard-linked: editing an engine must not edit the user's checkpoint.
+Symlinks are followed (the Hugging Face hub cache links snapshot files into ../../blobs/); a link that leads
+anywhere else outside the folder, or to something that is not a regular file, is refused.
 """
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 import specbuild
+from specbuild import atomic
+from specbuild.engine_facts import CONFIG, EngineLimits, SpecMode, built_limits
 from specbuild.errors import UserError
+from specbuild.paths import show
 
 if TYPE_CHECKING:
     from specbuild.reference.engine import Engine
 
-
-class SpeculativeDecodingMode(enum.IntFlag):
-    """TensorRT-LLM's `SpeculativeDecodingMode` values (stored as an int in `build_config`)."""
-
-    NONE = 1
-    DRAFT_TOKENS_EXTERNAL = 2
-    MEDUSA = 4
-    LOOKAHEAD_DECODING = 8
-    EXPLICIT_DRAFT_TOKENS = 16
-    EAGLE = 32
-
-
-# The trtllm-build `--speculative_decoding_mode` each recipe method builds its target engine with.
-TARGET_MODE = {
-    "none": SpeculativeDecodingMode.NONE,
-    "autoregressive": SpeculativeDecodingMode.NONE,
-    "draft_target": SpeculativeDecodingMode.DRAFT_TOKENS_EXTERNAL,
-    "prompt_lookup": SpeculativeDecodingMode.DRAFT_TOKENS_EXTERNAL,
-    "medusa": SpeculativeDecodingMode.MEDUSA,
-    "eagle": SpeculativeDecodingMode.EAGLE,
-    "lookahead": SpeculativeDecodingMode.LOOKAHEAD_DECODING,
-}
-ARCHITECTURE = {"medusa": "MedusaForCausalLM", "eagle": "EagleForCausalLM"}
+SpeculativeDecodingMode = SpecMode  # the name TensorRT-LLM uses (tensorrt_llm/models/modeling_utils.py)
 ROLES = ("target", "draft", "baseline")
-LIMIT_KEYS = ("max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens", "max_draft_len")
-CONFIG = "config.json"
+REQUESTED_KEYS = ("max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens", "max_draft_len")
 
 
 # ====================================================================== build
@@ -59,30 +41,43 @@ def build_engine(
     *,
     role: str,
     method: str,
+    mode: SpecMode | None = None,
     decoding: Mapping | None = None,
     model_dir: str | Path,
     tokenizer_dir: str | Path | None = None,
     extra_dirs: Mapping[str, str | Path] | None = None,
     dtype: str = "float16",
-    limits: Mapping[str, int],
+    limits: EngineLimits | Mapping[str, int],
     pretrained_extra: Mapping | None = None,
     progress: Callable[[str], None] | None = None,
+    notice: atomic.Notice | None = None,
 ) -> Path:
     """Write a reference engine folder at `out_dir` (replacing any previous one) and return its path.
 
     role: target | draft | baseline. Only a target carries speculation; draft and baseline engines are plain.
     method: the recipe method (none, draft_target, prompt_lookup, medusa, eagle, lookahead).
+    mode: the target's speculative-decoding mode (default: the one the reference implementation of `method`
+        runs on, `specbuild.reference.methods.<method>.METHOD.engine_mode`).
     decoding: the method's runtime defaults (stored in specbuild.decoding; e.g. medusa_choices).
     extra_dirs: method weights to carry, by name (e.g. {"medusa": heads_dir} or {"eagle": eagle_dir}).
-    limits: the recipe's max_batch_size, max_input_len, max_seq_len, max_num_tokens, max_draft_len.
+    limits: the built limits (EngineLimits, as the plan predicts them), or the requested values
+        (max_batch_size, max_input_len, max_seq_len, max_num_tokens, max_draft_len) to build them from exactly
+        as trtllm-build does (specbuild.engine_facts).
     pretrained_extra: keys added to pretrained_config (num_medusa_heads, num_eagle_layers, eagle_net_config...).
     """
     out_dir = Path(out_dir)
     say = progress or (lambda _msg: None)
     if role not in ROLES:
         raise UserError(f"engine role {role!r} is not one of {', '.join(ROLES)}")
-    if method not in TARGET_MODE:
-        raise UserError(f"method {method!r} has no reference engine; expected one of {', '.join(TARGET_MODE)}")
+    if role != "target" or method == "none":
+        mode = SpecMode.NONE
+    elif mode is None:
+        from specbuild.reference.methods import method_class
+
+        mode = method_class(method).engine_mode
+    pretrained_extra = dict(pretrained_extra or {})
+    if not isinstance(limits, EngineLimits):
+        limits = _requested(limits, mode, int(pretrained_extra.get("num_eagle_layers", 0)))
     model_dir = Path(model_dir)
     hf_config = _read_json(model_dir / CONFIG, what="Hugging Face checkpoint config")
     sources: dict[str, Path] = {"model": model_dir}
@@ -96,12 +91,10 @@ def build_engine(
         if not folder.is_dir():
             raise UserError(f"{folder}: the {name} folder does not exist")
 
-    mode = TARGET_MODE[method] if role == "target" else SpeculativeDecodingMode.NONE
-    pretrained_extra = dict(pretrained_extra or {})
     config = {
         "version": f"specbuild-reference-{specbuild.__version__}",
-        "pretrained_config": _pretrained_config(hf_config, method if role == "target" else "none", dtype, limits, pretrained_extra),
-        "build_config": _build_config(limits, mode, pretrained_extra, dict(decoding or {}), role),
+        "pretrained_config": _pretrained_config(hf_config, dtype, pretrained_extra),
+        "build_config": _build_config(limits, dict(decoding or {}), role),
         "specbuild": {
             "runtime": "reference",
             "role": role,
@@ -110,32 +103,40 @@ def build_engine(
             "files": {},
         },
     }
-
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    partial = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        partial.mkdir()
+    with atomic.atomic_folder(out_dir, notice) as partial:
         files = config["specbuild"]["files"]
         for name, folder in sources.items():
-            say(f"linking {name} weights from {folder}")
-            files[name] = {"path": name, "sha256": _link_tree(folder, partial / name)}
+            say(f"copying {name} weights from {folder}")
+            files[name] = {"path": name, "sha256": _copy_tree(folder, partial / name)}
         if "tokenizer" not in files:
             files["tokenizer"] = {"path": "model"}
         (partial / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
-        _replace_dir(partial, out_dir)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     say(f"wrote {out_dir}")
     return out_dir
 
 
-def _pretrained_config(hf: dict, method: str, dtype: str, limits: Mapping, extra: dict) -> dict:
+def _requested(values: Mapping[str, int], mode: SpecMode, num_eagle_layers: int) -> EngineLimits:
+    missing = [k for k in REQUESTED_KEYS if k not in values]
+    if missing:
+        raise UserError(f"engine limits: missing {', '.join(missing)}")
+    lim = {k: int(values[k]) for k in REQUESTED_KEYS}
+    bad = [k for k in REQUESTED_KEYS if lim[k] < (0 if k == "max_draft_len" else 1)]
+    if bad:
+        raise UserError(f"engine limits: {', '.join(f'{k}={lim[k]}' for k in bad)} must be positive")
+    if lim["max_input_len"] > lim["max_seq_len"]:
+        raise UserError(f"engine limits: max_input_len={lim['max_input_len']} exceeds max_seq_len={lim['max_seq_len']}")
+    return built_limits(max_batch_size=lim["max_batch_size"], max_input_len=lim["max_input_len"],
+                        max_seq_len=lim["max_seq_len"], max_num_tokens=lim["max_num_tokens"], tokens_per_block=1,
+                        max_beam_width=1, mode=mode, max_draft_len=lim["max_draft_len"],
+                        extra_seq_len=num_eagle_layers)
+
+
+def _pretrained_config(hf: dict, dtype: str, extra: dict) -> dict:
     rope = hf.get("rope_parameters") or {}
     heads = hf.get("num_attention_heads")
+    architectures = hf.get("architectures")
     cfg = {
-        "architecture": ARCHITECTURE.get(method, (hf.get("architectures") or ["LlamaForCausalLM"])[0]),
+        "architecture": architectures[0] if isinstance(architectures, list) and architectures else "LlamaForCausalLM",
         "dtype": dtype,
         "logits_dtype": "float32",
         "vocab_size": hf.get("vocab_size"),
@@ -148,43 +149,17 @@ def _pretrained_config(hf: dict, method: str, dtype: str, limits: Mapping, extra
         "hidden_act": hf.get("hidden_act", "silu"),
         "norm_epsilon": hf.get("rms_norm_eps", hf.get("layer_norm_eps", 1e-5)),
         "position_embedding_type": "rope_gpt_neox",
-        "rotary_base": float(rope.get("rope_theta", hf.get("rope_theta", 10000.0))),
+        "rotary_base": float(rope.get("rope_theta", hf.get("rope_theta", 10000.0))) if isinstance(rope, dict) else 10000.0,
         "mapping": {"world_size": 1, "tp_size": 1, "pp_size": 1},
     }
-    if method in ("medusa", "eagle"):
-        cfg["max_draft_len"] = int(limits["max_draft_len"])
     cfg.update(extra)
     return cfg
 
 
-def _build_config(limits: Mapping, mode: SpeculativeDecodingMode, extra: dict, decoding: dict, role: str) -> dict:
-    missing = [k for k in LIMIT_KEYS if k not in limits]
-    if missing:
-        raise UserError(f"engine limits: missing {', '.join(missing)}")
-    lim = {k: int(limits[k]) for k in LIMIT_KEYS}
-    bad = [k for k in LIMIT_KEYS if lim[k] < (0 if k == "max_draft_len" else 1)]
-    if bad:
-        raise UserError(f"engine limits: {', '.join(f'{k}={lim[k]}' for k in bad)} must be positive")
-    if lim["max_input_len"] > lim["max_seq_len"]:
-        raise UserError(f"engine limits: max_input_len={lim['max_input_len']} exceeds max_seq_len={lim['max_seq_len']}")
-    speculative = mode != SpeculativeDecodingMode.NONE
-    draft_len = lim["max_draft_len"] if speculative else 0
-    max_seq_len = lim["max_seq_len"]
-    max_num_tokens = lim["max_num_tokens"]
-    if speculative:  # exactly what trtllm-build does (tensorrt_llm.builder.build)
-        max_seq_len += draft_len
-        if mode == SpeculativeDecodingMode.EAGLE:
-            max_seq_len += int(extra.get("num_eagle_layers", 0))
-        max_num_tokens = max(max_num_tokens, lim["max_batch_size"] * (draft_len + 1))
+def _build_config(limits: EngineLimits, decoding: dict, role: str) -> dict:
     gather_generation_logits = bool(decoding.get("use_draft_logits", False)) and role in ("target", "draft")
     return {
-        "max_batch_size": lim["max_batch_size"],
-        "max_input_len": lim["max_input_len"],
-        "max_seq_len": max_seq_len,
-        "max_num_tokens": max_num_tokens,
-        "max_beam_width": 1,
-        "max_draft_len": draft_len,
-        "speculative_decoding_mode": int(mode),
+        **limits.as_build_config(),
         "kv_cache_type": "PAGED",
         "gather_context_logits": False,
         "gather_generation_logits": gather_generation_logits,
@@ -192,40 +167,45 @@ def _build_config(limits: Mapping, mode: SpeculativeDecodingMode, extra: dict, d
     }
 
 
-def _link_tree(src: Path, dst: Path) -> dict[str, str]:
-    """Hard-link (or copy) every file under src into dst; return {relative path: sha256}."""
+def _source_file(path: Path, root: Path) -> Path:
+    """The regular file a checkpoint entry stands for: symlinks are followed when they stay inside the folder or
+    point into the Hugging Face hub cache's blobs/ (snapshots/<rev>/<file> -> ../../blobs/<sha>)."""
+    if not path.is_symlink():
+        return path
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise UserError(f"{show(path)}: a broken symlink in the checkpoint folder — fix or remove it") from None
+    blobs = root.resolve().parent.parent / "blobs"
+    inside = target.is_relative_to(root.resolve()) or target.is_relative_to(blobs)
+    if not inside:
+        raise UserError(f"{show(path)}: a symlink to {target}, outside the checkpoint folder (and not the Hugging "
+                        "Face hub cache's blobs/) — copy the file into the checkpoint folder")
+    return target
+
+
+def _copy_tree(src: Path, dst: Path) -> dict[str, str]:
+    """Copy every file under src into dst (read-only), following safe symlinks; return {relative path: sha256}."""
     hashes = {}
-    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+    for path in sorted(src.rglob("*")):
         rel = path.relative_to(src)
-        if any(part.startswith(".") for part in rel.parts):
+        if any(part.startswith(".") for part in rel.parts) or (path.is_dir() and not path.is_symlink()):
             continue
+        source = _source_file(path, src)
+        mode = source.stat().st_mode
+        if stat.S_ISDIR(mode):
+            continue
+        if not stat.S_ISREG(mode):
+            raise UserError(f"{show(path)}: not a regular file (a FIFO, socket or device) — remove it from the "
+                            "checkpoint folder")
         target = dst / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(path, target)
-        except OSError:
-            shutil.copy2(path, target)
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o444)
         hashes[rel.as_posix()] = sha256_file(target)
     if not hashes:
         raise UserError(f"{src}: the folder is empty")
     return hashes
-
-
-def _replace_dir(new: Path, final: Path) -> None:
-    """Rename `new` to `final`; an existing `final` is moved aside first and removed after the swap."""
-    old = None
-    if final.exists():
-        old = final.parent / f".{final.name}.old-{os.getpid()}"
-        shutil.rmtree(old, ignore_errors=True)
-        os.rename(final, old)
-    try:
-        os.rename(new, final)
-    except BaseException:
-        if old is not None:
-            os.rename(old, final)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def sha256_file(path: Path) -> str:

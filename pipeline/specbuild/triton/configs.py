@@ -110,8 +110,9 @@ def postprocessing_config(recipe: Recipe):
 def core_config(recipe: Recipe, role: str, model: str, engine_dir: Path):
     """`tensorrt_llm` / `tensorrt_llm_draft`: the C++ backend on GPU, our python model on the reference runtime;
     the same tensors and parameters either way."""
-    backend = "python" if recipe.runtime == "reference" else "tensorrtllm"
-    cfg = _base(model, recipe, backend=backend)
+    from specbuild.runtimes import runtime_for
+
+    cfg = _base(model, recipe, backend=runtime_for(recipe).core_backend)
     if params.core_decoupled(recipe, role):
         cfg.model_transaction_policy.decoupled = True
     _dynamic_batching(cfg, recipe)

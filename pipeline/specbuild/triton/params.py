@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specbuild.methods import method_for
+from specbuild.methods import describe
+from specbuild.triton import speculation_params
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -18,8 +19,8 @@ EXECUTOR_WORKER_PATH = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWor
 
 def core_models(recipe: Recipe, role: str) -> list[str]:
     """The engine-backed models of a repository: the target, plus the draft for draft-target."""
-    if role == "target" and method_for(recipe).needs_draft_engine:
-        return ["tensorrt_llm", "tensorrt_llm_draft"]
+    if role == "target" and describe(recipe).draft_model is not None:
+        return ["tensorrt_llm", speculation_params.DRAFT_MODEL_NAME]
     return ["tensorrt_llm"]
 
 
@@ -29,7 +30,7 @@ def repository_models(recipe: Recipe, role: str) -> list[str]:
 
 def bls_driven(recipe: Recipe, role: str) -> bool:
     """The BLS runs the speculative loop (draft-target, prompt lookup): core models are called per round."""
-    return role == "target" and method_for(recipe).serving_model == "tensorrt_llm_bls"
+    return role == "target" and describe(recipe).drafted_by_bls
 
 
 def core_decoupled(recipe: Recipe, role: str) -> bool:
@@ -41,7 +42,7 @@ def core_decoupled(recipe: Recipe, role: str) -> bool:
 def kv_cache_fraction(recipe: Recipe, role: str) -> float:
     """Split the fraction when draft and target share a GPU (repository fact sheet §4.2, #7)."""
     total = recipe.triton.kv_cache_free_gpu_mem_fraction
-    if role == "target" and method_for(recipe).needs_draft_engine and \
+    if role == "target" and describe(recipe).draft_model is not None and \
             set(recipe.triton.gpu_device_ids) & set(recipe.draft_gpu_device_ids):
         return round(total / 2, 4)
     return total
@@ -49,8 +50,7 @@ def kv_cache_fraction(recipe: Recipe, role: str) -> float:
 
 def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> dict[str, str]:
     """config.pbtxt parameters of `tensorrt_llm` / `tensorrt_llm_draft` (every must-have key, §2)."""
-    method = method_for(recipe)
-    draft = model == "tensorrt_llm_draft"
+    draft = model == speculation_params.DRAFT_MODEL_NAME
     gpu_ids = recipe.draft_gpu_device_ids if draft else recipe.triton.gpu_device_ids
     exclude = False if bls_driven(recipe, role) else recipe.triton.exclude_input_in_output
     params = {
@@ -73,7 +73,7 @@ def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> 
         "FORCE_CPU_ONLY_INPUT_TENSORS": "no",
     }
     if role == "target" and not draft:
-        params.update(method.triton_parameters(recipe))
+        params.update(speculation_params.core_parameters(describe(recipe)))
     participants = launch(recipe, role).get("participant_ids")
     if participants:
         params["speculative_decoding_fast_logits"] = "true"
@@ -96,7 +96,6 @@ def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
 
     exclude_input_in_output: what the BLS returns when a request does not say (the core models of BLS-driven
     methods always return the input; the BLS strips it)."""
-    method = method_for(recipe)
     params = {
         "accumulate_tokens": "false",
         "tensorrt_llm_model_name": "tensorrt_llm",
@@ -105,30 +104,30 @@ def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
     }
     if role != "target":
         return params
-    spec = recipe.speculation
-    if bls_driven(recipe, role):
+    spec = describe(recipe)
+    if spec.drafted_by_bls:
         # the BLS checks up front that every round's prompt (the text so far) fits the engines
-        params["max_draft_len"] = str(method.max_draft_len(spec))
+        params["max_draft_len"] = str(spec.max_draft_len)
         params["max_input_len"] = str(recipe.build.max_input_len)
         params["max_seq_len"] = str(recipe.build.max_seq_len)
-    params.update(method.bls_parameters(recipe))
+    params.update(speculation_params.bls_parameters(spec))
     return params
 
 
 def launch(recipe: Recipe, role: str) -> dict:
     """How the GPU repository is launched (repository fact sheet §5.2, §8.6)."""
     world = recipe.build.tp_size * recipe.build.pp_size
-    if role == "target" and method_for(recipe).needs_draft_engine:
+    draft = describe(recipe).draft_model
+    if role == "target" and draft is not None:
         # Two TensorRT-LLM models: orchestrator mode (--multi-model); workers are spawned per model, unless fast
         # logits need pre-spawned ranks: rank 0 orchestrates, then the draft's ranks, then the target's (§4.2).
-        names = ["tensorrt_llm", "tensorrt_llm_draft"]
-        spec = recipe.speculation
-        if not spec.fast_logits:
+        names = ["tensorrt_llm", speculation_params.DRAFT_MODEL_NAME]
+        if not draft.fast_logits:
             return {"mode": "orchestrator", "world_size": 1, "multi_model": True, "tensorrt_llm_model_names": names}
-        draft = list(range(1, 1 + spec.tp_size))
-        target = list(range(1 + spec.tp_size, 1 + spec.tp_size + world))
-        return {"mode": "orchestrator", "world_size": 1 + spec.tp_size + world, "multi_model": True,
+        draft_ranks = list(range(1, 1 + draft.tp_size))
+        target_ranks = list(range(1 + draft.tp_size, 1 + draft.tp_size + world))
+        return {"mode": "orchestrator", "world_size": 1 + draft.tp_size + world, "multi_model": True,
                 "disable_spawn_processes": True, "tensorrt_llm_model_names": names,
-                "participant_ids": {"tensorrt_llm_draft": ",".join(map(str, draft)),
-                                    "tensorrt_llm": ",".join(map(str, target))}}
+                "participant_ids": {speculation_params.DRAFT_MODEL_NAME: ",".join(map(str, draft_ranks)),
+                                    "tensorrt_llm": ",".join(map(str, target_ranks))}}
     return {"mode": "leader", "world_size": world, "multi_model": False, "tensorrt_llm_model_names": ["tensorrt_llm"]}

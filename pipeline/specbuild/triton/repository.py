@@ -11,35 +11,39 @@ Layout of a repository (both runtimes; only the core models' backend and model.p
     <repo>/tensorrt_llm_draft/...          draft-target only
     <repo>/postprocessing/config.pbtxt, 1/model.py
     <repo>/ensemble/config.pbtxt, 1/
-    <repo>/tensorrt_llm_bls/config.pbtxt, 1/model.py, 1/bls_drafting.py
-    <repo>/launch_triton.sh                GPU (runtime tensorrt-llm) only
+    <repo>/tensorrt_llm_bls/config.pbtxt, 1/model.py, 1/bls_drafting.py, 1/prompt_lookup_drafts.py
+    <repo>/launch_triton.sh                where the runtime starts the server through a script (GPU)
+
+Every Python model also gets `1/model_parameters.py`, the one parameter parser our model.py files share (copied,
+so that each model folder is self-contained in NVIDIA's containers where specbuild is not installed).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from specbuild.errors import UserError
+from specbuild import atomic
+from specbuild.runtimes import runtime_for
 from specbuild.triton import configs, params
 from specbuild.triton.engine_check import check_engines
-from specbuild.triton.launch import SCRIPT_NAME, launch_script
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
     from specbuild.recipe.schema import Recipe
 
 SOURCES = Path(__file__).resolve().parent / "models"
+PACKAGE = Path(__file__).resolve().parent.parent
+PARAMETERS_MODULE = SOURCES / "model_parameters.py"
 
-# Our model sources, by model name: (source folder under triton/models, files copied into <model>/1/).
-MODEL_SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "preprocessing": ("preprocessing", ("model.py",)),
-    "postprocessing": ("postprocessing", ("model.py",)),
-    "tensorrt_llm_bls": ("tensorrt_llm_bls", ("model.py", "bls_drafting.py")),
+# Our model sources, by model name: files copied into <model>/1/ (name -> source path).
+MODEL_SOURCES: dict[str, dict[str, Path]] = {
+    "preprocessing": {"model.py": SOURCES / "preprocessing" / "model.py"},
+    "postprocessing": {"model.py": SOURCES / "postprocessing" / "model.py"},
+    "tensorrt_llm_bls": {"model.py": SOURCES / "tensorrt_llm_bls" / "model.py",
+                         "bls_drafting.py": SOURCES / "tensorrt_llm_bls" / "bls_drafting.py",
+                         "prompt_lookup_drafts.py": PACKAGE / "prompt_lookup_drafts.py"},
 }
-REFERENCE_CORE = ("tensorrt_llm_reference", ("model.py",))
 
 
 def engine_roles(recipe: Recipe, role: str) -> dict[str, str]:
@@ -48,14 +52,16 @@ def engine_roles(recipe: Recipe, role: str) -> dict[str, str]:
 
 
 def model_files(recipe: Recipe, model: str) -> dict[str, Path]:
-    """The files written into `<model>/1/`: name -> source path."""
+    """The files written into `<model>/1/`: name -> source path (python models also get the parameter parser)."""
     if model in MODEL_SOURCES:
-        folder, names = MODEL_SOURCES[model]
-    elif model in configs.CORE_MODELS and recipe.runtime == "reference":
-        folder, names = REFERENCE_CORE
+        files = dict(MODEL_SOURCES[model])
+    elif model in configs.CORE_MODELS:
+        files = runtime_for(recipe).core_model_files()
     else:
         return {}
-    return {name: SOURCES / folder / name for name in names}
+    if "model.py" in files:
+        files["model_parameters.py"] = PARAMETERS_MODULE
+    return files
 
 
 def build_repository(recipe: Recipe, layout: Layout, role: str = "target") -> dict[str, str]:
@@ -77,44 +83,19 @@ def build_repository(recipe: Recipe, layout: Layout, role: str = "target") -> di
             files[f"{name}/1/.gitkeep"] = ""
     if problems:  # an internal error: the builders and the checks disagree
         raise AssertionError("built configs fail their own checks:\n  " + "\n  ".join(problems))
-    if recipe.runtime == "tensorrt-llm":
-        files[SCRIPT_NAME] = launch_script(recipe, role)
+    files.update(runtime_for(recipe).repository_files(recipe, role))
     return files
 
 
 def write_repository(recipe: Recipe, layout: Layout, role: str = "target",
-                     progress: Callable[[str], None] | None = None) -> Path:
+                     progress: Callable[[str], None] | None = None, notice: atomic.Notice | None = None) -> Path:
     """Write triton_repo/<name> (or <name>-<role>) and return its path. The engines are read and checked first;
-    the repository is written to a sibling temp folder and renamed into place, so it appears complete or not at
-    all (an existing one is replaced only once the new one is complete)."""
+    the repository appears complete or not at all (an existing one is replaced only once the new one is
+    complete)."""
     say = progress or (lambda _m: None)
     target = layout.repository(role)
     say(f"checking the engines against recipe {recipe.name}")
     files = build_repository(recipe, layout, role)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.parent / f".{target.name}.partial-{os.getpid()}"
-    old = target.parent / f".{target.name}.old-{os.getpid()}"
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        for rel, text in files.items():
-            path = partial / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            if rel == SCRIPT_NAME:
-                path.chmod(0o755)
-        say(f"writing {target}")
-        if target.exists():
-            os.replace(target, old)
-        os.replace(partial, target)
-        shutil.rmtree(old, ignore_errors=True)
-    except OSError as e:
-        shutil.rmtree(partial, ignore_errors=True)
-        if old.exists() and not target.exists():
-            os.replace(old, target)
-        raise UserError(f"could not write the repository {target}: {e}") from e
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        if old.exists() and not target.exists():
-            os.replace(old, target)
-        raise
-    return target
+    say(f"writing {target}")
+    scripts = tuple(rel for rel in files if rel.endswith(".sh"))
+    return atomic.write_tree(target, files, executable=scripts, notice=notice)

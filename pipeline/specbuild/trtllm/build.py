@@ -7,12 +7,13 @@ import shlex
 import shutil
 from pathlib import Path
 
+from specbuild import atomic
 from specbuild.errors import UserError
-from specbuild.plan import Step, show
-from specbuild.trtllm import atomic
+from specbuild.paths import show
 from specbuild.trtllm.convert import child_env
 from specbuild.trtllm.help_flags import HelpFlags, read_help
 from specbuild.trtllm.proc import Progress, run_child
+from specbuild.trtllm.steps import BuildStep
 
 
 def resolve_tool(name: str) -> str:
@@ -53,28 +54,25 @@ def accepted_flags(argv: list[str], flags_cache: dict[str, HelpFlags], progress:
     return flags_cache[exe]
 
 
-def run_build(step: Step, final: Path, *, version: str, flags_cache: dict[str, HelpFlags], log_dir: Path,
-              progress: Progress | None = None) -> Path:
-    """Execute one build step into `final` (atomically). Returns `final`."""
+def run_build(step: BuildStep, *, version: str, flags_cache: dict[str, HelpFlags], log_dir: Path,
+              progress: Progress | None = None, notice: atomic.Notice | None = None) -> Path:
+    """Execute one build step into step.output (atomically). Returns the folder."""
     role = step.role or "target"
-    argv = list(step.command)
-    flags = accepted_flags(argv, flags_cache, progress)
-    check_flags(argv, flags, version)
-    exe = flags.tool
-    checkpoint = Path(argv[argv.index("--checkpoint_dir") + 1])
-    world = checkpoint_world_size(checkpoint)
+    shown = step.command()
+    flags = accepted_flags(shown, flags_cache, progress)
+    check_flags(shown, flags, version)
+    world = checkpoint_world_size(step.checkpoint)
     log = log_dir / f"build-{role}.log"
-    with atomic.building(final) as tmp:
-        run_argv = [exe, *argv[1:]]
-        run_argv[run_argv.index("--output_dir") + 1] = str(tmp)
+    with atomic.atomic_folder(step.output, notice) as tmp:
         if progress:
-            progress(f"{role}: {step.title}")
-        result = run_child(run_argv, log, progress=progress, prefix=f"{role} build: ", env=child_env())
+            progress(f"{role}: {step.title()}")
+        result = run_child(step.build_argv(flags.tool, tmp), log, progress=progress, prefix=f"{role} build: ",
+                           env=child_env())
         if result.returncode != 0:
             raise UserError(f"trtllm-build of the {role} engine {result.failure}; last lines:\n{result.tail()}\n"
-                            f"full log: {show(log)}\nto rerun by hand: {shlex.join(argv)}")
+                            f"full log: {show(log)}\nto rerun by hand: {shlex.join(shown)}")
         missing = [n for n in ["config.json", *(f"rank{r}.engine" for r in range(world))] if not (tmp / n).is_file()]
         if missing:
             raise UserError(f"trtllm-build exited 0 but wrote no {', '.join(missing)} for the {role} engine — see "
-                            f"{show(log)}; to rerun by hand: {shlex.join(argv)}")
-    return final
+                            f"{show(log)}; to rerun by hand: {shlex.join(shown)}")
+    return step.output

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import specbuild
+from specbuild import atomic
 from specbuild.errors import UserError
-from specbuild.plan import Step
-from specbuild.trtllm import atomic
+from specbuild.paths import show
 from specbuild.trtllm.proc import Progress, run_child
+from specbuild.trtllm.steps import ConvertStep
 
 WORKER = "specbuild.trtllm.convert_worker"
 
@@ -34,42 +35,12 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def _absolute(path: str) -> str:
-    return str(Path(path).expanduser().absolute())
-
-
-def worker_spec(step: Step, output_dir: Path) -> dict[str, Any]:
-    """The convert_worker spec of a wheel convert step (plan details: call, arguments)."""
-    call = step.details["call"]  # "tensorrt_llm.models.<Class>.<function>"
-    *_, model_class, function = call.split(".")
-    args = dict(step.details["arguments"])
-    mapping = args.pop("mapping")
-    quant = args.pop("quant_config", None)
-    spec = {
-        "model_class": model_class,
-        "function": function,
-        "hf_model_dir": _absolute(args.pop("hf_model_or_dir")),
-        "dtype": args.pop("dtype"),
-        "tp_size": mapping["tp_size"],
-        "pp_size": mapping["pp_size"],
-        "quant_algo": quant["quant_algo"] if quant else None,
-        "kwargs": {k: _absolute(v) if k == "speculative_model_dir" else v for k, v in args.items()},
-        "output_dir": str(output_dir),
-    }
-    return spec
-
-
-def script_argv(step: Step, output_dir: Path) -> list[str]:
-    """The example-script command of the plan with this interpreter and the partial output folder."""
-    argv = list(step.command)
-    script = Path(argv[1])
+def script_exists(step: ConvertStep) -> None:
+    script = step.examples / step.converter.script
     if not script.is_file():
         raise UserError(f"--trtllm-examples: {script} does not exist — point --trtllm-examples at the examples/ folder "
                         "of the TensorRT-LLM release that is installed (the NGC container has it at /app/examples; or "
                         "git clone -b v<version> https://github.com/NVIDIA/TensorRT-LLM and use its examples/)")
-    argv[0] = sys.executable
-    argv[argv.index("--output_dir") + 1] = str(output_dir)
-    return argv
 
 
 def check_checkpoint(folder: Path, world_size: int, expect: dict[str, Any], shown: str) -> None:
@@ -95,28 +66,28 @@ def check_checkpoint(folder: Path, world_size: int, expect: dict[str, Any], show
                         "(the example convert_checkpoint.py), and check the TensorRT-LLM version")
 
 
-def run_convert(step: Step, final: Path, *, world_size: int, expect: dict[str, Any], log_dir: Path,
-                progress: Progress | None = None) -> Path:
-    """Execute one convert step into `final` (atomically). Returns `final`."""
-    from specbuild.plan import show
-
+def run_convert(step: ConvertStep, *, log_dir: Path, progress: Progress | None = None,
+                notice: atomic.Notice | None = None) -> Path:
+    """Execute one convert step into step.output (atomically). Returns the folder."""
     role = step.role or "target"
+    final = step.output
     log = log_dir / f"convert-{role}.log"
-    with atomic.building(final) as tmp:
-        if step.command:  # an examples/ script
-            argv = script_argv(step, tmp)
-            rerun = shlex.join(step.command)
+    with atomic.atomic_folder(final, notice) as tmp:
+        if step.converter.via == "script":
+            script_exists(step)
+            argv = step.script_argv(sys.executable, tmp)
+            rerun = shlex.join(step.command())
         else:
             spec_file = log_dir / f"convert-{role}.json"
             spec_file.parent.mkdir(parents=True, exist_ok=True)
-            spec_file.write_text(json.dumps(worker_spec(step, final), indent=2) + "\n")
+            spec_file.write_text(json.dumps(step.worker_spec(final), indent=2) + "\n")
             argv = [sys.executable, "-m", WORKER, str(spec_file), "--output-dir", str(tmp)]
             rerun = f"python -m {WORKER} {show(spec_file)}"
         if progress:
-            progress(f"{role}: {step.title}")
+            progress(f"{role}: {step.title()}")
         result = run_child(argv, log, progress=progress, prefix=f"{role} convert: ", env=child_env())
         if result.returncode != 0:
             raise UserError(f"converting the {role} checkpoint {result.failure}; last lines:\n{result.tail()}\n"
                             f"full log: {show(log)}\nto rerun by hand: {rerun}")
-        check_checkpoint(tmp, world_size, expect, show(final))
+        check_checkpoint(tmp, step.world_size, step.expect, show(final))
     return final

@@ -40,8 +40,10 @@ def _gpu_check(trtllm_present: bool, recipe=None) -> Check:
                      "TensorRT-LLM speculative decoding needs Ampere or newer; hide older GPUs with "
                      "CUDA_VISIBLE_DEVICES or use another machine")
     if recipe is not None:
-        ids = list(recipe.triton.gpu_device_ids) + (recipe.draft_gpu_device_ids if recipe.speculation.method ==
-                                                     "draft_target" else [])
+        from specbuild.methods import describe
+
+        has_draft = describe(recipe).draft_model is not None
+        ids = list(recipe.triton.gpu_device_ids) + (recipe.draft_gpu_device_ids if has_draft else [])
         if max(ids) >= len(report.gpus):
             return Check("GPU", "fail", f"{listed} — the recipe uses GPU ids {sorted(set(ids))}",
                          f"run on a machine with {max(ids) + 1} GPUs or change triton.gpu_device_ids")
@@ -72,10 +74,15 @@ def _trtllm_check() -> tuple[Check, version_mod.TrtllmInstall | None]:
 
 
 def _argvs_for(recipe) -> list[list[str]]:
-    from specbuild.plan import Layout, roles, trtllm_build_argv
+    from specbuild.methods import describe
+    from specbuild.plan import Layout, roles
+    from specbuild.trtllm.runtime import build_flags
+    from specbuild.trtllm.steps import BuildStep
 
     layout = Layout(Path("engines"), Path("triton_repo"), Path("reports"), recipe.name)
-    return [trtllm_build_argv(recipe, layout, role, layout.checkpoint(role)) for role in roles(recipe)]
+    spec = describe(recipe)
+    return [BuildStep(role=role, checkpoint=layout.checkpoint(role), output=layout.engine(role),
+                      flags=build_flags(recipe, spec, role)).command() for role in roles(recipe)]
 
 
 def specbuild_argvs() -> list[list[str]]:
@@ -146,8 +153,10 @@ def _mpi_check(recipe=None) -> Check:
     exe = shutil.which("mpirun")
     if exe:
         return Check("MPI", "ok", exe)
+    from specbuild.methods import describe
+
     needs = recipe is not None and (recipe.build.tp_size * recipe.build.pp_size > 1 or
-                                   recipe.speculation.method == "draft_target")
+                                   describe(recipe).draft_model is not None)
     return Check("MPI", "fail" if needs else "warn", "mpirun is not on PATH",
                  "needed for multi-GPU engines (tp_size * pp_size > 1), launch_triton_server.py without --no-mpi and "
                  f"the orchestrator launch of draft-target: apt-get install openmpi-bin ({NGC_HINT})")

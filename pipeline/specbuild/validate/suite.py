@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from specbuild.errors import UserError
-from specbuild.methods import method_for
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
 from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
 from specbuild.validate.checks.base import ERROR, FAILED, CheckResult, Deployment, SuiteContext, SuiteOptions
 from specbuild.validate.endpoints import Endpoints
@@ -73,13 +74,13 @@ def _gates(recipe: Recipe) -> dict:
 
 
 def _preflight(recipe: Recipe, baseline: Endpoints | None, options: SuiteOptions) -> None:
-    method = method_for(recipe)
+    spec = describe(recipe)
     v = recipe.validation
     if options.checks is not None:
         unknown = [c for c in options.checks if c not in BY_NAME]
         if unknown:
             raise UserError(f"unknown check(s) {', '.join(unknown)} — choose from {', '.join(ORDER)}")
-    if not method.speculative or baseline is not None:
+    if not spec.speculative or baseline is not None:
         return
     wanted = set(options.checks) if options.checks is not None else set(ORDER)
     needs = []
@@ -87,7 +88,8 @@ def _preflight(recipe: Recipe, baseline: Endpoints | None, options: SuiteOptions
         needs.append("validation.require_lossless is true")
     if v.min_speedup is not None and "performance" in wanted:
         needs.append(f"validation.min_speedup is {v.min_speedup}")
-    if v.sampling is not None and recipe.runtime not in method.greedy_only_on and "sampling" in wanted:
+    samples = runtime_for(recipe).sampling_refusal(spec) is None
+    if v.sampling is not None and samples and "sampling" in wanted:
         needs.append("validation.sampling is set")
     if needs:
         raise UserError(f"{recipe.source or recipe.name}: {'; '.join(needs)}, which compares with the baseline "
@@ -124,21 +126,20 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
         print_result(result, console)
         return result
     options = options or SuiteOptions()
-    method = method_for(recipe)
+    spec = describe(recipe)
     _preflight(recipe, baseline, options)
     prompts = load_prompts(recipe)
     if options.max_prompts:
         prompts = prompts[:options.max_prompts]
     timeout = recipe.validation.request_timeout_s
-    serving = method.serving_model
-    dep_target = Deployment("target", target, serving, timeout, speculative=method.speculative)
+    dep_target = Deployment("target", target, spec.serving_model, timeout, speculative=spec.speculative)
     dep_base = Deployment("baseline", baseline, BASELINE_MODEL, timeout) if baseline is not None else None
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:
         for dep in filter(None, (dep_target, dep_base)):
             dep.server.reachable()
-        ctx = SuiteContext(recipe, method, prompts, dep_target, dep_base, _tokenizer(recipe, dep_target), options,
+        ctx = SuiteContext(recipe, spec, prompts, dep_target, dep_base, _tokenizer(recipe, dep_target), options,
                            progress or (lambda stage, done, total: None))
         wanted = set(options.checks) if options.checks is not None else None
         results = []
@@ -151,7 +152,7 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
         dep_target.close()
         if dep_base is not None:
             dep_base.close()
-    result = ValidationResult(recipe.name, method.name, recipe.runtime, target, baseline, dep_target.model, results,
+    result = ValidationResult(recipe.name, spec.method, recipe.runtime, target, baseline, dep_target.model, results,
                               started, time.perf_counter() - t0, len(prompts), gates=_gates(recipe))
     if report_dir is not None:
         from specbuild.validate.report import write_reports

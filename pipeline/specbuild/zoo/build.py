@@ -23,6 +23,7 @@ from typing import Callable
 
 import torch
 
+from specbuild import atomic
 from specbuild.zoo import corpus as corpus_mod
 from specbuild.zoo import data, distill, manifest, precision as precision_mod, target as target_mod, teacher
 from specbuild.zoo.quality import load_causal_lm, measure_quality
@@ -155,9 +156,7 @@ def build(profile: Profile, out: str | Path, progress: Progress | None = None, t
         summary = _build_into(profile, partial, progress or (lambda _m: None), threads, precision, source)
         (partial / STAGES_FILE).unlink(missing_ok=True)
         manifest.write(partial, summary)
-        if out.exists():
-            shutil.rmtree(out)
-        partial.rename(out)
+        atomic.replace_folder(partial, out)  # (not atomic_folder: a hard-killed partial is kept to resume from)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

@@ -13,6 +13,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
+from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ class Method:
     """Base class. Subclasses set `name` and implement `prefill` and `step`."""
 
     name: ClassVar[str] = ""
+    engine_mode: ClassVar[SpecMode]  # the speculative-decoding mode of the engine this method decodes with
     needs_draft_engine: ClassVar[bool] = False
     # True: prefill works when the "target" cache already holds a prefix of the prompt (KV-cache reuse);
     # that holds for any prefill that brings caches up to date with `batch.feed`.

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from specbuild.engine_facts import SpecMode
 from specbuild.reference.batch import Batch
 from specbuild.reference.methods import Method, StepOutput
 
 
 class Autoregressive(Method):
     name = "autoregressive"
+    engine_mode = SpecMode.NONE
     reuses_prefix = True
 
     # prefill: Method.prefill (one forward over the prompt, first token from its last position)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from specbuild.engine_facts import SpecMode
 from specbuild.reference import sampling
 from specbuild.reference.batch import Batch
 from specbuild.reference.methods import Method, StepOutput
@@ -21,6 +22,7 @@ from specbuild.reference.verify import verify_chain
 
 class DraftTarget(Method):
     name = "draft_target"
+    engine_mode = SpecMode.DRAFT_TOKENS_EXTERNAL
     needs_draft_engine = True
     reuses_prefix = True
 

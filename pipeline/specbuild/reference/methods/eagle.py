@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
@@ -95,6 +96,7 @@ class _Growing:
 
 class Eagle(Method):
     name = "eagle"
+    engine_mode = SpecMode.EAGLE
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from specbuild.engine_facts import SpecMode
 from specbuild.reference.batch import Batch
 from specbuild.reference.methods import StepOutput
 from specbuild.reference.methods.autoregressive import Autoregressive
@@ -18,6 +19,7 @@ from specbuild.reference.verify import verify_chain
 
 class ExternalDrafts(Autoregressive):
     name = "external_drafts"
+    engine_mode = SpecMode.DRAFT_TOKENS_EXTERNAL
 
     def prefill(self, batch: Batch) -> list[StepOutput]:
         drafts = [seq.request.draft_tokens[: seq.draft_budget(len(seq.request.draft_tokens))] for seq in batch.seqs]

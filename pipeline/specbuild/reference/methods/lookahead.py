@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 # (0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1): TensorRT-LLM's formula, defined once with the recipe's method
 from specbuild.methods.lookahead import lookahead_max_draft_len
@@ -127,6 +128,7 @@ def jacobi_update(window: Window, step: LookaheadTree, argmax: list[int]) -> Non
 
 class Lookahead(Method):
     name = "lookahead"
+    engine_mode = SpecMode.LOOKAHEAD_DECODING
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)

@@ -25,6 +25,7 @@ from functools import lru_cache
 
 import torch
 
+from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.lean.heads import LeanMedusaHeads
@@ -70,6 +71,7 @@ def typical_accept(tree: Tree, tokens, probs: torch.Tensor, threshold: float, al
 
 class Medusa(Method):
     name = "medusa"
+    engine_mode = SpecMode.MEDUSA
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)

@@ -31,7 +31,7 @@ def _records(ctx: SuiteContext) -> list[AcceptanceRecord]:
 def run(ctx: SuiteContext) -> CheckResult:
     threshold = ctx.recipe.validation.min_acceptance_length
     gate = f"validation.min_acceptance_length >= {threshold}" if threshold is not None else None
-    if not ctx.method.speculative:
+    if not ctx.spec.speculative:
         return CheckResult(NAME, TITLE, SKIPPED, "no speculation", gate=gate)
     records = _records(ctx)
     if not records:

@@ -13,7 +13,7 @@ from specbuild.validate.client import (Generation, GenerateParams, GrpcSession, 
 from specbuild.validate.endpoints import Endpoints
 
 if TYPE_CHECKING:
-    from specbuild.methods.base import Method
+    from specbuild.speculation import Speculation
     from specbuild.recipe.schema import Recipe
     from specbuild.validate.prompts import Prompt
     from specbuild.validate.tokenizer import ClientTokenizer
@@ -154,7 +154,7 @@ class SuiteContext:
     """Everything a check needs. Greedy passes over the prompt set are cached: several checks read them."""
 
     recipe: Recipe
-    method: Method
+    spec: Speculation  # the recipe's speculation (specbuild.methods.describe)
     prompts: list[Prompt]
     target: Deployment
     baseline: Deployment | None

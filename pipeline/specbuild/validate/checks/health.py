@@ -4,11 +4,12 @@ configs match the recipe: max batch size, decoupled, the method's decoding param
 from __future__ import annotations
 
 from specbuild.triton import params as triton_params
+from specbuild.triton import speculation_params
 from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, Deployment, SuiteContext, timed
 
 NAME, TITLE = "health", "Health and served configuration"
 CORE = "tensorrt_llm"
-DRAFT = "tensorrt_llm_draft"
+DRAFT = speculation_params.DRAFT_MODEL_NAME
 
 
 def _param(config: dict, key: str) -> str | None:
@@ -24,7 +25,7 @@ def _decoupled(config: dict) -> bool:
 
 def deployment_problems(ctx: SuiteContext, dep: Deployment) -> tuple[list[str], dict]:
     """Every way `dep` differs from what the recipe says it serves, and the facts read."""
-    recipe, method = ctx.recipe, ctx.method
+    recipe, spec = ctx.recipe, ctx.spec
     problems: list[str] = []
     health = dep.server.health()
     facts: dict = {"endpoints": dep.endpoints.to_dict(), "serving_model": dep.model, **health}
@@ -60,19 +61,19 @@ def deployment_problems(ctx: SuiteContext, dep: Deployment) -> tuple[list[str], 
                         f"(triton.streaming: {str(recipe.triton.streaming).lower()}) needs "
                         f"{'' if want_decoupled else 'not '}decoupled")
     if role == "target":
-        for key, want in method.triton_parameters(recipe).items():
+        for key, want in speculation_params.core_parameters(spec).items():
             got = _param(core, key)
             if got != want:
                 problems.append(f"{dep.label}: {CORE} parameter {key} is {got!r}, the recipe gives {want!r}")
     else:
         mode = _param(core, "decoding_mode")
-        if mode and mode in {"medusa", "eagle", "lookahead", "redrafter", "explicit_draft_tokens"}:
+        if mode and mode in speculation_params.SPECULATIVE_DECODING_MODES:
             problems.append(f"{dep.label}: the baseline's {CORE} has decoding_mode {mode!r} (speculation is on)")
-    needs_draft = role == "target" and method.needs_draft_engine
+    needs_draft = role == "target" and spec.draft_model is not None
     if needs_draft and not models.get(DRAFT, {}).get("ready"):
         problems.append(f"{dep.label}: draft-target needs a ready {DRAFT} model")
     if not needs_draft and DRAFT in models:
-        problems.append(f"{dep.label}: {DRAFT} is present but the recipe's method ({method.name}) has no draft model")
+        problems.append(f"{dep.label}: {DRAFT} is present but the recipe's method ({spec.method}) has no draft model")
     if dep.model == "tensorrt_llm_bls" and "tensorrt_llm_bls" in models:
         bls = dep.server.config("tensorrt_llm_bls")
         if _decoupled(bls) != recipe.triton.streaming:

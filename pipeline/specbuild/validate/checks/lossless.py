@@ -38,7 +38,7 @@ def compare(ctx: SuiteContext, spec: Generation, base: Generation) -> dict | Non
 def run(ctx: SuiteContext) -> CheckResult:
     required = ctx.recipe.validation.require_lossless
     gate = "validation.require_lossless" if required else None
-    if not ctx.method.speculative:
+    if not ctx.spec.speculative:
         return CheckResult(NAME, TITLE, SKIPPED, "no speculation: nothing to compare", gate=gate)
     if ctx.baseline is None:
         return CheckResult(NAME, TITLE, SKIPPED, "no baseline deployment given (--baseline-url)", gate=gate)

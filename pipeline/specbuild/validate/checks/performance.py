@@ -58,7 +58,7 @@ def run(ctx: SuiteContext) -> CheckResult:
     gate = f"validation.min_speedup >= {v.min_speedup} at concurrency 1" if v.min_speedup is not None else None
     levels = sorted(set(v.concurrency) | ({1} if v.min_speedup is not None else set()))
     params = GenerateParams(max_tokens=ctx.options.perf_max_tokens or v.max_tokens, return_perf_metrics=False)
-    deps = ctx.deployments() if ctx.method.speculative else [ctx.target]
+    deps = ctx.deployments() if ctx.spec.speculative else [ctx.target]
     for dep in deps:  # warm up: first requests pay one-off costs (connections, lazy initialisation)
         dep.generate(ctx.prompts[0].text, params, "http-stream")
     levels_out: dict[str, list] = {d.label: [] for d in deps}

@@ -22,8 +22,11 @@ def run(ctx: SuiteContext) -> CheckResult:
     if cfg is None:
         return CheckResult(NAME, TITLE, SKIPPED, "not requested (validation.sampling is not set)")
     gate = f"validation.sampling: p >= {cfg.significance}"
-    if ctx.recipe.runtime in ctx.method.greedy_only_on:
-        return CheckResult(NAME, TITLE, SKIPPED, f"{ctx.method.name} decodes greedily only", gate=gate)
+    from specbuild.runtimes import runtime_for
+
+    refusal = runtime_for(ctx.recipe).sampling_refusal(ctx.spec)
+    if refusal is not None:
+        return CheckResult(NAME, TITLE, SKIPPED, refusal, gate=gate)
     if ctx.baseline is None:
         return CheckResult(NAME, TITLE, SKIPPED, "no baseline deployment given (--baseline-url)", gate=gate)
     trials = ctx.options.sampling_trials or cfg.trials

@@ -15,28 +15,7 @@ import os
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
-
-PLACEHOLDER = "$" + "{"  # an unfilled fill_template.py placeholder starts with this
-TRUE_WORDS = {"true", "1", "t", "y", "yes"}
-FALSE_WORDS = {"false", "0", "f", "n", "no"}
-
-
-def parameter(config, key, default=None):
-    value = config.get("parameters", {}).get(key, {}).get("string_value")
-    if value is None or value.strip() == "" or value.startswith(PLACEHOLDER):
-        return default
-    return value
-
-
-def flag(config, key, default):
-    value = parameter(config, key)
-    if value is None:
-        return default
-    if value.lower() in TRUE_WORDS:
-        return True
-    if value.lower() in FALSE_WORDS:
-        return False
-    return default
+from model_parameters import ParameterError, bool_parameter, parameter
 
 
 class TritonPythonModel:
@@ -51,7 +30,10 @@ class TritonPythonModel:
 
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, legacy=False, padding_side="left",
                                                        trust_remote_code=False)
-        self.skip_special_tokens = flag(config, "skip_special_tokens", True)
+        try:
+            self.skip_special_tokens = bool_parameter(config, "skip_special_tokens", True)
+        except ParameterError as e:
+            raise pb_utils.TritonModelException(f"postprocessing: {e}") from None
 
     def execute(self, requests):
         responses = []

@@ -16,29 +16,7 @@ import os
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
-
-PLACEHOLDER = "$" + "{"  # an unfilled fill_template.py placeholder starts with this
-TRUE_WORDS = {"true", "1", "t", "y", "yes"}
-FALSE_WORDS = {"false", "0", "f", "n", "no"}
-
-
-def parameter(config, key, default=None):
-    """A string parameter; empty values and unfilled fill_template.py placeholders count as unset."""
-    value = config.get("parameters", {}).get(key, {}).get("string_value")
-    if value is None or value.strip() == "" or value.startswith(PLACEHOLDER):
-        return default
-    return value
-
-
-def flag(config, key, default):
-    value = parameter(config, key)
-    if value is None:
-        return default
-    if value.lower() in TRUE_WORDS:
-        return True
-    if value.lower() in FALSE_WORDS:
-        return False
-    return default
+from model_parameters import ParameterError, bool_parameter, parameter
 
 
 def load_tokenizer(config, model_name):
@@ -93,7 +71,10 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.tokenizer = load_tokenizer(config, "preprocessing")
-        self.add_special_tokens = flag(config, "add_special_tokens", True)
+        try:
+            self.add_special_tokens = bool_parameter(config, "add_special_tokens", True)
+        except ParameterError as e:
+            raise pb_utils.TritonModelException(f"preprocessing: {e}") from None
         eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id
         if eos is None:

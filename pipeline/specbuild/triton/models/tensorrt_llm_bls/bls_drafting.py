@@ -1,25 +1,8 @@
 """Pure helpers of the specbuild BLS (no Triton, no numpy needed): drafting and bookkeeping for one round.
 
 Kept beside model.py (the python backend puts the version folder on sys.path) so that they can be tested alone.
+Prompt-lookup drafting is specbuild/prompt_lookup_drafts.py, copied beside this file by the repository writer.
 """
-
-
-def prompt_lookup_drafts(tokens, max_ngram_size, num_draft_tokens):
-    """Prompt lookup (n-gram) drafting: find the last `n` tokens earlier in `tokens` (the prompt and the text so
-    far), longest n first (max_ngram_size down to 1), and propose the tokens that followed that earlier
-    occurrence. The most recent earlier occurrence with a continuation wins. Returns at most
-    `num_draft_tokens` tokens; [] when nothing matches."""
-    if num_draft_tokens <= 0:
-        return []
-    length = len(tokens)
-    for n in range(min(max_ngram_size, length - 1), 0, -1):
-        tail = tokens[length - n:]
-        # candidate starts: an occurrence at [i, i + n) with i + n < length (something follows it)
-        for i in range(length - n - 1, -1, -1):
-            if tokens[i:i + n] == tail:
-                start = i + n
-                return list(tokens[start:start + num_draft_tokens])
-    return []
 
 
 def accepted_prefix(drafts, produced):

@@ -30,10 +30,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
-from bls_drafting import TextStream, accepted_prefix, ends_with_stop_word, prompt_lookup_drafts, round_seed
+from bls_drafting import TextStream, accepted_prefix, ends_with_stop_word, round_seed
+from model_parameters import ParameterError, bool_parameter, int_parameter, parameter
+from prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose as prompt_lookup_drafts
 
-PLACEHOLDER = "$" + "{"  # an unfilled fill_template.py placeholder starts with this
-TRUE_WORDS = {"true", "1", "t", "y", "yes"}
 # client input -> tensorrt_llm input, sent to every core call (the draft's and the target's)
 CORE_INPUTS = {
     "top_k": "runtime_top_k", "top_p": "runtime_top_p", "temperature": "temperature",
@@ -58,18 +58,6 @@ class RequestError(Exception):
 
 class Cancelled(Exception):
     pass
-
-
-def parameter(config, key, default=None):
-    value = config.get("parameters", {}).get(key, {}).get("string_value")
-    if value is None or value.strip() == "" or value.startswith(PLACEHOLDER):
-        return default
-    return value.strip()
-
-
-def flag(config, key, default):
-    value = parameter(config, key)
-    return default if value is None else value.lower() in TRUE_WORDS
 
 
 def tensor_array(name, value, dtype):
@@ -187,6 +175,13 @@ class Prepared:
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
+        try:
+            self.configure(config)
+        except ParameterError as e:
+            raise pb_utils.TritonModelException(f"tensorrt_llm_bls: {e}") from None
+        self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="bls")
+
+    def configure(self, config):
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         declared = {t["name"] for t in config.get("input", [])}
         self.seed_name = "random_seed" if "random_seed" in declared else "seed"
@@ -196,9 +191,9 @@ class TritonPythonModel:
                                                         if legacy else set()))
         self.target = parameter(config, "tensorrt_llm_model_name", "tensorrt_llm")
         self.draft = parameter(config, "tensorrt_llm_draft_model_name")
-        self.target_decoupled = flag(config, "tensorrt_llm_decoupled", False)
-        self.accumulate = flag(config, "accumulate_tokens", False)
-        self.default_exclude = flag(config, "exclude_input_in_output", False)
+        self.target_decoupled = bool_parameter(config, "tensorrt_llm_decoupled", False)
+        self.accumulate = bool_parameter(config, "accumulate_tokens", False)
+        self.default_exclude = bool_parameter(config, "exclude_input_in_output", False)
         self.speculative_method = parameter(config, "speculative_method")
         if self.speculative_method not in (None, "draft_target", "prompt_lookup"):
             raise pb_utils.TritonModelException(f"tensorrt_llm_bls: speculative_method {self.speculative_method!r} "
@@ -206,13 +201,12 @@ class TritonPythonModel:
         if self.speculative_method == "draft_target" and not self.draft:
             raise pb_utils.TritonModelException("tensorrt_llm_bls: speculative_method draft_target needs "
                                                 "tensorrt_llm_draft_model_name")
-        self.default_num_draft_tokens = int(parameter(config, "default_num_draft_tokens", "0"))
-        self.default_use_draft_logits = flag(config, "default_use_draft_logits", False)
-        self.max_matching_ngram_size = int(parameter(config, "max_matching_ngram_size", "2"))
-        limits = {key: parameter(config, key) for key in ("max_draft_len", "max_input_len", "max_seq_len")}
+        self.default_num_draft_tokens = int_parameter(config, "default_num_draft_tokens", 0, minimum=0)
+        self.default_use_draft_logits = bool_parameter(config, "default_use_draft_logits", False)
+        self.max_matching_ngram_size = int_parameter(config, "max_matching_ngram_size",
+                                                     DEFAULT_MAX_MATCHING_NGRAM_SIZE, minimum=1)
         self.max_draft_len, self.max_input_len, self.max_seq_len = (
-            int(value) if value is not None else None for value in limits.values())
-        self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="bls")
+            int_parameter(config, key, minimum=1) for key in ("max_draft_len", "max_input_len", "max_seq_len"))
 
     # --- Triton entry point -----------------------------------------------------------------------------------
     def execute(self, requests):

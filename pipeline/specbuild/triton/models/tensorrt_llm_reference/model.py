@@ -32,6 +32,7 @@ import traceback
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+from model_parameters import ParameterError, bool_parameter, int_parameter, parameter
 
 
 def _use_pythonpath():
@@ -42,11 +43,6 @@ def _use_pythonpath():
 
 _use_pythonpath()
 
-PLACEHOLDER = "$" + "{"  # an unfilled fill_template.py placeholder starts with this
-TRUE_WORDS = {"true", "1"}
-FALSE_WORDS = {"false", "0"}
-SPECULATIVE_DECODING_MODES = {"medusa": "medusa", "eagle": "eagle", "lookahead": "lookahead"}
-PLAIN_DECODING_MODES = {"top_k", "top_p", "top_k_top_p", "auto"}
 # Inputs of the C++ model that the reference runtime does not implement: refused when given with a value.
 UNSUPPORTED_INPUTS = (
     "encoder_input_features", "encoder_output_lengths", "decoder_input_ids", "decoder_input_lengths",
@@ -64,43 +60,6 @@ BEAM_ONLY_INPUTS = ("len_penalty", "early_stopping", "beam_search_diversity_rate
 
 class RequestError(Exception):
     """A bad request: answered with an error response naming the tensor."""
-
-
-def parameter(config, key):
-    value = config.get("parameters", {}).get(key, {}).get("string_value")
-    if value is None or value.strip() == "" or value.startswith(PLACEHOLDER):
-        return None
-    return value.strip()
-
-
-def bool_parameter(config, key, default):
-    value = parameter(config, key)
-    if value is None:
-        return default
-    if value.lower() in TRUE_WORDS:
-        return True
-    if value.lower() in FALSE_WORDS:
-        return False
-    raise pb_utils.TritonModelException(f"parameter {key}={value!r} is not a bool (true/false)")
-
-
-def int_parameter(config, key):
-    value = parameter(config, key)
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise pb_utils.TritonModelException(f"parameter {key}={value!r} is not an integer") from None
-
-
-def parse_choices(text):
-    """`{0}, {0, 0}, {1}` (the C++ backend's format) -> [[0], [0, 0], [1]]."""
-    try:
-        value = json.loads("[" + text.replace("{", "[").replace("}", "]") + "]")
-        return [[int(k) for k in path] for path in value]
-    except (ValueError, TypeError):
-        raise pb_utils.TritonModelException(f"choices {text!r} are not in the '{{0}}, {{0, 0}}' format") from None
 
 
 def word_list(array):
@@ -179,6 +138,12 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.name = args["model_name"]
+        try:
+            self.configure(config)
+        except ParameterError as e:
+            raise pb_utils.TritonModelException(f"{self.name}: {e}") from None
+
+    def configure(self, config):
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         declared = {t["name"] for t in config.get("input", [])}
         self.min_tokens_name = "min_length" if "min_length" in declared else "min_tokens"
@@ -208,44 +173,17 @@ class TritonPythonModel:
 
     def decoding_overrides(self, config, engine_dir):
         """The C++ backend's decoding parameters, as overrides of the engine's specbuild.decoding."""
-        with open(os.path.join(engine_dir, "config.json")) as f:
-            engine_config = json.load(f)
-        method = engine_config.get("specbuild", {}).get("method", "none")
-        role = engine_config.get("specbuild", {}).get("role", "target")
-        speculative = role == "target" and int(engine_config["build_config"].get("speculative_decoding_mode", 1)) != 1
-        mode = parameter(config, "decoding_mode")
-        if mode is not None:
-            mode = mode.lower()
-            if mode in SPECULATIVE_DECODING_MODES:
-                if not speculative or SPECULATIVE_DECODING_MODES[mode] != method:
-                    raise pb_utils.TritonModelException(
-                        f"{self.name}: decoding_mode {mode} but the engine {engine_dir} was built for "
-                        f"{method if speculative else 'no speculation'} — set decoding_mode to match the engine "
-                        "or leave it empty")
-            elif mode not in PLAIN_DECODING_MODES:
-                raise pb_utils.TritonModelException(
-                    f"{self.name}: decoding_mode {mode!r} is not supported by the reference runtime (use one of "
-                    f"{', '.join(sorted(PLAIN_DECODING_MODES | set(SPECULATIVE_DECODING_MODES)))}, or leave it empty)")
-        overrides = {}
-        if method == "medusa" and parameter(config, "medusa_choices"):
-            overrides["medusa_choices"] = parse_choices(parameter(config, "medusa_choices"))
-        if method == "eagle":
-            if parameter(config, "eagle_choices"):
-                overrides["eagle_choices"] = parse_choices(parameter(config, "eagle_choices"))
-            if parameter(config, "eagle_use_dynamic_tree") is not None:
-                overrides["eagle_use_dynamic_tree"] = bool_parameter(config, "eagle_use_dynamic_tree", False)
-            if parameter(config, "eagle_dynamic_tree_max_top_k") is not None:
-                overrides["eagle_dynamic_tree_max_top_k"] = int_parameter(config, "eagle_dynamic_tree_max_top_k")
-        if mode == "lookahead":
-            # the runtime's decoding keys are the parameter names
-            keys = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
-            values = {key: int_parameter(config, key) for key in keys}
-            if any(v is None for v in values.values()):
-                raise pb_utils.TritonModelException(
-                    f"{self.name}: decoding_mode is lookahead but lookahead parameters are not specified — set "
-                    "lookahead_window_size, lookahead_ngram_size and lookahead_verification_set_size")
-            overrides.update(values)
-        return overrides
+        from specbuild.engine_facts import SpecMode, read_engine_config
+        from specbuild.reference.dialect import ParameterProblem, overrides
+
+        engine_config = read_engine_config(engine_dir)
+        mode = SpecMode.parse(engine_config["build_config"].get("speculative_decoding_mode", 1))
+        method = (engine_config.get("specbuild") or {}).get("method", "none")
+        try:
+            return overrides(lambda key: parameter(config, key), lambda key: bool_parameter(config, key, None),
+                             lambda key: int_parameter(config, key), mode, method)
+        except ParameterProblem as e:
+            raise pb_utils.TritonModelException(f"{self.name}: {e} (engine {engine_dir})") from None
 
     # --- requests -> executor requests ---------------------------------------------------------------------
     def make_jobs(self, request, group):

@@ -1,0 +1,92 @@
+"""The reference runtime's dialect of a `Speculation`: the `specbuild.decoding` keys its engine folder records
+(read by the method implementations in reference/methods/), and the same keys recovered from the `tensorrt_llm`
+model's config.pbtxt parameters (the C++ backend's names: decoding_mode, medusa_choices, eagle_choices,
+lookahead_*), which override the engine's defaults at load time as they do for the C++ backend."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from specbuild.engine_facts import SpecMode
+from specbuild.speculation import DynamicTree, Speculation, StaticTree
+
+LOOKAHEAD_KEYS = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
+
+
+def decoding(spec: Speculation) -> dict[str, Any]:
+    """Runtime defaults the target engine folder records under specbuild.decoding."""
+    out: dict[str, Any] = {}
+    if spec.medusa is not None:
+        out.update(medusa_choices=spec.tree.as_lists(), num_medusa_heads=spec.medusa.num_heads)
+    if spec.eagle is not None:
+        out.update(num_eagle_layers=spec.eagle.num_eagle_layers,
+                   max_non_leaves_per_layer=spec.eagle.max_non_leaves_per_layer)
+        if isinstance(spec.tree, DynamicTree):
+            out.update(eagle_use_dynamic_tree=True, eagle_dynamic_tree_max_top_k=spec.tree.top_k)
+        elif isinstance(spec.tree, StaticTree):
+            out.update(eagle_choices=spec.tree.as_lists())
+    if spec.draft_model is not None:
+        out.update(num_draft_tokens=spec.draft_model.num_draft_tokens,
+                   use_draft_logits=spec.draft_model.use_draft_logits)
+    if spec.prompt_lookup is not None:
+        out.update(max_draft_len=spec.prompt_lookup.num_draft_tokens,
+                   max_matching_ngram_size=spec.prompt_lookup.max_matching_ngram_size)
+    if spec.lookahead is not None:
+        w = spec.lookahead
+        out.update(zip(LOOKAHEAD_KEYS, (w.window_size, w.ngram_size, w.verification_set_size)))
+    return out
+
+
+class ParameterProblem(ValueError):
+    """A tensorrt_llm parameter the reference runtime cannot honour (the model refuses to load with it)."""
+
+
+# decoding_mode values that pick plain sampling (the C++ backend's; nothing to override)
+PLAIN_DECODING_MODES = frozenset({"top_k", "top_p", "top_k_top_p", "auto"})
+SPECULATIVE_DECODING_MODES = {"medusa": SpecMode.MEDUSA, "eagle": SpecMode.EAGLE,
+                              "lookahead": SpecMode.LOOKAHEAD_DECODING}
+
+
+def _choices(text: str) -> list[list[int]]:
+    """`{0}, {0, 0}, {1}` (the C++ backend's format) -> [[0], [0, 0], [1]]."""
+    try:
+        value = json.loads("[" + text.replace("{", "[").replace("}", "]") + "]")
+        return [[int(k) for k in path] for path in value]
+    except (ValueError, TypeError):
+        raise ParameterProblem(f"choices {text!r} are not in the '{{0}}, {{0, 0}}' format") from None
+
+
+def overrides(get: Callable[[str], str | None], get_bool: Callable[[str], bool | None],
+              get_int: Callable[[str], int | None], engine_mode: SpecMode, engine_method: str) -> dict[str, Any]:
+    """specbuild.decoding overrides from the tensorrt_llm parameters (`get*` read one parameter; None = unset).
+    A speculative decoding_mode must be the one the engine was built with."""
+    mode = get("decoding_mode")
+    if mode is not None:
+        mode = mode.lower()
+        if mode in SPECULATIVE_DECODING_MODES:
+            if SPECULATIVE_DECODING_MODES[mode] != engine_mode:
+                built = engine_method if engine_mode != SpecMode.NONE else "no speculation"
+                raise ParameterProblem(f"decoding_mode {mode} but the engine was built for {built} — set "
+                                       "decoding_mode to match the engine or leave it empty")
+        elif mode not in PLAIN_DECODING_MODES:
+            allowed = ", ".join(sorted(PLAIN_DECODING_MODES | set(SPECULATIVE_DECODING_MODES)))
+            raise ParameterProblem(f"decoding_mode {mode!r} is not supported by the reference runtime (use one of "
+                                   f"{allowed}, or leave it empty)")
+    out: dict[str, Any] = {}
+    if engine_mode == SpecMode.MEDUSA and get("medusa_choices"):
+        out["medusa_choices"] = _choices(get("medusa_choices"))
+    if engine_mode == SpecMode.EAGLE:
+        if get("eagle_choices"):
+            out["eagle_choices"] = _choices(get("eagle_choices"))
+        if get("eagle_use_dynamic_tree") is not None:
+            out["eagle_use_dynamic_tree"] = get_bool("eagle_use_dynamic_tree")
+        if get("eagle_dynamic_tree_max_top_k") is not None:
+            out["eagle_dynamic_tree_max_top_k"] = get_int("eagle_dynamic_tree_max_top_k")
+    if mode == "lookahead":
+        values = {key: get_int(key) for key in LOOKAHEAD_KEYS}
+        if any(v is None for v in values.values()):
+            raise ParameterProblem("decoding_mode is lookahead but lookahead parameters are not specified — set "
+                                   + ", ".join(LOOKAHEAD_KEYS))
+        out.update(values)
+    return out

@@ -1,0 +1,103 @@
+"""The reference runtime: specbuild's own CPU implementation of every method (PyTorch, transformers models).
+
+Its engine folders have the TensorRT-LLM config.json shape (reference/engine_folder.py); its Triton core model is
+a Python-backend model with the `tensorrt_llm` model's name, tensors and parameters
+(triton/models/tensorrt_llm_reference/model.py), served by the CPU tritonserver of nvidia-pytriton.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from specbuild.engine_facts import expected_limits, pretrained_extra
+from specbuild.methods.base import Finding
+from specbuild.paths import show
+from specbuild.plan import ServeStep, roles
+from specbuild.reference import dialect
+from specbuild.reference.steps import ReferenceEngineStep
+from specbuild.runtimes.base import Runtime
+
+CORE_MODEL = Path(__file__).resolve().parent.parent / "triton" / "models" / "tensorrt_llm_reference" / "model.py"
+
+
+class ReferenceRuntime(Runtime):
+    name = "reference"
+    summary = "specbuild's CPU PyTorch implementation of every method, served by the CPU tritonserver"
+    core_backend = "python"
+    core_backend_label = "python (specbuild reference)"
+
+    # --- checks -----------------------------------------------------------------------------------------------
+    def checks(self, recipe, spec, options) -> Iterator[Finding]:
+        b = recipe.build
+        for key in ("tp_size", "pp_size"):
+            if getattr(b, key) != 1:
+                yield Finding(("build", key), f"is {getattr(b, key)} but the reference runtime runs in one CPU "
+                              f"process — set {key}: 1, or runtime: tensorrt-llm for multi-GPU engines")
+        if b.quantization != "none":
+            yield Finding(("build", "quantization"), "quantization is a TensorRT-LLM conversion option; the "
+                          "reference runtime computes in float32 — set quantization: none or runtime: tensorrt-llm")
+        draft = spec.draft_model
+        if draft is not None and draft.tp_size != 1:
+            yield Finding(("speculation", "tp_size"), "the reference runtime runs the draft in one CPU process — set "
+                          "tp_size: 1")
+        if draft is not None and draft.use_draft_logits:
+            yield Finding(("speculation", "use_draft_logits"), "the reference runtime's Triton models return no "
+                          "generation logits, so the BLS cannot send draft logits — set use_draft_logits: false "
+                          "(token-comparison acceptance is lossless too), or use runtime: tensorrt-llm")
+        elif draft is not None and draft.fast_logits:
+            yield Finding(("speculation", "fast_logits"), "fast logits is a GPU-to-GPU transfer of TensorRT-LLM — "
+                          "remove it for runtime: reference")
+
+    # --- engines ----------------------------------------------------------------------------------------------
+    def engine_steps(self, recipe, spec, layout, options) -> list[ReferenceEngineStep]:
+        steps = []
+        for role in roles(recipe):
+            target = role == "target"
+            steps.append(ReferenceEngineStep(
+                role=role,
+                model_dir=spec.draft_model.path if role == "draft" else recipe.model_dir,
+                tokenizer_dir=None if role == "draft" else recipe.tokenizer_dir,
+                method=spec.method if target else "none",
+                mode=expected_limits(recipe, spec, role).speculative_decoding_mode,
+                dtype=recipe.model.dtype,
+                limits=expected_limits(recipe, spec, role),
+                weights=spec.weights if target else {},
+                decoding=dialect.decoding(spec) if target else {},
+                pretrained_extra=pretrained_extra(spec) if target else {},
+                output=layout.engine(role)))
+        return steps
+
+    def build_engines(self, steps, recipe, layout, progress=None, notice=None) -> dict[str, Path]:
+        from specbuild.engine_facts import verify_engine
+        from specbuild.reference.engine_folder import build_engine
+
+        built = {}
+        for step in steps:
+            if progress:
+                progress(f"{step.role} engine")
+            build_engine(step.output, role=step.role, method=step.method, mode=step.mode, decoding=step.decoding,
+                         model_dir=step.model_dir, tokenizer_dir=step.tokenizer_dir, extra_dirs=step.weights,
+                         dtype=step.dtype, limits=step.limits, pretrained_extra=step.pretrained_extra,
+                         progress=progress, notice=notice)
+            verify_engine(step.output, step.limits, step.role, after="rebuild it with specbuild compile")
+            built[step.role] = step.output
+        return built
+
+    # --- repository and serving -------------------------------------------------------------------------------
+    def core_model_files(self) -> dict[str, Path]:
+        return {"model.py": CORE_MODEL}
+
+    def serve_step(self, recipe, layout, repo_roles) -> ServeStep:
+        t = recipe.triton
+        argv = ("specbuild", "serve", show(layout.repository()), "--http-port", str(t.http_port),
+                "--grpc-port", str(t.grpc_port), "--metrics-port", str(t.metrics_port))
+        info = {"server": "a system tritonserver if found, else the one bundled in nvidia-pytriton (CPU)",
+                "binds": "127.0.0.1"}
+        if len(repo_roles) > 1:
+            info["baseline"] = f"served alongside from {show(layout.repository('baseline'))} on free ports"
+        info["compile"] = "serves on free loopback ports, validates, then stops the server"
+        return ServeStep(headline="serve the repository", argv=argv, info=info)
+
+    def owns_engine(self, config: dict) -> bool:
+        return (config.get("specbuild") or {}).get("runtime") == self.name

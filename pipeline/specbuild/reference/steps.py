@@ -1,0 +1,43 @@
+"""The reference runtime's plan step: write one engine folder (reference/engine_folder.py) and read it back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from specbuild.engine_facts import EngineLimits, SpecMode
+from specbuild.paths import show
+from specbuild.plan import ROLES_DOC, Step, limits_dict
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceEngineStep(Step):
+    kind: ClassVar[str] = "reference-engine"
+    model_dir: Path
+    tokenizer_dir: Path | None  # None: the tokenizer is inside model_dir (or the engine needs none: a draft)
+    method: str  # the engine's decoding method ("none" for draft and baseline engines)
+    mode: SpecMode
+    dtype: str
+    limits: EngineLimits  # what the engine's build_config must carry
+    weights: dict[str, Path] = field(default_factory=dict)  # method weights the engine carries, by folder name
+    decoding: dict[str, Any] = field(default_factory=dict)  # specbuild.decoding defaults
+    pretrained_extra: dict[str, Any] = field(default_factory=dict)
+    output: Path
+
+    def title(self) -> str:
+        return f"reference engine: {self.role} ({ROLES_DOC[self.role]})"
+
+    def details(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "model": show(self.model_dir),
+            "method": self.method,
+            "dtype": f"{self.dtype} recorded; computes in float32 on the CPU",
+            "limits": limits_dict(self.limits),
+        }
+        if self.weights:
+            out["weights"] = {k: show(v) for k, v in self.weights.items()}
+        if self.decoding:
+            out["decoding"] = self.decoding
+        out["output"] = show(self.output)
+        return out

@@ -1,0 +1,46 @@
+"""The engine-flavour Triton dialect of a `Speculation`: the `tensorrt_llm` model's decoding parameters and the
+`tensorrt_llm_bls` drafting parameters (repository fact sheet §2.1, §4). The C++ `tensorrtllm` backend and
+specbuild's reference core read the same keys, so this is one translation for both runtimes."""
+
+from __future__ import annotations
+
+from specbuild.engine_facts import SpecMode
+from specbuild.speculation import DynamicTree, Speculation, StaticTree
+from specbuild.trees import format_choices
+
+# decoding_mode parameter per engine mode (repository fact sheet §2.1); modes not listed leave it unset
+# (the backend has no draft-tokens decoding_mode; repository fact sheet §7 #8).
+DECODING_MODES = {SpecMode.MEDUSA: "medusa", SpecMode.EAGLE: "eagle", SpecMode.LOOKAHEAD_DECODING: "lookahead"}
+# decoding_mode values that turn speculation on (a baseline must have none of them)
+SPECULATIVE_DECODING_MODES = frozenset({*DECODING_MODES.values(), "redrafter", "explicit_draft_tokens"})
+DRAFT_MODEL_NAME = "tensorrt_llm_draft"
+
+
+def core_parameters(spec: Speculation) -> dict[str, str]:
+    """Method parameters of the target's `tensorrt_llm` config.pbtxt."""
+    mode = DECODING_MODES.get(spec.mode)
+    if mode is None:
+        return {}
+    params = {"decoding_mode": mode}
+    if isinstance(spec.tree, StaticTree):
+        params[f"{mode}_choices"] = format_choices(spec.tree.as_lists())
+    elif isinstance(spec.tree, DynamicTree):  # EAGLE-2 (reference runtime only: refused for tensorrt-llm)
+        params.update(eagle_use_dynamic_tree="true", eagle_dynamic_tree_max_top_k=str(spec.tree.top_k))
+    if spec.lookahead is not None:
+        w = spec.lookahead
+        params.update(lookahead_window_size=str(w.window_size), lookahead_ngram_size=str(w.ngram_size),
+                      lookahead_verification_set_size=str(w.verification_set_size))
+    return params
+
+
+def bls_parameters(spec: Speculation) -> dict[str, str]:
+    """How our BLS drafts for a BLS-driven method (design contract "Triton repository")."""
+    if spec.draft_model is not None:
+        return {"tensorrt_llm_draft_model_name": DRAFT_MODEL_NAME, "speculative_method": "draft_target",
+                "default_num_draft_tokens": str(spec.draft_model.num_draft_tokens),
+                "default_use_draft_logits": "true" if spec.draft_model.use_draft_logits else "false"}
+    if spec.prompt_lookup is not None:
+        return {"speculative_method": "prompt_lookup",
+                "default_num_draft_tokens": str(spec.prompt_lookup.num_draft_tokens),
+                "max_matching_ngram_size": str(spec.prompt_lookup.max_matching_ngram_size)}
+    return {}

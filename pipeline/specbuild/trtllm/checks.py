@@ -1,0 +1,86 @@
+"""What the tensorrt-llm runtime refuses in a recipe, before anything runs (`specbuild check` shows each with its
+location). Everything `specbuild plan` or `compile` would refuse because of the recipe is found here first."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from specbuild.engine_facts import SpecMode
+from specbuild.methods.base import Finding
+from specbuild.methods.common import architecture
+from specbuild.runtimes.base import BuildOptions
+from specbuild.speculation import DynamicTree, Speculation
+from specbuild.trtllm.converters import EAGLE_ARCHITECTURES, MEDUSA_MODEL_TYPES, TRTLLM_MODEL_CLASSES, wheel_limits
+
+EXAMPLES_HINT = "pass --trtllm-examples DIR (e.g. /app/examples in the NGC container) to use TensorRT-LLM's example converter"
+
+
+# Modes TensorRT-LLM decodes greedily whatever a request's temperature says: Medusa (medusa_temperature=0;
+# repository fact sheet §2.1), EAGLE and lookahead (no request or parameter changes their acceptance).
+GREEDY_ONLY = {SpecMode.MEDUSA: "accepts Medusa drafts by token match at temperature 0",
+               SpecMode.EAGLE: "accepts EAGLE drafts by token match",
+               SpecMode.LOOKAHEAD_DECODING: "verifies lookahead n-grams by token match"}
+
+
+def sampling_refusal(spec: Speculation) -> str:
+    if spec.mode in GREEDY_ONLY:
+        return (f"{spec.method} decodes greedily only on the tensorrt-llm runtime (TensorRT-LLM "
+                f"{GREEDY_ONLY[spec.mode]}) — remove validation.sampling or pick another method")
+    return ("the sampling-distribution check runs on the reference runtime only (TensorRT-LLM's speculative "
+            "sampling is not bit-exact) — remove it or use runtime: reference")
+
+
+def recipe_findings(recipe, spec: Speculation, options: BuildOptions) -> Iterator[Finding]:
+    b, t = recipe.build, recipe.triton
+    world = b.tp_size * b.pp_size
+    if len(t.gpu_device_ids) != world:
+        yield Finding(("triton", "gpu_device_ids"), f"lists {len(t.gpu_device_ids)} GPU(s) but tp_size * pp_size = "
+                      f"{world} — list exactly {world} GPU id(s) in triton.gpu_device_ids",
+                      also=(("build", "tp_size"), ("build", "pp_size")))
+    if len(set(t.gpu_device_ids)) != len(t.gpu_device_ids):
+        yield Finding(("triton", "gpu_device_ids"), "lists a GPU twice — each rank needs its own GPU")
+    draft = spec.draft_model
+    if draft is not None:
+        ids = recipe.draft_gpu_device_ids
+        if len(ids) != draft.tp_size:
+            where = ("triton", "draft_gpu_device_ids") if t.draft_gpu_device_ids else ("speculation", "tp_size")
+            yield Finding(where, f"the draft has tp_size {draft.tp_size} but {len(ids)} GPU id(s) "
+                          f"({ids}) — give triton.draft_gpu_device_ids with {draft.tp_size} id(s)")
+    elif t.draft_gpu_device_ids is not None:
+        yield Finding(("triton", "draft_gpu_device_ids"), f"only draft_target has a draft engine, not "
+                      f"{spec.method} — remove it")
+    if recipe.validation.sampling is not None:
+        yield Finding(("validation", "sampling"), sampling_refusal(spec))
+    if b.quantization == "fp8" and (spec.medusa is not None or spec.eagle is not None):
+        yield Finding(("build", "quantization"), f"fp8 {spec.method} goes through examples/quantization/quantize.py, "
+                      "which specbuild does not drive — use none, int8_weight_only or int4_weight_only")
+    if spec.eagle is not None and b.kv_cache_type != "paged":
+        yield Finding(("build", "kv_cache_type"), "EAGLE engines need the paged KV cache (EagleForCausalLM.forward "
+                      "asserts it) — set kv_cache_type: paged")
+    if isinstance(spec.tree, DynamicTree):
+        yield Finding(("speculation", "dynamic_tree"), "EAGLE-2 (dynamic_tree) is not served by Triton's "
+                      "tensorrtllm backend (only run.py/the executor support it) — give a static tree with "
+                      "choices, or use runtime: reference")
+    if options.building and not options.trtllm_examples:
+        for path, reason in wheel_limits(recipe, spec):
+            yield Finding(path, f"{reason} — {EXAMPLES_HINT}, or change the value",
+                          also=(("speculation", "max_draft_len"), ("speculation",)))
+
+
+def file_findings(recipe, spec: Speculation) -> Iterator[Finding]:
+    arch = architecture(recipe.model_dir)
+    supported = ", ".join(sorted(TRTLLM_MODEL_CLASSES))
+    if arch is not None and arch not in TRTLLM_MODEL_CLASSES:
+        yield Finding(("model", "checkpoint"), f"architecture {arch} has no TensorRT-LLM engine-path class known to "
+                      f"specbuild (supported: {supported}) — use runtime: reference, or a supported model")
+    if spec.draft_model is not None:
+        draft_arch = architecture(spec.draft_model.path)
+        if draft_arch is not None and draft_arch not in TRTLLM_MODEL_CLASSES:
+            yield Finding(("speculation", "checkpoint"), f"the draft's architecture {draft_arch} has no TensorRT-LLM "
+                          f"engine-path class known to specbuild (supported: {supported}) — pick a supported draft")
+    if spec.medusa is not None and arch is not None and arch not in MEDUSA_MODEL_TYPES:
+        yield Finding(("model", "checkpoint"), f"TensorRT-LLM's Medusa supports llama, mixtral and qwen2 targets, not "
+                      f"{arch} — use runtime: reference or another method")
+    if spec.eagle is not None and arch is not None and arch not in EAGLE_ARCHITECTURES:
+        yield Finding(("model", "checkpoint"), "TensorRT-LLM's engine-path EAGLE covers Llama-architecture targets "
+                      "only (TensorRT-LLM #10396) — use runtime: reference or another method")

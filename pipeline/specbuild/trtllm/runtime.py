@@ -1,0 +1,124 @@
+"""The tensorrt-llm runtime (engine flavour): TensorRT-LLM checkpoints and `trtllm-build` engines on a GPU,
+served by Triton's C++ `tensorrtllm` backend through the repository's launch_triton.sh.
+
+tensorrt_llm is never imported here: conversions run in child processes (convert_worker), builds are the
+`trtllm-build` console script, and the installed version comes from package metadata (version.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from specbuild.engine_facts import SpecMode, expected_limits, pretrained_extra
+from specbuild.methods.base import Finding
+from specbuild.paths import show
+from specbuild.plan import ServeStep, Step, VerifyEngineStep, roles
+from specbuild.runtimes.base import Runtime
+from specbuild.trtllm import checks
+from specbuild.trtllm.converters import plain_converter, target_converter
+from specbuild.trtllm.steps import BuildStep, ConvertStep
+
+
+def build_flags(recipe, spec, role: str) -> tuple[tuple[str, str | None], ...]:
+    """Every trtllm-build flag after --checkpoint_dir/--output_dir, explicit (engine fact sheet §1.2, §9.2)."""
+    limits = expected_limits(recipe, spec, role)
+    b = recipe.build
+    flags: dict[str, str | None] = {
+        "--max_batch_size": str(b.max_batch_size),
+        "--max_input_len": str(b.max_input_len),
+        "--max_seq_len": str(b.max_seq_len),  # trtllm-build adds max_draft_len (+num_eagle_layers) itself
+        "--max_num_tokens": str(limits.max_num_tokens),
+        "--max_beam_width": str(b.max_beam_width),
+        "--gemm_plugin": recipe.gemm_plugin,
+        "--gpt_attention_plugin": recipe.model.dtype,
+        "--context_fmha": "enable",
+        "--use_paged_context_fmha": "enable" if b.use_paged_context_fmha else "disable",
+        "--remove_input_padding": "enable",
+        "--kv_cache_type": b.kv_cache_type,
+        "--tokens_per_block": str(b.tokens_per_block),
+        "--workers": str(b.workers),
+    }
+    draft_logits = spec.draft_model is not None and spec.draft_model.use_draft_logits
+    if limits.speculative_decoding_mode != SpecMode.NONE:
+        flags["--speculative_decoding_mode"] = limits.speculative_decoding_mode.cli_name
+        flags["--max_draft_len"] = str(limits.max_draft_len)
+    if role in ("target", "draft") and draft_logits:
+        flags["--gather_generation_logits"] = None  # logit acceptance (TensorRT-LLM PR #4167)
+    return tuple(flags.items())
+
+
+class TrtllmRuntime(Runtime):
+    name = "tensorrt-llm"
+    summary = "TensorRT-LLM engines (trtllm-build) served by Triton's tensorrtllm backend on NVIDIA GPUs"
+    core_backend = "tensorrtllm"
+    core_backend_label = "tensorrtllm"
+
+    def checks(self, recipe, spec, options) -> Iterator[Finding]:
+        return checks.recipe_findings(recipe, spec, options)
+
+    def file_checks(self, recipe, spec, options) -> Iterator[Finding]:
+        return checks.file_findings(recipe, spec)
+
+    def sampling_refusal(self, spec) -> str | None:
+        return checks.sampling_refusal(spec)
+
+    # --- engines ----------------------------------------------------------------------------------------------
+    def engine_steps(self, recipe, spec, layout, options) -> list[Step]:
+        steps: list[Step] = []
+        for role in roles(recipe):
+            reuse_target_ckpt = role == "baseline" and not spec.weights
+            ckpt_role = "target" if reuse_target_ckpt else role
+            if not reuse_target_ckpt:
+                steps.append(self._convert_step(recipe, spec, layout, role, options.trtllm_examples))
+            steps.append(BuildStep(role=role, checkpoint=layout.checkpoint(ckpt_role), output=layout.engine(role),
+                                   flags=build_flags(recipe, spec, role)))
+            steps.append(VerifyEngineStep(role=role, engine=layout.engine(role), recipe_name=recipe.name,
+                                          expect=expected_limits(recipe, spec, role)))
+        return steps
+
+    def _convert_step(self, recipe, spec, layout, role: str, examples: str | None) -> ConvertStep:
+        b = recipe.build
+        draft = spec.draft_model if role == "draft" else None
+        if role == "target":
+            converter, model_dir = target_converter(recipe, spec, examples), recipe.model_dir
+        else:
+            model_dir = draft.path if draft is not None else recipe.model_dir
+            converter = plain_converter(model_dir)
+        expect = {"dtype": recipe.model.dtype}
+        if role == "target":
+            expect.update({k: v for k, v in pretrained_extra(spec).items() if not isinstance(v, (dict, list))})
+        return ConvertStep(role=role, converter=converter, model_dir=model_dir, output=layout.checkpoint(role),
+                           dtype=recipe.model.dtype, tp_size=draft.tp_size if draft else b.tp_size,
+                           pp_size=1 if draft else b.pp_size, workers=b.workers, quantization=b.quantization,
+                           trust_remote_code=recipe.model.trust_remote_code,
+                           examples=Path(examples) if converter.via == "script" else None, expect=expect)
+
+    def build_engines(self, steps, recipe, layout, progress=None, notice=None) -> dict[str, Path]:
+        from specbuild.trtllm.engines import run_engine_steps
+
+        return run_engine_steps(steps, recipe, layout, progress, notice)
+
+    # --- repository and serving -------------------------------------------------------------------------------
+    def repository_files(self, recipe, role: str) -> dict[str, str]:
+        from specbuild.triton.launch import SCRIPT_NAME, launch_script
+
+        return {SCRIPT_NAME: launch_script(recipe, role)}
+
+    def serve_step(self, recipe, layout, repo_roles) -> ServeStep:
+        from specbuild.triton import params as triton_params
+        from specbuild.triton.launch import SCRIPT_NAME
+
+        info = triton_params.launch(recipe, "target")
+        return ServeStep(headline=f"launch tritonserver in {info['mode']} mode (world size {info['world_size']})",
+                         argv=("bash", show(layout.repository() / SCRIPT_NAME)),
+                         info={k: v for k, v in info.items() if k != "mode"})
+
+    def launcher(self, repository: Path) -> Path | None:
+        from specbuild.triton.launch import SCRIPT_NAME
+
+        return repository / SCRIPT_NAME
+
+    def owns_engine(self, config: dict) -> bool:
+        # TensorRT-LLM writes no specbuild section; a reference engine records its runtime there
+        return (config.get("specbuild") or {}).get("runtime", self.name) == self.name
