@@ -222,7 +222,7 @@ def check_targets(report: dict) -> dict:
         out["draft_target_over_transformers_assistant"] = {"value": round(ratio, 3), "goal": ">= 1.2",
                                                            "met": ratio >= TARGETS["draft_target_over_transformers_assistant"]}
     if "generate" in hf:
-        ratio = 1.0 / hf["generate"]["speedup_vs_autoregressive"]  # our time / transformers' time
+        ratio = hf["generate"]["speedup_vs_autoregressive"]  # = our seconds / transformers' seconds
         out["autoregressive_vs_transformers_generate_time_ratio"] = {
             "value": round(ratio, 3), "goal": "<= 1.10", "met": ratio <= 1 + TARGETS["autoregressive_within_of_transformers_generate"]}
     out["note"] = "goals apply to the `small` profile" if report.get("profile") != "small" else "small profile"

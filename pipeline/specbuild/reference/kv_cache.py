@@ -38,6 +38,7 @@ class ForwardPlan:
     keys_length: int  # T: attention reads slots [0, T) of every row
     mask: torch.Tensor | None  # [B, 1, S, T] bool, True = visible; None = every query sees all T slots
     max_position: int  # the largest entry of position_ids
+    same_start: bool = False  # every row starts at starts[0] (one slice write per layer)
     _index: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
 
     @property
@@ -144,7 +145,7 @@ class KVCache:
         # new). A padding query sees the same (never a fully masked row, which would give NaN); no real query
         # sees a padding key, which sits after it.
         mask = None
-        if width > 1 or attend is not None or any(s != starts[0] for s in starts):
+        if width > 1 or attend is not None or any(s != starts[0] for s in starts):  # else every slot is visible
             mask = (torch.arange(keys_length) <= slot_of_query[:, :, None])[:, None]  # [B, 1, S, T]
         custom = positions is not None and any(p is not None for p in positions)
         max_position = keys_length - 1
@@ -172,7 +173,8 @@ class KVCache:
             fed.append(row_pos)
         for r, row_pos in enumerate(fed):  # registered once every row checked out
             self.pending_positions[r].extend(row_pos)
-        plan = ForwardPlan(list(n_new), width, pos, starts, keys_length, mask, max_position)
+        same_start = all(s == starts[0] for s in starts)
+        plan = ForwardPlan(list(n_new), width, pos, starts, keys_length, mask, max_position, same_start)
         self._reserve(keys_length)
         self._plan, self._written = plan, 0
         return plan
@@ -186,8 +188,8 @@ class KVCache:
         if self.buffer is None:
             self._allocate(keys, plan.keys_length)
         kv = self.buffer[layer]
-        first = plan.starts[0]
-        if all(s == first for s in plan.starts):
+        if plan.same_start:
+            first = plan.starts[0]
             kv[0, :, :, first : first + plan.width] = keys
             kv[1, :, :, first : first + plan.width] = values
         else:

@@ -27,21 +27,25 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.
     if weight is None:
         return x
     if x.dtype == torch.float32:
-        return F.rms_norm(x, (x.shape[-1],), weight, eps)
-    return weight * F.rms_norm(x.float(), (x.shape[-1],), None, eps).to(x.dtype)
+        return torch.rms_norm(x, (x.shape[-1],), weight, eps)
+    return weight * torch.rms_norm(x.float(), (x.shape[-1],), None, eps).to(x.dtype)
 
 
 class RopeTable:
     """cos/sin of every position up to the highest one seen, computed once by the checkpoint's own rotary
-    module (so every static RoPE variant and its attention scaling come out as transformers computes them)."""
+    module (so every static RoPE variant and its attention scaling come out as transformers computes them).
+
+    transformers rotates with `x * cos + rotate_half(x) * sin`, rotate_half(x) = cat(-x2, x1); the table keeps
+    sin with the first half negated, so that the same products are `x.roll(half) * signed_sin` (bit-identical,
+    fewer tensor operations per layer)."""
 
     def __init__(self, rotary_emb, dtype: torch.dtype):
         self.rotary = rotary_emb
         self.dtype = dtype
-        self.table = torch.empty(0, 2, 0, dtype=dtype)  # [positions, (cos, sin), head_dim]
+        self.table = torch.empty(0, 2, 0, dtype=dtype)  # [positions, (cos, signed sin), head_dim]
 
     def __call__(self, position_ids: torch.Tensor, max_position: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cos, sin), each [B, 1, S, head_dim], for position_ids [B, S]."""
+        """(cos, signed sin), each [B, 1, S, head_dim], for position_ids [B, S]."""
         if max_position >= self.table.shape[0]:
             self._grow(max_position + 1)
         both = self.table[position_ids]  # [B, S, 2, D]
@@ -52,7 +56,15 @@ class RopeTable:
         n = max(n, 2 * self.table.shape[0], 1024)
         probe = torch.empty(0, dtype=self.dtype)
         cos, sin = self.rotary(probe, torch.arange(n)[None])
-        self.table = torch.stack([cos[0], sin[0]], dim=1).to(self.dtype)
+        cos, sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
+        half = sin.shape[-1] // 2
+        signed = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
+        self.table = torch.stack([cos, signed], dim=1)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """RoPE: x * cos + rotate_half(x) * sin, with the table's signed sin (see RopeTable)."""
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 
 def fuse_linears(linears) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -72,11 +84,6 @@ def fuse_linears(linears) -> tuple[torch.Tensor, torch.Tensor | None]:
             m.bias.data = bias[start : start + n]
         start += n
     return weight, bias
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 class DecoderLayer:
@@ -117,7 +124,7 @@ class DecoderLayer:
         h = rms_norm(x, self.input_norm, self.eps)
         qkv = self.qkv(h).view(batch, width, -1, self.head_dim).transpose(1, 2)
         qk = qkv[:, : self.n_qk]
-        qk = qk * cos + _rotate_half(qk) * sin  # RoPE on queries and keys at once
+        qk = rotate(qk, cos, sin)  # RoPE on queries and keys at once
         keys, values = cache.write(index, qk[:, self.n_heads :], qkv[:, self.n_qk :])
         attn = F.scaled_dot_product_attention(qk[:, : self.n_heads], keys, values, attn_mask=mask,
                                               scale=self.scale, enable_gqa=self.gqa)
