@@ -1,4 +1,4 @@
-"""The sampling transforms on hand-computed examples, and the chain verifier's greedy rule."""
+"""The sampling transforms on hand-computed examples, and bad-word masks inside a draft."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from specbuild.reference import sampling
 from specbuild.reference.request import Request
 from specbuild.reference.sampling import SamplingConfig
 from specbuild.reference.sequence import Sequence
-from specbuild.reference.verify import verify_chain
 
 LOGITS = torch.log(torch.tensor([0.1, 0.4, 0.2, 0.3]))
 
@@ -68,16 +67,6 @@ def test_sampling_config_problems():
 
 def _seq(tokens, **kw):
     return Sequence.start(1, Request(input_ids=tokens, max_new_tokens=10, **kw))
-
-
-def test_verify_chain_greedy_compares_tokens():
-    seq = _seq([0])
-    logits = torch.full((4, 5), -5.0)
-    for i, t in enumerate([2, 3, 1, 4]):  # the target's argmax at each position
-        logits[i, t] = 5.0
-    assert verify_chain(seq, logits, [2, 3, 1]) == ([2, 3, 1, 4], 3)  # all accepted + bonus
-    assert verify_chain(seq, logits, [2, 0, 1]) == ([2, 3], 1)  # correction at the first mismatch
-    assert verify_chain(seq, logits[:1], []) == ([2], 0)
 
 
 def test_bad_words_mask_depends_on_the_context_inside_the_draft():

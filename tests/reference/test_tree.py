@@ -1,8 +1,7 @@
-"""Static trees from choices, tree attention masks, candidate paths, greedy tree verification."""
+"""Tree shapes (static trees from choices, parent lists, tries of sequences), tree attention masks, candidate
+paths, and trees through the runtime (feed_trees / commit_paths). Acceptance is tested in test_acceptance.py."""
 
 from __future__ import annotations
-
-import random
 
 import pytest
 import torch
@@ -12,7 +11,6 @@ from specbuild.reference.tree import (
     Tree,
     chain_tree,
     check_choices,
-    greedy_accept,
     tree_from_choices,
     tree_from_parents,
     tree_from_sequences,
@@ -126,44 +124,6 @@ def test_tree_from_sequences_merges_shared_prefixes():
     for node in range(tree.size):  # no two siblings share a token
         kids = [tokens[c] for c in tree.children[node]]
         assert len(kids) == len(set(kids))
-
-
-def _brute_force_greedy_length(tree: Tree, tokens, argmax) -> int:
-    """Independent check: over every candidate path, the longest prefix that matches the target's argmax."""
-    best = 0
-    for path in tree.candidate_paths():
-        n = 0
-        while n + 1 < len(path) and tokens[path[n + 1]] == argmax[path[n]]:
-            n += 1
-        best = max(best, n)
-    return best
-
-
-def test_greedy_accept_matches_brute_force_on_random_trees():
-    rng = random.Random(1)
-    for trial in range(400):
-        size = rng.randint(1, 14)
-        parents = [-1] + [rng.randrange(i) for i in range(1, size)]
-        # re-order by depth is not required for correctness of verification; parents[i] < i suffices
-        tree = tree_from_parents(parents)
-        vocab = rng.choice([2, 3, 5])  # tiny vocab: many matches, duplicated sibling tokens
-        tokens = [rng.randrange(vocab) for _ in range(size)]
-        argmax = [rng.randrange(vocab) for _ in range(size)]
-        result = greedy_accept(tree, tokens, argmax)
-        assert len(result.nodes) == _brute_force_greedy_length(tree, tokens, argmax)
-        # the accepted tokens are exactly what greedy decoding emits: each equals the argmax at its parent
-        prev = 0
-        for node in result.nodes:
-            assert tree.parents[node] == prev and tokens[node] == argmax[prev]
-            prev = node
-        assert result.bonus == argmax[prev]
-        assert result.new_tokens == [tokens[n] for n in result.nodes] + [argmax[prev]]
-
-
-def test_greedy_accept_with_no_match_returns_only_the_bonus():
-    tree = tree_from_choices([[0], [1]])
-    result = greedy_accept(tree, tokens=[9, 3, 4], target_argmax=[7, 1, 1])
-    assert result.nodes == () and result.bonus == 7 and result.new_tokens == [7]
 
 
 @pytest.mark.parametrize("uncached", [1, 3])

@@ -1,86 +1,122 @@
-"""Batched KV cache with per-row lengths, on top of transformers' `DynamicCache`.
+"""Batched KV cache with per-row lengths, preallocated and addressed by position.
 
-Row r of the batch holds `lengths[r]` *committed* tokens in physical slots `[0, lengths[r])`. A forward appends
-S slots to every row (transformers concatenates at the end of the sequence axis); those slots are *pending*
-until the caller commits them. `commit(keep)` keeps, per row, any subset of its pending tokens (a draft
-prefix, or an accepted path through a token tree) and compacts them to `[lengths[r], lengths[r] + len(keep[r]))`;
-everything else is dropped. Slots past a row's length are stale and never visible (the attention mask hides
-them), so rows can accept different numbers of tokens.
+One buffer holds every layer's keys and values: `[layers, 2, rows, kv_heads, capacity, head_dim]`. Row r holds
+`lengths[r]` *committed* tokens, the token at position p in slot p. A forward writes its tokens after the row's
+committed and earlier pending tokens, in feed order; they stay *pending* until the caller commits them.
+`commit(keep)` keeps, per row, any subset of its pending tokens (a draft prefix, or an accepted path through a
+token tree): kept token i goes to slot `lengths[r] + i`, so a chain commit moves nothing and a tree commit moves
+only the accepted entries that do not already sit at their position. Slots past a row's length are stale and
+never visible (the attention mask hides them), so rows can accept different numbers of tokens.
 
-RoPE is applied before keys are cached, so a kept token must sit at the slot equal to its position:
-commits are checked for that (`positions == lengths[r] + i`).
+RoPE is applied before keys are cached, so a kept token must sit at the slot equal to its position: commits are
+checked for that (`positions == lengths[r] + i`).
 
-This module plans the masks and positions; `model.CausalLM.forward` runs the network. Another network that
-shares the layout (for example an EAGLE draft head) can use `plan_forward` and `store` the same way.
+This module plans the masks and positions (`plan_forward`); a network then writes each layer's new keys and
+values with `write(layer, k, v)` (the lean path, `specbuild.reference.lean`) or through `store`, an object with
+the `update(k, v, layer_idx)` method transformers' attention calls (the transformers path, or any other network
+built from transformers layers, such as an EAGLE head): both return the keys and values attention reads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
 
+CHUNK = 256  # capacity grows in multiples of this many slots (doubling), so growth copies are rare
+
 
 @dataclass
 class ForwardPlan:
-    """What one forward needs: positions, visibility, and how many real tokens each row feeds."""
+    """What one forward needs: positions, where each row's tokens are written, and what each token sees."""
 
     n_new: list[int]  # real (non-padding) tokens fed per row; row r's tokens sit at [0, n_new[r])
     width: int  # S: padded number of tokens per row
     position_ids: torch.Tensor  # [B, S] long
-    visible: torch.Tensor  # [B, S, T + S] bool, T = physical cache length before the forward
+    starts: list[int]  # row r's token s is written to slot starts[r] + s (padding too: stale slots)
+    keys_length: int  # T: attention reads slots [0, T) of every row
+    mask: torch.Tensor | None  # [B, 1, S, T] bool, True = visible; None = every query sees all T slots
+    max_position: int  # the largest entry of position_ids
+    same_start: bool = False  # every row starts at starts[0] (one slice write per layer)
+    _index: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
+
+    @property
+    def visible(self) -> torch.Tensor:
+        """[B, S, T] bool."""
+        if self.mask is None:
+            return torch.ones(len(self.n_new), self.width, self.keys_length, dtype=torch.bool)
+        return self.mask[:, 0]
 
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
         """The 4D **additive float** mask transformers expects: 0 where visible, dtype-min elsewhere.
 
         (A boolean 4D mask is silently misread by eager attention: it is added to the scores as 0/1.)
         """
-        mask = torch.zeros(self.visible.shape, dtype=dtype)
-        mask.masked_fill_(~self.visible, torch.finfo(dtype).min)
-        return mask[:, None]  # [B, 1, S, T + S]
+        mask = torch.zeros(len(self.n_new), 1, self.width, self.keys_length, dtype=dtype)
+        if self.mask is not None:
+            mask.masked_fill_(~self.mask, torch.finfo(dtype).min)
+        return mask
+
+    def write_index(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rows [B, 1], slots [B, S]): where the fed tokens go when rows start at different slots."""
+        if self._index is None:
+            starts = torch.tensor(self.starts, dtype=torch.long)
+            self._index = (torch.arange(len(self.starts))[:, None], starts[:, None] + torch.arange(self.width))
+        return self._index
 
 
 class KVCache:
     """The KV cache of one model for one batch of sequences (row-aligned with `Batch.seqs`)."""
 
     def __init__(self, hf_config, n_rows: int):
-        from transformers import DynamicCache
-
-        self._hf_config = hf_config
-        self.store = DynamicCache(config=hf_config)
+        self.n_layers = int(hf_config.num_hidden_layers)
         self.lengths: list[int] = [0] * n_rows
-        # Pending tokens of the current round, per row, in the order they were fed: physical slot and position.
-        self.pending_slots: list[list[int]] = [[] for _ in range(n_rows)]
+        # Positions of the pending tokens of the current round, per row, in feed order (slot lengths[r] + i).
         self.pending_positions: list[list[int]] = [[] for _ in range(n_rows)]
+        self.buffer: torch.Tensor | None = None  # [layers, 2, rows, kv_heads, capacity, head_dim], on first write
+        self.store = _TransformersStore(self)
+        self._plan: ForwardPlan | None = None
+        self._written = 0
 
     # ------------------------------------------------------------------ shape
     def __len__(self) -> int:
         return len(self.lengths)
 
     @property
+    def capacity(self) -> int:
+        return 0 if self.buffer is None else self.buffer.shape[-2]
+
+    @property
     def physical_length(self) -> int:
-        layer = self.store.layers[0] if self.store.layers else None
-        if layer is None or not layer.is_initialized or layer.keys is None or layer.keys.numel() == 0:
-            return 0
-        return layer.keys.shape[-2]
+        """Slots spanned by the committed and pending tokens of the longest row."""
+        return max((n + len(p) for n, p in zip(self.lengths, self.pending_positions)), default=0)
 
     def n_pending(self, row: int) -> int:
-        return len(self.pending_slots[row])
+        return len(self.pending_positions[row])
+
+    @property
+    def pending_slots(self) -> list[list[int]]:
+        return [list(range(n, n + len(p))) for n, p in zip(self.lengths, self.pending_positions)]
 
     @property
     def has_pending(self) -> bool:
-        return any(self.pending_slots)
+        return any(self.pending_positions)
 
     def next_position(self, row: int) -> int:
         """Position of the next token fed in a chain: after the committed and pending tokens of the row."""
-        return self.lengths[row] + len(self.pending_slots[row])
+        return self.lengths[row] + len(self.pending_positions[row])
+
+    def layer(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(keys, values) of one layer over the slots in use: [rows, kv_heads, physical_length, head_dim] views."""
+        n = self.physical_length
+        return self.buffer[index, 0, :, :, :n], self.buffer[index, 1, :, :, :n]
 
     # ------------------------------------------------------------------ forward planning
     def plan_forward(
         self,
         n_new: Sequence[int],
-        positions: Sequence[Sequence[int]] | None = None,
+        positions: Sequence[Sequence[int] | None] | None = None,
         attend: Sequence[torch.Tensor | None] | None = None,
     ) -> ForwardPlan:
         """Plan a forward that feeds `n_new[r]` tokens to row r, and register them as pending.
@@ -90,8 +126,8 @@ class KVCache:
         attend: per row, None (chain: every earlier pending token and causal among the new ones) or a bool
             tensor [n_new[r], n_pending[r] + n_new[r]] saying which earlier pending tokens and which new tokens
             each new token sees (a token-tree mask). Committed tokens are always visible.
-        Call the network with `store` as its cache, `plan.additive_mask(dtype)` and `plan.position_ids` next:
-        the network appends S = plan.width slots to every row.
+        The network then writes every layer once (`write` or `store.update`) and attends with `plan.mask`
+        (or `plan.additive_mask(dtype)`) over the keys `[0, plan.keys_length)`, at `plan.position_ids`.
         """
         n_rows = len(self.lengths)
         if len(n_new) != n_rows:
@@ -99,51 +135,91 @@ class KVCache:
         if any(n < 0 for n in n_new):
             raise ValueError(f"n_new={list(n_new)}")
         width = max(max(n_new, default=0), 1)
-        phys = self.physical_length
-        n = torch.tensor(list(n_new), dtype=torch.long)
+        starts = [self.next_position(r) for r in range(n_rows)]
+        keys_length = max(starts, default=0) + width
         steps = torch.arange(width)
+        slot_of_query = torch.tensor(starts, dtype=torch.long)[:, None] + steps  # [B, S]
+        pos = slot_of_query
 
-        # Defaults for every row (vectorised): a chain after the committed and pending tokens.
-        start = torch.tensor([self.next_position(r) for r in range(n_rows)], dtype=torch.long)
-        pos = start[:, None] + steps[None, :]
-        visible = torch.zeros(n_rows, width, phys + width, dtype=torch.bool)
-        visible[:, :, :phys] = (torch.arange(phys)[None, :] < torch.tensor(self.lengths, dtype=torch.long)[:, None])[:, None, :]
-        real_query = (steps[None, :] < n[:, None])[:, :, None]  # [B, S, 1]
-        causal = torch.ones(width, width, dtype=torch.bool).tril()
-        # Real queries: causal among the new tokens. Padding queries see only themselves (never a fully masked
-        # row, which would give NaN in softmax); nothing sees a padding key.
-        visible[:, :, phys:] = torch.where(real_query, causal[None], torch.eye(width, dtype=torch.bool)[None])
-
+        # Chain visibility for every row: a query at slot q sees slots [0, q] (committed, earlier pending, causal
+        # new). A padding query sees the same (never a fully masked row, which would give NaN); no real query
+        # sees a padding key, which sits after it.
+        mask = None
+        if width > 1 or attend is not None or any(s != starts[0] for s in starts):  # else every slot is visible
+            mask = (torch.arange(keys_length) <= slot_of_query[:, :, None])[:, None]  # [B, 1, S, T]
+        custom = positions is not None and any(p is not None for p in positions)
+        max_position = keys_length - 1
+        if custom:
+            pos = slot_of_query.clone()
+        fed: list = []
         for r in range(n_rows):
             k = n_new[r]
-            slots = self.pending_slots[r]
-            if positions is not None and positions[r] is not None:
+            if custom and positions[r] is not None:
                 row_pos = list(positions[r])
                 if len(row_pos) != k:
                     raise ValueError(f"row {r}: {len(row_pos)} positions for {k} tokens")
-                pos[r, :k] = torch.tensor(row_pos, dtype=torch.long)
+                if k:
+                    pos[r, :k] = torch.tensor(row_pos, dtype=torch.long)
+                    max_position = max(max_position, max(row_pos))
+            else:
+                row_pos = range(starts[r], starts[r] + k)
             row_attend = attend[r] if attend is not None else None
             if row_attend is not None:
-                p = len(slots)
+                p = len(self.pending_positions[r])
                 if tuple(row_attend.shape) != (k, p + k):
                     raise ValueError(f"row {r}: attend has shape {tuple(row_attend.shape)}, expected {(k, p + k)}")
-                row_attend = row_attend.to(torch.bool)
-                if p:
-                    visible[r, :k, slots] = row_attend[:, :p]
-                visible[r, :k, phys : phys + k] = row_attend[:, p:]
-            elif slots:
-                visible[r, :k, slots] = True
-            if k:
-                self.pending_slots[r] = slots + list(range(phys, phys + k))
-                self.pending_positions[r] = self.pending_positions[r] + pos[r, :k].tolist()
-        return ForwardPlan(list(n_new), width, pos, visible)
+                if k:
+                    mask[r, 0, :k, self.lengths[r] : starts[r] + k] = row_attend.to(torch.bool)
+            fed.append(row_pos)
+        for r, row_pos in enumerate(fed):  # registered once every row checked out
+            self.pending_positions[r].extend(row_pos)
+        same_start = all(s == starts[0] for s in starts)
+        plan = ForwardPlan(list(n_new), width, pos, starts, keys_length, mask, max_position, same_start)
+        self._reserve(keys_length)
+        self._plan, self._written = plan, 0
+        return plan
 
-    def check_appended(self, plan: ForwardPlan, physical_before: int) -> None:
-        if self.physical_length != physical_before + plan.width:
+    def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store one layer's keys and values of the planned forward ([B, kv_heads, S, head_dim]); returns that
+        layer's keys and values over the slots attention reads ([B, kv_heads, T, head_dim] views)."""
+        plan = self._plan
+        if plan is None:
+            raise RuntimeError("KVCache.write: no forward planned (call plan_forward first)")
+        if self.buffer is None:
+            self._allocate(keys, plan.keys_length)
+        kv = self.buffer[layer]
+        if plan.same_start:
+            first = plan.starts[0]
+            kv[0, :, :, first : first + plan.width] = keys
+            kv[1, :, :, first : first + plan.width] = values
+        else:
+            rows, slots = plan.write_index()
+            keys_of, values_of = kv[0], kv[1]
+            keys_of[rows, :, slots] = keys.transpose(1, 2)  # [B, S, heads, dim] at (row, slot)
+            values_of[rows, :, slots] = values.transpose(1, 2)
+        self._written += 1
+        return kv[0, :, :, : plan.keys_length], kv[1, :, :, : plan.keys_length]
+
+    def check_appended(self, plan: ForwardPlan, physical_before: int | None = None) -> None:
+        """After a network ran a planned forward: every layer must have been written once."""
+        if plan is not self._plan or self._written != self.n_layers:
             raise RuntimeError(
-                f"the network appended {self.physical_length - physical_before} cache slots, expected {plan.width}: "
-                "is this model using a cache layout other than transformers' DynamicLayer?"
+                f"the network wrote {self._written} cache layers for this forward, expected {self.n_layers}: "
+                "does it call the cache once per layer (KVCache.write or store.update)?"
             )
+        self._plan = None
+
+    def _reserve(self, slots: int) -> None:
+        if self.buffer is not None and slots > self.capacity:
+            grown = self.buffer.new_zeros(*self.buffer.shape[:4], _rounded(max(slots, 2 * self.capacity)),
+                                          self.buffer.shape[-1])
+            grown[..., : self.capacity, :] = self.buffer
+            self.buffer = grown
+
+    def _allocate(self, like: torch.Tensor, slots: int, rows: int | None = None) -> None:
+        _, heads, _, dim = like.shape
+        rows = len(self.lengths) if rows is None else rows
+        self.buffer = like.new_zeros(self.n_layers, 2, rows, heads, _rounded(slots), dim)
 
     # ------------------------------------------------------------------ commit / rollback
     @torch.inference_mode()
@@ -157,81 +233,76 @@ class KVCache:
         dst_slots: list[int] = []
         new_lengths = list(self.lengths)
         for r, indices in enumerate(keep):
-            slots, positions = self.pending_slots[r], self.pending_positions[r]
+            base, positions = self.lengths[r], self.pending_positions[r]
             for i, idx in enumerate(indices):
-                if not 0 <= idx < len(slots):
-                    raise ValueError(f"row {r}: pending index {idx} out of range ({len(slots)} pending)")
-                if positions[idx] != self.lengths[r] + i:
+                if not 0 <= idx < len(positions):
+                    raise ValueError(f"row {r}: pending index {idx} out of range ({len(positions)} pending)")
+                if positions[idx] != base + i:
                     raise ValueError(
                         f"row {r}: kept token {idx} has position {positions[idx]}, but it would be committed at "
-                        f"{self.lengths[r] + i}; a kept path must continue the committed sequence one position at a time"
+                        f"{base + i}; a kept path must continue the committed sequence one position at a time"
                     )
-                dst = self.lengths[r] + i
-                if slots[idx] != dst:
+                if idx != i:
                     src_rows.append(r)
-                    src_slots.append(slots[idx])
-                    dst_slots.append(dst)
-            new_lengths[r] = self.lengths[r] + len(indices)
-
+                    src_slots.append(base + idx)
+                    dst_slots.append(base + i)
+            new_lengths[r] = base + len(indices)
         if src_rows:
             rows = torch.tensor(src_rows, dtype=torch.long)
-            src = torch.tensor(src_slots, dtype=torch.long)
-            dst = torch.tensor(dst_slots, dtype=torch.long)
-            for layer in self.store.layers:
-                moved_k = layer.keys[rows, :, src, :]  # gather first: sources and destinations may overlap
-                moved_v = layer.values[rows, :, src, :]
-                layer.keys[rows, :, dst, :] = moved_k
-                layer.values[rows, :, dst, :] = moved_v
+            moved = self.buffer[:, :, rows, :, torch.tensor(src_slots)]  # gather first: sources and destinations overlap
+            self.buffer[:, :, rows, :, torch.tensor(dst_slots)] = moved
         self.lengths = new_lengths
-        self._clear_pending_and_trim()
+        self._clear_pending()
 
     def commit_prefix(self, n_keep: Sequence[int]) -> None:
-        """Keep the first `n_keep[r]` pending tokens of each row (a chain: accepted drafts)."""
-        self.commit([range(n) for n in n_keep])
+        """Keep the first `n_keep[r]` pending tokens of each row (a chain: accepted drafts). Moves nothing."""
+        if len(n_keep) != len(self.lengths):
+            raise ValueError(f"n_keep has {len(n_keep)} rows, the cache has {len(self.lengths)}")
+        for r, n in enumerate(n_keep):
+            base, positions = self.lengths[r], self.pending_positions[r]
+            if not 0 <= n <= len(positions) or positions[:n] != list(range(base, base + n)):
+                return self.commit([range(n) for n in n_keep])  # raises the precise error
+        self.lengths = [n + k for n, k in zip(self.lengths, n_keep)]
+        self._clear_pending()
 
     def commit_all(self) -> None:
-        self.commit_prefix([len(s) for s in self.pending_slots])
+        self.commit_prefix([len(p) for p in self.pending_positions])
 
     def rollback(self) -> None:
         """Drop every pending token."""
-        self.commit([[] for _ in self.lengths])
+        self.lengths = list(self.lengths)
+        self._clear_pending()
 
-    @torch.inference_mode()
-    def _clear_pending_and_trim(self) -> None:
-        self.pending_slots = [[] for _ in self.lengths]
+    def _clear_pending(self) -> None:
         self.pending_positions = [[] for _ in self.lengths]
-        target = max(self.lengths, default=0)
-        if target < self.physical_length:
-            for layer in self.store.layers:
-                layer.keys = layer.keys[..., :target, :]
-                layer.values = layer.values[..., :target, :]
+        self._plan = None
 
     # ------------------------------------------------------------------ whole rows (KV reuse)
     def row_kv(self, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The committed KV of one row: per layer (keys, values) of shape [heads, length, head_dim] (copies)."""
         self._require_no_pending("row_kv")
         n = self.lengths[row]
-        return [(layer.keys[row, :, :n].clone(), layer.values[row, :, :n].clone()) for layer in self.store.layers]
+        if self.buffer is None:
+            return []
+        return [(self.buffer[i, 0, row, :, :n].clone(), self.buffer[i, 1, row, :, :n].clone())
+                for i in range(self.n_layers)]
 
     @classmethod
     @torch.inference_mode()
     def from_rows(cls, hf_config, rows: Sequence[tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]]) -> "KVCache":
         """A cache whose row r starts with the first n_r tokens of a kept row KV (rows: (n_r, kv or None))."""
         cache = cls(hf_config, len(rows))
-        width = max((n for n, kv in rows if kv is not None), default=0)
-        if width == 0:
+        kept = [(n, kv) for n, kv in rows if kv is not None and n > 0]
+        if not kept:
             return cache
-        template = next(kv for n, kv in rows if kv is not None and n > 0)
-        for i, layer in enumerate(cache.store.layers):
-            heads, _, dim = template[i][0].shape
-            keys = torch.zeros(len(rows), heads, width, dim, dtype=template[i][0].dtype)
-            values = torch.zeros_like(keys)
-            for r, (n, kv) in enumerate(rows):
-                if kv is not None and n > 0:
-                    keys[r, :, :n] = kv[i][0][:, :n]
-                    values[r, :, :n] = kv[i][1][:, :n]
-            layer.update(keys, values)
-        cache.lengths = [n if kv is not None else 0 for n, kv in rows]
+        template = kept[0][1][0][0]  # layer 0 keys [heads, n, dim]
+        cache._allocate(template[None], max(n for n, _ in kept))
+        for r, (n, kv) in enumerate(rows):
+            if kv is not None and n > 0:
+                for i, (keys, values) in enumerate(kv):
+                    cache.buffer[i, 0, r, :, :n] = keys[:, :n]
+                    cache.buffer[i, 1, r, :, :n] = values[:, :n]
+                cache.lengths[r] = n
         return cache
 
     # ------------------------------------------------------------------ batch membership
@@ -239,13 +310,10 @@ class KVCache:
     def select_rows(self, rows: Sequence[int]) -> None:
         """Keep only these rows, in this order (requests that left the batch are dropped)."""
         self._require_no_pending("select_rows")
-        index = torch.tensor(list(rows), dtype=torch.long)
-        if self.physical_length > 0:
-            for layer in self.store.layers:
-                layer.keys = layer.keys.index_select(0, index)
-                layer.values = layer.values.index_select(0, index)
+        if self.buffer is not None:
+            self.buffer = self.buffer.index_select(2, torch.tensor(list(rows), dtype=torch.long))
         self.lengths = [self.lengths[r] for r in rows]
-        self._clear_pending_and_trim()
+        self._clear_pending()
 
     @torch.inference_mode()
     def extend(self, other: "KVCache") -> None:
@@ -254,27 +322,53 @@ class KVCache:
         other._require_no_pending("extend")
         if len(other) == 0:
             return
-        if len(self) == 0:
-            self.store, self.lengths = other.store, list(other.lengths)
-            self._clear_pending_and_trim()
+        if self.buffer is None and other.buffer is None:
+            self.lengths = self.lengths + list(other.lengths)
+            self._clear_pending()
             return
-        if self.physical_length == 0 or other.physical_length == 0:
-            raise RuntimeError("extend: both caches must have been prefilled")
-        length = max(self.physical_length, other.physical_length)
-        for mine, theirs in zip(self.store.layers, other.store.layers):
-            mine.keys = torch.cat([_pad_seq(mine.keys, length), _pad_seq(theirs.keys, length)], dim=0)
-            mine.values = torch.cat([_pad_seq(mine.values, length), _pad_seq(theirs.values, length)], dim=0)
+        template = self.buffer if self.buffer is not None else other.buffer
+        capacity = max(self.capacity, other.capacity)
+        parts = []
+        for cache in (self, other):
+            part = template.new_zeros(*template.shape[:2], len(cache), *template.shape[3:4], capacity, template.shape[-1])
+            if cache.buffer is not None:
+                part[..., : cache.capacity, :] = cache.buffer
+            parts.append(part)
+        self.buffer = torch.cat(parts, dim=2)
         self.lengths = self.lengths + list(other.lengths)
-        self._clear_pending_and_trim()
+        self._clear_pending()
 
     def _require_no_pending(self, what: str) -> None:
         if self.has_pending:
             raise RuntimeError(f"{what}: the cache has uncommitted tokens; commit or rollback first")
 
 
-def _pad_seq(t: torch.Tensor, length: int) -> torch.Tensor:
-    """Pad a [B, H, T, D] tensor with zeros along T up to `length` (the padding is stale: never visible)."""
-    if t.shape[-2] == length:
-        return t
-    pad = torch.zeros(*t.shape[:2], length - t.shape[-2], t.shape[-1], dtype=t.dtype)
-    return torch.cat([t, pad], dim=-2)
+def _rounded(slots: int) -> int:
+    return max(CHUNK, -(-slots // CHUNK) * CHUNK)
+
+
+class _TransformersStore:
+    """The cache as transformers' attention modules use it: `update(k, v, layer_idx)` stores the planned
+    forward's keys and values and returns what attention reads (with `plan.additive_mask` as the 4D mask).
+    `layers[i].keys` / `.values` show a layer's slots in use, as `DynamicCache.layers` does."""
+
+    def __init__(self, cache: KVCache):
+        self._cache = cache
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        return self._cache.write(layer_idx, key_states, value_states)
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self._cache.physical_length
+
+    @property
+    def layers(self) -> list["_LayerView"]:
+        if self._cache.buffer is None:
+            return []
+        return [_LayerView(*self._cache.layer(i)) for i in range(self._cache.n_layers)]
+
+
+@dataclass
+class _LayerView:
+    keys: torch.Tensor
+    values: torch.Tensor

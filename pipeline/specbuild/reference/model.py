@@ -1,16 +1,22 @@
-"""Model plumbing: a Hugging Face causal LM run over a batch of rows with their own lengths.
+"""Model plumbing: a causal LM run over a batch of rows with their own lengths, through a `KVCache`.
 
-`CausalLM.forward(cache, tokens)` feeds `tokens[r]` (any number, possibly zero) to row r, with explicit
-`position_ids` and a 4D additive float mask planned by the row-aware `KVCache`, and returns the logits and the
-last hidden states (after the final norm: the features Medusa heads and EAGLE heads read). The new tokens stay
-*pending* in the cache until the caller commits the ones it keeps.
+`CausalLM.forward(cache, tokens)` feeds `tokens[r]` (any number, possibly zero) to row r at explicit positions,
+with the visibility the cache plans (chains, or token trees through `attend`), and returns the logits and the last
+hidden states (after the final norm: the features Medusa heads and EAGLE heads read); `capture_layers` also
+returns chosen decoder layers' outputs (EAGLE-3's features). The new tokens stay *pending* in the cache until the
+caller commits the ones it keeps.
 
-Works with `LlamaForCausalLM` and any transformers decoder that accepts 4D masks and `position_ids` and caches
-with plain `DynamicLayer`s (no sliding window, no linear attention).
+Two implementations, same results (to float32 rounding) and the same cache:
+- lean (`specbuild.reference.lean`): plain modules over the checkpoint's weights, for Llama-architecture models;
+- transformers: the model's own decoder fed a 4D additive mask and `position_ids`, for any other decoder that
+  accepts them and caches with plain full-attention layers (no sliding window, no linear attention).
+`forward="auto"` (default) picks lean when the model allows it; the environment variable
+SPECBUILD_REFERENCE_FORWARD (auto | lean | transformers) overrides the default, e.g. to compare both.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
@@ -21,6 +27,8 @@ from specbuild.errors import UserError
 from specbuild.reference.kv_cache import KVCache
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+FORWARDS = ("auto", "lean", "transformers")
+FORWARD_ENV = "SPECBUILD_REFERENCE_FORWARD"
 
 
 @dataclass
@@ -45,9 +53,11 @@ class ForwardOutput:
 
 
 class CausalLM:
-    """A transformers causal LM in inference mode, fed through a `KVCache`."""
+    """A causal LM in inference mode, fed through a `KVCache`."""
 
-    def __init__(self, hf_model):
+    def __init__(self, hf_model, forward: str = "auto"):
+        from specbuild.reference.lean.llama import LeanLlama, unsupported
+
         self.hf = hf_model.eval()
         self.config = hf_model.config
         self.decoder = hf_model.get_decoder()
@@ -55,10 +65,21 @@ class CausalLM:
         self.dtype = next(hf_model.parameters()).dtype
         self.vocab_size = int(self.lm_head.weight.shape[0])
         self.hidden_size = int(self.config.hidden_size)
+        self.num_layers = int(self.config.num_hidden_layers)
         self._check_supported()
+        choice = _forward_choice(forward)
+        reason = unsupported(hf_model)
+        if choice == "lean" and reason:
+            raise UserError(f"{type(hf_model).__name__}: the lean forward cannot run this model ({reason}); "
+                            f"use forward='auto' or {FORWARD_ENV}=transformers")
+        self.lean = LeanLlama(hf_model) if choice != "transformers" and reason is None else None
+        self.implementation = "lean" if self.lean is not None else "transformers"
+        self._lm_head = self.lean.lm_head if self.lean is not None else self.lm_head
+        self.forwards = 0  # forward calls so far (benchmarks count target forwards with it)
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, dtype: str = "float32", attn_implementation: str = "sdpa") -> "CausalLM":
+    def from_pretrained(cls, path: str | Path, dtype: str = "float32", attn_implementation: str = "sdpa",
+                        forward: str = "auto") -> "CausalLM":
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
 
@@ -72,9 +93,11 @@ class CausalLM:
             )
         except (OSError, ValueError) as exc:
             raise UserError(f"{path}: cannot load the model with transformers: {exc}") from exc
-        return cls(hf)
+        return cls(hf, forward=forward)
 
     def _check_supported(self) -> None:
+        from transformers import DynamicCache
+
         cfg = self.config
         for key in ("final_logit_softcapping", "logit_scale"):
             if getattr(cfg, key, None) not in (None, 1.0):
@@ -82,8 +105,7 @@ class CausalLM:
                     f"{type(self.hf).__name__}: config.{key}={getattr(cfg, key)!r} is not supported by the reference "
                     "runtime (logits are computed as lm_head(final hidden state)); use a Llama-family model"
                 )
-        probe = KVCache(cfg, 0)
-        kinds = {type(layer).__name__ for layer in probe.store.layers}
+        kinds = {type(layer).__name__ for layer in DynamicCache(config=cfg).layers}
         if kinds - {"DynamicLayer"}:
             raise UserError(
                 f"{type(self.hf).__name__}: cache layer types {sorted(kinds)} are not supported by the reference runtime "
@@ -108,16 +130,41 @@ class CausalLM:
         capture_layers: Sequence[int] | None = None,
     ) -> ForwardOutput:
         """Feed `tokens[r]` to row r of `cache`; the tokens become pending there (see `KVCache.plan_forward`
-        for `positions` and `attend`). Returns hidden states and the logits asked for, and with `capture_layers`
-        the outputs of those decoder layers (0-based; -1 = the final normed hidden state) as `captured`."""
+        for `positions` and `attend`). Returns hidden states, the logits asked for, and the outputs of the
+        decoder layers in `capture_layers` (residual included, before the final norm; -1 = the final normed hidden
+        state), concatenated in that order."""
+        wanted = tuple(capture_layers or ())
+        if any(not (0 <= i < self.num_layers or i == -1) for i in wanted):
+            bad = next(i for i in wanted if not (0 <= i < self.num_layers or i == -1))
+            raise UserError(f"capture layer {bad} does not exist: the model has {self.num_layers} decoder layers "
+                            f"(0..{self.num_layers - 1}; -1 = the final hidden state)")
+        capture_layers = tuple(dict.fromkeys(i for i in wanted if i != -1))
         n_new = [len(t) for t in tokens]
-        physical_before = cache.physical_length
         plan = cache.plan_forward(n_new, positions=positions, attend=attend)
-        input_ids = torch.zeros(len(tokens), plan.width, dtype=torch.long)
-        for r, row in enumerate(tokens):
-            if row:
-                input_ids[r, : len(row)] = torch.as_tensor(list(row), dtype=torch.long)
-        with _LayerOutputs(self.decoder, capture_layers) as layer_outputs:
+        input_ids = _input_ids(tokens, plan.width)
+        if self.lean is not None:
+            hidden, captured = self.lean.forward(input_ids, plan, cache, capture_layers)
+        else:
+            hidden, captured = self._transformers_forward(input_ids, plan, cache, capture_layers)
+        cache.check_appended(plan)
+        self.forwards += 1
+        if wanted and wanted != capture_layers:  # -1 or a repeated layer: assemble in the order asked
+            h = hidden.shape[-1]
+            parts = {i: captured[..., k * h:(k + 1) * h] for k, i in enumerate(capture_layers)} if captured is not None else {}
+            parts[-1] = hidden
+            captured = torch.cat([parts[i] for i in wanted], dim=-1)
+        return ForwardOutput(n_new, hidden, self.logits_of(hidden, n_new, logits), captured if wanted else None)
+
+    def _transformers_forward(self, input_ids, plan, cache: KVCache, capture_layers: tuple[int, ...]):
+        outputs: dict[int, torch.Tensor] = {}
+
+        def keep(index):
+            def hook(module, args, output):
+                outputs[index] = output[0] if isinstance(output, tuple) else output
+            return hook
+
+        handles = [self.decoder.layers[i].register_forward_hook(keep(i)) for i in set(capture_layers)]
+        try:
             out = self.decoder(
                 input_ids=input_ids,
                 attention_mask=plan.additive_mask(self.dtype),
@@ -125,66 +172,53 @@ class CausalLM:
                 cache=cache.store,
                 use_cache=True,
             )
-        cache.check_appended(plan, physical_before)
-        hidden = out.last_hidden_state
-        return ForwardOutput(n_new, hidden, self.logits_of(hidden, n_new, logits), layer_outputs.concat(hidden))
+        finally:
+            for handle in handles:
+                handle.remove()
+        captured = torch.cat([outputs[i] for i in capture_layers], dim=-1) if capture_layers else None
+        return out.last_hidden_state, captured
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 logits from last hidden states of any shape [..., H]."""
         with torch.inference_mode():
-            return self.lm_head(hidden).float()
+            return self._lm_head(hidden).float()
 
     def logits_of(self, hidden: torch.Tensor, n_new: list[int], which: str) -> torch.Tensor | None:
         if which == "none":
             return None
         if which == "last":
-            last = torch.tensor([max(n - 1, 0) for n in n_new], dtype=torch.long)
-            hidden = hidden[torch.arange(hidden.shape[0]), last]
-            return self.lm_head(hidden).float()
+            if len(n_new) == 1:
+                hidden = hidden[:, max(n_new[0] - 1, 0)]
+            else:
+                last = torch.tensor([max(n - 1, 0) for n in n_new], dtype=torch.long)
+                hidden = hidden[torch.arange(hidden.shape[0]), last]
+            return self._lm_head(hidden).float()
         if which == "all":
-            return self.lm_head(hidden).float()
+            return self._lm_head(hidden).float()
         raise ValueError(f"logits={which!r}")
 
     @torch.inference_mode()
     def full_logits(self, token_ids: Sequence[int]) -> torch.Tensor:
-        """Logits of every position of one sequence, computed from scratch without a cache: [len, V]
-        (the plain reference the tests compare cached decoding against)."""
+        """Logits of every position of one sequence, computed from scratch by transformers without a cache:
+        [len, V] (the plain reference the tests compare cached decoding against)."""
         ids = torch.as_tensor([list(token_ids)], dtype=torch.long)
         hidden = self.decoder(input_ids=ids, use_cache=False).last_hidden_state
         return self.lm_head(hidden)[0].float()
 
 
-class _LayerOutputs:
-    """Forward hooks that keep the outputs of some decoder layers during one forward (none: a no-op).
+def _forward_choice(forward: str) -> str:
+    if forward not in FORWARDS:
+        raise ValueError(f"forward={forward!r}: use one of {', '.join(FORWARDS)}")
+    if forward != "auto":
+        return forward
+    choice = os.environ.get(FORWARD_ENV, "auto").strip() or "auto"
+    if choice not in FORWARDS:
+        raise UserError(f"environment variable {FORWARD_ENV}={choice!r}: use one of {', '.join(FORWARDS)}")
+    return choice
 
-    A layer's output is its residual stream after the MLP (hidden + residual), what TensorRT-LLM's
-    `maybe_capture_hidden_states` records for EAGLE-3 and HF's `hidden_states[i + 1]` for every layer but the last
-    (transformers replaces the last one with the normed output)."""
 
-    def __init__(self, decoder, layers: Sequence[int] | None):
-        self.decoder, self.layers = decoder, list(layers) if layers is not None else None
-        self.outputs: dict[int, torch.Tensor] = {}
-        self._handles: list = []
-
-    def __enter__(self) -> "_LayerOutputs":
-        if self.layers is None:
-            return self
-        blocks = self.decoder.layers
-        for index in self.layers:
-            if index != -1 and not 0 <= index < len(blocks):
-                raise UserError(f"capture layer {index} does not exist: the model has {len(blocks)} decoder layers "
-                                f"(0..{len(blocks) - 1}; -1 = the final hidden state)")
-        for index in sorted({i for i in self.layers if i != -1}):
-            def keep(_module, _inputs, output, index=index):
-                self.outputs[index] = output[0] if isinstance(output, tuple) else output
-            self._handles.append(blocks[index].register_forward_hook(keep))
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for handle in self._handles:
-            handle.remove()
-
-    def concat(self, final_hidden: torch.Tensor) -> torch.Tensor | None:
-        if self.layers is None:
-            return None
-        return torch.cat([final_hidden if i == -1 else self.outputs[i] for i in self.layers], dim=-1)
+def _input_ids(tokens: Sequence[Sequence[int]], width: int) -> torch.Tensor:
+    """[B, width] token ids, each row padded with 0."""
+    if len(tokens) == 1 and len(tokens[0]) == width:
+        return torch.tensor([list(tokens[0])], dtype=torch.long)
+    return torch.tensor([list(row) + [0] * (width - len(row)) for row in tokens], dtype=torch.long)

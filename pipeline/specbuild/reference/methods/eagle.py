@@ -35,6 +35,8 @@ from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
+from specbuild.reference.lean.heads import LeanEagleHead
+from specbuild.reference.lean.linear import Linear
 from specbuild.reference.methods import Method, StepOutput
 from specbuild.reference.tree import (
     MC_SIM_7B_63,
@@ -104,11 +106,16 @@ class Eagle(Method):
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle' entry (the EAGLE head); "
                             "rebuild the engine with the recipe's eagle head folder")
         where = f"{engine.path}/config.json: specbuild.decoding"
-        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, where, self.target.hidden_size)
+        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, where, self.target.hidden_size,
+                                         lean=self.target.implementation == "lean")
         self.head = load_eagle_head(engine.folders["eagle"], target_model=self.target.hf, dtype=self.draft_dtype)
+        # the head runs on the same path as the target: lean modules, or the transformers layers of EagleHead
+        self.lean_head = None
+        if self.target.implementation == "lean" and LeanEagleHead.unsupported(self.head) is None:
+            self.lean_head = LeanEagleHead(self.head)
         # the head drafts through the target's lm_head; a copy in the drafting dtype when that differs
         lm_head = self.target.lm_head.weight.detach()
-        self.draft_lm_head = lm_head if lm_head.dtype == self.draft_dtype else lm_head.to(self.draft_dtype)
+        self.draft_lm_head = Linear(lm_head if lm_head.dtype == self.draft_dtype else lm_head.to(self.draft_dtype))
         pretrained = engine.config.get("pretrained_config", {})
         self.depth = int(self.decoding.get("num_eagle_layers", pretrained.get("num_eagle_layers", 4)))
         self.max_draft_len = engine.limits.max_draft_len or 63
@@ -278,7 +285,7 @@ class Eagle(Method):
 
     def draft_logprobs(self, features: torch.Tensor) -> torch.Tensor:
         """Draft log-probabilities (float32) of the token after each predicted feature: the target's lm_head."""
-        return torch.log_softmax(torch.nn.functional.linear(features, self.draft_lm_head).float(), dim=-1)
+        return torch.log_softmax(self.draft_lm_head(features).float(), dim=-1)
 
     def head_forward(self, kv: KVCache, features, tokens, positions, attend=None) -> torch.Tensor:
         """Run the EAGLE head on per-row entries (features [n_r, H], next tokens, positions) through `kv`;
@@ -287,15 +294,22 @@ class Eagle(Method):
         before = kv.physical_length
         plan = kv.plan_forward(n_new, positions=positions, attend=attend)
         hidden = self.head.config.hidden_size
-        feats = torch.zeros(len(tokens), plan.width, hidden, dtype=self.draft_dtype)
-        ids = torch.zeros(len(tokens), plan.width, dtype=torch.long)
-        for r, n in enumerate(n_new):
-            if n:
-                feats[r, :n] = features[r]
-                ids[r, :n] = torch.as_tensor(tokens[r], dtype=torch.long)
+        if len(tokens) == 1 and n_new[0] == plan.width:
+            feats = features[0].to(self.draft_dtype)[None]
+            ids = torch.tensor([list(tokens[0])], dtype=torch.long)
+        else:
+            feats = torch.zeros(len(tokens), plan.width, hidden, dtype=self.draft_dtype)
+            ids = torch.zeros(len(tokens), plan.width, dtype=torch.long)
+            for r, n in enumerate(n_new):
+                if n:
+                    feats[r, :n] = features[r]
+                    ids[r, :n] = torch.as_tensor(tokens[r], dtype=torch.long)
         with torch.inference_mode():
-            out = self.head(feats, ids, plan.position_ids, attention_mask=plan.additive_mask(feats.dtype),
-                            past_key_values=kv.store)
+            if self.lean_head is not None:
+                out = self.lean_head.forward(feats, ids, plan, kv)
+            else:
+                out = self.head(feats, ids, plan.position_ids, attention_mask=plan.additive_mask(feats.dtype),
+                                past_key_values=kv.store)
         kv.check_appended(plan, before)
         return out
 

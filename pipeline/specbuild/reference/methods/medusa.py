@@ -28,6 +28,7 @@ import torch
 from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
+from specbuild.reference.lean.heads import LeanMedusaHeads
 from specbuild.reference.methods import Method, StepOutput
 from specbuild.reference.tree import (
     MC_SIM_7B_63,
@@ -80,8 +81,13 @@ class Medusa(Method):
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'medusa' entry (the Medusa heads); "
                             "rebuild the engine with the recipe's medusa heads folder")
         self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, f"{engine.path}/config.json: specbuild.decoding",
-                                         self.target.hidden_size)
+                                         self.target.hidden_size,
+                                         lean=self.target.implementation == "lean")
         self.heads = load_medusa_heads(engine.folders["medusa"], dtype=self.draft_dtype)
+        # on the lean path every head is evaluated at once (batched matmuls); else the heads module itself
+        self.evaluate_heads = lambda hidden: self.heads(hidden[:, None])[:, :, 0]  # [B, H] -> [K, B, V]
+        if self.target.implementation == "lean":
+            self.evaluate_heads = LeanMedusaHeads(self.heads)
         where = f"{engine.path}/config.json: specbuild.decoding.medusa_choices"
         self.tree = tree_from_choices(self.decoding.get("medusa_choices") or MC_SIM_7B_63, field_name=where,
                                       max_draft_len=engine.limits.max_draft_len or None,
@@ -121,8 +127,8 @@ class Medusa(Method):
     @torch.inference_mode()
     def draft(self, batch: Batch) -> list[RowTree]:
         """Every row's tree: node (r_1..r_d) holds the r_d-th best token of head d - 1."""
-        hidden = torch.stack([seq.state["medusa_hidden"] for seq in batch.seqs])[:, None].to(self.draft_dtype)  # [B, 1, H]
-        top = self.heads(hidden)[:, :, 0].topk(self._ranks, dim=-1).indices  # [K, B, ranks]
+        hidden = torch.stack([seq.state["medusa_hidden"] for seq in batch.seqs]).to(self.draft_dtype)  # [B, H]
+        top = self.evaluate_heads(hidden).topk(self._ranks, dim=-1).indices  # [K, B, ranks]
         drafts = []
         for r, seq in enumerate(batch.seqs):
             tree, heads, ranks = self._tree_for_budget(seq.draft_budget(self.tree.max_depth))

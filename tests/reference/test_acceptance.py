@@ -1,5 +1,7 @@
-"""Recursive (multi-candidate) rejection sampling preserves the target distribution.
+"""The acceptance core shared by chains and trees (specbuild.reference.acceptance, used through verify.py).
 
+Greedy: the accepted path is the longest one matching the target's argmax (brute force over candidate paths); a
+chain keeps its matching prefix. Recursive (multi-candidate) rejection sampling preserves the target distribution.
 Two kinds of evidence:
 1. exact enumeration: for one node, summing over every way the candidates can be drawn and every
    accept/reject outcome gives back exactly the target distribution p (deterministic candidates,
@@ -7,19 +9,27 @@ Two kinds of evidence:
    it also shows that point-mass proposals (ignore q) are lossless for any independently drawn candidates;
 2. Monte Carlo: the full `sample_accept` run as a decoding loop over a synthetic two-level "model" emits
    first-two-token pairs whose histogram matches p(t1) p(t2 | t1) (chi-square), and the same harness
-   rejects a deliberately broken residual.
+   rejects a deliberately broken residual; the same harness checks chains with sampled drafts through
+   `verify_chain` (the draft-target path), so chain and tree rules cannot drift apart.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import random
 
 import pytest
 import torch
 
-import specbuild.reference.tree as tree_module
-from specbuild.reference.tree import _accept_or_residual, sample_accept, tree_from_choices
+import specbuild.reference.acceptance as acceptance
+from specbuild.reference.acceptance import accept_or_residual as _accept_or_residual
+from specbuild.reference.acceptance import greedy_accept, sample_accept
+from specbuild.reference.request import Request
+from specbuild.reference.sampling import SamplingConfig
+from specbuild.reference.sequence import Sequence
+from specbuild.reference.tree import Tree, tree_from_choices, tree_from_parents
+from specbuild.reference.verify import verify_chain
 
 torch.set_num_threads(1)
 DOUBLE = torch.float64
@@ -36,6 +46,72 @@ def chi_square_pvalue(observed: torch.Tensor, expected: torch.Tensor, min_expect
     stat = float(((obs - exp) ** 2 / exp).sum())
     df = len(exp) - 1
     return float(torch.special.gammaincc(torch.tensor(df / 2, dtype=DOUBLE), torch.tensor(stat / 2, dtype=DOUBLE)))
+
+
+# ---------------------------------------------------------------- greedy
+
+
+def _brute_force_greedy_length(tree: Tree, tokens, argmax) -> int:
+    """Independent check: over every candidate path, the longest prefix that matches the target's argmax."""
+    best = 0
+    for path in tree.candidate_paths():
+        n = 0
+        while n + 1 < len(path) and tokens[path[n + 1]] == argmax[path[n]]:
+            n += 1
+        best = max(best, n)
+    return best
+
+
+def test_greedy_accept_matches_brute_force_on_random_trees():
+    rng = random.Random(1)
+    for trial in range(400):
+        size = rng.randint(1, 14)
+        parents = [-1] + [rng.randrange(i) for i in range(1, size)]
+        # re-order by depth is not required for correctness of verification; parents[i] < i suffices
+        tree = tree_from_parents(parents)
+        vocab = rng.choice([2, 3, 5])  # tiny vocab: many matches, duplicated sibling tokens
+        tokens = [rng.randrange(vocab) for _ in range(size)]
+        argmax = [rng.randrange(vocab) for _ in range(size)]
+        result = greedy_accept(tree, tokens, argmax)
+        assert len(result.nodes) == _brute_force_greedy_length(tree, tokens, argmax)
+        # the accepted tokens are exactly what greedy decoding emits: each equals the argmax at its parent
+        prev = 0
+        for node in result.nodes:
+            assert tree.parents[node] == prev and tokens[node] == argmax[prev]
+            prev = node
+        assert result.bonus == argmax[prev]
+        assert result.new_tokens == [tokens[n] for n in result.nodes] + [argmax[prev]]
+
+
+def test_greedy_accept_with_no_match_returns_only_the_bonus():
+    tree = tree_from_choices([[0], [1]])
+    result = greedy_accept(tree, tokens=[9, 3, 4], target_argmax=[7, 1, 1])
+    assert result.nodes == () and result.bonus == 7 and result.new_tokens == [7]
+
+
+def _seq(tokens, **kw):
+    return Sequence.start(1, Request(input_ids=tokens, max_new_tokens=10, **kw))
+
+
+def test_verify_chain_greedy_compares_tokens():
+    seq = _seq([0])
+    logits = torch.full((4, 5), -5.0)
+    for i, t in enumerate([2, 3, 1, 4]):  # the target's argmax at each position
+        logits[i, t] = 5.0
+    assert verify_chain(seq, logits, [2, 3, 1]) == ([2, 3, 1, 4], 3)  # all accepted + bonus
+    assert verify_chain(seq, logits, [2, 0, 1]) == ([2, 3], 1)  # correction at the first mismatch
+    assert verify_chain(seq, logits[:1], []) == ([2], 0)
+
+
+def test_greedy_chain_respects_bad_words_in_the_draft_context():
+    """Bad words are masked given each position's own context (tokens + drafts so far) in chains too."""
+    seq = _seq([0], bad_words=[[2, 3]])  # 3 is banned right after 2
+    logits = torch.full((3, 5), -5.0)
+    logits[0, 2] = 5.0
+    logits[1, 3], logits[1, 1] = 5.0, 4.0  # after the draft 2, the argmax 3 is banned: 1 instead
+    logits[2, 4] = 5.0
+    assert verify_chain(seq, logits, [2, 3]) == ([2, 1], 1)
+    assert verify_chain(seq, logits, [2, 1]) == ([2, 1, 4], 2)
 
 
 # ---------------------------------------------------------------- exact enumeration at one node
@@ -211,8 +287,49 @@ def test_sample_accept_reproduces_target_distribution(mode):
 
 
 def test_chi_square_harness_rejects_a_broken_residual(monkeypatch):
-    monkeypatch.setattr(tree_module, "_accept_or_residual", _forget_removal)
+    monkeypatch.setattr(acceptance, "accept_or_residual", _forget_removal)
     lm = SyntheticLM(seed=3)
     samples = 6000
     counts, _ = _first_two_token_histogram(lm, "topk", samples, seed=11)
+    assert chi_square_pvalue(counts, _expected_pairs(lm, samples)) < 1e-6
+
+
+def _chain_first_two_token_histogram(lm, samples, seed, k=2):
+    """Draft-target on the synthetic model through `verify_chain`: k drafts sampled from q, then verified."""
+    gen = torch.Generator().manual_seed(seed)
+    seq = Sequence.start(0, Request(input_ids=[0], max_new_tokens=10,
+                                    sampling=SamplingConfig(temperature=1.0, seed=seed)))
+    counts = torch.zeros(VOCAB, VOCAB, dtype=DOUBLE)
+    accepted_any = 0
+    for _ in range(samples):
+        out: list[int] = []
+        while len(out) < 2:
+            drafts, q = [], []
+            for _ in range(k):
+                q.append(lm.draft(out + drafts))
+                drafts.append(int(torch.multinomial(q[-1], 1, generator=gen)))
+            logits = torch.log(torch.stack([lm.target(out + drafts[:i]) for i in range(k + 1)]))
+            tokens, accepted = verify_chain(seq, logits, drafts, torch.stack(q).float())
+            accepted_any += accepted > 0
+            out += tokens
+        counts[out[0], out[1]] += 1
+    return counts, accepted_any
+
+
+def test_chain_speculative_sampling_reproduces_target_distribution():
+    lm = SyntheticLM(seed=5)
+    samples = 6000
+    counts, accepted_any = _chain_first_two_token_histogram(lm, samples, seed=13)
+    assert accepted_any > samples // 4
+    assert chi_square_pvalue(counts, _expected_pairs(lm, samples)) > P_THRESHOLD
+
+
+def test_chain_harness_rejects_a_broken_residual(monkeypatch):
+    """After a rejection, resampling from p instead of norm(max(0, p - q)) is caught for chains too."""
+    from specbuild.reference import sampling
+
+    monkeypatch.setattr(sampling, "residual", lambda p, q: p)
+    lm = SyntheticLM(seed=5)
+    samples = 6000
+    counts, _ = _chain_first_two_token_histogram(lm, samples, seed=13)
     assert chi_square_pvalue(counts, _expected_pairs(lm, samples)) < 1e-6

@@ -1,0 +1,12 @@
+"""The lean forward of the reference runtime: plain modules over a checkpoint's weights, no generate machinery.
+
+| file | holds |
+|---|---|
+| `linear.py` | `Linear`: the checkpoint's weight through MKL (one row of a small matrix) or a oneDNN-packed copy (several rows, lm heads, bf16) |
+| `layers.py` | `rms_norm`, `RopeTable` (cos/sin by position), `DecoderLayer` (fused qkv and gate/up, SDPA over the `KVCache`) |
+| `llama.py` | `LeanLlama` (embedding, layers, final norm; `capture_layers`), `unsupported(hf_model)` |
+| `heads.py` | `LeanEagleHead` (EAGLE-1's fc + decoder layer), `LeanMedusaHeads` (all Medusa heads, first ResBlocks fused) |
+
+`CausalLM` (../model.py) runs `LeanLlama` for Llama-architecture checkpoints and transformers' decoder for any
+other; both write the same position-addressed `KVCache` (../kv_cache.py).
+"""

@@ -1,0 +1,74 @@
+"""Draft heads on the lean path: EAGLE-1's draft network and Medusa's heads, over the loaded modules' weights.
+
+`LeanEagleHead(head)` runs `specbuild.heads.eagle.EagleHead` (fc over [embed(x); f], then Llama decoder layers,
+the first without its input norm, no final norm) through the same position-addressed `KVCache` as the target,
+with `DecoderLayer` from layers.py. `LeanMedusaHeads(heads)` evaluates the K heads of a
+`specbuild.heads.medusa.MedusaHeads` with the first ResBlock of every head fused into one matmul (they all read
+the same hidden state). The modules stay usable: fused parameters become views of the fused tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from specbuild.reference.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable, fuse_linears
+from specbuild.reference.lean.linear import Linear
+
+
+class LeanEagleHead:
+    """forward(features [B, S, H], input_ids [B, S], plan, cache) -> predicted features [B, S, H]."""
+
+    def __init__(self, head):
+        cfg = head.config
+        self.embed = head.embed_tokens.weight
+        self.fc = Linear(head.fc.weight, head.fc.bias)
+        self.layers = [DecoderLayer.from_hf(layer, cfg) for layer in head.layers]
+        self.rope = RopeTable(head.rotary_emb, head.fc.weight.dtype)
+
+    @staticmethod
+    def unsupported(head) -> str | None:
+        if getattr(head.config, "hidden_act", "silu") != "silu":
+            return f"hidden_act={head.config.hidden_act!r}"
+        rope_type = getattr(head.rotary_emb, "rope_type", "default")
+        if rope_type not in STATIC_ROPE_TYPES:
+            return f"rope_type={rope_type!r}"
+        return None
+
+    def forward(self, features: torch.Tensor, input_ids: torch.Tensor, plan, cache) -> torch.Tensor:
+        embeds = F.embedding(input_ids, self.embed).to(features.dtype)
+        h = self.fc(torch.cat((embeds, features), dim=-1))
+        cos, sin = self.rope(plan.position_ids, plan.max_position)
+        for i, layer in enumerate(self.layers):
+            h = layer(h, cos, sin, cache, i, plan.mask)
+        return h
+
+
+class LeanMedusaHeads:
+    """__call__(hidden [B, H]) -> logits [K, B, V] of all K heads (ResBlock x + SiLU(W x + b), then the head's
+    projection). Every head reads the same hidden state, so the first ResBlock of all heads is one matmul."""
+
+    @torch.no_grad()
+    def __init__(self, heads):
+        self.num_heads = heads.num_heads
+        blocks = [list(head)[:-1] for head in heads.heads]  # per head: its ResBlocks
+        self.first = None
+        if heads.num_layers:
+            self.first = Linear(*fuse_linears([b[0].linear for b in blocks]))
+        self.rest = [[Linear(b.linear.weight, b.linear.bias) for b in head_blocks[1:]] for head_blocks in blocks]
+        self.projections = [Linear(head[-1].weight) for head in heads.heads]
+
+    def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self.first is not None:
+            first = hidden.repeat(1, self.num_heads) + F.silu(self.first(hidden))  # [B, K * H]
+            xs = first.view(hidden.shape[0], self.num_heads, -1).unbind(1)
+        else:
+            xs = [hidden] * self.num_heads
+        out = []
+        for x, blocks, projection in zip(xs, self.rest, self.projections):
+            for block in blocks:
+                x = x + F.silu(block(x))
+            out.append(projection(x))
+        return torch.stack(out)
+
+

@@ -1,0 +1,125 @@
+"""Every decoding method gives the same greedy tokens with the lean forward and with transformers' forward.
+
+On the shipped tiny zoo (trained target, draft, Medusa heads, EAGLE-1 head, so drafts are really accepted), each
+method runs the same requests through two engines loaded from one engine folder: one with the default lean path
+(target, draft model, EAGLE head on `specbuild.reference.lean`, Medusa heads stacked), one with
+SPECBUILD_REFERENCE_FORWARD=transformers (transformers' decoder and the heads' own modules). Outputs must be
+identical token for token, at batch 1 and with requests joining a batch of 4, and equal to autoregressive decoding.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+
+LIMITS = dict(max_batch_size=4, max_input_len=96, max_seq_len=160, max_num_tokens=2048)
+METHODS = {  # label: (recipe method, decoding options, max_draft_len, extra folders, pretrained extras)
+    "autoregressive": ("none", {}, 0, {}, {}),
+    "prompt_lookup": ("prompt_lookup", {"max_draft_len": 4, "max_matching_ngram_size": 3}, 4, {}, {}),
+    "draft_target": ("draft_target", {"num_draft_tokens": 4}, 4, {}, {}),
+    "medusa": ("medusa", {"medusa_choices": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]}, 6, {"medusa": "medusa"},
+               None),
+    "eagle1": ("eagle", {"eagle_choices": [[0], [1], [0, 0], [0, 1], [0, 0, 0], [0, 0, 0, 0]]}, 6, {"eagle": "eagle"},
+               {"num_eagle_layers": 4}),
+    "eagle2": ("eagle", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": 2}, 7, {"eagle": "eagle"},
+               {"num_eagle_layers": 4}),
+    "lookahead": ("lookahead", {"lookahead_window_size": 3, "lookahead_ngram_size": 3,
+                                "lookahead_verification_set_size": 2}, 9, {}, {}),
+}
+
+
+@pytest.fixture(scope="module")
+def zoo_engines(shipped_tiny, tmp_path_factory):
+    """label -> {"lean": Engine, "transformers": Engine} (plus "draft"), each pair loaded from one folder."""
+    from specbuild.reference.engine_folder import build_engine, load_engine
+
+    root = tmp_path_factory.mktemp("lean_methods")
+    medusa_cfg = json.loads((shipped_tiny / "medusa" / "config.json").read_text())
+    folders = {}
+    for label, (method, decoding, draft_len, extra, pretrained) in METHODS.items():
+        if pretrained is None:
+            pretrained = {"num_medusa_heads": medusa_cfg["medusa_num_heads"],
+                          "num_medusa_layers": medusa_cfg["medusa_num_layers"]}
+        folders[label] = root / label
+        build_engine(root / label, role="target", method=method, decoding=decoding,
+                     model_dir=shipped_tiny / "target", tokenizer_dir=shipped_tiny / "tokenizer",
+                     extra_dirs={k: shipped_tiny / v for k, v in extra.items()}, dtype="float32",
+                     limits={**LIMITS, "max_draft_len": draft_len}, pretrained_extra=pretrained)
+    folders["draft"] = root / "draft"
+    build_engine(root / "draft", role="draft", method="draft_target", model_dir=shipped_tiny / "draft",
+                 tokenizer_dir=shipped_tiny / "tokenizer", dtype="float32", limits={**LIMITS, "max_draft_len": 0})
+    engines: dict = {}
+    with pytest.MonkeyPatch.context() as mp:
+        for path in ("lean", "transformers"):
+            mp.setenv("SPECBUILD_REFERENCE_FORWARD", "auto" if path == "lean" else path)
+            for label, folder in folders.items():
+                engines.setdefault(label, {})[path] = load_engine(folder)
+    return engines
+
+
+@pytest.fixture(scope="module")
+def zoo_requests(shipped_tiny):
+    from transformers import AutoTokenizer
+
+    from specbuild.reference.request import Request
+
+    tok = AutoTokenizer.from_pretrained(shipped_tiny / "tokenizer")
+    sources = [inspect.getsource(m) for m in (json, inspect)]
+    prompts = [tok(s[i * 700 : i * 700 + 700])["input_ids"][:80] for s in sources for i in range(5)]
+    return [Request(input_ids=p, max_new_tokens=24 + 3 * (i % 4)) for i, p in enumerate(prompts)]
+
+
+def _outputs(engines, label, path, requests, batch):
+    from dataclasses import replace
+
+    from specbuild.reference.executor import Executor
+
+    draft = engines["draft"][path] if label == "draft_target" else None
+    ex = Executor(engines[label][path], draft)
+    ex.limits = replace(ex.limits, max_batch_size=batch)
+    results = ex.run(requests)
+    return [r.output_ids for r in results], sum(r.stats.total_accepted_draft_tokens for r in results)
+
+
+def test_both_paths_are_what_they_say(zoo_engines):
+    for label, pair in zoo_engines.items():
+        assert pair["lean"].model.implementation == "lean", label
+        assert pair["transformers"].model.implementation == "transformers", label
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_every_method_gives_the_same_tokens_on_both_paths(zoo_engines, zoo_requests, batch):
+    reference, _ = _outputs(zoo_engines, "autoregressive", "transformers", zoo_requests, batch)
+    assert sum(map(len, reference)) > 200
+    for label in METHODS:
+        lean, accepted = _outputs(zoo_engines, label, "lean", zoo_requests, batch)
+        ref, ref_accepted = _outputs(zoo_engines, label, "transformers", zoo_requests, batch)
+        assert lean == ref, f"{label} at batch {batch}: lean and transformers outputs differ"
+        assert lean == reference, f"{label} at batch {batch}: differs from autoregressive decoding"
+        if label != "autoregressive":
+            assert accepted > 0 and ref_accepted > 0, f"{label}: no draft accepted, the comparison means little"
+
+
+def test_eagle_and_medusa_drafters_follow_the_path(zoo_engines):
+    """The EAGLE head runs lean next to a lean target and as transformers layers next to a transformers target;
+    Medusa heads are evaluated by LeanMedusaHeads on the lean path and give the heads module's logits. Lean drafters
+    draft in bfloat16 on CPUs with native bf16 (draft_dtype auto), float32 otherwise and on the transformers path."""
+    import torch
+
+    from specbuild.cpu import has_native_bf16
+    from specbuild.reference.methods import method_class
+
+    lean, ref = (method_class("eagle")(zoo_engines["eagle1"][p]) for p in ("lean", "transformers"))
+    assert lean.lean_head is not None and ref.lean_head is None
+    assert lean.draft_dtype == (torch.bfloat16 if has_native_bf16() else torch.float32)
+    assert ref.draft_dtype == torch.float32
+    medusa_lean, medusa_ref = (method_class("medusa")(zoo_engines["medusa"][p]) for p in ("lean", "transformers"))
+    assert type(medusa_lean.evaluate_heads).__name__ == "LeanMedusaHeads"
+    for method in (medusa_lean, medusa_ref):
+        hidden = torch.randn(3, method.heads.hidden_size).to(method.draft_dtype)
+        with torch.inference_mode():
+            got, want = method.evaluate_heads(hidden).float(), method.heads(hidden[:, None])[:, :, 0].float()
+        tol = 1e-4 if method.draft_dtype == torch.float32 else 2e-2 * want.abs().max().item()
+        torch.testing.assert_close(got, want, atol=tol, rtol=1e-2 if tol > 1e-4 else 1e-4)
