@@ -93,3 +93,57 @@ def test_stale_partial_of_a_dead_run_is_removed(machine, write_recipe, compile_e
     (stale / "rank0.engine").write_text("half")
     compile_engines(write_recipe("none"))
     assert not stale.exists()
+
+
+def _compile_cli(machine, recipe, **env):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "specbuild.cli", "compile", str(recipe), "--no-validate"],
+                            cwd=machine.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env}, start_new_session=True)
+
+
+def _wait_for(predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.timeout(300)
+def test_sigkill_of_specbuild_in_the_engine_phase_kills_the_build_and_the_next_run_cleans_up(
+        machine, slow_build, write_recipe):
+    """SIGKILL cannot be caught: the build child must still die (it is tied to specbuild's death) and the partial
+    folder it leaves is removed by the next compile, which says so in one line (issue #16)."""
+    recipe = write_recipe("none")
+    proc = _compile_cli(machine, recipe, SPECBUILD_DOUBLE_PID_FILE=str(slow_build))
+    partials = lambda: list(machine.root.glob("engines/*/.target.partial-*/rank0.engine"))  # noqa: E731
+    assert _wait_for(lambda: partials() and slow_build.exists() and slow_build.read_text()), proc.stderr.read()
+    build = int(slow_build.read_text())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    assert _wait_for(lambda: not _alive(build), 15), "trtllm-build outlived the specbuild that started it"
+    assert partials(), "a SIGKILLed run cannot clean up: its partial folder is what the next run removes"
+    machine.set("SPECBUILD_DOUBLE_BUILD_SECONDS", None)
+    again = _compile_cli(machine, recipe)
+    out, err = again.communicate(timeout=240)
+    assert again.returncode == 0, err
+    assert "leftover folder(s) of interrupted runs" in err and ".target.partial-" in err
+    assert not leftovers(machine.root)
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_of_specbuild_in_the_engine_phase_exits_143_and_leaves_nothing(machine, slow_build, write_recipe):
+    proc = _compile_cli(machine, write_recipe("none"), SPECBUILD_DOUBLE_PID_FILE=str(slow_build))
+    assert _wait_for(lambda: list(machine.root.glob("engines/*/.target.partial-*/rank0.engine"))
+                     and slow_build.exists() and slow_build.read_text())
+    build = int(slow_build.read_text())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1].startswith("terminated"), err
+    assert not _alive(build)
+    assert not leftovers(machine.root) and not (machine.root / "engines" / "none" / "target").exists()
