@@ -97,8 +97,8 @@ def leader_script(ctx: DeployContext) -> str:
     lines = [
         "set -euo pipefail",
         "if ! command -v kubectl >/dev/null; then",
-        f"  echo 'specbuild: this image has no kubectl; mpirun starts the worker ranks through it (kubessh). Build "
-        f"the bundle Containerfile and set deploy.image to it (kustomize edit set image).' >&2",
+        "  echo 'specbuild: this image has no kubectl; mpirun starts the worker ranks through it (kubessh). Build "
+        "the bundle Containerfile and set deploy.image to it (kustomize edit set image).' >&2",
         "  exit 3",
         "fi",
         f'echo "$POD_NAME slots={slots}" > "${HOSTFILE_VAR}"',

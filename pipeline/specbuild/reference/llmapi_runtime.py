@@ -13,9 +13,9 @@ from typing import Iterator
 
 from specbuild.llmapi.flavour import LlmApiFlavour
 from specbuild.methods.base import Finding
-from specbuild.paths import show
 from specbuild.plan import ServeStep
 from specbuild.reference.checks import reference_findings
+from specbuild.reference.steps import cpu_serve_step
 
 MODEL = Path(__file__).resolve().parent.parent / "triton" / "models" / "llmapi_reference" / "model.py"
 
@@ -44,15 +44,7 @@ class ReferenceLlmApiRuntime(LlmApiFlavour):
         return {"model.py": MODEL}
 
     def serve_step(self, recipe, layout, repo_roles) -> ServeStep:
-        t = recipe.triton
-        argv = ("specbuild", "serve", show(layout.repository()), "--http-port", str(t.http_port),
-                "--grpc-port", str(t.grpc_port), "--metrics-port", str(t.metrics_port))
-        info = {"server": "a system tritonserver if found, else the one bundled in nvidia-pytriton (CPU)",
-                "binds": "127.0.0.1"}
-        if len(repo_roles) > 1:
-            info["baseline"] = f"served alongside from {show(layout.repository('baseline'))} on free ports"
-        info["compile"] = "serves on free loopback ports, validates, then stops the server"
-        return ServeStep(headline="serve the repository", argv=argv, info=info)
+        return cpu_serve_step(recipe, layout, repo_roles)
 
     def launcher(self, repository: Path) -> Path | None:
         return None  # specbuild starts the CPU tritonserver itself (the script is there for the GPU layout)

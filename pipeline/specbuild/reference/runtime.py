@@ -12,11 +12,10 @@ from typing import Iterator
 
 from specbuild.engine_facts import expected_limits, pretrained_extra
 from specbuild.methods.base import Finding
-from specbuild.paths import show
 from specbuild.plan import ServeStep, roles
 from specbuild.reference import dialect
 from specbuild.reference.checks import reference_findings
-from specbuild.reference.steps import ReferenceEngineStep
+from specbuild.reference.steps import ReferenceEngineStep, cpu_serve_step
 from specbuild.triton.flavour import EngineFlavour
 
 CORE_MODEL = Path(__file__).resolve().parent.parent / "triton" / "models" / "tensorrt_llm_reference" / "model.py"
@@ -75,15 +74,7 @@ class ReferenceRuntime(EngineFlavour):
         return {"model.py": CORE_MODEL}
 
     def serve_step(self, recipe, layout, repo_roles) -> ServeStep:
-        t = recipe.triton
-        argv = ("specbuild", "serve", show(layout.repository()), "--http-port", str(t.http_port),
-                "--grpc-port", str(t.grpc_port), "--metrics-port", str(t.metrics_port))
-        info = {"server": "a system tritonserver if found, else the one bundled in nvidia-pytriton (CPU)",
-                "binds": "127.0.0.1"}
-        if len(repo_roles) > 1:
-            info["baseline"] = f"served alongside from {show(layout.repository('baseline'))} on free ports"
-        info["compile"] = "serves on free loopback ports, validates, then stops the server"
-        return ServeStep(headline="serve the repository", argv=argv, info=info)
+        return cpu_serve_step(recipe, layout, repo_roles)
 
     def owns_engine(self, config: dict) -> bool:
         return (config.get("specbuild") or {}).get("runtime") == self.name

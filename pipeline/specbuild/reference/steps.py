@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from specbuild.engine_facts import EngineLimits, SpecMode
 from specbuild.paths import show
-from specbuild.plan import ROLES_DOC, Step, limits_dict
+from specbuild.plan import ROLES_DOC, ServeStep, Step, limits_dict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,3 +41,16 @@ class ReferenceEngineStep(Step):
             out["decoding"] = self.decoding
         out["output"] = show(self.output)
         return out
+
+
+def cpu_serve_step(recipe, layout, repo_roles) -> ServeStep:
+    """How the reference runtime serves either flavour: `specbuild serve` on the CPU tritonserver, loopback only."""
+    t = recipe.triton
+    argv = ("specbuild", "serve", show(layout.repository()), "--http-port", str(t.http_port),
+            "--grpc-port", str(t.grpc_port), "--metrics-port", str(t.metrics_port))
+    info = {"server": "a system tritonserver if found, else the one bundled in nvidia-pytriton (CPU)",
+            "binds": "127.0.0.1"}
+    if len(repo_roles) > 1:
+        info["baseline"] = f"served alongside from {show(layout.repository('baseline'))} on free ports"
+    info["compile"] = "serves on free loopback ports, validates, then stops the server"
+    return ServeStep(headline="serve the repository", argv=argv, info=info)
