@@ -93,14 +93,20 @@ def _seq(tokens, **kw):
     return Sequence.start(1, Request(input_ids=tokens, max_new_tokens=10, **kw))
 
 
+def _chain(seq, logits, drafts, q=None):
+    """verify_chain's (emitted tokens, accepted drafts)."""
+    acceptance = verify_chain(seq, logits, drafts, q)
+    return acceptance.new_tokens, len(acceptance.nodes)
+
+
 def test_verify_chain_greedy_compares_tokens():
     seq = _seq([0])
     logits = torch.full((4, 5), -5.0)
     for i, t in enumerate([2, 3, 1, 4]):  # the target's argmax at each position
         logits[i, t] = 5.0
-    assert verify_chain(seq, logits, [2, 3, 1]) == ([2, 3, 1, 4], 3)  # all accepted + bonus
-    assert verify_chain(seq, logits, [2, 0, 1]) == ([2, 3], 1)  # correction at the first mismatch
-    assert verify_chain(seq, logits[:1], []) == ([2], 0)
+    assert _chain(seq, logits, [2, 3, 1]) == ([2, 3, 1, 4], 3)  # all accepted + bonus
+    assert _chain(seq, logits, [2, 0, 1]) == ([2, 3], 1)  # correction at the first mismatch
+    assert _chain(seq, logits[:1], []) == ([2], 0)
 
 
 def test_greedy_chain_respects_bad_words_in_the_draft_context():
@@ -110,8 +116,8 @@ def test_greedy_chain_respects_bad_words_in_the_draft_context():
     logits[0, 2] = 5.0
     logits[1, 3], logits[1, 1] = 5.0, 4.0  # after the draft 2, the argmax 3 is banned: 1 instead
     logits[2, 4] = 5.0
-    assert verify_chain(seq, logits, [2, 3]) == ([2, 1], 1)
-    assert verify_chain(seq, logits, [2, 1]) == ([2, 1, 4], 2)
+    assert _chain(seq, logits, [2, 3]) == ([2, 1], 1)
+    assert _chain(seq, logits, [2, 1]) == ([2, 1, 4], 2)
 
 
 # ---------------------------------------------------------------- exact enumeration at one node
@@ -309,7 +315,7 @@ def _chain_first_two_token_histogram(lm, samples, seed, k=2):
                 q.append(lm.draft(out + drafts))
                 drafts.append(int(torch.multinomial(q[-1], 1, generator=gen)))
             logits = torch.log(torch.stack([lm.target(out + drafts[:i]) for i in range(k + 1)]))
-            tokens, accepted = verify_chain(seq, logits, drafts, torch.stack(q).float())
+            tokens, accepted = _chain(seq, logits, drafts, torch.stack(q).float())
             accepted_any += accepted > 0
             out += tokens
         counts[out[0], out[1]] += 1

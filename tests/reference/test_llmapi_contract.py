@@ -68,10 +68,10 @@ def test_scalars_must_be_scalars(name):
     ({}, r"^text_input is missing from the request$"),
     ({"text_input": b"\xff\xfe"}, r"text_input: 'utf-8' codec can't decode byte 0xff"),
     ({"text_input": "x", "sampling_param_best_of": 2}, r"sampling_param_best_of=2 is not supported"),
-    ({"text_input": "x", "sampling_param_presence_penalty": np.array([0.5], dtype=np.float32)},
-     r"sampling_param_presence_penalty=0.5 is not supported"),
-    ({"text_input": "x", "sampling_param_frequency_penalty": np.array([1.0], dtype=np.float32)},
-     r"sampling_param_frequency_penalty=1.0 is not supported"),
+    ({"text_input": "x", "sampling_param_presence_penalty": np.array([np.inf], dtype=np.float32)},
+     r"sampling_param_presence_penalty=inf is invalid"),
+    ({"text_input": "x", "sampling_param_frequency_penalty": np.array([np.nan], dtype=np.float32)},
+     r"sampling_param_frequency_penalty=nan is invalid"),
     ({"text_input": "x", "lora_name": "adapter"}, r"lora_name is not supported"),
     ({"text_input": "x", "image_url": "http://x/y.png"}, r"image_url is not supported"),
     ({"text_input": "x", "sampling_param_temperature": np.array([-1.0], dtype=np.float32)},
@@ -85,9 +85,16 @@ def test_requests_refused_with_one_sentence(values, message):
 
 
 def test_neutral_values_of_refused_inputs_are_accepted():
-    r = parse_request(tensors(text_input="x", sampling_param_best_of=1,
-                              sampling_param_presence_penalty=np.array([0.0], dtype=np.float32)))
+    r = parse_request(tensors(text_input="x", sampling_param_best_of=1))
     assert r.prompt == "x"
+
+
+def test_presence_and_frequency_penalties_are_read():
+    r = parse_request(tensors(text_input="x", sampling_param_presence_penalty=np.array([0.5], dtype=np.float32),
+                              sampling_param_frequency_penalty=np.array([-0.25], dtype=np.float32)))
+    assert (r.presence_penalty, r.frequency_penalty) == (0.5, -0.25)
+    assert (parse_request(tensors(text_input="x")).presence_penalty,
+            parse_request(tensors(text_input="x")).frequency_penalty) == (0.0, 0.0)
 
 
 def test_response_tensors_only_what_was_asked_as_bytes():

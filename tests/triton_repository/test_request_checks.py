@@ -68,3 +68,12 @@ def test_every_python_model_folder_carries_the_shared_modules(layout_for):
     for model in python_models:
         for name, source in SHARED_MODULES.items():
             assert (repo / model / "1" / name).read_text() == source.read_text(), (model, name)
+
+
+def test_penalties_follow_tensorrt_llms_sampling_config():
+    assert checks.penalty_problems() == [] and checks.penalty_problems(1.3, -0.5, 2.0) == []
+    for bad in (0.0, -1.0, math.nan, math.inf):  # checkRepetitionPenalty: strictly greater than zero
+        (problem,) = checks.penalty_problems(bad)
+        assert "repetition_penalty" in problem and "strictly greater than zero" in problem
+    found = checks.penalty_problems(None, math.inf, math.nan)
+    assert len(found) == 2 and "presence_penalty=inf" in found[0] and "frequency_penalty=nan" in found[1]

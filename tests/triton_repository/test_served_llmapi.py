@@ -151,6 +151,38 @@ def test_generate_as_nvidia_documents_echoes_the_prompt_and_is_greedy(served, hf
         assert set(body) == {"model_name", "model_version", "text_output"}  # optional outputs only when asked
 
 
+@pytest.fixture(scope="module")
+def penalised_baseline(hf, tmp_path_factory):
+    """In-process autoregressive decoding of the target with presence and frequency penalties in TorchSampler's
+    order (penalties, then temperature), decoded as the LLM decodes: the baseline of every llm-api deployment."""
+    from specbuild.reference.engine_folder import build_engine, load_engine
+    from specbuild.reference.executor import Executor, Request, SamplingConfig
+
+    tok, greedy = hf
+    folder = tmp_path_factory.mktemp("llmapi-baseline") / "engine"
+    build_engine(folder, role="target", method="none", model_dir=TINY / "target", dtype="float32",
+                 limits=dict(max_batch_size=4, max_input_len=64, max_seq_len=128, max_num_tokens=512, max_draft_len=0))
+    cfg = SamplingConfig(presence_penalty=PENALTIES["sampling_param_presence_penalty"],
+                         frequency_penalty=PENALTIES["sampling_param_frequency_penalty"],
+                         penalties_before_temperature=True)
+    results = Executor(load_engine(folder)).run([Request(input_ids=greedy[p][0], max_new_tokens=MAX_TOKENS,
+                                                         sampling=cfg, end_id=tok.eos_token_id) for p in PROMPTS])
+    return {p: tok.decode(r.output_ids, skip_special_tokens=True) for p, r in zip(PROMPTS, results)}
+
+
+PENALTIES = {"sampling_param_presence_penalty": 1.2, "sampling_param_frequency_penalty": 0.6}
+
+
+def test_presence_and_frequency_penalties_equal_the_baseline(served, hf, penalised_baseline):
+    """sampling_param_presence_penalty / frequency_penalty are served by every method, equal to autoregressive
+    decoding with the same penalties (and they change the greedy text, so the comparison means something)."""
+    tok, greedy = hf
+    for prompt in PROMPTS:
+        body = served.generate(prompt, sampling_param_exclude_input_from_output=True, **PENALTIES)
+        assert body["text_output"] == penalised_baseline[prompt], (served.method, prompt)
+    assert any(penalised_baseline[p] != tok.decode(greedy[p][1], skip_special_tokens=True) for p in PROMPTS)
+
+
 def test_max_tokens_defaults_to_32(served, hf):
     tok, _ = hf
     status, text = served.post({"text_input": PROMPTS[0], "sampling_param_exclude_input_from_output": True,
@@ -202,7 +234,7 @@ def test_a_stop_string_ends_the_text_before_it(served):
 
 @pytest.mark.parametrize("body, message", [
     ({"text_input": "x", "sampling_param_top_p": 2.0}, "require 0 <= top_p <= 1, got top_p=2.0"),
-    ({"text_input": "x", "sampling_param_presence_penalty": 0.5}, "sampling_param_presence_penalty=0.5 is not"),
+    ({"text_input": "x", "sampling_param_best_of": 2}, "sampling_param_best_of=2 is not supported"),
     ({"sampling_param_max_tokens": 4}, "text_input is missing from the request"),
 ])
 def test_errors_are_one_final_error_and_the_model_stays_healthy(served, body, message):

@@ -594,6 +594,64 @@ def test_min_tokens_and_min_length_both_reach_the_core(served, hf_greedy):
     assert "disagree" in text, text
 
 
+# A greedy request as NVIDIA's clients send it (top_k 1; a temperature, which the kernel applies before the
+# penalties), with every penalty, a minimum length and log probs.
+PENALISED = {"top_k": 1, "temperature": 0.8, "repetition_penalty": 1.3, "presence_penalty": 0.6,
+             "frequency_penalty": 0.4, "min_tokens": 6, "return_log_probs": True}
+
+
+@pytest.fixture(scope="module")
+def penalised_baseline(checkpoints, hf_greedy, tmp_path_factory):
+    """The baseline deployment's answers, in process: autoregressive decoding of the target engine with the same
+    penalties, min_tokens, end id and log probs. PROMPTS[0] ends at its first greedy token (min_tokens holds it
+    off), PROMPTS[1] at the tokenizer's end id. prompt -> (end id, Result)."""
+    from transformers import AutoTokenizer
+
+    from specbuild.reference.engine_folder import build_engine, load_engine
+    from specbuild.reference.executor import Executor, Request, SamplingConfig
+
+    tok = AutoTokenizer.from_pretrained(checkpoints["target"])
+    folder = tmp_path_factory.mktemp("baseline") / "engine"
+    build_engine(folder, role="target", method="none", model_dir=checkpoints["target"], dtype="float32",
+                 limits=dict(max_batch_size=4, max_input_len=64, max_seq_len=128, max_num_tokens=512, max_draft_len=0))
+    cfg = SamplingConfig(temperature=PENALISED["temperature"], top_k=1,
+                         **{k: PENALISED[k] for k in ("repetition_penalty", "presence_penalty", "frequency_penalty")})
+    ends = {PROMPTS[0]: hf_greedy[PROMPTS[0]][0], PROMPTS[1]: tok.eos_token_id}
+    results = Executor(load_engine(folder)).run([
+        Request(input_ids=tok(p).input_ids, max_new_tokens=MAX_TOKENS, sampling=cfg, end_id=ends[p],
+                min_tokens=PENALISED["min_tokens"], return_log_probs=True) for p in PROMPTS])
+    assert any(r.output_ids != hf_greedy[p] for p, r in zip(PROMPTS, results))  # the settings change the output
+    assert len(results[0].output_ids) >= PENALISED["min_tokens"]
+    return {p: (ends[p], r) for p, r in zip(PROMPTS, results)}
+
+
+def floats(value) -> list[float]:
+    return [float(v) for v in np.ravel(value)]
+
+
+def test_penalties_min_tokens_and_log_probs_equal_the_baseline(served, penalised_baseline):
+    """Through the ensemble and the BLS (speculative rounds for draft-target and prompt lookup), with every
+    method's speculation: the tokens, cum_log_probs and output_log_probs (top-k 1 normalised: 0 per token, as
+    TensorRT-LLM reports them) equal the baseline's; a BLS stream's chunks add up to the same."""
+    for prompt, (end, base) in penalised_baseline.items():
+        want_lp = [lp.normalized for lp in base.log_probs]
+        for model in ("ensemble", "tensorrt_llm_bls"):
+            body = served.generate(model, prompt, end_id=end, **PENALISED)
+            assert ids_of(body) == base.output_ids, (served.method, model, prompt)
+            assert floats(body["cum_log_probs"]) == pytest.approx([base.cum_log_prob], abs=1e-3), (model, prompt)
+            assert floats(body["output_log_probs"]) == pytest.approx(want_lp, abs=1e-4), (model, prompt)
+        if _streams_through(served, "tensorrt_llm_bls"):
+            events = served.stream("tensorrt_llm_bls", prompt, end_id=end, stream=True, **PENALISED)
+            chunks = [e for e in events if ids_of(e)]
+            assert sum((ids_of(e) for e in chunks), []) == base.output_ids
+            assert sum((floats(e["output_log_probs"]) for e in chunks), []) == pytest.approx(want_lp, abs=1e-4)
+            assert floats(chunks[-1]["cum_log_probs"]) == pytest.approx([base.cum_log_prob], abs=1e-3)
+    bad = {"repetition_penalty": 0.0}
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        status, text = served.post(model, {"text_input": PROMPTS[0], "max_tokens": 4, **bad})
+        assert "repetition_penalty=0.0 is invalid" in text, (model, text)
+
+
 def test_metrics_endpoint_carries_the_speculative_counters(served):
     """The nv_trt_llm_* families upstream's backend exports (names and labels) and specbuild's speculative
     counters, whose deltas equal the per-request perf outputs of the serving model."""

@@ -33,15 +33,23 @@ if TYPE_CHECKING:  # pragma: no cover
 @dataclass(frozen=True)
 class Acceptance:
     """Outcome of verifying one row's tree: the accepted draft nodes (root excluded, root-to-leaf order),
-    their tokens, and the bonus token the target produced after the last accepted node."""
+    their tokens, and the bonus token the target produced after the last accepted node. log_probs: when the
+    request asks for them, one per new token: its log probability under the target's distribution at the node
+    it follows (the root, then each accepted node), `sampling.TokenLogProb`."""
 
     nodes: tuple[int, ...]
     tokens: tuple[int, ...]
     bonus: int
+    log_probs: tuple | None = None
 
     @property
     def last_node(self) -> int:
         return self.nodes[-1] if self.nodes else 0
+
+    @property
+    def emitting_nodes(self) -> tuple[int, ...]:
+        """The node each new token follows: the root for the first, then each accepted node."""
+        return (0, *self.nodes)
 
     @property
     def new_tokens(self) -> list[int]:

@@ -138,12 +138,15 @@ class Executor:
         ids = [self.enqueue(r) for r in requests]
         done: dict[int, Result] = {}
         outputs: dict[int, list[int]] = {rid: [] for rid in ids}
+        log_probs: dict[int, list] = {rid: [] for rid in ids}
         while self.has_work():
             for ev in self.step():
                 if ev.request_id in outputs:
                     outputs[ev.request_id] += ev.new_tokens
+                    log_probs[ev.request_id] += ev.log_probs
                     if ev.finished:
-                        done[ev.request_id] = Result(ev.request_id, outputs[ev.request_id], ev.finish_reason, ev.stats)
+                        done[ev.request_id] = Result(ev.request_id, outputs[ev.request_id], ev.finish_reason, ev.stats,
+                                                     log_probs[ev.request_id], ev.cum_log_prob)
         return [done[rid] for rid in ids]
 
     # ------------------------------------------------------------------ internals
@@ -171,9 +174,14 @@ class Executor:
         for seq, out in zip(batch.seqs, outputs):
             if out.counts_as_step:
                 seq.stats.record_step(out.drafted, out.accepted)
-            emitted = seq.append(out.tokens)
+            if seq.request.return_log_probs and (out.log_probs is None or len(out.log_probs) != len(out.tokens)):
+                raise RuntimeError(f"{self.method_name}: the request asks for log probs but the method gave "
+                                   f"{None if out.log_probs is None else len(out.log_probs)} for {len(out.tokens)} tokens")
+            emitted = seq.append(out.tokens, out.log_probs if seq.request.return_log_probs else None)
             finished = seq.finish_reason is not None
-            events.append(Event(seq.request_id, emitted, finished, seq.finish_reason, seq.stats.snapshot()))
+            log_probs = seq.log_probs[len(seq.log_probs) - len(emitted):] if seq.request.return_log_probs else []
+            events.append(Event(seq.request_id, emitted, finished, seq.finish_reason, seq.stats.snapshot(),
+                                log_probs=log_probs, cum_log_prob=seq.cum_log_prob))
         return events
 
     def _drop_finished(self, group: _Group) -> None:
@@ -223,6 +231,8 @@ class Executor:
         problems = req.sampling.problems()
         if problems:
             raise UserError(f"{where}: sampling: {'; '.join(problems)}")
+        if req.min_tokens < 0:
+            raise UserError(f"{where}: min_tokens={req.min_tokens} must be >= 0 (0 = no minimum)")
         for name in ("end_id", "pad_id"):
             value = getattr(req, name)
             if value is not None and not 0 <= value < vocab:

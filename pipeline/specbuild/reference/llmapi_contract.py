@@ -13,16 +13,23 @@ Request (helpers.py `get_sampling_params_from_request`, `get_output_config_from_
   - greedy as TensorRT-LLM's TorchSampler decides (`_request_strategy`): nothing set, temperature 0, top_k 1 or
     top_p 0 -> greedy; otherwise sampling with temperature (default 1.0), top_k (0 / None = off), top_p (1 = off)
   - `stop: true` with the request id cancels that request (handled by the model)
-What the reference runtime cannot honour is refused with one sentence naming the input: best_of > 1,
-frequency/presence penalties, LoRA and image_url.
+  - sampling_param_frequency_penalty / presence_penalty: served, as TensorRT-LLM's TorchSampler applies them
+    (before the temperature, PR #16485; the prompt counts, SamplingParams.prompt_ignore_length defaulting to 0),
+    at every verified position given its draft path; any finite value
+What the reference runtime cannot honour is refused with one sentence naming the input: best_of > 1, LoRA and
+image_url.
 
 Response (model.py `_create_response`): text_output [1] BYTES (the cumulative text; the prompt first unless
 exclude_input_from_output), finish_reason / stop_reason / cumulative_logprob only when return_<name> is true,
 and with return_perf_metrics the 12 perf tensors, every optional one as BYTES strings (str() of the value).
+cumulative_logprob is "None", as NVIDIA's model sends it: its SamplingParams never set `logprobs`, and on the
+PyTorch backend the LLM asks the executor for log probs only then (tensorrt_llm/sampling_params.py
+`_get_output_config`: `return_log_probs = bool(self.logprobs)`), so CompletionOutput.cumulative_logprob stays None.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -62,6 +69,8 @@ class LlmApiRequest:
     exclude_input_from_output: bool
     return_perf_metrics: bool
     outputs: dict[str, bool] = field(default_factory=dict)  # return_finish_reason/stop_reason/cumulative_logprob
+    presence_penalty: float = 0.0  # 0: off
+    frequency_penalty: float = 0.0  # 0: off
 
 
 def scalar(get: Get, name: str) -> Any:
@@ -106,11 +115,12 @@ def parse_request(get: Get) -> LlmApiRequest:
     if best_of is not None and int(best_of) != 1:
         raise RequestError(f"sampling_param_best_of={best_of} is not supported: the reference runtime returns one "
                            "sequence (best_of 1) — leave it out or send 1")
-    for name in ("sampling_param_frequency_penalty", "sampling_param_presence_penalty"):
-        value = scalar(get, name)
-        if value is not None and float(value) != 0.0:
-            raise RequestError(f"{name}={value} is not supported: the reference runtime applies no penalties — "
-                               "leave it out or send 0")
+    penalties = {}
+    for name in ("frequency_penalty", "presence_penalty"):
+        value = scalar(get, f"sampling_param_{name}")
+        if value is not None and not math.isfinite(float(value)):
+            raise RequestError(f"sampling_param_{name}={value} is invalid: it must be a finite number, 0 for none")
+        penalties[name] = 0.0 if value is None else float(value)
     temperature, top_k, top_p = (scalar(get, f"sampling_param_{n}") for n in ("temperature", "top_k", "top_p"))
     if temperature is not None and not float(temperature) >= 0.0:
         raise RequestError(f"require temperature >= 0, got temperature={temperature}")
@@ -133,7 +143,7 @@ def parse_request(get: Get) -> LlmApiRequest:
         exclude_input_from_output=bool(_or(scalar(get, "sampling_param_exclude_input_from_output"), False)),
         return_perf_metrics=bool(_or(scalar(get, "sampling_param_return_perf_metrics"), False)),
         outputs={name: bool(_or(scalar(get, f"return_{name}"), False))
-                 for name in ("finish_reason", "stop_reason", "cumulative_logprob")})
+                 for name in ("finish_reason", "stop_reason", "cumulative_logprob")}, **penalties)
 
 
 def _or(value, default):

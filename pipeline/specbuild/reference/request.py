@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from specbuild import metrics
-from specbuild.reference.sampling import SamplingConfig
+from specbuild.reference.sampling import SamplingConfig, TokenLogProb
 
 FinishReason = Literal["end_id", "length", "stop_words", "cancelled"]
 
@@ -20,6 +20,10 @@ class Request:
     the accepted tokens plus one. draft_logits, if given, is [len(draft_tokens), vocab] (nested lists or a
     tensor/array) and turns on probability-ratio acceptance; without it drafts are verified as deterministic
     proposals (token match when greedy, lossless rejection sampling otherwise).
+
+    min_tokens: the end id is banned while fewer tokens than this were generated (TensorRT-LLM's min_tokens,
+    `penaltyKernels.cu`: `currentStep - inputLen < minLength`); 0 = no minimum. return_log_probs: events and
+    results carry each generated token's log probability (`sampling.TokenLogProb`) and the cumulative one.
     """
 
     input_ids: list[int]
@@ -31,6 +35,8 @@ class Request:
     bad_words: list[list[int]] = field(default_factory=list)
     draft_tokens: list[int] | None = None
     draft_logits: object | None = None
+    min_tokens: int = 0
+    return_log_probs: bool = False
 
 
 @dataclass
@@ -99,6 +105,10 @@ class Event:
     finished: bool
     finish_reason: FinishReason | None
     stats: RequestStats
+    # with Request.return_log_probs: one per new token, and the cumulative log probability so far (TensorRT-LLM's
+    # cum_log_probs: it also adds the end id's when the request ends there)
+    log_probs: list[TokenLogProb] = field(default_factory=list)
+    cum_log_prob: float = 0.0
 
 
 @dataclass
@@ -109,3 +119,5 @@ class Result:
     output_ids: list[int]  # generated tokens only (the end id is not included)
     finish_reason: FinishReason
     stats: RequestStats
+    log_probs: list[TokenLogProb] = field(default_factory=list)  # with Request.return_log_probs, per output id
+    cum_log_prob: float = 0.0

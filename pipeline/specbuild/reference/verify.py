@@ -1,9 +1,10 @@
 """Verifying a request's drafts against the target's logits: chains (draft-target, prompt lookup, external
 drafts) and trees (Medusa, EAGLE, lookahead), through the one acceptance core in `acceptance.py`.
 
-Greedy requests take the request's argmax at every node (bad words masked given that node's own context) and keep
-the longest matching path; sampled requests use recursive rejection sampling with the request's sampling
-transforms applied identically to the target (p) and, when given, the proposal (q). A chain x_1..x_k is the tree
+Greedy requests take the request's argmax at every node (bad words, min_tokens and penalties given that node's own
+context: the tokens so far and the drafts above it) and keep the longest matching path; sampled requests use
+recursive rejection sampling with the request's sampling transforms applied identically to the target (p) and,
+when given, the proposal (q). A chain x_1..x_k is the tree
 `chain_tree(k)`: its rejection sampling is exactly Leviathan/Chen speculative sampling
 
     for i in 1..k: accept x_i with probability min(1, p_i(x_i) / q_i(x_i)); on rejection emit a sample from
@@ -15,6 +16,7 @@ and a deterministic proposal (prompt lookup, drafts without logits) is q_i = one
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence as Seq
 
 import torch
@@ -29,21 +31,36 @@ def verify_tree(seq: Sequence, tree: Tree, tokens: Seq[int], logits: torch.Tenso
                 proposal_probs: torch.Tensor | None = None) -> Acceptance:
     """Verify one row's tree against the target's logits at its nodes ([tree.size, V]; tokens[0] is the root).
 
+    Every node's distribution is the request's given that node's own context: the tokens so far plus the draft
+    tokens on its path (bad words, the end id before min_tokens, the penalties), so greedy acceptance reproduces
+    greedy decoding with the same settings and rejection sampling keeps the penalised target distribution.
     proposal_probs: None when the candidates are a deterministic function of the context (every tree the runtime
     builds: top-k of heads, n-grams), else [tree.size, V] with row c the distribution node c was drawn from.
     """
-    bad_words = bool(seq.request.bad_words)
+    processed = None
+    if seq.context_dependent:
+        processed = seq.processed(logits, [path_tokens(tree, tokens, i) for i in range(tree.size)])
     if seq.greedy:
-        if bad_words:
-            argmax = [seq.choose(logits[i], path_tokens(tree, tokens, i)) for i in range(tree.size)]
-        else:
-            argmax = logits.argmax(-1).tolist()
-        return greedy_accept(tree, tokens, argmax)
-    if bad_words:
-        probs = torch.stack([seq.distribution(logits[i], path_tokens(tree, tokens, i)) for i in range(tree.size)])
+        argmax = (logits if processed is None else processed).argmax(-1).tolist()
+        acceptance = greedy_accept(tree, tokens, argmax)
     else:
-        probs = sampling.probabilities(logits, seq.sampling)
-    return sample_accept(tree, tokens, probs, generator=seq.generator, proposal_probs=proposal_probs)
+        if processed is None:
+            processed = sampling.scale(logits, seq.sampling)
+        probs = sampling.distribution(processed, seq.sampling)
+        acceptance = sample_accept(tree, tokens, probs, generator=seq.generator, proposal_probs=proposal_probs)
+    return with_log_probs(seq, tree, tokens, logits, acceptance)
+
+
+def with_log_probs(seq: Sequence, tree: Tree, tokens: Seq[int], logits: torch.Tensor,
+                   acceptance: Acceptance) -> Acceptance:
+    """The acceptance with the log probability of each new token under the target at the node it follows (the
+    target's own distribution there, also for a token drawn from a residual: it is distributed as p), when the
+    request asks for log probs."""
+    if not seq.request.return_log_probs:
+        return acceptance
+    nodes = list(acceptance.emitting_nodes)
+    found = seq.token_log_probs(logits[nodes], acceptance.new_tokens, [path_tokens(tree, tokens, n) for n in nodes])
+    return replace(acceptance, log_probs=tuple(found))
 
 
 def verify_chain(
@@ -51,8 +68,9 @@ def verify_chain(
     target_logits: torch.Tensor,
     drafts: Seq[int],
     draft_probs: torch.Tensor | None = None,
-) -> tuple[list[int], int]:
-    """Return (emitted tokens, number of drafts accepted).
+) -> Acceptance:
+    """Verify a chain of drafts: the accepted drafts, the correction or bonus token (`new_tokens`) and, when asked
+    for, their log probabilities.
 
     target_logits: [k+1, V], position i predicts the token after tokens + drafts[:i].
     draft_probs: [k, V] proposal distributions q_i (already transformed by the request's sampling config), or
@@ -64,5 +82,4 @@ def verify_chain(
     proposal = None
     if draft_probs is not None and not seq.greedy:  # row c = q of node c (node 0, the root, is not a candidate)
         proposal = torch.cat([draft_probs.new_zeros(1, draft_probs.shape[-1]), draft_probs[:k]])
-    accepted = verify_tree(seq, chain_tree(k), [-1, *drafts], target_logits, proposal)
-    return accepted.new_tokens, len(accepted.nodes)
+    return verify_tree(seq, chain_tree(k), [-1, *drafts], target_logits, proposal)

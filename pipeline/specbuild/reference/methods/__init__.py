@@ -17,8 +17,10 @@ from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 
 if TYPE_CHECKING:
+    from specbuild.reference.acceptance import Acceptance
     from specbuild.reference.batch import Batch
     from specbuild.reference.engine import Engine
+    from specbuild.reference.sequence import Sequence
 
 # Recipe method names whose module is named differently.
 ALIASES = {"none": "autoregressive"}
@@ -34,6 +36,20 @@ class StepOutput:
     drafted: int = 0
     accepted: int = 0
     counts_as_step: bool = True  # False for a plain prefill (no verification happened)
+    log_probs: list | None = None  # one sampling.TokenLogProb per token when the request asks for log probs
+
+    @classmethod
+    def of(cls, acceptance: "Acceptance", drafted: int) -> "StepOutput":
+        """A verification's output: the accepted drafts and the bonus token (with their log probs if asked)."""
+        log_probs = None if acceptance.log_probs is None else list(acceptance.log_probs)
+        return cls(acceptance.new_tokens, drafted=drafted, accepted=len(acceptance.nodes), log_probs=log_probs)
+
+
+def next_token(seq: "Sequence", logits, *, counts_as_step: bool = True) -> StepOutput:
+    """One token from the logits [V] of the sequence's next position (the request's choice: greedy or a sample,
+    given its context), with its log probability when the request asks for it."""
+    token = seq.choose(logits)
+    return StepOutput([token], counts_as_step=counts_as_step, log_probs=seq.token_log_probs(logits[None], [token], [()]))
 
 
 class Method:
@@ -56,7 +72,7 @@ class Method:
         """Default: one target forward over each prompt; the first token comes from its last position."""
         out = batch.feed("target", self.target, logits="last")
         batch.caches["target"].commit_all()
-        return [StepOutput([seq.choose(out.logits[r])], counts_as_step=False) for r, seq in enumerate(batch.seqs)]
+        return [next_token(seq, out.logits[r], counts_as_step=False) for r, seq in enumerate(batch.seqs)]
 
     def step(self, batch: "Batch") -> list[StepOutput]:
         raise NotImplementedError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specbuild.engine_facts import SpecMode
 from specbuild.reference.batch import Batch
-from specbuild.reference.methods import Method, StepOutput
+from specbuild.reference.methods import Method, StepOutput, next_token
 
 
 class Autoregressive(Method):
@@ -17,7 +17,7 @@ class Autoregressive(Method):
     def step(self, batch: Batch) -> list[StepOutput]:
         out = batch.feed("target", self.target, logits="last")  # each row feeds its last token
         batch.caches["target"].commit_all()
-        return [StepOutput([seq.choose(out.logits[r])]) for r, seq in enumerate(batch.seqs)]
+        return [next_token(seq, out.logits[r]) for r, seq in enumerate(batch.seqs)]
 
 
 METHOD = Autoregressive

@@ -1,7 +1,8 @@
 """Draft-target speculative decoding (Leviathan et al. 2023; Chen et al. 2023).
 
 Each step, for every sequence:
-    draft:   the small model proposes k tokens autoregressively, x_i ~ q_i (the request's sampling transforms)
+    draft:   the small model proposes k tokens autoregressively, x_i ~ q_i (the request's sampling transforms,
+             penalties and min_tokens included, on the draft's logits: q is as close to p as the draft allows)
     verify:  one target forward over [last token, x_1..x_k] gives p_1..p_{k+1}
     accept:  x_i with probability min(1, p_i(x_i) / q_i(x_i)); on the first rejection sample norm(max(0, p_i - q_i));
              if all k are accepted, a bonus token from p_{k+1}. Greedy = token comparison.
@@ -45,8 +46,9 @@ class DraftTarget(Method):
 
         outputs, keep_target, keep_draft = [], [], []
         for r, seq in enumerate(batch.seqs):
-            tokens, accepted = verify_chain(seq, out.tail(r, k[r] + 1), drafts[r], q[r])
-            outputs.append(StepOutput(tokens, drafted=k[r], accepted=accepted))
+            acceptance = verify_chain(seq, out.tail(r, k[r] + 1), drafts[r], q[r])
+            accepted = len(acceptance.nodes)
+            outputs.append(StepOutput.of(acceptance, drafted=k[r]))
             keep_target.append(out.n_new[r] - k[r] + accepted)  # uncached tokens + accepted drafts
             # The draft fed its uncached tokens, then x_1..x_{k-1}: keep those and the accepted drafts among them.
             keep_draft.append(n_uncached_draft[r] + min(accepted, k[r] - 1) if k[r] else 0)

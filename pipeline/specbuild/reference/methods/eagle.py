@@ -37,7 +37,7 @@ from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
 from specbuild.reference.lean.heads import LeanEagleHead
 from specbuild.reference.lean.linear import Linear
-from specbuild.reference.methods import Method, StepOutput
+from specbuild.reference.methods import Method, StepOutput, next_token
 from specbuild.reference.tree import (
     MC_SIM_7B_63,
     RowTree,
@@ -136,8 +136,8 @@ class Eagle(Method):
         batch.caches["target"].commit_all()
         outputs, features, tokens = [], [], []
         for r, seq in enumerate(batch.seqs):
-            first = seq.choose(out.logits[r])
-            outputs.append(StepOutput([first], counts_as_step=False))
+            outputs.append(next_token(seq, out.logits[r], counts_as_step=False))
+            first = outputs[-1].tokens[0]
             n = out.n_new[r]
             features.append(out.hidden[r, :n])
             tokens.append(seq.tokens[1:] + [first])  # entry p = (f_p, x_{p+1})
@@ -160,7 +160,7 @@ class Eagle(Method):
             acc = verify_tree(seq, draft.tree, draft.tokens, out.logits[r, roots[r] : roots[r] + draft.tree.size])
             # target features at the root and the accepted nodes: the head's next entries
             seq.state["eagle_features"] = out.hidden[r, [roots[r] + n for n in (0, *acc.nodes)]]
-            outputs.append(StepOutput(acc.new_tokens, drafted=draft.tree.max_depth, accepted=len(acc.nodes)))
+            outputs.append(StepOutput.of(acc, drafted=draft.tree.max_depth))
             accepted.append(acc)
         commit_paths(batch, roots, accepted)
         return outputs

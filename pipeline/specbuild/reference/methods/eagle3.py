@@ -47,7 +47,7 @@ import torch
 from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
-from specbuild.reference.methods import StepOutput
+from specbuild.reference.methods import StepOutput, next_token
 from specbuild.reference.methods.eagle import TOP_K_KEYS, Eagle, _flag
 from specbuild.reference.tree import commit_paths, drafter_dtype, feed_trees, tree_from_choices, verify_tree
 
@@ -134,8 +134,8 @@ class Eagle3(Eagle):
         cache.commit_all()
         outputs, features, tokens = [], [], []
         for r, seq in enumerate(batch.seqs):
-            first = seq.choose(out.logits[r])
-            outputs.append(StepOutput([first], counts_as_step=False))
+            outputs.append(next_token(seq, out.logits[r], counts_as_step=False))
+            first = outputs[-1].tokens[0]
             features.append(out.captured[r, : out.n_new[r]])
             tokens.append(seq.tokens[1:] + [first])  # entry p = (x_p, x_{p+1}): the prompt shifted left by one
         kv = batch.caches[CACHE] = KVCache(self.head.config, len(batch.seqs))
@@ -157,7 +157,7 @@ class Eagle3(Eagle):
             acc = verify_tree(seq, draft.tree, draft.tokens, out.logits[r, roots[r] : roots[r] + draft.tree.size])
             # captured target states at the root and the accepted nodes: the head's next entries
             seq.state["eagle_features"] = out.captured[r, [roots[r] + n for n in (0, *acc.nodes)]]
-            outputs.append(StepOutput(acc.new_tokens, drafted=draft.tree.max_depth, accepted=len(acc.nodes)))
+            outputs.append(StepOutput.of(acc, drafted=draft.tree.max_depth))
             accepted.append(acc)
         commit_paths(batch, roots, accepted)
         return outputs

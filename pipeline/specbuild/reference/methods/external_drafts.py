@@ -32,9 +32,9 @@ class ExternalDrafts(Autoregressive):
             draft_probs = None
             if seq.request.draft_logits is not None:
                 draft_probs = seq.probs(torch.as_tensor(seq.request.draft_logits, dtype=torch.float32)[:k], drafts[r])
-            tokens, accepted = verify_chain(seq, target_logits, drafts[r], draft_probs)
-            outputs.append(StepOutput(tokens, drafted=k, accepted=accepted))
-            keep.append(out.n_new[r] - k + accepted)  # the prompt and the accepted drafts
+            acceptance = verify_chain(seq, target_logits, drafts[r], draft_probs)
+            outputs.append(StepOutput.of(acceptance, drafted=k))
+            keep.append(out.n_new[r] - k + len(acceptance.nodes))  # the prompt and the accepted drafts
         batch.caches["target"].commit_prefix(keep)
         return outputs
 

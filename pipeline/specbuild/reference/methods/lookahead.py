@@ -181,7 +181,7 @@ class Lookahead(Method):
                 jacobi_update(window, step, logits.argmax(-1).tolist())
                 # the N-grams that end in this step's new tokens: the last N - 1 tokens so far + what it emits
                 window.pool.add_text(seq.tokens[-(self.ngram - 1):] + acc.new_tokens, self.ngram)
-            outputs.append(StepOutput(acc.new_tokens, drafted=draft.tree.max_depth, accepted=len(acc.nodes)))
+            outputs.append(StepOutput.of(acc, drafted=draft.tree.max_depth))
             accepted.append(acc)
         commit_paths(batch, roots, accepted)
         return outputs

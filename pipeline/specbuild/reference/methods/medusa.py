@@ -29,7 +29,7 @@ from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.lean.heads import LeanMedusaHeads
-from specbuild.reference.methods import Method, StepOutput
+from specbuild.reference.methods import Method, StepOutput, next_token
 from specbuild.reference.tree import (
     MC_SIM_7B_63,
     Acceptance,
@@ -42,6 +42,7 @@ from specbuild.reference.tree import (
     tree_from_choices,
     verify_tree,
 )
+from specbuild.reference.verify import with_log_probs
 
 ACCEPTANCE_MODES = ("rejection", "typical")
 
@@ -107,7 +108,7 @@ class Medusa(Method):
         outputs = []
         for r, seq in enumerate(batch.seqs):
             seq.state["medusa_hidden"] = out.hidden[r, out.n_new[r] - 1]
-            outputs.append(StepOutput([seq.choose(out.logits[r])], counts_as_step=False))
+            outputs.append(next_token(seq, out.logits[r], counts_as_step=False))
         return outputs
 
     # ---------------------------------------------------------------- one step: draft, verify, accept
@@ -119,7 +120,7 @@ class Medusa(Method):
             logits = out.logits[r, roots[r] : roots[r] + draft.tree.size]
             acc = self.accept(seq, draft, logits)
             seq.state["medusa_hidden"] = out.hidden[r, roots[r] + acc.last_node]
-            outputs.append(StepOutput(acc.new_tokens, drafted=draft.tree.max_depth, accepted=len(acc.nodes)))
+            outputs.append(StepOutput.of(acc, drafted=draft.tree.max_depth))
             accepted.append(acc)
         commit_paths(batch, roots, accepted)
         return outputs
@@ -148,8 +149,9 @@ class Medusa(Method):
         if not seq.greedy and self.acceptance == "typical":
             tree, tokens = draft.tree, draft.tokens
             probs = torch.stack([seq.distribution(logits[i], path_tokens(tree, tokens, i)) for i in range(tree.size)])
-            return typical_accept(draft.tree, draft.tokens, probs, self.typical_threshold, self.typical_alpha,
-                                  seq.generator)
+            acc = typical_accept(draft.tree, draft.tokens, probs, self.typical_threshold, self.typical_alpha,
+                                 seq.generator)
+            return with_log_probs(seq, tree, tokens, logits, acc)
         return verify_tree(seq, draft.tree, draft.tokens, logits)
 
 

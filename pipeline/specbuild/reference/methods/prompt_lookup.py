@@ -35,9 +35,9 @@ class PromptLookup(Method):
         outputs, keep = [], []
         for r, seq in enumerate(batch.seqs):
             k = len(drafts[r])
-            tokens, accepted = verify_chain(seq, out.tail(r, k + 1), drafts[r], draft_probs=None)
-            outputs.append(StepOutput(tokens, drafted=k, accepted=accepted))
-            keep.append(out.n_new[r] - k + accepted)
+            acceptance = verify_chain(seq, out.tail(r, k + 1), drafts[r], draft_probs=None)
+            outputs.append(StepOutput.of(acceptance, drafted=k))
+            keep.append(out.n_new[r] - k + len(acceptance.nodes))
         batch.caches["target"].commit_prefix(keep)
         return outputs
 

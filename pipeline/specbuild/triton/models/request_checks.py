@@ -50,6 +50,20 @@ def max_tokens_problem(value, name="max_tokens"):
     return None
 
 
+def penalty_problems(repetition=None, presence=None, frequency=None,
+                     names=("repetition_penalty", "presence_penalty", "frequency_penalty")):
+    """The penalties of one request row: repetition_penalty > 0 (TensorRT-LLM's checkRepetitionPenalty), presence
+    and frequency penalties any finite number (the C++ checks neither; an infinite one is refused here)."""
+    found = []
+    if repetition is not None and not (math.isfinite(repetition) and repetition > 0):
+        found.append(f"{names[0]}={repetition} is invalid: it must be a finite number > 0, 1 for none (TensorRT-LLM: "
+                     "Repetition penalty should be strictly greater than zero)")
+    for name, value in zip(names[1:], (presence, frequency)):
+        if value is not None and not math.isfinite(value):
+            found.append(f"{name}={value} is invalid: it must be a finite number, 0 for none")
+    return found
+
+
 def sampling_problems(temperature=None, top_k=None, top_p=None, names=("temperature", "top_k", "top_p")):
     """Every problem of one request row's sampling values, as sentences."""
     found = [temperature_problem(temperature, names[0]), top_k_problem(top_k, names[1]), top_p_problem(top_p, names[2])]

@@ -176,7 +176,10 @@ class TritonPythonModel:
         if len(ids) + req.max_tokens > s.max_seq_len:
             raise RequestError(f"prompt ({len(ids)} tokens) + max_tokens ({req.max_tokens}) exceeds max_seq_len "
                                f"({s.max_seq_len}) in {s.path.name} — ask for fewer tokens")
-        sampling = SamplingConfig(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed)
+        # TorchSampler's order: penalties, then temperature (reference/sampling.py)
+        sampling = SamplingConfig(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed,
+                                  presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
+                                  penalties_before_temperature=True)
         job = Job(request, sender, req, Detokenizer(self.tokenizer, ids, req))
         with self.cond:
             job.rid = self.executor.enqueue(Request(input_ids=ids, max_new_tokens=req.max_tokens, sampling=sampling,

@@ -18,7 +18,10 @@ Per request row (a request batch > 1 is served row by row, concurrently):
    or the n-gram match of the last tokens in the prompt and the text so far), then one `tensorrt_llm` call with
    them as `draft_input_ids` and request_output_len K + 1, which returns the accepted drafts plus the target's
    own next token. The round's seed is derived from the request's seed, distinct for the draft and the target
-   and for every round. A client's minimum length is carried into each round as what is still missing.
+   and for every round. A client's minimum length is carried into each round as what is still missing; the
+   penalties go to both calls (the text so far is each round's prompt, which TensorRT-LLM's penalties count as
+   they count generated tokens), and with return_log_probs the target's per-round log probabilities are
+   concatenated (cum_log_probs summed).
 3. `postprocessing` decodes. Streaming (the BLS is decoupled and the request sets `stream`) sends each round's or
    each core response's new text as it comes; the chunks concatenate exactly to the non-streamed text.
 
@@ -42,7 +45,7 @@ import triton_python_backend_utils as pb_utils
 from bls_drafting import TextStream, accepted_prefix, ends_with_stop_word, round_seed
 from model_parameters import ParameterError, bool_parameter, int_parameter, parameter
 from prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose as prompt_lookup_drafts
-from request_checks import max_tokens_problem, min_tokens_value, sampling_problems
+from request_checks import max_tokens_problem, min_tokens_value, penalty_problems, sampling_problems
 from serving_metrics import SpeculationMetrics, metrics_or_none
 
 # client input -> tensorrt_llm input, sent to every core call (the draft's and the target's), as upstream's
@@ -130,6 +133,8 @@ class Row:
             raise RequestError(problem)
         problems = sampling_problems(scalar("temperature", None, float), scalar("top_k", None),
                                      scalar("top_p", None, float))
+        problems += penalty_problems(scalar("repetition_penalty", None, float), scalar("presence_penalty", None, float),
+                                     scalar("frequency_penalty", None, float))
         if problems:
             raise RequestError("; ".join(problems))
         self.min_tokens, problem = min_tokens_value(scalar("min_tokens"), scalar("min_length"))
@@ -171,7 +176,7 @@ class Row:
                 self.pre[pre] = array.reshape(1, -1)
         self.speculative = model.speculative_method is not None and self.num_draft_tokens > 0
         if self.speculative:
-            for name in ("return_log_probs", "return_context_logits", "return_generation_logits"):
+            for name in ("return_context_logits", "return_generation_logits"):
                 if self.flags[name]:
                     raise RequestError(f"{name} is not supported with speculative drafting in the BLS")
             if scalar("beam_width", 1) > 1:
@@ -346,7 +351,8 @@ class TritonPythonModel:
         (for a stream: the last chunk was already sent, returns None)."""
         prepared = self.preprocess(row)
         state = {"row": row, "sender": sender, "prepared": prepared, "generated": [], "first_scheduled": None,
-                 "first_token": None, "last_token": None, "perf": {}, "passthrough": {}}
+                 "first_token": None, "last_token": None, "perf": {}, "passthrough": {},
+                 "streaming": emit is not None, "log_probs": [], "cum_log_prob": 0.0}
         # A stream's chunks carry only generated tokens whatever exclude_input_in_output says, as the core's
         # streamed responses (and so the ensemble's stream) do
         visible_prefix = [] if row.exclude or emit is not None else list(prepared.input_ids)
@@ -587,6 +593,7 @@ class TritonPythonModel:
                 array = output(response, name) if row.flags["return_perf_metrics"] else None
                 if array is not None and array.size:
                     kv[name] += int(array.reshape(-1)[0])
+            self.keep_round_log_probs(state, response, len(produced))
             a = accepted_prefix(drafts, produced)
             drafted += len(drafts)
             accepted += a
@@ -607,6 +614,25 @@ class TritonPythonModel:
             if (not produced or len(produced) < min(a + 1, wanted) or a + 1 < len(produced) < wanted
                     or ends_with_stop_word(generated, prepared.stop_words)):
                 break
+
+    def keep_round_log_probs(self, state, response, produced):
+        """return_log_probs over speculative rounds: each round's target call reports the log probabilities of the
+        tokens it produced (the target's at each accepted position and of its own next token, with the round's
+        penalties and minimum length) and their cumulative sum (the end id's included where it ended the round).
+        The request's output_log_probs are the rounds' in order (a streamed chunk: its round's), cum_log_probs their
+        running sum."""
+        if not state["row"].flags["return_log_probs"]:
+            return
+        values = output(response, "output_log_probs")
+        cum = output(response, "cum_log_probs")
+        if values is None or cum is None:
+            raise RequestError(f"{self.target} returned no output_log_probs / cum_log_probs for return_log_probs")
+        round_values = [float(v) for v in values.reshape(-1)[:produced]]
+        state["log_probs"] += round_values
+        state["cum_log_prob"] += float(cum.reshape(-1)[0])
+        shown = round_values if state["streaming"] else state["log_probs"]
+        state["passthrough"]["output_log_probs"] = np.array(shown, dtype=np.float32).reshape(1, 1, -1)
+        state["passthrough"]["cum_log_probs"] = np.array([[state["cum_log_prob"]]], dtype=np.float32)
 
     def propose(self, state, current, k, round_index):
         row = state["row"]

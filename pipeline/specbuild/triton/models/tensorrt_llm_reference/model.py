@@ -15,17 +15,20 @@ exclude_input_in_output, max_beam_width, ...) and the same input and output tens
   the next step. A bad request gets an error response naming the tensor; the model stays healthy.
 
 Outputs follow the C++ backend: output_ids [1, beams, tokens] (the prompt first unless exclude_input_in_output;
-a streamed response holds only its new tokens), sequence_length, and with return_perf_metrics the timing and
-speculative counters (acceptance_rate, total_accepted_draft_tokens, total_draft_tokens). The reference runtime
-has no paged KV-cache pool: its kv_cache_* outputs are 0.
+a streamed response holds only its new tokens), sequence_length, with return_log_probs cum_log_probs [1, beams]
+(the cumulative log probability so far, the end id's included when the request ends there) and output_log_probs
+[1, beams, tokens] (one per generated token, a streamed response's for its new tokens; normalised over the top-k
+set with the parameter normalize_log_probs, default true: see specbuild/reference/sampling.py), and with
+return_perf_metrics the timing and speculative counters (acceptance_rate, total_accepted_draft_tokens,
+total_draft_tokens). The reference runtime has no paged KV-cache pool: its kv_cache_* outputs are 0.
 
 Inputs follow the C++ backend too: decoder_input_ids / decoder_input_lengths are read for encoder-decoder
 models only (`inflight_batcher_llm/src/utils.cc`), so this decoder-only runtime ignores them; sampling values
 are checked as TensorRT-LLM's SamplingConfig does (request_checks.py); an input whose feature the reference
-runtime does not implement (LoRA, prompt tables, guided decoding, ...) is answered with one sentence naming it.
-min_tokens (min_length before 0.20) >= request_output_len is served exactly (the end id is banned at every
-position, which is what TensorRT-LLM's min_tokens does there: the BLS sends it on its draft calls); other
-values above 1 are refused until the reference runtime implements them.
+runtime does not implement (LoRA, prompt tables, guided decoding, context/generation logits, beam search, ...) is
+answered with one sentence naming it. min_tokens (min_length before 0.20), repetition_penalty, presence_penalty and
+frequency_penalty are served by every method with TensorRT-LLM's definitions (the reference runtime's
+sampling.py), at every verified position given the tokens on that draft path, so speculation stays lossless.
 
 Metrics (serving_metrics.py): the nv_trt_llm_* request, KV-cache, in-flight batcher and iteration gauges, and
 specbuild's speculative-decoding counters, labelled with this model's name.
@@ -44,7 +47,7 @@ import traceback
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from model_parameters import ParameterError, bool_parameter, int_parameter, parameter
-from request_checks import max_tokens_problem, sampling_problems
+from request_checks import max_tokens_problem, penalty_problems, sampling_problems
 from serving_metrics import BatcherMetrics, SpeculationMetrics, metrics_or_none
 
 
@@ -152,6 +155,8 @@ class Job:
         self.flags = flags  # return_perf_metrics, return_num_input_tokens, return_num_output_tokens
         self.rid = None
         self.tokens = []
+        self.log_probs = []  # TokenLogProb per generated token (return_log_probs)
+        self.cum_log_prob = 0.0
         self.stats = None
         self.arrival_ns = time.time_ns()
         self.first_scheduled_ns = None
@@ -176,6 +181,8 @@ class TritonPythonModel:
         self.min_tokens_name = "min_length" if "min_length" in declared else "min_tokens"
         self.seed_name = "random_seed" if "random_seed" in declared else "seed"
         self.default_exclude = bool_parameter(config, "exclude_input_in_output", False)
+        # output_log_probs over the top-k set (the C++ backend's parameter, default true: MIS L506)
+        self.normalize_log_probs = bool_parameter(config, "normalize_log_probs", True)
         beam = int_parameter(config, "max_beam_width")
         if beam not in (None, 1):
             raise pb_utils.TritonModelException(f"{self.name}: max_beam_width={beam}, but the reference runtime "
@@ -239,13 +246,10 @@ class TritonPythonModel:
                 value = x.scalar(name, row, default)
                 if value not in (default, 0):
                     raise RequestError(f"{name}={value}: the reference runtime decodes one sequence with beam width 1")
-            for name in ("return_log_probs", "return_context_logits", "return_generation_logits"):
+            for name in ("return_context_logits", "return_generation_logits"):
                 if x.scalar(name, row, False, bool):
-                    raise RequestError(f"{name} is not supported by the reference runtime")
-            for name, neutral in (("repetition_penalty", 1.0), ("presence_penalty", 0.0), ("frequency_penalty", 0.0)):
-                value = x.scalar(name, row, neutral, float)
-                if value != neutral:
-                    raise RequestError(f"{name}={value} is not supported by the reference runtime (only {neutral})")
+                    raise RequestError(f"{name} is not supported by the reference runtime (it returns no logits) "
+                                       f"— leave {name} out, or serve with runtime: tensorrt-llm")
             if x.given("embedding_bias") and np.any(x.array("embedding_bias").reshape(rows, -1)[row] != 0):
                 raise RequestError("embedding_bias is not supported by the reference runtime")
             length = x.scalar("input_lengths", row, None)
@@ -271,61 +275,60 @@ class TritonPythonModel:
             stop = x.array("stop_words_list")
             bad = x.array("bad_words_list")
             bad_words = word_list(bad.reshape((rows,) + bad.shape[-2:])[row]) if bad is not None and bad.size else []
-            bad_words += self.min_tokens_ban(x.scalar(self.min_tokens_name, row, 0), int(output_len), end_id)
+            min_tokens = x.scalar(self.min_tokens_name, row, 0)
+            if min_tokens < 0:
+                raise RequestError(f"{self.min_tokens_name}={min_tokens} is invalid: it must be >= 0 (TensorRT-LLM: "
+                                   "Assertion failed: minTokens.value() >= 0)")
+            flags = {name: bool(x.scalar(name, row, False, bool)) for name in
+                     ("return_perf_metrics", "return_num_input_tokens", "return_num_output_tokens", "return_log_probs")}
             req = Request(
                 input_ids=input_ids, max_new_tokens=int(output_len), sampling=sampling,
                 end_id=end_id, pad_id=x.scalar("pad_id", row, None),
                 stop_words=word_list(stop.reshape((rows,) + stop.shape[-2:])[row]) if stop is not None and stop.size else [],
-                bad_words=bad_words, draft_tokens=drafts, draft_logits=draft_logits)
-            flags = {name: bool(x.scalar(name, row, False, bool)) for name in
-                     ("return_perf_metrics", "return_num_input_tokens", "return_num_output_tokens")}
+                bad_words=bad_words, draft_tokens=drafts, draft_logits=draft_logits, min_tokens=int(min_tokens),
+                return_log_probs=flags["return_log_probs"])
             jobs.append((Job(request, row, rows, group, streaming, exclude, input_ids, flags), req))
         return jobs
 
-    def min_tokens_ban(self, min_tokens, output_len, end_id):
-        """TensorRT-LLM's min_tokens bans the end id until that many tokens were generated. When it covers the
-        whole request (min_tokens >= request_output_len: the BLS's draft calls, GenAI-Perf's fixed-length mode)
-        that is exactly the end id as a bad word at every position. 0 is no minimum; 1 is accepted as before,
-        although TensorRT-LLM would ban the end id at the first generated token and this core does not. Other
-        values wait for the reference runtime's own min_tokens (refused in one sentence until then)."""
-        name = self.min_tokens_name
-        if min_tokens < 0:
-            raise RequestError(f"{name}={min_tokens} is invalid: it must be >= 0 (TensorRT-LLM: Assertion failed: "
-                               "minTokens.value() >= 0)")
-        if min_tokens >= output_len and min_tokens > 0:
-            return [[end_id]] if end_id is not None else []
-        if min_tokens > 1:
-            raise RequestError(f"{name}={min_tokens} below request_output_len={output_len} is not supported by the "
-                               f"reference runtime (only 0, 1, or at least request_output_len)")
-        return []
-
     def sampling(self, x, row):
-        """TensorRT-LLM's sampling semantics: greedy unless top_k > 1 or top_p > 0 asks for sampling; temperature
-        then scales the logits (default 1.0). temperature 0 or top_k 1 is greedy. Values are checked first, as
-        TensorRT-LLM's SamplingConfig does (a bad temperature is refused even where it would not be used)."""
+        """TensorRT-LLM's sampling semantics: greedy unless top_k > 1 or top_p > 0 asks for sampling (top-k 1, as
+        the top-k kernel does for top_k = top_p = 0); temperature then scales the logits (default 1.0), before the
+        penalties (penaltyKernels.cu; a greedy request keeps its temperature for them). temperature 0 or top_k 1 is
+        greedy. Values are checked first, as TensorRT-LLM's SamplingConfig does (a bad temperature is refused even
+        where it would not be used)."""
         from specbuild.reference.executor import SamplingConfig
 
         top_k = x.scalar("runtime_top_k", row, None)
         top_p = x.scalar("runtime_top_p", row, None, float)
         temperature = x.scalar("temperature", row, None, float)
+        penalties = {name: x.scalar(name, row, None, float)
+                     for name in ("repetition_penalty", "presence_penalty", "frequency_penalty")}
         problems = sampling_problems(temperature, top_k, top_p, ("temperature", "runtime_top_k", "runtime_top_p"))
+        problems += penalty_problems(*penalties.values())
         if problems:
             raise RequestError("; ".join(problems))
         top_k, top_p = top_k or 0, top_p or 0.0
         seed = x.scalar(self.seed_name, row, None)
+        given = {name: value for name, value in penalties.items() if value is not None}
+        temperature = 1.0 if temperature is None else temperature
         samples = top_k > 1 or top_p > 0.0
         if not samples or top_k == 1 or temperature == 0.0:
-            return SamplingConfig(temperature=0.0, top_k=0, top_p=1.0, seed=seed)
-        return SamplingConfig(temperature=1.0 if temperature is None else temperature, top_k=max(top_k, 0),
-                              top_p=top_p if 0.0 < top_p <= 1.0 else 1.0, seed=seed)
+            return SamplingConfig(temperature=temperature, top_k=1, top_p=1.0, seed=seed, **given)
+        return SamplingConfig(temperature=temperature, top_k=max(top_k, 0),
+                              top_p=top_p if 0.0 < top_p <= 1.0 else 1.0, seed=seed, **given)
 
     # --- responses ---------------------------------------------------------------------------------------------
-    def response(self, job, tokens, final):
-        """One response: output_ids [1, 1, n], sequence_length [1, 1], and the asked-for metrics."""
+    def response(self, job, tokens, final, log_probs=None):
+        """One response: output_ids [1, 1, n], sequence_length [1, 1], and the asked-for outputs. log_probs: the
+        TokenLogProbs of the generated tokens this response reports (all of them unless streaming)."""
         out = [pb_utils.Tensor("output_ids", np.array(tokens, dtype=np.int32).reshape(1, 1, -1)),
                pb_utils.Tensor("sequence_length", np.array([[len(tokens)]], dtype=np.int32))]
         if job.rows > 1:
             out.append(pb_utils.Tensor("batch_index", np.array([[job.row]], dtype=np.int32)))
+        if job.flags["return_log_probs"]:
+            reported = [lp.reported(self.normalize_log_probs) for lp in (job.log_probs if log_probs is None else log_probs)]
+            out.append(pb_utils.Tensor("cum_log_probs", np.array([[job.cum_log_prob]], dtype=np.float32)))
+            out.append(pb_utils.Tensor("output_log_probs", np.array(reported, dtype=np.float32).reshape(1, 1, -1)))
         if job.flags["return_perf_metrics"]:
             stats = job.stats
             ints = {"kv_cache_alloc_new_blocks": 0, "kv_cache_reused_blocks": 0, "kv_cache_alloc_total_blocks": 0,
@@ -360,6 +363,8 @@ class TritonPythonModel:
         if job.first_scheduled_ns is None:
             job.first_scheduled_ns = step_start
         job.stats = event.stats
+        job.log_probs.extend(event.log_probs)
+        job.cum_log_prob = event.cum_log_prob
         if event.finished and self.spec_metrics is not None and event.stats is not None:
             self.spec_metrics.observe_request(event.stats)
         if event.new_tokens:
@@ -432,7 +437,7 @@ class TritonPythonModel:
         sender = job.group["sender"]
         if job.streaming:
             if new:
-                sender.send(self.response(job, new, event.finished), flags=flags)
+                sender.send(self.response(job, new, event.finished, event.log_probs), flags=flags)
             elif last:
                 sender.send(flags=flags)
         elif event.finished:
