@@ -7,7 +7,10 @@ exclude_input_in_output, max_beam_width, ...) and the same input and output tens
 
 - Decoupled (`model_transaction_policy { decoupled: true }`): in-flight batching. `execute` enqueues and returns;
   one worker thread steps the executor, so a request that arrives while others decode joins at the next step.
-  Streaming requests get one response per step with the new tokens; others one response at the end. A request
+  Streaming requests get one response per step with the new tokens (responses are built and sent by a second
+  thread while the next step runs; when it falls behind, one response carries the tokens of every step it had not
+  sent yet); others one response at the end. Cancellation is polled every cancellation_check_period_ms and the
+  nv_trt_llm_* gauges published every stats_check_period_ms, as the C++ backend does. A request
   with batch > 1 gets responses per row (`batch_index`), the last one flagged final.
 - Not decoupled: `execute` runs the requests Triton hands it as one executor batch and answers each once.
   As the C++ backend, it refuses `streaming` and request batches > 1 there.
@@ -36,6 +39,7 @@ ignores that variable, so its entries are added to sys.path here).
 
 import json
 import os
+import queue
 import sys
 import threading
 import time
@@ -184,9 +188,14 @@ class TritonPythonModel:
         if engine_dir is None or not os.path.isdir(engine_dir):
             raise pb_utils.TritonModelException(f"{self.name}: gpt_model_path {engine_dir!r} is not an engine folder "
                                                 "— build the engines (specbuild compile) and point it there")
+        import torch
+
         from specbuild.reference.engine import load_engine
         from specbuild.reference.executor import Executor
 
+        # One torch thread by default (SPECBUILD_TORCH_THREADS): the core shares the CPUs with tritonserver and the
+        # other models' stubs, and OpenMP workers spinning for a skinny decode step only slow everyone down
+        torch.set_num_threads(max(1, int(os.environ.get("SPECBUILD_TORCH_THREADS", "1"))))
         overrides = self.decoding_overrides(config, engine_dir)
         self.engine = load_engine(engine_dir, decoding_overrides=overrides or None)
         self.executor = Executor(self.engine)
@@ -197,8 +206,15 @@ class TritonPythonModel:
         self.jobs = {}  # executor request id -> Job
         self.lock = threading.Condition()
         self.running = True
-        self.worker = None
+        self.worker = self.delivery = None
+        self.stats_period_s = int_parameter(config, "stats_check_period_ms", 100, minimum=0) / 1000.0
+        self.next_report = 0.0
+        self.cancel_period_s = int_parameter(config, "cancellation_check_period_ms", 100, minimum=0) / 1000.0
+        self.next_cancel_check = 0.0
         if self.decoupled:
+            self.outbox = queue.SimpleQueue()
+            self.delivery = threading.Thread(target=self.deliver_loop, name=f"{self.name}-delivery", daemon=True)
+            self.delivery.start()
             self.worker = threading.Thread(target=self.loop, name=f"{self.name}-executor", daemon=True)
             self.worker.start()
 
@@ -370,13 +386,23 @@ class TritonPythonModel:
 
     # --- decoupled: the worker thread --------------------------------------------------------------------------
     def loop(self):
+        """The executor thread: steps while there is work; what each step produced goes to the delivery thread,
+        so building and sending responses (and the metrics) overlaps the next step."""
         while True:
             with self.lock:
                 while self.running and not self.executor.has_work():
                     self.lock.wait(timeout=0.5)
                 if not self.running:
                     return
-                for rid, job in list(self.jobs.items()):
+                # is_cancelled() asks the server (a round trip): every cancellation_check_period_ms, as the C++
+                # backend polls, not every step
+                now = time.monotonic()
+                check = now >= self.next_cancel_check
+                if check:
+                    self.next_cancel_check = now + self.cancel_period_s
+                    jobs = list(self.jobs.items())
+            if check:
+                for rid, job in jobs:
                     sender = job.group["sender"]
                     if sender is not None and sender.is_cancelled():
                         self.executor.cancel(rid)
@@ -384,58 +410,101 @@ class TritonPythonModel:
             try:
                 events = self.executor.step()
             except Exception as e:  # noqa: BLE001 - a runtime failure ends the requests, not the model
-                self.fail_all(f"{type(e).__name__}: {e}")
                 traceback.print_exc()
+                self.outbox.put(("fail", f"{type(e).__name__}: {e}"))
                 continue
             end = time.time_ns()
+            with self.lock:  # the jobs these events belong to (a finished job leaves self.jobs when delivered)
+                found = [(self.jobs.get(event.request_id), event) for event in events]
+                idle = not self.executor.has_work()
+            self.outbox.put(("events", found, start, end, idle))
+
+    def deliver_loop(self):
+        """The delivery thread: the steps' responses in order, then their metrics. When it falls behind the
+        executor it takes every step waiting and sends one response per request with all their new tokens (a
+        streamed response holds the tokens since the previous one), so sending never holds back decoding."""
+        while True:
+            items = [self.outbox.get()]
+            while True:
+                try:
+                    items.append(self.outbox.get_nowait())
+                except queue.Empty:
+                    break
+            steps = []
+            for item in items:
+                if item is None or item[0] == "fail":
+                    self.deliver_steps(steps)
+                    steps = []
+                    if item is None:
+                        return
+                    self.fail_all(item[1])
+                else:
+                    steps.append(item)
+            self.deliver_steps(steps)
+
+    def deliver_steps(self, steps):
+        outgoing = {}  # id(job) -> [job, new tokens, finished, last row of its request]
+        for _, found, start, end, idle in steps:
             tally = new_tally()
-            for event in events:
-                with self.lock:
-                    job = self.jobs.get(event.request_id)
+            for job, event in found:
                 if job is None:
                     continue
-                try:
-                    self.deliver(job, event, start, end, tally)
-                except Exception:  # noqa: BLE001 - e.g. the client went away
-                    traceback.print_exc()
+                new = self.on_event(job, event, start, end, tally)
+                entry = outgoing.setdefault(id(job), [job, [], False, False])
+                entry[1] += new
+                if event.finished:
+                    entry[2] = True
+                    with self.lock:
+                        self.jobs.pop(event.request_id, None)
+                        job.group["left"] -= 1
+                        entry[3] = job.group["left"] == 0
             with self.lock:
                 pending = list(self.jobs.values())
-            self.report_iteration(tally, pending)  # metric updates go to the server: not under the lock
+            # metric updates go to the server (not under the lock); at most every stats_check_period_ms, and when
+            # the executor goes idle, so the gauges settle on the last iteration
+            self.report_iteration(tally, pending, force=idle)
+        # a request's FINAL response must be its last: rows that end their request go out after the others
+        for job, new, finished, last in sorted(outgoing.values(), key=lambda e: e[3]):
+            try:
+                self.send(job, new, finished, last)
+            except Exception:  # noqa: BLE001 - e.g. the client went away
+                traceback.print_exc()
 
-    def report_iteration(self, tally, jobs):
-        """The nv_trt_llm_* gauges after one step; `jobs`: the requests not finished yet."""
+    def report_iteration(self, tally, jobs, force=True):
+        """The nv_trt_llm_* gauges after one step; `jobs`: the requests not finished yet. Published at most
+        every stats_check_period_ms (the C++ backend's period for its iteration statistics) unless `force`;
+        every step counts in iteration_counter."""
         if self.batcher_metrics is None:
             return
+        now = time.monotonic()
+        publish = force or now >= self.next_report
+        if publish:
+            self.next_report = now + self.stats_period_s
         active = [j for j in jobs if j.first_scheduled_ns is not None]
         try:
             self.batcher_metrics.iteration(waiting=len(jobs) - len(active), context=tally["context"],
                                            generation=tally["generation"], context_tokens=tally["context_tokens"],
                                            active=len(active), kv_tokens=[len(j.input_ids) + len(j.tokens)
-                                                                          for j in active])
+                                                                          for j in active], publish=publish)
         except Exception:  # noqa: BLE001 - metrics never fail a request
             traceback.print_exc()
 
     def is_ready(self):
         """Readiness beyond the stub's own health (Triton releases whose python backend asks the model, python
         backend PR #430): a decoupled model is ready while its executor thread runs."""
-        return bool(self.running and (self.worker is None or self.worker.is_alive()))
+        return bool(self.running and (self.worker is None or (self.worker.is_alive() and self.delivery.is_alive())))
 
-    def deliver(self, job, event, start, end, tally=None):
-        new = self.on_event(job, event, start, end, tally)
-        last = False
-        if event.finished:
-            with self.lock:
-                self.jobs.pop(event.request_id, None)
-                job.group["left"] -= 1
-                last = job.group["left"] == 0
+    def send(self, job, new, finished, last):
+        """The response of one row: its new tokens when it streams, its whole output when it finished; FINAL
+        when it is the last row of its request to finish."""
         flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0
         sender = job.group["sender"]
         if job.streaming:
             if new:
-                sender.send(self.response(job, new, event.finished), flags=flags)
+                sender.send(self.response(job, new, finished), flags=flags)
             elif last:
                 sender.send(flags=flags)
-        elif event.finished:
+        elif finished:
             sender.send(self.response(job, self.full_output(job), True), flags=flags)
 
     def fail_all(self, message):
@@ -523,7 +592,7 @@ class TritonPythonModel:
                     if event.finished:
                         del jobs[event.request_id]
                         responses[job.index] = self.response(job, self.full_output(job), True)
-                self.report_iteration(tally, list(jobs.values()))
+                self.report_iteration(tally, list(jobs.values()), force=not jobs)
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             for rid, job in jobs.items():
@@ -543,3 +612,5 @@ class TritonPythonModel:
             self.lock.notify_all()
         if self.worker is not None:
             self.worker.join(timeout=10)
+            self.outbox.put(None)
+            self.delivery.join(timeout=10)
