@@ -40,7 +40,6 @@ from specbuild.reference.lean.linear import Linear
 from specbuild.reference.methods import Method, StepOutput
 from specbuild.reference.tree import (
     MC_SIM_7B_63,
-    ROOT_ONLY,
     RowTree,
     Tree,
     commit_paths,
@@ -155,7 +154,9 @@ class Eagle(Method):
 
     # ---------------------------------------------------------------- one step
     def step(self, batch: Batch) -> list[StepOutput]:
-        drafts = self.draft_or_plain(batch)
+        if self.scheduled_length == 0:
+            return self.plain_step(batch)
+        drafts = self.draft_and_rollback(batch)
         out, roots = feed_trees(batch, self.target, drafts)
         outputs, accepted = [], []
         for r, (seq, draft) in enumerate(zip(batch.seqs, drafts)):
@@ -167,11 +168,21 @@ class Eagle(Method):
         commit_paths(batch, roots, accepted)
         return outputs
 
-    def draft_or_plain(self, batch: Batch) -> list[RowTree]:
-        """This step's trees: drafted by the head, or (a scheduled draft length of 0: speculation off) the roots
-        alone, without touching the head; the features it has not read wait for the next catch-up."""
-        if self.scheduled_length == 0:
-            return [RowTree(ROOT_ONLY, [seq.tokens[-1]]) for seq in batch.seqs]
+    def plain_step(self, batch: Batch, capture_layers=None) -> list[StepOutput]:
+        """A scheduled draft length of 0 (speculation off): an autoregressive step that leaves the head alone;
+        the target's features at the fed positions wait for the head's next catch-up."""
+        cache = batch.cache("target", self.target)
+        out = self.target.forward(cache, batch.uncached("target"), logits="last", capture_layers=capture_layers)
+        cache.commit_all()
+        features = out.hidden if capture_layers is None else out.captured
+        outputs = []
+        for r, seq in enumerate(batch.seqs):
+            self.keep_features(seq, features[r, : out.n_new[r]])
+            outputs.append(StepOutput([seq.choose(out.logits[r])]))
+        return outputs
+
+    def draft_and_rollback(self, batch: Batch) -> list[RowTree]:
+        """This step's trees, drafted by the head after it caught up (its tree entries dropped again)."""
         self.catch_up(batch)
         drafts = self.draft(batch)
         batch.caches["eagle"].rollback()

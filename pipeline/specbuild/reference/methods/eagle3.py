@@ -150,7 +150,9 @@ class Eagle3(Eagle):
 
     # ---------------------------------------------------------------- one step
     def step(self, batch: Batch) -> list[StepOutput]:
-        drafts = self.draft_or_plain(batch)
+        if self.scheduled_length == 0:
+            return self.plain_step(batch, capture_layers=self.layers)
+        drafts = self.draft_and_rollback(batch)
         out, roots = feed_trees(batch, self.target, drafts, capture_layers=self.layers)
         outputs, accepted = [], []
         for r, (seq, draft) in enumerate(zip(batch.seqs, drafts)):

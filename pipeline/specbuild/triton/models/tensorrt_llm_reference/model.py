@@ -7,9 +7,8 @@ exclude_input_in_output, max_beam_width, ...) and the same input and output tens
 
 - Decoupled (`model_transaction_policy { decoupled: true }`): in-flight batching. `execute` enqueues and returns;
   one worker thread steps the executor, so a request that arrives while others decode joins at the next step.
-  Streaming requests get one response per step with the new tokens (responses are built and sent by a second
-  thread while the next step runs; when it falls behind, one response carries the tokens of every step it had not
-  sent yet); others one response at the end. Cancellation is polled every cancellation_check_period_ms and the
+  Streaming requests get one response per step with the new tokens (built and sent by a second thread while the
+  next step runs); others one response at the end. Cancellation is polled every cancellation_check_period_ms and the
   nv_trt_llm_* gauges published every stats_check_period_ms, as the C++ backend does. A request
   with batch > 1 gets responses per row (`batch_index`), the last one flagged final.
 - Not decoupled: `execute` runs the requests Triton hands it as one executor batch and answers each once.
@@ -395,17 +394,15 @@ class TritonPythonModel:
                 if not self.running:
                     return
                 # is_cancelled() asks the server (a round trip): every cancellation_check_period_ms, as the C++
-                # backend polls, not every step
+                # backend polls, not every step. Under the lock: the delivery thread takes a finished job out of
+                # self.jobs (under the lock) before its FINAL response frees the request's response factory
                 now = time.monotonic()
-                check = now >= self.next_cancel_check
-                if check:
+                if now >= self.next_cancel_check:
                     self.next_cancel_check = now + self.cancel_period_s
-                    jobs = list(self.jobs.items())
-            if check:
-                for rid, job in jobs:
-                    sender = job.group["sender"]
-                    if sender is not None and sender.is_cancelled():
-                        self.executor.cancel(rid)
+                    for rid, job in list(self.jobs.items()):
+                        sender = job.group["sender"]
+                        if sender is not None and sender.is_cancelled():
+                            self.executor.cancel(rid)
             start = time.time_ns()
             try:
                 events = self.executor.step()
@@ -420,55 +417,43 @@ class TritonPythonModel:
             self.outbox.put(("events", found, start, end, idle))
 
     def deliver_loop(self):
-        """The delivery thread: the steps' responses in order, then their metrics. When it falls behind the
-        executor it takes every step waiting and sends one response per request with all their new tokens (a
-        streamed response holds the tokens since the previous one), so sending never holds back decoding."""
+        """The delivery thread: each step's responses, in the order the steps ran (one response per step per
+        streaming request, as the C++ backend sends them: clients count iterations from them), then its
+        metrics. It runs beside the executor thread, so building and sending responses overlaps the next step."""
         while True:
-            items = [self.outbox.get()]
-            while True:
-                try:
-                    items.append(self.outbox.get_nowait())
-                except queue.Empty:
-                    break
-            steps = []
-            for item in items:
-                if item is None or item[0] == "fail":
-                    self.deliver_steps(steps)
-                    steps = []
-                    if item is None:
-                        return
-                    self.fail_all(item[1])
-                else:
-                    steps.append(item)
-            self.deliver_steps(steps)
+            item = self.outbox.get()
+            if item is None:
+                return
+            if item[0] == "fail":
+                self.fail_all(item[1])
+            else:
+                self.deliver_step(*item[1:])
 
-    def deliver_steps(self, steps):
-        outgoing = {}  # id(job) -> [job, new tokens, finished, last row of its request]
-        for _, found, start, end, idle in steps:
-            tally = new_tally()
-            for job, event in found:
-                if job is None:
-                    continue
-                new = self.on_event(job, event, start, end, tally)
-                entry = outgoing.setdefault(id(job), [job, [], False, False])
-                entry[1] += new
-                if event.finished:
-                    entry[2] = True
-                    with self.lock:
-                        self.jobs.pop(event.request_id, None)
-                        job.group["left"] -= 1
-                        entry[3] = job.group["left"] == 0
-            with self.lock:
-                pending = list(self.jobs.values())
-            # metric updates go to the server (not under the lock); at most every stats_check_period_ms, and when
-            # the executor goes idle, so the gauges settle on the last iteration
-            self.report_iteration(tally, pending, force=idle)
+    def deliver_step(self, found, start, end, idle):
+        tally = new_tally()
+        outgoing = []  # [job, new tokens, finished, last row of its request]
+        for job, event in found:
+            if job is None:
+                continue
+            new = self.on_event(job, event, start, end, tally)
+            last = False
+            if event.finished:
+                with self.lock:  # out of self.jobs before FINAL frees the request (the loop polls is_cancelled)
+                    self.jobs.pop(event.request_id, None)
+                    job.group["left"] -= 1
+                    last = job.group["left"] == 0
+            outgoing.append((job, new, event.finished, last))
         # a request's FINAL response must be its last: rows that end their request go out after the others
-        for job, new, finished, last in sorted(outgoing.values(), key=lambda e: e[3]):
+        for job, new, finished, last in sorted(outgoing, key=lambda e: e[3]):
             try:
                 self.send(job, new, finished, last)
             except Exception:  # noqa: BLE001 - e.g. the client went away
                 traceback.print_exc()
+        with self.lock:
+            pending = list(self.jobs.values())
+        # metric updates go to the server (not under the lock); at most every stats_check_period_ms, and when
+        # the executor goes idle, so the gauges settle on the last iteration
+        self.report_iteration(tally, pending, force=idle)
 
     def report_iteration(self, tally, jobs, force=True):
         """The nv_trt_llm_* gauges after one step; `jobs`: the requests not finished yet. Published at most
