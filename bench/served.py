@@ -8,8 +8,8 @@ The recipe's engines and both repositories (target and baseline) are built into 
 reused when present), both repositories are served by one tritonserver each (free loopback ports), and the same
 engine folders are loaded here for the in-process runs. Each round runs, per concurrency level, four variants in an
 order that rotates from round to round: served speculative, in-process speculative, served baseline, in-process
-baseline. A variant sends the same prompts (the recipe's validation prompts, tokenized as preprocessing does),
-greedy, `--max-tokens` each, with `c` requests in flight (closed loop; in-process: the Executor's in-flight batching
+baseline. A variant sends the same requests (the recipe's validation prompts in turn, tokenized as preprocessing
+does; max(prompts, 4 x c) of them), greedy, `--max-tokens` each, with `c` requests in flight (closed loop; in-process: the Executor's in-flight batching
 with at most `c` requests, as the server's core sees them). Served requests stream over HTTP (generate_stream, as
 the validation suite's performance check sends them) to the recipe's serving model (the ensemble, or the BLS for
 draft-target and prompt lookup); tokens are counted from the returned output_ids.
@@ -198,7 +198,9 @@ def main(argv=None) -> int:
     parser.add_argument("--recipe", type=Path, default=REPO / "recipes" / "demo.yaml")
     parser.add_argument("--work", type=Path, default=REPO / ".cache" / "served")
     parser.add_argument("--rebuild", action="store_true", help="rebuild engines and repositories")
-    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--prompts", type=int, default=12)
+    parser.add_argument("--requests", type=int, default=None, help="requests per run (prompts in turn); default "
+                        "max(prompts, 4 x concurrency), so every level keeps its clients busy")
     parser.add_argument("--max-tokens", type=int, default=None, help="default: the recipe's validation.max_tokens")
     parser.add_argument("--concurrency", default="1,4")
     parser.add_argument("--rounds", type=int, default=3)
@@ -241,9 +243,11 @@ def main(argv=None) -> int:
         for r in range(args.rounds):
             for c in levels:
                 order = variants[r % 4:] + variants[: r % 4]
+                n = args.requests or max(len(texts), 4 * c)
                 for where, dep in order:
                     runner = served[dep] if where == "served" else inproc[dep]
-                    tokens, seconds = runner.run(texts if where == "served" else ids, max_tokens, c)
+                    prompts = texts if where == "served" else ids
+                    tokens, seconds = runner.run([prompts[i % len(prompts)] for i in range(n)], max_tokens, c)
                     results[c][f"{where}.{dep}"].append(tokens / seconds)
                     log(f"round {r + 1}, c={c}, {where} {dep}: {tokens / seconds:.1f} tok/s")
     report = {"recipe": str(args.recipe), "method": spec.method, "serving_model": models, "prompts": len(texts),
