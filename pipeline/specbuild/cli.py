@@ -222,9 +222,12 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
 @click.option("--checks", default=None, metavar="NAMES",
               help="Comma-separated subset: health,functional,lossless,sampling,acceptance,performance,bad_input,load.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON on stdout.")
+@click.option("--write-tuned-recipe", "tuned_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the recipe again at this path with an adaptive.draft_len_schedule that turns speculation "
+              "off where the measured sweep saw it stop paying (needs the performance check and the baseline).")
 def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | None, baseline_grpc_url: str | None,
              metrics_url: str | None, model: str | None, report_dir: Path | None, checks: str | None,
-             as_json: bool) -> None:
+             as_json: bool, tuned_path: Path | None) -> None:
     """Run the validation suite against running servers; exit 0 only when every gate holds.
 
     \b
@@ -250,6 +253,10 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
     baseline = Endpoints.parse(baseline_url, baseline_grpc_url, http_option="--baseline-url",
                                grpc_option="--baseline-grpc-url") if baseline_url else None
     options = SuiteOptions(checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None)
+    if tuned_path is not None and (baseline is None or (options.checks is not None
+                                                        and "performance" not in options.checks)):
+        raise UserError("--write-tuned-recipe tunes from the performance sweep against the baseline: give "
+                        "--baseline-url and keep the performance check")
     with progress_bar(Console(stderr=True)) as progress:
         result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress)
     out = Console(stderr=as_json)
@@ -258,10 +265,29 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
         out.print(f"report: {result.report_files[0].parent}", soft_wrap=True)
     if as_json:
         click.echo(json.dumps(clean(result.to_dict()), indent=2))
+    if tuned_path is not None:
+        _write_tuned_recipe(r, result, tuned_path, Console(stderr=True))
     if not result.passed:
         for c in result.failures:
             click.echo(f"FAILED {c.name}: {c.summary}", err=True)
         raise click.exceptions.Exit(1)
+
+
+def _write_tuned_recipe(recipe, result, path: Path, console) -> None:
+    """validate --write-tuned-recipe: the schedule from the sweep (specbuild.validate.tuning), written and re-read."""
+    from specbuild.methods import describe
+    from specbuild.recipe import load_recipe
+    from specbuild.validate.tuning import measured_speedups, tuned_schedule, write_tuned_recipe
+
+    tuning = tuned_schedule(describe(recipe), measured_speedups(result.check("performance")),
+                            recipe.build.max_batch_size)
+    console.print(f"tuning: {tuning.why}", soft_wrap=True)
+    if tuning.schedule is None:
+        return
+    written = write_tuned_recipe(recipe, path, tuning.schedule)
+    load_recipe(written, check_files=False)  # the tuned recipe passes the same checks
+    shown = ", ".join(f"{k}: {v}" for k, v in tuning.schedule.items())
+    console.print(f"tuned recipe: {written} (adaptive.draft_len_schedule: {{{shown}}})", soft_wrap=True)
 
 
 @cli.command()

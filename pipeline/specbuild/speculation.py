@@ -94,10 +94,18 @@ class MtpLayers:
     num_nextn_predict_layers: int
 
 
+def dynamic_tree_size(top_k: int, depth: int, max_draft_len: int) -> int:
+    """Draft tokens of an EAGLE-2 tree, as TensorRT-LLM sizes it: min(K + K*K*(D-1), max_draft_len)."""
+    if depth <= 0:
+        return 0
+    return min(top_k + top_k * top_k * (depth - 1), max_draft_len)
+
+
 @dataclass(frozen=True)
 class Speculation:
     """One recipe's speculation. `mode` is the target engine's speculative-decoding mode; a method the engine
-    path does not have (LLM-API only) has mode None."""
+    path does not have (LLM-API only) has mode None. `draft_len_schedule`: the recipe's adaptive schedule as
+    sorted (batch size, draft length) pairs (specbuild/draft_len_schedule.py), None when the length is fixed."""
 
     method: str
     mode: SpecMode | None
@@ -111,6 +119,7 @@ class Speculation:
     prompt_lookup: PromptLookup | None = None
     eagle3: Eagle3Head | None = None
     mtp: MtpLayers | None = None
+    draft_len_schedule: tuple[tuple[int, int], ...] | None = None
 
     @property
     def speculative(self) -> bool:
@@ -143,6 +152,28 @@ class Speculation:
         """Drafts proposed per round by a BLS-driven method (0 otherwise)."""
         source = self.draft_model or self.prompt_lookup
         return source.num_draft_tokens if source is not None else 0
+
+
+    @property
+    def full_draft_length(self) -> int | None:
+        """The draft length a draft_len_schedule scales, at full length: drafted tokens per step for chains
+        (draft-target and prompt lookup: num_draft_tokens; EAGLE-3: max_draft_len, its chain length or tree
+        depth as TensorRT-LLM counts it; MTP: its layers), the tree's node count for token trees (Medusa and
+        EAGLE-1: the choices; EAGLE-2: min(K + K*K*(D-1), max_draft_len)). None for lookahead, whose step is its
+        (W, N, G) window rather than a draft length."""
+        if self.lookahead is not None or not self.speculative:
+            return None
+        if self.draft_model is not None or self.prompt_lookup is not None:
+            return self.num_draft_tokens
+        if self.mtp is not None:
+            return self.mtp.num_nextn_predict_layers
+        if self.eagle3 is not None:
+            return self.max_draft_len
+        if isinstance(self.tree, StaticTree):
+            return len(self.tree.choices)
+        if isinstance(self.tree, DynamicTree) and self.eagle is not None:
+            return dynamic_tree_size(self.tree.top_k, self.eagle.num_eagle_layers, self.max_draft_len)
+        return self.max_draft_len
 
 
 NO_SPECULATION = Speculation(method="none", mode=SpecMode.NONE)

@@ -42,6 +42,17 @@ def tree_problems(choices: list[list[int]]) -> list[tuple[int | None, str]]:
     return problems
 
 
+def first_before_parent(choices) -> int | None:
+    """Index of the first choice listed before its parent (None: every parent comes first, so each prefix of the
+    list is a tree: what a draft_len_schedule cuts a static tree to)."""
+    seen: set[tuple[int, ...]] = set()
+    for i, path in enumerate(choices):
+        if len(path) > 1 and tuple(path[:-1]) not in seen:
+            return i
+        seen.add(tuple(path))
+    return None
+
+
 def tree_depth(choices: list[list[int]]) -> int:
     return max((len(p) for p in choices), default=0)
 

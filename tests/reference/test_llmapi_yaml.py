@@ -140,7 +140,12 @@ def test_decoding_types_of_every_release_map_to_the_reference_methods(decoding_t
     ({"decoding_type": "Eagle3", "max_draft_len": 3}, r"Draft model must be provided for EAGLE"),
     ({"decoding_type": "Draft_Target", "max_draft_len": 3, "speculative_model": "org/not-a-folder"},
      r"not a local folder"),
-    ({"decoding_type": "NGram", "max_draft_len": 3, "draft_len_schedule": {1: 3}}, r"draft_len_schedule is not"),
+    ({"decoding_type": "NGram", "max_draft_len": 3, "draft_len_schedule": {2: 3}},
+     r"draft_len_schedule: has no entry for batch size 1"),
+    ({"decoding_type": "NGram", "max_draft_len": 3, "draft_len_schedule": {1: 2, 4: 0}},
+     r"draft_len_schedule\[1\]: batch size 1 maps to 2 but the full draft length is 3"),
+    ({"decoding_type": "NGram", "max_draft_len": 3, "draft_len_schedule": {1: 3, 4: 5}},
+     r"draft_len_schedule\[4\]: draft length 5 exceeds"),
 ])
 def test_speculative_configs_the_reference_cannot_serve_fail_with_the_reason(spec, message, tmp_path):
     with pytest.raises(ModelYamlError, match=message):
@@ -165,3 +170,16 @@ def test_the_file_follows_llm_config_path(tmp_path, monkeypatch):
     assert model_yaml_path(tmp_path) == Path("/etc/abs.yaml")
     with pytest.raises(ModelYamlError, match=r"'abs.yaml' containing TRT-LLM engine args not found"):
         read_model_yaml(model_yaml_path(tmp_path))
+
+
+@needs_tiny
+@pytest.mark.parametrize("fields, schedule", [
+    ({"draft_len_schedule": {4: 1, 1: 3, 8: 0}}, "1:3,4:1,8:0"),  # TensorRT-LLM 1.2's meaning: from key on
+    ({"max_concurrency": 2}, "1:3,3:0"),  # 1.0 / 1.1: speculation off above 2 requests
+    ({"draft_len_schedule": {1: 3, 2: 2, 8: 1}, "max_concurrency": 4}, "1:3,2:2,5:0"),
+    ({"max_concurrency": 0}, "1:0"),
+])
+def test_the_draft_length_per_batch_size_reaches_the_executor(fields, schedule, tmp_path):
+    spec = {"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 2, **fields}
+    s = read_model_yaml(write(tmp_path, base(speculative_config=spec)))
+    assert s.decoding["draft_len_schedule"] == schedule

@@ -106,6 +106,40 @@ def test_model_yaml_is_accepted_by_the_release_it_is_written_for(machine, llmapi
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("method, schedule", [("prompt_lookup", {1: 3, 2: 2, 4: 0}), ("draft_target", {1: 4, 3: 0}),
+                                              ("eagle3", {1: 3, 4: 1})])
+def test_the_adaptive_schedule_is_written_in_each_releases_spelling(machine, llmapi_recipe, method, schedule,
+                                                                    release):
+    """llmapi fact sheet §4.1: draft_len_schedule from 1.2 ("batch size >= key"), each key the largest batch size of
+    its length after 1.2 (PR #10860), max_concurrency (off above N) before; one-model EAGLE-3 follows it after
+    1.2 only. What a release cannot say is a recipe finding naming the release."""
+    machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", f"{release}.0")
+    path = llmapi_recipe(method, release, adaptive={"draft_len_schedule": schedule}, build={"max_batch_size": 8})
+    if method == "eagle3" and release == "1.0":
+        return  # refused for layers_to_capture (above)
+    refused = (method == "eagle3" and release != "1.3") or (release in ("1.0", "1.1") and len(schedule) > 2)
+    if refused:
+        with pytest.raises(RecipeError, match=r"adaptive.draft_len_schedule: TensorRT-LLM " + release):
+            compile_repository(path)
+        return
+    _, repo = compile_repository(path)
+    yaml_path = repo / "tensorrt_llm" / "1" / "model.yaml"
+    from specbuild.llmapi.model_yaml import load
+
+    spec = load(yaml_path.read_text())["speculative_config"]
+    want = {"1.0": {"max_concurrency": 2}, "1.1": {"max_concurrency": 2},
+            "1.2": {"draft_len_schedule": schedule},
+            "1.3": None}[release]
+    if release == "1.3":  # upper bounds, exact up to max_batch_size 8; trailing zeros implicit
+        want = {"draft_len_schedule": {"prompt_lookup": {1: 3, 3: 2}, "draft_target": {2: 4},
+                                       "eagle3": {3: 3, 8: 1}}[method]}
+    got = {k: spec[k] for k in ("max_concurrency", "draft_len_schedule") if k in spec}
+    assert got == want
+    done = double_validates(yaml_path, release)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_the_double_refuses_what_the_releases_refuse(machine, llmapi_recipe, tmp_path):
     """The double has teeth: the spellings of another release and unknown keys fail model load (§1.4, §3.2)."""
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.2.0")

@@ -74,6 +74,9 @@ class LlmApiFlavour(Runtime):
             yield Finding(("speculation", "layers_to_capture"), f"TensorRT-LLM {a.release} has no "
                           "eagle3_layers_to_capture (it arrived in 1.1; 1.0 captures {1, L//2-1, L-4}) — remove it, "
                           "or set llm_api.release to the 1.1+ release you run")
+        refusal = model_yaml.schedule_refusal(spec, a.release)
+        if refusal:
+            yield Finding(("adaptive", "draft_len_schedule"), refusal, also=(("llm_api", "release"),))
         if t.draft_gpu_device_ids is not None:
             yield Finding(("triton", "draft_gpu_device_ids"), "the LLM API runs the draft inside the target's "
                           "process and GPUs — remove it for flavour: llm-api")

@@ -7,9 +7,11 @@ The baseline is the same file without `speculative_config`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+from specbuild import draft_len_schedule
 from specbuild.engine_facts import DEFAULT_MAX_NUM_TOKENS
 from specbuild.speculation import DynamicTree, Speculation
 
@@ -29,15 +31,62 @@ DRAFT_FIELD = {"1.0": "speculative_model_dir", "1.1": "speculative_model_dir", "
 RELEASES_WITH_LAYER_CHOICE = ("1.1", "1.2", "1.3")  # eagle3_layers_to_capture exists from 1.1 (§1.4)
 RELEASES_WITH_ONE_MODEL_FIELD = ("1.0", "1.1", "1.2")  # eagle3_one_model: absent from the 1.3.0rc27 signature
 RELEASES_WITH_DYNAMIC_TREE = ("1.3",)  # use_dynamic_tree drafting arrived after 1.2 (§4.2, §6.8)
+# How each release says "this draft length at this many requests" (llmapi fact sheet §4.1; llm_args.py
+# DecodingBaseConfig per release): max_concurrency (PR #6676, 2025-08: speculation off above N active requests,
+# Drafter.should_use_spec_decode) from 1.0; draft_len_schedule from 1.2, read as "batch size >= key" (ARGS-1.2,
+# Drafter.get_draft_len_for_batch_size: the largest key <= batch size), which is the recipe's meaning; after 1.2
+# (PR #10860, speculative/utils.py get_draft_len_for_batch_size) each key is the largest batch size its length
+# applies to and larger batches draft nothing, and max_concurrency excludes it.
+SCHEDULE_FIELD = {"1.0": "max_concurrency", "1.1": "max_concurrency", "1.2": "draft_len_schedule",
+                  "1.3": "draft_len_schedule_upper_bounds"}
+# Releases whose drafter-less one-model paths (EAGLE-3 one-model, MTP) follow the load too: the schedule there
+# arrived with PR #10860 ("Dynamic draft length on spec decode one-model path"); before it only the two-model
+# drafters (NGram, Draft_Target; PR #8194 "dynamic draft length, stage 1") read it.
+RELEASES_WITH_ONE_MODEL_SCHEDULE = ("1.3",)
+
+
+def schedule_refusal(spec: Speculation, release: str) -> str | None:
+    """Why `release` cannot follow the recipe's draft_len_schedule for `spec` (None: it can)."""
+    points = spec.draft_len_schedule
+    if not points:
+        return None
+    two_model = spec.draft_model is not None or spec.prompt_lookup is not None
+    if not two_model and release not in RELEASES_WITH_ONE_MODEL_SCHEDULE:
+        return (f"TensorRT-LLM {release} follows draft lengths per batch size in its two-model drafters only "
+                "(NGram, Draft_Target: PR #8194); the one-model path of EAGLE-3 and MTP follows "
+                "draft_len_schedule from PR #10860, after 1.2 — set llm_api.release: 1.3 if you run it, or remove "
+                "adaptive")
+    if SCHEDULE_FIELD[release] == "max_concurrency" and draft_len_schedule.max_concurrency(list(points)) is None:
+        return (f"TensorRT-LLM {release} has max_concurrency only (speculation at full length up to N requests, "
+                "off above), no draft_len_schedule (it arrived in 1.2) — give a schedule that only turns "
+                f"speculation off, {{1: {points[0][1]}, N+1: 0}}, or set llm_api.release: 1.2")
+    return None
+
+
+def schedule_fields(spec: Speculation, release: str, max_batch_size: int) -> dict[str, Any]:
+    """The speculative_config keys that carry the recipe's schedule in `release`'s spelling ({} without one)."""
+    points = list(spec.draft_len_schedule or ())
+    if not points or schedule_refusal(spec, release):
+        return {}
+    field = SCHEDULE_FIELD[release]
+    if field == "max_concurrency":
+        return {"max_concurrency": draft_len_schedule.max_concurrency(points)}
+    if field == "draft_len_schedule_upper_bounds":
+        return {"draft_len_schedule": draft_len_schedule.upper_bound_form(points, max_batch_size)}
+    return {"draft_len_schedule": dict(points)}
+
+
 # Methods TensorRT-LLM's examples run with the overlap scheduler off (DOC-SD DraftTarget and NGram examples)
 OVERLAP_OFF = ("draft_target", "prompt_lookup")
 
 
 def speculative_config(spec: Speculation, release: str, *, path: Callable[[Path], str] = str,
-                       schedule: dict[int, int] | None = None) -> dict[str, Any] | None:
+                       schedule: dict[int, int] | None = None, max_batch_size: int | None = None
+                       ) -> dict[str, Any] | None:
     """The speculative_config dict for `spec` in `release`'s spelling; None without speculation.
-    `path` writes a checkpoint path (absolute in the file, relative in a plan); `schedule` is a
-    draft_len_schedule (batch size -> draft length)."""
+    `path` writes a checkpoint path (absolute in the file, relative in a plan); `schedule` overrides the recipe's
+    draft_len_schedule (batch size -> draft length, the recipe's meaning), written in the release's spelling
+    (`max_batch_size` bounds the spelling after 1.2)."""
     if not spec.speculative:
         return None
     decoding_type = DECODING_TYPES[release][spec.method]
@@ -61,7 +110,9 @@ def speculative_config(spec: Speculation, release: str, *, path: Callable[[Path]
         out.update(max_matching_ngram_size=spec.prompt_lookup.max_matching_ngram_size, is_keep_all=True,
                    is_use_oldest=True, is_public_pool=True)
     if schedule:
-        out["draft_len_schedule"] = {int(k): int(v) for k, v in sorted(schedule.items())}
+        spec = replace(spec, draft_len_schedule=tuple(sorted((int(k), int(v)) for k, v in schedule.items())))
+    largest = max_batch_size or max((k for k, _ in spec.draft_len_schedule or ()), default=1)
+    out.update(schedule_fields(spec, release, largest))
     return out
 
 
@@ -106,7 +157,8 @@ def model_yaml(recipe, spec: Speculation, *, role: str = "target", path: Callabl
         "disable_overlap_scheduler": bool(overlap_off),
     })
     if speculative:
-        args["speculative_config"] = speculative_config(spec, a.release, path=path, schedule=schedule)
+        args["speculative_config"] = speculative_config(spec, a.release, path=path, schedule=schedule,
+                                                        max_batch_size=b.max_batch_size)
     args["triton_config"] = {
         "max_batch_size": 0,  # the llmapi model takes one prompt per request (§2.7)
         "decoupled": t.streaming,

@@ -29,8 +29,15 @@ def method_for(recipe: Recipe) -> Method:
 
 
 def describe(recipe: Recipe) -> Speculation:
-    """The recipe's speculation as a typed, frozen description (what every runtime translates)."""
-    return method_for(recipe).describe(recipe)
+    """The recipe's speculation as a typed, frozen description (what every runtime translates), with the
+    recipe's adaptive draft-length schedule (section `adaptive`, shared by every method)."""
+    spec = method_for(recipe).describe(recipe)
+    schedule = recipe.adaptive.draft_len_schedule
+    if schedule is None or not spec.speculative:
+        return spec
+    from dataclasses import replace
+
+    return replace(spec, draft_len_schedule=tuple(sorted((int(k), int(v)) for k, v in schedule.items())))
 
 
 __all__ = ["METHODS", "Method", "describe", "method_for"]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from specbuild.methods import describe, method_for
 from specbuild.methods.base import Finding
+from specbuild.recipe.adaptive import adaptive_findings
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
 
@@ -44,6 +45,7 @@ def general_findings(recipe: Recipe, options: BuildOptions | None = None) -> Ite
         key = "min_speedup" if v.min_speedup is not None else "min_acceptance_length"
         yield Finding(("validation", key), "gates speculation but speculation.method is none — remove the gate")
 
+    yield from adaptive_findings(recipe, spec)
     yield from runtime_for(recipe).checks(recipe, spec, options)
     yield from method.checks(recipe)
     from specbuild.deploy.checks import deploy_findings

@@ -117,6 +117,17 @@ class SamplingCheck(Section):
     """The test fails when p < significance."""
 
 
+class AdaptiveSection(Section):
+    """Adaptive speculation under load: the draft length follows the number of requests in flight, as TensorRT-LLM's
+    LLM API does with speculative_config.draft_len_schedule (rules: specbuild/recipe/adaptive.py)."""
+
+    draft_len_schedule: dict[int, int] | None = None
+    """Batch size -> draft length from that many requests in flight on, e.g. {1: 4, 4: 2, 8: 0}: 4 drafts for 1-3
+    requests, 2 for 4-7, none (plain decoding) from 8. Key 1 gives the method's full length; for token trees the
+    length caps the node count (the first N choices, in their order). `specbuild validate --write-tuned-recipe`
+    writes one from the measured sweep."""
+
+
 class ValidationSection(Section):
     """What `specbuild validate` checks and the gates that decide its exit code."""
 
@@ -157,6 +168,8 @@ class Recipe(Section):
     build: BuildSection = Field(default_factory=BuildSection)
     triton: TritonSection = Field(default_factory=TritonSection)
     validation: ValidationSection = Field(default_factory=ValidationSection)
+    adaptive: AdaptiveSection = Field(default_factory=AdaptiveSection)
+    """Adaptive speculation: the draft length per number of requests in flight (default: fixed)."""
     llm_api: LlmApiSection = Field(default_factory=LlmApiSection)
     """Settings of the llm-api flavour (model.yaml beyond the shared sections)."""
     deploy: DeploySection = Field(default_factory=DeploySection)

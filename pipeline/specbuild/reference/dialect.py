@@ -1,13 +1,14 @@
 """The reference runtime's dialect of a `Speculation`: the `specbuild.decoding` keys its engine folder records
 (read by the method implementations in reference/methods/), and the same keys recovered from the `tensorrt_llm`
 model's config.pbtxt parameters (the C++ backend's names: decoding_mode, medusa_choices, eagle_choices,
-lookahead_*), which override the engine's defaults at load time as they do for the C++ backend."""
+lookahead_*; and specbuild's draft_len_schedule, which the C++ backend does not have), which override the engine's defaults at load time as they do for the C++ backend."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Callable
 
+from specbuild import draft_len_schedule
 from specbuild.engine_facts import SpecMode
 from specbuild.speculation import DynamicTree, Speculation, StaticTree
 
@@ -35,6 +36,8 @@ def decoding(spec: Speculation) -> dict[str, Any]:
     if spec.lookahead is not None:
         w = spec.lookahead
         out.update(zip(LOOKAHEAD_KEYS, (w.window_size, w.ngram_size, w.verification_set_size)))
+    if spec.draft_len_schedule:  # the draft length per number of requests in flight (read by every method)
+        out[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(spec.draft_len_schedule)
     return out
 
 
@@ -83,6 +86,13 @@ def overrides(get: Callable[[str], str | None], get_bool: Callable[[str], bool |
             out["eagle_use_dynamic_tree"] = get_bool("eagle_use_dynamic_tree")
         if get("eagle_dynamic_tree_max_top_k") is not None:
             out["eagle_dynamic_tree_max_top_k"] = get_int("eagle_dynamic_tree_max_top_k")
+    text = get(draft_len_schedule.PARAMETER)
+    if text is not None:
+        try:
+            out[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(draft_len_schedule.parse(text))
+        except ValueError as e:
+            raise ParameterProblem(f"{draft_len_schedule.PARAMETER} {text!r}: {e} — write it as "
+                                   "'1:4,4:2,8:0' (batch size:draft length)") from None
     if mode == "lookahead":
         values = {key: get_int(key) for key in LOOKAHEAD_KEYS}
         if any(v is None for v in values.values()):

@@ -5,8 +5,9 @@
     events = ex.step()                  # one decode iteration for every active request, then admit new ones
     ex.cancel(rid)                      # thread-safe; reported as finish_reason "cancelled" at the next step
 
-A step first runs one decode iteration (`method.step`) over the requests already decoding, then prefills the
-requests admitted this step (`method.prefill`, which yields their first tokens); those join the decoding batch
+A step first runs one decode iteration (`method.step`) over the requests already decoding (with a
+draft_len_schedule, at the draft length for the number of requests this step serves: decoding + admitted), then
+prefills the requests admitted this step (`method.prefill`, which yields their first tokens); those join the decoding batch
 at the next step. Requests carrying external draft tokens are verified by their own prefill
 (methods/external_drafts.py) and decode in a batch of their own afterwards.
 """
@@ -107,7 +108,9 @@ class Executor:
             events = [Event(rid, [], True, "cancelled", RequestStats()) for rid in self._cancelled_pending]
             self._cancelled_pending = []
             admitted = self._admit()
+        in_flight = self.num_active + sum(len(seqs) for seqs in admitted.values())
         for group in self._groups.values():
+            group.method.follow_load(in_flight)  # adaptive speculation: the draft length for this many requests
             events += self._decode(group, cancelled)
         for name, seqs in admitted.items():
             events += self._prefill(self._groups[name], seqs)

@@ -17,6 +17,9 @@ from specbuild.plan import ServeStep
 from specbuild.reference.checks import reference_findings
 from specbuild.reference.steps import cpu_serve_step
 
+# Releases whose model.yaml spelling of the draft length per batch size the rehearsal reads (llmapi_yaml.py)
+REHEARSED_SCHEDULE_RELEASES = ("1.0", "1.1", "1.2")
+
 MODEL = Path(__file__).resolve().parent.parent / "triton" / "models" / "llmapi_reference" / "model.py"
 
 
@@ -35,6 +38,12 @@ class ReferenceLlmApiRuntime(LlmApiFlavour):
                           "layers (DeepSeek-V3 and similar models), which the reference runtime does not implement "
                           "— use runtime: tensorrt-llm, or eagle3, draft_target or prompt_lookup")
         a = recipe.llm_api
+        if spec.draft_len_schedule and a.release not in REHEARSED_SCHEDULE_RELEASES:
+            yield Finding(("adaptive", "draft_len_schedule"), f"the CPU rehearsal reads draft_len_schedule as "
+                          "TensorRT-LLM 1.2 does (a key is the batch size its length starts at); for "
+                          f"{a.release} model.yaml carries the later spelling (a key is the largest batch size of its "
+                          "length), which it does not rehearse — rehearse with llm_api.release: 1.2",
+                          also=(("llm_api", "release"),))
         for key, value in (("instances", a.instances), ("nodes", a.nodes)):
             if value != 1:
                 yield Finding(("llm_api", key), f"is {value} but the reference runtime serves one CPU process — set "

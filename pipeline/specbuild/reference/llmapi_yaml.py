@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError, confloat
 
+from specbuild import draft_len_schedule
 from specbuild.errors import UserError
 
 FILE = "model.yaml"
@@ -90,10 +91,12 @@ class CudaGraphConfig(_Strict):
 
 
 class _Decoding(_Strict):
-    """DecodingBaseConfig fields specbuild writes (max_draft_len, the draft checkpoint, draft_len_schedule)."""
+    """DecodingBaseConfig fields specbuild writes (max_draft_len, the draft checkpoint, the draft length per
+    batch size: draft_len_schedule and max_concurrency)."""
 
     max_draft_len: NonNegativeInt | None = None
     draft_len_schedule: dict[int, int] | None = None
+    max_concurrency: NonNegativeInt | None = None
 
 
 class _WithDraftModel(_Decoding):
@@ -335,10 +338,8 @@ def _speculation(raw: dict | None, path: Path):
     name = {"eagle3": "Eagle", "draft_target": "DraftTarget", "prompt_lookup": "NGram"}[method]
     if not cfg.max_draft_len:  # every linear type's validator (ARGS-1.2)
         raise ModelYamlError(f"{path}: {where}.max_draft_len must be > 0 for {name} — give the draft length")
-    if cfg.draft_len_schedule is not None:
-        raise ModelYamlError(f"{path}: {where}.draft_len_schedule is not implemented by the reference runtime (it "
-                             "drafts max_draft_len tokens at every batch size) — remove it to rehearse on the CPU")
     k = int(cfg.max_draft_len)
+    schedule = _load_schedule(cfg, k, path, where)
     draft = head = None
     if method == "prompt_lookup":
         if cfg.max_matching_ngram_size < 1:
@@ -368,4 +369,28 @@ def _speculation(raw: dict | None, path: Path):
             decoding.update(use_dynamic_tree=True, dynamic_tree_max_top_k=int(cfg.dynamic_tree_max_topK))
             if cfg.max_total_draft_tokens is not None:
                 decoding["max_total_draft_tokens"] = int(cfg.max_total_draft_tokens)
+    if schedule is not None:
+        decoding[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(schedule)
     return method, k, decoding, draft, head, decoding_type
+
+
+def _load_schedule(cfg: _Decoding, k: int, path: Path, where: str) -> list[tuple[int, int]] | None:
+    """The draft length per batch size as the reference executor follows it (specbuild/draft_len_schedule.py):
+    draft_len_schedule read as TensorRT-LLM 1.2 reads it ("batch_size >= key uses its draft length", ARGS-1.2
+    `validate_draft_len_schedule_and_sort`), and max_concurrency (speculation off above that many requests,
+    `Drafter.should_use_spec_decode`); both together: the schedule, off above max_concurrency. The later
+    spelling (after 1.2: each key the largest batch size of its length) is not rehearsed."""
+    points = None
+    if cfg.draft_len_schedule is not None:
+        problems = draft_len_schedule.schedule_problems(cfg.draft_len_schedule, k)
+        if problems:
+            raise ModelYamlError(f"{path}: " + "; ".join(
+                f"{where}.draft_len_schedule" + (f"[{key}]" if key is not None else "") + f": {message}"
+                for key, message in problems))
+        points = sorted(cfg.draft_len_schedule.items())
+    if cfg.max_concurrency is not None:
+        n = int(cfg.max_concurrency)
+        points = [(b, v) for b, v in (points or [(1, k)]) if b <= n] + [(n + 1, 0)]
+        if points[0][0] != 1:  # max_concurrency 0: speculation is never on
+            points = [(1, 0)]
+    return points

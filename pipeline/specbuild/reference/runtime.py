@@ -26,6 +26,7 @@ class ReferenceRuntime(EngineFlavour):
     summary = "specbuild's CPU PyTorch implementation of every method, served by the CPU tritonserver"
     core_backend = "python"
     core_backend_label = "python (specbuild reference)"
+    follows_draft_len_schedule = True
     bundle_refusal = ("the reference runtime serves on CPU with `specbuild serve`; bundles run TensorRT-LLM in "
                       "NVIDIA's tritonserver image (runtime: tensorrt-llm)")
 

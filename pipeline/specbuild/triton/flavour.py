@@ -15,11 +15,20 @@ class EngineFlavour(Runtime):
     contract = "engine"
     core_backend: str  # backend of the tensorrt_llm / tensorrt_llm_draft models in config.pbtxt
     core_backend_label: str  # the same, in words for `specbuild plan`
+    # The core model follows a draft_len_schedule for the methods drafted inside the engine (Medusa, EAGLE):
+    # the reference core does (parameter draft_len_schedule); the C++ executor has no such option.
+    follows_draft_len_schedule: bool = False
 
     def flavour_checks(self, recipe, spec) -> Iterator[Finding]:
         if spec.mode is None:
             yield Finding(("speculation", "method"), f"{spec.method} exists only in the llm-api flavour: "
                           "TensorRT-LLM's engine path (trtllm-build) has no such mode — set flavour: llm-api")
+        if spec.draft_len_schedule and not spec.drafted_by_bls and not self.follows_draft_len_schedule:
+            yield Finding(("adaptive", "draft_len_schedule"), f"the {self.core_backend_label} core drafts "
+                          f"{spec.method} inside the engine with a fixed tree: the engine path's executor has no "
+                          "draft length per batch size (TensorRT-LLM has draft_len_schedule in its LLM API only) — "
+                          "remove adaptive, use flavour: llm-api, or a method our BLS drafts (draft_target, "
+                          "prompt_lookup), which follows the schedule", also=(("speculation", "method"),))
 
     def engine_roles(self, recipe) -> list[str]:
         from specbuild.plan import roles

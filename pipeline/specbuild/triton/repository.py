@@ -11,7 +11,8 @@ Layout of a repository (both runtimes; only the core models' backend and model.p
     <repo>/tensorrt_llm_draft/...          draft-target only
     <repo>/postprocessing/config.pbtxt, 1/model.py
     <repo>/ensemble/config.pbtxt, 1/
-    <repo>/tensorrt_llm_bls/config.pbtxt, 1/model.py, 1/bls_drafting.py, 1/prompt_lookup_drafts.py
+    <repo>/tensorrt_llm_bls/config.pbtxt, 1/model.py, 1/bls_drafting.py, 1/prompt_lookup_drafts.py,
+                                        1/draft_len_schedule.py
     <repo>/launch_triton.sh                where the runtime starts the server through a script (GPU)
 
 Every Python model also gets the modules our model.py files share (copied, so that each model folder is
@@ -45,7 +46,8 @@ MODEL_SOURCES: dict[str, dict[str, Path]] = {
     "postprocessing": {"model.py": SOURCES / "postprocessing" / "model.py"},
     "tensorrt_llm_bls": {"model.py": SOURCES / "tensorrt_llm_bls" / "model.py",
                          "bls_drafting.py": SOURCES / "tensorrt_llm_bls" / "bls_drafting.py",
-                         "prompt_lookup_drafts.py": PACKAGE / "prompt_lookup_drafts.py"},
+                         "prompt_lookup_drafts.py": PACKAGE / "prompt_lookup_drafts.py",
+                         "draft_len_schedule.py": PACKAGE / "draft_len_schedule.py"},
 }
 
 

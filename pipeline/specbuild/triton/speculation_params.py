@@ -4,6 +4,7 @@ specbuild's reference core read the same keys, so this is one translation for bo
 
 from __future__ import annotations
 
+from specbuild import draft_len_schedule
 from specbuild.engine_facts import SpecMode
 from specbuild.speculation import DynamicTree, Speculation, StaticTree
 from specbuild.trees import format_choices
@@ -17,11 +18,15 @@ DRAFT_MODEL_NAME = "tensorrt_llm_draft"
 
 
 def core_parameters(spec: Speculation) -> dict[str, str]:
-    """Method parameters of the target's `tensorrt_llm` config.pbtxt."""
+    """Method parameters of the target's `tensorrt_llm` config.pbtxt. `draft_len_schedule` (specbuild's; the
+    reference core follows it, the recipe check refuses it where the C++ backend would decode): the draft length
+    per number of requests in flight, "1:4,4:2,8:0"."""
     mode = DECODING_MODES.get(spec.mode)
     if mode is None:
         return {}
     params = {"decoding_mode": mode}
+    if spec.draft_len_schedule:
+        params[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(spec.draft_len_schedule)
     if isinstance(spec.tree, StaticTree):
         params[f"{mode}_choices"] = format_choices(spec.tree.as_lists())
     elif isinstance(spec.tree, DynamicTree):  # EAGLE-2 (reference runtime only: refused for tensorrt-llm)
@@ -34,13 +39,18 @@ def core_parameters(spec: Speculation) -> dict[str, str]:
 
 
 def bls_parameters(spec: Speculation) -> dict[str, str]:
-    """How our BLS drafts for a BLS-driven method (design contract "Triton repository")."""
+    """How our BLS drafts for a BLS-driven method (design contract "Triton repository"); `draft_len_schedule`
+    caps each round's drafts by the number of rows the BLS has in flight."""
     if spec.draft_model is not None:
-        return {"tensorrt_llm_draft_model_name": DRAFT_MODEL_NAME, "speculative_method": "draft_target",
-                "default_num_draft_tokens": str(spec.draft_model.num_draft_tokens),
-                "default_use_draft_logits": "true" if spec.draft_model.use_draft_logits else "false"}
-    if spec.prompt_lookup is not None:
-        return {"speculative_method": "prompt_lookup",
-                "default_num_draft_tokens": str(spec.prompt_lookup.num_draft_tokens),
-                "max_matching_ngram_size": str(spec.prompt_lookup.max_matching_ngram_size)}
-    return {}
+        params = {"tensorrt_llm_draft_model_name": DRAFT_MODEL_NAME, "speculative_method": "draft_target",
+                  "default_num_draft_tokens": str(spec.draft_model.num_draft_tokens),
+                  "default_use_draft_logits": "true" if spec.draft_model.use_draft_logits else "false"}
+    elif spec.prompt_lookup is not None:
+        params = {"speculative_method": "prompt_lookup",
+                  "default_num_draft_tokens": str(spec.prompt_lookup.num_draft_tokens),
+                  "max_matching_ngram_size": str(spec.prompt_lookup.max_matching_ngram_size)}
+    else:
+        return {}
+    if spec.draft_len_schedule:
+        params[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(spec.draft_len_schedule)
+    return params

@@ -5,6 +5,11 @@ A method turns a batch of sequences into new tokens. It has two verbs:
     step(batch)    -> list[StepOutput]   one decode iteration (draft, verify, accept) for every row
 Model plumbing (padding, masks, positions, cache compaction) lives in `Batch`, `CausalLM` and `KVCache`;
 stop conditions, stats and batching live in the executor. See ../README.md.
+
+Adaptive speculation: with a `draft_len_schedule` in the decoding options (specbuild/draft_len_schedule.py) the
+executor calls `follow_load(requests in flight)` before each step, and a method drafts at most `capped(full)`
+tokens that step (chains: drafts; Medusa and EAGLE-1/2 trees: nodes, the first N choices; EAGLE-3: its chain
+length or tree depth); 0 is a plain decoding step, whose method state stays ready for when drafting resumes.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
+from specbuild import draft_len_schedule
 from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 
@@ -61,12 +67,39 @@ class Method:
     # True: prefill works when the "target" cache already holds a prefix of the prompt (KV-cache reuse);
     # that holds for any prefill that brings caches up to date with `batch.feed`.
     reuses_prefix: ClassVar[bool] = False
+    # False: the method has no draft length a schedule could scale (a draft_len_schedule is refused at load)
+    follows_schedule: ClassVar[bool] = True
 
     def __init__(self, engine: "Engine", draft_engine: "Engine | None" = None, decoding: Mapping | None = None):
         self.engine = engine
         self.target = engine.model
         self.draft_engine = draft_engine
         self.decoding = dict(engine.decoding if decoding is None else decoding)
+        self.schedule = self._schedule()
+        self.scheduled_length: int | None = None  # this step's draft length from the schedule (None: full)
+
+    def _schedule(self) -> list[tuple[int, int]] | None:
+        value = self.decoding.get(draft_len_schedule.PARAMETER)
+        if value is None or value == "":
+            return None
+        where = f"{self.engine.path}/config.json: specbuild.decoding.{draft_len_schedule.PARAMETER}"
+        try:
+            points = draft_len_schedule.parse(value)
+        except ValueError as exc:
+            raise UserError(f"{where}={value!r}: {exc}") from None
+        if not self.follows_schedule:
+            raise UserError(f"{where}: {self.name} has no draft length to follow the load (its step is its whole "
+                            "window) — remove the schedule")
+        return points
+
+    def follow_load(self, requests: int) -> None:
+        """This step's draft length from the schedule for `requests` in flight (the executor calls it)."""
+        self.scheduled_length = None if self.schedule is None else draft_len_schedule.draft_length(self.schedule,
+                                                                                                 requests)
+
+    def capped(self, full: int) -> int:
+        """`full` drafts (or tree nodes), cut to this step's scheduled length."""
+        return full if self.scheduled_length is None else min(full, self.scheduled_length)
 
     def prefill(self, batch: "Batch") -> list[StepOutput]:
         """Default: one target forward over each prompt; the first token comes from its last position."""

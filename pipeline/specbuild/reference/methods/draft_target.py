@@ -40,7 +40,7 @@ class DraftTarget(Method):
         return super().prefill(batch)
 
     def step(self, batch: Batch) -> list[StepOutput]:
-        k = [seq.draft_budget(self.k) for seq in batch.seqs]
+        k = [seq.draft_budget(self.capped(self.k)) for seq in batch.seqs]
         drafts, q, n_uncached_draft = self.propose(batch, k)
         out = batch.feed("target", self.target, drafts)  # verify: [last token, x_1..x_k] per row
 

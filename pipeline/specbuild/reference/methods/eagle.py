@@ -45,10 +45,14 @@ from specbuild.reference.tree import (
     commit_paths,
     drafter_dtype,
     feed_trees,
+    prefix_order_problem,
+    tree_from_choice_prefix,
     tree_from_choices,
     tree_from_parents,
     verify_tree,
 )
+from specbuild.speculation import dynamic_tree_size
+from specbuild.trees import parse_choices
 
 TOP_K_KEYS = ("dynamic_tree_max_top_k", "eagle_dynamic_tree_max_top_k", "dynamic_tree_max_topK")
 DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
@@ -59,13 +63,6 @@ def _flag(value) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
     return bool(value)
-
-
-def dynamic_tree_size(top_k: int, depth: int, max_draft_len: int) -> int:
-    """Draft tokens of an EAGLE-2 tree, as TensorRT-LLM sizes it: min(K + K*K*(D-1), max_draft_len)."""
-    if depth <= 0:
-        return 0
-    return min(top_k + top_k * top_k * (depth - 1), max_draft_len)
 
 
 @dataclass
@@ -97,6 +94,9 @@ class _Growing:
 class Eagle(Method):
     name = "eagle"
     engine_mode = SpecMode.EAGLE
+    # What a scheduled draft length caps: the tree's node count (EAGLE-1: the first N choices; EAGLE-2: the N best
+    # nodes, drafted at most N deep), or its depth (EAGLE-3: TensorRT-LLM's max_draft_len is the chain length)
+    schedule_caps_depth = False
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)
@@ -125,10 +125,13 @@ class Eagle(Method):
             if self.top_k < 1:
                 raise UserError(f"{where}.dynamic_tree_max_top_k={self.top_k} must be >= 1")
         else:
-            self.tree = tree_from_choices(self.decoding.get("eagle_choices") or MC_SIM_7B_63,
-                                          field_name=f"{where}.eagle_choices", max_draft_len=self.max_draft_len,
-                                          max_depth=self.depth)
-            self._trees: dict[int, Tree] = {}
+            choices = self.decoding.get("eagle_choices") or MC_SIM_7B_63
+            self.tree = tree_from_choices(choices, field_name=f"{where}.eagle_choices",
+                                          max_draft_len=self.max_draft_len, max_depth=self.depth)
+            self.choices = parse_choices(choices) if isinstance(choices, str) else [list(c) for c in choices]
+            if self.schedule is not None and prefix_order_problem(self.choices, f"{where}.eagle_choices"):
+                raise UserError(prefix_order_problem(self.choices, f"{where}.eagle_choices"))
+            self._trees: dict[tuple[int, int], Tree] = {}
 
     # ---------------------------------------------------------------- prefill: first token, head over the prompt
     def prefill(self, batch: Batch) -> list[StepOutput]:
@@ -151,19 +154,45 @@ class Eagle(Method):
 
     # ---------------------------------------------------------------- one step
     def step(self, batch: Batch) -> list[StepOutput]:
-        self.catch_up(batch)
-        drafts = self.draft(batch)
-        batch.caches["eagle"].rollback()
+        if self.scheduled_length == 0:
+            return self.plain_step(batch)
+        drafts = self.draft_and_rollback(batch)
         out, roots = feed_trees(batch, self.target, drafts)
         outputs, accepted = [], []
         for r, (seq, draft) in enumerate(zip(batch.seqs, drafts)):
             acc = verify_tree(seq, draft.tree, draft.tokens, out.logits[r, roots[r] : roots[r] + draft.tree.size])
             # target features at the root and the accepted nodes: the head's next entries
-            seq.state["eagle_features"] = out.hidden[r, [roots[r] + n for n in (0, *acc.nodes)]]
+            self.keep_features(seq, out.hidden[r, [roots[r] + n for n in (0, *acc.nodes)]])
             outputs.append(StepOutput.of(acc, drafted=draft.tree.max_depth))
             accepted.append(acc)
         commit_paths(batch, roots, accepted)
         return outputs
+
+    def plain_step(self, batch: Batch, capture_layers=None) -> list[StepOutput]:
+        """A scheduled draft length of 0 (speculation off): an autoregressive step that leaves the head alone;
+        the target's features at the fed positions wait for the head's next catch-up."""
+        cache = batch.cache("target", self.target)
+        out = self.target.forward(cache, batch.uncached("target"), logits="last", capture_layers=capture_layers)
+        cache.commit_all()
+        features = out.hidden if capture_layers is None else out.captured
+        outputs = []
+        for r, seq in enumerate(batch.seqs):
+            self.keep_features(seq, features[r, : out.n_new[r]])
+            outputs.append(next_token(seq, out.logits[r]))
+        return outputs
+
+    def draft_and_rollback(self, batch: Batch) -> list[RowTree]:
+        """This step's trees, drafted by the head after it caught up (its tree entries dropped again)."""
+        self.catch_up(batch)
+        drafts = self.draft(batch)
+        batch.caches["eagle"].rollback()
+        return drafts
+
+    @staticmethod
+    def keep_features(seq, features: torch.Tensor) -> None:
+        """Queue the target's features at newly verified positions for the head's next catch-up."""
+        waiting = seq.state["eagle_features"]
+        seq.state["eagle_features"] = features if not len(waiting) else torch.cat([waiting, features])
 
     @torch.inference_mode()
     def catch_up(self, batch: Batch) -> None:
@@ -189,18 +218,24 @@ class Eagle(Method):
             _Growing(root_feature=seq.state["eagle_root_feature"], root_position=kv.lengths[r], tokens=[seq.tokens[-1]])
             for r, seq in enumerate(batch.seqs)
         ]
-        depth = [min(self.depth, seq.draft_budget(self.depth)) for seq in batch.seqs]
+        # adaptive speculation: this step's length caps the depth (EAGLE-3) or the node count (EAGLE-1/2)
+        cap = self.scheduled_length
+        nodes = None if cap is None or self.schedule_caps_depth else cap
+        limit = self.depth if cap is None else min(self.depth, cap)
+        depth = [min(limit, seq.draft_budget(limit)) for seq in batch.seqs]
         roots = torch.stack([g.root_feature for g in rows])
         root_logprobs = self.draft_logprobs(roots)
         for g, lp in zip(rows, root_logprobs):
             g.logprobs[0] = lp
         if self.dynamic:
-            return self._grow_dynamic(kv, rows, depth)
-        return self._grow_static(kv, rows, depth)
+            return self._grow_dynamic(kv, rows, depth, nodes)
+        return self._grow_static(kv, rows, depth, nodes)
 
-    def _grow_static(self, kv: KVCache, rows: list[_Growing], depth: list[int]) -> list[RowTree]:
-        """EAGLE-1: fill the `eagle_choices` tree level by level; only nodes with children get a head entry."""
-        trees = [self._static_tree(d) for d in depth]
+    def _grow_static(self, kv: KVCache, rows: list[_Growing], depth: list[int], nodes: int | None = None
+                     ) -> list[RowTree]:
+        """EAGLE-1: fill the `eagle_choices` tree (its first `nodes` choices) level by level; only nodes with
+        children get a head entry."""
+        trees = [self._static_tree(d, nodes) for d in depth]
         for d in range(1, max(depth, default=0) + 1):
             expand: list[list[int]] = []
             for g, tree in zip(rows, trees):
@@ -219,13 +254,18 @@ class Eagle(Method):
                 self._expand(kv, rows, expand)
         return [RowTree(tree, g.tokens) for g, tree in zip(rows, trees)]
 
-    def _static_tree(self, max_depth: int) -> Tree:
-        if max_depth not in self._trees:
-            self._trees[max_depth] = self.tree.truncated(max_depth)[0]
-        return self._trees[max_depth]
+    def _static_tree(self, max_depth: int, nodes: int | None = None) -> Tree:
+        nodes = self.tree.num_draft_tokens if nodes is None else min(nodes, self.tree.num_draft_tokens)
+        key = (max_depth, nodes)
+        if key not in self._trees:
+            tree = self.tree if nodes == self.tree.num_draft_tokens else tree_from_choice_prefix(self.choices, nodes)
+            self._trees[key] = tree.truncated(max_depth)[0]
+        return self._trees[key]
 
-    def _grow_dynamic(self, kv: KVCache, rows: list[_Growing], depth: list[int]) -> list[RowTree]:
-        """EAGLE-2: expand the top-K nodes of each depth (by cumulative draft log-prob), then re-rank."""
+    def _grow_dynamic(self, kv: KVCache, rows: list[_Growing], depth: list[int], nodes: int | None = None
+                      ) -> list[RowTree]:
+        """EAGLE-2: expand the top-K nodes of each depth (by cumulative draft log-prob), then re-rank (keeping at
+        most `nodes` of them)."""
         k = self.top_k
         frontier: list[list[int]] = [[] for _ in rows]
         for r, g in enumerate(rows):
@@ -244,7 +284,8 @@ class Eagle(Method):
                     children += [g.add(node, int(t), g.scores[node] + float(s)) for s, t in zip(top.values, top.indices)]
                 if children:
                     frontier[r] = sorted(children, key=lambda n: -g.scores[n])[:k]
-        return [self._rerank(g, dynamic_tree_size(k, d, self.max_draft_len)) for g, d in zip(rows, depth)]
+        most = self.max_draft_len if nodes is None else min(nodes, self.max_draft_len)
+        return [self._rerank(g, dynamic_tree_size(k, d, most)) for g, d in zip(rows, depth)]
 
     @staticmethod
     def _rerank(g: _Growing, size: int) -> RowTree:

@@ -75,6 +75,7 @@ class Eagle3(Eagle):
     head's features fused from captured target layers and its draft vocabulary mapped back through d2t."""
 
     name = "eagle3"
+    schedule_caps_depth = True  # a scheduled length is the chain length / tree depth (TensorRT-LLM's max_draft_len)
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super(Eagle, self).__init__(engine, draft_engine, decoding)  # Method.__init__: Eagle's loads an EAGLE-1 head
@@ -125,6 +126,7 @@ class Eagle3(Eagle):
             chain = [[0] * d for d in range(1, self.depth + 1)]
             self.max_draft_len = self.depth
             self.tree = tree_from_choices(chain, field_name=f"{where}.max_draft_len")
+            self.choices = chain
             self._trees = {}
 
     # ---------------------------------------------------------------- prefill: first token, head over the prompt
@@ -148,15 +150,15 @@ class Eagle3(Eagle):
 
     # ---------------------------------------------------------------- one step
     def step(self, batch: Batch) -> list[StepOutput]:
-        self.catch_up(batch)
-        drafts = self.draft(batch)
-        batch.caches[CACHE].rollback()
+        if self.scheduled_length == 0:
+            return self.plain_step(batch, capture_layers=self.layers)
+        drafts = self.draft_and_rollback(batch)
         out, roots = feed_trees(batch, self.target, drafts, capture_layers=self.layers)
         outputs, accepted = [], []
         for r, (seq, draft) in enumerate(zip(batch.seqs, drafts)):
             acc = verify_tree(seq, draft.tree, draft.tokens, out.logits[r, roots[r] : roots[r] + draft.tree.size])
             # captured target states at the root and the accepted nodes: the head's next entries
-            seq.state["eagle_features"] = out.captured[r, [roots[r] + n for n in (0, *acc.nodes)]]
+            self.keep_features(seq, out.captured[r, [roots[r] + n for n in (0, *acc.nodes)]])
             outputs.append(StepOutput.of(acc, drafted=draft.tree.max_depth))
             accepted.append(acc)
         commit_paths(batch, roots, accepted)

@@ -39,10 +39,13 @@ from specbuild.reference.tree import (
     drafter_dtype,
     feed_trees,
     path_tokens,
+    prefix_order_problem,
+    tree_from_choice_prefix,
     tree_from_choices,
     verify_tree,
 )
 from specbuild.reference.verify import with_log_probs
+from specbuild.trees import parse_choices
 
 ACCEPTANCE_MODES = ("rejection", "typical")
 
@@ -90,9 +93,13 @@ class Medusa(Method):
         if self.target.implementation == "lean":
             self.evaluate_heads = LeanMedusaHeads(self.heads)
         where = f"{engine.path}/config.json: specbuild.decoding.medusa_choices"
-        self.tree = tree_from_choices(self.decoding.get("medusa_choices") or MC_SIM_7B_63, field_name=where,
-                                      max_draft_len=engine.limits.max_draft_len or None,
+        choices = self.decoding.get("medusa_choices") or MC_SIM_7B_63
+        self.tree = tree_from_choices(choices, field_name=where, max_draft_len=engine.limits.max_draft_len or None,
                                       max_depth=self.heads.num_heads)
+        # adaptive speculation: the tree at N nodes is the first N choices (in their order)
+        self.choices = parse_choices(choices) if isinstance(choices, str) else [list(c) for c in choices]
+        if self.schedule is not None and prefix_order_problem(self.choices, where):
+            raise UserError(prefix_order_problem(self.choices, where))
         self.acceptance = str(self.decoding.get("medusa_acceptance", "rejection"))
         if self.acceptance not in ACCEPTANCE_MODES:
             raise UserError(f"{engine.path}/config.json: specbuild.decoding.medusa_acceptance={self.acceptance!r}; "
@@ -131,16 +138,19 @@ class Medusa(Method):
         hidden = torch.stack([seq.state["medusa_hidden"] for seq in batch.seqs]).to(self.draft_dtype)  # [B, H]
         top = self.evaluate_heads(hidden).topk(self._ranks, dim=-1).indices  # [K, B, ranks]
         drafts = []
+        nodes = self.capped(self.tree.num_draft_tokens)
         for r, seq in enumerate(batch.seqs):
-            tree, heads, ranks = self._tree_for_budget(seq.draft_budget(self.tree.max_depth))
-            nodes = top[heads, r, ranks].tolist() if tree.size > 1 else []
-            drafts.append(RowTree(tree, [seq.tokens[-1], *nodes]))
+            tree, heads, ranks = self._tree_for_budget(seq.draft_budget(self.tree.max_depth), nodes)
+            nodes_r = top[heads, r, ranks].tolist() if tree.size > 1 else []
+            drafts.append(RowTree(tree, [seq.tokens[-1], *nodes_r]))
         return drafts
 
     @lru_cache(maxsize=None)
-    def _tree_for_budget(self, max_depth: int) -> tuple[Tree, torch.Tensor, torch.Tensor]:
-        """The tree cut at `max_depth`, with each node's head index (depth - 1) and top-k rank."""
-        tree, _ = self.tree.truncated(max_depth)
+    def _tree_for_budget(self, max_depth: int, nodes: int) -> tuple[Tree, torch.Tensor, torch.Tensor]:
+        """The tree of the first `nodes` choices cut at `max_depth`, with each node's head index (depth - 1) and
+        top-k rank."""
+        tree = self.tree if nodes >= self.tree.num_draft_tokens else tree_from_choice_prefix(self.choices, nodes)
+        tree, _ = tree.truncated(max_depth)
         heads = torch.tensor([len(p) - 1 for p in tree.paths[1:]], dtype=torch.long)
         ranks = torch.tensor([p[-1] for p in tree.paths[1:]], dtype=torch.long)
         return tree, heads, ranks

@@ -16,10 +16,13 @@ from specbuild.reference.drafters import BF16_DRAFTER_MIN_HIDDEN, drafter_dtype 
 from specbuild.reference.tree.feed import RowTree, commit_paths, feed_trees  # noqa: F401
 from specbuild.reference.tree.shape import (  # noqa: F401
     MC_SIM_7B_63,
+    ROOT_ONLY,
     Tree,
     chain_tree,
     check_choices,
     path_tokens,
+    prefix_order_problem,
+    tree_from_choice_prefix,
     tree_from_choices,
     tree_from_parents,
     tree_from_sequences,

@@ -214,6 +214,29 @@ def tree_from_choices(
     return Tree(parents=tuple(parents), paths=((),) + tuple(paths))
 
 
+ROOT_ONLY = Tree(parents=(-1,), paths=((),))  # no drafts: a plain decoding step
+
+
+def tree_from_choice_prefix(choices: Sequence[Sequence[int]], nodes: int, *, field_name: str = "choices") -> Tree:
+    """The tree of the first `nodes` choices in their given order (adaptive speculation cuts a static tree this
+    way; the choices must list each parent before its children, `specbuild.trees.first_before_parent`); 0 nodes:
+    the root alone."""
+    if nodes <= 0:
+        return ROOT_ONLY
+    return tree_from_choices(list(choices)[:nodes], field_name=field_name)
+
+
+def prefix_order_problem(choices: Sequence[Sequence[int]], field_name: str) -> str | None:
+    """Why a draft_len_schedule cannot cut these choices to prefixes (None: it can)."""
+    from specbuild.trees import first_before_parent
+
+    i = first_before_parent(choices)
+    if i is None:
+        return None
+    return (f"{field_name}[{i}] = {list(choices[i])} comes before its parent; a draft_len_schedule keeps the first N "
+            "choices, so list every parent before its children")
+
+
 def tree_from_sequences(sequences: Sequence[Sequence[int]]) -> tuple[Tree, list[int]]:
     """Merge candidate continuations of the root (n-grams, prompt-lookup matches) into a trie.
 

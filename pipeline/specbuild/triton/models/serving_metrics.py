@@ -135,11 +135,14 @@ class BatcherMetrics:
         with _LOCK:
             self.families[family[0]].metric(value).set(float(number))
 
-    def iteration(self, *, waiting, context, generation, context_tokens, active, kv_tokens):
+    def iteration(self, *, waiting, context, generation, context_tokens, active, kv_tokens, publish=True):
         """After one executor step: requests waiting for admission, requests prefilled (context) and decoded
         (generation) in it, the prompt tokens it prefilled, the requests still active, and the KV-cache tokens
-        the active requests hold (reported in blocks of tokens_per_block)."""
+        the active requests hold (reported in blocks of tokens_per_block). publish=False only counts the
+        iteration (the gauges keep the last published step's values, as a periodic stats poll shows them)."""
         self.iterations += 1
+        if not publish:
+            return
         blocks = sum(-(-n // self.tokens_per_block) for n in kv_tokens)
         for family, value, number in ((REQUEST_FAMILY, "waiting", waiting), (REQUEST_FAMILY, "context", context),
                                       (REQUEST_FAMILY, "scheduled", context + generation),

@@ -236,7 +236,7 @@ class SuiteContext:
         jobs = [lambda p=p: deployment.generate(p.text, params, protocol) for p in self.prompts]
         scraped = deployment is self.target and protocol == "http" and deployment.endpoints.metrics
         before = self._scrape(deployment) if scraped else None
-        gens = self.run_many(f"greedy prompt set: {deployment.label}, {protocol}", jobs)
+        gens = self.run_many(f"greedy prompt set: {deployment.label}, {protocol}", jobs, self.full_draft_parallel())
         if scraped:
             after = self._scrape(deployment)
             errors = [x for x in (before, after) if isinstance(x, str)]
@@ -244,6 +244,17 @@ class SuiteContext:
         with self._lock:
             self._greedy[key] = gens
         return gens
+
+    def full_draft_parallel(self) -> int:
+        """Requests in flight during the prompt-set passes: options.parallel, or fewer where an adaptive
+        draft_len_schedule would shorten the drafts (acceptance is judged at the full draft length)."""
+        from specbuild.draft_len_schedule import draft_length
+
+        points = self.spec.draft_len_schedule
+        n = max(1, self.options.parallel)
+        while points and n > 1 and draft_length(list(points), n) < points[0][1]:
+            n -= 1
+        return n
 
     @staticmethod
     def _scrape(deployment: Deployment):

@@ -22,6 +22,9 @@ Per request row (a request batch > 1 is served row by row, concurrently):
    penalties go to both calls (the text so far is each round's prompt, which TensorRT-LLM's penalties count as
    they count generated tokens), and with return_log_probs the target's per-round log probabilities are
    concatenated (cum_log_probs summed).
+   With a `draft_len_schedule` (adaptive speculation) each round drafts at most the length the schedule gives for
+   the rows this BLS has in flight; at 0 the round is plain: the target alone generates the tokens a fully
+   accepted round would (num_draft_tokens + 1), and the next round looks at the load again.
 3. `postprocessing` decodes. Streaming (the BLS is decoupled and the request sets `stream`) sends each round's or
    each core response's new text as it comes; the chunks concatenate exactly to the non-streamed text.
 
@@ -43,6 +46,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from bls_drafting import TextStream, accepted_prefix, ends_with_stop_word, round_seed
+from draft_len_schedule import PARAMETER as SCHEDULE_PARAMETER
+from draft_len_schedule import draft_length, parse as parse_schedule
 from model_parameters import ParameterError, bool_parameter, int_parameter, parameter
 from prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose as prompt_lookup_drafts
 from request_checks import max_tokens_problem, min_tokens_value, penalty_problems, sampling_problems
@@ -256,6 +261,14 @@ class TritonPythonModel:
                                                      DEFAULT_MAX_MATCHING_NGRAM_SIZE, minimum=1)
         self.max_draft_len, self.max_input_len, self.max_seq_len = (
             int_parameter(config, key, minimum=1) for key in ("max_draft_len", "max_input_len", "max_seq_len"))
+        # adaptive speculation: the drafts per round follow the rows this BLS has in flight (draft_len_schedule.py)
+        text = parameter(config, SCHEDULE_PARAMETER)
+        try:
+            self.schedule = parse_schedule(text) if text is not None else None
+        except ValueError as e:
+            raise ParameterError(f"parameter {SCHEDULE_PARAMETER}={text!r}: {e}") from None
+        self.in_flight = 0
+        self.in_flight_lock = threading.Lock()
 
     # --- Triton entry point -----------------------------------------------------------------------------------
     def execute(self, requests):
@@ -374,7 +387,13 @@ class TritonPythonModel:
             emit(self.row_outputs(state, ids, text))
 
         if row.speculative:
-            self.speculate(state, on_tokens)
+            with self.in_flight_lock:
+                self.in_flight += 1
+            try:
+                self.speculate(state, on_tokens)
+            finally:
+                with self.in_flight_lock:
+                    self.in_flight -= 1
         else:
             self.generate(state, on_tokens)
         if emit is not None:
@@ -582,8 +601,15 @@ class TritonPythonModel:
             missing = (row.min_tokens or 0) - len(generated)  # the client's minimum length not reached yet
             if missing > 1:
                 k = min(k, missing - 1)  # end the round where the minimum is reached: its min_tokens covers it all
+            if self.schedule is not None:
+                k = min(k, draft_length(self.schedule, self.in_flight))
+            # A scheduled length of 0 (too many rows in flight for drafting to pay): a plain round of as many
+            # tokens as a fully accepted round would bring, decoded by the target alone
+            plain = self.schedule is not None and k == 0 and row.num_draft_tokens > 0 and remaining > 1
             drafts, draft_logits = self.propose(state, current, k, round_index) if k > 0 else ([], None)
             wanted = len(drafts) + 1
+            if plain:
+                wanted = min(remaining, row.num_draft_tokens + 1, missing if missing > 1 else remaining)
             inputs = self.core_inputs(state, current, wanted, drafts=drafts, draft_logits=draft_logits,
                                       seed=round_seed(row.seed, round_index, 1),
                                       min_tokens=min(missing, wanted) if missing > 0 else None)
@@ -599,7 +625,10 @@ class TritonPythonModel:
             accepted += a
             round_index += 1
             if self.spec_metrics is not None:
-                self.spec_metrics.observe_step(len(drafts), a)
+                if plain:  # decoding steps that drafted nothing
+                    self.spec_metrics.observe(len(produced), 0, 0, 0, [])
+                else:
+                    self.spec_metrics.observe_step(len(drafts), a)
             if produced:
                 now = time.time_ns()
                 state["first_token"] = state["first_token"] or now
@@ -610,9 +639,10 @@ class TritonPythonModel:
                                  acceptance_rate=accepted / drafted if drafted else 0.0)
             on_tokens()
             # The target ends early at the end id or a stop word: it then returns fewer tokens than a
-            # verification yields (the accepted drafts plus its own next token).
-            if (not produced or len(produced) < min(a + 1, wanted) or a + 1 < len(produced) < wanted
-                    or ends_with_stop_word(generated, prepared.stop_words)):
+            # verification yields (the accepted drafts plus its own next token), or than a plain round asked for.
+            ended = len(produced) < wanted if plain else (
+                not produced or len(produced) < min(a + 1, wanted) or a + 1 < len(produced) < wanted)
+            if ended or ends_with_stop_word(generated, prepared.stop_words):
                 break
 
     def keep_round_log_probs(self, state, response, produced):

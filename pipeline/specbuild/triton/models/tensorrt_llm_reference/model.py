@@ -7,7 +7,9 @@ exclude_input_in_output, max_beam_width, ...) and the same input and output tens
 
 - Decoupled (`model_transaction_policy { decoupled: true }`): in-flight batching. `execute` enqueues and returns;
   one worker thread steps the executor, so a request that arrives while others decode joins at the next step.
-  Streaming requests get one response per step with the new tokens; others one response at the end. A request
+  Streaming requests get one response per step with the new tokens (built and sent by a second thread while the
+  next step runs); others one response at the end. Cancellation is polled every cancellation_check_period_ms and the
+  nv_trt_llm_* gauges published every stats_check_period_ms, as the C++ backend does. A request
   with batch > 1 gets responses per row (`batch_index`), the last one flagged final.
 - Not decoupled: `execute` runs the requests Triton hands it as one executor batch and answers each once.
   As the C++ backend, it refuses `streaming` and request batches > 1 there.
@@ -39,6 +41,7 @@ ignores that variable, so its entries are added to sys.path here).
 
 import json
 import os
+import queue
 import sys
 import threading
 import time
@@ -191,9 +194,14 @@ class TritonPythonModel:
         if engine_dir is None or not os.path.isdir(engine_dir):
             raise pb_utils.TritonModelException(f"{self.name}: gpt_model_path {engine_dir!r} is not an engine folder "
                                                 "— build the engines (specbuild compile) and point it there")
+        import torch
+
         from specbuild.reference.engine import load_engine
         from specbuild.reference.executor import Executor
 
+        # One torch thread by default (SPECBUILD_TORCH_THREADS): the core shares the CPUs with tritonserver and the
+        # other models' stubs, and OpenMP workers spinning for a skinny decode step only slow everyone down
+        torch.set_num_threads(max(1, int(os.environ.get("SPECBUILD_TORCH_THREADS", "1"))))
         overrides = self.decoding_overrides(config, engine_dir)
         self.engine = load_engine(engine_dir, decoding_overrides=overrides or None)
         self.executor = Executor(self.engine)
@@ -204,8 +212,15 @@ class TritonPythonModel:
         self.jobs = {}  # executor request id -> Job
         self.lock = threading.Condition()
         self.running = True
-        self.worker = None
+        self.worker = self.delivery = None
+        self.stats_period_s = int_parameter(config, "stats_check_period_ms", 100, minimum=0) / 1000.0
+        self.next_report = 0.0
+        self.cancel_period_s = int_parameter(config, "cancellation_check_period_ms", 100, minimum=0) / 1000.0
+        self.next_cancel_check = 0.0
         if self.decoupled:
+            self.outbox = queue.SimpleQueue()
+            self.delivery = threading.Thread(target=self.deliver_loop, name=f"{self.name}-delivery", daemon=True)
+            self.delivery.start()
             self.worker = threading.Thread(target=self.loop, name=f"{self.name}-executor", daemon=True)
             self.worker.start()
 
@@ -375,64 +390,103 @@ class TritonPythonModel:
 
     # --- decoupled: the worker thread --------------------------------------------------------------------------
     def loop(self):
+        """The executor thread: steps while there is work; what each step produced goes to the delivery thread,
+        so building and sending responses (and the metrics) overlaps the next step."""
         while True:
             with self.lock:
                 while self.running and not self.executor.has_work():
                     self.lock.wait(timeout=0.5)
                 if not self.running:
                     return
-                for rid, job in list(self.jobs.items()):
-                    sender = job.group["sender"]
-                    if sender is not None and sender.is_cancelled():
-                        self.executor.cancel(rid)
+                # is_cancelled() asks the server (a round trip): every cancellation_check_period_ms, as the C++
+                # backend polls, not every step. Under the lock: the delivery thread takes a finished job out of
+                # self.jobs (under the lock) before its FINAL response frees the request's response factory
+                now = time.monotonic()
+                if now >= self.next_cancel_check:
+                    self.next_cancel_check = now + self.cancel_period_s
+                    for rid, job in list(self.jobs.items()):
+                        sender = job.group["sender"]
+                        if sender is not None and sender.is_cancelled():
+                            self.executor.cancel(rid)
             start = time.time_ns()
             try:
                 events = self.executor.step()
             except Exception as e:  # noqa: BLE001 - a runtime failure ends the requests, not the model
-                self.fail_all(f"{type(e).__name__}: {e}")
                 traceback.print_exc()
+                self.outbox.put(("fail", f"{type(e).__name__}: {e}"))
                 continue
             end = time.time_ns()
-            tally = new_tally()
-            for event in events:
-                with self.lock:
-                    job = self.jobs.get(event.request_id)
-                if job is None:
-                    continue
-                try:
-                    self.deliver(job, event, start, end, tally)
-                except Exception:  # noqa: BLE001 - e.g. the client went away
-                    traceback.print_exc()
-            with self.lock:
-                pending = list(self.jobs.values())
-            self.report_iteration(tally, pending)  # metric updates go to the server: not under the lock
+            with self.lock:  # the jobs these events belong to (a finished job leaves self.jobs when delivered)
+                found = [(self.jobs.get(event.request_id), event) for event in events]
+                idle = not self.executor.has_work()
+            self.outbox.put(("events", found, start, end, idle))
 
-    def report_iteration(self, tally, jobs):
-        """The nv_trt_llm_* gauges after one step; `jobs`: the requests not finished yet."""
+    def deliver_loop(self):
+        """The delivery thread: each step's responses, in the order the steps ran (one response per step per
+        streaming request, as the C++ backend sends them: clients count iterations from them), then its
+        metrics. It runs beside the executor thread, so building and sending responses overlaps the next step."""
+        while True:
+            item = self.outbox.get()
+            if item is None:
+                return
+            if item[0] == "fail":
+                self.fail_all(item[1])
+            else:
+                self.deliver_step(*item[1:])
+
+    def deliver_step(self, found, start, end, idle):
+        tally = new_tally()
+        outgoing = []  # [job, new tokens, event, last row of its request]
+        for job, event in found:
+            if job is None:
+                continue
+            new = self.on_event(job, event, start, end, tally)
+            last = False
+            if event.finished:
+                with self.lock:  # out of self.jobs before FINAL frees the request (the loop polls is_cancelled)
+                    self.jobs.pop(event.request_id, None)
+                    job.group["left"] -= 1
+                    last = job.group["left"] == 0
+            outgoing.append((job, new, event, last))
+        # a request's FINAL response must be its last: rows that end their request go out after the others
+        for job, new, event, last in sorted(outgoing, key=lambda e: e[3]):
+            try:
+                self.send(job, new, event, last)
+            except Exception:  # noqa: BLE001 - e.g. the client went away
+                traceback.print_exc()
+        with self.lock:
+            pending = list(self.jobs.values())
+        # metric updates go to the server (not under the lock); at most every stats_check_period_ms, and when
+        # the executor goes idle, so the gauges settle on the last iteration
+        self.report_iteration(tally, pending, force=idle)
+
+    def report_iteration(self, tally, jobs, force=True):
+        """The nv_trt_llm_* gauges after one step; `jobs`: the requests not finished yet. Published at most
+        every stats_check_period_ms (the C++ backend's period for its iteration statistics) unless `force`;
+        every step counts in iteration_counter."""
         if self.batcher_metrics is None:
             return
+        now = time.monotonic()
+        publish = force or now >= self.next_report
+        if publish:
+            self.next_report = now + self.stats_period_s
         active = [j for j in jobs if j.first_scheduled_ns is not None]
         try:
             self.batcher_metrics.iteration(waiting=len(jobs) - len(active), context=tally["context"],
                                            generation=tally["generation"], context_tokens=tally["context_tokens"],
                                            active=len(active), kv_tokens=[len(j.input_ids) + len(j.tokens)
-                                                                          for j in active])
+                                                                          for j in active], publish=publish)
         except Exception:  # noqa: BLE001 - metrics never fail a request
             traceback.print_exc()
 
     def is_ready(self):
         """Readiness beyond the stub's own health (Triton releases whose python backend asks the model, python
         backend PR #430): a decoupled model is ready while its executor thread runs."""
-        return bool(self.running and (self.worker is None or self.worker.is_alive()))
+        return bool(self.running and (self.worker is None or (self.worker.is_alive() and self.delivery.is_alive())))
 
-    def deliver(self, job, event, start, end, tally=None):
-        new = self.on_event(job, event, start, end, tally)
-        last = False
-        if event.finished:
-            with self.lock:
-                self.jobs.pop(event.request_id, None)
-                job.group["left"] -= 1
-                last = job.group["left"] == 0
+    def send(self, job, new, event, last):
+        """The response of one row to one executor event: its new tokens (and their log probs) when it streams,
+        its whole output when it finished; FINAL when it is the last row of its request to finish."""
         flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0
         sender = job.group["sender"]
         if job.streaming:
@@ -528,7 +582,7 @@ class TritonPythonModel:
                     if event.finished:
                         del jobs[event.request_id]
                         responses[job.index] = self.response(job, self.full_output(job), True)
-                self.report_iteration(tally, list(jobs.values()))
+                self.report_iteration(tally, list(jobs.values()), force=not jobs)
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             for rid, job in jobs.items():
@@ -548,3 +602,5 @@ class TritonPythonModel:
             self.lock.notify_all()
         if self.worker is not None:
             self.worker.join(timeout=10)
+            self.outbox.put(None)
+            self.delivery.join(timeout=10)

@@ -1,0 +1,285 @@
+"""What the Triton deployment keeps of the in-process decoder: served / in-process output tokens per second, for the
+baseline and the speculative deployment of one recipe, measured in one run, interleaved. Prints one JSON document.
+
+    PYTHONPATH=pipeline python bench/served.py                      # recipes/demo.yaml, concurrency 1 and 4
+    PYTHONPATH=pipeline python bench/served.py --recipe recipes/reference/draft_target.yaml --concurrency 1,2,4,8
+
+The recipe's engines and both repositories (target and baseline) are built into --work (default .cache/served/,
+reused when present), both repositories are served by one tritonserver each (free loopback ports), and the same
+engine folders are loaded here for the in-process runs. Each round runs, per concurrency level, four variants in an
+order that rotates from round to round: served speculative, in-process speculative, served baseline, in-process
+baseline. A variant sends the same requests (the recipe's validation prompts in turn, tokenized as preprocessing
+does; max(prompts, 4 x c) of them), greedy, `--max-tokens` each, with `c` requests in flight (closed loop; in-process: the Executor's in-flight batching
+with at most `c` requests, as the server's core sees them). Served requests stream over HTTP (generate_stream, as
+the validation suite's performance check sends them) to the recipe's serving model (the ensemble, or the BLS for
+draft-target and prompt lookup); tokens are counted from the returned output_ids.
+
+Nothing asserts on speed. `goals` reports issue 15's: served baseline >= 0.9x and served speculative >= 0.85x of the
+same decoder in process (at every measured level). Ratios are medians of per-round ratios; read them, not the
+absolute tokens/s, on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "pipeline"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+GOALS = {"baseline": 0.9, "speculative": 0.85}
+
+
+def log(message: str) -> None:
+    print(f"[served] {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------ setup
+def build(recipe_path: Path, work: Path, rebuild: bool):
+    """(recipe, layout): engines and both repositories under `work` (reused unless --rebuild)."""
+    from specbuild.compile import build_engines
+    from specbuild.plan import Layout
+    from specbuild.recipe import load_recipe
+    from specbuild.runtimes import runtime_for
+
+    recipe = load_recipe(recipe_path)
+    if not recipe.builds_baseline:
+        raise SystemExit(f"{recipe_path}: the recipe builds no baseline (validation.require_lossless: true needs one)")
+    layout = Layout(work / "engines", work / "triton_repo", work / "reports", recipe.name)
+    stamp = work / f"{recipe.name}.recipe"
+    text = recipe_path.read_text()
+    if rebuild or not stamp.is_file() or stamp.read_text() != text or not layout.repository().is_dir():
+        log(f"building engines and repositories of {recipe_path} into {work}")
+        build_engines(recipe, layout)
+        runtime = runtime_for(recipe)
+        for role in ("target", "baseline"):
+            runtime.write_repository(recipe, layout, role)
+        stamp.write_text(text)
+    return recipe, layout
+
+
+def token_prompts(recipe, count: int) -> tuple[list[str], list[list[int]]]:
+    from transformers import AutoTokenizer
+
+    from specbuild.validate.prompts import load_prompts
+
+    texts = [p.text for p in load_prompts(recipe)][:count]
+    tok = AutoTokenizer.from_pretrained(recipe.tokenizer_dir, legacy=False)
+    return texts, [tok.encode(t, add_special_tokens=True) for t in texts]  # preprocessing's add_special_tokens
+
+
+# ------------------------------------------------------------------------------------------------ in process
+class InProcess:
+    """The engine folders of a deployment, decoded here by the reference Executor."""
+
+    def __init__(self, layout, role: str, end_id: int | None):
+        from specbuild.reference.engine import load_engine
+        from specbuild.reference.executor import Executor
+
+        engine = load_engine(layout.engine(role))
+        draft_dir = layout.engine("draft")
+        draft = load_engine(draft_dir) if role == "target" and draft_dir.is_dir() else None
+        self.executor = Executor(engine, draft)
+        self.end_id = end_id
+
+    def run(self, prompts: list[list[int]], max_tokens: int, concurrency: int) -> tuple[int, float]:
+        """(generated tokens, seconds) for the prompts with at most `concurrency` requests in flight."""
+        from specbuild.reference.executor import Request
+
+        pending = deque(prompts)
+        active: set[int] = set()
+        tokens = 0
+        start = time.perf_counter()
+        while pending or active:
+            while pending and len(active) < concurrency:
+                active.add(self.executor.enqueue(Request(input_ids=pending.popleft(), max_new_tokens=max_tokens,
+                                                         end_id=self.end_id, pad_id=self.end_id)))
+            for event in self.executor.step():
+                tokens += len(event.new_tokens)
+                if event.finished:
+                    active.discard(event.request_id)
+        return tokens, time.perf_counter() - start
+
+
+# ------------------------------------------------------------------------------------------------ served
+class Served:
+    """One tritonserver; clients stream from its serving model over persistent HTTP connections."""
+
+    def __init__(self, repository: Path, model: str, log_path: Path, stream: bool = True):
+        from specbuild.serve import TritonServer
+
+        self.server = TritonServer(repository, log_path=log_path)
+        self.model = model
+        self.stream = stream
+
+    def __enter__(self):
+        self.server.__enter__()
+        host, port = self.server.http_url.split("//")[-1].rsplit(":", 1)
+        self.host, self.port = host, int(port)
+        return self
+
+    def __exit__(self, *exc):
+        return self.server.__exit__(*exc)
+
+    def one(self, conn: http.client.HTTPConnection, prompt: str, max_tokens: int) -> int:
+        body = json.dumps({"text_input": prompt, "max_tokens": max_tokens, "top_k": 1,
+                           "exclude_input_in_output": True, "stream": self.stream}).encode()
+        endpoint = "generate_stream" if self.stream else "generate"
+        conn.request("POST", f"/v2/models/{self.model}/{endpoint}", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        if response.status != 200:
+            raise RuntimeError(f"{self.model}: HTTP {response.status}: {response.read()[:300]!r}")
+        tokens = 0
+        if not self.stream:
+            event = json.loads(response.read())
+            if "error" in event:
+                raise RuntimeError(f"{self.model}: {event['error']}")
+            return len([t for t in flat(event.get("output_ids") or []) if t != -1])
+        for line in response:
+            if line.startswith(b"data: "):
+                event = json.loads(line[6:])
+                if "error" in event:
+                    raise RuntimeError(f"{self.model}: {event['error']}")
+                tokens += len([t for t in flat(event.get("output_ids") or []) if t != -1])
+        return tokens
+
+    def run(self, prompts: list[str], max_tokens: int, concurrency: int) -> tuple[int, float]:
+        pending = deque(prompts)
+        lock = threading.Lock()
+        counts: list[int] = []
+        errors: list[BaseException] = []
+
+        def client():
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=300)
+            try:
+                while True:
+                    with lock:
+                        if not pending or errors:
+                            return
+                        prompt = pending.popleft()
+                    n = self.one(conn, prompt, max_tokens)
+                    with lock:
+                        counts.append(n)
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=client) for _ in range(concurrency)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return sum(counts), time.perf_counter() - start
+
+
+def flat(ids) -> list:
+    out = []
+    for x in ids if isinstance(ids, list) else [ids]:
+        out += flat(x) if isinstance(x, list) else [x]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the run
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recipe", type=Path, default=REPO / "recipes" / "demo.yaml")
+    parser.add_argument("--work", type=Path, default=REPO / ".cache" / "served")
+    parser.add_argument("--rebuild", action="store_true", help="rebuild engines and repositories")
+    parser.add_argument("--prompts", type=int, default=12)
+    parser.add_argument("--requests", type=int, default=None, help="requests per run (prompts in turn); default "
+                        "max(prompts, 4 x concurrency), so every level keeps its clients busy")
+    parser.add_argument("--max-tokens", type=int, default=None, help="default: the recipe's validation.max_tokens")
+    parser.add_argument("--concurrency", default="1,4")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-stream", action="store_true", help="non-streamed requests (generate) instead of "
+                        "generate_stream (what the validation suite's performance check sends)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads here and in the server's core "
+                        "(SPECBUILD_TORCH_THREADS)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    os.environ["SPECBUILD_TORCH_THREADS"] = str(args.threads)
+    from specbuild.methods import describe
+
+    recipe, layout = build(args.recipe.resolve(), args.work.resolve(), args.rebuild)
+    spec = describe(recipe)
+    max_tokens = args.max_tokens or recipe.validation.max_tokens
+    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    texts, ids = token_prompts(recipe, args.prompts)
+    from transformers import AutoTokenizer
+
+    end_id = AutoTokenizer.from_pretrained(recipe.tokenizer_dir).eos_token_id
+    log(f"{recipe.name}: {spec.method}, {len(texts)} prompts, {max_tokens} tokens, levels {levels}, "
+        f"{args.rounds} rounds")
+    inproc = {"speculative": InProcess(layout, "target", end_id), "baseline": InProcess(layout, "baseline", end_id)}
+    logs = args.work.resolve() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    models = {"speculative": spec.serving_model, "baseline": "ensemble"}
+    stream = not args.no_stream
+    with Served(layout.repository(), models["speculative"], logs / "speculative.log", stream) as s_spec, \
+            Served(layout.repository("baseline"), models["baseline"], logs / "baseline.log", stream) as s_base:
+        served = {"speculative": s_spec, "baseline": s_base}
+        variants = [("served", "speculative"), ("in_process", "speculative"), ("served", "baseline"),
+                    ("in_process", "baseline")]
+        for where, dep in variants:  # warm up every path once
+            (served[dep].run(texts[:1], max_tokens, 1) if where == "served" else inproc[dep].run(ids[:1], max_tokens, 1))
+        results: dict = {c: {f"{w}.{d}": [] for w, d in variants} for c in levels}
+        for r in range(args.rounds):
+            for c in levels:
+                order = variants[r % 4:] + variants[: r % 4]
+                n = args.requests or max(len(texts), 4 * c)
+                for where, dep in order:
+                    runner = served[dep] if where == "served" else inproc[dep]
+                    prompts = texts if where == "served" else ids
+                    tokens, seconds = runner.run([prompts[i % len(prompts)] for i in range(n)], max_tokens, c)
+                    results[c][f"{where}.{dep}"].append(tokens / seconds)
+                    log(f"round {r + 1}, c={c}, {where} {dep}: {tokens / seconds:.1f} tok/s")
+    report = {"recipe": str(args.recipe), "method": spec.method, "serving_model": models, "prompts": len(texts),
+              "max_tokens": max_tokens, "rounds": args.rounds, "threads": args.threads,
+              "protocol": "HTTP generate_stream" if stream else "HTTP generate",
+              "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()}, "levels": {}}
+    goals = {}
+    for c in levels:
+        per = results[c]
+        ratio = {dep: [s / i for s, i in zip(per[f"served.{dep}"], per[f"in_process.{dep}"])]
+                 for dep in ("speculative", "baseline")}
+        speedup = {where: [s / b for s, b in zip(per[f"{where}.speculative"], per[f"{where}.baseline"])]
+                   for where in ("served", "in_process")}
+        report["levels"][c] = {
+            "tokens_per_s": {k: round(statistics.median(v), 1) for k, v in per.items()},
+            "served_over_in_process": {k: round(statistics.median(v), 3) for k, v in ratio.items()},
+            "served_over_in_process_rounds": {k: [round(x, 3) for x in v] for k, v in ratio.items()},
+            "speculative_over_baseline": {k: round(statistics.median(v), 3) for k, v in speedup.items()},
+        }
+        for dep, goal in GOALS.items():
+            got = statistics.median(ratio[dep])
+            goals.setdefault(dep, {"goal": goal, "met": True, "worst": None})
+            goals[dep]["worst"] = got if goals[dep]["worst"] is None else min(goals[dep]["worst"], got)
+            goals[dep]["met"] &= got >= goal
+    report["goals"] = goals
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

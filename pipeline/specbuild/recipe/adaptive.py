@@ -1,0 +1,62 @@
+"""Rules of the recipe's `adaptive` section (a draft length per number of requests in flight) that hold for every
+method and runtime. The schedule's own rules are TensorRT-LLM 1.2's (specbuild/draft_len_schedule.py,
+llm_args.py `validate_draft_len_schedule_and_sort`; llmapi fact sheet §4.1); what each runtime and release can
+follow is that runtime's or flavour's check (triton/flavour.py, llmapi/flavour.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from specbuild.draft_len_schedule import schedule_problems
+from specbuild.methods.base import Finding
+from specbuild.speculation import StaticTree
+from specbuild.trees import first_before_parent
+
+if TYPE_CHECKING:
+    from specbuild.recipe.schema import Recipe
+    from specbuild.speculation import Speculation
+
+FIELD = ("adaptive", "draft_len_schedule")
+LOOKAHEAD_REFUSAL = (
+    "lookahead decoding has no draft length to follow the load: every step runs its whole (W, N, G) window "
+    "(W*(N-1) lookahead tokens feeding the n-gram pool, plus up to G*(N-1) verified), and shrinking W or G per "
+    "step would starve the pool it drafts from; TensorRT-LLM sets lookahead per request (lookahead_config), not "
+    "per batch size — remove adaptive, lower window_size / verification_set_size, or use prompt_lookup")
+
+
+def adaptive_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
+    schedule = recipe.adaptive.draft_len_schedule
+    if schedule is None:
+        return
+    if not spec.speculative:
+        yield Finding(FIELD, "sets draft lengths but speculation.method is none — remove adaptive or choose a "
+                      "speculative method")
+        return
+    if spec.lookahead is not None:
+        yield Finding(FIELD, LOOKAHEAD_REFUSAL, also=(("speculation", "method"),))
+        return
+    full = spec.full_draft_length
+    what = "tree nodes" if spec.tree is not None and spec.eagle3 is None else "draft tokens"
+    for key, message in schedule_problems(schedule, full):
+        where = FIELD + (key,) if key is not None else FIELD
+        yield Finding(where, message.replace("full draft length", f"full draft length ({what} per step)", 1))
+    largest = recipe.build.max_batch_size
+    for key in sorted(schedule):
+        if key > largest:
+            yield Finding(FIELD + (key,), f"batch size {key} is never reached: build.max_batch_size is {largest} — "
+                          f"use a batch size <= {largest}, or raise build.max_batch_size")
+    if isinstance(spec.tree, StaticTree):
+        yield from _prefix_order(recipe, spec.tree)
+
+
+def _prefix_order(recipe: Recipe, tree: StaticTree) -> Iterator[Finding]:
+    """A shorter tree is the first N choices in their order, so every choice's parent must come before it."""
+    i = first_before_parent(tree.choices)
+    if i is None:
+        return
+    path = list(tree.choices[i])
+    written = getattr(recipe.speculation, "choices", None) is not None
+    yield Finding(("speculation", "choices", i) if written else ("speculation", "method"),
+                  f"choice {path} comes before its parent {path[:-1]}; with adaptive the tree at draft length N is "
+                  "the first N choices, so each parent must be listed before its children — move it after its "
+                  "parent (list the choices most valuable first)")
