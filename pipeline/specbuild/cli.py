@@ -255,7 +255,7 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
         click.echo(json.dumps(clean(result.to_dict()), indent=2))
     if not result.passed:
         for c in result.failures:
-            click.echo(f"FAILED {c.name}: {c.summary}", err=True)
+            click.echo(f"{c.status.upper()} {c.name}: {c.summary}", err=True)
         raise click.exceptions.Exit(1)
 
 

@@ -19,7 +19,7 @@ from specbuild.methods import describe
 from specbuild.speculation import NO_SPECULATION
 from specbuild.runtimes import runtime_for
 from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
-from specbuild.validate.checks.base import ERROR, FAILED, CheckResult, Deployment, SuiteContext, SuiteOptions
+from specbuild.validate.checks.base import CheckResult, Deployment, SuiteContext, SuiteOptions
 from specbuild.validate.client import contract
 from specbuild.validate.endpoints import Endpoints
 from specbuild.validate.prompts import load_prompts
@@ -54,7 +54,8 @@ class ValidationResult:
 
     @property
     def failures(self) -> list[CheckResult]:
-        return [c for c in self.checks if c.status in (FAILED, ERROR)]
+        """The checks that fail the run: failed, error, and inconclusive unless the recipe allows it."""
+        return [c for c in self.checks if not c.ok]
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
