@@ -33,7 +33,9 @@ if TYPE_CHECKING:
     from specbuild.validate.checks.base import Deployment, SuiteContext
     from specbuild.validate.local_server import LocalServer
 
-PROTOCOLS_GRPC = ("http", "http-stream", "grpc")
+# grpc-text: the gRPC stream asking for text_output only, as NVIDIA's clients do (the server then drops the
+# other outputs it sends: a path of its own in the python backend)
+PROTOCOLS_GRPC = ("http", "http-stream", "grpc", "grpc-text")
 PROTOCOLS_HTTP = ("http", "http-stream")
 MAX_EXAMPLES = 5
 WAIT_MARGIN_S = 10.0  # beyond the request timeout, before a request still running counts as lost
@@ -89,10 +91,10 @@ class MixPlan:
         return cls(good, bad, seed)
 
     def jobs(self, good_requests: int | None) -> list:
-        """One pass: `good_requests` good jobs (default: each kind once) and every bad job, shuffled; bad jobs
-        spread evenly through the pass."""
+        """One pass: `good_requests` good jobs (default: every kind once, and at least three good jobs per bad one)
+        and every bad job, shuffled; bad jobs spread evenly through the pass."""
         rng = random.Random(self.seed)
-        count = len(self.good) if good_requests is None else good_requests
+        count = max(len(self.good), 3 * len(self.bad)) if good_requests is None else good_requests
         good = [self.good[i % len(self.good)] for i in range(count)] if self.good else []
         rng.shuffle(good)
         bad = list(self.bad)
@@ -139,8 +141,20 @@ class MixResult:
                 "server": self.server, "examples": self.examples, "problems": list(self.problems)}
 
 
-def _key(gen: Generation) -> tuple:
-    return tuple(gen.ids) if gen.ids is not None else (gen.text,)
+def _answer(gen: Generation) -> tuple[tuple | None, str]:
+    """(ids, text) of an answer (ids None when the response carried none: llm-api, or text_output asked for)."""
+    return (tuple(gen.ids) if gen.ids is not None else None, gen.text)
+
+
+def _keys(answer: tuple[tuple | None, str]) -> list[tuple]:
+    ids, text = answer
+    return ([("ids", ids)] if ids is not None else []) + [("text", text)]
+
+
+def _same(gen: Generation, want: tuple[tuple | None, str]) -> bool:
+    """The answer equals the single-request one: token for token when both carry ids, else text for text."""
+    ids, text = _answer(gen)
+    return ids == want[0] if ids is not None and want[0] is not None else text == want[1]
 
 
 def answered_cleanly(gen: Generation) -> bool:
@@ -151,22 +165,24 @@ def answered_cleanly(gen: Generation) -> bool:
     return not (err.startswith("connection error") or err.startswith("no final response"))
 
 
-def single_answers(ctx: "SuiteContext", deps: dict[str, "Deployment"], goods: Sequence[Good]) -> dict[tuple, tuple]:
-    """The greedy answer of every (model, prompt, max_tokens), each asked alone over HTTP generate."""
-    out: dict[tuple, tuple] = {}
+def single_answers(ctx: "SuiteContext", deps: dict[str, "Deployment"],
+                   goods: Sequence[Good]) -> dict[tuple, tuple[tuple, str]]:
+    """The greedy answer (ids key, text) of every (model, prompt, max_tokens), each asked alone over HTTP
+    generate."""
+    out: dict[tuple, tuple[tuple, str]] = {}
     keys = sorted({g.key for g in goods})
     ctx.progress("mix: single-request answers", 0, len(keys))
     for i, (model, prompt, max_tokens) in enumerate(keys, 1):
         gen = deps[model].generate(ctx.prompts[prompt].text, GenerateParams(max_tokens=max_tokens), "http")
         if gen.ok and gen.final:
-            out[(model, prompt, max_tokens)] = _key(gen)
+            out[(model, prompt, max_tokens)] = _answer(gen)
         ctx.progress("mix: single-request answers", i, len(keys))
     return out
 
 
 def run_mix(ctx: "SuiteContext", plan: MixPlan, *, concurrency: int, requests: int | None = None,
             seconds: float | None = None, server: "LocalServer | None" = None,
-            expected: dict[tuple, tuple] | None = None) -> MixResult:
+            expected: dict[tuple, tuple[tuple | None, str]] | None = None) -> MixResult:
     """Send the plan's jobs from `concurrency` clients: one pass of `requests` good jobs (and every bad one), or
     passes over it until `seconds` have gone by. Then check the server's health."""
     if (requests is None) == (seconds is None):
@@ -182,7 +198,8 @@ def run_mix(ctx: "SuiteContext", plan: MixPlan, *, concurrency: int, requests: i
                                "even when sent alone")
     by_answer: dict[tuple, set[tuple]] = {}
     for key, answer in expected.items():
-        by_answer.setdefault((key[0], answer), set()).add(key)
+        for k in _keys(answer):
+            by_answer.setdefault((key[0], k), set()).add(key)
     stubs_before = server.stubs() if server is not None else {}
     rss_before = server.rss_bytes() if server is not None else None
 
@@ -214,9 +231,9 @@ def run_mix(ctx: "SuiteContext", plan: MixPlan, *, concurrency: int, requests: i
             c["no answer"] += 1
             result.note("no answer", f"{where}: no final response")
             return
-        k = _key(gen)
+        k = _keys(_answer(gen))[0]
         want = expected.get(job.key)
-        if want is None or k == want:
+        if want is None or _same(gen, want):
             c["equal"] += 1
         elif any(key[1] != job.prompt for key in by_answer.get((job.model, k), ())):
             c["mixed"] += 1
@@ -299,7 +316,10 @@ def _send(ctx: "SuiteContext", deps: dict[str, "Deployment"], job) -> Generation
     try:
         if isinstance(job, Good):
             prompt = ctx.prompts[job.prompt].text
-            return deps[job.model].generate(prompt, GenerateParams(max_tokens=job.max_tokens), job.protocol)
+            params = GenerateParams(max_tokens=job.max_tokens)
+            if job.protocol == "grpc-text":
+                return deps[job.model].generate(prompt, params, "grpc", outputs=["text_output"])
+            return deps[job.model].generate(prompt, params, job.protocol)
         return job.case.send(ctx.for_model(job.model))
     except Exception as e:  # noqa: BLE001 - a response the client could not read
         t = time.perf_counter()
@@ -367,3 +387,19 @@ def mix_models(ctx: "SuiteContext") -> list[str]:
         models += [m for m in ("ensemble", "tensorrt_llm_bls") if m in served and m != dep.model]
     return models
 
+
+
+def soak(recipe, http: str, grpc: str | None, *, concurrency: int, requests: int, server: "LocalServer | None",
+         max_tokens: Sequence[int] | None = None, prompts: int = 3, seed: int = 0,
+         progress=None) -> MixResult:
+    """One soak: the mix (every model clients call, every protocol, every bad case) with a fixed number of good
+    requests, against the deployment of `recipe` served at http/grpc (host:port)."""
+    from specbuild.validate.endpoints import Endpoints
+    from specbuild.validate.suite import close_context, make_context
+
+    ctx = make_context(recipe, Endpoints(http, grpc), progress=progress)
+    try:
+        plan = MixPlan.default(ctx, mix_models(ctx), prompts=prompts, max_tokens=max_tokens, seed=seed)
+        return run_mix(ctx, plan, concurrency=concurrency, requests=requests, server=server)
+    finally:
+        close_context(ctx)

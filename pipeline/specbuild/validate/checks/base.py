@@ -151,8 +151,10 @@ class Deployment:
 
     # generation ---------------------------------------------------------------------------------------------
     def generate(self, prompt: str | bytes, params: GenerateParams, protocol: str = "http", *,
-                 stop_after: int | None = None, model: str | None = None) -> Generation:
-        """protocol: http (/generate), http-stream (/generate_stream), grpc (gRPC stream)."""
+                 stop_after: int | None = None, model: str | None = None,
+                 outputs: list[str] | None = None) -> Generation:
+        """protocol: http (/generate), http-stream (/generate_stream), grpc (gRPC stream; `outputs`: ask for
+        these outputs only)."""
         model = model or self.model
         rid = new_request_id(self.label[:4])
         if protocol == "http":
@@ -171,7 +173,7 @@ class Deployment:
             # gRPC refuses inputs a model does not declare (older repositories lack some): send only declared ones
             values = {k: v for k, v in self.contract.inputs(params, prompt, stream=stream).items()
                       if k in sig.inputs or k in params.extra}
-            gen = session.generate(model, sig, values, request_id=rid, stop_after=stop_after)
+            gen = session.generate(model, sig, values, request_id=rid, stop_after=stop_after, outputs=outputs)
             if not gen.ok:
                 self.drop_grpc()
             return gen

@@ -101,16 +101,23 @@ class GrpcSession:
     def generate(self, model: str, signature: ModelSignature, values: dict[str, Any], *,
                  request_id: str | None = None, stop_after: int | None = None,
                  type_overrides: dict[str, str] | None = None, shapes: dict[str, tuple[int, ...]] | None = None,
-                 on_first=None) -> Generation:
+                 on_first=None, outputs: list[str] | None = None) -> Generation:
         """Send one request on the stream and collect its responses until the final one (or an error).
-        on_first: called once the first response has arrived (e.g. to cancel the request from elsewhere)."""
+        on_first: called once the first response has arrived (e.g. to cancel the request from elsewhere).
+        outputs: ask for these outputs only (default: every output the model declares)."""
         request_id = request_id or new_request_id("grpc")
         gen = Generation("grpc-stream", time.perf_counter(), request_id=request_id)
         try:
             inputs = grpc_inputs(signature, values, type_overrides=type_overrides, shapes=shapes)
             self._ensure_stream()
             gen.start = time.perf_counter()
-            self.client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True)
+            requested = None
+            if outputs is not None:
+                import tritonclient.grpc as grpcclient
+
+                requested = [grpcclient.InferRequestedOutput(name) for name in outputs]
+            self.client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True,
+                                           outputs=requested)
         except Exception as e:  # noqa: BLE001 - tritonclient raises its own exception types
             gen.end = time.perf_counter()
             gen.error = f"{type(e).__name__}: {e}"
