@@ -258,7 +258,7 @@ class SuiteContext:
 
     def greedy_pass(self, deployment: Deployment, protocol: str = "http") -> list[Generation]:
         """The greedy output of every prompt (exclude_input_in_output, perf metrics on), computed once."""
-        key = (deployment.role, deployment.model, protocol)
+        key = (deployment.role, getattr(deployment, "model", ""), protocol)  # for_model contexts share the cache
         with self._lock:
             cached = self._greedy.get(key)
         if cached is not None:
