@@ -61,16 +61,19 @@ def served(tmp_path_factory):
             except BaseException as e:  # noqa: BLE001 - raised below, in the test's thread
                 errors.append(e)
 
-        for server in servers.values():
-            stack.callback(server.stop)
-        threads = [threading.Thread(target=start, args=(s,)) for s in servers.values()]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        stack.callback(_in_parallel, lambda s: s.stop(), servers.values())
+        _in_parallel(start, servers.values())
         if errors:
             raise errors[0]
         yield {name: (recipes[name], servers[name]) for name in servers}
+
+
+def _in_parallel(fn, items) -> None:
+    threads = [threading.Thread(target=fn, args=(item,)) for item in items]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 @pytest.mark.parametrize("name", list(RECIPES))
@@ -115,3 +118,40 @@ def _case_names(recipe, server) -> set[str]:
         return {c.name for c in cases(ctx)}
     finally:
         close_context(ctx)
+
+
+def test_a_batch_with_one_refused_row_gets_one_error_and_nothing_after(served):
+    """The reference core queues a request's rows one by one; when a later row is refused, the earlier rows are
+    withdrawn, so nothing is sent on (or asked of) the response sender after its final error response."""
+    import queue
+    import time
+
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    _, server = served["eagle"]
+
+    def tensor(name, array, dtype):
+        t = grpcclient.InferInput(name, list(array.shape), dtype)
+        t.set_data_from_numpy(array)
+        return t
+
+    results: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    try:
+        inputs = [tensor("input_ids", np.array([[5, 6, 7], [5, 6, 7]], dtype=np.int32), "INT32"),
+                  tensor("input_lengths", np.array([[3], [3]], dtype=np.int32), "INT32"),
+                  tensor("request_output_len", np.array([[8], [8]], dtype=np.int32), "INT32"),
+                  tensor("end_id", np.array([[1], [2**31 - 1]], dtype=np.int32), "INT32"),
+                  tensor("streaming", np.array([[True], [True]]), "BOOL")]
+        client.async_stream_infer("tensorrt_llm", inputs, request_id="two-rows", enable_empty_final_response=True)
+        _, error = results.get(timeout=120)
+        assert error is not None and "end_id" in str(error)
+        time.sleep(2.0)  # row 0 would have decoded its 8 tokens by now
+        assert results.empty(), results.get()
+    finally:
+        client.stop_stream()
+        client.close()
+    assert "has been closed" not in server.read_log()
+    assert server.model_ready("tensorrt_llm")

@@ -375,16 +375,17 @@ def problems_of(result: MixResult) -> list[str]:
 
 
 def mix_models(ctx: "SuiteContext") -> list[str]:
-    """The models clients call in the target's repository: the serving model, and for the engine contract the
-    other of ensemble / tensorrt_llm_bls when the repository serves it."""
+    """The models clients call in the target's repository: the serving model, and the others its contract knows
+    (engine: ensemble and tensorrt_llm_bls) that the repository serves."""
     dep = ctx.target
     models = [dep.model]
-    if dep.contract.name == "engine":
+    others = [m for m in dep.contract.client_models if m != dep.model]
+    if others:
         try:
             served = {e.get("name") for e in dep.server.repository_index()}
         except Exception:  # noqa: BLE001 - the index may be restricted: mix the serving model only
             served = set()
-        models += [m for m in ("ensemble", "tensorrt_llm_bls") if m in served and m != dep.model]
+        models += [m for m in others if m in served]
     return models
 
 
