@@ -269,7 +269,7 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
         _write_tuned_recipe(r, result, tuned_path, Console(stderr=True))
     if not result.passed:
         for c in result.failures:
-            click.echo(f"FAILED {c.name}: {c.summary}", err=True)
+            click.echo(f"{c.status.upper()} {c.name}: {c.summary}", err=True)
         raise click.exceptions.Exit(1)
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import itertools
+import threading
 from dataclasses import dataclass, field
 
 from specbuild.methods import describe
@@ -41,6 +43,12 @@ class FakeServer:
     def model_ready(self, model):
         return True
 
+    def health(self):
+        return {"http_live": True, "models": {"ensemble": {"state": "READY", "reason": "", "ready": True}}}
+
+    def repository_index(self):
+        return [{"name": "ensemble", "state": "READY"}]
+
 
 @dataclass
 class FakeDeployment:
@@ -54,6 +62,7 @@ class FakeDeployment:
     streams: bool = True
     calls: int = 0
     contract: object = ENGINE
+    timeout_s: float = 5.0
 
     def __post_init__(self):
         self.server = FakeServer(FakeHttp(self))
@@ -63,12 +72,12 @@ class FakeDeployment:
 
     def reply(self, prompt, params, protocol, stop_after=None):
         self.calls += 1
-        index = next((p.index for p in PROMPTS if p.text == prompt), 0)
+        index = next((p.index for p in PROMPTS if p.text == prompt), None)  # None: not one of the prompts
         if self.script is not None:
             out = self.script(index, params, protocol, self.calls)
             if out is not None:
                 return out
-        return answer(index, protocol=protocol)
+        return answer(index or 0, protocol=protocol)
 
     def generate(self, prompt, params, protocol="http", *, stop_after=None, model=None):
         return self.reply(prompt, params, protocol, stop_after)
@@ -83,10 +92,25 @@ def context(target, baseline=None, **validation) -> SuiteContext:
                         lambda stage, done, total: None)
 
 
+def refuse_bad(index, params, protocol, call):
+    """A server that refuses what is not a plain request with one of the prompts."""
+    if index is None or protocol == "http-raw" or params.max_tokens <= 0:
+        return Generation(protocol, 0.0, end=0.01, error="HTTP 400: bad request", status=400)
+    return None
+
+
+def and_then(first, second):
+    return lambda *a: first(*a) or second(*a)
+
+
 def test_load_passes_when_every_answer_is_its_own():
-    result = load.run(context(FakeDeployment()))
+    result = load.run(context(FakeDeployment(refuse_bad)))
     assert result.status == "passed", result.summary
-    assert result.details["matched"] == result.details["sent"] > 0
+    good, bad = result.details["good"], result.details["bad"]
+    assert good["equal"] == good["sent"] > 0 and result.details["lost"] == 0
+    assert bad["sent"] > 0 and bad["accepted"] == 0 and bad["no answer"] == 0
+    assert result.details["health"] == {"live": True, "not_ready": [], "follow_up_failed": {}}
+    assert result.details["server"] is None  # nothing listens on 127.0.0.1:1
 
 
 def test_load_runs_against_loopback_only():
@@ -97,39 +121,64 @@ def test_load_runs_against_loopback_only():
 
 
 def test_load_catches_answers_mixed_between_requests():
-    def swap(index, params, protocol, call):
-        return answer((index + 1) % 3, protocol=protocol) if call > 3 and protocol == "http-stream" else None
+    def swap(index, params, protocol, call):  # single-request answers come over plain HTTP; the mix streams too
+        return answer((index + 1) % 3, protocol=protocol) if protocol == "http-stream" else None
 
-    result = load.run(context(FakeDeployment(swap)))
-    assert result.status == "failed" and "mixed" in result.summary
-    assert result.details["mixed"] > 0
+    result = load.run(context(FakeDeployment(and_then(refuse_bad, swap))))
+    assert result.status == "failed" and "another prompt's answer" in result.summary
+    assert result.details["good"]["mixed"] > 0
     assert "got the answer of prompt" in result.details["examples"]["mixed"][0]
 
 
-def test_load_reports_lost_and_incomplete_and_diverged():
-    def flaky(index, params, protocol, call):
-        if call <= 3:
-            return None
-        if call % 3 == 0:
-            return answer(index, protocol=protocol, final=False)
-        if call % 3 == 1:
-            g = answer(index, protocol=protocol)
-            g.ids, g.text = [999, 998], "zz"
-            return g
-        return None
+def test_load_reports_unanswered_and_diverged():
+    streams = itertools.count()
 
-    result = load.run(context(FakeDeployment(flaky)))
-    assert result.status == "failed" and result.details["incomplete"] > 0 and result.details["diverged"] > 0
+    def flaky(index, params, protocol, call):
+        if protocol != "http-stream":
+            return None
+        if next(streams) % 2 == 0:
+            return answer(index, protocol=protocol, final=False)
+        g = answer(index, protocol=protocol)
+        g.ids, g.text = [999, 998], "zz"
+        return g
+
+    result = load.run(context(FakeDeployment(and_then(refuse_bad, flaky))))
+    good = result.details["good"]
+    assert result.status == "failed" and good["no answer"] > 0 and good["diverged"] > 0
+    assert "got no answer" in result.summary
 
     def diverge(index, params, protocol, call):
-        if call > 3:
+        if protocol == "http-stream":
             g = answer(index, protocol=protocol)
             g.ids, g.text = [999, 998], "zz"
             return g
         return None
 
-    result = load.run(context(FakeDeployment(diverge)))
+    result = load.run(context(FakeDeployment(and_then(refuse_bad, diverge))))
     assert result.status == "warned" and "differ from the single-request greedy answer" in result.summary
+
+
+def test_load_fails_when_bad_requests_are_served_or_a_request_never_returns(monkeypatch):
+    result = load.run(context(FakeDeployment()))  # answers everything, the bad requests too
+    assert result.status == "failed" and "must be refused were answered" in result.summary
+    assert result.details["by_case"]["max_tokens negative"]["answered"] >= 1
+
+    from specbuild.validate import mix
+
+    monkeypatch.setattr(mix, "WAIT_MARGIN_S", 0.3)
+    release = threading.Event()
+
+    def hang(index, params, protocol, call):
+        if protocol == "http-stream" and index == 1 and call > 20:
+            release.wait(30)  # a request the server never answers
+        return None
+
+    try:
+        result = load.run(context(FakeDeployment(and_then(refuse_bad, hang), timeout_s=0.2)))
+    finally:
+        release.set()
+    assert result.status == "failed" and result.details["lost"] >= 1
+    assert "lost" in result.summary and result.details["examples"]["lost"]
 
 
 def test_bad_input_flags_accepted_requests_that_must_be_refused():

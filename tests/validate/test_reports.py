@@ -129,3 +129,53 @@ def test_terminal_tables(tmp_path):
     text = console.export_text()
     assert "lossless" in text and "failed" in text and "FAILED: lossless, bad_input" in text
     assert "speculative" in text and "2.00×" in text
+
+
+def inconclusive_result(allowed: bool) -> ValidationResult:
+    perf = make_result().check("performance").details
+    perf = dict(perf, rounds=3, round_order="ABBA", machine_load={1: {"foreign_share": 0.4}}, busy_threshold=0.25,
+                speedup=[dict(p, speedup_min=p["speedup"] * 0.5, speedup_max=p["speedup"] * 2, rounds=[1, 2, 3])
+                         for p in perf["speedup"]],
+                gate_verdict={"status": "inconclusive", "why": "inconclusive: the rounds disagree", "foreign_share": 0.4})
+    mix = {"clients": 4, "seconds": 5.0, "models": ["ensemble", "tensorrt_llm_bls"], "concurrency": 4, "wall_s": 5.5,
+           "sent": 40, "requests_per_s": 7.3, "lost": 1,
+           "good": {"sent": 30, "equal": 29, "mixed": 0, "diverged": 0, "error": 0, "no answer": 1},
+           "bad": {"sent": 10, "refused": 9, "answered": 1, "accepted": 0, "no answer": 0},
+           "by_case": {"top_p above 1": {"sent": 2, "refused": 2, "answered": 0, "no answer": 0}},
+           "by_model": {"ensemble": 20, "tensorrt_llm_bls": 20},
+           "health": {"live": True, "not_ready": ["tensorrt_llm_bls"], "follow_up_failed": {}},
+           "server": {"pid": 1, "alive": True, "stubs": ["a_0_0"], "stubs_died": ["tensorrt_llm_bls_0_0"],
+                      "rss_before_bytes": 2**30, "rss_after_bytes": 2**30 + 2**27, "rss_growth": 0.125},
+           "examples": {}, "problems": ["1 request(s) lost", "python backend stub(s) died during the mix: x"]}
+    checks = [CheckResult("performance", "Performance", "inconclusive", "inconclusive: the rounds disagree", perf,
+                          gate="validation.min_speedup >= 1.3 at concurrency 1", inconclusive_allowed=allowed),
+              CheckResult("load", "Load", "failed", "1 request(s) lost", mix)]
+    return ValidationResult("demo", "eagle", "reference", Endpoints("127.0.0.1:1"), Endpoints("127.0.0.1:3"),
+                            "ensemble", checks, "2026-01-01T00:00:00+00:00", 1.0, 12)
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_inconclusive_fails_unless_allowed_and_every_report_says_so(tmp_path, allowed):
+    from rich.console import Console
+
+    from specbuild.validate.report.terminal import print_result
+
+    r = inconclusive_result(allowed)
+    assert [c.name for c in r.failures] == (["load"] if allowed else ["performance", "load"])
+    write_reports(r, tmp_path)
+    data = json.loads((tmp_path / "report.json").read_text())
+    perf = next(c for c in data["checks"] if c["name"] == "performance")
+    assert perf["status"] == "inconclusive" and perf["inconclusive_allowed"] is allowed
+    case = next(c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase") if c.get("name") == "performance")
+    failure = case.find("failure")
+    assert (failure is not None and failure.get("type") == "inconclusive") is not allowed
+    assert case.find("system-out").text.startswith("INCONCLUSIVE")
+    md = (tmp_path / "report.md").read_text()
+    assert "❔ inconclusive" in md and ("allowed by validation.allow_inconclusive" in md) is allowed
+    assert "2.00× (1.00×–4.00×)" in md and "40% at concurrency 1" in md and "**Gate:** inconclusive" in md
+    assert "RSS (server + stubs) 1024 MiB → 1152 MiB (+12.5%)" in md and "stubs died: tensorrt_llm_bls_0_0" in md
+    assert "NOT ready: tensorrt_llm_bls" in md and "| top_p above 1 | 2 | 2 | 0 | 0 |" in md
+    console = Console(record=True, width=140)
+    print_result(r, console)
+    text = console.export_text()
+    assert "inconclusive" in text and "2.00× (1.00×–4.00×)" in text

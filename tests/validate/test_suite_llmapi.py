@@ -83,6 +83,12 @@ def test_suite_passes_on_the_llmapi_deployment(deployments, tmp_path):
     assert cases["stop request without a request id"]["message"] == \
         "A request id must be provided for request cancellation"
     assert cases["stop + request id cancels a running stream (gRPC)"]["outcome"].startswith("cancelled")
+    for name in ("temperature NaN (gRPC)", "top_p above 1", "top_k negative", "max_tokens of the wrong shape (gRPC)",
+                 "max_tokens of the wrong data type (gRPC)", "text_input of the wrong shape (gRPC)"):
+        assert cases[name]["outcome"] == "refused", (name, cases[name])
+    load = result.check("load").details  # the mix: one model, every protocol, every llm-api bad case
+    assert load["lost"] == 0 and load["by_model"].keys() == {"tensorrt_llm"} and load["bad"]["accepted"] == 0
+    assert load["server"] is not None and load["server"]["stubs_died"] == []
     levels = result.check("performance").details["levels"]
     assert set(levels) == {"speculative", "baseline"} and all(
         lv["output_tokens"] > 0 for vs in levels.values() for lv in vs)

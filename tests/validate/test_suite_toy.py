@@ -101,13 +101,15 @@ def test_performance_covers_both_deployments_at_every_level(full_run):
     for deployment in ("speculative", "baseline"):
         levels = perf["levels"][deployment]
         assert [s["concurrency"] for s in levels] == [1, 2, 4]
-        for s in levels:
-            assert s["requests"] == 4 and s["errors"] == 0
-            assert s["output_tokens"] == 4 * TOY_MAX_TOKENS
+        for s in levels:  # 4 requests per round, 3 rounds (validation.performance_rounds)
+            assert s["requests"] == 3 * 4 and s["errors"] == 0
+            assert s["output_tokens"] == 3 * 4 * TOY_MAX_TOKENS
             assert s["ttft_s"]["p50"] > 0 and s["itl_s"]["p99"] >= s["itl_s"]["p50"] > 0
             assert s["streamed"]
     assert [p["concurrency"] for p in perf["speedup"]] == [1, 2, 4]
-    assert "crossover" in perf
+    for p in perf["speedup"]:
+        assert len(p["rounds"]) == 3 and p["speedup_min"] <= p["speedup"] <= p["speedup_max"]
+    assert "crossover" in perf and perf["rounds"] == 3
 
 
 def test_reports_are_written(full_run):
@@ -207,3 +209,16 @@ def test_cli_validate_json(toy_servers, toy_tokenizer, tmp_path, capsys):
     assert cli("validate", str(recipe), "--url", target.http_address, "--checks", "health", "--json") == 0
     data = json.loads(capsys.readouterr().out)
     assert data["passed"] is True and [c["name"] for c in data["checks"]] == ["health"]
+
+
+def test_load_mixes_good_and_bad_requests_and_reports_the_local_server(full_run):
+    result, report, _ = full_run
+    load = result.check("load").details
+    assert load["lost"] == 0 and load["good"]["equal"] == load["good"]["sent"] > 0
+    assert load["bad"]["sent"] > 0 and load["bad"]["accepted"] == 0 and load["bad"]["no answer"] == 0
+    assert set(load["by_model"]) == {"ensemble", "tensorrt_llm_bls"}
+    server = load["server"]  # found by its port: the toy servers run on this machine
+    assert server is not None and server["alive"] and server["stubs_died"] == []
+    assert {"tensorrt_llm_0_0", "tensorrt_llm_bls_0_0"} <= set(server["stubs"])
+    assert server["rss_before_bytes"] > 0 and server["rss_growth"] is not None
+    assert "## Load" in (report / "report.md").read_text() and "RSS (server + stubs)" in (report / "report.md").read_text()

@@ -142,7 +142,14 @@ class ValidationSection(Section):
     min_acceptance_length: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] | None = None
     """Gate: mean acceptance length (bonus token included) at least this."""
     min_speedup: PositiveFinite | None = None
-    """Gate: speculative / baseline output tokens per second at concurrency 1 at least this."""
+    """Gate: speculative / baseline output tokens per second at concurrency 1 at least this (every round of the
+    sweep must agree; see allow_inconclusive)."""
+    performance_rounds: Annotated[int, Field(ge=2, le=1000)] = 3
+    """Rounds per concurrency level of the performance sweep: the speculative and the baseline deployment take
+    turns (ABBA order), and each round gives one speedup; the report shows their median, min and max."""
+    allow_inconclusive: bool = False
+    """A min_speedup gate the sweep cannot decide (the rounds disagree about it, or other processes kept this
+    machine busy) passes with a warning instead of failing the run."""
     sampling: SamplingCheck | None = None
     """Also compare sampled distributions (reference runtime; not for greedy-only methods)."""
     load_clients: PositiveInt32 = 4

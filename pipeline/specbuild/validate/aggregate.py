@@ -49,10 +49,23 @@ class LevelSummary:
         return dict(self.__dict__)
 
 
-def summarize_level(records: Sequence[RequestRecord], deployment: str, concurrency: int) -> LevelSummary:
+def wall_time(records: Sequence[RequestRecord]) -> float:
+    """First request sent -> last response, of one closed-loop batch of requests."""
+    return (max(r.end for r in records) - min(r.start for r in records)) if records else 0.0
+
+
+def tokens_per_s(records: Sequence[RequestRecord]) -> float:
+    wall = wall_time(records)
+    return sum(r.output_tokens for r in records if r.ok) / wall if wall > 0 else 0.0
+
+
+def summarize_level(records: Sequence[RequestRecord], deployment: str, concurrency: int,
+                    wall_s: float | None = None) -> LevelSummary:
+    """wall_s: the level's wall time when its requests ran in several rounds (the sum of the rounds' walls);
+    default first request -> last response."""
     ok = [r for r in records if r.ok]
     errors = [r for r in records if not r.ok]
-    wall = (max(r.end for r in records) - min(r.start for r in records)) if records else 0.0
+    wall = wall_time(records) if wall_s is None else wall_s
     tokens = sum(r.output_tokens for r in ok)
     user = [u for u in (r.user_tokens_per_s for r in ok) if u is not None]
     return LevelSummary(
@@ -70,19 +83,47 @@ def summarize_level(records: Sequence[RequestRecord], deployment: str, concurren
 
 @dataclass
 class Speedup:
+    """Speculative / baseline output tokens per second at one concurrency level. With `rounds` (one ratio per
+    round of the sweep, the two deployments taking turns) the value is their median and `low`/`high` their
+    spread; without, the ratio of the level's totals."""
+
     concurrency: int
     speculative_tokens_per_s: float
     baseline_tokens_per_s: float
+    rounds: list[float] = field(default_factory=list)
 
     @property
     def value(self) -> float | None:
+        if self.rounds:
+            return float(np.median(self.rounds))
         if self.baseline_tokens_per_s <= 0:
             return None
         return self.speculative_tokens_per_s / self.baseline_tokens_per_s
 
+    @property
+    def low(self) -> float | None:
+        return min(self.rounds) if self.rounds else self.value
+
+    @property
+    def high(self) -> float | None:
+        return max(self.rounds) if self.rounds else self.value
+
+    def straddles(self, threshold: float) -> bool:
+        """The rounds disagree about being at least `threshold`."""
+        return self.low is not None and self.low < threshold <= self.high
+
     def to_dict(self) -> dict:
         return {"concurrency": self.concurrency, "speculative_tokens_per_s": self.speculative_tokens_per_s,
-                "baseline_tokens_per_s": self.baseline_tokens_per_s, "speedup": self.value}
+                "baseline_tokens_per_s": self.baseline_tokens_per_s, "speedup": self.value,
+                "speedup_min": self.low, "speedup_max": self.high, "rounds": list(self.rounds)}
+
+
+def round_speedups(concurrency: int, speculative: Sequence[float], baseline: Sequence[float]) -> Speedup:
+    """One level's speedup from each round's tokens/s of both deployments (rounds where the baseline made no
+    tokens are left out)."""
+    ratios = [a / b for a, b in zip(speculative, baseline) if b > 0]
+    return Speedup(concurrency, float(np.mean(speculative)) if len(speculative) else 0.0,
+                   float(np.mean(baseline)) if len(baseline) else 0.0, ratios)
 
 
 def speedups(speculative: Sequence[LevelSummary], baseline: Sequence[LevelSummary]) -> list[Speedup]:
@@ -101,24 +142,27 @@ class Crossover:
     interpolated: float | None
     always_faster: bool
     never_faster: bool
+    uncertain_levels: list[int] = field(default_factory=list)  # levels whose rounds disagree about speedup >= 1
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
 def crossover(points: Sequence[Speedup]) -> Crossover:
+    """From each level's median speedup; levels whose rounds straddle 1 are listed as uncertain."""
     pts = [(p.concurrency, p.value) for p in points if p.value is not None]
+    uncertain = [p.concurrency for p in points if p.value is not None and p.straddles(1.0)]
     if not pts:
         return Crossover(None, None, False, False)
     if all(v >= 1.0 for _, v in pts):
-        return Crossover(None, None, True, False)
+        return Crossover(None, None, True, False, uncertain)
     if pts[0][1] < 1.0:
-        return Crossover(pts[0][0], None, False, all(v < 1.0 for _, v in pts))
+        return Crossover(pts[0][0], None, False, all(v < 1.0 for _, v in pts), uncertain)
     for (c0, v0), (c1, v1) in zip(pts, pts[1:]):
         if v0 >= 1.0 > v1:
             x0, x1 = math.log2(c0), math.log2(c1)
             x = x0 + (v0 - 1.0) / (v0 - v1) * (x1 - x0)
-            return Crossover(c1, 2.0 ** x, False, False)
+            return Crossover(c1, 2.0 ** x, False, False, uncertain)
     raise AssertionError("unreachable: some level is below 1")
 
 

@@ -19,7 +19,7 @@ from specbuild.methods import describe
 from specbuild.speculation import NO_SPECULATION
 from specbuild.runtimes import runtime_for
 from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
-from specbuild.validate.checks.base import ERROR, FAILED, CheckResult, Deployment, SuiteContext, SuiteOptions
+from specbuild.validate.checks.base import CheckResult, Deployment, SuiteContext, SuiteOptions
 from specbuild.validate.client import contract
 from specbuild.validate.endpoints import Endpoints
 from specbuild.validate.prompts import load_prompts
@@ -54,7 +54,8 @@ class ValidationResult:
 
     @property
     def failures(self) -> list[CheckResult]:
-        return [c for c in self.checks if c.status in (FAILED, ERROR)]
+        """The checks that fail the run: failed, error, and inconclusive unless the recipe allows it."""
+        return [c for c in self.checks if not c.ok]
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -111,6 +112,39 @@ def _tokenizer(recipe: Recipe, target: Deployment):
         return None
 
 
+def make_context(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None,
+                 options: SuiteOptions | None = None,
+                 progress: Callable[[str, int, int], None] | None = None) -> SuiteContext:
+    """The suite's context (deployments, prompts, tokenizer) for running checks or the request mix
+    (validate/mix.py) directly. UserError when a server does not answer. Close with `close_context`."""
+    options = options or SuiteOptions()
+    spec = describe(recipe)
+    prompts = load_prompts(recipe)
+    if options.max_prompts:
+        prompts = prompts[:options.max_prompts]
+    timeout = recipe.validation.request_timeout_s
+    runtime = runtime_for(recipe)
+    speaks = contract(runtime.contract)
+    dep_target = Deployment("target", target, runtime.serving_model(spec), timeout, speculative=spec.speculative,
+                            contract=speaks)
+    dep_base = Deployment("baseline", baseline, runtime.serving_model(NO_SPECULATION), timeout, contract=speaks) \
+        if baseline is not None else None
+    try:
+        for dep in filter(None, (dep_target, dep_base)):
+            dep.server.reachable()
+        return SuiteContext(recipe, spec, prompts, dep_target, dep_base, _tokenizer(recipe, dep_target), options,
+                            progress or (lambda stage, done, total: None))
+    except BaseException:
+        for dep in filter(None, (dep_target, dep_base)):
+            dep.close()
+        raise
+
+
+def close_context(ctx: SuiteContext) -> None:
+    for dep in ctx.deployments():
+        dep.close()
+
+
 def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None, *,
                    report_dir: Path | None = None, progress: Callable[[str, int, int], None] | None = None,
                    options: SuiteOptions | None = None, console=None) -> ValidationResult:
@@ -130,24 +164,13 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
     options = options or SuiteOptions()
     spec = describe(recipe)
     _preflight(recipe, baseline, options)
-    prompts = load_prompts(recipe)
-    if options.max_prompts:
-        prompts = prompts[:options.max_prompts]
-    timeout = recipe.validation.request_timeout_s
     runtime = runtime_for(recipe)
-    speaks = contract(runtime.contract)
-    dep_target = Deployment("target", target, runtime.serving_model(spec), timeout, speculative=spec.speculative,
-                            contract=speaks)
-    baseline_model = runtime.serving_model(NO_SPECULATION)
-    dep_base = Deployment("baseline", baseline, baseline_model, timeout, contract=speaks) \
-        if baseline is not None else None
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
+    ctx = make_context(recipe, target, baseline, options, progress)
+    dep_target, dep_base = ctx.target, ctx.baseline
+    prompts = ctx.prompts
     try:
-        for dep in filter(None, (dep_target, dep_base)):
-            dep.server.reachable()
-        ctx = SuiteContext(recipe, spec, prompts, dep_target, dep_base, _tokenizer(recipe, dep_target), options,
-                           progress or (lambda stage, done, total: None))
         wanted = set(options.checks) if options.checks is not None else None
         results = []
         for check in CHECKS:

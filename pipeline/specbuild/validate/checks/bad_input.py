@@ -4,6 +4,12 @@ well-formed result), the server stays healthy, and a normal request right after 
 "Clean" means the server answered: an error in the response (HTTP status/JSON error, gRPC status), not a dropped
 connection or a timeout. Cases marked `error` must be refused; `any` cases may also succeed.
 
+Beyond wrong values and types: sampling values out of range (negative, NaN and infinite temperature, top_p > 1,
+negative top_k: TensorRT-LLM's SamplingConfig checks, `cpp/tensorrt_llm/executor/samplingConfig.cpp`; a huge top_k
+may be served), a request without max_tokens, end/pad ids outside any vocabulary, inputs of the wrong shape or
+data type and a request batch above max_batch_size (Triton refuses those before the model runs), and client
+cancellation. The load check sends the same cases amid good requests (validate/mix.py).
+
 The cases follow the deployment's contract: the engine flavour's ensemble/BLS tensors, or NVIDIA's llmapi model
 (llmapi fact sheet §2.3-2.7, §5): `sampling_param_*` inputs, the LLM's own limits (a prompt over max_num_tokens
 is refused by `LLM._check_arguments`; max_input_len is not checked there), the `stop` request with and without
@@ -13,6 +19,7 @@ a request id, and a `stop` that cancels a running stream.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -43,6 +50,53 @@ def _too_long(ctx: SuiteContext) -> str:
     # Single characters separated by spaces: every tokenizer splits words, so this is > max_input_len tokens.
     n = ctx.recipe.build.max_input_len + 16
     return " ".join("abcdefghijklmnopqrstuvwxyz"[i % 26] for i in range(n))
+
+
+def _raw_sampling(ctx: SuiteContext, **values) -> Generation:
+    """HTTP generate with the first prompt, 4 tokens and these inputs, in the deployment's tensor names."""
+    body = ctx.target.contract.inputs(_params(ctx, max_tokens=4, return_perf_metrics=False,
+                                              exclude_input_in_output=None), ctx.prompts[0].text, stream=False)
+    for name in [k for k in body if k.endswith("top_k")]:
+        del body[name]  # the greedy top_k 1 would decide the strategy: leave the value under test alone
+    body.update(values)
+    return _raw(ctx, body)
+
+
+def _grpc_sampling(ctx: SuiteContext, **values) -> Generation:
+    """The same over gRPC (JSON cannot carry NaN or infinity)."""
+    body = ctx.target.contract.inputs(_params(ctx, max_tokens=4, return_perf_metrics=False,
+                                              exclude_input_in_output=None), ctx.prompts[0].text, stream=False)
+    for name in [k for k in body if k.endswith("top_k")]:
+        del body[name]
+    body.update(values)
+    return _grpc(ctx, body)
+
+
+def _max_tokens_name(ctx: SuiteContext) -> str:
+    return "max_tokens" if ctx.target.contract.name == "engine" else "sampling_param_max_tokens"
+
+
+def _wrong_shape(ctx: SuiteContext) -> Generation:
+    """max_tokens sent as three values where the model declares one."""
+    name = _max_tokens_name(ctx)
+    batch = ctx.target.signature.max_batch_size > 0
+    return _grpc(ctx, {"text_input": ctx.prompts[0].text, name: [4, 4, 4]}, shapes={name: (1, 3) if batch else (3,)})
+
+
+def _wrong_dtype(ctx: SuiteContext, name: str, value, data_type: str) -> Generation:
+    other = {"text_input": ctx.prompts[0].text, _max_tokens_name(ctx): 4}
+    other[name] = value
+    return _grpc(ctx, other, type_overrides={name: data_type})
+
+
+def _batch_too_large(ctx: SuiteContext) -> Generation:
+    """max_batch_size + 1 rows in one request (a model without batching: a 2-D text_input)."""
+    n = ctx.target.signature.max_batch_size
+    name = _max_tokens_name(ctx)
+    if n <= 0:
+        return _grpc(ctx, {"text_input": [ctx.prompts[0].text] * 2, name: 4}, shapes={"text_input": (1, 2)})
+    return _grpc(ctx, {"text_input": [ctx.prompts[0].text] * (n + 1), name: [4] * (n + 1)},
+                 shapes={"text_input": (n + 1, 1), name: (n + 1, 1)})
 
 
 def _grpc(ctx: SuiteContext, values: dict, **kw) -> Generation:
@@ -92,6 +146,23 @@ def engine_cases(ctx: SuiteContext) -> list[Case]:
              needs_grpc=True),
         Case("unknown input tensor (gRPC)", "error",
              lambda c: _grpc(c, {"text_input": first, "max_tokens": 4, "no_such_input": 1}), needs_grpc=True),
+        Case("max_tokens missing", "error", lambda c: _raw(c, {"text_input": first})),
+        Case("temperature negative", "error", lambda c: _raw_sampling(c, temperature=-1.0)),
+        Case("temperature NaN (gRPC)", "error", lambda c: _grpc_sampling(c, temperature=math.nan), needs_grpc=True),
+        Case("temperature infinite (gRPC)", "error", lambda c: _grpc_sampling(c, temperature=math.inf),
+             needs_grpc=True),
+        Case("top_p above 1", "error", lambda c: _raw_sampling(c, top_p=2.0, temperature=1.0)),
+        Case("top_k negative", "error", lambda c: _raw_sampling(c, top_k=-1, temperature=1.0)),
+        Case("top_k huge", "any", lambda c: _raw_sampling(c, top_k=HUGE, temperature=1.0)),
+        # TensorRT-LLM does not check end_id/pad_id against the vocabulary; the reference runtime refuses them
+        Case("end_id outside the vocabulary", "any", lambda c: _raw_sampling(c, end_id=HUGE)),
+        Case("pad_id outside the vocabulary", "any", lambda c: _raw_sampling(c, pad_id=HUGE)),
+        Case("max_tokens of the wrong shape (gRPC)", "error", _wrong_shape, needs_grpc=True),
+        Case("max_tokens of the wrong data type (gRPC)", "error",
+             lambda c: _wrong_dtype(c, "max_tokens", 4.0, "TYPE_FP32"), needs_grpc=True),
+        Case("text_input of the wrong data type (gRPC)", "error",
+             lambda c: _wrong_dtype(c, "text_input", [1, 2], "TYPE_INT32"), needs_grpc=True),
+        Case("request batch above max_batch_size (gRPC)", "error", _batch_too_large, needs_grpc=True),
         Case("client cancels mid-stream (gRPC)", "any", _cancel_grpc, needs_grpc=True),
         Case("client disconnects mid-stream (HTTP)", "any", _cancel_http),
     ]
@@ -182,6 +253,25 @@ def llmapi_cases(ctx: SuiteContext) -> list[Case]:
         Case("unknown input tensor (gRPC)", "error",
              lambda c: _grpc(c, {"text_input": first, "sampling_param_max_tokens": 4, "no_such_input": 1}),
              needs_grpc=True),
+        # TensorRT-LLM's SamplingParams checks (as the CPU rehearsal has them, reference/llmapi_contract.py):
+        # temperature >= 0 (NaN fails it, infinity passes), 0 <= top_p <= 1, top_k >= 0; max_tokens defaults to 32
+        Case("temperature NaN (gRPC)", "error", lambda c: _grpc_sampling(c, sampling_param_temperature=math.nan),
+             needs_grpc=True),
+        Case("temperature infinite (gRPC)", "any", lambda c: _grpc_sampling(c, sampling_param_temperature=math.inf),
+             needs_grpc=True),
+        Case("top_p above 1", "error",
+             lambda c: _raw_sampling(c, sampling_param_top_p=2.0, sampling_param_temperature=1.0)),
+        Case("top_k negative", "error",
+             lambda c: _raw_sampling(c, sampling_param_top_k=-1, sampling_param_temperature=1.0)),
+        Case("top_k huge", "any",
+             lambda c: _raw_sampling(c, sampling_param_top_k=HUGE, sampling_param_temperature=1.0)),
+        Case("max_tokens missing", "any", lambda c: _raw(c, {"text_input": first})),
+        Case("max_tokens of the wrong shape (gRPC)", "error", _wrong_shape, needs_grpc=True),
+        Case("max_tokens of the wrong data type (gRPC)", "error",
+             lambda c: _wrong_dtype(c, "sampling_param_max_tokens", 4.0, "TYPE_FP32"), needs_grpc=True),
+        Case("text_input of the wrong data type (gRPC)", "error",
+             lambda c: _wrong_dtype(c, "text_input", [1, 2], "TYPE_INT32"), needs_grpc=True),
+        Case("text_input of the wrong shape (gRPC)", "error", _batch_too_large, needs_grpc=True),
         Case("stop + request id cancels a running stream (gRPC)", "any", _stop_running, needs_grpc=True),
         Case("client cancels mid-stream (gRPC)", "any", _cancel_grpc, needs_grpc=True),
         Case("client disconnects mid-stream (HTTP)", "any", _cancel_http),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from specbuild.validate.client import (ENGINE, Contract, Generation, GenerateParams, GrpcSession, HttpSession,
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from specbuild.validate.tokenizer import ClientTokenizer
 
 PASSED, FAILED, WARNED, SKIPPED, ERROR = "passed", "failed", "warned", "skipped", "error"
+INCONCLUSIVE = "inconclusive"  # a gate the measurements cannot decide (e.g. a sweep on a loaded machine)
 
 
 class ProgressFn(Protocol):
@@ -30,7 +31,9 @@ class ProgressFn(Protocol):
 @dataclass
 class CheckResult:
     """The outcome of one check. `passed`, `warned` (a finding that is no gate) and `skipped` do not fail a run;
-    `failed` (a gate does not hold) and `error` (the check could not run) do."""
+    `failed` (a gate does not hold) and `error` (the check could not run) do. `inconclusive` (the measurements
+    cannot decide the gate) fails a run unless the recipe allows it (`validation.allow_inconclusive`:
+    `inconclusive_allowed`)."""
 
     name: str
     title: str
@@ -39,14 +42,18 @@ class CheckResult:
     details: dict[str, Any] = field(default_factory=dict)
     gate: str | None = None  # the recipe gate this check decides, e.g. "validation.min_speedup >= 1.3"
     duration_s: float = 0.0
+    inconclusive_allowed: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.status in (PASSED, WARNED, SKIPPED)
+        return self.status in (PASSED, WARNED, SKIPPED) or (self.status == INCONCLUSIVE and self.inconclusive_allowed)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "title": self.title, "status": self.status, "summary": self.summary,
-                "gate": self.gate, "duration_s": round(self.duration_s, 3), "details": self.details}
+        d = {"name": self.name, "title": self.title, "status": self.status, "summary": self.summary,
+             "gate": self.gate, "duration_s": round(self.duration_s, 3), "details": self.details}
+        if self.status == INCONCLUSIVE:
+            d["inconclusive_allowed"] = self.inconclusive_allowed
+        return d
 
 
 @dataclass
@@ -55,7 +62,8 @@ class SuiteOptions:
     suite's default."""
 
     checks: Sequence[str] | None = None  # run only these checks (names from specbuild.validate.checks.ORDER)
-    requests_per_level: int | None = None  # performance: requests per concurrency level (default max(2c, prompts))
+    requests_per_level: int | None = None  # performance: requests per deployment per round of a level
+    performance_rounds: int | None = None  # performance: rounds per level (default validation.performance_rounds)
     perf_max_tokens: int | None = None  # performance: tokens per request (default validation.max_tokens)
     load_seconds: float | None = None
     load_clients: int | None = None
@@ -79,6 +87,7 @@ class Deployment:
         self.server = ServerClient(endpoints.http, endpoints.grpc, timeout_s=min(timeout_s, 60.0))
         self._local = threading.local()
         self._sessions: list[Any] = []
+        self._others: dict[str, Deployment] = {}
         self._lock = threading.Lock()
 
     # per-thread connections ---------------------------------------------------------------------------------
@@ -112,7 +121,24 @@ class Deployment:
             for s in self._sessions:
                 s.close()
             self._sessions.clear()
+            others, self._others = list(self._others.values()), {}
+        for other in others:
+            other.close()
         self.server.close()
+
+    def with_model(self, model: str) -> "Deployment":
+        """The same deployment, calling another of its models (e.g. the BLS next to the ensemble); closed with
+        this one."""
+        if model == self.model:
+            return self
+        with self._lock:
+            other = self._others.get(model)
+            if other is None:
+                other = Deployment(self.role, replace(self.endpoints, model=model), model, self.timeout_s,
+                                   contract=self.contract)
+                other.label = self.label
+                self._others[model] = other
+        return other
 
     @property
     def signature(self) -> ModelSignature:
@@ -125,8 +151,10 @@ class Deployment:
 
     # generation ---------------------------------------------------------------------------------------------
     def generate(self, prompt: str | bytes, params: GenerateParams, protocol: str = "http", *,
-                 stop_after: int | None = None, model: str | None = None) -> Generation:
-        """protocol: http (/generate), http-stream (/generate_stream), grpc (gRPC stream)."""
+                 stop_after: int | None = None, model: str | None = None,
+                 outputs: list[str] | None = None) -> Generation:
+        """protocol: http (/generate), http-stream (/generate_stream), grpc (gRPC stream; `outputs`: ask for
+        these outputs only)."""
         model = model or self.model
         rid = new_request_id(self.label[:4])
         if protocol == "http":
@@ -145,7 +173,7 @@ class Deployment:
             # gRPC refuses inputs a model does not declare (older repositories lack some): send only declared ones
             values = {k: v for k, v in self.contract.inputs(params, prompt, stream=stream).items()
                       if k in sig.inputs or k in params.extra}
-            gen = session.generate(model, sig, values, request_id=rid, stop_after=stop_after)
+            gen = session.generate(model, sig, values, request_id=rid, stop_after=stop_after, outputs=outputs)
             if not gen.ok:
                 self.drop_grpc()
             return gen
@@ -164,7 +192,7 @@ class SuiteContext:
     tokenizer: ClientTokenizer | None
     options: SuiteOptions
     progress: Callable[[str, int, int], None]
-    _greedy: dict[tuple[str, str], list[Generation]] = field(default_factory=dict)
+    _greedy: dict[tuple[str, str, str], list[Generation]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # the target's metrics endpoint scraped just before and after its greedy HTTP pass (the requests the
     # acceptance check reads): (before, after) samples, or an error sentence
@@ -173,6 +201,12 @@ class SuiteContext:
     @property
     def max_tokens(self) -> int:
         return self.recipe.validation.max_tokens
+
+    def for_model(self, model: str) -> "SuiteContext":
+        """This context with the target calling `model` (a check's cases then go to that model)."""
+        if model == self.target.model:
+            return self
+        return replace(self, target=self.target.with_model(model))
 
     def deployments(self) -> list[Deployment]:
         return [self.target] + ([self.baseline] if self.baseline is not None else [])
@@ -227,7 +261,7 @@ class SuiteContext:
 
     def greedy_pass(self, deployment: Deployment, protocol: str = "http") -> list[Generation]:
         """The greedy output of every prompt (exclude_input_in_output, perf metrics on), computed once."""
-        key = (deployment.role, protocol)
+        key = (deployment.role, getattr(deployment, "model", ""), protocol)  # for_model contexts share the cache
         with self._lock:
             cached = self._greedy.get(key)
         if cached is not None:

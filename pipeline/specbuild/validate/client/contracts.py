@@ -26,6 +26,7 @@ class Contract:
     perf_outputs: ClassVar[tuple[str, ...]]
     stream_input: ClassVar[str]  # the input that asks for one response per step
     counters_may_read_zero: ClassVar[bool] = False  # servers of this contract may return all-zero draft counters
+    client_models: ClassVar[tuple[str, ...]] = ()  # every model a client may call in such a repository
 
     def inputs(self, params: GenerateParams, prompt: str | bytes | None, *, stream: bool) -> dict[str, Any]:
         raise NotImplementedError
@@ -77,6 +78,7 @@ class Contract:
 
 class EngineContract(Contract):
     name = "engine"
+    client_models = ("ensemble", "tensorrt_llm_bls")
     has_ids = True
     cumulative = False
     stream_input = "stream"

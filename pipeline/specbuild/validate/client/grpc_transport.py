@@ -33,9 +33,11 @@ class ModelSignature:
         return cls(inputs, int(config.get("max_batch_size", 0) or 0), decoupled)
 
 
-def grpc_inputs(signature: ModelSignature, values: dict[str, Any], *, type_overrides: dict[str, str] | None = None):
+def grpc_inputs(signature: ModelSignature, values: dict[str, Any], *, type_overrides: dict[str, str] | None = None,
+                shapes: dict[str, tuple[int, ...]] | None = None):
     """tritonclient.grpc InferInputs for `values` (by input name), typed and shaped from the model's config.
-    Names the config does not declare are sent as given (the server rejects them: a bad-input case)."""
+    Names the config does not declare are sent as given (the server rejects them: a bad-input case);
+    `type_overrides` (config data types) and `shapes` send some inputs otherwise (bad-input cases too)."""
     import numpy as np
     import tritonclient.grpc as grpcclient
 
@@ -52,7 +54,9 @@ def grpc_inputs(signature: ModelSignature, values: dict[str, Any], *, type_overr
             arr = np.array([v if isinstance(v, bytes) else str(v).encode() for v in items], dtype=object)
         else:
             arr = np.array(items, dtype=_NUMPY_TYPES.get(data_type, "int32"))
-        if signature.max_batch_size > 0:
+        if shapes and name in shapes:
+            arr = arr.reshape(shapes[name])
+        elif signature.max_batch_size > 0:
             arr = arr.reshape(1, -1)
         inp = grpcclient.InferInput(name, list(arr.shape), _TRITON_TYPES.get(data_type, "INT32"))
         inp.set_data_from_numpy(arr)
@@ -96,16 +100,24 @@ class GrpcSession:
 
     def generate(self, model: str, signature: ModelSignature, values: dict[str, Any], *,
                  request_id: str | None = None, stop_after: int | None = None,
-                 type_overrides: dict[str, str] | None = None, on_first=None) -> Generation:
+                 type_overrides: dict[str, str] | None = None, shapes: dict[str, tuple[int, ...]] | None = None,
+                 on_first=None, outputs: list[str] | None = None) -> Generation:
         """Send one request on the stream and collect its responses until the final one (or an error).
-        on_first: called once the first response has arrived (e.g. to cancel the request from elsewhere)."""
+        on_first: called once the first response has arrived (e.g. to cancel the request from elsewhere).
+        outputs: ask for these outputs only (default: every output the model declares)."""
         request_id = request_id or new_request_id("grpc")
         gen = Generation("grpc-stream", time.perf_counter(), request_id=request_id)
         try:
-            inputs = grpc_inputs(signature, values, type_overrides=type_overrides)
+            inputs = grpc_inputs(signature, values, type_overrides=type_overrides, shapes=shapes)
             self._ensure_stream()
             gen.start = time.perf_counter()
-            self.client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True)
+            requested = None
+            if outputs is not None:
+                import tritonclient.grpc as grpcclient
+
+                requested = [grpcclient.InferRequestedOutput(name) for name in outputs]
+            self.client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True,
+                                           outputs=requested)
         except Exception as e:  # noqa: BLE001 - tritonclient raises its own exception types
             gen.end = time.perf_counter()
             gen.error = f"{type(e).__name__}: {e}"

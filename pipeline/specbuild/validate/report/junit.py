@@ -1,5 +1,6 @@
 """junit.xml: one test case per check, for CI systems (failed -> <failure>, error -> <error>,
-skipped -> <skipped>; a warning passes with the finding in <system-out>)."""
+skipped -> <skipped>, inconclusive -> <failure type="inconclusive"> unless validation.allow_inconclusive; a warning
+and an allowed inconclusive pass with the finding in <system-out>)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from specbuild.validate.checks.base import ERROR, FAILED, SKIPPED, WARNED
+from specbuild.validate.checks.base import ERROR, FAILED, INCONCLUSIVE, SKIPPED, WARNED
 from specbuild.validate.report.json_report import clean
 
 FILE = "junit.xml"
@@ -15,7 +16,8 @@ FILE = "junit.xml"
 
 def junit_tree(result) -> ET.ElementTree:
     checks = result.checks
-    counts = {"tests": len(checks), "failures": sum(c.status == FAILED for c in checks),
+    counts = {"tests": len(checks), "failures": sum(c.status == FAILED or (c.status == INCONCLUSIVE and not c.ok)
+                                                    for c in checks),
               "errors": sum(c.status == ERROR for c in checks), "skipped": sum(c.status == SKIPPED for c in checks)}
     total_time = f"{result.duration_s:.3f}"
     root = ET.Element("testsuites", name="specbuild validate", time=total_time, **{k: str(v) for k, v in counts.items()})
@@ -34,10 +36,15 @@ def junit_tree(result) -> ET.ElementTree:
             ET.SubElement(case, "failure", message=c.summary, type=c.gate or "check").text = text
         elif c.status == ERROR:
             ET.SubElement(case, "error", message=c.summary, type="error").text = text
+        elif c.status == INCONCLUSIVE and not c.ok:
+            ET.SubElement(case, "failure", message=c.summary, type="inconclusive").text = text
         elif c.status == SKIPPED:
             ET.SubElement(case, "skipped", message=c.summary)
         out = ET.SubElement(case, "system-out")
-        out.text = ("WARNING: " if c.status == WARNED else "") + c.summary
+        prefix = {WARNED: "WARNING: "}.get(c.status, "")
+        if c.status == INCONCLUSIVE:
+            prefix = "INCONCLUSIVE (allowed by validation.allow_inconclusive): " if c.ok else "INCONCLUSIVE: "
+        out.text = prefix + c.summary
     ET.indent(root)
     return ET.ElementTree(root)
 

@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 FILE = "report.md"
 ICON = {"passed": "✅ passed", "failed": "❌ failed", "error": "💥 error", "warned": "⚠️ warning",
-        "skipped": "➖ skipped"}
+        "skipped": "➖ skipped", "inconclusive": "❔ inconclusive"}
 PLOT_TITLES = {"latency_vs_concurrency.png": "Latency vs concurrency",
                "throughput_vs_concurrency.png": "Throughput vs concurrency",
                "speedup_vs_concurrency.png": "Speedup vs concurrency",
@@ -32,8 +32,14 @@ def sec(dist: dict | None, key: str) -> str:
     return f"{dist[key]:.3f}" if dist and dist.get(key) is not None else "–"
 
 
+def status_text(check) -> str:
+    text = ICON.get(check.status, check.status)
+    return text + " (allowed by validation.allow_inconclusive)" if check.status == "inconclusive" and check.ok \
+        else text
+
+
 def performance_rows(details: dict) -> list[list[Any]]:
-    speed = {p["concurrency"]: p["speedup"] for p in details.get("speedup", [])}
+    speed = {p["concurrency"]: p for p in details.get("speedup", [])}
     rows = []
     levels = details.get("levels", {})
     concurrencies = sorted({s["concurrency"] for vs in levels.values() for s in vs})
@@ -48,12 +54,12 @@ def performance_rows(details: dict) -> list[list[Any]]:
                          f"{ms(s['ttft_s'], 'p50')} / {ms(s['ttft_s'], 'p90')} / {ms(s['ttft_s'], 'p99')}",
                          f"{ms(s['itl_s'], 'p50')} / {ms(s['itl_s'], 'p90')} / {ms(s['itl_s'], 'p99')}",
                          f"{sec(s['latency_s'], 'p50')} / {sec(s['latency_s'], 'p90')} / {sec(s['latency_s'], 'p99')}",
-                         speedup_text(sp)])
+                         speedup_range_text(sp)])
     return rows
 
 
 PERF_HEADER = ["concurrency", "deployment", "ok/requests", "output tok/s", "req/s", "TTFT ms p50/p90/p99",
-               "ITL ms p50/p90/p99", "latency s p50/p90/p99", "speedup"]
+               "ITL ms p50/p90/p99", "latency s p50/p90/p99", "speedup median (min–max)"]
 
 
 def speedup_text(value: float | None) -> str:
@@ -62,19 +68,79 @@ def speedup_text(value: float | None) -> str:
     return f"{value:.2f}×" if value >= 0.1 else f"{value:.3f}×"
 
 
+def speedup_range_text(point: dict | None) -> str:
+    """A level's speedup: the median of its rounds and their min–max (a speedup dict of the performance check)."""
+    if not point or point.get("speedup") is None:
+        return ""
+    low, high = point.get("speedup_min"), point.get("speedup_max")
+    if low is None or high is None or len(point.get("rounds") or ()) < 2:
+        return speedup_text(point["speedup"])
+    return f"{speedup_text(point['speedup'])} ({speedup_text(low)}–{speedup_text(high)})"
+
+
+def _sweep_lines(details: dict) -> list[str]:
+    """How the sweep was run and how busy the machine was, and the gate's verdict."""
+    out = []
+    if details.get("rounds"):
+        out.append(f"Each level ran {details['rounds']} rounds, the deployments taking turns "
+                   f"({details.get('round_order', 'ABBA')}); a level's speedup is the median of its rounds' "
+                   "speedups, with their min–max.")
+    load = {c: s for c, s in (details.get("machine_load") or {}).items() if s}
+    if load:
+        out.append("Other processes' share of this machine's CPU time while measured: " + ", ".join(
+            f"{s['foreign_share']:.0%} at concurrency {c}" for c, s in load.items())
+                   + f" (a gate is not judged above {details.get('busy_threshold', 0.25):.0%}).")
+    verdict = details.get("gate_verdict")
+    if verdict:
+        out.append(f"**Gate:** {verdict['status']} — {verdict['why']}.")
+    return [line for text in out for line in (text, "")]
+
+
 def _crossover_line(details: dict) -> str:
     cross = details.get("crossover")
     if not cross:
         return ""
+    uncertain = cross.get("uncertain_levels") or []
+    note = (" The rounds disagree about speedup ≥ 1× at concurrency " + ", ".join(str(c) for c in uncertain) + "."
+            if uncertain else "")
     if cross.get("always_faster"):
-        return "Speculation is faster at every concurrency level measured (no crossover in the sweep)."
+        return "Speculation is faster at every concurrency level measured (no crossover in the sweep)." + note
     if cross.get("never_faster"):
-        return "Speculation is slower at every concurrency level measured."
+        return "Speculation is slower at every concurrency level measured." + note
     if cross.get("first_level_below_1") is not None:
         at = f"≈ {cross['interpolated']:.1f}" if cross.get("interpolated") else f"{cross['first_level_below_1']}"
         return (f"**Crossover:** speculation stops paying at concurrency {at} "
-                f"(first level measured below 1×: {cross['first_level_below_1']}).")
+                f"(first level measured below 1× (median): {cross['first_level_below_1']})." + note)
     return ""
+
+
+def _mib(value: int | None) -> str:
+    return f"{value / 2**20:.0f} MiB" if value else "–"
+
+
+def load_lines(L: dict) -> list[str]:
+    """The load check's mix: good and bad requests, what was lost, the server's health and memory after."""
+    g, b = L["good"], L["bad"]
+    out = [f"{L['clients']} clients for {L['seconds']} s ({L['wall_s']:.1f} s with the requests in flight), "
+           f"models {', '.join(L.get('models') or [])}: {L['sent']} requests, {L['requests_per_s']:.1f} req/s.", ""]
+    out += table(["requests", "sent", "equal", "mixed", "diverged", "refused", "no answer", "lost"],
+                 [["good", g["sent"], g["equal"], g["mixed"], g["diverged"], g["error"], g["no answer"], L["lost"]],
+                  ["bad", b["sent"], "", "", "", b["refused"], b["no answer"], ""]])
+    if L.get("by_case"):
+        out += table(["bad case", "sent", "refused", "answered", "no answer"],
+                     [[name, r["sent"], r["refused"], r["answered"], r["no answer"]] for name, r in L["by_case"].items()])
+    h, srv = L.get("health") or {}, L.get("server")
+    after = [f"server live: {'yes' if h.get('live') else 'NO'}",
+             "every model ready" if not h.get("not_ready") else "NOT ready: " + ", ".join(h["not_ready"])]
+    if srv is not None:
+        growth = srv.get("rss_growth")
+        after += [f"stubs died: {', '.join(srv['stubs_died']) or 'none'}",
+                  f"RSS (server + stubs) {_mib(srv.get('rss_before_bytes'))} → {_mib(srv.get('rss_after_bytes'))}"
+                  + (f" ({growth:+.1%})" if growth is not None else "")]
+    out += ["After the load: " + "; ".join(after) + ".", ""]
+    for problem in L.get("problems") or []:
+        out += [f"- {problem}"]
+    return out + ([""] if L.get("problems") else [])
 
 
 def _section(lines: list[str], title: str) -> None:
@@ -92,7 +158,7 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
              f"- baseline deployment: {result.baseline.describe() if result.baseline else 'none'}", ""]
     _section(lines, "Checks")
     lines += table(["check", "status", "gate", "summary", "time s"],
-                   [[c.name, ICON.get(c.status, c.status), c.gate or "", c.summary, f"{c.duration_s:.1f}"]
+                   [[c.name, status_text(c), c.gate or "", c.summary, f"{c.duration_s:.1f}"]
                     for c in result.checks])
     by = {c.name: c for c in result.checks}
 
@@ -102,6 +168,7 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
         lines += [f"Greedy, {perf.details.get('max_tokens')} tokens per request, closed loop over "
                   f"{perf.details.get('protocol')}; ITL = {perf.details.get('itl_definition')}.", ""]
         lines += table(PERF_HEADER, performance_rows(perf.details))
+        lines += _sweep_lines(perf.details)
         cross = _crossover_line(perf.details)
         if cross:
             lines += [cross, ""]
@@ -162,11 +229,8 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
 
     load = by.get("load")
     if load and "sent" in load.details:
-        L = load.details
         _section(lines, "Load")
-        lines += table(["clients", "seconds", "sent", "complete", "errors", "lost", "mixed", "diverged", "req/s"],
-                       [[L["clients"], L["seconds"], L["sent"], L["complete"], L["errors"], L["lost"], L["mixed"],
-                         L["diverged"], f"{L['requests_per_s']:.1f}"]])
+        lines += load_lines(load.details)
 
     func = by.get("functional")
     if func and func.details.get("prompts"):

@@ -91,11 +91,18 @@ def speedup_plot(plt, details: dict, path: Path, title: str) -> Path:
     xs, ys = [p[0] for p in points], [p[1] for p in points]
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.axhline(1.0, color="black", lw=1, ls="--", label="break-even (1×)")
-    ax.plot(xs, ys, "o-", color=COLORS["speculative"], lw=2, label="speculative / baseline output tok/s")
+    ax.plot(xs, ys, "o-", color=COLORS["speculative"], lw=2, label="speculative / baseline output tok/s (median)")
+    spreads = [(p["concurrency"], p["speedup"], p.get("speedup_min"), p.get("speedup_max"))
+               for p in details["speedup"] if p["speedup"] is not None and p.get("speedup_min") is not None]
+    if spreads:  # the rounds' min-max around each median
+        ax.errorbar([x for x, *_ in spreads], [y for _, y, _, _ in spreads],
+                    yerr=[[y - lo for _, y, lo, _ in spreads], [hi - y for _, y, _, hi in spreads]],
+                    fmt="none", ecolor=COLORS["speculative"], elinewidth=1, capsize=4, alpha=0.7,
+                    label="rounds: min–max")
     for x, y in points:  # labels above the points that pay, below the ones that do not (clear of the 1x line)
         ax.annotate(f"{y:.2f}×", (x, y), textcoords="offset points", xytext=(0, 8 if y >= 1 else -15),
                     ha="center", fontsize=9)
-    top = max(ys + [1.0]) * 1.2
+    top = max(ys + [1.0] + [hi for *_, hi in spreads]) * 1.2
     cross = details.get("crossover") or {}
     if cross.get("first_level_below_1") is not None:
         at = cross.get("interpolated") or cross["first_level_below_1"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from specbuild.validate.report.markdown import speedup_text
+from specbuild.validate.report.markdown import speedup_range_text, speedup_text  # noqa: F401
 
 
-STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "warned": "yellow", "skipped": "dim"}
+STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "warned": "yellow", "skipped": "dim",
+         "inconclusive": "bold magenta"}
 
 
 @contextmanager
@@ -38,7 +39,8 @@ def print_result(result, console) -> None:
     for col in ("check", "status", "summary"):
         checks.add_column(col, overflow="fold")
     for c in result.checks:
-        checks.add_row(c.name, f"[{STYLE.get(c.status, '')}]{c.status}[/]", c.summary)
+        status = c.status + (" (allowed)" if c.status == "inconclusive" and c.ok else "")
+        checks.add_row(c.name, f"[{STYLE.get(c.status, '')}]{status}[/]", c.summary)
     console.print(checks)
     perf = result.check("performance")
     if perf is not None and perf.details.get("levels"):
@@ -63,7 +65,7 @@ def performance_table(details: dict):
     table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
     for col in ("c", "deployment", "tok/s", "req/s", "TTFT ms", "ITL ms", "lat s", "p99 s", "speedup"):
         table.add_column(col, justify="left" if col == "deployment" else "right", no_wrap=True)
-    speed = {p["concurrency"]: p["speedup"] for p in details.get("speedup", [])}
+    speed = {p["concurrency"]: p for p in details.get("speedup", [])}
     for c in sorted({s["concurrency"] for vs in levels.values() for s in vs}):
         for dep, vs in levels.items():
             s = next((x for x in vs if x["concurrency"] == c), None)
@@ -73,5 +75,5 @@ def performance_table(details: dict):
             sp = speed.get(c) if dep == "speculative" else None
             table.add_row(str(c), dep, f"{s['output_tokens_per_s']:.1f}", f"{s['requests_per_s']:.2f}",
                           _ms(s["ttft_s"]), _ms(s["itl_s"]), f"{lat['p50']:.3f}" if lat else "–",
-                          f"{lat['p99']:.3f}" if lat else "–", speedup_text(sp))
+                          f"{lat['p99']:.3f}" if lat else "–", speedup_range_text(sp))
     return table

@@ -9,6 +9,7 @@ max_seq_len, step_ms, token_ms.
 """
 
 import json
+import math
 import queue
 import threading
 import time
@@ -41,6 +42,9 @@ class Job:
         self.streaming = bool(_opt(request, "streaming", [False])[0])
         temp = _opt(request, "temperature")
         top_k = _opt(request, "runtime_top_k")
+        top_p = _opt(request, "runtime_top_p")
+        self.raw_sampling = (None if temp is None else float(temp[0]), None if top_k is None else int(top_k[0]),
+                             None if top_p is None else float(top_p[0]))
         self.temperature = float(temp[0]) if temp is not None else 1.0
         self.greedy = (top_k is not None and int(top_k[0]) == 1) or temp is None or self.temperature == 0.0
         seed = _opt(request, "seed")
@@ -97,6 +101,13 @@ class TritonPythonModel:
         return None
 
     def _problem(self, job):
+        temperature, top_k, top_p = job.raw_sampling  # TensorRT-LLM's SamplingConfig checks (+ a finite temperature)
+        if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):
+            return f"temperature={temperature} must be a finite number >= 0"
+        if top_k is not None and top_k < 0:
+            return f"top_k={top_k} must be >= 0"
+        if top_p is not None and top_p != 0 and not 0 < top_p <= 1:
+            return f"top_p={top_p} must be in (0, 1]"
         if not job.prompt:
             return "the prompt is empty"
         if len(job.prompt) > self.max_input_len:

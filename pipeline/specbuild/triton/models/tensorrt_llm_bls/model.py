@@ -95,6 +95,15 @@ def output(response, name):
     return None if tensor is None else tensor.as_numpy()
 
 
+def requested_only(request, tensors):
+    """The tensors the request asked for. A decoupled response carrying others has them dropped inside
+    ResponseSender.send with the GIL released, which frees their numpy arrays without it: heap corruption and an
+    intermittent stub crash under load on Triton <= 24.11 (python_backend PR #390, "Fix requested output deleting
+    extra outputs", pb_tensor.cc ~PbTensor holds the GIL since). Dropping them here, with the GIL, avoids that path."""
+    wanted = set(request.requested_output_names())
+    return [t for t in tensors if t.name() in wanted]
+
+
 def pad_stack(arrays, fill):
     """Stack [1, ...] arrays of different trailing shapes into [n, ...], padding with `fill`."""
     shape = [max(a.shape[d] for a in arrays) for d in range(1, arrays[0].ndim)]
@@ -320,14 +329,16 @@ class TritonPythonModel:
             if row.stream:
                 def emit(tensors):
                     with group["lock"]:  # one sender, several row threads
-                        sender.send(pb_utils.InferenceResponse(output_tensors=tensors))
+                        sender.send(pb_utils.InferenceResponse(output_tensors=requested_only(request, tensors)))
             try:
                 result = self.run_row(row, emit, sender)
-                finish_row(None if row.stream else pb_utils.InferenceResponse(output_tensors=result))
+                finish_row(None if row.stream else
+                           pb_utils.InferenceResponse(output_tensors=requested_only(request, result)))
             except Cancelled:
                 finish_row(None)
             except Exception as e:  # noqa: BLE001
-                traceback.print_exc()
+                if not isinstance(e, RequestError):  # a refused request is answered, not a fault to log
+                    traceback.print_exc()
                 finish_row(self.error(e))
 
         for row in rows:

@@ -166,6 +166,10 @@ class Job:
         self.first_token_ns = None
         self.last_token_ns = None
         self.triton_id = request.request_id() or ""
+        # Send only what the request asked for: the python backend (Triton <= 24.11) drops other tensors of a
+        # decoupled response inside ResponseSender.send without the GIL, freeing their numpy arrays unsafely
+        # (python_backend PR #390) — an intermittent stub crash under load.
+        self.wanted = set(request.requested_output_names())
 
 
 class TritonPythonModel:
@@ -361,7 +365,7 @@ class TritonPythonModel:
             out.append(pb_utils.Tensor("num_input_tokens", np.array([[len(job.input_ids)]], dtype=np.int32)))
         if job.flags["return_num_output_tokens"]:
             out.append(pb_utils.Tensor("num_output_tokens", np.array([[len(job.tokens)]], dtype=np.int32)))
-        return pb_utils.InferenceResponse(output_tensors=out)
+        return pb_utils.InferenceResponse(output_tensors=[t for t in out if t.name() in job.wanted])
 
     def full_output(self, job):
         return job.tokens if job.exclude else job.input_ids + job.tokens
@@ -406,7 +410,11 @@ class TritonPythonModel:
                     self.next_cancel_check = now + self.cancel_period_s
                     for rid, job in list(self.jobs.items()):
                         sender = job.group["sender"]
-                        if sender is not None and sender.is_cancelled():
+                        try:
+                            gone = sender is not None and sender.is_cancelled()
+                        except Exception:  # noqa: BLE001 - the request is gone: stop decoding it, keep the loop alive
+                            gone = True
+                        if gone:
                             self.executor.cancel(rid)
             start = time.time_ns()
             try:
@@ -525,9 +533,17 @@ class TritonPythonModel:
                 jobs = self.make_jobs(request, group)
                 group["left"] = len(jobs)
                 with self.lock:
-                    for job, req in jobs:
-                        job.rid = self.executor.enqueue(req)
-                        self.jobs[job.rid] = job
+                    try:
+                        for job, req in jobs:
+                            job.rid = self.executor.enqueue(req)
+                            self.jobs[job.rid] = job
+                    except Exception:
+                        # A later row is refused: withdraw the rows already queued, so that nothing answers (or
+                        # asks is_cancelled of) this sender after the error response below closes it.
+                        for job, _ in jobs:
+                            if job.rid is not None and self.jobs.pop(job.rid, None) is not None:
+                                self.executor.cancel(job.rid)
+                        raise
                     self.lock.notify()
             except Exception as e:  # noqa: BLE001 - RequestError, UserError from the executor's checks, ...
                 sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(self.message(e))),
