@@ -130,7 +130,7 @@ def test_pool_holds_the_prompt_and_generated_ngrams(engines):
 
 
 def test_jacobi_update_warms_up_then_harvests_ngrams():
-    w, n = 3, 3
+    n = 3
     window = Window([[100, 1, 2]], NgramPool(4), n)
     step = build_tree(window, 100, 0)
     argmax = [0] * step.tree.size

@@ -522,10 +522,7 @@ def test_inflight_batcher_client_requests_reach_the_core(served, hf_greedy):
     the C++ backend reads it), temperature 1.0, beam_width 1; output_ids[0][0], sequence_length[0][0]."""
     if served.method not in ("none", "eagle"):
         pytest.skip("one plain and one speculative engine are enough")
-    import tritonclient.grpc as grpcclient
-
     prompt = PROMPTS[1]
-    ids = grpcclient.InferenceServerClient  # noqa: F841 - imported for the client's types
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(served.recipe.tokenizer_dir)

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from trtllm_helpers import DOUBLES, PIPELINE
@@ -45,7 +46,7 @@ def llmapi_recipe(machine, models, tmp_path):
     (models / "mtp-target" / "tokenizer.json").write_text((models / "target" / "tokenizer.json").read_text())
     (models / "mtp-target" / "model.safetensors").write_bytes(b"")
 
-    def write(method: str, release: str = "1.2", **sections) -> "Path":  # noqa: F821
+    def write(method: str, release: str = "1.2", **sections) -> Path:
         recipe = {"name": f"llmapi-{method.replace('_', '-')}", "runtime": "tensorrt-llm", "flavour": "llm-api",
                   "model": {"checkpoint": "models/mtp-target" if method == "mtp" else "models/target",
                             "dtype": "bfloat16"},

@@ -324,12 +324,12 @@ class TritonPythonModel:
                 elif last:
                     sender.send(flags=flags)
 
+        def send_chunk(tensors):
+            with group["lock"]:  # one sender, several row threads
+                sender.send(pb_utils.InferenceResponse(output_tensors=requested_only(request, tensors)))
+
         def serve(row):
-            emit = None
-            if row.stream:
-                def emit(tensors):
-                    with group["lock"]:  # one sender, several row threads
-                        sender.send(pb_utils.InferenceResponse(output_tensors=requested_only(request, tensors)))
+            emit = send_chunk if row.stream else None
             try:
                 result = self.run_row(row, emit, sender)
                 finish_row(None if row.stream else
