@@ -15,6 +15,7 @@ import inspect
 import json
 
 import pytest
+from zoo_engines import build_draft, build_target, has_extras
 
 from specbuild import draft_len_schedule
 
@@ -41,28 +42,17 @@ def schedule(label: str) -> dict[int, int]:
 @pytest.fixture(scope="module")
 def zoo(shipped_tiny, tmp_path_factory):
     """label -> engine folder (with the schedule in specbuild.decoding), plus "autoregressive" and "draft"."""
-    from specbuild.reference.engine_folder import build_engine
-
     root = tmp_path_factory.mktemp("adaptive")
-    medusa_cfg = json.loads((shipped_tiny / "medusa" / "config.json").read_text())
     folders = {}
     for label, (method, decoding, draft_len, extra, pretrained, _, _) in METHODS.items():
-        if not all((shipped_tiny / v / "config.json").is_file() for v in extra.values()):
+        if not has_extras(shipped_tiny, extra):
             continue
-        if pretrained is None:
-            pretrained = {"num_medusa_heads": medusa_cfg["medusa_num_heads"],
-                          "num_medusa_layers": medusa_cfg["medusa_num_layers"]}
         decoding = {**decoding, "draft_len_schedule": draft_len_schedule.as_text(sorted(schedule(label).items()))}
-        folders[label] = root / label
-        build_engine(root / label, role="target", method=method, decoding=decoding,
-                     model_dir=shipped_tiny / "target", tokenizer_dir=shipped_tiny / "tokenizer",
-                     extra_dirs={k: shipped_tiny / v for k, v in extra.items()}, dtype="float32",
-                     limits={**LIMITS, "max_draft_len": draft_len}, pretrained_extra=pretrained)
-    for label, method, role, model in (("autoregressive", "none", "target", "target"),
-                                       ("draft", "draft_target", "draft", "draft")):
-        folders[label] = root / label
-        build_engine(root / label, role=role, method=method, model_dir=shipped_tiny / model,
-                     tokenizer_dir=shipped_tiny / "tokenizer", dtype="float32", limits={**LIMITS, "max_draft_len": 0})
+        folders[label] = build_target(shipped_tiny, root / label, method=method, decoding=decoding,
+                                      max_draft_len=draft_len, extra=extra, pretrained=pretrained, limits=LIMITS)
+    folders["autoregressive"] = build_target(shipped_tiny, root / "autoregressive", method="none", decoding={},
+                                             max_draft_len=0, extra={}, pretrained={}, limits=LIMITS)
+    folders["draft"] = build_draft(shipped_tiny, root / "draft", LIMITS)
     return folders
 
 

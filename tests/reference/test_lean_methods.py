@@ -13,6 +13,7 @@ import inspect
 import json
 
 import pytest
+from zoo_engines import build_draft, build_target
 
 LIMITS = dict(max_batch_size=4, max_input_len=96, max_seq_len=160, max_num_tokens=2048)
 METHODS = {  # label: (recipe method, decoding options, max_draft_len, extra folders, pretrained extras)
@@ -33,23 +34,13 @@ METHODS = {  # label: (recipe method, decoding options, max_draft_len, extra fol
 @pytest.fixture(scope="module")
 def zoo_engines(shipped_tiny, tmp_path_factory):
     """label -> {"lean": Engine, "transformers": Engine} (plus "draft"), each pair loaded from one folder."""
-    from specbuild.reference.engine_folder import build_engine, load_engine
+    from specbuild.reference.engine_folder import load_engine
 
     root = tmp_path_factory.mktemp("lean_methods")
-    medusa_cfg = json.loads((shipped_tiny / "medusa" / "config.json").read_text())
-    folders = {}
-    for label, (method, decoding, draft_len, extra, pretrained) in METHODS.items():
-        if pretrained is None:
-            pretrained = {"num_medusa_heads": medusa_cfg["medusa_num_heads"],
-                          "num_medusa_layers": medusa_cfg["medusa_num_layers"]}
-        folders[label] = root / label
-        build_engine(root / label, role="target", method=method, decoding=decoding,
-                     model_dir=shipped_tiny / "target", tokenizer_dir=shipped_tiny / "tokenizer",
-                     extra_dirs={k: shipped_tiny / v for k, v in extra.items()}, dtype="float32",
-                     limits={**LIMITS, "max_draft_len": draft_len}, pretrained_extra=pretrained)
-    folders["draft"] = root / "draft"
-    build_engine(root / "draft", role="draft", method="draft_target", model_dir=shipped_tiny / "draft",
-                 tokenizer_dir=shipped_tiny / "tokenizer", dtype="float32", limits={**LIMITS, "max_draft_len": 0})
+    folders = {label: build_target(shipped_tiny, root / label, method=method, decoding=decoding,
+                                   max_draft_len=draft_len, extra=extra, pretrained=pretrained, limits=LIMITS)
+               for label, (method, decoding, draft_len, extra, pretrained) in METHODS.items()}
+    folders["draft"] = build_draft(shipped_tiny, root / "draft", LIMITS)
     engines: dict = {}
     with pytest.MonkeyPatch.context() as mp:
         for path in ("lean", "transformers"):

@@ -28,6 +28,7 @@ from specbuild.reference.executor import Executor, _Group
 from specbuild.reference.request import Request
 from specbuild.reference.sampling import SamplingConfig
 from specbuild.reference.sequence import Sequence
+from zoo_engines import build_draft, build_target
 from tree_helpers import chi_square_pvalue, fit_medusa, make_engine, prompts, save_random_llama
 
 # ---------------------------------------------------------------- an independent statement of the definitions
@@ -193,24 +194,15 @@ def zoo(shipped_tiny, tmp_path_factory):
     """Engines over the shipped tiny zoo: the autoregressive baseline, one per method, the draft model."""
     from transformers import AutoTokenizer
 
-    from specbuild.reference.engine_folder import build_engine, load_engine
+    from specbuild.reference.engine_folder import load_engine
 
     root = tmp_path_factory.mktemp("penalties_zoo")
-    medusa_cfg = json.loads((shipped_tiny / "medusa" / "config.json").read_text())
-    engines = {}
-    for label, (method, decoding, draft_len, extra, pretrained) in {
-            "autoregressive": ("none", {}, 0, {}, {}), **ZOO_METHODS}.items():
-        if pretrained is None:
-            pretrained = {"num_medusa_heads": medusa_cfg["medusa_num_heads"],
-                          "num_medusa_layers": medusa_cfg["medusa_num_layers"]}
-        build_engine(root / label, role="target", method=method, decoding=decoding,
-                     model_dir=shipped_tiny / "target", tokenizer_dir=shipped_tiny / "tokenizer",
-                     extra_dirs={k: shipped_tiny / v for k, v in extra.items()}, dtype="float32",
-                     limits={**ZOO_LIMITS, "max_draft_len": draft_len}, pretrained_extra=pretrained)
-        engines[label] = load_engine(root / label)
-    build_engine(root / "draft", role="draft", method="draft_target", model_dir=shipped_tiny / "draft",
-                 tokenizer_dir=shipped_tiny / "tokenizer", dtype="float32", limits={**ZOO_LIMITS, "max_draft_len": 0})
-    engines["draft"] = load_engine(root / "draft")
+    engines = {label: load_engine(build_target(shipped_tiny, root / label, method=method, decoding=decoding,
+                                               max_draft_len=draft_len, extra=extra, pretrained=pretrained,
+                                               limits=ZOO_LIMITS))
+               for label, (method, decoding, draft_len, extra, pretrained) in {
+                   "autoregressive": ("none", {}, 0, {}, {}), **ZOO_METHODS}.items()}
+    engines["draft"] = load_engine(build_draft(shipped_tiny, root / "draft", ZOO_LIMITS))
     tok = AutoTokenizer.from_pretrained(shipped_tiny / "tokenizer")
     sources = [inspect.getsource(m) for m in (json, inspect)]
     prompt_list = [tok(s[i * 700: i * 700 + 700])["input_ids"][:80] for s in sources for i in range(7)]
