@@ -13,22 +13,11 @@ import inspect
 import json
 
 import pytest
+from zoo_engines import METHODS as SHARED_METHODS
 from zoo_engines import build_draft, build_target
 
 LIMITS = dict(max_batch_size=4, max_input_len=96, max_seq_len=160, max_num_tokens=2048)
-METHODS = {  # label: (recipe method, decoding options, max_draft_len, extra folders, pretrained extras)
-    "autoregressive": ("none", {}, 0, {}, {}),
-    "prompt_lookup": ("prompt_lookup", {"max_draft_len": 4, "max_matching_ngram_size": 3}, 4, {}, {}),
-    "draft_target": ("draft_target", {"num_draft_tokens": 4}, 4, {}, {}),
-    "medusa": ("medusa", {"medusa_choices": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]}, 6, {"medusa": "medusa"},
-               None),
-    "eagle1": ("eagle", {"eagle_choices": [[0], [1], [0, 0], [0, 1], [0, 0, 0], [0, 0, 0, 0]]}, 6, {"eagle": "eagle"},
-               {"num_eagle_layers": 4}),
-    "eagle2": ("eagle", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": 2}, 7, {"eagle": "eagle"},
-               {"num_eagle_layers": 4}),
-    "lookahead": ("lookahead", {"lookahead_window_size": 3, "lookahead_ngram_size": 3,
-                                "lookahead_verification_set_size": 2}, 9, {}, {}),
-}
+METHODS = {"autoregressive": ("none", {}, 0, {}, {}), **SHARED_METHODS}
 
 
 @pytest.fixture(scope="module")

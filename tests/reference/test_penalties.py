@@ -28,6 +28,7 @@ from specbuild.reference.executor import Executor, _Group
 from specbuild.reference.request import Request
 from specbuild.reference.sampling import SamplingConfig
 from specbuild.reference.sequence import Sequence
+from zoo_engines import METHODS as SHARED_METHODS
 from zoo_engines import build_draft, build_target
 from tree_helpers import chi_square_pvalue, fit_medusa, make_engine, prompts, save_random_llama
 
@@ -172,20 +173,11 @@ def test_autoregressive_with_penalties_is_the_definition(models, engine_factory)
 # ---------------------------------------------------------------- every method, greedy, on the shipped zoo
 
 ZOO_LIMITS = dict(max_batch_size=4, max_input_len=96, max_seq_len=192, max_num_tokens=2048)
-ZOO_METHODS = {  # label: (recipe method, decoding, max_draft_len, extra folders, pretrained extras)
-    "prompt_lookup": ("prompt_lookup", {"max_draft_len": 4, "max_matching_ngram_size": 3}, 4, {}, {}),
-    "draft_target": ("draft_target", {"num_draft_tokens": 4}, 4, {}, {}),
-    "medusa": ("medusa", {"medusa_choices": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]}, 6, {"medusa": "medusa"},
-               None),
-    "eagle1": ("eagle", {"eagle_choices": [[0], [1], [0, 0], [0, 1], [0, 0, 0], [0, 0, 0, 0]]}, 6, {"eagle": "eagle"},
-               {"num_eagle_layers": 4}),
-    "eagle2": ("eagle", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": 2}, 7, {"eagle": "eagle"},
-               {"num_eagle_layers": 4}),
+ZOO_METHODS = {  # the shared table plus EAGLE-3 (a head on a method-none engine), chain and tree
+    **SHARED_METHODS,
     "eagle3": ("none", {"max_draft_len": 3}, 3, {"eagle3": "eagle3"}, {}),
     "eagle3_tree": ("none", {"max_draft_len": 3, "use_dynamic_tree": True, "dynamic_tree_max_top_k": 2,
                              "max_total_draft_tokens": 5}, 5, {"eagle3": "eagle3"}, {}),
-    "lookahead": ("lookahead", {"lookahead_window_size": 3, "lookahead_ngram_size": 3,
-                                "lookahead_verification_set_size": 2}, 9, {}, {}),
 }
 
 

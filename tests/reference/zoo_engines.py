@@ -6,6 +6,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+# label: (recipe method, decoding options, max_draft_len, extra folders, pretrained extras (None: Medusa's))
+METHODS = {
+    "prompt_lookup": ("prompt_lookup", {"max_draft_len": 4, "max_matching_ngram_size": 3}, 4, {}, {}),
+    "draft_target": ("draft_target", {"num_draft_tokens": 4}, 4, {}, {}),
+    "medusa": ("medusa", {"medusa_choices": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]}, 6, {"medusa": "medusa"},
+               None),
+    "eagle1": ("eagle", {"eagle_choices": [[0], [1], [0, 0], [0, 1], [0, 0, 0], [0, 0, 0, 0]]}, 6, {"eagle": "eagle"},
+               {"num_eagle_layers": 4}),
+    "eagle2": ("eagle", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": 2}, 7, {"eagle": "eagle"},
+               {"num_eagle_layers": 4}),
+    "lookahead": ("lookahead", {"lookahead_window_size": 3, "lookahead_ngram_size": 3,
+                                "lookahead_verification_set_size": 2}, 9, {}, {}),
+}
+
 
 def medusa_pretrained(zoo: Path) -> dict:
     """The engine's pretrained_config extras for the zoo's Medusa heads (their count and depth, from their config)."""
