@@ -82,7 +82,7 @@ class InProcess:
     """The engine folders of a deployment, decoded here by the reference Executor."""
 
     def __init__(self, layout, role: str, end_id: int | None):
-        from specbuild.reference.engine import load_engine
+        from specbuild.reference.engine_folder import load_engine
         from specbuild.reference.executor import Executor
 
         engine = load_engine(layout.engine(role))

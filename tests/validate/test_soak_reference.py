@@ -111,7 +111,7 @@ def test_soak(served, name, record_property):
 def _case_names(recipe, server) -> set[str]:
     from specbuild.validate.checks.bad_input import cases
     from specbuild.validate.endpoints import Endpoints
-    from specbuild.validate.suite import close_context, make_context
+    from specbuild.validate.context import close_context, make_context
 
     ctx = make_context(recipe, Endpoints.of(server))
     try:

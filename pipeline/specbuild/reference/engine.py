@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbuild.engine_facts import SpecMode, limits_from_config
-from specbuild.reference.engine_folder import SpeculativeDecodingMode, load_engine  # noqa: F401 (re-export)
 from specbuild.reference.model import CausalLM
 
 

@@ -396,7 +396,7 @@ def soak(recipe, http: str, grpc: str | None, *, concurrency: int, requests: int
     """One soak: the mix (every model clients call, every protocol, every bad case) with a fixed number of good
     requests, against the deployment of `recipe` served at http/grpc (host:port)."""
     from specbuild.validate.endpoints import Endpoints
-    from specbuild.validate.suite import close_context, make_context
+    from specbuild.validate.context import close_context, make_context
 
     ctx = make_context(recipe, Endpoints(http, grpc), progress=progress)
     try:

@@ -16,14 +16,11 @@ from typing import TYPE_CHECKING, Callable
 
 from specbuild.errors import UserError
 from specbuild.methods import describe
-from specbuild.speculation import NO_SPECULATION
 from specbuild.runtimes import runtime_for
 from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
-from specbuild.validate.checks.base import CheckResult, Deployment, SuiteContext, SuiteOptions
-from specbuild.validate.client import contract
+from specbuild.validate.checks.base import CheckResult, SuiteOptions
+from specbuild.validate.context import close_context, make_context
 from specbuild.validate.endpoints import Endpoints
-from specbuild.validate.prompts import load_prompts
-from specbuild.validate.tokenizer import load_tokenizer
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -100,51 +97,6 @@ def _preflight(recipe: Recipe, baseline: Endpoints | None, options: SuiteOptions
                         "--baseline-grpc-url), or relax those settings in the recipe's validation section")
 
 
-def _tokenizer(recipe: Recipe, target: Deployment):
-    tok = load_tokenizer(recipe.tokenizer_dir)
-    if tok is not None:
-        return tok
-    try:  # the server's preprocessing names its tokenizer folder: usable when the server runs on this machine
-        value = (target.server.config("preprocessing").get("parameters") or {}).get("tokenizer_dir") or {}
-        folder = value.get("string_value") if isinstance(value, dict) else None
-        return load_tokenizer(Path(folder)) if folder else None
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def make_context(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None,
-                 options: SuiteOptions | None = None,
-                 progress: Callable[[str, int, int], None] | None = None) -> SuiteContext:
-    """The suite's context (deployments, prompts, tokenizer) for running checks or the request mix
-    (validate/mix.py) directly. UserError when a server does not answer. Close with `close_context`."""
-    options = options or SuiteOptions()
-    spec = describe(recipe)
-    prompts = load_prompts(recipe)
-    if options.max_prompts:
-        prompts = prompts[:options.max_prompts]
-    timeout = recipe.validation.request_timeout_s
-    runtime = runtime_for(recipe)
-    speaks = contract(runtime.contract)
-    dep_target = Deployment("target", target, runtime.serving_model(spec), timeout, speculative=spec.speculative,
-                            contract=speaks)
-    dep_base = Deployment("baseline", baseline, runtime.serving_model(NO_SPECULATION), timeout, contract=speaks) \
-        if baseline is not None else None
-    try:
-        for dep in filter(None, (dep_target, dep_base)):
-            dep.server.reachable()
-        return SuiteContext(recipe, spec, prompts, dep_target, dep_base, _tokenizer(recipe, dep_target), options,
-                            progress or (lambda stage, done, total: None))
-    except BaseException:
-        for dep in filter(None, (dep_target, dep_base)):
-            dep.close()
-        raise
-
-
-def close_context(ctx: SuiteContext) -> None:
-    for dep in ctx.deployments():
-        dep.close()
-
-
 def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None, *,
                    report_dir: Path | None = None, progress: Callable[[str, int, int], None] | None = None,
                    options: SuiteOptions | None = None, console=None) -> ValidationResult:
@@ -168,7 +120,7 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     ctx = make_context(recipe, target, baseline, options, progress)
-    dep_target, dep_base = ctx.target, ctx.baseline
+    dep_target = ctx.target
     prompts = ctx.prompts
     try:
         wanted = set(options.checks) if options.checks is not None else None
@@ -179,9 +131,7 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
             ctx.progress(check.TITLE, 0, 0)
             results.append(check.run(ctx))
     finally:
-        dep_target.close()
-        if dep_base is not None:
-            dep_base.close()
+        close_context(ctx)
     result = ValidationResult(recipe.name, spec.method, recipe.runtime, target, baseline, dep_target.model, results,
                               started, time.perf_counter() - t0, len(prompts), gates=_gates(recipe),
                               contract=runtime.contract)

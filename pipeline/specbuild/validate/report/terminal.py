@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from specbuild.validate.report.markdown import speedup_range_text, speedup_text  # noqa: F401
+from specbuild.validate.report.markdown import speedup_range_text
 
 
 STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "warned": "yellow", "skipped": "dim",

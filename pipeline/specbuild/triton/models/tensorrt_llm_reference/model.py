@@ -200,7 +200,7 @@ class TritonPythonModel:
                                                 "— build the engines (specbuild compile) and point it there")
         import torch
 
-        from specbuild.reference.engine import load_engine
+        from specbuild.reference.engine_folder import load_engine
         from specbuild.reference.executor import Executor
 
         # One torch thread by default (SPECBUILD_TORCH_THREADS): the core shares the CPUs with tritonserver and the

@@ -1,0 +1,69 @@
+"""The suite's context: the deployments (with their request contract), prompts and tokenizer that checks and the
+request mix (validate/mix.py) run against.
+
+    ctx = make_context(recipe, Endpoints("127.0.0.1:8000", "127.0.0.1:8001"))
+    try: ...
+    finally: close_context(ctx)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
+from specbuild.speculation import NO_SPECULATION
+from specbuild.validate.checks.base import Deployment, SuiteContext, SuiteOptions
+from specbuild.validate.client import contract
+from specbuild.validate.prompts import load_prompts
+from specbuild.validate.tokenizer import load_tokenizer
+
+if TYPE_CHECKING:
+    from specbuild.recipe.schema import Recipe
+    from specbuild.validate.endpoints import Endpoints
+
+
+def _tokenizer(recipe: Recipe, target: Deployment):
+    tok = load_tokenizer(recipe.tokenizer_dir)
+    if tok is not None:
+        return tok
+    try:  # the server's preprocessing names its tokenizer folder: usable when the server runs on this machine
+        value = (target.server.config("preprocessing").get("parameters") or {}).get("tokenizer_dir") or {}
+        folder = value.get("string_value") if isinstance(value, dict) else None
+        return load_tokenizer(Path(folder)) if folder else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def make_context(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None,
+                 options: SuiteOptions | None = None,
+                 progress: Callable[[str, int, int], None] | None = None) -> SuiteContext:
+    """The suite's context (deployments, prompts, tokenizer) for running checks or the request mix
+    (validate/mix.py) directly. UserError when a server does not answer. Close with `close_context`."""
+    options = options or SuiteOptions()
+    spec = describe(recipe)
+    prompts = load_prompts(recipe)
+    if options.max_prompts:
+        prompts = prompts[:options.max_prompts]
+    timeout = recipe.validation.request_timeout_s
+    runtime = runtime_for(recipe)
+    speaks = contract(runtime.contract)
+    dep_target = Deployment("target", target, runtime.serving_model(spec), timeout, speculative=spec.speculative,
+                            contract=speaks)
+    dep_base = Deployment("baseline", baseline, runtime.serving_model(NO_SPECULATION), timeout, contract=speaks) \
+        if baseline is not None else None
+    try:
+        for dep in filter(None, (dep_target, dep_base)):
+            dep.server.reachable()
+        return SuiteContext(recipe, spec, prompts, dep_target, dep_base, _tokenizer(recipe, dep_target), options,
+                            progress or (lambda stage, done, total: None))
+    except BaseException:
+        for dep in filter(None, (dep_target, dep_base)):
+            dep.close()
+        raise
+
+
+def close_context(ctx: SuiteContext) -> None:
+    for dep in ctx.deployments():
+        dep.close()
