@@ -10,7 +10,7 @@ import pytest
 
 from specbuild.errors import UserError
 from specbuild.validate import Endpoints, parse_hostport
-from specbuild.validate.client import GenerateParams, ModelSignature, _sse_events, outputs_from_json
+from specbuild.validate.client import ENGINE, GenerateParams, ModelSignature, _sse_events, outputs_from_json
 from specbuild.validate.prompts import BUNDLED, load_prompt_file, load_prompts
 
 
@@ -38,11 +38,11 @@ def test_endpoints():
 
 
 def test_request_inputs():
-    greedy = GenerateParams(max_tokens=8, stop_words=["\n\n"]).inputs("hi", stream=True)
+    greedy = ENGINE.inputs(GenerateParams(max_tokens=8, stop_words=["\n\n"]), "hi", stream=True)
     assert greedy == {"text_input": "hi", "max_tokens": 8, "top_k": 1, "stop_words": ["\n\n"],
                       "exclude_input_in_output": True, "return_perf_metrics": True, "stream": True}
-    sampled = GenerateParams(max_tokens=2, temperature=0.8, top_k=0, top_p=0.9, seed=7,
-                             return_perf_metrics=False).inputs("hi", stream=False)
+    sampled = ENGINE.inputs(GenerateParams(max_tokens=2, temperature=0.8, top_k=0, top_p=0.9, seed=7,
+                                           return_perf_metrics=False), "hi", stream=False)
     assert sampled == {"text_input": "hi", "max_tokens": 2, "temperature": 0.8, "top_k": 0, "top_p": 0.9,
                        "seed": 7, "exclude_input_in_output": True, "stream": False}
 

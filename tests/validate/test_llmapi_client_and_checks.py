@@ -10,7 +10,7 @@ from specbuild.methods import describe
 from specbuild.recipe.schema import Recipe
 from specbuild.validate.checks import acceptance
 from specbuild.validate.checks.base import SuiteContext, SuiteOptions
-from specbuild.validate.client import ENGINE, LLM_API, Generation, GenerateParams, Output
+from specbuild.validate.client import LLM_API, Generation, GenerateParams, Output
 from specbuild.validate.endpoints import Endpoints
 from specbuild.validate.prompts import Prompt
 
@@ -25,9 +25,6 @@ def test_llmapi_inputs_are_nvidias_tensor_names():
                              stream=False)
     assert sampled == {"text_input": "hi", "sampling_param_max_tokens": 2, "sampling_param_temperature": 0.8,
                        "sampling_param_top_p": 0.9, "sampling_param_seed": 7, "streaming": False}
-    # the engine contract is unchanged by the split
-    assert GenerateParams(max_tokens=2).inputs("hi", stream=False) == ENGINE.inputs(GenerateParams(max_tokens=2),
-                                                                                     "hi", stream=False)
     assert LLM_API.http_body({"text_input": ""}, "r-1") == {"text_input": "", "id": "r-1"}
 
 

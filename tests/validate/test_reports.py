@@ -10,7 +10,7 @@ import pytest
 from specbuild.validate import Endpoints
 from specbuild.validate.checks.base import CheckResult
 from specbuild.validate.report import write_reports
-from specbuild.validate.suite import ValidationResult
+from specbuild.validate.result import ValidationResult
 
 
 def level(dep, c, tps):

@@ -101,7 +101,7 @@ def test_the_tuned_recipe_keeps_comments_and_paths(tmp_path):
 def test_cli_writes_the_tuned_recipe(tmp_path, monkeypatch, capsys):
     import specbuild.validate as validate
     from specbuild.cli import main
-    from specbuild.validate.suite import ValidationResult
+    from specbuild.validate.result import ValidationResult
 
     path = recipe_file(tmp_path)
 

@@ -19,16 +19,21 @@ from specbuild.validate.endpoints import Endpoints, parse_hostport
 
 if TYPE_CHECKING:
     from specbuild.validate.checks.base import CheckResult, SuiteOptions
-    from specbuild.validate.suite import ValidationResult, run_validation
+    from specbuild.validate.result import ValidationResult
+    from specbuild.validate.suite import run_validation
 
 __all__ = ["CheckResult", "Endpoints", "SuiteOptions", "ValidationResult", "parse_hostport", "run_validation"]
 
 
 def __getattr__(name: str):
-    if name in ("run_validation", "ValidationResult"):
-        from specbuild.validate import suite
+    if name == "run_validation":
+        from specbuild.validate.suite import run_validation
 
-        return getattr(suite, name)
+        return run_validation
+    if name == "ValidationResult":
+        from specbuild.validate.result import ValidationResult
+
+        return ValidationResult
     if name in ("CheckResult", "SuiteOptions"):
         from specbuild.validate.checks import base
 

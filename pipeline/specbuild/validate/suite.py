@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -18,52 +17,14 @@ from specbuild.errors import UserError
 from specbuild.methods import describe
 from specbuild.runtimes import runtime_for
 from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
-from specbuild.validate.checks.base import CheckResult, SuiteOptions
+from specbuild.validate.checks.base import SuiteOptions
 from specbuild.validate.context import close_context, make_context
 from specbuild.validate.endpoints import Endpoints
+from specbuild.validate.result import ValidationResult
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
-
-
-@dataclass
-class ValidationResult:
-    """What `run_validation` found. `passed` is True when no check failed or errored (every gate holds)."""
-
-    recipe: str
-    method: str
-    runtime: str
-    target: Endpoints
-    baseline: Endpoints | None
-    serving_model: str
-    checks: list[CheckResult]
-    started: str
-    duration_s: float
-    prompts: int
-    report_files: list[Path] = field(default_factory=list)
-    gates: dict = field(default_factory=dict)
-    contract: str = "engine"  # the serving model's request/response contract (Runtime.contract)
-
-    @property
-    def passed(self) -> bool:
-        return all(c.ok for c in self.checks)
-
-    @property
-    def failures(self) -> list[CheckResult]:
-        """The checks that fail the run: failed, error, and inconclusive unless the recipe allows it."""
-        return [c for c in self.checks if not c.ok]
-
-    def check(self, name: str) -> CheckResult | None:
-        return next((c for c in self.checks if c.name == name), None)
-
-    def to_dict(self) -> dict:
-        return {"specbuild_validation_report": 1, "recipe": self.recipe, "method": self.method,
-                "runtime": self.runtime, "passed": self.passed, "started": self.started,
-                "duration_s": round(self.duration_s, 3), "prompts": self.prompts,
-                "target": self.target.to_dict(), "baseline": self.baseline.to_dict() if self.baseline else None,
-                "serving_model": self.serving_model, "contract": self.contract, "gates": self.gates,
-                "checks": [c.to_dict() for c in self.checks]}
 
 
 def _gates(recipe: Recipe) -> dict:

@@ -35,13 +35,6 @@ class GenerateParams:
     def greedy(self) -> bool:
         return self.temperature is None
 
-    def inputs(self, prompt: str | bytes | None, *, stream: bool, contract=None) -> dict[str, Any]:
-        """Input tensors by name, as JSON-able Python values (a bytes prompt stays bytes for gRPC), in `contract`'s
-        tensors (default: the engine flavour's ensemble/BLS)."""
-        from specbuild.validate.client.contracts import ENGINE
-
-        return (contract or ENGINE).inputs(self, prompt, stream=stream)
-
 
 @dataclass
 class Chunk:

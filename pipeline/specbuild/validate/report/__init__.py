@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from specbuild.validate.suite import ValidationResult
+    from specbuild.validate.result import ValidationResult
 
 
 def write_reports(result: ValidationResult, folder: Path) -> list[Path]:

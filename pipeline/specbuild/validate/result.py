@@ -1,0 +1,48 @@
+"""What one run of the validation suite found (`run_validation`'s result; the reports are written from it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specbuild.validate.checks.base import CheckResult
+from specbuild.validate.endpoints import Endpoints
+
+
+@dataclass
+class ValidationResult:
+    """What `run_validation` found. `passed` is True when no check failed or errored (every gate holds)."""
+
+    recipe: str
+    method: str
+    runtime: str
+    target: Endpoints
+    baseline: Endpoints | None
+    serving_model: str
+    checks: list[CheckResult]
+    started: str
+    duration_s: float
+    prompts: int
+    report_files: list[Path] = field(default_factory=list)
+    gates: dict = field(default_factory=dict)
+    contract: str = "engine"  # the serving model's request/response contract (Runtime.contract)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        """The checks that fail the run: failed, error, and inconclusive unless the recipe allows it."""
+        return [c for c in self.checks if not c.ok]
+
+    def check(self, name: str) -> CheckResult | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def to_dict(self) -> dict:
+        return {"specbuild_validation_report": 1, "recipe": self.recipe, "method": self.method,
+                "runtime": self.runtime, "passed": self.passed, "started": self.started,
+                "duration_s": round(self.duration_s, 3), "prompts": self.prompts,
+                "target": self.target.to_dict(), "baseline": self.baseline.to_dict() if self.baseline else None,
+                "serving_model": self.serving_model, "contract": self.contract, "gates": self.gates,
+                "checks": [c.to_dict() for c in self.checks]}
