@@ -104,27 +104,24 @@ class Sequence:
         logits = logits.float()
         if not self.context_dependent:
             return sampling.scale(logits, self.sampling)
-        masked = logits
-        if self.request.bad_words or self._bans_end(0):
-            masked = logits.clone()
-            for i, extra in enumerate(contexts):
-                banned = self.banned_tokens(extra)
-                if banned:
-                    masked[i, banned] = float("-inf")
         counts = self.token_counts(contexts, logits.shape[-1]) if self.sampling.penalized else None
-        return sampling.processed_logits(masked, self.sampling, counts)
+        return sampling.processed_logits(self._masked(logits, contexts), self.sampling, counts)
+
+    def _masked(self, logits: torch.Tensor, contexts: Seq[Seq[int]]) -> torch.Tensor:
+        """logits [n, V] with row i's banned tokens (given context tokens + contexts[i]) at -inf."""
+        if not self.request.bad_words and not self._bans_end(0):
+            return logits
+        masked = logits.clone()
+        for i, extra in enumerate(contexts):
+            banned = self.banned_tokens(extra)
+            if banned:
+                masked[i, banned] = float("-inf")
+        return masked
 
     def mask_bad_words(self, logits: torch.Tensor, extra: Seq[int] = ()) -> torch.Tensor:
         """logits [n, V] at n consecutive positions whose contexts are tokens + extra[:i]: banned tokens (bad words,
         the end id before min_tokens) get -inf."""
-        if not self.request.bad_words and not self._bans_end(0):
-            return logits
-        logits = logits.clone()
-        for i in range(logits.shape[0]):
-            banned = self.banned_tokens(extra[:i])
-            if banned:
-                logits[i, banned] = float("-inf")
-        return logits
+        return self._masked(logits, [list(extra[:i]) for i in range(logits.shape[0])])
 
     def probs(self, logits: torch.Tensor, extra: Seq[int] = ()) -> torch.Tensor:
         """The request's distributions [n, V] at n consecutive positions (contexts tokens + extra[:i])."""
