@@ -472,7 +472,7 @@ class TritonPythonModel:
             except Exception:  # noqa: BLE001 - e.g. the client went away
                 traceback.print_exc()
         with self.lock:
-            pending = list(self.jobs.values())
+            pending = list(self.jobs.values()) if self.batcher_metrics is not None else []
         # metric updates go to the server (not under the lock); at most every stats_check_period_ms, and when
         # the executor goes idle, so the gauges settle on the last iteration
         self.report_iteration(tally, pending, force=idle)
@@ -487,7 +487,9 @@ class TritonPythonModel:
         publish = force or now >= self.next_report
         if publish:
             self.next_report = now + self.stats_period_s
-        active = [j for j in jobs if j.first_scheduled_ns is not None]
+        # the gauges' inputs only when they are published (a step in between only counts): per-step Python on
+        # the delivery thread holds the GIL the executor thread needs for its next step
+        active = [j for j in jobs if j.first_scheduled_ns is not None] if publish else []
         try:
             self.batcher_metrics.iteration(waiting=len(jobs) - len(active), context=tally["context"],
                                            generation=tally["generation"], context_tokens=tally["context_tokens"],
