@@ -156,6 +156,8 @@ def model_yaml(recipe, spec: Speculation, *, role: str = "target", path: Callabl
         "cuda_graph_config": {"max_batch_size": b.max_batch_size, "enable_padding": False} if a.cuda_graphs else None,
         "disable_overlap_scheduler": bool(overlap_off),
     })
+    if t.stream_interval != 1:  # the LLM's default (1) is left to each release
+        args["stream_interval"] = t.stream_interval
     if speculative:
         args["speculative_config"] = speculative_config(spec, a.release, path=path, schedule=schedule,
                                                         max_batch_size=b.max_batch_size)

@@ -41,6 +41,9 @@ def general_findings(recipe: Recipe, options: BuildOptions | None = None) -> Ite
         yield Finding(("validation", "concurrency"), "lists a level twice — give each concurrency level once")
     if isinstance(v.prompts, list) and not v.prompts:
         yield Finding(("validation", "prompts"), "is an empty list — give at least one prompt or remove the key")
+    if recipe.triton.stream_interval != 1 and not recipe.triton.streaming:
+        yield Finding(("triton", "stream_interval"), f"is {recipe.triton.stream_interval} but triton.streaming is "
+                      "false, so nothing streams — set streaming: true or remove stream_interval")
     if (v.min_speedup is not None or v.min_acceptance_length is not None) and not spec.speculative:
         key = "min_speedup" if v.min_speedup is not None else "min_acceptance_length"
         yield Finding(("validation", key), "gates speculation but speculation.method is none — remove the gate")

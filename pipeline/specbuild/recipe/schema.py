@@ -75,6 +75,11 @@ class TritonSection(Section):
 
     streaming: bool = False
     """Decoupled models that stream tokens as they are accepted (generate_stream, gRPC stream)."""
+    stream_interval: PositiveInt32 = 1
+    """Streaming: a response on a request's first decoding iteration, every N-th and its last, each with the tokens
+    since the one before (TensorRT-LLM LLM API's stream_interval; 1 = one response per iteration). Fewer, larger
+    responses cost the server less per token. The llm-api flavour writes it into model.yaml; the reference core
+    honours it; the engine path's C++ tensorrtllm backend has no such option (tensorrt-llm runtime: refused)."""
     preprocessing_instances: PositiveInt32 = 1
     """Instances of the preprocessing model."""
     postprocessing_instances: PositiveInt32 = 1

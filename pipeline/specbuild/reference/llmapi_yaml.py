@@ -156,6 +156,7 @@ class LlmArgs(_Strict):
     kv_cache_config: KvCacheConfig = Field(default_factory=KvCacheConfig)
     cuda_graph_config: CudaGraphConfig | None = Field(default_factory=CudaGraphConfig)
     disable_overlap_scheduler: bool = False
+    stream_interval: PositiveInt = 1  # streaming: a response every N iterations (and the first and last)
     speculative_config: dict[str, Any] | None = None  # parsed by decoding_type (below)
 
 
@@ -180,6 +181,7 @@ class LlmApiSettings:
     decoupled: bool
     triton_max_batch_size: int
     cancellation_check_period_ms: int
+    stream_interval: int = 1  # LLM argument: streamed responses every N decoding iterations (and first and last)
     notes: tuple[str, ...] = ()  # accepted options that have no effect on the CPU (logged at load)
 
 
@@ -244,7 +246,7 @@ def read_model_yaml(path: Path) -> LlmApiSettings:
         max_batch_size=llm.max_batch_size, max_num_tokens=llm.max_num_tokens, max_input_len=llm.max_input_len,
         max_seq_len=max_seq_len, method=method, max_draft_len=k, decoding=decoding, draft_dir=draft,
         head_dir=head, decoding_type=dtype_name, decoupled=decoupled, triton_max_batch_size=mbs,
-        cancellation_check_period_ms=period, notes=tuple(notes))
+        cancellation_check_period_ms=period, stream_interval=llm.stream_interval, notes=tuple(notes))
 
 
 # ---------------------------------------------------------------------------------------------------- pieces

@@ -27,6 +27,7 @@ class ReferenceRuntime(EngineFlavour):
     core_backend = "python"
     core_backend_label = "python (specbuild reference)"
     follows_draft_len_schedule = True
+    honours_stream_interval = True
     bundle_refusal = ("the reference runtime serves on CPU with `specbuild serve`; bundles run TensorRT-LLM in "
                       "NVIDIA's tritonserver image (runtime: tensorrt-llm)")
 

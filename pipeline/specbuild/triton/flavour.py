@@ -18,6 +18,10 @@ class EngineFlavour(Runtime):
     # The core model follows a draft_len_schedule for the methods drafted inside the engine (Medusa, EAGLE):
     # the reference core does (parameter draft_len_schedule); the C++ executor has no such option.
     follows_draft_len_schedule: bool = False
+    # Whether the core streams a response every triton.stream_interval steps (the reference core's parameter
+    # stream_interval); the C++ backend sends one per executor response (inflight_batcher_llm/src/
+    # model_instance_state.cc) and has no such parameter.
+    honours_stream_interval: bool = False
 
     def flavour_checks(self, recipe, spec) -> Iterator[Finding]:
         if spec.mode is None:
@@ -29,6 +33,17 @@ class EngineFlavour(Runtime):
                           "draft length per batch size (TensorRT-LLM has draft_len_schedule in its LLM API only) — "
                           "remove adaptive, use flavour: llm-api, or a method our BLS drafts (draft_target, "
                           "prompt_lookup), which follows the schedule", also=(("speculation", "method"),))
+        interval = recipe.triton.stream_interval
+        if interval != 1 and not self.honours_stream_interval:
+            yield Finding(("triton", "stream_interval"), f"is {interval}, but the {self.core_backend_label} core of "
+                          "the engine path streams one response per decoding step: the C++ backend has no stream "
+                          "interval (TensorRT-LLM has stream_interval in its LLM API only) — remove stream_interval, "
+                          "or use flavour: llm-api")
+        elif interval != 1 and spec.drafted_by_bls:
+            yield Finding(("triton", "stream_interval"), f"is {interval}, but {spec.method} is served by "
+                          "tensorrt_llm_bls, which streams one response per speculative round — remove "
+                          "stream_interval, or use a method the core drafts (eagle, medusa, lookahead)",
+                          also=(("speculation", "method"),))
 
     def engine_roles(self, recipe) -> list[str]:
         from specbuild.plan import roles

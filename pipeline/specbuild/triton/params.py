@@ -82,6 +82,8 @@ def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> 
         "executor_worker_path": EXECUTOR_WORKER_PATH,
         "FORCE_CPU_ONLY_INPUT_TENSORS": "no",
     }
+    if recipe.triton.stream_interval != 1:  # the reference core's (refused where the core cannot honour it)
+        params["stream_interval"] = str(recipe.triton.stream_interval)
     if role == "target" and not draft:
         params.update(speculation_params.core_parameters(describe(recipe)))
     participants = launch(recipe, role).get("participant_ids")

@@ -54,6 +54,13 @@ class TritonPythonModel:
             tokens = tokens[:, None, :]
         lengths = lengths.reshape(tokens.shape[0], -1)
         batch, beams = tokens.shape[0], tokens.shape[1]
+        if batch == 1 and beams == 1 and lengths.size == 1:
+            # one row (every streamed response of a request): no padding, one decode; same text and ids as below
+            row = tokens[0, 0, :int(lengths[0, 0])].astype(np.int32)
+            text = self.tokenizer.batch_decode([row.tolist()], skip_special_tokens=self.skip_special_tokens)[0]
+            return pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.Tensor("OUTPUT", np.array([text.encode("utf-8")], dtype=object)),
+                pb_utils.Tensor("OUTPUT_IDS", row.reshape(1, 1, -1))])
         width = int(lengths.max()) if lengths.size else 0
         ids = np.full([batch, beams, width], -1, dtype=np.int32)
         rows = []

@@ -8,7 +8,11 @@ exclude_input_in_output, max_beam_width, ...) and the same input and output tens
 - Decoupled (`model_transaction_policy { decoupled: true }`): in-flight batching. `execute` enqueues and returns;
   one worker thread steps the executor, so a request that arrives while others decode joins at the next step.
   Streaming requests get one response per step with the new tokens (built and sent by a second thread while the
-  next step runs); others one response at the end. Cancellation is polled every cancellation_check_period_ms and the
+  next step runs); others one response at the end. With the parameter stream_interval N (specbuild's, default 1:
+  the recipe's triton.stream_interval; the C++ backend has no such option) a streaming request gets a response on
+  its first step, every N-th step and its last, each with the tokens (and log probs) of the steps since the one
+  before: TensorRT-LLM's LLM-API rule (tensorrt_llm/_torch/pyexecutor/py_executor.py `_handle_responses`:
+  py_decoding_iter == 1, a multiple of stream_interval, or finished). Cancellation is polled every cancellation_check_period_ms and the
   nv_trt_llm_* gauges published every stats_check_period_ms, as the C++ backend does. A request
   with batch > 1 gets responses per row (`batch_index`), the last one flagged final.
 - Not decoupled: `execute` runs the requests Triton hands it as one executor batch and answers each once.
@@ -157,6 +161,9 @@ class Job:
         self.input_ids = input_ids
         self.flags = flags  # return_perf_metrics, return_num_input_tokens, return_num_output_tokens
         self.rid = None
+        self.iterations = 0  # executor steps this row took part in (TensorRT-LLM's py_decoding_iter)
+        self.unsent = []  # streaming: tokens of the steps since the last response (stream_interval > 1)
+        self.unsent_log_probs = []
         self.tokens = []
         self.log_probs = []  # TokenLogProb per generated token (return_log_probs)
         self.cum_log_prob = 0.0
@@ -220,6 +227,7 @@ class TritonPythonModel:
         self.stats_period_s = int_parameter(config, "stats_check_period_ms", 100, minimum=0) / 1000.0
         self.next_report = 0.0
         self.cancel_period_s = int_parameter(config, "cancellation_check_period_ms", 100, minimum=0) / 1000.0
+        self.stream_interval = int_parameter(config, "stream_interval", 1, minimum=1)
         self.next_cancel_check = 0.0
         if self.decoupled:
             self.outbox = queue.SimpleQueue()
@@ -382,6 +390,7 @@ class TritonPythonModel:
         if job.first_scheduled_ns is None:
             job.first_scheduled_ns = step_start
         job.stats = event.stats
+        job.iterations += 1
         job.log_probs.extend(event.log_probs)
         job.cum_log_prob = event.cum_log_prob
         if event.finished and self.spec_metrics is not None and event.stats is not None:
@@ -463,7 +472,7 @@ class TritonPythonModel:
             except Exception:  # noqa: BLE001 - e.g. the client went away
                 traceback.print_exc()
         with self.lock:
-            pending = list(self.jobs.values())
+            pending = list(self.jobs.values()) if self.batcher_metrics is not None else []
         # metric updates go to the server (not under the lock); at most every stats_check_period_ms, and when
         # the executor goes idle, so the gauges settle on the last iteration
         self.report_iteration(tally, pending, force=idle)
@@ -478,7 +487,9 @@ class TritonPythonModel:
         publish = force or now >= self.next_report
         if publish:
             self.next_report = now + self.stats_period_s
-        active = [j for j in jobs if j.first_scheduled_ns is not None]
+        # the gauges' inputs only when they are published (a step in between only counts): per-step Python on
+        # the delivery thread holds the GIL the executor thread needs for its next step
+        active = [j for j in jobs if j.first_scheduled_ns is not None] if publish else []
         try:
             self.batcher_metrics.iteration(waiting=len(jobs) - len(active), context=tally["context"],
                                            generation=tally["generation"], context_tokens=tally["context_tokens"],
@@ -498,12 +509,28 @@ class TritonPythonModel:
         flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0
         sender = job.group["sender"]
         if job.streaming:
+            if self.stream_interval > 1:
+                new, log_probs = self.due(job, new, event)
+            else:
+                log_probs = event.log_probs
             if new:
-                sender.send(self.response(job, new, event.finished, event.log_probs), flags=flags)
+                sender.send(self.response(job, new, event.finished, log_probs), flags=flags)
             elif last:
                 sender.send(flags=flags)
         elif event.finished:
             sender.send(self.response(job, self.full_output(job), True), flags=flags)
+
+    def due(self, job, new, event):
+        """stream_interval > 1: (tokens, log probs) to stream now — those of the steps since the last response, on
+        the row's first step, every stream_interval-th and its last — else ([], []) and they wait."""
+        job.unsent.extend(new)
+        job.unsent_log_probs.extend(event.log_probs)
+        n = job.iterations
+        if not (n == 1 or n % self.stream_interval == 0 or event.finished):
+            return [], []
+        out, job.unsent = job.unsent, []
+        log_probs, job.unsent_log_probs = job.unsent_log_probs, []
+        return out, log_probs
 
     def fail_all(self, message):
         with self.lock:
