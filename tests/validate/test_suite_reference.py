@@ -78,7 +78,7 @@ def serve(recipe: Recipe, root: Path, role: str):
     if not layout.engine(role).is_dir():
         build_engines(recipe, layout)
     repo = write_repository(recipe, layout, role)
-    return TritonServer(repo, log_path=root / f"tritonserver-{role}.log").start()
+    return TritonServer(repo, log_path=root / f"tritonserver-{role}.log", exit_timeout_s=1).start()
 
 
 @pytest.fixture(scope="module")
