@@ -101,9 +101,27 @@ def _serving(c: Compile) -> None:
 
 
 def _validating(c: Compile) -> None:
-    """Both servers are ready and the validation suite has been sending requests for a few seconds."""
+    """Both servers are ready and the validation suite's requests are under way: the target has answered some
+    (its metrics endpoint counts them), and the suite sends the next at once."""
     c.wait_for(lambda: sum(ln.startswith("✓ serve") for ln in c.lines) >= 2, "validation")
-    time.sleep(4)
+    c.wait_for(lambda: _answered(c.tmp / "reports") > 0, "a validation request answered", timeout_s=120)
+
+
+def _answered(reports: Path) -> float:
+    """Inference requests the target server has answered (nv_inference_request_success, all models)."""
+    import urllib.request
+
+    logs = list(reports.glob("*/tritonserver-target.log"))
+    port = re.search(r"Started Metrics Service at 127\.0\.0\.1:(\d+)", logs[0].read_text()) if logs else None
+    if port is None:
+        return 0
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("nv_inference_request_success{"))
 
 
 EXPECTED = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated (SIGTERM)"),

@@ -63,7 +63,7 @@ def served(request, tmp_path_factory):
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
     build_engines(recipe, layout)
     repo = write_repository(recipe, layout)
-    with TritonServer(repo, log_path=root / "tritonserver.log") as server:
+    with TritonServer(repo, log_path=root / "tritonserver.log", exit_timeout_s=1) as server:
         yield label, model, repo, server
 
 

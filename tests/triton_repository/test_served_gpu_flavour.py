@@ -32,7 +32,7 @@ def served(tmp_path_factory):
     write_engine_configs(recipe, layout)
     repo = write_repository(recipe, layout)
     with TritonServer(repo, model_control="explicit", load_models=PYTHON_MODELS,
-                      log_path=root / "tritonserver.log") as server:
+                      log_path=root / "tritonserver.log", exit_timeout_s=1) as server:
         yield server, tokenizer
 
 

@@ -117,7 +117,8 @@ def served(request, tmp_path_factory):
 
     recipe = make_recipe(request.param)
     root = tmp_path_factory.mktemp(f"llmapi-{request.param}")
-    with TritonServer(write_repo(recipe, root), log_path=root / "tritonserver.log") as server:
+    with TritonServer(write_repo(recipe, root), log_path=root / "tritonserver.log",
+                      exit_timeout_s=1) as server:
         yield Served(request.param, recipe, server)
 
 

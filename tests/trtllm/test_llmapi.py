@@ -267,7 +267,7 @@ def test_the_gpu_repository_loads_in_a_real_tritonserver(machine, llmapi_recipe)
 
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.2.0")
     _, repo = compile_repository(llmapi_recipe("eagle3"))
-    with TritonServer(repo, log_path=repo.parent / "tritonserver.log") as server:
+    with TritonServer(repo, log_path=repo.parent / "tritonserver.log", exit_timeout_s=1) as server:
         import tritonclient.http as httpclient
 
         client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))

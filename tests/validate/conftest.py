@@ -33,7 +33,7 @@ def toy_servers(tmp_path_factory, toy_tokenizer):
     with ExitStack() as stack:
         servers = {}
         for name, repo in repos.items():
-            server = TritonServer(repo, log_path=root / f"{name}.log")
+            server = TritonServer(repo, log_path=root / f"{name}.log", exit_timeout_s=1)
             stack.enter_context(server)
             servers[name] = server
         yield servers

@@ -111,7 +111,7 @@ def test_health_notices_a_dead_stub_that_triton_still_reports_ready(toy_tokenize
 
     recipe = toy_recipe(toy_tokenizer)
     repo = write_toy_repo(tmp_path / "repo", mode="speculative", core_parameters=core_parameters(recipe))
-    with TritonServer(repo, log_path=tmp_path / "server.log") as server:
+    with TritonServer(repo, log_path=tmp_path / "server.log", exit_timeout_s=1) as server:
         options = SuiteOptions(checks=["health"])
         assert run_validation(recipe, Endpoints.of(server), options=options).check("health").status == "passed"
         pid = _stub_pid(server.pid, "postprocessing")

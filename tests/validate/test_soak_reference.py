@@ -50,7 +50,8 @@ def served(tmp_path_factory):
         recipe = soak_recipe(path)
         layout = Layout(root / name / "engines", root / name / "triton_repo", root / name / "reports", recipe.name)
         build_engines(recipe, layout)
-        servers[name] = TritonServer(write_repository(recipe, layout), log_path=root / f"{name}.log")
+        servers[name] = TritonServer(write_repository(recipe, layout), log_path=root / f"{name}.log",
+                                      exit_timeout_s=1)
         recipes[name] = recipe
     with ExitStack() as stack:
         errors: list[BaseException] = []

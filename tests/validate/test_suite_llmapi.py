@@ -49,7 +49,8 @@ def deployments(tmp_path_factory):
     try:
         for role in ("target", "baseline"):
             repo = runtime_for(recipe).write_repository(recipe, layout, role)
-            servers[role] = TritonServer(repo, log_path=root / f"tritonserver-{role}.log").start()
+            servers[role] = TritonServer(repo, log_path=root / f"tritonserver-{role}.log",
+                                         exit_timeout_s=1).start()
         yield recipe, servers
     finally:
         for server in servers.values():

@@ -6,7 +6,10 @@
 `start()` returns once the server is live and every model it should load reports ready on its own
 `/v2/models/<name>/ready` endpoint. When it is not, it raises `UserError` with each model's load error in plain
 words and the log path. `stop()` stops the server by its own PID (SIGINT, then SIGKILL after a timeout), kills
-what it left (python backend stubs) and removes its /dev/shm regions. The server never outlives this process,
+what it left (python backend stubs) and removes its /dev/shm regions. A server stopped before it was ready (a
+failed start, Ctrl-C or SIGTERM while it loads its models) is killed at once: it has no request to finish, and a
+SIGINT that meets tritonserver's handler while models load is acted on only after the load (python stubs
+importing torch: tens of seconds on a busy CPU) and the exit timeout. The server never outlives this process,
 even when it is killed (specbuild.children).
 
 Model control: with `model_control="explicit"` Triton's model-repository API (index, load, unload — a load may
@@ -79,6 +82,7 @@ class TritonServer:
         # explicit model control: the model-repository API answers only requests carrying this key
         self.admin_key = secrets.token_urlsafe(24) if model_control == "explicit" else None
         self.process: subprocess.Popen | None = None
+        self._ready = False  # live and every model ready: stop() lets it finish its requests (SIGINT)
         self._log_file = None
         self._finalizer: weakref.finalize | None = None
 
@@ -154,6 +158,7 @@ class TritonServer:
             try:
                 self._launch()
                 self._wait_ready(timeout_s, progress)
+                self._ready = True
                 return self
             except _PortTaken:
                 self.stop()
@@ -253,11 +258,15 @@ class TritonServer:
         raise UserError("\n".join(lines))
 
     def stop(self, timeout_s: float | None = None) -> int | None:
-        """Stop the server by its PID: SIGINT, then SIGKILL (its process group) after `timeout_s`."""
+        """Stop the server by its PID: SIGINT, then SIGKILL (its process group) after `timeout_s`; a server that
+        was not ready yet gets SIGKILL at once (nothing to finish; see the module's docstring)."""
         proc = self.process
         if proc is None:
             return None
-        _stop_process(proc, self.tag, timeout_s if timeout_s is not None else self.exit_timeout_s + 10)
+        if timeout_s is None:
+            timeout_s = self.exit_timeout_s + 10 if self._ready else 0
+        self._ready = False
+        _stop_process(proc, self.tag, timeout_s)
         if self._finalizer is not None:
             atexit.unregister(self._finalizer)
             self._finalizer.detach()
@@ -333,17 +342,19 @@ def _stop_process(proc: subprocess.Popen, tag: str, timeout_s: float) -> None:
 
 def _terminate(proc: subprocess.Popen, timeout_s: float) -> None:
     """Stop a server this module started: SIGINT to its PID; after `timeout_s`, SIGKILL to it and to its own
-    process group (it was started in a new session, so the group holds only the server and its python stubs)."""
+    process group (it was started in a new session, so the group holds only the server and its python stubs).
+    timeout_s 0: SIGKILL at once."""
     if proc.poll() is not None:
         return
-    try:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=timeout_s)
-        return
-    except subprocess.TimeoutExpired:
-        pass
-    except ProcessLookupError:
-        return
+    if timeout_s > 0:
+        try:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=timeout_s)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        except ProcessLookupError:
+            return
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the group is still alive while the leader is: its id is ours
     except (ProcessLookupError, PermissionError):
