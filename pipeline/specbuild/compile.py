@@ -101,17 +101,19 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
 def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, Path], options: CompileOptions,
                        stages: Stages, console: Console) -> int:
     from specbuild.serve import TritonServer
+    from specbuild.serve.server import stop_together
     from specbuild.validate import Endpoints, run_validation
 
     runtime = runtime_for(recipe)
     with contextlib.ExitStack() as stack:
-        servers = {}
+        servers: dict[str, TritonServer] = {}
+        stack.callback(lambda: stop_together(servers.values()))  # whatever ends this block: both stop at once
         for role, repo in repositories.items():
             with stages.stage(f"serve {repo}"):
                 server = TritonServer(repo, binary=options.tritonserver, launcher=runtime.launcher(repo),
                                       log_path=layout.report / f"tritonserver-{role}.log")
-                stack.enter_context(server)
                 servers[role] = server
+                server.start()
         baseline = servers.get("baseline")
         result = run_validation(
             recipe,

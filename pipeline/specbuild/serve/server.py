@@ -328,6 +328,18 @@ class TritonServer:
         return self.log_path.read_text(errors="replace")
 
 
+def stop_together(servers: Iterable["TritonServer"]) -> None:
+    """Stop several servers at once (each waits up to its own exit timeout for its stubs): a compile that serves
+    the speculative and the baseline repository is stopped in the time of one, not the sum of both."""
+    import threading
+
+    stoppers = [threading.Thread(target=server.stop, name=f"stop-{server.tag}") for server in servers]
+    for thread in stoppers:
+        thread.start()
+    for thread in stoppers:
+        thread.join()
+
+
 class _PortTaken(Exception):
     pass
 
