@@ -144,13 +144,25 @@ class Eagle(Method):
             n = out.n_new[r]
             features.append(out.hidden[r, :n])
             tokens.append(seq.tokens[1:] + [first])  # entry p = (f_p, x_{p+1})
-        kv = batch.caches["eagle"] = KVCache(self.head.config, len(batch.seqs))
+        self.start_head(batch, features, tokens)
+        return outputs
+
+    def start_head(self, batch: Batch, features: list[torch.Tensor], tokens: list[list[int]], cache: str = "eagle"
+                   ) -> None:
+        """The head's entries over the prompts (f_p, x_{p+1}), after the target's prefill. With speculation off
+        (a scheduled draft length of 0) they wait for the catch-up before the next drafting step instead, so that a
+        deployment whose schedule turned drafting off does no head work at all."""
+        kv = batch.caches[cache] = KVCache(self.head.config, len(batch.seqs))
+        if self.scheduled_length == 0:
+            for r, seq in enumerate(batch.seqs):
+                seq.state["eagle_root_feature"] = None
+                seq.state["eagle_features"] = [features[r]]
+            return
         fhat = self.head_forward(kv, features, tokens, [list(range(len(t))) for t in tokens])
         kv.commit_all()
         for r, seq in enumerate(batch.seqs):
             seq.state["eagle_root_feature"] = fhat[r, len(tokens[r]) - 1]
-            seq.state["eagle_features"] = features[r][:0]
-        return outputs
+            seq.state["eagle_features"] = []
 
     # ---------------------------------------------------------------- one step
     def step(self, batch: Batch) -> list[StepOutput]:
@@ -191,24 +203,32 @@ class Eagle(Method):
     @staticmethod
     def keep_features(seq, features: torch.Tensor) -> None:
         """Queue the target's features at newly verified positions for the head's next catch-up."""
+        seq.state["eagle_features"].append(features)
+
+    @staticmethod
+    def queued_features(seq) -> torch.Tensor | None:
+        """The target's features the head has not caught up on yet, [n, H] in position order (None: none)."""
         waiting = seq.state["eagle_features"]
-        seq.state["eagle_features"] = features if not len(waiting) else torch.cat([waiting, features])
+        if not waiting:
+            return None
+        return waiting[0] if len(waiting) == 1 else torch.cat(waiting)
 
     @torch.inference_mode()
     def catch_up(self, batch: Batch) -> None:
         """Feed the head the entries (f_p, x_{p+1}) verified since its last catch-up; keep them."""
         kv = batch.caches["eagle"]
-        features = [seq.state["eagle_features"] for seq in batch.seqs]
-        if not any(len(f) for f in features):
+        features = [self.queued_features(seq) for seq in batch.seqs]
+        if all(f is None for f in features):
             return
-        tokens = [seq.tokens[kv.lengths[r] + 1 : kv.lengths[r] + 1 + len(features[r])] for r, seq in enumerate(batch.seqs)]
+        tokens = [seq.tokens[kv.lengths[r] + 1 : kv.lengths[r] + 1 + (0 if f is None else len(f))]
+                  for r, (seq, f) in enumerate(zip(batch.seqs, features))]
         positions = [list(range(kv.lengths[r], kv.lengths[r] + len(t))) for r, t in enumerate(tokens)]
         fhat = self.head_forward(kv, features, tokens, positions)
         kv.commit_all()
         for r, seq in enumerate(batch.seqs):
             if len(tokens[r]):
                 seq.state["eagle_root_feature"] = fhat[r, len(tokens[r]) - 1]
-            seq.state["eagle_features"] = features[r][:0]
+            seq.state["eagle_features"] = []
 
     # ---------------------------------------------------------------- drafting
     @torch.inference_mode()
