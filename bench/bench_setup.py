@@ -68,7 +68,7 @@ def method_specs(profile_dir: Path, k: int) -> list[MethodSpec]:
         MethodSpec("autoregressive", "none"),
         MethodSpec("draft_target", "draft_target", {"num_draft_tokens": k, **subset}, k, needs_draft=True),
         MethodSpec("prompt_lookup", "prompt_lookup", {"max_draft_len": k, "max_matching_ngram_size": 3}, k),
-        MethodSpec("medusa", "medusa", {"medusa_choices": medusa_choices}, len(medusa_choices),
+        MethodSpec("medusa", "medusa", {"medusa_choices": medusa_choices, **subset}, len(medusa_choices),
                    {"num_medusa_heads": medusa_cfg["medusa_num_heads"],
                     "num_medusa_layers": medusa_cfg["medusa_num_layers"]},
                    {"medusa": "medusa"}),

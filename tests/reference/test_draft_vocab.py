@@ -1,4 +1,5 @@
-"""`draft_vocab_size`: drafters (draft-target's draft model, EAGLE-1/2's head) score only the token ids [0, N).
+"""`draft_vocab_size`: drafters (draft-target's draft model, Medusa heads, EAGLE-1/2's head) score only the token
+ids [0, N).
 
 Lossless by construction (the target verifies over its whole vocabulary): greedy outputs equal autoregressive
 decoding even when the subset is too small to hold the target's choices, and speculative sampling with a draft
@@ -18,6 +19,7 @@ from specbuild.reference.drafters import DraftVocabHead, draft_vocab_size
 
 LIMITS = dict(max_batch_size=4, max_input_len=96, max_seq_len=160, max_num_tokens=2048)
 EAGLE_CHOICES = [[0], [1], [0, 0], [0, 1], [0, 0, 0]]
+MEDUSA_CHOICES = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
 
 
 def test_head_scores_the_prefix_and_masks_the_rest():
@@ -49,6 +51,11 @@ def zoo(shipped_tiny, tmp_path_factory):
         folders[f"draft_target/{n}"] = build_target(
             shipped_tiny, root / f"dt{n}", method="draft_target", decoding={"num_draft_tokens": 4, "draft_vocab_size": n},
             max_draft_len=4, extra={}, pretrained={}, limits=LIMITS)
+        if has_extras(shipped_tiny, {"medusa": "medusa"}):
+            folders[f"medusa/{n}"] = build_target(
+                shipped_tiny, root / f"medusa{n}", method="medusa",
+                decoding={"medusa_choices": MEDUSA_CHOICES, "draft_vocab_size": n}, max_draft_len=len(MEDUSA_CHOICES),
+                extra={"medusa": "medusa"}, pretrained=None, limits=LIMITS)
         if has_extras(shipped_tiny, {"eagle": "eagle"}):
             for label, decoding in (("eagle1", {"eagle_choices": EAGLE_CHOICES}),
                                     ("eagle2", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": 2})):
@@ -81,11 +88,11 @@ def prompts(shipped_tiny):
     return [tok(source[i * 700: i * 700 + 700])["input_ids"][:64] for i in range(3)]
 
 
-@pytest.mark.parametrize("label", ["draft_target", "eagle1", "eagle2"])
+@pytest.mark.parametrize("label", ["draft_target", "medusa", "eagle1", "eagle2"])
 def test_greedy_output_is_autoregressive_with_any_subset(zoo, prompts, label):
     torch.set_num_threads(1)
     if f"{label}/2048" not in zoo:
-        pytest.skip("checkpoints/tiny has no eagle folder in this checkout")
+        pytest.skip(f"checkpoints/tiny has no {label} head folder in this checkout")
     reference, _ = _run(zoo, "autoregressive", prompts)
     accepted = {}
     for n in (2048, 64):

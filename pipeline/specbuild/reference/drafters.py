@@ -1,5 +1,6 @@
 """What the drafters compute in: the dtype of the tree drafters (Medusa heads, EAGLE heads), and the drafting vocabulary
-(`draft_vocab_size`: an lm_head over a prefix of the token ids, for the draft-target draft model and EAGLE-1/2 heads)."""
+(`draft_vocab_size`: vocabulary projections over a prefix of the token ids: draft-target's draft model, Medusa heads,
+EAGLE-1/2 heads)."""
 
 from __future__ import annotations
 
@@ -60,9 +61,9 @@ class DraftVocabHead:
     """A drafter's lm_head over the token ids [0, n) only: `head(hidden [..., H])` -> float32 logits [..., V] with
     -inf at ids >= n (`log_probs(hidden)`: log-softmax over the n ids, -inf elsewhere).
 
-    The reference runtime's `draft_vocab_size` option (engine `specbuild.decoding`; draft-target's draft model,
-    EAGLE-1/2's head). It reads n/V of the lm_head's weights per draft forward: on a CPU the vocabulary projection is
-    most of a small drafter's weight traffic (the tiny zoo: 73% of the draft model's, 53% of an EAGLE head pass's),
+    The reference runtime's `draft_vocab_size` option (engine `specbuild.decoding`; draft-target's draft model and
+    EAGLE-1/2's head; Medusa heads slice their projections the same way, lean/heads.py). It reads n/V of the
+    lm_head's weights per draft forward: on a CPU the vocabulary projection is most of a small drafter's weight traffic (the tiny zoo: 73% of the draft model's, 53% of an EAGLE head pass's),
     so a draft forward gets that much cheaper. Lossless: drafts only propose, the target verifies every token over its
     full vocabulary in its own dtype, and for sampled draft-target requests the proposal q is this distribution
     (zero outside the subset), which rejection sampling accepts exactly as any other q. What it costs is acceptance
