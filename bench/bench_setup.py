@@ -22,10 +22,6 @@ EAGLE_CHOICES = [[0], [1], [0, 0], [0, 1], [0, 0, 0], [0, 0, 0, 0]]
 EAGLE_LAYERS = 4
 EAGLE2_TOP_K, EAGLE2_NODES = 2, 7
 LOOKAHEAD = (3, 3, 2)  # (W, N, G): 8 draft tokens per step
-# Drafters score only the lower half of the token ids (the reference runtime's `draft_vocab_size`, see
-# specbuild/reference/drafters.py DraftVocabHead; lossless): on the tiny zoo it leaves the acceptance length as it
-# is (draft-target 3.60, EAGLE-1 3.57) and makes a draft forward / head pass read about half the weights.
-DRAFT_VOCAB_FRACTION = 0.5
 
 
 @dataclass
@@ -62,19 +58,17 @@ def method_specs(profile_dir: Path, k: int) -> list[MethodSpec]:
     medusa_choices = [c for c in MEDUSA_CHOICES if len(c) <= medusa_cfg["medusa_num_heads"]]
     w, n, g = LOOKAHEAD
     top_k, eagle2_nodes = EAGLE2_TOP_K, EAGLE2_NODES
-    vocab = json.loads((profile_dir / "target" / "config.json").read_text())["vocab_size"]
-    subset = {"draft_vocab_size": int(vocab * DRAFT_VOCAB_FRACTION)}
     return [
         MethodSpec("autoregressive", "none"),
-        MethodSpec("draft_target", "draft_target", {"num_draft_tokens": k, **subset}, k, needs_draft=True),
+        MethodSpec("draft_target", "draft_target", {"num_draft_tokens": k}, k, needs_draft=True),
         MethodSpec("prompt_lookup", "prompt_lookup", {"max_draft_len": k, "max_matching_ngram_size": 3}, k),
-        MethodSpec("medusa", "medusa", {"medusa_choices": medusa_choices, **subset}, len(medusa_choices),
+        MethodSpec("medusa", "medusa", {"medusa_choices": medusa_choices}, len(medusa_choices),
                    {"num_medusa_heads": medusa_cfg["medusa_num_heads"],
                     "num_medusa_layers": medusa_cfg["medusa_num_layers"]},
                    {"medusa": "medusa"}),
-        MethodSpec("eagle1", "eagle", {"eagle_choices": EAGLE_CHOICES, **subset}, len(EAGLE_CHOICES),
+        MethodSpec("eagle1", "eagle", {"eagle_choices": EAGLE_CHOICES}, len(EAGLE_CHOICES),
                    {"num_eagle_layers": EAGLE_LAYERS, "max_non_leaves_per_layer": 10}, {"eagle": "eagle"}),
-        MethodSpec("eagle2", "eagle", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": top_k, **subset},
+        MethodSpec("eagle2", "eagle", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": top_k},
                    dynamic_tree_size(top_k, EAGLE_LAYERS, eagle2_nodes),
                    {"num_eagle_layers": EAGLE_LAYERS, "max_non_leaves_per_layer": 10}, {"eagle": "eagle"}),
         MethodSpec("lookahead", "lookahead",

@@ -62,16 +62,19 @@ class DraftVocabHead:
     -inf at ids >= n (`log_probs(hidden)`: log-softmax over the n ids, -inf elsewhere).
 
     The reference runtime's `draft_vocab_size` option (engine `specbuild.decoding`; draft-target's draft model and
-    EAGLE-1/2's head; Medusa heads slice their projections the same way, lean/heads.py). It reads n/V of the
-    lm_head's weights per draft forward: on a CPU the vocabulary projection is most of a small drafter's weight traffic (the tiny zoo: 73% of the draft model's, 53% of an EAGLE head pass's),
-    so a draft forward gets that much cheaper. Lossless: drafts only propose, the target verifies every token over its
-    full vocabulary in its own dtype, and for sampled draft-target requests the proposal q is this distribution
-    (zero outside the subset), which rejection sampling accepts exactly as any other q. What it costs is acceptance
-    where the target's choice lies outside [0, n). Why a prefix of the ids: a BPE tokenizer numbers its tokens in
-    merge order, so its low ids are the tokens that were frequent in its training text (FR-Spec, Zhao et al. 2025,
-    ranks the draft vocabulary by corpus frequency; EAGLE-3 heads carry such a list, `d2t`). On the tiny zoo
-    2048 of 4096 ids keep the acceptance length unchanged (draft-target 3.60, EAGLE-1 3.57 on bench/decode.py's
-    prompts); 1024 lowers it (3.34, 3.36)."""
+    EAGLE-1/2's head; Medusa heads slice their projections the same way, lean/heads.py); off unless set. It reads
+    n/V of the vocabulary projection's weights per draft forward, the largest part of a small drafter's weights (the
+    tiny zoo: 73% of the draft model's, 53% of an EAGLE head pass's). Lossless: drafts only propose, the target
+    verifies every token over its full vocabulary in its own dtype, and for sampled draft-target requests the
+    proposal q is this distribution (zero outside the subset), which rejection sampling accepts exactly as any other
+    q. What it costs is acceptance where the target's choice lies outside [0, n). Why a prefix of the ids: a BPE
+    tokenizer numbers its tokens in merge order, so its low ids are the tokens that were frequent in its training
+    text (FR-Spec, Zhao et al. 2025, ranks the draft vocabulary by corpus frequency; EAGLE-3 heads carry such a list,
+    `d2t`). Measured on the tiny zoo (vocabulary 4096, 2-vCPU EPYC, bench/README.md): 2048 ids keep the acceptance
+    length (draft-target 3.60, Medusa 2.23, EAGLE-1 3.57; 1024 ids: 3.34 / - / 3.36) and make a call cheaper (draft
+    forward 195 -> 164 us, EAGLE head pass 353 -> 335 us, the four Medusa heads 260 -> 177 us, weights in cache),
+    but end to end the difference stayed inside the run-to-run spread (draft-target 1.76x vs 1.77x, EAGLE-1 1.24x vs
+    1.26x, Medusa 1.34x vs 1.43x at load 1): worth trying where the vocabulary is large next to the drafter."""
 
     def __init__(self, weight: "torch.Tensor", n: int | None = None, dtype: "torch.dtype | None" = None):
         from specbuild.reference.lean.linear import Linear
