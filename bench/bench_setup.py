@@ -38,11 +38,16 @@ class MethodSpec:
 
     @property
     def folder_method(self) -> str:
-        """The method the engine folder is built with: `method` where the folder format knows it, else `none` (the
+        """The method the engine folder is built with: `method` where the reference runtime has it, else `none` (the
         executor then decodes with `method` directly, see measure.executor)."""
-        from specbuild.reference.engine_folder import TARGET_MODE
+        from specbuild.errors import UserError
+        from specbuild.reference.methods import method_class
 
-        return self.method if self.method in TARGET_MODE else "none"
+        try:
+            method_class(self.method)
+        except UserError:
+            return "none"
+        return self.method
 
 
 def method_specs(profile_dir: Path, k: int) -> list[MethodSpec]:

@@ -106,7 +106,7 @@ def test_caches_after_tree_compaction_equal_fresh_prefill(engines, name):
                 torch.testing.assert_close(mine.values[r, :, :n], ref.values[0, :, :n], atol=1e-5, rtol=1e-5)
             # head cache: entries (f_p, x_{p+1}) for p < m, f_p the target's true features
             m = head_kv.lengths[r]
-            features = torch.cat([out.hidden[0, :n], seq.state["eagle_features"]])[:m].to(method.draft_dtype)
+            features = torch.cat([out.hidden[0, :n], *seq.state["eagle_features"]])[:m].to(method.draft_dtype)
             fresh_head = method.head.new_cache()
             method.head(features[None], torch.tensor([seq.tokens[1 : m + 1]]), torch.arange(m)[None],
                         past_key_values=fresh_head)

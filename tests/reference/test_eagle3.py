@@ -173,7 +173,7 @@ def test_caches_after_compaction_equal_fresh_prefill(setup, decoding):
             for mine, ref in zip(target_kv.store.layers, fresh.store.layers):
                 torch.testing.assert_close(mine.keys[r, :, :n], ref.keys[0, :, :n], atol=1e-5, rtol=1e-5)
             m = head_kv.lengths[r]
-            captured = torch.cat([out.captured[0, :n], seq.state["eagle_features"]])[:m]
+            captured = torch.cat([out.captured[0, :n], *seq.state["eagle_features"]])[:m]
             fresh_head = method.head.new_cache()
             embeds = model.embed(torch.tensor([seq.tokens[1: m + 1]]))
             method.head(captured[None], embeds, torch.arange(m)[None], cache=fresh_head)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 import torch
 
@@ -128,11 +128,13 @@ class CausalLM:
         attend: Sequence[torch.Tensor | None] | None = None,
         logits: Literal["all", "last", "none"] = "all",
         capture_layers: Sequence[int] | None = None,
+        head: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> ForwardOutput:
         """Feed `tokens[r]` to row r of `cache`; the tokens become pending there (see `KVCache.plan_forward`
         for `positions` and `attend`). Returns hidden states, the logits asked for, and the outputs of the
         decoder layers in `capture_layers` (residual included, before the final norm; -1 = the final normed hidden
-        state), concatenated in that order."""
+        state), concatenated in that order. head: what turns hidden states into float32 logits instead of the
+        model's lm_head (a drafter's `drafters.DraftVocabHead`)."""
         wanted = tuple(capture_layers or ())
         if any(not (0 <= i < self.num_layers or i == -1) for i in wanted):
             bad = next(i for i in wanted if not (0 <= i < self.num_layers or i == -1))
@@ -153,7 +155,7 @@ class CausalLM:
             parts = {i: captured[..., k * h:(k + 1) * h] for k, i in enumerate(capture_layers)} if captured is not None else {}
             parts[-1] = hidden
             captured = torch.cat([parts[i] for i in wanted], dim=-1)
-        return ForwardOutput(n_new, hidden, self.logits_of(hidden, n_new, logits), captured if wanted else None)
+        return ForwardOutput(n_new, hidden, self.logits_of(hidden, n_new, logits, head), captured if wanted else None)
 
     def _transformers_forward(self, input_ids, plan, cache: KVCache, capture_layers: tuple[int, ...]):
         outputs: dict[int, torch.Tensor] = {}
@@ -183,7 +185,9 @@ class CausalLM:
         with torch.inference_mode():
             return self._lm_head(hidden).float()
 
-    def logits_of(self, hidden: torch.Tensor, n_new: list[int], which: str) -> torch.Tensor | None:
+    def logits_of(self, hidden: torch.Tensor, n_new: list[int], which: str,
+                  head: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor | None:
+        lm_head = head if head is not None else lambda h: self._lm_head(h).float()
         if which == "none":
             return None
         if which == "last":
@@ -192,9 +196,9 @@ class CausalLM:
             else:
                 last = torch.tensor([max(n - 1, 0) for n in n_new], dtype=torch.long)
                 hidden = hidden[torch.arange(hidden.shape[0]), last]
-            return self._lm_head(hidden).float()
+            return lm_head(hidden)
         if which == "all":
-            return self._lm_head(hidden).float()
+            return lm_head(hidden)
         raise ValueError(f"logits={which!r}")
 
     @torch.inference_mode()

@@ -49,14 +49,16 @@ class LeanMedusaHeads:
     projection). Every head reads the same hidden state, so the first ResBlock of all heads is one matmul."""
 
     @torch.no_grad()
-    def __init__(self, heads):
+    def __init__(self, heads, vocab: int | None = None):
         self.num_heads = heads.num_heads
         blocks = [list(head)[:-1] for head in heads.heads]  # per head: its ResBlocks
         self.first = None
         if heads.num_layers:
             self.first = Linear(*fuse_linears([b[0].linear for b in blocks]))
         self.rest = [[Linear(b.linear.weight, b.linear.bias) for b in head_blocks[1:]] for head_blocks in blocks]
-        self.projections = [Linear(head[-1].weight) for head in heads.heads]
+        # vocab: score only the token ids [0, vocab) (the `draft_vocab_size` option; logits [K, B, vocab])
+        self.projections = [Linear(head[-1].weight if vocab is None or vocab >= head[-1].weight.shape[0]
+                                   else head[-1].weight.detach()[:vocab].contiguous()) for head in heads.heads]
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
         if self.first is not None:

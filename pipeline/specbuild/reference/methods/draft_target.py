@@ -6,6 +6,8 @@ Each step, for every sequence:
     verify:  one target forward over [last token, x_1..x_k] gives p_1..p_{k+1}
     accept:  x_i with probability min(1, p_i(x_i) / q_i(x_i)); on the first rejection sample norm(max(0, p_i - q_i));
              if all k are accepted, a bonus token from p_{k+1}. Greedy = token comparison.
+Engine `specbuild.decoding` keys: `num_draft_tokens` (k, default max_draft_len), `draft_vocab_size` (N: the draft
+model scores only the token ids [0, N), see `drafters.DraftVocabHead`; default the whole vocabulary).
 The draft's cache keeps what the target accepted; a draft token it never fed (x_k after full acceptance) is fed
 at the next step together with the new last token.
 """
@@ -17,6 +19,7 @@ import torch
 from specbuild.engine_facts import SpecMode
 from specbuild.reference import sampling
 from specbuild.reference.batch import Batch
+from specbuild.reference.drafters import DraftVocabHead, draft_vocab_size
 from specbuild.reference.methods import Method, StepOutput
 from specbuild.reference.verify import verify_chain
 
@@ -33,6 +36,10 @@ class DraftTarget(Method):
             raise ValueError("draft_target needs a draft engine")
         self.draft = draft_engine.model
         self.k = self.option("num_draft_tokens", engine.limits.max_draft_len, minimum=1)
+        # `draft_vocab_size`: the draft scores only the token ids [0, N) (drafters.DraftVocabHead; lossless)
+        where = f"{engine.path}/config.json: specbuild.decoding"
+        n = draft_vocab_size(self.decoding, self.draft.vocab_size, where)
+        self.draft_head = DraftVocabHead(self.draft.lm_head.weight, n) if n < self.draft.vocab_size else None
 
     def prefill(self, batch: Batch) -> list[StepOutput]:
         batch.feed("draft", self.draft, logits="none")
@@ -69,7 +76,7 @@ class DraftTarget(Method):
             feed = [
                 ([] if k[r] <= i else uncached[r] if i == 0 else [drafts[r][-1]]) for r in range(len(batch.seqs))
             ]
-            out = self.draft.forward(cache, feed, logits="last")
+            out = self.draft.forward(cache, feed, logits="last", head=self.draft_head)
             for r, seq in enumerate(batch.seqs):
                 if k[r] <= i:
                     continue

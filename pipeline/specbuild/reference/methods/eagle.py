@@ -22,7 +22,9 @@ Each step, for every sequence (root = the last, uncached token x_L at position L
 D = `num_eagle_layers` (engine decoding or pretrained_config, default 4). Engine `specbuild.decoding` keys:
 `eagle_choices` (default mc_sim_7b_63), `eagle_use_dynamic_tree` (false), `eagle_dynamic_tree_max_top_k` (K,
 default 10; `use_dynamic_tree` / `dynamic_tree_max_top_k` / `dynamic_tree_max_topK` are accepted too), `draft_dtype` (auto: bfloat16 for wide
-models on CPUs with native bf16, see `tree.drafter_dtype`; lossless either way).
+models on CPUs with native bf16, see `tree.drafter_dtype`; lossless either way), `draft_vocab_size` (N: the head
+scores only the token ids [0, N), see `drafters.DraftVocabHead`; default the whole vocabulary; lossless, the target
+verifies over its full vocabulary).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
 from specbuild.reference.lean.heads import LeanEagleHead
-from specbuild.reference.lean.linear import Linear
+from specbuild.reference.drafters import DraftVocabHead, draft_vocab_size
 from specbuild.reference.methods import Method, StepOutput, next_token
 from specbuild.reference.tree import (
     MC_SIM_7B_63,
@@ -113,9 +115,9 @@ class Eagle(Method):
         self.lean_head = None
         if self.target.implementation == "lean" and LeanEagleHead.unsupported(self.head) is None:
             self.lean_head = LeanEagleHead(self.head)
-        # the head drafts through the target's lm_head; a copy in the drafting dtype when that differs
-        lm_head = self.target.lm_head.weight.detach()
-        self.draft_lm_head = Linear(lm_head if lm_head.dtype == self.draft_dtype else lm_head.to(self.draft_dtype))
+        # the head drafts through the target's lm_head (its first `draft_vocab_size` rows), in the drafting dtype
+        self.draft_vocab = draft_vocab_size(self.decoding, self.target.vocab_size, where)
+        self.draft_head = DraftVocabHead(self.target.lm_head.weight, self.draft_vocab, self.draft_dtype)
         pretrained = engine.config.get("pretrained_config", {})
         self.depth = int(self.decoding.get("num_eagle_layers", pretrained.get("num_eagle_layers", 4)))
         self.max_draft_len = engine.limits.max_draft_len or 63
@@ -144,13 +146,25 @@ class Eagle(Method):
             n = out.n_new[r]
             features.append(out.hidden[r, :n])
             tokens.append(seq.tokens[1:] + [first])  # entry p = (f_p, x_{p+1})
-        kv = batch.caches["eagle"] = KVCache(self.head.config, len(batch.seqs))
+        self.start_head(batch, features, tokens)
+        return outputs
+
+    def start_head(self, batch: Batch, features: list[torch.Tensor], tokens: list[list[int]], cache: str = "eagle"
+                   ) -> None:
+        """The head's entries over the prompts (f_p, x_{p+1}), after the target's prefill. With speculation off
+        (a scheduled draft length of 0) they wait for the catch-up before the next drafting step instead, so that a
+        deployment whose schedule turned drafting off does no head work at all."""
+        kv = batch.caches[cache] = KVCache(self.head.config, len(batch.seqs))
+        if self.scheduled_length == 0:
+            for r, seq in enumerate(batch.seqs):
+                seq.state["eagle_root_feature"] = None
+                seq.state["eagle_features"] = [features[r]]
+            return
         fhat = self.head_forward(kv, features, tokens, [list(range(len(t))) for t in tokens])
         kv.commit_all()
         for r, seq in enumerate(batch.seqs):
             seq.state["eagle_root_feature"] = fhat[r, len(tokens[r]) - 1]
-            seq.state["eagle_features"] = features[r][:0]
-        return outputs
+            seq.state["eagle_features"] = []
 
     # ---------------------------------------------------------------- one step
     def step(self, batch: Batch) -> list[StepOutput]:
@@ -191,24 +205,32 @@ class Eagle(Method):
     @staticmethod
     def keep_features(seq, features: torch.Tensor) -> None:
         """Queue the target's features at newly verified positions for the head's next catch-up."""
+        seq.state["eagle_features"].append(features)
+
+    @staticmethod
+    def queued_features(seq) -> torch.Tensor | None:
+        """The target's features the head has not caught up on yet, [n, H] in position order (None: none)."""
         waiting = seq.state["eagle_features"]
-        seq.state["eagle_features"] = features if not len(waiting) else torch.cat([waiting, features])
+        if not waiting:
+            return None
+        return waiting[0] if len(waiting) == 1 else torch.cat(waiting)
 
     @torch.inference_mode()
     def catch_up(self, batch: Batch) -> None:
         """Feed the head the entries (f_p, x_{p+1}) verified since its last catch-up; keep them."""
         kv = batch.caches["eagle"]
-        features = [seq.state["eagle_features"] for seq in batch.seqs]
-        if not any(len(f) for f in features):
+        features = [self.queued_features(seq) for seq in batch.seqs]
+        if all(f is None for f in features):
             return
-        tokens = [seq.tokens[kv.lengths[r] + 1 : kv.lengths[r] + 1 + len(features[r])] for r, seq in enumerate(batch.seqs)]
+        tokens = [seq.tokens[kv.lengths[r] + 1 : kv.lengths[r] + 1 + (0 if f is None else len(f))]
+                  for r, (seq, f) in enumerate(zip(batch.seqs, features))]
         positions = [list(range(kv.lengths[r], kv.lengths[r] + len(t))) for r, t in enumerate(tokens)]
         fhat = self.head_forward(kv, features, tokens, positions)
         kv.commit_all()
         for r, seq in enumerate(batch.seqs):
             if len(tokens[r]):
                 seq.state["eagle_root_feature"] = fhat[r, len(tokens[r]) - 1]
-            seq.state["eagle_features"] = features[r][:0]
+            seq.state["eagle_features"] = []
 
     # ---------------------------------------------------------------- drafting
     @torch.inference_mode()
@@ -326,7 +348,7 @@ class Eagle(Method):
 
     def draft_logprobs(self, features: torch.Tensor) -> torch.Tensor:
         """Draft log-probabilities (float32) of the token after each predicted feature: the target's lm_head."""
-        return torch.log_softmax(self.draft_lm_head(features).float(), dim=-1)
+        return self.draft_head.log_probs(features)
 
     def head_forward(self, kv: KVCache, features, tokens, positions, attend=None) -> torch.Tensor:
         """Run the EAGLE head on per-row entries (features [n_r, H], next tokens, positions) through `kv`;

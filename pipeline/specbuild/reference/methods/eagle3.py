@@ -140,12 +140,7 @@ class Eagle3(Eagle):
             first = outputs[-1].tokens[0]
             features.append(out.captured[r, : out.n_new[r]])
             tokens.append(seq.tokens[1:] + [first])  # entry p = (x_p, x_{p+1}): the prompt shifted left by one
-        kv = batch.caches[CACHE] = KVCache(self.head.config, len(batch.seqs))
-        out_hidden = self.head_forward(kv, features, tokens, [list(range(len(t))) for t in tokens])
-        kv.commit_all()
-        for r, seq in enumerate(batch.seqs):
-            seq.state["eagle_root_feature"] = out_hidden[r, len(tokens[r]) - 1]
-            seq.state["eagle_features"] = features[r][:0]
+        self.start_head(batch, features, tokens, CACHE)
         return outputs
 
     # ---------------------------------------------------------------- one step

@@ -16,7 +16,8 @@ Each step, for every sequence:
 Engine `specbuild.decoding` keys: `medusa_choices` (default mc_sim_7b_63), `medusa_acceptance`
 (`rejection` | `typical`, for sampled requests only), `typical_posterior_threshold` (0.09),
 `typical_posterior_alpha` (0.3), `draft_dtype` (auto: bfloat16 heads for wide models on CPUs with native bf16, see
-`tree.drafter_dtype`; lossless either way). Heads come from the engine's `medusa` folder (FasterDecoding layout).
+`tree.drafter_dtype`; lossless either way), `draft_vocab_size` (N: the heads score only the token ids [0, N), see
+`drafters.DraftVocabHead`; default the whole vocabulary; lossless). Heads come from the engine's `medusa` folder (FasterDecoding layout).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch
 from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
+from specbuild.reference.drafters import draft_vocab_size
 from specbuild.reference.lean.heads import LeanMedusaHeads
 from specbuild.reference.methods import Method, StepOutput, next_token
 from specbuild.reference.tree import (
@@ -88,10 +90,12 @@ class Medusa(Method):
                                          self.target.hidden_size,
                                          lean=self.target.implementation == "lean")
         self.heads = load_medusa_heads(engine.folders["medusa"], dtype=self.draft_dtype)
+        # `draft_vocab_size` N: the heads score only the token ids [0, N) (top-k over them are token ids)
+        n = draft_vocab_size(self.decoding, self.target.vocab_size, f"{engine.path}/config.json: specbuild.decoding")
         # on the lean path every head is evaluated at once (batched matmuls); else the heads module itself
-        self.evaluate_heads = lambda hidden: self.heads(hidden[:, None])[:, :, 0]  # [B, H] -> [K, B, V]
+        self.evaluate_heads = lambda hidden: self.heads(hidden[:, None])[:, :, 0, :n]  # [B, H] -> [K, B, N]
         if self.target.implementation == "lean":
-            self.evaluate_heads = LeanMedusaHeads(self.heads)
+            self.evaluate_heads = LeanMedusaHeads(self.heads, vocab=n)
         where = f"{engine.path}/config.json: specbuild.decoding.medusa_choices"
         choices = self.decoding.get("medusa_choices") or MC_SIM_7B_63
         self.tree = tree_from_choices(choices, field_name=where, max_draft_len=engine.limits.max_draft_len or None,
@@ -107,6 +111,9 @@ class Medusa(Method):
         self.typical_threshold = float(self.decoding.get("typical_posterior_threshold", 0.09))
         self.typical_alpha = float(self.decoding.get("typical_posterior_alpha", 0.3))
         self._ranks = max(path[-1] for path in self.tree.paths[1:]) + 1  # how many top-k tokens a head supplies
+        if n < self._ranks:
+            raise UserError(f"{engine.path}/config.json: specbuild.decoding.draft_vocab_size={n} is below the "
+                            f"{self._ranks} candidates a head supplies in medusa_choices; raise it")
 
     # ---------------------------------------------------------------- prefill: first token + the heads' input
     def prefill(self, batch: Batch) -> list[StepOutput]:
