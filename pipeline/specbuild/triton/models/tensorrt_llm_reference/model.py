@@ -162,7 +162,7 @@ class Job:
         self.flags = flags  # return_perf_metrics, return_num_input_tokens, return_num_output_tokens
         self.rid = None
         self.iterations = 0  # executor steps this row took part in (TensorRT-LLM's py_decoding_iter)
-        self.unsent = []  # streaming: tokens of the steps since the last response (stream_interval > 1)
+        self.unsent = []  # streaming: tokens of the steps since the last response (see due())
         self.unsent_log_probs = []
         self.tokens = []
         self.log_probs = []  # TokenLogProb per generated token (return_log_probs)
@@ -509,10 +509,7 @@ class TritonPythonModel:
         flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0
         sender = job.group["sender"]
         if job.streaming:
-            if self.stream_interval > 1:
-                new, log_probs = self.due(job, new, event)
-            else:
-                log_probs = event.log_probs
+            new, log_probs = self.due(job, new, event)
             if new:
                 sender.send(self.response(job, new, event.finished, log_probs), flags=flags)
             elif last:
@@ -521,8 +518,8 @@ class TritonPythonModel:
             sender.send(self.response(job, self.full_output(job), True), flags=flags)
 
     def due(self, job, new, event):
-        """stream_interval > 1: (tokens, log probs) to stream now — those of the steps since the last response, on
-        the row's first step, every stream_interval-th and its last — else ([], []) and they wait."""
+        """(tokens, log probs) to stream now — those of the steps since the last response, on the row's first step,
+        every stream_interval-th and its last (every step at the default 1) — else ([], []) and they wait."""
         job.unsent.extend(new)
         job.unsent_log_probs.extend(event.log_probs)
         n = job.iterations
