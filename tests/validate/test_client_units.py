@@ -128,3 +128,24 @@ def test_prompt_files_and_inline(tmp_path):
     r = Recipe.model_validate({**base, "validation": {"prompts": str(tmp_path / "p.txt")}})
     assert len(load_prompts(r)) == 2
     assert len(load_prompts(Recipe.model_validate(base))) == len(load_prompt_file(BUNDLED))
+
+
+def test_an_interruption_inside_the_http_clients_event_loop_is_raised_not_printed(capfd):
+    """A SIGTERM that lands while tritonclient.http waits in gevent's hub: the waiting code gets Terminated (the
+    CLI turns it into one line and exit 143) and gevent prints no traceback of its own (CI saw one once)."""
+    import gevent
+
+    from specbuild.signals import Terminated
+    from specbuild.validate.client.server import ServerClient
+
+    client = ServerClient("127.0.0.1:1")
+    client.http  # noqa: B018 - creating the client readies gevent for interruptions
+
+    def interrupted():
+        raise Terminated()
+
+    gevent.get_hub().loop.run_callback(interrupted)
+    with pytest.raises(Terminated):
+        gevent.sleep(0.01)
+    client.close()
+    assert capfd.readouterr().err == ""

@@ -10,6 +10,16 @@ from specbuild.errors import UserError
 from specbuild.validate.client.grpc_transport import ModelSignature
 
 
+def _interrupts_not_printed_by_gevent() -> None:
+    """tritonclient.http waits in gevent's hub; a Ctrl-C or SIGTERM (specbuild.signals.Terminated) that lands there
+    is re-raised in the waiting code (Hub.SYSTEM_ERROR) but first printed as a traceback, because KeyboardInterrupt
+    is not in Hub.NOT_ERROR (gevent/hub.py). The CLI reports interruptions in one line of its own: add it there."""
+    from gevent.hub import Hub
+
+    if not issubclass(KeyboardInterrupt, Hub.NOT_ERROR):
+        Hub.NOT_ERROR = (*Hub.NOT_ERROR, KeyboardInterrupt)
+
+
 class ServerClient:
     """Health, configs and the repository index through tritonclient (HTTP, and gRPC when given)."""
 
@@ -29,6 +39,7 @@ class ServerClient:
             if kind == "http":
                 import tritonclient.http as httpclient
 
+                _interrupts_not_printed_by_gevent()
                 c = httpclient.InferenceServerClient(self.http_address, connection_timeout=self.timeout_s,
                                                      network_timeout=self.timeout_s)
             else:
