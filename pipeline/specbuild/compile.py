@@ -107,7 +107,12 @@ def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, P
     runtime = runtime_for(recipe)
     with contextlib.ExitStack() as stack:
         servers: dict[str, TritonServer] = {}
-        stack.callback(lambda: stop_together(servers.values()))  # whatever ends this block: both stop at once
+        @stack.push
+        def _stop(exc_type, exc, tb) -> None:  # whatever ends this block: both stop at once
+            # interrupted (Ctrl-C, SIGTERM): the requests in flight are the suite's own, none is worth the exit
+            # timeout; otherwise each server finishes its requests first
+            interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+            stop_together(servers.values(), at_once=interrupted)
         for role, repo in repositories.items():
             with stages.stage(f"serve {repo}"):
                 server = TritonServer(repo, binary=options.tritonserver, launcher=runtime.launcher(repo),

@@ -328,12 +328,15 @@ class TritonServer:
         return self.log_path.read_text(errors="replace")
 
 
-def stop_together(servers: Iterable["TritonServer"]) -> None:
+def stop_together(servers: Iterable["TritonServer"], at_once: bool = False) -> None:
     """Stop several servers at once (each waits up to its own exit timeout for its stubs): a compile that serves
-    the speculative and the baseline repository is stopped in the time of one, not the sum of both."""
+    the speculative and the baseline repository is stopped in the time of one, not the sum of both. at_once:
+    SIGKILL without waiting for requests in flight (what remains is removed all the same)."""
     import threading
 
-    stoppers = [threading.Thread(target=server.stop, name=f"stop-{server.tag}") for server in servers]
+    timeout_s = 0 if at_once else None
+    stoppers = [threading.Thread(target=server.stop, args=(timeout_s,), name=f"stop-{server.tag}")
+                for server in servers]
     for thread in stoppers:
         thread.start()
     for thread in stoppers:
