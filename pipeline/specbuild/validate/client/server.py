@@ -14,10 +14,12 @@ def _interrupts_not_printed_by_gevent() -> None:
     """tritonclient.http waits in gevent's hub; a Ctrl-C or SIGTERM (specbuild.signals.Terminated) that lands there
     is re-raised in the waiting code (Hub.SYSTEM_ERROR) but first printed as a traceback, because KeyboardInterrupt
     is not in Hub.NOT_ERROR (gevent/hub.py). The CLI reports interruptions in one line of its own: add it there."""
+    import gevent
     from gevent.hub import Hub
 
-    if not issubclass(KeyboardInterrupt, Hub.NOT_ERROR):
-        Hub.NOT_ERROR = (*Hub.NOT_ERROR, KeyboardInterrupt)
+    for owner in (Hub, gevent.get_hub()):  # hubs to come, and this thread's (the one tritonclient will wait in)
+        if not issubclass(KeyboardInterrupt, owner.NOT_ERROR):
+            owner.NOT_ERROR = (*owner.NOT_ERROR, KeyboardInterrupt)
 
 
 class ServerClient:
