@@ -82,7 +82,7 @@ class Method:
         value = self.decoding.get(draft_len_schedule.PARAMETER)
         if value is None or value == "":
             return None
-        where = f"{self.engine.path}/config.json: specbuild.decoding.{draft_len_schedule.PARAMETER}"
+        where = self.where(draft_len_schedule.PARAMETER)
         try:
             points = draft_len_schedule.parse(value)
         except ValueError as exc:
@@ -111,19 +111,21 @@ class Method:
         raise NotImplementedError
 
     # ---------------------------------------------------------------- helpers for subclasses
+    def where(self, key: str | None = None) -> str:
+        """Where a decoding option lives, for error messages: '<engine>/config.json: specbuild.decoding[.key]'."""
+        return f"{self.engine.path}/config.json: specbuild.decoding" + (f".{key}" if key else "")
+
     def option(self, key: str, default=None, *, kind=int, minimum: int | None = None):
         """A value from the engine's `decoding` section, checked; errors name the engine folder and key."""
         value = self.decoding.get(key, default)
         if value is None:
-            raise UserError(f"{self.engine.path}/config.json: specbuild.decoding.{key} is required by {self.name}")
+            raise UserError(f"{self.where(key)} is required by {self.name}")
         try:
             value = kind(value)
         except (TypeError, ValueError) as exc:
-            raise UserError(f"{self.engine.path}/config.json: specbuild.decoding.{key}={value!r}: {exc}") from exc
+            raise UserError(f"{self.where(key)}={value!r}: {exc}") from exc
         if minimum is not None and value < minimum:
-            raise UserError(
-                f"{self.engine.path}/config.json: specbuild.decoding.{key}={value} must be >= {minimum}"
-            )
+            raise UserError(f"{self.where(key)}={value} must be >= {minimum}")
         return value
 
 

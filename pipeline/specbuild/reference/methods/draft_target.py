@@ -37,7 +37,7 @@ class DraftTarget(Method):
         self.draft = draft_engine.model
         self.k = self.option("num_draft_tokens", engine.limits.max_draft_len, minimum=1)
         # `draft_vocab_size`: the draft scores only the token ids [0, N) (drafters.DraftVocabHead; lossless)
-        where = f"{engine.path}/config.json: specbuild.decoding"
+        where = self.where()
         n = draft_vocab_size(self.decoding, self.draft.vocab_size, where)
         self.draft_head = DraftVocabHead(self.draft.lm_head.weight, n) if n < self.draft.vocab_size else None
 

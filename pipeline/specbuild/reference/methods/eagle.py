@@ -107,7 +107,7 @@ class Eagle(Method):
         if "eagle" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle' entry (the EAGLE head); "
                             "rebuild the engine with the recipe's eagle head folder")
-        where = f"{engine.path}/config.json: specbuild.decoding"
+        where = self.where()
         self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, where, self.target.hidden_size,
                                          lean=self.target.implementation == "lean")
         self.head = load_eagle_head(engine.folders["eagle"], target_model=self.target.hf, dtype=self.draft_dtype)

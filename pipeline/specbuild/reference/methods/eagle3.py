@@ -81,7 +81,7 @@ class Eagle3(Eagle):
         super(Eagle, self).__init__(engine, draft_engine, decoding)  # Method.__init__: Eagle's loads an EAGLE-1 head
         from specbuild.heads.eagle3 import load_eagle3_head, trtllm_default_layers
 
-        where = f"{engine.path}/config.json: specbuild.decoding"
+        where = self.where()
         if "eagle3" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle3' entry (the EAGLE-3 head); "
                             "rebuild the engine with the recipe's EAGLE-3 head folder")

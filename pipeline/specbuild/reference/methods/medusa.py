@@ -86,17 +86,17 @@ class Medusa(Method):
         if "medusa" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'medusa' entry (the Medusa heads); "
                             "rebuild the engine with the recipe's medusa heads folder")
-        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, f"{engine.path}/config.json: specbuild.decoding",
+        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, self.where(),
                                          self.target.hidden_size,
                                          lean=self.target.implementation == "lean")
         self.heads = load_medusa_heads(engine.folders["medusa"], dtype=self.draft_dtype)
         # `draft_vocab_size` N: the heads score only the token ids [0, N) (top-k over them are token ids)
-        n = draft_vocab_size(self.decoding, self.target.vocab_size, f"{engine.path}/config.json: specbuild.decoding")
+        n = draft_vocab_size(self.decoding, self.target.vocab_size, self.where())
         # on the lean path every head is evaluated at once (batched matmuls); else the heads module itself
         self.evaluate_heads = lambda hidden: self.heads(hidden[:, None])[:, :, 0, :n]  # [B, H] -> [K, B, N]
         if self.target.implementation == "lean":
             self.evaluate_heads = LeanMedusaHeads(self.heads, vocab=n)
-        where = f"{engine.path}/config.json: specbuild.decoding.medusa_choices"
+        where = self.where("medusa_choices")
         choices = self.decoding.get("medusa_choices") or MC_SIM_7B_63
         self.tree = tree_from_choices(choices, field_name=where, max_draft_len=engine.limits.max_draft_len or None,
                                       max_depth=self.heads.num_heads)
@@ -106,13 +106,13 @@ class Medusa(Method):
             raise UserError(prefix_order_problem(self.choices, where))
         self.acceptance = str(self.decoding.get("medusa_acceptance", "rejection"))
         if self.acceptance not in ACCEPTANCE_MODES:
-            raise UserError(f"{engine.path}/config.json: specbuild.decoding.medusa_acceptance={self.acceptance!r}; "
+            raise UserError(f"{self.where('medusa_acceptance')}={self.acceptance!r}; "
                             f"use one of {', '.join(ACCEPTANCE_MODES)}")
         self.typical_threshold = float(self.decoding.get("typical_posterior_threshold", 0.09))
         self.typical_alpha = float(self.decoding.get("typical_posterior_alpha", 0.3))
         self._ranks = max(path[-1] for path in self.tree.paths[1:]) + 1  # how many top-k tokens a head supplies
         if n < self._ranks:
-            raise UserError(f"{engine.path}/config.json: specbuild.decoding.draft_vocab_size={n} is below the "
+            raise UserError(f"{self.where('draft_vocab_size')}={n} is below the "
                             f"{self._ranks} candidates a head supplies in medusa_choices; raise it")
 
     # ---------------------------------------------------------------- prefill: first token + the heads' input
