@@ -225,3 +225,28 @@ def test_a_killed_server_leaves_nothing_once_stopped(tmp_path, binary):
     finally:
         server.stop()
     assert marked_processes(me, tag) == [] and shm_entries(me, tag) == [] and not listening(port)
+
+
+def test_a_port_taken_while_the_server_loads_is_chosen_again(tmp_path, binary, monkeypatch):
+    """Ports are chosen free, but tritonserver binds them only once its models loaded: another server can take
+    one in between (CI runs servers side by side). The server that finds another answering chooses again."""
+    import specbuild.serve.server as server_module
+
+    _model(tmp_path / "first", "doubler", DOUBLER)
+    _model(tmp_path / "second", "doubler", DOUBLER)
+    with TritonServer(tmp_path / "first", binary=binary) as first:
+        taken = [first.http_port, first.grpc_port, first.metrics_port]
+        real_free, real_in_use = server_module.free_ports, server_module.port_in_use
+        calls = []
+
+        def free_then_taken(host, count):  # the first choice: the ports `first` took since
+            calls.append(count)
+            return taken if len(calls) == 1 else real_free(host, count)
+
+        monkeypatch.setattr(server_module, "free_ports", free_then_taken)
+        monkeypatch.setattr(server_module, "port_in_use",
+                            lambda host, port: len(calls) > 1 and real_in_use(host, port))
+        with TritonServer(tmp_path / "second", binary=binary) as second:
+            assert len(calls) == 2 and second.http_port not in taken
+            assert second.server_metadata()["name"] == second.server_id != first.server_id
+            assert _infer(second, "doubler", [1, 2]) == [2, 4]

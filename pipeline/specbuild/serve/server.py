@@ -205,6 +205,10 @@ class TritonServer:
             if self._get("/v2/health/live") == 200:
                 name = self.server_metadata().get("name")
                 if name != self.server_id:
+                    if self._requested_ports[0] is None:
+                        # Another process took the port we chose while ours was still loading (chosen free
+                        # moments ago, bound only after the models load): choose again.
+                        raise _PortTaken()
                     self._fail(f"another server (id {name!r}) answers on {self.http_address}")
                 break
             if progress and not announced:
