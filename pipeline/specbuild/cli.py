@@ -324,8 +324,14 @@ def doctor(as_json: bool, recipe: Path | None, trtllm_examples: str | None, flav
 
 def _interrupted(e: BaseException) -> int:
     """One line and the exit code of a signal: 143 for SIGTERM, 130 for Ctrl-C (servers are stopped by then)."""
+    import signal
+
     from specbuild.signals import EXIT_SIGINT, EXIT_SIGTERM, Terminated
 
+    # The clean-up has run: a signal from now on must not turn this exit into a traceback or a death by signal
+    # (Python restores SIG_DFL for the handlers it installed while it finalizes; an ignored signal stays ignored).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     if isinstance(e, Terminated):
         click.echo("terminated (SIGTERM): servers stopped, partial output removed", err=True)
         return EXIT_SIGTERM
