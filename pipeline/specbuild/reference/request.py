@@ -121,3 +121,11 @@ class Result:
     stats: RequestStats
     log_probs: list[TokenLogProb] = field(default_factory=list)  # with Request.return_log_probs, per output id
     cum_log_prob: float = 0.0
+
+
+def streams_now(iteration: int, stream_interval: int, finished: bool) -> bool:
+    """Whether a streamed request is answered after its `iteration`-th decoding step (1-based): on its first, on
+    every `stream_interval`-th and on its last — as TensorRT-LLM's PyExecutor creates streaming responses
+    (tensorrt_llm/_torch/pyexecutor/py_executor.py `_handle_responses`: py_decoding_iter == 1, a multiple of
+    stream_interval, or finished). Both reference cores follow it (one response per step at the default 1)."""
+    return iteration == 1 or iteration % stream_interval == 0 or finished

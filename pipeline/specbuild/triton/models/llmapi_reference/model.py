@@ -13,8 +13,7 @@ Tensor contract (specbuild.reference.llmapi_contract): text_input[0] is the prom
 ("Streaming is only supported in decoupled mode."); a streamed request gets one response per decoding step with
 the cumulative text, FINAL on the last; otherwise one FINAL response. With model.yaml's stream_interval N (an LLM
 argument, default 1) a streamed request is answered on its first step, every N-th step and its last, as
-TensorRT-LLM's PyExecutor creates streaming responses (tensorrt_llm/_torch/pyexecutor/py_executor.py
-`_handle_responses`: py_decoding_iter == 1, a multiple of stream_interval, or finished). Errors are one FINAL response with
+TensorRT-LLM's PyExecutor creates streaming responses (specbuild.reference.request.streams_now). Errors are one FINAL response with
 text_output ["N/A"] and "Error generating request: <e>". `stop: true` with a request id cancels that id's live
 requests (an empty id: "A request id must be provided for request cancellation"); a thread polls Triton's
 cancellation every triton_config.cancellation_check_period_ms and answers CANCELLED "Request cancelled by
@@ -275,6 +274,7 @@ class TritonPythonModel:
 
     def deliver(self, job, event, start, end):
         from specbuild.reference.llmapi_contract import FINISH_REASONS
+        from specbuild.reference.request import streams_now
 
         job.first_scheduled_ns = job.first_scheduled_ns or start
         job.stats = event.stats
@@ -292,8 +292,7 @@ class TritonPythonModel:
                 if stopped and not event.finished:
                     self.executor.cancel(event.request_id)  # a stop string: nothing more to decode
         reason = "stop" if stopped else FINISH_REASONS.get(event.finish_reason) if finished else None
-        n, interval = job.iterations, self.settings.stream_interval
-        if finished or (job.req.streaming and (n == 1 or n % interval == 0)):
+        if finished or (job.req.streaming and streams_now(job.iterations, self.settings.stream_interval, finished)):
             self.send(job, self.response(job, finished, reason), final=finished)
 
     def fail_all(self, e):
