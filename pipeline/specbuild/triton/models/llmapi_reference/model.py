@@ -13,11 +13,11 @@ Tensor contract (specbuild.reference.llmapi_contract): text_input[0] is the prom
 ("Streaming is only supported in decoupled mode."); a streamed request gets one response per decoding step with
 the cumulative text, FINAL on the last; otherwise one FINAL response. With model.yaml's stream_interval N (an LLM
 argument, default 1) a streamed request is answered on its first step, every N-th step and its last, as
-TensorRT-LLM's PyExecutor creates streaming responses (specbuild.reference.request.streams_now). Errors are one FINAL response with
-text_output ["N/A"] and "Error generating request: <e>". `stop: true` with a request id cancels that id's live
-requests (an empty id: "A request id must be provided for request cancellation"); a thread polls Triton's
-cancellation every triton_config.cancellation_check_period_ms and answers CANCELLED "Request cancelled by
-client". As NVIDIA's 2026 model (MP-NEW), a cancelled request also gets its CANCELLED FINAL response.
+TensorRT-LLM's PyExecutor creates streaming responses (specbuild.reference.request.streams_now). Errors are one
+FINAL response with text_output ["N/A"] and "Error generating request: <e>". `stop: true` with a request id
+cancels that id's live requests (an empty id: "A request id must be provided for request cancellation"); a thread
+polls Triton's cancellation every triton_config.cancellation_check_period_ms and answers CANCELLED "Request
+cancelled by client". As NVIDIA's 2026 model (MP-NEW), a cancelled request also gets its CANCELLED FINAL response.
 
 Perf outputs (sampling_param_return_perf_metrics): the reference runtime has no paged KV pool, so the kv_cache_*
 values are 0; the times are steady-clock ns at µs resolution; acceptance_rate, total_accepted_draft_tokens and

@@ -11,9 +11,9 @@ exclude_input_in_output, max_beam_width, ...) and the same input and output tens
   next step runs); others one response at the end. With the parameter stream_interval N (specbuild's, default 1:
   the recipe's triton.stream_interval; the C++ backend has no such option) a streaming request gets a response on
   its first step, every N-th step and its last, each with the tokens (and log probs) of the steps since the one
-  before: TensorRT-LLM's LLM-API rule (specbuild.reference.request.streams_now). Cancellation is polled every cancellation_check_period_ms and the
-  nv_trt_llm_* gauges published every stats_check_period_ms, as the C++ backend does. A request
-  with batch > 1 gets responses per row (`batch_index`), the last one flagged final.
+  before: TensorRT-LLM's LLM-API rule (specbuild.reference.request.streams_now). Cancellation is polled every
+  cancellation_check_period_ms and the nv_trt_llm_* gauges published every stats_check_period_ms, as the C++
+  backend does. A request with batch > 1 gets responses per row (`batch_index`), the last one flagged final.
 - Not decoupled: `execute` runs the requests Triton hands it as one executor batch and answers each once.
   As the C++ backend, it refuses `streaming` and request batches > 1 there.
 - `stop: true` with the request id of a running request cancels it; a cancelled client request is stopped at
@@ -519,10 +519,10 @@ class TritonPythonModel:
     def due(self, job, new, event):
         """(tokens, log probs) to stream now — those of the steps since the last response, on the row's first step,
         every stream_interval-th and its last (every step at the default 1) — else ([], []) and they wait."""
-        job.unsent.extend(new)
-        job.unsent_log_probs.extend(event.log_probs)
         from specbuild.reference.request import streams_now
 
+        job.unsent.extend(new)
+        job.unsent_log_probs.extend(event.log_probs)
         if not streams_now(job.iterations, self.stream_interval, event.finished):
             return [], []
         out, job.unsent = job.unsent, []
