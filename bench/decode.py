@@ -54,6 +54,9 @@ def parse_args(argv=None):
     ap.add_argument("--concurrency", default="1,2,4,8,16", help="in-flight batch sizes for the sweep ('' to skip)")
     ap.add_argument("--sweep-rounds", type=int, default=2, help="passes per concurrency level (median is kept)")
     ap.add_argument("--methods", default="", help="comma-separated subset of methods (default: all)")
+    ap.add_argument("--adaptive-from", type=int, default=0, metavar="N",
+                    help="also run each speculative method with draft_len_schedule {1: full, N: 0} (label "
+                         "<method>_adaptive: speculation off from N requests in flight); 0: not")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared: 1 is steadier)")
     ap.add_argument("--no-transformers", action="store_true", help="skip the Hugging Face generate peers")
     ap.add_argument("--out", help="also write the JSON here")
@@ -92,6 +95,8 @@ def main(argv=None) -> dict:
     if args.methods:
         wanted = {"autoregressive", *args.methods.split(",")}
         specs = [s for s in specs if s.label in wanted]
+    if args.adaptive_from:
+        specs += adaptive_specs(specs, args.adaptive_from)
     limits = dict(max_batch_size=max([1, *levels]), max_input_len=args.prompt_len,
                   max_seq_len=args.prompt_len + args.new_tokens, max_num_tokens=8192)
     report: dict = {"machine": machine(), "profile": args.profile, "profile_dir": str(profile),
@@ -162,6 +167,33 @@ def main(argv=None) -> dict:
     return report
 
 
+def adaptive_specs(specs: list, off_from: int) -> list:
+    """Each speculative method that follows a schedule again, speculating at full length with one request in flight
+    and not at all from `off_from` on (specbuild.draft_len_schedule; the demo recipe's `{1: 4, 2: 0}` shape)."""
+    from dataclasses import replace
+
+    from specbuild import draft_len_schedule
+    from specbuild.reference.methods import method_class
+
+    return [replace(s, label=f"{s.label}_adaptive",
+                    decoding={**s.decoding, draft_len_schedule.PARAMETER: f"1:{s.max_draft_len},{off_from}:0"})
+            for s in specs if s.max_draft_len > 0 and method_class(s.method).follows_schedule]
+
+
+def check_adaptive(report: dict) -> dict:
+    """Issue 15: with the adaptive schedule, speculation never costs throughput — each *_adaptive method >= 0.95x
+    our autoregressive loop at every level of the sweep (in process here; served: bench/served.py)."""
+    speedups = report.get("concurrency", {}).get("speedup_vs_autoregressive", {})
+    levels = report.get("concurrency", {}).get("levels", [])
+    out = {}
+    for label, values in speedups.items():
+        if label.endswith("_adaptive"):
+            worst = min(values)
+            out[label] = {"worst": worst, "at_concurrency": levels[values.index(worst)], "goal": ">= 0.95",
+                          "met": worst >= 0.95}
+    return out
+
+
 def load_transformers(profile: Path, k: int) -> dict:
     """The target and draft as plain transformers models, and the three `generate` peers."""
     import torch
@@ -228,6 +260,8 @@ def check_targets(report: dict) -> dict:
             "value": round(ratio, 3), "goal": "<= 1.10", "met": ratio <= 1 + TARGETS["autoregressive_within_of_transformers_generate"]}
     out["note"] = "goals apply to the `small` profile" if report.get("profile") != "small" else "small profile"
     out["lean_forward"] = check_lean_targets(report)
+    if any(label.endswith("_adaptive") for label in methods):
+        out["adaptive_never_costs"] = check_adaptive(report)
     return out
 
 
