@@ -7,8 +7,8 @@ exclude_input_in_output, max_beam_width, ...) and the same input and output tens
 
 - Decoupled (`model_transaction_policy { decoupled: true }`): in-flight batching. `execute` enqueues and returns;
   one worker thread steps the executor, so a request that arrives while others decode joins at the next step.
-  Streaming requests get one response per step with the new tokens (built and sent by a second thread while the
-  next step runs); others one response at the end. With the parameter stream_interval N (specbuild's, default 1:
+  Streaming requests get one response per step with the new tokens (built by that thread after its step, sent by
+  a second thread while the next step runs); others one response at the end. With the parameter stream_interval N (specbuild's, default 1:
   the recipe's triton.stream_interval; the C++ backend has no such option) a streaming request gets a response on
   its first step, every N-th step and its last, each with the tokens (and log probs) of the steps since the one
   before: TensorRT-LLM's LLM-API rule (specbuild.reference.request.streams_now). Cancellation is polled every
@@ -228,6 +228,7 @@ class TritonPythonModel:
         self.cancel_period_s = int_parameter(config, "cancellation_check_period_ms", 100, minimum=0) / 1000.0
         self.stream_interval = int_parameter(config, "stream_interval", 1, minimum=1)
         self.next_cancel_check = 0.0
+        self.next_handover = 0.0  # the executor thread's: held steps go over at least every stats period
         if self.decoupled:
             self.outbox = queue.SimpleQueue()
             self.delivery = threading.Thread(target=self.deliver_loop, name=f"{self.name}-delivery", daemon=True)
@@ -402,8 +403,11 @@ class TritonPythonModel:
 
     # --- decoupled: the worker thread --------------------------------------------------------------------------
     def loop(self):
-        """The executor thread: steps while there is work; what each step produced goes to the delivery thread,
-        so building and sending responses (and the metrics) overlaps the next step."""
+        """The executor thread: steps while there is work, records each step's events and builds its responses;
+        the delivery thread sends them (and updates the metrics) while the next step runs. Steps with nothing to
+        send yet (a row that streams every N-th step, or does not stream) wait in `held` and go over with the next
+        one that has."""
+        held = []
         while True:
             with self.lock:
                 while self.running and not self.executor.has_work():
@@ -429,18 +433,34 @@ class TritonPythonModel:
                 events = self.executor.step()
             except Exception as e:  # noqa: BLE001 - a runtime failure ends the requests, not the model
                 traceback.print_exc()
+                held = self.hand_over(held)
                 self.outbox.put(("fail", f"{type(e).__name__}: {e}"))
                 continue
             end = time.time_ns()
-            with self.lock:  # the jobs these events belong to (a finished job leaves self.jobs when delivered)
+            with self.lock:  # the jobs these events belong to
                 found = [(self.jobs.get(event.request_id), event) for event in events]
                 idle = not self.executor.has_work()
-            self.outbox.put(("events", found, start, end, idle))
+            sends, tally = self.prepare_step(found, start, end)
+            held.append((sends, tally, idle))
+            # Wake the delivery thread only for a step with something to send (or the metrics' period, or idle),
+            # and leave it only the sending: its Python work takes the GIL that this thread's torch calls give up
+            # and take back on every operation (bench/README.md, "The core's two threads")
+            now = time.monotonic()
+            metrics_due = self.batcher_metrics is not None and now >= self.next_handover
+            if sends or idle or metrics_due:
+                held = self.hand_over(held)
+                self.next_handover = now + self.stats_period_s
+
+    def hand_over(self, held):
+        """Give the delivery thread the steps held so far (in the order they ran); returns the new, empty hold."""
+        if held:
+            self.outbox.put(("steps", held))
+        return []
 
     def deliver_loop(self):
-        """The delivery thread: each step's responses, in the order the steps ran (one response per step per
-        streaming request, as the C++ backend sends them: clients count iterations from them), then its
-        metrics. It runs beside the executor thread, so building and sending responses overlaps the next step."""
+        """The delivery thread: sends each step's responses, in the order the steps ran (one response per step per
+        streaming request, as the C++ backend sends them: clients count iterations from them), then updates its
+        metrics. A send waits for the server to take the response, so it runs beside the executor thread."""
         while True:
             item = self.outbox.get()
             if item is None:
@@ -448,9 +468,12 @@ class TritonPythonModel:
             if item[0] == "fail":
                 self.fail_all(item[1])
             else:
-                self.deliver_step(*item[1:])
+                for step in item[1]:
+                    self.deliver_step(*step)
 
-    def deliver_step(self, found, start, end, idle):
+    def prepare_step(self, found, start, end):
+        """On the executor thread: record one step's events and build its responses. Returns (sends, tally):
+        [(sender, response or None, flags)] in sending order, and the step's counts for the metrics."""
         tally = new_tally()
         outgoing = []  # [job, new tokens, event, last row of its request]
         for job, event in found:
@@ -465,9 +488,25 @@ class TritonPythonModel:
                     last = job.group["left"] == 0
             outgoing.append((job, new, event, last))
         # a request's FINAL response must be its last: rows that end their request go out after the others
+        sends = []
         for job, new, event, last in sorted(outgoing, key=lambda e: e[3]):
             try:
-                self.send(job, new, event, last)
+                sends += self.outgoing(job, new, event, last)
+            except Exception as e:  # noqa: BLE001 - a response that cannot be built fails its request, not the model
+                traceback.print_exc()
+                error = pb_utils.TritonError(f"{self.name}: could not build the response: {type(e).__name__}: {e}")
+                sends.append((job.group["sender"], pb_utils.InferenceResponse(error=error),
+                              pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0))
+        return sends, tally
+
+    def deliver_step(self, sends, tally, idle):
+        """Send one step's responses (prepare_step's), then count the step in the metrics."""
+        for sender, response, flags in sends:
+            try:
+                if response is None:
+                    sender.send(flags=flags)
+                else:
+                    sender.send(response, flags=flags)
             except Exception:  # noqa: BLE001 - e.g. the client went away
                 traceback.print_exc()
         with self.lock:
@@ -502,19 +541,20 @@ class TritonPythonModel:
         backend PR #430): a decoupled model is ready while its executor thread runs."""
         return bool(self.running and (self.worker is None or (self.worker.is_alive() and self.delivery.is_alive())))
 
-    def send(self, job, new, event, last):
-        """The response of one row to one executor event: its new tokens (and their log probs) when it streams,
-        its whole output when it finished; FINAL when it is the last row of its request to finish."""
+    def outgoing(self, job, new, event, last):
+        """The response of one row to one executor event, as [(sender, response or None, flags)] (empty: nothing
+        to send): its new tokens (and their log probs) when it streams, its whole output when it finished; FINAL
+        when it is the last row of its request to finish."""
         flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0
         sender = job.group["sender"]
         if job.streaming:
             new, log_probs = self.due(job, new, event)
             if new:
-                sender.send(self.response(job, new, event.finished, log_probs), flags=flags)
-            elif last:
-                sender.send(flags=flags)
-        elif event.finished:
-            sender.send(self.response(job, self.full_output(job), True), flags=flags)
+                return [(sender, self.response(job, new, event.finished, log_probs), flags)]
+            return [(sender, None, flags)] if last else []
+        if event.finished:
+            return [(sender, self.response(job, self.full_output(job), True), flags)]
+        return []
 
     def due(self, job, new, event):
         """(tokens, log probs) to stream now — those of the steps since the last response, on the row's first step,

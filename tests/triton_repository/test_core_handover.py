@@ -1,0 +1,188 @@
+"""The reference core's two threads (tensorrt_llm_reference/model.py): the executor thread records each step and
+builds its responses; it hands them to the delivery thread (which sends them) only for a step with something to
+send — a finished row, a streamed response that is due (streams_now) — or at the metrics' period, or when the
+executor goes idle. Every response still goes out, in order, FINAL last. The model's `loop` and `deliver_loop`
+run here over a scripted executor, with a stand-in for triton_python_backend_utils."""
+
+from __future__ import annotations
+
+import importlib.util
+import queue
+import sys
+import threading
+import types
+
+import pytest
+from repo_helpers import ROOT
+
+from specbuild.reference.request import Event, RequestStats, streams_now
+
+MODELS = ROOT / "pipeline" / "specbuild" / "triton" / "models"
+FINAL = 1
+
+
+class _Tensor:
+    def __init__(self, name, array):
+        self._name, self.array = name, array
+
+    def name(self):
+        return self._name
+
+
+@pytest.fixture(scope="module")
+def core():
+    pb = types.ModuleType("triton_python_backend_utils")
+    pb.Tensor = _Tensor
+    pb.InferenceResponse = lambda output_tensors=(), error=None: (
+        {"error": error} if error is not None else {t.name(): t.array for t in output_tensors})
+    pb.TritonError = str
+    pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL = FINAL
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "triton_python_backend_utils", pb)
+        mp.syspath_prepend(str(MODELS))
+        spec = importlib.util.spec_from_file_location("reference_core_model", MODELS / "tensorrt_llm_reference" / "model.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+
+
+class _Request:
+    def request_id(self):
+        return ""
+
+    def requested_output_names(self):
+        return ["output_ids"]
+
+
+class _Sender:
+    def __init__(self):
+        self.sent = []  # (output_ids as a list, or None for a flags-only response; flags)
+        self.done = threading.Event()
+
+    def send(self, response=None, flags=0):
+        if response is not None and "error" in response:
+            self.sent.append((response["error"], flags))
+        else:
+            self.sent.append((None if response is None else response["output_ids"].ravel().tolist(), flags))
+        if flags & FINAL:
+            self.done.set()
+
+
+class _ScriptedExecutor:
+    """steps[i]: the request ids that took part in step i; each gets token 100 * i + rid and finishes at its last."""
+
+    def __init__(self, steps: list[list[int]]):
+        self.steps = steps
+        self.last = {rid: i for i, rids in enumerate(steps) for rid in rids}
+        self.ran = 0
+
+    def has_work(self):
+        return self.ran < len(self.steps)
+
+    def step(self):
+        i, self.ran = self.ran, self.ran + 1
+        return [Event(rid, [100 * i + rid], self.last[rid] == i, "length" if self.last[rid] == i else None,
+                      RequestStats()) for rid in self.steps[i]]
+
+    def cancel(self, rid):
+        raise AssertionError("nothing is cancelled here")
+
+
+class _CountingQueue(queue.SimpleQueue):
+    def __init__(self):
+        self.handovers = 0
+
+    def put(self, item, *args, **kwargs):
+        self.handovers += item is not None and item[0] == "steps"
+        super().put(item, *args, **kwargs)
+
+
+NO_FLAGS = {"return_log_probs": False, "return_perf_metrics": False, "return_num_input_tokens": False,
+            "return_num_output_tokens": False}
+
+
+def serve(core, steps, streaming, interval, metrics=None, model=None):
+    """Run both threads over the script; returns (each request's sender, the number of handovers)."""
+    model = model or core.TritonPythonModel.__new__(core.TritonPythonModel)
+    model.name = "tensorrt_llm"
+    model.executor = _ScriptedExecutor(steps)
+    model.lock, model.running, model.outbox = threading.Condition(), True, _CountingQueue()
+    senders = {rid: _Sender() for rid in streaming}
+    model.jobs = {rid: core.Job(_Request(), 0, 1, {"left": 1, "sender": senders[rid]}, streaming[rid], True, [1],
+                                NO_FLAGS) for rid in streaming}
+    model.stream_interval, model.batcher_metrics, model.spec_metrics = interval, metrics, None
+    model.stats_period_s, model.next_handover, model.next_report = 3600.0, 0.0, 0.0
+    model.cancel_period_s, model.next_cancel_check = 3600.0, float("inf")
+    threads = [threading.Thread(target=model.loop, daemon=True), threading.Thread(target=model.deliver_loop, daemon=True)]
+    for t in threads:
+        t.start()
+    for sender in senders.values():
+        assert sender.done.wait(timeout=30), "a request got no FINAL response"
+    with model.lock:
+        model.running = False
+        model.lock.notify_all()
+    threads[0].join(timeout=5)
+    model.outbox.put(None)
+    threads[1].join(timeout=5)
+    return senders, model.outbox.handovers
+
+
+def due_steps(steps, streaming, interval):
+    """The steps that must wake the delivery thread: a finished row or a due streamed response."""
+    seen, due = {}, set()
+    for i, rids in enumerate(steps):
+        for rid in rids:
+            seen[rid] = seen.get(rid, 0) + 1
+            if i == max(j for j, later in enumerate(steps) if rid in later) or (
+                    streaming[rid] and streams_now(seen[rid], interval, False)):
+                due.add(i)
+    return due
+
+
+STEPS = [[1]] * 3 + [[1, 2]] * 5 + [[2]] * 4  # request 2 joins at step 3; 1 finishes at step 7, 2 at step 11
+
+
+@pytest.mark.parametrize("interval", [1, 3])
+@pytest.mark.parametrize("streaming", [{1: False, 2: False}, {1: True, 2: False}, {1: True, 2: True}],
+                         ids=["not-streamed", "one-streamed", "both-streamed"])
+def test_every_response_goes_out_and_only_due_steps_wake_the_delivery_thread(core, streaming, interval):
+    senders, handovers = serve(core, STEPS, streaming, interval)
+    for rid, sender in senders.items():
+        tokens = [100 * i + rid for i, rids in enumerate(STEPS) if rid in rids]
+        if streaming[rid]:
+            due = [n for n in range(1, len(tokens) + 1) if streams_now(n, interval, n == len(tokens))]
+            assert [ids for ids, _ in sender.sent] == [tokens[a:b] for a, b in zip([0] + due, due)]
+        else:
+            assert [ids for ids, _ in sender.sent] == [tokens]
+        assert [flags for _, flags in sender.sent] == [0] * (len(sender.sent) - 1) + [FINAL]
+    assert handovers == len(due_steps(STEPS, streaming, interval))
+    if not any(streaming.values()):
+        assert handovers == 2  # the two finishes: no step in between woke the delivery thread
+
+
+class _Metrics:
+    def __init__(self):
+        self.steps = 0
+
+    def iteration(self, **counts):
+        self.steps += 1
+
+
+def test_with_metrics_held_steps_go_over_at_the_period_and_each_counts(core):
+    metrics = _Metrics()
+    senders, handovers = serve(core, [[1]] * 6, {1: False}, 1, metrics)
+    assert handovers == 2  # the first step (the period starts there: an hour here), then the finish
+    assert metrics.steps == 6  # every step reaches the metrics, held ones included
+    assert [ids for ids, _ in senders[1].sent] == [[100 * i + 1 for i in range(6)]]
+
+
+def test_a_response_that_cannot_be_built_ends_its_request_with_an_error(core):
+    model = core.TritonPythonModel.__new__(core.TritonPythonModel)
+
+    def broken(job, tokens, final, log_probs=None):
+        raise ValueError("no tensor for you")
+
+    model.response = broken
+    senders, _ = serve(core, [[1]] * 3, {1: False}, 1, model=model)
+    [(error, flags)] = senders[1].sent
+    assert "could not build the response" in error and "no tensor for you" in error and flags == FINAL
