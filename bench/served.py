@@ -19,6 +19,11 @@ streamed response on a request's first step, every N-th and its last, as TensorR
 under --work/stream_interval_N/, the same engines) and reports them beside the default's, interleaved in the same
 rounds: the default (one response per step, the contract clients count iterations from) is always measured.
 
+Beside tokens/s, each variant's CPU time per generated token is read from /proc: per process of the server
+(tritonserver and each python-backend stub, by model name) and of this process for the in-process runs, so the
+report tells whether a served run lost by decoding slower in the core stub (`cores_cpu_over_in_process` > 1) or
+by waiting (the rest of the ratio: request hops, tokenization, HTTP).
+
 Nothing asserts on speed. `goals` reports issue 15's: served baseline >= 0.9x and served speculative >= 0.85x of the
 same decoder in process (at every measured level). Ratios are medians of per-round ratios; read them, not the
 absolute tokens/s, on a shared machine.
@@ -218,11 +223,48 @@ class Served:
         return sum(counts), time.perf_counter() - start
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_s(server_pid: int) -> dict[str, float]:
+    """CPU seconds so far of a tritonserver and of each python-backend stub it started, by model name (a stub's
+    first argument is its model's <repository>/<model>/<version>/model.py)."""
+    cpu = {"tritonserver": process_cpu_s(server_pid)}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == server_pid and len(argv) > 1 and argv[0].endswith(b"triton_python_backend_stub"):
+            model = Path(argv[1].decode(errors="replace")).parent.parent.name
+            cpu[model] = cpu.get(model, 0.0) + process_cpu_s(int(stat.parent.name))
+    return cpu
+
+
 def flat(ids) -> list:
     out = []
     for x in ids if isinstance(ids, list) else [ids]:
         out += flat(x) if isinstance(x, list) else [x]
     return out
+
+
+def cores_cpu(per_process: dict[str, float]) -> float:
+    """The served deployment's decoding cores (tensorrt_llm, and tensorrt_llm_draft where there is one)."""
+    return sum(v for k, v in per_process.items() if k.startswith("tensorrt_llm") and k != "tensorrt_llm_bls")
+
+
+def cpu_now(runner) -> dict[str, float]:
+    """CPU seconds so far: this process's for an in-process runner, else its server's, per process."""
+    if isinstance(runner, InProcess):
+        return {"this_process": time.process_time()}
+    return server_cpu_s(runner.server.pid)
 
 
 # ------------------------------------------------------------------------------------------------ the run
@@ -292,6 +334,7 @@ def main(argv=None) -> int:
             else:
                 served[(where, dep)].run(texts[:1], max_tokens, 1)
         results: dict = {c: {f"{w}.{d}": [] for w, d in variants} for c in levels}
+        cpu: dict = {c: {f"{w}.{d}": [] for w, d in variants} for c in levels}  # ms per token, per process
         for r in range(args.rounds):
             for c in levels:
                 k = r % len(variants)
@@ -300,8 +343,12 @@ def main(argv=None) -> int:
                 for where, dep in order:
                     runner = inproc[dep] if where == "in_process" else served[(where, dep)]
                     prompts = ids if where == "in_process" else texts
+                    before = cpu_now(runner)
                     tokens, seconds = runner.run([prompts[i % len(prompts)] for i in range(n)], max_tokens, c)
+                    after = cpu_now(runner)
                     results[c][f"{where}.{dep}"].append(tokens / seconds)
+                    cpu[c][f"{where}.{dep}"].append({k: 1000 * (after[k] - before.get(k, 0.0)) / tokens
+                                                     for k in after})
                     log(f"round {r + 1}, c={c}, {where} {dep}: {tokens / seconds:.1f} tok/s")
     report = {"recipe": str(args.recipe), "method": spec.method, "serving_model": models, "prompts": len(texts),
               "max_tokens": max_tokens, "rounds": args.rounds, "threads": args.threads,
@@ -319,6 +366,12 @@ def main(argv=None) -> int:
             "served_over_in_process": {k: round(statistics.median(v), 3) for k, v in ratio.items()},
             "served_over_in_process_rounds": {k: [round(x, 3) for x in v] for k, v in ratio.items()},
             "speculative_over_baseline": {k: round(statistics.median(v), 3) for k, v in speedup.items()},
+            "cpu_ms_per_token": {k: {proc: round(statistics.median(r[proc] for r in v), 3) for proc in v[0]}
+                                 for k, v in cpu[c].items()},
+            "cores_cpu_over_in_process": {
+                dep: round(statistics.median(cores_cpu(s) / i["this_process"]
+                                             for s, i in zip(cpu[c][f"served.{dep}"], cpu[c][f"in_process.{dep}"])), 3)
+                for dep in ("speculative", "baseline")},
         }
         if spaced is not None:
             spaced_ratio = {dep: [s / i for s, i in zip(per[f"{spaced_name}.{dep}"], per[f"in_process.{dep}"])]
