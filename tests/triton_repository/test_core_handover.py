@@ -40,7 +40,8 @@ def core():
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(sys.modules, "triton_python_backend_utils", pb)
         mp.syspath_prepend(str(MODELS))
-        spec = importlib.util.spec_from_file_location("reference_core_model", MODELS / "tensorrt_llm_reference" / "model.py")
+        path = MODELS / "tensorrt_llm_reference" / "model.py"
+        spec = importlib.util.spec_from_file_location("reference_core_model", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         yield module
@@ -113,7 +114,8 @@ def serve(core, steps, streaming, interval, metrics=None, model=None):
     model.stream_interval, model.batcher_metrics, model.spec_metrics = interval, metrics, None
     model.stats_period_s, model.next_handover, model.next_report = 3600.0, 0.0, 0.0
     model.cancel_period_s, model.next_cancel_check = 3600.0, float("inf")
-    threads = [threading.Thread(target=model.loop, daemon=True), threading.Thread(target=model.deliver_loop, daemon=True)]
+    threads = [threading.Thread(target=model.loop, daemon=True),
+               threading.Thread(target=model.deliver_loop, daemon=True)]
     for t in threads:
         t.start()
     for sender in senders.values():

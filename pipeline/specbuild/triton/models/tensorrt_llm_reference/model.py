@@ -8,12 +8,13 @@ exclude_input_in_output, max_beam_width, ...) and the same input and output tens
 - Decoupled (`model_transaction_policy { decoupled: true }`): in-flight batching. `execute` enqueues and returns;
   one worker thread steps the executor, so a request that arrives while others decode joins at the next step.
   Streaming requests get one response per step with the new tokens (built by that thread after its step, sent by
-  a second thread while the next step runs); others one response at the end. With the parameter stream_interval N (specbuild's, default 1:
-  the recipe's triton.stream_interval; the C++ backend has no such option) a streaming request gets a response on
-  its first step, every N-th step and its last, each with the tokens (and log probs) of the steps since the one
-  before: TensorRT-LLM's LLM-API rule (specbuild.reference.request.streams_now). Cancellation is polled every
-  cancellation_check_period_ms and the nv_trt_llm_* gauges published every stats_check_period_ms, as the C++
-  backend does. A request with batch > 1 gets responses per row (`batch_index`), the last one flagged final.
+  a second thread while the next step runs); others one response at the end. With the parameter stream_interval N
+  (specbuild's, default 1: the recipe's triton.stream_interval; the C++ backend has no such option) a streaming
+  request gets a response on its first step, every N-th step and its last, each with the tokens (and log probs) of
+  the steps since the one before: TensorRT-LLM's LLM-API rule (specbuild.reference.request.streams_now).
+  Cancellation is polled every cancellation_check_period_ms and the nv_trt_llm_* gauges published every
+  stats_check_period_ms, as the C++ backend does. A request with batch > 1 gets responses per row (`batch_index`),
+  the last one flagged final.
 - Not decoupled: `execute` runs the requests Triton hands it as one executor batch and answers each once.
   As the C++ backend, it refuses `streaming` and request batches > 1 there.
 - `stop: true` with the request id of a running request cancels it; a cancelled client request is stopped at
