@@ -416,8 +416,8 @@ class TritonPythonModel:
                 if not self.running:
                     return
                 # is_cancelled() asks the server (a round trip): every cancellation_check_period_ms, as the C++
-                # backend polls, not every step. Under the lock: the delivery thread takes a finished job out of
-                # self.jobs (under the lock) before its FINAL response frees the request's response factory
+                # backend polls, not every step. A finished job left self.jobs (prepare_step, on this thread)
+                # before its FINAL response was handed over, so no job polled here has had its factory freed
                 now = time.monotonic()
                 if now >= self.next_cancel_check:
                     self.next_cancel_check = now + self.cancel_period_s
