@@ -35,6 +35,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import statistics
 import sys
 import threading
@@ -223,28 +224,15 @@ class Served:
         return sum(counts), time.perf_counter() - start
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far (0 once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def server_cpu_s(server_pid: int) -> dict[str, float]:
-    """CPU seconds so far of a tritonserver and of each python-backend stub it started, by model name (a stub's
-    first argument is its model's <repository>/<model>/<version>/model.py)."""
-    cpu = {"tritonserver": process_cpu_s(server_pid)}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError, IndexError):
-            continue
-        if parent == server_pid and len(argv) > 1 and argv[0].endswith(b"triton_python_backend_stub"):
-            model = Path(argv[1].decode(errors="replace")).parent.parent.name
-            cpu[model] = cpu.get(model, 0.0) + process_cpu_s(int(stat.parent.name))
+    """CPU seconds so far of a tritonserver and of its python-backend stubs, summed per model (the instances of
+    one model, e.g. tensorrt_llm_0_0 and tensorrt_llm_1_0, count as tensorrt_llm)."""
+    from specbuild.validate.local_server import LocalServer, cpu_seconds_of
+
+    cpu = {"tritonserver": cpu_seconds_of(server_pid) or 0.0}
+    for instance, pid in LocalServer(server_pid).stubs().items():
+        model = re.sub(r"_\d+_\d+$", "", instance)
+        cpu[model] = cpu.get(model, 0.0) + (cpu_seconds_of(pid) or 0.0)
     return cpu
 
 
