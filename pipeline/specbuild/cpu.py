@@ -15,3 +15,14 @@ def has_native_bf16() -> bool:
     except OSError:
         return False
     return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+@functools.lru_cache(maxsize=1)
+def vendor() -> str:
+    """The CPU's vendor_id ('GenuineIntel', 'AuthenticAMD', ...; '' where /proc/cpuinfo does not say)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            line = next((line for line in f if line.startswith("vendor_id")), "")
+    except OSError:
+        return ""
+    return line.partition(":")[2].strip()

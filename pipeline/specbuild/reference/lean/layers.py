@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from specbuild.reference.lean.linear import Linear
+from specbuild.reference.lean.linear import Linear, column_major_layout
 
 # RoPE kinds whose cos/sin depend on the position only (a table can hold them); "dynamic" and "longrope"
 # rescale with the sequence length seen so far.
@@ -69,8 +69,12 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torc
 
 def fuse_linears(linears) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One weight (and bias) stacking the outputs of several nn.Linear over the same input; each module's
-    parameters become views of it (same values, one copy in memory)."""
-    weight = torch.cat([m.weight.detach() for m in linears])
+    parameters become views of it (same values, one copy in memory). Laid out column-major where `Linear` wants
+    it so (lean/linear.py), so that `Linear` keeps this copy rather than making another."""
+    if column_major_layout(linears[0].weight.dtype):
+        weight = torch.cat([m.weight.detach().t() for m in linears], dim=1).t()
+    else:
+        weight = torch.cat([m.weight.detach() for m in linears])
     biased = [m.bias is not None for m in linears]
     bias = None
     if any(biased):

@@ -59,7 +59,10 @@ class LeanLlama:
         self.layers = [DecoderLayer.from_hf(layer, cfg) for layer in decoder.layers]
         self.norm, self.eps = decoder.norm.weight, float(cfg.rms_norm_eps)
         self.rope = RopeTable(decoder.rotary_emb, dtype)
-        self.lm_head = Linear(hf_model.get_output_embeddings().weight)
+        out = hf_model.get_output_embeddings().weight
+        # tied embeddings: the lm_head gets its own copy, so that a column-major relayout (lean/linear.py) leaves
+        # the embedding's rows contiguous for the lookup
+        self.lm_head = Linear(out.detach() if out is self.embed else out)
 
     def forward(self, input_ids: torch.Tensor, plan, cache, capture_layers: Sequence[int] = ()):
         x = F.embedding(input_ids, self.embed)

@@ -1,0 +1,119 @@
+"""The lean forward's float32 matmul layouts (lean/linear.py): `column-major` (weights stored transposed, relaid
+in place so the transformers modules share the one copy) and `packed` (oneDNN-packed copies) give logits equal to
+an independently loaded transformers model's, greedy tokens identical; the choice follows the CPU vendor and the
+environment variable, and a bad value is a UserError naming the variable."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from specbuild.errors import UserError
+from specbuild.reference.lean import linear
+from specbuild.reference.model import CausalLM
+
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    root = tmp_path_factory.mktemp("matmul")
+    out = {}
+    for name, tied in (("untied", False), ("tied", True)):
+        torch.manual_seed(5)
+        cfg = LlamaConfig(vocab_size=1200, hidden_size=128, intermediate_size=688, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, initializer_range=0.2,
+                          tie_word_embeddings=tied, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+        LlamaForCausalLM(cfg).save_pretrained(root / name)
+        out[name] = root / name
+    return out
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    """Set SPECBUILD_REFERENCE_MATMUL (or clear it) for one test; the process-wide choice is recomputed."""
+
+    def choose(value: str | None):
+        monkeypatch.delenv("SPECBUILD_REFERENCE_FORWARD", raising=False)
+        if value is None:
+            monkeypatch.delenv(linear.MATMUL_ENV, raising=False)
+        else:
+            monkeypatch.setenv(linear.MATMUL_ENV, value)
+        linear.float32_kernel.cache_clear()
+
+    yield choose
+    linear.float32_kernel.cache_clear()
+
+
+def _reference_logits(folder, texts):
+    """A plain transformers model of its own (row-major weights, nothing shared with the lean model)."""
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        return [model(torch.tensor([t])).logits[0] for t in texts]
+
+
+@pytest.mark.parametrize("layout", [linear.COLUMN_MAJOR, linear.PACKED])
+@pytest.mark.parametrize("name", ["untied", "tied"])
+def test_each_layout_gives_transformers_logits(checkpoints, kernel, layout, name):
+    kernel(layout)
+    lm = CausalLM.from_pretrained(checkpoints[name])
+    assert lm.implementation == "lean"
+    rng = random.Random(len(name))
+    texts = [[rng.randrange(lm.vocab_size) for _ in range(n)] for n in (7, 19)]
+    cache = lm.new_cache(2)
+    # prefill the first tokens, then a chain of several rows per call (the verification shape)
+    first = lm.forward(cache, [t[:-5] for t in texts], logits="all")
+    cache.commit_all()
+    chain = lm.forward(cache, [t[-5:] for t in texts], logits="all")
+    for r, (text, want) in enumerate(zip(texts, _reference_logits(checkpoints[name], texts))):
+        got = torch.cat([first.logits[r, : len(text) - 5], chain.logits[r, :5]])
+        assert ((got - want).abs() <= TOL + TOL * want.abs()).all(), (layout, name, r)
+        assert torch.equal(got.argmax(-1), want.argmax(-1))
+
+
+def test_column_major_relays_the_parameters_in_place(checkpoints, kernel):
+    """One copy of each weight: the transformers modules hold the transposed storage the lean layers use; a tied
+    embedding keeps contiguous rows (the lm_head has its own transposed copy)."""
+    kernel(linear.COLUMN_MAJOR)
+    lm = CausalLM.from_pretrained(checkpoints["untied"])
+    layer, lean = lm.decoder.layers[0], lm.lean.layers[0]
+    assert layer.self_attn.o_proj.weight.t().is_contiguous()
+    assert layer.self_attn.o_proj.weight.data_ptr() == lean.o.weight.data_ptr()
+    assert layer.self_attn.q_proj.weight.data_ptr() == lean.wqkv.data_ptr() and lean.wqkv.t().is_contiguous()
+    assert lm.lm_head.weight.t().is_contiguous()
+    assert lm.lean.lm_head.packed is None
+
+    tied = CausalLM.from_pretrained(checkpoints["tied"])
+    assert tied.lean.embed.is_contiguous() and tied.lean.lm_head.weight.t().is_contiguous()
+
+
+def test_packed_keeps_row_major_weights(checkpoints, kernel):
+    kernel(linear.PACKED)
+    lm = CausalLM.from_pretrained(checkpoints["untied"])
+    assert lm.decoder.layers[0].self_attn.o_proj.weight.is_contiguous()
+    assert lm.lean.lm_head.packed is not None or not torch.backends.mkldnn.is_available()
+
+
+def test_the_default_follows_the_cpu_vendor(kernel, monkeypatch):
+    kernel(None)
+    monkeypatch.setattr(linear.torch.backends.mkl, "is_available", lambda: True)
+    for vendor, want in (("GenuineIntel", linear.COLUMN_MAJOR), ("AuthenticAMD", linear.PACKED), ("", linear.PACKED)):
+        monkeypatch.setattr(linear.cpu, "vendor", lambda v=vendor: v)
+        linear.float32_kernel.cache_clear()
+        assert linear.float32_kernel() == want, vendor
+    monkeypatch.setenv(linear.MATMUL_ENV, linear.PACKED)
+    monkeypatch.setattr(linear.cpu, "vendor", lambda: "GenuineIntel")
+    linear.float32_kernel.cache_clear()
+    assert linear.float32_kernel() == linear.PACKED
+
+
+def test_a_bad_value_names_the_variable(checkpoints, kernel):
+    kernel("fastest")
+    with pytest.raises(UserError, match="SPECBUILD_REFERENCE_MATMUL='fastest'.*column-major or packed"):
+        CausalLM.from_pretrained(checkpoints["untied"])
