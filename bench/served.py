@@ -19,6 +19,10 @@ streamed response on a request's first step, every N-th and its last, as TensorR
 under --work/stream_interval_N/, the same engines) and reports them beside the default's, interleaved in the same
 rounds: the default (one response per step, the contract clients count iterations from) is always measured.
 
+`--decode-cpus` (default auto, as `specbuild compile` and `serve`) keeps CPUs for the core's decoding thread
+(pipeline/specbuild/serve/decode_cpus.py); the served runs' clients then run on the other CPUs, beside tritonserver.
+`bench/cpus.py` compares auto with off.
+
 Beside tokens/s, each variant's CPU time per generated token is read from /proc: per process of the server
 (tritonserver and each python-backend stub, by model name) and of this process for the in-process runs, so the
 report tells whether a served run lost by decoding slower in the core stub (`cores_cpu_over_in_process` > 1) or
@@ -153,10 +157,10 @@ class InProcess:
 class Served:
     """One tritonserver; clients stream from its serving model over persistent HTTP connections."""
 
-    def __init__(self, repository: Path, model: str, log_path: Path, stream: bool = True):
+    def __init__(self, repository: Path, model: str, log_path: Path, stream: bool = True, decode_cpus: str = "auto"):
         from specbuild.serve import TritonServer
 
-        self.server = TritonServer(repository, log_path=log_path)
+        self.server = TritonServer(repository, log_path=log_path, decode_cpus=decode_cpus)
         self.model = model
         self.stream = stream
 
@@ -213,10 +217,13 @@ class Served:
             finally:
                 conn.close()
 
+        from specbuild.serve import decode_cpus
+
         threads = [threading.Thread(target=client) for _ in range(concurrency)]
         start = time.perf_counter()
-        for t in threads:
-            t.start()
+        with decode_cpus.running_on(self.server.client_cpus):  # the clients start here: off the decoder's CPUs
+            for t in threads:
+                t.start()
         for t in threads:
             t.join()
         if errors:
@@ -273,6 +280,8 @@ def main(argv=None) -> int:
                         "triton.stream_interval N (> 1) and report them beside the default (1)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads here and in the server's core "
                         "(SPECBUILD_TORCH_THREADS)")
+    parser.add_argument("--decode-cpus", default="auto", help="CPUs kept for the core's decoding thread "
+                        "(specbuild serve --decode-cpus: auto, off, or ids); the clients run on the others")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
@@ -306,14 +315,15 @@ def main(argv=None) -> int:
     spaced_name = f"served_stream_interval_{interval}"
     with contextlib.ExitStack() as stack:
         served = {("served", dep): stack.enter_context(
-                      Served(layout.repository(role), models[dep], logs / f"{dep}.log", stream))
+                      Served(layout.repository(role), models[dep], logs / f"{dep}.log", stream, args.decode_cpus))
                   for dep, role in (("speculative", "target"), ("baseline", "baseline"))}
         variants = [("served", "speculative"), ("in_process", "speculative"), ("served", "baseline"),
                     ("in_process", "baseline")]
         if spaced is not None:
             for dep, role in (("speculative", "target"), ("baseline", "baseline")):
                 served[(spaced_name, dep)] = stack.enter_context(
-                    Served(spaced.repository(role), models[dep], logs / f"{dep}-{spaced_name}.log", stream))
+                    Served(spaced.repository(role), models[dep], logs / f"{dep}-{spaced_name}.log", stream,
+                           args.decode_cpus))
             variants[2:2] = [(spaced_name, "speculative")]
             variants.append((spaced_name, "baseline"))
         for where, dep in variants:  # warm up every path once
@@ -338,9 +348,11 @@ def main(argv=None) -> int:
                     cpu[c][f"{where}.{dep}"].append({k: 1000 * (after[k] - before.get(k, 0.0)) / tokens
                                                      for k in after})
                     log(f"round {r + 1}, c={c}, {where} {dep}: {tokens / seconds:.1f} tok/s")
+    split = served[("served", "speculative")].server.cpu_split
     report = {"recipe": str(args.recipe), "method": spec.method, "serving_model": models, "prompts": len(texts),
               "max_tokens": max_tokens, "rounds": args.rounds, "threads": args.threads,
               "protocol": "HTTP generate_stream" if stream else "HTTP generate", "stream_interval": interval,
+              "decode_cpus": {"choice": args.decode_cpus, "kept": split.env_value() if split else None},
               "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()}, "levels": {}}
     goals = {}
     for c in levels:

@@ -12,3 +12,6 @@ if str(ROOT / "pipeline") not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The suite's servers share the CPUs with the other xdist worker: no CPU is kept for a decoder (specbuild compile
+# and serve default to auto; tests/serve/test_decode_cpus.py turns it on where it tests it).
+os.environ.setdefault("SPECBUILD_DECODE_CPUS", "off")

@@ -9,8 +9,9 @@ stopped whatever happens.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -26,6 +27,8 @@ class CompileOptions:
     validate: bool = True
     trtllm_examples: str | None = None
     tritonserver: Path | None = None
+    # serve/decode_cpus.py: CPUs kept for the reference core's decoding thread (--decode-cpus, SPECBUILD_DECODE_CPUS)
+    decode_cpus: str = field(default_factory=lambda: os.environ.get("SPECBUILD_DECODE_CPUS", "auto"))
 
     @property
     def build(self) -> BuildOptions:
@@ -100,7 +103,7 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
 
 def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, Path], options: CompileOptions,
                        stages: Stages, console: Console) -> int:
-    from specbuild.serve import TritonServer
+    from specbuild.serve import TritonServer, decode_cpus
     from specbuild.serve.server import stop_together
     from specbuild.validate import Endpoints, run_validation
 
@@ -116,10 +119,13 @@ def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, P
         for role, repo in repositories.items():
             with stages.stage(f"serve {repo}"):
                 server = TritonServer(repo, binary=options.tritonserver, launcher=runtime.launcher(repo),
-                                      log_path=layout.report / f"tritonserver-{role}.log")
+                                      log_path=layout.report / f"tritonserver-{role}.log",
+                                      decode_cpus=options.decode_cpus)
                 servers[role] = server
                 server.start()
         baseline = servers.get("baseline")
+        # the suite's clients stay off the CPUs kept for the decoders, as tritonserver does
+        stack.enter_context(decode_cpus.running_on(servers["target"].client_cpus))
         result = run_validation(
             recipe,
             Endpoints.of(servers["target"]),

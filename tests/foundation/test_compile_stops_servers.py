@@ -26,6 +26,7 @@ class StandInServer:
     def __init__(self, repo, **kw):
         self.tag = Path(repo).name
         self.http_address, self.grpc_url = "127.0.0.1:1", "127.0.0.1:2"
+        self.client_cpus = None  # no CPU kept for a decoder
 
     def start(self):
         return self

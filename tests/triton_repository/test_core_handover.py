@@ -7,6 +7,7 @@ run here over a scripted executor, with a stand-in for triton_python_backend_uti
 from __future__ import annotations
 
 import importlib.util
+import os
 import queue
 import sys
 import threading
@@ -102,11 +103,11 @@ NO_FLAGS = {"return_log_probs": False, "return_perf_metrics": False, "return_num
             "return_num_output_tokens": False}
 
 
-def serve(core, steps, streaming, interval, metrics=None, model=None):
+def serve(core, steps, streaming, interval, metrics=None, model=None, name="tensorrt_llm", executor=_ScriptedExecutor):
     """Run both threads over the script; returns (each request's sender, the number of handovers)."""
     model = model or core.TritonPythonModel.__new__(core.TritonPythonModel)
-    model.name = "tensorrt_llm"
-    model.executor = _ScriptedExecutor(steps)
+    model.name = name
+    model.executor = executor(steps)
     model.lock, model.running, model.outbox = threading.Condition(), True, _CountingQueue()
     senders = {rid: _Sender() for rid in streaming}
     model.jobs = {rid: core.Job(_Request(), 0, 1, {"left": 1, "sender": senders[rid]}, streaming[rid], True, [1],
@@ -188,3 +189,29 @@ def test_a_response_that_cannot_be_built_ends_its_request_with_an_error(core):
     senders, _ = serve(core, [[1]] * 3, {1: False}, 1, model=model)
     [(error, flags)] = senders[1].sent
     assert "could not build the response" in error and "no tensor for you" in error and flags == FINAL
+
+
+class _WhereExecutor(_ScriptedExecutor):
+    """Records the CPUs the stepping thread may run on."""
+
+    cpus: list = []
+
+    def step(self):
+        _WhereExecutor.cpus.append(os.sched_getaffinity(0))
+        return super().step()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs to keep one")
+@pytest.mark.parametrize("name, pinned", [("tensorrt_llm", True), ("tensorrt_llm_draft", False)])
+def test_the_executor_thread_takes_the_cpus_the_launcher_kept(core, monkeypatch, name, pinned):
+    """SPECBUILD_EXECUTOR_CPUS (specbuild/serve/decode_cpus.py): the target core's executor thread runs there;
+    a draft core and the other threads (here: this one, which also runs the delivery side) stay where they were."""
+    everywhere = os.sched_getaffinity(0)
+    kept = max(everywhere)
+    monkeypatch.setenv("SPECBUILD_EXECUTOR_CPUS", str(kept))
+    _WhereExecutor.cpus = []
+    senders, _ = serve(core, [[1]] * 3, {1: True}, 1, name=name, executor=_WhereExecutor)
+    assert len(senders[1].sent) == 3
+    assert _WhereExecutor.cpus == [{kept} if pinned else everywhere] * 3
+    assert os.sched_getaffinity(0) == everywhere

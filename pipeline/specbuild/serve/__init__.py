@@ -2,7 +2,7 @@
 
 binary.py which server binary, and its environment; ports.py free and taken ports; server_log.py load errors
 from the log in plain words; server.py the process (start, wait until ready, stop, nothing left behind);
-command.py `specbuild serve`.
+command.py `specbuild serve`; decode_cpus.py the CPUs kept for the reference core's decoding thread.
 """
 
 from specbuild.serve.binary import ServerBinary, find_tritonserver

@@ -24,7 +24,8 @@ def _serving_hint(repository: Path) -> str | None:
 
 def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host: str, http_port: int | None,
                             grpc_port: int | None, metrics_port: int | None, model_control: str,
-                            load_models: list[str], log_path: Path | None, timeout_s: float, console, out) -> int:
+                            load_models: list[str], log_path: Path | None, timeout_s: float, console, out,
+                            decode_cpus: str = "auto") -> int:
     """Serve until interrupted. Returns the exit code: 0 after a clean stop, 1 when the server died by itself.
     UserError (exit 2) for a missing repository, a taken port, or models that fail to load."""
     from specbuild.serve.binary import find_tritonserver
@@ -43,7 +44,7 @@ def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host
     launcher = script if script.is_file() and model_control == "none" else None
     server = TritonServer(repository, host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
                           binary=binary, model_control=model_control, load_models=load_models, log_path=log_path,
-                          launcher=launcher)
+                          launcher=launcher, decode_cpus=decode_cpus)
     with sigterm_raises():
         return _serve(server, binary, repository, timeout_s, console, out)
 
@@ -62,6 +63,9 @@ def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> 
         out.print(f"  metrics  {server.metrics_url}")
         out.print(f"  models   {', '.join(models)} (ready)")
         out.print(f"  log      {server.log_path}")
+        if server.cpu_split is not None:
+            out.print(f"  CPUs     decoding on {server.cpu_split.env_value()}, the rest of the server on "
+                      f"{','.join(map(str, sorted(server.cpu_split.rest)))} (--decode-cpus)")
         if server.admin_key:  # explicit model control: loading a model may upload code
             out.print("  admin    the model-repository API (index, load, unload) needs this key:")
             out.print(f"    HTTP header    {ADMIN_HEADER}: {server.admin_key}")

@@ -40,6 +40,7 @@ from typing import Callable, Iterable, Sequence
 
 from specbuild import children
 from specbuild.errors import UserError
+from specbuild.serve import decode_cpus as decode_cpus_module
 from specbuild.serve.binary import ServerBinary, find_tritonserver
 from specbuild.serve.ports import free_ports, port_in_use
 from specbuild.serve.server_log import ADDRESS_IN_USE, hint, load_errors_from_log, plain_reason, strip_prefix
@@ -56,9 +57,11 @@ class TritonServer:
                  binary: ServerBinary | Path | str | None = None,
                  model_control: str = "none", load_models: Sequence[str] | None = None,
                  log_path: Path | None = None, exit_timeout_s: int = 5, extra_args: Iterable[str] = (),
-                 log_verbose: int = 0, launcher: Path | None = None):
+                 log_verbose: int = 0, launcher: Path | None = None, decode_cpus: str = "off"):
         """launcher: a repository's launch_triton.sh (GPU repositories: mpirun ranks, orchestrator mode); it
-        takes the ports from HTTP_PORT/GRPC_PORT/METRICS_PORT and passes our other arguments to rank 0."""
+        takes the ports from HTTP_PORT/GRPC_PORT/METRICS_PORT and passes our other arguments to rank 0.
+        decode_cpus: auto | off | CPU ids kept for the reference core's executor thread (serve/decode_cpus.py);
+        `client_cpus` then names the CPUs left, for clients on this machine to run on."""
         if model_control not in ("none", "explicit"):
             raise ValueError(f"model_control must be 'none' or 'explicit', not {model_control!r}")
         if load_models and model_control != "explicit":
@@ -76,6 +79,8 @@ class TritonServer:
         self.extra_args = list(extra_args)
         self.log_verbose = log_verbose
         self.launcher = Path(launcher) if launcher else None
+        self.decode_cpus = decode_cpus
+        self.cpu_split: decode_cpus_module.Split | None = None  # set at launch when CPUs are kept for the decoder
         self.server_id = f"specbuild-{uuid.uuid4().hex[:12]}"  # GET /v2 names it: proves we talk to our server
         self.tag = children.new_tag()  # marks its processes (SPECBUILD_CHILD) and names its /dev/shm regions
         self.shm_prefix = children.shm_prefix(self.tag)
@@ -110,6 +115,12 @@ class TritonServer:
     @property
     def metrics_url(self) -> str:
         return f"http://{self.host}:{self.metrics_port}/metrics"
+
+    @property
+    def client_cpus(self) -> frozenset[int] | None:
+        """The CPUs left to tritonserver when some are kept for the decoder (None: none kept): where a client on
+        this machine should run (`decode_cpus.running_on(server.client_cpus)`)."""
+        return self.cpu_split.rest if self.cpu_split else None
 
     @property
     def pid(self) -> int | None:
@@ -191,8 +202,16 @@ class TritonServer:
         if self.launcher is not None:
             env.update(TRITONSERVER=str(self.binary.path), HTTP_PORT=str(self.http_port),
                        GRPC_PORT=str(self.grpc_port), METRICS_PORT=str(self.metrics_port))
-        self.process = children.spawn(self.argv(), tag=self.tag, stdout=self._log_file, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, env=env)
+        self.cpu_split = None
+        if decode_cpus_module.honours(self.repository):
+            self.cpu_split = decode_cpus_module.plan(self.decode_cpus, decode_cpus_module.allowed_cpus(),
+                                                     decode_cpus_module.torch_threads(), where="decode_cpus")
+        env.pop(decode_cpus_module.EXECUTOR_ENV, None)
+        if self.cpu_split is not None:
+            env[decode_cpus_module.EXECUTOR_ENV] = self.cpu_split.env_value()
+        with decode_cpus_module.running_on(self.cpu_split.rest if self.cpu_split else None):  # the child inherits
+            self.process = children.spawn(self.argv(), tag=self.tag, stdout=self._log_file,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         self._finalizer = weakref.finalize(self, _stop_process, self.process, self.tag, self.exit_timeout_s + 10)
         atexit.register(self._finalizer)
 

@@ -249,6 +249,9 @@ class TritonPythonModel:
 
     # ------------------------------------------------------------------------------------------------ the worker
     def loop(self):
+        from specbuild.serve import decode_cpus
+
+        decode_cpus.claim(self.name)  # the CPUs the launcher kept for this thread (SPECBUILD_EXECUTOR_CPUS)
         while True:
             with self.cond:
                 while self.running and not self.executor.has_work():

@@ -408,6 +408,9 @@ class TritonPythonModel:
         the delivery thread sends them (and updates the metrics) while the next step runs. Steps with nothing to
         send yet (a row that streams every N-th step, or does not stream) wait in `held` and go over with the next
         one that has."""
+        from specbuild.serve import decode_cpus
+
+        decode_cpus.claim(self.name)  # the CPUs the launcher kept for this thread (SPECBUILD_EXECUTOR_CPUS)
         held = []
         while True:
             with self.lock:
