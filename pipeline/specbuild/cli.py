@@ -65,7 +65,7 @@ def _check_decode_cpus(ctx, param, value: str) -> str:
     try:
         decode_cpus.plan(value, decode_cpus.allowed_cpus(), decode_cpus.torch_threads(), where="--decode-cpus")
     except UserError as e:
-        raise click.BadParameter(str(e).split(": ", 1)[-1], ctx=ctx, param=param) from None
+        raise click.BadParameter(str(e).removeprefix("--decode-cpus="), ctx=ctx, param=param) from None
     return value
 
 
@@ -74,8 +74,8 @@ def _decode_cpus_option(f):
         "--decode-cpus", default="auto", show_default=True, envvar="SPECBUILD_DECODE_CPUS", metavar="auto|off|IDS",
         callback=_check_decode_cpus,
         help="CPUs kept for the reference core's decoding thread, tritonserver and its other models running on the "
-        "rest (auto: the last CPU, when there are two or more; off; or ids such as 3 or 2,3). Speeds the CPU "
-        "reference runtime up; TensorRT-LLM's own backends ignore it.")(f)
+        "rest (auto: the last CPU, when there are two or more; off; or ids such as 3 or 2,3). Only the CPU "
+        "reference runtime's core uses it (bench/README.md: 'A CPU for the decoder').")(f)
 
 
 def _load(recipe: Path, trtllm_examples: str | None = None, *, building: bool = True):

@@ -3,7 +3,7 @@
 On the CPU reference runtime the core model's executor thread does the decoding, while tritonserver, the
 pre/post-processing stubs and the clients share the same CPUs; every time one of them takes the decoder's CPU, the
 decoder waits on the run queue and comes back to cold caches (bench/README.md, "A CPU for the decoder": on 2 vCPUs
-at 16 requests in flight, 15% of the decoder's time waiting to run and ~12% more CPU for the same tokens). So the
+at 16 requests in flight, 15% of the decoder's time waiting to run and 9-12% more CPU for the same tokens). So the
 launcher (`TritonServer(decode_cpus=...)`) keeps some CPUs for the decoder: tritonserver (and every stub it starts)
 runs on the others, and the CPUs kept reach the core in the environment variable SPECBUILD_EXECUTOR_CPUS; the
 reference cores (models/tensorrt_llm_reference, models/llmapi_reference) pin their executor thread there

@@ -18,7 +18,9 @@ Two ways, chosen once per process (`float32_kernel`; SPECBUILD_REFERENCE_MATMUL 
   not measured on AMD.) The packed copy costs the memory of those matrices once more.
 bfloat16 weights (draft heads) are always packed (faster at every size measured). Either way the arithmetic is the
 dense matmul's (results agree to rounding). A column-major `nn.Parameter` is relaid in place, so the transformers
-module holding it computes with the same (single) copy.
+module holding it computes with the same (single) copy; such a model is for decoding only: transformers'
+`save_pretrained` refuses its non-contiguous weights (nothing in specbuild saves a model it decodes with; save
+from a fresh load).
 """
 
 from __future__ import annotations
