@@ -148,3 +148,11 @@ def machine() -> dict:
         "platform": platform.platform(),
         "load_average_at_start": list(os.getloadavg()),
     }
+
+
+def emit(report: dict, out) -> None:
+    """Print a bench's JSON report to stdout and, with `out` (--out), write it there too."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n")

@@ -13,7 +13,6 @@ Nothing asserts on speed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_setup import emit  # noqa: E402
 from served import REPO, Served  # noqa: E402
 
 PROMPTS = ["def parse(self, text):\n    \"\"\"Parse the text and return a list of tokens.", "import os\nimport sys\n\n"
@@ -68,10 +68,7 @@ def main(argv=None) -> dict:
             report["levels"][c] = {"tokens_per_s": {k: round(statistics.median(v), 1) for k, v in tps.items()},
                                    "auto_over_off": round(statistics.median(ratios), 3),
                                    "auto_over_off_rounds": [round(x, 3) for x in ratios]}
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(report, args.out)
     return report
 
 

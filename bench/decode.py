@@ -10,7 +10,6 @@ See bench/README.md for what each number means.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_setup import REPO, build_engines, load_prompts, machine, method_specs, profile_dir  # noqa: E402
+from bench_setup import REPO, build_engines, emit, load_prompts, machine, method_specs, profile_dir  # noqa: E402
 from measure import Run, executor, run_ours, run_transformers  # noqa: E402
 
 from specbuild import metrics  # noqa: E402
@@ -160,10 +159,7 @@ def main(argv=None) -> dict:
 
     report["targets"] = check_targets(report)
     report["machine"]["load_average_at_end"] = list(os.getloadavg())
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(report, args.out)
     return report
 
 

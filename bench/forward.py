@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_setup import machine, profile_dir  # noqa: E402
+from bench_setup import emit, machine, profile_dir  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -153,10 +153,7 @@ def main(argv=None) -> dict:
         report["transformers_over_lean"][name] = {
             s: round(per_call["transformers"][s] / per_call["lean"][s], 3) for s in per_call["lean"]}
         log(f"{name}: {json.dumps(per_call)}")
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(report, args.out)
     return report
 
 

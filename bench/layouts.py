@@ -16,7 +16,6 @@ Nothing asserts on speed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_setup import REPO, build_engines, load_prompts, machine, method_specs, profile_dir  # noqa: E402
+from bench_setup import REPO, build_engines, emit, load_prompts, machine, method_specs, profile_dir  # noqa: E402
 from measure import executor, run_ours  # noqa: E402
 
 LAYOUTS = ("packed", "column-major")
@@ -118,10 +117,7 @@ def main(argv=None) -> dict:
             m: round(statistics.median(b / s for b, s in zip(base, seconds[(layout, m)])), 3) for m in methods}
     report["outputs_identical_across_layouts"] = {m: outputs[("packed", m)] == outputs[("column-major", m)]
                                                   for m in methods}
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(report, args.out)
     return report
 
 

@@ -1,12 +1,15 @@
 """What a specbuild process (or this test process) leaves behind: its marked processes, its /dev/shm regions, the
-ports its servers listened on."""
+ports its servers listened on; and toy python models (INT32 X -> Y) to serve."""
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import socket
+import textwrap
 import time
+import urllib.request
 from pathlib import Path
 from typing import Callable
 
@@ -48,3 +51,26 @@ def eventually(condition: Callable[[], bool], timeout_s: float = 20.0) -> bool:
             return True
         time.sleep(0.1)
     return condition()
+
+
+def python_model(repo: Path, name: str, source: str) -> None:
+    """A python-backend model `name` in `repo` (input X, output Y: INT32 vectors) whose model.py is `source`."""
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(textwrap.dedent(f'''
+        name: "{name}"
+        backend: "python"
+        max_batch_size: 0
+        input [ {{ name: "X" data_type: TYPE_INT32 dims: [ -1 ] }} ]
+        output [ {{ name: "Y" data_type: TYPE_INT32 dims: [ -1 ] }} ]
+        instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+    '''))
+    (repo / name / "1" / "model.py").write_text(source)
+
+
+def infer(server, model: str, values: list[int]) -> list[int]:
+    """Y of one HTTP inference of `model` on X = values."""
+    body = json.dumps({"inputs": [{"name": "X", "shape": [len(values)], "datatype": "INT32", "data": values}]})
+    req = urllib.request.Request(f"{server.http_url}/v2/models/{model}/infer", data=body.encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())["outputs"][0]["data"]

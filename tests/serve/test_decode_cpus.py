@@ -4,14 +4,12 @@ command line's check of --decode-cpus."""
 
 from __future__ import annotations
 
-import json
 import os
-import textwrap
-import urllib.request
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from serve_helpers import infer, python_model
 
 from specbuild.cli import cli
 from specbuild.errors import UserError
@@ -83,25 +81,13 @@ class TritonPythonModel:
 
 def _repo(root: Path) -> Path:
     for name in ("tensorrt_llm", "postprocessing"):
-        (root / name / "1").mkdir(parents=True)
-        (root / name / "config.pbtxt").write_text(textwrap.dedent(f'''
-            name: "{name}"
-            backend: "python"
-            max_batch_size: 0
-            input [ {{ name: "X" data_type: TYPE_INT32 dims: [ -1 ] }} ]
-            output [ {{ name: "Y" data_type: TYPE_INT32 dims: [ -1 ] }} ]
-            instance_group [ {{ count: 1 kind: KIND_CPU }} ]
-        '''))
-        (root / name / "1" / "model.py").write_text(PINNING_CORE)
+        python_model(root, name, PINNING_CORE)
     return root
 
 
 def _seen(server: TritonServer, model: str) -> tuple[list[int], list[int]]:
-    body = json.dumps({"inputs": [{"name": "X", "shape": [1], "datatype": "INT32", "data": [0]}]}).encode()
-    req = urllib.request.Request(f"{server.http_url}/v2/models/{model}/infer", data=body,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        data = json.loads(r.read())["outputs"][0]["data"]
+    """(the CPUs of the model's executor thread, those of its stub's main thread)."""
+    data = infer(server, model, [0])
     cut = data.index(-1)
     return data[:cut], data[cut + 1:]
 

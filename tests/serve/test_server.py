@@ -9,11 +9,10 @@ import signal
 import textwrap
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from serve_helpers import alive, eventually, listening, marked_processes, shm_entries
+from serve_helpers import alive, eventually, infer, listening, marked_processes, python_model, shm_entries
 
 from specbuild.errors import UserError
 from specbuild.serve.binary import find_tritonserver
@@ -51,27 +50,6 @@ class TritonPythonModel:
 '''
 
 
-def _model(repo: Path, name: str, source: str) -> None:
-    (repo / name / "1").mkdir(parents=True)
-    (repo / name / "config.pbtxt").write_text(textwrap.dedent(f'''
-        name: "{name}"
-        backend: "python"
-        max_batch_size: 0
-        input [ {{ name: "X" data_type: TYPE_INT32 dims: [ -1 ] }} ]
-        output [ {{ name: "Y" data_type: TYPE_INT32 dims: [ -1 ] }} ]
-        instance_group [ {{ count: 1 kind: KIND_CPU }} ]
-    '''))
-    (repo / name / "1" / "model.py").write_text(source)
-
-
-def _infer(server: TritonServer, model: str, values: list[int]) -> list[int]:
-    body = json.dumps({"inputs": [{"name": "X", "shape": [len(values)], "datatype": "INT32", "data": values}]})
-    req = urllib.request.Request(f"{server.http_url}/v2/models/{model}/infer", data=body.encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())["outputs"][0]["data"]
-
-
 @pytest.fixture(scope="module")
 def binary():
     return find_tritonserver(None)
@@ -79,14 +57,14 @@ def binary():
 
 def test_serves_and_stops_by_pid(tmp_path, binary):
     repo = tmp_path / "repo"
-    _model(repo, "doubler", DOUBLER)
-    _model(repo, "tripler", DOUBLER)
+    python_model(repo, "doubler", DOUBLER)
+    python_model(repo, "tripler", DOUBLER)
     server = TritonServer(repo, binary=binary, log_path=tmp_path / "server.log")
     with server:
         pid = server.pid
         assert alive(pid)
         assert server.model_ready("doubler") and server.model_ready("tripler")
-        assert _infer(server, "doubler", [1, 2, 3]) == [2, 4, 6]
+        assert infer(server, "doubler", [1, 2, 3]) == [2, 4, 6]
         assert server.grpc_url == f"127.0.0.1:{server.grpc_port}"
         with urllib.request.urlopen(server.metrics_url, timeout=10) as r:
             assert b"nv_inference_count" in r.read()
@@ -99,8 +77,8 @@ def test_serves_and_stops_by_pid(tmp_path, binary):
 
 def test_load_errors_in_plain_words(tmp_path, binary):
     repo = tmp_path / "repo"
-    _model(repo, "doubler", DOUBLER)
-    _model(repo, "broken", BROKEN)
+    python_model(repo, "doubler", DOUBLER)
+    python_model(repo, "broken", BROKEN)
     server = TritonServer(repo, binary=binary, log_path=tmp_path / "server.log")
     with pytest.raises(UserError) as err:
         server.start(60)
@@ -113,12 +91,12 @@ def test_load_errors_in_plain_words(tmp_path, binary):
 
 def test_explicit_model_control_loads_only_what_is_asked(tmp_path, binary):
     repo = tmp_path / "repo"
-    _model(repo, "doubler", DOUBLER)
-    _model(repo, "broken", BROKEN)
+    python_model(repo, "doubler", DOUBLER)
+    python_model(repo, "broken", BROKEN)
     with TritonServer(repo, binary=binary, model_control="explicit", load_models=["doubler"]) as server:
         assert server.model_ready("doubler")
         assert not server.model_ready("broken")
-        assert _infer(server, "doubler", [5]) == [10]
+        assert infer(server, "doubler", [5]) == [10]
         names = {e["name"]: e.get("state") for e in server.repository_index()}
         assert names["doubler"] == "READY" and names.get("broken") is None
 
@@ -127,7 +105,7 @@ def test_serves_through_a_repository_launch_script(tmp_path, binary, monkeypatch
     """GPU repositories start through their launch_triton.sh (ports from HTTP_PORT/GRPC_PORT/METRICS_PORT, our
     other arguments passed to rank 0). A stand-in script with the same interface runs the CPU server here."""
     repo = tmp_path / "repo"
-    _model(repo, "doubler", DOUBLER)
+    python_model(repo, "doubler", DOUBLER)
     script = repo / "launch_triton.sh"
     script.write_text(textwrap.dedent('''\
         #!/usr/bin/env bash
@@ -141,7 +119,7 @@ def test_serves_through_a_repository_launch_script(tmp_path, binary, monkeypatch
     server = TritonServer(repo, binary=binary, launcher=script, log_path=tmp_path / "server.log")
     assert server.argv()[:2] == ["bash", str(script)]
     with server:
-        assert _infer(server, "doubler", [4]) == [8]
+        assert infer(server, "doubler", [4]) == [8]
         log = server.read_log()
         assert f"launch script: ports {server.http_port} {server.grpc_port} {server.metrics_port}" in log
     assert server.pid is None
@@ -168,8 +146,8 @@ def _upload(source: str) -> dict:
 
 def test_explicit_model_control_opens_the_repository_api_only_with_the_key(tmp_path, binary):
     repo = tmp_path / "repo"
-    _model(repo, "doubler", DOUBLER)
-    _model(repo, "tripler", DOUBLER)
+    python_model(repo, "doubler", DOUBLER)
+    python_model(repo, "tripler", DOUBLER)
     marker = tmp_path / "client-code-ran"
     evil = DOUBLER.replace("self.version = specbuild.__version__",
                            f"self.version = specbuild.__version__; open({str(marker)!r}, 'w').write('ran')")
@@ -183,13 +161,13 @@ def test_explicit_model_control_opens_the_repository_api_only_with_the_key(tmp_p
         assert _post(server, "/v2/repository/index", {})[0] == 403
         assert _post(server, "/v2/repository/models/tripler/load", {}, {ADMIN_HEADER: "wrong"})[0] == 403
         assert not marker.exists() and not server.model_ready("uploaded") and not server.model_ready("tripler")
-        assert server.model_ready("doubler") and _infer(server, "doubler", [3]) == [6]  # inference stays open
+        assert server.model_ready("doubler") and infer(server, "doubler", [3]) == [6]  # inference stays open
         # with the key, over HTTP and gRPC
         assert _post(server, "/v2/repository/models/tripler/load", {}, server.admin_headers)[0] == 200
-        assert server.model_ready("tripler") and _infer(server, "tripler", [2]) == [4]
+        assert server.model_ready("tripler") and infer(server, "tripler", [2]) == [4]
         # the refused request was a real attack: with the key, the uploaded code loads and runs
         assert _post(server, "/v2/repository/models/uploaded/load", _upload(evil), server.admin_headers)[0] == 200
-        assert marker.read_text() == "ran" and _infer(server, "uploaded", [1]) == [2]
+        assert marker.read_text() == "ran" and infer(server, "uploaded", [1]) == [2]
         import tritonclient.grpc as grpcclient
         from tritonclient.utils import InferenceServerException
 
@@ -202,7 +180,7 @@ def test_explicit_model_control_opens_the_repository_api_only_with_the_key(tmp_p
 
 def test_default_model_control_has_no_key_and_refuses_loads(tmp_path, binary):
     repo = tmp_path / "repo"
-    _model(repo, "doubler", DOUBLER)
+    python_model(repo, "doubler", DOUBLER)
     with TritonServer(repo, binary=binary) as server:
         assert server.admin_key is None and server.admin_headers == {}
         code, text = _post(server, "/v2/repository/models/uploaded/load", _upload(DOUBLER))
@@ -212,7 +190,7 @@ def test_default_model_control_has_no_key_and_refuses_loads(tmp_path, binary):
 def test_a_killed_server_leaves_nothing_once_stopped(tmp_path, binary):
     """SIGKILL the server itself: its python stub and its /dev/shm regions stay behind; stop() removes them."""
     repo = tmp_path / "repo"
-    _model(repo, "doubler", DOUBLER)
+    python_model(repo, "doubler", DOUBLER)
     server = TritonServer(repo, binary=binary, log_path=tmp_path / "server.log").start(120)
     me, tag, port, pid = os.getpid(), server.tag, server.http_port, server.pid
     try:
@@ -232,8 +210,8 @@ def test_a_port_taken_while_the_server_loads_is_chosen_again(tmp_path, binary, m
     one in between (CI runs servers side by side). The server that finds another answering chooses again."""
     import specbuild.serve.server as server_module
 
-    _model(tmp_path / "first", "doubler", DOUBLER)
-    _model(tmp_path / "second", "doubler", DOUBLER)
+    python_model(tmp_path / "first", "doubler", DOUBLER)
+    python_model(tmp_path / "second", "doubler", DOUBLER)
     with TritonServer(tmp_path / "first", binary=binary) as first:
         taken = [first.http_port, first.grpc_port, first.metrics_port]
         real_free, real_in_use = server_module.free_ports, server_module.port_in_use
@@ -249,4 +227,4 @@ def test_a_port_taken_while_the_server_loads_is_chosen_again(tmp_path, binary, m
         with TritonServer(tmp_path / "second", binary=binary) as second:
             assert len(calls) == 2 and second.http_port not in taken
             assert second.server_metadata()["name"] == second.server_id != first.server_id
-            assert _infer(second, "doubler", [1, 2]) == [2, 4]
+            assert infer(second, "doubler", [1, 2]) == [2, 4]

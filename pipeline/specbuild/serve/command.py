@@ -50,6 +50,7 @@ def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host
 
 
 def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> int:
+    from specbuild.serve.decode_cpus import cpu_list
     from specbuild.serve.server import ADMIN_HEADER, GRPC_ADMIN_HEADER
 
     try:
@@ -64,8 +65,8 @@ def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> 
         out.print(f"  models   {', '.join(models)} (ready)")
         out.print(f"  log      {server.log_path}")
         if server.cpu_split is not None:
-            out.print(f"  CPUs     decoding on {server.cpu_split.env_value()}, the rest of the server on "
-                      f"{','.join(map(str, sorted(server.cpu_split.rest)))} (--decode-cpus)")
+            out.print(f"  CPUs     decoding on {cpu_list(server.cpu_split.decode)}, the rest of the server on "
+                      f"{cpu_list(server.cpu_split.rest)} (--decode-cpus)")
         if server.admin_key:  # explicit model control: loading a model may upload code
             out.print("  admin    the model-repository API (index, load, unload) needs this key:")
             out.print(f"    HTTP header    {ADMIN_HEADER}: {server.admin_key}")

@@ -35,7 +35,12 @@ class Split:
     rest: frozenset[int]  # tritonserver, its other stubs and threads, and our clients
 
     def env_value(self) -> str:
-        return ",".join(str(c) for c in sorted(self.decode))
+        return cpu_list(self.decode)
+
+
+def cpu_list(cpus) -> str:
+    """CPU ids as the variables and messages write them: '0,2,3'."""
+    return ",".join(str(c) for c in sorted(cpus))
 
 
 def allowed_cpus() -> set[int]:
@@ -65,9 +70,9 @@ def plan(choice: str, allowed: set[int], threads: int, where: str = CHOICE_ENV) 
         decode = parse_cpus(choice, where)
         if not decode <= allowed:
             raise UserError(f"{where}={choice!r}: CPU {min(decode - allowed)} is not one this process may run on "
-                            f"({_ranges(allowed)}) — choose among those, or auto")
+                            f"({cpu_list(allowed)}) — choose among those, or auto")
         if decode == allowed:
-            raise UserError(f"{where}={choice!r} keeps every CPU ({_ranges(allowed)}) for the decoder and leaves "
+            raise UserError(f"{where}={choice!r} keeps every CPU ({cpu_list(allowed)}) for the decoder and leaves "
                             "none for tritonserver — keep fewer, or off")
     return Split(frozenset(decode), frozenset(allowed - decode))
 
@@ -114,7 +119,3 @@ def claim(model_name: str) -> set[int] | None:
     except (UserError, OSError):
         return None
     return cpus
-
-
-def _ranges(cpus: set[int]) -> str:
-    return ",".join(str(c) for c in sorted(cpus))
