@@ -2,7 +2,8 @@
 builds its responses; it hands them to the delivery thread (which sends them) only for a step with something to
 send — a finished row, a streamed response that is due (streams_now) — or at the metrics' period, or when the
 executor goes idle. Every response still goes out, in order, FINAL last. The model's `loop` and `deliver_loop`
-run here over a scripted executor, with a stand-in for triton_python_backend_utils."""
+run here over a scripted executor, with a stand-in for triton_python_backend_utils; so does the llm-api flavour's
+core (llmapi_reference/model.py) for the CPUs its executor thread takes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import queue
 import sys
 import threading
+import time
 import types
 
 import pytest
@@ -30,8 +32,8 @@ class _Tensor:
         return self._name
 
 
-@pytest.fixture(scope="module")
-def core():
+def _load_core(folder: str, module_name: str):
+    """A core model.py, imported with a stand-in for triton_python_backend_utils (yields the module)."""
     pb = types.ModuleType("triton_python_backend_utils")
     pb.Tensor = _Tensor
     pb.InferenceResponse = lambda output_tensors=(), error=None: (
@@ -41,11 +43,20 @@ def core():
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(sys.modules, "triton_python_backend_utils", pb)
         mp.syspath_prepend(str(MODELS))
-        path = MODELS / "tensorrt_llm_reference" / "model.py"
-        spec = importlib.util.spec_from_file_location("reference_core_model", path)
+        spec = importlib.util.spec_from_file_location(module_name, MODELS / folder / "model.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         yield module
+
+
+@pytest.fixture(scope="module")
+def core():
+    yield from _load_core("tensorrt_llm_reference", "reference_core_model")
+
+
+@pytest.fixture(scope="module")
+def llmapi_core():
+    yield from _load_core("llmapi_reference", "llmapi_reference_core_model")
 
 
 class _Request:
@@ -213,5 +224,32 @@ def test_the_executor_thread_takes_the_cpus_the_launcher_kept(core, monkeypatch,
     _WhereExecutor.cpus = []
     senders, _ = serve(core, [[1]] * 3, {1: True}, 1, name=name, executor=_WhereExecutor)
     assert len(senders[1].sent) == 3
+    assert _WhereExecutor.cpus == [{kept} if pinned else everywhere] * 3
+    assert os.sched_getaffinity(0) == everywhere
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs to keep one")
+@pytest.mark.parametrize("name, pinned", [("tensorrt_llm", True), ("tensorrt_llm_draft", False)])
+def test_the_llmapi_cores_executor_thread_takes_the_cpus_the_launcher_kept(llmapi_core, monkeypatch, name, pinned):
+    """The same for the llm-api flavour's reference core (llmapi_reference/model.py), whose one worker thread
+    steps and sends."""
+    everywhere = os.sched_getaffinity(0)
+    kept = max(everywhere)
+    monkeypatch.setenv("SPECBUILD_EXECUTOR_CPUS", str(kept))
+    _WhereExecutor.cpus = []
+    model = llmapi_core.TritonPythonModel.__new__(llmapi_core.TritonPythonModel)
+    model.name, model.executor, model.jobs = name, _WhereExecutor([[1]] * 3), {}
+    model.cond, model.running = threading.Condition(), True
+    worker = threading.Thread(target=model.loop, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while model.executor.has_work() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with model.cond:
+        model.running = False
+        model.cond.notify_all()
+    worker.join(timeout=5)
+    assert not worker.is_alive()
     assert _WhereExecutor.cpus == [{kept} if pinned else everywhere] * 3
     assert os.sched_getaffinity(0) == everywhere
