@@ -132,6 +132,25 @@ def test_commit_rejects_a_path_that_skips_positions(lm):
         cache.commit([[1, 0]])  # both nodes sit at position 3: a sibling cannot follow its sibling
 
 
+def test_plan_names_a_chain_of_positions_that_every_row_shares(lm):
+    """ForwardPlan.chain_start (the lean RoPE then slices its table instead of gathering): set exactly when every
+    row's positions run from one start; position_ids say the same either way."""
+    cache = lm.new_cache(2)
+    plan = cache.plan_forward([3, 3])
+    assert plan.chain_start == 0 and plan.position_ids.tolist() == [[0, 1, 2], [0, 1, 2]]
+    cache.commit_all()
+    plan = cache.plan_forward([1, 0])  # row 1 pads: its query sits at the same slot
+    assert plan.chain_start == 3 and plan.position_ids.tolist() == [[3], [3]]
+    cache.rollback()
+    plan = cache.plan_forward([2, 2], positions=[[3, 3], None])  # a tree row: no shared chain
+    assert plan.chain_start is None and plan.position_ids.tolist() == [[3, 3], [3, 4]]
+    cache.rollback()
+    cache.plan_forward([1, 0])
+    cache.commit_all()  # row 0 is one token ahead now
+    plan = cache.plan_forward([1, 1])
+    assert plan.chain_start is None and plan.position_ids.tolist() == [[4], [3]]
+
+
 def test_additive_mask_is_float(lm):
     cache = lm.new_cache(2)
     plan = cache.plan_forward([2, 0])

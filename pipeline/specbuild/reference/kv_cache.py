@@ -39,6 +39,7 @@ class ForwardPlan:
     mask: torch.Tensor | None  # [B, 1, S, T] bool, True = visible; None = every query sees all T slots
     max_position: int  # the largest entry of position_ids
     same_start: bool = False  # every row starts at starts[0] (one slice write per layer)
+    chain_start: int | None = None  # every row's positions are chain_start, chain_start + 1, ... (width of them)
     _index: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
 
     @property
@@ -137,20 +138,11 @@ class KVCache:
         width = max(max(n_new, default=0), 1)
         starts = [self.next_position(r) for r in range(n_rows)]
         keys_length = max(starts, default=0) + width
-        steps = torch.arange(width)
-        slot_of_query = torch.tensor(starts, dtype=torch.long)[:, None] + steps  # [B, S]
-        pos = slot_of_query
-
-        # Chain visibility for every row: a query at slot q sees slots [0, q] (committed, earlier pending, causal
-        # new). A padding query sees the same (never a fully masked row, which would give NaN); no real query
-        # sees a padding key, which sits after it.
-        mask = None
-        if width > 1 or attend is not None or any(s != starts[0] for s in starts):  # else every slot is visible
-            mask = (torch.arange(keys_length) <= slot_of_query[:, :, None])[:, None]  # [B, 1, S, T]
+        same_start = all(s == starts[0] for s in starts)
+        slots = [list(range(s, s + width)) for s in starts]  # the slot of each row's s-th fed token (padding too)
         custom = positions is not None and any(p is not None for p in positions)
+        rows_pos = [list(row) for row in slots] if custom else slots
         max_position = keys_length - 1
-        if custom:
-            pos = slot_of_query.clone()
         fed: list = []
         for r in range(n_rows):
             k = n_new[r]
@@ -158,23 +150,36 @@ class KVCache:
                 row_pos = list(positions[r])
                 if len(row_pos) != k:
                     raise ValueError(f"row {r}: {len(row_pos)} positions for {k} tokens")
-                if k:
-                    pos[r, :k] = torch.tensor(row_pos, dtype=torch.long)
-                    max_position = max(max_position, max(row_pos))
+                rows_pos[r][:k] = row_pos
+                max_position = max([max_position, *row_pos])
             else:
-                row_pos = range(starts[r], starts[r] + k)
-            row_attend = attend[r] if attend is not None else None
-            if row_attend is not None:
+                row_pos = slots[r][:k]
+            fed.append(row_pos)
+        # built from Python lists in one call each: on the decode path every small tensor operation costs (bench/
+        # README.md, "Where a forward's time goes on the Xeon")
+        pos = torch.tensor(rows_pos, dtype=torch.long)  # [B, S]
+
+        # Chain visibility for every row: a query at slot q sees slots [0, q] (committed, earlier pending, causal
+        # new). A padding query sees the same (never a fully masked row, which would give NaN); no real query
+        # sees a padding key, which sits after it.
+        mask = None
+        if width > 1 or attend is not None or not same_start:  # else every slot is visible
+            slot_of_query = torch.tensor(slots, dtype=torch.long) if custom else pos
+            mask = (torch.arange(keys_length) <= slot_of_query[:, :, None])[:, None]  # [B, 1, S, T]
+        if attend is not None:
+            for r in range(n_rows):
+                row_attend, k = attend[r], n_new[r]
+                if row_attend is None:
+                    continue
                 p = len(self.pending_positions[r])
                 if tuple(row_attend.shape) != (k, p + k):
                     raise ValueError(f"row {r}: attend has shape {tuple(row_attend.shape)}, expected {(k, p + k)}")
                 if k:
                     mask[r, 0, :k, self.lengths[r] : starts[r] + k] = row_attend.to(torch.bool)
-            fed.append(row_pos)
         for r, row_pos in enumerate(fed):  # registered once every row checked out
             self.pending_positions[r].extend(row_pos)
-        same_start = all(s == starts[0] for s in starts)
-        plan = ForwardPlan(list(n_new), width, pos, starts, keys_length, mask, max_position, same_start)
+        chain_start = starts[0] if same_start and not custom and n_rows else None
+        plan = ForwardPlan(list(n_new), width, pos, starts, keys_length, mask, max_position, same_start, chain_start)
         self._reserve(keys_length)
         self._plan, self._written = plan, 0
         return plan

@@ -38,7 +38,7 @@ class LeanEagleHead:
     def forward(self, features: torch.Tensor, input_ids: torch.Tensor, plan, cache) -> torch.Tensor:
         embeds = F.embedding(input_ids, self.embed).to(features.dtype)
         h = self.fc(torch.cat((embeds, features), dim=-1))
-        cos, sin = self.rope(plan.position_ids, plan.max_position)
+        cos, sin = self.rope(plan)
         for i, layer in enumerate(self.layers):
             h = layer(h, cos, sin, cache, i, plan.mask)
         return h

@@ -44,11 +44,15 @@ class RopeTable:
         self.dtype = dtype
         self.table = torch.empty(0, 2, 0, dtype=dtype)  # [positions, (cos, signed sin), head_dim]
 
-    def __call__(self, position_ids: torch.Tensor, max_position: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cos, signed sin), each [B, 1, S, head_dim], for position_ids [B, S]."""
-        if max_position >= self.table.shape[0]:
-            self._grow(max_position + 1)
-        both = self.table[position_ids]  # [B, S, 2, D]
+    def __call__(self, plan) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, signed sin), each [B, 1, S, head_dim] (or [1, 1, S, head_dim] for rows that share a chain of
+        positions: a slice of the table, no gather), at a ForwardPlan's position_ids [B, S]."""
+        if plan.max_position >= self.table.shape[0]:
+            self._grow(plan.max_position + 1)
+        if plan.chain_start is not None:
+            both = self.table[plan.chain_start : plan.chain_start + plan.width][None]  # [1, S, 2, D]
+        else:
+            both = self.table[plan.position_ids]  # [B, S, 2, D]
         return both[:, None, :, 0], both[:, None, :, 1]
 
     @torch.no_grad()

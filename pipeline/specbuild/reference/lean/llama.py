@@ -66,7 +66,7 @@ class LeanLlama:
 
     def forward(self, input_ids: torch.Tensor, plan, cache, capture_layers: Sequence[int] = ()):
         x = F.embedding(input_ids, self.embed)
-        cos, sin = self.rope(plan.position_ids, plan.max_position)
+        cos, sin = self.rope(plan)
         outputs: dict[int, torch.Tensor] = {}
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, cache, i, plan.mask)
