@@ -157,14 +157,14 @@ class KVCache:
             fed.append(row_pos)
         # built from Python lists in one call each: on the decode path every small tensor operation costs (bench/
         # README.md, "Where a forward's time goes on the Xeon")
-        pos = torch.tensor(rows_pos, dtype=torch.long)  # [B, S]
+        pos = torch.tensor(rows_pos, dtype=torch.long).view(n_rows, width)  # [B, S] (B may be 0)
 
         # Chain visibility for every row: a query at slot q sees slots [0, q] (committed, earlier pending, causal
         # new). A padding query sees the same (never a fully masked row, which would give NaN); no real query
         # sees a padding key, which sits after it.
         mask = None
         if width > 1 or attend is not None or not same_start:  # else every slot is visible
-            slot_of_query = torch.tensor(slots, dtype=torch.long) if custom else pos
+            slot_of_query = torch.tensor(slots, dtype=torch.long).view(n_rows, width) if custom else pos
             mask = (torch.arange(keys_length) <= slot_of_query[:, :, None])[:, None]  # [B, 1, S, T]
         if attend is not None:
             for r in range(n_rows):
