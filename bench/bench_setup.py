@@ -150,6 +150,16 @@ def machine() -> dict:
     }
 
 
+def logger(tag: str):
+    """A bench's progress line on stderr: `[tag HH:MM:SS] message`."""
+    import time
+
+    def log(message: str) -> None:
+        print(f"[{tag} {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+    return log
+
+
 def emit(report: dict, out) -> None:
     """Print a bench's JSON report to stdout and, with `out` (--out), write it there too."""
     text = json.dumps(report, indent=2)

@@ -14,12 +14,11 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_setup import REPO, build_engines, emit, load_prompts, machine, method_specs, profile_dir  # noqa: E402
+from bench_setup import REPO, build_engines, emit, load_prompts, logger, machine, method_specs, profile_dir  # noqa: E402
 from measure import Run, executor, run_ours, run_transformers  # noqa: E402
 
 from specbuild import metrics  # noqa: E402
@@ -37,8 +36,7 @@ TARGETS = {  # the issue's goals, checked on the `small` profile
 }
 
 
-def log(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+log = logger("bench")
 
 
 def parse_args(argv=None):

@@ -26,11 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_setup import emit, machine, profile_dir  # noqa: E402
+from bench_setup import emit, logger, machine, profile_dir  # noqa: E402
 
 
-def log(message: str) -> None:
-    print(f"[forward {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+log = logger("forward")
 
 
 def parse_args(argv=None):

@@ -24,14 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_setup import REPO, build_engines, emit, load_prompts, machine, method_specs, profile_dir  # noqa: E402
+from bench_setup import REPO, build_engines, emit, load_prompts, logger, machine, method_specs, profile_dir  # noqa: E402
 from measure import executor, run_ours  # noqa: E402
 
 LAYOUTS = ("packed", "column-major")
 
 
-def log(message: str) -> None:
-    print(f"[layouts] {message}", file=sys.stderr, flush=True)
+log = logger("layouts")
 
 
 def parse_args(argv=None):

@@ -47,15 +47,14 @@ import time
 from collections import deque
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "pipeline"))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_setup import REPO, logger  # noqa: E402  (puts pipeline/ on sys.path, HF_HUB_OFFLINE)
 
 GOALS = {"baseline": 0.9, "speculative": 0.85}
 
 
-def log(message: str) -> None:
-    print(f"[served] {message}", file=sys.stderr, flush=True)
+log = logger("served")
 
 
 # ------------------------------------------------------------------------------------------------ setup

@@ -10,6 +10,7 @@ import click
 
 from specbuild import __version__
 from specbuild.errors import UserError
+from specbuild.serve.decode_cpus import CHOICE_ENV as DECODE_CPUS_ENV
 
 EXAMPLES_DIR_HELP = ("TensorRT-LLM examples/ tree (e.g. /app/examples in the NGC container) whose "
                      "convert_checkpoint.py scripts convert Medusa/EAGLE where the wheel API is unreliable")
@@ -71,7 +72,7 @@ def _check_decode_cpus(ctx, param, value: str) -> str:
 
 def _decode_cpus_option(f):
     return click.option(
-        "--decode-cpus", default="auto", show_default=True, envvar="SPECBUILD_DECODE_CPUS", metavar="auto|off|IDS",
+        "--decode-cpus", default="auto", show_default=True, envvar=DECODE_CPUS_ENV, metavar="auto|off|IDS",
         callback=_check_decode_cpus,
         help="CPUs kept for the reference core's decoding thread, tritonserver and its other models running on the "
         "rest (auto: the last CPU, when there are two or more; off; or ids such as 3 or 2,3). Only the CPU "

@@ -21,6 +21,8 @@ from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep, make_plan
 from specbuild.recipe.schema import Recipe
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
+from specbuild.serve.decode_cpus import CHOICE_ENV as DECODE_CPUS_ENV
+
 
 @dataclass
 class CompileOptions:
@@ -28,7 +30,7 @@ class CompileOptions:
     trtllm_examples: str | None = None
     tritonserver: Path | None = None
     # serve/decode_cpus.py: CPUs kept for the reference core's decoding thread (--decode-cpus, SPECBUILD_DECODE_CPUS)
-    decode_cpus: str = field(default_factory=lambda: os.environ.get("SPECBUILD_DECODE_CPUS", "auto"))
+    decode_cpus: str = field(default_factory=lambda: os.environ.get(DECODE_CPUS_ENV, "auto"))
 
     @property
     def build(self) -> BuildOptions:

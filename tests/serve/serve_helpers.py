@@ -53,6 +53,16 @@ def eventually(condition: Callable[[], bool], timeout_s: float = 20.0) -> bool:
     return condition()
 
 
+# The stub's embedded Python ignores PYTHONPATH: a toy model that imports specbuild starts with this (the launcher
+# puts the folder holding the specbuild package there), as the shipped models do at import.
+USE_PYTHONPATH = '''
+import os as _os, sys as _sys
+for _entry in reversed(_os.environ.get("PYTHONPATH", "").split(_os.pathsep)):
+    if _entry and _entry not in _sys.path:
+        _sys.path.insert(0, _entry)
+'''
+
+
 def python_model(repo: Path, name: str, source: str) -> None:
     """A python-backend model `name` in `repo` (input X, output Y: INT32 vectors) whose model.py is `source`."""
     (repo / name / "1").mkdir(parents=True)

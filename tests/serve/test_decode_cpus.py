@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from serve_helpers import infer, python_model
+from serve_helpers import USE_PYTHONPATH, infer, python_model
 
 from specbuild.cli import cli
 from specbuild.errors import UserError
@@ -51,8 +51,8 @@ def test_only_a_core_that_names_the_variable_gets_cpus(tmp_path):
     assert decode_cpus.honours(tmp_path)
 
 
-PINNING_CORE = '''
-import os, sys, threading
+PINNING_CORE = USE_PYTHONPATH + '''
+import os, threading
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -60,9 +60,6 @@ class TritonPythonModel:
     """Stands in for the reference core: an executor thread that claims SPECBUILD_EXECUTOR_CPUS."""
 
     def initialize(self, args):
-        for entry in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
-            if entry and entry not in sys.path:
-                sys.path.insert(0, entry)
         from specbuild.serve import decode_cpus
         self.seen = {}
         def loop():

@@ -12,7 +12,8 @@ import urllib.request
 
 import pytest
 
-from serve_helpers import alive, eventually, infer, listening, marked_processes, python_model, shm_entries
+from serve_helpers import (USE_PYTHONPATH, alive, eventually, infer, listening, marked_processes, python_model,
+                           shm_entries)
 
 from specbuild.errors import UserError
 from specbuild.serve.binary import find_tritonserver
@@ -20,18 +21,12 @@ from specbuild.serve.server import ADMIN_HEADER, TritonServer
 
 pytestmark = pytest.mark.timeout(300)
 
-DOUBLER = '''
+DOUBLER = USE_PYTHONPATH + '''
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def initialize(self, args):
-        # The stub's embedded Python ignores PYTHONPATH; models that need specbuild add its entries themselves
-        # (the launcher puts the folder holding the specbuild package there).
-        import os, sys
-        for entry in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
-            if entry and entry not in sys.path:
-                sys.path.insert(0, entry)
         import specbuild
         self.version = specbuild.__version__
 
