@@ -54,6 +54,9 @@ def parse_args(argv=None):
     ap.add_argument("--adaptive-from", type=int, default=0, metavar="N",
                     help="also run each speculative method with draft_len_schedule {1: full, N: 0} (label "
                          "<method>_adaptive: speculation off from N requests in flight); 0: not")
+    ap.add_argument("--draft-dtypes", default="", metavar="LIST",
+                    help="also run each tree drafter (Medusa, EAGLE-1/2) with these draft_dtype values, e.g. "
+                         "float32,int8 (label <method>@<dtype>; the plain label is draft_dtype auto)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared: 1 is steadier)")
     ap.add_argument("--no-transformers", action="store_true", help="skip the Hugging Face generate peers")
     ap.add_argument("--out", help="also write the JSON here")
@@ -94,6 +97,8 @@ def main(argv=None) -> dict:
         specs = [s for s in specs if s.label in wanted]
     if args.adaptive_from:
         specs += adaptive_specs(specs, args.adaptive_from)
+    if args.draft_dtypes:
+        specs += draft_dtype_specs(specs, [d.strip() for d in args.draft_dtypes.split(",") if d.strip()])
     limits = dict(max_batch_size=max([1, *levels]), max_input_len=args.prompt_len,
                   max_seq_len=args.prompt_len + args.new_tokens, max_num_tokens=8192)
     report: dict = {"machine": machine(), "profile": args.profile, "profile_dir": str(profile),
@@ -172,6 +177,15 @@ def adaptive_specs(specs: list, off_from: int) -> list:
     return [replace(s, label=f"{s.label}_adaptive",
                     decoding={**s.decoding, draft_len_schedule.PARAMETER: f"1:{s.max_draft_len},{off_from}:0"})
             for s in specs if s.max_draft_len > 0 and method_class(s.method).follows_schedule]
+
+
+def draft_dtype_specs(specs: list, dtypes: list[str]) -> list:
+    """Each tree drafter (the methods with a drafter dtype: Medusa, EAGLE-1/2) again per `draft_dtype` value
+    (reference/drafters.py `drafter_precision`), timed in the same interleaved rounds as the rest."""
+    from dataclasses import replace
+
+    return [replace(s, label=f"{s.label}@{dtype}", decoding={**s.decoding, "draft_dtype": dtype})
+            for s in specs if s.method in ("medusa", "eagle") for dtype in dtypes]
 
 
 def check_adaptive(report: dict) -> dict:

@@ -85,21 +85,58 @@ def test_every_method_gives_the_same_tokens_on_both_paths(zoo_engines, zoo_reque
 def test_eagle_and_medusa_drafters_follow_the_path(zoo_engines):
     """The EAGLE head runs lean next to a lean target and as transformers layers next to a transformers target;
     Medusa heads are evaluated by LeanMedusaHeads on the lean path and give the heads module's logits. Lean drafters
-    draft in bfloat16 on CPUs with native bf16 (draft_dtype auto), float32 otherwise and on the transformers path."""
+    draft in bfloat16 on CPUs with native bf16 (draft_dtype auto), with int8 matmuls where PyTorch runs fbgemm
+    otherwise, and in float32 on the transformers path."""
     import torch
 
     from specbuild.cpu import has_native_bf16
+    from specbuild.reference.lean.linear import Int8Linear, int8_available
     from specbuild.reference.methods import method_class
 
     lean, ref = (method_class("eagle")(zoo_engines["eagle1"][p]) for p in ("lean", "transformers"))
     assert lean.lean_head is not None and ref.lean_head is None
-    assert lean.draft_dtype == (torch.bfloat16 if has_native_bf16() else torch.float32)
-    assert ref.draft_dtype == torch.float32
+    expected = (torch.bfloat16, False) if has_native_bf16() else (torch.float32, int8_available())
+    assert tuple(lean.draft_precision) == expected
+    assert tuple(ref.draft_precision) == (torch.float32, False)
+    assert isinstance(lean.draft_head.linear, Int8Linear) == expected[1]
     medusa_lean, medusa_ref = (method_class("medusa")(zoo_engines["medusa"][p]) for p in ("lean", "transformers"))
     assert type(medusa_lean.evaluate_heads).__name__ == "LeanMedusaHeads"
+    assert tuple(medusa_lean.draft_precision) == expected
     for method in (medusa_lean, medusa_ref):
         hidden = torch.randn(3, method.heads.hidden_size).to(method.draft_dtype)
         with torch.inference_mode():
             got, want = method.evaluate_heads(hidden).float(), method.heads(hidden[:, None])[:, :, 0].float()
-        tol = 1e-4 if method.draft_dtype == torch.float32 else 2e-2 * want.abs().max().item()
+        if method.draft_precision.int8:  # int8 weights and activations: about 1e-2 of the largest logit
+            tol = 5e-2 * want.abs().max().item()
+        else:
+            tol = 1e-4 if method.draft_dtype == torch.float32 else 2e-2 * want.abs().max().item()
         torch.testing.assert_close(got, want, atol=tol, rtol=1e-2 if tol > 1e-4 else 1e-4)
+
+
+@pytest.mark.parametrize("label", ["medusa", "eagle1", "eagle2"])
+def test_int8_drafters_are_lossless_and_keep_their_acceptance(shipped_tiny, tmp_path, zoo_engines, zoo_requests,
+                                                               label):
+    """draft_dtype int8 (lean drafters' larger matmuls in int8, lean.linear.Int8Linear): the same tokens as
+    autoregressive decoding at batch 1 and 4, and nearly the float32 drafter's accepted tokens (drafts only move)."""
+    from specbuild.reference.engine_folder import load_engine
+    from specbuild.reference.lean.linear import Int8Linear, int8_available
+
+    if not int8_available():
+        pytest.skip("this PyTorch has no fbgemm int8 engine")
+    from specbuild.reference.methods import method_class
+
+    method, decoding, draft_len, extra, pretrained = METHODS[label]
+    engines = {"autoregressive": zoo_engines["autoregressive"]}
+    for dtype in ("int8", "float32"):
+        folder = build_target(shipped_tiny, tmp_path / dtype, method=method, decoding={**decoding, "draft_dtype": dtype},
+                              max_draft_len=draft_len, extra=extra, pretrained=pretrained, limits=LIMITS)
+        engines[dtype] = {"lean": load_engine(folder)}
+    drafter = method_class(method)(engines["int8"]["lean"])
+    linears = [drafter.draft_head.linear] if label != "medusa" else drafter.evaluate_heads.projections
+    assert all(isinstance(linear, Int8Linear) for linear in linears)
+    for batch in (1, 4):
+        expected, _ = _outputs(engines, "autoregressive", "lean", zoo_requests, batch)
+        got, accepted = _outputs(engines, "int8", "lean", zoo_requests, batch)
+        _, accepted_float = _outputs(engines, "float32", "lean", zoo_requests, batch)
+        assert got == expected, f"{label} int8 at batch {batch}: differs from autoregressive decoding"
+        assert accepted >= 0.9 * accepted_float > 0, (label, batch, accepted, accepted_float)

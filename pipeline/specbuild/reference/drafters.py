@@ -4,7 +4,7 @@ EAGLE-1/2 heads)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from specbuild.errors import UserError
 
@@ -12,30 +12,56 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
 BF16_DRAFTER_MIN_HIDDEN = 512  # below this, bf16 conversions cost more than the halved weight traffic saves
+DRAFT_DTYPE_KEY = "draft_dtype"
+DRAFT_DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
 
 
-def drafter_dtype(decoding: dict, target_dtype: "torch.dtype", where: str, hidden_size: int,
-                  lean: bool = False) -> "torch.dtype":
-    """The dtype the tree drafters (Medusa heads, EAGLE head) compute in: `draft_dtype` in the engine's decoding
-    options (`auto` | `float32` | `bfloat16` | `float16`). Drafts only propose tokens, so this never changes the
-    output (the target verifies in its own dtype); it only changes speed and acceptance. `auto` picks bfloat16 for
-    a float32 target on CPUs with native bf16 matrix instructions (avx512_bf16 / amx_bf16) when the drafter runs on
-    the lean path (`lean`: oneDNN-packed bf16 weights, faster at every size measured; EAGLE-1 on the tiny zoo,
-    hidden 256: 1.58x autoregressive with a bf16 head vs 1.21x in float32), or, with transformers' modules, when the
-    model is wide enough (hidden size >= 512) for weight traffic to dominate (an EAGLE head forward plus lm_head at
-    hidden 512 is ~1.3x faster in bf16; at hidden 256 fp32 is faster); the target's dtype otherwise."""
+class DraftPrecision(NamedTuple):
+    """What a tree drafter computes in: its modules' dtype, and whether its larger matmuls run in int8
+    (`lean.linear.Int8Linear`; then dtype is float32, what the int8 kernel takes and returns)."""
+
+    dtype: "torch.dtype"
+    int8: bool = False
+
+
+def drafter_precision(decoding: dict, target_dtype: "torch.dtype", where: str, hidden_size: int,
+                      lean: bool = False) -> DraftPrecision:
+    """What the tree drafters (Medusa heads, EAGLE heads) compute in: `draft_dtype` in the engine's decoding options
+    (auto | float32 | bfloat16 | float16 | int8). Drafts only propose tokens, so this never changes the output (the
+    target verifies in its own dtype); it only changes speed and acceptance.
+
+    `auto`, for a float32 target: bfloat16 on CPUs with native bf16 matrix instructions (avx512_bf16 / amx_bf16)
+    when the drafter runs on the lean path (`lean`: oneDNN-packed bf16 weights, faster at every size measured;
+    EAGLE-1 on the tiny zoo, hidden 256: 1.58x autoregressive with a bf16 head vs 1.21x in float32, 2-vCPU EPYC),
+    or, with transformers' modules, when the model is wide enough (hidden size >= 512) for weight traffic to
+    dominate; else, on the lean path, int8 where PyTorch runs fbgemm (x86 CPUs without bf16, whose emulated bf16
+    matmuls are no faster than float32: a quarter of the weight bytes, `lean.linear.Int8Linear`); else the
+    target's dtype. `int8` runs on the lean path only (the drafter's modules stay float32 elsewhere)."""
     import torch
 
     from specbuild.cpu import has_native_bf16
+    from specbuild.reference.lean.linear import int8_available
 
-    choice = str(decoding.get("draft_dtype", "auto"))
-    named = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    choice = str(decoding.get(DRAFT_DTYPE_KEY, "auto"))
+    if choice not in DRAFT_DTYPES:
+        raise UserError(f"{where}.{DRAFT_DTYPE_KEY}={choice!r}: use {', '.join(DRAFT_DTYPES[:-1])} or int8")
     if choice == "auto":
-        worth_it = lean or hidden_size >= BF16_DRAFTER_MIN_HIDDEN
-        return torch.bfloat16 if target_dtype == torch.float32 and worth_it and has_native_bf16() else target_dtype
-    if choice not in named:
-        raise UserError(f"{where}.draft_dtype={choice!r}: use auto, float32, bfloat16 or float16")
-    return named[choice]
+        if target_dtype != torch.float32:
+            return DraftPrecision(target_dtype)
+        if has_native_bf16() and (lean or hidden_size >= BF16_DRAFTER_MIN_HIDDEN):
+            return DraftPrecision(torch.bfloat16)
+        return DraftPrecision(torch.float32, int8=lean and int8_available())
+    if choice == "int8":
+        if not lean:
+            raise UserError(f"{where}.{DRAFT_DTYPE_KEY}=int8: int8 drafting runs on the lean forward only (EAGLE-1/2 "
+                            "heads and Medusa heads over a lean target); this drafter runs transformers' modules: "
+                            "use auto, float32, bfloat16 or float16")
+        if not int8_available():
+            raise UserError(f"{where}.{DRAFT_DTYPE_KEY}=int8: this PyTorch has no fbgemm int8 engine "
+                            f"(torch.backends.quantized.engine={torch.backends.quantized.engine!r}; x86 builds have "
+                            "it): use auto, float32, bfloat16 or float16")
+        return DraftPrecision(torch.float32, int8=True)
+    return DraftPrecision(getattr(torch, choice))
 
 
 DRAFT_VOCAB_KEY = "draft_vocab_size"
@@ -76,15 +102,17 @@ class DraftVocabHead:
     but end to end the difference stayed inside the run-to-run spread (draft-target 1.76x vs 1.77x, EAGLE-1 1.24x vs
     1.26x, Medusa 1.34x vs 1.43x at load 1): worth trying where the vocabulary is large next to the drafter."""
 
-    def __init__(self, weight: "torch.Tensor", n: int | None = None, dtype: "torch.dtype | None" = None):
-        from specbuild.reference.lean.linear import Linear
+    def __init__(self, weight: "torch.Tensor", n: int | None = None, dtype: "torch.dtype | None" = None,
+                 int8: bool = False):
+        """int8: the projection as `lean.linear.Int8Linear` (`draft_dtype: int8`; dtype float32)."""
+        from specbuild.reference.lean.linear import drafting_linear
 
         vocab = int(weight.shape[0])
         n = vocab if n is None else n
         dtype = weight.dtype if dtype is None else dtype
         w = weight.detach()[:n]
         self.vocab_size, self.n, self.dtype = vocab, n, dtype
-        self.linear = Linear(w.to(dtype).contiguous() if (w.dtype != dtype or n < vocab) else w)
+        self.linear = drafting_linear(w.to(dtype).contiguous() if (w.dtype != dtype or n < vocab) else w, int8=int8)
 
     def raw(self, hidden: "torch.Tensor") -> "torch.Tensor":
         """Float32 logits of the ids [0, n) only: [..., n]."""

@@ -2,7 +2,7 @@
 
 | file | holds |
 |---|---|
-| `linear.py` | `Linear`: the checkpoint's weight through MKL (one row of a small matrix) or a oneDNN-packed copy (several rows, lm heads, bf16) |
+| `linear.py` | `Linear`: the checkpoint's weight through MKL (column-major on Intel) or a oneDNN-packed copy (several rows, lm heads, bf16); `Int8Linear` / `drafting_linear`: a drafter's larger matmuls in int8 (fbgemm) |
 | `layers.py` | `rms_norm`, `RopeTable` (cos/sin by position), `DecoderLayer` (fused qkv and gate/up, SDPA over the `KVCache`) |
 | `llama.py` | `LeanLlama` (embedding, layers, final norm; `capture_layers`), `unsupported(hf_model)` |
 | `heads.py` | `LeanEagleHead` (EAGLE-1's fc + decoder layer), `LeanMedusaHeads` (all Medusa heads, first ResBlocks fused) |

@@ -5,25 +5,29 @@ the first without its input norm, no final norm) through the same position-addre
 with `DecoderLayer` from layers.py. `LeanMedusaHeads(heads)` evaluates the K heads of a
 `specbuild.heads.medusa.MedusaHeads` with the first ResBlock of every head fused into one matmul (they all read
 the same hidden state). The modules stay usable: fused parameters become views of the fused tensors.
+`int8=True` (`draft_dtype: int8`) computes their larger matmuls with `linear.Int8Linear` (see `drafting_linear`).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.nn.functional as F
 
 from specbuild.reference.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable, fuse_linears
-from specbuild.reference.lean.linear import Linear
+from specbuild.reference.lean.linear import drafting_linear
 
 
 class LeanEagleHead:
     """forward(features [B, S, H], input_ids [B, S], plan, cache) -> predicted features [B, S, H]."""
 
-    def __init__(self, head):
+    def __init__(self, head, int8: bool = False):
         cfg = head.config
+        linear = functools.partial(drafting_linear, int8=int8)
         self.embed = head.embed_tokens.weight
-        self.fc = Linear(head.fc.weight, head.fc.bias)
-        self.layers = [DecoderLayer.from_hf(layer, cfg) for layer in head.layers]
+        self.fc = linear(head.fc.weight, head.fc.bias)
+        self.layers = [DecoderLayer.from_hf(layer, cfg, linear=linear) for layer in head.layers]
         self.rope = RopeTable(head.rotary_emb, head.fc.weight.dtype)
 
     @staticmethod
@@ -49,15 +53,16 @@ class LeanMedusaHeads:
     projection). Every head reads the same hidden state, so the first ResBlock of all heads is one matmul."""
 
     @torch.no_grad()
-    def __init__(self, heads, vocab: int | None = None):
+    def __init__(self, heads, vocab: int | None = None, int8: bool = False):
+        linear = functools.partial(drafting_linear, int8=int8)
         self.num_heads = heads.num_heads
         blocks = [list(head)[:-1] for head in heads.heads]  # per head: its ResBlocks
         self.first = None
         if heads.num_layers:
-            self.first = Linear(*fuse_linears([b[0].linear for b in blocks]))
-        self.rest = [[Linear(b.linear.weight, b.linear.bias) for b in head_blocks[1:]] for head_blocks in blocks]
+            self.first = linear(*fuse_linears([b[0].linear for b in blocks]))
+        self.rest = [[linear(b.linear.weight, b.linear.bias) for b in head_blocks[1:]] for head_blocks in blocks]
         # vocab: score only the token ids [0, vocab) (the `draft_vocab_size` option; logits [K, B, vocab])
-        self.projections = [Linear(head[-1].weight if vocab is None or vocab >= head[-1].weight.shape[0]
+        self.projections = [linear(head[-1].weight if vocab is None or vocab >= head[-1].weight.shape[0]
                                    else head[-1].weight.detach()[:vocab].contiguous()) for head in heads.heads]
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -99,18 +99,19 @@ class DecoderLayer:
     first norm (EAGLE-1's draft layer)."""
 
     def __init__(self, *, input_norm, wqkv, bqkv, wo, bo, post_norm, w_gate_up, b_gate_up, w_down, b_down,
-                 n_heads: int, n_kv_heads: int, head_dim: int, eps: float, scale: float):
+                 n_heads: int, n_kv_heads: int, head_dim: int, eps: float, scale: float, linear=Linear):
+        """linear: what computes the four matmuls (`Linear`; a drafter's may be `linear.drafting_linear`)."""
         self.input_norm, self.post_norm, self.eps = input_norm, post_norm, eps
         self.wqkv = wqkv
-        self.qkv, self.o = Linear(wqkv, bqkv), Linear(wo, bo)
-        self.gate_up, self.down = Linear(w_gate_up, b_gate_up), Linear(w_down, b_down)
+        self.qkv, self.o = linear(wqkv, bqkv), linear(wo, bo)
+        self.gate_up, self.down = linear(w_gate_up, b_gate_up), linear(w_down, b_down)
         self.n_heads, self.n_qk, self.head_dim, self.scale = n_heads, n_heads + n_kv_heads, head_dim, scale
         self.gqa = n_heads != n_kv_heads
         self.intermediate = w_down.shape[1]
 
     @classmethod
     @torch.no_grad()
-    def from_hf(cls, layer, config) -> "DecoderLayer":
+    def from_hf(cls, layer, config, linear=Linear) -> "DecoderLayer":
         """From a transformers LlamaDecoderLayer (or a layer with the same parts: Mistral, Qwen2)."""
         attn, mlp = layer.self_attn, layer.mlp
         wqkv, bqkv = fuse_linears([attn.q_proj, attn.k_proj, attn.v_proj])
@@ -122,7 +123,7 @@ class DecoderLayer:
             post_norm=layer.post_attention_layernorm.weight, w_gate_up=w_gate_up, b_gate_up=b_gate_up,
             w_down=mlp.down_proj.weight, b_down=mlp.down_proj.bias,
             n_heads=attn.q_proj.weight.shape[0] // head_dim, n_kv_heads=attn.k_proj.weight.shape[0] // head_dim,
-            head_dim=head_dim, eps=float(config.rms_norm_eps), scale=float(attn.scaling),
+            head_dim=head_dim, eps=float(config.rms_norm_eps), scale=float(attn.scaling), linear=linear,
         )
 
     def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, index: int,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +41,8 @@ COLUMN_MAJOR, PACKED = "column-major", "packed"
 PACK_MIN_WEIGHTS = 150_000  # smaller float32 matrices: the dense matmul is as fast at every row count
 PACK_MIN_WORK = 600_000  # rows * weights from which the packed kernel wins (2 rows of a 1376 x 256, 4 of a 768 x 256)
 PACK_ALWAYS_WEIGHTS = 1_000_000  # float32 matrices this large (lm heads) are faster packed even for one row
+INT8_MIN_WEIGHTS = 100_000  # smaller matrices are as fast or faster in float32 (module docstring)
+INT8_ENGINES = ("x86", "fbgemm")  # PyTorch's quantized engines with fbgemm's dynamic int8 linear
 
 
 @functools.lru_cache(maxsize=1)
@@ -100,3 +103,44 @@ class Linear:
         if x.numel() >= self.packed_from_rows * x.shape[-1]:
             return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed, self.bias, "none", [], "")
         return F.linear(x, self.weight, self.bias)
+
+
+@functools.lru_cache(maxsize=1)
+def int8_available() -> bool:
+    """Whether this PyTorch runs fbgemm's dynamic int8 linear (an x86 build whose current quantized engine is x86
+    or fbgemm, with the ops present)."""
+    if torch.backends.quantized.engine not in INT8_ENGINES:
+        return False
+    try:
+        Int8Linear(torch.ones(2, 2))(torch.ones(1, 2))
+    except (RuntimeError, AttributeError):  # a build without the quantized ops (they are deprecated upstream)
+        return False
+    return True
+
+
+class Int8Linear:
+    """y = x W^T + b with W quantized to int8 per output channel and x per call (fbgemm; module docstring).
+    The result is float32 and approximate (about 1e-2 of its largest value): for drafters only."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        w = weight.detach().float().contiguous()
+        scales = (w.abs().amax(dim=1) / 127).clamp_min(1e-12).double()
+        zero_points = torch.zeros(w.shape[0], dtype=torch.long)
+        with warnings.catch_warnings():  # quantized tensors are deprecated in PyTorch (pytorch/pytorch#184982)
+            warnings.simplefilter("ignore")
+            qweight = torch.quantize_per_channel(w, scales, zero_points, 0, torch.qint8)
+            self.packed = torch.ops.quantized.linear_prepack(qweight, None if bias is None else bias.detach().float())
+        self.shape = tuple(w.shape)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        # reduce_range as torch.ao.nn.quantized.dynamic.Linear sets it for x86/fbgemm (7-bit activations: no
+        # 16-bit saturation on CPUs without VNNI)
+        return torch.ops.quantized.linear_dynamic(x.float().contiguous(), self.packed, True)
+
+
+def drafting_linear(weight: torch.Tensor, bias: torch.Tensor | None = None, *, int8: bool = False):
+    """A drafter's matmul: Int8Linear where asked for and worth it (a float32 weight of INT8_MIN_WEIGHTS or more,
+    on a PyTorch that runs it), else Linear."""
+    if int8 and weight.dtype == torch.float32 and weight.numel() >= INT8_MIN_WEIGHTS and int8_available():
+        return Int8Linear(weight, bias)
+    return Linear(weight, bias)

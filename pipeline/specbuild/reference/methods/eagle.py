@@ -21,8 +21,9 @@ Each step, for every sequence (root = the last, uncached token x_L at position L
                accepted nodes are what the head catches up on next step
 D = `num_eagle_layers` (engine decoding or pretrained_config, default 4). Engine `specbuild.decoding` keys:
 `eagle_choices` (default mc_sim_7b_63), `eagle_use_dynamic_tree` (false), `eagle_dynamic_tree_max_top_k` (K,
-default 10; `use_dynamic_tree` / `dynamic_tree_max_top_k` / `dynamic_tree_max_topK` are accepted too), `draft_dtype` (auto: bfloat16 for wide
-models on CPUs with native bf16, see `tree.drafter_dtype`; lossless either way), `draft_vocab_size` (N: the head
+default 10; `use_dynamic_tree` / `dynamic_tree_max_top_k` / `dynamic_tree_max_topK` are accepted too), `draft_dtype` (auto | float32 |
+bfloat16 | float16 | int8; auto: a bfloat16 head on CPUs with native bf16, int8 matmuls on other x86 CPUs, see
+`drafters.drafter_precision`; lossless either way), `draft_vocab_size` (N: the head
 scores only the token ids [0, N), see `drafters.DraftVocabHead`; default the whole vocabulary; lossless, the target
 verifies over its full vocabulary).
 """
@@ -45,7 +46,7 @@ from specbuild.reference.tree import (
     RowTree,
     Tree,
     commit_paths,
-    drafter_dtype,
+    drafter_precision,
     feed_trees,
     prefix_order_problem,
     tree_from_choice_prefix,
@@ -108,16 +109,17 @@ class Eagle(Method):
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle' entry (the EAGLE head); "
                             "rebuild the engine with the recipe's eagle head folder")
         where = self.where()
-        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, where, self.target.hidden_size,
-                                         lean=self.target.implementation == "lean")
+        self.draft_precision = drafter_precision(self.decoding, self.target.dtype, where, self.target.hidden_size,
+                                                 lean=self.target.implementation == "lean")
+        self.draft_dtype, int8 = self.draft_precision
         self.head = load_eagle_head(engine.folders["eagle"], target_model=self.target.hf, dtype=self.draft_dtype)
         # the head runs on the same path as the target: lean modules, or the transformers layers of EagleHead
         self.lean_head = None
         if self.target.implementation == "lean" and LeanEagleHead.unsupported(self.head) is None:
-            self.lean_head = LeanEagleHead(self.head)
-        # the head drafts through the target's lm_head (its first `draft_vocab_size` rows), in the drafting dtype
+            self.lean_head = LeanEagleHead(self.head, int8=int8)
+        # the head drafts through the target's lm_head (its first `draft_vocab_size` rows), in the drafting precision
         self.draft_vocab = draft_vocab_size(self.decoding, self.target.vocab_size, where)
-        self.draft_head = DraftVocabHead(self.target.lm_head.weight, self.draft_vocab, self.draft_dtype)
+        self.draft_head = DraftVocabHead(self.target.lm_head.weight, self.draft_vocab, self.draft_dtype, int8=int8)
         pretrained = engine.config.get("pretrained_config", {})
         self.depth = int(self.decoding.get("num_eagle_layers", pretrained.get("num_eagle_layers", 4)))
         self.max_draft_len = engine.limits.max_draft_len or 63

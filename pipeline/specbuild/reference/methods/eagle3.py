@@ -30,7 +30,8 @@ Engine `specbuild.decoding` keys (the lead maps recipe / model.yaml `speculative
     dynamic_tree_max_top_k   K of the dynamic tree (also `dynamic_tree_max_topK`, `eagle_dynamic_tree_max_top_k`); giving
                              it turns the dynamic tree on (TensorRT-LLM after 1.2)
     max_total_draft_tokens   dynamic tree size, max_draft_len <= n <= top_k * max_draft_len (default top_k * max_draft_len)
-    draft_dtype              auto | float32 | bfloat16 | float16 (the head's compute dtype; lossless either way)
+    draft_dtype              auto | float32 | bfloat16 | float16 (the head's compute dtype; lossless either way;
+                             int8 is refused: this head runs transformers' modules, drafters.drafter_precision)
 The head folder is the engine's `eagle3` sub-folder (`specbuild.heads.eagle3`).
 
 Sources: TensorRT-LLM `tensorrt_llm/_torch/speculative/eagle3.py` (`Eagle3OneModelWorker`, `Eagle3OneModelSpecMetadata`:
@@ -49,7 +50,7 @@ from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
 from specbuild.reference.methods import StepOutput, next_token
 from specbuild.reference.methods.eagle import TOP_K_KEYS, Eagle, _flag
-from specbuild.reference.tree import commit_paths, drafter_dtype, feed_trees, tree_from_choices, verify_tree
+from specbuild.reference.tree import commit_paths, drafter_precision, feed_trees, tree_from_choices, verify_tree
 
 DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
 LAYERS_KEY = "eagle3_layers_to_capture"
@@ -85,7 +86,8 @@ class Eagle3(Eagle):
         if "eagle3" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle3' entry (the EAGLE-3 head); "
                             "rebuild the engine with the recipe's EAGLE-3 head folder")
-        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, where, self.target.hidden_size)
+        self.draft_precision = drafter_precision(self.decoding, self.target.dtype, where, self.target.hidden_size)
+        self.draft_dtype = self.draft_precision.dtype
         self.head = load_eagle3_head(engine.folders["eagle3"], target_model=self.target.hf, dtype=self.draft_dtype)
         self._draft_ids = self.head.draft_to_target
         num_layers = int(self.target.config.num_hidden_layers)

@@ -15,8 +15,8 @@ Each step, for every sequence:
 
 Engine `specbuild.decoding` keys: `medusa_choices` (default mc_sim_7b_63), `medusa_acceptance`
 (`rejection` | `typical`, for sampled requests only), `typical_posterior_threshold` (0.09),
-`typical_posterior_alpha` (0.3), `draft_dtype` (auto: bfloat16 heads for wide models on CPUs with native bf16, see
-`tree.drafter_dtype`; lossless either way), `draft_vocab_size` (N: the heads score only the token ids [0, N), see
+`typical_posterior_alpha` (0.3), `draft_dtype` (auto | float32 | bfloat16 | float16 | int8; auto: bfloat16 heads
+on CPUs with native bf16, int8 matmuls on other x86 CPUs, see `drafters.drafter_precision`; lossless either way), `draft_vocab_size` (N: the heads score only the token ids [0, N), see
 `drafters.DraftVocabHead`; default the whole vocabulary; lossless). Heads come from the engine's `medusa` folder (FasterDecoding layout).
 """
 
@@ -38,7 +38,7 @@ from specbuild.reference.tree import (
     RowTree,
     Tree,
     commit_paths,
-    drafter_dtype,
+    drafter_precision,
     feed_trees,
     path_tokens,
     prefix_order_problem,
@@ -86,16 +86,17 @@ class Medusa(Method):
         if "medusa" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'medusa' entry (the Medusa heads); "
                             "rebuild the engine with the recipe's medusa heads folder")
-        self.draft_dtype = drafter_dtype(self.decoding, self.target.dtype, self.where(),
-                                         self.target.hidden_size,
-                                         lean=self.target.implementation == "lean")
+        self.draft_precision = drafter_precision(self.decoding, self.target.dtype, self.where(),
+                                                 self.target.hidden_size,
+                                                 lean=self.target.implementation == "lean")
+        self.draft_dtype = self.draft_precision.dtype
         self.heads = load_medusa_heads(engine.folders["medusa"], dtype=self.draft_dtype)
         # `draft_vocab_size` N: the heads score only the token ids [0, N) (top-k over them are token ids)
         n = draft_vocab_size(self.decoding, self.target.vocab_size, self.where())
         # on the lean path every head is evaluated at once (batched matmuls); else the heads module itself
         self.evaluate_heads = lambda hidden: self.heads(hidden[:, None])[:, :, 0, :n]  # [B, H] -> [K, B, N]
         if self.target.implementation == "lean":
-            self.evaluate_heads = LeanMedusaHeads(self.heads, vocab=n)
+            self.evaluate_heads = LeanMedusaHeads(self.heads, vocab=n, int8=self.draft_precision.int8)
         where = self.where("medusa_choices")
         choices = self.decoding.get("medusa_choices") or MC_SIM_7B_63
         self.tree = tree_from_choices(choices, field_name=where, max_draft_len=engine.limits.max_draft_len or None,

@@ -6,13 +6,13 @@
 | `tree/feed.py` | `RowTree`, `feed_trees` (one target forward over every row's tree), `commit_paths` (keep the accepted path) |
 | `../acceptance.py` | `Acceptance`, `greedy_accept`, `sample_accept`: the one acceptance core of chains and trees |
 | `../verify.py` | `verify_tree`, `verify_chain`: a request's drafts against the target's logits (sampling settings, bad words) |
-| `../drafters.py` | `drafter_dtype`: the dtype Medusa/EAGLE heads draft in |
+| `../drafters.py` | `drafter_precision`: the dtype (or int8 matmuls) Medusa/EAGLE heads draft in |
 
 Everything is importable from here, as before the split. Importing this package does not import torch.
 """
 
 from specbuild.reference.acceptance import Acceptance, accept_or_residual, greedy_accept, sample_accept  # noqa: F401
-from specbuild.reference.drafters import BF16_DRAFTER_MIN_HIDDEN, drafter_dtype  # noqa: F401
+from specbuild.reference.drafters import BF16_DRAFTER_MIN_HIDDEN, drafter_precision  # noqa: F401
 from specbuild.reference.tree.feed import RowTree, commit_paths, feed_trees  # noqa: F401
 from specbuild.reference.tree.shape import (  # noqa: F401
     MC_SIM_7B_63,
