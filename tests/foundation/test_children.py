@@ -51,6 +51,19 @@ def _eventually(condition, timeout_s: float = 20.0) -> bool:
     return condition()
 
 
+def _watchdogs_of(owner: int) -> list[int]:
+    """The pids of the child watchdogs watching `owner` (processes of other tests may end while /proc is read)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"child_watchdog.py" in a for a in argv) and len(argv) >= 2 and argv[-2] == str(owner).encode():
+            found.append(int(pid))
+    return found
+
+
 def _marked_commands(owner: int) -> list[str]:
     return sorted(Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].decode()
                   for p in child_watchdog.marked(owner))
@@ -84,11 +97,8 @@ def test_the_death_signal_reaches_the_direct_child_without_the_watchdog():
     owner, child = _owner("wait")
     try:
         assert _eventually(lambda: len(child_watchdog.marked(owner.pid)) == 3)
-        watchdogs = [int(p) for p in os.listdir("/proc") if p.isdigit() and
-                     Path(f"/proc/{p}/cmdline").exists() and
-                     b"child_watchdog.py" in Path(f"/proc/{p}/cmdline").read_bytes() and
-                     Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[-2] == str(owner.pid).encode()]
-        assert len(watchdogs) == 1
+        assert _eventually(lambda: len(_watchdogs_of(owner.pid)) == 1), _watchdogs_of(owner.pid)
+        watchdogs = _watchdogs_of(owner.pid)
         os.kill(watchdogs[0], signal.SIGKILL)
         owner.kill()
         owner.wait(timeout=30)

@@ -113,11 +113,12 @@ def test_eagle_and_medusa_drafters_follow_the_path(zoo_engines):
         torch.testing.assert_close(got, want, atol=tol, rtol=1e-2 if tol > 1e-4 else 1e-4)
 
 
-@pytest.mark.parametrize("label", ["medusa", "eagle1", "eagle2"])
+@pytest.mark.parametrize("label", ["medusa", "eagle1"])
 def test_int8_drafters_are_lossless_and_keep_their_acceptance(shipped_tiny, tmp_path, zoo_engines, zoo_requests,
                                                                label):
     """draft_dtype int8 (lean drafters' larger matmuls in int8, lean.linear.Int8Linear): the same tokens as
-    autoregressive decoding at batch 1 and 4, and nearly the float32 drafter's accepted tokens (drafts only move)."""
+    autoregressive decoding with requests joining a batch of 4, and nearly the float32 drafter's accepted tokens
+    (drafts only move). EAGLE-2 drafts through the same head objects as EAGLE-1."""
     from specbuild.reference.engine_folder import load_engine
     from specbuild.reference.lean.linear import Int8Linear, int8_available
 
@@ -134,9 +135,8 @@ def test_int8_drafters_are_lossless_and_keep_their_acceptance(shipped_tiny, tmp_
     drafter = method_class(method)(engines["int8"]["lean"])
     linears = [drafter.draft_head.linear] if label != "medusa" else drafter.evaluate_heads.projections
     assert all(isinstance(linear, Int8Linear) for linear in linears)
-    for batch in (1, 4):
-        expected, _ = _outputs(engines, "autoregressive", "lean", zoo_requests, batch)
-        got, accepted = _outputs(engines, "int8", "lean", zoo_requests, batch)
-        _, accepted_float = _outputs(engines, "float32", "lean", zoo_requests, batch)
-        assert got == expected, f"{label} int8 at batch {batch}: differs from autoregressive decoding"
-        assert accepted >= 0.9 * accepted_float > 0, (label, batch, accepted, accepted_float)
+    expected, _ = _outputs(engines, "autoregressive", "lean", zoo_requests, 4)
+    got, accepted = _outputs(engines, "int8", "lean", zoo_requests, 4)
+    _, accepted_float = _outputs(engines, "float32", "lean", zoo_requests, 4)
+    assert got == expected, f"{label} int8: differs from autoregressive decoding"
+    assert accepted >= 0.9 * accepted_float > 0, (label, accepted, accepted_float)
