@@ -55,7 +55,7 @@ def parse_args(argv=None):
                     help="also run each speculative method with draft_len_schedule {1: full, N: 0} (label "
                          "<method>_adaptive: speculation off from N requests in flight); 0: not")
     ap.add_argument("--draft-dtypes", default="", metavar="LIST",
-                    help="also run each tree drafter (Medusa, EAGLE-1/2) with these draft_dtype values, e.g. "
+                    help="also run each tree drafter (Medusa, EAGLE-1/2/3) with these draft_dtype values, e.g. "
                          "float32,int8 (label <method>@<dtype>; the plain label is draft_dtype auto)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared: 1 is steadier)")
     ap.add_argument("--no-transformers", action="store_true", help="skip the Hugging Face generate peers")
@@ -180,12 +180,12 @@ def adaptive_specs(specs: list, off_from: int) -> list:
 
 
 def draft_dtype_specs(specs: list, dtypes: list[str]) -> list:
-    """Each tree drafter (the methods with a drafter dtype: Medusa, EAGLE-1/2) again per `draft_dtype` value
+    """Each tree drafter (the methods with a drafter dtype: Medusa, EAGLE-1/2, EAGLE-3) again per `draft_dtype` value
     (reference/drafters.py `drafter_precision`), timed in the same interleaved rounds as the rest."""
     from dataclasses import replace
 
     return [replace(s, label=f"{s.label}@{dtype}", decoding={**s.decoding, "draft_dtype": dtype})
-            for s in specs if s.method in ("medusa", "eagle") for dtype in dtypes]
+            for s in specs if s.method in ("medusa", "eagle", "eagle3") for dtype in dtypes]
 
 
 def check_adaptive(report: dict) -> dict:

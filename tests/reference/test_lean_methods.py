@@ -129,8 +129,8 @@ def test_int8_drafters_are_lossless_and_keep_their_acceptance(shipped_tiny, tmp_
     method, decoding, draft_len, extra, pretrained = METHODS[label]
     engines = {"autoregressive": zoo_engines["autoregressive"]}
     for dtype in ("int8", "float32"):
-        folder = build_target(shipped_tiny, tmp_path / dtype, method=method, decoding={**decoding, "draft_dtype": dtype},
-                              max_draft_len=draft_len, extra=extra, pretrained=pretrained, limits=LIMITS)
+        folder = build_target(shipped_tiny, tmp_path / dtype, method=method, max_draft_len=draft_len, extra=extra,
+                              decoding={**decoding, "draft_dtype": dtype}, pretrained=pretrained, limits=LIMITS)
         engines[dtype] = {"lean": load_engine(folder)}
     drafter = method_class(method)(engines["int8"]["lean"])
     linears = [drafter.draft_head.linear] if label != "medusa" else drafter.evaluate_heads.projections
@@ -140,3 +140,29 @@ def test_int8_drafters_are_lossless_and_keep_their_acceptance(shipped_tiny, tmp_
     _, accepted_float = _outputs(engines, "float32", "lean", zoo_requests, 4)
     assert got == expected, f"{label} int8: differs from autoregressive decoding"
     assert accepted >= 0.9 * accepted_float > 0, (label, accepted, accepted_float)
+
+
+def test_eagle3_gives_the_same_tokens_on_both_paths(shipped_tiny, tmp_path, zoo_engines, zoo_requests):
+    """The zoo's EAGLE-3 head drafts through LeanEagle3Head next to a lean target and through Eagle3Head's own
+    modules next to a transformers target: the same tokens either way, autoregressive decoding's."""
+    from dataclasses import replace
+
+    from specbuild.reference.engine_folder import load_engine
+    from specbuild.reference.executor import Executor, _Group
+    from specbuild.reference.methods.eagle3 import Eagle3
+
+    folder = build_target(shipped_tiny, tmp_path / "eagle3", method="none", decoding={}, max_draft_len=4,
+                          extra={"eagle3": "eagle3"}, pretrained={}, limits=LIMITS)
+    expected, _ = _outputs(zoo_engines, "autoregressive", "transformers", zoo_requests, 4)
+    for path in ("lean", "transformers"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("SPECBUILD_REFERENCE_FORWARD", "auto" if path == "lean" else path)
+            engine = load_engine(folder)
+        method = Eagle3(engine, None, {"max_draft_len": 4})
+        assert (method.lean_head is not None) == (path == "lean"), path
+        ex = Executor(engine)
+        ex.limits = replace(ex.limits, max_batch_size=4)
+        ex._groups["engine"] = _Group(method)
+        results = ex.run(zoo_requests)
+        assert [r.output_ids for r in results] == expected, f"eagle3 on the {path} path differs from autoregressive"
+        assert sum(r.stats.total_accepted_draft_tokens for r in results) > 0, path

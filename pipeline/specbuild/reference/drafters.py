@@ -26,9 +26,9 @@ class DraftPrecision(NamedTuple):
 
 def drafter_precision(decoding: dict, target_dtype: "torch.dtype", where: str, hidden_size: int,
                       lean: bool = False) -> DraftPrecision:
-    """What the tree drafters (Medusa heads, EAGLE heads) compute in: `draft_dtype` in the engine's decoding options
-    (auto | float32 | bfloat16 | float16 | int8). Drafts only propose tokens, so this never changes the output (the
-    target verifies in its own dtype); it only changes speed and acceptance.
+    """What the tree drafters (Medusa heads, EAGLE-1/2/3 heads) compute in: `draft_dtype` in the engine's decoding
+    options (auto | float32 | bfloat16 | float16 | int8). Drafts only propose tokens, so this never changes the
+    output (the target verifies in its own dtype); it only changes speed and acceptance.
 
     `auto`, for a float32 target: bfloat16 on CPUs with native bf16 matrix instructions (avx512_bf16 / amx_bf16)
     when the drafter runs on the lean path (`lean`: oneDNN-packed bf16 weights, faster at every size measured;
@@ -53,8 +53,8 @@ def drafter_precision(decoding: dict, target_dtype: "torch.dtype", where: str, h
         return DraftPrecision(torch.float32, int8=lean and int8_available())
     if choice == "int8":
         if not lean:
-            raise UserError(f"{where}.{DRAFT_DTYPE_KEY}=int8: int8 drafting runs on the lean forward only (EAGLE-1/2 "
-                            "heads and Medusa heads over a lean target); this drafter runs transformers' modules: "
+            raise UserError(f"{where}.{DRAFT_DTYPE_KEY}=int8: int8 drafting runs on the lean forward only (EAGLE and "
+                            "Medusa heads over a lean target); this drafter runs transformers' modules: "
                             "use auto, float32, bfloat16 or float16")
         if not int8_available():
             raise UserError(f"{where}.{DRAFT_DTYPE_KEY}=int8: this PyTorch has no fbgemm int8 engine "

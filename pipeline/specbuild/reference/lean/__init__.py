@@ -5,7 +5,7 @@
 | `linear.py` | `Linear`: the checkpoint's weight through MKL (column-major on Intel) or a oneDNN-packed copy (several rows, lm heads, bf16); `Int8Linear` / `drafting_linear`: a drafter's larger matmuls in int8 (fbgemm) |
 | `layers.py` | `rms_norm`, `RopeTable` (cos/sin by position), `DecoderLayer` (fused qkv and gate/up, SDPA over the `KVCache`) |
 | `llama.py` | `LeanLlama` (embedding, layers, final norm; `capture_layers`), `unsupported(hf_model)` |
-| `heads.py` | `LeanEagleHead` (EAGLE-1's fc + decoder layer), `LeanMedusaHeads` (all Medusa heads, first ResBlocks fused) |
+| `heads.py` | `LeanEagleHead` (EAGLE-1's fc + decoder layer), `LeanEagle3Head` (EAGLE-3's fc, layer over [norm(embedding); norm(x)], norm + lm_head), `LeanMedusaHeads` (all Medusa heads, first ResBlocks fused) |
 
 `CausalLM` (../model.py) runs `LeanLlama` for Llama-architecture checkpoints and transformers' decoder for any
 other; both write the same position-addressed `KVCache` (../kv_cache.py).

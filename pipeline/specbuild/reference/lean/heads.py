@@ -1,8 +1,10 @@
-"""Draft heads on the lean path: EAGLE-1's draft network and Medusa's heads, over the loaded modules' weights.
+"""Draft heads on the lean path: EAGLE-1's and EAGLE-3's draft networks and Medusa's heads, over the loaded
+modules' weights.
 
 `LeanEagleHead(head)` runs `specbuild.heads.eagle.EagleHead` (fc over [embed(x); f], then Llama decoder layers,
 the first without its input norm, no final norm) through the same position-addressed `KVCache` as the target,
-with `DecoderLayer` from layers.py. `LeanMedusaHeads(heads)` evaluates the K heads of a
+with `DecoderLayer` from layers.py; `LeanEagle3Head(head)` runs `specbuild.heads.eagle3.Eagle3Head` the same way
+(its layer's q/k/v over [norm(embedding); norm(x)]). `LeanMedusaHeads(heads)` evaluates the K heads of a
 `specbuild.heads.medusa.MedusaHeads` with the first ResBlock of every head fused into one matmul (they all read
 the same hidden state). The modules stay usable: fused parameters become views of the fused tensors.
 `int8=True` (`draft_dtype: int8`) computes their larger matmuls with `linear.Int8Linear` (see `drafting_linear`).
@@ -15,7 +17,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from specbuild.reference.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable, fuse_linears
+from specbuild.reference.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable, fuse_linears, rms_norm
 from specbuild.reference.lean.linear import drafting_linear
 
 
@@ -46,6 +48,55 @@ class LeanEagleHead:
         for i, layer in enumerate(self.layers):
             h = layer(h, cos, sin, cache, i, plan.mask)
         return h
+
+
+class _NeoxRotary:
+    """cos/sin as `specbuild.heads.eagle3.rope` computes them (NeoX RoPE at `theta`), in the shape of a
+    transformers rotary module's output ([1, n, D] each), for RopeTable."""
+
+    def __init__(self, theta: float, dim: int):
+        self.inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+    def __call__(self, probe: torch.Tensor, position_ids: torch.Tensor):
+        angles = position_ids.float()[..., None] * self.inv_freq
+        angles = torch.cat((angles, angles), dim=-1)
+        return angles.cos(), angles.sin()
+
+
+class LeanEagle3Head:
+    """`specbuild.heads.eagle3.Eagle3Head` on the lean path. forward(x [B, S, n*H_t or H], embeds [B, S, H], plan,
+    cache) -> out [B, S, H]: fc when x is wider than H, then its one layer, whose q/k/v read
+    [input_layernorm(embeds); hidden_norm(x)] (2H) with x as the residual (DecoderLayer's `attn_input`);
+    logits(out) -> [..., V_d] = lm_head(norm(out)). Same arithmetic as the module to float32 rounding."""
+
+    def __init__(self, head, int8: bool = False):
+        linear = functools.partial(drafting_linear, int8=int8)
+        layer, attn = head.midlayer, head.midlayer.self_attn
+        self.hidden = head.hidden_size
+        self.fc = linear(head.fc.weight, head.fc.bias) if head.fc is not None else None
+        self.input_norm, self.hidden_norm = layer.input_layernorm.weight, layer.hidden_norm.weight
+        self.eps = float(layer.input_layernorm.eps)
+        wqkv, bqkv = fuse_linears([attn.q_proj, attn.k_proj, attn.v_proj])
+        w_gate_up, b_gate_up = fuse_linears([layer.mlp.gate_proj, layer.mlp.up_proj])
+        self.layer = DecoderLayer(
+            input_norm=None, wqkv=wqkv, bqkv=bqkv, wo=attn.o_proj.weight, bo=attn.o_proj.bias,
+            post_norm=layer.post_attention_layernorm.weight, w_gate_up=w_gate_up, b_gate_up=b_gate_up,
+            w_down=layer.mlp.down_proj.weight, b_down=layer.mlp.down_proj.bias, n_heads=attn.heads,
+            n_kv_heads=attn.kv_heads, head_dim=attn.head_dim, eps=self.eps, scale=attn.head_dim**-0.5, linear=linear)
+        self.rope = RopeTable(_NeoxRotary(float(layer.theta), attn.head_dim), head.lm_head.weight.dtype)
+        self.norm = head.norm.weight
+        self.lm_head = linear(head.lm_head.weight)
+
+    def forward(self, x: torch.Tensor, embeds: torch.Tensor, plan, cache) -> torch.Tensor:
+        if self.fc is not None and x.shape[-1] != self.hidden:  # Eagle3Head.fuse
+            x = self.fc(x)
+        a = torch.cat((rms_norm(embeds.to(x.dtype), self.input_norm, self.eps),
+                       rms_norm(x, self.hidden_norm, self.eps)), dim=-1)
+        cos, sin = self.rope(plan)
+        return self.layer(x, cos, sin, cache, 0, plan.mask, attn_input=a)
+
+    def logits(self, out: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(rms_norm(out, self.norm, self.eps))
 
 
 class LeanMedusaHeads:

@@ -127,10 +127,11 @@ class DecoderLayer:
         )
 
     def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, index: int,
-                 mask: torch.Tensor | None) -> torch.Tensor:
-        """x [B, S, H] -> [B, S, H]; writes this layer's keys and values into `cache` (layer `index`)."""
+                 mask: torch.Tensor | None, attn_input: torch.Tensor | None = None) -> torch.Tensor:
+        """x [B, S, H] -> [B, S, H]; writes this layer's keys and values into `cache` (layer `index`).
+        attn_input: what q/k/v project instead of norm(x) (EAGLE-3's [norm(embedding); norm(x)], 2H wide)."""
         batch, width, _ = x.shape
-        h = rms_norm(x, self.input_norm, self.eps)
+        h = rms_norm(x, self.input_norm, self.eps) if attn_input is None else attn_input
         qkv = self.qkv(h).view(batch, width, -1, self.head_dim).transpose(1, 2)
         qk = qkv[:, : self.n_qk]
         qk = rotate(qk, cos, sin)  # RoPE on queries and keys at once

@@ -30,8 +30,8 @@ Engine `specbuild.decoding` keys (the lead maps recipe / model.yaml `speculative
     dynamic_tree_max_top_k   K of the dynamic tree (also `dynamic_tree_max_topK`, `eagle_dynamic_tree_max_top_k`); giving
                              it turns the dynamic tree on (TensorRT-LLM after 1.2)
     max_total_draft_tokens   dynamic tree size, max_draft_len <= n <= top_k * max_draft_len (default top_k * max_draft_len)
-    draft_dtype              auto | float32 | bfloat16 | float16 (the head's compute dtype; lossless either way;
-                             int8 is refused: this head runs transformers' modules, drafters.drafter_precision)
+    draft_dtype              auto | float32 | bfloat16 | float16 | int8 (the head's compute dtype, or int8 matmuls
+                             on the lean path: drafters.drafter_precision; lossless either way)
 The head folder is the engine's `eagle3` sub-folder (`specbuild.heads.eagle3`).
 
 Sources: TensorRT-LLM `tensorrt_llm/_torch/speculative/eagle3.py` (`Eagle3OneModelWorker`, `Eagle3OneModelSpecMetadata`:
@@ -48,6 +48,7 @@ import torch
 from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
+from specbuild.reference.lean.heads import LeanEagle3Head
 from specbuild.reference.methods import StepOutput, next_token
 from specbuild.reference.methods.eagle import TOP_K_KEYS, Eagle, _flag
 from specbuild.reference.tree import commit_paths, drafter_precision, feed_trees, tree_from_choices, verify_tree
@@ -86,9 +87,14 @@ class Eagle3(Eagle):
         if "eagle3" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle3' entry (the EAGLE-3 head); "
                             "rebuild the engine with the recipe's EAGLE-3 head folder")
-        self.draft_precision = drafter_precision(self.decoding, self.target.dtype, where, self.target.hidden_size)
-        self.draft_dtype = self.draft_precision.dtype
+        lean = self.target.implementation == "lean"
+        self.draft_precision = drafter_precision(self.decoding, self.target.dtype, where, self.target.hidden_size,
+                                                 lean=lean)
+        self.draft_dtype, int8 = self.draft_precision
         self.head = load_eagle3_head(engine.folders["eagle3"], target_model=self.target.hf, dtype=self.draft_dtype)
+        # the head runs on the same path as the target: lean modules, or Eagle3Head's own
+        self.lean_head = LeanEagle3Head(self.head, int8=int8) if lean else None
+        self.head_logits = self.lean_head.logits if lean else self.head.logits
         self._draft_ids = self.head.draft_to_target
         num_layers = int(self.target.config.num_hidden_layers)
         if LAYERS_KEY in self.decoding and self.decoding[LAYERS_KEY] is not None:
@@ -165,7 +171,7 @@ class Eagle3(Eagle):
     def draft_logprobs(self, out: torch.Tensor) -> torch.Tensor:
         """Draft log-probabilities (float32) over the *target* vocabulary: the head's V_d log-probs placed at their
         target ids (i + d2t[i]); tokens outside the draft vocabulary get -inf, so top-k picks mapped ids."""
-        logprobs = torch.log_softmax(self.head.logits(out).float(), dim=-1)
+        logprobs = torch.log_softmax(self.head_logits(out).float(), dim=-1)
         full = torch.full((*logprobs.shape[:-1], self.head.vocab_size), float("-inf"))
         full[..., self._draft_ids] = logprobs
         return full
@@ -185,8 +191,11 @@ class Eagle3(Eagle):
                 ids[r, :n] = torch.as_tensor(tokens[r], dtype=torch.long)
         with torch.inference_mode():
             embeds = self.target.embed(ids).to(self.draft_dtype)  # the target's embedding (shared, not stored)
-            out = self.head(hidden, embeds, plan.position_ids, attention_mask=plan.additive_mask(self.draft_dtype),
-                            cache=kv.store)
+            if self.lean_head is not None:
+                out = self.lean_head.forward(hidden, embeds, plan, kv)
+            else:
+                out = self.head(hidden, embeds, plan.position_ids, attention_mask=plan.additive_mask(self.draft_dtype),
+                                cache=kv.store)
         kv.check_appended(plan, before)
         return out
 
