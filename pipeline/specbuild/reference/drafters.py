@@ -44,7 +44,8 @@ def drafter_precision(decoding: dict, target_dtype: "torch.dtype", where: str, h
 
     choice = str(decoding.get(DRAFT_DTYPE_KEY, "auto"))
     if choice not in DRAFT_DTYPES:
-        raise UserError(f"{where}.{DRAFT_DTYPE_KEY}={choice!r}: use {', '.join(DRAFT_DTYPES[:-1])} or int8")
+        raise UserError(f"{where}.{DRAFT_DTYPE_KEY}={choice!r}: use {', '.join(DRAFT_DTYPES[:-1])} or "
+                        f"{DRAFT_DTYPES[-1]}")
     if choice == "auto":
         if target_dtype != torch.float32:
             return DraftPrecision(target_dtype)
