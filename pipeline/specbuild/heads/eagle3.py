@@ -101,13 +101,19 @@ class RMSNorm(nn.Module):
         return self.weight * x32.to(x.dtype)
 
 
+def rope_cos_sin(position_ids: torch.Tensor, theta: float, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [B, T, dim] (float32) of the NeoX-style rotary embedding at positions [B, T]."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    angles = position_ids.float()[..., None] * inv_freq  # [B, T, D/2]
+    angles = torch.cat((angles, angles), dim=-1)  # [B, T, D]
+    return angles.cos(), angles.sin()
+
+
 def rope(x: torch.Tensor, position_ids: torch.Tensor, theta: float) -> torch.Tensor:
     """NeoX-style rotary embedding (`rope_gpt_neox`) of x [B, heads, T, D] at positions [B, T]."""
     dim = x.shape[-1]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
-    angles = position_ids.float()[..., None] * inv_freq  # [B, T, D/2]
-    angles = torch.cat((angles, angles), dim=-1)[:, None]  # [B, 1, T, D]
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    cos, sin = rope_cos_sin(position_ids, theta, dim)
+    cos, sin = cos[:, None].to(x.dtype), sin[:, None].to(x.dtype)  # [B, 1, T, D]
     half = dim // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return x * cos + rotated * sin

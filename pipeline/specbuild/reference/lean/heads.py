@@ -17,6 +17,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from specbuild.heads.eagle3 import rope_cos_sin
 from specbuild.reference.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable, fuse_linears, rms_norm
 from specbuild.reference.lean.linear import drafting_linear
 
@@ -50,19 +51,6 @@ class LeanEagleHead:
         return h
 
 
-class _NeoxRotary:
-    """cos/sin as `specbuild.heads.eagle3.rope` computes them (NeoX RoPE at `theta`), in the shape of a
-    transformers rotary module's output ([1, n, D] each), for RopeTable."""
-
-    def __init__(self, theta: float, dim: int):
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
-
-    def __call__(self, probe: torch.Tensor, position_ids: torch.Tensor):
-        angles = position_ids.float()[..., None] * self.inv_freq
-        angles = torch.cat((angles, angles), dim=-1)
-        return angles.cos(), angles.sin()
-
-
 class LeanEagle3Head:
     """`specbuild.heads.eagle3.Eagle3Head` on the lean path. forward(x [B, S, n*H_t or H], embeds [B, S, H], plan,
     cache) -> out [B, S, H]: fc when x is wider than H, then its one layer, whose q/k/v read
@@ -83,7 +71,9 @@ class LeanEagle3Head:
             post_norm=layer.post_attention_layernorm.weight, w_gate_up=w_gate_up, b_gate_up=b_gate_up,
             w_down=layer.mlp.down_proj.weight, b_down=layer.mlp.down_proj.bias, n_heads=attn.heads,
             n_kv_heads=attn.kv_heads, head_dim=attn.head_dim, eps=self.eps, scale=attn.head_dim**-0.5, linear=linear)
-        self.rope = RopeTable(_NeoxRotary(float(layer.theta), attn.head_dim), head.lm_head.weight.dtype)
+        # the head's own NeoX RoPE (heads/eagle3.py), called as RopeTable calls a transformers rotary module
+        theta, dim = float(layer.theta), attn.head_dim
+        self.rope = RopeTable(lambda _probe, positions: rope_cos_sin(positions, theta, dim), head.lm_head.weight.dtype)
         self.norm = head.norm.weight
         self.lm_head = linear(head.lm_head.weight)
 

@@ -130,7 +130,6 @@ class Int8Linear:
             warnings.simplefilter("ignore")
             qweight = torch.quantize_per_channel(w, scales, zero_points, 0, torch.qint8)
             self.packed = torch.ops.quantized.linear_prepack(qweight, None if bias is None else bias.detach().float())
-        self.shape = tuple(w.shape)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         # reduce_range as torch.ao.nn.quantized.dynamic.Linear sets it for x86/fbgemm (7-bit activations: no
