@@ -84,9 +84,8 @@ def check_inside(path: Path, root: Path, what: str) -> Path:
     return real
 
 
-def read_bytes(path: Path | str, *, what: str, max_bytes: int, root: Path | None = None) -> bytes:
-    """At most `max_bytes` of a regular file, or UnreadableFile."""
-    path = Path(path)
+def _open_regular(path: Path, what: str, root: Path | None) -> tuple[int, os.stat_result]:
+    """An open descriptor of a regular file and its stat, or UnreadableFile (the caller closes it)."""
     if root is not None:
         check_inside(path, root, what)
     try:
@@ -100,23 +99,51 @@ def read_bytes(path: Path | str, *, what: str, max_bytes: int, root: Path | None
         if kind is not None:
             hint = f"give the {what} itself" if kind == "a folder" else f"give the {what} as a regular file"
             raise UnreadableFile(path, f"is {kind}, not a regular file — {hint}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def _read_upto(fd: int, path: Path, limit: int, what: str) -> bytes:
+    """Up to `limit` + 1 bytes from `fd` (one more than the limit tells a file that grew)."""
+    chunks, total = [], 0
+    while total <= limit:
+        try:
+            chunk = os.read(fd, min(1 << 16, limit + 1 - total))
+        except BlockingIOError:  # pragma: no cover - regular files do not block
+            continue
+        except OSError as e:
+            raise _os_error(path, e, what) from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+def read_bytes(path: Path | str, *, what: str, max_bytes: int, root: Path | None = None) -> bytes:
+    """At most `max_bytes` of a regular file, or UnreadableFile."""
+    path = Path(path)
+    fd, st = _open_regular(path, what, root)
+    try:
         if st.st_size > max_bytes:
             raise UnreadableFile(path, _too_big(st.st_size, max_bytes, what))
-        chunks, total = [], 0
-        while total <= max_bytes:
-            try:
-                chunk = os.read(fd, min(1 << 16, max_bytes + 1 - total))
-            except BlockingIOError:  # pragma: no cover - regular files do not block
-                continue
-            except OSError as e:
-                raise _os_error(path, e, what) from None
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > max_bytes:  # it grew while being read
-            raise UnreadableFile(path, _too_big(total, max_bytes, what).replace("is ", "is more than ", 1))
-        return b"".join(chunks)
+        data = _read_upto(fd, path, max_bytes, what)
+        if len(data) > max_bytes:  # it grew while being read
+            raise UnreadableFile(path, _too_big(len(data), max_bytes, what).replace("is ", "is more than ", 1))
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_start(path: Path | str, n_bytes: int, *, what: str, root: Path | None = None) -> bytes:
+    """The first `n_bytes` of a regular file of any size (fewer when it is shorter), or UnreadableFile: for
+    headers of large files (a safetensors header)."""
+    path = Path(path)
+    fd, _ = _open_regular(path, what, root)
+    try:
+        return _read_upto(fd, path, n_bytes - 1, what) if n_bytes > 0 else b""
     finally:
         os.close(fd)
 

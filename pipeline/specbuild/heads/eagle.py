@@ -40,10 +40,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from specbuild.checkpoint_tensors import EAGLE1
 from specbuild.errors import UserError
 from specbuild.heads._files import read_config, write_json
 
-EAGLE_WEIGHTS_FILE = "pytorch_model.bin"
+(EAGLE_WEIGHTS_FILE,) = EAGLE1.files
 
 # LlamaConfig keys copied from the target into the head's config.json (classic transformers-4 names,
 # which transformers 5 still reads; TensorRT-LLM 1.2 pins transformers 4.x).

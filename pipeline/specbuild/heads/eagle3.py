@@ -55,11 +55,11 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from specbuild.checkpoint_tensors import EAGLE3
 from specbuild.errors import UserError
 from specbuild.heads._files import read_config, require_key, write_json
 
-WEIGHTS_FILE = "model.safetensors"
-LEGACY_WEIGHTS_FILE = "pytorch_model.bin"  # EAGLE's DeepSpeed `save_16bit_model` output
+WEIGHTS_FILE, LEGACY_WEIGHTS_FILE = EAGLE3.files  # the second: EAGLE's DeepSpeed `save_16bit_model` output
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 # eagle_config switches of TensorRT-LLM's newer loader that change the network; only their defaults are implemented
 _ARCH_SWITCHES = {"eh_proj_before_attn": False, "norm_before_fc": False, "return_hidden_post_norm": False}

@@ -27,11 +27,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from specbuild.checkpoint_tensors import MEDUSA
 from specbuild.errors import UserError
 from specbuild.heads._files import read_config, require_key, write_json
 
-MEDUSA_WEIGHTS_FILE = "medusa_lm_head.safetensors"
-MEDUSA_WEIGHTS_FILE_PT = "medusa_lm_head.pt"  # the older name; TensorRT-LLM tries it first
+MEDUSA_WEIGHTS_FILE_PT, MEDUSA_WEIGHTS_FILE = MEDUSA.files  # the older name first, as TensorRT-LLM tries them
 
 
 class ResBlock(nn.Module):

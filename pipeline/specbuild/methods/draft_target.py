@@ -11,10 +11,10 @@ from typing import Iterator, Literal
 
 from pydantic import PositiveInt, model_validator
 
+from specbuild.checkpoint_tensors import CAUSAL_LM
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config, same_tokenizer
-from specbuild.methods.trees_common import weights_finding
+from specbuild.methods.common import read_hf_config, same_tokenizer, weights_findings
 from specbuild.speculation import DraftModel, Speculation
 
 
@@ -77,7 +77,7 @@ class DraftTarget(Method):
             yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "
                           "the draft model's Hugging Face folder")
             return
-        yield from weights_finding(draft_dir, spec.checkpoint, "draft model")
+        yield from weights_findings(draft_dir, spec.checkpoint, CAUSAL_LM)
         if target is not None and draft.get("vocab_size") != target.get("vocab_size"):
             yield Finding(("speculation", "checkpoint"), f"the draft's vocab_size {draft.get('vocab_size')} differs from "
                           f"the target's {target.get('vocab_size')}; draft and target must share one vocabulary — "

@@ -13,10 +13,11 @@ from typing import Iterator, Literal
 
 from pydantic import PositiveInt
 
+from specbuild.checkpoint_tensors import EAGLE1
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config
-from specbuild.methods.trees_common import choices_findings, rank_findings, weights_finding
+from specbuild.methods.common import read_hf_config, weights_findings
+from specbuild.methods.trees_common import choices_findings, rank_findings
 from specbuild.speculation import DynamicTree as DynamicTreeDescription, EagleHead, Speculation, StaticTree
 from specbuild.trees import MC_SIM_7B_63, non_leaves_per_level, tree_depth
 
@@ -114,7 +115,7 @@ class Eagle(Method):
             yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "
                           "an EAGLE-1 draft head folder")
             return
-        yield from weights_finding(recipe.resolve(spec.checkpoint), spec.checkpoint, "EAGLE head")
+        yield from weights_findings(recipe.resolve(spec.checkpoint), spec.checkpoint, EAGLE1)
         if target is not None and spec.tree is not None:
             yield from rank_findings(spec.tree, target.get("vocab_size"),
                                      ("speculation", "choices" if spec.choices is not None else "num_eagle_layers"))

@@ -13,9 +13,9 @@ from typing import Iterator, Literal
 
 from pydantic import PositiveInt
 
+from specbuild.checkpoint_tensors import EAGLE3
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config
-from specbuild.methods.trees_common import weights_finding
+from specbuild.methods.common import read_hf_config, weights_findings
 from specbuild.speculation import DynamicTree, Eagle3Head, Speculation
 
 MIN_LAYERS_FOR_DEFAULT_CAPTURE = 6  # "Not enough hidden layers for default EAGLE3 capture" when L <= 5 (§6.5)
@@ -79,7 +79,7 @@ class Eagle3(Method):
             yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "
                           "an EAGLE-3 head folder (config.json with draft_vocab_size, and its weights)")
             return
-        yield from weights_finding(recipe.resolve(spec.checkpoint), spec.checkpoint, "EAGLE-3 head")
+        yield from weights_findings(recipe.resolve(spec.checkpoint), spec.checkpoint, EAGLE3)
         if target is None:
             return
         for key in ("vocab_size",):

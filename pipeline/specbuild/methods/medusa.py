@@ -12,10 +12,11 @@ from typing import Iterator, Literal
 
 from pydantic import Field, PositiveInt
 
+from specbuild.checkpoint_tensors import MEDUSA
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config
-from specbuild.methods.trees_common import choices_findings, rank_findings, weights_finding
+from specbuild.methods.common import read_hf_config, weights_findings
+from specbuild.methods.trees_common import choices_findings, rank_findings
 from specbuild.speculation import MedusaHeads, Speculation, StaticTree
 from specbuild.trees import MC_SIM_7B_63, tree_depth
 
@@ -65,7 +66,7 @@ class Medusa(Method):
             yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — "
                           "point it at a Medusa heads folder (config.json with medusa_num_heads)")
             return
-        yield from weights_finding(recipe.resolve(spec.checkpoint), spec.checkpoint, "Medusa heads")
+        yield from weights_findings(recipe.resolve(spec.checkpoint), spec.checkpoint, MEDUSA)
         yield from rank_findings(spec.choices, (read_hf_config(recipe.model_dir) or {}).get("vocab_size"))
         for key, ours, field in (("medusa_num_heads", spec.num_heads, "num_heads"),
                                  ("medusa_num_layers", spec.num_layers, "num_layers")):

@@ -32,10 +32,3 @@ def rank_findings(choices: list[list[int]], vocab_size, field: tuple = ("specula
                           f"{vocab_size} tokens (ranks 0..{vocab_size - 1}) — lower it")
             return
 
-
-def weights_finding(folder, value, what: str) -> Iterator[Finding]:
-    from specbuild.methods.common import WEIGHT_PATTERNS, has_weights
-
-    if not has_weights(folder):
-        yield Finding(("speculation", "checkpoint"), f"{value} has no weights ({', '.join(WEIGHT_PATTERNS[:2])} ...) "
-                      f"— point it at the complete {what} folder")

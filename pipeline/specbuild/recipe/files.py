@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Iterator
 from specbuild.methods import describe, method_for
 from specbuild.methods.base import Finding
 from specbuild.errors import UserError
-from specbuild.methods.common import WEIGHT_PATTERNS, config_problem, has_weights, read_hf_config, tokenizer_problem
+from specbuild.checkpoint_tensors import CAUSAL_LM
+from specbuild.methods.common import (WEIGHT_PATTERNS, config_problem, has_weights, read_hf_config, tokenizer_problem,
+                                      weights_findings)
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
 
@@ -57,6 +59,9 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
         elif not has_weights(recipe.model_dir):
             yield Finding(("model", "checkpoint"), f"{recipe.model.checkpoint} has a config.json but no weights "
                           f"({', '.join(WEIGHT_PATTERNS[:2])} ...) — point it at the complete checkpoint folder")
+            missing.add(("model", "checkpoint"))
+        elif found := list(weights_findings(recipe.model_dir, recipe.model.checkpoint, CAUSAL_LM, ("model", "checkpoint"))):
+            yield from found
             missing.add(("model", "checkpoint"))
         else:
             limit = cfg.get("max_position_embeddings")

@@ -88,11 +88,17 @@ class CausalLM:
         if dtype not in DTYPES:
             raise UserError(f"compute dtype {dtype!r} is not supported by the reference runtime; use one of {sorted(DTYPES)}")
         try:
-            hf = AutoModelForCausalLM.from_pretrained(
-                str(path), dtype=DTYPES[dtype], attn_implementation=attn_implementation, local_files_only=True
+            hf, loading = AutoModelForCausalLM.from_pretrained(
+                str(path), dtype=DTYPES[dtype], attn_implementation=attn_implementation, local_files_only=True,
+                output_loading_info=True,
             )
         except (OSError, ValueError) as exc:
             raise UserError(f"{path}: cannot load the model with transformers: {exc}") from exc
+        missing = sorted(loading.get("missing_keys") or ())
+        if missing:  # transformers initialises these at random and only warns
+            raise UserError(f"{path}: the weights lack {len(missing)} tensor(s) that its config.json needs "
+                            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}) — the checkpoint is "
+                            "incomplete, or config.json belongs to another model")
         return cls(hf, forward=forward)
 
     def _check_supported(self) -> None:
