@@ -134,6 +134,7 @@ def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, P
             Endpoints.of(baseline) if baseline else None,
             report_dir=layout.report,
             console=console,
+            exit_reasons={role: server.exit_reason for role, server in servers.items()},
         )
     console.print(f"report: {layout.report}", soft_wrap=True)
     return 0 if result.passed else 1

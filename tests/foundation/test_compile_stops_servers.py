@@ -34,6 +34,9 @@ class StandInServer:
     def stop(self, timeout_s=None):
         StandInServer.stopped.append((self.tag, timeout_s))
 
+    def exit_reason(self):
+        return None  # running
+
 
 class Result:
     passed = True
@@ -43,6 +46,7 @@ class Result:
                                                 (RuntimeError, None)])
 def test_servers_stop_at_once_only_when_interrupted(tmp_path, monkeypatch, outcome, timeout_s):
     def suite(*args, **kw):
+        assert set(kw["exit_reasons"]) == {"target", "baseline"}  # the suite can tell a server that died
         if outcome is not None:
             raise outcome()
         return Result()

@@ -129,6 +129,17 @@ class TritonServer:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def exit_reason(self) -> str | None:
+        """How the started server ended without being stopped (None while it runs, or once `stop` ran)."""
+        code = self.process.poll() if self.process is not None else None
+        if code is None:
+            return None
+        try:
+            how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        except ValueError:
+            how = f"ended with status {code}"
+        return f"tritonserver (pid {self.process.pid}) {how}" + (f" (its log: {self.log_path})" if self.log_path else "")
+
     def argv(self) -> list[str]:
         b = self.binary
         if self.launcher is not None:  # the script names the repository and the ports itself

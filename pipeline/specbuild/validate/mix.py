@@ -127,8 +127,13 @@ class MixResult:
     problems: list[str] = field(default_factory=list)
 
     @property
+    def answered(self) -> int:
+        """Requests the server answered (a result or an error message): not lost, not dropped or timed out."""
+        return self.sent - self.lost - self.good["no answer"] - self.bad["no answer"]
+
+    @property
     def requests_per_s(self) -> float:
-        return (self.sent - self.lost) / self.wall_s if self.wall_s > 0 else 0.0
+        return self.answered / self.wall_s if self.wall_s > 0 else 0.0
 
     def note(self, kind: str, text: str) -> None:
         if len(self.examples.setdefault(kind, [])) < MAX_EXAMPLES:
@@ -136,6 +141,7 @@ class MixResult:
 
     def to_dict(self) -> dict:
         return {"concurrency": self.concurrency, "wall_s": round(self.wall_s, 3), "sent": self.sent,
+                "answered": self.answered,
                 "requests_per_s": round(self.requests_per_s, 3), "good": dict(self.good), "bad": dict(self.bad),
                 "lost": self.lost, "by_case": self.by_case, "by_model": self.by_model, "health": self.health,
                 "server": self.server, "examples": self.examples, "problems": list(self.problems)}

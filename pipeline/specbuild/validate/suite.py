@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from specbuild.errors import UserError
 from specbuild.methods import describe
 from specbuild.runtimes import runtime_for
 from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
-from specbuild.validate.checks.base import SuiteOptions
+from specbuild.validate.checks.base import ERROR, PASSED, CheckResult, SuiteOptions
 from specbuild.validate.context import close_context, make_context
 from specbuild.validate.endpoints import Endpoints
 from specbuild.validate.result import ValidationResult
@@ -58,20 +59,56 @@ def _preflight(recipe: Recipe, baseline: Endpoints | None, options: SuiteOptions
                         "--baseline-grpc-url), or relax those settings in the recipe's validation section")
 
 
+def _server_down(ctx, exit_reasons: Mapping[str, Callable[[], str | None]]) -> str | None:
+    """Why a deployment can no longer be asked (its process ended, or it stopped answering its liveness
+    probe), or None when every one answers."""
+    for dep in ctx.deployments():
+        ended = exit_reasons[dep.role]() if dep.role in exit_reasons else None
+        if ended is not None:
+            return f"the {dep.label} deployment's {ended}"
+        silent = dep.server.unreachable()
+        if silent is not None:
+            return f"the {dep.label} deployment's server at http://{dep.endpoints.http} stopped answering ({silent})"
+    return None
+
+
+def _run_checks(ctx, checks, exit_reasons: Mapping[str, Callable[[], str | None]]) -> list[CheckResult]:
+    """Each check in turn. Once a deployment is down, the check that was running when it went down is an
+    error saying so (unless it had passed), and the checks after it are not run."""
+    results: list[CheckResult] = []
+    down = None
+    for check in checks:
+        if down is not None:
+            results.append(CheckResult(check.NAME, check.TITLE, ERROR, f"not run: {down}"))
+            continue
+        ctx.progress(check.TITLE, 0, 0)
+        result = check.run(ctx)
+        down = _server_down(ctx, exit_reasons)
+        if down is not None and result.status != PASSED:
+            result = replace(result, status=ERROR, summary=f"{down} during this check; {result.summary}")
+        results.append(result)
+    return results
+
+
 def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None, *,
                    report_dir: Path | None = None, progress: Callable[[str, int, int], None] | None = None,
-                   options: SuiteOptions | None = None, console=None) -> ValidationResult:
+                   options: SuiteOptions | None = None, console=None,
+                   exit_reasons: Mapping[str, Callable[[], str | None]] | None = None) -> ValidationResult:
     """Run the suite against `target` (the speculative deployment) and `baseline` (the same target without
     speculation). UserError for what the user must fix first (unreachable server, missing baseline, bad
     prompt file); check failures are results, not exceptions. Writes the reports when `report_dir` is given.
 
     progress(stage, done, total) is called as the suite runs. With a rich `console` (and no `progress`), a
-    progress bar is shown on it and the result tables are printed on it at the end."""
+    progress bar is shown on it and the result tables are printed on it at the end. `exit_reasons` maps a
+    role ("target", "baseline") to a function saying how the process serving it ended (None while it runs),
+    for servers this process started: a check during which one ends says so, and the checks after it are not
+    run (for any server, one that stops answering is noticed by its liveness probe)."""
     if console is not None and progress is None:
         from specbuild.validate.report.terminal import print_result, progress_bar
 
         with progress_bar(console) as bar:
-            result = run_validation(recipe, target, baseline, report_dir=report_dir, progress=bar, options=options)
+            result = run_validation(recipe, target, baseline, report_dir=report_dir, progress=bar, options=options,
+                                    exit_reasons=exit_reasons)
         print_result(result, console)
         return result
     options = options or SuiteOptions()
@@ -85,12 +122,8 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
     prompts = ctx.prompts
     try:
         wanted = set(options.checks) if options.checks is not None else None
-        results = []
-        for check in CHECKS:
-            if wanted is not None and check.NAME not in wanted:
-                continue
-            ctx.progress(check.TITLE, 0, 0)
-            results.append(check.run(ctx))
+        checks = [c for c in CHECKS if wanted is None or c.NAME in wanted]
+        results = _run_checks(ctx, checks, exit_reasons or {})
     finally:
         close_context(ctx)
     result = ValidationResult(recipe.name, spec.method, recipe.runtime, target, baseline, dep_target.model, results,

@@ -32,7 +32,7 @@ def run(ctx: SuiteContext) -> CheckResult:
     mix = run_mix(ctx, plan, concurrency=clients, seconds=seconds, server=server)
     g, b = mix.good, mix.bad
     details = {"clients": clients, "seconds": seconds, "models": models, **mix.to_dict()}
-    summary = (f"{mix.sent - mix.lost}/{mix.sent} requests answered from {clients} clients in {mix.wall_s:.1f} s "
+    summary = (f"{mix.answered}/{mix.sent} requests answered from {clients} clients in {mix.wall_s:.1f} s "
                f"({mix.requests_per_s:.1f} req/s): {g['equal']}/{g['sent']} good equal to their single-request "
                f"answer, {b['refused']}/{b['sent']} bad refused")
     if mix.server is not None and mix.server.get("rss_growth") is not None:

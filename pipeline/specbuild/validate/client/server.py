@@ -74,13 +74,18 @@ class ServerClient:
 
     def reachable(self) -> None:
         """UserError when no server answers on the HTTP address."""
+        why = self.unreachable()
+        if why is not None:
+            raise UserError(f"no Triton server answers at http://{self.http_address} ({why}) — start one "
+                            "(specbuild serve triton_repo/<name>) or fix --url")
+
+    def unreachable(self) -> str | None:
+        """Why the server does not answer its liveness probe (GET /v2/health/live), or None when it is live."""
         try:
             live = self.http.is_server_live()
         except Exception as e:  # noqa: BLE001 - connection refused and friends
-            raise UserError(f"no Triton server answers at http://{self.http_address} ({type(e).__name__}: {e}) — "
-                            "start one (specbuild serve triton_repo/<name>) or fix --url") from None
-        if not live:
-            raise UserError(f"the Triton server at http://{self.http_address} is not live")
+            return f"{type(e).__name__}: {e}"
+        return None if live else "it reports itself not live"
 
     def config(self, model: str) -> dict:
         """The model's config as the server reports it (defaults filled in), fetched once."""
