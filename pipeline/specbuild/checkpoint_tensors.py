@@ -106,6 +106,13 @@ def tensor_names(folder: Path, files: tuple[str, ...] = (), root: Path | None = 
     """Every tensor name the folder's weights hold (with `files`: the first of those files present), or None
     when they cannot be read without loading them. Files whose real location is outside `root` (default: the
     folder) are not read."""
+    shapes = tensor_shapes(folder, files, root)
+    return None if shapes is None else frozenset(shapes)
+
+
+def tensor_shapes(folder: Path, files: tuple[str, ...] = (), root: Path | None = None) \
+        -> dict[str, tuple[int, ...] | None] | None:
+    """`tensor_names`, each with its shape (None where only a shard index was read)."""
     folder = Path(folder)
     root = Path(root) if root is not None else folder
     if files:
@@ -113,8 +120,7 @@ def tensor_names(folder: Path, files: tuple[str, ...] = (), root: Path | None = 
         if not present:
             return None
         path = present[0]
-        found = _safetensors_names(path, root) if path.suffix == ".safetensors" else _torch_names(path, root)
-        return frozenset(found) if found else None
+        return (_safetensors_shapes(path, root) if path.suffix == ".safetensors" else _torch_shapes(path, root)) or None
     try:
         entries = sorted(p for p in folder.iterdir() if p.is_file())
     except OSError:
@@ -125,24 +131,24 @@ def tensor_names(folder: Path, files: tuple[str, ...] = (), root: Path | None = 
         except UnreadableFile:
             continue
         if isinstance(weight_map, dict) and weight_map:
-            return frozenset(weight_map)
-    names: set[str] = set()
+            return dict.fromkeys(weight_map)
+    shapes: dict[str, tuple[int, ...] | None] = {}
     for path in (p for p in entries if p.suffix == ".safetensors"):
-        header = _safetensors_names(path, root)
+        header = _safetensors_shapes(path, root)
         if header is None:
             return None
-        names |= header
-    if names:
-        return frozenset(names)
+        shapes.update(header)
+    if shapes:
+        return shapes
     for path in (p for p in entries if p.suffix in (".bin", ".pt", ".pth")):
-        found = _torch_names(path, root)
+        found = _torch_shapes(path, root)
         if found is None:
             return None
-        names |= found
-    return frozenset(names) or None
+        shapes.update(found)
+    return shapes or None
 
 
-def _safetensors_names(path: Path, root: Path) -> set[str] | None:
+def _safetensors_shapes(path: Path, root: Path) -> dict[str, tuple[int, ...] | None] | None:
     try:
         start = read_start(path, 8, what="safetensors file", root=root)
         if len(start) < 8:
@@ -157,10 +163,17 @@ def _safetensors_names(path: Path, root: Path) -> set[str] | None:
         table = json.loads(header)
     except (ValueError, RecursionError):
         return None
-    return {k for k in table if k != "__metadata__"} if isinstance(table, dict) else None
+    if not isinstance(table, dict):
+        return None
+    return {k: _shape(v.get("shape") if isinstance(v, dict) else None) for k, v in table.items() if k != "__metadata__"}
 
 
-def _torch_names(path: Path, root: Path) -> set[str] | None:
+def _shape(value) -> tuple[int, ...] | None:
+    ok = isinstance(value, (list, tuple)) and all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+    return tuple(value) if ok else None
+
+
+def _torch_shapes(path: Path, root: Path) -> dict[str, tuple[int, ...] | None] | None:
     try:
         check_inside(path, root, "weights file")
         if not stat.S_ISREG(path.stat().st_mode) or path.stat().st_size == 0:
@@ -172,4 +185,6 @@ def _torch_names(path: Path, root: Path) -> set[str] | None:
         state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
     except Exception:  # noqa: BLE001 - a legacy or damaged pickle: loading it later says what is wrong
         return None
-    return {k for k in state if isinstance(k, str)} if isinstance(state, dict) else None
+    if not isinstance(state, dict):
+        return None
+    return {k: _shape(list(v.shape)) if hasattr(v, "shape") else None for k, v in state.items() if isinstance(k, str)}

@@ -75,6 +75,32 @@ def test_a_head_as_the_target_is_refused(folder, tmp_path):
     assert "model.checkpoint:" in text and f"holds {LABEL_OF[folder]}" in text and "not a causal language model" in text
 
 
+def test_medusa_heads_of_another_width_are_refused(tmp_path):
+    heads = tmp_path / "medusa128"
+    heads.mkdir()
+    config = json.loads((ZOO / "medusa" / "config.json").read_text())
+    (heads / "config.json").write_text(json.dumps({**config, "hidden_size": 128}))
+    tensors = {}
+    for h in range(4):
+        tensors[f"{h}.0.linear.weight"] = np.zeros((128, 128), np.float16)
+        tensors[f"{h}.0.linear.bias"] = np.zeros(128, np.float16)
+        tensors[f"{h}.1.weight"] = np.zeros((4096, 128), np.float16)
+    save_file(tensors, str(heads / "medusa_lm_head.safetensors"))
+    text = _problems(_recipe(tmp_path, ZOO / "target", {"method": "medusa", "num_heads": 4, "checkpoint": str(heads)}))
+    assert "speculation.checkpoint:" in text and "map 128-wide hidden states onto 4096 tokens" in text
+    assert "hidden_size 256" in text
+    from transformers import AutoConfig
+
+    from specbuild.heads.medusa import load_medusa_heads
+
+    class Target:  # what the loader reads of the target model
+        config = AutoConfig.from_pretrained(ZOO / "target")
+
+    with pytest.raises(UserError, match="map 128-wide hidden states onto 4096 tokens"):
+        load_medusa_heads(heads, target_model=Target())
+    assert load_medusa_heads(ZOO / "medusa", target_model=Target()).hidden_size == 256
+
+
 def _lacking_layers(tmp_path: Path, n_layers: int) -> Path:
     folder = tmp_path / "short"
     shutil.copytree(ZOO / "target", folder)

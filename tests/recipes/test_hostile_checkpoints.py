@@ -61,7 +61,18 @@ CASES = {
     "tokenizer-broken": (lambda d: (d / "tokenizer.json").write_text('{"model": {"type": "WordLevel"}}'),
                          "model.checkpoint", "does not load with the tokenizers library"),
     "tokenizer-fifo": (lambda d: _fifo(d / "tokenizer.json"), "model.checkpoint", "FIFO"),
+    "tokenizer-of-a-larger-vocabulary": (lambda d: _grow_vocabulary(d / "tokenizer.json", 8), "model.checkpoint",
+                                         "another model's tokenizer"),
 }
+
+
+def _grow_vocabulary(path: Path, extra: int) -> None:
+    """The tokenizer of a model with `extra` more tokens than this checkpoint's config.json has embeddings for."""
+    data = json.loads(path.read_text())
+    vocab = data["model"]["vocab"]
+    top = max(vocab.values())
+    vocab.update({f"extra{i}": top + 1 + i for i in range(extra)})
+    path.write_text(json.dumps(data))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

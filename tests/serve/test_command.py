@@ -167,6 +167,13 @@ def test_user_errors_exit_2(tmp_path):
     proc = run_serve(str(tmp_path / "missing"))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "no such model repository" in err
+    (tmp_path / "empty").mkdir()
+    proc = run_serve(str(tmp_path / "empty"))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "no model (no <model>/config.pbtxt in it)" in err
+    proc = run_serve(str(ROOT / "checkpoints" / "tiny" / "target"))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "a Hugging Face checkpoint, not a model repository" in err
     repo = write_toy_repo(tmp_path / "repo", mode="baseline")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

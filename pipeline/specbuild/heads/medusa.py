@@ -130,8 +130,9 @@ def _read_medusa_tensors(folder: Path) -> dict[str, torch.Tensor]:
                     "a Medusa heads folder needs one of them next to config.json.")
 
 
-def load_medusa_heads(folder: str | Path, dtype: torch.dtype = torch.float32) -> MedusaHeads:
-    """Load a Medusa heads folder (the layout above) into a `MedusaHeads` of `dtype`, in eval mode."""
+def load_medusa_heads(folder: str | Path, dtype: torch.dtype = torch.float32, target_model=None) -> MedusaHeads:
+    """Load a Medusa heads folder (the layout above) into a `MedusaHeads` of `dtype`, in eval mode. When
+    `target_model` (a transformers causal LM) is given, the heads' width and vocabulary are checked against it."""
     folder = Path(folder)
     config = read_config(folder, "Medusa heads")
     cfg_path = folder / "config.json"
@@ -143,6 +144,12 @@ def load_medusa_heads(folder: str | Path, dtype: torch.dtype = torch.float32) ->
         raise UserError(f"{folder}: tensor '{proj_key}' missing; medusa_num_layers={num_layers} in "
                         f"{cfg_path} does not match the weights (keys: {sorted(tensors)[:6]}...).")
     vocab_size, hidden_size = tensors[proj_key].shape
+    if target_model is not None:
+        theirs = (target_model.config.vocab_size, target_model.config.hidden_size)
+        if (vocab_size, hidden_size) != theirs:
+            raise UserError(f"{folder}: the heads map {hidden_size}-wide hidden states onto {vocab_size} tokens "
+                            f"({proj_key}) but the target has hidden_size {theirs[1]} and vocab_size {theirs[0]}; "
+                            "use the Medusa heads trained for this target.")
     heads = MedusaHeads(hidden_size, vocab_size, num_heads=num_heads, num_layers=num_layers)
     expected = set(heads.heads.state_dict())
     missing = sorted(expected - set(tensors))

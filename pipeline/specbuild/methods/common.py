@@ -138,6 +138,23 @@ def tokenizer_problem(folder: Path) -> str | None:
     return None
 
 
+def tokenizer_size(folder: Path) -> int | None:
+    """1 + the largest id of the folder's tokenizer.json vocabulary, or None when there is none to read (a
+    tokenizer.model / vocab.json tokenizer). Added tokens are not counted: checkpoints often carry a special token
+    added after training (a pad id equal to vocab_size) that ordinary text never produces."""
+    try:
+        data = read_json(Path(folder) / "tokenizer.json", what="tokenizer.json", max_bytes=TOKENIZER_MAX,
+                         root=checkpoint_root(folder))
+    except UnreadableFile:
+        return None
+    model = data.get("model")
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if isinstance(vocab, dict):
+        ids = [v for v in vocab.values() if isinstance(v, int) and not isinstance(v, bool)]
+        return max(ids) + 1 if ids else None
+    return len(vocab) if isinstance(vocab, list) and vocab else None  # Unigram: a list, ids are its indices
+
+
 def _vocab(folder: Path) -> tuple | None:
     try:
         data = read_json(Path(folder) / "tokenizer.json", what="tokenizer.json", max_bytes=TOKENIZER_MAX,

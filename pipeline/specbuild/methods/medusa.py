@@ -12,10 +12,10 @@ from typing import Iterator, Literal
 
 from pydantic import Field, PositiveInt
 
-from specbuild.checkpoint_tensors import MEDUSA
+from specbuild.checkpoint_tensors import MEDUSA, tensor_shapes
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config, weights_findings
+from specbuild.methods.common import checkpoint_root, read_hf_config, weights_findings
 from specbuild.methods.trees_common import choices_findings, rank_findings
 from specbuild.speculation import MedusaHeads, Speculation, StaticTree
 from specbuild.trees import MC_SIM_7B_63, tree_depth
@@ -67,7 +67,9 @@ class Medusa(Method):
                           "point it at a Medusa heads folder (config.json with medusa_num_heads)")
             return
         yield from weights_findings(recipe.resolve(spec.checkpoint), spec.checkpoint, MEDUSA)
-        yield from rank_findings(spec.choices, (read_hf_config(recipe.model_dir) or {}).get("vocab_size"))
+        target = read_hf_config(recipe.model_dir) or {}
+        yield from rank_findings(spec.choices, target.get("vocab_size"))
+        yield from self._shape_findings(recipe, target)
         for key, ours, field in (("medusa_num_heads", spec.num_heads, "num_heads"),
                                  ("medusa_num_layers", spec.num_layers, "num_layers")):
             theirs = cfg.get(key)
@@ -79,3 +81,17 @@ class Medusa(Method):
             elif theirs != ours:
                 yield Finding(("speculation", field), f"is {ours} but {spec.checkpoint}/config.json has "
                               f"{key}: {theirs} — set {field}: {theirs}")
+
+    def _shape_findings(self, recipe, target: dict) -> Iterator[Finding]:
+        """Head i's projection `i.<num_layers>.weight` is [vocab, hidden] (FasterDecoding/Medusa ResBlocks, then the
+        vocabulary projection): both must be the target's."""
+        spec: MedusaConfig = recipe.speculation
+        folder = recipe.resolve(spec.checkpoint)
+        shapes = tensor_shapes(folder, MEDUSA.files, root=checkpoint_root(folder)) or {}
+        projection = shapes.get(f"0.{spec.num_layers}.weight")
+        want = (target.get("vocab_size"), target.get("hidden_size"))
+        if projection is not None and len(projection) == 2 and all(isinstance(n, int) for n in want) \
+                and tuple(projection) != want:
+            yield Finding(("speculation", "checkpoint"), f"the Medusa heads map {projection[1]}-wide hidden states "
+                          f"onto {projection[0]} tokens (0.{spec.num_layers}.weight) but the target has hidden_size "
+                          f"{want[1]} and vocab_size {want[0]} — the heads must be trained on this target")

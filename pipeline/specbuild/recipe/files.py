@@ -9,8 +9,7 @@ from specbuild.methods import describe, method_for
 from specbuild.methods.base import Finding
 from specbuild.errors import UserError
 from specbuild.checkpoint_tensors import CAUSAL_LM
-from specbuild.methods.common import (WEIGHT_PATTERNS, config_problem, has_weights, read_hf_config, tokenizer_problem,
-                                      weights_findings)
+from specbuild.methods.common import config_problem, read_hf_config, tokenizer_problem, tokenizer_size, weights_findings
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
 
@@ -56,11 +55,8 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
             yield Finding(("model", "checkpoint"), f"{recipe.model.checkpoint}/config.json {why} — point "
                           "model.checkpoint at a Hugging Face checkpoint folder (config.json + weights)")
             missing.add(("model", "checkpoint"))
-        elif not has_weights(recipe.model_dir):
-            yield Finding(("model", "checkpoint"), f"{recipe.model.checkpoint} has a config.json but no weights "
-                          f"({', '.join(WEIGHT_PATTERNS[:2])} ...) — point it at the complete checkpoint folder")
-            missing.add(("model", "checkpoint"))
-        elif found := list(weights_findings(recipe.model_dir, recipe.model.checkpoint, CAUSAL_LM, ("model", "checkpoint"))):
+        elif found := list(weights_findings(recipe.model_dir, recipe.model.checkpoint, CAUSAL_LM,
+                                            ("model", "checkpoint"))):
             yield from found
             missing.add(("model", "checkpoint"))
         else:
@@ -75,6 +71,13 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
                           "set model.tokenizer to the tokenizer folder")
         elif (why := tokenizer_problem(recipe.tokenizer_dir)) is not None:
             yield Finding(tok_field, f"{recipe.tokenizer_dir}: {why} — give a working tokenizer (model.tokenizer)")
+        else:
+            size = tokenizer_size(recipe.tokenizer_dir)
+            vocab = (read_hf_config(recipe.model_dir) or {}).get("vocab_size")
+            if size is not None and isinstance(vocab, int) and size > vocab:
+                yield Finding(tok_field, f"{recipe.tokenizer_dir}: the tokenizer has token ids up to {size - 1} but "
+                              f"the model's vocab_size is {vocab} — it is another model's tokenizer; give this "
+                              "model's own (model.tokenizer)")
     prompts = recipe.validation.prompts
     if isinstance(prompts, Path):
         try:

@@ -45,6 +45,11 @@ def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host
     server = TritonServer(repository, host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
                           binary=binary, model_control=model_control, load_models=load_models, log_path=log_path,
                           launcher=launcher, decode_cpus=decode_cpus)
+    if model_control == "none" and not any((d / "config.pbtxt").is_file() for d in repository.iterdir() if d.is_dir()):
+        what = "a Hugging Face checkpoint, not a model repository" if (repository / "config.json").is_file() else \
+            "no model (no <model>/config.pbtxt in it)"
+        raise UserError(f"{repository}: {what} — serve the repository `specbuild compile RECIPE` writes "
+                        "(triton_repo/<name>)")
     with sigterm_raises():
         return _serve(server, binary, repository, timeout_s, console, out)
 

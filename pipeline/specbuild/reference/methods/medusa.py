@@ -90,7 +90,7 @@ class Medusa(Method):
                                                  self.target.hidden_size,
                                                  lean=self.target.implementation == "lean")
         self.draft_dtype = self.draft_precision.dtype
-        self.heads = load_medusa_heads(engine.folders["medusa"], dtype=self.draft_dtype)
+        self.heads = load_medusa_heads(engine.folders["medusa"], dtype=self.draft_dtype, target_model=self.target.hf)
         # `draft_vocab_size` N: the heads score only the token ids [0, N) (top-k over them are token ids)
         n = draft_vocab_size(self.decoding, self.target.vocab_size, self.where())
         # on the lean path every head is evaluated at once (batched matmuls); else the heads module itself
