@@ -138,17 +138,23 @@ def tokenizer_problem(folder: Path) -> str | None:
     return None
 
 
-def tokenizer_size(folder: Path) -> int | None:
-    """1 + the largest id of the folder's tokenizer.json vocabulary, or None when there is none to read (a
-    tokenizer.model / vocab.json tokenizer). Added tokens are not counted: checkpoints often carry a special token
-    added after training (a pad id equal to vocab_size) that ordinary text never produces."""
+def _tokenizer_json(folder: Path) -> tuple[dict, object] | None:
+    """(the folder's tokenizer.json, its model's "vocab": a dict of token -> id, or a list for Unigram), or None
+    when there is no readable tokenizer.json."""
     try:
         data = read_json(Path(folder) / "tokenizer.json", what="tokenizer.json", max_bytes=TOKENIZER_MAX,
                          root=checkpoint_root(folder))
     except UnreadableFile:
         return None
     model = data.get("model")
-    vocab = model.get("vocab") if isinstance(model, dict) else None
+    return data, model.get("vocab") if isinstance(model, dict) else None
+
+
+def tokenizer_size(folder: Path) -> int | None:
+    """1 + the largest id of the folder's tokenizer.json vocabulary, or None when there is none to read (a
+    tokenizer.model / vocab.json tokenizer). Added tokens are not counted: checkpoints often carry a special token
+    added after training (a pad id equal to vocab_size) that ordinary text never produces."""
+    _, vocab = _tokenizer_json(folder) or ({}, None)
     if isinstance(vocab, dict):
         ids = [v for v in vocab.values() if isinstance(v, int) and not isinstance(v, bool)]
         return max(ids) + 1 if ids else None
@@ -156,13 +162,10 @@ def tokenizer_size(folder: Path) -> int | None:
 
 
 def _vocab(folder: Path) -> tuple | None:
-    try:
-        data = read_json(Path(folder) / "tokenizer.json", what="tokenizer.json", max_bytes=TOKENIZER_MAX,
-                         root=checkpoint_root(folder))
-    except UnreadableFile:
+    found = _tokenizer_json(folder)
+    if found is None:
         return None
-    model = data.get("model")
-    vocab = model.get("vocab") if isinstance(model, dict) else None
+    data, vocab = found
     added_tokens = data.get("added_tokens")
     added = sorted((str(t.get("id")), str(t.get("content"))) for t in added_tokens if isinstance(t, dict)) \
         if isinstance(added_tokens, list) else []
