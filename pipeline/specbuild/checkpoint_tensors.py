@@ -148,7 +148,30 @@ def tensor_shapes(folder: Path, files: tuple[str, ...] = (), root: Path | None =
     return shapes or None
 
 
-def _safetensors_shapes(path: Path, root: Path) -> dict[str, tuple[int, ...] | None] | None:
+def truncated(folder: Path, files: tuple[str, ...] = (), root: Path | None = None) -> list[tuple[str, int, int]]:
+    """(name, bytes present, bytes its header promises) of each safetensors file of the folder (with `files`: of
+    those) that is shorter than its header says: an interrupted download. The header's last data offset marks
+    the end (8 + header length + the largest `data_offsets` end)."""
+    folder = Path(folder)
+    root = Path(root) if root is not None else folder
+    paths = [folder / f for f in files] if files else sorted(folder.glob("*.safetensors"))
+    short = []
+    for path in (p for p in paths if p.suffix == ".safetensors" and p.is_file()):
+        table = _safetensors_header(path, root)
+        if table is None:
+            continue
+        ends = [v["data_offsets"][1] for k, v in table.items() if k != "__metadata__" and isinstance(v, dict)
+                and isinstance(v.get("data_offsets"), list) and len(v["data_offsets"]) == 2
+                and isinstance(v["data_offsets"][1], int)]
+        want = 8 + table["__header_length__"] + max(ends, default=0)
+        have = path.stat().st_size
+        if have < want:
+            short.append((path.name, have, want))
+    return short
+
+
+def _safetensors_header(path: Path, root: Path) -> dict | None:
+    """The header object of a safetensors file (plus `__header_length__`), or None when it cannot be read."""
     try:
         start = read_start(path, 8, what="safetensors file", root=root)
         if len(start) < 8:
@@ -165,7 +188,16 @@ def _safetensors_shapes(path: Path, root: Path) -> dict[str, tuple[int, ...] | N
         return None
     if not isinstance(table, dict):
         return None
-    return {k: _shape(v.get("shape") if isinstance(v, dict) else None) for k, v in table.items() if k != "__metadata__"}
+    table["__header_length__"] = length
+    return table
+
+
+def _safetensors_shapes(path: Path, root: Path) -> dict[str, tuple[int, ...] | None] | None:
+    table = _safetensors_header(path, root)
+    if table is None:
+        return None
+    return {k: _shape(v.get("shape") if isinstance(v, dict) else None) for k, v in table.items()
+            if k not in ("__metadata__", "__header_length__")}
 
 
 def _shape(value) -> tuple[int, ...] | None:

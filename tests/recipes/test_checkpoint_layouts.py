@@ -166,6 +166,19 @@ def test_a_shard_the_index_names_but_the_folder_lacks_is_refused(tmp_path):
     assert "model.checkpoint:" in text and "model-00002-of-00002.safetensors" in text and "incomplete" in text
 
 
+def test_a_truncated_weights_file_is_refused(tmp_path):
+    folder = tmp_path / "target"
+    shutil.copytree(ZOO / "target", folder)
+    weights = folder / "model.safetensors"
+    size = weights.stat().st_size
+    with open(weights, "r+b") as f:
+        f.truncate(size - 1000)
+    assert ct.truncated(folder) == [("model.safetensors", size - 1000, size)]
+    assert ct.truncated(ZOO / "target") == []
+    text = _problems(_recipe(tmp_path, folder))
+    assert "model.checkpoint:" in text and "model.safetensors is truncated" in text and f"{size:,} bytes" in text
+
+
 @pytest.mark.parametrize("damage", ["empty", "short", "huge-length", "not-json", "fifo"])
 def test_unreadable_weights_say_nothing_and_never_block(damage, tmp_path):
     path = tmp_path / "model.safetensors"

@@ -83,6 +83,10 @@ def weights_findings(folder: Path, value, want: Layout, field: tuple = ("specula
         yield Finding(field, f"{value} has no {' or '.join(want.files)}, the weights of {want.label}{also} — point "
                       f"{where} at a folder of {want.label}")
         return
+    for name, have, promised in checkpoint_tensors.truncated(folder, want.files, root=root)[:1]:
+        yield Finding(field, f"{value}/{name} is truncated ({have:,} of the {promised:,} bytes its header lists) — "
+                      "the download was interrupted; fetch the file again")
+        return
     names = checkpoint_tensors.tensor_names(folder, want.files, root=root)
     if names is None:
         return
