@@ -32,13 +32,14 @@ LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
 class Layout:
     label: str  # "an EAGLE-1 head": how a message names it
     read_by: str  # which recipe field or method takes a folder of this layout
-    files: tuple[str, ...] = ()  # the weights file its loaders read, the first present one ((): the whole folder)
+    files: tuple[str, ...] = ()  # the weights files its loaders read, in their order ((): any in the folder)
 
 
 CAUSAL_LM = Layout("a causal language model", "model.checkpoint (or a draft_target draft)")
 # TensorRT-LLM's load_medusa_hf tries the .pt first (examples/medusa/convert_checkpoint.py)
 MEDUSA = Layout("Medusa heads", "method: medusa", ("medusa_lm_head.pt", "medusa_lm_head.safetensors"))
-EAGLE1 = Layout("an EAGLE-1 head", "method: eagle", ("pytorch_model.bin",))
+# TensorRT-LLM's examples/eagle/convert_checkpoint.py loads the folder with LlamaForCausalLM.from_pretrained
+EAGLE1 = Layout("an EAGLE-1 head", "method: eagle", ("pytorch_model.bin", "model.safetensors"))
 # model.safetensors, or EAGLE's DeepSpeed `save_16bit_model` output
 EAGLE3 = Layout("an EAGLE-3 head", "method: eagle3", ("model.safetensors", "pytorch_model.bin"))
 

@@ -101,6 +101,22 @@ def test_medusa_heads_of_another_width_are_refused(tmp_path):
     assert load_medusa_heads(ZOO / "medusa", target_model=Target()).hidden_size == 256
 
 
+def test_an_eagle1_head_in_safetensors_is_taken_as_tensorrt_llm_takes_it(tmp_path):
+    import torch
+    from safetensors.torch import save_file as save_torch
+
+    from specbuild.heads.eagle import load_eagle_head
+
+    head = tmp_path / "eagle"
+    head.mkdir()
+    shutil.copy(ZOO / "eagle" / "config.json", head)
+    state = torch.load(ZOO / "eagle" / "pytorch_model.bin", weights_only=True)
+    save_torch({k: v.contiguous() for k, v in state.items()}, str(head / "model.safetensors"))
+    load_recipe(_recipe(tmp_path, ZOO / "target", {"method": "eagle", "checkpoint": str(head)}))
+    loaded, original = load_eagle_head(head), load_eagle_head(ZOO / "eagle")
+    assert torch.equal(loaded.fc.weight, original.fc.weight)
+
+
 def _lacking_layers(tmp_path: Path, n_layers: int) -> Path:
     folder = tmp_path / "short"
     shutil.copytree(ZOO / "target", folder)

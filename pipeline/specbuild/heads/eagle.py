@@ -44,7 +44,7 @@ from specbuild.checkpoint_tensors import EAGLE1
 from specbuild.errors import UserError
 from specbuild.heads._files import read_config, write_json
 
-(EAGLE_WEIGHTS_FILE,) = EAGLE1.files
+EAGLE_WEIGHTS_FILE, EAGLE_SAFETENSORS_FILE = EAGLE1.files  # the first is what save_eagle_head writes
 
 # LlamaConfig keys copied from the target into the head's config.json (classic transformers-4 names,
 # which transformers 5 still reads; TensorRT-LLM 1.2 pins transformers 4.x).
@@ -188,10 +188,16 @@ def load_eagle_head(folder: str | Path, target_model=None, dtype: torch.dtype = 
     folder = Path(folder)
     config = read_config(folder, "EAGLE head")
     weights = folder / EAGLE_WEIGHTS_FILE
-    if not weights.is_file():
-        raise UserError(f"{folder}: no {EAGLE_WEIGHTS_FILE}; an EAGLE-1 head folder holds config.json and "
-                        f"{EAGLE_WEIGHTS_FILE} (the layout TensorRT-LLM's --eagle_model_dir reads).")
-    state = torch.load(weights, map_location="cpu", weights_only=True)
+    if weights.is_file():
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+    elif (folder / EAGLE_SAFETENSORS_FILE).is_file():
+        from safetensors.torch import load_file
+
+        weights = folder / EAGLE_SAFETENSORS_FILE
+        state = load_file(str(weights))
+    else:
+        raise UserError(f"{folder}: no {EAGLE_WEIGHTS_FILE} (or {EAGLE_SAFETENSORS_FILE}); an EAGLE-1 head folder "
+                        f"holds config.json and its weights (the layout TensorRT-LLM's --eagle_model_dir reads).")
     if "fc.weight" not in state:
         raise UserError(f"{weights}: no 'fc.weight' tensor; this is not an EAGLE-1 draft head.")
     cfg = _llama_config_from_dict({k: v for k, v in config.items() if k != "torch_dtype"})

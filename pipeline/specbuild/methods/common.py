@@ -72,22 +72,18 @@ def weights_findings(folder: Path, value, want: Layout, field: tuple = ("specula
                       f"the complete folder of {want.label}")
         return
     root = checkpoint_root(folder)
-    if not want.files and (shards := checkpoint_tensors.missing_shards(folder, root)):
+    if shards := checkpoint_tensors.missing_shards(folder, root):
         yield Finding(field, f"{value}: its shard index names {len(shards)} weight file(s) that are not there "
                       f"({', '.join(shards[:3])}{', ...' if len(shards) > 3 else ''}) — the download is incomplete; "
                       "fetch the missing files")
         return
-    if want.files and not any((folder / f).is_file() for f in want.files):
-        held = checkpoint_tensors.layout(checkpoint_tensors.tensor_names(folder, root=root) or ())
-        also = f"; it holds {held.label}, which {held.read_by} takes" if held is not None and held != want else ""
-        yield Finding(field, f"{value} has no {' or '.join(want.files)}, the weights of {want.label}{also} — point "
-                      f"{where} at a folder of {want.label}")
-        return
-    for name, have, promised in checkpoint_tensors.truncated(folder, want.files, root=root)[:1]:
+    # the weights file the layout's loaders read first, where the folder has it; else every weights file in it
+    files = want.files if any((folder / f).is_file() for f in want.files) else ()
+    for name, have, promised in checkpoint_tensors.truncated(folder, files, root=root)[:1]:
         yield Finding(field, f"{value}/{name} is truncated ({have:,} of the {promised:,} bytes its header lists) — "
                       "the download was interrupted; fetch the file again")
         return
-    names = checkpoint_tensors.tensor_names(folder, want.files, root=root)
+    names = checkpoint_tensors.tensor_names(folder, files, root=root)
     if names is None:
         return
     found = checkpoint_tensors.layout(names)
