@@ -87,6 +87,19 @@ def missing_layers(names: Iterable[str], num_layers: int) -> list[int]:
     return [i for i in range(num_layers) if i not in found]
 
 
+def has_mtp_layers(names: Iterable[str], num_layers: int) -> bool | None:
+    """Whether the names hold multi-token-prediction layers: decoder layers numbered from `num_layers` on
+    (DeepSeek-V3's `model.layers.61.*`, GLM-4.5's), or tensors named `mtp` / `nextn` (Qwen3-Next's `mtp.*`).
+    None when the names show no layer numbers (nothing to tell by)."""
+    names = list(names)
+    if any("mtp" in n or "nextn" in n for n in names):
+        return True
+    found = {int(m.group(1)) for n in names if (m := LAYER_INDEX.search(n))}
+    if not found:
+        return None
+    return max(found) >= num_layers
+
+
 def missing_shards(folder: Path, root: Path | None = None) -> list[str]:
     """Weight files a shard index of the folder names that are not in it (an interrupted download)."""
     folder = Path(folder)

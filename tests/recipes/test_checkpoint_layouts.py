@@ -117,6 +117,33 @@ def test_an_eagle1_head_in_safetensors_is_taken_as_tensorrt_llm_takes_it(tmp_pat
     assert torch.equal(loaded.fc.weight, original.fc.weight)
 
 
+def _mtp_target(tmp_path: Path, names: list[str]) -> Path:
+    folder = tmp_path / "mtp-target"
+    folder.mkdir()
+    config = json.loads((ZOO / "target" / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_nextn_predict_layers": 1}))
+    for f in (ZOO / "tokenizer").iterdir():
+        shutil.copy(f, folder)
+    save_file({n: np.zeros(2, np.float32) for n in names + ["model.embed_tokens.weight", "lm_head.weight"]},
+              str(folder / "model.safetensors"))
+    return folder
+
+
+@pytest.mark.parametrize("extra, refused", [([], True), (["model.layers.4.eh_proj.weight"], False),
+                                            (["mtp.layers.0.mlp.w"], False)])
+def test_mtp_needs_its_layers_in_the_weights_not_only_in_config_json(extra, refused, tmp_path):
+    names = [f"model.layers.{i}.mlp.w" for i in range(4)] + extra
+    recipe = {"name": "mtp", "runtime": "tensorrt-llm", "flavour": "llm-api",
+              "model": {"checkpoint": str(_mtp_target(tmp_path, names)), "dtype": "bfloat16"},
+              "speculation": {"method": "mtp"}}
+    path = tmp_path / "mtp.yaml"
+    path.write_text(json.dumps(recipe))
+    if refused:
+        assert "names 1 MTP layer(s) but the weights hold none (no layer 4 or later" in _problems(path)
+    else:
+        load_recipe(path)
+
+
 def _lacking_layers(tmp_path: Path, n_layers: int) -> Path:
     folder = tmp_path / "short"
     shutil.copytree(ZOO / "target", folder)

@@ -9,7 +9,8 @@ from typing import Iterator, Literal
 from pydantic import PositiveInt
 
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config
+from specbuild.checkpoint_tensors import has_mtp_layers, tensor_names
+from specbuild.methods.common import checkpoint_root, read_hf_config
 from specbuild.speculation import MtpLayers, Speculation
 
 
@@ -41,3 +42,11 @@ class Mtp(Method):
         elif want > have:
             yield Finding(("speculation", "num_nextn_predict_layers"), f"is {want} but the checkpoint has {have} MTP "
                           f"layer(s) — set it to at most {have}")
+        else:
+            layers = cfg.get("num_hidden_layers")
+            names = tensor_names(recipe.model_dir, root=checkpoint_root(recipe.model_dir))
+            if isinstance(layers, int) and names is not None and has_mtp_layers(names, layers) is False:
+                yield Finding(("model", "checkpoint"), f"{recipe.model.checkpoint}/config.json names {have} MTP "
+                              f"layer(s) but the weights hold none (no layer {layers} or later, nothing named mtp) — "
+                              "exports and re-quantized copies often drop them; use a checkpoint that keeps them, or "
+                              "eagle3, draft_target or prompt_lookup")
