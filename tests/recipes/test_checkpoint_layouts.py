@@ -117,6 +117,18 @@ def test_an_eagle1_head_in_safetensors_is_taken_as_tensorrt_llm_takes_it(tmp_pat
     assert torch.equal(loaded.fc.weight, original.fc.weight)
 
 
+@pytest.mark.parametrize("layers, refused", [([0, 1, 3], False), ([0, 1], True), ([0, 1, 2, 3], True)])
+def test_eagle3_captures_as_many_layers_as_its_fc_fuses(layers, refused, tmp_path):
+    spec = dict(SPEC["eagle3"], checkpoint=str(ZOO / "eagle3"), layers_to_capture=layers)
+    path = _recipe(tmp_path, ZOO / "target", spec, "eagle3")
+    if refused:
+        text = _problems(path)
+        assert "speculation.layers_to_capture:" in text and "the head fuses 3 target layer(s)" in text
+        assert "its config.json names [0, 1, 3]" in text
+    else:
+        load_recipe(path)
+
+
 def _mtp_target(tmp_path: Path, names: list[str]) -> Path:
     folder = tmp_path / "mtp-target"
     folder.mkdir()

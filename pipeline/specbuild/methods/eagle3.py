@@ -13,9 +13,9 @@ from typing import Iterator, Literal
 
 from pydantic import PositiveInt
 
-from specbuild.checkpoint_tensors import EAGLE3
+from specbuild.checkpoint_tensors import EAGLE3, tensor_shapes
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config, weights_findings
+from specbuild.methods.common import checkpoint_root, read_hf_config, weights_findings
 from specbuild.speculation import DynamicTree, Eagle3Head, Speculation
 
 MIN_LAYERS_FOR_DEFAULT_CAPTURE = 6  # "Not enough hidden layers for default EAGLE3 capture" when L <= 5 (§6.5)
@@ -100,3 +100,30 @@ class Eagle3(Method):
         elif spec.layers_to_capture is not None and max(spec.layers_to_capture, default=0) >= n_layers:
             yield Finding(("speculation", "layers_to_capture"), f"names layer {max(spec.layers_to_capture)} but the "
                           f"target has {n_layers} decoder layers (0 to {n_layers - 1})")
+        else:
+            yield from self._capture_findings(recipe, head, target.get("hidden_size"), n_layers)
+
+    def _capture_findings(self, recipe, head: dict, width, n_layers: int) -> Iterator[Finding]:
+        """The head's fc fuses as many target layers as are captured: fc.weight is [hidden, captured x width]
+        (no fc: one layer; TensorRT-LLM Eagle3 `num_capture_layers`)."""
+        spec: Eagle3Config = recipe.speculation
+        folder = recipe.resolve(spec.checkpoint)
+        files = EAGLE3.files if any((folder / f).is_file() for f in EAGLE3.files) else ()
+        shapes = tensor_shapes(folder, files, root=checkpoint_root(folder))
+        if not shapes or not isinstance(width, int) or width < 1:
+            return
+        fc = shapes.get("fc.weight")
+        if (fc is None and "fc.weight" in shapes) or (fc is not None and (len(fc) != 2 or fc[1] % width)):
+            return  # a shard index gives no shapes; an fc the loader refuses with its own message
+        fused = fc[1] // width if fc is not None else 1
+        layers = spec.layers_to_capture if spec.layers_to_capture is not None else default_layers_to_capture(n_layers)
+        if fused != len(layers):
+            named = (head.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+            hint = f" (its config.json names {named})" if isinstance(named, list) and len(named) == fused else ""
+            field = ("speculation", "layers_to_capture") if spec.layers_to_capture is not None else \
+                ("speculation", "checkpoint")
+            given = "speculation.layers_to_capture" if spec.layers_to_capture is not None else \
+                "TensorRT-LLM's default capture set"
+            yield Finding(field, f"the head fuses {fused} target layer(s) (fc.weight {list(fc) if fc else 'absent'}) "
+                          f"but {given} has {len(layers)} ({list(layers)}) — capture the {fused} layer(s) the head was "
+                          f"trained on{hint}")
