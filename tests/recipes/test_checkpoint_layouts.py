@@ -183,6 +183,15 @@ def test_a_draft_whose_weights_lack_layers_is_refused_with_exit_2(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_an_eagle1_head_whose_config_counts_more_layers_than_it_holds_is_refused(tmp_path):
+    head = tmp_path / "eagle"
+    shutil.copytree(ZOO / "eagle", head)
+    config = json.loads((head / "config.json").read_text())
+    (head / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 2}))
+    text = _problems(_recipe(tmp_path, ZOO / "target", {"method": "eagle", "checkpoint": str(head)}))
+    assert "speculation.checkpoint:" in text and "has 2 decoder layers but the weights hold no tensors of layer 1" in text
+
+
 def test_the_reference_runtime_refuses_weights_missing_from_a_checkpoint(tmp_path):
     from specbuild.reference.model import CausalLM
 

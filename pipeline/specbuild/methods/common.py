@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from specbuild import checkpoint_tensors
-from specbuild.checkpoint_tensors import CAUSAL_LM, Layout
+from specbuild.checkpoint_tensors import CAUSAL_LM, EAGLE1, Layout
 from specbuild.methods.base import Finding
 from specbuild.safe_files import MiB, UnreadableFile, read_json
 
@@ -93,7 +93,7 @@ def weights_findings(folder: Path, value, want: Layout, field: tuple = ("specula
             f"tensors of no layout specbuild reads ({shown}, ...)"
         yield Finding(field, f"{value} holds {what}, not {want.label} — point {where} at a folder of {want.label}")
         return
-    if want == CAUSAL_LM:
+    if want in (CAUSAL_LM, EAGLE1):  # both number their decoder layers as config.json counts them
         cfg = read_hf_config(folder) or {}
         layers = next((cfg[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if k in cfg), None)
         if isinstance(layers, int) and not isinstance(layers, bool):
