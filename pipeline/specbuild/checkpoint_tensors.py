@@ -51,14 +51,15 @@ def layout(names: Iterable[str]) -> Layout | None:
     """The layout these tensor names are (None: none that specbuild knows).
 
     EAGLE-3 (SafeAILab/EAGLE `eagle3` checkpoints, TensorRT-LLM `Eagle3ForCausalLM`): `midlayer.*`, the
-    vocabulary maps `d2t` / `t2d`, or a layer's `hidden_norm` (the norm of the fused target features; exports
-    that name the layer `layers.0` keep it). Medusa: only `<head>.<layer>.linear.*` and `<head>.<n>.weight`.
+    vocabulary maps `d2t` / `t2d`, or an unprefixed layer's `hidden_norm` (the norm of the fused target
+    features; exports that name the layer `layers.0` keep it). Medusa: only `<head>.<layer>.linear.*` and `<head>.<n>.weight`.
     EAGLE-1 (SafeAILab/EAGLE checkpoints, TensorRT-LLM `--eagle_model_dir`): `fc.weight` beside unprefixed
     `layers.<i>.*`. A causal LM: an embedding or `lm_head.weight`, none of the above."""
     names = set(names)
     if not names:
         return None
-    if any(n.startswith("midlayer.") or n.endswith(".hidden_norm.weight") for n in names) or {"d2t", "t2d"} & names:
+    numbered_eagle3 = (n.startswith("layers.") and n.endswith(".hidden_norm.weight") for n in names)
+    if any(n.startswith("midlayer.") for n in names) or {"d2t", "t2d"} & names or any(numbered_eagle3):
         return EAGLE3
     if all(_MEDUSA_TENSOR.match(n) for n in names):
         return MEDUSA
