@@ -3,8 +3,8 @@
 `tensor_names(folder)` reads the names from, in this order: the shard index (`*.safetensors.index.json`,
 `*.bin.index.json`: the keys of its `weight_map`), the safetensors headers (an 8-byte little-endian length, then
 a JSON object of tensor name -> dtype, shape, offsets: huggingface/safetensors `docs/source/metadata_parsing.mdx`),
-or a PyTorch zip file opened by `torch.load(mmap=True, weights_only=True)` (the tensors stay unread on disk).
-It returns None when none of these can be read (an empty placeholder file, a legacy pickle, no torch installed):
+or a PyTorch zip file's `data.pkl` (torch.save's format: its pickle, read without torch and without building a
+tensor). It returns None when none of these can be read (an empty placeholder file, a legacy pickle):
 callers then say nothing, and loading the checkpoint decides.
 
 `layout(names)` says which of the on-disk layouts specbuild reads the names are, recognised by the tensors each
@@ -13,10 +13,14 @@ upstream layout has and the others lack.
 
 from __future__ import annotations
 
+import collections
+import io
 import json
+import pickle
 import re
 import stat
 import struct
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -25,6 +29,7 @@ from specbuild.safe_files import MiB, UnreadableFile, check_inside, read_json, r
 
 INDEX_MAX = 64 * MiB  # a shard index names every tensor once: a few MiB for the largest models
 HEADER_MAX = 100 * MiB  # the safetensors library refuses larger headers (MAX_HEADER_SIZE)
+PICKLE_MAX = 64 * MiB  # a state dict's data.pkl holds names, shapes and storage ids: well under a MiB per 1000
 LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
 
 
@@ -221,17 +226,57 @@ def _shape(value) -> tuple[int, ...] | None:
 
 
 def _torch_shapes(path: Path, root: Path) -> dict[str, tuple[int, ...] | None] | None:
+    """Names and shapes from a PyTorch zip file's `data.pkl` (torch.save's format since 1.6), without torch: the
+    pickle is read by `_ShapesUnpickler`, which builds no tensor and knows only the globals a state dict uses."""
     try:
         check_inside(path, root, "weights file")
-        if not stat.S_ISREG(path.stat().st_mode) or path.stat().st_size == 0:
-            return None  # a FIFO would block torch.load; an empty file is a placeholder
-        import torch
-    except (UnreadableFile, OSError, ImportError):
-        return None
-    try:
-        state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-    except Exception:  # noqa: BLE001 - a legacy or damaged pickle: loading it later says what is wrong
+        if not stat.S_ISREG(path.stat().st_mode) or not zipfile.is_zipfile(path):
+            return None  # a FIFO (never opened), an empty placeholder, a legacy pickle
+        with zipfile.ZipFile(path) as archive:
+            pickles = [i for i in archive.infolist() if i.filename.endswith("/data.pkl") or i.filename == "data.pkl"]
+            if len(pickles) != 1 or pickles[0].file_size > PICKLE_MAX:
+                return None
+            state = _ShapesUnpickler(io.BytesIO(archive.read(pickles[0]))).load()
+    except (UnreadableFile, OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, TypeError,
+            AttributeError, IndexError, KeyError, RecursionError):
         return None
     if not isinstance(state, dict):
         return None
-    return {k: _shape(list(v.shape)) if hasattr(v, "shape") else None for k, v in state.items() if isinstance(k, str)}
+    return {k: v if isinstance(v, tuple) else None for k, v in state.items() if isinstance(k, str)}
+
+
+def _tensor_shape(storage, offset, size, *rest):
+    """Stands for torch._utils._rebuild_tensor_v2 (storage, storage_offset, size, stride, ...): the shape."""
+    return tuple(int(n) for n in size)
+
+
+def _parameter(data, *rest):
+    """Stands for torch._utils._rebuild_parameter (data, requires_grad, backward_hooks): the tensor's shape."""
+    return data
+
+
+def _from_type(func, new_type, args, state):
+    """Stands for torch._tensor._rebuild_from_type_v2 (a tensor subclass such as nn.Parameter)."""
+    return func(*args)
+
+
+class _ShapesUnpickler(pickle.Unpickler):
+    """Unpickles a state dict's `data.pkl` into {name: shape}: tensors become their shapes, storages stay unread
+    (persistent ids), and any global other than the few a state dict needs refuses the file (as torch's
+    weights_only loader would), so nothing in the file can run code."""
+
+    _GLOBALS = {("collections", "OrderedDict"): collections.OrderedDict,
+                ("torch._utils", "_rebuild_tensor_v2"): _tensor_shape,
+                ("torch._utils", "_rebuild_parameter"): _parameter,
+                ("torch._tensor", "_rebuild_from_type_v2"): _from_type,
+                ("torch.nn.parameter", "Parameter"): None}
+
+    def find_class(self, module, name):
+        if (module, name) in self._GLOBALS:
+            return self._GLOBALS[(module, name)]
+        if module == "torch" and name.endswith("Storage"):  # torch.FloatStorage, ...: only named in storage ids
+            return None
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of a state dict")
+
+    def persistent_load(self, pid):
+        return None  # a storage record ("storage", type, key, location, numel): its bytes are not read

@@ -210,6 +210,33 @@ def test_names_come_from_headers_shards_and_zip_pickles():
     assert ct.tensor_names(ZOO / "medusa", ct.EAGLE3.files) is None  # the file an EAGLE-3 loader reads is absent
 
 
+def test_pytorch_zip_files_are_read_without_torch_and_without_running_their_code(tmp_path):
+    import pickle
+    import zipfile
+
+    import torch
+
+    state = {"a": torch.zeros(3, 4), "b": torch.nn.Parameter(torch.ones(2, dtype=torch.bfloat16)),
+             "c": torch.arange(5), "d": torch.zeros(())}
+    torch.save(state, tmp_path / "weights.bin")
+    assert ct.tensor_shapes(tmp_path, ("weights.bin",)) == {k: tuple(v.shape) for k, v in state.items()}
+    hostile = tmp_path / "hostile"
+    hostile.mkdir()
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'ran'}",))
+
+    with zipfile.ZipFile(hostile / "pytorch_model.bin", "w") as z:
+        z.writestr("archive/data.pkl", pickle.dumps({"w": Boom()}, protocol=2))
+    assert ct.tensor_names(hostile) is None and not (tmp_path / "ran").exists()
+    code = "import sys; from specbuild import checkpoint_tensors as ct; ct.tensor_names(sys.argv[1]); " \
+           "print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code, str(ZOO / "eagle")], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT / "pipeline")), timeout=60)
+    assert out.stdout.strip() == "False", out.stderr  # `specbuild check` stays quick: no torch import
+
+
 def test_a_shard_index_names_every_tensor(tmp_path):
     save_file({"model.layers.0.w": np.zeros(2, np.float32)}, str(tmp_path / "model-00001-of-00002.safetensors"))
     index = {"weight_map": {"model.embed_tokens.weight": "model-00002-of-00002.safetensors",
