@@ -14,7 +14,8 @@ from pydantic import PositiveInt, model_validator
 from specbuild.checkpoint_tensors import CAUSAL_LM
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config, same_tokenizer, weights_findings
+from specbuild.methods.common import read_hf_config, same_tokenizer
+from specbuild.methods.weights import weights_findings
 from specbuild.speculation import DraftModel, Speculation
 
 

@@ -16,8 +16,9 @@ from pydantic import PositiveInt
 from specbuild.checkpoint_tensors import EAGLE1
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config, weights_findings
+from specbuild.methods.common import read_hf_config
 from specbuild.methods.trees_common import choices_findings, rank_findings
+from specbuild.methods.weights import weights_findings
 from specbuild.speculation import DynamicTree as DynamicTreeDescription, EagleHead, Speculation, StaticTree
 from specbuild.trees import MC_SIM_7B_63, non_leaves_per_level, tree_depth
 

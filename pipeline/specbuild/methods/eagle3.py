@@ -15,7 +15,8 @@ from pydantic import PositiveInt
 
 from specbuild.checkpoint_tensors import EAGLE3, tensor_shapes
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import checkpoint_root, read_hf_config, weights_findings
+from specbuild.methods.common import checkpoint_root, read_hf_config
+from specbuild.methods.weights import weights_findings
 from specbuild.speculation import DynamicTree, Eagle3Head, Speculation
 
 MIN_LAYERS_FOR_DEFAULT_CAPTURE = 6  # "Not enough hidden layers for default EAGLE3 capture" when L <= 5 (§6.5)

@@ -15,8 +15,9 @@ from pydantic import Field, PositiveInt
 from specbuild.checkpoint_tensors import MEDUSA, tensor_shapes
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import checkpoint_root, read_hf_config, weights_findings
+from specbuild.methods.common import checkpoint_root, read_hf_config
 from specbuild.methods.trees_common import choices_findings, rank_findings
+from specbuild.methods.weights import weights_findings
 from specbuild.speculation import MedusaHeads, Speculation, StaticTree
 from specbuild.trees import MC_SIM_7B_63, tree_depth
 

@@ -9,7 +9,8 @@ from specbuild.methods import describe, method_for
 from specbuild.methods.base import Finding
 from specbuild.errors import UserError
 from specbuild.checkpoint_tensors import CAUSAL_LM
-from specbuild.methods.common import config_problem, read_hf_config, tokenizer_problem, tokenizer_size, weights_findings
+from specbuild.methods.common import config_problem, read_hf_config, tokenizer_problem, tokenizer_size
+from specbuild.methods.weights import weights_findings
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
 
