@@ -14,6 +14,7 @@ upstream layout has and the others lack.
 from __future__ import annotations
 
 import collections
+import functools
 import io
 import json
 import pickle
@@ -106,20 +107,31 @@ def has_mtp_layers(names: Iterable[str], num_layers: int) -> bool | None:
     return max(found) >= num_layers
 
 
-def missing_shards(folder: Path, root: Path | None = None) -> list[str]:
-    """Weight files a shard index of the folder names that are not in it (an interrupted download)."""
-    folder = Path(folder)
-    missing: set[str] = set()
-    for index in sorted(folder.glob("*.index.json")):
-        if not index.name.endswith((".safetensors.index.json", ".bin.index.json")):
+def preferred_files(folder: Path, wanted: Layout) -> tuple[str, ...]:
+    """The weights files to read for a folder that should be `wanted`: the layout's own, where the folder has one
+    of them (what its loaders read first), else () for every weights file in the folder (a sharded head, another
+    runtime's file name)."""
+    return wanted.files if any((Path(folder) / f).is_file() for f in wanted.files) else ()
+
+
+def _weight_maps(folder: Path, root: Path):
+    """The `weight_map` of each readable shard index in the folder (name -> shard file)."""
+    for index in sorted(Path(folder).glob("*.index.json")):
+        if not index.name.endswith((".safetensors.index.json", ".bin.index.json")) or not index.is_file():
             continue
         try:
-            weight_map = read_json(index, what="shard index", max_bytes=INDEX_MAX, root=root or folder).get("weight_map")
+            weight_map = read_json(index, what="shard index", max_bytes=INDEX_MAX, root=root).get("weight_map")
         except UnreadableFile:
             continue
         if isinstance(weight_map, dict):
-            missing |= {f for f in weight_map.values() if isinstance(f, str) and not (folder / f).is_file()}
-    return sorted(missing)
+            yield weight_map
+
+
+def missing_shards(folder: Path, root: Path | None = None) -> list[str]:
+    """Weight files a shard index of the folder names that are not in it (an interrupted download)."""
+    folder = Path(folder)
+    return sorted({f for weight_map in _weight_maps(folder, root or folder) for f in weight_map.values()
+                   if isinstance(f, str) and not (folder / f).is_file()})
 
 
 def tensor_names(folder: Path, files: tuple[str, ...] = (), root: Path | None = None) -> frozenset[str] | None:
@@ -141,17 +153,13 @@ def tensor_shapes(folder: Path, files: tuple[str, ...] = (), root: Path | None =
             return None
         path = present[0]
         return (_safetensors_shapes(path, root) if path.suffix == ".safetensors" else _torch_shapes(path, root)) or None
+    for weight_map in _weight_maps(folder, root):
+        if weight_map:
+            return dict.fromkeys(weight_map)
     try:
         entries = sorted(p for p in folder.iterdir() if p.is_file())
     except OSError:
         return None
-    for index in (p for p in entries if p.name.endswith((".safetensors.index.json", ".bin.index.json"))):
-        try:
-            weight_map = read_json(index, what="shard index", max_bytes=INDEX_MAX, root=root).get("weight_map")
-        except UnreadableFile:
-            continue
-        if isinstance(weight_map, dict) and weight_map:
-            return dict.fromkeys(weight_map)
     shapes: dict[str, tuple[int, ...] | None] = {}
     for path in (p for p in entries if p.suffix == ".safetensors"):
         header = _safetensors_shapes(path, root)
@@ -177,47 +185,55 @@ def truncated(folder: Path, files: tuple[str, ...] = (), root: Path | None = Non
     paths = [folder / f for f in files] if files else sorted(folder.glob("*.safetensors"))
     short = []
     for path in (p for p in paths if p.suffix == ".safetensors" and p.is_file()):
-        table = _safetensors_header(path, root)
-        if table is None:
+        header = _safetensors_header(path, root)
+        if header is None:
             continue
+        length, table = header
         ends = [v["data_offsets"][1] for k, v in table.items() if k != "__metadata__" and isinstance(v, dict)
                 and isinstance(v.get("data_offsets"), list) and len(v["data_offsets"]) == 2
                 and isinstance(v["data_offsets"][1], int)]
-        want = 8 + table["__header_length__"] + max(ends, default=0)
+        want = 8 + length + max(ends, default=0)
         have = path.stat().st_size
         if have < want:
             short.append((path.name, have, want))
     return short
 
 
-def _safetensors_header(path: Path, root: Path) -> dict | None:
-    """The header object of a safetensors file (plus `__header_length__`), or None when it cannot be read."""
+def _safetensors_header(path: Path, root: Path) -> tuple[int, dict] | None:
+    """(header length, header object) of a safetensors file, or None when it cannot be read. One `check` asks for
+    the same headers several times (layout, truncation, shapes): read once per file version."""
     try:
-        start = read_start(path, 8, what="safetensors file", root=root)
+        st = path.stat()
+    except OSError:
+        return None
+    return _read_safetensors_header(str(path), str(root), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_safetensors_header(path: str, root: str, inode: int, size: int, mtime_ns: int) -> tuple[int, dict] | None:
+    try:
+        start = read_start(path, 8, what="safetensors file", root=Path(root))
         if len(start) < 8:
             return None
         (length,) = struct.unpack("<Q", start)
         if length > HEADER_MAX:
             return None
-        header = read_start(path, 8 + length, what="safetensors file", root=root)[8:]
+        header = read_start(path, 8 + length, what="safetensors file", root=Path(root))[8:]
     except UnreadableFile:
         return None
     try:
         table = json.loads(header)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(table, dict):
-        return None
-    table["__header_length__"] = length
-    return table
+    return (length, table) if isinstance(table, dict) else None
 
 
 def _safetensors_shapes(path: Path, root: Path) -> dict[str, tuple[int, ...] | None] | None:
-    table = _safetensors_header(path, root)
-    if table is None:
+    header = _safetensors_header(path, root)
+    if header is None:
         return None
-    return {k: _shape(v.get("shape") if isinstance(v, dict) else None) for k, v in table.items()
-            if k not in ("__metadata__", "__header_length__")}
+    return {k: _shape(v.get("shape") if isinstance(v, dict) else None) for k, v in header[1].items()
+            if k != "__metadata__"}
 
 
 def _shape(value) -> tuple[int, ...] | None:

@@ -13,7 +13,7 @@ from typing import Iterator, Literal
 
 from pydantic import PositiveInt
 
-from specbuild.checkpoint_tensors import EAGLE3, tensor_shapes
+from specbuild.checkpoint_tensors import EAGLE3, preferred_files, tensor_shapes
 from specbuild.methods.base import Finding, Method, Section
 from specbuild.methods.common import checkpoint_root, read_hf_config
 from specbuild.methods.weights import weights_findings
@@ -109,8 +109,7 @@ class Eagle3(Method):
         (no fc: one layer; TensorRT-LLM Eagle3 `num_capture_layers`)."""
         spec: Eagle3Config = recipe.speculation
         folder = recipe.resolve(spec.checkpoint)
-        files = EAGLE3.files if any((folder / f).is_file() for f in EAGLE3.files) else ()
-        shapes = tensor_shapes(folder, files, root=checkpoint_root(folder))
+        shapes = tensor_shapes(folder, preferred_files(folder, EAGLE3), root=checkpoint_root(folder))
         if not shapes or not isinstance(width, int) or width < 1:
             return
         fc = shapes.get("fc.weight")

@@ -12,7 +12,7 @@ from typing import Iterator, Literal
 
 from pydantic import Field, PositiveInt
 
-from specbuild.checkpoint_tensors import MEDUSA, tensor_shapes
+from specbuild.checkpoint_tensors import MEDUSA, preferred_files, tensor_shapes
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
 from specbuild.methods.common import checkpoint_root, read_hf_config
@@ -88,7 +88,7 @@ class Medusa(Method):
         vocabulary projection): both must be the target's."""
         spec: MedusaConfig = recipe.speculation
         folder = recipe.resolve(spec.checkpoint)
-        shapes = tensor_shapes(folder, MEDUSA.files, root=checkpoint_root(folder)) or {}
+        shapes = tensor_shapes(folder, preferred_files(folder, MEDUSA), root=checkpoint_root(folder)) or {}
         projection = shapes.get(f"0.{spec.num_layers}.weight")
         want = (target.get("vocab_size"), target.get("hidden_size"))
         if projection is not None and len(projection) == 2 and all(isinstance(n, int) for n in want) \

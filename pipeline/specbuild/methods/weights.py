@@ -30,8 +30,7 @@ def weights_findings(folder: Path, value, want: Layout, field: tuple = ("specula
                       f"({', '.join(shards[:3])}{', ...' if len(shards) > 3 else ''}) — the download is incomplete; "
                       "fetch the missing files")
         return
-    # the weights file the layout's loaders read first, where the folder has it; else every weights file in it
-    files = want.files if any((folder / f).is_file() for f in want.files) else ()
+    files = checkpoint_tensors.preferred_files(folder, want)
     for name, have, promised in checkpoint_tensors.truncated(folder, files, root=root)[:1]:
         yield Finding(field, f"{value}/{name} is truncated ({have:,} of the {promised:,} bytes its header lists) — "
                       "the download was interrupted; fetch the file again")
