@@ -235,3 +235,56 @@ def test_kv_reuse_takes_the_longest_shared_prefix(target):
     assert ex.prefix_store.reused_tokens == len(PROMPT) + 2
     fresh = Executor(target).run([Request(input_ids=PROMPT + first[:2] + [0], max_new_tokens=5)])[0].output_ids
     assert again == fresh
+
+
+def _plain_rounds(ex, prompts, n_new, per_round):
+    """Conversations decoded as the Triton BLS's plain rounds: each round a new request of `per_round[i]` tokens
+    with the whole text so far as its prompt, all conversations in flight together. Returns each one's tokens."""
+    texts = [list(p) for p in prompts]
+    active = {ex.enqueue(Request(input_ids=t, max_new_tokens=per_round[i])): i for i, t in enumerate(texts)}
+    while active:
+        for ev in ex.step():
+            i = active[ev.request_id]
+            texts[i] += ev.new_tokens
+            if ev.finished:
+                del active[ev.request_id]
+                left = n_new - (len(texts[i]) - len(prompts[i]))
+                if left > 0:
+                    active[ex.enqueue(Request(input_ids=texts[i], max_new_tokens=min(per_round[i], left)))] = i
+    return [t[len(p):] for t, p in zip(texts, prompts)]
+
+
+def test_a_reused_prefix_prefills_in_the_decoding_forward(target, monkeypatch):
+    """With KV reuse, an admitted request left with a short tail to prefill joins the running batch's forward
+    (FUSED_PREFILL_TOKENS) instead of a forward of its own: the same tokens, fewer target forwards, and its
+    prefill is not counted as a decoding step."""
+    from specbuild.reference import executor as executor_module
+
+    prompts = [PROMPT, [3, 1, 4, 1, 5, 9, 2, 6], [2, 7, 1, 8, 2, 8]]
+    expected = [r.output_ids for r in Executor(target).run([Request(input_ids=p, max_new_tokens=12) for p in prompts])]
+    forwards = {}
+    model = target.model
+    original = type(model).forward
+
+    def counting(self, *args, **kwargs):
+        forwards[mode] = forwards.get(mode, 0) + 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(model), "forward", counting)
+    for mode, fused in (("fused", executor_module.FUSED_PREFILL_TOKENS), ("alone", 0)):
+        monkeypatch.setattr(executor_module, "FUSED_PREFILL_TOKENS", fused)
+        ex = Executor(target, enable_kv_cache_reuse=True)
+        assert _plain_rounds(ex, prompts, 12, per_round=[3, 4, 5]) == expected, mode
+    assert forwards["fused"] < forwards["alone"] * 0.8, forwards
+
+    ex = Executor(target, enable_kv_cache_reuse=True)
+    first = ex.run([Request(input_ids=PROMPT, max_new_tokens=4)])[0].output_ids
+    long_run = ex.enqueue(Request(input_ids=prompts[1], max_new_tokens=6))
+    ex.step()
+    again = ex.enqueue(Request(input_ids=PROMPT + first, max_new_tokens=3))  # joins long_run's forward
+    stats = {}
+    while ex.has_work():
+        for ev in ex.step():
+            if ev.finished:
+                stats[ev.request_id] = ev.stats
+    assert stats[again].steps == 2 and stats[long_run].steps == 5  # prefills are not decoding steps

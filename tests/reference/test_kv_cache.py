@@ -123,6 +123,45 @@ def test_rows_leave_and_join(lm):
         _check_rows(lm, cache, texts, rng)
 
 
+def test_rows_churn_in_place(lm):
+    """Requests finishing and joining every step (the Triton BLS rounds): survivors close the gaps in place and
+    newcomers are copied into spare rows, so the batch's storage is reused, and every row still decodes like a
+    fresh prefill, though slots past a row's length hold a departed row's entries."""
+    rng = random.Random(11)
+
+    def newcomers(lengths):
+        texts = [[rng.randrange(lm.vocab_size) for _ in range(n)] for n in lengths]
+        other = lm.new_cache(len(texts))
+        lm.forward(other, texts, logits="none")
+        other.commit_all()
+        return texts, other
+
+    texts, cache = newcomers([30, 4, 12, 7])
+    _check_rows(lm, cache, texts, rng)
+    storage = cache.buffer.untyped_storage().data_ptr()
+    for joining in ([3, 40], [2, 9], [1, 1], [5, 5]):
+        cache.select_rows([1, 3])  # rows 0 and 2 finished: 3 moves into 1's place over a longer row's entries
+        texts = [texts[1], texts[3]]
+        more, other = newcomers(joining)
+        cache.extend(other)
+        texts += more
+        _check_rows(lm, cache, texts, rng)
+        assert cache.buffer.untyped_storage().data_ptr() == storage  # no copy of the whole cache
+    more, other = newcomers([300])  # longer than the cache's slots: it grows
+    cache.extend(other)
+    texts += more
+    fresh = lm.new_cache(1)  # a newcomer whose cache holds nothing yet
+    cache.extend(fresh)
+    texts.append([])
+    lm.forward(cache, [[] for _ in texts[:-1]] + [[5, 6, 7]], logits="none")
+    cache.commit_all()
+    texts[-1] = [5, 6, 7]
+    for _ in range(2):
+        _check_rows(lm, cache, texts, rng)
+    cache.select_rows([3, 0])  # out of order: a gathered copy
+    _check_rows(lm, cache, [texts[3], texts[0]], rng)
+
+
 def test_commit_rejects_a_path_that_skips_positions(lm):
     cache = lm.new_cache(1)
     lm.forward(cache, [[1, 2, 3]], logits="none")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -796,3 +797,55 @@ def test_suite_on_the_reference_deployment(served, checkpoints, suite_baseline, 
         assert status["sampling"] == "passed", summaries["sampling"]
         assert sampling.details["dof"] >= 1
     assert (tmp_path / "report" / "report.json").is_file()
+
+
+def test_a_core_that_is_not_decoupled_still_batches_in_flight(served):
+    """As the C++ backend, the core batches requests in flight whether decoupled or not: a short request sent
+    while a long one decodes on a non-decoupled core is answered first, not after it (the BLS loops of draft-target
+    and prompt lookup call such cores once per round, several rows at a time)."""
+    if served.method != "none":
+        pytest.skip("the 'none' deployment's core is the one that is not decoupled")
+    import tritonclient.grpc as grpcclient
+
+    done = {}
+
+    def infer(label, max_tokens):
+        client = grpcclient.InferenceServerClient(served.server.grpc_url)
+        try:
+            client.infer("tensorrt_llm", _core_inputs(prompt, max_tokens, streaming=False))
+            done[label] = time.monotonic()
+        finally:
+            client.close()
+
+    prompt = [5, 9, 17, 5, 9]
+    long_one = threading.Thread(target=infer, args=("long", served.recipe.build.max_seq_len - len(prompt)))
+    long_one.start()
+    time.sleep(0.1)  # the long request is decoding (it takes seconds here)
+    infer("short", 2)
+    long_one.join()
+    assert done["short"] < done["long"], "the short request waited for the long one to finish"
+
+
+def test_the_core_reuses_a_finished_requests_kv(served):
+    """enable_kv_cache_reuse (true in the repository, as the C++ backend's default): a request whose prompt extends
+    a finished one prefills only what is new, and says so in kv_cache_reused_blocks (blocks of one token)."""
+    if served.method != "none":
+        pytest.skip("the core's KV reuse is the same for every method")
+    import tritonclient.grpc as grpcclient
+
+    def infer(prompt):
+        inputs = _core_inputs(prompt, 4, streaming=False) + [
+            _grpc_input("return_perf_metrics", np.array([[True]], dtype=bool), "BOOL"),
+            _grpc_input("exclude_input_in_output", np.array([[True]], dtype=bool), "BOOL")]
+        client = grpcclient.InferenceServerClient(served.server.grpc_url)
+        try:
+            result = client.infer("tensorrt_llm", inputs)
+        finally:
+            client.close()
+        return list(result.as_numpy("output_ids")[0][0]), int(result.as_numpy("kv_cache_reused_blocks").reshape(-1)[0])
+
+    prompt = [7, 3, 11, 2, 19, 23, 5, 8, 13]
+    first, reused_first = infer(prompt)
+    _, reused_again = infer(prompt + first)
+    assert reused_first == 0
+    assert reused_again >= len(prompt)  # the finished request's prompt and its tokens but the last

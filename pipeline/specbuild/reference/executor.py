@@ -8,7 +8,10 @@
 A step first runs one decode iteration (`method.step`) over the requests already decoding (with a
 draft_len_schedule, at the draft length for the number of requests this step serves: decoding + admitted), then
 prefills the requests admitted this step (`method.prefill`, which yields their first tokens); those join the decoding batch
-at the next step. Requests carrying external draft tokens are verified by their own prefill
+at the next step. Admitted requests that KV reuse left only a few tokens to prefill (the Triton BLS rounds, each a new
+request that extends the previous one) join the decoding batch at once instead, where the method's step is its
+prefill (autoregressive decoding): their tail rides in the same forward, as TensorRT-LLM's in-flight fused batching
+mixes context and generation requests, rather than costing a forward of its own. Requests carrying external draft tokens are verified by their own prefill
 (methods/external_drafts.py) and decode in a batch of their own afterwards.
 """
 
@@ -29,6 +32,10 @@ from specbuild.reference.request import Event, Request, RequestStats, Result
 from specbuild.reference.prefix_store import PrefixStore
 from specbuild.reference.sampling import SamplingConfig  # noqa: F401 (part of this module's API)
 from specbuild.reference.sequence import Sequence
+
+# An admitted request whose uncached prompt tail is at most this long joins the decoding batch's forward (rows are
+# padded to the longest tail: a long prompt prefills in a forward of its own)
+FUSED_PREFILL_TOKENS = 8
 
 
 @dataclass
@@ -101,40 +108,53 @@ class Executor:
 
     # ------------------------------------------------------------------ the loop (one thread)
     def step(self) -> list[Event]:
-        """One iteration: decode every active request once, then prefill the admitted ones (they emit their
-        first token now and decode from the next step on)."""
+        """One iteration: decode every active request once (admitted ones with a short uncached tail among them),
+        then prefill the other admitted ones (they emit their first token now and decode from the next step on)."""
         with self._lock:
             cancelled, self._cancelled = self._cancelled, set()
             events = [Event(rid, [], True, "cancelled", RequestStats()) for rid in self._cancelled_pending]
             self._cancelled_pending = []
             admitted = self._admit()
         in_flight = self.num_active + sum(len(seqs) for seqs in admitted.values())
-        for group in self._groups.values():
+        for name, group in self._groups.items():
             group.method.follow_load(in_flight)  # adaptive speculation: the draft length for this many requests
-            events += self._decode(group, cancelled)
-        for name, seqs in admitted.items():
-            events += self._prefill(self._groups[name], seqs)
+            events += self._drop_finished(group, cancelled)
+            joined, alone = self._admit_to(group, admitted.get(name, []))
+            events += self._decode(group, joined)
+            if alone.seqs:  # prefilled in a forward of their own; they decode from the next step
+                events += self._apply(alone, group.method.prefill(alone))
+                events += self._drop_finished(_Group(group.method, alone))
+                group.batch.extend(alone)
         return events
 
-    def _decode(self, group: _Group, cancelled: set[int]) -> list[Event]:
-        events = []
-        for seq in group.batch.seqs:
-            if seq.request_id in cancelled:
-                seq.finish_reason = "cancelled"
-                events.append(Event(seq.request_id, [], True, "cancelled", seq.stats.snapshot()))
-        self._drop_finished(group)
-        if len(group.batch):
-            events += self._apply(group.batch, group.method.step(group.batch))
-            self._drop_finished(group)
-        return events
+    def _admit_to(self, group: _Group, seqs: list[Sequence]) -> tuple[set[int], Batch]:
+        """Start the admitted rows' caches (KV reuse). Where the method's step is its prefill and every row has at
+        most FUSED_PREFILL_TOKENS left to prefill, the rows join the decoding batch now: returns their request ids
+        and an empty batch. Otherwise no ids, and the rows as a batch of their own to prefill."""
+        batch = Batch(seqs)
+        if not seqs:
+            return set(), batch
+        self._reuse_prefixes(_Group(group.method, batch))
+        if not (group.method.step_is_prefill and len(group.batch)):
+            return set(), batch
+        cached = batch.caches.get("target")
+        tails = [len(seq.tokens) - (cached.lengths[r] if cached else 0) for r, seq in enumerate(seqs)]
+        if max(tails) > FUSED_PREFILL_TOKENS:
+            return set(), batch
+        batch.cache("target", group.method.target)
+        group.batch.extend(batch)
+        return {seq.request_id for seq in seqs}, Batch([])
 
-    def _prefill(self, group: _Group, seqs: list[Sequence]) -> list[Event]:
-        new = _Group(group.method, Batch(seqs))
-        self._reuse_prefixes(new)
-        events = self._apply(new.batch, group.method.prefill(new.batch))
-        self._drop_finished(new)
-        group.batch.extend(new.batch)
-        return events
+    def _decode(self, group: _Group, joined: set[int]) -> list[Event]:
+        """One step of the decoding batch; the rows in `joined` were admitted into it and this is their prefill."""
+        if not len(group.batch):
+            return []
+        outputs = group.method.step(group.batch)
+        for seq, out in zip(group.batch.seqs, outputs):
+            if seq.request_id in joined:
+                out.counts_as_step = False
+        events = self._apply(group.batch, outputs)
+        return events + self._drop_finished(group)
 
     def run(self, requests: list[Request]) -> list[Result]:
         """Convenience: enqueue all, step until every one finished; results in request order."""
@@ -187,17 +207,25 @@ class Executor:
                                 log_probs=log_probs, cum_log_prob=seq.cum_log_prob))
         return events
 
-    def _drop_finished(self, group: _Group) -> None:
+    def _drop_finished(self, group: _Group, cancelled: set[int] = frozenset()) -> list[Event]:
+        """Take the finished rows out of the batch (their KV into the prefix store, with KV reuse); rows whose
+        request was cancelled finish here first. Returns the cancellations' events."""
         batch = group.batch
+        events = []
+        for seq in batch.seqs:
+            if seq.request_id in cancelled:
+                seq.finish_reason = "cancelled"
+                events.append(Event(seq.request_id, [], True, "cancelled", seq.stats.snapshot()))
         keep = [r for r, seq in enumerate(batch.seqs) if seq.finish_reason is None]
         if len(keep) == len(batch.seqs):
-            return
+            return events
         if self._reuses(group) and "target" in batch.caches:
             cache = batch.caches["target"]
             for r, seq in enumerate(batch.seqs):
                 if seq.finish_reason is not None and cache.lengths[r] > 0:
                     self.prefix_store.put(seq.tokens[: cache.lengths[r]], cache.row_kv(r))
         batch.select(keep)
+        return events
 
     def _reuses(self, group: _Group) -> bool:
         return self.prefix_store is not None and group.method.reuses_prefix
@@ -207,6 +235,8 @@ class Executor:
         if not self._reuses(group):
             return
         found = [self.prefix_store.longest_prefix(seq.tokens) for seq in group.batch.seqs]
+        for seq, (n, _) in zip(group.batch.seqs, found):
+            seq.stats.reused_prompt_tokens = n
         if any(n > 0 for n, _ in found):
             group.batch.caches["target"] = KVCache.from_rows(self.engine.model.config, found)
 

@@ -76,6 +76,7 @@ class KVCache:
         # Positions of the pending tokens of the current round, per row, in feed order (slot lengths[r] + i).
         self.pending_positions: list[list[int]] = [[] for _ in range(n_rows)]
         self.buffer: torch.Tensor | None = None  # [layers, 2, rows, kv_heads, capacity, head_dim], on first write
+        self._rows: torch.Tensor | None = None  # the block `buffer` views, with spare rows (batch membership)
         self.store = _TransformersStore(self)
         self._plan: ForwardPlan | None = None
         self._written = 0
@@ -219,12 +220,12 @@ class KVCache:
             grown = self.buffer.new_zeros(*self.buffer.shape[:4], _rounded(max(slots, 2 * self.capacity)),
                                           self.buffer.shape[-1])
             grown[..., : self.capacity, :] = self.buffer
-            self.buffer = grown
+            self.buffer = self._rows = grown
 
     def _allocate(self, like: torch.Tensor, slots: int, rows: int | None = None) -> None:
         _, heads, _, dim = like.shape
         rows = len(self.lengths) if rows is None else rows
-        self.buffer = like.new_zeros(self.n_layers, 2, rows, heads, _rounded(slots), dim)
+        self.buffer = self._rows = like.new_zeros(self.n_layers, 2, rows, heads, _rounded(slots), dim)
 
     # ------------------------------------------------------------------ commit / rollback
     @torch.inference_mode()
@@ -283,40 +284,47 @@ class KVCache:
         self._plan = None
 
     # ------------------------------------------------------------------ whole rows (KV reuse)
-    def row_kv(self, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The committed KV of one row: per layer (keys, values) of shape [heads, length, head_dim] (copies)."""
+    def row_kv(self, row: int) -> torch.Tensor:
+        """The committed KV of one row, every layer: [layers, 2, kv_heads, length, head_dim] (a copy)."""
         self._require_no_pending("row_kv")
-        n = self.lengths[row]
         if self.buffer is None:
-            return []
-        return [(self.buffer[i, 0, row, :, :n].clone(), self.buffer[i, 1, row, :, :n].clone())
-                for i in range(self.n_layers)]
+            return torch.empty(0)
+        return self.buffer[:, :, row, :, : self.lengths[row]].clone()
 
     @classmethod
     @torch.inference_mode()
-    def from_rows(cls, hf_config, rows: Sequence[tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]]) -> "KVCache":
-        """A cache whose row r starts with the first n_r tokens of a kept row KV (rows: (n_r, kv or None))."""
+    def from_rows(cls, hf_config, rows: Sequence[tuple[int, torch.Tensor | None]]) -> "KVCache":
+        """A cache whose row r starts with the first n_r tokens of a kept row KV (rows: (n_r, row_kv or None))."""
         cache = cls(hf_config, len(rows))
         kept = [(n, kv) for n, kv in rows if kv is not None and n > 0]
         if not kept:
             return cache
-        template = kept[0][1][0][0]  # layer 0 keys [heads, n, dim]
+        template = kept[0][1][0, 0]  # layer 0 keys [heads, n, dim]
         cache._allocate(template[None], max(n for n, _ in kept))
         for r, (n, kv) in enumerate(rows):
             if kv is not None and n > 0:
-                for i, (keys, values) in enumerate(kv):
-                    cache.buffer[i, 0, r, :, :n] = keys[:, :n]
-                    cache.buffer[i, 1, r, :, :n] = values[:, :n]
+                cache.buffer[:, :, r, :, :n] = kv[..., :n, :]
                 cache.lengths[r] = n
         return cache
 
     # ------------------------------------------------------------------ batch membership
+    # Rows come and go as requests finish and join (every round of a Triton BLS loop is a new request). The buffer
+    # is a view of the first len(self) rows of `_rows`, a block with spare rows: a leaving row is overwritten by the
+    # rows after it, a joining row is copied into the spare rows, and neither copies the whole batch's cache.
+    # Slots past a row's length may hold a departed row's entries: stale, finite and never visible.
     @torch.inference_mode()
     def select_rows(self, rows: Sequence[int]) -> None:
         """Keep only these rows, in this order (requests that left the batch are dropped)."""
         self._require_no_pending("select_rows")
+        rows = list(rows)
         if self.buffer is not None:
-            self.buffer = self.buffer.index_select(2, torch.tensor(list(rows), dtype=torch.long))
+            if all(a < b for a, b in zip(rows, rows[1:])):  # the survivors in batch order: close the gaps in place
+                for i, r in enumerate(rows):
+                    if r != i:  # r > i, and no later row reads row i
+                        self._rows[:, :, i, :, : self.lengths[r]] = self._rows[:, :, r, :, : self.lengths[r]]
+                self.buffer = self._rows[:, :, : len(rows)]
+            else:
+                self.buffer = self._rows = self.buffer.index_select(2, torch.tensor(rows, dtype=torch.long))
         self.lengths = [self.lengths[r] for r in rows]
         self._clear_pending()
 
@@ -327,19 +335,26 @@ class KVCache:
         other._require_no_pending("extend")
         if len(other) == 0:
             return
-        if self.buffer is None and other.buffer is None:
-            self.lengths = self.lengths + list(other.lengths)
-            self._clear_pending()
-            return
-        template = self.buffer if self.buffer is not None else other.buffer
-        capacity = max(self.capacity, other.capacity)
-        parts = []
-        for cache in (self, other):
-            part = template.new_zeros(*template.shape[:2], len(cache), *template.shape[3:4], capacity, template.shape[-1])
-            if cache.buffer is not None:
-                part[..., : cache.capacity, :] = cache.buffer
-            parts.append(part)
-        self.buffer = torch.cat(parts, dim=2)
+        if other.buffer is not None:
+            if self.buffer is None:
+                self._allocate(other.buffer[0, 0], other.capacity, rows=len(self) + len(other))
+                self.buffer = self._rows[:, :, : len(self)]
+            used = max(other.lengths)
+            n = len(self) + len(other)
+            if n > self._rows.shape[2] or used > self.capacity:
+                grown = self.buffer.new_zeros(*self.buffer.shape[:2], max(n, 2 * len(self)), self.buffer.shape[3],
+                                              max(self.capacity, _rounded(used)), self.buffer.shape[-1])
+                grown[:, :, : len(self), :, : self.capacity] = self.buffer
+                self._rows = grown
+            self._rows[:, :, len(self) : n, :, :used] = other.buffer[:, :, :, :, :used]
+            self.buffer = self._rows[:, :, :n]
+        elif self.buffer is not None:
+            n = len(self) + len(other)
+            if n > self._rows.shape[2]:
+                grown = self.buffer.new_zeros(*self.buffer.shape[:2], max(n, 2 * len(self)), *self.buffer.shape[3:])
+                grown[:, :, : len(self)] = self.buffer
+                self._rows = grown
+            self.buffer = self._rows[:, :, :n]
         self.lengths = self.lengths + list(other.lengths)
         self._clear_pending()
 

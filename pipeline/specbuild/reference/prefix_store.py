@@ -6,7 +6,9 @@ prefix and prefills only the rest. This is what makes the Triton BLS loops cheap
 lookup round is a new request whose prompt extends the previous round's.
 
 A kept KV row is valid for any prompt that starts with the same tokens: the entry at position i depends only
-on tokens[: i + 1].
+on tokens[: i + 1]. So a kept sequence that is a prefix of a newly kept one is dropped: the new entry answers
+every prompt the old one did, at least as far. A conversation of BLS rounds therefore holds one entry, not one
+per round.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Sequence as Seq
 
 import torch
 
-KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [heads, length, head_dim]
+# One row's committed KV, every layer: [layers, 2 (keys, values), kv_heads, length, head_dim]
+# (KVCache.row_kv / KVCache.from_rows)
+KV = torch.Tensor
 
 
 class PrefixStore:
@@ -28,12 +32,19 @@ class PrefixStore:
         self.hits = 0
         self.reused_tokens = 0
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
     def put(self, tokens: Seq[int], kv: KV) -> None:
         if not tokens or len(tokens) > self.max_tokens:
             return
-        self._entries[self._next] = (torch.tensor(list(tokens), dtype=torch.long), kv)
+        new = torch.tensor(list(tokens), dtype=torch.long)
+        for key in [key for key, (stored, _) in self._entries.items()
+                    if len(stored) <= len(new) and torch.equal(stored, new[: len(stored)])]:
+            self._tokens -= len(self._entries.pop(key)[0])
+        self._entries[self._next] = (new, kv)
         self._next += 1
-        self._tokens += len(tokens)
+        self._tokens += len(new)
         while self._tokens > self.max_tokens:
             _, (old, _) = self._entries.popitem(last=False)
             self._tokens -= len(old)

@@ -51,6 +51,7 @@ class RequestStats:
     accepted_per_step: list[int] = field(default_factory=list)
     per_position_drafted: list[int] = field(default_factory=list)  # [i]: steps that proposed a draft at position i
     per_position_accepted: list[int] = field(default_factory=list)  # [i]: steps that accepted the draft at position i
+    reused_prompt_tokens: int = 0  # KV reuse: prompt tokens whose KV came from a kept prefix (not prefilled)
 
     @property
     def acceptance_rate(self) -> float:

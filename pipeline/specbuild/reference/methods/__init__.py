@@ -69,6 +69,9 @@ class Method:
     reuses_prefix: ClassVar[bool] = False
     # False: the method has no draft length a schedule could scale (a draft_len_schedule is refused at load)
     follows_schedule: ClassVar[bool] = True
+    # True: `step` brings every row's cache up to date whatever it lacks and `prefill` is the same forward, so an
+    # admitted row with a short uncached tail (a reused prefix) can decode in the running batch's forward
+    step_is_prefill: ClassVar[bool] = False
 
     def __init__(self, engine: "Engine", draft_engine: "Engine | None" = None, decoding: Mapping | None = None):
         self.engine = engine

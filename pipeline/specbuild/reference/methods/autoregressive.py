@@ -11,6 +11,7 @@ class Autoregressive(Method):
     name = "autoregressive"
     engine_mode = SpecMode.NONE
     reuses_prefix = True
+    step_is_prefill = True  # one forward over each row's uncached tokens, the next token from the last
 
     # prefill: Method.prefill (one forward over the prompt, first token from its last position)
 

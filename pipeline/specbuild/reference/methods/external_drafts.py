@@ -20,6 +20,7 @@ from specbuild.reference.verify import verify_chain
 class ExternalDrafts(Autoregressive):
     name = "external_drafts"
     engine_mode = SpecMode.DRAFT_TOKENS_EXTERNAL
+    step_is_prefill = False  # its prefill verifies the request's drafts
 
     def prefill(self, batch: Batch) -> list[StepOutput]:
         drafts = [seq.request.draft_tokens[: seq.draft_budget(len(seq.request.draft_tokens))] for seq in batch.seqs]

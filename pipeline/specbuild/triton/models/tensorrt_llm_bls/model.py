@@ -23,8 +23,10 @@ Per request row (a request batch > 1 is served row by row, concurrently):
    they count generated tokens), and with return_log_probs the target's per-round log probabilities are
    concatenated (cum_log_probs summed).
    With a `draft_len_schedule` (adaptive speculation) each round drafts at most the length the schedule gives for
-   the rows this BLS has in flight; at 0 the round is plain: the target alone generates the tokens a fully
-   accepted round would (num_draft_tokens + 1), and the next round looks at the load again.
+   the rows this BLS has in flight; at 0 the round is plain: the target alone generates the tokens that
+   PLAIN_ROUND_ROUNDS fully accepted rounds would (4 x (num_draft_tokens + 1)), and the next round looks at the load
+   again. Each round is a new request to the core, so short plain rounds would cost a request per few tokens just
+   where the load is highest (bench/README.md, "Draft-target served").
 3. `postprocessing` decodes. Streaming (the BLS is decoupled and the request sets `stream`) sends each round's or
    each core response's new text as it comes; the chunks concatenate exactly to the non-streamed text.
 
@@ -73,6 +75,9 @@ PRE_INPUTS = {"bad_words": "BAD_WORDS_DICT", "stop_words": "STOP_WORDS_DICT", "e
 PERF_INT32 = ("kv_cache_alloc_new_blocks", "kv_cache_reused_blocks", "kv_cache_alloc_total_blocks",
               "total_accepted_draft_tokens", "total_draft_tokens")
 PERF_INT64 = ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns")
+# a plain round (draft_len_schedule at 0) stands for this many fully accepted rounds: one core request per
+# 4 x (num_draft_tokens + 1) tokens, not per num_draft_tokens + 1
+PLAIN_ROUND_ROUNDS = 4
 LOGIT_OUTPUTS = {"return_log_probs": ("cum_log_probs", "output_log_probs"),
                  "return_context_logits": ("context_logits",), "return_generation_logits": ("generation_logits",)}
 
@@ -615,12 +620,13 @@ class TritonPythonModel:
             if self.schedule is not None:
                 k = min(k, draft_length(self.schedule, self.in_flight))
             # A scheduled length of 0 (too many rows in flight for drafting to pay): a plain round of as many
-            # tokens as a fully accepted round would bring, decoded by the target alone
+            # tokens as PLAIN_ROUND_ROUNDS fully accepted rounds would bring, decoded by the target alone
             plain = self.schedule is not None and k == 0 and row.num_draft_tokens > 0 and remaining > 1
             drafts, draft_logits = self.propose(state, current, k, round_index) if k > 0 else ([], None)
             wanted = len(drafts) + 1
             if plain:
-                wanted = min(remaining, row.num_draft_tokens + 1, missing if missing > 1 else remaining)
+                wanted = min(remaining, PLAIN_ROUND_ROUNDS * (row.num_draft_tokens + 1),
+                             missing if missing > 1 else remaining)
             inputs = self.core_inputs(state, current, wanted, drafts=drafts, draft_logits=draft_logits,
                                       seed=round_seed(row.seed, round_index, 1),
                                       min_tokens=min(missing, wanted) if missing > 0 else None)

@@ -5,8 +5,8 @@ same parameters (gpt_model_path, decoding_mode, medusa_choices, eagle_choices, l
 exclude_input_in_output, max_beam_width, ...) and the same input and output tensors (repository fact sheet
 §1.3, §1.4), served by `specbuild.reference.executor.Executor`.
 
-- Decoupled (`model_transaction_policy { decoupled: true }`): in-flight batching. `execute` enqueues and returns;
-  one worker thread steps the executor, so a request that arrives while others decode joins at the next step.
+- In-flight batching, decoupled or not, as the C++ backend batches: `execute` enqueues and returns; one worker
+  thread steps the executor, so a request that arrives while others decode joins at the next step.
   Streaming requests get one response per step with the new tokens (built by that thread after its step, sent by
   a second thread while the next step runs); others one response at the end. With the parameter stream_interval N
   (specbuild's, default 1: the recipe's triton.stream_interval; the C++ backend has no such option) a streaming
@@ -15,8 +15,9 @@ exclude_input_in_output, max_beam_width, ...) and the same input and output tens
   Cancellation is polled every cancellation_check_period_ms and the nv_trt_llm_* gauges published every
   stats_check_period_ms, as the C++ backend does. A request with batch > 1 gets responses per row (`batch_index`),
   the last one flagged final.
-- Not decoupled: `execute` runs the requests Triton hands it as one executor batch and answers each once.
-  As the C++ backend, it refuses `streaming` and request batches > 1 there.
+- Not decoupled (the cores a BLS drives: draft-target, prompt lookup): each request gets exactly one response,
+  through its response sender, which the python backend allows a non-decoupled model since Triton 24.06 (python
+  backend README, "Decoupled mode"). As the C++ backend, it refuses `streaming` and request batches > 1 there.
 - `stop: true` with the request id of a running request cancels it; a cancelled client request is stopped at
   the next step. A bad request gets an error response naming the tensor; the model stays healthy.
 
@@ -26,7 +27,8 @@ a streamed response holds only its new tokens), sequence_length, with return_log
 [1, beams, tokens] (one per generated token, a streamed response's for its new tokens; normalised over the top-k
 set with the parameter normalize_log_probs, default true: see specbuild/reference/sampling.py), and with
 return_perf_metrics the timing and speculative counters (acceptance_rate, total_accepted_draft_tokens,
-total_draft_tokens). The reference runtime has no paged KV-cache pool: its kv_cache_* outputs are 0.
+total_draft_tokens). The reference runtime has no paged KV-cache pool: its kv_cache_* outputs count blocks of one
+token (kv_cache_reused_blocks: the prompt tokens KV reuse took from a finished request, with enable_kv_cache_reuse).
 
 Inputs follow the C++ backend too: decoder_input_ids / decoder_input_lengths are read for encoder-decoder
 models only (`inflight_batcher_llm/src/utils.cc`), so this decoder-only runtime ignores them; sampling values
@@ -215,7 +217,9 @@ class TritonPythonModel:
         torch.set_num_threads(max(1, int(os.environ.get("SPECBUILD_TORCH_THREADS", "1"))))
         overrides = self.decoding_overrides(config, engine_dir)
         self.engine = load_engine(engine_dir, decoding_overrides=overrides or None)
-        self.executor = Executor(self.engine)
+        # TensorRT-LLM's enable_kv_cache_reuse (C++ default true): the BLS rounds resend the text so far as a new
+        # request each, and prefill only what is new when the core keeps finished requests' KV
+        self.executor = Executor(self.engine, enable_kv_cache_reuse=bool_parameter(config, "enable_kv_cache_reuse", True))
         version = str(self.args_version)
         self.spec_metrics = metrics_or_none(lambda: SpeculationMetrics(self.name, version), self.name)
         self.batcher_metrics = metrics_or_none(
@@ -230,12 +234,11 @@ class TritonPythonModel:
         self.stream_interval = int_parameter(config, "stream_interval", 1, minimum=1)
         self.next_cancel_check = 0.0
         self.next_handover = 0.0  # the executor thread's: held steps go over at least every stats period
-        if self.decoupled:
-            self.outbox = queue.SimpleQueue()
-            self.delivery = threading.Thread(target=self.deliver_loop, name=f"{self.name}-delivery", daemon=True)
-            self.delivery.start()
-            self.worker = threading.Thread(target=self.loop, name=f"{self.name}-executor", daemon=True)
-            self.worker.start()
+        self.outbox = queue.SimpleQueue()
+        self.delivery = threading.Thread(target=self.deliver_loop, name=f"{self.name}-delivery", daemon=True)
+        self.delivery.start()
+        self.worker = threading.Thread(target=self.loop, name=f"{self.name}-executor", daemon=True)
+        self.worker.start()
 
     def decoding_overrides(self, config, engine_dir):
         """The C++ backend's decoding parameters, as overrides of the engine's specbuild.decoding."""
@@ -359,7 +362,11 @@ class TritonPythonModel:
             out.append(pb_utils.Tensor("output_log_probs", np.array(reported, dtype=np.float32).reshape(1, 1, -1)))
         if job.flags["return_perf_metrics"]:
             stats = job.stats
-            ints = {"kv_cache_alloc_new_blocks": 0, "kv_cache_reused_blocks": 0, "kv_cache_alloc_total_blocks": 0,
+            # KV blocks of one token (the reference cache is not paged), as the nv_trt_llm_kv_cache gauges count
+            held = len(job.input_ids) + len(job.tokens)
+            reused = stats.reused_prompt_tokens if stats else 0
+            ints = {"kv_cache_alloc_new_blocks": held - reused, "kv_cache_reused_blocks": reused,
+                    "kv_cache_alloc_total_blocks": held,
                     "total_accepted_draft_tokens": stats.total_accepted_draft_tokens if stats else 0,
                     "total_draft_tokens": stats.total_draft_tokens if stats else 0}
             for name, value in ints.items():
@@ -402,7 +409,7 @@ class TritonPythonModel:
             job.last_token_ns = step_end
         return event.new_tokens
 
-    # --- decoupled: the worker thread --------------------------------------------------------------------------
+    # --- the worker thread ------------------------------------------------------------------------------------
     def loop(self):
         """The executor thread: steps while there is work, records each step's events and builds its responses;
         the delivery thread sends them (and updates the metrics) while the next step runs. Steps with nothing to
@@ -542,8 +549,8 @@ class TritonPythonModel:
 
     def is_ready(self):
         """Readiness beyond the stub's own health (Triton releases whose python backend asks the model, python
-        backend PR #430): a decoupled model is ready while its executor thread runs."""
-        return bool(self.running and (self.worker is None or (self.worker.is_alive() and self.delivery.is_alive())))
+        backend PR #430): ready while its executor and delivery threads run."""
+        return bool(self.running and self.worker.is_alive() and self.delivery.is_alive())
 
     def outgoing(self, job, new, event, last):
         """The response of one row to one executor event, as [(sender, response or None, flags)] (empty: nothing
@@ -588,14 +595,16 @@ class TritonPythonModel:
                 pass
 
     def execute(self, requests):
-        if not self.decoupled:
-            return self.execute_batch(requests)
         for request in requests:
             sender = request.get_response_sender()
             try:
                 if self.is_stop(request):
                     self.stop_request(request.request_id())
-                    sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                    if self.decoupled:
+                        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                    else:  # exactly one response
+                        sender.send(pb_utils.InferenceResponse(output_tensors=[]),
+                                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
                     continue
                 group = {"sender": sender, "left": 0}
                 jobs = self.make_jobs(request, group)
@@ -634,51 +643,6 @@ class TritonPythonModel:
     def message(self, e):
         text = str(e) or type(e).__name__
         return text if isinstance(e, RequestError) or type(e).__name__ == "UserError" else f"{type(e).__name__}: {text}"
-
-    # --- not decoupled: batch-execute what Triton hands us ----------------------------------------------------
-    def execute_batch(self, requests):
-        responses = [None] * len(requests)
-        jobs = {}
-        for i, request in enumerate(requests):
-            try:
-                if self.is_stop(request):
-                    responses[i] = pb_utils.InferenceResponse(output_tensors=[])
-                    continue
-                for job, req in self.make_jobs(request, {"sender": None, "left": 1}):
-                    job.index = i
-                    jobs[self.executor.enqueue(req)] = job
-            except Exception as e:  # noqa: BLE001
-                responses[i] = pb_utils.InferenceResponse(error=pb_utils.TritonError(self.message(e)))
-        try:
-            while jobs:
-                for rid, job in jobs.items():
-                    if job.request.is_cancelled():
-                        self.executor.cancel(rid)
-                start = time.time_ns()
-                events = self.executor.step()
-                end = time.time_ns()
-                tally = new_tally()
-                for event in events:
-                    job = jobs.get(event.request_id)
-                    if job is None:
-                        continue
-                    self.on_event(job, event, start, end, tally)
-                    if event.finished:
-                        del jobs[event.request_id]
-                        responses[job.index] = self.response(job, self.full_output(job), True)
-                self.report_iteration(tally, list(jobs.values()), force=not jobs)
-        except Exception as e:  # noqa: BLE001
-            traceback.print_exc()
-            for rid, job in jobs.items():
-                self.executor.cancel(rid)
-                responses[job.index] = pb_utils.InferenceResponse(
-                    error=pb_utils.TritonError(f"{type(e).__name__}: {e}"))
-            while self.executor.has_work():  # drain the cancellations
-                try:
-                    self.executor.step()
-                except Exception:  # noqa: BLE001
-                    break
-        return responses
 
     def finalize(self):
         with self.lock:
