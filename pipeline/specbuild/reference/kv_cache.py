@@ -335,28 +335,31 @@ class KVCache:
         other._require_no_pending("extend")
         if len(other) == 0:
             return
+        n = len(self) + len(other)
         if other.buffer is not None:
-            if self.buffer is None:
-                self._allocate(other.buffer[0, 0], other.capacity, rows=len(self) + len(other))
-                self.buffer = self._rows[:, :, : len(self)]
             used = max(other.lengths)
-            n = len(self) + len(other)
-            if n > self._rows.shape[2] or used > self.capacity:
-                grown = self.buffer.new_zeros(*self.buffer.shape[:2], max(n, 2 * len(self)), self.buffer.shape[3],
-                                              max(self.capacity, _rounded(used)), self.buffer.shape[-1])
-                grown[:, :, : len(self), :, : self.capacity] = self.buffer
-                self._rows = grown
+            if self.buffer is None:
+                self._allocate(other.buffer[0, 0], used, rows=n)
+            self._make_room(n, used)
             self._rows[:, :, len(self) : n, :, :used] = other.buffer[:, :, :, :, :used]
-            self.buffer = self._rows[:, :, :n]
         elif self.buffer is not None:
-            n = len(self) + len(other)
-            if n > self._rows.shape[2]:
-                grown = self.buffer.new_zeros(*self.buffer.shape[:2], max(n, 2 * len(self)), *self.buffer.shape[3:])
-                grown[:, :, : len(self)] = self.buffer
-                self._rows = grown
+            self._make_room(n, 0)
+        if self.buffer is not None:
             self.buffer = self._rows[:, :, :n]
         self.lengths = self.lengths + list(other.lengths)
         self._clear_pending()
+
+    def _make_room(self, rows: int, slots: int) -> None:
+        """`_rows` holds at least `rows` rows of at least `slots` slots (this cache's rows copied once if it grows;
+        twice the rows it has, so that joins in a row mostly find spare rows)."""
+        if rows <= self._rows.shape[2] and slots <= self._rows.shape[-2]:
+            return
+        shape = list(self._rows.shape)
+        shape[2] = max(rows, 2 * len(self))
+        shape[-2] = max(shape[-2], _rounded(slots))
+        grown = self._rows.new_zeros(shape)
+        grown[:, :, : len(self), :, : self._rows.shape[-2]] = self._rows[:, :, : len(self)]
+        self._rows = grown
 
     def _require_no_pending(self, what: str) -> None:
         if self.has_pending:
