@@ -145,7 +145,9 @@ def test_greedy_equals_autoregressive(setup, head, decoding, batch_size):
 
 
 def _step_manually(engine, decoding, n_steps=6, n_rows=4):
-    method = Eagle3(engine, None, decoding)
+    """The method stepped by hand; its head computes in float32 (`draft_dtype`; `auto` is bfloat16 on CPUs with
+    bf16 instructions), so that the head run again by the tests computes what the method's did."""
+    method = Eagle3(engine, None, {**decoding, "draft_dtype": "float32"})
     seqs = [Sequence.start(i, req) for i, req in enumerate(requests(prompts(VOCAB, n_rows, seed=3), 40))]
     batch = Batch(seqs)
     for seq, out in zip(seqs, method.prefill(batch)):

@@ -11,7 +11,10 @@ from specbuild.heads.eagle3 import load_eagle3_head
 from specbuild.reference.kv_cache import KVCache
 from specbuild.reference.lean.heads import LeanEagle3Head
 
-TOL = dict(atol=2e-5, rtol=1e-4)
+# `out` reaches ~100 in magnitude (float32's spacing there is ~8e-6), and the lean path's matmuls (column-major
+# MKL, oneDNN-packed copies) sum in another order than the module's: 6e-5 apart at most on the AMD EPYC, whereas a
+# dropped mask moves them by whole units and a RoPE theta 1% off by 1.5e-2
+TOL = dict(atol=2e-4, rtol=1e-4)
 
 
 @pytest.fixture(scope="module")
