@@ -1,6 +1,7 @@
-"""The lean forward's float32 matmul layouts (lean/linear.py): `column-major` (weights stored transposed, relaid
-in place so the transformers modules share the one copy) and `packed` (oneDNN-packed copies) give logits equal to
-an independently loaded transformers model's, greedy tokens identical; the choice follows the CPU vendor and the
+"""The lean forward's float32 matmul rules (lean/linear.py): `column-major` (weights stored transposed, relaid
+in place so the transformers modules share the one copy) and `packed` (the same, plus oneDNN-packed copies of the
+larger matrices for calls of several rows) give logits equal to an independently loaded transformers model's, for
+one row and several, greedy tokens identical; the choice follows the CPU vendor and the
 environment variable, and a bad value is a UserError naming the variable."""
 
 from __future__ import annotations
@@ -67,37 +68,62 @@ def test_each_layout_gives_transformers_logits(checkpoints, kernel, layout, name
     rng = random.Random(len(name))
     texts = [[rng.randrange(lm.vocab_size) for _ in range(n)] for n in (7, 19)]
     cache = lm.new_cache(2)
-    # prefill the first tokens, then a chain of several rows per call (the verification shape)
-    first = lm.forward(cache, [t[:-5] for t in texts], logits="all")
+    # prefill the first tokens, then a chain of several rows per call (the verification shape), then one token
+    # of one row per call (a decode step: the single-row matmuls)
+    first = lm.forward(cache, [t[:-6] for t in texts], logits="all")
     cache.commit_all()
-    chain = lm.forward(cache, [t[-5:] for t in texts], logits="all")
+    chain = lm.forward(cache, [t[-6:-1] for t in texts], logits="all")
+    cache.commit_all()
+    steps = [lm.forward(one, [[t[-1]]], logits="all") for one, t in zip(_single_rows(cache, len(texts)), texts)]
     for r, (text, want) in enumerate(zip(texts, _reference_logits(checkpoints[name], texts))):
-        got = torch.cat([first.logits[r, : len(text) - 5], chain.logits[r, :5]])
+        got = torch.cat([first.logits[r, : len(text) - 6], chain.logits[r, :5], steps[r].logits[0]])
         assert ((got - want).abs() <= TOL + TOL * want.abs()).all(), (layout, name, r)
         assert torch.equal(got.argmax(-1), want.argmax(-1))
 
 
-def test_column_major_relays_the_parameters_in_place(checkpoints, kernel):
+def _single_rows(cache, n_rows: int):
+    """One single-row cache per row of `cache` (a copy of that row's committed tokens)."""
+    from specbuild.reference.kv_cache import KVCache
+
+    return [KVCache.from_rows(_Config(cache.n_layers), [(cache.lengths[r], cache.row_kv(r))]) for r in range(n_rows)]
+
+
+class _Config:
+    def __init__(self, layers: int):
+        self.num_hidden_layers = layers
+
+
+@pytest.mark.parametrize("layout", [linear.COLUMN_MAJOR, linear.PACKED])
+def test_column_major_relays_the_parameters_in_place(checkpoints, kernel, layout):
     """One copy of each weight: the transformers modules hold the transposed storage the lean layers use; a tied
     embedding keeps contiguous rows (the lm_head has its own transposed copy)."""
-    kernel(linear.COLUMN_MAJOR)
+    kernel(layout)
     lm = CausalLM.from_pretrained(checkpoints["untied"])
     layer, lean = lm.decoder.layers[0], lm.lean.layers[0]
     assert layer.self_attn.o_proj.weight.t().is_contiguous()
     assert layer.self_attn.o_proj.weight.data_ptr() == lean.o.weight.data_ptr()
     assert layer.self_attn.q_proj.weight.data_ptr() == lean.wqkv.data_ptr() and lean.wqkv.t().is_contiguous()
     assert lm.lm_head.weight.t().is_contiguous()
-    assert lm.lean.lm_head.packed is None
 
     tied = CausalLM.from_pretrained(checkpoints["tied"])
     assert tied.lean.embed.is_contiguous() and tied.lean.lm_head.weight.t().is_contiguous()
 
 
-def test_packed_keeps_row_major_weights(checkpoints, kernel):
+def test_packed_copies_only_the_larger_matrices_and_uses_them_for_several_rows(checkpoints, kernel, monkeypatch):
+    kernel(linear.COLUMN_MAJOR)
+    assert CausalLM.from_pretrained(checkpoints["untied"]).lean.lm_head.packed is None
     kernel(linear.PACKED)
     lm = CausalLM.from_pretrained(checkpoints["untied"])
-    assert lm.decoder.layers[0].self_attn.o_proj.weight.is_contiguous()
-    assert lm.lean.lm_head.packed is not None or not torch.backends.mkldnn.is_available()
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch build has no oneDNN")
+    head, o = lm.lean.lm_head, lm.lean.layers[0].o  # 1200 x 128 = 153600 weights; o: 128 x 128
+    assert head.packed is not None and o.packed is None
+    calls = []
+    real = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(a[0].shape) or real(*a))
+    for rows in range(1, linear.PACK_FROM_ROWS + 1):
+        head(torch.ones(1, rows, 128))
+    assert calls == [(1, linear.PACK_FROM_ROWS, 128)]
 
 
 def test_the_default_follows_the_cpu_vendor(kernel, monkeypatch):

@@ -1,21 +1,28 @@
 """`Linear`: y = x W^T + b over a checkpoint's weight, with the float32 matmul this CPU runs fastest.
 
-Two ways, chosen once per process (`float32_kernel`; SPECBUILD_REFERENCE_MATMUL = column-major | packed overrides):
-- `column-major` (Intel CPUs with PyTorch's MKL): the weight is stored transposed (W^T contiguous, W a view of it),
-  so `F.linear` hands MKL's sgemm/sgemv a plain [in, out] matrix instead of a transposed one. Measured on a 2-vCPU
-  Intel Xeon (avx512, 1 thread, 2026-12-03), weights in cache, rows 1 / 5 / 16: lm_head 4096 x 256 180 / 228 / 399
-  us vs 198 / 440 / 544 row-major (oneDNN-packed: 224 / 224 / 434), gate/up 1376 x 256 48 / 57 / 122 vs
-  58 / 132 / 181. End to end (bench/layouts.py, tiny zoo, same engines interleaved) 1.08-1.18x the speed of the
-  packed rule below at c = 1 and 1.07-1.09x at c = 16, outputs identical; oneDNN's kernels were slower here at
-  every size.
-- `packed` (any other CPU): a oneDNN-packed copy of the weight (`torch.ops.mkldnn._linear_pointwise`, the kernel
-  PyTorch's inductor uses for frozen CPU linears) for several rows (chain or tree verification, draft trees,
-  batches) of larger matrices and for every row count of lm-head-sized ones; one row of a small matrix (a decode
-  step's projections) stays dense (`F.linear`; oneDNN's fixed cost is ~15 us a call). Measured on a 2-vCPU AMD EPYC
-  (Zen 4), 1 thread: lm_head 4096 x 256 at 4 rows 81 us packed vs 217 us dense, at 8 rows 138 vs 318, at 1 row 114
-  vs 139 (420 vs 760 with the weight out of cache); gate/up 1376 x 256 at 8 rows 64 vs 119; 768 x 256 at 1 row 26
-  vs 14. (MKL picks its kernels by CPU vendor, which is why the two machines disagree; the column-major layout was
-  not measured on AMD.) The packed copy costs the memory of those matrices once more.
+Float32 weights are stored column-major (W^T contiguous, W a view of it), so that `F.linear` hands MKL's
+sgemv/sgemm a plain [in, out] matrix instead of a transposed one. Two rules for calls of several rows (chain or
+tree verification, draft trees, batches), chosen once per process (`float32_kernel`;
+SPECBUILD_REFERENCE_MATMUL = column-major | packed overrides):
+- `column-major` (Intel CPUs with PyTorch's MKL): every row count through the column-major weight. Measured on a
+  2-vCPU Intel Xeon (avx512, 1 thread, 2026-12-03), weights in cache, rows 1 / 5 / 16: lm_head 4096 x 256
+  180 / 228 / 399 us vs 198 / 440 / 544 row-major (oneDNN-packed: 224 / 224 / 434), gate/up 1376 x 256 48 / 57 / 122
+  vs 58 / 132 / 181. End to end (bench/layouts.py, tiny zoo) 1.08-1.18x the packed rule at c = 1 and 1.07-1.09x at
+  c = 16; oneDNN's kernels were slower there at every size.
+- `packed` (any other CPU): matrices of PACK_MIN_WEIGHTS or more also get a oneDNN-packed copy
+  (`torch.ops.mkldnn._linear_pointwise`, the kernel PyTorch's inductor uses for frozen CPU linears), used from
+  PACK_FROM_ROWS rows; fewer rows and smaller matrices go through the column-major weight. Measured on a 2-vCPU AMD
+  EPYC (Zen 4, 1 thread, 2026-12-04), four copies of a matrix cycled with the caches flushed, rows 1 / 2 / 3 / 5:
+  lm_head 4096 x 256 197 / 277 / 359 / 518 us column-major vs 293 / 272 / 265 / 230 packed; gate/up 1376 x 256
+  67 / 84 / 113 / 183 vs 93 / 107 / 107 / 114; q/k/v 768 x 256 67 / 61 / 78 / 96 vs 67 / 77 / 75 / 59; a
+  256 x 256 matrix 25-31 us column-major at every row count vs 31-39 packed. One row through row-major weights
+  (this rule's single-row matmul until 2026-12-04) took 1.8x the column-major time there for a tiny-target
+  forward's 17 matrices with the caches flushed (1.88 vs 1.05 ms): a one-token forward now takes 1.66 instead of
+  1.87 ms, and end to end autoregressive decoding runs 1.08-1.13x and draft-target 1.06-1.11x faster, the other
+  methods 0.98-1.03x (in-process A/B of the two versions, outputs identical). Against `column-major`
+  (bench/layouts.py, results/layouts-tiny-c1-epyc.json) the packed copies make the speculative methods 1.15-1.24x
+  faster there and leave autoregressive decoding as it is. The packed copy costs the memory of those matrices once
+  more. (MKL picks its kernels by CPU vendor, which is why the two machines disagree.)
 bfloat16 weights (draft heads) are always packed (faster at every size measured). Either way the arithmetic is the
 dense matmul's (results agree to rounding). A column-major `nn.Parameter` is relaid in place, so the transformers
 module holding it computes with the same (single) copy; such a model is for decoding only: transformers'
@@ -38,9 +45,8 @@ from specbuild.errors import UserError
 
 MATMUL_ENV = "SPECBUILD_REFERENCE_MATMUL"
 COLUMN_MAJOR, PACKED = "column-major", "packed"
-PACK_MIN_WEIGHTS = 150_000  # smaller float32 matrices: the dense matmul is as fast at every row count
-PACK_MIN_WORK = 600_000  # rows * weights from which the packed kernel wins (2 rows of a 1376 x 256, 4 of a 768 x 256)
-PACK_ALWAYS_WEIGHTS = 1_000_000  # float32 matrices this large (lm heads) are faster packed even for one row
+PACK_MIN_WEIGHTS = 150_000  # smaller float32 matrices: the column-major matmul is as fast at every row count
+PACK_FROM_ROWS = 3  # fewer rows: the column-major matmul is as fast or faster (module docstring)
 INT8_MIN_WEIGHTS = 100_000  # smaller matrices are as fast or faster in float32 (module docstring)
 INT8_ENGINES = ("x86", "fbgemm")  # PyTorch's quantized engines with fbgemm's dynamic int8 linear
 
@@ -57,8 +63,8 @@ def float32_kernel() -> str:
 
 
 def column_major_layout(dtype: torch.dtype) -> bool:
-    """Whether float32_kernel() stores weights of this dtype transposed (see the module docstring)."""
-    return dtype == torch.float32 and float32_kernel() == COLUMN_MAJOR
+    """Whether weights of this dtype are stored transposed (float32 ones, under either rule: module docstring)."""
+    return dtype == torch.float32
 
 
 def as_column_major(weight: torch.Tensor) -> torch.Tensor:
@@ -78,17 +84,15 @@ class Linear:
         self.bias = bias
         self.packed = None
         self.packed_from_rows = math.inf
-        if column_major_layout(weight.dtype):
-            self.weight = as_column_major(weight)
-            return
-        self.weight = weight
-        n = weight.numel()
         if weight.dtype == torch.bfloat16:
-            from_rows = 1
-        elif weight.dtype == torch.float32 and n >= PACK_MIN_WEIGHTS:
-            from_rows = 1 if n >= PACK_ALWAYS_WEIGHTS else max(2, math.ceil(PACK_MIN_WORK / n))
-        else:
-            return
+            self._pack(weight, from_rows=1)
+        elif weight.dtype == torch.float32:
+            if float32_kernel() == PACKED and weight.numel() >= PACK_MIN_WEIGHTS:
+                self._pack(weight, from_rows=PACK_FROM_ROWS)
+            weight = as_column_major(weight)
+        self.weight = weight
+
+    def _pack(self, weight: torch.Tensor, from_rows: int) -> None:
         if not torch.backends.mkldnn.is_available():
             return
         try:
