@@ -130,6 +130,16 @@ def test_decoding_types_of_every_release_map_to_the_reference_methods(decoding_t
 
 
 @needs_tiny
+def test_ngram_pool_flags_that_the_reference_does_not_follow_are_noted(tmp_path):
+    spec = {"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 2}
+    default = read_model_yaml(write(tmp_path, base(speculative_config=spec)))
+    assert any("oldest match first" in n for n in default.notes)
+    assert not any("not followed" in n for n in default.notes)
+    newest = read_model_yaml(write(tmp_path, base(speculative_config={**spec, "is_use_oldest": False})))
+    assert any(n.startswith("is_use_oldest: false is not followed") for n in newest.notes)
+
+
+@needs_tiny
 @pytest.mark.parametrize("spec, message", [
     ({"decoding_type": "MTP", "num_nextn_predict_layers": 1}, r"MTP drafts with the target's own"),
     ({"decoding_type": "Medusa", "max_draft_len": 3}, r"has no Medusa"),

@@ -125,8 +125,9 @@ class DraftTargetConfig(_WithDraftModel):
 
 
 class NGramConfig(_Decoding):
-    """NGramDecodingConfig: the pool flags are accepted; the reference drafts from each request's own prompt and
-    output (specbuild/prompt_lookup_drafts.py), whatever they say."""
+    """NGramDecodingConfig: the pool flags are accepted; the reference drafts as the defaults is_keep_all and
+    is_use_oldest do, from each request's own prompt and output (specbuild/prompt_lookup_drafts.py), whatever
+    they say."""
 
     decoding_type: Literal["NGram"]
     max_matching_ngram_size: NonNegativeInt = 2
@@ -240,7 +241,12 @@ def read_model_yaml(path: Path) -> LlmApiSettings:
         notes.append(f"dtype {llm.dtype} is recorded; the reference runtime computes in float32")
     if method == "prompt_lookup":
         notes.append("NGram pool flags (is_keep_all, is_use_oldest, is_public_pool) are accepted; the reference "
-                     "drafts from each request's own prompt and output, latest match first")
+                     "drafts from each request's own prompt and output, the oldest match first (as the defaults "
+                     "is_keep_all and is_use_oldest do)")
+        unfollowed = [key for key in ("is_keep_all", "is_use_oldest") if not llm.speculative_config.get(key, True)]
+        if unfollowed:
+            notes.append(f"{', '.join(unfollowed)}: false is not followed on the CPU (the reference drafts as "
+                         "true does)")
     return LlmApiSettings(
         path=path, model_dir=model_dir, tokenizer_dir=tokenizer_dir, trust_remote_code=llm.trust_remote_code,
         max_batch_size=llm.max_batch_size, max_num_tokens=llm.max_num_tokens, max_input_len=llm.max_input_len,

@@ -2,8 +2,9 @@
 
 Each step:
     draft:   find the longest suffix n-gram (n <= max_matching_ngram_size) of prompt + output that occurred
-             earlier in it; propose the (up to max_draft_len) tokens that followed its latest occurrence
-             (specbuild/prompt_lookup_drafts.py: the one definition, shared with our Triton BLS)
+             earlier in it; propose the (up to max_draft_len) tokens that followed its oldest occurrence, as
+             TensorRT-LLM's NGram pool does (specbuild/prompt_lookup_drafts.py: the one definition, shared with
+             our Triton BLS)
     verify:  one target forward over [last token, drafts]
     accept:  speculative sampling with the drafts as a deterministic proposal (q = one-hot): lossless under
              sampling; greedy = token comparison
