@@ -27,7 +27,7 @@ from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.engine import Engine
 from specbuild.reference.kv_cache import KVCache
-from specbuild.reference.methods import Method, StepOutput, method_class
+from specbuild.reference.methods import REUSED_EXTRAS, Method, StepOutput, method_class
 from specbuild.reference.request import Event, Request, RequestStats, Result
 from specbuild.reference.prefix_store import PrefixStore
 from specbuild.reference.sampling import SamplingConfig  # noqa: F401 (part of this module's API)
@@ -135,13 +135,14 @@ class Executor:
         if not seqs:
             return set(), batch
         self._reuse_prefixes(_Group(group.method, batch))
-        if not (group.method.step_is_prefill and len(group.batch)):
+        if not (group.method.joins_running_batch() and len(group.batch)):
             return set(), batch
         cached = batch.caches.get("target")
         tails = [len(seq.tokens) - (cached.lengths[r] if cached else 0) for r, seq in enumerate(seqs)]
         if max(tails) > FUSED_PREFILL_TOKENS:
             return set(), batch
         batch.cache("target", group.method.target)
+        group.method.join(batch)
         group.batch.extend(batch)
         return {seq.request_id for seq in seqs}, Batch([])
 
@@ -223,7 +224,8 @@ class Executor:
             cache = batch.caches["target"]
             for r, seq in enumerate(batch.seqs):
                 if seq.finish_reason is not None and cache.lengths[r] > 0:
-                    self.prefix_store.put(seq.tokens[: cache.lengths[r]], cache.row_kv(r))
+                    self.prefix_store.put(seq.tokens[: cache.lengths[r]], cache.row_kv(r),
+                                          group.method.kept_extras(seq, cache.lengths[r]))
         batch.select(keep)
         return events
 
@@ -234,11 +236,15 @@ class Executor:
         """Start the target cache of newly admitted rows from kept prefixes (when KV reuse is on)."""
         if not self._reuses(group):
             return
-        found = [self.prefix_store.longest_prefix(seq.tokens) for seq in group.batch.seqs]
-        for seq, (n, _) in zip(group.batch.seqs, found):
+        needs = group.method.prefix_extras()
+        found = [self.prefix_store.longest_prefix(seq.tokens, needs) for seq in group.batch.seqs]
+        for seq, (n, _, extras) in zip(group.batch.seqs, found):
             seq.stats.reused_prompt_tokens = n
-        if any(n > 0 for n, _ in found):
-            group.batch.caches["target"] = KVCache.from_rows(self.engine.model.config, found)
+            if n and needs:
+                seq.state[REUSED_EXTRAS] = {name: value[:n] for name, value in extras.items()}
+        if any(n > 0 for n, _, _ in found):
+            group.batch.caches["target"] = KVCache.from_rows(self.engine.model.config,
+                                                             [(n, kv) for n, kv, _ in found])
 
     def _check(self, req: Request) -> None:
         lim, vocab = self.limits, self.engine.vocab_size

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 # Recipe method names whose module is named differently.
 ALIASES = {"none": "autoregressive"}
+# seq.state key: the extras (Method.prefix_extras) of the prefix KV reuse found for a newly admitted row
+REUSED_EXTRAS = "reused_extras"
 
 
 @dataclass
@@ -103,6 +105,27 @@ class Method:
     def capped(self, full: int) -> int:
         """`full` drafts (or tree nodes), cut to this step's scheduled length."""
         return full if self.scheduled_length is None else min(full, self.scheduled_length)
+
+    # ---------------------------------------------------------------- KV reuse and joining the running batch
+    def prefix_extras(self) -> tuple[str, ...]:
+        """The names of the per-position state a reused prefix must bring besides the target's KV (`PrefixStore`
+        extras, e.g. the target features an EAGLE head reads); the executor puts what it found, cut to the reused
+        length, in `seq.state[REUSED_EXTRAS]` before `prefill` or `join`."""
+        return ()
+
+    def kept_extras(self, seq: "Sequence", length: int) -> dict:
+        """That state for the first `length` positions of a row leaving the batch, kept beside its KV ({}: none,
+        and then the entry cannot answer this method)."""
+        return {}
+
+    def joins_running_batch(self) -> bool:
+        """Whether this step's forward can be the prefill of admitted rows with a short uncached tail (they join the
+        running batch instead of a forward of their own): `step_is_prefill`, or as the method decides per step."""
+        return self.step_is_prefill
+
+    def join(self, batch: "Batch") -> None:
+        """Ready admitted rows (their target cache in place) to decode in the running batch's next step: the
+        method's other caches and per-sequence state. Default: nothing."""
 
     def prefill(self, batch: "Batch") -> list[StepOutput]:
         """Default: one target forward over each prompt; the first token comes from its last position."""

@@ -19,6 +19,10 @@ Each step, for every sequence (root = the last, uncached token x_L at position L
                lossless (the EAGLE reference code's qx = 1 rule)
     then:      the accepted path is compacted in the target cache; the target's features at the root and the
                accepted nodes are what the head catches up on next step
+KV reuse: a finished row keeps the target's features at its positions beside its KV (`kept_extras`); a request
+that reuses the prefix starts with them queued for the head, as if it had prefilled the prompt itself. While the
+schedule says 0 a step is a plain one, which is also the prefill of admitted rows with a short uncached tail
+(`join`), as autoregressive decoding's is.
 D = `num_eagle_layers` (engine decoding or pretrained_config, default 4). Engine `specbuild.decoding` keys:
 `eagle_choices` (default mc_sim_7b_63), `eagle_use_dynamic_tree` (false), `eagle_dynamic_tree_max_top_k` (K,
 default 10; `use_dynamic_tree` / `dynamic_tree_max_top_k` / `dynamic_tree_max_topK` are accepted too), `draft_dtype` (auto | float32 |
@@ -40,7 +44,7 @@ from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
 from specbuild.reference.lean.heads import LeanEagleHead
 from specbuild.reference.drafters import DraftVocabHead, draft_vocab_size
-from specbuild.reference.methods import Method, StepOutput, next_token
+from specbuild.reference.methods import REUSED_EXTRAS, Method, StepOutput, next_token
 from specbuild.reference.tree import (
     MC_SIM_7B_63,
     RowTree,
@@ -58,6 +62,9 @@ from specbuild.speculation import dynamic_tree_size
 from specbuild.trees import parse_choices
 
 TOP_K_KEYS = ("dynamic_tree_max_top_k", "eagle_dynamic_tree_max_top_k", "dynamic_tree_max_topK")
+# seq.state keys: the target's features the head has not caught up on (queued), and those of every position the
+# target cache holds (their history, kept with the KV when KV reuse is on)
+QUEUED, HISTORY = "eagle_features", "eagle_history"
 DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
 
 
@@ -97,6 +104,8 @@ class _Growing:
 class Eagle(Method):
     name = "eagle"
     engine_mode = SpecMode.EAGLE
+    reuses_prefix = True
+    feature_name = "target_hidden"  # what the head reads at each position: the target's final hidden state
     # What a scheduled draft length caps: the tree's node count (EAGLE-1: the first N choices; EAGLE-2: the N best
     # nodes, drafted at most N deep), or its depth (EAGLE-3: TensorRT-LLM's max_draft_len is the chain length)
     schedule_caps_depth = False
@@ -145,11 +154,42 @@ class Eagle(Method):
         for r, seq in enumerate(batch.seqs):
             outputs.append(next_token(seq, out.logits[r], counts_as_step=False))
             first = outputs[-1].tokens[0]
-            n = out.n_new[r]
-            features.append(out.hidden[r, :n])
+            features.append(self.prompt_features(seq, out.hidden[r, : out.n_new[r]]))
             tokens.append(seq.tokens[1:] + [first])  # entry p = (f_p, x_{p+1})
         self.start_head(batch, features, tokens)
         return outputs
+
+    def prompt_features(self, seq, fed: torch.Tensor) -> torch.Tensor:
+        """The target's features at every prompt position: a reused prefix's (KV reuse) and the fed tail's; they
+        start the row's feature history."""
+        reused = seq.state.pop(REUSED_EXTRAS, {}).get(self.feature_name)
+        features = fed.clone() if reused is None else torch.cat([reused.to(fed.dtype), fed])
+        seq.state[HISTORY] = [features]
+        return features
+
+    # ---------------------------------------------------------------- KV reuse and joining the running batch
+    def prefix_extras(self) -> tuple[str, ...]:
+        return (self.feature_name,)
+
+    def kept_extras(self, seq, length: int) -> dict:
+        history = seq.state.get(HISTORY) or []
+        features = torch.cat(history) if history else None
+        if features is None or len(features) < length:
+            return {}
+        return {self.feature_name: features[:length]}
+
+    def joins_running_batch(self) -> bool:
+        return self.scheduled_length == 0  # a plain step feeds every row's uncached tokens: the joining rows' prefill
+
+    def join(self, batch: Batch) -> None:
+        """The joining rows' head cache starts empty; the features of their reused prefix wait for the catch-up,
+        and those of their tail are queued by the plain step that prefills it."""
+        batch.caches["eagle"] = KVCache(self.head.config, len(batch.seqs))
+        for seq in batch.seqs:
+            reused = seq.state.pop(REUSED_EXTRAS, {}).get(self.feature_name)
+            seq.state["eagle_root_feature"] = None
+            seq.state[QUEUED] = [] if reused is None else [reused]
+            seq.state[HISTORY] = [] if reused is None else [reused]
 
     def start_head(self, batch: Batch, features: list[torch.Tensor], tokens: list[list[int]], cache: str = "eagle"
                    ) -> None:
@@ -160,13 +200,13 @@ class Eagle(Method):
         if self.scheduled_length == 0:
             for r, seq in enumerate(batch.seqs):
                 seq.state["eagle_root_feature"] = None
-                seq.state["eagle_features"] = [features[r]]
+                seq.state[QUEUED] = [features[r]]
             return
         fhat = self.head_forward(kv, features, tokens, [list(range(len(t))) for t in tokens])
         kv.commit_all()
         for r, seq in enumerate(batch.seqs):
             seq.state["eagle_root_feature"] = fhat[r, len(tokens[r]) - 1]
-            seq.state["eagle_features"] = []
+            seq.state[QUEUED] = []
 
     # ---------------------------------------------------------------- one step
     def step(self, batch: Batch) -> list[StepOutput]:
@@ -206,13 +246,15 @@ class Eagle(Method):
 
     @staticmethod
     def keep_features(seq, features: torch.Tensor) -> None:
-        """Queue the target's features at newly verified positions for the head's next catch-up."""
-        seq.state["eagle_features"].append(features)
+        """Queue the target's features at newly verified positions for the head's next catch-up (and keep a copy
+        in the row's history: a view would hold the whole forward's output)."""
+        seq.state[QUEUED].append(features)
+        seq.state[HISTORY].append(features.clone())
 
     @staticmethod
     def queued_features(seq) -> torch.Tensor | None:
         """The target's features the head has not caught up on yet, [n, H] in position order (None: none)."""
-        waiting = seq.state["eagle_features"]
+        waiting = seq.state[QUEUED]
         if not waiting:
             return None
         return waiting[0] if len(waiting) == 1 else torch.cat(waiting)
@@ -232,7 +274,7 @@ class Eagle(Method):
         for r, seq in enumerate(batch.seqs):
             if len(tokens[r]):
                 seq.state["eagle_root_feature"] = fhat[r, len(tokens[r]) - 1]
-            seq.state["eagle_features"] = []
+            seq.state[QUEUED] = []
 
     # ---------------------------------------------------------------- drafting
     @torch.inference_mode()

@@ -109,6 +109,7 @@ class Eagle3(Eagle):
         if bad:
             raise UserError(f"{where}.{LAYERS_KEY}={list(self.layers)}: layer(s) {bad} do not exist in the target "
                             f"({num_layers} decoder layers: 0..{num_layers - 1}, or -1 for the final output)")
+        self.feature_name = "target_layers:" + ",".join(str(i) for i in self.layers)  # KV reuse keeps these
         if len(self.layers) != self.head.num_captured:
             raise UserError(f"{where}.{LAYERS_KEY}={list(self.layers)}: {len(self.layers)} layers, but the head at "
                             f"{engine.folders['eagle3']} fuses {self.head.num_captured} (its fc input is "
@@ -146,7 +147,7 @@ class Eagle3(Eagle):
         for r, seq in enumerate(batch.seqs):
             outputs.append(next_token(seq, out.logits[r], counts_as_step=False))
             first = outputs[-1].tokens[0]
-            features.append(out.captured[r, : out.n_new[r]])
+            features.append(self.prompt_features(seq, out.captured[r, : out.n_new[r]]))
             tokens.append(seq.tokens[1:] + [first])  # entry p = (x_p, x_{p+1}): the prompt shifted left by one
         self.start_head(batch, features, tokens, CACHE)
         return outputs

@@ -129,6 +129,7 @@ def jacobi_update(window: Window, step: LookaheadTree, argmax: list[int]) -> Non
 class Lookahead(Method):
     name = "lookahead"
     engine_mode = SpecMode.LOOKAHEAD_DECODING
+    reuses_prefix = True  # its window and n-gram pool come from the tokens, not from the cache
     follows_schedule = False  # its step is the whole (W, N, G) window (specbuild/recipe/adaptive.py says why)
 
     def __init__(self, engine, draft_engine=None, decoding=None):

@@ -78,6 +78,7 @@ def typical_accept(tree: Tree, tokens, probs: torch.Tensor, threshold: float, al
 class Medusa(Method):
     name = "medusa"
     engine_mode = SpecMode.MEDUSA
+    reuses_prefix = True  # the heads read the last fed position's hidden state: a reused prefix needs nothing more
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)
