@@ -121,16 +121,22 @@ def token_prompts(recipe, count: int) -> tuple[list[str], list[list[int]]]:
 
 # ------------------------------------------------------------------------------------------------ in process
 class InProcess:
-    """The engine folders of a deployment, decoded here by the reference Executor."""
+    """The engine folders of a deployment, decoded here by the reference Executor with the KV reuse its served core
+    has (the repository's tensorrt_llm `enable_kv_cache_reuse`): the same prompts come back round after round, and
+    a core that reuses their prefixes must be compared with a decoder that does too."""
 
     def __init__(self, layout, role: str, end_id: int | None):
         from specbuild.reference.engine_folder import load_engine
         from specbuild.reference.executor import Executor
+        from specbuild.triton.configs import parse_pbtxt
 
         engine = load_engine(layout.engine(role))
         draft_dir = layout.engine("draft")
         draft = load_engine(draft_dir) if role == "target" and draft_dir.is_dir() else None
-        self.executor = Executor(engine, draft)
+        core = parse_pbtxt((layout.repository(role) / "tensorrt_llm" / "config.pbtxt").read_text())
+        given = core.parameters.get("enable_kv_cache_reuse")  # absent: the C++ backend's default, true
+        reuse = given is None or given.string_value.strip().lower() in ("true", "1", "yes")
+        self.executor = Executor(engine, draft, enable_kv_cache_reuse=reuse)
         self.end_id = end_id
 
     def run(self, prompts: list[list[int]], max_tokens: int, concurrency: int) -> tuple[int, float]:
