@@ -81,6 +81,14 @@ def test_an_unknown_key_fails_naming_it(where, key, tmp_path):
 
 
 @needs_tiny
+def test_block_reuse_turns_the_reference_kv_reuse_on_and_off(tmp_path):
+    assert read_model_yaml(write(tmp_path, base())).enable_kv_cache_reuse  # the LLM API's default
+    off = read_model_yaml(write(tmp_path, base(kv_cache_config={"enable_block_reuse": False})))
+    assert not off.enable_kv_cache_reuse
+    assert any("enable_block_reuse turns the reference's KV reuse" in n for n in off.notes)
+
+
+@needs_tiny
 def test_an_unknown_key_in_speculative_config_fails_naming_it(tmp_path):
     spec = {"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 2, "speculative_model": "x"}
     with pytest.raises(ModelYamlError, match=r"unknown key speculative_config\.speculative_model"):

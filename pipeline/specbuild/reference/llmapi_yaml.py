@@ -71,7 +71,8 @@ class _Strict(BaseModel):
 
 
 class KvCacheConfig(_Strict):
-    """KvCacheConfig (ARGS-1.2): sizes the GPU KV pool; no effect on the CPU."""
+    """KvCacheConfig (ARGS-1.2): sizes the GPU KV pool (no effect on the CPU); enable_block_reuse turns the
+    reference executor's KV reuse on or off, as it does the LLM's block reuse."""
 
     free_gpu_memory_fraction: confloat(ge=0.0, le=1.0) | None = 0.9
     enable_block_reuse: bool = True
@@ -183,6 +184,7 @@ class LlmApiSettings:
     triton_max_batch_size: int
     cancellation_check_period_ms: int
     stream_interval: int = 1  # LLM argument: streamed responses every N decoding iterations (and first and last)
+    enable_kv_cache_reuse: bool = True  # kv_cache_config.enable_block_reuse (the LLM API's default: true)
     notes: tuple[str, ...] = ()  # accepted options that have no effect on the CPU (logged at load)
 
 
@@ -236,7 +238,10 @@ def read_model_yaml(path: Path) -> LlmApiSettings:
                              "lower max_input_len or raise max_seq_len")
     method, k, decoding, draft, head, dtype_name = _speculation(llm.speculative_config, path)
     notes = [f"{key} is accepted and has no effect on the CPU" for key in
-             ("kv_cache_config", "cuda_graph_config", "disable_overlap_scheduler") if key in args]
+             ("cuda_graph_config", "disable_overlap_scheduler") if key in args]
+    if "kv_cache_config" in args:
+        notes.append("kv_cache_config sizes the GPU's KV pool, which the CPU has not; its enable_block_reuse turns "
+                     "the reference's KV reuse on or off")
     if llm.dtype not in ("auto", "float32"):
         notes.append(f"dtype {llm.dtype} is recorded; the reference runtime computes in float32")
     if method == "prompt_lookup":
@@ -252,7 +257,8 @@ def read_model_yaml(path: Path) -> LlmApiSettings:
         max_batch_size=llm.max_batch_size, max_num_tokens=llm.max_num_tokens, max_input_len=llm.max_input_len,
         max_seq_len=max_seq_len, method=method, max_draft_len=k, decoding=decoding, draft_dir=draft,
         head_dir=head, decoding_type=dtype_name, decoupled=decoupled, triton_max_batch_size=mbs,
-        cancellation_check_period_ms=period, stream_interval=llm.stream_interval, notes=tuple(notes))
+        cancellation_check_period_ms=period, stream_interval=llm.stream_interval,
+        enable_kv_cache_reuse=llm.kv_cache_config.enable_block_reuse, notes=tuple(notes))
 
 
 # ---------------------------------------------------------------------------------------------------- pieces

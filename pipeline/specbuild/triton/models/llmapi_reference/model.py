@@ -126,7 +126,7 @@ class TritonPythonModel:
                                                 "so generation has no end id — use a tokenizer with an eos_token")
         self.end_id = int(self.tokenizer.eos_token_id)
         target, draft = build_engines(s)
-        self.executor = Executor(target, draft)
+        self.executor = Executor(target, draft, enable_kv_cache_reuse=s.enable_kv_cache_reuse)
         _log("info", f"[specbuild] serving {s.model_dir} with {self.executor.method_name} "
                      f"(speculative_config {s.decoding_type or 'none'}) from {s.path}")
         self.jobs = {}  # executor request id -> Job
