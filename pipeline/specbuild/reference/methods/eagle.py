@@ -62,10 +62,10 @@ from specbuild.speculation import dynamic_tree_size
 from specbuild.trees import parse_choices
 
 TOP_K_KEYS = ("dynamic_tree_max_top_k", "eagle_dynamic_tree_max_top_k", "dynamic_tree_max_topK")
+DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
 # seq.state keys: the target's features the head has not caught up on (queued), and those of every position the
 # target cache holds (their history, kept with the KV when KV reuse is on)
 QUEUED, HISTORY = "eagle_features", "eagle_history"
-DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
 
 
 def _flag(value) -> bool:
