@@ -126,16 +126,20 @@ class InProcess:
     a core that reuses their prefixes must be compared with a decoder that does too."""
 
     def __init__(self, layout, role: str, end_id: int | None):
+        from google.protobuf.json_format import MessageToDict
+
         from specbuild.reference.engine_folder import load_engine
         from specbuild.reference.executor import Executor
         from specbuild.triton.configs import parse_pbtxt
+        from specbuild.triton.models.model_parameters import bool_parameter
 
         engine = load_engine(layout.engine(role))
         draft_dir = layout.engine("draft")
         draft = load_engine(draft_dir) if role == "target" and draft_dir.is_dir() else None
-        core = parse_pbtxt((layout.repository(role) / "tensorrt_llm" / "config.pbtxt").read_text())
-        given = core.parameters.get("enable_kv_cache_reuse")  # absent: the C++ backend's default, true
-        reuse = given is None or given.string_value.strip().lower() in ("true", "1", "yes")
+        # the core's config as the python backend hands it to the model, read by the core's own rule
+        core = MessageToDict(parse_pbtxt((layout.repository(role) / "tensorrt_llm" / "config.pbtxt").read_text()),
+                             preserving_proto_field_name=True)
+        reuse = bool_parameter(core, "enable_kv_cache_reuse", True)
         self.executor = Executor(engine, draft, enable_kv_cache_reuse=reuse)
         self.end_id = end_id
 

@@ -74,23 +74,18 @@ def test_each_layout_gives_transformers_logits(checkpoints, kernel, layout, name
     cache.commit_all()
     chain = lm.forward(cache, [t[-6:-1] for t in texts], logits="all")
     cache.commit_all()
-    steps = [lm.forward(one, [[t[-1]]], logits="all") for one, t in zip(_single_rows(cache, len(texts)), texts)]
+    steps = [lm.forward(one, [[t[-1]]], logits="all") for one, t in zip(_single_rows(lm, cache), texts)]
     for r, (text, want) in enumerate(zip(texts, _reference_logits(checkpoints[name], texts))):
         got = torch.cat([first.logits[r, : len(text) - 6], chain.logits[r, :5], steps[r].logits[0]])
         assert ((got - want).abs() <= TOL + TOL * want.abs()).all(), (layout, name, r)
         assert torch.equal(got.argmax(-1), want.argmax(-1))
 
 
-def _single_rows(cache, n_rows: int):
-    """One single-row cache per row of `cache` (a copy of that row's committed tokens)."""
+def _single_rows(lm, cache):
+    """One single-row cache of `lm` per row of `cache` (a copy of that row's committed tokens)."""
     from specbuild.reference.kv_cache import KVCache
 
-    return [KVCache.from_rows(_Config(cache.n_layers), [(cache.lengths[r], cache.row_kv(r))]) for r in range(n_rows)]
-
-
-class _Config:
-    def __init__(self, layers: int):
-        self.num_hidden_layers = layers
+    return [KVCache.from_rows(lm.config, [(n, cache.row_kv(r))]) for r, n in enumerate(cache.lengths)]
 
 
 @pytest.mark.parametrize("layout", [linear.COLUMN_MAJOR, linear.PACKED])

@@ -162,10 +162,14 @@ class Eagle(Method):
     def prompt_features(self, seq, fed: torch.Tensor) -> torch.Tensor:
         """The target's features at every prompt position: a reused prefix's (KV reuse) and the fed tail's; they
         start the row's feature history."""
-        reused = seq.state.pop(REUSED_EXTRAS, {}).get(self.feature_name)
+        reused = self.reused_features(seq)
         features = fed.clone() if reused is None else torch.cat([reused.to(fed.dtype), fed])
         seq.state[HISTORY] = [features]
         return features
+
+    def reused_features(self, seq) -> torch.Tensor | None:
+        """The target's features at the positions KV reuse took from a finished request (None: nothing reused)."""
+        return seq.state.pop(REUSED_EXTRAS, {}).get(self.feature_name)
 
     # ---------------------------------------------------------------- KV reuse and joining the running batch
     def prefix_extras(self) -> tuple[str, ...]:
@@ -173,10 +177,9 @@ class Eagle(Method):
 
     def kept_extras(self, seq, length: int) -> dict:
         history = seq.state.get(HISTORY) or []
-        features = torch.cat(history) if history else None
-        if features is None or len(features) < length:
+        if sum(len(f) for f in history) < length:
             return {}
-        return {self.feature_name: features[:length]}
+        return {self.feature_name: torch.cat(history)[:length]}
 
     def joins_running_batch(self) -> bool:
         return self.scheduled_length == 0  # a plain step feeds every row's uncached tokens: the joining rows' prefill
@@ -186,10 +189,10 @@ class Eagle(Method):
         and those of their tail are queued by the plain step that prefills it."""
         batch.caches["eagle"] = KVCache(self.head.config, len(batch.seqs))
         for seq in batch.seqs:
-            reused = seq.state.pop(REUSED_EXTRAS, {}).get(self.feature_name)
+            reused = self.reused_features(seq)
             seq.state["eagle_root_feature"] = None
             seq.state[QUEUED] = [] if reused is None else [reused]
-            seq.state[HISTORY] = [] if reused is None else [reused]
+            seq.state[HISTORY] = list(seq.state[QUEUED])
 
     def start_head(self, batch: Batch, features: list[torch.Tensor], tokens: list[list[int]], cache: str = "eagle"
                    ) -> None:
