@@ -107,6 +107,17 @@ def has_mtp_layers(names: Iterable[str], num_layers: int) -> bool | None:
     return max(found) >= num_layers
 
 
+def medusa_heads(names: Iterable[str]) -> int:
+    """How many heads Medusa tensor names hold: heads 0..K-1, numbered by their names' first part (the weights,
+    not config.json, count them: FasterDecoding/medusa-vicuna-7b-v1.3 says medusa_num_heads 2 and holds 5,
+    FasterDecoding/Medusa medusa/model/medusa_model.py)."""
+    heads = {int(first) for n in names if (first := n.split(".", 1)[0]).isdigit()}
+    count = 0
+    while count in heads:
+        count += 1
+    return count
+
+
 def preferred_files(folder: Path, wanted: Layout) -> tuple[str, ...]:
     """The weights files to read for a folder that should be `wanted`: the layout's own, where the folder has one
     of them (what its loaders read first), else () for every weights file in the folder (a sharded head, another

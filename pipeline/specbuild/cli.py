@@ -105,6 +105,8 @@ def check(recipe: Path, trtllm_examples: str | None) -> None:
     method = method_for(r)
     flavour = "" if r.flavour == "engine" else f" ({r.flavour} flavour)"
     click.echo(f"{recipe}: ok — {r.name}: {method.name} ({method.summary}) on the {r.runtime} runtime{flavour}")
+    for note in r.notes:  # what could not be checked on this machine
+        click.echo(f"note: {note}")
 
 
 @cli.command()
@@ -129,6 +131,22 @@ def plan(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, as_j
         click.echo(json.dumps(p.to_dict(), indent=2))
     else:
         click.echo(p.render(), nl=False)
+
+
+@cli.command()
+@_recipe_arg()
+def download(recipe: Path) -> None:
+    """Fetch the Hugging Face model ids a recipe names into the local hub cache (the only command that downloads).
+
+    \b
+    check, plan and compile resolve model ids offline, in the hub cache (HF_HUB_CACHE or HF_HOME).
+    Example:
+      specbuild download recipes/tensorrt-llm/llmapi_eagle3.yaml
+    """
+    from specbuild.hub import fetch_recipe_models
+
+    for line in fetch_recipe_models(recipe):
+        click.echo(line)
 
 
 @cli.command()

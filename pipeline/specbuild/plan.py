@@ -172,6 +172,7 @@ class Plan:
     outputs: Outputs
     steps: list[Step]
     flavour: str = "engine"
+    checkpoints: dict[str, dict] = field(default_factory=dict)  # field -> what it resolved to (specbuild.hub)
 
     @property
     def _flavour(self) -> str:
@@ -187,11 +188,16 @@ class Plan:
 
     def to_dict(self) -> dict:
         return {"recipe": self.recipe, "name": self.name, "runtime": self.runtime, "flavour": self.flavour,
-                "method": self.method,
+                "method": self.method, "checkpoints": self.checkpoints,
                 "outputs": vars(self.outputs).copy(), "steps": [s.to_dict() for s in self.steps]}
 
     def render(self) -> str:
         lines = [f"plan for {self.recipe} — {self.name}: {self.method} on the {self.runtime} runtime{self._flavour}", ""]
+        hub = {k: v for k, v in self.checkpoints.items() if "model_id" in v}
+        if hub:  # model ids: the revision and snapshot each resolved to
+            lines.append("checkpoints from the Hugging Face hub cache:")
+            lines += [f"   {k}: {v['model_id']}@{v['revision']} = commit {v['commit']}, {v['path']}" for k, v in hub.items()]
+            lines.append("")
         for i, step in enumerate(self.steps, 1):
             lines.append(f"{i}. [{step.kind}] {step.title()}")
             if step.command():
@@ -262,7 +268,18 @@ def make_plan(recipe: Recipe, layout: Layout, options: BuildOptions | None = Non
     )
     return Plan(recipe=show(recipe.source) if recipe.source else "<recipe>", name=recipe.name,
                 runtime=recipe.runtime, method=method_for(recipe).name, outputs=outputs, steps=steps,
-                flavour=recipe.flavour)
+                flavour=recipe.flavour, checkpoints=_checkpoints(recipe))
+
+
+def _checkpoints(recipe: Recipe) -> dict[str, dict]:
+    """Every checkpoint field with the folder it resolved to (model ids: the revision, commit and snapshot)."""
+    from specbuild.hub import checkpoint_fields
+
+    out = {}
+    for name, value in checkpoint_fields(recipe):
+        resolved = recipe.checkpoint(value).describe()
+        out[name] = {**resolved, "path": show(resolved["path"])}
+    return out
 
 
 def _validation_info(recipe: Recipe) -> dict[str, Any]:

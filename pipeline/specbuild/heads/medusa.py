@@ -8,7 +8,8 @@ token beyond the target's own next token):
 
 On disk (a folder given to TensorRT-LLM as `--medusa_model_dir`):
 
-    config.json                  {"medusa_num_heads": K, "medusa_num_layers": L, ...}
+    config.json                  {"medusa_num_heads": K, "medusa_num_layers": L, ...}  (K may be wrong: the
+                                 weights count the heads: checkpoint_tensors.medusa_heads)
     medusa_lm_head.safetensors   "{h}.{l}.linear.weight" [H, H], "{h}.{l}.linear.bias" [H]  for l < L
                                  "{h}.{L}.weight" [V, H]                                     (the projection)
 
@@ -27,7 +28,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specbuild.checkpoint_tensors import MEDUSA
+from specbuild.checkpoint_tensors import MEDUSA, medusa_heads
 from specbuild.errors import UserError
 from specbuild.heads._files import read_config, require_key, write_json
 
@@ -130,15 +131,22 @@ def _read_medusa_tensors(folder: Path) -> dict[str, torch.Tensor]:
                     "a Medusa heads folder needs one of them next to config.json.")
 
 
-def load_medusa_heads(folder: str | Path, dtype: torch.dtype = torch.float32, target_model=None) -> MedusaHeads:
-    """Load a Medusa heads folder (the layout above) into a `MedusaHeads` of `dtype`, in eval mode. When
-    `target_model` (a transformers causal LM) is given, the heads' width and vocabulary are checked against it."""
+def load_medusa_heads(folder: str | Path, dtype: torch.dtype = torch.float32, target_model=None,
+                      num_heads: int | None = None) -> MedusaHeads:
+    """Load a Medusa heads folder (the layout above) into a `MedusaHeads` of `dtype`, in eval mode: the first
+    `num_heads` heads, or (None) every head the weights hold. When `target_model` (a transformers causal LM) is
+    given, the heads' width and vocabulary are checked against it."""
     folder = Path(folder)
     config = read_config(folder, "Medusa heads")
     cfg_path = folder / "config.json"
-    num_heads = int(require_key(config, "medusa_num_heads", cfg_path))
     num_layers = int(require_key(config, "medusa_num_layers", cfg_path))
     tensors = _read_medusa_tensors(folder)
+    held = medusa_heads(tensors)
+    if num_heads is None:
+        num_heads = held
+    elif num_heads > held:
+        raise UserError(f"{folder}: {num_heads} Medusa heads asked for but the weights hold {held} — ask for at "
+                        f"most {held}.")
     proj_key = f"0.{num_layers}.weight"
     if proj_key not in tensors:
         raise UserError(f"{folder}: tensor '{proj_key}' missing; medusa_num_layers={num_layers} in "
@@ -154,7 +162,7 @@ def load_medusa_heads(folder: str | Path, dtype: torch.dtype = torch.float32, ta
     expected = set(heads.heads.state_dict())
     missing = sorted(expected - set(tensors))
     if missing:
-        raise UserError(f"{folder}: tensors {missing[:4]} missing for medusa_num_heads={num_heads}, "
+        raise UserError(f"{folder}: tensors {missing[:4]} missing for {num_heads} heads of "
                         f"medusa_num_layers={num_layers}; fix {cfg_path} or the weights file.")
     heads.heads.load_state_dict({k: tensors[k] for k in expected}, strict=True)
     return heads.to(dtype).eval()

@@ -4,14 +4,17 @@ symlinks kept inside the checkpoint (or its Hugging Face hub-cache repository fo
 
 from __future__ import annotations
 
+import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbuild.safe_files import MiB, UnreadableFile, read_json
+from specbuild.safe_files import MiB, UnreadableFile, read_bytes, read_json
 
 CONFIG_MAX = 4 * MiB  # a config.json is a few KiB
 TOKENIZER_MAX = 256 * MiB  # a tokenizer.json of a large-vocabulary model is tens of MiB
+SENTENCEPIECE_MAX = 64 * MiB  # a SentencePiece tokenizer.model is a few MiB (Llama 2: 500 KiB)
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.safetensors.index.json", "*.bin.index.json")
 
 
@@ -56,12 +59,74 @@ def has_weights(folder: Path) -> bool:
     return any(any(Path(folder).glob(pattern)) for pattern in WEIGHT_PATTERNS)
 
 
+class SentencePieceMissing(Exception):
+    """The sentencepiece library is not installed: a tokenizer.model cannot be loaded here."""
+
+
+SKIPPED_SENTENCEPIECE = ("tokenizer.model (SentencePiece) not loaded: the sentencepiece library is not installed "
+                         "(pip install 'specbuild[reference]') — its vocabulary size and the draft's tokenizer were "
+                         "not compared")
+
+
+@dataclass(frozen=True)
+class SentencePieceVocab:
+    """What a SentencePiece tokenizer.model defines (sentencepiece's SentencePieceProcessor)."""
+
+    pieces: tuple[str, ...]  # id -> piece
+    bos_id: int
+    eos_id: int
+    unk_id: int
+
+
+def _sentencepiece_file(folder: Path) -> Path | None:
+    """The folder's tokenizer.model when it has no tokenizer.json (which transformers prefers when both exist)."""
+    folder = Path(folder)
+    if (folder / "tokenizer.json").exists() or (folder / "tokenizer.json").is_symlink():
+        return None
+    path = folder / "tokenizer.model"
+    return path if path.exists() or path.is_symlink() else None
+
+
+def sentencepiece_vocab(folder: Path) -> SentencePieceVocab | str | None:
+    """The folder's SentencePiece tokenizer.model loaded with the sentencepiece library (None: the folder has
+    none, or a tokenizer.json that takes precedence; a str: why it does not load). Raises SentencePieceMissing
+    when the library is not installed."""
+    path = _sentencepiece_file(folder)
+    if path is None:
+        return None
+    try:
+        data = read_bytes(path, what="tokenizer.model", max_bytes=SENTENCEPIECE_MAX, root=checkpoint_root(folder))
+    except UnreadableFile as e:
+        return f"tokenizer.model {e.reason}"
+    return _load_sentencepiece(data)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_sentencepiece(data: bytes) -> SentencePieceVocab | str:
+    try:
+        import sentencepiece
+    except ImportError:
+        raise SentencePieceMissing() from None
+    processor = sentencepiece.SentencePieceProcessor()
+    try:
+        processor.LoadFromSerializedProto(data)
+    except Exception as e:  # noqa: BLE001 - sentencepiece raises RuntimeError / OSError with the parser's reason
+        return f"tokenizer.model does not load with sentencepiece ({str(e).splitlines()[0][:200]})"
+    pieces = tuple(processor.IdToPiece(i) for i in range(processor.GetPieceSize()))
+    return SentencePieceVocab(pieces, processor.bos_id(), processor.eos_id(), processor.unk_id())
+
+
 def tokenizer_problem(folder: Path) -> str | None:
-    """Why the folder's tokenizer.json cannot be used (None when it can or when there is none: a tokenizer may
-    come as tokenizer.model / vocab.json instead)."""
+    """Why the folder's tokenizer.json (or, without one, its SentencePiece tokenizer.model) cannot be used (None
+    when it can, when there is none: a tokenizer may come as vocab.json instead, or when sentencepiece is not
+    installed: `tokenizer_skipped` says so)."""
     path = Path(folder) / "tokenizer.json"
     if not path.exists() and not path.is_symlink():
-        return None
+        try:
+            found = sentencepiece_vocab(folder)
+        except SentencePieceMissing:
+            return None
+        return found if isinstance(found, str) else None
     try:
         data = read_json(path, what="tokenizer.json", max_bytes=TOKENIZER_MAX, root=checkpoint_root(folder))
     except UnreadableFile as e:
@@ -91,10 +156,30 @@ def _tokenizer_json(folder: Path) -> tuple[dict, object] | None:
     return data, model.get("vocab") if isinstance(model, dict) else None
 
 
+def tokenizer_skipped(folder: Path) -> str | None:
+    """What `check` could not load of the folder's tokenizer here, and why (None: nothing skipped)."""
+    try:
+        sentencepiece_vocab(folder)
+    except SentencePieceMissing:
+        return SKIPPED_SENTENCEPIECE
+    return None
+
+
+def _loaded_sentencepiece(folder: Path) -> SentencePieceVocab | None:
+    try:
+        found = sentencepiece_vocab(folder)
+    except SentencePieceMissing:
+        return None
+    return found if isinstance(found, SentencePieceVocab) else None
+
+
 def tokenizer_size(folder: Path) -> int | None:
-    """1 + the largest id of the folder's tokenizer.json vocabulary, or None when there is none to read (a
-    tokenizer.model / vocab.json tokenizer). Added tokens are not counted: checkpoints often carry a special token
-    added after training (a pad id equal to vocab_size) that ordinary text never produces."""
+    """1 + the largest id of the folder's tokenizer.json vocabulary (or its SentencePiece tokenizer.model's piece
+    count), or None when there is none to read (a vocab.json tokenizer, sentencepiece not installed). Added tokens
+    are not counted: checkpoints often carry a special token added after training (a pad id equal to vocab_size)
+    that ordinary text never produces."""
+    if (spm := _loaded_sentencepiece(folder)) is not None:
+        return len(spm.pieces)
     _, vocab = _tokenizer_json(folder) or ({}, None)
     if isinstance(vocab, dict):
         ids = [v for v in vocab.values() if isinstance(v, int) and not isinstance(v, bool)]
@@ -116,7 +201,11 @@ def _vocab(folder: Path) -> tuple | None:
 
 
 def same_tokenizer(a: Path, b: Path) -> bool | None:
-    """True/False when both folders hold a tokenizer.json to compare; None when that cannot be told."""
+    """True/False when both folders hold a tokenizer.json, or both a SentencePiece tokenizer.model, to compare;
+    None when that cannot be told."""
+    sa, sb = _loaded_sentencepiece(Path(a)), _loaded_sentencepiece(Path(b))
+    if sa is not None and sb is not None:
+        return sa == sb
     va, vb = _vocab(Path(a)), _vocab(Path(b))
     if va is None or vb is None:
         return None

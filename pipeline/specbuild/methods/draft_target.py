@@ -52,7 +52,7 @@ class DraftTarget(Method):
 
     def describe(self, recipe) -> Speculation:
         spec: DraftTargetConfig = recipe.speculation
-        draft = DraftModel(recipe.resolve(spec.checkpoint), spec.num_draft_tokens, spec.use_draft_logits,
+        draft = DraftModel(recipe.checkpoint_dir(spec.checkpoint), spec.num_draft_tokens, spec.use_draft_logits,
                            spec.tp_size, spec.fast_logits)
         return Speculation(method=self.name, mode=SpecMode.DRAFT_TOKENS_EXTERNAL, max_draft_len=spec.max_draft_len,
                            draft_model=draft)
@@ -72,7 +72,7 @@ class DraftTarget(Method):
 
     def file_checks(self, recipe) -> Iterator[Finding]:
         spec: DraftTargetConfig = recipe.speculation
-        draft_dir = recipe.resolve(spec.checkpoint)
+        draft_dir = recipe.checkpoint_dir(spec.checkpoint)
         draft, target = read_hf_config(draft_dir), read_hf_config(recipe.model_dir)
         if draft is None:
             yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "

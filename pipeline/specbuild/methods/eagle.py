@@ -67,7 +67,7 @@ class Eagle(Method):
         spec: EagleConfig = recipe.speculation
         tree = (DynamicTreeDescription(spec.dynamic_tree.top_k) if spec.dynamic_tree is not None
                 else StaticTree(tuple(tuple(p) for p in spec.tree)))
-        head = EagleHead(recipe.resolve(spec.checkpoint), spec.num_eagle_layers, spec.max_non_leaves_per_layer)
+        head = EagleHead(recipe.checkpoint_dir(spec.checkpoint), spec.num_eagle_layers, spec.max_non_leaves_per_layer)
         # builder.py: max_seq_len += max_draft_len + num_eagle_layers for EAGLE
         return Speculation(method=self.name, mode=SpecMode.EAGLE, max_draft_len=spec.max_draft_len,
                            extra_seq_len=spec.num_eagle_layers, tree=tree, eagle=head)
@@ -110,13 +110,13 @@ class Eagle(Method):
 
     def file_checks(self, recipe) -> Iterator[Finding]:
         spec: EagleConfig = recipe.speculation
-        head = read_hf_config(recipe.resolve(spec.checkpoint))
+        head = read_hf_config(recipe.checkpoint_dir(spec.checkpoint))
         target = read_hf_config(recipe.model_dir)
         if head is None:
             yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "
                           "an EAGLE-1 draft head folder")
             return
-        yield from weights_findings(recipe.resolve(spec.checkpoint), spec.checkpoint, EAGLE1)
+        yield from weights_findings(recipe.checkpoint_dir(spec.checkpoint), spec.checkpoint, EAGLE1)
         if target is not None and spec.tree is not None:
             yield from rank_findings(spec.tree, target.get("vocab_size"),
                                      ("speculation", "choices" if spec.choices is not None else "num_eagle_layers"))

@@ -55,7 +55,7 @@ class Eagle3(Method):
 
     def describe(self, recipe) -> Speculation:
         spec: Eagle3Config = recipe.speculation
-        head = Eagle3Head(recipe.resolve(spec.checkpoint),
+        head = Eagle3Head(recipe.checkpoint_dir(spec.checkpoint),
                           tuple(spec.layers_to_capture) if spec.layers_to_capture is not None else None)
         tree = DynamicTree(spec.dynamic_tree.top_k) if spec.dynamic_tree is not None else None
         return Speculation(method=self.name, mode=None, max_draft_len=spec.max_draft_len, tree=tree, eagle3=head)
@@ -75,12 +75,12 @@ class Eagle3(Method):
 
     def file_checks(self, recipe) -> Iterator[Finding]:
         spec: Eagle3Config = recipe.speculation
-        head, target = read_hf_config(recipe.resolve(spec.checkpoint)), read_hf_config(recipe.model_dir)
+        head, target = read_hf_config(recipe.checkpoint_dir(spec.checkpoint)), read_hf_config(recipe.model_dir)
         if head is None:
             yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "
                           "an EAGLE-3 head folder (config.json with draft_vocab_size, and its weights)")
             return
-        yield from weights_findings(recipe.resolve(spec.checkpoint), spec.checkpoint, EAGLE3)
+        yield from weights_findings(recipe.checkpoint_dir(spec.checkpoint), spec.checkpoint, EAGLE3)
         if target is None:
             return
         for key in ("vocab_size",):
@@ -108,7 +108,7 @@ class Eagle3(Method):
         """The head's fc fuses as many target layers as are captured: fc.weight is [hidden, captured x width]
         (no fc: one layer; TensorRT-LLM Eagle3 `num_capture_layers`)."""
         spec: Eagle3Config = recipe.speculation
-        folder = recipe.resolve(spec.checkpoint)
+        folder = recipe.checkpoint_dir(spec.checkpoint)
         shapes = tensor_shapes(folder, preferred_files(folder, EAGLE3), root=checkpoint_root(folder))
         if not shapes or not isinstance(width, int) or width < 1:
             return

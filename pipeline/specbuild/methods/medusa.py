@@ -12,7 +12,7 @@ from typing import Iterator, Literal
 
 from pydantic import Field, PositiveInt
 
-from specbuild.checkpoint_tensors import MEDUSA, preferred_files, tensor_shapes
+from specbuild.checkpoint_tensors import MEDUSA, medusa_heads, preferred_files, tensor_names, tensor_shapes
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
 from specbuild.methods.common import checkpoint_root, read_hf_config
@@ -29,7 +29,9 @@ class MedusaConfig(Section):
     checkpoint: Path
     """Folder of the Medusa heads: config.json with medusa_num_heads/medusa_num_layers and the head weights."""
     num_heads: PositiveInt
-    """Number of Medusa heads; must equal the checkpoint's medusa_num_heads (passed explicitly to the converter)."""
+    """Medusa heads to use (passed explicitly to the converter): at most the heads the weights hold, which
+    config.json's medusa_num_heads may understate (FasterDecoding's vicuna-7b heads: 2 in config.json, 5 in
+    medusa_lm_head.pt; TensorRT-LLM's README converts them with 4)."""
     num_layers: PositiveInt = 1
     """ResBlock layers per head; must equal the checkpoint's medusa_num_layers."""
     choices: list[list[int]] = Field(default_factory=lambda: [list(p) for p in MC_SIM_7B_63])
@@ -47,7 +49,7 @@ class Medusa(Method):
         spec: MedusaConfig = recipe.speculation
         return Speculation(method=self.name, mode=SpecMode.MEDUSA, max_draft_len=spec.max_draft_len,
                            tree=StaticTree(tuple(tuple(p) for p in spec.choices)),
-                           medusa=MedusaHeads(recipe.resolve(spec.checkpoint), spec.num_heads, spec.num_layers))
+                           medusa=MedusaHeads(recipe.checkpoint_dir(spec.checkpoint), spec.num_heads, spec.num_layers))
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: MedusaConfig = recipe.speculation
@@ -62,17 +64,17 @@ class Medusa(Method):
 
     def file_checks(self, recipe) -> Iterator[Finding]:
         spec: MedusaConfig = recipe.speculation
-        cfg = read_hf_config(recipe.resolve(spec.checkpoint))
+        cfg = read_hf_config(recipe.checkpoint_dir(spec.checkpoint))
         if cfg is None:
             yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — "
                           "point it at a Medusa heads folder (config.json with medusa_num_heads)")
             return
-        yield from weights_findings(recipe.resolve(spec.checkpoint), spec.checkpoint, MEDUSA)
+        yield from weights_findings(recipe.checkpoint_dir(spec.checkpoint), spec.checkpoint, MEDUSA)
         target = read_hf_config(recipe.model_dir) or {}
         yield from rank_findings(spec.choices, target.get("vocab_size"))
         yield from self._shape_findings(recipe, target)
-        for key, ours, field in (("medusa_num_heads", spec.num_heads, "num_heads"),
-                                 ("medusa_num_layers", spec.num_layers, "num_layers")):
+        yield from self._head_count_findings(recipe)
+        for key, ours, field in (("medusa_num_layers", spec.num_layers, "num_layers"),):
             theirs = cfg.get(key)
             if theirs is None:
                 continue
@@ -83,11 +85,27 @@ class Medusa(Method):
                 yield Finding(("speculation", field), f"is {ours} but {spec.checkpoint}/config.json has "
                               f"{key}: {theirs} — set {field}: {theirs}")
 
+    def _head_count_findings(self, recipe) -> Iterator[Finding]:
+        """num_heads is at most the heads the weights hold (TensorRT-LLM's load_medusa_hf reads heads
+        0..num_medusa_heads-1 from the file and stops at a KeyError past them: tensorrt_llm/models/medusa/
+        weight.py); config.json's medusa_num_heads is not the count (checkpoint_tensors.medusa_heads)."""
+        spec: MedusaConfig = recipe.speculation
+        folder = recipe.checkpoint_dir(spec.checkpoint)
+        files = preferred_files(folder, MEDUSA)
+        names = tensor_names(folder, files, root=checkpoint_root(folder))
+        if not names:
+            return
+        held = medusa_heads(names)
+        if spec.num_heads > held:
+            file = next((f for f in files if (folder / f).is_file()), "its weights")
+            yield Finding(("speculation", "num_heads"), f"is {spec.num_heads} but {spec.checkpoint}/{file} holds "
+                          f"{held} Medusa head(s) (0..{held - 1}) — set num_heads to at most {held}")
+
     def _shape_findings(self, recipe, target: dict) -> Iterator[Finding]:
         """Head i's projection `i.<num_layers>.weight` is [vocab, hidden] (FasterDecoding/Medusa ResBlocks, then the
         vocabulary projection): both must be the target's."""
         spec: MedusaConfig = recipe.speculation
-        folder = recipe.resolve(spec.checkpoint)
+        folder = recipe.checkpoint_dir(spec.checkpoint)
         shapes = tensor_shapes(folder, preferred_files(folder, MEDUSA), root=checkpoint_root(folder)) or {}
         projection = shapes.get(f"0.{spec.num_layers}.weight")
         want = (target.get("vocab_size"), target.get("hidden_size"))

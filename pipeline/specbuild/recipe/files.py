@@ -9,7 +9,9 @@ from specbuild.methods import describe, method_for
 from specbuild.methods.base import Finding
 from specbuild.errors import UserError
 from specbuild.checkpoint_tensors import CAUSAL_LM
-from specbuild.methods.common import config_problem, read_hf_config, tokenizer_problem, tokenizer_size
+from specbuild.engine_facts import expected_limits
+from specbuild.methods.common import (config_problem, read_hf_config, tokenizer_problem, tokenizer_size,
+                                      tokenizer_skipped)
 from specbuild.methods.weights import weights_findings
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
@@ -21,8 +23,12 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 
 
 def _folder_findings(recipe: Recipe, value: Path, path: tuple, what: str) -> Iterator[Finding]:
+    checkpoint = recipe.checkpoint(value)  # a folder, or a model id resolved through the hub cache (specbuild.hub)
+    if checkpoint.problem is not None:
+        yield Finding(path, checkpoint.problem)
+        return
     try:
-        folder = recipe.resolve(value)
+        folder = checkpoint.path
         exists, is_dir = folder.exists(), folder.is_dir()
     except (OSError, RuntimeError) as e:  # a name too long, a symlink loop, a file in the middle of the path
         yield Finding(path, f"{value} cannot be used as a path ({getattr(e, 'strerror', None) or e}) — fix the path")
@@ -61,10 +67,7 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
             yield from found
             missing.add(("model", "checkpoint"))
         else:
-            limit = cfg.get("max_position_embeddings")
-            if isinstance(limit, int) and recipe.build.max_seq_len > limit:
-                yield Finding(("build", "max_seq_len"), f"is {recipe.build.max_seq_len} but the model's "
-                              f"max_position_embeddings is {limit} — lower max_seq_len to at most {limit}")
+            yield from _context_findings(recipe, cfg)
     tok_field = ("model", "tokenizer") if recipe.model.tokenizer is not None else ("model", "checkpoint")
     if tok_field not in missing and ("model", "checkpoint") not in missing:
         if not any((recipe.tokenizer_dir / f).exists() for f in TOKENIZER_FILES):
@@ -90,3 +93,37 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
     if not missing:
         yield from method_for(recipe).file_checks(recipe)
         yield from runtime_for(recipe).file_checks(recipe, describe(recipe), options or BuildOptions())
+        recipe.notes.extend(_skipped(recipe))
+
+
+def _skipped(recipe: Recipe) -> Iterator[str]:
+    """What the file checks could not load on this machine (each folder once)."""
+    folders = {recipe.tokenizer_dir}
+    if (draft := describe(recipe).draft_model) is not None:
+        folders.add(draft.path)
+    for folder in sorted(folders):
+        if (why := tokenizer_skipped(folder)) is not None:
+            yield f"{folder}: {why}"
+
+
+def _context_findings(recipe: Recipe, cfg: dict) -> Iterator[Finding]:
+    """The longest sequence the target engine holds is build.max_seq_len plus the draft tokens trtllm-build adds
+    (engine_facts.expected_limits: + max_draft_len, + num_eagle_layers for EAGLE; tensorrt_llm/builder.py): it must
+    fit the model's positions (its rotary table has max_position_embeddings rows)."""
+    limit = cfg.get("max_position_embeddings")
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return
+    asked = recipe.build.max_seq_len
+    built = expected_limits(recipe, describe(recipe), "target").max_seq_len
+    if built <= limit:
+        return
+    if built == asked:
+        yield Finding(("build", "max_seq_len"), f"is {asked} but the model's max_position_embeddings is {limit} — "
+                      f"lower max_seq_len to at most {limit}")
+        return
+    room = limit - (built - asked)
+    fix = f"lower max_seq_len to at most {room}" if room > recipe.build.max_input_len else \
+        "lower max_seq_len and max_input_len, or draft fewer tokens"
+    yield Finding(("build", "max_seq_len"), f"is {asked}, and the target engine adds its {built - asked} draft "
+                  f"token(s) to it (max_seq_len {built}, as trtllm-build builds it) but the model's "
+                  f"max_position_embeddings is {limit} — {fix}")

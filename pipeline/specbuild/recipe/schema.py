@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, PrivateAttr
 
+from specbuild import hub
 from specbuild.bounds import NonNegativeInt32, PositiveFinite, PositiveInt32
 from specbuild.deploy.schema import DeploySection
 from specbuild.methods import METHODS
@@ -14,6 +15,7 @@ from specbuild.methods.base import Section
 from specbuild.methods.none import NoneConfig
 from specbuild import runtimes
 from specbuild.llmapi.schema import LlmApiSection
+from specbuild.hub import Checkpoint
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
@@ -30,9 +32,11 @@ class ModelSection(Section):
     """The target model."""
 
     checkpoint: Path
-    """Hugging Face checkpoint folder of the target (config.json + weights), relative to the recipe file."""
+    """Hugging Face checkpoint folder of the target (config.json + weights), relative to the recipe file; or a model
+    id with an optional revision (meta-llama/Llama-3.1-8B-Instruct@main) found in the local Hugging Face hub cache
+    (HF_HUB_CACHE or HF_HOME; `specbuild download` fetches it). A folder of that name wins."""
     tokenizer: Path | None = None
-    """Tokenizer folder; defaults to the checkpoint folder."""
+    """Tokenizer folder (or model id); defaults to the checkpoint."""
     dtype: Literal["float16", "bfloat16", "float32"] = "float16"
     """Engine dtype. The reference runtime records it and computes in float32 on the CPU."""
     trust_remote_code: bool = False
@@ -188,6 +192,8 @@ class Recipe(Section):
     """Deployment bundle beyond one machine (Kubernetes, Slurm), written next to the repository."""
 
     _source: Path | None = PrivateAttr(default=None)
+    _checkpoints: dict = PrivateAttr(default_factory=dict)
+    _notes: list = PrivateAttr(default_factory=list)
 
     @property
     def source(self) -> Path | None:
@@ -203,13 +209,30 @@ class Recipe(Section):
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.base_dir / p).resolve()
 
+    def checkpoint(self, value: Path | str) -> Checkpoint:
+        """What a checkpoint field names: a folder relative to the recipe file, or a model id resolved through
+        the hub cache (specbuild.hub); resolved once per value."""
+        key = str(value)
+        if key not in self._checkpoints:
+            self._checkpoints[key] = hub.resolve(value, self.base_dir)
+        return self._checkpoints[key]
+
+    def checkpoint_dir(self, value: Path | str) -> Path:
+        """The folder to read for a checkpoint field (a hub snapshot folder for a model id)."""
+        return self.checkpoint(value).path
+
+    @property
+    def notes(self) -> list[str]:
+        """What `check` could not check here, and why (printed after its verdict)."""
+        return self._notes
+
     @property
     def model_dir(self) -> Path:
-        return self.resolve(self.model.checkpoint)
+        return self.checkpoint_dir(self.model.checkpoint)
 
     @property
     def tokenizer_dir(self) -> Path:
-        return self.resolve(self.model.tokenizer or self.model.checkpoint)
+        return self.checkpoint_dir(self.model.tokenizer or self.model.checkpoint)
 
     @property
     def gemm_plugin(self) -> str:
