@@ -92,7 +92,13 @@ def models(tmp_path) -> Path:
     # FasterDecoding layout: the key is medusa_num_heads (fact sheet §2.2, §9.6).
     (root / "medusa" / "config.json").write_text(json.dumps({"medusa_num_heads": 3, "medusa_num_layers": 1,
                                                              "hidden_size": 64, "vocab_size": 512}))
-    (root / "medusa" / "medusa_lm_head.safetensors").write_bytes(b"")
+    # 3 heads of the target's width and vocabulary: the double's converter reads their names as load_medusa_hf does
+    from safetensors.numpy import save_file
+    import numpy as np
+
+    save_file({name: np.zeros(shape, np.float16) for h in range(3) for name, shape in
+               ((f"{h}.0.linear.weight", (64, 64)), (f"{h}.0.linear.bias", (64,)), (f"{h}.1.weight", (512, 64)))},
+              str(root / "medusa" / "medusa_lm_head.safetensors"))
     (root / "eagle").mkdir()
     (root / "eagle" / "pytorch_model.bin").write_bytes(b"")
     (root / "eagle" / "config.json").write_text(json.dumps({

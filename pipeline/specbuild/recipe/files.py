@@ -109,12 +109,14 @@ def _skipped(recipe: Recipe) -> Iterator[str]:
 def _context_findings(recipe: Recipe, cfg: dict) -> Iterator[Finding]:
     """The longest sequence the target engine holds is build.max_seq_len plus the draft tokens trtllm-build adds
     (engine_facts.expected_limits: + max_draft_len, + num_eagle_layers for EAGLE; tensorrt_llm/builder.py): it must
-    fit the model's positions (its rotary table has max_position_embeddings rows)."""
+    fit the model's positions (its rotary table has max_position_embeddings rows). Without an engine (the llm-api
+    flavour) the recipe's max_seq_len is the model's context."""
     limit = cfg.get("max_position_embeddings")
     if not isinstance(limit, int) or isinstance(limit, bool):
         return
     asked = recipe.build.max_seq_len
-    built = expected_limits(recipe, describe(recipe), "target").max_seq_len
+    builds_engine = "target" in runtime_for(recipe).engine_roles(recipe)  # the llm-api flavour builds none
+    built = expected_limits(recipe, describe(recipe), "target").max_seq_len if builds_engine else asked
     if built <= limit:
         return
     if built == asked:

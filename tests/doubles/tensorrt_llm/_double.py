@@ -72,7 +72,8 @@ SAFETENSORS_DTYPE = {"float16": ("F16", 2), "bfloat16": ("BF16", 2), "float32": 
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
-    """A valid safetensors file of zero-filled tensors: {name: (dtype, shape)}."""
+    """A valid safetensors file of zero-filled tensors: {name: (dtype, shape)}. The data region is a hole
+    (the file is extended with truncate), so a rank of an 8B model costs no disk."""
     header, offset, sizes = {}, 0, []
     for name, (dtype, shape) in tensors.items():
         code, width = SAFETENSORS_DTYPE[dtype]
@@ -87,4 +88,34 @@ def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> 
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(raw)))
         f.write(raw)
-        f.write(b"\0" * offset)
+        f.truncate(8 + len(raw) + offset)
+
+
+def weight_names(folder: Path, files: tuple[str, ...]) -> set[str] | None:
+    """The tensor names of the first of `files` in `folder` (what torch.load / safetensors would give the
+    converter's loader), read from the safetensors header or the PyTorch zip's data.pkl without loading data."""
+    for name in files:
+        path = Path(folder) / name
+        if not path.is_file():
+            continue
+        if path.suffix == ".safetensors":  # safetensors' own reader refuses a file without a whole header
+            with open(path, "rb") as f:
+                start = f.read(8)
+                if len(start) < 8:
+                    raise ValueError(f"{path}: HeaderTooSmall [specbuild test double]")
+                (length,) = struct.unpack("<Q", start)
+                return {k for k in json.loads(f.read(length)) if k != "__metadata__"}
+        import pickle
+        import zipfile
+
+        class Names(pickle.Unpickler):
+            def find_class(self, module, name):
+                return lambda *a, **k: None
+
+            def persistent_load(self, pid):
+                return None
+
+        with zipfile.ZipFile(path) as archive:
+            pkl = next(n for n in archive.namelist() if n.endswith("data.pkl"))
+            return set(Names(__import__("io").BytesIO(archive.read(pkl))).load())
+    return None

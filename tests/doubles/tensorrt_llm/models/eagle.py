@@ -47,5 +47,5 @@ class EagleForCausalLM(LLaMAForCausalLM):
         nets = list(range(num_eagle_layers))  # the model has num_eagle_layers EagleNets (source model.py)
         for idx in range(WHEEL_LOADED_EAGLE_NETS):
             net = nets[idx]  # IndexError with fewer than 4 layers; layers past 4 get no weights, as in the wheel
-            weights[f"eagle_nets.{net}.lm_head.weight"] = (dtype, [config["hidden_size"]])
+            weights[f"eagle_nets.{net}.lm_head.weight"] = (dtype, [config["vocab_size"], config["hidden_size"]])
         return cls(config, mapping.rank, weights)

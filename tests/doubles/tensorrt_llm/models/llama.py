@@ -33,14 +33,29 @@ def base_config(hf: dict, architecture: str, dtype: str, mapping: Mapping, quant
         "quantization": (quant_config or QuantConfig()).to_dict(),
         "use_parallel_embedding": kwargs.get("use_parallel_embedding", False),
         "embedding_sharding_dim": kwargs.get("embedding_sharding_dim", 0),
-        "head_size": hf["hidden_size"] // heads,
+        "head_size": hf.get("head_dim") or hf["hidden_size"] // heads,
         "qk_layernorm": False,
     }
 
 
 def base_weights(config: dict) -> dict:
-    """A token weight per rank; names follow the TensorRT-LLM module tree (fact sheet §3.1)."""
-    return {"transformer.ln_f.weight": (config["dtype"], [config["hidden_size"]])}
+    """One rank's weights of a Llama-family TensorRT-LLM checkpoint with their real names and shapes (the module
+    tree of tensorrt_llm/models/llama/model.py, fact sheet §3.1: fused qkv, dense, fc/gate/proj, split across
+    tp_size ranks; data sparse, write_safetensors)."""
+    dt, h, v = config["dtype"], config["hidden_size"], config["vocab_size"]
+    tp = config["mapping"].get("tp_size", 1)
+    head = config["head_size"]
+    q, kv = config["num_attention_heads"] * head, config["num_key_value_heads"] * head
+    inter = config["intermediate_size"]
+    out = {"transformer.vocab_embedding.weight": (dt, [v, h])}
+    for i in range(config["num_hidden_layers"]):
+        p = f"transformer.layers.{i}."
+        out.update({p + "input_layernorm.weight": (dt, [h]), p + "attention.qkv.weight": (dt, [(q + 2 * kv) // tp, h]),
+                    p + "attention.dense.weight": (dt, [h, q // tp]), p + "post_layernorm.weight": (dt, [h]),
+                    p + "mlp.fc.weight": (dt, [inter // tp, h]), p + "mlp.gate.weight": (dt, [inter // tp, h]),
+                    p + "mlp.proj.weight": (dt, [h, inter // tp])})
+    out.update({"transformer.ln_f.weight": (dt, [h]), "lm_head.weight": (dt, [-(-v // tp), h])})
+    return out
 
 
 class LLaMAForCausalLM(PretrainedModel):

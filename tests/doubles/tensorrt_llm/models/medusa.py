@@ -43,9 +43,34 @@ class MedusaForCausalLm(PretrainedModel):  # the lowercase "m" is the wheel's sp
         config.update(num_medusa_heads=num_heads, num_medusa_layers=num_layers, max_draft_len=max_draft_len)
         weights = base_weights(config)
         # GenericMedusaForCausalLM builds range(num_medusa_heads) heads: None fails here, as in the wheel.
-        for i in range(num_heads):
-            for j in range(num_layers):
-                # Medusa weights are converted with hard-coded dtype='float16' (fact sheet §2.2 caveats, §9.6).
-                weights[f"medusa_heads.{i}.medusa_layers.{j}.linear.weight"] = ("float16", [config["hidden_size"]])
-            weights[f"medusa_heads.{i}.lm_head.weight"] = ("float16", [config["hidden_size"]])
+        # Medusa weights are converted with hard-coded dtype='float16' (fact sheet §2.2 caveats, §9.6).
+        if "medusa" not in hf:
+            weights.update(medusa_head_weights(speculative_model_dir, num_heads, num_layers, config, "float16"))
         return cls(config, mapping.rank, weights)
+
+
+MEDUSA_FILES = ("medusa_lm_head.pt", "medusa_lm_head.safetensors")  # load_medusa_hf tries the .pt first
+
+
+def medusa_head_weights(heads_dir, num_heads: int, num_layers: int, config: dict, dtype: str) -> dict:
+    """The converted heads, read as tensorrt_llm/models/medusa/weight.py load_medusa_hf reads them:
+    state_dict[f"{h}.{l}.linear.weight"], [...bias], [f"{h}.{num_medusa_layers}.weight"] for h in
+    range(num_medusa_heads) — a head the file lacks is a KeyError (asking for more heads than the file holds)."""
+    from tensorrt_llm._double import weight_names
+
+    names = weight_names(heads_dir, MEDUSA_FILES)
+    if names is None:
+        raise FileNotFoundError(f"{heads_dir}/medusa_lm_head.pt")
+    h, v, tp = config["hidden_size"], config["vocab_size"], config["mapping"].get("tp_size", 1)
+    out = {}
+    for i in range(num_heads):
+        for j in range(num_layers):
+            for key in (f"{i}.{j}.linear.weight", f"{i}.{j}.linear.bias"):
+                if key not in names:
+                    raise KeyError(key)
+            out[f"medusa_heads.{i}.medusa_layers.{j}.linear.weight"] = (dtype, [h // tp, h])
+            out[f"medusa_heads.{i}.medusa_layers.{j}.linear.bias"] = (dtype, [h // tp])
+        if f"{i}.{num_layers}.weight" not in names:
+            raise KeyError(f"{i}.{num_layers}.weight")
+        out[f"medusa_heads.{i}.lm_head.weight"] = (dtype, [-(-v // tp), h])
+    return out

@@ -51,7 +51,7 @@ def main():
                                         "mapping": mapping.to_dict()})
         weights = base_weights(config)
         for i in range(args.num_eagle_layers):
-            weights[f"eagle_nets.{i}.lm_head.weight"] = (config["dtype"], [config["hidden_size"]])
+            weights[f"eagle_nets.{i}.lm_head.weight"] = (config["dtype"], [config["vocab_size"], config["hidden_size"]])
         EagleForCausalLM(config, rank, weights).save_checkpoint(Path(args.output_dir), save_config=(rank == 0))
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from tensorrt_llm._double import infer_dtype, maybe_crash, read_hf_config, write_pid
 from tensorrt_llm.mapping import Mapping
 from tensorrt_llm.models.llama import base_config, base_weights
-from tensorrt_llm.models.medusa import MedusaForCausalLm
+from tensorrt_llm.models.medusa import MedusaForCausalLm, medusa_head_weights
 from tensorrt_llm.models.modeling_utils import QuantConfig
 from tensorrt_llm.quantization import QuantAlgo
 
@@ -44,8 +44,8 @@ def main():
         config.update(num_medusa_heads=args.num_medusa_heads, num_medusa_layers=args.num_medusa_layers,
                       max_draft_len=args.max_medusa_token_len, model_type=args.model_type)
         weights = base_weights(config)
-        for i in range(args.num_medusa_heads):
-            weights[f"medusa_heads.{i}.lm_head.weight"] = (config["dtype"], [config["hidden_size"]])
+        weights.update(medusa_head_weights(args.medusa_model_dir, args.num_medusa_heads, args.num_medusa_layers,
+                                           config, config["dtype"]))
         MedusaForCausalLm(config, rank, weights).save_checkpoint(Path(args.output_dir), save_config=(rank == 0))
     del heads_cfg
 
