@@ -380,3 +380,12 @@ def build_all(root: Path) -> RealCheckpoints:
         vicuna=vicuna_7b(root / "vicuna-7b-v1.3"), medusa=medusa_vicuna_7b(root / "medusa-vicuna-7b-v1.3"),
         eagle1=eagle1_vicuna_7b(root / "EAGLE-Vicuna-7B-v1.3"), deepseek_r1=deepseek_r1(root / "DeepSeek-R1"),
         hub=hub, hub_commit=HUB_COMMIT)
+
+
+def copy_checkpoint(src: Path, dst: Path, skip: tuple[str, ...] = ()) -> Path:
+    """A copy of a fixture folder (holes kept), without the files named in `skip` (for a test to write its own)."""
+    dst.mkdir(parents=True)
+    for path in sorted(src.iterdir()):
+        if path.name not in skip:
+            _sparse_copy(path, dst / path.name)
+    return dst
