@@ -24,7 +24,7 @@ class DraftTargetConfig(Section):
 
     method: Literal["draft_target"]
     checkpoint: Path
-    """Hugging Face folder of the draft model (same tokenizer/vocabulary as the target)."""
+    """Hugging Face folder (or model id[@revision]) of the draft model (same tokenizer/vocabulary as the target)."""
     num_draft_tokens: PositiveInt = 4
     """Tokens the draft proposes per step (the BLS's num_draft_tokens)."""
     max_draft_len: PositiveInt | None = None

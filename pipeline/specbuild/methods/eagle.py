@@ -38,7 +38,8 @@ class EagleConfig(Section):
 
     method: Literal["eagle"]
     checkpoint: Path
-    """Folder of the EAGLE-1 draft head (LlamaConfig-style config.json plus fc and one decoder layer)."""
+    """Folder (or model id[@revision]) of the EAGLE-1 draft head (LlamaConfig-style config.json plus fc and one
+    decoder layer)."""
     num_eagle_layers: PositiveInt = 4
     """Tree depth: drafting steps per verification."""
     max_draft_len: PositiveInt = 63

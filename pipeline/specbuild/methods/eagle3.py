@@ -39,7 +39,8 @@ class Eagle3Config(Section):
 
     method: Literal["eagle3"]
     checkpoint: Path
-    """Folder of the EAGLE-3 head: config.json (draft_vocab_size, ...) and fc, midlayer.*, norm, lm_head, d2t."""
+    """Folder (or model id[@revision]) of the EAGLE-3 head: config.json (draft_vocab_size, ...) and fc, midlayer.*,
+    norm, lm_head, d2t."""
     max_draft_len: PositiveInt = 3
     """Draft tokens per step (the chain length K); the target verifies K + 1 tokens."""
     layers_to_capture: list[int] | None = None

@@ -27,7 +27,7 @@ class MedusaConfig(Section):
 
     method: Literal["medusa"]
     checkpoint: Path
-    """Folder of the Medusa heads: config.json with medusa_num_heads/medusa_num_layers and the head weights."""
+    """Folder (or model id[@revision]) of the Medusa heads: config.json with medusa_num_layers and the head weights."""
     num_heads: PositiveInt
     """Medusa heads to use (passed explicitly to the converter): at most the heads the weights hold, which
     config.json's medusa_num_heads may understate (FasterDecoding's vicuna-7b heads: 2 in config.json, 5 in
