@@ -88,5 +88,9 @@ class Runtime:
     def sampling_refusal(self, spec: Speculation) -> str | None:
         return None
 
+    def notes(self, recipe: Recipe, spec: Speculation) -> list[str]:
+        """What the runtime cannot vouch for in this recipe: not refusals, printed by `check`."""
+        return []
+
     def owns_engine(self, config: dict) -> bool:
         raise NotImplementedError
