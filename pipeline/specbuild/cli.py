@@ -175,13 +175,17 @@ def schema() -> None:
 @_recipe_arg()
 @_layout_options
 @click.option("--no-validate", is_flag=True, help="Stop after writing the repository (do not serve or validate).")
+@click.option("--render-only", is_flag=True,
+              help="Build nothing: write the repositories and the deployment bundle from the recipe alone, for "
+              "review, into render/<name>/ beside the repository root, with RENDER_ONLY.md saying what is missing "
+              "(the engines). Needs no GPU and no TensorRT-LLM; serves and validates nothing.")
 @_examples_option
 @_llmapi_model_dir_option
 @click.option("--tritonserver", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="tritonserver binary to serve with (default: a system one, else nvidia-pytriton's).")
 @_decode_cpus_option
 def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, no_validate: bool,  # noqa: A001
-            trtllm_examples: str | None, tritonserver: Path | None, decode_cpus: str) -> None:
+            render_only: bool, trtllm_examples: str | None, tritonserver: Path | None, decode_cpus: str) -> None:
     """Build engines, write the Triton repository, serve it on free loopback ports, validate it, report.
 
     \b
@@ -190,13 +194,14 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
     Examples:
       specbuild compile recipes/demo.yaml
       specbuild compile recipes/tensorrt-llm/eagle.yaml --no-validate --trtllm-examples /app/examples
+      specbuild compile recipes/tensorrt-llm/medusa.yaml --render-only     # review on a CPU machine
     """
     from rich.console import Console
 
     from specbuild.compile import CompileOptions, compile_recipe
 
     r = _load(recipe, trtllm_examples)
-    options = CompileOptions(validate=not no_validate, trtllm_examples=trtllm_examples,
+    options = CompileOptions(validate=not no_validate, render_only=render_only, trtllm_examples=trtllm_examples,
                              tritonserver=tritonserver, decode_cpus=decode_cpus)
     code = compile_recipe(r, _layout(r, engines_dir, repo_dir, report_dir), options, Console(stderr=True))
     if code:

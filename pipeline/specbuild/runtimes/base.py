@@ -71,7 +71,8 @@ class Runtime:
         raise NotImplementedError
 
     def write_repository(self, recipe: Recipe, layout: Layout, role: str, progress: Progress | None = None,
-                         notice: Progress | None = None) -> Path:
+                         notice: Progress | None = None, engines_built: bool = True) -> Path:
+        """engines_built False (`compile --render-only`): the engines are not there to check against."""
         raise NotImplementedError
 
     def serving_model(self, spec: Speculation) -> str:
