@@ -23,7 +23,8 @@ METHODS = ("draft_target", "prompt_lookup", "eagle3", "mtp")
 def double_llm_args():
     """The double's llm_args module, loaded by path: its maps need no tensorrt_llm import (which would fix the
     double's version for the whole test process)."""
-    spec = importlib.util.spec_from_file_location("double_llm_args", DOUBLES / "tensorrt_llm" / "llmapi" / "llm_args.py")
+    path = DOUBLES / "tensorrt_llm" / "llmapi" / "llm_args.py"
+    spec = importlib.util.spec_from_file_location("double_llm_args", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -147,7 +148,8 @@ def test_check_says_what_is_not_known_of_a_release(machine, llmapi_recipe, capsy
     assert main(["check", str(llmapi_recipe("draft_target", "1.2"))]) == 0
     out = capsys.readouterr().out
     assert "note: llm_api.release 1.2: the 1.2.x llm_args.py itself was not read" in out
-    assert main(["check", str(llmapi_recipe("draft_target", "1.2", adaptive={"draft_len_schedule": {1: 4, 3: 0}}))]) == 0
+    schedule = {"draft_len_schedule": {1: 4, 3: 0}}
+    assert main(["check", str(llmapi_recipe("draft_target", "1.2", adaptive=schedule))]) == 0
     assert "draft_len_schedule was read only in llm_args.py after 1.3.0rc3" in capsys.readouterr().out
     assert main(["check", str(llmapi_recipe("draft_target", "1.3"))]) == 0
     assert "1.3.0rc0-rc3 still parse through from_dict" in capsys.readouterr().out

@@ -43,7 +43,8 @@ def test_llmapi_compile_writes_repository_and_bundle_without_tensorrt_llm(cpu_ll
     work, done = cpu_llmapi
     assert done.returncode == 0, done.stderr[-2000:]
     assert "needs TensorRT-LLM" not in done.stderr
-    assert "TensorRT-LLM is not installed here" in done.stderr and "launch_triton.sh copies them at start" in done.stderr
+    assert "TensorRT-LLM is not installed here" in done.stderr
+    assert "launch_triton.sh copies them at start" in done.stderr
     repo = work / "triton_repo" / "trt-llmapi-draft-target"
     assert sorted(p.name for p in (repo / "tensorrt_llm" / "1").iterdir()) == ["model.yaml"]
     assert (repo / "tensorrt_llm" / "config.pbtxt").is_file() and (repo / "launch_triton.sh").is_file()

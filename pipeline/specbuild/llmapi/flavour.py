@@ -43,7 +43,7 @@ class LlmApiFlavour(Runtime):
                           "set max_beam_width: 1")
         draft = spec.draft_model
         if draft is not None:
-            for key, value, why in (("use_draft_logits", draft.use_draft_logits, "the LLM API's Draft_Target has no "
+            for key, value, why in (("use_draft_logits", draft.use_draft_logits, "the LLM API's draft/target has no "
                                      "logit-acceptance option (it samples with the TorchSampler)"),
                                     ("fast_logits", draft.fast_logits, "fast logits is an engine-path orchestrator "
                                      "transfer"),

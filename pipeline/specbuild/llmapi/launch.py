@@ -59,8 +59,8 @@ def launch_script(recipe) -> str:
         "#!/usr/bin/env bash",
         f"# Start tritonserver for this llm-api repository (specbuild recipe {recipe.name!r}).",
         f"# {mode}: {how}.",
-        "# Overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT, TRTLLM_LLMAPI_LAUNCH, LLMAPI_MODEL_DIR; arguments go "
-        "to tritonserver.",
+        "# Overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT, TRTLLM_LLMAPI_LAUNCH, LLMAPI_MODEL_DIR; "
+        "arguments go to tritonserver.",
         "set -euo pipefail",
         'REPO="$(cd "$(dirname "$0")" && pwd)"',
         'TRITONSERVER="$(printenv TRITONSERVER || echo /opt/tritonserver/bin/tritonserver)"',
@@ -91,9 +91,9 @@ def _model_files_at_start(recipe) -> list[str]:
         f'  LLMAPI_MODEL_DIR="$(printenv LLMAPI_MODEL_DIR || echo {CONTAINER_MODEL_DIR})"',
         f"  for f in {files}; do",
         '    if [ ! -f "$LLMAPI_MODEL_DIR/$f" ]; then',
-        '      echo "launch_triton.sh: $LLMAPI_MODEL_DIR/$f not found: this repository takes the llmapi model of NVIDIA '
-        'from the container it runs in - run it in nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3, or set '
-        'LLMAPI_MODEL_DIR to the tensorrt_llm/1 folder of triton_backend/all_models/llmapi/" >&2',
+        '      echo "launch_triton.sh: $LLMAPI_MODEL_DIR/$f not found: this repository takes the llmapi model of '
+        'NVIDIA from the container it runs in - run it in nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3, '
+        'or set LLMAPI_MODEL_DIR to the tensorrt_llm/1 folder of triton_backend/all_models/llmapi/" >&2',
         "      exit 2",
         "    fi",
         "  done",
@@ -101,9 +101,9 @@ def _model_files_at_start(recipe) -> list[str]:
     if recipe.llm_api.instances > 1:
         lines += [
             f'  if ! grep -q {GPU_IDS_PARAMETER} "$LLMAPI_MODEL_DIR/model.py"; then',
-            f'    echo "launch_triton.sh: $LLMAPI_MODEL_DIR/model.py does not read the {GPU_IDS_PARAMETER} parameter of '
-            f'config.pbtxt: its {recipe.llm_api.instances} instances would all load the LLM on the same GPUs - use a '
-            'container whose llmapi model has multi-instance serving, or recompile with llm_api.instances: 1" >&2',
+            f'    echo "launch_triton.sh: $LLMAPI_MODEL_DIR/model.py does not read the {GPU_IDS_PARAMETER} parameter '
+            f'of config.pbtxt: its {recipe.llm_api.instances} instances would all load the LLM on the same GPUs - use '
+            'a container whose llmapi model has multi-instance serving, or recompile with llm_api.instances: 1" >&2',
             "    exit 2",
             "  fi",
         ]

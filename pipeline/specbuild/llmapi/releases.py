@@ -14,9 +14,10 @@ exist for `speculative_config` (`tensorrt_llm/llmapi/llm_args.py`):
   1.3.0rc29 (every config's signature carries `decoding_type: Literal[...]`).
 
 No copy of llm_args.py taken at a release tag was available: the 1.0 and 1.1 sources are dated by their content,
-and no 1.2.x source was read at all. For 1.2 specbuild writes what both neighbours accept (1.1's `from_dict` and 1.3.0rc3's), and `check` says which rules are unknown.
-On a machine with TensorRT-LLM, compile hands every model.yaml to the installed release's own parse functions
-(specbuild.trtllm.llmapi_parse), which settles what this table cannot.
+and no 1.2.x source was read at all. For 1.2 specbuild writes what both neighbours accept (1.1's `from_dict` and
+1.3.0rc3's), and `check` says which rules are unknown. On a machine with TensorRT-LLM, compile hands every
+model.yaml to the installed release's own parse functions (specbuild.trtllm.llmapi_parse), which settles what this
+table cannot.
 """
 
 from __future__ import annotations
@@ -35,13 +36,7 @@ class ReleaseRules:
     decoding_types: dict[str, str]  # specbuild method -> decoding_type spelling
     draft_field: str  # the key naming the draft model / EAGLE-3 head
     source: str  # the upstream text the rules were read from
-    unknown: tuple[str, ...] = ()  # rules of this release that nobody here has read: `check` prints them
-
-    def table_row(self) -> dict[str, str]:
-        """The release's row of the README table."""
-        return {"release": self.release, "parse path": self.parse_path,
-                **{method: spelling for method, spelling in self.decoding_types.items()},
-                "draft field": self.draft_field, "unknown": "; ".join(self.unknown) or "-"}
+    unknown: tuple[str, ...] = ()  # rules of this release not read in its own source: `check` prints them
 
 
 _FROM_DICT_SPELLINGS = {"eagle3": "Eagle", "draft_target": "DraftTarget", "prompt_lookup": "NGram", "mtp": "MTP"}
