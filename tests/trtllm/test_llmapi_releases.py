@@ -123,15 +123,13 @@ def test_compile_stops_on_the_installed_releases_error_and_writes_nothing(machin
 
 
 def test_compile_stops_on_an_argument_the_release_refuses(machine, llmapi_recipe, tmp_path, capsys):
-    """Not only decoding types: the argument class of the installed release refuses what it does not know (1.0 has
-    no eagle3_layers_to_capture; the recipe check says so first, so the model.yaml is edited through the recipe's
-    release: a 1.1 model.yaml on a 1.0 machine is what the release check prevents, and the parse check too)."""
+    """Not only decoding types: the installed release's argument class refuses keys it does not know (a 1.1 EAGLE-3
+    model.yaml carries eagle3_layers_to_capture, which 1.0 does not have)."""
+    from specbuild.errors import UserError
+    from specbuild.llmapi.model_yaml import dump
     from specbuild.recipe import load_recipe
     from specbuild.trtllm.llmapi_parse import check_model_yaml
     from specbuild.trtllm.version import installed
-
-    from specbuild.errors import UserError
-    from specbuild.llmapi.model_yaml import dump
 
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.0.0")
     recipe = load_recipe(llmapi_recipe("eagle3", "1.1"), check_files=False)
