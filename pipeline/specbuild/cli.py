@@ -60,6 +60,27 @@ def _examples_option(f):
     return click.option("--trtllm-examples", type=click.Path(file_okay=False), default=None, help=EXAMPLES_DIR_HELP)(f)
 
 
+def _use_llmapi_model_dir(ctx, param, value: Path | None) -> Path | None:
+    """--llmapi-model-dir is $SPECBUILD_LLMAPI_MODEL_DIR for this run (where the llm-api runtime looks first)."""
+    if value is not None:
+        import os
+
+        from specbuild.trtllm.llmapi_runtime import ENV
+
+        os.environ[ENV] = str(value.absolute())
+    return value
+
+
+def _llmapi_model_dir_option(f):
+    return click.option(
+        "--llmapi-model-dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+        expose_value=False, is_eager=True, callback=_use_llmapi_model_dir,
+        help="llm-api flavour, runtime tensorrt-llm: the folder with NVIDIA's llmapi model.py and helpers.py "
+        "(tensorrt_llm/1 of triton_backend/all_models/llmapi/) to copy into the repository (default: "
+        "$SPECBUILD_LLMAPI_MODEL_DIR, else the machine's TensorRT-LLM; without any, launch_triton.sh copies them at "
+        "start from the container).")(f)
+
+
 def _check_decode_cpus(ctx, param, value: str) -> str:
     from specbuild.serve import decode_cpus
 
@@ -90,23 +111,27 @@ def _load(recipe: Path, trtllm_examples: str | None = None, *, building: bool = 
 @cli.command()
 @_recipe_arg()
 @_examples_option
+@_llmapi_model_dir_option
 def check(recipe: Path, trtllm_examples: str | None) -> None:
     """Check a recipe: schema, every rule from the fact sheets, and the files it names.
 
     \b
     Prints each problem as file:line:col: field: message, and exits 2 if there is any. Whatever `plan` or
-    `compile` would refuse because of the recipe, `check` reports first (give them the same options).
+    `compile` would refuse because of the recipe, `check` reports first (give them the same options). Then
+    `note:` lines say what specbuild cannot vouch for (a TensorRT-LLM release whose rules were not read).
     Example:
       specbuild check recipes/reference/medusa.yaml
     """
-    from specbuild.methods import method_for
+    from specbuild.methods import describe, method_for
+    from specbuild.runtimes import runtime_for
 
     r = _load(recipe, trtllm_examples)
     method = method_for(r)
     flavour = "" if r.flavour == "engine" else f" ({r.flavour} flavour)"
     click.echo(f"{recipe}: ok — {r.name}: {method.name} ({method.summary}) on the {r.runtime} runtime{flavour}")
-    for note in r.notes:  # what could not be checked on this machine
-        click.echo(f"note: {note}")
+    # what could not be checked on this machine, and what the runtime cannot know
+    for note in [*r.notes, *runtime_for(r).notes(r, describe(r))]:
+        click.echo(f"{recipe}: note: {note}")
 
 
 @cli.command()
@@ -167,12 +192,17 @@ def schema() -> None:
 @_recipe_arg()
 @_layout_options
 @click.option("--no-validate", is_flag=True, help="Stop after writing the repository (do not serve or validate).")
+@click.option("--render-only", is_flag=True,
+              help="Build nothing: write the repositories and the deployment bundle from the recipe alone, for "
+              "review, into render/<name>/ beside the repository root, with RENDER_ONLY.md saying what is missing "
+              "(the engines). Needs no GPU and no TensorRT-LLM; serves and validates nothing.")
 @_examples_option
+@_llmapi_model_dir_option
 @click.option("--tritonserver", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="tritonserver binary to serve with (default: a system one, else nvidia-pytriton's).")
 @_decode_cpus_option
 def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, no_validate: bool,  # noqa: A001
-            trtllm_examples: str | None, tritonserver: Path | None, decode_cpus: str) -> None:
+            render_only: bool, trtllm_examples: str | None, tritonserver: Path | None, decode_cpus: str) -> None:
     """Build engines, write the Triton repository, serve it on free loopback ports, validate it, report.
 
     \b
@@ -181,14 +211,15 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
     Examples:
       specbuild compile recipes/demo.yaml
       specbuild compile recipes/tensorrt-llm/eagle.yaml --no-validate --trtllm-examples /app/examples
+      specbuild compile recipes/tensorrt-llm/medusa.yaml --render-only     # review on a CPU machine
     """
     from rich.console import Console
 
     from specbuild.compile import CompileOptions, compile_recipe
 
     r = _load(recipe, trtllm_examples)
-    options = CompileOptions(validate=not no_validate, trtllm_examples=trtllm_examples, tritonserver=tritonserver,
-                             decode_cpus=decode_cpus)
+    options = CompileOptions(validate=not no_validate, render_only=render_only, trtllm_examples=trtllm_examples,
+                             tritonserver=tritonserver, decode_cpus=decode_cpus)
     code = compile_recipe(r, _layout(r, engines_dir, repo_dir, report_dir), options, Console(stderr=True))
     if code:
         raise click.exceptions.Exit(code)

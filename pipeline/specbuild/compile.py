@@ -4,12 +4,18 @@ It executes the plan's typed steps in order: the runtime's engine steps (`Runtim
 `RepositoryStep`, then serves the repositories (through the runtime's launcher where it has one) and validates.
 Each stage is done by its own package; this module shows progress and makes sure a server it started is
 stopped whatever happens.
+
+`--render-only` (`render_recipe`) writes the repositories and the deployment bundle from the recipe alone, for
+review, into render/<name>/ beside triton_repo/ (never where a build goes), with RENDER_ONLY.md saying what is
+missing (the engines, and how they would be built); it builds, serves and validates nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +33,7 @@ from specbuild.serve.decode_cpus import CHOICE_ENV as DECODE_CPUS_ENV
 @dataclass
 class CompileOptions:
     validate: bool = True
+    render_only: bool = False  # repositories + bundle from the recipe alone, into render/<name>/ (render_recipe)
     trtllm_examples: str | None = None
     tritonserver: Path | None = None
     # serve/decode_cpus.py: CPUs kept for the reference core's decoding thread (--decode-cpus, SPECBUILD_DECODE_CPUS)
@@ -74,6 +81,8 @@ def build_engines(recipe: Recipe, layout: Layout, options: BuildOptions | None =
 
 
 def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console) -> int:
+    if options.render_only:
+        return render_recipe(recipe, layout, options, console)
     plan: Plan = make_plan(recipe, layout, options.build)
     runtime = runtime_for(recipe)
     stages = Stages(console)
@@ -101,6 +110,98 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
         console.print(f"serve it with: specbuild serve {layout.repository()}", soft_wrap=True)
         return 0
     return serve_and_validate(recipe, layout, {s.role: s.path for s in repositories}, options, stages, console)
+
+
+RENDER_NOTE = "RENDER_ONLY.md"
+
+
+def render_layout(layout: Layout) -> Layout:
+    """Where --render-only writes: render/<name>/triton_repo/ and render/<name>/deploy/ beside triton_repo/. The
+    engines keep their place: the rendered config.pbtxt files name the folders a real compile builds."""
+    root = Path(layout.repo_root).absolute().parent / "render" / layout.name
+    return Layout(layout.engines_root, root / "triton_repo", root / "reports", layout.name)
+
+
+def render_root(layout: Layout) -> Path:
+    return Path(layout.repo_root).parent
+
+
+def render_note(recipe: Recipe, plan: Plan, layout: Layout, written: list[Path], said: list[str]) -> str:
+    """RENDER_ONLY.md: what was rendered, what is missing, and how the real build differs."""
+    from specbuild.methods import describe
+    from specbuild.paths import show
+
+    runtime = runtime_for(recipe)
+    engines = [layout.engine(role) for role in runtime.engine_roles(recipe)]
+    lines = [f"# {recipe.name}: rendered for review — NOT a build", "",
+             f"`specbuild compile --render-only {recipe.source or ''}` wrote these from the recipe alone "
+             f"({plan.method} on the {plan.runtime} runtime{plan._flavour}):", ""]
+    lines += [f"- `{show(path)}`" for path in written]
+    lines += ["", "## Missing", ""]
+    if engines:
+        lines += ["No engines were built. The repositories' config.pbtxt files name these engine folders, which a "
+                  "real compile writes; tritonserver cannot load the repositories until they exist:", ""]
+        lines += [f"- `{show(path)}`" for path in engines]
+        lines += ["", "The steps that build them (`specbuild plan` shows them in full):", ""]
+        for step in plan.engine_steps:
+            command = step.command()
+            lines.append(f"- {step.title()}" + (f": `{shlex.join(command)}`" if command else ""))
+    else:
+        lines += ["No engines: this flavour builds none (the LLM loads the checkpoints that model.yaml names)."]
+    if said:
+        lines += ["", "Said while rendering:", "", *(f"- {message}" for message in said)]
+    notes = runtime.notes(recipe, describe(recipe))
+    if notes:
+        lines += ["", "## Not known", "", *(f"- {note}" for note in notes)]
+    lines += ["", "Nothing was served or validated. Build, serve and validate for real with "
+              f"`specbuild compile {recipe.source or '<recipe>'}` on the GPU machine (`specbuild doctor --recipe` "
+              "says what it needs)."]
+    return "\n".join(lines) + "\n"
+
+
+def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console) -> int:
+    """compile --render-only: every repository and the bundle, written under render/<name>/ with RENDER_ONLY.md;
+    on failure render/<name>/ is removed (it holds nothing else)."""
+    from specbuild.paths import show
+
+    target = render_layout(layout)
+    plan: Plan = make_plan(recipe, target, options.build)
+    runtime = runtime_for(recipe)
+    stages = Stages(console)
+    root = render_root(target)
+    console.print(f"[bold]{recipe.name}[/bold]: rendering the repositories and bundle of {plan.method} on the "
+                  f"{plan.runtime} runtime{plan._flavour} for review into {show(root)} (no engines are built, "
+                  "nothing is served)", soft_wrap=True)
+    written: list[Path] = []
+    said: list[str] = []
+
+    def notice(message: str) -> None:
+        said.append(message)
+        stages.notice(message)
+
+    try:
+        for step in plan.of(RepositoryStep):
+            with stages.stage(f"repository {step.path} (rendered)") as progress:
+                written.append(runtime.write_repository(recipe, target, step.role, progress=progress,
+                                                        notice=notice, engines_built=False))
+        bundles = plan.of(DeployStep)
+        if bundles:
+            from specbuild.deploy.bundle import write_bundle
+
+            with stages.stage(f"deployment bundle {bundles[0].folder} (rendered)"):
+                written.append(write_bundle(recipe, target, folder=bundles[0].folder,
+                                            trtllm_version=installed_trtllm_version(), notice=notice))
+        partial = root / f".{RENDER_NOTE}.partial-{os.getpid()}"
+        partial.write_text(render_note(recipe, plan, target, written, said))
+        os.replace(partial, root / RENDER_NOTE)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    engines = [show(target.engine(role)) for role in runtime.engine_roles(recipe)]
+    console.print(f"[yellow]rendered for review only[/yellow]: {show(root / RENDER_NOTE)} says what is missing"
+                  + (f" (no engines: {', '.join(engines)})" if engines else "")
+                  + "; not servable as is", soft_wrap=True)
+    return 0
 
 
 def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, Path], options: CompileOptions,

@@ -94,8 +94,9 @@ def test_unmounted_eagle3_head(single, tmp_path):
     head = str(recipe.resolve(recipe.speculation.checkpoint))
     found = broken(single, tmp_path, "deployment.yaml", lambda d: container(d).update(
         volumeMounts=[m for m in container(d)["volumeMounts"] if m["mountPath"] != head]))
-    assert any(f"{head} (model.yaml speculative_config.speculative_model) is not mounted" in f for f in found), found
-    assert any("tensorrt_llm/1/model.yaml speculative_config.speculative_model" in f and "is not mounted" in f
+    # llm_api.release 1.2: speculative_model_dir (llmapi fact sheet §0)
+    assert any(f"{head} (model.yaml speculative_config.speculative_model_dir) is not mounted" in f for f in found), found
+    assert any("tensorrt_llm/1/model.yaml speculative_config.speculative_model_dir" in f and "is not mounted" in f
                for f in found), found  # read from the repository's model.yaml on disk too
 
 

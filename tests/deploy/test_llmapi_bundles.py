@@ -101,7 +101,8 @@ def test_single_node_runs_exactly_the_launch_command(bundles, name):
 def test_eagle3_head_is_the_mounted_speculative_model(bundles):
     recipe, layout, folder = bundles["llmapi_eagle3"]
     head = str(recipe.resolve(recipe.speculation.checkpoint))
-    assert model_yaml_of(layout)["speculative_config"]["speculative_model"] == head
+    # llm_api.release 1.2 writes speculative_model_dir, the name 1.1 and 1.3.0rc3 both know (llmapi fact sheet §0)
+    assert model_yaml_of(layout)["speculative_config"]["speculative_model_dir"] == head
     c = container_of(only(folder, "deployment.yaml")["spec"]["template"])
     subs = {m["mountPath"]: m.get("subPath") for m in c["volumeMounts"]}
     assert subs[head] == "trt-llmapi-eagle3/speculative-model"

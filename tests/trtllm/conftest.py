@@ -178,3 +178,43 @@ def compile_engines(tmp_path):
     run.load = load
     return run
 
+
+# --- the llm-api flavour -----------------------------------------------------------------------------------------
+
+LLMAPI_SPEC = {
+    "draft_target": {"method": "draft_target", "checkpoint": "models/draft", "num_draft_tokens": 4},
+    "prompt_lookup": {"method": "prompt_lookup", "max_draft_len": 3, "max_matching_ngram_size": 4},
+    "eagle3": {"method": "eagle3", "checkpoint": "models/eagle3", "max_draft_len": 3, "layers_to_capture": [0, 1]},
+    "mtp": {"method": "mtp", "num_nextn_predict_layers": 1},
+    "none": {"method": "none"},
+}
+
+@pytest.fixture
+def llmapi_recipe(machine, models, tmp_path):
+    (models / "eagle3").mkdir()
+    (models / "eagle3" / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 64, "vocab_size": 512,
+        "draft_vocab_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
+        "intermediate_size": 128, "rms_norm_eps": 1e-5, "max_position_embeddings": 1024}))
+    (models / "eagle3" / "model.safetensors").write_bytes(b"")
+    mtp = dict(json.loads((models / "target" / "config.json").read_text()), num_nextn_predict_layers=1)
+    (models / "mtp-target").mkdir()
+    (models / "mtp-target" / "config.json").write_text(json.dumps(mtp))
+    (models / "mtp-target" / "tokenizer.json").write_text((models / "target" / "tokenizer.json").read_text())
+    (models / "mtp-target" / "model.safetensors").write_bytes(b"")
+
+    def write(method: str, release: str = "1.2", **sections) -> Path:
+        recipe = {"name": f"llmapi-{method.replace('_', '-')}", "runtime": "tensorrt-llm", "flavour": "llm-api",
+                  "model": {"checkpoint": "models/mtp-target" if method == "mtp" else "models/target",
+                            "dtype": "bfloat16"},
+                  "speculation": dict(LLMAPI_SPEC[method]), "triton": {"streaming": True},
+                  "llm_api": {"release": release}, "validation": {"max_tokens": 16}}
+        for key, value in sections.items():
+            recipe[key] = {**recipe.get(key, {}), **value}
+        path = tmp_path / f"{recipe['name']}-{release}.yaml"
+        path.write_text(json.dumps(recipe))
+        return path
+
+    return write
+
+

@@ -12,72 +12,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from trtllm_helpers import DOUBLES, PIPELINE
+from trtllm_helpers import DOUBLES, compile_repository, double_validates
 
 from specbuild.errors import RecipeError, UserError
 
 RELEASES = ("1.0", "1.1", "1.2", "1.3")
 NVIDIA_MODEL = DOUBLES / "triton_backend" / "all_models" / "llmapi" / "tensorrt_llm" / "1"
-SPEC = {
-    "draft_target": {"method": "draft_target", "checkpoint": "models/draft", "num_draft_tokens": 4},
-    "prompt_lookup": {"method": "prompt_lookup", "max_draft_len": 3, "max_matching_ngram_size": 4},
-    "eagle3": {"method": "eagle3", "checkpoint": "models/eagle3", "max_draft_len": 3, "layers_to_capture": [0, 1]},
-    "mtp": {"method": "mtp", "num_nextn_predict_layers": 1},
-    "none": {"method": "none"},
-}
-# decoding_type spelling and draft-checkpoint field the fact sheet gives per release (§1.4)
+# decoding_type spelling and draft-checkpoint field per release (llmapi fact sheet §0, §1.4 as corrected: 1.0/1.1
+# and a 1.3.0rc3 tree parse through DecodingBaseConfig.from_dict, whose map knows DraftTarget and Eagle; 1.2 gets
+# what both accept; the discriminated union after 1.3.0rc3 has Draft_Target and Eagle3)
 SPELLING = {"1.0": ("Eagle", "DraftTarget", "speculative_model_dir"),
             "1.1": ("Eagle", "DraftTarget", "speculative_model_dir"),
-            "1.2": ("Eagle3", "Draft_Target", "speculative_model"),
+            "1.2": ("Eagle", "DraftTarget", "speculative_model_dir"),
             "1.3": ("Eagle3", "Draft_Target", "speculative_model")}
-
-
-@pytest.fixture
-def llmapi_recipe(machine, models, tmp_path):
-    (models / "eagle3").mkdir()
-    (models / "eagle3" / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 64, "vocab_size": 512,
-        "draft_vocab_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
-        "intermediate_size": 128, "rms_norm_eps": 1e-5, "max_position_embeddings": 1024}))
-    (models / "eagle3" / "model.safetensors").write_bytes(b"")
-    mtp = dict(json.loads((models / "target" / "config.json").read_text()), num_nextn_predict_layers=1)
-    (models / "mtp-target").mkdir()
-    (models / "mtp-target" / "config.json").write_text(json.dumps(mtp))
-    (models / "mtp-target" / "tokenizer.json").write_text((models / "target" / "tokenizer.json").read_text())
-    (models / "mtp-target" / "model.safetensors").write_bytes(b"")
-
-    def write(method: str, release: str = "1.2", **sections) -> Path:
-        recipe = {"name": f"llmapi-{method.replace('_', '-')}", "runtime": "tensorrt-llm", "flavour": "llm-api",
-                  "model": {"checkpoint": "models/mtp-target" if method == "mtp" else "models/target",
-                            "dtype": "bfloat16"},
-                  "speculation": dict(SPEC[method]), "triton": {"streaming": True},
-                  "llm_api": {"release": release}, "validation": {"max_tokens": 16}}
-        for key, value in sections.items():
-            recipe[key] = {**recipe.get(key, {}), **value}
-        path = tmp_path / f"{recipe['name']}-{release}.yaml"
-        path.write_text(json.dumps(recipe))
-        return path
-
-    return write
-
-
-def compile_repository(path, role="target"):
-    from specbuild.plan import Layout
-    from specbuild.recipe import load_recipe
-    from specbuild.runtimes import runtime_for
-
-    recipe = load_recipe(path)
-    layout = Layout(path.parent / "engines", path.parent / "triton_repo", path.parent / "reports", recipe.name)
-    return recipe, runtime_for(recipe).write_repository(recipe, layout, role)
-
-
-def double_validates(model_yaml, release) -> subprocess.CompletedProcess:
-    """Build the double's LLM(**args) from a model.yaml minus triton_config, in a child (as the model does)."""
-    code = ("import sys, yaml; from tensorrt_llm import LLM; cfg = yaml.safe_load(open(sys.argv[1])); "
-            "cfg.pop('triton_config'); LLM(**cfg)")
-    env = dict(os.environ, PYTHONPATH=f"{PIPELINE}{os.pathsep}{DOUBLES}", SPECBUILD_TRTLLM_DOUBLE="1",
-               SPECBUILD_DOUBLE_TRTLLM_VERSION=f"{release}.0")
-    return subprocess.run([sys.executable, "-c", code, str(model_yaml)], capture_output=True, text=True, env=env)
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -112,14 +59,15 @@ def test_model_yaml_is_accepted_by_the_release_it_is_written_for(machine, llmapi
                                               ("eagle3", {1: 3, 4: 1})])
 def test_the_adaptive_schedule_is_written_in_each_releases_spelling(machine, llmapi_recipe, method, schedule,
                                                                     release):
-    """llmapi fact sheet §4.1: draft_len_schedule from 1.2 ("batch size >= key"), each key the largest batch size of
-    its length after 1.2 (PR #10860), max_concurrency (off above N) before; one-model EAGLE-3 follows it after
-    1.2 only. What a release cannot say is a recipe finding naming the release."""
+    """llmapi fact sheet §4.1: draft_len_schedule, each key the largest batch size of its length after 1.2
+    (PR #10860), max_concurrency (off above N) up to 1.2 (whether 1.2.x has draft_len_schedule is not known:
+    specbuild.llmapi.releases); one-model EAGLE-3 follows it after 1.2 only. What a release cannot say is a recipe
+    finding naming the release."""
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", f"{release}.0")
     path = llmapi_recipe(method, release, adaptive={"draft_len_schedule": schedule}, build={"max_batch_size": 8})
     if method == "eagle3" and release == "1.0":
         return  # refused for layers_to_capture (above)
-    refused = (method == "eagle3" and release != "1.3") or (release in ("1.0", "1.1") and len(schedule) > 2)
+    refused = (method == "eagle3" and release != "1.3") or (release in ("1.0", "1.1", "1.2") and len(schedule) > 2)
     if refused:
         with pytest.raises(RecipeError, match=r"adaptive.draft_len_schedule: TensorRT-LLM " + release):
             compile_repository(path)
@@ -129,8 +77,7 @@ def test_the_adaptive_schedule_is_written_in_each_releases_spelling(machine, llm
     from specbuild.llmapi.model_yaml import load
 
     spec = load(yaml_path.read_text())["speculative_config"]
-    want = {"1.0": {"max_concurrency": 2}, "1.1": {"max_concurrency": 2},
-            "1.2": {"draft_len_schedule": schedule},
+    want = {"1.0": {"max_concurrency": 2}, "1.1": {"max_concurrency": 2}, "1.2": {"max_concurrency": 2},
             "1.3": None}[release]
     if release == "1.3":  # upper bounds, exact up to max_batch_size 8; trailing zeros implicit
         want = {"draft_len_schedule": {"prompt_lookup": {1: 3, 3: 2}, "draft_target": {2: 4},
@@ -142,20 +89,28 @@ def test_the_adaptive_schedule_is_written_in_each_releases_spelling(machine, llm
 
 
 def test_the_double_refuses_what_the_releases_refuse(machine, llmapi_recipe, tmp_path):
-    """The double has teeth: the spellings of another release and unknown keys fail model load (§1.4, §3.2)."""
+    """The double has teeth: the spellings of another release and unknown keys fail model load (§1.4, §3.2), each
+    with the message of its release's parse path (from_dict's ValueError, or the union's tag error)."""
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.2.0")
     _, repo = compile_repository(llmapi_recipe("draft_target", "1.2"))
     text = (repo / "tensorrt_llm" / "1" / "model.yaml").read_text()
-    cases = {"1.2": [("Draft_Target", "DraftTarget", "does not match any of the expected tags"),
-                     ("max_num_tokens", "max_num_token", "max_num_token: Extra inputs are not permitted")],
-             "1.1": [("DraftTarget", "DraftTarget", "speculative_model: Extra inputs are not permitted")],
-             "1.0": [("Draft_Target", "Draft_Target", "Invalid decoding type: Draft_Target")]}
-    for release, edits in cases.items():
-        for old, new, message in edits:
-            broken = tmp_path / f"broken-{release}-{new}.yaml"
-            broken.write_text(text.replace(old, new) if release != "1.1" else text.replace("Draft_Target", new))
-            done = double_validates(broken, release)
-            assert done.returncode != 0 and message in done.stderr, (release, new, done.stderr[-600:])
+    union = text.replace("DraftTarget", "Draft_Target").replace("speculative_model_dir", "speculative_model")
+    cases = [("1.2", text.replace("DraftTarget", "Draft_Target"), "Invalid decoding type: Draft_Target"),
+             ("1.2", text.replace("max_num_tokens", "max_num_token"), "max_num_token: Extra inputs are not permitted"),
+             ("1.2", text.replace("speculative_model_dir", "speculative_model"),
+              "speculative_model: Extra inputs are not permitted"),
+             ("1.1", text.replace("DraftTarget", "Draft_Target"), "Invalid decoding type: Draft_Target"),
+             ("1.0", text.replace("DraftTarget", "Eagle3"), "Invalid decoding type: Eagle3"),
+             ("1.3.0rc3", union, "Invalid decoding type: Draft_Target"),
+             ("1.3", text, "Input tag 'DraftTarget' found using 'decoding_type' does not match")]
+    for i, (release, broken_text, message) in enumerate(cases):
+        broken = tmp_path / f"broken-{i}.yaml"
+        broken.write_text(broken_text)
+        done = double_validates(broken, release)
+        assert done.returncode != 0 and message in done.stderr, (release, message, done.stderr[-600:])
+    accepted = tmp_path / "union.yaml"
+    accepted.write_text(union)
+    assert double_validates(accepted, "1.3").returncode == 0
 
 
 def test_nvidia_files_are_copied_and_nothing_of_ours(machine, llmapi_recipe):
@@ -275,7 +230,8 @@ def test_the_gpu_repository_loads_in_a_real_tritonserver(machine, llmapi_recipe)
         config = client.get_model_config("tensorrt_llm")
         assert config["model_transaction_policy"]["decoupled"] is True and config.get("max_batch_size", 0) == 0
     yaml_path = repo / "tensorrt_llm" / "1" / "model.yaml"
-    yaml_path.write_text(yaml_path.read_text().replace("decoding_type: Eagle3", "decoding_type: Eagle4"))
-    with pytest.raises(UserError, match="Eagle4"):
+    # 1.2 parses through DecodingBaseConfig.from_dict: an unknown decoding_type stops model load with its message
+    yaml_path.write_text(yaml_path.read_text().replace("decoding_type: Eagle", "decoding_type: Eagle4"))
+    with pytest.raises(UserError, match="Invalid decoding type: Eagle4"):
         with TritonServer(repo, log_path=repo.parent / "tritonserver-broken.log"):
             pass

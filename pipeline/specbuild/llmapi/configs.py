@@ -9,6 +9,7 @@ from specbuild.llmapi import tensors
 from specbuild.triton.configs import _add_tensors, _mc, config_problems, to_pbtxt  # noqa: F401 (re-exported)
 
 MODEL = "tensorrt_llm"
+GPU_IDS_PARAMETER = "gpu_device_ids"  # what NVIDIA's multi-instance model.py reads (MP-MI; §7.4)
 
 
 def gpu_groups(recipe) -> list[list[int]]:
@@ -35,5 +36,5 @@ def model_config(recipe):
     group.count = recipe.llm_api.instances
     group.kind = mc.ModelInstanceGroup.Kind.Value("KIND_CPU")
     if recipe.llm_api.instances > 1:  # multi-instance (MP-MI; §7.4): ';' between instances, ',' within one
-        cfg.parameters["gpu_device_ids"].string_value = ";".join(",".join(map(str, g)) for g in gpu_groups(recipe))
+        cfg.parameters[GPU_IDS_PARAMETER].string_value = ";".join(",".join(map(str, g)) for g in gpu_groups(recipe))
     return cfg

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.llmapi import launch, model_yaml
+from specbuild.llmapi import launch, model_yaml, releases
 from specbuild.llmapi.model_yaml import RELEASES_WITH_LAYER_CHOICE
 from specbuild.llmapi.configs import MODEL
 from specbuild.methods.base import Finding
@@ -43,7 +43,7 @@ class LlmApiFlavour(Runtime):
                           "set max_beam_width: 1")
         draft = spec.draft_model
         if draft is not None:
-            for key, value, why in (("use_draft_logits", draft.use_draft_logits, "the LLM API's Draft_Target has no "
+            for key, value, why in (("use_draft_logits", draft.use_draft_logits, "the LLM API's draft/target has no "
                                      "logit-acceptance option (it samples with the TorchSampler)"),
                                     ("fast_logits", draft.fast_logits, "fast logits is an engine-path orchestrator "
                                      "transfer"),
@@ -81,6 +81,17 @@ class LlmApiFlavour(Runtime):
             yield Finding(("triton", "draft_gpu_device_ids"), "the LLM API runs the draft inside the target's "
                           "process and GPUs — remove it for flavour: llm-api")
 
+    def notes(self, recipe, spec) -> list[str]:
+        """What is not known about how llm_api.release parses this model.yaml (`check` prints it, `plan` shows it):
+        specbuild writes the spellings it can vouch for and says where it cannot (specbuild.llmapi.releases)."""
+        a = recipe.llm_api
+        if not spec.speculative:
+            return []
+        out = [f"llm_api.release {a.release}: {unknown}" for unknown in releases.rules(a.release).unknown]
+        if spec.draft_len_schedule and releases.schedule_unknown(a.release):
+            out.append(f"llm_api.release {a.release}: {releases.schedule_unknown(a.release)}")
+        return out
+
     # --- engines: none ---------------------------------------------------------------------------------------
     def engine_roles(self, recipe) -> list[str]:
         return []
@@ -111,10 +122,14 @@ class LlmApiFlavour(Runtime):
                 "instances": recipe.llm_api.instances}
         if recipe.llm_api.instances > 1:
             info["gpu_device_ids"] = ";".join(",".join(map(str, g)) for g in gpu_groups(recipe))
-        return {"serve requests at": MODEL, "models": {MODEL: info},
-                "model.yaml": model_yaml.model_yaml(recipe, spec, role=role, path=show)}
+        out = {"serve requests at": MODEL, "models": {MODEL: info},
+               "model.yaml": model_yaml.model_yaml(recipe, spec, role=role, path=show)}
+        notes = self.notes(recipe, spec) if role == "target" else []
+        if notes:
+            out["not known"] = notes
+        return out
 
-    def write_repository(self, recipe, layout, role, progress=None, notice=None) -> Path:
+    def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
         from specbuild.llmapi.repository import write_repository
 
         return write_repository(recipe, layout, role, self.model_files(), progress=progress, notice=notice)

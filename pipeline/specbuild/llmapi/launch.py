@@ -7,13 +7,24 @@
 - multi-node: run this script on every rank (srun --mpi=pmix, or mpirun across hosts); it wraps tritonserver in
   trtllm-llmapi-launch, which makes rank 0 serve and the others LLM workers (§7.5).
 
-Environment overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT, TRTLLM_LLMAPI_LAUNCH; arguments go to
-tritonserver. No `${...}` expansions appear in the script.
+A repository written where NVIDIA's model.py + helpers.py were not at hand (a CPU machine without TensorRT-LLM:
+specbuild.trtllm.llmapi_runtime) has no `tensorrt_llm/1/model.py`: the script then serves a copy of the repository
+in a temporary folder, with the two files of the container it runs in (/app/all_models/llmapi/, llmapi fact sheet
+§0), and refuses to start when they are missing, or, for several instances, when that model.py does not read
+config.pbtxt's gpu_device_ids.
+
+Environment overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT, TRTLLM_LLMAPI_LAUNCH, LLMAPI_MODEL_DIR;
+arguments go to tritonserver. No `${...}` expansions appear in the script.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 SCRIPT_NAME = "launch_triton.sh"
+# NVIDIA's llmapi model in the tritonserver:<yy.mm>-trtllm-python-py3 containers (BK Dockerfile:171-177)
+CONTAINER_MODEL_DIR = Path("/app/all_models/llmapi/tensorrt_llm/1")
+NVIDIA_FILES = ("model.py", "helpers.py")  # what the tensorrt-llm runtime's repository takes from NVIDIA
 
 
 def launch_mode(recipe) -> dict:
@@ -48,7 +59,8 @@ def launch_script(recipe) -> str:
         "#!/usr/bin/env bash",
         f"# Start tritonserver for this llm-api repository (specbuild recipe {recipe.name!r}).",
         f"# {mode}: {how}.",
-        "# Overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT, TRTLLM_LLMAPI_LAUNCH; arguments go to tritonserver.",
+        "# Overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT, TRTLLM_LLMAPI_LAUNCH, LLMAPI_MODEL_DIR; "
+        "arguments go to tritonserver.",
         "set -euo pipefail",
         'REPO="$(cd "$(dirname "$0")" && pwd)"',
         'TRITONSERVER="$(printenv TRITONSERVER || echo /opt/tritonserver/bin/tritonserver)"',
@@ -56,6 +68,7 @@ def launch_script(recipe) -> str:
         f'GRPC_PORT="$(printenv GRPC_PORT || echo {t.grpc_port})"',
         f'METRICS_PORT="$(printenv METRICS_PORT || echo {t.metrics_port})"',
     ]
+    lines += _model_files_at_start(recipe)
     server = ('"$TRITONSERVER" --model-repository="$REPO" --http-port="$HTTP_PORT" --grpc-port="$GRPC_PORT" '
               '--metrics-port="$METRICS_PORT" "$@"')
     if mode == "multi-node":
@@ -64,3 +77,41 @@ def launch_script(recipe) -> str:
     else:
         lines += ["", "exec " + server]
     return "\n".join(lines) + "\n"
+
+
+def _model_files_at_start(recipe) -> list[str]:
+    """Shell lines: when the repository has no model.py, serve a temporary copy with the container's."""
+    from specbuild.llmapi.configs import GPU_IDS_PARAMETER
+
+    files = " ".join(NVIDIA_FILES)
+    lines = [
+        "",
+        "# NVIDIA's model.py + helpers.py: when compile had none to copy, take the container's",
+        'if [ ! -f "$REPO/tensorrt_llm/1/model.py" ]; then',
+        f'  LLMAPI_MODEL_DIR="$(printenv LLMAPI_MODEL_DIR || echo {CONTAINER_MODEL_DIR})"',
+        f"  for f in {files}; do",
+        '    if [ ! -f "$LLMAPI_MODEL_DIR/$f" ]; then',
+        '      echo "launch_triton.sh: $LLMAPI_MODEL_DIR/$f not found: this repository takes the llmapi model of '
+        'NVIDIA from the container it runs in - run it in nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3, '
+        'or set LLMAPI_MODEL_DIR to the tensorrt_llm/1 folder of triton_backend/all_models/llmapi/" >&2',
+        "      exit 2",
+        "    fi",
+        "  done",
+    ]
+    if recipe.llm_api.instances > 1:
+        lines += [
+            f'  if ! grep -q {GPU_IDS_PARAMETER} "$LLMAPI_MODEL_DIR/model.py"; then',
+            f'    echo "launch_triton.sh: $LLMAPI_MODEL_DIR/model.py does not read the {GPU_IDS_PARAMETER} parameter '
+            f'of config.pbtxt: its {recipe.llm_api.instances} instances would all load the LLM on the same GPUs - use '
+            'a container whose llmapi model has multi-instance serving, or recompile with llm_api.instances: 1" >&2',
+            "    exit 2",
+            "  fi",
+        ]
+    lines += [
+        '  RUN_REPO="$(mktemp -d -t specbuild-llmapi.XXXXXX)"',
+        '  cp -R "$REPO/." "$RUN_REPO/"',
+        f'  for f in {files}; do cp "$LLMAPI_MODEL_DIR/$f" "$RUN_REPO/tensorrt_llm/1/"; done',
+        '  REPO="$RUN_REPO"',
+        "fi",
+    ]
+    return lines

@@ -13,31 +13,27 @@ from typing import Any, Callable
 
 from specbuild import draft_len_schedule
 from specbuild.engine_facts import DEFAULT_MAX_NUM_TOKENS
+from specbuild.llmapi.releases import RULES
 from specbuild.speculation import DynamicTree, Speculation
 
 FILE = "model.yaml"
 
-# decoding_type spelling per release (llmapi fact sheet §1.4): 1.0/1.1 map `Eagle` to EAGLE-3 and know
-# `DraftTarget`; 1.2 made speculative_config a discriminated union with `Eagle3` and `Draft_Target`.
-DECODING_TYPES = {
-    "1.0": {"eagle3": "Eagle", "draft_target": "DraftTarget", "prompt_lookup": "NGram", "mtp": "MTP"},
-    "1.1": {"eagle3": "Eagle", "draft_target": "DraftTarget", "prompt_lookup": "NGram", "mtp": "MTP"},
-    "1.2": {"eagle3": "Eagle3", "draft_target": "Draft_Target", "prompt_lookup": "NGram", "mtp": "MTP"},
-    "1.3": {"eagle3": "Eagle3", "draft_target": "Draft_Target", "prompt_lookup": "NGram", "mtp": "MTP"},
-}
-# ≤1.1 knows only speculative_model_dir; 1.2 renamed it speculative_model (the old name stays an alias).
-DRAFT_FIELD = {"1.0": "speculative_model_dir", "1.1": "speculative_model_dir", "1.2": "speculative_model",
-               "1.3": "speculative_model"}
+# decoding_type spelling and draft-checkpoint key per release: the table, its sources and what is unknown of it
+# are in specbuild.llmapi.releases.
+DECODING_TYPES = {release: r.decoding_types for release, r in RULES.items()}
+DRAFT_FIELD = {release: r.draft_field for release, r in RULES.items()}
 RELEASES_WITH_LAYER_CHOICE = ("1.1", "1.2", "1.3")  # eagle3_layers_to_capture exists from 1.1 (§1.4)
 RELEASES_WITH_ONE_MODEL_FIELD = ("1.0", "1.1", "1.2")  # eagle3_one_model: absent from the 1.3.0rc27 signature
 RELEASES_WITH_DYNAMIC_TREE = ("1.3",)  # use_dynamic_tree drafting arrived after 1.2 (§4.2, §6.8)
 # How each release says "this draft length at this many requests" (llmapi fact sheet §4.1; llm_args.py
 # DecodingBaseConfig per release): max_concurrency (PR #6676, 2025-08: speculation off above N active requests,
-# Drafter.should_use_spec_decode) from 1.0; draft_len_schedule from 1.2, read as "batch size >= key" (ARGS-1.2,
-# Drafter.get_draft_len_for_batch_size: the largest key <= batch size), which is the recipe's meaning; after 1.2
-# (PR #10860, speculative/utils.py get_draft_len_for_batch_size) each key is the largest batch size its length
-# applies to and larger batches draft nothing, and max_concurrency excludes it.
-SCHEDULE_FIELD = {"1.0": "max_concurrency", "1.1": "max_concurrency", "1.2": "draft_len_schedule",
+# Drafter.should_use_spec_decode) from 1.0; draft_len_schedule was read only in llm_args.py of main after 1.3.0rc3,
+# where it is read as "batch size >= key" (Drafter.get_draft_len_for_batch_size: the largest key <= batch size),
+# and whether 1.2.x has it is not known (specbuild.llmapi.releases), so 1.2 gets max_concurrency, which 1.1 and
+# that later source both have; after that source (PR #10860, speculative/utils.py get_draft_len_for_batch_size)
+# each key is the largest batch size its length applies to and larger batches draft nothing, and max_concurrency
+# excludes it.
+SCHEDULE_FIELD = {"1.0": "max_concurrency", "1.1": "max_concurrency", "1.2": "max_concurrency",
                   "1.3": "draft_len_schedule_upper_bounds"}
 # Releases whose drafter-less one-model paths (EAGLE-3 one-model, MTP) follow the load too: the schedule there
 # arrived with PR #10860 ("Dynamic draft length on spec decode one-model path"); before it only the two-model
@@ -57,9 +53,11 @@ def schedule_refusal(spec: Speculation, release: str) -> str | None:
                 "draft_len_schedule from PR #10860, after 1.2 — set llm_api.release: 1.3 if you run it, or remove "
                 "adaptive")
     if SCHEDULE_FIELD[release] == "max_concurrency" and draft_len_schedule.max_concurrency(list(points)) is None:
+        why = ("no draft_len_schedule (it arrived after 1.1)" if release in ("1.0", "1.1") else
+               "draft_len_schedule is known only from sources after 1.3.0rc3, not at 1.2.x")
         return (f"TensorRT-LLM {release} has max_concurrency only (speculation at full length up to N requests, "
-                "off above), no draft_len_schedule (it arrived in 1.2) — give a schedule that only turns "
-                f"speculation off, {{1: {points[0][1]}, N+1: 0}}, or set llm_api.release: 1.2")
+                f"off above): {why} — give a schedule that only turns speculation off, {{1: {points[0][1]}, "
+                "N+1: 0}, or set llm_api.release: 1.3")
     return None
 
 

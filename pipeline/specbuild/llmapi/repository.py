@@ -2,8 +2,9 @@
 
     <repo>/tensorrt_llm/config.pbtxt      protobuf ModelConfig (llmapi/configs.py)
     <repo>/tensorrt_llm/1/model.yaml      from the recipe, every value explicit (llmapi/model_yaml.py)
-    <repo>/tensorrt_llm/1/model.py ...    the runtime's model: NVIDIA's model.py + helpers.py on GPU (copied from
-                                          the installed TensorRT-LLM at compile time), specbuild's on the CPU
+    <repo>/tensorrt_llm/1/model.py ...    the runtime's model: NVIDIA's model.py + helpers.py on GPU (copied at
+                                          compile time where the machine has them, else by launch_triton.sh at
+                                          start from the container), specbuild's on the CPU
     <repo>/launch_triton.sh               llmapi/launch.py
 
 The baseline repository is the same without `speculative_config`.
@@ -40,9 +41,16 @@ def build_repository(recipe: Recipe, role: str, model_files: dict[str, Path]) ->
 
 
 def write_repository(recipe: Recipe, layout: Layout, role: str, model_files: dict[str, Path],
-                     progress: Callable[[str], None] | None = None, notice: atomic.Notice | None = None) -> Path:
+                     progress: Callable[[str], None] | None = None, notice: atomic.Notice | None = None,
+                     validate: Callable[[str], None] | None = None) -> Path:
+    """Write the repository; `validate` gets model.yaml's text first and raises to stop before anything is
+    written (the tensorrt-llm runtime parses it with the installed release)."""
     target = layout.repository(role)
+    files = build_repository(recipe, role, model_files)
+    if validate is not None:
+        if progress:
+            progress(f"parsing {model_yaml.FILE} with the installed TensorRT-LLM")
+        validate(files[f"{configs.MODEL}/1/{model_yaml.FILE}"])
     if progress:
         progress(f"writing {target}")
-    files = build_repository(recipe, role, model_files)
     return atomic.write_tree(target, files, executable=(launch.SCRIPT_NAME,), notice=notice)

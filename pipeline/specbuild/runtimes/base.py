@@ -71,7 +71,8 @@ class Runtime:
         raise NotImplementedError
 
     def write_repository(self, recipe: Recipe, layout: Layout, role: str, progress: Progress | None = None,
-                         notice: Progress | None = None) -> Path:
+                         notice: Progress | None = None, engines_built: bool = True) -> Path:
+        """engines_built False (`compile --render-only`): the engines are not there to check against."""
         raise NotImplementedError
 
     def serving_model(self, spec: Speculation) -> str:
@@ -87,6 +88,10 @@ class Runtime:
 
     def sampling_refusal(self, spec: Speculation) -> str | None:
         return None
+
+    def notes(self, recipe: Recipe, spec: Speculation) -> list[str]:
+        """What the runtime cannot vouch for in this recipe: not refusals, printed by `check`."""
+        return []
 
     def owns_engine(self, config: dict) -> bool:
         raise NotImplementedError

@@ -55,10 +55,10 @@ class EngineFlavour(Runtime):
 
         return repository_info(recipe, spec, self, layout, role)
 
-    def write_repository(self, recipe, layout, role, progress=None, notice=None) -> Path:
+    def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
         from specbuild.triton.repository import write_repository
 
-        return write_repository(recipe, layout, role, progress=progress, notice=notice)
+        return write_repository(recipe, layout, role, progress=progress, notice=notice, engines_built=engines_built)
 
     def serving_model(self, spec) -> str:
         return spec.serving_model

@@ -69,11 +69,14 @@ def model_files(recipe: Recipe, model: str) -> dict[str, Path]:
     return files
 
 
-def build_repository(recipe: Recipe, layout: Layout, role: str = "target") -> dict[str, str]:
-    """Every file of the repository as relative path -> text, after checking the engines. Writes nothing."""
+def build_repository(recipe: Recipe, layout: Layout, role: str = "target", engines_built: bool = True
+                     ) -> dict[str, str]:
+    """Every file of the repository as relative path -> text, after checking the engines (unless they are not
+    built: `compile --render-only`). Writes nothing."""
     engines = {name: (engine_role, layout.engine(engine_role))
                for name, engine_role in engine_roles(recipe, role).items()}
-    check_engines(recipe, engines)
+    if engines_built:
+        check_engines(recipe, engines)
     built = configs.repository_configs(recipe, role, {name: folder for name, (_, folder) in engines.items()})
     files: dict[str, str] = {}
     problems: list[str] = []
@@ -93,14 +96,16 @@ def build_repository(recipe: Recipe, layout: Layout, role: str = "target") -> di
 
 
 def write_repository(recipe: Recipe, layout: Layout, role: str = "target",
-                     progress: Callable[[str], None] | None = None, notice: atomic.Notice | None = None) -> Path:
+                     progress: Callable[[str], None] | None = None, notice: atomic.Notice | None = None,
+                     engines_built: bool = True) -> Path:
     """Write triton_repo/<name> (or <name>-<role>) and return its path. The engines are read and checked first;
     the repository appears complete or not at all (an existing one is replaced only once the new one is
     complete)."""
     say = progress or (lambda _m: None)
     target = layout.repository(role)
-    say(f"checking the engines against recipe {recipe.name}")
-    files = build_repository(recipe, layout, role)
+    if engines_built:
+        say(f"checking the engines against recipe {recipe.name}")
+    files = build_repository(recipe, layout, role, engines_built)
     say(f"writing {target}")
     scripts = tuple(rel for rel in files if rel.endswith(".sh"))
     return atomic.write_tree(target, files, executable=scripts, notice=notice)

@@ -188,8 +188,9 @@ def _llmapi_model_check() -> Check:
 
     try:
         folder = find_model_dir()
-    except UserError as e:
-        return Check("llmapi model", "fail", "NVIDIA's llmapi model.py / helpers.py not found",
+    except UserError as e:  # compile still works: launch_triton.sh takes them from the container at start
+        return Check("llmapi model", "warn", "NVIDIA's llmapi model.py / helpers.py not found here: repositories are "
+                     "written without them and their launch_triton.sh copies them at start from the container",
                      str(e).split(" — ", 1)[-1])
     return Check("llmapi model", "ok", f"{folder} (copied into each repository at compile time)")
 

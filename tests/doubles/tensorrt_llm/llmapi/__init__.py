@@ -1,5 +1,6 @@
-"""Double of tensorrt_llm.llmapi: `LLM(**args)` validates its arguments as the real TorchLlmArgs would for the
-release the double reports (SPECBUILD_DOUBLE_TRTLLM_VERSION) and refuses to generate."""
+"""Double of tensorrt_llm.llmapi: `LLM(**args)` validates its arguments as the real one does for the release the
+double reports (SPECBUILD_DOUBLE_TRTLLM_VERSION): through the release's TorchLlmArgs (a dict speculative_config
+through the release's parse path), and refuses to generate."""
 
 from __future__ import annotations
 
@@ -8,17 +9,13 @@ from tensorrt_llm.llmapi import llm_args
 
 
 def release() -> str:
-    major, minor = tensorrt_llm.__version__.split(".")[:2]
-    return f"{major}.{minor}"
+    """The release line of the reported version (llm_args.line: 1.0, 1.1, 1.2, 1.3.0rc3 or 1.3)."""
+    return llm_args.line(tensorrt_llm.__version__)
 
 
 class LLM:
     def __init__(self, **args):
-        problems = llm_args.validate(args, release())
-        if problems:
-            raise ValueError(f"{len(problems)} validation error(s) for TorchLlmArgs (TensorRT-LLM "
-                             f"{tensorrt_llm.__version__} test double): " + "; ".join(problems))
-        self.args = args
+        self.args = llm_args.TorchLlmArgs.from_kwargs(**args).kwargs
 
     def generate_async(self, *_a, **_k):
         raise RuntimeError("specbuild's TensorRT-LLM test double does not generate")

@@ -1,7 +1,13 @@
 """Double of tensorrt_llm.llmapi.llm_args: the LLM arguments a model.yaml may carry, per release, with the
 validators that matter for speculative decoding. Written from /work/shared/reference/trtllm-llmapi-path.md
-(§1.3, §1.4, §3.2, §3.4, §4); unknown keys fail as pydantic's extra="forbid" does (ARGS-1.2
-BaseLlmArgs.model_config, StrictBaseModel sub-configs). It validates; it computes nothing."""
+(§1.3, §1.4, §3.2, §3.4, §4) and tensorrt_llm/llmapi/llm_args.py itself where cited; unknown keys fail as
+pydantic's extra="forbid" does (BaseLlmArgs.model_config, StrictBaseModel sub-configs). It validates; it computes
+nothing.
+
+The parse path follows upstream's per release line (see `line`): NVIDIA's llmapi model calls
+`update_llm_args_with_extra_dict({}, yaml)` and then `LLM(**args)`; up to 1.3.0rc3 the first converts
+speculative_config through `DecodingBaseConfig.from_dict` (a fixed map, `FROM_DICT_MAPS`), later releases leave it
+to a pydantic union on decoding_type (`UNION_TAGS`)."""
 
 from __future__ import annotations
 
@@ -22,14 +28,108 @@ KV_CACHE_FIELDS = {"free_gpu_memory_fraction", "enable_block_reuse", "max_tokens
                    "enable_partial_reuse", "host_cache_size", "max_attention_window"}
 CUDA_GRAPH_FIELDS = {"batch_sizes", "max_batch_size", "enable_padding"}  # 1.0 renamed padding_enabled (§1.3)
 
-# speculative_config: how each release names the decoding types (§1.4)
-DECODING_TYPES = {
-    "1.0": {"Eagle", "DraftTarget", "NGram", "MTP", "AUTO", "UserProvided"},
-    "1.1": {"Eagle", "DraftTarget", "NGram", "MTP", "AUTO", "UserProvided", "SaveState"},
-    "1.2": {"Eagle3", "Eagle", "Draft_Target", "NGram", "MTP", "AUTO", "User_Provided", "SaveState", "PARD"},
-    "1.3": {"Eagle3", "Eagle", "Draft_Target", "NGram", "MTP", "AUTO", "User_Provided", "SaveState", "PARD",
-            "SA", "DFlash", "DSpark"},
+# --- the parse path of speculative_config, per release line ------------------------------------------------------
+# tensorrt_llm/llmapi/llm_args.py, update_llm_args_with_extra_dict -> DecodingBaseConfig.from_dict: the keys of the
+# fixed map, as each source has them; any other decoding_type raises ValueError("Invalid decoding type: <t>").
+FROM_DICT_MAPS: dict[str, frozenset[str]] = {
+    # llm_args.py of the 1.0 era (DecodingBaseConfig.from_dict; DraftTargetDecodingConfig's own ClassVar says
+    # "Draft_Target", but the map's key is "DraftTarget")
+    "1.0": frozenset({"MTP", "Medusa", "Eagle", "Lookahead", "NGram", "DraftTarget", "UserProvided", "AUTO"}),
+    # llm_args.py of the 1.1 era: 1.0's map plus "SaveState"
+    "1.1": frozenset({"MTP", "Medusa", "Eagle", "Lookahead", "NGram", "DraftTarget", "SaveState", "UserProvided",
+                      "AUTO"}),
+    # a 1.3.0rc3 tree (llm_args.py ~line 770, llmapi fact sheet §0): still from_dict; the keys read there (the sheet
+    # lists "Eagle, Eagle3, DraftTarget, NGram, MTP, ..."; the rest of that map is not listed, so not accepted here)
+    "1.3.0rc3": frozenset({"Eagle", "Eagle3", "DraftTarget", "NGram", "MTP"}),
 }
+# 1.2.x: its llm_args.py was not read. The double accepts only what both neighbours accept, so that it refuses
+# every spelling whose acceptance at 1.2 is unknown.
+FROM_DICT_MAPS["1.2"] = FROM_DICT_MAPS["1.1"] & FROM_DICT_MAPS["1.3.0rc3"]
+# llm_args.py of main after 1.3.0rc3 (imports as in the 1.3.0rc7 docs' source; the API reference of 1.3.0rc27 shows
+# every config with a decoding_type Literal): SpeculativeConfig = Annotated[Union[DraftTargetDecodingConfig,
+# EagleDecodingConfig, Eagle3DecodingConfig, LookaheadDecodingConfig, MedusaDecodingConfig, MTPDecodingConfig,
+# NGramDecodingConfig, UserProvidedDecodingConfig, SaveHiddenStatesDecodingConfig, PARDDecodingConfig,
+# AutoDecodingConfig], Field(discriminator="decoding_type")], and update_llm_args_with_extra_dict leaves the dict
+# to pydantic. The union's tags:
+UNION_TAGS: frozenset[str] = frozenset({"Draft_Target", "Eagle", "Eagle3", "Lookahead", "Medusa", "MTP", "NGram",
+                                        "User_Provided", "SaveState", "PARD", "AUTO"})
+# Kept for the field rules below: which decoding types each release line knows at all.
+DECODING_TYPES = {**{k: set(v) for k, v in FROM_DICT_MAPS.items()}, "1.3": set(UNION_TAGS)}
+
+
+def line(version: str) -> str:
+    """The release line whose rules a version follows: 1.0, 1.1, 1.2, 1.3.0rc3 (1.3.0rc0-rc3: still from_dict) or
+    1.3 (the discriminated union; 1.3.0rc4-rc6 are not known and are taken as the union)."""
+    import re
+
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?(?:\.?rc(\d+))?", version)
+    major, minor = int(m.group(1)), int(m.group(2))
+    if (major, minor) == (1, 3) and m.group(4) is not None and int(m.group(4)) <= 3:
+        return "1.3.0rc3"
+    return f"{major}.{minor}"
+
+
+def parse_path(line_: str) -> str:
+    return "union" if line_ == "1.3" else "from_dict"
+
+
+class DecodingConfig:
+    """What DecodingBaseConfig.from_dict returns: the config class chosen by the map (kept as the dict)."""
+
+    def __init__(self, decoding_type: str, fields: dict):
+        self.decoding_type, self.fields = decoding_type, dict(fields)
+
+    def as_dict(self) -> dict:
+        return {"decoding_type": self.decoding_type, **self.fields}
+
+
+class DecodingBaseConfig:
+    @classmethod
+    def from_dict(cls, data: dict, line_: str | None = None) -> DecodingConfig:
+        import tensorrt_llm
+
+        known = FROM_DICT_MAPS[line_ or line(tensorrt_llm.__version__)]
+        decoding_type = data.get("decoding_type")
+        if decoding_type not in known:
+            raise ValueError(f"Invalid decoding type: {decoding_type}")
+        return DecodingConfig(decoding_type, {k: v for k, v in data.items() if k != "decoding_type"})
+
+
+def update_llm_args_with_extra_dict(llm_args: dict, llm_args_dict: dict, extra_llm_api_options=None) -> dict:
+    """llm_args.py's update_llm_args_with_extra_dict, as far as speculative_config goes: from_dict releases turn it
+    into a config object (raising on an unknown decoding_type); the union releases leave it to pydantic."""
+    import tensorrt_llm
+    from tensorrt_llm._double import log_call
+
+    log_call("update_llm_args_with_extra_dict", {"llm_args": llm_args, "llm_args_dict": llm_args_dict})
+    llm_args_dict = dict(llm_args_dict)
+    spec = llm_args_dict.get("speculative_config")
+    line_ = line(tensorrt_llm.__version__)
+    if isinstance(spec, dict) and parse_path(line_) == "from_dict":
+        llm_args_dict["speculative_config"] = DecodingBaseConfig.from_dict(dict(spec), line_)
+    return dict(llm_args) | llm_args_dict
+
+
+class TorchLlmArgs:
+    """The LLM argument class: constructing it validates (pydantic raises one ValidationError listing the
+    problems)."""
+
+    def __init__(self, **kwargs):
+        import tensorrt_llm
+        from tensorrt_llm._double import log_call
+
+        log_call("TorchLlmArgs", kwargs)
+        problems = validate(kwargs, line(tensorrt_llm.__version__))
+        if problems:
+            raise ValueError(f"{len(problems)} validation error(s) for TorchLlmArgs (TensorRT-LLM "
+                             f"{tensorrt_llm.__version__} test double): " + "; ".join(problems))
+        self.kwargs = kwargs
+
+    @classmethod
+    def from_kwargs(cls, **kwargs) -> "TorchLlmArgs":
+        return cls(**kwargs)
+
+
 _COMMON_OLD = {"max_draft_len", "speculative_model_dir", "max_concurrency", "load_format"}
 _COMMON_12 = {"max_draft_len", "max_total_draft_tokens", "speculative_model", "speculative_model_dir",
               "max_concurrency", "draft_len_schedule", "load_format", "acceptance_window",
@@ -43,41 +143,54 @@ _MTP = {"num_nextn_predict_layers", "use_relaxed_acceptance_for_thinking", "rela
         "use_mtp_vanilla", "mtp_eagle_one_model", "begin_thinking_phase_token", "end_thinking_phase_token"}
 
 
-def _fields(release: str, decoding_type: str) -> set[str]:
-    old = release in ("1.0", "1.1")
-    common = _COMMON_OLD | ({"acceptance_window", "acceptance_length_threshold"} if release == "1.1" else set()) \
-        if old else _COMMON_13 if release == "1.3" else _COMMON_12
+_ACCEPTANCE = {"acceptance_window", "acceptance_length_threshold"}  # 1.1 (llm_args.py of the 1.1 era)
+# Fields of DecodingBaseConfig per line (StrictBaseModel: any other key is "Extra inputs are not permitted").
+# 1.3.0rc3 takes the fields of main after it (the closest source read); 1.2 only what both neighbours have.
+_COMMON = {"1.0": _COMMON_OLD, "1.1": _COMMON_OLD | _ACCEPTANCE, "1.2": (_COMMON_OLD | _ACCEPTANCE) & _COMMON_12,
+           "1.3.0rc3": _COMMON_12, "1.3": _COMMON_13}
+_EAGLE_EXTRA = {"1.0": _EAGLE, "1.1": _EAGLE | {"eagle3_layers_to_capture"},
+                "1.2": _EAGLE | {"eagle3_layers_to_capture"},
+                "1.3.0rc3": _EAGLE | {"eagle3_layers_to_capture", "eagle3_model_arch"},
+                "1.3": _EAGLE | {"eagle3_layers_to_capture", "eagle3_model_arch"}}
+OLD_LINES = ("1.0", "1.1")  # no model validators on the decoding configs yet (llm_args.py of the 1.0/1.1 era)
+
+
+def _fields(line_: str, decoding_type: str) -> set[str]:
     extra = {
-        "Eagle": _EAGLE | ({"eagle3_layers_to_capture"} if release != "1.0" else set())
-        | ({"eagle3_model_arch"} if not old else set()),
-        "Eagle3": _EAGLE | {"eagle3_layers_to_capture", "eagle3_model_arch"},
+        "Eagle": _EAGLE_EXTRA[line_], "Eagle3": _EAGLE_EXTRA[line_],
         "DraftTarget": set(), "Draft_Target": set(),
-        "NGram": _NGRAM | ({"is_auto_heuristic"} if release == "1.0" else set()),
+        "NGram": _NGRAM | ({"is_auto_heuristic"} if line_ == "1.0" else set()),
         "MTP": _MTP,
     }.get(decoding_type, set())
-    return common | extra
+    return _COMMON[line_] | extra
 
 
-def validate_speculative_config(config: Any, release: str) -> list[str]:
-    if not isinstance(config, dict):
+def validate_speculative_config(config: Any, line_: str) -> list[str]:
+    """The decoding config's own validation, after the parse path chose its class."""
+    if isinstance(config, DecodingConfig):
+        config = config.as_dict()
+    elif not isinstance(config, dict):
         return [f"speculative_config must be a mapping, got {type(config).__name__}"]
+    elif parse_path(line_) == "from_dict":  # LLM(speculative_config=<dict>) directly: the same map decides
+        try:
+            config = DecodingBaseConfig.from_dict(dict(config), line_).as_dict()
+        except ValueError as e:
+            return [f"ValueError: {e}"]
     dtype = config.get("decoding_type")
-    if dtype not in DECODING_TYPES[release]:
-        if release in ("1.0", "1.1"):  # DecodingBaseConfig.from_dict's fixed map
-            return [f"ValueError: Invalid decoding type: {dtype}"]
+    if parse_path(line_) == "union" and dtype not in UNION_TAGS:
         return [f"speculative_config: Input tag '{dtype}' found using 'decoding_type' does not match any of the "
-                f"expected tags: {', '.join(sorted(DECODING_TYPES[release]))}"]
+                f"expected tags: {', '.join(repr(t) for t in sorted(UNION_TAGS))}"]
     problems = [f"speculative_config.{k}: Extra inputs are not permitted"
-                for k in config if k != "decoding_type" and k not in _fields(release, dtype)]
+                for k in config if k != "decoding_type" and k not in _fields(line_, dtype)]
     draft_len = config.get("max_draft_len")
-    if dtype in ("Eagle3", "Eagle", "Draft_Target", "DraftTarget", "NGram") and release not in ("1.0", "1.1") and \
+    if dtype in ("Eagle3", "Eagle", "Draft_Target", "DraftTarget", "NGram") and line_ not in OLD_LINES and \
             not (isinstance(draft_len, int) and draft_len > 0):
         problems.append(f"ValueError: max_draft_len must be > 0 for {dtype}")
-    model_field = "speculative_model_dir" if release in ("1.0", "1.1") else "speculative_model"
+    model_field = "speculative_model_dir" if line_ in ("1.0", "1.1", "1.2") else "speculative_model"
     if dtype in ("Eagle3", "Eagle", "Draft_Target", "DraftTarget"):
         if not (config.get(model_field) or config.get("speculative_model_dir")):
             problems.append(f"ValueError: Draft model must be provided for {dtype} ({model_field})")
-    if dtype == "NGram" and release not in ("1.0", "1.1"):
+    if dtype == "NGram" and line_ not in OLD_LINES:
         n = config.get("max_matching_ngram_size", 2)
         if not (isinstance(n, int) and n > 0):
             problems.append("speculative_config.max_matching_ngram_size: Input should be greater than 0")
@@ -86,8 +199,8 @@ def validate_speculative_config(config: Any, release: str) -> list[str]:
     if config.get("use_dynamic_tree") and not (config.get("dynamic_tree_max_topK") or 0) > 0:
         problems.append("ValueError: dynamic_tree_max_topK must be > 0 with use_dynamic_tree")
     schedule = config.get("draft_len_schedule")
-    if schedule is not None:
-        problems += _schedule_problems(schedule, draft_len, config.get("max_concurrency"), release)
+    if schedule is not None and "draft_len_schedule" in _COMMON[line_]:
+        problems += _schedule_problems(schedule, draft_len, config.get("max_concurrency"), line_)
     return problems
 
 
@@ -106,7 +219,7 @@ def _schedule_problems(schedule: Any, draft_len: Any, max_concurrency: Any, rele
     if any(v > (draft_len or 0) for _, v in items):
         out.append("draft_len_schedule: draft lengths must be <= max_draft_len")
     first = items[0]
-    if release == "1.2" and (first[0] != 1 or first[1] != draft_len):
+    if release == "1.3.0rc3" and (first[0] != 1 or first[1] != draft_len):
         out.append("draft_len_schedule must contain key 1 with schedule[1] == max_draft_len")
     if release == "1.3" and first[1] != draft_len:
         out.append("draft_len_schedule: the smallest batch size must map to max_draft_len")
@@ -116,7 +229,7 @@ def _schedule_problems(schedule: Any, draft_len: Any, max_concurrency: Any, rele
 
 
 def validate(args: dict, release: str) -> list[str]:
-    """Every problem TorchLlmArgs (and update_llm_args_with_extra_dict) would raise for these arguments."""
+    """Every problem TorchLlmArgs would raise for these arguments (release: a line, see `line`)."""
     problems = [f"{k}: Extra inputs are not permitted" for k in args if k not in LLM_FIELDS]
     if "model" not in args:
         problems.append("model: Field required")

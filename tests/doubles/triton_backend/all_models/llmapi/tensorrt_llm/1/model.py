@@ -2,9 +2,12 @@
 by specbuild from /work/shared/reference/trtllm-llmapi-path.md §2.1, §2.5, §3.1-3.3. It is not NVIDIA's code.
 
 What it does as the real one does: reads `model.yaml` (or $LLM_CONFIG_PATH) next to itself, requires
-triton_config.max_batch_size and triton_config.decoupled, and builds `tensorrt_llm.LLM(**args)` from every other
-key (the double validates them for its release), so a model.yaml the real model would refuse fails model load
-here too. It does not generate: every request gets an error response.
+triton_config.max_batch_size and triton_config.decoupled, passes every other key through
+`tensorrt_llm.llmapi.llm_utils.update_llm_args_with_extra_dict({}, ...)` and builds `tensorrt_llm.LLM(**args)` from
+the result (MP-1.x `_init_engine`; the double's release decides the parse path), so a model.yaml the real model
+would refuse fails model load here too. Like the multi-instance model (MP-MI, BK docs/llmapi.md:109-180) it reads
+config.pbtxt's `gpu_device_ids` ("0,1;2,3": ';' between instances) and gives each instance its group as
+CUDA_VISIBLE_DEVICES. It does not generate: every request gets an error response.
 """
 
 import os
@@ -29,15 +32,32 @@ def get_model_config(filename="model.yaml"):
         return yaml.safe_load(f)
 
 
+def instance_gpus(args) -> str | None:
+    """This instance's GPU group from config.pbtxt's gpu_device_ids (None: the parameter is not set)."""
+    import json
+
+    parameters = json.loads(args["model_config"]).get("parameters", {})
+    groups = (parameters.get("gpu_device_ids") or {}).get("string_value")
+    if not groups:
+        return None
+    index = int(args.get("model_instance_name", "_0").rsplit("_", 1)[-1] or 0)
+    groups = groups.split(";")
+    return groups[index % len(groups)]
+
+
 class TritonPythonModel:
     def initialize(self, args):
+        gpus = instance_gpus(args)
+        if gpus is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpus
         config = get_model_config()
         triton_config = config.pop("triton_config")
         self.decoupled = bool(triton_config["decoupled"])
         int(triton_config["max_batch_size"])
         from tensorrt_llm import LLM
+        from tensorrt_llm.llmapi.llm_utils import update_llm_args_with_extra_dict
 
-        self.llm = LLM(**config)
+        self.llm = LLM(**update_llm_args_with_extra_dict({}, config))
 
     def execute(self, requests):
         error = pb_utils.TritonError("specbuild's test double of NVIDIA's llmapi model does not generate")
