@@ -96,9 +96,25 @@ def plan_of(ctx: DeployContext, files: list[str], path: Callable[[str], str] = s
     return out
 
 
+def allowed_values(recipe: Recipe) -> None:
+    """The deploy section validated again, as `check` does: a recipe changed in code after loading (model_copy)
+    skips the schema's allow-lists, and nothing in a bundle may come from a value they refuse."""
+    from pydantic import ValidationError
+
+    from specbuild.deploy.schema import DeploySection
+
+    try:
+        DeploySection.model_validate(recipe.deploy.model_dump(warnings=False))
+    except ValidationError as e:
+        problems = "; ".join(f"deploy.{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        raise UserError(f"{recipe.source or 'recipe'}: {problems} — fix the recipe (specbuild check shows where)") \
+            from None
+
+
 def build_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
                  schemas: bool = True) -> tuple[DeployContext, dict[str, str]]:
     """Every file of the bundle as relative path -> text. Writes nothing."""
+    allowed_values(recipe)
     try:
         ctx = context(recipe, layout, folder, trtllm_version)
     except ValueError as e:

@@ -12,6 +12,10 @@ node has GPUs, is refused here with the field to change. One instance pins no GP
 takes the first tp*pp GPUs it sees), so its gpu_device_ids must be [0 .. tp*pp-1]; several instances name theirs in
 config.pbtxt, all inside one node's GPUs. The image must carry TensorRT-LLM 1.0 or newer of llm_api.release (a
 release no NGC container ships gets no bundle unless deploy.image names one: bundle.applies says why).
+
+What a bundle cannot hold is refused here, not when it is written: a Kubernetes release without API schemas to
+validate against, LeaderWorkerSet replicas its webhook refuses, sbatch options that would contradict the ones the
+bundle writes. (The schema's allow-lists and int bounds refuse the rest: specbuild.deploy.schema.)
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import re
 from typing import TYPE_CHECKING, Iterator
 
 from specbuild.deploy import images
-from specbuild.deploy.schema import quantity_value
+from specbuild.deploy.schema import INT32_MAX, quantity_value
 from specbuild.methods import describe
 from specbuild.methods.base import Finding
 
@@ -28,6 +32,31 @@ if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
 LWS_MIN_KUBERNETES = (1, 26)  # kubernetes-sigs/lws installation docs
+LWS_MAX_REPLICAS = 1_000_000  # kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go (scale-out fact sheet §2.1)
+# The Kubernetes releases kubernetes-validate 1.37.0 carries schemas for (scale-out fact sheet §4.1), when it is not
+# installed; when it is, its own list.
+KUBERNETES_RELEASES = tuple((1, minor) for minor in range(25, 38))
+# sbatch options the bundle writes itself (the world, where the job runs and logs), and what sets each
+_WORLD = "the world: build.tp_size, build.pp_size, deploy.gpus_per_node, llm_api.nodes"
+SBATCH_SET = {"--nodes": _WORLD, "--ntasks": _WORLD, "--ntasks-per-node": _WORLD, "--gpus": _WORLD,
+              "--gpus-per-node": _WORLD, "--gpus-per-task": _WORLD,
+              "--job-name": "deploy.name", "--output": "the bundle's slurm/ folder",
+              "--chdir": "the bundle folder the job is submitted from", "--partition": "deploy.slurm.partition",
+              "--account": "deploy.slurm.account", "--time": "deploy.slurm.time",
+              "--cpus-per-task": "deploy.slurm.cpus_per_task"}
+
+
+def kubernetes_versions() -> tuple[tuple[int, int], ...]:
+    """The Kubernetes releases (major, minor) whose API schemas bundles are validated against."""
+    try:
+        from kubernetes_validate.utils import all_versions
+    except ImportError:
+        return KUBERNETES_RELEASES
+    return tuple(sorted({tuple(int(x) for x in v.split(".")[:2]) for v in all_versions()}))
+
+
+def _minor(release: tuple[int, int]) -> str:
+    return ".".join(map(str, release))
 TP_PP = (("build", "tp_size"), ("build", "pp_size"))
 
 
@@ -233,15 +262,35 @@ def _kubernetes_findings(recipe: Recipe) -> Iterator[Finding]:
     k = d.kubernetes
     world = world_of(recipe)
     minor = tuple(int(x) for x in k.version.lstrip("v").split(".")[:2])
-    if world.multi_node and minor < LWS_MIN_KUBERNETES:
+    known = kubernetes_versions()
+    if minor not in known:
+        yield Finding(("deploy", "kubernetes", "version"), f"is {k.version}, not a Kubernetes release the bundle can "
+                      f"be validated against ({_minor(known[0])}..{_minor(known[-1])}: the API schemas of "
+                      f"kubernetes-validate) — write your cluster's release, or the nearest of those")
+    elif world.multi_node and minor < LWS_MIN_KUBERNETES:
         yield Finding(("deploy", "kubernetes", "version"), f"is {k.version} but LeaderWorkerSet (a world spanning "
                       "nodes) needs Kubernetes 1.26 or newer")
-    if minor < (1, 25):
-        yield Finding(("deploy", "kubernetes", "version"), f"is {k.version}: the bundled schemas start at 1.25")
     a = d.autoscaling
     if a.min_replicas > a.max_replicas:
         yield Finding(("deploy", "autoscaling", "min_replicas"), f"is {a.min_replicas}, above max_replicas "
                       f"{a.max_replicas}", also=(("deploy", "autoscaling", "max_replicas"),))
+    if world.multi_node:  # kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go: the rules its CRD lacks
+        field = "max_replicas" if a.max_replicas > a.min_replicas else "min_replicas"
+        most = max(a.min_replicas, a.max_replicas)
+        if most > LWS_MAX_REPLICAS:
+            yield Finding(("deploy", "autoscaling", field), f"is {most} but a LeaderWorkerSet holds at most "
+                          f"{LWS_MAX_REPLICAS:,} replicas (groups of {world.nodes} pods; its admission webhook refuses "
+                          f"more) — use at most {LWS_MAX_REPLICAS}")
+        elif most * world.nodes > INT32_MAX:
+            yield Finding(("deploy", "autoscaling", field), f"is {most}: {most} groups x {world.nodes} pods exceeds "
+                          f"2^31 - 1, which the LeaderWorkerSet webhook refuses — use at most "
+                          f"{INT32_MAX // world.nodes}")
+    for i, option in enumerate(d.slurm.extra_sbatch):
+        name = option.split("=", 1)[0]
+        if name in SBATCH_SET:
+            yield Finding(("deploy", "slurm", "extra_sbatch", i), f"{option!r}: the bundle sets {name} itself "
+                          f"({SBATCH_SET[name]}) — remove it" + (f", or set {SBATCH_SET[name]}"
+                                                                  if SBATCH_SET[name].startswith("deploy.") else ""))
     memory = memory_for(k, world.gpus_per_pod)
     if quantity_value(d.shm_size) > quantity_value(memory):
         yield Finding(("deploy", "shm_size"), f"is {d.shm_size} but the pod's memory is {memory}: /dev/shm "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 from specbuild.deploy.images import ImageChoice, choose_image
 from specbuild.deploy.launch import LaunchPlan, launch_plan
+from specbuild.deploy.schema import K8S_NAME_MAX, K8S_NAME_PATTERN
 from specbuild.deploy.world import World, world_of
 from specbuild.methods import describe
 from specbuild.triton import params
@@ -28,15 +30,23 @@ def bundle_folder(layout: Layout) -> Path:
     return Path(layout.repo_root).absolute().parent / "deploy" / layout.name
 
 
+NAME_HASH = 6  # hex digits of the recipe name's hash a shortened or changed name ends with
+
+
 def k8s_name(recipe: Recipe) -> str:
-    """deploy.name, else the recipe name made a DNS-1035 label of at most 40 characters."""
+    """deploy.name, else the recipe name when it is a DNS-1035 label of at most 40 characters, else the name made
+    one, ending with a hash of the recipe name: two recipes whose names differ only in what the label cannot hold
+    (past 40 characters, case, '_' or '.') still get different objects, claims and folders."""
     if recipe.deploy.name:
         return recipe.deploy.name
+    if re.fullmatch(K8S_NAME_PATTERN, recipe.name):
+        return recipe.name
     name = re.sub(r"[^a-z0-9-]+", "-", recipe.name.lower()).strip("-")
     name = re.sub(r"-{2,}", "-", name)
     if not name or not name[0].isalpha():
         name = f"sb-{name}".rstrip("-")
-    return name[:40].rstrip("-")
+    digest = hashlib.sha256(recipe.name.encode()).hexdigest()[:NAME_HASH]
+    return f"{name[:K8S_NAME_MAX - NAME_HASH - 1].rstrip('-')}-{digest}"
 
 
 @dataclass(frozen=True)

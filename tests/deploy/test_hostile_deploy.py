@@ -1,0 +1,229 @@
+"""Hostile values for the deployment bundles: a recipe is data, and nothing in it may become code on a cluster.
+
+1. Every field of the recipe's `deploy` section (found by walking the schema, so a new field is covered the day it
+   is added) fed the classic injection strings is refused by `specbuild check`, located at file:line:col with the
+   field named; every int field refuses what its manifest or flag cannot hold. A recipe changed in code after it
+   was loaded (which skips the schema) still gets no bundle from such a value.
+2. What Kubernetes cannot hold is refused by `check`, not only when the bundle is written: replicas of 2^31 and
+   10^15, an unknown Kubernetes release, an image reference with a newline; two recipe names that differ only past
+   40 characters (or in case) get different objects, claim and folders.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+from deploy_helpers import ROOT, compile_layout, layout_in, make_recipe, recipe_data
+from pydantic import BaseModel
+
+from specbuild.deploy.bundle import build_bundle
+from specbuild.deploy.checks import deploy_findings
+from specbuild.deploy.context import k8s_name
+from specbuild.deploy.schema import DeploySection
+from specbuild.errors import RecipeError, UserError
+from specbuild.recipe import load_recipe
+
+MARKER = "PWNED"
+# The classic strings, each aimed at one quoting context (none holds a '/': they must also fit a folder name).
+INJECTIONS = [
+    f"$(touch {MARKER})",
+    f"`touch {MARKER}`",
+    f'"; touch {MARKER}; "',
+    f"'; touch {MARKER}; '",
+    f"x\ntouch {MARKER}\n",
+    f"x; touch {MARKER}",
+    f"x && touch {MARKER} || touch {MARKER}",
+    f"x | touch {MARKER}",
+    f"${{IFS}}$(touch${{IFS}}{MARKER})",
+    f"x\r\ntouch {MARKER}",
+]
+TINY = ROOT / "checkpoints" / "tiny"
+
+
+# --- 1. every deploy field ---------------------------------------------------------------------------------------
+
+def leaf_fields(model: type[BaseModel] = DeploySection, prefix: tuple = ("deploy",)) -> dict[tuple, object]:
+    """Every leaf field of the deploy section: path -> its annotation."""
+    out = {}
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            out.update(leaf_fields(ann, (*prefix, name)))
+        else:
+            out[(*prefix, name)] = ann
+    return out
+
+
+FIELDS = leaf_fields()
+
+
+def is_list(annotation) -> bool:
+    return typing.get_origin(annotation) is list
+
+
+def hostile_recipe(tmp_path: Path, values: dict[tuple, object]) -> Path:
+    """The shipped engine recipe with `values` set (path -> value), written with a YAML emitter."""
+    from ruamel.yaml import YAML
+
+    data = recipe_data("eagle")
+    data["model"]["checkpoint"] = str(TINY / "target")
+    data["speculation"]["checkpoint"] = str(TINY / "eagle")
+    for path, value in values.items():
+        node = data
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    out = tmp_path / "hostile.yaml"
+    with open(out, "w") as f:
+        YAML().dump(data, f)
+    return out
+
+
+def problems_of(path: Path) -> dict[str, object]:
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path, check_files=False)
+    return {p.field: p for p in info.value.problems}
+
+
+def test_the_walk_finds_every_kind_of_deploy_field():
+    assert len(FIELDS) >= 40
+    for path in [("deploy", "slurm", "partition"), ("deploy", "slurm", "extra_sbatch"),
+                 ("deploy", "slurm", "image_file"), ("deploy", "image", "repository"), ("deploy", "image", "tag"),
+                 ("deploy", "autoscaling", "max_replicas"), ("deploy", "kubernetes", "probes", "timeout_s")]:
+        assert path in FIELDS
+
+
+@pytest.mark.parametrize("injection", INJECTIONS, ids=range(len(INJECTIONS)))
+def test_every_deploy_field_refuses_injection_at_check(tmp_path, injection):
+    values = {path: [injection] if is_list(ann) else injection for path, ann in FIELDS.items()}
+    found = problems_of(hostile_recipe(tmp_path, values))
+    for path, ann in FIELDS.items():
+        field = ".".join(path) + ("[0]" if is_list(ann) else "")
+        assert field in found, (field, sorted(found))
+        assert found[field].line is not None and found[field].col is not None, found[field]
+
+
+def base_types(annotation) -> set:
+    """The plain types an annotation stands for (Annotated, Optional and unions unwrapped)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return base_types(typing.get_args(annotation)[0])
+    args = typing.get_args(annotation)
+    if args and typing.get_origin(annotation) is not list:
+        return set().union(*(base_types(a) for a in args))
+    return {annotation}
+
+
+INT_FIELDS = [path for path, ann in FIELDS.items() if int in base_types(ann)]
+
+
+INT64_FIELDS = [("deploy", "kubernetes", "termination_grace_period_s")]  # (int64 in Kubernetes)
+
+
+def test_every_int_field_refuses_what_its_file_cannot_hold(tmp_path):
+    assert len(INT_FIELDS) >= 12, INT_FIELDS
+    int32 = [p for p in INT_FIELDS if p not in INT64_FIELDS]
+    for value, fields in ((-1, INT_FIELDS), (2**31, int32), (10**15, int32), (2**63, INT64_FIELDS)):
+        found = problems_of(hostile_recipe(tmp_path, {path: value for path in fields}))
+        for path in fields:
+            assert ".".join(path) in found, (path, value, sorted(found))
+            assert found[".".join(path)].line is not None
+
+
+def test_check_cli_names_file_line_and_field(tmp_path):
+    path = hostile_recipe(tmp_path, {("deploy", "slurm", "partition"): INJECTIONS[4],
+                                     ("deploy", "slurm", "image_file"): '/x"; touch PWNED; "'})
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"))
+    run = subprocess.run([sys.executable, "-m", "specbuild.cli", "check", str(path)], capture_output=True,
+                         text=True, env=env, timeout=60, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr + run.stdout
+    out = run.stderr + run.stdout
+    assert re.search(rf"{re.escape(str(path))}:\d+:\d+: deploy\.slurm\.partition: must be Slurm partition", out), out
+    assert re.search(r"hostile\.yaml:\d+:\d+: deploy\.slurm\.image_file: must be a file path", out), out
+    assert not (tmp_path / MARKER).exists()
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    recipe = make_recipe("eagle")
+    return recipe, compile_layout(tmp_path_factory.mktemp("compiled"), recipe)
+
+
+def with_value(section, path: tuple, value):
+    """A copy of a pydantic section with the leaf at `path` replaced, skipping validation (model_copy)."""
+    if len(path) == 1:
+        return section.model_copy(update={path[0]: value})
+    return section.model_copy(update={path[0]: with_value(getattr(section, path[0]), path[1:], value)})
+
+
+@pytest.mark.parametrize("path", sorted(p for p, ann in FIELDS.items() if p not in INT_FIELDS),
+                         ids=lambda p: ".".join(p[1:]))
+def test_a_value_that_skipped_the_schema_gets_no_bundle(compiled, path):
+    recipe, layout = compiled
+    for injection in (INJECTIONS[0], INJECTIONS[4]):
+        value = [injection] if is_list(FIELDS[path]) else injection
+        bad = recipe.model_copy(update={"deploy": with_value(recipe.deploy, path[1:], value)})
+        with pytest.raises(UserError, match=re.escape(".".join(path))):
+            build_bundle(bad, layout)
+
+
+# --- 2. what a bundle cannot hold, refused at check -------------------------------------------------------------
+
+def findings_of(changes: dict, stem: str = "none") -> dict[str, str]:
+    return {".".join(map(str, f.path)): f.message for f in deploy_findings(make_recipe(stem, changes))}
+
+
+@pytest.mark.parametrize("value", [2**31, 10**15])
+def test_replicas_beyond_int32_are_refused(tmp_path, value):
+    for key in ("min_replicas", "max_replicas"):
+        found = problems_of(hostile_recipe(tmp_path, {("deploy", "autoscaling", key): value}))
+        assert "32-bit" in found[f"deploy.autoscaling.{key}"].message
+
+
+def test_leader_worker_set_replicas_the_webhook_refuses():
+    multi = {"name": "trt-tp8-pp2", "build.tp_size": 8, "build.pp_size": 2, "triton.gpu_device_ids": list(range(8))}
+    found = findings_of({**multi, "deploy.autoscaling": {"min_replicas": 1, "max_replicas": 2_000_000}})
+    assert "at most 1,000,000 replicas" in found["deploy.autoscaling.max_replicas"]
+    assert findings_of({**multi, "deploy.autoscaling": {"min_replicas": 1, "max_replicas": 1_000_000}}) == {}
+
+
+def test_unknown_kubernetes_release_is_refused_at_check(tmp_path):
+    path = hostile_recipe(tmp_path, {("deploy", "kubernetes", "version"): "1.99"})
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path, check_files=False)
+    (problem,) = [p for p in info.value.problems if p.field == "deploy.kubernetes.version"]
+    assert problem.line is not None and "1.25..1.37" in problem.message
+    assert findings_of({"deploy.kubernetes": {"version": "1.33"}}) == {}
+
+
+def test_image_reference_with_a_newline_is_refused_at_check(tmp_path):
+    for key, value in (("repository", "nvcr.io/nvidia/tritonserver\nRUN touch PWNED"),
+                       ("tag", "26.07-trtllm-python-py3\n"), ("repository", "nvcr.io/NVIDIA/Triton")):
+        found = problems_of(hostile_recipe(tmp_path, {("deploy", "image", key): value}))
+        assert found[f"deploy.image.{key}"].line is not None
+
+
+def test_sbatch_options_the_bundle_sets_are_refused():
+    found = findings_of({"deploy.slurm": {"extra_sbatch": ["--exclusive", "--nodes=4", "--partition=big"]}})
+    assert set(found) == {"deploy.slurm.extra_sbatch.1", "deploy.slurm.extra_sbatch.2"}
+    assert "set deploy.slurm.partition" in found["deploy.slurm.extra_sbatch.2"]
+
+
+def test_names_that_differ_past_truncation_get_their_own_objects(tmp_path):
+    long = "speculative-" * 4
+    names = [long + "a", long + "b", "Trt-Eagle", "trt_eagle", "trt-eagle"]
+    recipes = [make_recipe("eagle", {"name": n}) for n in names]
+    objects = [k8s_name(r) for r in recipes]
+    assert len(set(objects)) == len(names), objects
+    assert all(len(o) <= 40 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", o) for o in objects), objects
+    assert objects[-1] == "trt-eagle"  # a name that is a label already stays as it is
+    claims = set()
+    for recipe in recipes[:2]:
+        layout = layout_in(tmp_path / recipe.name, recipe)
+        claims.add(build_bundle(recipe, layout)[0].claim)
+    assert len(claims) == 2
