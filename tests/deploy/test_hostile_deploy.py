@@ -93,7 +93,7 @@ def problems_of(path: Path) -> dict[str, object]:
 
 def test_the_walk_finds_every_kind_of_deploy_field():
     assert len(FIELDS) >= 40
-    for path in [("deploy", "slurm", "partition"), ("deploy", "slurm", "extra_sbatch"),
+    for path in [("deploy", "slurm", "partition"), ("deploy", "slurm", "extra_sbatch"), ("deploy", "mount_root"),
                  ("deploy", "slurm", "image_file"), ("deploy", "image", "repository"), ("deploy", "image", "tag"),
                  ("deploy", "autoscaling", "max_replicas"), ("deploy", "kubernetes", "probes", "timeout_s")]:
         assert path in FIELDS
@@ -222,8 +222,10 @@ def test_names_that_differ_past_truncation_get_their_own_objects(tmp_path):
     assert len(set(objects)) == len(names), objects
     assert all(len(o) <= 40 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", o) for o in objects), objects
     assert objects[-1] == "trt-eagle"  # a name that is a label already stays as it is
-    claims = set()
+    claims, folders = set(), set()
     for recipe in recipes[:2]:
         layout = layout_in(tmp_path / recipe.name, recipe)
-        claims.add(build_bundle(recipe, layout)[0].claim)
-    assert len(claims) == 2
+        plan = build_bundle(recipe, layout, repository=False)[0]
+        claims.add(plan.claim)
+        folders.add(plan.tree)
+    assert len(claims) == len(folders) == 2

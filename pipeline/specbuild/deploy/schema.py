@@ -52,6 +52,10 @@ SBATCH_OPTION_PATTERN = r"--[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:=+@%/-]+)?"
 # comma or colon: the container runtimes' mount lists separate with those).
 _PATH_COMPONENT = r"[A-Za-z0-9_.+-]+"
 FILE_PATH_PATTERN = rf"/?{_PATH_COMPONENT}(/{_PATH_COMPONENT})*"
+ABSOLUTE_PATH_PATTERN = rf"(/{_PATH_COMPONENT})+"
+# Folders of the image a mount root must not cover (the NGC image's tritonserver and MPI, the system).
+RESERVED_ROOTS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/opt/hpcx", "/opt/tritonserver",
+                  "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var")
 
 _SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
            "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "m": 1e-3, "": 1}
@@ -96,6 +100,16 @@ def integer(minimum: int, maximum: int, why: str) -> Any:
                                                                  "maximum": maximum})]
 
 
+def _mount_root_problem(value: str) -> str | None:
+    parts = value.split("/")[1:]
+    if any(p in (".", "..") for p in parts):
+        return "has a '.' or '..' component — write the folder itself, e.g. /models"
+    covered = [r for r in RESERVED_ROOTS if value == r or value.startswith(r + "/") or r.startswith(value + "/")]
+    if covered:
+        return f"is, holds or lies in the image's {covered[0]} — pick a folder of its own, e.g. /models"
+    return None
+
+
 Quantity = allowed(QUANTITY_PATTERN, "a Kubernetes quantity such as 16Gi, 500m or 4")
 Int32Positive = integer(1, INT32_MAX, "Kubernetes and tritonserver hold it as a 32-bit integer")
 Int32NonNegative = integer(0, INT32_MAX, "Kubernetes and tritonserver hold it as a 32-bit integer")
@@ -111,6 +125,9 @@ ImageTag = allowed(IMAGE_TAG_PATTERN, "an image tag (letters, digits, '_', '.', 
 ImageReference = allowed(IMAGE_REFERENCE_PATTERN, "an image reference name[:tag][@digest], e.g. busybox:1.37",
                          max_length=IMAGE_NAME_MAX + 1 + 128 + 1 + 200)
 LabelValue = allowed(LABEL_VALUE_PATTERN, "a Kubernetes label value (letters, digits, '-', '_', '.'; at most 63)")
+AbsolutePath = allowed(ABSOLUTE_PATH_PATTERN, "an absolute folder made of letters, digits and _ . + - (no spaces, "
+                                              "quotes, '$', ',' or ':'), e.g. /models", max_length=255,
+                       extra=_mount_root_problem)
 
 
 def _finite_ratio(value: float) -> float:
@@ -156,10 +173,9 @@ class ImageSection(Section):
 
 
 class StorageSection(Section):
-    """Where the pods find the engines, the tokenizer and the repository: one PersistentVolumeClaim.
-
-    config.pbtxt names the engine and tokenizer folders by absolute path, so the pods mount the claim's
-    sub-folders at the same paths as on the machine that compiled; the bundle's README says how to fill it."""
+    """Where the pods find the engines (or checkpoints), the tokenizer and the repository: one
+    PersistentVolumeClaim, whose folder `<name>` the pods mount at `<mount_root>/<name>`; the bundle's
+    copy-models.sh fills it (README.md)."""
 
     claim_name: DnsLabel | None = None
     """Claim name; default `<name>-models`."""
@@ -171,7 +187,7 @@ class StorageSection(Section):
     access_mode: Literal["ReadWriteMany", "ReadOnlyMany", "ReadWriteOnce"] = "ReadWriteMany"
     """ReadWriteMany (NFS, EFS, Filestore...): replicas and multi-node groups run on several nodes."""
     loader_image: ImageReference = "busybox:1.37"
-    """Image of loader-pod.yaml, the helper pod that `kubectl cp` fills the claim through (needs tar)."""
+    """Image of loader-pod.yaml, the helper pod copy-models.sh fills the claim through (needs sh and tar)."""
 
 
 class ProbeSection(Section):
@@ -257,6 +273,10 @@ class DeploySection(Section):
     name: K8sName | None = None
     """Base name of the Kubernetes objects; default the recipe name made DNS-safe (with a short hash of the
     recipe name when that changes it, so two recipes never share objects)."""
+    mount_root: AbsolutePath = "/models"
+    """Where the containers read the deployment's files: `<mount_root>/<name>/repository`, `.../target` (engines),
+    `.../tokenizer`, `.../model` (checkpoints). The bundle carries the repository with every path it names
+    rewritten below it; the machine that compiled appears only in copy-models.sh, which fills the storage."""
     gpus_per_node: Int32Positive = 8
     """GPUs of one node. Engine flavour: a world (tp_size * pp_size) larger than this spans nodes: a
     LeaderWorkerSet of world / gpus_per_node pods, and triton.gpu_device_ids then lists one node's GPUs. llm-api
