@@ -4,7 +4,15 @@
    is added) fed the classic injection strings is refused by `specbuild check`, located at file:line:col with the
    field named; every int field refuses what its manifest or flag cannot hold. A recipe changed in code after it
    was loaded (which skips the schema) still gets no bundle from such a value.
-2. What Kubernetes cannot hold is refused by `check`, not only when the bundle is written: replicas of 2^31 and
+2. Every path a bundle embeds (the checkpoint folders, the output folders, hence the bundle's own folder) holding
+   those strings: the bundle is written and then RUN — the sbatch script, each Slurm task's ranks.sh, enroot.conf
+   sourced, copy-models.sh (into a folder and into the claim), the containers' commands and the leader's script,
+   the bash blocks of README.md — with bash in a temp folder, with stand-ins on PATH for every program they call
+   (sbatch, srun, scontrol, enroot, apptainer, kubectl, ssh, mpirun, ...) that only record their arguments
+   (kubectl runs the loader pod's `sh -c` locally, into a folder standing for the claim). A file named PWNED
+   anywhere would prove execution; each run must also reach its last command (its recorded arguments), so a
+   script that merely failed to parse cannot pass.
+3. What Kubernetes cannot hold is refused by `check`, not only when the bundle is written: replicas of 2^31 and
    10^15, an unknown Kubernetes release, an image reference with a newline; two recipe names that differ only past
    40 characters (or in case) get different objects, claim and folders.
 """
@@ -13,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import typing
@@ -21,11 +30,13 @@ from pathlib import Path
 import pytest
 from deploy_helpers import ROOT, compile_layout, layout_in, make_recipe, recipe_data
 from pydantic import BaseModel
+from script_helpers import Runner, bash_blocks
 
-from specbuild.deploy.bundle import build_bundle
+from specbuild.deploy.bundle import build_bundle, write_bundle
 from specbuild.deploy.checks import deploy_findings
 from specbuild.deploy.context import k8s_name
 from specbuild.deploy.schema import DeploySection
+from specbuild.deploy.yamlio import load_all
 from specbuild.errors import RecipeError, UserError
 from specbuild.recipe import load_recipe
 
@@ -172,7 +183,120 @@ def test_a_value_that_skipped_the_schema_gets_no_bundle(compiled, path):
             build_bundle(bad, layout)
 
 
-# --- 2. what a bundle cannot hold, refused at check -------------------------------------------------------------
+# --- 2. paths the bundle embeds, and the rendered files run -------------------------------------------------------
+
+def fake_checkpoints(root: Path, name: str) -> Path:
+    """The tiny zoo's folders, copied under a folder whose name is hostile."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    for sub in ("target", "eagle", "eagle3"):
+        shutil.copytree(TINY / sub, folder / sub)
+    return folder
+
+
+def assert_not_executed(root: Path) -> None:
+    hits = [p for p in root.rglob(MARKER)] + [p for p in Path.cwd().glob(MARKER)]
+    assert not hits, hits
+
+
+COMBINED = "".join(INJECTIONS[:4]) + INJECTIONS[6]
+PATH_CASES = {
+    # (recipe stem, changes, the hostile folder name)
+    "engine-enroot": ("eagle", {"name": "trt-eagle-h", "deploy.slurm": {"container_runtime": "enroot"}}, COMBINED),
+    "engine-newline-pyxis": ("eagle", {"name": "trt-eagle-n"}, INJECTIONS[4] + INJECTIONS[9]),
+    "llmapi-2nodes-apptainer": ("llmapi_eagle3", {"name": "trt-e3-h", "build.tp_size": 16, "llm_api.nodes": 2,
+                                                  "triton.gpu_device_ids": list(range(16)),
+                                                  "deploy.slurm": {"container_runtime": "apptainer"}},
+                                INJECTIONS[0] + INJECTIONS[1] + INJECTIONS[8]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PATH_CASES))
+def test_hostile_paths_run_nothing(tmp_path, case):
+    stem, changes, hostile = PATH_CASES[case]
+    root = tmp_path / f"out{hostile}"  # the output folders: engines, repository and the bundle itself
+    ckpt = fake_checkpoints(tmp_path, f"ckpt{hostile}")
+    spec = "eagle3" if stem.startswith("llmapi") else "eagle"
+    recipe = make_recipe(stem, {**changes, "model.checkpoint": str(ckpt / "target"),
+                                "speculation.checkpoint": str(ckpt / spec)})
+    assert hostile in str(recipe.model_dir)
+    layout = compile_layout(root, recipe)
+    bundle = write_bundle(recipe, layout, validate=True)
+    assert hostile in str(bundle)
+    runner = Runner(tmp_path)
+    name = k8s_name(recipe)
+
+    # copy-models.sh, into a folder (the Slurm models folder) and into the claim through the loader pod
+    models = bundle / "models"
+    copy = runner.bash(str(bundle / "copy-models.sh"), str(models))
+    assert copy.returncode == 0, copy.stderr
+    assert (models / name / "repository" / "launch_triton.sh").is_file()
+    copy = runner.bash(str(bundle / "copy-models.sh"), "kubernetes")
+    assert copy.returncode == 0, copy.stderr
+    assert sorted(p.relative_to(runner.claim / name).parts[0] for p in (runner.claim / name).iterdir()) == \
+        sorted(p.name for p in (models / name).iterdir())
+
+    # the sbatch script, submitted from the bundle folder: where it lies now (a folder name the container mounts
+    # cannot hold: refused), and copied to the cluster, where it must reach its last srun
+    sbatch = runner.bash(str(bundle / "slurm" / f"{name}.sbatch"), SLURM_SUBMIT_DIR=str(bundle))
+    assert sbatch.returncode == 2 and "cannot hold a space" in sbatch.stderr, sbatch.stderr
+    cluster = tmp_path / "cluster" / name
+    shutil.copytree(bundle, cluster)
+    runner.clear()
+    sbatch = runner.bash(str(cluster / "slurm" / f"{name}.sbatch"), SLURM_SUBMIT_DIR=str(cluster),
+                         SLURM_JOB_NODELIST="node[1-2]")
+    assert sbatch.returncode == 0, sbatch.stderr
+    last = runner.calls()[-1]
+    assert last[0] == "srun" and last[-2:] == ["bash", str(cluster / "slurm" / "ranks.sh")], last
+    assert not any(hostile in arg for call in runner.calls() for arg in call)  # nothing of the build machine
+    if (bundle / "slurm" / "enroot.conf").is_file():
+        conf = runner.bash("-c", 'source "$1" && environ >/dev/null && echo sourced', "conf",
+                           str(bundle / "slurm" / "enroot.conf"))
+        assert conf.stdout.strip() == "sourced", conf.stderr
+
+    # each Slurm task; the containers' commands, with the containers' tree mapped to the filled folder (the
+    # cluster's copy: a hostile folder name pasted into a script by this test would prove nothing)
+    tree, filled = f"/models/{name}", cluster / "models" / name
+    for rank in range(min(2, recipe.build.tp_size * recipe.build.pp_size)):
+        text = (bundle / "slurm" / "ranks.sh").read_text().replace(tree, str(filled))
+        task = runner.work / "ranks.sh"
+        task.write_text(text)
+        runner.clear()
+        run = runner.bash(str(task), SLURM_PROCID=str(rank),
+                          TRITONSERVER=str(runner.bin / "tritonserver"),
+                          TRTLLM_LLMAPI_LAUNCH=str(runner.bin / "trtllm-llmapi-launch"))
+        ran = runner.calls()
+        # engine leader mode execs the image's tritonserver (absent here: 127); llm-api runs the launch script
+        assert ran or (run.returncode == 127 and "/opt/tritonserver/bin/tritonserver" in run.stderr), run.stderr
+    workload = next(load_all((bundle / f).read_text())[0] for f in ("deployment.yaml", "leaderworkerset.yaml")
+                    if (bundle / f).is_file())
+    if workload["kind"] == "LeaderWorkerSet":
+        c = workload["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+        assert c["command"][:2] == ["bash", "-c"]
+        runner.clear()
+        run = runner.bash("-c", c["command"][2].replace(tree, str(filled)), POD_NAME=f"{name}-0",
+                          POD_NAMESPACE="default", OMPI_MCA_orte_default_hostfile=str(runner.work / "hostfile"),
+                          TRITONSERVER=str(runner.bin / "tritonserver"))
+        assert run.returncode == 0, run.stderr
+        assert runner.calls()[-1][0] == "mpirun", runner.calls()
+        assert "FROM nvcr.io/nvidia/tritonserver:" in (bundle / "Containerfile").read_text()
+    else:
+        c = workload["spec"]["template"]["spec"]["containers"][0]
+        runner.clear()
+        run = runner.bash(*[w.replace(tree, str(filled)) for w in c["command"][1:]],
+                          TRITONSERVER=str(runner.bin / "tritonserver"))
+        assert run.returncode == 0, run.stderr
+        assert runner.calls()[-1][0] == "mpirun"  # the repository's launch script ran to its exec
+
+    # README.md's bash blocks as a reader pastes them in the bundle folder (BUNDLE: its copy on the cluster)
+    for block in bash_blocks((bundle / "README.md").read_text()):
+        runner.clear()
+        run = runner.bash("-c", block.replace("BUNDLE", str(cluster)), cwd=bundle)
+        assert runner.calls(), (block, run.stderr)
+    assert_not_executed(tmp_path)
+
+
+# --- 3. what a bundle cannot hold, refused at check -------------------------------------------------------------
 
 def findings_of(changes: dict, stem: str = "none") -> dict[str, str]:
     return {".".join(map(str, f.path)): f.message for f in deploy_findings(make_recipe(stem, changes))}
