@@ -78,13 +78,15 @@ def is_list(annotation) -> bool:
     return typing.get_origin(annotation) is list
 
 
-def hostile_recipe(tmp_path: Path, values: dict[tuple, object]) -> Path:
-    """The shipped engine recipe with `values` set (path -> value), written with a YAML emitter."""
+def hostile_recipe(tmp_path: Path, values: dict[tuple, object], stem: str = "eagle") -> Path:
+    """A shipped tensorrt-llm recipe with `values` set (path -> value), written with a YAML emitter."""
     from ruamel.yaml import YAML
 
-    data = recipe_data("eagle")
-    data["model"]["checkpoint"] = str(TINY / "target")
-    data["speculation"]["checkpoint"] = str(TINY / "eagle")
+    data = recipe_data(stem)
+    for section in ("model", "speculation"):
+        if "checkpoint" in data.get(section, {}):
+            data[section]["checkpoint"] = str((ROOT / "recipes" / "tensorrt-llm" / data[section]["checkpoint"])
+                                              .resolve())
     for path, value in values.items():
         node = data
         for part in path[:-1]:
@@ -330,6 +332,16 @@ def test_image_reference_with_a_newline_is_refused_at_check(tmp_path):
                        ("tag", "26.07-trtllm-python-py3\n"), ("repository", "nvcr.io/NVIDIA/Triton")):
         found = problems_of(hostile_recipe(tmp_path, {("deploy", "image", key): value}))
         assert found[f"deploy.image.{key}"].line is not None
+
+
+def test_a_world_no_bundle_can_lay_out_is_refused_without_laying_it_out(tmp_path):
+    """tp_size * pp_size = (2^31 - 1)^2 ranks, and llm_api.nodes that do not split the world: `check` answers with
+    the field, at once (each rank is a line of several files; a layout is never built for them)."""
+    big = problems_of(hostile_recipe(tmp_path, {("build", "tp_size"): 2**31 - 1, ("build", "pp_size"): 2**31 - 1}))
+    assert "specbuild writes bundles for at most 4,096" in big["build.tp_size"].message
+    for nodes in (3, 10**9):  # (llmapi_tp2: tp_size 2)
+        uneven = problems_of(hostile_recipe(tmp_path, {("llm_api", "nodes"): nodes}, stem="llmapi_tp2"))
+        assert "do not split evenly" in uneven["llm_api.nodes"].message
 
 
 def test_sbatch_options_the_bundle_sets_are_refused():

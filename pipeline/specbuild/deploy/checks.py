@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
 LWS_MIN_KUBERNETES = (1, 26)  # kubernetes-sigs/lws installation docs
+MAX_WORLD = 4096  # MPI ranks of one deployment (one line each in slurm/ranks.sh; 512 nodes of 8 GPUs)
 LWS_MAX_REPLICAS = 1_000_000  # kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go (scale-out fact sheet §2.1)
 # The Kubernetes releases kubernetes-validate 1.37.0 carries schemas for (scale-out fact sheet §4.1), when it is not
 # installed; when it is, its own list.
@@ -79,9 +80,17 @@ def deploy_findings(recipe: Recipe) -> Iterator[Finding]:
     from specbuild.deploy.kind import deploy_kind
 
     kind = deploy_kind(recipe)
-    yield from WORLD_RULES[kind](recipe)
+    world = recipe.build.tp_size * recipe.build.pp_size
+    if world > MAX_WORLD:  # (before anything lays the world out: a rank is a line of several files)
+        yield Finding(("build", "tp_size"), f"tp_size * pp_size = {world:,} MPI ranks, but a deployment bundle lists "
+                      f"every rank (slurm/ranks.sh) and node, and specbuild writes bundles for at most {MAX_WORLD:,} "
+                      "— use the parallelism your GPUs have", also=TP_PP[1:])
+        return
+    world_problems = list(WORLD_RULES[kind](recipe))
+    yield from world_problems
     yield from IMAGE_RULES[kind](recipe)
-    yield from _kubernetes_findings(recipe)
+    # the rules that read the laid-out world run only on a world the recipe's checks accept
+    yield from _kubernetes_findings(recipe, laid_out=not world_problems and LAYS_OUT[kind](recipe))
 
 
 def _engine_world_findings(recipe: Recipe) -> Iterator[Finding]:
@@ -157,6 +166,17 @@ def _fewest_nodes(world: int, per_node: int) -> int:
 
 
 WORLD_RULES = {"engine": _engine_world_findings, "llm-api": _llmapi_world_findings}
+
+
+def _llmapi_lays_out(recipe: Recipe) -> bool:
+    """Whether llm_api.nodes splits the world evenly, one instance across nodes (the flavour's checks refuse the
+    rest, saying why)."""
+    a, b = recipe.llm_api, recipe.build
+    return a.nodes == 1 or (a.instances == 1 and (b.tp_size * b.pp_size) % a.nodes == 0 and
+                            b.tp_size * b.pp_size >= a.nodes)
+
+
+LAYS_OUT = {"engine": lambda recipe: True, "llm-api": _llmapi_lays_out}
 
 
 def _ngc_tag(img) -> tuple[list[Finding], str | None]:
@@ -254,27 +274,28 @@ def _engine_image_findings(recipe: Recipe) -> Iterator[Finding]:
 IMAGE_RULES = {"engine": _engine_image_findings, "llm-api": _llmapi_image_findings}
 
 
-def _kubernetes_findings(recipe: Recipe) -> Iterator[Finding]:
+def _kubernetes_findings(recipe: Recipe, *, laid_out: bool) -> Iterator[Finding]:
     from specbuild.deploy.kubernetes import memory_for
     from specbuild.deploy.world import world_of
 
     d = recipe.deploy
     k = d.kubernetes
-    world = world_of(recipe)
+    world = world_of(recipe) if laid_out else None
     minor = tuple(int(x) for x in k.version.lstrip("v").split(".")[:2])
     known = kubernetes_versions()
     if minor not in known:
         yield Finding(("deploy", "kubernetes", "version"), f"is {k.version}, not a Kubernetes release the bundle can "
                       f"be validated against ({_minor(known[0])}..{_minor(known[-1])}: the API schemas of "
                       f"kubernetes-validate) — write your cluster's release, or the nearest of those")
-    elif world.multi_node and minor < LWS_MIN_KUBERNETES:
+    elif world and world.multi_node and minor < LWS_MIN_KUBERNETES:
         yield Finding(("deploy", "kubernetes", "version"), f"is {k.version} but LeaderWorkerSet (a world spanning "
                       "nodes) needs Kubernetes 1.26 or newer")
     a = d.autoscaling
     if a.min_replicas > a.max_replicas:
         yield Finding(("deploy", "autoscaling", "min_replicas"), f"is {a.min_replicas}, above max_replicas "
                       f"{a.max_replicas}", also=(("deploy", "autoscaling", "max_replicas"),))
-    if world.multi_node:  # kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go: the rules its CRD lacks
+    # the LeaderWorkerSet rules its CRD lacks (kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go)
+    if world and world.multi_node:
         field = "max_replicas" if a.max_replicas > a.min_replicas else "min_replicas"
         most = max(a.min_replicas, a.max_replicas)
         if most > LWS_MAX_REPLICAS:
@@ -291,7 +312,7 @@ def _kubernetes_findings(recipe: Recipe) -> Iterator[Finding]:
             yield Finding(("deploy", "slurm", "extra_sbatch", i), f"{option!r}: the bundle sets {name} itself "
                           f"({SBATCH_SET[name]}) — remove it" + (f", or set {SBATCH_SET[name]}"
                                                                   if SBATCH_SET[name].startswith("deploy.") else ""))
-    memory = memory_for(k, world.gpus_per_pod)
+    memory = memory_for(k, world.gpus_per_pod if world else 1)
     if quantity_value(d.shm_size) > quantity_value(memory):
         yield Finding(("deploy", "shm_size"), f"is {d.shm_size} but the pod's memory is {memory}: /dev/shm "
                       "counts against the memory limit — raise deploy.kubernetes.memory or lower shm_size",

@@ -76,8 +76,8 @@ def ranks_script(ctx: DeployContext) -> str:
     return "\n".join(lines) + "\n"
 
 
-ENROOT_CONF_TEXT = """# enroot start --conf (specbuild): keep the task's environment (SLURM_PROCID, PMIx) in the container.
-# The mounts are enroot start --mount options of the sbatch script.
+ENROOT_CONF_TEXT = """# enroot start --conf (specbuild): keep the task's environment (SLURM_PROCID, PMIx) in the
+# container. The mounts are enroot start --mount options of the sbatch script.
 environ() {
   env
 }

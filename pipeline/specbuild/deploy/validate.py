@@ -13,7 +13,8 @@
    ports agree with the repository's launch script and the recipe; probes hit /v2/health/live and /v2/health/ready
    on the HTTP port; /dev/shm is a memory volume within the memory limit; every path config.pbtxt reads is mounted;
    selectors match the pods; the HPA scales the workload on a recorded metric; the draft and target engines run on
-   the GPUs the recipe names, inside the pod's GPUs.
+   the GPUs the recipe names, inside the pod's GPUs; the bundle's repository/ is the compiled repository with the
+   containers' paths, and no file that runs in the cluster names a folder of the machine that compiled.
 
 Each problem is a BundleFinding: file, field path, message. `check_bundle` raises them as one UserError.
 """
