@@ -121,9 +121,13 @@ def test_missing_dev_shm(single, tmp_path):
 
 
 def test_unmounted_engine_folder(single, tmp_path):
-    found = broken(single, tmp_path, "deployment.yaml",
-                   lambda d: container(d).update(volumeMounts=container(d)["volumeMounts"][:2]))
-    assert any("target engine" in f and "is not mounted" in f for f in found), found
+    def repository_only(d):  # the claim's repository folder alone, where the whole deployment folder belongs
+        models = container(d)["volumeMounts"][1]
+        models.update(mountPath=models["mountPath"] + "/repository", subPath=models["subPath"] + "/repository")
+    found = broken(single, tmp_path, "deployment.yaml", repository_only)
+    assert any("/models/trt-none/target (target engine) is not mounted" in f for f in found), found
+    assert any("/models/trt-none/target (tensorrt_llm/config.pbtxt gpt_model_path) is not mounted" in f
+               for f in found), found  # what the repository's config.pbtxt reads
 
 
 def test_hpa_aimed_at_another_workload(single, tmp_path):

@@ -9,7 +9,6 @@ compiled beside it (engine folders carry only config.json; llm-api repositories 
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 
 import pytest
@@ -63,7 +62,7 @@ def test_two_nodes_of_eight_gpus_is_a_leader_worker_set(bundles):
         assert c["resources"]["limits"]["nvidia.com/gpu"] == 8
     leader = lwt["leaderTemplate"]["spec"]["containers"][0]
     assert leader["command"][-1].rstrip().endswith(
-        "exec bash " + shlex.quote(str(layout.repository())) + "/launch_triton.sh --exit-timeout-secs=30")
+        "exec bash /models/trt-tp8-pp2/repository/launch_triton.sh --exit-timeout-secs=30")  # deploy.mount_root
     assert "ports" not in lwt["workerTemplate"]["spec"]["containers"][0]
     plan = bundle_plan(recipe, layout)
     assert plan["layout"] == {"node 0": "ranks 0..7 on GPUs 0,1,2,3,4,5,6,7 (rank 0 serves)",
@@ -82,17 +81,20 @@ def test_draft_target_tp2_places_both_engines_on_the_recipes_gpus(bundles):
     dep = load_all((folder / "deployment.yaml").read_text())[0]
     c = dep["spec"]["template"]["spec"]["containers"][0]
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 3  # draft on GPU 0, target on 1,2
-    repo = layout.repository()
-    assert 'string_value: "1,2"' in (repo / "tensorrt_llm" / "config.pbtxt").read_text()
-    assert 'string_value: "0"' in (repo / "tensorrt_llm_draft" / "config.pbtxt").read_text()
-    mounts = {m["mountPath"] for m in c["volumeMounts"]}
-    assert {str(layout.engine("target")), str(layout.engine("draft")), str(repo)} <= mounts
+    repo = folder / "repository"  # the repository the pods serve: the compiled one with the containers' paths
+    target, draft = ((repo / m / "config.pbtxt").read_text() for m in ("tensorrt_llm", "tensorrt_llm_draft"))
+    assert 'string_value: "1,2"' in target and 'string_value: "0"' in draft
+    assert 'string_value: "/models/trt-dt-tp2/target"' in target
+    assert 'string_value: "/models/trt-dt-tp2/draft"' in draft
+    assert str(layout.engine("target")) in (layout.repository() / "tensorrt_llm" / "config.pbtxt").read_text()
+    mounts = {m["mountPath"]: m["subPath"] for m in c["volumeMounts"] if m["name"] == "models"}
+    assert mounts == {"/models/trt-dt-tp2": "trt-dt-tp2"}
     rule = load_all((folder / "prometheusrule.yaml").read_text())[0]
     records = {r["record"]: r["expr"] for r in rule["spec"]["groups"][0]["rules"]}
     assert 'model="tensorrt_llm_bls"' in records["triton:queue_compute:ratio"]
     assert "specbuild_spec_decode_num_accepted_tokens_total" in records["specbuild:acceptance_length:mean"]
     ranks = (folder / "slurm" / "ranks.sh").read_text()
-    assert "exec bash " + shlex.quote(str(repo / "launch_triton.sh")) + " --exit-timeout-secs=30" in ranks
+    assert "exec bash /models/trt-dt-tp2/repository/launch_triton.sh --exit-timeout-secs=30" in ranks
 
 
 def test_engine_methods_record_no_acceptance_length(bundles):

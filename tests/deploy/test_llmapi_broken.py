@@ -90,11 +90,13 @@ def test_nvidia_launcher_instead_of_the_launch_command(single, tmp_path):
 
 
 def test_unmounted_eagle3_head(single, tmp_path):
-    recipe, _, _ = single
-    head = str(recipe.resolve(recipe.speculation.checkpoint))
-    found = broken(single, tmp_path, "deployment.yaml", lambda d: container(d).update(
-        volumeMounts=[m for m in container(d)["volumeMounts"] if m["mountPath"] != head]))
-    # llm_api.release 1.2: speculative_model_dir (llmapi fact sheet §0)
+    head = "/models/trt-llmapi-eagle3/speculative-model"  # where the pods read it (deploy.mount_root)
+
+    def model_only(d):  # the claim's model folder alone, where the whole deployment folder belongs
+        models = container(d)["volumeMounts"][1]
+        models.update(mountPath=models["mountPath"] + "/model", subPath=models["subPath"] + "/model")
+    # llm_api.release 1.2 writes speculative_model_dir (llmapi/releases.py)
+    found = broken(single, tmp_path, "deployment.yaml", model_only)
     assert any(f"{head} (model.yaml speculative_config.speculative_model_dir) is not mounted" in f for f in found), found
     assert any("tensorrt_llm/1/model.yaml speculative_config.speculative_model_dir" in f and "is not mounted" in f
                for f in found), found  # read from the repository's model.yaml on disk too
@@ -160,9 +162,10 @@ def test_queue_compute_of_another_model(single, tmp_path):
 
 def test_slurm_task_that_runs_tritonserver_itself(multi, tmp_path):
     recipe, layout, _ = multi
+    repository = f"/models/{recipe.name}/repository"
     found = edited_text(multi, tmp_path, "slurm/ranks.sh", lambda t: t.replace(
-        "exec bash " + str(layout.repository() / "launch_triton.sh"),
-        "exec trtllm-llmapi-launch /opt/tritonserver/bin/tritonserver --model-repository=" + str(layout.repository())))
+        f"exec bash {repository}/launch_triton.sh",
+        f"exec trtllm-llmapi-launch /opt/tritonserver/bin/tritonserver --model-repository={repository}"))
     assert any("slurm/ranks.sh" in f and "must exec the repository's launch command" in f for f in found), found
 
 

@@ -39,12 +39,13 @@ def container_of(pod_template):
     return pod_template["spec"]["containers"][0]
 
 
-def model_yaml_of(layout):
-    return load_model_yaml((layout.repository() / "tensorrt_llm" / "1" / "model.yaml").read_text())
+def model_yaml_of(repository):
+    return load_model_yaml((repository / "tensorrt_llm" / "1" / "model.yaml").read_text())
 
 
-def launch_command(layout):
-    return ["bash", str(layout.repository() / "launch_triton.sh"), "--exit-timeout-secs=30"]
+def launch_command(recipe):
+    """The repository's launch command where the containers read it (deploy.mount_root /models)."""
+    return ["bash", f"/models/{recipe.name}/repository/launch_triton.sh", "--exit-timeout-secs=30"]
 
 
 def test_every_llmapi_example_is_bundled():
@@ -59,17 +60,19 @@ def test_validates_and_mounts_every_checkpoint_model_yaml_names(bundles, name):
     workload = only(folder, "leaderworkerset.yaml" if recipe.llm_api.nodes > 1 else "deployment.yaml")
     templates = ([workload["spec"]["leaderWorkerTemplate"][k] for k in ("leaderTemplate", "workerTemplate")]
                  if recipe.llm_api.nodes > 1 else [workload["spec"]["template"]])
-    data = model_yaml_of(layout)
+    data = model_yaml_of(folder / "repository")  # the repository the pods serve
     named = [data["model"], data["tokenizer"]]
     spec = data.get("speculative_config") or {}
     named += [spec[k] for k in ("speculative_model", "speculative_model_dir") if k in spec]
+    tree = f"/models/{recipe.name}"
     for template in templates:
         mounts = {m["mountPath"]: m for m in container_of(template)["volumeMounts"]}
-        for path in [*named, str(layout.repository())]:
-            assert path.startswith("/") and path in mounts, (path, sorted(mounts))
-            assert mounts[path]["readOnly"] is True
-        assert mounts["/dev/shm"]["name"] == "dshm"
-        assert not any("engines" in p for p in mounts)  # the LLM loads checkpoints: nothing built ahead of time
+        assert mounts[tree]["readOnly"] is True and mounts[tree]["subPath"] == recipe.name
+        for path in named:
+            assert path.startswith(tree + "/"), (path, tree)
+        assert mounts["/dev/shm"]["name"] == "dshm" and [m["name"] for m in mounts.values()].count("models") == 1
+    copies = (folder / "copy-models.sh").read_text()
+    assert "engines" not in copies  # the LLM loads checkpoints: nothing built ahead of time
     # the image carries llm_api.release (1.2 -> TensorRT-LLM 1.2.1: containers 26.04-26.07, the newest taken)
     assert container_of(templates[0])["image"] == "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
     # monitoring: the queue:compute ratio of tensorrt_llm, no acceptance series (counters are response tensors)
@@ -86,28 +89,27 @@ def test_validates_and_mounts_every_checkpoint_model_yaml_names(bundles, name):
 def test_single_node_runs_exactly_the_launch_command(bundles, name):
     recipe, layout, folder = bundles[name]
     c = container_of(only(folder, "deployment.yaml")["spec"]["template"])
-    assert c["command"] == launch_command(layout) and "args" not in c
+    assert c["command"] == launch_command(recipe) and "args" not in c
     world = recipe.build.tp_size * recipe.build.pp_size  # tensor parallelism inside one tritonserver
-    assert c["resources"]["limits"]["nvidia.com/gpu"] == world == model_yaml_of(layout)["tensor_parallel_size"]
+    tp = model_yaml_of(layout.repository())["tensor_parallel_size"]
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == world == tp
     script = (layout.repository() / "launch_triton.sh").read_text()
     assert "trtllm-llmapi-launch" not in script.split("set -euo pipefail")[1]  # plain tritonserver on one node
     sbatch = (folder / "slurm" / f"{recipe.name}.sbatch").read_text()
     assert f"#SBATCH --nodes=1\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node={world}\n" in sbatch
     assert "srun --mpi=none --ntasks=1 " in sbatch
     ranks = (folder / "slurm" / "ranks.sh").read_text()
-    assert ranks.rstrip().splitlines()[-1] == "exec " + shlex.join(launch_command(layout))
+    assert ranks.rstrip().splitlines()[-1] == "exec " + shlex.join(launch_command(recipe))
 
 
 def test_eagle3_head_is_the_mounted_speculative_model(bundles):
     recipe, layout, folder = bundles["llmapi_eagle3"]
     head = str(recipe.resolve(recipe.speculation.checkpoint))
-    # llm_api.release 1.2 writes speculative_model_dir, the name 1.1 and 1.3.0rc3 both know (llmapi fact sheet §0)
-    assert model_yaml_of(layout)["speculative_config"]["speculative_model_dir"] == head
-    c = container_of(only(folder, "deployment.yaml")["spec"]["template"])
-    subs = {m["mountPath"]: m.get("subPath") for m in c["volumeMounts"]}
-    assert subs[head] == "trt-llmapi-eagle3/speculative-model"
-    assert f"kubectl cp {head} default/trt-llmapi-eagle3-loader:/models/trt-llmapi-eagle3/speculative-model" in \
-        (folder / "README.md").read_text()
+    # llm_api.release 1.2 writes speculative_model_dir, the name 1.1 and 1.3.0rc3 both know (llmapi/releases.py)
+    assert model_yaml_of(layout.repository())["speculative_config"]["speculative_model_dir"] == head  # where compiled
+    assert model_yaml_of(folder / "repository")["speculative_config"]["speculative_model_dir"] == \
+        "/models/trt-llmapi-eagle3/speculative-model"  # where the pods read it
+    assert f"copy {head} trt-llmapi-eagle3/speculative-model" in (folder / "copy-models.sh").read_text()
 
 
 def test_two_nodes_every_rank_runs_the_launch_command_under_mpi(bundles):
@@ -119,7 +121,8 @@ def test_two_nodes_every_rank_runs_the_launch_command_under_mpi(bundles):
     leader, worker = (container_of(lwt[k]) for k in ("leaderTemplate", "workerTemplate"))
     assert leader["resources"]["limits"]["nvidia.com/gpu"] == worker["resources"]["limits"]["nvidia.com/gpu"] == 8
     lines = leader["command"][2].strip().splitlines()
-    assert lines[-1] == "exec mpirun --allow-run-as-root -np 16 --map-by ppr:8:node " + shlex.join(launch_command(layout))
+    mpirun = "exec mpirun --allow-run-as-root -np 16 --map-by ppr:8:node "
+    assert lines[-1] == mpirun + shlex.join(launch_command(recipe))
     assert '"$POD_NAME slots=8"' in leader["command"][2] and '"$worker slots=8"' in leader["command"][2]
     assert "ports" in leader and "ports" not in worker and "startupProbe" not in worker
     assert only(folder, "service.yaml")["spec"]["selector"] == {"leaderworkerset.sigs.k8s.io/name": recipe.name,
@@ -135,17 +138,18 @@ def test_two_nodes_every_rank_runs_the_launch_command_under_mpi(bundles):
     assert "srun --mpi=pmix --ntasks=16 --ntasks-per-node=8 --distribution=block " in sbatch
     ranks = (folder / "slurm" / "ranks.sh").read_text()
     assert "SLURM_PROCID" not in ranks  # every task runs the same command; trtllm-llmapi-launch reads the rank
-    assert [ln for ln in ranks.splitlines() if ln.startswith("exec ")] == ["exec " + shlex.join(launch_command(layout))]
+    assert [ln for ln in ranks.splitlines() if ln.startswith("exec ")] == ["exec " + shlex.join(launch_command(recipe))]
 
 
 def test_eagle3_tp16_on_enroot_binds_the_checkpoints(bundles):
     recipe, layout, folder = bundles["llmapi-eagle3-tp16-2nodes"]
-    conf = (folder / "slurm" / "enroot.conf").read_text()
     head = str(recipe.resolve(recipe.speculation.checkpoint))
-    for path in (head, str(recipe.model_dir), str(layout.repository())):
-        assert f'echo "{path} {path} none bind,ro"' in conf
+    copies = (folder / "copy-models.sh").read_text()
+    for path, sub in ((head, "speculative-model"), (str(recipe.model_dir), "model")):
+        assert f"copy {path} {recipe.name}/{sub}" in copies
     sbatch = (folder / "slurm" / f"{recipe.name}.sbatch").read_text()
     assert "srun --mpi=pmix --ntasks=16 --ntasks-per-node=8 " in sbatch and "enroot start --conf" in sbatch
+    assert f"TREE=/models/{recipe.name}\n" in sbatch and '--mount "$SOURCE:$TREE:none:x-create=dir,bind,ro"' in sbatch
     hpa = only(folder, "hpa.yaml")
     assert hpa["spec"]["scaleTargetRef"]["kind"] == "LeaderWorkerSet"
 
@@ -153,7 +157,7 @@ def test_eagle3_tp16_on_enroot_binds_the_checkpoints(bundles):
 def test_two_instances_share_one_pod_without_mpi(bundles):
     recipe, layout, folder = bundles["llmapi-2x-tp2-instances"]
     c = container_of(only(folder, "deployment.yaml")["spec"]["template"])
-    assert c["command"] == launch_command(layout)
+    assert c["command"] == launch_command(recipe)
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 4
     config = (layout.repository() / "tensorrt_llm" / "config.pbtxt").read_text()
     assert 'string_value: "0,1;2,3"' in config and re.search(r"count: 2\b", config)

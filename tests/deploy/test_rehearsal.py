@@ -50,8 +50,13 @@ def prepared(root, stem):
     build_engines(reference, local)
     repo = write_repository(reference, local)
     (repo / SCRIPT_NAME).write_text(launch_script(recipe, "target"))
-    assert (repo / SCRIPT_NAME).read_text() == (gpu.repository() / SCRIPT_NAME).read_text()
-    return recipe, bundle, {str(gpu.repository()): str(repo)}
+    assert (repo / SCRIPT_NAME).read_text() == (bundle / "repository" / SCRIPT_NAME).read_text()
+    return recipe, bundle, {container_repository(recipe): str(repo)}
+
+
+def container_repository(recipe):
+    """Where the bundle's containers read the repository (deploy.mount_root /models)."""
+    return f"/models/{recipe.name}/repository"
 
 
 def run(bundle, paths, work, **kw):
@@ -123,7 +128,7 @@ def llmapi_prepared(root, stem):
     repo = runtime_for(reference).write_repository(reference, layout_in(root / "local", reference), "target")
     for rel in ("launch_triton.sh", "tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"):
         assert (repo / rel).read_text() == (gpu.repository() / rel).read_text(), rel  # only model.py differs
-    return recipe, bundle, {str(gpu.repository()): str(repo)}
+    return recipe, bundle, {container_repository(recipe): str(repo)}
 
 
 def test_llmapi_single_node_command_serves_streams_and_stops(tmp_path):
@@ -176,13 +181,19 @@ def test_llmapi_commands_exec_tritonserver_with_the_bundles_arguments(tmp_path, 
     import subprocess
     import sys
 
+    from specbuild.deploy.rehearse import map_word
+
     recipe = make_recipe(stem, changes)
     gpu = compile_layout(tmp_path / "gpu", recipe)
     bundle = write_bundle(recipe, gpu, validate=True)
+    here = {container_repository(recipe): str(bundle / "repository")}  # the repository the containers serve
     if launcher == "deployment.yaml":
         argv = load_all((bundle / launcher).read_text())[0]["spec"]["template"]["spec"]["containers"][0]["command"]
+        argv = [map_word(w, here) for w in argv]
     else:
-        argv = ["bash", str(bundle / launcher)]
+        task = tmp_path / "ranks.sh"
+        task.write_text((bundle / launcher).read_text().replace(*next(iter(here.items()))))
+        argv = ["bash", str(task)]
     tools = tmp_path / "tools"
     tools.mkdir()
     for name in ("tritonserver", "trtllm-llmapi-launch"):
@@ -195,7 +206,7 @@ def test_llmapi_commands_exec_tritonserver_with_the_bundles_arguments(tmp_path, 
     run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     calls = [json.loads(line)["argv"] for line in record.read_text().splitlines()]
-    server = ["tritonserver", f"--model-repository={gpu.repository()}", "--http-port=8000", "--grpc-port=8001",
+    server = ["tritonserver", f"--model-repository={bundle / 'repository'}", "--http-port=8000", "--grpc-port=8001",
               "--metrics-port=8002", "--exit-timeout-secs=30"]
     if recipe.llm_api.nodes > 1:  # the wrapper gets the whole tritonserver command, on every task alike
         assert calls == [["trtllm-llmapi-launch", str(tools / "tritonserver"), *server[1:]]]

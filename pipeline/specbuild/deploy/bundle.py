@@ -9,12 +9,18 @@ Files (plain YAML + kustomization.yaml, `kubectl apply -k deploy/<name>`):
     service.yaml, podmonitor.yaml, prometheusrule.yaml, hpa.yaml (when max_replicas > min_replicas),
     rbac.yaml + mpi.yaml + Containerfile (multi-node), loader-pod.yaml (fills the claim; not applied by -k),
     (the same files for both flavours: engine and llm-api, specbuild.deploy.kind)
-    slurm/<name>.sbatch + slurm/ranks.sh (+ slurm/enroot.conf), bundle.json (this plan), README.md
+    slurm/<name>.sbatch + slurm/ranks.sh (+ slurm/enroot.conf), bundle.json (this plan), README.md,
+    repository/ (the compiled repository with the containers' paths: specbuild.deploy.repository),
+    copy-models.sh (fills the claim or the Slurm models folder: specbuild.deploy.copying)
+
+Nothing of the machine that compiled appears in what runs in the cluster: the containers read below
+deploy.mount_root; only copy-models.sh names the folders it copies from.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -22,7 +28,9 @@ from specbuild import atomic
 from specbuild.deploy import kubernetes as k8s
 from specbuild.deploy import monitoring
 from specbuild.deploy.context import DeployContext, bundle_folder, context
+from specbuild.deploy.copying import COPY_SCRIPT, copy_script
 from specbuild.deploy.readme import bundle_readme
+from specbuild.deploy.repository import FOLDER, container_repository
 from specbuild.deploy.slurm import slurm_files
 from specbuild.deploy.world import describe
 from specbuild.deploy.yamlio import dump_all
@@ -83,22 +91,41 @@ def plan_of(ctx: DeployContext, files: list[str], path: Callable[[str], str] = s
         "pods": (f"LeaderWorkerSet groups of {w.nodes} pods (leader {ctx.name}-<group>, workers "
                  f"{ctx.name}-<group>-<i>), {w.gpus_per_pod} GPU(s) each" if w.multi_node
                  else f"one pod per replica with {w.gpus_per_pod} GPU(s)"),
-        "command": " ".join(path(a) if a.startswith("/") else a for a in ctx.launch.container_argv),
-        **({"leader": "writes the hostfile, then execs "
-                      + " ".join(path(a) if a.startswith("/") else a for a in ctx.launch.leader_argv)}
+        "command": shlex.join(ctx.launch.container_argv),
+        **({"leader": "writes the hostfile, then execs " + shlex.join(ctx.launch.leader_argv)}
            if ctx.launch.leader_argv and w.multi_node else {}),
         "replicas": f"{ctx.deploy.autoscaling.min_replicas}..{ctx.deploy.autoscaling.max_replicas}"
                     + (f" (HPA on {monitoring.QUEUE_COMPUTE} of {ctx.scale_model})" if k8s.autoscaled(ctx) else ""),
-        "storage": f"claim {ctx.claim}: " + "; ".join(f"{m.what} {m.sub_path} at {path(m.path)}" for m in ctx.mounts),
+        "storage": f"claim {ctx.claim}, folder {ctx.name} at {ctx.tree} in the containers: "
+                   + "; ".join(f"{m.what} {m.container} <- "
+                               + (f"{FOLDER}/ (the compiled repository, its paths rewritten)" if m.bundled
+                                  else path(str(m.source))) for m in ctx.mounts),
         "slurm": f"sbatch slurm/{ctx.name}.sbatch ({ctx.deploy.slurm.container_runtime})",
         "files": files,
     }
     return out
 
 
+def allowed_values(recipe: Recipe) -> None:
+    """The deploy section validated again, as `check` does: a recipe changed in code after loading (model_copy)
+    skips the schema's allow-lists, and nothing in a bundle may come from a value they refuse."""
+    from pydantic import ValidationError
+
+    from specbuild.deploy.schema import DeploySection
+
+    try:
+        DeploySection.model_validate(recipe.deploy.model_dump(warnings=False))
+    except ValidationError as e:
+        problems = "; ".join(f"deploy.{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        raise UserError(f"{recipe.source or 'recipe'}: {problems} — fix the recipe (specbuild check shows where)") \
+            from None
+
+
 def build_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
-                 schemas: bool = True) -> tuple[DeployContext, dict[str, str]]:
-    """Every file of the bundle as relative path -> text. Writes nothing."""
+                 schemas: bool = True, repository: bool = True) -> tuple[DeployContext, dict[str, str]]:
+    """Every file of the bundle as relative path -> text (repository=False: without repository/, which needs the
+    compiled repository). Writes nothing."""
+    allowed_values(recipe)
     try:
         ctx = context(recipe, layout, folder, trtllm_version)
     except ValueError as e:
@@ -111,14 +138,17 @@ def build_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, 
     files = {rel: dump_all(d, header) for rel, d in docs.items()}
     files[KUSTOMIZATION] = dump_all([kustomization(ctx, list(docs))], header)
     files["loader-pod.yaml"] = dump_all([k8s.loader_pod(ctx)], header + "\nNot in the kustomization: "
-                                        "apply it to fill the claim with kubectl cp (README.md)")
+                                        "apply it to fill the claim with copy-models.sh (README.md)")
     if ctx.world.multi_node:
         files["Containerfile"] = k8s.containerfile(ctx)
     files.update(slurm_files(ctx))
-    names = sorted([*files, PLAN_FILE, "README.md"])
+    files[COPY_SCRIPT] = copy_script(ctx)
+    names = sorted([*files, PLAN_FILE, "README.md", f"{FOLDER}/"])
     plan = plan_of(ctx, names)
     files[PLAN_FILE] = json.dumps(plan, indent=2) + "\n"
     files["README.md"] = bundle_readme(ctx, plan, schemas)
+    if repository:
+        files.update({f"{FOLDER}/{rel}": text for rel, text in container_repository(ctx).items()})
     return ctx, files
 
 
@@ -129,8 +159,8 @@ def bundle_plan(recipe: Recipe, layout: Layout, *, trtllm_version: str | None = 
         return {"bundle": f"none: {why_not}"}
     from specbuild.paths import show
 
-    ctx, files = build_bundle(recipe, layout, trtllm_version=trtllm_version)
-    return plan_of(ctx, sorted(files), show)
+    ctx, files = build_bundle(recipe, layout, trtllm_version=trtllm_version, repository=False)
+    return plan_of(ctx, sorted([*files, f"{FOLDER}/"]), show)
 
 
 def write_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
@@ -152,7 +182,7 @@ def write_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, 
             path = partial / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-            if rel.endswith((".sh", ".sbatch")):
+            if rel.endswith((".sh", ".sbatch")):  # (bash runs them: the mode is for people)
                 path.chmod(0o755)
         check_bundle(partial, recipe, layout, schemas=schemas, bundle_folder=target)
     return target

@@ -12,6 +12,10 @@ node has GPUs, is refused here with the field to change. One instance pins no GP
 takes the first tp*pp GPUs it sees), so its gpu_device_ids must be [0 .. tp*pp-1]; several instances name theirs in
 config.pbtxt, all inside one node's GPUs. The image must carry TensorRT-LLM 1.0 or newer of llm_api.release (a
 release no NGC container ships gets no bundle unless deploy.image names one: bundle.applies says why).
+
+What a bundle cannot hold is refused here, not when it is written: a Kubernetes release without API schemas to
+validate against, LeaderWorkerSet replicas its webhook refuses, sbatch options that would contradict the ones the
+bundle writes. (The schema's allow-lists and int bounds refuse the rest: specbuild.deploy.schema.)
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import re
 from typing import TYPE_CHECKING, Iterator
 
 from specbuild.deploy import images
-from specbuild.deploy.schema import quantity_value
+from specbuild.deploy.schema import INT32_MAX, quantity_value
 from specbuild.methods import describe
 from specbuild.methods.base import Finding
 
@@ -28,6 +32,32 @@ if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
 LWS_MIN_KUBERNETES = (1, 26)  # kubernetes-sigs/lws installation docs
+MAX_WORLD = 4096  # MPI ranks of one deployment (one line each in slurm/ranks.sh; 512 nodes of 8 GPUs)
+LWS_MAX_REPLICAS = 1_000_000  # kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go (scale-out fact sheet §2.1)
+# The Kubernetes releases kubernetes-validate 1.37.0 carries schemas for (scale-out fact sheet §4.1), when it is not
+# installed; when it is, its own list.
+KUBERNETES_RELEASES = tuple((1, minor) for minor in range(25, 38))
+# sbatch options the bundle writes itself (the world, where the job runs and logs), and what sets each
+_WORLD = "the world: build.tp_size, build.pp_size, deploy.gpus_per_node, llm_api.nodes"
+SBATCH_SET = {"--nodes": _WORLD, "--ntasks": _WORLD, "--ntasks-per-node": _WORLD, "--gpus": _WORLD,
+              "--gpus-per-node": _WORLD, "--gpus-per-task": _WORLD,
+              "--job-name": "deploy.name", "--output": "the bundle's slurm/ folder",
+              "--chdir": "the bundle folder the job is submitted from", "--partition": "deploy.slurm.partition",
+              "--account": "deploy.slurm.account", "--time": "deploy.slurm.time",
+              "--cpus-per-task": "deploy.slurm.cpus_per_task"}
+
+
+def kubernetes_versions() -> tuple[tuple[int, int], ...]:
+    """The Kubernetes releases (major, minor) whose API schemas bundles are validated against."""
+    try:
+        from kubernetes_validate.utils import all_versions
+    except ImportError:
+        return KUBERNETES_RELEASES
+    return tuple(sorted({tuple(int(x) for x in v.split(".")[:2]) for v in all_versions()}))
+
+
+def _minor(release: tuple[int, int]) -> str:
+    return ".".join(map(str, release))
 TP_PP = (("build", "tp_size"), ("build", "pp_size"))
 
 
@@ -50,9 +80,17 @@ def deploy_findings(recipe: Recipe) -> Iterator[Finding]:
     from specbuild.deploy.kind import deploy_kind
 
     kind = deploy_kind(recipe)
-    yield from WORLD_RULES[kind](recipe)
+    world = recipe.build.tp_size * recipe.build.pp_size
+    if world > MAX_WORLD:  # (before anything lays the world out: a rank is a line of several files)
+        yield Finding(("build", "tp_size"), f"tp_size * pp_size = {world:,} MPI ranks, but a deployment bundle lists "
+                      f"every rank (slurm/ranks.sh) and node, and specbuild writes bundles for at most {MAX_WORLD:,} "
+                      "— use the parallelism your GPUs have", also=TP_PP[1:])
+        return
+    world_problems = list(WORLD_RULES[kind](recipe))
+    yield from world_problems
     yield from IMAGE_RULES[kind](recipe)
-    yield from _kubernetes_findings(recipe)
+    # the rules that read the laid-out world run only on a world the recipe's checks accept
+    yield from _kubernetes_findings(recipe, laid_out=not world_problems and LAYS_OUT[kind](recipe))
 
 
 def _engine_world_findings(recipe: Recipe) -> Iterator[Finding]:
@@ -128,6 +166,17 @@ def _fewest_nodes(world: int, per_node: int) -> int:
 
 
 WORLD_RULES = {"engine": _engine_world_findings, "llm-api": _llmapi_world_findings}
+
+
+def _llmapi_lays_out(recipe: Recipe) -> bool:
+    """Whether llm_api.nodes splits the world evenly, one instance across nodes (the flavour's checks refuse the
+    rest, saying why)."""
+    a, b = recipe.llm_api, recipe.build
+    return a.nodes == 1 or (a.instances == 1 and (b.tp_size * b.pp_size) % a.nodes == 0 and
+                            b.tp_size * b.pp_size >= a.nodes)
+
+
+LAYS_OUT = {"engine": lambda recipe: True, "llm-api": _llmapi_lays_out}
 
 
 def _ngc_tag(img) -> tuple[list[Finding], str | None]:
@@ -225,24 +274,45 @@ def _engine_image_findings(recipe: Recipe) -> Iterator[Finding]:
 IMAGE_RULES = {"engine": _engine_image_findings, "llm-api": _llmapi_image_findings}
 
 
-def _kubernetes_findings(recipe: Recipe) -> Iterator[Finding]:
+def _kubernetes_findings(recipe: Recipe, *, laid_out: bool) -> Iterator[Finding]:
     from specbuild.deploy.kubernetes import memory_for
     from specbuild.deploy.world import world_of
 
     d = recipe.deploy
     k = d.kubernetes
-    world = world_of(recipe)
+    world = world_of(recipe) if laid_out else None
     minor = tuple(int(x) for x in k.version.lstrip("v").split(".")[:2])
-    if world.multi_node and minor < LWS_MIN_KUBERNETES:
+    known = kubernetes_versions()
+    if minor not in known:
+        yield Finding(("deploy", "kubernetes", "version"), f"is {k.version}, not a Kubernetes release the bundle can "
+                      f"be validated against ({_minor(known[0])}..{_minor(known[-1])}: the API schemas of "
+                      f"kubernetes-validate) — write your cluster's release, or the nearest of those")
+    elif world and world.multi_node and minor < LWS_MIN_KUBERNETES:
         yield Finding(("deploy", "kubernetes", "version"), f"is {k.version} but LeaderWorkerSet (a world spanning "
                       "nodes) needs Kubernetes 1.26 or newer")
-    if minor < (1, 25):
-        yield Finding(("deploy", "kubernetes", "version"), f"is {k.version}: the bundled schemas start at 1.25")
     a = d.autoscaling
     if a.min_replicas > a.max_replicas:
         yield Finding(("deploy", "autoscaling", "min_replicas"), f"is {a.min_replicas}, above max_replicas "
                       f"{a.max_replicas}", also=(("deploy", "autoscaling", "max_replicas"),))
-    memory = memory_for(k, world.gpus_per_pod)
+    # the LeaderWorkerSet rules its CRD lacks (kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go)
+    if world and world.multi_node:
+        field = "max_replicas" if a.max_replicas > a.min_replicas else "min_replicas"
+        most = max(a.min_replicas, a.max_replicas)
+        if most > LWS_MAX_REPLICAS:
+            yield Finding(("deploy", "autoscaling", field), f"is {most} but a LeaderWorkerSet holds at most "
+                          f"{LWS_MAX_REPLICAS:,} replicas (groups of {world.nodes} pods; its admission webhook refuses "
+                          f"more) — use at most {LWS_MAX_REPLICAS}")
+        elif most * world.nodes > INT32_MAX:
+            yield Finding(("deploy", "autoscaling", field), f"is {most}: {most} groups x {world.nodes} pods exceeds "
+                          f"2^31 - 1, which the LeaderWorkerSet webhook refuses — use at most "
+                          f"{INT32_MAX // world.nodes}")
+    for i, option in enumerate(d.slurm.extra_sbatch):
+        name = option.split("=", 1)[0]
+        if name in SBATCH_SET:
+            yield Finding(("deploy", "slurm", "extra_sbatch", i), f"{option!r}: the bundle sets {name} itself "
+                          f"({SBATCH_SET[name]}) — remove it" + (f", or set {SBATCH_SET[name]}"
+                                                                  if SBATCH_SET[name].startswith("deploy.") else ""))
+    memory = memory_for(k, world.gpus_per_pod if world else 1)
     if quantity_value(d.shm_size) > quantity_value(memory):
         yield Finding(("deploy", "shm_size"), f"is {d.shm_size} but the pod's memory is {memory}: /dev/shm "
                       "counts against the memory limit — raise deploy.kubernetes.memory or lower shm_size",

@@ -1,14 +1,21 @@
-"""Everything a bundle's files are made from, derived once from the recipe and the compile layout."""
+"""Everything a bundle's files are made from, derived once from the recipe and the compile layout.
+
+Two kinds of paths, never mixed: the containers read everything below `<deploy.mount_root>/<name>` (the Kubernetes
+claim's folder `<name>`, a Slurm job's models folder), and only copy-models.sh, which runs where the recipe was
+compiled, names the folders there (`Mount.source`).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Callable
 
 from specbuild.deploy.images import ImageChoice, choose_image
 from specbuild.deploy.launch import LaunchPlan, launch_plan
+from specbuild.deploy.schema import K8S_NAME_MAX, K8S_NAME_PATTERN
 from specbuild.deploy.world import World, world_of
 from specbuild.methods import describe
 from specbuild.triton import params
@@ -28,22 +35,38 @@ def bundle_folder(layout: Layout) -> Path:
     return Path(layout.repo_root).absolute().parent / "deploy" / layout.name
 
 
+# What the containers read besides the repository, per kind (specbuild.deploy.kind)
+PATHS_READ = {"engine": "engines, tokenizer", "llm-api": "checkpoints (model, tokenizer, speculative model)"}
+NAME_HASH = 6  # hex digits of the recipe name's hash a shortened or changed name ends with
+
+
 def k8s_name(recipe: Recipe) -> str:
-    """deploy.name, else the recipe name made a DNS-1035 label of at most 40 characters."""
+    """deploy.name, else the recipe name when it is a DNS-1035 label of at most 40 characters, else the name made
+    one, ending with a hash of the recipe name: two recipes whose names differ only in what the label cannot hold
+    (past 40 characters, case, '_' or '.') still get different objects, claims and folders."""
     if recipe.deploy.name:
         return recipe.deploy.name
+    if re.fullmatch(K8S_NAME_PATTERN, recipe.name):
+        return recipe.name
     name = re.sub(r"[^a-z0-9-]+", "-", recipe.name.lower()).strip("-")
     name = re.sub(r"-{2,}", "-", name)
     if not name or not name[0].isalpha():
         name = f"sb-{name}".rstrip("-")
-    return name[:40].rstrip("-")
+    digest = hashlib.sha256(recipe.name.encode()).hexdigest()[:NAME_HASH]
+    return f"{name[:K8S_NAME_MAX - NAME_HASH - 1].rstrip('-')}-{digest}"
 
 
 @dataclass(frozen=True)
 class Mount:
     what: str  # repository | target/draft engine | tokenizer | model.yaml's model / tokenizer / speculative model
-    path: str  # absolute: the same path in the container as on the machine that compiled (the repository names it)
-    sub_path: str  # folder inside the claim
+    source: Path  # the folder where the recipe was compiled (the repository: the bundle carries its container copy)
+    sub_path: str  # <name>/<slug>: its folder in the storage (claim, Slurm models folder)
+    container: str  # <mount_root>/<name>/<slug>: where the containers read it
+
+    @property
+    def bundled(self) -> bool:
+        """Copied from the bundle itself (its repository/), not from `source`."""
+        return self.what == "repository"
 
 
 @dataclass(frozen=True)
@@ -67,7 +90,25 @@ class DeployContext:
 
     @property
     def repository(self) -> Path:
+        """The compiled repository, where the recipe was compiled (the bundle's repository/ is its container copy)."""
         return Path(self.layout.repository("target")).absolute()
+
+    @property
+    def tree(self) -> str:
+        """Where the containers read this deployment's files: <mount_root>/<name>."""
+        return tree_of(self.recipe, self.name)
+
+    @property
+    def container_repository(self) -> str:
+        return f"{self.tree}/{REPOSITORY_SLUG}"
+
+    def in_container(self, path: str) -> str | None:
+        """Where the containers read a folder or file of the machine that compiled; None when no mount holds it."""
+        p = Path(path)
+        for m in sorted(self.mounts, key=lambda m: -len(str(m.source))):
+            if p == m.source or m.source in p.parents:
+                return str(PurePosixPath(m.container, *p.relative_to(m.source).parts))
+        return None
 
     @property
     def claim(self) -> str:
@@ -144,28 +185,35 @@ MONITORING_KINDS: dict[str, Callable[[Recipe], tuple[str, bool]]] = {"engine": _
                                                                    "llm-api": _llmapi_monitoring}
 
 
-def mounts_of(recipe: Recipe, layout: Layout) -> tuple[Mount, ...]:
+REPOSITORY_SLUG = "repository"
+
+
+def tree_of(recipe: Recipe, name: str) -> str:
+    return f"{recipe.deploy.mount_root.rstrip('/')}/{name}"
+
+
+def mounts_of(recipe: Recipe, layout: Layout, name: str) -> tuple[Mount, ...]:
     from specbuild.deploy.kind import deploy_kind
 
-    return _unique(layout, MOUNT_KINDS[deploy_kind(recipe)](recipe, layout))
+    return _unique(name, tree_of(recipe, name), MOUNT_KINDS[deploy_kind(recipe)](recipe, layout))
 
 
-def _unique(layout: Layout, wanted: list[tuple[str, Path, str]]) -> tuple[Mount, ...]:
-    """(what, absolute path, folder name in the claim) -> mounts; a folder inside another mounted one is not
-    mounted again."""
+def _unique(name: str, tree: str, wanted: list[tuple[str, Path, str]]) -> tuple[Mount, ...]:
+    """(what, absolute folder where compiled, its folder name in the tree) -> mounts; a folder inside another one
+    is not copied again (the containers find it inside that one)."""
     out: list[Mount] = []
     for what, path, slug in wanted:
-        if any(path == Path(m.path) or Path(m.path) in path.parents for m in out):
+        if any(path == m.source or m.source in path.parents for m in out):
             continue
-        out.append(Mount(what, str(path), f"{layout.name}/{slug}"))
+        out.append(Mount(what, path, f"{name}/{slug}", f"{tree}/{slug}"))
     return tuple(out)
 
 
 def engine_mounts(recipe: Recipe, layout: Layout) -> list[tuple[str, Path, str]]:
-    """The repository, the engines it serves and the tokenizer, each mounted at its own absolute path (config.pbtxt
-    names them; converted checkpoints and logs stay behind)."""
+    """The repository, the engines it serves and the tokenizer (config.pbtxt names them; converted checkpoints
+    and logs stay behind)."""
     engines = [("draft" if m == "tensorrt_llm_draft" else "target") for m in params.core_models(recipe, "target")]
-    return [("repository", Path(layout.repository("target")).absolute(), "repository"),
+    return [("repository", Path(layout.repository("target")).absolute(), REPOSITORY_SLUG),
             *((f"{role} engine", Path(layout.engine(role)).absolute(), role) for role in engines),
             ("tokenizer", recipe.tokenizer_dir.absolute(), "tokenizer")]
 
@@ -185,10 +233,9 @@ def llmapi_paths(recipe: Recipe) -> dict[str, str]:
 
 def llmapi_mounts(recipe: Recipe, layout: Layout) -> list[tuple[str, Path, str]]:
     """The repository and every checkpoint folder model.yaml names (Hugging Face checkpoints, the draft model or
-    EAGLE-3 head; no engines: the LLM loads them itself), each at the absolute path model.yaml gives — the
-    repository is not rewritten for the container, so the bundle serves exactly the compiled repository."""
+    EAGLE-3 head; no engines: the LLM loads them itself)."""
     slugs = {"model": "model", "tokenizer": "tokenizer"}
-    return [("repository", Path(layout.repository("target")).absolute(), "repository"),
+    return [("repository", Path(layout.repository("target")).absolute(), REPOSITORY_SLUG),
             *((f"model.yaml {key}", Path(path), slugs.get(key, "speculative-model"))
               for key, path in llmapi_paths(recipe).items())]
 
@@ -199,7 +246,8 @@ MOUNT_KINDS: dict[str, Callable[[Recipe, Layout], list[tuple[str, Path, str]]]] 
 
 def context(recipe: Recipe, layout: Layout, folder: Path | None = None,
             trtllm_version: str | None = None) -> DeployContext:
-    repository = Path(layout.repository("target")).absolute()
+    name = k8s_name(recipe)
+    repository = Path(f"{tree_of(recipe, name)}/{REPOSITORY_SLUG}")  # the containers' path
     return DeployContext(recipe=recipe, layout=layout, folder=Path(folder or bundle_folder(layout)).absolute(),
-                         name=k8s_name(recipe), image=choose_image(recipe, trtllm_version), world=world_of(recipe),
-                         launch=launch_plan(recipe, repository), mounts=mounts_of(recipe, layout))
+                         name=name, image=choose_image(recipe, trtllm_version), world=world_of(recipe),
+                         launch=launch_plan(recipe, repository), mounts=mounts_of(recipe, layout, name))

@@ -14,6 +14,7 @@ from specbuild.deploy.schema import quantity_value
 LIVE_PATH = "/v2/health/live"
 READY_PATH = "/v2/health/ready"  # 200 once every model is loaded (strict readiness, tritonserver's default)
 HOSTFILE = "/tmp/specbuild-hostfile"
+LOADER_ROOT = "/models"  # where loader-pod.yaml mounts the whole claim (copy-models.sh writes through it)
 CONTAINER = "triton"  # first container: `kubectl exec` (kubessh) without -c would pick it anyway
 
 # Open MPI 4 (HPC-X in NGC images) reads MCA parameters from OMPI_MCA_* variables: the rsh agent that starts
@@ -66,9 +67,9 @@ def resources(ctx: DeployContext) -> dict[str, Any]:
 
 
 def volume_mounts(ctx: DeployContext) -> list[dict[str, Any]]:
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    mounts += [{"name": "models", "mountPath": m.path, "subPath": m.sub_path, "readOnly": True} for m in ctx.mounts]
-    return mounts
+    """/dev/shm, and the claim's folder <name> at <mount_root>/<name>, where the repository names every folder."""
+    return [{"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "models", "mountPath": ctx.tree, "subPath": ctx.name, "readOnly": True}]
 
 
 def volumes(ctx: DeployContext, *, mpi: bool = False) -> list[dict[str, Any]]:
@@ -223,13 +224,13 @@ def claim(ctx: DeployContext) -> dict[str, Any]:
 
 
 def loader_pod(ctx: DeployContext) -> dict[str, Any]:
-    """A helper pod with the claim writable at /models, for `kubectl cp` (not part of the kustomization)."""
+    """A helper pod with the claim writable at /models, for copy-models.sh (not part of the kustomization)."""
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": meta(ctx, f"{ctx.name}-loader", **{"app.kubernetes.io/component": "loader"}),
             "spec": {"restartPolicy": "Never",
                      "containers": [{"name": "loader", "image": ctx.deploy.storage.loader_image,
                                      "command": ["sleep", "86400"],
-                                     "volumeMounts": [{"name": "models", "mountPath": "/models"}]}],
+                                     "volumeMounts": [{"name": "models", "mountPath": LOADER_ROOT}]}],
                      "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": ctx.claim}}]}}
 
 

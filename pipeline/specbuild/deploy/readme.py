@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from specbuild.deploy.context import DeployContext
+from specbuild.deploy.copying import COPY_SCRIPT
 from specbuild.deploy.launch import SLURM_EVERY_TASK, SLURM_ONE_TASK, SLURM_RANKS
 from specbuild.deploy.monitoring import ACCEPTANCE_LENGTH, QUEUE_COMPUTE
+from specbuild.deploy.repository import FOLDER
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,8 @@ def _llmapi_request(ctx: DeployContext) -> str:
 KIND_TEXT = {
     "engine": KindText(
         contents="the engines, tokenizer and repository",
-        named_by="`config.pbtxt` names the engine and tokenizer folders by their absolute paths on the machine that "
-                 "compiled",
+        named_by="`config.pbtxt` names the engine and tokenizer folders by absolute paths: in this bundle's "
+                 "`repository/` they are the containers' paths",
         load="the engines to load",
         image=lambda ctx: f"the tag must carry the TensorRT-LLM release that built the engines "
                           f"({ctx.image.trtllm_version or 'unknown'})",
@@ -50,9 +52,8 @@ KIND_TEXT = {
     "llm-api": KindText(
         contents="the checkpoints and repository",
         named_by="`tensorrt_llm/1/model.yaml` names the Hugging Face checkpoints (model, tokenizer, and the draft model "
-                 "or EAGLE-3 head of speculative_config) by their absolute paths on the machine that compiled — there "
-                 "are no engines: the LLM loads the checkpoints itself. The repository is not rewritten for the "
-                 "container",
+                 "or EAGLE-3 head of speculative_config) by absolute paths: in this bundle's `repository/` they are "
+                 "the containers' paths (there are no engines: the LLM loads the checkpoints itself)",
         load="the LLM to load the checkpoints (and capture its CUDA graphs)",
         image=lambda ctx: f"the tag must carry TensorRT-LLM {ctx.recipe.llm_api.release}.x (llm_api.release: "
                           f"model.yaml is written in that release's spelling; 1.0 or newer, containers 25.09 and "
@@ -95,8 +96,10 @@ def bundle_readme(ctx: DeployContext, plan: dict[str, Any], schemas: bool = True
     text = KIND_TEXT[ctx.kind]
     loader = f"{name}-loader"
     layout = "\n".join(f"- {k}: {v}" for k, v in plan["layout"].items())
-    copy = "\n".join(f"kubectl cp {m.path} {ns}/{loader}:/models/{m.sub_path}" for m in ctx.mounts)
-    parents = sorted({m.sub_path.rsplit("/", 1)[0] for m in ctx.mounts})
+    sources = "\n".join(f"- `{m.container}` <- " + (f"`{FOLDER}/` of this bundle" if m.bundled else
+                                                    f"`{shlex.quote(str(m.source))}`") + f" ({m.what})"
+                        for m in ctx.mounts)
+    bare = ctx.deploy.slurm.container_runtime == "none"
     multi = ""
     if w.multi_node:
         launch = MULTI_NODE[ctx.kind].format(nodes=w.nodes, world=w.world_size)
@@ -120,6 +123,11 @@ validated against the v0.10.0 CRD) must be installed in the cluster.
     leader = (f"\n- across nodes every rank runs that command: the leader pod writes the hostfile, then execs "
               f"`{shlex.join(ctx.launch.leader_argv)}`" if ctx.launch.leader_argv and w.multi_node else "")
     checks = "cross-checks (world size, ports, the launch command, probe paths, GPUs, mounts)"
+    slurm_fill = (f"bash {COPY_SCRIPT} HOST:{ctx.deploy.mount_root}   # the nodes read {ctx.tree} themselves"
+                  if bare else f"bash {COPY_SCRIPT} HOST:BUNDLE/models   # or a folder of your own: MODELS_DIR=...")
+    slurm_tree = (f"The nodes read `{ctx.tree}` directly (no container)." if bare else
+                  f"The job binds `$MODELS_DIR/{name}` (default `models/{name}` in the bundle) at `{ctx.tree}` in the "
+                  "container, read-only.")
     validated = (f"Validated offline before it was written: each manifest against the Kubernetes "
                  f"{ctx.deploy.kubernetes.version} schemas (strict: unknown fields are errors), the LeaderWorkerSet and "
                  f"Prometheus Operator objects against their CRDs, and {checks}." if schemas else
@@ -138,18 +146,23 @@ these files. {validated}
 
 ## 1. Storage: put {text.contents} on the claim
 
-{text.named_by}, so the pods mount sub-folders of the claim `{ctx.claim}` at exactly those paths:
+{text.named_by}.
 
-{chr(10).join(f"- `{m.path}` <- claim `{m.sub_path}` ({m.what})" for m in ctx.mounts)}
+The containers read everything below `{ctx.tree}` (`deploy.mount_root` in the recipe), where the pods mount the
+folder `{name}` of the claim `{ctx.claim}` read-only. `{COPY_SCRIPT}` fills it from the machine that compiled (the
+only file here that names its folders):
 
-Edit `deploy.storage` in the recipe for the size ({ctx.deploy.storage.size}), storage class and access mode
-({ctx.deploy.storage.access_mode}; replicas and groups on several nodes need ReadWriteMany). Fill it once:
+{sources}
+
+It copies with `tar -h`, following symlinks: a Hugging Face hub-cache snapshot (files linked into `../../blobs/`)
+lands as the files themselves. Edit `deploy.storage` in the recipe for the size ({ctx.deploy.storage.size}),
+storage class and access mode ({ctx.deploy.storage.access_mode}; replicas and groups on several nodes need
+ReadWriteMany). Fill it once, and again after each compile:
 
 ```bash
 kubectl apply -f storage.yaml -f loader-pod.yaml
 kubectl wait -n {ns} --for=condition=Ready pod/{loader}
-kubectl exec -n {ns} {loader} -- mkdir -p {" ".join(f"/models/{p}" for p in parents)}
-{copy}
+bash {COPY_SCRIPT} kubernetes
 kubectl delete -n {ns} pod/{loader}
 ```
 {multi}
@@ -177,11 +190,14 @@ default rule (`helm install prometheus-adapter prometheus-community/prometheus-a
 
 ## 4. Slurm
 
+Copy this bundle folder to the cluster's shared filesystem, fill its tree from the machine that compiled, and
+submit from the bundle folder:
+
 ```bash
-sbatch slurm/{name}.sbatch
+{slurm_fill}
+cd BUNDLE && sbatch slurm/{name}.sbatch
 ```
 
 {w.nodes} node(s), {w.gpus_per_pod} GPU(s) each, container runtime `{ctx.deploy.slurm.container_runtime}`
-(`deploy.slurm` in the recipe: pyxis, enroot, apptainer or none). {tasks} The paths above must exist on the
-cluster's shared filesystem.
+(`deploy.slurm` in the recipe: pyxis, enroot, apptainer or none). {tasks} {slurm_tree}
 """

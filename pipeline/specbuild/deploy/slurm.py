@@ -8,6 +8,11 @@ with slurm"). The llm-api flavour: on one node one task runs the launch command 
 several instances run without MPI); across nodes every task runs it under `srun --mpi=pmix`, where
 trtllm-llmapi-launch makes rank 0 serve (llmapi fact sheet §7.5, BK docs/llmapi.md). The container runtime is one
 function each.
+
+The job runs from the bundle folder as copied to the cluster ($SLURM_SUBMIT_DIR) and binds the deployment's tree
+from $MODELS_DIR (default the bundle's models/) where the repository names it (deploy.mount_root): no path of the
+machine that compiled appears. Recipe values are allow-listed by the schema and quoted with shlex.quote; the only
+words written unquoted are expansions of the script's own variables (`Shell`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import shlex
 from typing import Callable
 
-from specbuild.deploy.context import DeployContext
+from specbuild.deploy.context import PATHS_READ, DeployContext
 from specbuild.deploy.launch import SLURM_EVERY_TASK, SLURM_ONE_TASK, SLURM_RANKS
 
 RANKS_SCRIPT = "ranks.sh"
@@ -28,14 +33,13 @@ def enroot_uri(reference: str) -> str:
     return f"{first}#{rest}" if rest and ("." in first or ":" in first) else reference
 
 
-PATHS_READ = {"engine": "engines, tokenizer", "llm-api": "checkpoints (model, tokenizer, speculative model)"}
-NAMED_BY = {"engine": "config.pbtxt", "llm-api": "model.yaml"}
+class Shell(str):
+    """A word written into a script as it is: an expansion of the script's own variables, made of constants of this
+    module only. Every other word is quoted with shlex.quote."""
 
 
-def host_paths(ctx: DeployContext) -> list[str]:
-    """What the ranks read: the repository, engines or checkpoints, tokenizer (at their own paths) and the
-    bundle."""
-    return [m.path for m in ctx.mounts] + [str(ctx.folder)]
+def words(parts: list[str]) -> str:
+    return " ".join(p if isinstance(p, Shell) else shlex.quote(p) for p in parts)
 
 
 def tasks_per_node(ctx: DeployContext) -> int:
@@ -72,41 +76,54 @@ def ranks_script(ctx: DeployContext) -> str:
     return "\n".join(lines) + "\n"
 
 
+ENROOT_CONF_TEXT = """# enroot start --conf (specbuild): keep the task's environment (SLURM_PROCID, PMIx) in the
+# container. The mounts are enroot start --mount options of the sbatch script.
+environ() {
+  env
+}
+"""
+
+
 def enroot_conf(ctx: DeployContext) -> str:
-    """enroot start --conf: keep the task's environment (SLURM_PROCID, PMIx) and bind the paths read-only."""
-    lines = ["# enroot start --conf (specbuild): the task's environment and the paths the ranks read.",
-             "environ() {", "  env", "}", "mounts() {"]
-    lines += [f'  echo "{p} {p} none bind,ro"' for p in host_paths(ctx)]
-    lines += ["}"]
-    return "\n".join(lines) + "\n"
+    return ENROOT_CONF_TEXT
 
 
 # --- container runtimes: (lines before srun, srun options, command prefix inside srun) -------------------------
+# Each binds the deployment's tree ($SOURCE on the cluster) where the repository names it ($TREE), read-only, and
+# the bundle ($BUNDLE) at its own path (ranks.sh).
 
 Runtime = Callable[[DeployContext, str], tuple[list[str], list[str], list[str]]]
+RANKS = Shell(f'"$BUNDLE/slurm/{RANKS_SCRIPT}"')
 
 
-def _pyxis(ctx: DeployContext, image_file: str) -> tuple[list[str], list[str], list[str]]:
-    mounts = ",".join(f"{p}:{p}:ro" for p in host_paths(ctx))
-    return [], [f"--container-image={enroot_uri(ctx.image.reference)}", f"--container-mounts={mounts}"], []
+def _pyxis(ctx: DeployContext, image_default: str) -> tuple[list[str], list[str], list[str]]:
+    return [], [f"--container-image={enroot_uri(ctx.image.reference)}",
+                Shell('--container-mounts="$SOURCE:$TREE:ro,$BUNDLE:$BUNDLE:ro"')], []
 
 
-def _enroot(ctx: DeployContext, image_file: str) -> tuple[list[str], list[str], list[str]]:
+def _enroot(ctx: DeployContext, image_default: str) -> tuple[list[str], list[str], list[str]]:
     name = f"specbuild-{ctx.name}"
-    pre = [f'SQSH="${{SQSH:-{image_file}}}"',
-           f'[ -f "$SQSH" ] || enroot import --output "$SQSH" {shlex.quote("docker://" + enroot_uri(ctx.image.reference))}',
-           f'srun --ntasks-per-node=1 enroot create --force --name {name} "$SQSH"']
-    return pre, [], ["enroot", "start", "--conf", str(ctx.folder / "slurm" / ENROOT_CONF), name]
+    # enroot start --mount takes fstab fields separated by ':' (NVIDIA/enroot src/runtime.sh@012d362, runtime::start
+    # and _do_mounts_fini)
+    pre = [f"SQSH_DEFAULT={image_default}",
+           'SQSH="${SQSH:-$SQSH_DEFAULT}"',
+           '[ -f "$SQSH" ] || ' + words(["enroot", "import", "--output", Shell('"$SQSH"'),
+                                        "docker://" + enroot_uri(ctx.image.reference)]),
+           words(["srun", "--ntasks-per-node=1", "enroot", "create", "--force", "--name", name, Shell('"$SQSH"')])]
+    return pre, [], ["enroot", "start", "--conf", Shell(f'"$BUNDLE/slurm/{ENROOT_CONF}"'),
+                     "--mount", Shell('"$SOURCE:$TREE:none:x-create=dir,bind,ro"'),
+                     "--mount", Shell('"$BUNDLE:$BUNDLE:none:x-create=dir,bind,ro"'), name]
 
 
-def _apptainer(ctx: DeployContext, image_file: str) -> tuple[list[str], list[str], list[str]]:
-    pre = [f'SIF="${{SIF:-{image_file}}}"',
-           f'[ -f "$SIF" ] || apptainer pull "$SIF" {shlex.quote("docker://" + ctx.image.reference)}']
-    binds = ",".join(f"{p}:{p}:ro" for p in host_paths(ctx))
-    return pre, [], ["apptainer", "exec", "--nv", "--bind", binds, '"$SIF"']
+def _apptainer(ctx: DeployContext, image_default: str) -> tuple[list[str], list[str], list[str]]:
+    pre = [f"SIF_DEFAULT={image_default}",
+           'SIF="${SIF:-$SIF_DEFAULT}"',
+           '[ -f "$SIF" ] || ' + words(["apptainer", "pull", Shell('"$SIF"'), "docker://" + ctx.image.reference])]
+    return pre, [], ["apptainer", "exec", "--nv", "--bind", Shell('"$SOURCE:$TREE:ro,$BUNDLE:$BUNDLE:ro"'),
+                     Shell('"$SIF"')]
 
 
-def _bare(ctx: DeployContext, image_file: str) -> tuple[list[str], list[str], list[str]]:
+def _bare(ctx: DeployContext, image_default: str) -> tuple[list[str], list[str], list[str]]:
     return [], [], []
 
 
@@ -114,38 +131,73 @@ RUNTIMES: dict[str, Runtime] = {"pyxis": _pyxis, "enroot": _enroot, "apptainer":
 IMAGE_SUFFIX = {"enroot": ".sqsh", "apptainer": ".sif"}
 
 
+def _image_default(ctx: DeployContext) -> str:
+    """The image file's default, as shell text: deploy.slurm.image_file (relative to the bundle folder, where the
+    job runs), else beside the sbatch script."""
+    s = ctx.deploy.slurm
+    if s.image_file:
+        return shlex.quote(s.image_file)
+    return '"$BUNDLE/slurm/"' + shlex.quote(f"{ctx.name}{IMAGE_SUFFIX.get(s.container_runtime, '')}")
+
+
+def _fail(message: str) -> str:
+    return f"  echo {shlex.quote('specbuild: ' + message)} >&2\n  exit 2"
+
+
 def sbatch_script(ctx: DeployContext) -> str:
     s, w = ctx.deploy.slurm, ctx.world
     tasks = tasks_per_node(ctx)
-    image_file = s.image_file or str(ctx.folder / "slurm" / f"{ctx.name}{IMAGE_SUFFIX.get(s.container_runtime, '')}")
-    pre, srun_opts, prefix = RUNTIMES[s.container_runtime](ctx, image_file)
+    bare = s.container_runtime == "none"
+    pre, srun_opts, prefix = RUNTIMES[s.container_runtime](ctx, _image_default(ctx))
     head = ["#!/bin/bash",
             f"#SBATCH --job-name={ctx.name}",
             f"#SBATCH --nodes={w.nodes}",
             f"#SBATCH --ntasks-per-node={tasks}",
             f"#SBATCH --gpus-per-node={w.gpus_per_pod}",
             f"#SBATCH --time={s.time}",
-            f"#SBATCH --output={ctx.folder / 'slurm'}/%x-%j.out"]
+            "#SBATCH --output=slurm/%x-%j.out"]  # relative to the job's working directory: the bundle folder
     head += [f"#SBATCH --partition={s.partition}"] * bool(s.partition)
     head += [f"#SBATCH --account={s.account}"] * bool(s.account)
     head += [f"#SBATCH --cpus-per-task={s.cpus_per_task}"] * bool(s.cpus_per_task)
     head += [f"#SBATCH {opt}" for opt in s.extra_sbatch]
+    if any("\n" in line or "\r" in line for line in head):  # the schema's allow-lists make this unreachable
+        raise ValueError("an #SBATCH line holds a line break")
     p = ctx.ports
+    submit = f"cd <this bundle> && sbatch slurm/{ctx.name}.sbatch"
+    source = ['SOURCE="$TREE"  # container runtime none: the nodes hold the tree where the repository names it'] \
+        if bare else ['MODELS_DIR="${MODELS_DIR:-$BUNDLE/models}"', f'SOURCE="$MODELS_DIR"/{shlex.quote(ctx.name)}']
+    fill = (f"bash copy-models.sh HOST:{ctx.deploy.mount_root}" if bare else
+            "bash copy-models.sh HOST:<bundle>/models, or set MODELS_DIR")
     body = [
         "",
         f"# {ctx.recipe.name}: {w.summary};",
         f"# container runtime {s.container_runtime}, image {ctx.image.reference}.",
-        f"# The {PATHS_READ[ctx.kind]} and the repository are read at the paths they were compiled to",
-        f"# ({NAMED_BY[ctx.kind]} names them): run on a cluster whose shared filesystem has them there. Written by "
-        "specbuild.",
+        f"# The containers read the repository and the {PATHS_READ[ctx.kind]} below {ctx.tree} (deploy.mount_root),",
+        "# bound from " + ("the same folder of the nodes" if bare else "$MODELS_DIR/<name> (default: the bundle's "
+                          "models/)") + ", which copy-models.sh fills. Submit from the bundle",
+        "# folder (the job finds ranks.sh there). Written by specbuild.",
         "set -euo pipefail",
+        'BUNDLE="${SLURM_SUBMIT_DIR:-$PWD}"',
+        f'if [ ! -f "$BUNDLE/slurm/{RANKS_SCRIPT}" ]; then',
+        _fail(f"submit from the bundle folder: {submit}"),
+        "fi",
+        f"TREE={shlex.quote(ctx.tree)}",
+        *source,
+        'if [ ! -f "$SOURCE/repository/launch_triton.sh" ]; then',
+        '  echo "specbuild: $SOURCE holds no repository: fill it on the machine that compiled with" >&2',
+        _fail(fill),
+        "fi",
+        *([] if bare else ['case "$SOURCE$BUNDLE" in',
+                           "  *[[:space:],:]*)",  # the mount lists separate with these
+                           _fail("the container mounts cannot hold a space, a comma or a colon in $SOURCE or $BUNDLE"),
+                           "esac"]),
         *pre,
         'echo "rank 0 serves HTTP :%d, gRPC :%d, metrics :%d on $(scontrol show hostnames "$SLURM_JOB_NODELIST" '
         '| head -n 1)"' % (p["http"], p["grpc"], p["metrics"]),
     ]
     srun = ["srun", srun_mpi(ctx), f"--ntasks={tasks * w.nodes}", f"--ntasks-per-node={tasks}", "--distribution=block",
-            "--kill-on-bad-exit=1", *srun_opts, *prefix, "bash", str(ctx.folder / "slurm" / RANKS_SCRIPT)]
-    body.append(" ".join(a if a.startswith('"$') else shlex.quote(a) for a in srun))
+            "--kill-on-bad-exit=1", *srun_opts, *prefix, "bash", RANKS]
+    body.append(words(srun))
     return "\n".join(head + body) + "\n"
 
 

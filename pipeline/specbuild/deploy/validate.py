@@ -13,7 +13,8 @@
    ports agree with the repository's launch script and the recipe; probes hit /v2/health/live and /v2/health/ready
    on the HTTP port; /dev/shm is a memory volume within the memory limit; every path config.pbtxt reads is mounted;
    selectors match the pods; the HPA scales the workload on a recorded metric; the draft and target engines run on
-   the GPUs the recipe names, inside the pod's GPUs.
+   the GPUs the recipe names, inside the pod's GPUs; the bundle's repository/ is the compiled repository with the
+   containers' paths, and no file that runs in the cluster names a folder of the machine that compiled.
 
 Each problem is a BundleFinding: file, field path, message. `check_bundle` raises them as one UserError.
 """
@@ -31,9 +32,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from specbuild.deploy import crds
 from specbuild.deploy.context import LWS_NAME, LWS_WORKER_INDEX, DeployContext, context
+from specbuild.deploy.copying import COPY_SCRIPT
 from specbuild.deploy.kubernetes import CONTAINER, LIVE_PATH, READY_PATH
 from specbuild.deploy.launch import SLURM_RANKS, ScriptFormatError, expand, parse_script, script_ports
 from specbuild.deploy.monitoring import ACCEPTANCE_LENGTH, QUEUE_COMPUTE
+from specbuild.deploy.repository import FOLDER, MODEL_YAML_PATHS, compiled_files, container_files
 from specbuild.deploy.schema import quantity_value
 from specbuild.deploy.slurm import RANKS_SCRIPT, srun_mpi, tasks_per_node
 from specbuild.deploy.yamlio import load_all
@@ -249,13 +252,21 @@ def pod_templates(doc: Doc) -> list[PodTemplate]:
 
 
 def _pbtxt_parameters(text: str) -> dict[str, str]:
-    return dict(re.findall(r'key:\s*"([^"]+)"\s*value\s*\{\s*string_value:\s*"([^"]*)"', text))
+    """The string parameters of a config.pbtxt, unescaped (protobuf text format, as it was written); {} when it is
+    not a ModelConfig (the stale-repository check reports it)."""
+    from specbuild.triton.configs import parse_pbtxt
+
+    try:
+        cfg = parse_pbtxt(text)
+    except Exception:  # google.protobuf.text_format.ParseError and its kin
+        return {}
+    return {key: value.string_value for key, value in cfg.parameters.items()}
 
 
 def repository_facts(ctx: DeployContext) -> dict[str, Any]:
     """What the compiled repository on disk says (empty when not compiled yet): its models, the absolute paths
-    it reads (engine: config.pbtxt parameters; llm-api: model.yaml), each model's gpu_device_ids (llm-api
-    instances: "0,1;2,3" read as 0,1,2,3) and instance count, and its launch script."""
+    it reads (engine: config.pbtxt parameters; llm-api: model.yaml) as (what, path where compiled), each model's
+    gpu_device_ids (llm-api instances: "0,1;2,3" read as 0,1,2,3) and instance count, and its launch script."""
     repo = ctx.repository
     facts: dict[str, Any] = {"paths": set(), "gpu_device_ids": {}, "models": set(), "instances": {}}
     if not repo.is_dir():
@@ -274,7 +285,7 @@ def repository_facts(ctx: DeployContext) -> dict[str, Any]:
         if counts:
             facts["instances"][model] = sum(map(int, counts))
     FACT_READERS[ctx.kind](ctx, facts)
-    script = ctx.launch.script
+    script = repo / ctx.launch.script.name
     facts["script"] = script.read_text() if script.is_file() else None
     return facts
 
@@ -300,8 +311,8 @@ def _llmapi_facts(ctx: DeployContext, facts: dict[str, Any]) -> None:
         return
     facts["model_yaml"] = data
     spec = data.get("speculative_config") or {}
-    named = {"model": data.get("model"), "tokenizer": data.get("tokenizer"),
-             **{f"speculative_config.{k}": spec.get(k) for k in ("speculative_model", "speculative_model_dir")}}
+    named = {key: (spec if key.startswith("speculative_config.") else data).get(key.rsplit(".", 1)[-1])
+             for key in MODEL_YAML_PATHS}
     for key, value in named.items():
         if isinstance(value, str):
             facts.setdefault("model_yaml_paths", {})[key] = value
@@ -325,21 +336,22 @@ def cross_findings(ctx: DeployContext, docs: list[Doc], folder: Path) -> Iterato
     recipe, w = ctx.recipe, ctx.world
     facts = repository_facts(ctx)
     ports_of_script = ctx.launch.ports
+    script_path = str(ctx.repository / ctx.launch.script.name)
     if facts.get("script") is not None:
         if facts["script"] != ctx.launch.script_text:
-            yield BundleFinding(str(ctx.launch.script), "", "the repository's launch script is not the one this "
+            yield BundleFinding(script_path, "", "the repository's launch script is not the one this "
                                 "recipe implies (stale repository) — recompile")
         try:
             ports_of_script = SCRIPT_READERS[ctx.kind](facts["script"])
         except ScriptFormatError as e:
-            yield BundleFinding(str(ctx.launch.script), "", f"cannot read its ports and ranks ({e}) — recompile")
+            yield BundleFinding(script_path, "", f"cannot read its ports and ranks ({e}) — recompile")
     t = recipe.triton
     recipe_ports = {"http": t.http_port, "grpc": t.grpc_port, "metrics": t.metrics_port}
     repo_ports = {"http": ports_of_script["HTTP_PORT"], "grpc": ports_of_script["GRPC_PORT"],
                   "metrics": ports_of_script["METRICS_PORT"]}
     for name in recipe_ports:
         if recipe_ports[name] != repo_ports[name]:
-            yield BundleFinding(str(ctx.launch.script), f"{name.upper()}_PORT", f"{repo_ports[name]} but recipe "
+            yield BundleFinding(script_path, f"{name.upper()}_PORT", f"{repo_ports[name]} but recipe "
                                 f"triton.{name}_port is {recipe_ports[name]} — recompile the repository")
 
     by_kind: dict[str, list[Doc]] = {}
@@ -364,6 +376,8 @@ def cross_findings(ctx: DeployContext, docs: list[Doc], folder: Path) -> Iterato
     yield from _selectors(ctx, by_kind, wl, serving)
     yield from _hpa_and_rules(ctx, by_kind, wl, facts)
     yield from _slurm(ctx, folder, facts)
+    yield from _bundled_repository(ctx, folder)
+    yield from _portable(ctx, folder)
 
 
 def _gpus(ctx: DeployContext, tpl: PodTemplate) -> tuple[list, int | None]:
@@ -585,7 +599,8 @@ def _volumes(ctx: DeployContext, tpl: PodTemplate, path: list, c: dict, facts: d
                 yield doc.finding([*path, "resources", "limits", "memory"], f"{limit} is below the /dev/shm "
                                   f"sizeLimit {empty['sizeLimit']}: shared memory counts against it")
     mounted = [m.get("mountPath") for m in mounts if m.get("name") in vols]
-    needed = [(m.what, m.path) for m in ctx.mounts] + sorted(facts["paths"])
+    needed = [(m.what, m.container) for m in ctx.mounts]
+    needed += [(what, ctx.in_container(p) or p) for what, p in sorted(facts["paths"])]
     for what, p in needed:
         if not _under(p, mounted):
             yield doc.finding([*path, "volumeMounts"], f"{p} ({what}) is not mounted: the pod would not find it")
@@ -700,7 +715,7 @@ def _slurm(ctx: DeployContext, folder: Path, facts: dict) -> Iterator[BundleFind
     if script is not None:  # the ranks of the repository's script on disk, with the image's paths
         try:
             parts = parse_script(script)
-            values = {"TRITONSERVER": expected[0][0], "REPO": str(ctx.repository),
+            values = {"TRITONSERVER": expected[0][0], "REPO": ctx.container_repository,
                       **{k: str(v) for k, v in parts.ports.items()}}
             extra = [f"--exit-timeout-secs={ctx.deploy.exit_timeout_s}"]
             expected = [expand(seg, values, extra) for seg in parts.segments]
@@ -720,6 +735,45 @@ def _slurm(ctx: DeployContext, folder: Path, facts: dict) -> Iterator[BundleFind
         if rank < len(expected) and argv != expected[rank]:
             yield BundleFinding(f"slurm/{RANKS_SCRIPT}", f"rank {rank}", f"{shlex.join(argv)!r} is not rank {rank} of "
                                 f"the repository's launch script: {shlex.join(expected[rank])!r}")
+
+
+def _bundled_repository(ctx: DeployContext, folder: Path) -> Iterator[BundleFinding]:
+    """The bundle's repository/ is the compiled repository with the containers' paths, file for file."""
+    compiled = compiled_files(ctx)
+    if not compiled:
+        return  # not compiled yet
+    want = container_files(ctx, compiled)
+    root = folder / FOLDER
+    have = {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()} if root.is_dir() else {}
+    for rel in sorted(set(want) | set(have)):
+        if rel not in have:
+            yield BundleFinding(f"{FOLDER}/{rel}", "", f"missing: the compiled repository has it ({ctx.repository}) "
+                                "— recompile")
+        elif rel not in want:
+            yield BundleFinding(f"{FOLDER}/{rel}", "", "is not in the compiled repository — recompile")
+        elif have[rel].read_text() != want[rel]:
+            yield BundleFinding(f"{FOLDER}/{rel}", "", "is not the compiled file with the containers' paths (stale "
+                                "bundle) — recompile")
+
+
+# Files of a bundle that run on the machine that compiled, or only describe: the only ones that may name its folders
+WHERE_COMPILED = (COPY_SCRIPT, "README.md", "bundle.json")
+
+
+def _portable(ctx: DeployContext, folder: Path) -> Iterator[BundleFinding]:
+    """No file that runs in the cluster names a folder of the machine that compiled: the containers read below
+    deploy.mount_root, the Slurm job finds the bundle where it was submitted."""
+    local = sorted(p for p in {str(m.source) for m in ctx.mounts} | {str(ctx.repository), str(ctx.folder)}
+                   if not _under(p, [ctx.tree]))
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = str(path.relative_to(folder))
+        if rel in WHERE_COMPILED:
+            continue
+        text = path.read_text(errors="replace")
+        named = [p for p in local if p in text]
+        if named:
+            yield BundleFinding(rel, "", f"names {named[0]}, a folder of the machine that compiled: the cluster reads "
+                                f"below {ctx.tree} (deploy.mount_root) — recompile")
 
 
 # --- 3. kubectl kustomize --------------------------------------------------------------------------------------
