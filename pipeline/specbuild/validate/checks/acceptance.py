@@ -137,6 +137,9 @@ def run(ctx: SuiteContext) -> CheckResult:
     if not records:
         summary = "the server returned no acceptance outputs (return_perf_metrics: acceptance_rate, " \
                   "total_accepted_draft_tokens, total_draft_tokens)"
+        if not ctx.target.contract.has_ids and ctx.tokenizer is None:  # no way to count the output tokens
+            summary = ("output tokens cannot be counted: the responses carry no token ids and there is no client "
+                       f"tokenizer ({ctx.tokenizer_problem})")
         return CheckResult(NAME, TITLE, FAILED if gate else SKIPPED, summary, {}, gate)
     if ctx.target.contract.counters_may_read_zero and all(r.draft_tokens == 0 for r in records):
         return _stream_fallback(ctx, gate, threshold)
