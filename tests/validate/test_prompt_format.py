@@ -23,9 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 ZOO_TOKENIZER = ROOT / "checkpoints" / "tiny" / "target"
 TEXT = "def add(a, b):\n    return a + b"
 
-# Meta's documented Llama-3.1 prompt for one user turn with no system prompt (llama-models
-# models/llama3_1/prompt_format.md: the system header always comes first, with the knowledge-cutoff lines),
-# without the leading <|begin_of_text|>, which the server's tokenizer adds
+# One user turn in Llama-3.1's prompt format (meta-llama/llama-models llama_models/llama3_1/prompt_format.md: each
+# turn <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>, the assistant's header opened last); the
+# published template always writes the system turn, with its knowledge-cutoff lines and date_string's default.
+# Without the leading <|begin_of_text|>, which the server's tokenizer adds.
 LLAMA31_USER_TURN = ("<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
                      "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
                      "What is 2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
