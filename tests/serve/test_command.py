@@ -185,3 +185,44 @@ def test_user_errors_exit_2(tmp_path):
     proc = run_serve(str(repo), "--load-model", "ensemble")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "--model-control explicit" in err
+
+
+@pytest.mark.skipif(not (ROOT / "checkpoints" / "tiny" / "target" / "config.json").is_file(),
+                    reason="checkpoints/tiny not built")
+def test_serves_the_llm_api_repository_compile_names(tmp_path):
+    """What `specbuild compile` of an llm-api recipe tells the user to run: `specbuild serve` on the repository,
+    which starts through the repository's launch_triton.sh, served by nvidia-pytriton's CPU tritonserver here
+    (the python backend from its cached backend folder), and answers the request it prints."""
+    import json
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"), COLUMNS="200")
+    compiled = subprocess.run([sys.executable, "-m", "specbuild.cli", "compile",
+                               str(ROOT / "recipes" / "reference" / "llmapi_prompt_lookup.yaml"), "--no-validate",
+                               "--repo-dir", str(tmp_path / "triton_repo"), "--engines-dir", str(tmp_path / "engines"),
+                               "--report-dir", str(tmp_path / "reports")],
+                              capture_output=True, text=True, env=env, timeout=120)
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    repo = re.search(r"serve it with: specbuild serve (\S+)", compiled.stderr).group(1)
+    assert Path(repo, "launch_triton.sh").is_file() and Path(repo, "tensorrt_llm", "1", "model.yaml").is_file()
+    proc = run_serve(repo, "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0")
+    try:
+        out = _until_serving(proc, timeout_s=300)
+        pid = int(re.search(r"^serving \S+ with .+, pid (\d+)$", out, re.M).group(1))
+        # started by the script (it spells the repository --model-repository=<its folder>), not directly
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert f"--model-repository={Path(repo).resolve()}".encode() in cmdline, cmdline
+        assert re.search(r"^  models +tensorrt_llm \(ready\)$", out, re.M), out
+        url, body = re.search(r"^try:  curl -s -X POST (\S+) -d '(.+)'$", out, re.M).groups()
+        assert url.endswith("/v2/models/tensorrt_llm/generate") and "sampling_param_max_tokens" in body
+        req = urllib.request.Request(url, data=body.encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            answer = json.loads(r.read())
+        prompt = json.loads(body)["text_input"]
+        # NVIDIA's llmapi model echoes the prompt unless told otherwise (llmapi fact sheet §5.1)
+        assert answer["text_output"].startswith(prompt) and len(answer["text_output"]) > len(prompt), answer
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

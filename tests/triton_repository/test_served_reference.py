@@ -663,11 +663,12 @@ def test_metrics_endpoint_carries_the_speculative_counters(served):
     serving = "tensorrt_llm_bls" if served.method in ("draft_target", "prompt_lookup") else "tensorrt_llm"
     model = "tensorrt_llm_bls" if serving == "tensorrt_llm_bls" else "ensemble"
     before = scrape(url)
-    drafted = accepted = 0
+    drafted = accepted = tokens = 0
     for prompt in PROMPTS:
         body = served.generate(model, prompt, return_perf_metrics=True)
         drafted += body["total_draft_tokens"]
         accepted += body["total_accepted_draft_tokens"]
+        tokens += len(ids_of(body))
     after = scrape(url)
     assert {"nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics", "nv_trt_llm_inflight_batcher_metrics",
             "nv_trt_llm_general_metrics"} <= families(after)
@@ -680,6 +681,11 @@ def test_metrics_endpoint_carries_the_speculative_counters(served):
     assert sum(delta.per_position) == accepted and delta.drafts <= delta.steps
     if served.method != "none":
         assert delta.steps > 0
+    if serving == "tensorrt_llm_bls":
+        # every target forward is a step: each yields one token of its own beside the drafts it accepted, and
+        # the BLS's external drafts are verified from the prefill on (a round's target call decodes on alone
+        # after a partial acceptance: those forwards count too)
+        assert delta.steps == tokens - accepted, (delta, tokens)
 
 
 def test_bls_draft_calls_make_exactly_k_tokens(served, checkpoints, hf_greedy):

@@ -119,7 +119,7 @@ def test_prompt_files_and_inline(tmp_path):
     assert [p.text for p in load_prompt_file(tmp_path / "p.txt")] == ["first", "second"]
     assert [(p.text, p.kind) for p in load_prompt_file(tmp_path / "p.jsonl")] == [("a", "code"), ("b", "custom")]
     assert [(p.text, p.id) for p in load_prompt_file(tmp_path / "p.json")] == [("c", "x")]
-    with pytest.raises(UserError, match=r"bad.jsonl:1: each line must be a JSON object"):
+    with pytest.raises(UserError, match=r"bad.jsonl:1: each item must be a JSON object"):
         load_prompt_file(tmp_path / "bad.jsonl")
     with pytest.raises(UserError, match="missing.txt: no such file — check the path of the prompt file"):
         load_prompt_file(tmp_path / "missing.txt")

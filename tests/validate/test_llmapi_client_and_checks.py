@@ -109,3 +109,17 @@ def test_zero_counters_fall_back_on_the_stream_and_say_so():
 def test_zero_counters_without_a_stream_cannot_pass_the_gate():
     result = acceptance.run(context(FakeLlmApi(counters=(0, 0), streams=False)))
     assert result.status == "failed" and "does not stream" in result.summary
+
+
+def test_without_a_client_tokenizer_acceptance_says_why_it_cannot_count():
+    """No token ids in llm-api responses and no tokenizer to count the text: the check says so and why, instead of
+    claiming the server returned no acceptance outputs."""
+    from dataclasses import replace
+
+    ctx = replace(context(FakeLlmApi(counters=(5, 9))), tokenizer=None,
+                  tokenizer_problem="/models/vicuna: tokenizer.model is a SentencePiece model, which needs the "
+                                    "sentencepiece package")
+    result = acceptance.run(ctx)
+    assert result.status == "failed"  # min_acceptance_length is set: the gate cannot be judged
+    assert result.summary == ("output tokens cannot be counted: the responses carry no token ids and there is no "
+                              f"client tokenizer ({ctx.tokenizer_problem})")

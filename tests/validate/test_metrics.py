@@ -125,6 +125,34 @@ def test_acceptance_from_counters_and_from_the_stream():
     assert AcceptanceRecord.from_generation(Generation("http", 0.0, ids=[1]), 0) is None
 
 
+def test_bls_rounds_are_not_steps():
+    """The BLS (draft-target, prompt lookup) streams one response per round, and a round asking for K + 1 = 5
+    tokens whose target rejected drafts decodes on alone: rounds of 5 tokens that accepted 1, 0 and 4 drafts
+    took 4, 5 and 1 target forwards. The stream (3 responses) is not the steps; the counters are:
+    15 tokens - 5 accepted = 10 (the prefill verifies the first round's drafts), and the server's BLS counts the
+    same (tensorrt_llm_bls/bls_drafting.py)."""
+    import importlib.util
+
+    from specbuild.triton.repository import SOURCES
+
+    spec = importlib.util.spec_from_file_location("bls_drafting", SOURCES / "tensorrt_llm_bls" / "bls_drafting.py")
+    drafting = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(drafting)
+
+    rounds = [(1, 5), (0, 5), (4, 5)]  # (accepted, tokens the round's target call returned)
+    perf = {"total_accepted_draft_tokens": 5.0, "total_draft_tokens": 12.0, "acceptance_rate": 5 / 12}
+    plain = Generation("http", 0.0, end=1.0, ids=list(range(15)), perf=perf, final=True)
+    stream = gen_with_chunks(0.0, [(0.1, [0, 1, 2, 3, 4]), (0.2, [5, 6, 7, 8, 9]), (0.3, [10, 11, 12, 13, 14])])
+    rec = AcceptanceRecord.from_generation(plain, 0, stream, prefill_is_step=True, stream_per_step=False)
+    server_steps = sum(1 + drafting.plain_steps_after_verification(a, n) for a, n in rounds)
+    assert rec.steps == server_steps == 10 and rec.steps_from == "counters" and rec.accepted_per_step is None
+    assert rec.acceptance_length == pytest.approx(1 + 5 / 10)
+    # a deployment that streams one response per step reads the same stream as 3 steps
+    assert AcceptanceRecord.from_generation(plain, 0, stream, prefill_is_step=True).steps == 3
+    # a round cut short by the end id or a stop word returned fewer tokens than the accepted drafts + 1
+    assert drafting.plain_steps_after_verification(2, 2) == 0
+
+
 def test_acceptance_summary_pools_steps_and_derives_positions():
     recs = [AcceptanceRecord(0, 10, 6, 12, 0.5, 3, 3.0, [3, 0, 3]),
             AcceptanceRecord(1, 5, 1, 8, 0.125, 2, 1.5, [1, 0])]

@@ -19,7 +19,7 @@ from specbuild.recipe.schema import Recipe
 from specbuild.validate import machine_load
 from specbuild.validate.checks import performance
 from specbuild.validate.checks.base import SuiteContext, SuiteOptions
-from specbuild.validate.client import Chunk, Generation
+from specbuild.validate.client import ENGINE, Chunk, Contract, Generation
 from specbuild.validate.endpoints import Endpoints
 from specbuild.validate.prompts import Prompt
 
@@ -43,6 +43,7 @@ class TimedDeployment:
     role: str = "target"
     endpoints: Endpoints = field(default_factory=lambda: Endpoints("127.0.0.1:1"))
     model: str = "ensemble"
+    contract: Contract = ENGINE  # its responses carry token ids
     served: int = 0
 
     def __post_init__(self):

@@ -121,9 +121,15 @@ def test_reports_are_written(full_run):
     assert data["passed"] is True and len(data["checks"]) == 8
     suite = ET.parse(report / "junit.xml").getroot().find("testsuite")
     assert suite.get("tests") == "8" and suite.get("failures") == "0" and suite.get("errors") == "0"
+    # the toy tokenizer has no chat template: validation.prompt_format auto sent the prompts as they are
+    assert data["prompt_format"]["requested"] == "auto" and data["prompt_format"]["used"] == "raw"
+    assert "has no chat template" in data["prompt_format"]["why"]
+    assert data["prompt_format"]["example"] == load_prompt_file(BUNDLED)[0].text
+    assert data["tokenizer"]["reader"] == "tokenizer.json (tokenizers)"
     md = (report / "report.md").read_text()
     for heading in ("## Checks", "## Performance", "## Acceptance", "## Sampling distribution", "## Bad input"):
         assert heading in md
+    assert "- prompts: sent as they are (raw) — auto: the target's tokenizer" in md
     for png in report.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in result.report_files] == ["report.json", "junit.xml", "report.md",
@@ -146,6 +152,36 @@ def test_lossless_and_sampling_catch_a_broken_core(toy_servers, toy_tokenizer):
         assert d["speculative_text"] and d["baseline_text"]
     assert "at token 5" in lossless.summary
     assert sampling.status == "failed" and sampling.details["p_value"] < 1e-6
+
+
+def test_chat_prompts_reach_the_server_through_the_targets_template(toy_servers, tmp_path):
+    """A target whose tokenizer carries Llama-3.1's chat template (a stand-in with the toy's byte tokens, so that
+    the toy server serves it): a chat prompt and a text prompt are sent rendered by the template, and the toy
+    model's own speculation over the rendered text is what the acceptance check measured through Triton."""
+    from validate_toy.tokenizer import write_llama31_chat_tokenizer
+
+    from specbuild.validate.tokenizer import load_tokenizer
+
+    folder = write_llama31_chat_tokenizer(tmp_path / "llama31")
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sum 2 and 2."}]
+    recipe = toy_recipe(folder, prompts=[{"messages": chat, "id": "sum"}, "def add(a, b):"])
+    result = run_validation(recipe, endpoints(toy_servers["target"]), report_dir=tmp_path / "report",
+                            options=SuiteOptions(checks=["functional", "acceptance"]))
+    assert result.passed, [(c.name, c.summary) for c in result.checks]
+    tok = load_tokenizer(folder)
+    rendered = [tok.render_chat(chat), tok.render_chat([{"role": "user", "content": "def add(a, b):"}])]
+    assert rendered[0].startswith("<|start_header_id|>system<|end_header_id|>\n\n") and \
+        rendered[0].endswith("Sum 2 and 2.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+    for text, record in zip(rendered, result.check("acceptance").details["records"]):
+        tokens, accepted, steps = toy_speculation(text, TOY_MAX_TOKENS)
+        assert (record["output_tokens"], record["accepted_draft_tokens"], record["steps"]) == \
+            (len(tokens), accepted, steps)
+    data = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert data["prompt_format"]["used"] == "chat" and data["prompt_format"]["example"] == rendered[0]
+    assert data["prompt_format"]["template"] == f"{folder}/tokenizer_config.json (chat_template)"
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert f"- prompts: sent through the target's chat template ({folder}/tokenizer_config.json (chat_template)) " \
+           "— auto: the target's tokenizer has a chat template" in md
 
 
 def test_health_names_each_config_mismatch(toy_servers, toy_tokenizer):

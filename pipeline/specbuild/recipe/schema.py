@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, PrivateAttr
+from pydantic import Discriminator, Field, PrivateAttr, Tag
 
 from specbuild import hub
 from specbuild.bounds import NonNegativeInt32, PositiveFinite, PositiveInt32
@@ -137,11 +137,41 @@ class AdaptiveSection(Section):
     writes one from the measured sweep."""
 
 
+class ChatMessage(Section):
+    """One turn of a chat prompt (OpenAI style)."""
+
+    role: Annotated[str, Field(min_length=1)]
+    """system, user, assistant, or another role the target's chat template knows."""
+    content: str
+
+
+class ChatPrompt(Section):
+    """A prompt given as chat messages, rendered by the target's chat template (validation.prompt_format)."""
+
+    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    id: str | None = None
+    kind: str | None = None
+
+
+# Which member of a union a value is read as, chosen by its shape, so that a wrong value gets that member's error
+# only (the tags, not field names, drop out of the located path)
+PromptItem = Annotated[Union[Annotated[str, Tag("text-prompt")], Annotated[ChatPrompt, Tag("chat-prompt")]],
+                       Discriminator(lambda v: "chat-prompt" if isinstance(v, (dict, ChatPrompt)) else "text-prompt")]
+Prompts = Annotated[Union[Annotated[Path, Tag("prompt-file")], Annotated[list[PromptItem], Tag("prompt-list")]],
+                    Discriminator(lambda v: "prompt-list" if isinstance(v, list) else "prompt-file")]
+
+
 class ValidationSection(Section):
     """What `specbuild validate` checks and the gates that decide its exit code."""
 
-    prompts: Path | list[str] | None = None
-    """A prompt file (.txt one per line, or .jsonl with "prompt") or an inline list; default the bundled set."""
+    prompts: Prompts | None = None
+    """A prompt file (.txt one per line; .jsonl or .json objects with "prompt" text or chat "messages") or an
+    inline list (text, or {messages: [{role, content}, ...]}); default the bundled set."""
+    prompt_format: Literal["auto", "chat", "raw"] = "auto"
+    """How prompts reach the target. auto: through the target's chat template when its tokenizer has one
+    (model.tokenizer, else the checkpoint: chat_template.jinja or tokenizer_config.json), a text prompt as one user
+    message; as they are otherwise. chat: always through the template (refused without one). raw: as they are (chat
+    messages are then refused). The report says which was used."""
     max_tokens: PositiveInt32 = 32
     """Tokens generated per request."""
     concurrency: list[PositiveInt32] = Field(default_factory=lambda: [1, 2, 4])

@@ -11,14 +11,22 @@ from specbuild.errors import UserError
 from specbuild.signals import sigterm_raises
 
 
-def _serving_hint(repository: Path) -> str | None:
-    """The model to generate with: the BLS when it runs the speculative loop (draft-target, prompt lookup)."""
+ENGINE_BODY = '{"text_input": "def add(a, b):", "max_tokens": 16}'
+LLM_API_BODY = '{"text_input": "def add(a, b):", "sampling_param_max_tokens": 16}'  # llmapi fact sheet §2.3
+
+
+def _serving_hint(repository: Path) -> tuple[str, str] | None:
+    """The model to generate with and a request body for it: the BLS when it runs the speculative loop
+    (draft-target, prompt lookup), else the ensemble; an llm-api repository's one model (tensorrt_llm with its
+    model.yaml) takes the llmapi inputs."""
+    if (repository / "tensorrt_llm" / "1" / "model.yaml").is_file():
+        return "tensorrt_llm", LLM_API_BODY
     bls = repository / "tensorrt_llm_bls" / "config.pbtxt"
     if bls.is_file() and "speculative_method" in bls.read_text(errors="replace"):
-        return "tensorrt_llm_bls"
+        return "tensorrt_llm_bls", ENGINE_BODY
     for model in ("ensemble", "tensorrt_llm_bls"):
         if (repository / model / "config.pbtxt").is_file():
-            return model
+            return model, ENGINE_BODY
     return None
 
 
@@ -78,8 +86,8 @@ def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> 
             out.print(f"    gRPC metadata  {GRPC_ADMIN_HEADER}: {server.admin_key}")
         hint = _serving_hint(server.repository)
         if hint:
-            out.print(f"try:  curl -s -X POST http://{server.http_address}/v2/models/{hint}/generate "
-                      "-d '{\"text_input\": \"def add(a, b):\", \"max_tokens\": 16}'")
+            model, body = hint
+            out.print(f"try:  curl -s -X POST http://{server.http_address}/v2/models/{model}/generate -d '{body}'")
         out.print(f"validate:  specbuild validate RECIPE --url {server.http_address} --grpc-url {server.grpc_url} "
                   f"--metrics-url {server.metrics_url}")
         from specbuild.validate.server_metrics import PROMQL_AL

@@ -146,10 +146,10 @@ class TritonServer:
             argv = ["bash", str(self.launcher)]
         else:
             argv = [str(b.path), "--model-repository", str(self.repository)]
-            if b.backend_dir is not None:
-                argv += ["--backend-directory", str(b.backend_dir)]
             argv += ["--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
                      "--metrics-port", str(self.metrics_port)]
+        if b.backend_dir is not None:  # a launch script passes it on (to rank 0) with our other arguments
+            argv += ["--backend-directory", str(b.backend_dir)]
         argv += [
             "--http-address", self.host, "--grpc-address", self.host, "--metrics-address", self.host,
             f"--exit-timeout-secs={self.exit_timeout_s}",

@@ -1,5 +1,5 @@
-"""The suite's context: the deployments (with their request contract), prompts and tokenizer that checks and the
-request mix (validate/mix.py) run against.
+"""The suite's context: the deployments (with their request contract), prompts (as validation.prompt_format sends
+them) and tokenizer (or why there is none) that checks and the request mix (validate/mix.py) run against.
 
     ctx = make_context(recipe, Endpoints("127.0.0.1:8000", "127.0.0.1:8001"))
     try: ...
@@ -16,24 +16,32 @@ from specbuild.runtimes import runtime_for
 from specbuild.speculation import NO_SPECULATION
 from specbuild.validate.checks.base import Deployment, SuiteContext, SuiteOptions
 from specbuild.validate.client import contract
-from specbuild.validate.prompts import load_prompts
-from specbuild.validate.tokenizer import load_tokenizer
+from specbuild.validate.prompts import apply_prompt_format, load_prompts
+from specbuild.validate.tokenizer import ClientTokenizer, TokenizerUnavailable, load_tokenizer
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
     from specbuild.validate.endpoints import Endpoints
 
 
-def _tokenizer(recipe: Recipe, target: Deployment):
-    tok = load_tokenizer(recipe.tokenizer_dir)
-    if tok is not None:
-        return tok
-    try:  # the server's preprocessing names its tokenizer folder: usable when the server runs on this machine
+def _tokenizer(recipe: Recipe, target: Deployment) -> tuple[ClientTokenizer | None, str | None]:
+    """The target's tokenizer (the recipe's model.tokenizer / checkpoint folder, else the folder the server's
+    preprocessing names, when it is on this machine), or None and why there is none."""
+    try:
+        return load_tokenizer(recipe.tokenizer_dir), None
+    except TokenizerUnavailable as e:
+        problem = str(e)
+    try:
         value = (target.server.config("preprocessing").get("parameters") or {}).get("tokenizer_dir") or {}
         folder = value.get("string_value") if isinstance(value, dict) else None
-        return load_tokenizer(Path(folder)) if folder else None
-    except Exception:  # noqa: BLE001
-        return None
+    except Exception:  # noqa: BLE001 - no preprocessing model (llm-api), or its config unreadable
+        folder = None
+    if folder and Path(folder) != recipe.tokenizer_dir:
+        try:
+            return load_tokenizer(Path(folder)), None
+        except TokenizerUnavailable as e:
+            problem += f"; the server's preprocessing tokenizer_dir: {e}"
+    return None, problem
 
 
 def make_context(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None,
@@ -56,8 +64,11 @@ def make_context(recipe: Recipe, target: Endpoints, baseline: Endpoints | None =
     try:
         for dep in filter(None, (dep_target, dep_base)):
             dep.server.reachable()
-        return SuiteContext(recipe, spec, prompts, dep_target, dep_base, _tokenizer(recipe, dep_target), options,
-                            progress or (lambda stage, done, total: None))
+        tokenizer, problem = _tokenizer(recipe, dep_target)
+        prompts, prompt_format = apply_prompt_format(prompts, recipe.validation.prompt_format, tokenizer, problem)
+        return SuiteContext(recipe, spec, prompts, dep_target, dep_base, tokenizer, options,
+                            progress or (lambda stage, done, total: None), tokenizer_problem=problem,
+                            prompt_format=prompt_format)
     except BaseException:
         for dep in filter(None, (dep_target, dep_base)):
             dep.close()

@@ -11,7 +11,9 @@ and vLLM's convention), while external drafts (draft-target, prompt lookup throu
 prefill on. So, from the server's counters:
     steps = output tokens - accepted draft tokens - (0 if the prefill is a step else 1)
 and when the deployment streams one response per step (the stream carries the same tokens), the steps are the
-responses themselves (after the prefill's) and their sizes give the drafts accepted at each step. A contract
+responses themselves (after the prefill's) and their sizes give the drafts accepted at each step. The BLS of
+draft-target and prompt lookup streams one response per round instead, and a round's target call decodes on
+after a partial acceptance (up to the round's K + 1 tokens): its steps always come from the counters. A contract
 without token ids (llm-api: NVIDIA's model streams one response per LLM iteration) counts the steps from the
 stream when its text equals the non-streamed text (`stream_steps`), without the per-step sizes. The mean
 acceptance length is `specbuild.metrics.mean_acceptance_length(accepted, steps)` (bonus token included).
@@ -117,11 +119,14 @@ class AcceptanceRecord:
     @classmethod
     def from_generation(cls, gen: Generation, prompt_index: int, stream: Generation | None = None, *,
                         prefill_is_step: bool = False, prompt: str | None = None,
-                        tokens: int | None = None, stream_steps: bool = False) -> "AcceptanceRecord | None":
+                        tokens: int | None = None, stream_steps: bool = False,
+                        stream_per_step: bool = True) -> "AcceptanceRecord | None":
         """None when the server returned no acceptance outputs (return_perf_metrics unsupported) or the output
         length is unknown. `stream`: the same request streamed, used for the steps when it carried the same
         tokens. `tokens`: the output length when the server sent no ids. `stream_steps`: without ids, count the
-        steps from a matching stream."""
+        steps from a matching stream. `stream_per_step` false: the deployment's responses are not one per step
+        (the BLS streams one per round, and a round's target call decodes on after a partial acceptance), so the
+        steps come from the counters whatever the stream holds."""
         if "total_accepted_draft_tokens" not in gen.perf or "total_draft_tokens" not in gen.perf:
             return None
         out = gen.num_tokens if gen.num_tokens is not None else tokens
@@ -131,6 +136,8 @@ class AcceptanceRecord:
         drafted = int(gen.perf["total_draft_tokens"])
         per_step = None
         steps_from = "counters"
+        if not stream_per_step:
+            stream = None
         if stream is not None and stream.ok and len(stream.chunks) > 1 and gen.ids is not None \
                 and stream.ids == gen.ids and all(c.ids for c in stream.chunks):
             counted = stream.chunks if prefill_is_step else stream.chunks[1:]

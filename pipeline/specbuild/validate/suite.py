@@ -120,6 +120,8 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
     ctx = make_context(recipe, target, baseline, options, progress)
     dep_target = ctx.target
     prompts = ctx.prompts
+    tokenizer = {"folder": str(ctx.tokenizer.path), "reader": ctx.tokenizer.reader} if ctx.tokenizer is not None \
+        else {"problem": ctx.tokenizer_problem}
     try:
         wanted = set(options.checks) if options.checks is not None else None
         checks = [c for c in CHECKS if wanted is None or c.NAME in wanted]
@@ -128,7 +130,8 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
         close_context(ctx)
     result = ValidationResult(recipe.name, spec.method, recipe.runtime, target, baseline, dep_target.model, results,
                               started, time.perf_counter() - t0, len(prompts), gates=_gates(recipe),
-                              contract=runtime.contract)
+                              contract=runtime.contract, prompt_format=ctx.prompt_format.to_dict(),
+                              tokenizer=tokenizer)
     if report_dir is not None:
         from specbuild.validate.report import write_reports
 

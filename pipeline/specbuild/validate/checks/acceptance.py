@@ -30,12 +30,17 @@ NAME, TITLE = "acceptance", "Acceptance (draft tokens accepted)"
 # from the prefill on; the LLM API's prefill (context phase) emits one token with no drafts.
 PREFILL_IS_STEP = {"engine": lambda recipe: triton_params.bls_driven(recipe, "target"),
                    "llm-api": lambda recipe: False}
+# Whether the stream carries one response per verification step: not the BLS's, which sends one per round (the
+# drafts' verification and the target's plain steps after a partial acceptance).
+STREAM_PER_STEP = {"engine": lambda recipe: not triton_params.bls_driven(recipe, "target"),
+                   "llm-api": lambda recipe: True}
 ZERO_COUNTERS = ("the server returned zero speculative counters on every request (total_draft_tokens 0) although "
                  "the deployment speculates: TensorRT-LLM <= 1.2.1 fills them only in the TensorRT engine flow "
                  "(PR #17082; llmapi fact sheet §5.3)")
 DEFINITION = ("AL = 1 + accepted draft tokens / verification steps, pooled over every request; steps are the "
-              "streamed responses after the prefill's when the deployment streams, else output tokens - accepted "
-              "draft tokens - 1 (the prefill's token)")
+              "streamed responses after the prefill's when the deployment streams one response per step, else "
+              "output tokens - accepted draft tokens - 1 (the prefill's token; 0 where the BLS verifies external "
+              "drafts from the prefill on)")
 
 
 def _passes(ctx: SuiteContext):
@@ -48,11 +53,13 @@ def _records(ctx: SuiteContext) -> list[AcceptanceRecord]:
     plain, streamed = _passes(ctx)
     contract = ctx.target.contract
     prefill_is_step = PREFILL_IS_STEP[contract.name](ctx.recipe)
+    stream_per_step = STREAM_PER_STEP[contract.name](ctx.recipe)
     out = []
     for p, g, s in zip(ctx.prompts, plain, streamed):
         if g.ok:
             rec = AcceptanceRecord.from_generation(g, p.index, s, prefill_is_step=prefill_is_step, prompt=p.id,
-                                                   tokens=ctx.count_tokens(g), stream_steps=not contract.has_ids)
+                                                   tokens=ctx.count_tokens(g), stream_steps=not contract.has_ids,
+                                                   stream_per_step=stream_per_step)
             if rec is not None:
                 out.append(rec)
     return out
@@ -130,6 +137,9 @@ def run(ctx: SuiteContext) -> CheckResult:
     if not records:
         summary = "the server returned no acceptance outputs (return_perf_metrics: acceptance_rate, " \
                   "total_accepted_draft_tokens, total_draft_tokens)"
+        if not ctx.target.contract.has_ids and ctx.tokenizer is None:  # no way to count the output tokens
+            summary = ("output tokens cannot be counted: the responses carry no token ids and there is no client "
+                       f"tokenizer ({ctx.tokenizer_problem})")
         return CheckResult(NAME, TITLE, FAILED if gate else SKIPPED, summary, {}, gate)
     if ctx.target.contract.counters_may_read_zero and all(r.draft_tokens == 0 for r in records):
         return _stream_fallback(ctx, gate, threshold)

@@ -15,7 +15,7 @@ from specbuild.validate.endpoints import Endpoints
 if TYPE_CHECKING:
     from specbuild.speculation import Speculation
     from specbuild.recipe.schema import Recipe
-    from specbuild.validate.prompts import Prompt
+    from specbuild.validate.prompts import Prompt, PromptFormat
     from specbuild.validate.tokenizer import ClientTokenizer
 
 PASSED, FAILED, WARNED, SKIPPED, ERROR = "passed", "failed", "warned", "skipped", "error"
@@ -197,6 +197,8 @@ class SuiteContext:
     # the target's metrics endpoint scraped just before and after its greedy HTTP pass (the requests the
     # acceptance check reads): (before, after) samples, or an error sentence
     server_scrapes: tuple | str | None = None
+    tokenizer_problem: str | None = None  # why there is no tokenizer (what needs it says so)
+    prompt_format: PromptFormat | None = None  # how the prompts are sent (validation.prompt_format)
 
     @property
     def max_tokens(self) -> int:

@@ -132,7 +132,7 @@ def _stopped_there(g: Generation, stopped: Generation, word: str) -> bool:
 
 def _stop_words(ctx: SuiteContext, plain: list[Generation]) -> tuple[list[str], dict]:
     if ctx.tokenizer is None:
-        return [], {"skipped": "no tokenizer on this machine (the recipe's model.tokenizer/checkpoint folder)"}
+        return [], {"skipped": f"no client tokenizer: {ctx.tokenizer_problem or 'none loaded'}"}
     problems: list[str] = []
     tried = []
     for p, g in zip(ctx.prompts, plain):

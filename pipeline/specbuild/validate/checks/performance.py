@@ -169,6 +169,9 @@ def run(ctx: SuiteContext) -> CheckResult:
     else:
         summary_parts.append(", ".join(f"{s.output_tokens_per_s:.0f} tok/s at {s.concurrency}"
                                        for s in levels_out[ctx.target.label]))
+    if not ctx.target.contract.has_ids and ctx.tokenizer is None:  # stats.chunk_token_counts: 1 per response
+        details["token_counts"] = f"streamed responses, not tokens: no client tokenizer ({ctx.tokenizer_problem})"
+        summary_parts.append("tokens counted as streamed responses (no client tokenizer)")
     busy = {c: s["foreign_share"] for c, s in load.items() if s and s["foreign_share"] > BUSY_THRESHOLD}
     if busy:
         summary_parts.append("machine busy with other work (" + ", ".join(

@@ -143,6 +143,22 @@ def load_lines(L: dict) -> list[str]:
     return out + ([""] if L.get("problems") else [])
 
 
+def prompt_lines(prompt_format: dict | None, tokenizer: dict | None) -> list[str]:
+    """How the prompts were sent (chat template or raw, and why) and the client's tokenizer, or why none."""
+    lines = []
+    if prompt_format:
+        how = (f"through the target's chat template ({prompt_format['template']})" if prompt_format["used"] == "chat"
+               else "as they are (raw)")
+        lines.append(f"- prompts: sent {how} — {prompt_format['why']}")
+        example = prompt_format.get("example")
+        if example:
+            lines.append(f"- first prompt as sent: `{example[:400]!r}`" + (" (clipped)" if len(example) > 400 else ""))
+    if tokenizer:
+        lines.append(f"- client tokenizer: {tokenizer['folder']} ({tokenizer['reader']})" if "folder" in tokenizer
+                     else f"- client tokenizer: none — {tokenizer.get('problem')}")
+    return lines
+
+
 def _section(lines: list[str], title: str) -> None:
     lines += [f"## {title}", ""]
 
@@ -155,7 +171,8 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
              f"{d['prompts']} prompts, {d['duration_s']:.1f} s "
              f"(started {d['started']}).", "",
              f"- speculative deployment: {result.target.describe()}",
-             f"- baseline deployment: {result.baseline.describe() if result.baseline else 'none'}", ""]
+             f"- baseline deployment: {result.baseline.describe() if result.baseline else 'none'}",
+             *prompt_lines(d.get("prompt_format"), d.get("tokenizer")), ""]
     _section(lines, "Checks")
     lines += table(["check", "status", "gate", "summary", "time s"],
                    [[c.name, status_text(c), c.gate or "", c.summary, f"{c.duration_s:.1f}"]

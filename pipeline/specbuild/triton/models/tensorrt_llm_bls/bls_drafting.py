@@ -16,6 +16,14 @@ def accepted_prefix(drafts, produced):
     return count
 
 
+def plain_steps_after_verification(accepted, produced):
+    """Target forwards of a round after the one that verified its drafts: the round asks the target for
+    len(drafts) + 1 tokens, so after a partial acceptance (the accepted drafts plus the target's own token) it
+    decodes the rest one token per forward (reference/methods/external_drafts.py; TensorRT-LLM's request with
+    external draft tokens runs until its request_output_len as any other request)."""
+    return max(0, produced - (accepted + 1))
+
+
 def ends_with_stop_word(tokens, stop_words):
     """True when `tokens` ends with one of the stop words (lists of token ids)."""
     return any(word and len(tokens) >= len(word) and tokens[len(tokens) - len(word):] == list(word)

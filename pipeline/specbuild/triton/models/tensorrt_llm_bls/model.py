@@ -17,8 +17,8 @@ Per request row (a request batch > 1 is served row by row, concurrently):
    exactly K tokens (a `tensorrt_llm_draft` call with min_tokens = request_output_len = K, as upstream's BLS;
    or the n-gram match of the last tokens in the prompt and the text so far), then one `tensorrt_llm` call with
    them as `draft_input_ids` and request_output_len K + 1, which returns the accepted drafts plus the target's
-   own next token. The round's seed is derived from the request's seed, distinct for the draft and the target
-   and for every round. A client's minimum length is carried into each round as what is still missing; the
+   own next token, and after a partial acceptance the tokens the target decodes on its own up to K + 1. The
+   round's seed is derived from the request's seed, distinct for the draft and the target and for every round. A client's minimum length is carried into each round as what is still missing; the
    penalties go to both calls (the text so far is each round's prompt, which TensorRT-LLM's penalties count as
    they count generated tokens), and with return_log_probs the target's per-round log probabilities are
    concatenated (cum_log_probs summed).
@@ -36,7 +36,8 @@ stream, each chunk's tokens); with return_perf_metrics acceptance_rate, total_ac
 total_draft_tokens (counted here for the speculative rounds, passed through from the engine otherwise) and the
 timing outputs; with return_num_*_tokens the token counts.
 Metrics (serving_metrics.py): specbuild's speculative-decoding counters of the rounds this BLS runs, labelled
-model="tensorrt_llm_bls".
+model="tensorrt_llm_bls": a round is the target forward that verifies its drafts plus one step per token the
+target decodes after it, so that steps = output tokens - accepted drafts, as the client counts them.
 """
 
 import json
@@ -47,7 +48,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
-from bls_drafting import TextStream, accepted_prefix, ends_with_stop_word, round_seed
+from bls_drafting import (TextStream, accepted_prefix, ends_with_stop_word, plain_steps_after_verification,
+                          round_seed)
 from draft_len_schedule import PARAMETER as SCHEDULE_PARAMETER
 from draft_len_schedule import draft_length, parse as parse_schedule
 from model_parameters import ParameterError, bool_parameter, int_parameter, parameter
@@ -644,8 +646,9 @@ class TritonPythonModel:
             if self.spec_metrics is not None:
                 if plain:  # decoding steps that drafted nothing
                     self.spec_metrics.observe(len(produced), 0, 0, 0, [])
-                else:
+                else:  # the verification, then the target's plain steps up to the round's length
                     self.spec_metrics.observe_step(len(drafts), a)
+                    self.spec_metrics.observe(plain_steps_after_verification(a, len(produced)), 0, 0, 0, [])
             if produced:
                 now = time.time_ns()
                 state["first_token"] = state["first_token"] or now
