@@ -10,7 +10,7 @@ the real ones.
   spell them), so "Hello world" encodes to [128000, 9906, 1917] as the real tokenizer does.
 - Llama 2 / vicuna (SentencePiece tokenizer.model, a BPE ModelProto: sentencepiece `src/sentencepiece_model.proto`):
   32000 pieces, `<unk>` 0, `<s>` 1, `</s>` 2, the 256 byte-fallback pieces `<0x00>`..`<0xFF>` at 3-258, then
-  ordinary pieces; written with the ModelProto message transformers ships (`sentencepiece_model_pb2_new`).
+  ordinary pieces; written with sentencepiece's own ModelProto message (`sentencepiece_model_pb2`).
 - DeepSeek-V3/R1 (tokenizer.json): `<｜begin▁of▁sentence｜>` 0, `<｜end▁of▁sentence｜>` 1, `<think>` 128798,
   `</think>` 128799 (the ids TensorRT-LLM's MTPDecodingConfig hard-codes as its thinking-phase tokens), 128815
   tokens in all (config.json's vocab_size 129280 leaves room).
@@ -92,7 +92,9 @@ def write_llama3_tokenizer(folder: Path, chat_template: str) -> None:
 
 
 def llama2_sentencepiece_proto(pieces: int = 32000) -> bytes:
-    from transformers.utils import sentencepiece_model_pb2_new as sp_pb2
+    # sentencepiece's own ModelProto module: protobuf registers sentencepiece_model.proto once per process, and
+    # transformers' SentencePieceExtractor imports this one (importing transformers' copy first makes it fail)
+    from sentencepiece import sentencepiece_model_pb2 as sp_pb2
 
     model = sp_pb2.ModelProto()
     trainer = model.trainer_spec
