@@ -10,6 +10,7 @@ pipeline/specbuild is in the sdist and in the wheel built from that sdist, as `p
 from __future__ import annotations
 
 import email
+import fnmatch
 import hashlib
 import json
 import os
@@ -159,3 +160,56 @@ def test_the_unpacked_wheel_renders_repositories_with_its_own_files(built, tmp_p
                   if hashlib.sha256(p.read_bytes()).hexdigest() not in out["rendered"]]
     assert not not_copied, f"no rendered repository of {RENDERED} holds {not_copied}: render a recipe that uses them"
 
+
+# --- the Containerfile (not built here: no container engine, no registry; these keep it from rotting) ---
+
+CONTAINERFILE = ROOT / "Containerfile"
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the Containerfile, continuation lines joined."""
+    text = re.sub(r"\\\n", " ", CONTAINERFILE.read_text())
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines]
+
+
+def test_the_containerfile_builds_on_the_image_the_bundles_run_in():
+    from specbuild.deploy.images import NGC_REPOSITORY, TAG_SUFFIX, newest_supported, serves_llmapi, supported, \
+        tag_for, trtllm_of_tag
+
+    steps = instructions()
+    args = dict(arg.split("=", 1) for kind, arg in steps[:[k for k, _ in steps].index("FROM")] if kind == "ARG")
+    base = next(arg for kind, arg in steps if kind == "FROM")
+    assert base == f"{NGC_REPOSITORY}:${{TRITON_RELEASE}}{TAG_SUFFIX}"
+    tag = base.split(":", 1)[1].replace("${TRITON_RELEASE}", args["TRITON_RELEASE"])
+    trtllm = trtllm_of_tag(tag)
+    assert trtllm, f"{tag}: not a container specbuild/deploy/images.py knows"
+    assert supported(trtllm) and serves_llmapi(trtllm), f"{tag} (TensorRT-LLM {trtllm}) does not serve both flavours"
+    assert tag == tag_for(newest_supported()), (
+        f"the Containerfile builds on {tag}, the deployment bundles run in {tag_for(newest_supported())} by default: "
+        "set ARG TRITON_RELEASE to its <yy.mm>")
+
+
+def test_the_containerfile_installs_the_wheel_ci_builds_with_the_client_extra(built):
+    steps = instructions()
+    copy = next(arg for kind, arg in steps if kind == "COPY").split()
+    assert fnmatch.fnmatch(built["wheel"].name, copy[0]), f"COPY {copy[0]} does not take {built['wheel'].name}"
+    assert "--outdir dist" in (ROOT / ".ci" / "run").read_text(), "CI builds the wheel into dist/, the build context"
+    run = next(arg for kind, arg in steps if kind == "RUN" and "pip install" in arg)
+    install = run[run.index("pip install"):].split(";")[0].split()
+    assert install[-1] == '"$1[client]"' and install[-3:-1] == ["--constraint", "/tmp/specbuild/image-packages.txt"]
+    assert "client" in built["metadata"].get_all("Provides-Extra")
+    assert "specbuild --version" in run
+    entry = json.loads(next(arg for kind, arg in steps if kind == "ENTRYPOINT"))
+    assert entry[-1] == "specbuild" and entry[0] == "/opt/nvidia/nvidia_entrypoint.sh"
+
+
+def test_the_containerfile_pins_every_package_of_the_image_pip_accepts(tmp_path):
+    """Its pin filter, run as written: NVIDIA's local versions are pinned, a Debian version pip refuses is not."""
+    run = next(arg for kind, arg in instructions() if kind == "RUN" and "image-packages.txt" in arg)
+    code = re.search(r"python3 -c '([^']*)'", run).group(1)
+    listed = ["torch==2.9.0a0+145a3a7bda.nv25.10", "tensorrt_llm==1.2.1", "numpy==1.26.4",
+              "distro-info==1.1build1", "transformers==4.57.1"]
+    done = subprocess.run([sys.executable, "-c", code], input="\n".join(listed) + "\n", capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stdout.splitlines() == [line for line in listed if line != "distro-info==1.1build1"]
