@@ -304,7 +304,8 @@ def _hidden(head: HeadRecord, target: Target, out: Outcome) -> None:
     if other := next((f for f in head.hidden if f.value != width), None):
         out.findings.append(_refuse(
             f"{head.label} reads {other.value}-wide target hidden states ({other.source}) but the target's "
-            f"hidden_size is {width}: it was trained on another model and cannot run on this one — {_other(head)}"))
+            f"hidden_size is {width}: it was trained on another model, cannot run on this one, and would accept "
+            f"almost nothing if it did — {_other(head)}"))
         return
     features = head.feature_inputs
     if features is not None and features.value % width:
@@ -323,8 +324,8 @@ def _vocabulary(head: HeadRecord, target: Target, out: Outcome) -> None:
     if other := next((f for f in head.vocab if f.value != size), None):
         out.findings.append(_refuse(
             f"{head.label} was built for a vocabulary of {other.value} tokens ({other.source}) but the target's "
-            f"vocab_size is {size}: its token ids name other tokens, so it cannot be paired with this target — "
-            f"{_other(head)}"))
+            f"vocab_size is {size}: its token ids name other tokens, so it cannot be paired with this target and "
+            f"would accept almost nothing if it were — {_other(head)}"))
         return
     out.checked.append(f"vocabulary ({size} tokens)") if head.vocab else out.unrecorded.append(VOCAB)
 
