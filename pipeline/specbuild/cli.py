@@ -117,8 +117,14 @@ def check(recipe: Path, trtllm_examples: str | None) -> None:
 
     \b
     Prints each problem as file:line:col: field: message, and exits 2 if there is any. Whatever `plan` or
-    `compile` would refuse because of the recipe, `check` reports first (give them the same options). Then
-    `note:` lines say what specbuild cannot vouch for (a TensorRT-LLM release whose rules were not read).
+    `compile` would refuse because of the recipe, `check` reports first (give them the same options).
+    Warnings, printed (on stderr) as file:line:col: field: warning: message, refuse nothing and leave the exit
+    code 0: a draft head or draft model paired with a target it runs on but that lowers its acceptance (another
+    target's name or architecture, rope, a context past the head's training length, dtype, quantization). A pair
+    it cannot run on (hidden size, vocabulary, draft-vocabulary maps, lm_head, tokenizer, a draft model shorter
+    than build.max_seq_len) is a problem. Then
+    `note:` lines say what specbuild cannot vouch for (a TensorRT-LLM release whose rules were not read) and which
+    facts of the head were checked against the target and which the head does not record.
     Example:
       specbuild check recipes/reference/medusa.yaml
     """
@@ -128,7 +134,11 @@ def check(recipe: Path, trtllm_examples: str | None) -> None:
     r = _load(recipe, trtllm_examples)
     method = method_for(r)
     flavour = "" if r.flavour == "engine" else f" ({r.flavour} flavour)"
-    click.echo(f"{recipe}: ok — {r.name}: {method.name} ({method.summary}) on the {r.runtime} runtime{flavour}")
+    warned = f" with {len(r.warnings)} warning{'s' if len(r.warnings) > 1 else ''}" if r.warnings else ""
+    click.echo(f"{recipe}: ok{warned} — {r.name}: {method.name} ({method.summary}) on the {r.runtime} "
+               f"runtime{flavour}")
+    for warning in r.warnings:
+        click.echo(str(warning), err=True)
     # what could not be checked on this machine, and what the runtime cannot know
     for note in [*r.notes, *runtime_for(r).notes(r, describe(r))]:
         click.echo(f"{recipe}: note: {note}")

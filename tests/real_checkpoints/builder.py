@@ -205,6 +205,37 @@ def eagle3_llama31_8b(folder: Path) -> Path:
     return folder
 
 
+def speculators_eagle3_config(verifier: str = "meta-llama/Llama-3.1-8B-Instruct",
+                              architectures: tuple[str, ...] = ("LlamaForCausalLM",)) -> dict:
+    """The config.json vllm-project/speculators writes when it converts the EAGLE-3 head above for its verifier
+    (`src/speculators/convert/eagle/eagle3_converter.py`: Eagle3SpeculatorConfig of `models/eagle3/config.py` with
+    the draft layer as a LlamaConfig diff in transformer_layer_config, vocab_size from t2d, max_position_embeddings
+    raised to the verifier's, rope_theta 10000 (the LlamaConfig default, so not written); speculators_config of
+    `config.py` with a greedy proposal of 5 tokens and the verifier's name_or_path and architectures)."""
+    layer = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 1,
+             "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+             "rms_norm_eps": 1e-05, "vocab_size": 128256, "tie_word_embeddings": False}
+    return {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "speculators_version": "0.2.0",
+            "draft_vocab_size": 32000, "norm_before_residual": False, "target_hidden_size": None,
+            "eagle_aux_hidden_state_layer_ids": None, "transformer_layer_config": layer,
+            "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
+                                   "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 5,
+                                                         "accept_tolerance": 0.0, "verifier_accept_k": 1}],
+                                   "verifier": {"name_or_path": verifier, "architectures": list(architectures)}}}
+
+
+def speculators_eagle3(folder: Path, config: dict | None = None) -> Path:
+    """yuhuili/EAGLE3-LLaMA3.1-Instruct-8B converted by speculators: midlayer.* renamed layers.0.*, the verifier's
+    embed_tokens [128256, 4096] added (the EAGLE trainer saved none), one model.safetensors (save_pretrained). The
+    tensors' dtype after conversion is not documented: float16 here, and the config writes none."""
+    folder.mkdir(parents=True)
+    _json(folder / "config.json", config or speculators_eagle3_config())
+    tensors = [Tensor(t.name.replace("midlayer.", "layers.0."), t.dtype, t.shape) for t in eagle3_tensors(EAGLE3_CONFIG)]
+    tensors.append(Tensor("embed_tokens.weight", "float16", (EAGLE3_CONFIG["vocab_size"], EAGLE3_CONFIG["hidden_size"])))
+    write_safetensors(folder / "model.safetensors", tensors, {"format": "pt"})
+    return folder
+
+
 def vicuna_7b(folder: Path) -> Path:
     folder.mkdir(parents=True)
     _json(folder / "config.json", VICUNA_CONFIG)

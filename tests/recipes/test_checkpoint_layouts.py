@@ -87,8 +87,10 @@ def test_medusa_heads_of_another_width_are_refused(tmp_path):
         tensors[f"{h}.1.weight"] = np.zeros((4096, 128), np.float16)
     save_file(tensors, str(heads / "medusa_lm_head.safetensors"))
     text = _problems(_recipe(tmp_path, ZOO / "target", {"method": "medusa", "num_heads": 4, "checkpoint": str(heads)}))
-    assert "speculation.checkpoint:" in text and "map 128-wide hidden states onto 4096 tokens" in text
-    assert "hidden_size 256" in text
+    assert "speculation.checkpoint: each Medusa head reads 128-wide target hidden states (1.1.weight" not in text
+    assert "speculation.checkpoint: each Medusa head reads 128-wide target hidden states (0.1.weight [4096, 128])" \
+        in text  # the weights say it, whatever config.json says
+    assert "the target's hidden_size is 256" in text and "use a head trained on this target" in text
     from transformers import AutoConfig
 
     from specbuild.heads.medusa import load_medusa_heads

@@ -99,3 +99,43 @@ def test_a_draft_without_weights_is_refused(tmp_path):
     (draft / "model.safetensors").unlink()
     code, err, _ = _check(_recipe(tmp_path, CKPT / "target", {"method": "draft_target", "checkpoint": str(draft)}))
     assert code == 2 and "speculation.checkpoint:" in err and "has no weights" in err, err
+
+
+ZOO = ROOT / "checkpoints" / "tiny"
+HOSTILE_HEAD_FIELDS = [  # what the head/target preflight reads, of the wrong type or shape
+    {"rope_scaling": "yarn"}, {"rope_scaling": {"rope_type": 4, "factor": "big"}}, {"rope_theta": [1]},
+    {"rope_parameters": ["default"]}, {"torch_dtype": 5}, {"dtype": None}, {"quantization_config": ["fp8"]},
+    {"quantization_config": {"quant_method": None}}, {"max_position_embeddings": True}, {"hidden_size": "256"},
+    {"vocab_size": -1}, {"draft_vocab_size": 0.5}, {"target_hidden_size": [256]},
+    {"base_model_name_or_path": "a\x00b"}, {"base_model_name_or_path": "../" * 2000},
+    {"speculators_config": {"verifier": "x"}}, {"speculators_config": [1]},
+    {"speculators_config": {"verifier": {"architectures": "LlamaForCausalLM", "name_or_path": 3}}},
+    {"transformer_layer_config": [1]}, {"transformer_layer_config": {"hidden_size": {"a": 1}}},
+]
+
+
+@pytest.mark.parametrize("method", ["medusa", "eagle3"])
+def test_hostile_head_config_fields_never_crash_the_preflight(method, tmp_path):
+    """Whatever a head's config.json holds where the preflight looks, `check` answers with a verdict, located
+    problems or none, never an internal error."""
+    from specbuild.errors import RecipeError
+    from specbuild.recipe import load_recipe
+
+    spec = {"method": "medusa", "num_heads": 4} if method == "medusa" else \
+        {"method": "eagle3", "max_draft_len": 4, "layers_to_capture": [0, 1, 3]}
+    original = json.loads((ZOO / method / "config.json").read_text())
+    for i, fields in enumerate(HOSTILE_HEAD_FIELDS):
+        head = tmp_path / f"{method}{i}"
+        shutil.copytree(ZOO / method, head)
+        (head / "config.json").write_text(json.dumps({**original, **fields}))
+        recipe = {"name": "hostile", "runtime": "reference", "model": {"checkpoint": str(ZOO / "target"),
+                                                                       "tokenizer": str(ZOO / "tokenizer")},
+                  "speculation": {**spec, "checkpoint": str(head)}}
+        if method == "eagle3":
+            recipe["flavour"] = "llm-api"
+        path = tmp_path / f"{method}{i}.yaml"
+        path.write_text(json.dumps(recipe))
+        try:
+            load_recipe(path)
+        except RecipeError as e:
+            assert all(p.line is not None for p in e.problems), (fields, str(e))

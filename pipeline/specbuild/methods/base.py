@@ -24,11 +24,13 @@ class Section(BaseModel):
 
 @dataclass(frozen=True)
 class Finding:
-    """A problem found by a recipe check, located by its field path, e.g. ("speculation", "choices", 3)."""
+    """A problem found by a recipe check, located by its field path, e.g. ("speculation", "choices", 3). A warning
+    (a pairing that runs but lowers acceptance: specbuild/methods/preflight.py) is shown and refuses nothing."""
 
     path: Path_
     message: str
     also: tuple[Path_, ...] = ()  # where to point instead when `path` is not written in the recipe (a default)
+    warning: bool = False
 
 
 class Method:

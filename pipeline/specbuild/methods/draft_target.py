@@ -13,8 +13,10 @@ from pydantic import PositiveInt, model_validator
 
 from specbuild.checkpoint_tensors import CAUSAL_LM
 from specbuild.engine_facts import SpecMode
+from specbuild.methods import preflight
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config, same_tokenizer
+from specbuild.methods.common import read_hf_config
+from specbuild.methods.preflight import Fact, HeadRecord, config_int
 from specbuild.methods.weights import weights_findings
 from specbuild.speculation import DraftModel, Speculation
 
@@ -78,13 +80,17 @@ class DraftTarget(Method):
             yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "
                           "the draft model's Hugging Face folder")
             return
-        yield from weights_findings(draft_dir, spec.checkpoint, CAUSAL_LM)
-        if target is not None and draft.get("vocab_size") != target.get("vocab_size"):
-            yield Finding(("speculation", "checkpoint"), f"the draft's vocab_size {draft.get('vocab_size')} differs from "
-                          f"the target's {target.get('vocab_size')}; draft and target must share one vocabulary — "
-                          "pick a draft trained with the target's tokenizer")
-            return
-        verdict = same_tokenizer(recipe.tokenizer_dir, draft_dir)
-        if verdict is False:
-            yield Finding(("speculation", "checkpoint"), f"the draft's tokenizer in {spec.checkpoint} differs from the "
-                          "target's; draft and target must share one vocabulary — use the target's tokenizer for both")
+        layout = list(weights_findings(draft_dir, spec.checkpoint, CAUSAL_LM))
+        yield from layout
+        if target is not None and not layout:  # a folder of another kind is named as such, not compared
+            yield from preflight.findings(recipe, draft_record(draft_dir, draft))
+
+
+def draft_record(folder: Path, cfg: dict) -> HeadRecord:
+    """What pairs a draft model with its target: one vocabulary and tokenizer (the target verifies the draft's token
+    ids), and positions for the whole sequence (the draft reads all of it). Its width, layers, rope and dtype are
+    its own."""
+    return HeadRecord(label="the draft model", facts=(preflight.VOCAB, preflight.TOKENIZER, preflight.POSITIONS),
+                      vocab=tuple(f for f in (config_int(cfg, "vocab_size"),) if f is not None),
+                      tokenizer=Fact(folder, "its tokenizer files"),
+                      max_positions=config_int(cfg, "max_position_embeddings"))

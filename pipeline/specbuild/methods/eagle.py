@@ -13,10 +13,12 @@ from typing import Iterator, Literal
 
 from pydantic import PositiveInt
 
-from specbuild.checkpoint_tensors import EAGLE1
+from specbuild.checkpoint_tensors import EAGLE1, preferred_files, tensor_shapes
 from specbuild.engine_facts import SpecMode
+from specbuild.methods import preflight
 from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import read_hf_config
+from specbuild.methods.common import checkpoint_root, read_hf_config
+from specbuild.methods.preflight import SHARED, Fact, HeadRecord, config_int
 from specbuild.methods.trees_common import choices_findings, rank_findings
 from specbuild.methods.weights import weights_findings
 from specbuild.speculation import DynamicTree as DynamicTreeDescription, EagleHead, Speculation, StaticTree
@@ -111,18 +113,43 @@ class Eagle(Method):
 
     def file_checks(self, recipe) -> Iterator[Finding]:
         spec: EagleConfig = recipe.speculation
-        head = read_hf_config(recipe.checkpoint_dir(spec.checkpoint))
+        folder = recipe.checkpoint_dir(spec.checkpoint)
+        head = read_hf_config(folder)
         target = read_hf_config(recipe.model_dir)
         if head is None:
             yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "
                           "an EAGLE-1 draft head folder")
             return
-        yield from weights_findings(recipe.checkpoint_dir(spec.checkpoint), spec.checkpoint, EAGLE1)
+        layout = list(weights_findings(folder, spec.checkpoint, EAGLE1))
+        yield from layout
         if target is not None and spec.tree is not None:
             yield from rank_findings(spec.tree, target.get("vocab_size"),
                                      ("speculation", "choices" if spec.choices is not None else "num_eagle_layers"))
-        if target is not None:
-            for key in ("hidden_size", "vocab_size"):
-                if key in head and key in target and head[key] != target[key]:
-                    yield Finding(("speculation", "checkpoint"), f"the EAGLE head has {key} {head[key]} but the target "
-                                  f"has {target[key]} — the head must be trained on this target")
+        if not layout:  # a folder of another kind is named as such, not compared as a head
+            yield from preflight.findings(recipe, head_record(folder, head))
+
+
+HEAD_FACTS = (preflight.ARCHITECTURE, preflight.TARGET_NAME, preflight.HIDDEN, preflight.VOCAB, preflight.LM_HEAD,
+              preflight.POSITIONS, preflight.ROPE, preflight.DTYPE, preflight.QUANTIZATION)
+
+
+def head_record(folder: Path, cfg: dict) -> HeadRecord:
+    """What an EAGLE-1 head records about its target: its config.json is a one-layer copy of a Llama config of the
+    target's width and vocabulary (SafeAILab/EAGLE `train/vicuna_7B_config.json`); fc.weight [H, 2H] fuses the
+    token embedding with the target's hidden state and embed_tokens is [V, H] (`eagle/model/cnets1.py`); it
+    predicts with the target's lm_head. Its `architectures` is its own (Llama whatever the target): it does not
+    record its target's."""
+    shapes = tensor_shapes(folder, preferred_files(folder, EAGLE1), root=checkpoint_root(folder)) or {}
+    hidden, vocab = [], []
+    fc, embed = shapes.get("fc.weight"), shapes.get("embed_tokens.weight")
+    if fc is not None and len(fc) == 2 and fc[1] % 2 == 0:
+        hidden.append(Fact(fc[1] // 2, f"fc.weight {list(fc)}"))
+    if embed is not None and len(embed) == 2:
+        hidden.append(Fact(embed[1], f"embed_tokens.weight {list(embed)}"))
+        vocab.append(Fact(embed[0], f"embed_tokens.weight {list(embed)}"))
+    own = config_int(cfg, "hidden_size")
+    hidden += [own] if own is not None else []
+    vocab += [f for f in (config_int(cfg, "vocab_size"),) if f is not None]
+    return HeadRecord(label="the EAGLE head", facts=HEAD_FACTS, hidden=tuple(hidden), own_hidden=own,
+                      vocab=tuple(vocab), lm_head=Fact(SHARED, "EAGLE-1 heads predict with the target's lm_head"),
+                      **preflight.head_config_facts(cfg, folder))

@@ -14,8 +14,10 @@ from pydantic import Field, PositiveInt
 
 from specbuild.checkpoint_tensors import MEDUSA, medusa_heads, preferred_files, tensor_names, tensor_shapes
 from specbuild.engine_facts import SpecMode
+from specbuild.methods import preflight
 from specbuild.methods.base import Finding, Method, Section
 from specbuild.methods.common import checkpoint_root, read_hf_config
+from specbuild.methods.preflight import Fact, HeadRecord, config_int
 from specbuild.methods.trees_common import choices_findings, rank_findings
 from specbuild.methods.weights import weights_findings
 from specbuild.speculation import MedusaHeads, Speculation, StaticTree
@@ -69,10 +71,16 @@ class Medusa(Method):
             yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — "
                           "point it at a Medusa heads folder (config.json with medusa_num_heads)")
             return
-        yield from weights_findings(recipe.checkpoint_dir(spec.checkpoint), spec.checkpoint, MEDUSA)
+        layout = list(weights_findings(recipe.checkpoint_dir(spec.checkpoint), spec.checkpoint, MEDUSA))
+        yield from layout
         target = read_hf_config(recipe.model_dir) or {}
         yield from rank_findings(spec.choices, target.get("vocab_size"))
-        yield from self._shape_findings(recipe, target)
+        if not layout:  # a folder of another kind is named as such, not compared as heads
+            paired = list(preflight.findings(recipe, head_record(recipe.checkpoint_dir(spec.checkpoint), cfg,
+                                                                 spec.num_layers)))
+            yield from paired
+            if any(not f.warning for f in paired):
+                return
         yield from self._head_count_findings(recipe)
         for key, ours, field in (("medusa_num_layers", spec.num_layers, "num_layers"),):
             theirs = cfg.get(key)
@@ -101,16 +109,32 @@ class Medusa(Method):
             yield Finding(("speculation", "num_heads"), f"is {spec.num_heads} but {spec.checkpoint}/{file} holds "
                           f"{held} Medusa head(s) (0..{held - 1}) — set num_heads to at most {held}")
 
-    def _shape_findings(self, recipe, target: dict) -> Iterator[Finding]:
-        """Head i's projection `i.<num_layers>.weight` is [vocab, hidden] (FasterDecoding/Medusa ResBlocks, then the
-        vocabulary projection): both must be the target's."""
-        spec: MedusaConfig = recipe.speculation
-        folder = recipe.checkpoint_dir(spec.checkpoint)
-        shapes = tensor_shapes(folder, preferred_files(folder, MEDUSA), root=checkpoint_root(folder)) or {}
-        projection = shapes.get(f"0.{spec.num_layers}.weight")
-        want = (target.get("vocab_size"), target.get("hidden_size"))
-        if projection is not None and len(projection) == 2 and all(isinstance(n, int) for n in want) \
-                and tuple(projection) != want:
-            yield Finding(("speculation", "checkpoint"), f"the Medusa heads map {projection[1]}-wide hidden states "
-                          f"onto {projection[0]} tokens (0.{spec.num_layers}.weight) but the target has hidden_size "
-                          f"{want[1]} and vocab_size {want[0]} — the heads must be trained on this target")
+
+
+HEAD_FACTS = (preflight.ARCHITECTURE, preflight.TARGET_NAME, preflight.HIDDEN, preflight.VOCAB, preflight.LM_HEAD,
+              preflight.DTYPE, preflight.QUANTIZATION)  # position-free MLPs over the last hidden state: no rope
+
+
+def head_record(folder: Path, cfg: dict, num_layers: int) -> HeadRecord:
+    """What Medusa heads record about their target: head i is ResBlocks `i.<l>.linear` [H, H] and then its own
+    projection `i.<num_layers>.weight` [V, H] (FasterDecoding/Medusa `medusa/model/medusa_model.py`), so the
+    weights carry the target's width and vocabulary; config.json names the target (base_model_name_or_path) and,
+    in some exports, hidden_size and vocab_size (read after the weights: FasterDecoding's config.json understates
+    even its head count)."""
+    shapes = tensor_shapes(folder, preferred_files(folder, MEDUSA), root=checkpoint_root(folder)) or {}
+    hidden, vocab, lm_head = [], [], None
+    projection, block = shapes.get(f"0.{num_layers}.weight"), shapes.get("0.0.linear.weight")
+    if projection is not None and len(projection) == 2:
+        shown = f"0.{num_layers}.weight {list(projection)}"
+        hidden.append(Fact(projection[1], shown))
+        vocab.append(Fact(projection[0], shown))
+        lm_head = Fact(tuple(projection), shown)
+    if block is not None and len(block) == 2:
+        hidden.append(Fact(block[1], f"0.0.linear.weight {list(block)}"))
+    hidden += [f for f in (config_int(cfg, "hidden_size"),) if f is not None]
+    vocab += [f for f in (config_int(cfg, "vocab_size"),) if f is not None]
+    base = cfg.get("base_model_name_or_path")
+    return HeadRecord(label="each Medusa head", facts=HEAD_FACTS, hidden=tuple(hidden), vocab=tuple(vocab),
+                      lm_head=lm_head, own_hidden=hidden[0] if hidden else None,
+                      target_name=Fact(base, "config.json base_model_name_or_path") if isinstance(base, str) and base
+                      else None, dtype=preflight.dtype_of(cfg), quantization=preflight.quantization_of(cfg, folder))

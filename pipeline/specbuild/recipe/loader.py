@@ -135,7 +135,7 @@ def _locate(findings: list[Finding], src: Located, name: str) -> list[Problem]:
         written = [p for p in (f.path, *f.also) if p in src.values]
         path = written[0] if written else f.path
         line, col = src.where(path) or (None, None)
-        out.append(Problem(name, line, col, format_path(path), f.message))
+        out.append(Problem(name, line, col, format_path(path), ("warning: " if f.warning else "") + f.message))
     return out
 
 
@@ -154,9 +154,11 @@ def load_recipe(path: str | Path, *, check_files: bool = True, options: BuildOpt
     except ValidationError as e:
         raise RecipeError(_sorted(_problems_from_validation(e, src, name))) from None
     recipe._source = path.resolve()
-    problems = _locate(list(general_findings(recipe, options)), src, name)
+    findings = list(general_findings(recipe, options))
     if check_files:
-        problems += _locate(list(file_findings(recipe, options)), src, name)
-    if problems:
-        raise RecipeError(_sorted(problems))
+        findings += file_findings(recipe, options)
+    problems = _locate([f for f in findings if not f.warning], src, name)
+    recipe.warnings.extend(_sorted(_locate([f for f in findings if f.warning], src, name)))
+    if problems:  # shown with the warnings, which are marked as such
+        raise RecipeError(_sorted(problems + recipe.warnings))
     return recipe

@@ -224,6 +224,7 @@ class Recipe(Section):
     _source: Path | None = PrivateAttr(default=None)
     _checkpoints: dict = PrivateAttr(default_factory=dict)
     _notes: list = PrivateAttr(default_factory=list)
+    _warnings: list = PrivateAttr(default_factory=list)
 
     @property
     def source(self) -> Path | None:
@@ -255,6 +256,11 @@ class Recipe(Section):
     def notes(self) -> list[str]:
         """What `check` could not check here, and why (printed after its verdict)."""
         return self._notes
+
+    @property
+    def warnings(self) -> list:
+        """Located problems that refuse nothing (`check` prints them; the exit code stays 0)."""
+        return self._warnings
 
     @property
     def model_dir(self) -> Path:
