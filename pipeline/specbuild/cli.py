@@ -108,6 +108,13 @@ def _load(recipe: Path, trtllm_examples: str | None = None, *, building: bool = 
                        options=BuildOptions(trtllm_examples=trtllm_examples, building=building))
 
 
+def _print_warnings(r) -> None:
+    """A recipe's warnings (what lowers acceptance without refusing the build), on stderr, for every command that
+    builds or plans from it: a `plan --json` on stdout stays one document."""
+    for warning in r.warnings:
+        click.echo(str(warning), err=True)
+
+
 @cli.command()
 @_recipe_arg()
 @_examples_option
@@ -137,8 +144,7 @@ def check(recipe: Path, trtllm_examples: str | None) -> None:
     warned = f" with {len(r.warnings)} warning{'s' if len(r.warnings) > 1 else ''}" if r.warnings else ""
     click.echo(f"{recipe}: ok{warned} — {r.name}: {method.name} ({method.summary}) on the {r.runtime} "
                f"runtime{flavour}")
-    for warning in r.warnings:
-        click.echo(str(warning), err=True)
+    _print_warnings(r)
     # what could not be checked on this machine, and what the runtime cannot know
     for note in [*r.notes, *runtime_for(r).notes(r, describe(r))]:
         click.echo(f"{recipe}: note: {note}")
@@ -161,6 +167,7 @@ def plan(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, as_j
     from specbuild.runtimes.base import BuildOptions
 
     r = _load(recipe, trtllm_examples)
+    _print_warnings(r)
     p = make_plan(r, _layout(r, engines_dir, repo_dir, report_dir), BuildOptions(trtllm_examples=trtllm_examples))
     if as_json:
         click.echo(json.dumps(p.to_dict(), indent=2))
@@ -228,6 +235,7 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
     from specbuild.compile import CompileOptions, compile_recipe
 
     r = _load(recipe, trtllm_examples)
+    _print_warnings(r)
     options = CompileOptions(validate=not no_validate, render_only=render_only, trtllm_examples=trtllm_examples,
                              tritonserver=tritonserver, decode_cpus=decode_cpus)
     code = compile_recipe(r, _layout(r, engines_dir, repo_dir, report_dir), options, Console(stderr=True))

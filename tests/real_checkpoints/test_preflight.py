@@ -304,3 +304,14 @@ def test_check_help_says_how_warnings_show():
 
     text = " ".join(CliRunner().invoke(cli, ["check", "--help"]).output.split())
     assert "file:line:col: field: warning: message, refuse nothing and leave the exit code 0" in text
+
+
+def test_plan_shows_the_warnings_on_stderr_and_keeps_its_json_whole(gpu, real, recipe_file, capsys):
+    """plan (and compile) load the recipe as check does: the pairing's warnings reach the user there too, on stderr,
+    so that `plan --json` stays one JSON document."""
+    recipe = pair(real, "eagle3", build={"max_input_len": 4096, "max_seq_len": 8192})
+    code = main(["plan", str(recipe_file("plan-warns", **recipe)), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    json.loads(out)
+    assert "speculation.checkpoint: warning: the EAGLE-3 head was trained on sequences of at most 2048" in err
