@@ -136,7 +136,7 @@ BASE = Profile(
     seq_len=256,
     target=LlamaShape(hidden=384, layers=12, heads=6, intermediate=1024),
     draft=LlamaShape(hidden=128, layers=1, heads=2, intermediate=344),
-    target_train=Schedule(steps=300, batch=16, lr=2e-3, warmup=30, weight_decay=0.05),
+    target_train=Schedule(steps=200, batch=16, lr=2e-3, warmup=20, weight_decay=0.05),
     teacher_prompts=768,
     teacher_prompt_len=64,
     teacher_new_tokens=128,
