@@ -197,6 +197,8 @@ class SuiteContext:
     # the target's metrics endpoint scraped just before and after its greedy HTTP pass (the requests the
     # acceptance check reads): (before, after) samples, or an error sentence
     server_scrapes: tuple | str | None = None
+    # the results of the checks run so far, by name (a check may read an earlier one's figures)
+    finished: dict[str, CheckResult] = field(default_factory=dict)
 
     @property
     def max_tokens(self) -> int:
