@@ -1,5 +1,6 @@
-"""`specbuild compile recipes/demo.yaml` signalled while it serves and while it validates, as a terminal (Ctrl-C),
-a CI runner or Kubernetes (SIGTERM) and the OOM killer (SIGKILL) would: it exits 130 / 143 with one line, or dies,
+"""`specbuild compile` of the demo deployment (on the tiny models: tests/recipes/demo_tiny.yaml) signalled while it
+serves and while it validates, as a terminal (Ctrl-C), a CI runner or Kubernetes (SIGTERM) and the OOM killer
+(SIGKILL) would: it exits 130 / 143 with one line, or dies,
 and afterwards no process it started runs, no port of its servers listens and none of its /dev/shm regions is
 left. Processes are counted by the SPECBUILD_OWNER=<pid> every child (and grandchild) of specbuild carries.
 Each case builds, serves and (for the validation phase) validates the demo: ~20-40 s each on 2 cores."""
@@ -20,7 +21,7 @@ import pytest
 from specbuild import child_watchdog
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "recipes" / "demo.yaml"
+DEMO = ROOT / "tests" / "recipes" / "demo_tiny.yaml"  # recipes/demo.yaml's deployment on the tiny models
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 
 

@@ -54,7 +54,7 @@ def test_servers_stop_at_once_only_when_interrupted(tmp_path, monkeypatch, outco
     monkeypatch.setattr(serve, "TritonServer", StandInServer)
     monkeypatch.setattr(validate, "run_validation", suite)
     StandInServer.stopped = []
-    recipe = load_recipe(ROOT / "recipes" / "demo.yaml")
+    recipe = load_recipe(ROOT / "tests" / "recipes" / "demo_tiny.yaml")
     layout = Layout(tmp_path / "engines", tmp_path / "triton_repo", tmp_path / "reports", recipe.name)
     console = Console(file=open(tmp_path / "out.txt", "w"))
     repositories = {"target": tmp_path / "target", "baseline": tmp_path / "baseline"}

@@ -782,6 +782,18 @@ def test_suite_on_the_reference_deployment(served, checkpoints, suite_baseline, 
     assert status["performance"] == "passed", summaries["performance"]
     levels = result.check("performance").details["levels"]
     assert set(levels) == ({"speculative", "baseline"} if speculative else {"target"})
+    # the cost model: the served engines decoded in process at each level, next to the sweep's served speedups
+    cost = result.check("cost_model")
+    if speculative:
+        assert status["cost_model"] == "passed", summaries["cost_model"]
+        served = {p["concurrency"]: p["speedup"] for p in result.check("performance").details["speedup"]}
+        rows = cost.details["levels"]
+        assert [r["concurrency"] for r in rows] == SUITE_VALIDATION["concurrency"]
+        assert all(r["served"] == round(served[r["concurrency"]], 3) and r["limit"] > 0 and r["t1_ms"] > 0
+                   and r["verify_ms"] > 0 and r["in_process"] > 0 for r in rows), rows
+        assert rows[0]["draft_ms"] > 0 and rows[0]["acceptance_length"] > 1, rows[0]  # drafting at concurrency 1
+    else:
+        assert status["cost_model"] == "skipped"
 
     acceptance = result.check("acceptance")
     if speculative:

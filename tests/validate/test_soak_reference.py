@@ -20,7 +20,7 @@ import pytest
 pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parents[2]
-RECIPES = {"eagle": ROOT / "recipes" / "demo.yaml", "draft_target": ROOT / "recipes" / "reference" / "draft_target.yaml"}
+RECIPES = {"eagle": ROOT / "tests" / "recipes" / "demo_tiny.yaml", "draft_target": ROOT / "recipes" / "reference" / "draft_target.yaml"}
 CONCURRENCY = 32
 GOOD_REQUESTS = {"eagle": 96, "draft_target": 48}  # the draft-target BLS answers a batch at a time: fewer
 MAX_TOKENS = (4, 8)

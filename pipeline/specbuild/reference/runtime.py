@@ -80,3 +80,8 @@ class ReferenceRuntime(EngineFlavour):
 
     def owns_engine(self, config: dict) -> bool:
         return (config.get("specbuild") or {}).get("runtime") == self.name
+
+    def call_costs(self, configs, texts, max_tokens, levels, progress=None):
+        from specbuild.reference.call_costs import measure_served
+
+        return measure_served(configs, texts, max_tokens, levels, progress)

@@ -95,3 +95,11 @@ class Runtime:
 
     def owns_engine(self, config: dict) -> bool:
         raise NotImplementedError
+
+    def call_costs(self, configs: dict[str, dict], texts: list[str], max_tokens: int, levels: list[int],
+                   progress: Progress | None = None) -> list | None:
+        """The cost model's per-call costs of served core models whose engines are on this machine, decoded here in
+        process: one `specbuild.cost_model.LevelModel` per level. `configs`: the speculative and the baseline
+        deployment's `tensorrt_llm` configs ("target", "baseline") and the draft core's ("draft") as served. None:
+        this runtime's engines cannot be decoded here (the default)."""
+        return None

@@ -87,6 +87,7 @@ def _run_checks(ctx, checks, exit_reasons: Mapping[str, Callable[[], str | None]
         if down is not None and result.status != PASSED:
             result = replace(result, status=ERROR, summary=f"{down} during this check; {result.summary}")
         results.append(result)
+        ctx.finished[check.NAME] = result
     return results
 
 

@@ -2,6 +2,7 @@
 
     python -m specbuild.zoo build --profile tiny --out checkpoints/tiny
     python -m specbuild.zoo add-stage eagle3 --zoo checkpoints/tiny --precision float32
+    python -m specbuild.zoo build --profile base --out checkpoints/base
     python -m specbuild.zoo build --profile small --out .cache/zoo/small
     python -m specbuild.zoo verify checkpoints/tiny
 
@@ -16,7 +17,7 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-COMMITTED = {"tiny": REPO_ROOT / "checkpoints" / "tiny"}
+COMMITTED = {name: REPO_ROOT / "checkpoints" / name for name in ("tiny", "base")}
 
 
 def cache_root() -> Path:
@@ -47,7 +48,7 @@ def profile_folder_problems(folder: Path, profile_name: str) -> list[str]:
 def ensure_profile(name: str, progress=None, rebuild: bool = False) -> Path:
     """A verified folder for profile `name`, built on demand (minutes) and cached.
 
-    `tiny` resolves to the committed `checkpoints/tiny` when that folder matches its manifest (a
+    `tiny` and `base` resolve to the committed `checkpoints/<name>` when that folder matches its manifest (a
     committed folder is never rebuilt here: its manifest may record another machine's versions).
     Every other profile lives in the cache and is rebuilt when its manifest does not match the
     current profile settings, builder version or file hashes.

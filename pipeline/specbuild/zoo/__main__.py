@@ -18,7 +18,7 @@ def cli() -> None:
 
 
 @cli.command("build")
-@click.option("--profile", "profile_name", required=True, help="tiny | small | micro")
+@click.option("--profile", "profile_name", required=True, help="tiny | base | small | micro")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="output folder (replaced)")
 @click.option("--threads", type=int, default=None, help="torch threads (default: min(2, cpus))")
 @click.option("--resume-from", type=click.Path(exists=True, file_okay=False), default=None,

@@ -66,6 +66,7 @@ def render_readme(s: dict) -> str:
         "its final hidden states (see `pipeline/specbuild/zoo/distill.py`). `manifest.json` records every "
         "file's size and sha256, the training figures and the versions.",
         "",
+        *_accepts(s),
         *(_eagle3_section(s) if "eagle3" in m else []),
         "## Rebuild",
         "",
@@ -83,6 +84,24 @@ def render_readme(s: dict) -> str:
     return "\n".join(lines)
 
 
+def _accepts(s: dict) -> list[str]:
+    m, p = s["models"], s["profile_config"]
+    hidden, vocab = p["target"]["hidden"], m["tokenizer"]["vocab_size"]
+    lines = [
+        "## What each part accepts",
+        "",
+        f"- `target/`, `draft/`: any Llama runtime (transformers `AutoModelForCausalLM`, TensorRT-LLM's Llama "
+        f"converter, llama.cpp's `convert_hf_to_gguf.py`); both read `tokenizer/`'s {vocab}-token vocabulary, so the "
+        "draft serves the target for draft-target speculation. Context: "
+        f"{p['max_position_embeddings']} positions (trained on {p['seq_len']}-token blocks).",
+        f"- `medusa/`, `eagle/`" + (", `eagle3/`" if "eagle3" in m else "") + f": this target only (hidden size "
+        f"{hidden}, vocabulary {vocab}); they were trained on its own features, so another target of the same shape "
+        "would verify their drafts losslessly but accept few of them.",
+        "",
+    ]
+    return lines
+
+
 def _added(s: dict) -> set[str]:
     """Stages trained later into the folder by `add-stage` (not part of the original build's time)."""
     return {a["stage"] for a in s.get("added_stages") or []}
@@ -92,13 +111,25 @@ def _eagle3_section(s: dict) -> list[str]:
     e, q = s["models"]["eagle3"], s["quality"]["eagle3"]
     layers = e["layers_to_capture"]
     precision = s.get("stage_precision", {}).get("eagle3", s.get("precision", ""))
+    from specbuild.heads.eagle3 import trtllm_default_layers
+
+    num_layers = s["profile_config"]["target"]["layers"]
+    default = trtllm_default_layers(num_layers)
+    default = list(default) if default is not None else None
+    if default == layers:
+        where = (f"These are TensorRT-LLM's default capture set {{1, L//2-1, L-4}} for this {num_layers}-layer target, "
+                 "so `eagle3_layers_to_capture` may be left out; set explicitly, e.g. in `model.yaml`:")
+    elif default is None:
+        where = (f"The target has {num_layers} layers, so TensorRT-LLM's default capture set {{1, L//2-1, L-4}} does "
+                 "not apply (it needs L > 5): set them explicitly, e.g. in `model.yaml`:")
+    else:
+        where = (f"TensorRT-LLM's default capture set for this {num_layers}-layer target would be {default}, not "
+                 "these: set them explicitly, e.g. in `model.yaml`:")
     return [
         "## The EAGLE-3 head (`eagle3/`)",
         "",
         f"What it accepts: the target in `target/` only (same width and vocabulary). It fuses the outputs of target "
-        f"decoder layers {layers} (0-based, residual stream before the final norm). The target has "
-        f"{s['profile_config']['target']['layers']} layers, so TensorRT-LLM's default capture set "
-        "{1, L//2-1, L-4} does not apply (it needs L > 5): set them explicitly, e.g. in `model.yaml`:",
+        f"decoder layers {layers} (0-based, residual stream before the final norm). {where}",
         "",
         "```yaml",
         "speculative_config:",

@@ -74,6 +74,9 @@ class Method:
     # True: `step` brings every row's cache up to date whatever it lacks and `prefill` is the same forward, so an
     # admitted row with a short uncached tail (a reused prefix) can decode in the running batch's forward
     step_is_prefill: ClassVar[bool] = False
+    # The method (name of a bound method) that does one step's drafting; its time is the step's t(draft) in the cost
+    # model (reference/call_costs.py). None: the drafts come from lookups inside `step` (no drafting call).
+    drafting: ClassVar[str | None] = None
 
     def __init__(self, engine: "Engine", draft_engine: "Engine | None" = None, decoding: Mapping | None = None):
         self.engine = engine

@@ -29,6 +29,7 @@ class DraftTarget(Method):
     engine_mode = SpecMode.DRAFT_TOKENS_EXTERNAL
     needs_draft_engine = True
     reuses_prefix = True
+    drafting = "propose"
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)

@@ -105,6 +105,7 @@ class Eagle(Method):
     name = "eagle"
     engine_mode = SpecMode.EAGLE
     reuses_prefix = True
+    drafting = "draft_and_rollback"  # the head's catch-up and the tree it drafts
     feature_name = "target_hidden"  # what the head reads at each position: the target's final hidden state
     # What a scheduled draft length caps: the tree's node count (EAGLE-1: the first N choices; EAGLE-2: the N best
     # nodes, drafted at most N deep), or its depth (EAGLE-3: TensorRT-LLM's max_draft_len is the chain length)

@@ -79,6 +79,7 @@ class Medusa(Method):
     name = "medusa"
     engine_mode = SpecMode.MEDUSA
     reuses_prefix = True  # the heads read the last fed position's hidden state: a reused prefix needs nothing more
+    drafting = "draft"
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)

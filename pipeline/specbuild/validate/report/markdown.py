@@ -190,6 +190,13 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
         if cross:
             lines += [cross, ""]
 
+    cost = by.get("cost_model")
+    if cost and cost.details.get("levels"):
+        from specbuild.validate.report.cost_model import markdown_lines
+
+        _section(lines, "Cost model")
+        lines += markdown_lines(cost.details)
+
     acc = by.get("acceptance")
     if acc and acc.details.get("records"):
         a = acc.details

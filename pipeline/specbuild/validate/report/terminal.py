@@ -45,6 +45,11 @@ def print_result(result, console) -> None:
     perf = result.check("performance")
     if perf is not None and perf.details.get("levels"):
         console.print(performance_table(perf.details))
+    cost = result.check("cost_model")
+    if cost is not None and cost.details.get("levels"):
+        from specbuild.validate.report.cost_model import terminal_table
+
+        console.print(terminal_table(cost.details))
     verdict = "[bold green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
     failing = ", ".join(c.name for c in result.failures)
     console.print(f"{verdict}" + (f": {failing}" if failing else "") + f"  ({result.duration_s:.1f} s)")
