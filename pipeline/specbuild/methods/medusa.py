@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field
 
+from specbuild.bounds import PositiveInt32
 from specbuild.checkpoint_tensors import MEDUSA, preferred_files, tensor_shapes
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
@@ -28,13 +29,13 @@ class MedusaConfig(Section):
     method: Literal["medusa"]
     checkpoint: Path
     """Folder of the Medusa heads: config.json with medusa_num_heads/medusa_num_layers and the head weights."""
-    num_heads: PositiveInt
+    num_heads: PositiveInt32
     """Number of Medusa heads; must equal the checkpoint's medusa_num_heads (passed explicitly to the converter)."""
-    num_layers: PositiveInt = 1
+    num_layers: PositiveInt32 = 1
     """ResBlock layers per head; must equal the checkpoint's medusa_num_layers."""
     choices: list[list[int]] = Field(default_factory=lambda: [list(p) for p in MC_SIM_7B_63])
     """The static tree as paths of top-k indices; default mc_sim_7b_63 (63 nodes, depth 4)."""
-    max_draft_len: PositiveInt = 63
+    max_draft_len: PositiveInt32 = 63
     """Engine limit on draft tokens per step (tree nodes); the tree must fit."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from specbuild.bounds import max_seq_len_problem, position_limit
 from specbuild.methods import describe, method_for
 from specbuild.methods.base import Finding
 from specbuild.errors import UserError
@@ -60,11 +61,14 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
                                             ("model", "checkpoint"))):
             yield from found
             missing.add(("model", "checkpoint"))
-        else:
-            limit = cfg.get("max_position_embeddings")
-            if isinstance(limit, int) and recipe.build.max_seq_len > limit:
-                yield Finding(("build", "max_seq_len"), f"is {recipe.build.max_seq_len} but the model's "
-                              f"max_position_embeddings is {limit} — lower max_seq_len to at most {limit}")
+        elif problem := max_seq_len_problem(recipe.build.max_seq_len, position_limit(cfg)):
+            yield Finding(("build", "max_seq_len"), problem)
+    if spec_dir is not None and ("speculation", "checkpoint") not in missing:
+        # a draft model or head runs along the same sequence: it must have the positions too
+        problem = max_seq_len_problem(recipe.build.max_seq_len, position_limit(read_hf_config(recipe.resolve(spec_dir))),
+                                      f"the speculation checkpoint's ({spec_dir})")
+        if problem:
+            yield Finding(("build", "max_seq_len"), problem)
     tok_field = ("model", "tokenizer") if recipe.model.tokenizer is not None else ("model", "checkpoint")
     if tok_field not in missing and ("model", "checkpoint") not in missing:
         if not any((recipe.tokenizer_dir / f).exists() for f in TOKENIZER_FILES):
