@@ -248,6 +248,22 @@ def test_one_thread_at_a_time_calls_into_the_python_backend(served_core):
     assert _Inside.most == 1, f"{_Inside.most} threads were inside triton_python_backend_utils at once"
 
 
+def test_the_heap_is_trimmed_once_the_executor_goes_idle(served_core, monkeypatch):
+    """After work, and IDLE_TRIM_S of idleness, the core gives the heap's free pages back (once per idle spell)."""
+    from specbuild.reference import heap
+
+    trims = []
+    monkeypatch.setattr(heap, "trim_heap", lambda: trims.append(served_core.executor.has_work()) or True)
+    _serve(served_core, _requests(2))
+    deadline = time.monotonic() + 60
+    while not trims and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert trims == [False], "no trim once the executor went idle"
+    time.sleep(3 * type(served_core).loop.__globals__["IDLE_TRIM_S"])
+    assert trims == [False], "trimmed again without work in between"
+    assert heap._malloc_trim() is not None or not sys.platform.startswith("linux")
+
+
 def test_a_kv_cache_is_freed_by_reference_counting():
     import weakref
 

@@ -21,12 +21,17 @@ cancelled by client". As NVIDIA's 2026 model (MP-NEW), a cancelled request also 
 
 Threads: `execute` (Triton's), the executor thread (decodes, builds and sends responses) and the cancellation
 thread. Only one of them at a time calls into triton_python_backend_utils (`PB_LOCK`): reading a request's inputs,
-making and sending responses, asking is_cancelled(), logging. Without it the soak of this model (bench/README,
-'Soak of the llm-api core') killed the stub with a segmentation fault in _PyObject_Malloc in 3 of 12 runs of 2 to 6
-minutes; the dump of the last showed the three threads inside the stub at once (a request's inputs,
-ResponseSender.send, is_cancelled). Send and is_cancelled release the GIL while they work in the stub's shared
-structures (python_backend src/response_sender.cc, src/pb_cancel.cc). A fatal signal leaves every thread's Python
-stack in the server log (faulthandler).
+making and sending responses, asking is_cancelled(), logging — ResponseSender.send and is_cancelled() release the
+GIL while they work in the stub's shared structures (python_backend src/response_sender.cc, src/pb_cancel.cc). The
+soak of this model (bench/README, 'Soak of the llm-api core') saw the stub die of a segmentation fault in
+_PyObject_Malloc, once with the three threads inside the stub at once; with the lock it still happened once (the
+executor thread making a response tensor, the stub's main thread in its own C++ code): the cause is not found yet.
+A fatal signal leaves every thread's Python stack in the server log (faulthandler).
+
+Memory: a finished request's caches and tensors are freed by reference counting when it leaves (no reference
+cycles: tests/reference/test_llmapi_served_core.py), and once the executor has been idle for IDLE_TRIM_S after
+work the heap's free pages go back to the operating system (specbuild/reference/heap.py), so the resident size
+follows what is live rather than the last burst's peak (bench/README, 'Soak of the llm-api core').
 
 Perf outputs (sampling_param_return_perf_metrics): the reference runtime has no paged KV pool, so the kv_cache_*
 values are 0; the times are steady-clock ns at µs resolution; acceptance_rate, total_accepted_draft_tokens and
@@ -60,6 +65,7 @@ faulthandler.enable(all_threads=True)  # a fatal signal in the stub leaves every
 
 
 PB_LOCK = threading.RLock()  # one thread at a time inside triton_python_backend_utils (module docstring)
+IDLE_TRIM_S = 1.0  # the executor idle this long after work: the heap's free pages go back to the OS
 
 
 def _log(level, message):
@@ -265,15 +271,25 @@ class TritonPythonModel:
 
     # ------------------------------------------------------------------------------------------------ the worker
     def loop(self):
+        from specbuild.reference import heap
         from specbuild.serve import decode_cpus
 
         decode_cpus.claim(self.name)  # the CPUs the launcher kept for this thread (SPECBUILD_EXECUTOR_CPUS)
+        worked = False  # steps since the heap was last trimmed
         while True:
             with self.cond:
-                while self.running and not self.executor.has_work():
+                idle_s = 0.0
+                while self.running and not self.executor.has_work() and not (worked and idle_s >= IDLE_TRIM_S):
                     self.cond.wait(timeout=0.5)
+                    idle_s += 0.5
                 if not self.running:
                     return
+                busy = self.executor.has_work()
+            if not busy:  # idle since IDLE_TRIM_S after work: the freed pages go back (specbuild/reference/heap.py)
+                heap.trim_heap()
+                worked = False
+                continue
+            worked = True
             start = _steady_ns()
             try:
                 events = self.executor.step()
