@@ -1,10 +1,10 @@
 """Back-to-back soaks of one served llm-api repository (default: recipes/reference/llmapi_draft_target.yaml, the
 reference core of NVIDIA's llmapi `tensorrt_llm` model): one tritonserver serves every round, each round sends the
 request mix of `specbuild.validate.mix` for `--seconds` from `--concurrency` clients, with `--bad-share` of the
-requests bad (every bad-input case of the llm-api contract, or only those of `--kinds`), and after each round the
-resident memory of the server and of each python stub is read from procfs. Prints one JSON document; `levels_off`
+requests bad (every bad-input case of the llm-api contract, or only those of `--kinds`), and after each round, once
+the server has gone idle, the resident memory of the server and of each python stub is read from procfs. Prints one JSON document; `levels_off`
 says whether the last three rounds' total RSS lie within 5% of each other (the plateau). Not a test: the suite
-guards the cause with a bounded count (tests/reference/test_llmapi_memory.py).
+guards the cause with a bounded count (tests/reference/test_llmapi_served_core.py).
 
     PYTHONPATH=pipeline python bench/soak_llmapi.py --rounds 6 --seconds 45 --concurrency 16 \\
         --out bench/results/soak-llmapi-draft-target.json
@@ -27,6 +27,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "pipeline"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from soak import soak_recipe  # noqa: E402 (bench/soak.py: the recipe with the soak's max_tokens and timeout)
 
 RECIPE = ROOT / "recipes" / "reference" / "llmapi_draft_target.yaml"
 # bad cases the reference llm-api core answers (a generation runs) rather than refuses at the door
@@ -36,14 +39,6 @@ PLATEAU_ROUNDS, PLATEAU_SPREAD = 3, 0.05
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def soak_recipe(path: Path, max_tokens: int):
-    from specbuild.recipe.loader import load_recipe
-
-    recipe = load_recipe(path)
-    validation = recipe.validation.model_copy(update={"max_tokens": max_tokens, "request_timeout_s": 120.0})
-    return recipe.model_copy(update={"validation": validation})
 
 
 def build(recipe, root: Path) -> Path:
@@ -123,8 +118,8 @@ def main(argv=None) -> int:
 
     from specbuild.serve import TritonServer
     from specbuild.validate.context import close_context, make_context
-    from specbuild.validate.local_server import LocalServer
     from specbuild.validate.endpoints import Endpoints
+    from specbuild.validate.local_server import LocalServer
     from specbuild.validate.mix import MixPlan, mix_models, run_mix, single_answers
 
     with tempfile.TemporaryDirectory(prefix="specbuild-soak-llmapi-") as tmp:
