@@ -147,3 +147,14 @@ def test_the_llmapi_wording_is_sampling_params_own():
     assert _llmapi_refusal("top_p", 2.0) == "require 0 <= top_p <= 1, got top_p=2.0"
     assert _llmapi_refusal("top_k", -1) == "require top_k >= 0, got top_k=-1"
     assert _llmapi_refusal("temperature", math.inf) == "require a finite temperature, got temperature=inf"
+
+
+@pytest.mark.parametrize("field", ["temperature", "top_k", "presence_penalty", "frequency_penalty"])
+def test_the_executor_refuses_the_same_values(field):
+    """The reference executor's own check (SamplingConfig.problems, for callers in process) follows the same rules."""
+    from specbuild.reference.sampling import SamplingConfig
+
+    for value in REFUSED[field]:
+        assert SamplingConfig(**{field: value}).problems(), (field, value)
+    for value in ACCEPTED[field]:
+        assert not SamplingConfig(**{field: value}).problems(), (field, value)
