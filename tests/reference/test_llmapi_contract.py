@@ -77,7 +77,7 @@ def test_scalars_must_be_scalars(name):
     ({"text_input": "x", "sampling_param_temperature": np.array([-1.0], dtype=np.float32)},
      r"require temperature >= 0, got temperature=-1.0"),
     ({"text_input": "x", "sampling_param_top_p": np.array([2.0], dtype=np.float32)}, r"require 0 <= top_p <= 1"),
-    ({"text_input": "x", "sampling_param_max_tokens": -3}, r"max_tokens must be >= 1, got -3"),
+    ({"text_input": "x", "sampling_param_max_tokens": -3}, r"require max_tokens >= 1, got max_tokens=-3"),
 ])
 def test_requests_refused_with_one_sentence(values, message):
     with pytest.raises(RequestError, match=message):

@@ -201,3 +201,45 @@ def test_the_draft_length_per_batch_size_reaches_the_executor(fields, schedule, 
     spec = {"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 2, **fields}
     s = read_model_yaml(write(tmp_path, base(speculative_config=spec)))
     assert s.decoding["draft_len_schedule"] == schedule
+
+
+SHORT = ROOT / "tests" / "recipes" / "ckpt" / "short"  # a Llama config with max_position_embeddings 256
+DRAFT = {"decoding_type": "Draft_Target", "speculative_model": str(TINY / "draft")}
+
+
+@needs_tiny
+@pytest.mark.parametrize("changes, message", [
+    ({"max_seq_len": 10**12}, r"max_seq_len=1000000000000: Input should be less than or equal to 2147483647"),
+    ({"max_seq_len": 4096, "max_input_len": 3000},
+     r"max_seq_len is 4096 but the model's max_position_embeddings is 2048: .* lower max_seq_len to at most 2048"),
+    ({"max_batch_size": 10**12}, r"max_batch_size=1000000000000: Input should be less than or equal to 2147483647"),
+    ({"max_num_tokens": 2**31}, r"max_num_tokens=2147483648: Input should be less than or equal to 2147483647"),
+    ({"stream_interval": 2**31}, r"stream_interval=2147483648"),
+    ({"speculative_config": {**DRAFT, "max_draft_len": 10**9}},
+     r"speculative_config.max_draft_len is 1000000000 but max_seq_len is 256: a step can use at most 255"),
+    ({"speculative_config": {**DRAFT, "max_draft_len": 2**31}},
+     r"speculative_config.max_draft_len=2147483648: Input should be less than or equal to 2147483647"),
+    ({"speculative_config": {"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 2**40}},
+     r"speculative_config.max_matching_ngram_size=1099511627776"),
+    ({"speculative_config": {**DRAFT, "max_draft_len": 3, "speculative_model": str(SHORT)}, "max_seq_len": 1024},
+     r"max_seq_len is 1024 but the speculative_model's \(.*short/config.json\) max_position_embeddings is 256"),
+    ({"triton_config": {"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 10**30}},
+     r"cancellation_check_period_ms=1000000000000000000000000000000 — give a number of milliseconds from 1 to 60000"),
+    ({"triton_config": {"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 60001}},
+     r"cancellation_check_period_ms=60001"),
+])
+def test_absurd_limits_are_refused_naming_the_key(changes, message, tmp_path):
+    """Every size fits an int32 (TensorRT-LLM's SizeType32), the sequence fits the positions of the model and of
+    its draft, a chain of drafts fits the sequence, the cancellation period is one a request outlives
+    (specbuild/bounds.py): the served model never runs past its positions."""
+    with pytest.raises(ModelYamlError, match=message):
+        read_model_yaml(write(tmp_path, base(**changes)))
+
+
+@needs_tiny
+def test_the_largest_sizes_that_fit_are_served(tmp_path):
+    data = base(max_seq_len=2048, max_input_len=2000, max_batch_size=2**31 - 1, max_num_tokens=2**31 - 1,
+                speculative_config={**DRAFT, "max_draft_len": 2047},
+                triton_config={"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 60000})
+    s = read_model_yaml(write(tmp_path, data))
+    assert (s.max_seq_len, s.max_draft_len, s.cancellation_check_period_ms) == (2048, 2047, 60000)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import math
 
+import numpy as np
 import pytest
 
 from specbuild.triton.repository import SHARED_MODULES, SOURCES
@@ -77,3 +78,83 @@ def test_penalties_follow_tensorrt_llms_sampling_config():
         assert "repetition_penalty" in problem and "strictly greater than zero" in problem
     found = checks.penalty_problems(None, math.inf, math.nan)
     assert len(found) == 2 and "presence_penalty=inf" in found[0] and "frequency_penalty=nan" in found[1]
+
+
+# --- one set of refused values for both contracts -------------------------------------------------------------------
+# The engine contract's cores (the reference tensorrt_llm, the BLS, preprocessing) refuse with request_checks' sentences;
+# the llm-api core (reference/llmapi_contract.py) with SamplingParams' wording. Both must refuse exactly these.
+REFUSED = {
+    "temperature": [math.inf, -math.inf, math.nan, -1.0, -1e-9],
+    "top_p": [math.nan, math.inf, -math.inf, -0.5, 1.0000001, 2.0],
+    "top_k": [-1, -(2**31)],
+    "presence_penalty": [math.inf, -math.inf, math.nan],
+    "frequency_penalty": [math.inf, -math.inf, math.nan],
+    "max_tokens": [0, -5, -(2**31)],
+}
+ACCEPTED = {
+    "temperature": [0.0, -0.0, 0.7, 1.0, 1e6],
+    "top_p": [0.0, 0.3, 1.0],
+    "top_k": [0, 1, 40, 2**31 - 1],
+    "presence_penalty": [0.0, -2.0, 1.5],
+    "frequency_penalty": [0.0, -2.0, 1.5],
+    "max_tokens": [1, 4],
+}
+
+
+def _engine_refusal(field: str, value) -> str | None:
+    """What the engine contract's cores say of the value (tensorrt_llm_reference/model.py's sampling checks)."""
+    if field in ("temperature", "top_k", "top_p"):
+        found = checks.sampling_problems(**{field: value})
+    elif field == "max_tokens":
+        found = [p for p in [checks.max_tokens_problem(value)] if p]
+    else:
+        found = checks.penalty_problems(**{field.split("_")[0]: value})
+    return "; ".join(found) or None
+
+
+def _llmapi_refusal(field: str, value) -> str | None:
+    import numpy as np
+
+    from specbuild.reference.llmapi_contract import RequestError, parse_request
+
+    dtype = np.int32 if field in ("top_k", "max_tokens") else np.float32
+    tensors = {"text_input": np.array([b"def f():"], dtype=np.object_),
+               f"sampling_param_{field}": np.array([value], dtype=dtype)}
+    try:
+        parse_request(tensors.get)
+    except RequestError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.parametrize("field, value", [(f, v) for f, vs in REFUSED.items() for v in vs])
+def test_both_contracts_refuse_the_same_values_naming_them(field, value):
+    shown = str(float(np.float32(value)) if field not in ("top_k", "max_tokens") else value)
+    for refusal in (_engine_refusal(field, value), _llmapi_refusal(field, value)):
+        assert refusal is not None, (field, value)
+        assert f"{field}={shown}" in refusal or f"{field}={value}" in refusal, refusal
+
+
+@pytest.mark.parametrize("field, value", [(f, v) for f, vs in ACCEPTED.items() for v in vs])
+def test_both_contracts_accept_the_same_values(field, value):
+    assert _engine_refusal(field, value) is None
+    assert _llmapi_refusal(field, value) is None
+
+
+def test_the_llmapi_wording_is_sampling_params_own():
+    """tensorrt_llm/sampling_params.py SamplingParams._validate: 'require temperature >= 0, got temperature=-1'."""
+    assert _llmapi_refusal("temperature", -1.0) == "require temperature >= 0, got temperature=-1.0"
+    assert _llmapi_refusal("top_p", 2.0) == "require 0 <= top_p <= 1, got top_p=2.0"
+    assert _llmapi_refusal("top_k", -1) == "require top_k >= 0, got top_k=-1"
+    assert _llmapi_refusal("temperature", math.inf) == "require a finite temperature, got temperature=inf"
+
+
+@pytest.mark.parametrize("field", ["temperature", "top_k", "presence_penalty", "frequency_penalty"])
+def test_the_executor_refuses_the_same_values(field):
+    """The reference executor's own check (SamplingConfig.problems, for callers in process) follows the same rules."""
+    from specbuild.reference.sampling import SamplingConfig
+
+    for value in REFUSED[field]:
+        assert SamplingConfig(**{field: value}).problems(), (field, value)
+    for value in ACCEPTED[field]:
+        assert not SamplingConfig(**{field: value}).problems(), (field, value)

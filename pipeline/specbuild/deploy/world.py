@@ -122,7 +122,7 @@ def llmapi_world(recipe: Recipe) -> World:
                      f"multi-instance mode, {len(groups)} instance(s) x tp*pp = {tp_pp} in one tritonserver (no MPI)"
                      f" = 1 node x {gpus} GPU(s)", groups=lines)
     nodes = int(info.get("nodes", 1))
-    per_node = tp_pp // nodes
+    per_node = -(-tp_pp // nodes)  # as launch.py: at least one (nodes that do not split tp*pp are refused)
     if mode == "multi-node":
         first, other = ("trtllm-llmapi-launch: tritonserver serves HTTP/gRPC/metrics, the LLM's leader",
                         "trtllm-llmapi-launch: LLM worker")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import PositiveInt
-
+from specbuild.bounds import CancellationPeriodMs, PositiveInt32
 from specbuild.methods.base import Section
 
 RELEASES = ("1.0", "1.1", "1.2", "1.3")
@@ -17,14 +16,15 @@ class LlmApiSection(Section):
     release: Literal[RELEASES] = "1.2"
     """TensorRT-LLM release whose model.yaml spelling is written (decoding_type names and the speculative_model
     field changed between 1.1 and 1.2); compile checks it against the installed one. 1.2 = Triton 26.03-26.07."""
-    instances: PositiveInt = 1
+    instances: PositiveInt32 = 1
     """Triton instances of tensorrt_llm (multi-instance: triton.gpu_device_ids is split into this many groups of
     tp_size * pp_size GPUs; launched without MPI)."""
-    nodes: PositiveInt = 1
+    nodes: PositiveInt32 = 1
     """Nodes the world spans: above 1 every rank runs tritonserver under trtllm-llmapi-launch (srun/mpirun)."""
     cuda_graphs: bool = True
     """CUDA graphs for decode-only batches (cuda_graph_config; false writes null)."""
     disable_overlap_scheduler: bool | None = None
     """Default: true for draft_target and prompt_lookup (TensorRT-LLM's examples pass it), false otherwise."""
-    cancellation_check_period_ms: PositiveInt = 100
-    """How often the model polls for cancelled requests (triton_config.cancellation_check_period_ms)."""
+    cancellation_check_period_ms: CancellationPeriodMs = 100
+    """How often the model polls for cancelled requests (triton_config.cancellation_check_period_ms), 1 to 60000
+    (specbuild/bounds.py)."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
-from pydantic import PositiveInt, model_validator
+from pydantic import model_validator
 
+from specbuild.bounds import PositiveInt32
 from specbuild.checkpoint_tensors import CAUSAL_LM
 from specbuild.engine_facts import SpecMode
 from specbuild.methods import preflight
@@ -27,14 +28,14 @@ class DraftTargetConfig(Section):
     method: Literal["draft_target"]
     checkpoint: Path
     """Hugging Face folder (or model id[@revision]) of the draft model (same tokenizer/vocabulary as the target)."""
-    num_draft_tokens: PositiveInt = 4
+    num_draft_tokens: PositiveInt32 = 4
     """Tokens the draft proposes per step (the BLS's num_draft_tokens)."""
-    max_draft_len: PositiveInt | None = None
+    max_draft_len: PositiveInt32 | None = None
     """Target engine limit on draft tokens per step; defaults to num_draft_tokens and must be >= it."""
     use_draft_logits: bool = False
     """Accept by logit ratio (speculative sampling) instead of token comparison; builds both engines with
     --gather_generation_logits."""
-    tp_size: PositiveInt = 1
+    tp_size: PositiveInt32 = 1
     """Tensor parallelism of the draft engine (may differ from the target's)."""
     fast_logits: bool = False
     """Pass draft logits GPU-to-GPU (speculative_decoding_fast_logits): needs use_draft_logits and an orchestrator

@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
-from pydantic import PositiveInt
-
+from specbuild.bounds import PositiveInt32
 from specbuild.checkpoint_tensors import EAGLE1, preferred_files, tensor_shapes
 from specbuild.engine_facts import SpecMode
 from specbuild.methods import preflight
@@ -31,7 +30,7 @@ EAGLE_MAX_DRAFT_LEN = 256  # builder.py and examples/eagle/convert_checkpoint.py
 class DynamicTree(Section):
     """EAGLE-2: expand the top_k most likely nodes per level and keep the best by cumulative draft probability."""
 
-    top_k: PositiveInt
+    top_k: PositiveInt32
     """Children expanded per level; tree size is min(k + k*k*(num_eagle_layers-1), max_draft_len)."""
 
 
@@ -42,11 +41,11 @@ class EagleConfig(Section):
     checkpoint: Path
     """Folder (or model id[@revision]) of the EAGLE-1 draft head (LlamaConfig-style config.json plus fc and one
     decoder layer)."""
-    num_eagle_layers: PositiveInt = 4
+    num_eagle_layers: PositiveInt32 = 4
     """Tree depth: drafting steps per verification."""
-    max_draft_len: PositiveInt = 63
+    max_draft_len: PositiveInt32 = 63
     """Total draft tokens (tree nodes) per step; at most 256."""
-    max_non_leaves_per_layer: PositiveInt = 10
+    max_non_leaves_per_layer: PositiveInt32 = 10
     """Nodes per level that may have children."""
     choices: list[list[int]] | None = None
     """Static tree (EAGLE-1); default mc_sim_7b_63 when neither choices nor dynamic_tree is given."""

@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
-from pydantic import PositiveInt
-
+from specbuild.bounds import PositiveInt32
 from specbuild.checkpoint_tensors import EAGLE3, preferred_files, tensor_shapes
 from specbuild.methods import preflight
 from specbuild.methods.base import Finding, Method, Section
@@ -104,7 +103,7 @@ def _tensor_facts(shapes: dict, record: dict) -> dict:
 class Eagle3Tree(Section):
     """Dynamic tree (later TensorRT-LLM releases' use_dynamic_tree): expand top_k candidates per level."""
 
-    top_k: PositiveInt
+    top_k: PositiveInt32
     """dynamic_tree_max_topK: candidates expanded per level."""
 
 
@@ -115,7 +114,7 @@ class Eagle3Config(Section):
     checkpoint: Path
     """Folder (or model id[@revision]) of the EAGLE-3 head: config.json (draft_vocab_size, ...) and fc, midlayer.*,
     norm, lm_head, d2t."""
-    max_draft_len: PositiveInt = 3
+    max_draft_len: PositiveInt32 = 3
     """Draft tokens per step (the chain length K); the target verifies K + 1 tokens."""
     layers_to_capture: list[int] | None = None
     """Target decoder layers whose outputs feed the head (eagle3_layers_to_capture); default {1, L//2-1, L-4}."""

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Iterator, Literal
 
-from pydantic import NonNegativeInt, PositiveInt
-
+from specbuild.bounds import NonNegativeInt32, PositiveInt32
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
 from specbuild.speculation import LookaheadWindow, Speculation
@@ -24,13 +23,13 @@ class LookaheadConfig(Section):
     """Server-level lookahead configuration (W, N, G)."""
 
     method: Literal["lookahead"]
-    window_size: PositiveInt = 4
+    window_size: PositiveInt32 = 4
     """W: Jacobi window size (tokens guessed ahead per step)."""
-    ngram_size: PositiveInt = 4
+    ngram_size: PositiveInt32 = 4
     """N: n-gram size kept in the pool."""
-    verification_set_size: NonNegativeInt = 4
+    verification_set_size: NonNegativeInt32 = 4
     """G: n-grams verified per step."""
-    max_draft_len: PositiveInt | None = None
+    max_draft_len: PositiveInt32 | None = None
     """Derived from (W, N, G); if given it must equal the derived value."""
 
     @property

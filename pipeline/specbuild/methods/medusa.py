@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field
 
+from specbuild.bounds import PositiveInt32
 from specbuild.checkpoint_tensors import MEDUSA, medusa_heads, preferred_files, tensor_names, tensor_shapes
 from specbuild.engine_facts import SpecMode
 from specbuild.methods import preflight
@@ -30,15 +31,15 @@ class MedusaConfig(Section):
     method: Literal["medusa"]
     checkpoint: Path
     """Folder (or model id[@revision]) of the Medusa heads: config.json with medusa_num_layers and the head weights."""
-    num_heads: PositiveInt
+    num_heads: PositiveInt32
     """Medusa heads to use (passed explicitly to the converter): at most the heads the weights hold, which
     config.json's medusa_num_heads may understate (FasterDecoding's vicuna-7b heads: 2 in config.json, 5 in
     medusa_lm_head.pt; TensorRT-LLM's README converts them with 4)."""
-    num_layers: PositiveInt = 1
+    num_layers: PositiveInt32 = 1
     """ResBlock layers per head; must equal the checkpoint's medusa_num_layers."""
     choices: list[list[int]] = Field(default_factory=lambda: [list(p) for p in MC_SIM_7B_63])
     """The static tree as paths of top-k indices; default mc_sim_7b_63 (63 nodes, depth 4)."""
-    max_draft_len: PositiveInt = 63
+    max_draft_len: PositiveInt32 = 63
     """Engine limit on draft tokens per step (tree nodes); the tree must fit."""
 
 

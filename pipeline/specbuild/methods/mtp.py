@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Iterator, Literal
 
-from pydantic import PositiveInt
-
+from specbuild.bounds import PositiveInt32
 from specbuild.methods.base import Finding, Method, Section
 from specbuild.checkpoint_tensors import has_mtp_layers, tensor_names
 from specbuild.methods.common import checkpoint_root, read_hf_config
@@ -41,7 +40,7 @@ class MtpConfig(Section):
     """Draft with the target's MTP layers."""
 
     method: Literal["mtp"]
-    num_nextn_predict_layers: PositiveInt = 1
+    num_nextn_predict_layers: PositiveInt32 = 1
     """Draft tokens per step (TensorRT-LLM sets max_draft_len to this). A checkpoint with one MTP layer
     (DeepSeek-V3/R1) reuses it for every draft token (MTP-Eagle), so any depth; with more layers, at most that
     many."""

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Iterator, Literal
 
-from pydantic import PositiveInt
-
+from specbuild.bounds import PositiveInt32
 from specbuild.engine_facts import SpecMode
 from specbuild.methods.base import Finding, Method, Section
 from specbuild.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE
@@ -21,9 +20,9 @@ class PromptLookupConfig(Section):
     """Draft by matching the last tokens against the prompt and the text generated so far."""
 
     method: Literal["prompt_lookup"]
-    max_draft_len: PositiveInt = 4
+    max_draft_len: PositiveInt32 = 4
     """Tokens copied after a match (TensorRT-LLM's prompt_lookup_num_tokens / ngram max_draft_len)."""
-    max_matching_ngram_size: PositiveInt = DEFAULT_MAX_MATCHING_NGRAM_SIZE
+    max_matching_ngram_size: PositiveInt32 = DEFAULT_MAX_MATCHING_NGRAM_SIZE
     """Longest n-gram tried when searching for a match (longest first, down to 1)."""
 
 

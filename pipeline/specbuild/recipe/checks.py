@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from specbuild.bounds import draft_len_problem
 from specbuild.methods import describe, method_for
 from specbuild.methods.base import Finding
 from specbuild.recipe.adaptive import adaptive_findings
@@ -34,6 +35,7 @@ def general_findings(recipe: Recipe, options: BuildOptions | None = None) -> Ite
     if spec.speculative and b.max_beam_width != 1:
         yield Finding(("build", "max_beam_width"), f"is {b.max_beam_width} but speculative decoding supports beam "
                       "width 1 only — set max_beam_width: 1 or method: none")
+    yield from draft_chain_findings(recipe, spec)
     if v.max_tokens >= b.max_seq_len:
         yield Finding(("validation", "max_tokens"), f"is {v.max_tokens} but max_seq_len is {b.max_seq_len} — "
                       "lower max_tokens so prompt + output fit")
@@ -54,3 +56,22 @@ def general_findings(recipe: Recipe, options: BuildOptions | None = None) -> Ite
     from specbuild.deploy.checks import deploy_findings
 
     yield from deploy_findings(recipe)
+
+
+CHAIN_FIELDS = ("num_draft_tokens", "max_draft_len", "num_nextn_predict_layers")  # what sets a chain's length
+
+
+def draft_chain_findings(recipe: Recipe, spec) -> Iterator[Finding]:
+    """A chain of drafts (no tree, no lookahead window) fits the sequence (specbuild/bounds.py), reported on the
+    first field of the speculation section that sets its length too long (draft-target's max_draft_len defaults
+    to num_draft_tokens: one finding, not two)."""
+    if not spec.speculative or spec.tree is not None or spec.lookahead is not None:
+        return
+    section = recipe.speculation
+    for name in CHAIN_FIELDS:
+        value = getattr(section, name, None)
+        problem = draft_len_problem(value, recipe.build.max_seq_len) if isinstance(value, int) else None
+        if problem:
+            yield Finding(("speculation", name), problem, also=(("build", "max_seq_len"),))
+            return
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from specbuild.bounds import max_seq_len_problem, position_limit
 from specbuild.methods import describe, method_for
 from specbuild.methods.base import Finding
 from specbuild.errors import UserError
@@ -111,8 +112,8 @@ def _context_findings(recipe: Recipe, cfg: dict) -> Iterator[Finding]:
     (engine_facts.expected_limits: + max_draft_len, + num_eagle_layers for EAGLE; tensorrt_llm/builder.py): it must
     fit the model's positions (its rotary table has max_position_embeddings rows). Without an engine (the llm-api
     flavour) the recipe's max_seq_len is the model's context."""
-    limit = cfg.get("max_position_embeddings")
-    if not isinstance(limit, int) or isinstance(limit, bool):
+    limit = position_limit(cfg)
+    if limit is None:
         return
     asked = recipe.build.max_seq_len
     builds_engine = "target" in runtime_for(recipe).engine_roles(recipe)  # the llm-api flavour builds none
@@ -120,8 +121,7 @@ def _context_findings(recipe: Recipe, cfg: dict) -> Iterator[Finding]:
     if built <= limit:
         return
     if built == asked:
-        yield Finding(("build", "max_seq_len"), f"is {asked} but the model's max_position_embeddings is {limit} — "
-                      f"lower max_seq_len to at most {limit}")
+        yield Finding(("build", "max_seq_len"), max_seq_len_problem(asked, limit))
         return
     room = limit - (built - asked)
     fix = f"lower max_seq_len to at most {room}" if room > recipe.build.max_input_len else \

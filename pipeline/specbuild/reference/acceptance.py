@@ -65,19 +65,21 @@ def greedy_accept(tree: "Tree", tokens: Sequence[int], target_argmax: Sequence[i
     """
     tokens = list(tokens)
     target_argmax = list(target_argmax)
-
-    def longest_from(node: int) -> tuple[int, ...]:
-        best: tuple[int, ...] = ()
-        for child in tree.children[node]:
-            if tokens[child] == target_argmax[node]:
-                below = (child,) + longest_from(child)
-                if len(below) > len(best):
-                    best = below
-        return best
-
-    nodes = longest_from(0)
+    nodes = _longest_accepted(tree, tokens, target_argmax, 0)
     last = nodes[-1] if nodes else 0
     return Acceptance(nodes=nodes, tokens=tuple(tokens[n] for n in nodes), bonus=int(target_argmax[last]))
+
+
+def _longest_accepted(tree: "Tree", tokens: list[int], target_argmax: list[int], node: int) -> tuple[int, ...]:
+    """The longest path below `node` whose every token equals the target's argmax at its parent (a module function:
+    a nested recursive one refers to itself through its closure, a reference cycle per verification)."""
+    best: tuple[int, ...] = ()
+    for child in tree.children[node]:
+        if tokens[child] == target_argmax[node]:
+            below = (child,) + _longest_accepted(tree, tokens, target_argmax, child)
+            if len(below) > len(best):
+                best = below
+    return best
 
 
 def accept_or_residual(p: "torch.Tensor", token: int, q: "torch.Tensor | None") -> tuple[float, "torch.Tensor"]:

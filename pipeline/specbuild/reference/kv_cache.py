@@ -77,9 +77,14 @@ class KVCache:
         self.pending_positions: list[list[int]] = [[] for _ in range(n_rows)]
         self.buffer: torch.Tensor | None = None  # [layers, 2, rows, kv_heads, capacity, head_dim], on first write
         self._rows: torch.Tensor | None = None  # the block `buffer` views, with spare rows (batch membership)
-        self.store = _TransformersStore(self)
         self._plan: ForwardPlan | None = None
         self._written = 0
+
+    @property
+    def store(self) -> "_TransformersStore":
+        """The transformers-facing view of this cache, made on each use: a view kept here would make every cache a
+        reference cycle, whose buffers only the cyclic garbage collector frees (long after the batch let go)."""
+        return _TransformersStore(self)
 
     # ------------------------------------------------------------------ shape
     def __len__(self) -> int:

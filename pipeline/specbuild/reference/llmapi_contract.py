@@ -16,6 +16,10 @@ Request (helpers.py `get_sampling_params_from_request`, `get_output_config_from_
   - sampling_param_frequency_penalty / presence_penalty: served, as TensorRT-LLM's TorchSampler applies them
     (before the temperature, PR #16485; the prompt counts, SamplingParams.prompt_ignore_length defaulting to 0),
     at every verified position given its draft path; any finite value
+  - which values are refused is request_checks.py's rule (specbuild/triton/models/request_checks.py), the same as
+    the engine contract's: a temperature, top_p or penalty that is not finite, a negative temperature or top_k, a
+    top_p outside [0, 1], max_tokens < 1; worded as SamplingParams._validate words them ("require top_k >= 0, got
+    top_k=-1"), where TensorRT-LLM itself lets +inf and NaN through
 What the reference runtime cannot honour is refused with one sentence naming the input: best_of > 1, LoRA and
 image_url.
 
@@ -36,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from specbuild.llmapi.tensors import PERF_OUTPUTS
+from specbuild.triton.models import request_checks as checks
 
 DEFAULT_MAX_TOKENS = 32  # SamplingParams.max_tokens (llmapi fact sheet §2.3)
 REPLACEMENT = "\ufffd"
@@ -118,20 +123,21 @@ def parse_request(get: Get) -> LlmApiRequest:
     penalties = {}
     for name in ("frequency_penalty", "presence_penalty"):
         value = scalar(get, f"sampling_param_{name}")
-        if value is not None and not math.isfinite(float(value)):
+        if not checks.additive_penalty_ok(value):
             raise RequestError(f"sampling_param_{name}={value} is invalid: it must be a finite number, 0 for none")
         penalties[name] = 0.0 if value is None else float(value)
     temperature, top_k, top_p = (scalar(get, f"sampling_param_{n}") for n in ("temperature", "top_k", "top_p"))
-    if temperature is not None and not float(temperature) >= 0.0:
-        raise RequestError(f"require temperature >= 0, got temperature={temperature}")
-    if top_p is not None and not 0.0 <= float(top_p) <= 1.0:
+    if not checks.temperature_ok(temperature):
+        raise RequestError(f"require temperature >= 0, got temperature={temperature}" if not temperature >= 0 else
+                           f"require a finite temperature, got temperature={temperature}")
+    if not checks.top_p_ok(top_p):
         raise RequestError(f"require 0 <= top_p <= 1, got top_p={top_p}")
-    if top_k is not None and int(top_k) < 0:
+    if not checks.top_k_ok(top_k):
         raise RequestError(f"require top_k >= 0, got top_k={top_k}")
     max_tokens = scalar(get, "sampling_param_max_tokens")
     max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens)
-    if max_tokens < 1:
-        raise RequestError(f"max_tokens must be >= 1, got {max_tokens}")
+    if not checks.max_tokens_ok(max_tokens):
+        raise RequestError(f"require max_tokens >= 1, got max_tokens={max_tokens}")
     seed = scalar(get, "sampling_param_seed")
     stop = get("sampling_param_stop")
     stops = tuple(s for s in (_text(v, "sampling_param_stop") for v in stop.reshape(-1)) if s) \

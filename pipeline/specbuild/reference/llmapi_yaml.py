@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError, confloat
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, confloat
 
 from specbuild import draft_len_schedule
+from specbuild.bounds import (MAX_CANCELLATION_CHECK_PERIOD_MS, NonNegativeInt32, PositiveInt32, draft_len_problem,
+                              max_seq_len_problem, position_limit)
 from specbuild.errors import UserError
 
 FILE = "model.yaml"
@@ -76,8 +78,8 @@ class KvCacheConfig(_Strict):
 
     free_gpu_memory_fraction: confloat(ge=0.0, le=1.0) | None = 0.9
     enable_block_reuse: bool = True
-    tokens_per_block: PositiveInt = 32
-    max_tokens: PositiveInt | None = None
+    tokens_per_block: PositiveInt32 = 32
+    max_tokens: PositiveInt32 | None = None
     enable_partial_reuse: bool = True
     host_cache_size: NonNegativeInt | None = None
     dtype: str = "auto"
@@ -86,8 +88,8 @@ class KvCacheConfig(_Strict):
 class CudaGraphConfig(_Strict):
     """CudaGraphConfig (1.0+ names): CUDA graphs for decode-only batches; no effect on the CPU."""
 
-    batch_sizes: list[PositiveInt] | None = None
-    max_batch_size: NonNegativeInt = 0
+    batch_sizes: list[PositiveInt32] | None = None
+    max_batch_size: NonNegativeInt32 = 0
     enable_padding: bool = False
 
 
@@ -95,9 +97,9 @@ class _Decoding(_Strict):
     """DecodingBaseConfig fields specbuild writes (max_draft_len, the draft checkpoint, the draft length per
     batch size: draft_len_schedule and max_concurrency)."""
 
-    max_draft_len: NonNegativeInt | None = None
+    max_draft_len: NonNegativeInt32 | None = None
     draft_len_schedule: dict[int, int] | None = None
-    max_concurrency: NonNegativeInt | None = None
+    max_concurrency: NonNegativeInt32 | None = None
 
 
 class _WithDraftModel(_Decoding):
@@ -117,8 +119,8 @@ class Eagle3Config(_WithDraftModel):
     eagle3_layers_to_capture: list[int] | None = None
     eagle3_model_arch: Literal["llama3"] = "llama3"
     use_dynamic_tree: bool = False
-    dynamic_tree_max_topK: PositiveInt | None = None  # noqa: N815 (TensorRT-LLM's field name)
-    max_total_draft_tokens: PositiveInt | None = None
+    dynamic_tree_max_topK: PositiveInt32 | None = None  # noqa: N815 (TensorRT-LLM's field name)
+    max_total_draft_tokens: PositiveInt32 | None = None
 
 
 class DraftTargetConfig(_WithDraftModel):
@@ -131,7 +133,7 @@ class NGramConfig(_Decoding):
     they say."""
 
     decoding_type: Literal["NGram"]
-    max_matching_ngram_size: NonNegativeInt = 2
+    max_matching_ngram_size: NonNegativeInt32 = 2
     is_keep_all: bool = True
     is_use_oldest: bool = True
     is_public_pool: bool = True
@@ -148,17 +150,17 @@ class LlmArgs(_Strict):
     trust_remote_code: bool = False
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     backend: Literal["pytorch"] | None = None
-    tensor_parallel_size: PositiveInt = 1
-    pipeline_parallel_size: PositiveInt = 1
-    max_batch_size: PositiveInt = 2048
-    max_num_tokens: PositiveInt = 8192
-    max_input_len: PositiveInt = 1024
-    max_seq_len: PositiveInt | None = None
-    max_beam_width: PositiveInt = 1
+    tensor_parallel_size: PositiveInt32 = 1
+    pipeline_parallel_size: PositiveInt32 = 1
+    max_batch_size: PositiveInt32 = 2048
+    max_num_tokens: PositiveInt32 = 8192
+    max_input_len: PositiveInt32 = 1024
+    max_seq_len: PositiveInt32 | None = None
+    max_beam_width: PositiveInt32 = 1
     kv_cache_config: KvCacheConfig = Field(default_factory=KvCacheConfig)
     cuda_graph_config: CudaGraphConfig | None = Field(default_factory=CudaGraphConfig)
     disable_overlap_scheduler: bool = False
-    stream_interval: PositiveInt = 1  # streaming: a response every N iterations (and the first and last)
+    stream_interval: PositiveInt32 = 1  # streaming: a response every N iterations (and the first and last)
     speculative_config: dict[str, Any] | None = None  # parsed by decoding_type (below)
 
 
@@ -232,11 +234,23 @@ def read_model_yaml(path: Path) -> LlmApiSettings:
     _refuse(llm, path)
     model_dir = _local_folder(llm.model, path, "model")
     tokenizer_dir = _local_folder(llm.tokenizer, path, "tokenizer") if llm.tokenizer else model_dir
-    max_seq_len = llm.max_seq_len or _derived_max_seq_len(model_dir, path)
+    positions = position_limit(_hf_config(model_dir))
+    max_seq_len = llm.max_seq_len or _derived_max_seq_len(positions, model_dir, path)
+    problem = max_seq_len_problem(max_seq_len, positions)
+    if problem:  # the served model never runs past its positions
+        raise ModelYamlError(f"{path}: max_seq_len {problem} ({model_dir}/config.json)")
     if llm.max_input_len > max_seq_len:
         raise ModelYamlError(f"{path}: max_input_len ({llm.max_input_len}) exceeds max_seq_len ({max_seq_len}) — "
                              "lower max_input_len or raise max_seq_len")
     method, k, decoding, draft, head, dtype_name = _speculation(llm.speculative_config, path)
+    problem = draft_len_problem(k, max_seq_len) if k else None
+    if problem:
+        raise ModelYamlError(f"{path}: speculative_config.max_draft_len {problem}")
+    for folder in filter(None, (draft, head)):  # the draft model and the EAGLE-3 head run along the sequence too
+        problem = max_seq_len_problem(max_seq_len, position_limit(_hf_config(folder)),
+                                      f"the speculative_model's ({folder}/config.json)")
+        if problem:
+            raise ModelYamlError(f"{path}: max_seq_len {problem}")
     notes = [f"{key} is accepted and has no effect on the CPU" for key in
              ("cuda_graph_config", "disable_overlap_scheduler") if key in args]
     if "kv_cache_config" in args:
@@ -295,9 +309,10 @@ def _triton_values(tc: dict, path: Path) -> tuple[bool, int, int]:
     if not isinstance(decoupled, bool):
         raise ModelYamlError(f"{path}: triton_config.decoupled={decoupled!r} — use true or false")
     period = tc.get("cancellation_check_period_ms", DEFAULT_CANCELLATION_CHECK_PERIOD_MS)
-    if isinstance(period, bool) or not isinstance(period, int) or period <= 0:
-        raise ModelYamlError(f"{path}: triton_config.cancellation_check_period_ms={period!r} — give a positive "
-                             "number of milliseconds")
+    if isinstance(period, bool) or not isinstance(period, int) or not 0 < period <= MAX_CANCELLATION_CHECK_PERIOD_MS:
+        raise ModelYamlError(f"{path}: triton_config.cancellation_check_period_ms={period!r} — give a number of "
+                             f"milliseconds from 1 to {MAX_CANCELLATION_CHECK_PERIOD_MS} (a cancelled request decodes "
+                             "until the next check; NVIDIA's default is 100)")
     if tc.get("multimodal"):
         raise ModelYamlError(f"{path}: triton_config.multimodal is set, but the reference runtime serves text models "
                              "only — remove it")
@@ -323,16 +338,20 @@ def _local_folder(value: str, path: Path, key: str) -> Path:
     return folder.resolve()
 
 
-def _derived_max_seq_len(model_dir: Path, path: Path) -> int:
-    """max_seq_len None: the LLM takes it from the model (max_position_embeddings)."""
+def _hf_config(model_dir: Path) -> dict | None:
     try:
-        n = json.loads((model_dir / "config.json").read_text()).get("max_position_embeddings")
+        data = json.loads((model_dir / "config.json").read_text())
     except (OSError, ValueError):
-        n = None
-    if not isinstance(n, int) or n <= 0:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _derived_max_seq_len(positions: int | None, model_dir: Path, path: Path) -> int:
+    """max_seq_len None: the LLM takes it from the model (max_position_embeddings)."""
+    if positions is None:
         raise ModelYamlError(f"{path}: max_seq_len is not set and {model_dir}/config.json has no "
                              "max_position_embeddings — set max_seq_len")
-    return n
+    return positions
 
 
 def _speculation(raw: dict | None, path: Path):

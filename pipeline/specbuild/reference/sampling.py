@@ -63,17 +63,21 @@ class SamplingConfig:
         return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
     def problems(self) -> list[str]:
+        """The request rules of triton/models/request_checks.py (one definition for every core), in this config's
+        terms: top_p is 1 when off here (the cores turn a request's 0 into off before they get here)."""
+        from specbuild.triton.models import request_checks as checks
+
         out = []
-        if not self.temperature >= 0.0:
-            out.append(f"temperature={self.temperature} must be >= 0 (0 = greedy)")
-        if self.top_k < 0:
+        if not checks.temperature_ok(self.temperature):
+            out.append(f"temperature={self.temperature} must be a finite number >= 0 (0 = greedy)")
+        if not checks.top_k_ok(self.top_k):
             out.append(f"top_k={self.top_k} must be >= 0 (0 = off)")
-        if not 0.0 < self.top_p <= 1.0:
+        if not (checks.top_p_ok(self.top_p) and self.top_p > 0.0):
             out.append(f"top_p={self.top_p} must be in (0, 1] (1 = off)")
-        if not (math.isfinite(self.repetition_penalty) and self.repetition_penalty > 0.0):
+        if not checks.repetition_penalty_ok(self.repetition_penalty):
             out.append(f"repetition_penalty={self.repetition_penalty} must be a finite number > 0 (1 = off)")
         for name in ("presence_penalty", "frequency_penalty"):
-            if not math.isfinite(getattr(self, name)):
+            if not checks.additive_penalty_ok(getattr(self, name)):
                 out.append(f"{name}={getattr(self, name)} must be a finite number (0 = off)")
         return out
 

@@ -19,6 +19,20 @@ cancels that id's live requests (an empty id: "A request id must be provided for
 polls Triton's cancellation every triton_config.cancellation_check_period_ms and answers CANCELLED "Request
 cancelled by client". As NVIDIA's 2026 model (MP-NEW), a cancelled request also gets its CANCELLED FINAL response.
 
+Threads: `execute` (Triton's), the executor thread (decodes, builds and sends responses) and the cancellation
+thread. Only one of them at a time calls into triton_python_backend_utils (`PB_LOCK`): reading a request's inputs,
+making and sending responses, asking is_cancelled(), logging — ResponseSender.send and is_cancelled() release the
+GIL while they work in the stub's shared structures (python_backend src/response_sender.cc, src/pb_cancel.cc). The
+soak of this model (bench/README, 'Soak of the llm-api core') saw the stub die of a segmentation fault in
+_PyObject_Malloc, once with the three threads inside the stub at once; with the lock it still happened once (the
+executor thread making a response tensor, the stub's main thread in its own C++ code): the cause is not found yet.
+A fatal signal leaves every thread's Python stack in the server log (faulthandler).
+
+Memory: a finished request's caches and tensors are freed by reference counting when it leaves (no reference
+cycles: tests/reference/test_llmapi_served_core.py), and once the executor has been idle for IDLE_TRIM_S after
+work the heap's free pages go back to the operating system (specbuild/reference/heap.py), so the resident size
+follows what is live rather than the last burst's peak (bench/README, 'Soak of the llm-api core').
+
 Perf outputs (sampling_param_return_perf_metrics): the reference runtime has no paged KV pool, so the kv_cache_*
 values are 0; the times are steady-clock ns at µs resolution; acceptance_rate, total_accepted_draft_tokens and
 total_draft_tokens are the executor's real per-request counters (drafted path tokens; accepted / drafted).
@@ -27,6 +41,7 @@ This model imports specbuild (installed in the server's Python, or on PYTHONPATH
 ignores that variable, so its entries are added to sys.path here).
 """
 
+import faulthandler
 import os
 import sys
 import threading
@@ -46,14 +61,20 @@ def _use_pythonpath():
 
 
 _use_pythonpath()
+faulthandler.enable(all_threads=True)  # a fatal signal in the stub leaves every thread's Python stack in the log
+
+
+PB_LOCK = threading.RLock()  # one thread at a time inside triton_python_backend_utils (module docstring)
+IDLE_TRIM_S = 1.0  # the executor idle this long after work: the heap's free pages go back to the OS
 
 
 def _log(level, message):
     logger = getattr(pb_utils, "Logger", None)
-    if logger is not None:
-        getattr(logger, f"log_{level}")(message)
-    else:
+    if logger is None:
         print(f"[tensorrt_llm] {message}", file=sys.stderr, flush=True)
+        return
+    with PB_LOCK:
+        getattr(logger, f"log_{level}")(message)
 
 
 def _steady_ns():
@@ -63,12 +84,12 @@ def _steady_ns():
 class Job:
     """One live request."""
 
-    def __init__(self, request, sender, req, detok):
+    def __init__(self, request, sender, user_id, req, detok):
         self.request = request
         self.sender = sender
         self.req = req  # LlmApiRequest
         self.detok = detok
-        self.user_id = request.request_id() or ""
+        self.user_id = user_id
         self.rid = None
         self.iterations = 0  # decoding steps this request took part in (TensorRT-LLM's py_decoding_iter)
         self.stats = None
@@ -106,16 +127,17 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException(f"{self.name}: {e}") from None
 
     def load(self):
+        from specbuild.reference.llmapi_yaml import model_yaml_path, read_model_yaml
+
+        self.settings = s = read_model_yaml(model_yaml_path(MODEL_DIR))  # refused before torch is imported
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import torch
         from transformers import AutoTokenizer
 
         from specbuild.reference.executor import Executor
         from specbuild.reference.llmapi_engine import build_engines
-        from specbuild.reference.llmapi_yaml import model_yaml_path, read_model_yaml
 
         torch.set_num_threads(max(1, int(os.environ.get("SPECBUILD_TORCH_THREADS", "1"))))
-        self.settings = s = read_model_yaml(model_yaml_path(MODEL_DIR))
         self.decoupled = s.decoupled  # from model.yaml, as NVIDIA's initialize
         for note in s.notes:
             _log("info", f"[specbuild] {s.path}: {note}")
@@ -142,26 +164,20 @@ class TritonPythonModel:
         from specbuild.reference.llmapi_contract import is_stop
 
         for request in requests:
-            sender = request.get_response_sender()
-            get = self.reader(request)
+            with PB_LOCK:
+                sender = request.get_response_sender()
+                user_id = request.request_id() or ""
+                inputs = {t.name(): t.as_numpy() for t in request.inputs()}
             try:
-                if is_stop(get):
-                    self.stop_request(request.request_id() or "", sender)
+                if is_stop(inputs.get):
+                    self.stop_request(user_id, sender)
                     continue
-                self.enqueue(request, sender, get)
+                self.enqueue(request, sender, user_id, inputs.get)
             except Exception as e:  # noqa: BLE001 - every failure is answered, the model stays healthy
                 self.send_error(sender, e)
         return None
 
-    @staticmethod
-    def reader(request):
-        def get(name):
-            tensor = pb_utils.get_input_tensor_by_name(request, name)
-            return None if tensor is None else tensor.as_numpy()
-
-        return get
-
-    def enqueue(self, request, sender, get):
+    def enqueue(self, request, sender, user_id, get):
         from specbuild.reference.executor import Request, SamplingConfig
         from specbuild.reference.llmapi_contract import Detokenizer, RequestError, parse_request
 
@@ -183,7 +199,7 @@ class TritonPythonModel:
         sampling = SamplingConfig(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed,
                                   presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
                                   penalties_before_temperature=True)
-        job = Job(request, sender, req, Detokenizer(self.tokenizer, ids, req))
+        job = Job(request, sender, user_id, req, Detokenizer(self.tokenizer, ids, req))
         with self.cond:
             job.rid = self.executor.enqueue(Request(input_ids=ids, max_new_tokens=req.max_tokens, sampling=sampling,
                                                     end_id=self.end_id))
@@ -191,12 +207,12 @@ class TritonPythonModel:
             self.cond.notify()
 
     # ------------------------------------------------------------------------------------------------ responses
-    def response(self, job, final, finish_reason):
+    def response_tensors(self, job, final, finish_reason):
+        """The response's tensors by name (numpy; made into a pb_utils response by `send`)."""
         from specbuild.reference.llmapi_contract import response_tensors
 
         text = job.detok.text(final=final)
-        tensors = response_tensors(job.req, text, finish_reason, job.detok.stop_reason, self.perf(job))
-        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(n, a) for n, a in tensors.items()])
+        return response_tensors(job.req, text, finish_reason, job.detok.stop_reason, self.perf(job))
 
     def perf(self, job):
         if not job.req.return_perf_metrics:
@@ -210,17 +226,22 @@ class TritonPythonModel:
                 "total_accepted_draft_tokens": st.total_accepted_draft_tokens if st else 0,
                 "total_draft_tokens": st.total_draft_tokens if st else 0}
 
-    def send(self, job, response=None, final=False):
-        """Send on a job's sender unless its FINAL response went out already (cancellation races the worker)."""
+    def send(self, job, tensors=None, final=False, error=None):
+        """Send on a job's sender unless its FINAL response went out already (cancellation races the worker):
+        the tensors (name -> numpy array), or an error (a pb_utils.TritonError made under PB_LOCK by `error()`)."""
         with job.lock:
             if job.closed:
                 return
             job.closed = final
             flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if final else 0
-            if response is None:
-                job.sender.send(flags=flags)
-            else:
-                job.sender.send(response, flags=flags)
+            with PB_LOCK:
+                if error is not None:
+                    job.sender.send(pb_utils.InferenceResponse(error=error()), flags=flags)
+                elif tensors is None:
+                    job.sender.send(flags=flags)
+                else:
+                    job.sender.send(pb_utils.InferenceResponse(
+                        output_tensors=[pb_utils.Tensor(n, a) for n, a in tensors.items()]), flags=flags)
 
     def send_error(self, sender, e):
         """NVIDIA's except clause: one FINAL response, text_output ["N/A"], "Error generating request: <e>"."""
@@ -229,9 +250,10 @@ class TritonPythonModel:
         if not isinstance(e, RequestError) and type(e).__name__ != "UserError":
             traceback.print_exc()
         _log("error", f"[trtllm] {error_text(e)}")
-        na = pb_utils.Tensor("text_output", np.array([b"N/A"], dtype=np.object_))
-        sender.send(pb_utils.InferenceResponse(output_tensors=[na], error=pb_utils.TritonError(error_text(e))),
-                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        with PB_LOCK:
+            na = pb_utils.Tensor("text_output", np.array([b"N/A"], dtype=np.object_))
+            sender.send(pb_utils.InferenceResponse(output_tensors=[na], error=pb_utils.TritonError(error_text(e))),
+                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     @staticmethod
     def cancelled_error():
@@ -243,21 +265,31 @@ class TritonPythonModel:
     def cancelled(self, job):
         """CANCELLED + FINAL on a job's own sender (after Triton's cancellation or a stop request)."""
         try:
-            self.send(job, pb_utils.InferenceResponse(error=self.cancelled_error()), final=True)
+            self.send(job, final=True, error=self.cancelled_error)
         except Exception:  # noqa: BLE001 - the client may be gone
             pass
 
     # ------------------------------------------------------------------------------------------------ the worker
     def loop(self):
+        from specbuild.reference import heap
         from specbuild.serve import decode_cpus
 
         decode_cpus.claim(self.name)  # the CPUs the launcher kept for this thread (SPECBUILD_EXECUTOR_CPUS)
+        worked = False  # steps since the heap was last trimmed
         while True:
             with self.cond:
-                while self.running and not self.executor.has_work():
+                idle_s = 0.0
+                while self.running and not self.executor.has_work() and not (worked and idle_s >= IDLE_TRIM_S):
                     self.cond.wait(timeout=0.5)
+                    idle_s += 0.5
                 if not self.running:
                     return
+                busy = self.executor.has_work()
+            if not busy:  # idle since IDLE_TRIM_S after work: the freed pages go back (specbuild/reference/heap.py)
+                heap.trim_heap()
+                worked = False
+                continue
+            worked = True
             start = _steady_ns()
             try:
                 events = self.executor.step()
@@ -272,8 +304,12 @@ class TritonPythonModel:
                 if job is not None:
                     try:
                         self.deliver(job, event, start, end)
-                    except Exception:  # noqa: BLE001 - e.g. the client went away
-                        traceback.print_exc()
+                    except Exception as e:  # noqa: BLE001 - e.g. the client went away: stop decoding for it
+                        _log("warn", f"[specbuild] request {job.user_id or job.rid}: its response could not be sent "
+                                     f"({type(e).__name__}: {e}); it is cancelled")
+                        with self.cond:
+                            if self.jobs.pop(event.request_id, None) is not None and not event.finished:
+                                self.executor.cancel(event.request_id)
 
     def deliver(self, job, event, start, end):
         from specbuild.reference.llmapi_contract import FINISH_REASONS
@@ -296,7 +332,7 @@ class TritonPythonModel:
                     self.executor.cancel(event.request_id)  # a stop string: nothing more to decode
         reason = "stop" if stopped else FINISH_REASONS.get(event.finish_reason) if finished else None
         if finished or (job.req.streaming and streams_now(job.iterations, self.settings.stream_interval, finished)):
-            self.send(job, self.response(job, finished, reason), final=finished)
+            self.send(job, self.response_tensors(job, finished, reason), final=finished)
 
     def fail_all(self, e):
         with self.cond:
@@ -320,19 +356,31 @@ class TritonPythonModel:
         while self.running:
             time.sleep(period)
             with self.cond:
-                gone = [(rid, job) for rid, job in self.jobs.items() if job.request.is_cancelled()]
-                for rid, job in gone:
-                    del self.jobs[rid]
+                live = list(self.jobs.items())
+            gone = [(rid, job) for rid, job in live if self.is_cancelled(job)]
+            with self.cond:
+                gone = [(rid, job) for rid, job in gone if self.jobs.pop(rid, None) is not None]
+                for rid, _ in gone:
                     self.executor.cancel(rid)
             for _, job in gone:
                 self.cancelled(job)
 
+    @staticmethod
+    def is_cancelled(job):
+        """Triton's is_cancelled() of a job whose FINAL response has not gone out."""
+        with job.lock:
+            if job.closed:
+                return False
+            with PB_LOCK:
+                return job.request.is_cancelled()
+
     def stop_request(self, user_id, sender):
         """`stop: true` (BK README "request cancellation"): abort the live requests with that request id."""
         if not user_id:
-            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                "A request id must be provided for request cancellation")),
-                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            with PB_LOCK:
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                    "A request id must be provided for request cancellation")),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             return
         with self.cond:
             victims = [(rid, job) for rid, job in self.jobs.items() if job.user_id == user_id]
@@ -342,8 +390,9 @@ class TritonPythonModel:
             self.cond.notify()
         for _, job in victims:
             self.cancelled(job)
-        sender.send(pb_utils.InferenceResponse(error=self.cancelled_error()),
-                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        with PB_LOCK:
+            sender.send(pb_utils.InferenceResponse(error=self.cancelled_error()),
+                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def finalize(self):
         with self.cond:
