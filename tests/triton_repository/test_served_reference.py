@@ -791,7 +791,10 @@ def test_suite_on_the_reference_deployment(served, checkpoints, suite_baseline, 
         assert [r["concurrency"] for r in rows] == SUITE_VALIDATION["concurrency"]
         assert all(r["served"] == round(served[r["concurrency"]], 3) and r["limit"] > 0 and r["t1_ms"] > 0
                    and r["verify_ms"] > 0 and r["in_process"] > 0 for r in rows), rows
-        assert rows[0]["draft_ms"] > 0 and rows[0]["acceptance_length"] > 1, rows[0]  # drafting at concurrency 1
+        assert rows[0]["acceptance_length"] > 1, rows[0]  # drafting at concurrency 1
+        # a drafting call is timed where a model drafts (a draft model or heads); prompt lookup and lookahead
+        # draft from the tokens themselves, which the step's own time covers
+        assert (rows[0]["draft_ms"] > 0) == (method not in ("prompt_lookup", "lookahead")), rows[0]
     else:
         assert status["cost_model"] == "skipped"
 
