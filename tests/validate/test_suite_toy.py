@@ -119,9 +119,9 @@ def test_reports_are_written(full_run):
     assert names == ["acceptance_per_position.png", "junit.xml", "latency_vs_concurrency.png", "report.json",
                      "report.md", "speedup_vs_concurrency.png", "throughput_vs_concurrency.png"]
     data = json.loads((report / "report.json").read_text())
-    assert data["passed"] is True and len(data["checks"]) == 8
+    assert data["passed"] is True and len(data["checks"]) == 9  # cost_model (skipped on the toy) included
     suite = ET.parse(report / "junit.xml").getroot().find("testsuite")
-    assert suite.get("tests") == "8" and suite.get("failures") == "0" and suite.get("errors") == "0"
+    assert suite.get("tests") == "9" and suite.get("failures") == "0" and suite.get("errors") == "0"
     # the toy tokenizer has no chat template: validation.prompt_format auto sent the prompts as they are
     assert data["prompt_format"]["requested"] == "auto" and data["prompt_format"]["used"] == "raw"
     assert "has no chat template" in data["prompt_format"]["why"]
