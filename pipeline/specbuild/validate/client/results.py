@@ -62,6 +62,7 @@ class Generation:
     status: int | None = None  # HTTP status, when HTTP
     request_id: str | None = None
     final: bool = False  # the stream ended with its final response (or the unary call returned)
+    note: str | None = None  # what a probe could not judge about this outcome, for the report
 
     @property
     def ok(self) -> bool:
