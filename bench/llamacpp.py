@@ -73,7 +73,8 @@ def variants(k: int) -> list[Variant]:
 
 @dataclass
 class Outcome:
-    seconds: float
+    seconds: float                # prompt + generation
+    decode_seconds: float         # generation alone (`decoded ... in`)
     tokens: int
     drafted: int
     accepted: int
@@ -152,5 +153,6 @@ class LlamaCpp:
         counts = {name: int(m.group(1)) if (m := pattern.search(log)) else 0 for name, pattern in COUNTS.items()}
         if variant.spec == NEVER_DRAFTS and counts["n_drafted"]:
             raise SystemExit(f"{variant.label}: llama.cpp drafted {counts['n_drafted']} tokens in plain decoding")
-        return Outcome(seconds=float(enc.group(2)) + float(dec.group(2)), tokens=int(dec.group(1)),
+        return Outcome(seconds=float(enc.group(2)) + float(dec.group(2)), decode_seconds=float(dec.group(2)),
+                       tokens=int(dec.group(1)),
                        drafted=counts["n_drafted"], accepted=counts["n_accept"], text=done.stdout)
