@@ -135,6 +135,9 @@ class AcceptanceRecord:
                 and stream.ids == gen.ids and all(c.ids for c in stream.chunks):
             counted = stream.chunks if prefill_is_step else stream.chunks[1:]
             per_step = [len(c.ids) - 1 for c in counted]
+            if sum(per_step) != accepted:  # the streamed run drafted otherwise (same tokens, lossless): its steps
+                per_step = None            # are not this request's, which the counters describe
+        if per_step is not None:
             steps = len(per_step)
             steps_from = "stream"
         elif stream_steps and gen.ids is None and stream_matches(gen, stream):
