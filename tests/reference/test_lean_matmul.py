@@ -103,6 +103,12 @@ def test_column_major_relays_the_parameters_in_place(checkpoints, kernel, layout
     tied = CausalLM.from_pretrained(checkpoints["tied"])
     assert tied.lean.embed.is_contiguous() and tied.lean.lm_head.weight.t().is_contiguous()
 
+    # a down-projection (more inputs than outputs, 688 -> 128) keeps the checkpoint's rows under the packed rule
+    # (one and two rows read it faster so there), and is transposed like the others under the column-major rule
+    down = layer.mlp.down_proj.weight
+    assert down.data_ptr() == lean.down.weight.data_ptr()
+    assert down.is_contiguous() if layout == linear.PACKED else down.t().is_contiguous()
+
 
 def test_packed_copies_only_the_larger_matrices_and_uses_them_for_several_rows(checkpoints, kernel, monkeypatch):
     kernel(linear.COLUMN_MAJOR)

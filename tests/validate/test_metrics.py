@@ -118,6 +118,14 @@ def test_acceptance_from_counters_and_from_the_stream():
     stream = gen_with_chunks(0.0, [(0.1, [0]), (0.2, [1, 2, 3, 4]), (0.3, [5]), (0.4, [6, 7, 8, 9])])
     rec = AcceptanceRecord.from_generation(plain, 0, stream)
     assert rec.accepted_per_step == [3, 0, 3] and rec.steps == 3
+    # the same tokens streamed by a run whose own counters accepted 5 drafts, not the counted request's 6 (drafting
+    # differed between the two runs): its steps are not the counted request's, so they come from the counters
+    drafted_otherwise = gen_with_chunks(0.0, [(0.1, [0]), (0.2, [1, 2, 3, 4]), (0.3, [5]), (0.4, [6, 7]),
+                                              (0.5, [8, 9])], perf={"total_accepted_draft_tokens": 5.0, "total_draft_tokens": 16.0})
+    rec = AcceptanceRecord.from_generation(plain, 0, drafted_otherwise)
+    assert rec.accepted_per_step is None and rec.steps == 3 and rec.steps_from == "counters"
+    agreeing = gen_with_chunks(0.0, [(0.1, [0]), (0.2, [1, 2, 3, 4]), (0.3, [5]), (0.4, [6, 7, 8, 9])], perf=dict(perf))
+    assert AcceptanceRecord.from_generation(plain, 0, agreeing).accepted_per_step == [3, 0, 3]  # its counters agree
     # a stream with other tokens is not used
     other = gen_with_chunks(0.0, [(0.1, [0]), (0.2, [1, 2, 3, 4, 5, 6, 7, 8, 99])])
     assert AcceptanceRecord.from_generation(plain, 0, other).accepted_per_step is None

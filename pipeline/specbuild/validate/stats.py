@@ -142,6 +142,9 @@ class AcceptanceRecord:
                 and stream.ids == gen.ids and all(c.ids for c in stream.chunks):
             counted = stream.chunks if prefill_is_step else stream.chunks[1:]
             per_step = [len(c.ids) - 1 for c in counted]
+            if int(stream.perf.get("total_accepted_draft_tokens", accepted)) != accepted:
+                per_step = None  # the streamed run drafted otherwise (same tokens): its steps are not this request's
+        if per_step is not None:
             steps = len(per_step)
             steps_from = "stream"
         elif stream_steps and gen.ids is None and stream_matches(gen, stream):

@@ -1,7 +1,8 @@
 """`Linear`: y = x W^T + b over a checkpoint's weight, with the float32 matmul this CPU runs fastest.
 
 Float32 weights are stored column-major (W^T contiguous, W a view of it), so that `F.linear` hands MKL's
-sgemv/sgemm a plain [in, out] matrix instead of a transposed one. Two rules for calls of several rows (chain or
+sgemv/sgemm a plain [in, out] matrix instead of a transposed one (except down-projections under the packed rule,
+below). Two rules for calls of several rows (chain or
 tree verification, draft trees, batches), chosen once per process (`float32_kernel`;
 SPECBUILD_REFERENCE_MATMUL = column-major | packed overrides):
 - `column-major` (Intel CPUs with PyTorch's MKL): every row count through the column-major weight. Measured on a
@@ -23,6 +24,14 @@ SPECBUILD_REFERENCE_MATMUL = column-major | packed overrides):
   (bench/layouts.py, results/layouts-tiny-c1-epyc.json) the packed copies make the speculative methods 1.15-1.24x
   faster there and leave autoregressive decoding as it is. The packed copy costs the memory of those matrices once
   more. (MKL picks its kernels by CPU vendor, which is why the two machines disagree.)
+  Under this rule a matrix with more inputs than outputs (a down-projection, an EAGLE head's fc) keeps the
+  checkpoint's row-major layout for the calls of one and two rows: there MKL reads it faster than transposed.
+  Measured on the same EPYC (2026-12-04, eight copies cycled with the caches flushed, rows 1 / 2): the base zoo's
+  down-projection 1024 -> 384 106-115 / 153-168 us row-major vs 164-184 / 261-286 column-major, 1376 -> 512
+  219-297 / 335 vs 247-339 / 378-883, 688 -> 256 93-95 / 91-119 vs 112-134 / 106-126, an EAGLE fc 768 -> 384
+  107 / 158 vs 141 / 173; square and wider-output matrices are as fast or faster column-major (q/k/v 384 -> 1152
+  127 vs 212 us). A one-token forward of the base target: 12.05 vs 12.88 ms (interleaved medians), greedy tokens
+  identical.
 bfloat16 weights (draft heads) are always packed (faster at every size measured). Either way the arithmetic is the
 dense matmul's (results agree to rounding). A column-major `nn.Parameter` is relaid in place, so the transformers
 module holding it computes with the same (single) copy; such a model is for decoding only: transformers'
@@ -87,9 +96,11 @@ class Linear:
         if weight.dtype == torch.bfloat16:
             self._pack(weight, from_rows=1)
         elif weight.dtype == torch.float32:
-            if float32_kernel() == PACKED and weight.numel() >= PACK_MIN_WEIGHTS:
+            packed_rule = float32_kernel() == PACKED
+            if packed_rule and weight.numel() >= PACK_MIN_WEIGHTS:
                 self._pack(weight, from_rows=PACK_FROM_ROWS)
-            weight = as_column_major(weight)
+            if not (packed_rule and weight.shape[1] > weight.shape[0]):  # down-projections stay row-major there
+                weight = as_column_major(weight)
         self.weight = weight
 
     def _pack(self, weight: torch.Tensor, from_rows: int) -> None:
