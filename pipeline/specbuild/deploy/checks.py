@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Iterator
 from specbuild.deploy import images
 from specbuild.deploy.schema import INT32_MAX, quantity_value
 from specbuild.methods import describe
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe

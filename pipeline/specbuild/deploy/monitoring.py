@@ -16,7 +16,7 @@ from specbuild.deploy.kubernetes import autoscaled, meta
 
 QUEUE_COMPUTE = "triton:queue_compute:ratio"
 ACCEPTANCE_LENGTH = "specbuild:acceptance_length:mean"
-# Counters the BLS publishes (triton/models/serving_metrics.py, python backend custom metrics, vLLM's names).
+# Counters the BLS publishes (standalone/serving_metrics.py, python backend custom metrics, vLLM's names).
 BLS_STEPS = "specbuild_spec_decode_num_steps_total"
 BLS_ACCEPTED = "specbuild_spec_decode_num_accepted_tokens_total"
 BLS_DRAFTED = "specbuild_spec_decode_num_draft_tokens_total"

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from specbuild.methods.base import Section
+from specbuild.section import Section
 
 INT32_MAX = 2**31 - 1  # Kubernetes int32 fields (replicas, probe timings, ...), tritonserver's int options
 INT64_MAX = 2**63 - 1  # Kubernetes int64 fields (terminationGracePeriodSeconds)

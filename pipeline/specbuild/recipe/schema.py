@@ -11,7 +11,7 @@ from specbuild import hub
 from specbuild.bounds import NonNegativeInt32, PositiveFinite, PositiveInt32
 from specbuild.deploy.schema import DeploySection
 from specbuild.methods import METHODS
-from specbuild.methods.base import Section
+from specbuild.section import Section
 from specbuild.methods.none import NoneConfig
 from specbuild import runtimes
 from specbuild.llmapi.schema import LlmApiSection

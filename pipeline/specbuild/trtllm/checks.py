@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from specbuild.engine_facts import SpecMode
-from specbuild.methods.base import Finding
-from specbuild.methods.common import architecture
+from specbuild.findings import Finding
+from specbuild.checkpoint_files import architecture
 from specbuild.runtimes.base import BuildOptions
 from specbuild.speculation import DynamicTree, Speculation
 from specbuild.trtllm.converters import EAGLE_ARCHITECTURES, MEDUSA_MODEL_TYPES, TRTLLM_MODEL_CLASSES, wheel_limits

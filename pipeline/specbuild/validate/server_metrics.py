@@ -1,6 +1,6 @@
 """The server's side of acceptance: scrape Triton's Prometheus endpoint and read specbuild's speculative-decoding
 counters (exported by the reference tensorrt_llm and by the BLS for the rounds it drives; see
-triton/models/serving_metrics.py for the names, which follow vLLM's spec_decode metrics).
+standalone/serving_metrics.py for the names, which follow vLLM's spec_decode metrics).
 
     before = scrape("http://127.0.0.1:8002/metrics")
     ... requests ...

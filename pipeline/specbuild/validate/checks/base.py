@@ -286,7 +286,7 @@ class SuiteContext:
     def full_draft_parallel(self) -> int:
         """Requests in flight during the prompt-set passes: options.parallel, or fewer where an adaptive
         draft_len_schedule would shorten the drafts (acceptance is judged at the full draft length)."""
-        from specbuild.draft_len_schedule import draft_length
+        from specbuild.standalone.draft_len_schedule import draft_length
 
         points = self.spec.draft_len_schedule
         n = max(1, self.options.parallel)
