@@ -112,7 +112,7 @@ def build(recipe_path: Path, work: Path, rebuild: bool):
 def token_prompts(recipe, count: int) -> tuple[list[str], list[list[int]]]:
     from transformers import AutoTokenizer
 
-    from specbuild.validate.prompts import load_prompts
+    from specbuild.recipe.prompts import load_prompts
 
     texts = [p.text for p in load_prompts(recipe)][:count]
     tok = AutoTokenizer.from_pretrained(recipe.tokenizer_dir, legacy=False)

@@ -1,7 +1,7 @@
 """The sdist and the wheel hold what specbuild opens at run time, and the wheel runs on its own.
 
 What the package opens through `__file__` (specbuild.triton.repository SOURCES, specbuild.standalone, the reference runtimes'
-core models, specbuild.validate.prompts BUNDLED, specbuild.deploy.crds, specbuild.deploy.rehearse SHIM) all lies
+core models, specbuild.recipe.prompts BUNDLED, specbuild.deploy.crds, specbuild.deploy.rehearse SHIM) all lies
 inside the package folder, so the rule tested here is the package tree itself: every file git tracks under
 pipeline/specbuild is in the sdist and in the wheel built from that sdist, as `python -m build` builds it (CI's
 .ci/run builds, checks and installs it too). The zoo (checkpoints/) and the tests stay in the repository.
@@ -128,7 +128,7 @@ from pathlib import Path
 import specbuild
 from specbuild.cli import main
 from specbuild.deploy import crds
-from specbuild.validate import prompts
+from specbuild.recipe import prompts
 
 out = {"file": specbuild.__file__, "version": specbuild.__version__, "renders": {}}
 for recipe in sys.argv[2:]:

@@ -11,7 +11,7 @@ import pytest
 from specbuild.errors import UserError
 from specbuild.validate import Endpoints, parse_hostport
 from specbuild.validate.client import ENGINE, GenerateParams, ModelSignature, _sse_events, outputs_from_json
-from specbuild.validate.prompts import BUNDLED, load_prompt_file, load_prompts
+from specbuild.recipe.prompts import BUNDLED, load_prompt_file, load_prompts
 
 
 @pytest.mark.parametrize("value, want", [("127.0.0.1:8000", "127.0.0.1:8000"), ("http://localhost:80/", "localhost:80"),

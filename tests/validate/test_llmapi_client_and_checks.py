@@ -12,7 +12,7 @@ from specbuild.validate.checks import acceptance
 from specbuild.validate.checks.base import SuiteContext, SuiteOptions
 from specbuild.validate.client import LLM_API, Generation, GenerateParams, Output
 from specbuild.validate.endpoints import Endpoints
-from specbuild.validate.prompts import Prompt
+from specbuild.recipe.prompts import Prompt
 
 
 def test_llmapi_inputs_are_nvidias_tensor_names():

@@ -16,7 +16,7 @@ from validate_toy.tokenizer import LLAMA3_SPECIALS, write_llama31_chat_tokenizer
 from specbuild.errors import UserError
 from specbuild.recipe.schema import Recipe
 from specbuild.validate import tokenizer as tokenizer_module
-from specbuild.validate.prompts import Prompt, apply_prompt_format, load_prompt_file, load_prompts
+from specbuild.recipe.prompts import Prompt, apply_prompt_format, load_prompt_file, load_prompts
 from specbuild.validate.tokenizer import TokenizerUnavailable, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from validate_helpers import TOY_DRAFT_LEN, TOY_MAX_TOKENS, toy_recipe, toy_reci
 
 from specbuild import metrics
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
-from specbuild.validate.prompts import BUNDLED, load_prompt_file
+from specbuild.recipe.prompts import BUNDLED, load_prompt_file
 
 sys.path.insert(0, str(Path(__file__).parent / "validate_toy" / "models"))
 import toy_lm  # noqa: E402

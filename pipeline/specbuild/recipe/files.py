@@ -86,7 +86,7 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
     prompts = recipe.validation.prompts
     if isinstance(prompts, Path):
         try:
-            from specbuild.validate.prompts import load_prompts
+            from specbuild.recipe.prompts import load_prompts
 
             load_prompts(recipe)
         except UserError as e:

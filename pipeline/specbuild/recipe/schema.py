@@ -9,12 +9,12 @@ from pydantic import Discriminator, Field, PrivateAttr, Tag
 
 from specbuild import hub
 from specbuild.bounds import NonNegativeInt32, PositiveFinite, PositiveInt32
-from specbuild.deploy.schema import DeploySection
+from specbuild.recipe.deploy import DeploySection
 from specbuild.methods import METHODS
 from specbuild.section import Section
 from specbuild.methods.none import NoneConfig
 from specbuild import runtimes
-from specbuild.llmapi.schema import LlmApiSection
+from specbuild.recipe.llm_api import LlmApiSection
 from specbuild.hub import Checkpoint
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"

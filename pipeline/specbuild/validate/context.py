@@ -16,7 +16,7 @@ from specbuild.runtimes import runtime_for
 from specbuild.speculation import NO_SPECULATION
 from specbuild.validate.checks.base import Deployment, SuiteContext, SuiteOptions
 from specbuild.validate.client import contract
-from specbuild.validate.prompts import apply_prompt_format, load_prompts
+from specbuild.recipe.prompts import apply_prompt_format, load_prompts
 from specbuild.validate.tokenizer import ClientTokenizer, TokenizerUnavailable, load_tokenizer
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from specbuild.validate.endpoints import Endpoints
 if TYPE_CHECKING:
     from specbuild.speculation import Speculation
     from specbuild.recipe.schema import Recipe
-    from specbuild.validate.prompts import Prompt, PromptFormat
+    from specbuild.recipe.prompts import Prompt, PromptFormat
     from specbuild.validate.tokenizer import ClientTokenizer
 
 PASSED, FAILED, WARNED, SKIPPED, ERROR = "passed", "failed", "warned", "skipped", "error"
