@@ -28,6 +28,7 @@ class ValidationResult:
     contract: str = "engine"  # the serving model's request/response contract (Runtime.contract)
     prompt_format: dict | None = None  # PromptFormat.to_dict(): chat template applied or raw, and why
     tokenizer: dict | None = None  # {"folder", "reader"}, or {"problem"}: the client's tokenizer, or why none
+    prompt_set: dict | None = None  # {"source", "categories": {name: prompts}, "left_out": [LeftOut.to_dict()]}
 
     @property
     def passed(self) -> bool:
@@ -47,5 +48,5 @@ class ValidationResult:
                 "duration_s": round(self.duration_s, 3), "prompts": self.prompts,
                 "target": self.target.to_dict(), "baseline": self.baseline.to_dict() if self.baseline else None,
                 "serving_model": self.serving_model, "contract": self.contract, "gates": self.gates,
-                "prompt_format": self.prompt_format, "tokenizer": self.tokenizer,
+                "prompt_format": self.prompt_format, "tokenizer": self.tokenizer, "prompt_set": self.prompt_set,
                 "checks": [c.to_dict() for c in self.checks]}

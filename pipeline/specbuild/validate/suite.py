@@ -28,6 +28,16 @@ if TYPE_CHECKING:
 
 
 
+def _prompt_set(recipe: Recipe, ctx) -> dict:
+    """Where the prompts came from, how many of each category were sent, and those left out (and why)."""
+    value = recipe.validation.prompts
+    source = "bundled" if value is None else "inline" if isinstance(value, list) else str(recipe.resolve(value))
+    categories: dict[str, int] = {}
+    for p in ctx.prompts:
+        categories[p.category] = categories.get(p.category, 0) + 1
+    return {"source": source, "categories": categories, "left_out": [o.to_dict() for o in ctx.prompts_left_out]}
+
+
 def _gates(recipe: Recipe) -> dict:
     v = recipe.validation
     return {"require_lossless": v.require_lossless, "min_acceptance_length": v.min_acceptance_length,
@@ -132,7 +142,7 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
     result = ValidationResult(recipe.name, spec.method, recipe.runtime, target, baseline, dep_target.model, results,
                               started, time.perf_counter() - t0, len(prompts), gates=_gates(recipe),
                               contract=runtime.contract, prompt_format=ctx.prompt_format.to_dict(),
-                              tokenizer=tokenizer)
+                              tokenizer=tokenizer, prompt_set=_prompt_set(recipe, ctx))
     if report_dir is not None:
         from specbuild.validate.report import write_reports
 

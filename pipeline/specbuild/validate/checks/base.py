@@ -199,6 +199,8 @@ class SuiteContext:
     server_scrapes: tuple | str | None = None
     tokenizer_problem: str | None = None  # why there is no tokenizer (what needs it says so)
     prompt_format: PromptFormat | None = None  # how the prompts are sent (validation.prompt_format)
+    prompts_left_out: list = field(default_factory=list)  # LeftOut: prompts of the set not sent, and why
+    prompt_tokens: dict[str, int] = field(default_factory=dict)  # prompt id -> its length as sent (tokens)
     # the results of the checks run so far, by name (a check may read an earlier one's figures)
     finished: dict[str, CheckResult] = field(default_factory=dict)
 
