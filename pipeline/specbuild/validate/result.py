@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specbuild.validate.checks.base import CheckResult
+from specbuild.validate.checks.base import WARNED, CheckResult
 from specbuild.validate.endpoints import Endpoints
 
 
@@ -39,12 +39,19 @@ class ValidationResult:
         """The checks that fail the run: failed, error, and inconclusive unless the recipe allows it."""
         return [c for c in self.checks if not c.ok]
 
+    @property
+    def warnings(self) -> list[CheckResult]:
+        """The checks that passed with a warning (e.g. slower than the baseline at concurrency 1): the verdict
+        shows them; they do not fail the run."""
+        return [c for c in self.checks if c.status == WARNED]
+
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
 
     def to_dict(self) -> dict:
         return {"specbuild_validation_report": 1, "recipe": self.recipe, "method": self.method,
-                "runtime": self.runtime, "passed": self.passed, "started": self.started,
+                "runtime": self.runtime, "passed": self.passed,
+                "warnings": [f"{c.name}: {c.summary}" for c in self.warnings], "started": self.started,
                 "duration_s": round(self.duration_s, 3), "prompts": self.prompts,
                 "target": self.target.to_dict(), "baseline": self.baseline.to_dict() if self.baseline else None,
                 "serving_model": self.serving_model, "contract": self.contract, "gates": self.gates,

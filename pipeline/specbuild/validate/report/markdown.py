@@ -201,13 +201,15 @@ def _section(lines: list[str], title: str) -> None:
 def write_markdown(result, folder: Path, plots: list[str]) -> Path:
     d = result.to_dict()
     lines = [f"# Validation report — {d['recipe']}", "",
-             f"**Result: {'PASSED' if d['passed'] else 'FAILED'}** — method `{d['method']}` on the `{d['runtime']}` "
+             f"**Result: {'PASSED' if d['passed'] else 'FAILED'}**"
+             f"{' (with warnings, below)' if d.get('warnings') else ''} — method `{d['method']}` on the `{d['runtime']}` "
              f"runtime, serving model `{d['serving_model']}` ({d.get('contract', 'engine')} contract), "
              f"{d['prompts']} prompts, {d['duration_s']:.1f} s "
              f"(started {d['started']}).", "",
              f"- speculative deployment: {result.target.describe()}",
              f"- baseline deployment: {result.baseline.describe() if result.baseline else 'none'}",
-             *prompt_lines(d.get("prompt_format"), d.get("tokenizer"), d.get("prompt_set")), ""]
+             *prompt_lines(d.get("prompt_format"), d.get("tokenizer"), d.get("prompt_set")), "",
+             *[f"- ⚠️ warning: {w}" for w in d.get("warnings") or []], *([""] if d.get("warnings") else [])]
     _section(lines, "Checks")
     lines += table(["check", "status", "gate", "summary", "time s"],
                    [[c.name, status_text(c), c.gate or "", c.summary, f"{c.duration_s:.1f}"]
