@@ -166,7 +166,7 @@ def test_a_slower_deployment_warns_without_a_gate_and_the_gate_still_decides():
     result = performance.run(context(spec, base))
     assert result.status == "warned" and result.ok, result.summary
     assert result.summary.startswith("slower than the baseline at concurrency 1: speedup 0.")
-    assert "every round slower" in result.summary and result.details["slower_than_baseline"]
+    assert result.summary.startswith(result.details["slower_than_baseline"])
     run = ValidationResult("t", "prompt_lookup", "reference", E("127.0.0.1:1"), None, "ensemble",
                            [CheckResult("health", "Health", "passed", "ok"), result], "now", 1.0, 4)
     assert run.passed and [c.name for c in run.warnings] == ["performance"]
