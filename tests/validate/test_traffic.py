@@ -91,3 +91,53 @@ def test_a_head_weak_on_coding_fails_the_coding_gate_only(traffic_runs):
     assert [g["group"] for g in data["checks"][0]["details"]["by_category"]] == ["coding", "writing"]
     assert (folder / "weak" / "acceptance_per_category.png").read_bytes()[:4] == b"\x89PNG"
 
+
+# --- validate --against an earlier report ---------------------------------------------------------------------
+
+def against_cli(folder, server, earlier, name) -> int:
+    from validate_helpers import TOY_DRAFT_LEN, toy_recipe_dict, write_recipe_file
+
+    from specbuild.cli import main
+
+    recipe = traffic_recipe(folder / "llama31", folder)  # writes the dataset; the file below names it
+    data = toy_recipe_dict(folder / "llama31", prompts=str(folder / "traffic.jsonl"),
+                           min_acceptance_length=GATE)
+    assert data["validation"]["prompts"] == str(recipe.validation.prompts)
+    path = write_recipe_file(folder / f"{name}.yaml", data)
+    return main(["validate", str(path), "--url", server.http_address, "--checks", "acceptance",
+                 "--against", str(earlier), "--report", str(folder / name)])
+
+
+def test_against_the_same_build_passes(traffic_runs, toy_servers):
+    runs, folder = traffic_runs
+    assert against_cli(folder, toy_servers["target"], folder / "good" / "report.json", "again") == 0
+    data = json.loads((folder / "again" / "report.json").read_text())
+    against = {c["name"]: c for c in data["checks"] if c["name"].startswith("against:")}
+    assert set(against) == {"against:acceptance:coding", "against:acceptance:writing"}
+    for c in against.values():
+        assert c["status"] == "passed"
+        assert c["details"]["change"] == {"value": 0.0, "low": 0.0, "high": 0.0}  # the toy is deterministic
+    assert data["against"]["changes"] == [] and data["build"]["recipe_sha256"]
+
+
+def test_against_a_weaker_head_reports_the_drop_and_fails(traffic_runs, weak_head_server):
+    import xml.etree.ElementTree as ET
+
+    runs, folder = traffic_runs
+    assert against_cli(folder, weak_head_server, folder / "good" / "report.json", "weaker") == 1
+    data = json.loads((folder / "weaker" / "report.json").read_text())
+    against = {c["name"]: c for c in data["checks"] if c["name"].startswith("against:")}
+    coding, writing = against["against:acceptance:coding"], against["against:acceptance:writing"]
+    good_coding = by_category(runs["good"])["coding"]["acceptance_length"]["value"]
+    assert coding["status"] == "failed"
+    assert coding["details"]["change"]["value"] == pytest.approx((1.0 - good_coding) / good_coding)
+    assert coding["details"]["change"]["high"] < -0.05
+    assert writing["status"] == "passed" and writing["details"]["change"]["value"] == 0.0
+    # one JUnit case per category; the markdown table and the plot of the changes
+    cases = {c.get("name"): c for c in ET.parse(folder / "weaker" / "junit.xml").getroot().iter("testcase")}
+    assert cases["against:acceptance:coding"].find("failure") is not None
+    assert cases["against:acceptance:writing"].find("failure") is None
+    md = (folder / "weaker" / "report.md").read_text()
+    assert f"## Against {folder / 'good' / 'report.json'}" in md
+    assert "| coding | " in md and "| ❌ failed |" in md
+    assert (folder / "weaker" / "against.png").read_bytes()[:4] == b"\x89PNG"

@@ -165,6 +165,17 @@ Prompts = Annotated[Union[Annotated[Path, Tag("prompt-file")], Annotated[list[Pr
                     Discriminator(lambda v: "prompt-list" if isinstance(v, list) else "prompt-file")]
 
 
+class RegressionSection(Section):
+    """Tolerances of `specbuild validate --against OLD/report.json` (a comparison with an earlier run)."""
+
+    max_acceptance_drop: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.05
+    """A category fails when all of the bootstrap interval of its AL change, (new - old) / old, lies below
+    -max_acceptance_drop."""
+    max_speedup_drop: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.1
+    """A concurrency level fails when every new round's speedup is below every earlier round's by more than this
+    share (judged only when the rounds agree)."""
+
+
 AcceptanceLength = Annotated[float, Field(ge=1.0, allow_inf_nan=False)]
 DEFAULT_CATEGORY = "default"  # min_acceptance_length's key for the categories it does not name
 # a number, or one per category; chosen by the value's shape (the tags drop out of the located path)
@@ -231,6 +242,8 @@ class ValidationSection(Section):
     """Duration of the load check."""
     request_timeout_s: PositiveFinite = 120.0
     """Per-request client timeout."""
+    regression: RegressionSection = Field(default_factory=RegressionSection)
+    """Tolerances of a comparison with an earlier report (validate --against)."""
 
 
 class Recipe(Section):

@@ -28,6 +28,8 @@ class ValidationResult:
     contract: str = "engine"  # the serving model's request/response contract (Runtime.contract)
     prompt_format: dict | None = None  # PromptFormat.to_dict(): chat template applied or raw, and why
     tokenizer: dict | None = None  # {"folder", "reader"}, or {"problem"}: the client's tokenizer, or why none
+    build: dict | None = None  # compare.build_identity: recipe hash, checkpoints, tool and server versions
+    against: dict | None = None  # the earlier report compared with: {"report", "changes": [...]} (--against)
     prompt_set: dict | None = None  # {"source", "categories": {name: prompts}, "left_out": [LeftOut.to_dict()]}
 
     @property
@@ -56,4 +58,5 @@ class ValidationResult:
                 "target": self.target.to_dict(), "baseline": self.baseline.to_dict() if self.baseline else None,
                 "serving_model": self.serving_model, "contract": self.contract, "gates": self.gates,
                 "prompt_format": self.prompt_format, "tokenizer": self.tokenizer, "prompt_set": self.prompt_set,
+                "build": self.build, "against": self.against,
                 "checks": [c.to_dict() for c in self.checks]}

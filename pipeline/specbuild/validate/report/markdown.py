@@ -12,7 +12,8 @@ PLOT_TITLES = {"latency_vs_concurrency.png": "Latency vs concurrency",
                "throughput_vs_concurrency.png": "Throughput vs concurrency",
                "speedup_vs_concurrency.png": "Speedup vs concurrency",
                "acceptance_per_position.png": "Acceptance per draft position",
-               "acceptance_per_category.png": "Acceptance per category and context length"}
+               "acceptance_per_category.png": "Acceptance per category and context length",
+               "against.png": "Acceptance change per category vs the earlier report"}
 
 
 def _cell(value: Any) -> str:
@@ -194,6 +195,34 @@ def acceptance_group_lines(a: dict) -> list[str]:
     return lines
 
 
+def against_lines(against: dict | None, checks) -> list[str]:
+    """The comparison with an earlier report: what changed between the builds, acceptance per category and
+    speedup per level, old and new, with the change's interval and the verdict."""
+    if not against:
+        return []
+    from specbuild.validate.compare import PREFIX
+
+    lines = [f"## Against {against['report']}", ""]
+    changes = against.get("changes") or []
+    lines += ["What changed: " + ("; ".join(changes) if changes else "nothing the reports record") + ".", ""]
+    acc = [c for c in checks if c.name.startswith(f"{PREFIX}:acceptance:") and "change" in c.details]
+    if acc:
+        lines += table(["category", "earlier AL", "AL", "change [interval]", "verdict"],
+                       [[c.details["category"], f"{c.details['old_acceptance_length']:.3f}",
+                         f"{c.details['new_acceptance_length']:.3f}",
+                         f"{c.details['change']['value']:+.1%} [{c.details['change']['low']:+.1%} to "
+                         f"{c.details['change']['high']:+.1%}]", status_text(c)] for c in acc])
+    speed = [c for c in checks if c.name.startswith(f"{PREFIX}:speedup:")]
+    if speed:
+        def spread(p):
+            return f"{p['speedup']:.2f} ({p['speedup_min']:.2f}–{p['speedup_max']:.2f})"
+
+        lines += table(["concurrency", "earlier speedup (rounds)", "speedup (rounds)", "verdict"],
+                       [[c.details["concurrency"], spread(c.details["old"]), spread(c.details["new"]), c.summary]
+                        for c in speed])
+    return lines
+
+
 def _section(lines: list[str], title: str) -> None:
     lines += [f"## {title}", ""]
 
@@ -215,6 +244,7 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
                    [[c.name, status_text(c), c.gate or "", c.summary, f"{c.duration_s:.1f}"]
                     for c in result.checks])
     by = {c.name: c for c in result.checks}
+    lines += against_lines(d.get("against"), result.checks)
 
     perf = by.get("performance")
     if perf and perf.details.get("levels"):

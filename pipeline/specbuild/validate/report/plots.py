@@ -194,6 +194,30 @@ def acceptance_groups_plot(plt, details: dict, path: Path, title: str) -> Path:
     return path
 
 
+def against_plot(plt, checks: list, path: Path, title: str) -> Path:
+    """Relative AL change per category vs the earlier report, with its interval; the tolerance dashed."""
+    names = [c.details["category"] for c in checks]
+    values = [c.details["change"]["value"] * 100 for c in checks]
+    errors = [[v - c.details["change"]["low"] * 100 for v, c in zip(values, checks)],
+              [c.details["change"]["high"] * 100 - v for v, c in zip(values, checks)]]
+    colors = ["#d62728" if c.status == "failed" else COLORS["speculative"] for c in checks]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    xs = list(range(len(checks)))
+    ax.bar(xs, values, color=colors, yerr=errors, capsize=4)
+    ax.axhline(-checks[0].details["tolerance"] * 100, color="#d62728", linestyle="dashed", label="tolerance")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("AL change vs the earlier report (%)")
+    ax.legend(loc="best", fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(f"{title}: acceptance vs the earlier report")
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
 def write_plots(result, folder: Path) -> list[Path]:
     """The plots whose data the result holds."""
     by = {c.name: c for c in result.checks}
@@ -208,6 +232,9 @@ def write_plots(result, folder: Path) -> list[Path]:
         jobs.append((acceptance_plot, acc.details, "acceptance_per_position.png"))
     if acc is not None and acc.details.get("by_category"):
         jobs.append((acceptance_groups_plot, acc.details, "acceptance_per_category.png"))
+    changes = [c for c in result.checks if c.name.startswith("against:acceptance:") and "change" in c.details]
+    if changes:
+        jobs.append((against_plot, changes, "against.png"))
     if not jobs:
         return []
     plt = _pyplot()
