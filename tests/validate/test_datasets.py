@@ -119,13 +119,16 @@ class ByteTokenizer:
 
 
 def test_prompts_over_the_limits_are_left_out_and_said_why():
-    prompts = [Prompt(0, "short", "a", "x" * 10), Prompt(1, "long", "b", "x" * 100), Prompt(2, "tight", "c", "x" * 60)]
+    prompts = [Prompt(0, "short", "a", "x" * 10), Prompt(1, "long", "b", "x" * 80), Prompt(2, "tight", "c", "x" * 58),
+               Prompt(3, "fits", "c", "x" * 57)]
     kept, out, lengths = fit_to_limits(prompts, ByteTokenizer(), max_input_len=80, max_seq_len=90, max_tokens=32)
-    assert [p.id for p in kept] == ["short"]
+    assert [p.id for p in kept] == ["short", "fits"]  # 57 + 1 + 32 = 90
     assert [o.to_dict() for o in out] == [
-        {"prompt": "long", "category": "b", "why": "100 tokens > build.max_input_len 80"},
-        {"prompt": "tight", "category": "c", "why": "60 tokens + validation.max_tokens 32 > build.max_seq_len 90"}]
-    assert lengths == {"short": 10, "long": 100, "tight": 60}
+        {"prompt": "long", "category": "b",
+         "why": "80 tokens (+1 the server's tokenizer may add) > build.max_input_len 80"},
+        {"prompt": "tight", "category": "c", "why": "58 tokens (+1 the server's tokenizer may add) + "
+                                                    "validation.max_tokens 32 > build.max_seq_len 90"}]
+    assert lengths == {"short": 10, "long": 80, "tight": 58, "fits": 57}
     assert fit_to_limits(prompts, None, 1, 1, 1) == (prompts, [], {})  # no tokenizer: nothing can be counted
     with pytest.raises(UserError, match="no prompt fits the deployment .* raise build.max_input_len"):
         fit_to_limits(prompts[1:2], ByteTokenizer(), 80, 90, 32)

@@ -174,6 +174,11 @@ def apply_prompt_format(prompts: list[Prompt], requested: str, tokenizer, tokeni
                                   example=rendered[0].text if rendered else None)
 
 
+# the client counts a prompt without special tokens; the server's preprocessing adds them (a beginning-of-sequence
+# token), so a prompt is kept only with room for one
+SERVER_ADDS = 1
+
+
 @dataclass(frozen=True)
 class LeftOut:
     """A prompt of the set that was not sent, and why."""
@@ -207,10 +212,11 @@ def fit_to_limits(prompts: list[Prompt], tokenizer, max_input_len: int, max_seq_
     kept, out = [], []
     for p in prompts:
         n = lengths[p.id]
-        if n > max_input_len:
-            out.append(LeftOut(p.id, p.category, f"{n} tokens > build.max_input_len {max_input_len}"))
-        elif n + max_tokens > max_seq_len:
-            out.append(LeftOut(p.id, p.category, f"{n} tokens + validation.max_tokens {max_tokens} > "
+        sent = f"{n} tokens (+{SERVER_ADDS} the server's tokenizer may add)"
+        if n + SERVER_ADDS > max_input_len:
+            out.append(LeftOut(p.id, p.category, f"{sent} > build.max_input_len {max_input_len}"))
+        elif n + SERVER_ADDS + max_tokens > max_seq_len:
+            out.append(LeftOut(p.id, p.category, f"{sent} + validation.max_tokens {max_tokens} > "
                                                  f"build.max_seq_len {max_seq_len}"))
         else:
             kept.append(p)
