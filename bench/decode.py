@@ -213,10 +213,10 @@ def main(argv=None) -> dict:
 
 def adaptive_specs(specs: list, off_from: int) -> list:
     """Each speculative method that follows a schedule again, speculating at full length with one request in flight
-    and not at all from `off_from` on (specbuild.draft_len_schedule; the demo recipe's `{1: 4, 2: 0}` shape)."""
+    and not at all from `off_from` on (specbuild.standalone.draft_len_schedule; the demo recipe's `{1: 4, 2: 0}` shape)."""
     from dataclasses import replace
 
-    from specbuild import draft_len_schedule
+    from specbuild.standalone import draft_len_schedule
     from specbuild.reference.methods import method_class
 
     return [replace(s, label=f"{s.label}_adaptive",

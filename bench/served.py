@@ -112,7 +112,7 @@ def build(recipe_path: Path, work: Path, rebuild: bool):
 def token_prompts(recipe, count: int) -> tuple[list[str], list[list[int]]]:
     from transformers import AutoTokenizer
 
-    from specbuild.validate.prompts import load_prompts
+    from specbuild.recipe.prompts import load_prompts
 
     texts = [p.text for p in load_prompts(recipe)][:count]
     tok = AutoTokenizer.from_pretrained(recipe.tokenizer_dir, legacy=False)
@@ -131,7 +131,7 @@ class InProcess:
         from specbuild.reference.engine_folder import load_engine
         from specbuild.reference.executor import Executor
         from specbuild.triton.configs import parse_pbtxt
-        from specbuild.triton.models.model_parameters import bool_parameter
+        from specbuild.standalone.model_parameters import bool_parameter
 
         engine = load_engine(layout.engine(role))
         draft_dir = layout.engine("draft")

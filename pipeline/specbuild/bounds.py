@@ -15,7 +15,7 @@ with) are here:
 schema and the method sections through the annotated types.
 
 Request values (temperature, top_k, top_p, penalties, max_tokens) have their one definition in
-`specbuild/triton/models/request_checks.py`: it is copied into our python models' folders and runs in NVIDIA's
+`specbuild/standalone/request_checks.py`: it is copied into our python models' folders and runs in NVIDIA's
 containers without specbuild, so it stays standard-library only. Both reference cores (the engine contract's and
 the llm-api contract's, reference/llmapi_contract.py) refuse the same values with it.
 

@@ -218,8 +218,11 @@ def schema() -> None:
 @click.option("--tritonserver", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="tritonserver binary to serve with (default: a system one, else nvidia-pytriton's).")
 @_decode_cpus_option
+@click.option("--against", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="OLD/report.json",
+              help="Compare the validation with an earlier run's report (as validate --against).")
 def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, no_validate: bool,  # noqa: A001
-            render_only: bool, trtllm_examples: str | None, tritonserver: Path | None, decode_cpus: str) -> None:
+            render_only: bool, trtllm_examples: str | None, tritonserver: Path | None, decode_cpus: str,
+            against: Path | None) -> None:
     """Build engines, write the Triton repository, serve it on free loopback ports, validate it, report.
 
     \b
@@ -236,8 +239,12 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
 
     r = _load(recipe, trtllm_examples)
     _print_warnings(r)
+    if against is not None:  # refused before the build, not after it
+        from specbuild.validate.compare import load_report
+
+        load_report(against)
     options = CompileOptions(validate=not no_validate, render_only=render_only, trtllm_examples=trtllm_examples,
-                             tritonserver=tritonserver, decode_cpus=decode_cpus)
+                             tritonserver=tritonserver, decode_cpus=decode_cpus, against=against)
     code = compile_recipe(r, _layout(r, engines_dir, repo_dir, report_dir), options, Console(stderr=True))
     if code:
         raise click.exceptions.Exit(code)
@@ -317,9 +324,12 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
 @click.option("--write-tuned-recipe", "tuned_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the recipe again at this path with an adaptive.draft_len_schedule that turns speculation "
               "off where the measured sweep saw it stop paying (needs the performance check and the baseline).")
+@click.option("--against", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="OLD/report.json",
+              help="Compare with an earlier run's report: acceptance per category and speedup per concurrency "
+              "level, each a check that fails beyond validation.regression's tolerances.")
 def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | None, baseline_grpc_url: str | None,
              metrics_url: str | None, model: str | None, report_dir: Path | None, checks: str | None,
-             as_json: bool, tuned_path: Path | None) -> None:
+             as_json: bool, tuned_path: Path | None, against: Path | None) -> None:
     """Run the validation suite against running servers; exit 0 only when every gate holds.
 
     \b
@@ -350,7 +360,8 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
         raise UserError("--write-tuned-recipe tunes from the performance sweep against the baseline: give "
                         "--baseline-url and keep the performance check")
     with progress_bar(Console(stderr=True)) as progress:
-        result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress)
+        result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress,
+                                against=against)
     out = Console(stderr=as_json)
     print_result(result, out)
     if result.report_files:

@@ -38,6 +38,7 @@ class CompileOptions:
     tritonserver: Path | None = None
     # serve/decode_cpus.py: CPUs kept for the reference core's decoding thread (--decode-cpus, SPECBUILD_DECODE_CPUS)
     decode_cpus: str = field(default_factory=lambda: os.environ.get(DECODE_CPUS_ENV, "auto"))
+    against: Path | None = None  # an earlier report.json the validation compares with (validate --against)
 
     @property
     def build(self) -> BuildOptions:
@@ -236,6 +237,7 @@ def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, P
             report_dir=layout.report,
             console=console,
             exit_reasons={role: server.exit_reason for role, server in servers.items()},
+            against=options.against,
         )
     console.print(f"report: {layout.report}", soft_wrap=True)
     return 0 if result.passed else 1

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from specbuild.checkpoint_files import read_hf_config
 from specbuild.errors import UserError
 from specbuild.paths import show
 
@@ -206,8 +207,6 @@ def pretrained_extra(spec) -> dict[str, Any]:
         return {"architecture": "MedusaForCausalLM", "max_draft_len": spec.max_draft_len,
                 "num_medusa_heads": spec.medusa.num_heads, "num_medusa_layers": spec.medusa.num_layers}
     if spec.eagle is not None:
-        from specbuild.methods.common import read_hf_config
-
         head = read_hf_config(spec.eagle.path) or {}
         net = {k: head[k] for k in EAGLE_NET_KEYS if k in head}
         return {"architecture": "EagleForCausalLM", "max_draft_len": spec.max_draft_len,

@@ -105,7 +105,7 @@ def dynamic_tree_size(top_k: int, depth: int, max_draft_len: int) -> int:
 class Speculation:
     """One recipe's speculation. `mode` is the target engine's speculative-decoding mode; a method the engine
     path does not have (LLM-API only) has mode None. `draft_len_schedule`: the recipe's adaptive schedule as
-    sorted (batch size, draft length) pairs (specbuild/draft_len_schedule.py), None when the length is fixed."""
+    sorted (batch size, draft length) pairs (specbuild/standalone/draft_len_schedule.py), None when the length is fixed."""
 
     method: str
     mode: SpecMode | None

@@ -35,7 +35,7 @@ from script_helpers import Runner, bash_blocks
 from specbuild.deploy.bundle import build_bundle, write_bundle
 from specbuild.deploy.checks import deploy_findings
 from specbuild.deploy.context import k8s_name
-from specbuild.deploy.schema import DeploySection
+from specbuild.recipe.deploy import DeploySection
 from specbuild.deploy.yamlio import load_all
 from specbuild.errors import RecipeError, UserError
 from specbuild.recipe import load_recipe

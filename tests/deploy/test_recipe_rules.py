@@ -7,9 +7,11 @@ import pytest
 from deploy_helpers import all_recipes, make_recipe
 
 from specbuild.deploy import images
-from specbuild.deploy.checks import deploy_findings, expected_gpu_id_count
+from specbuild.deploy.checks import deploy_findings
 from specbuild.deploy.launch import ScriptFormatError, engine_launch, parse_script
 from specbuild.deploy.world import world_of
+from specbuild.methods import describe
+from specbuild.recipe.deploy import expected_gpu_id_count
 from specbuild.triton.launch import launch_script
 
 
@@ -57,8 +59,10 @@ def test_draft_target_must_fit_one_node():
 
 
 def test_gpu_id_count_the_general_rule_must_use():
-    assert expected_gpu_id_count(make_recipe("none", {"build.tp_size": 4})) == 4
-    assert expected_gpu_id_count(make_recipe("none", {**MULTI, "triton.gpu_device_ids": list(range(8))})) == 8
+    one_node = make_recipe("none", {"build.tp_size": 4})
+    two_nodes = make_recipe("none", {**MULTI, "triton.gpu_device_ids": list(range(8))})
+    assert expected_gpu_id_count(one_node, describe(one_node)) == 4
+    assert expected_gpu_id_count(two_nodes, describe(two_nodes)) == 8
 
 
 def test_world_layout_across_nodes():

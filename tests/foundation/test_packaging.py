@@ -1,7 +1,7 @@
 """The sdist and the wheel hold what specbuild opens at run time, and the wheel runs on its own.
 
-What the package opens through `__file__` (specbuild.triton.repository SOURCES and PACKAGE, the reference runtimes'
-core models, specbuild.validate.prompts BUNDLED, specbuild.deploy.crds, specbuild.deploy.rehearse SHIM) all lies
+What the package opens through `__file__` (specbuild.triton.repository SOURCES, specbuild.standalone, the reference runtimes'
+core models, specbuild.recipe.prompts BUNDLED, specbuild.deploy.crds, specbuild.deploy.rehearse SHIM) all lies
 inside the package folder, so the rule tested here is the package tree itself: every file git tracks under
 pipeline/specbuild is in the sdist and in the wheel built from that sdist, as `python -m build` builds it (CI's
 .ci/run builds, checks and installs it too). The zoo (checkpoints/) and the tests stay in the repository.
@@ -128,7 +128,7 @@ from pathlib import Path
 import specbuild
 from specbuild.cli import main
 from specbuild.deploy import crds
-from specbuild.validate import prompts
+from specbuild.recipe import prompts
 
 out = {"file": specbuild.__file__, "version": specbuild.__version__, "renders": {}}
 for recipe in sys.argv[2:]:
@@ -154,7 +154,9 @@ def test_the_unpacked_wheel_renders_repositories_with_its_own_files(built, tmp_p
     assert out["renders"] == {recipe: 0 for recipe in RENDERED}
     assert out["prompts"] > 0
     assert out["crds"] and all(out["crds"].values()), out["crds"]
-    sources = sorted(p for p in (built["site"] / "specbuild" / "triton" / "models").rglob("*") if p.is_file())
+    package = built["site"] / "specbuild"
+    sources = sorted([*(p for p in (package / "triton" / "models").rglob("*") if p.is_file()),
+                      *(p for p in (package / "standalone").glob("*.py") if p.name != "__init__.py")])
     assert sources
     not_copied = [p.relative_to(built["site"]).as_posix() for p in sources
                   if hashlib.sha256(p.read_bytes()).hexdigest() not in out["rendered"]]

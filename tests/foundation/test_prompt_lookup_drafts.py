@@ -1,4 +1,4 @@
-"""Prompt-lookup drafting, defined once (specbuild/prompt_lookup_drafts.py; the BLS's copy is checked in
+"""Prompt-lookup drafting, defined once (specbuild/standalone/prompt_lookup_drafts.py; the BLS's copy is checked in
 tests/triton_repository/test_bls_drafting.py): the longest matching n-gram, then its oldest occurrence, as
 TensorRT-LLM's NGram pool serves with is_keep_all and is_use_oldest."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from specbuild.prompt_lookup_drafts import propose
+from specbuild.standalone.prompt_lookup_drafts import propose
 
 
 def test_copies_what_followed_the_last_ngram():

@@ -17,7 +17,7 @@ import json
 import pytest
 from zoo_engines import build_draft, build_target, has_extras
 
-from specbuild import draft_len_schedule
+from specbuild.standalone import draft_len_schedule
 
 LIMITS = dict(max_batch_size=4, max_input_len=96, max_seq_len=192, max_num_tokens=2048)
 MEDUSA_CHOICES = [[0], [0, 0], [1], [0, 0, 0], [0, 1], [1, 0]]  # most valuable first: every prefix is a tree

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specbuild.llmapi import model_yaml
-from specbuild.llmapi.schema import RELEASES
+from specbuild.recipe.llm_api import RELEASES
 from specbuild.methods import describe
 from specbuild.recipe import load_recipe
 from specbuild.reference.llmapi_yaml import ModelYamlError, model_yaml_path, read_model_yaml

@@ -1,5 +1,5 @@
 """The BLS's pure helpers (tensorrt_llm_bls/1/bls_drafting.py), imported the way the python backend does, and its
-copy of the one prompt-lookup definition (specbuild/prompt_lookup_drafts.py) that the reference runtime uses."""
+copy of the one prompt-lookup definition (specbuild/standalone/prompt_lookup_drafts.py) that the reference runtime uses."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from specbuild import prompt_lookup_drafts
-from specbuild.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose
+from specbuild.standalone import prompt_lookup_drafts
+from specbuild.standalone.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose
 from specbuild.triton.repository import SOURCES
 
 _spec = importlib.util.spec_from_file_location("bls_drafting", SOURCES / "tensorrt_llm_bls" / "bls_drafting.py")

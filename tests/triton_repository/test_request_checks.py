@@ -1,4 +1,4 @@
-"""The sampling checks our python models run where values enter (triton/models/request_checks.py), imported the
+"""The sampling checks our python models run where values enter (standalone/request_checks.py), imported the
 way the python backend does (from the model folder, standard library only)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from specbuild.triton.repository import SHARED_MODULES, SOURCES
+from specbuild.triton.repository import SHARED_MODULES, STANDALONE
 
-_spec = importlib.util.spec_from_file_location("request_checks", SOURCES / "request_checks.py")
+_spec = importlib.util.spec_from_file_location("request_checks", STANDALONE / "request_checks.py")
 checks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(checks)
 

@@ -37,3 +37,19 @@ def toy_servers(tmp_path_factory, toy_tokenizer):
             stack.enter_context(server)
             servers[name] = server
         yield servers
+
+
+WEAK_ON = "def "  # the coding prompts of the bundled set hold it, the others do not
+
+
+@pytest.fixture(scope="session")
+def weak_head_server(tmp_path_factory, toy_tokenizer):
+    """A speculative toy deployment whose head is good on every category but coding (every draft of a prompt
+    holding WEAK_ON is rejected): a weaker head than toy_servers' target, on the same target model."""
+    from specbuild.serve import TritonServer
+
+    params = core_parameters(toy_recipe(toy_tokenizer))
+    root = tmp_path_factory.mktemp("toy-weak")
+    repo = write_toy_repo(root / "weak", mode="speculative", core_parameters=params, weak_on=WEAK_ON)
+    with TritonServer(repo, log_path=root / "weak.log", exit_timeout_s=1) as server:
+        yield server

@@ -13,7 +13,7 @@ from specbuild.validate.checks import bad_input, functional, load, lossless
 from specbuild.validate.checks.base import SuiteContext, SuiteOptions
 from specbuild.validate.client import ENGINE, Chunk, Generation
 from specbuild.validate.endpoints import Endpoints
-from specbuild.validate.prompts import Prompt
+from specbuild.recipe.prompts import Prompt
 
 PROMPTS = [Prompt(i, f"p{i}", "code", f"prompt {i}") for i in range(3)]
 

@@ -11,7 +11,7 @@ import pytest
 from specbuild.errors import UserError
 from specbuild.validate import Endpoints, parse_hostport
 from specbuild.validate.client import ENGINE, GenerateParams, ModelSignature, _sse_events, outputs_from_json
-from specbuild.validate.prompts import BUNDLED, load_prompt_file, load_prompts
+from specbuild.recipe.prompts import BUNDLED, load_prompt_file, load_prompts
 
 
 @pytest.mark.parametrize("value, want", [("127.0.0.1:8000", "127.0.0.1:8000"), ("http://localhost:80/", "localhost:80"),
@@ -100,10 +100,13 @@ def test_grpc_inputs_typed_and_batched():
     assert inputs["extra"].datatype() == "INT32"  # undeclared: sent as given, the server refuses it
 
 
-def test_bundled_prompts_cover_three_kinds():
+def test_bundled_prompts_cover_the_seven_categories():
     prompts = load_prompt_file(BUNDLED)
-    kinds = {p.kind for p in prompts}
-    assert kinds == {"code", "copy", "chat"} and len(prompts) >= 9
+    assert {p.category for p in prompts} == {"writing", "coding", "math", "extraction", "summarising",
+                                             "multi-turn chat", "long-context"}
+    assert all(sum(p.category == c for p in prompts) >= 2 for c in {p.category for p in prompts})
+    assert all(len(p.messages) >= 3 for p in prompts if p.category == "multi-turn chat")
+    assert min(len(p.text) for p in prompts if p.category == "long-context") > 3000
     assert len({p.id for p in prompts}) == len(prompts)
     assert [p.index for p in prompts] == list(range(len(prompts)))
 
@@ -117,9 +120,9 @@ def test_prompt_files_and_inline(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"text": "no prompt"}\n')
     (tmp_path / "p.json").write_text(json.dumps([{"prompt": "c", "id": "x"}]))
     assert [p.text for p in load_prompt_file(tmp_path / "p.txt")] == ["first", "second"]
-    assert [(p.text, p.kind) for p in load_prompt_file(tmp_path / "p.jsonl")] == [("a", "code"), ("b", "custom")]
+    assert [(p.text, p.category) for p in load_prompt_file(tmp_path / "p.jsonl")] == [("a", "code"), ("b", "custom")]
     assert [(p.text, p.id) for p in load_prompt_file(tmp_path / "p.json")] == [("c", "x")]
-    with pytest.raises(UserError, match=r"bad.jsonl:1: each item must be a JSON object"):
+    with pytest.raises(UserError, match=r"bad.jsonl:1: the record has neither \"prompt\" and \"messages\" — give one of: text"):
         load_prompt_file(tmp_path / "bad.jsonl")
     with pytest.raises(UserError, match="missing.txt: no such file — check the path of the prompt file"):
         load_prompt_file(tmp_path / "missing.txt")

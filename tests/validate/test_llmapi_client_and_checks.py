@@ -12,7 +12,7 @@ from specbuild.validate.checks import acceptance
 from specbuild.validate.checks.base import SuiteContext, SuiteOptions
 from specbuild.validate.client import LLM_API, Generation, GenerateParams, Output
 from specbuild.validate.endpoints import Endpoints
-from specbuild.validate.prompts import Prompt
+from specbuild.recipe.prompts import Prompt
 
 
 def test_llmapi_inputs_are_nvidias_tensor_names():
@@ -80,11 +80,11 @@ class FakeLlmApi:
         return gen
 
 
-def context(target) -> SuiteContext:
+def context(target, gate=2.0) -> SuiteContext:
     recipe = Recipe.model_validate({"name": "t", "runtime": "reference", "flavour": "llm-api",
                                     "model": {"checkpoint": "m"},
                                     "speculation": {"method": "prompt_lookup", "max_draft_len": 3},
-                                    "validation": {"min_acceptance_length": 2.0}})
+                                    "validation": {"min_acceptance_length": gate}})
     return SuiteContext(recipe, describe(recipe), PROMPTS, target, None, Tokens(), SuiteOptions(),
                         lambda stage, done, total: None)
 
@@ -104,6 +104,12 @@ def test_zero_counters_fall_back_on_the_stream_and_say_so():
     # (9 tokens - 1) / (4 responses - 1) per request
     assert abs(result.details["mean_acceptance_length"] - 8 / 3) < 1e-9 and result.details["acceptance_rate"] is None
     assert "estimated from the stream" in result.summary
+
+
+def test_zero_counters_cannot_decide_a_per_category_gate():
+    result = acceptance.run(context(FakeLlmApi(counters=(0, 0)), gate={"default": 2.0}))
+    assert result.status == "inconclusive" and not result.ok
+    assert result.summary.startswith("inconclusive: the per-category gate needs the speculative counters")
 
 
 def test_zero_counters_without_a_stream_cannot_pass_the_gate():

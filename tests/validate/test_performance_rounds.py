@@ -21,7 +21,7 @@ from specbuild.validate.checks import performance
 from specbuild.validate.checks.base import SuiteContext, SuiteOptions
 from specbuild.validate.client import ENGINE, Chunk, Contract, Generation
 from specbuild.validate.endpoints import Endpoints
-from specbuild.validate.prompts import Prompt
+from specbuild.recipe.prompts import Prompt
 
 PROMPTS = [Prompt(i, f"p{i}", "code", f"prompt {i}") for i in range(4)]
 TOKENS = 8
@@ -153,6 +153,30 @@ def test_a_real_speedup_passes_and_a_real_slowdown_fails_on_a_quiet_machine():
     spec, base = pair(speedup=0.5)
     result = performance.run(context(spec, base, min_speedup=1.3))
     assert result.status == "failed" and result.summary.startswith("speedup at concurrency 1 is"), result.summary
+
+
+def test_a_slower_deployment_warns_without_a_gate_and_the_gate_still_decides():
+    """0.5x at concurrency 1: without min_speedup the check warns (the run still passes, and the verdict shows the
+    warning); with a gate it is the gate's failure; a 2.5x deployment gets no warning."""
+    from specbuild.validate.checks.base import CheckResult
+    from specbuild.validate.endpoints import Endpoints as E
+    from specbuild.validate.result import ValidationResult
+
+    spec, base = pair(speedup=0.5)
+    result = performance.run(context(spec, base))
+    assert result.status == "warned" and result.ok, result.summary
+    assert result.summary.startswith("slower than the baseline at concurrency 1: speedup 0.")
+    assert result.summary.startswith(result.details["slower_than_baseline"])
+    run = ValidationResult("t", "prompt_lookup", "reference", E("127.0.0.1:1"), None, "ensemble",
+                           [CheckResult("health", "Health", "passed", "ok"), result], "now", 1.0, 4)
+    assert run.passed and [c.name for c in run.warnings] == ["performance"]
+    assert run.to_dict()["warnings"] == [f"performance: {result.summary}"]
+    spec, base = pair(speedup=0.5)
+    gated = performance.run(context(spec, base, min_speedup=0.3))  # a gate below 1 holds: still warned
+    assert gated.status == "warned" and "slower than the baseline" in gated.summary
+    spec, base = pair(speedup=2.5)
+    fast = performance.run(context(spec, base))
+    assert fast.status == "passed" and fast.details["slower_than_baseline"] is None
 
 
 def test_contention_on_the_speculative_side_cannot_fail_a_faster_deployment():

@@ -16,7 +16,7 @@ from validate_toy.tokenizer import LLAMA3_SPECIALS, write_llama31_chat_tokenizer
 from specbuild.errors import UserError
 from specbuild.recipe.schema import Recipe
 from specbuild.validate import tokenizer as tokenizer_module
-from specbuild.validate.prompts import Prompt, apply_prompt_format, load_prompt_file, load_prompts
+from specbuild.recipe.prompts import Prompt, apply_prompt_format, load_prompt_file, load_prompts
 from specbuild.validate.tokenizer import TokenizerUnavailable, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,7 +134,7 @@ def test_auto_applies_the_template_to_text_and_chat_prompts(llama31):
                             "<|start_header_id|>assistant<|end_header_id|>\n\nParis.<|eot_id|>"
                             "<|start_header_id|>user<|end_header_id|>\n\nOf Italy?<|eot_id|>"
                             "<|start_header_id|>assistant<|end_header_id|>\n\n")
-    assert [(p.id, p.kind, p.messages) for p in sent] == [(p.id, p.kind, p.messages) for p in prompts]
+    assert [(p.id, p.category, p.messages) for p in sent] == [(p.id, p.category, p.messages) for p in prompts]
     raw, how = apply_prompt_format(prompts[:1], "raw", llama31, None)
     assert raw[0].text == "What is 2+2?" and how.used == "raw" and "not applied" in how.why
     with pytest.raises(UserError, match="prompt c1 is chat messages but validation.prompt_format is raw"):
@@ -186,19 +186,22 @@ def test_prompt_files_and_recipes_hold_chat_messages(tmp_path):
     (tmp_path / "chat.jsonl").write_text(json.dumps({"messages": turns, "id": "greet"}) + "\n" +
                                          json.dumps({"prompt": "def f():", "kind": "code"}) + "\n")
     prompts = load_prompt_file(tmp_path / "chat.jsonl")
-    assert [(p.id, p.kind, p.messages) for p in prompts] == [
+    assert [(p.id, p.category, p.messages) for p in prompts] == [
         ("greet", "chat", (("system", "Be brief."), ("user", "Hi"))), ("p1", "code", None)]
     assert prompts[0].conversation() == turns and prompts[1].conversation() == [{"role": "user", "content": "def f():"}]
-    for bad, match in (({"messages": []}, r"bad.jsonl:1: \"messages\" must be a non-empty list"),
-                       ({"messages": [{"role": "user"}]}, r"bad.jsonl:1: message 1 must be an object with exactly"),
-                       ({"messages": turns, "prompt": "x"}, r"bad.jsonl:1: each item must be .* \(one of the two\)")):
+    for bad, match in (({"messages": []}, r"bad.jsonl:1: a chat record, but messages: List should have at least 1 "
+                                           r"item .* — write it as \{\"messages\": \["),
+                       ({"messages": [{"role": "user"}]}, r"bad.jsonl:1: a chat record, but messages.0.content: Field "
+                                                          r"required — write it as"),
+                       ({"messages": turns, "prompt": "x"}, r"bad.jsonl:1: the record has both \"prompt\" and "
+                                                            r"\"messages\" — give one of: text")):
         (tmp_path / "bad.jsonl").write_text(json.dumps(bad) + "\n")
         with pytest.raises(UserError, match=match):
             load_prompt_file(tmp_path / "bad.jsonl")
     recipe = Recipe.model_validate({"name": "x", "model": {"checkpoint": "m"}, "validation": {
         "prompt_format": "chat", "prompts": ["plain", {"messages": turns, "id": "greet"}]}})
     assert recipe.validation.prompt_format == "chat"
-    assert [(p.id, p.kind, p.text, p.messages) for p in load_prompts(recipe)] == [
+    assert [(p.id, p.category, p.text, p.messages) for p in load_prompts(recipe)] == [
         ("p0", "custom", "plain", None), ("greet", "chat", "", (("system", "Be brief."), ("user", "Hi")))]
     assert Recipe.model_validate({"name": "x", "model": {"checkpoint": "m"}}).validation.prompt_format == "auto"
 

@@ -88,7 +88,10 @@ def test_report_files(tmp_path):
     assert cases["health"].find("failure") is None
 
     md = (folder / "report.md").read_text()
-    assert "**Result: FAILED**" in md
+    assert "**Result: FAILED** (with warnings, below)" in md
+    load_summary = next(c.summary for c in make_result().checks if c.name == "load")
+    assert f"- ⚠️ warning: load: {load_summary}" in md
+    assert json.loads((folder / "report.json").read_text())["warnings"] == [f"load: {load_summary}"]
     assert "| 1 | speculative | 4/4 | 200.0 | 4.00 | 20.0 / 30.0 / 40.0 |" in md
     assert "2.00×" in md and "0.88×" in md
     assert "**Crossover:** speculation stops paying at concurrency ≈ 3.4" in md
@@ -129,6 +132,7 @@ def test_terminal_tables(tmp_path):
     text = console.export_text()
     assert "lossless" in text and "failed" in text and "FAILED: lossless, bad_input" in text
     assert "speculative" in text and "2.00×" in text
+    assert "WARNING load: " in text  # the verdict shows the checks that passed with a warning
 
 
 def inconclusive_result(allowed: bool) -> ValidationResult:

@@ -63,8 +63,11 @@ def test_suite_passes_on_the_llmapi_deployment(deployments, tmp_path):
                             report_dir=tmp_path / "report", options=OPTIONS)
     status = {c.name: c.status for c in result.checks}
     summaries = {c.name: c.summary for c in result.checks}
-    for name in ("health", "functional", "lossless", "acceptance", "performance", "bad_input"):
+    for name in ("health", "functional", "lossless", "acceptance", "bad_input"):
         assert status[name] == "passed", (name, summaries[name])
+    # slower than the baseline at concurrency 1 (a CPU deployment may be) is a warning, not a failure
+    assert status["performance"] == "passed" or (status["performance"] == "warned" and result.check(
+        "performance").details["slower_than_baseline"]), summaries["performance"]
     assert status["load"] in ("passed", "warned"), summaries["load"]
     assert status["sampling"] == "skipped"  # not asked for in this recipe
 

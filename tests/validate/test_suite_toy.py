@@ -16,7 +16,7 @@ from validate_helpers import TOY_DRAFT_LEN, TOY_MAX_TOKENS, toy_recipe, toy_reci
 
 from specbuild import metrics
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
-from specbuild.validate.prompts import BUNDLED, load_prompt_file
+from specbuild.recipe.prompts import BUNDLED, load_prompt_file
 
 sys.path.insert(0, str(Path(__file__).parent / "validate_toy" / "models"))
 import toy_lm  # noqa: E402
@@ -66,30 +66,53 @@ def test_every_check_passes_on_a_lossless_deployment(full_run):
     assert any(s.startswith("performance: speculative, concurrency 4") for s in stages)
 
 
+def bundled_by_id() -> dict:
+    return {p.id: p for p in load_prompt_file(BUNDLED)}
+
+
 def test_acceptance_matches_the_toy_models_own_speculation(full_run):
     result, _, _ = full_run
     acc = result.check("acceptance").details
-    prompts = load_prompt_file(BUNDLED)
+    prompts = bundled_by_id()
     total_acc = total_steps = 0
-    for prompt, record in zip(prompts, acc["records"]):
+    for record in acc["records"]:
+        prompt = prompts[record["prompt"]]
         tokens, accepted, steps = toy_speculation(prompt.text, TOY_MAX_TOKENS)
         assert record["output_tokens"] == len(tokens)
         assert record["accepted_draft_tokens"] == accepted
         assert record["draft_tokens"] == TOY_DRAFT_LEN * steps
         assert record["steps"] == steps
         assert record["acceptance_length"] == pytest.approx(1 + accepted / steps)
+        assert record["category"] == prompt.category
+        assert record["prompt_tokens"] == len(prompt.text.encode())  # the toy tokenizer: one token per byte
         total_acc, total_steps = total_acc + accepted, total_steps + steps
     assert acc["mean_acceptance_length"] == pytest.approx(metrics.mean_acceptance_length(total_acc, total_steps))
     assert len(acc["per_position"]) == TOY_DRAFT_LEN
     assert acc["per_position"] == sorted(acc["per_position"], reverse=True)  # a chain: position i needs i - 1
     assert sum(acc["histogram"]) == total_steps
+    # per category: the toy has no chat template (multi-turn chat left out) and takes 448 bytes at most
+    # (long-context left out); each category pools its own records, and its interval holds its value
+    sent = {r["category"] for r in acc["records"]}
+    assert sent == {"writing", "coding", "math", "extraction", "summarising"}
+    for g in acc["by_category"]:
+        mine = [r for r in acc["records"] if r["category"] == g["group"]]
+        al = g["acceptance_length"]
+        assert al["value"] == pytest.approx(metrics.mean_acceptance_length(
+            sum(r["accepted_draft_tokens"] for r in mine), sum(r["steps"] for r in mine)))
+        assert al["low"] <= al["value"] <= al["high"] and g["requests"] == len(mine)
+        assert len(g["per_position"]) == TOY_DRAFT_LEN
+    assert sum(g["requests"] for g in acc["by_context_length"]) == len(acc["records"])
+    left = {o["category"] for o in result.prompt_set["left_out"]}
+    assert left == {"multi-turn chat", "long-context"}
 
 
 def test_functional_output_is_the_toy_models_greedy_text(full_run):
     result, _, _ = full_run
     rows = result.check("functional").details["prompts"]
-    for prompt, row in zip(load_prompt_file(BUNDLED), rows):
-        tokens, _, _ = toy_speculation(prompt.text, TOY_MAX_TOKENS)
+    prompts = bundled_by_id()
+    assert len(rows) == result.prompts
+    for row in rows:
+        tokens, _, _ = toy_speculation(prompts[row["prompt"]].text, TOY_MAX_TOKENS)
         assert row["tokens"] == TOY_MAX_TOKENS
         assert toy_lm.decode(tokens).startswith(row["text"].rstrip("…"))
     stop = result.check("functional").details["stop_words"]
@@ -116,8 +139,9 @@ def test_performance_covers_both_deployments_at_every_level(full_run):
 def test_reports_are_written(full_run):
     result, report, _ = full_run
     names = sorted(p.name for p in report.iterdir())
-    assert names == ["acceptance_per_position.png", "junit.xml", "latency_vs_concurrency.png", "report.json",
-                     "report.md", "speedup_vs_concurrency.png", "throughput_vs_concurrency.png"]
+    assert names == ["acceptance_per_category.png", "acceptance_per_position.png", "junit.xml",
+                     "latency_vs_concurrency.png", "report.json", "report.md", "speedup_vs_concurrency.png",
+                     "throughput_vs_concurrency.png"]
     data = json.loads((report / "report.json").read_text())
     assert data["passed"] is True and len(data["checks"]) == 9  # cost_model (skipped on the toy) included
     suite = ET.parse(report / "junit.xml").getroot().find("testsuite")
@@ -131,11 +155,16 @@ def test_reports_are_written(full_run):
     for heading in ("## Checks", "## Performance", "## Acceptance", "## Sampling distribution", "## Bad input"):
         assert heading in md
     assert "- prompts: sent as they are (raw) — auto: the target's tokenizer" in md
+    assert data["prompt_set"]["source"] == "bundled"
+    assert "- prompt set: bundled (writing 2, coding 3, math 2, extraction 2, summarising 2)" in md
+    assert "- left out: long-ops-log (long-context): " in md and "may add) > build.max_input_len 448" in md
+    assert "| category | requests | steps | AL | acceptance rate | pos 1 |" in md
     for png in report.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in result.report_files] == ["report.json", "junit.xml", "report.md",
                                                      "latency_vs_concurrency.png", "throughput_vs_concurrency.png",
-                                                     "speedup_vs_concurrency.png", "acceptance_per_position.png"]
+                                                     "speedup_vs_concurrency.png", "acceptance_per_position.png",
+                                                     "acceptance_per_category.png"]
 
 
 def test_lossless_and_sampling_catch_a_broken_core(toy_servers, toy_tokenizer):
@@ -146,7 +175,7 @@ def test_lossless_and_sampling_catch_a_broken_core(toy_servers, toy_tokenizer):
     lossless, sampling = result.check("lossless"), result.check("sampling")
     assert lossless.status == "failed"
     diffs = lossless.details["differences"]
-    assert len(diffs) == len(load_prompt_file(BUNDLED))
+    assert len(diffs) == result.prompts
     for d in diffs:
         assert d["unit"] == "token" and d["position"] == 5
         assert d["speculative_tokens"][0] == d["baseline_tokens"][0] + 1
@@ -207,7 +236,8 @@ def test_gates_decide_the_outcome(toy_servers, toy_tokenizer):
     result = run_validation(recipe, endpoints(toy_servers["target"]), endpoints(toy_servers["baseline"]),
                             options=SuiteOptions(checks=["acceptance", "performance"], requests_per_level=2))
     acc, perf = result.check("acceptance"), result.check("performance")
-    assert acc.status == "failed" and acc.summary.startswith("AL ") and "< 50.0" in acc.summary
+    assert acc.status == "failed" and acc.summary.startswith("all prompts: AL ") and "below 50.0 (all of its 95% " \
+        "interval)" in acc.summary
     assert acc.gate == "validation.min_acceptance_length >= 50.0"
     assert perf.status == "failed" and "speedup at concurrency 1 is" in perf.summary and "< 1000.0" in perf.summary
     assert not result.passed

@@ -22,7 +22,7 @@ def toy_recipe_dict(tokenizer_dir: Path, **validation) -> dict:
         "speculation": {"method": "eagle", "checkpoint": str(tokenizer_dir), "num_eagle_layers": TOY_DRAFT_LEN,
                         "max_draft_len": TOY_DRAFT_LEN, "max_non_leaves_per_layer": 1,
                         "choices": [[0] * d for d in range(1, TOY_DRAFT_LEN + 1)]},
-        "build": {"max_batch_size": 8, "max_input_len": 256, "max_seq_len": 512},
+        "build": {"max_batch_size": 8, "max_input_len": 448, "max_seq_len": 512},
         "triton": {"streaming": True},
         "validation": {"max_tokens": TOY_MAX_TOKENS, "concurrency": [1, 2, 4], "require_lossless": True,
                        "min_acceptance_length": 1.5, "load_clients": 3, "load_seconds": 2.0,

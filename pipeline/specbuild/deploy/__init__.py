@@ -4,5 +4,5 @@
     from specbuild.deploy.checks import deploy_findings             # specbuild check
     from specbuild.deploy.validate import validate_bundle           # strict schema + cross-checks
 
-Nothing heavy is imported here: the recipe schema imports specbuild.deploy.schema at load.
+The recipe's `deploy` section itself is specbuild.recipe.deploy.
 """

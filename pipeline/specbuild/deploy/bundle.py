@@ -111,7 +111,7 @@ def allowed_values(recipe: Recipe) -> None:
     skips the schema's allow-lists, and nothing in a bundle may come from a value they refuse."""
     from pydantic import ValidationError
 
-    from specbuild.deploy.schema import DeploySection
+    from specbuild.recipe.deploy import DeploySection
 
     try:
         DeploySection.model_validate(recipe.deploy.model_dump(warnings=False))

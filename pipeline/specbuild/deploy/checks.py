@@ -2,8 +2,8 @@
 
 GPU ids across nodes: TensorRT-LLM gives rank r the GPU gpu_device_ids[r % len(gpu_device_ids)] and requires at
 most gpus_per_node ids, each below it (cpp/tensorrt_llm/runtime/worldConfig.cpp). So a world larger than a node
-lists ONE node's GPUs (len == gpus_per_node), not tp * pp of them: `expected_gpu_id_count` is the count the
-general rule in recipe/checks.py must use.
+lists ONE node's GPUs (len == gpus_per_node), not tp * pp of them: specbuild.recipe.deploy.expected_gpu_id_count
+is the count the engine flavour's GPU-id rule (trtllm/checks.py) uses.
 
 The llm-api flavour (llmapi fact sheet §7) takes its node count from llm_api.nodes, the one source of truth (the
 repository's launch script depends on it: across nodes it wraps tritonserver in trtllm-llmapi-launch);
@@ -15,7 +15,7 @@ release no NGC container ships gets no bundle unless deploy.image names one: bun
 
 What a bundle cannot hold is refused here, not when it is written: a Kubernetes release without API schemas to
 validate against, LeaderWorkerSet replicas its webhook refuses, sbatch options that would contradict the ones the
-bundle writes. (The schema's allow-lists and int bounds refuse the rest: specbuild.deploy.schema.)
+bundle writes. (The schema's allow-lists and int bounds refuse the rest: specbuild.recipe.deploy.)
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import re
 from typing import TYPE_CHECKING, Iterator
 
 from specbuild.deploy import images
-from specbuild.deploy.schema import INT32_MAX, quantity_value
+from specbuild.recipe.deploy import INT32_MAX, quantity_value
 from specbuild.methods import describe
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -59,17 +59,6 @@ def kubernetes_versions() -> tuple[tuple[int, int], ...]:
 def _minor(release: tuple[int, int]) -> str:
     return ".".join(map(str, release))
 TP_PP = (("build", "tp_size"), ("build", "pp_size"))
-
-
-def spans_nodes(recipe: Recipe) -> bool:
-    b = recipe.build
-    return b.tp_size * b.pp_size > recipe.deploy.gpus_per_node and describe(recipe).draft_model is None
-
-
-def expected_gpu_id_count(recipe: Recipe) -> int:
-    """How many triton.gpu_device_ids the target lists: tp * pp on one node, one node's GPUs across nodes."""
-    world = recipe.build.tp_size * recipe.build.pp_size
-    return recipe.deploy.gpus_per_node if spans_nodes(recipe) else world
 
 
 def deploy_findings(recipe: Recipe) -> Iterator[Finding]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 from specbuild.deploy.images import ImageChoice, choose_image
 from specbuild.deploy.launch import LaunchPlan, launch_plan
-from specbuild.deploy.schema import K8S_NAME_MAX, K8S_NAME_PATTERN
+from specbuild.recipe.deploy import K8S_NAME_MAX, K8S_NAME_PATTERN
 from specbuild.deploy.world import World, world_of
 from specbuild.methods import describe
 from specbuild.triton import params

@@ -9,7 +9,7 @@ import shlex
 from typing import Any
 
 from specbuild.deploy.context import LWS_NAME, MPI_DIR, DeployContext
-from specbuild.deploy.schema import quantity_value
+from specbuild.recipe.deploy import quantity_value
 
 LIVE_PATH = "/v2/health/live"
 READY_PATH = "/v2/health/ready"  # 200 once every model is loaded (strict readiness, tritonserver's default)

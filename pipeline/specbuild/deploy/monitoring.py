@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbuild import metrics
 from specbuild.deploy.context import DEPLOYMENT_LABEL, DeployContext
 from specbuild.deploy.kubernetes import autoscaled, meta
 
 QUEUE_COMPUTE = "triton:queue_compute:ratio"
 ACCEPTANCE_LENGTH = "specbuild:acceptance_length:mean"
-# Counters the BLS publishes (triton/models/serving_metrics.py, python backend custom metrics, vLLM's names).
-BLS_STEPS = "specbuild_spec_decode_num_steps_total"
-BLS_ACCEPTED = "specbuild_spec_decode_num_accepted_tokens_total"
-BLS_DRAFTED = "specbuild_spec_decode_num_draft_tokens_total"
+# Counters the BLS publishes (specbuild.metrics: the served models' names, after vLLM's)
+BLS_STEPS, BLS_ACCEPTED, BLS_DRAFTED = metrics.STEPS, metrics.ACCEPTED, metrics.DRAFT_TOKENS
 
 
 def service(ctx: DeployContext) -> list[dict[str, Any]]:

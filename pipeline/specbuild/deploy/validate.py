@@ -37,7 +37,7 @@ from specbuild.deploy.kubernetes import CONTAINER, LIVE_PATH, READY_PATH
 from specbuild.deploy.launch import SLURM_RANKS, ScriptFormatError, expand, parse_script, script_ports
 from specbuild.deploy.monitoring import ACCEPTANCE_LENGTH, QUEUE_COMPUTE
 from specbuild.deploy.repository import FOLDER, MODEL_YAML_PATHS, compiled_files, container_files
-from specbuild.deploy.schema import quantity_value
+from specbuild.recipe.deploy import quantity_value
 from specbuild.deploy.slurm import RANKS_SCRIPT, srun_mpi, tasks_per_node
 from specbuild.deploy.yamlio import load_all
 from specbuild.errors import UserError

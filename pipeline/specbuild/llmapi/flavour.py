@@ -10,7 +10,7 @@ from typing import Iterator
 from specbuild.llmapi import launch, model_yaml, releases
 from specbuild.llmapi.model_yaml import RELEASES_WITH_LAYER_CHOICE
 from specbuild.llmapi.configs import MODEL
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.runtimes.base import Runtime
 

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SCRIPT_NAME = "launch_triton.sh"
+from specbuild.serve.server import LAUNCH_SCRIPT
+
+SCRIPT_NAME = LAUNCH_SCRIPT
 # NVIDIA's llmapi model in the tritonserver:<yy.mm>-trtllm-python-py3 containers (BK Dockerfile:171-177)
 CONTAINER_MODEL_DIR = Path("/app/all_models/llmapi/tensorrt_llm/1")
 NVIDIA_FILES = ("model.py", "helpers.py")  # what the tensorrt-llm runtime's repository takes from NVIDIA

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from specbuild import draft_len_schedule
+from specbuild.standalone import draft_len_schedule
 from specbuild.engine_facts import DEFAULT_MAX_NUM_TOKENS
 from specbuild.llmapi.releases import RULES
 from specbuild.speculation import DynamicTree, Speculation

@@ -15,8 +15,10 @@ from specbuild.bounds import PositiveInt32
 from specbuild.checkpoint_tensors import EAGLE1, preferred_files, tensor_shapes
 from specbuild.engine_facts import SpecMode
 from specbuild.methods import preflight
-from specbuild.methods.base import Finding, Method, Section
-from specbuild.methods.common import checkpoint_root, read_hf_config
+from specbuild.findings import Finding
+from specbuild.methods.base import Method
+from specbuild.section import Section
+from specbuild.checkpoint_files import checkpoint_root, read_hf_config
 from specbuild.methods.preflight import SHARED, Fact, HeadRecord, config_int
 from specbuild.methods.trees_common import choices_findings, rank_findings
 from specbuild.methods.weights import weights_findings

@@ -10,7 +10,9 @@ from typing import Iterator, Literal
 
 from specbuild.bounds import NonNegativeInt32, PositiveInt32
 from specbuild.engine_facts import SpecMode
-from specbuild.methods.base import Finding, Method, Section
+from specbuild.findings import Finding
+from specbuild.methods.base import Method
+from specbuild.section import Section
 from specbuild.speculation import LookaheadWindow, Speculation
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from specbuild.methods.base import Method, Section
+from specbuild.methods.base import Method
+
+from specbuild.section import Section
 from specbuild.speculation import NO_SPECULATION
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from specbuild import hub
-from specbuild.methods.base import Finding
-from specbuild.methods.common import CONFIG_MAX, checkpoint_root, read_hf_config, same_tokenizer
+from specbuild.findings import Finding
+from specbuild.checkpoint_files import CONFIG_MAX, checkpoint_root, read_hf_config, same_tokenizer
 from specbuild.safe_files import UnreadableFile, read_json
 
 if TYPE_CHECKING:

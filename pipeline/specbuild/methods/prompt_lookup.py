@@ -2,7 +2,7 @@
 
 The engine path has no mode of its own: the target is built with draft_tokens_external and drafts arrive as
 draft_input_ids (engine fact sheet §0, §4). On Triton our BLS finds the drafts (repository fact sheet §4).
-The drafting rule itself is written once, in specbuild/prompt_lookup_drafts.py.
+The drafting rule itself is written once, in specbuild/standalone/prompt_lookup_drafts.py.
 """
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ from typing import Iterator, Literal
 
 from specbuild.bounds import PositiveInt32
 from specbuild.engine_facts import SpecMode
-from specbuild.methods.base import Finding, Method, Section
-from specbuild.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE
+from specbuild.findings import Finding
+from specbuild.methods.base import Method
+from specbuild.section import Section
+from specbuild.standalone.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE
 from specbuild.speculation import PromptLookup as PromptLookupDrafts, Speculation
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 from specbuild.trees import tree_problems
 
 

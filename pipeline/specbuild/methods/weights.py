@@ -8,8 +8,8 @@ from typing import Iterator
 
 from specbuild import checkpoint_tensors
 from specbuild.checkpoint_tensors import CAUSAL_LM, EAGLE1, Layout
-from specbuild.methods.base import Finding
-from specbuild.methods.common import WEIGHT_PATTERNS, checkpoint_root, has_weights, read_hf_config
+from specbuild.findings import Finding
+from specbuild.checkpoint_files import WEIGHT_PATTERNS, checkpoint_root, has_weights, read_hf_config
 
 
 def weights_findings(folder: Path, value, want: Layout, field: tuple = ("speculation", "checkpoint")) \

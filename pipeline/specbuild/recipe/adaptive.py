@@ -1,5 +1,5 @@
 """Rules of the recipe's `adaptive` section (a draft length per number of requests in flight) that hold for every
-method and runtime. The schedule's own rules are TensorRT-LLM 1.2's (specbuild/draft_len_schedule.py,
+method and runtime. The schedule's own rules are TensorRT-LLM 1.2's (specbuild/standalone/draft_len_schedule.py,
 llm_args.py `validate_draft_len_schedule_and_sort`; llmapi fact sheet §4.1); what each runtime and release can
 follow is that runtime's or flavour's check (triton/flavour.py, llmapi/flavour.py)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from specbuild.draft_len_schedule import schedule_problems
-from specbuild.methods.base import Finding
+from specbuild.standalone.draft_len_schedule import schedule_problems
+from specbuild.findings import Finding
 from specbuild.speculation import StaticTree
 from specbuild.trees import first_before_parent
 

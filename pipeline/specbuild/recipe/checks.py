@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from specbuild.bounds import draft_len_problem
 from specbuild.methods import describe, method_for
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 from specbuild.recipe.adaptive import adaptive_findings
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Iterator
 
 from specbuild.bounds import max_seq_len_problem, position_limit
 from specbuild.methods import describe, method_for
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 from specbuild.errors import UserError
 from specbuild.checkpoint_tensors import CAUSAL_LM
 from specbuild.engine_facts import expected_limits
-from specbuild.methods.common import (config_problem, read_hf_config, tokenizer_problem, tokenizer_size,
+from specbuild.checkpoint_files import (config_problem, read_hf_config, tokenizer_problem, tokenizer_size,
                                       tokenizer_skipped)
 from specbuild.methods.weights import weights_findings
 from specbuild.runtimes import runtime_for
@@ -86,7 +86,7 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
     prompts = recipe.validation.prompts
     if isinstance(prompts, Path):
         try:
-            from specbuild.validate.prompts import load_prompts
+            from specbuild.recipe.prompts import load_prompts
 
             load_prompts(recipe)
         except UserError as e:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from specbuild.errors import Problem, RecipeError
 from specbuild.methods import METHODS
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 from specbuild.recipe.checks import general_findings
 from specbuild.recipe.files import file_findings
 from specbuild.recipe.schema import Recipe

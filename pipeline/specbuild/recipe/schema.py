@@ -5,16 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-from pydantic import Discriminator, Field, PrivateAttr, Tag
+from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from specbuild import hub
 from specbuild.bounds import NonNegativeInt32, PositiveFinite, PositiveInt32
-from specbuild.deploy.schema import DeploySection
+from specbuild.recipe.deploy import DeploySection
 from specbuild.methods import METHODS
-from specbuild.methods.base import Section
+from specbuild.section import Section
 from specbuild.methods.none import NoneConfig
 from specbuild import runtimes
-from specbuild.llmapi.schema import LlmApiSection
+from specbuild.recipe.llm_api import LlmApiSection
 from specbuild.hub import Checkpoint
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -150,7 +151,10 @@ class ChatPrompt(Section):
 
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     id: str | None = None
+    category: str | None = None
+    """What kind of traffic it is (acceptance is reported and gated per category); default chat."""
     kind: str | None = None
+    """The older name of category."""
 
 
 # Which member of a union a value is read as, chosen by its shape, so that a wrong value gets that member's error
@@ -161,12 +165,35 @@ Prompts = Annotated[Union[Annotated[Path, Tag("prompt-file")], Annotated[list[Pr
                     Discriminator(lambda v: "prompt-list" if isinstance(v, list) else "prompt-file")]
 
 
+class RegressionSection(Section):
+    """Tolerances of `specbuild validate --against OLD/report.json` (a comparison with an earlier run)."""
+
+    max_acceptance_drop: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.05
+    """A category fails when all of the bootstrap interval of its AL change, (new - old) / old, lies below
+    -max_acceptance_drop."""
+    max_speedup_drop: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.1
+    """A concurrency level fails when every new round's speedup is below every earlier round's by more than this
+    share (judged only when the rounds agree)."""
+
+
+AcceptanceLength = Annotated[float, Field(ge=1.0, allow_inf_nan=False)]
+DEFAULT_CATEGORY = "default"  # min_acceptance_length's key for the categories it does not name
+# a number, or one per category; chosen by the value's shape (the tags drop out of the located path)
+AcceptanceGate = Annotated[
+    Union[Annotated[AcceptanceLength, Tag("whole-set")],
+          Annotated[dict[Annotated[str, Field(min_length=1)], AcceptanceLength], Tag("per-category")]],
+    Discriminator(lambda v: "per-category" if isinstance(v, dict) else "whole-set")]
+
+
 class ValidationSection(Section):
     """What `specbuild validate` checks and the gates that decide its exit code."""
 
     prompts: Prompts | None = None
-    """A prompt file (.txt one per line; .jsonl or .json objects with "prompt" text or chat "messages") or an
-    inline list (text, or {messages: [{role, content}, ...]}); default the bundled set."""
+    """A dataset file (.txt one prompt per line; .jsonl one record per line, .json an array of records: text
+    {prompt}, OpenAI chat {messages}, ShareGPT {conversations}, or OpenAI request bodies as request logs hold them,
+    each with an optional id and category) or an inline list (text, or {messages: [{role, content}, ...]});
+    default the bundled multi-category set (writing, coding, math, extraction, summarising, multi-turn chat,
+    long-context)."""
     prompt_format: Literal["auto", "chat", "raw"] = "auto"
     """How prompts reach the target. auto: through the target's chat template when its tokenizer has one
     (model.tokenizer, else the checkpoint: chat_template.jinja or tokenizer_config.json), a text prompt as one user
@@ -178,8 +205,26 @@ class ValidationSection(Section):
     """Concurrency levels of the performance sweep."""
     require_lossless: bool = True
     """Greedy output must equal the baseline's token for token (builds and serves a baseline)."""
-    min_acceptance_length: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] | None = None
-    """Gate: mean acceptance length (bonus token included) at least this."""
+    min_acceptance_length: AcceptanceGate | None = None
+    """Gate: mean acceptance length (bonus token included, pooled per verification step) at least this, judged on
+    its bootstrap interval over the requests. A number gates the whole prompt set; a mapping gates each category,
+    e.g. {default: 2.0, coding: 2.5} (default: every category the mapping does not name; without it those are not
+    gated)."""
+
+    @field_validator("min_acceptance_length", mode="wrap")
+    @classmethod
+    def _gate_problem_at_the_field(cls, value, handler):
+        """A bad gate is reported at validation.min_acceptance_length (a category's key in the message), not at
+        the union member pydantic tried."""
+        try:
+            return handler(value)
+        except ValidationError as e:
+            err = e.errors()[0]
+            keys = [str(p) for p in err["loc"][1:]]
+            prefix = f"category {keys[0]!r}: " if keys and isinstance(value, dict) else ""
+            raise PydanticCustomError(err["type"], prefix + err["msg"].replace("{", "(").replace("}", ")")) \
+                from None
+
     min_speedup: PositiveFinite | None = None
     """Gate: speculative / baseline output tokens per second at concurrency 1 at least this (every round of the
     sweep must agree; see allow_inconclusive)."""
@@ -197,6 +242,8 @@ class ValidationSection(Section):
     """Duration of the load check."""
     request_timeout_s: PositiveFinite = 120.0
     """Per-request client timeout."""
+    regression: RegressionSection = Field(default_factory=RegressionSection)
+    """Tolerances of a comparison with an earlier report (validate --against)."""
 
 
 class Recipe(Section):

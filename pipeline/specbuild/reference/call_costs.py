@@ -171,7 +171,7 @@ def measure_served(configs: dict[str, dict], texts: list[str], max_tokens: int, 
     from transformers import AutoTokenizer
 
     from specbuild.reference.engine_folder import load_engine
-    from specbuild.triton.models.model_parameters import bool_parameter, parameter
+    from specbuild.standalone.model_parameters import bool_parameter, parameter
 
     engines = {role: load_engine(_engine_dir(config), decoding_overrides=_overrides(config) or None)
                for role, config in configs.items()}
@@ -188,7 +188,7 @@ def measure_served(configs: dict[str, dict], texts: list[str], max_tokens: int, 
 
 
 def _engine_dir(config: dict) -> str:
-    from specbuild.triton.models.model_parameters import parameter
+    from specbuild.standalone.model_parameters import parameter
 
     return parameter(config, "gpt_model_path")
 
@@ -197,7 +197,7 @@ def _overrides(config: dict) -> dict:
     """The decoding overrides the reference core takes from its config's parameters (its `decoding_overrides`)."""
     from specbuild.engine_facts import SpecMode, read_engine_config
     from specbuild.reference.dialect import overrides
-    from specbuild.triton.models.model_parameters import bool_parameter, int_parameter, parameter
+    from specbuild.standalone.model_parameters import bool_parameter, int_parameter, parameter
 
     engine_config = read_engine_config(_engine_dir(config))
     mode = SpecMode.parse(engine_config["build_config"].get("speculative_decoding_mode", 1))

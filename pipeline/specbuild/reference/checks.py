@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 
 
 def reference_findings(recipe, spec) -> Iterator[Finding]:

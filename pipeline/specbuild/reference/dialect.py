@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from specbuild import draft_len_schedule
+from specbuild.standalone import draft_len_schedule
 from specbuild.engine_facts import SpecMode
 from specbuild.speculation import DynamicTree, Speculation, StaticTree
 

@@ -16,7 +16,7 @@ Request (helpers.py `get_sampling_params_from_request`, `get_output_config_from_
   - sampling_param_frequency_penalty / presence_penalty: served, as TensorRT-LLM's TorchSampler applies them
     (before the temperature, PR #16485; the prompt counts, SamplingParams.prompt_ignore_length defaulting to 0),
     at every verified position given its draft path; any finite value
-  - which values are refused is request_checks.py's rule (specbuild/triton/models/request_checks.py), the same as
+  - which values are refused is request_checks.py's rule (specbuild/standalone/request_checks.py), the same as
     the engine contract's: a temperature, top_p or penalty that is not finite, a negative temperature or top_k, a
     top_p outside [0, 1], max_tokens < 1; worded as SamplingParams._validate words them ("require top_k >= 0, got
     top_k=-1"), where TensorRT-LLM itself lets +inf and NaN through
@@ -40,7 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from specbuild.llmapi.tensors import PERF_OUTPUTS
-from specbuild.triton.models import request_checks as checks
+from specbuild.standalone import request_checks as checks
 
 DEFAULT_MAX_TOKENS = 32  # SamplingParams.max_tokens (llmapi fact sheet §2.3)
 REPLACEMENT = "\ufffd"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from specbuild.llmapi.flavour import LlmApiFlavour
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 from specbuild.plan import ServeStep
 from specbuild.reference.checks import reference_findings
 from specbuild.reference.steps import cpu_serve_step

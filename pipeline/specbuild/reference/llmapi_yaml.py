@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, confloat
 
-from specbuild import draft_len_schedule
+from specbuild.standalone import draft_len_schedule
 from specbuild.bounds import (MAX_CANCELLATION_CHECK_PERIOD_MS, NonNegativeInt32, PositiveInt32, draft_len_problem,
                               max_seq_len_problem, position_limit)
 from specbuild.errors import UserError
@@ -129,7 +129,7 @@ class DraftTargetConfig(_WithDraftModel):
 
 class NGramConfig(_Decoding):
     """NGramDecodingConfig: the pool flags are accepted; the reference drafts as the defaults is_keep_all and
-    is_use_oldest do, from each request's own prompt and output (specbuild/prompt_lookup_drafts.py), whatever
+    is_use_oldest do, from each request's own prompt and output (specbuild/standalone/prompt_lookup_drafts.py), whatever
     they say."""
 
     decoding_type: Literal["NGram"]
@@ -408,7 +408,7 @@ def _speculation(raw: dict | None, path: Path):
 
 
 def _load_schedule(cfg: _Decoding, k: int, path: Path, where: str) -> list[tuple[int, int]] | None:
-    """The draft length per batch size as the reference executor follows it (specbuild/draft_len_schedule.py):
+    """The draft length per batch size as the reference executor follows it (specbuild/standalone/draft_len_schedule.py):
     draft_len_schedule read as TensorRT-LLM 1.2 reads it ("batch_size >= key uses its draft length", ARGS-1.2
     `validate_draft_len_schedule_and_sort`), and max_concurrency (speculation off above that many requests,
     `Drafter.should_use_spec_decode`); both together: the schedule, off above max_concurrency. The later

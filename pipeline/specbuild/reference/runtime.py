@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from specbuild.engine_facts import expected_limits, pretrained_extra
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 from specbuild.plan import ServeStep, roles
 from specbuild.reference import dialect
 from specbuild.reference.checks import reference_findings

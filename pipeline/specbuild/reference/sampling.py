@@ -63,9 +63,9 @@ class SamplingConfig:
         return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
     def problems(self) -> list[str]:
-        """The request rules of triton/models/request_checks.py (one definition for every core), in this config's
+        """The request rules of standalone/request_checks.py (one definition for every core), in this config's
         terms: top_p is 1 when off here (the cores turn a request's 0 into off before they get here)."""
-        from specbuild.triton.models import request_checks as checks
+        from specbuild.standalone import request_checks as checks
 
         out = []
         if not checks.temperature_ok(self.temperature):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 if TYPE_CHECKING:
-    from specbuild.methods.base import Finding
+    from specbuild.findings import Finding
     from specbuild.plan import Layout, Step
     from specbuild.recipe.schema import Recipe
     from specbuild.speculation import Speculation

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from specbuild import metrics
 from specbuild.errors import UserError
 from specbuild.signals import sigterm_raises
 
@@ -37,18 +38,16 @@ def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host
     """Serve until interrupted. Returns the exit code: 0 after a clean stop, 1 when the server died by itself.
     UserError (exit 2) for a missing repository, a taken port, or models that fail to load."""
     from specbuild.serve.binary import find_tritonserver
-    from specbuild.serve.server import TritonServer
+    from specbuild.serve.server import LAUNCH_SCRIPT, TritonServer
 
     repository = Path(repository)
     if not repository.is_dir():
         raise UserError(f"{repository}: no such model repository — write one with `specbuild compile RECIPE` "
                         "(it goes to triton_repo/<name>) or give the path of a Triton model repository")
-    from specbuild.triton.launch import SCRIPT_NAME
-
     binary = find_tritonserver(tritonserver)
     # A GPU repository starts through its launch script (MPI ranks, orchestrator mode for draft-target), unless only
     # some models are loaded explicitly (e.g. its python models on a CPU machine).
-    script = repository / SCRIPT_NAME
+    script = repository / LAUNCH_SCRIPT
     launcher = script if script.is_file() and model_control == "none" else None
     server = TritonServer(repository, host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
                           binary=binary, model_control=model_control, load_models=load_models, log_path=log_path,
@@ -90,9 +89,7 @@ def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> 
             out.print(f"try:  curl -s -X POST http://{server.http_address}/v2/models/{model}/generate -d '{body}'")
         out.print(f"validate:  specbuild validate RECIPE --url {server.http_address} --grpc-url {server.grpc_url} "
                   f"--metrics-url {server.metrics_url}")
-        from specbuild.validate.server_metrics import PROMQL_AL
-
-        out.print(f"AL (PromQL):  {PROMQL_AL}")
+        out.print(f"AL (PromQL):  {metrics.PROMQL_AL}")
         out.print("Ctrl-C stops the server.")
         while server.running():
             time.sleep(0.5)

@@ -45,6 +45,9 @@ from specbuild.serve.binary import ServerBinary, find_tritonserver
 from specbuild.serve.ports import free_ports, port_in_use
 from specbuild.serve.server_log import ADDRESS_IN_USE, hint, load_errors_from_log, plain_reason, strip_prefix
 
+# A repository with this script at its root starts through it (GPU repositories of both flavours: mpirun ranks,
+# orchestrator mode, trtllm-llmapi-launch); tritonserver ignores plain files at the repository root.
+LAUNCH_SCRIPT = "launch_triton.sh"
 ADMIN_HEADER = "specbuild-admin-key"  # HTTP header (gRPC metadata keys are lower case too)
 GRPC_ADMIN_HEADER = "triton-grpc-protocol-" + ADMIN_HEADER  # the metadata key tritonserver expects over gRPC
 

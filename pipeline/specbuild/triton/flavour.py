@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 from specbuild.runtimes.base import Runtime
 
 

@@ -20,12 +20,13 @@ import shlex
 from typing import TYPE_CHECKING
 
 from specbuild.methods import method_for
+from specbuild.serve.server import LAUNCH_SCRIPT
 from specbuild.triton import params
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
-SCRIPT_NAME = "launch_triton.sh"
+SCRIPT_NAME = LAUNCH_SCRIPT
 
 
 def launch_script(recipe: Recipe, role: str = "target") -> str:

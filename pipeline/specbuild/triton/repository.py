@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from specbuild import atomic
+from specbuild import atomic, standalone
 from specbuild.runtimes import runtime_for
 from specbuild.triton import configs, params
 from specbuild.triton.engine_check import check_engines
@@ -36,9 +36,9 @@ if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
 SOURCES = Path(__file__).resolve().parent / "models"
-PACKAGE = Path(__file__).resolve().parent.parent
-PARAMETERS_MODULE = SOURCES / "model_parameters.py"
-SHARED_MODULES = {name: SOURCES / name for name in ("model_parameters.py", "request_checks.py", "serving_metrics.py")}
+STANDALONE = standalone.FOLDER
+SHARED_MODULES = {name: STANDALONE / name for name in ("model_parameters.py", "request_checks.py",
+                                                       "serving_metrics.py")}
 
 # Our model sources, by model name: files copied into <model>/1/ (name -> source path).
 MODEL_SOURCES: dict[str, dict[str, Path]] = {
@@ -46,8 +46,8 @@ MODEL_SOURCES: dict[str, dict[str, Path]] = {
     "postprocessing": {"model.py": SOURCES / "postprocessing" / "model.py"},
     "tensorrt_llm_bls": {"model.py": SOURCES / "tensorrt_llm_bls" / "model.py",
                          "bls_drafting.py": SOURCES / "tensorrt_llm_bls" / "bls_drafting.py",
-                         "prompt_lookup_drafts.py": PACKAGE / "prompt_lookup_drafts.py",
-                         "draft_len_schedule.py": PACKAGE / "draft_len_schedule.py"},
+                         "prompt_lookup_drafts.py": STANDALONE / "prompt_lookup_drafts.py",
+                         "draft_len_schedule.py": STANDALONE / "draft_len_schedule.py"},
 }
 
 

@@ -4,7 +4,7 @@ specbuild's reference core read the same keys, so this is one translation for bo
 
 from __future__ import annotations
 
-from specbuild import draft_len_schedule
+from specbuild.standalone import draft_len_schedule
 from specbuild.engine_facts import SpecMode
 from specbuild.speculation import DynamicTree, Speculation, StaticTree
 from specbuild.trees import format_choices

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from specbuild.engine_facts import SpecMode
-from specbuild.methods.base import Finding
-from specbuild.methods.common import architecture
+from specbuild.findings import Finding
+from specbuild.recipe.deploy import expected_gpu_id_count, spans_nodes
+from specbuild.checkpoint_files import architecture
 from specbuild.runtimes.base import BuildOptions
 from specbuild.speculation import DynamicTree, Speculation
 from specbuild.trtllm.converters import EAGLE_ARCHITECTURES, MEDUSA_MODEL_TYPES, TRTLLM_MODEL_CLASSES, wheel_limits
@@ -37,14 +38,12 @@ def sampling_refusal(spec: Speculation) -> str:
 
 
 def recipe_findings(recipe, spec: Speculation, options: BuildOptions) -> Iterator[Finding]:
-    from specbuild.deploy.checks import expected_gpu_id_count, spans_nodes
-
     b, t = recipe.build, recipe.triton
     world = b.tp_size * b.pp_size
-    need = expected_gpu_id_count(recipe)  # tp * pp on one node; one node's GPUs when the world spans nodes
+    need = expected_gpu_id_count(recipe, spec)  # tp * pp on one node; one node's GPUs when the world spans nodes
     if len(t.gpu_device_ids) != need:
         across = (f" (the world of {world} spans nodes of deploy.gpus_per_node = {need} GPUs: list one node's)"
-                  if spans_nodes(recipe) else "")
+                  if spans_nodes(recipe, spec) else "")
         yield Finding(("triton", "gpu_device_ids"), f"lists {len(t.gpu_device_ids)} GPU(s) but tp_size * pp_size = "
                       f"{world}{across} — list exactly {need} GPU id(s) in triton.gpu_device_ids",
                       also=(("build", "tp_size"), ("build", "pp_size")))

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
-from specbuild.methods.common import architecture
+from specbuild.checkpoint_files import architecture
 from specbuild.speculation import Speculation
 
 # tensorrt_llm/models/__init__.py MODEL_MAP (engine fact sheet §2.1): HF architecture -> TensorRT-LLM class.

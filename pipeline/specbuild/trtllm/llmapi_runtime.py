@@ -26,7 +26,7 @@ from specbuild.llmapi.flavour import LlmApiFlavour
 from specbuild.llmapi.configs import GPU_IDS_PARAMETER
 from specbuild.llmapi.launch import CONTAINER_MODEL_DIR, NVIDIA_FILES, SCRIPT_NAME, launch_mode, server_command
 from specbuild.llmapi.model_yaml import RELEASES_WITH_DYNAMIC_TREE
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.plan import ServeStep
 from specbuild.speculation import DynamicTree

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from specbuild.engine_facts import SpecMode, expected_limits, pretrained_extra
-from specbuild.methods.base import Finding
+from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.plan import ServeStep, Step, VerifyEngineStep, roles
 from specbuild.triton.flavour import EngineFlavour

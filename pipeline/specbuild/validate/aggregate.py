@@ -206,3 +206,115 @@ def summarize_acceptance(records: Sequence[AcceptanceRecord]) -> AcceptanceSumma
         per_request_acceptance_rate=distribution([metrics.acceptance_rate(r.accepted_draft_tokens, r.draft_tokens)
                                                   for r in records]),
         per_position=per_position, histogram=histogram, records=[r.to_dict() for r in records])
+
+
+# -- acceptance per group (category, context length) with bootstrap intervals over requests -------------------
+
+BOOTSTRAP_RESAMPLES = 2000
+CONFIDENCE = 0.95
+BOOTSTRAP_SEED = 20240601  # fixed: the same records give the same intervals, run after run
+# context-length buckets (prompt tokens as sent): upper bounds, inclusive
+LENGTH_BUCKETS = (128, 512, 2048, 8192)
+
+
+def length_bucket(tokens: int | None) -> str:
+    """The context-length bucket of a prompt of `tokens` tokens ("unknown" without a tokenizer)."""
+    if tokens is None:
+        return "unknown"
+    low = 0
+    for high in LENGTH_BUCKETS:
+        if tokens <= high:
+            return f"{low + 1 if low else 0}-{high}"
+        low = high
+    return f">{LENGTH_BUCKETS[-1]}"
+
+
+@dataclass
+class Interval:
+    """A point estimate and its percentile bootstrap interval (CONFIDENCE) over requests."""
+
+    value: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "low": self.low, "high": self.high}
+
+
+def _pooled_interval(num: np.ndarray, den: np.ndarray, picks: np.ndarray, statistic) -> Interval | None:
+    """statistic(sum(num), sum(den)) pooled over the requests, and its interval over the resampled requests
+    (`picks`: resamples x requests indices); None when sum(den) is 0. A resample whose den sums to 0 is left out."""
+    if den.sum() <= 0:
+        return None
+    value = float(statistic(num.sum(), den.sum()))
+    sums = zip(num[picks].sum(axis=1).tolist(), den[picks].sum(axis=1).tolist())
+    boot = [statistic(n, d) for n, d in sums if d > 0]
+    tail = (1.0 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(boot, [tail, 100 - tail]) if boot else (value, value)
+    return Interval(value, float(low), float(high))
+
+
+def _share(n: float, d: float) -> float:
+    return n / d
+
+
+@dataclass
+class GroupAcceptance:
+    """Acceptance of one group of requests (a category or a context-length bucket): AL (bonus token included,
+    pooled per verification step: specbuild.metrics' definition), acceptance rate and per-position acceptance, each
+    with its bootstrap interval over the group's requests."""
+
+    group: str
+    requests: int
+    steps: int
+    draft_tokens: int
+    accepted_draft_tokens: int
+    acceptance_length: Interval
+    acceptance_rate: Interval | None
+    per_position: list[Interval] | None
+
+    def to_dict(self) -> dict:
+        return {"group": self.group, "requests": self.requests, "steps": self.steps,
+                "draft_tokens": self.draft_tokens, "accepted_draft_tokens": self.accepted_draft_tokens,
+                "acceptance_length": self.acceptance_length.to_dict(),
+                "acceptance_rate": self.acceptance_rate.to_dict() if self.acceptance_rate else None,
+                "per_position": [p.to_dict() for p in self.per_position] if self.per_position else None}
+
+
+def accepted_depth(records: Sequence[AcceptanceRecord]) -> int:
+    """The most drafts any step of these requests accepted (the positions per-position acceptance covers)."""
+    return max((n for r in records for n in r.accepted_per_step or ()), default=0)
+
+
+def group_acceptance(group: str, records: Sequence[AcceptanceRecord], seed: int = BOOTSTRAP_SEED,
+                     depth: int | None = None) -> GroupAcceptance:
+    """The group's pooled figures and intervals, from BOOTSTRAP_RESAMPLES resamples of its requests. `depth`:
+    the draft positions to report (default the group's own deepest acceptance; give the whole set's, so that a
+    group that accepted nothing shows zeros, not no positions)."""
+    accepted = np.array([r.accepted_draft_tokens for r in records], dtype=float)
+    steps = np.array([r.steps for r in records], dtype=float)
+    drafted = np.array([r.draft_tokens for r in records], dtype=float)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(records), size=(BOOTSTRAP_RESAMPLES, len(records)))
+    al = _pooled_interval(accepted, steps, picks, metrics.mean_acceptance_length)
+    per_position = None
+    if records and all(r.accepted_per_step is not None for r in records):
+        depth = accepted_depth(records) if depth is None else depth
+        # per request: how many of its steps accepted at least i drafts, i = 1..depth
+        reached = np.array([[sum(1 for n in r.accepted_per_step if n >= i) for i in range(1, depth + 1)]
+                            for r in records], dtype=float).reshape(len(records), depth)
+        counted = np.array([len(r.accepted_per_step) for r in records], dtype=float)
+        per_position = [_pooled_interval(reached[:, i], counted, picks, _share) for i in range(depth)]
+        per_position = per_position if all(p is not None for p in per_position) else None
+    return GroupAcceptance(group, len(records), int(steps.sum()), int(drafted.sum()), int(accepted.sum()),
+                           al or Interval(0.0, 0.0, 0.0),
+                           _pooled_interval(accepted, drafted, picks, metrics.acceptance_rate), per_position)
+
+
+def acceptance_by(records: Sequence[AcceptanceRecord], key) -> list[GroupAcceptance]:
+    """GroupAcceptance per value of key(record), in order of first appearance, over the same draft positions."""
+    groups: dict[str, list[AcceptanceRecord]] = {}
+    for r in records:
+        groups.setdefault(key(r), []).append(r)
+    depth = accepted_depth(records)
+    return [group_acceptance(name, members, depth=depth) for name, members in groups.items()]

@@ -16,7 +16,7 @@ from specbuild.runtimes import runtime_for
 from specbuild.speculation import NO_SPECULATION
 from specbuild.validate.checks.base import Deployment, SuiteContext, SuiteOptions
 from specbuild.validate.client import contract
-from specbuild.validate.prompts import apply_prompt_format, load_prompts
+from specbuild.recipe.prompts import apply_prompt_format, bundled_chats_without_template, fit_to_limits, load_prompts
 from specbuild.validate.tokenizer import ClientTokenizer, TokenizerUnavailable, load_tokenizer
 
 if TYPE_CHECKING:
@@ -65,10 +65,16 @@ def make_context(recipe: Recipe, target: Endpoints, baseline: Endpoints | None =
         for dep in filter(None, (dep_target, dep_base)):
             dep.server.reachable()
         tokenizer, problem = _tokenizer(recipe, dep_target)
+        left_out = []
+        if recipe.validation.prompts is None:
+            prompts, left_out = bundled_chats_without_template(prompts, tokenizer)
         prompts, prompt_format = apply_prompt_format(prompts, recipe.validation.prompt_format, tokenizer, problem)
+        prompts, too_long, lengths = fit_to_limits(prompts, tokenizer, recipe.build.max_input_len,
+                                                   recipe.build.max_seq_len, recipe.validation.max_tokens)
         return SuiteContext(recipe, spec, prompts, dep_target, dep_base, tokenizer, options,
                             progress or (lambda stage, done, total: None), tokenizer_problem=problem,
-                            prompt_format=prompt_format)
+                            prompt_format=prompt_format, prompts_left_out=left_out + too_long,
+                            prompt_tokens=lengths)
     except BaseException:
         for dep in filter(None, (dep_target, dep_base)):
             dep.close()

@@ -1,6 +1,6 @@
 """The server's side of acceptance: scrape Triton's Prometheus endpoint and read specbuild's speculative-decoding
 counters (exported by the reference tensorrt_llm and by the BLS for the rounds it drives; see
-triton/models/serving_metrics.py for the names, which follow vLLM's spec_decode metrics).
+standalone/serving_metrics.py for the names, which follow vLLM's spec_decode metrics).
 
     before = scrape("http://127.0.0.1:8002/metrics")
     ... requests ...
@@ -19,13 +19,7 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from specbuild import metrics
-
-PREFIX = "specbuild_spec_decode_"
-STEPS, DRAFTS = PREFIX + "num_steps_total", PREFIX + "num_drafts_total"
-DRAFT_TOKENS, ACCEPTED = PREFIX + "num_draft_tokens_total", PREFIX + "num_accepted_tokens_total"
-PER_POSITION = PREFIX + "num_accepted_tokens_per_pos_total"
-# One line of PromQL for the mean acceptance length (bonus token included), per model, over 5 minutes.
-PROMQL_AL = (f"1 + sum by (model) (rate({ACCEPTED}[5m])) / sum by (model) (rate({STEPS}[5m]))")
+from specbuild.metrics import ACCEPTED, DRAFT_TOKENS, DRAFTS, PER_POSITION, STEPS
 
 _LINE = re.compile(r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\d+)?$')
 _LABEL = re.compile(r'(?P<key>[A-Za-z_][A-Za-z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')

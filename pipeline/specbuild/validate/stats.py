@@ -115,6 +115,8 @@ class AcceptanceRecord:
     accepted_per_step: list[int] | None = None  # from streamed chunk sizes (one response per step)
     prompt: str | None = None  # the prompt's id
     steps_from: str = "counters"  # stream (responses counted), counters (output - accepted - prefill)
+    category: str | None = None  # the prompt's category (validation.prompts)
+    prompt_tokens: int | None = None  # the prompt's length as sent (None without a client tokenizer)
 
     @classmethod
     def from_generation(cls, gen: Generation, prompt_index: int, stream: Generation | None = None, *,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from specbuild.errors import UserError
 from specbuild.methods import describe
 from specbuild.runtimes import runtime_for
+from specbuild.validate import compare
 from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
 from specbuild.validate.checks.base import ERROR, PASSED, CheckResult, SuiteOptions
 from specbuild.validate.context import close_context, make_context
@@ -26,6 +27,16 @@ from specbuild.validate.result import ValidationResult
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
+
+
+def _prompt_set(recipe: Recipe, ctx) -> dict:
+    """Where the prompts came from, how many of each category were sent, and those left out (and why)."""
+    value = recipe.validation.prompts
+    source = "bundled" if value is None else "inline" if isinstance(value, list) else str(recipe.resolve(value))
+    categories: dict[str, int] = {}
+    for p in ctx.prompts:
+        categories[p.category] = categories.get(p.category, 0) + 1
+    return {"source": source, "categories": categories, "left_out": [o.to_dict() for o in ctx.prompts_left_out]}
 
 
 def _gates(recipe: Recipe) -> dict:
@@ -94,7 +105,8 @@ def _run_checks(ctx, checks, exit_reasons: Mapping[str, Callable[[], str | None]
 def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None, *,
                    report_dir: Path | None = None, progress: Callable[[str, int, int], None] | None = None,
                    options: SuiteOptions | None = None, console=None,
-                   exit_reasons: Mapping[str, Callable[[], str | None]] | None = None) -> ValidationResult:
+                   exit_reasons: Mapping[str, Callable[[], str | None]] | None = None,
+                   against: Path | None = None) -> ValidationResult:
     """Run the suite against `target` (the speculative deployment) and `baseline` (the same target without
     speculation). UserError for what the user must fix first (unreachable server, missing baseline, bad
     prompt file); check failures are results, not exceptions. Writes the reports when `report_dir` is given.
@@ -103,18 +115,21 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
     progress bar is shown on it and the result tables are printed on it at the end. `exit_reasons` maps a
     role ("target", "baseline") to a function saying how the process serving it ended (None while it runs),
     for servers this process started: a check during which one ends says so, and the checks after it are not
-    run (for any server, one that stops answering is noticed by its liveness probe)."""
+    run (for any server, one that stops answering is noticed by its liveness probe). `against`: an earlier
+    report.json of the same recipe (UserError before anything runs when it is not one): acceptance per category
+    and the speedup per level are compared with it (validate/compare.py), each comparison a check of its own."""
     if console is not None and progress is None:
         from specbuild.validate.report.terminal import print_result, progress_bar
 
         with progress_bar(console) as bar:
             result = run_validation(recipe, target, baseline, report_dir=report_dir, progress=bar, options=options,
-                                    exit_reasons=exit_reasons)
+                                    exit_reasons=exit_reasons, against=against)
         print_result(result, console)
         return result
     options = options or SuiteOptions()
     spec = describe(recipe)
     _preflight(recipe, baseline, options)
+    earlier = compare.load_report(Path(against)) if against is not None else None
     runtime = runtime_for(recipe)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -127,12 +142,17 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
         wanted = set(options.checks) if options.checks is not None else None
         checks = [c for c in CHECKS if wanted is None or c.NAME in wanted]
         results = _run_checks(ctx, checks, exit_reasons or {})
+        build = compare.build_identity(recipe, {d.role: d.server.server_version() for d in ctx.deployments()})
     finally:
         close_context(ctx)
     result = ValidationResult(recipe.name, spec.method, recipe.runtime, target, baseline, dep_target.model, results,
                               started, time.perf_counter() - t0, len(prompts), gates=_gates(recipe),
                               contract=runtime.contract, prompt_format=ctx.prompt_format.to_dict(),
-                              tokenizer=tokenizer)
+                              tokenizer=tokenizer, prompt_set=_prompt_set(recipe, ctx), build=build)
+    if earlier is not None:
+        result.checks += compare.against_checks(earlier, result.to_dict(), recipe)
+        result.against = {"report": str(against), "recipe": earlier.get("recipe"),
+                          "changes": compare.identity_changes(earlier.get("build"), build)}
     if report_dir is not None:
         from specbuild.validate.report import write_reports
 

@@ -5,6 +5,7 @@
     write_toy_repo(dest, mode="baseline")                    # the same model, one token per step
     write_toy_repo(dest, mode="speculative", broken="tokens")  # a core that returns a wrong token (position 5)
     write_toy_repo(dest, mode="speculative", broken="tokens,sampling")  # ... and ignores temperature
+    write_toy_repo(dest, mode="speculative", weak_on="def ")  # no draft accepted on prompts holding "def "
 """
 
 from __future__ import annotations
@@ -59,14 +60,14 @@ def _map(kind: str, pairs: dict[str, str]) -> str:
 
 
 def write_toy_repo(dest: Path, *, mode: str = "speculative", broken: str = "", max_batch_size: int = 8,
-                   decoding_mode: str = "medusa", draft_len: int = 4, max_input_len: int = 256,
+                   decoding_mode: str = "medusa", draft_len: int = 4, max_input_len: int = 448,
                    max_seq_len: int = 512, step_ms: float = 4.0, token_ms: float = 0.5,
-                   core_parameters: dict[str, str] | None = None) -> Path:
+                   core_parameters: dict[str, str] | None = None, weak_on: str = "") -> Path:
     """Write the repository under `dest` (created) and return it. `core_parameters` are added to the
     tensorrt_llm model's parameters (e.g. the recipe method's medusa_choices)."""
     dest = Path(dest)
     dest.mkdir(parents=True)
-    core_params = {"toy_mode": mode, "toy_broken": broken, "draft_len": str(draft_len),
+    core_params = {"toy_mode": mode, "toy_broken": broken, "toy_weak_on": weak_on, "draft_len": str(draft_len),
                    "max_input_len": str(max_input_len), "max_seq_len": str(max_seq_len),
                    "step_ms": str(step_ms), "token_ms": str(token_ms), "gpt_model_type": "inflight_fused_batching"}
     if mode == "speculative":

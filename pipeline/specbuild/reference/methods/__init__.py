@@ -6,7 +6,7 @@ A method turns a batch of sequences into new tokens. It has two verbs:
 Model plumbing (padding, masks, positions, cache compaction) lives in `Batch`, `CausalLM` and `KVCache`;
 stop conditions, stats and batching live in the executor. See ../README.md.
 
-Adaptive speculation: with a `draft_len_schedule` in the decoding options (specbuild/draft_len_schedule.py) the
+Adaptive speculation: with a `draft_len_schedule` in the decoding options (specbuild/standalone/draft_len_schedule.py) the
 executor calls `follow_load(requests in flight)` before each step, and a method drafts at most `capped(full)`
 tokens that step (chains: drafts; Medusa and EAGLE-1/2 trees: nodes, the first N choices; EAGLE-3: its chain
 length or tree depth); 0 is a plain decoding step, whose method state stays ready for when drafting resumes.
@@ -18,7 +18,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
-from specbuild import draft_len_schedule
+from specbuild.standalone import draft_len_schedule
 from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 

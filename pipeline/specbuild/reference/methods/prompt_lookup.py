@@ -3,7 +3,7 @@
 Each step:
     draft:   find the longest suffix n-gram (n <= max_matching_ngram_size) of prompt + output that occurred
              earlier in it; propose the (up to max_draft_len) tokens that followed its oldest occurrence, as
-             TensorRT-LLM's NGram pool does (specbuild/prompt_lookup_drafts.py: the one definition, shared with
+             TensorRT-LLM's NGram pool does (specbuild/standalone/prompt_lookup_drafts.py: the one definition, shared with
              our Triton BLS)
     verify:  one target forward over [last token, drafts]
     accept:  speculative sampling with the drafts as a deterministic proposal (q = one-hot): lossless under
@@ -13,7 +13,7 @@ Each step:
 from __future__ import annotations
 
 from specbuild.engine_facts import SpecMode
-from specbuild.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose
+from specbuild.standalone.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose
 from specbuild.reference.batch import Batch
 from specbuild.reference.methods import Method, StepOutput
 from specbuild.reference.verify import verify_chain

@@ -1,7 +1,11 @@
 """Acceptance: per request acceptance_rate, total_accepted_draft_tokens and total_draft_tokens (the server's
 return_perf_metrics outputs) over the greedy prompt set; mean acceptance length (specbuild.metrics, bonus token
 included); per-position acceptance and the histogram of accepted drafts per step when the deployment streams one
-response per step with its token ids. Gate: validation.min_acceptance_length.
+response per step with its token ids. The same per category of the prompt set and per context-length bucket
+(aggregate.acceptance_by), each with a percentile bootstrap interval over the requests. Gate:
+validation.min_acceptance_length, a number for the whole set or one per category ({default: 2.0, coding: 2.5}),
+judged on the interval: passed when all of it reaches the minimum, failed when none of it does, inconclusive
+otherwise (more prompts would decide; validation.allow_inconclusive lets it pass).
 
 An llm-api deployment (no token ids) counts its steps from the stream (one response per LLM iteration) when the
 streamed text equals the non-streamed one, else from the tokenizer's count of the text. Where such a server
@@ -19,10 +23,16 @@ reported as unavailable."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specbuild import metrics
+from specbuild.recipe.schema import DEFAULT_CATEGORY
 from specbuild.triton import params as triton_params
-from specbuild.validate.aggregate import distribution, summarize_acceptance
-from specbuild.validate.checks.base import FAILED, PASSED, SKIPPED, WARNED, CheckResult, SuiteContext, timed
+from specbuild.validate.aggregate import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, GroupAcceptance, Interval,
+                                          acceptance_by, distribution, group_acceptance, length_bucket,
+                                          summarize_acceptance)
+from specbuild.validate.checks.base import (FAILED, INCONCLUSIVE, PASSED, SKIPPED, WARNED, CheckResult,
+                                            SuiteContext, timed)
 from specbuild.validate.stats import AcceptanceRecord, stream_acceptance_length, stream_matches
 
 NAME, TITLE = "acceptance", "Acceptance (draft tokens accepted)"
@@ -61,7 +71,7 @@ def _records(ctx: SuiteContext) -> list[AcceptanceRecord]:
                                                    tokens=ctx.count_tokens(g), stream_steps=not contract.has_ids,
                                                    stream_per_step=stream_per_step)
             if rec is not None:
-                out.append(rec)
+                out.append(replace(rec, category=p.category, prompt_tokens=ctx.prompt_tokens.get(p.id)))
     return out
 
 
@@ -127,10 +137,82 @@ def server_side(ctx: SuiteContext, records: list[AcceptanceRecord]) -> tuple[dic
     return details, ("server-side counters disagree with the client's: " + "; ".join(differ)) if differ else None
 
 
+ALL_PROMPTS = "all prompts"  # the group a scalar min_acceptance_length gates
+
+
+def gate_text(threshold) -> str | None:
+    if threshold is None:
+        return None
+    if isinstance(threshold, dict):
+        return "validation.min_acceptance_length per category " + \
+            ", ".join(f"{k} >= {v}" for k, v in threshold.items())
+    return f"validation.min_acceptance_length >= {threshold}"
+
+
+def judge(interval: Interval, threshold: float) -> str:
+    """A gate on an interval: passed when all of it reaches the threshold, failed when none of it does,
+    inconclusive when it straddles the threshold (too few requests to tell)."""
+    if interval.low >= threshold:
+        return PASSED
+    if interval.high < threshold:
+        return FAILED
+    return INCONCLUSIVE
+
+
+def gate_verdicts(threshold, overall: GroupAcceptance, by_category: list[GroupAcceptance]) \
+        -> tuple[list[dict], list[str]]:
+    """One verdict per gated group ({group, threshold, acceptance_length, status}) and the categories the gate
+    names that the prompt set does not hold."""
+    if threshold is None:
+        return [], []
+    if not isinstance(threshold, dict):
+        return [{"group": ALL_PROMPTS, "threshold": threshold, "acceptance_length": overall.acceptance_length.to_dict(),
+                 "status": judge(overall.acceptance_length, threshold)}], []
+    verdicts = []
+    for g in by_category:
+        t = threshold.get(g.group, threshold.get(DEFAULT_CATEGORY))
+        if t is not None:
+            verdicts.append({"group": g.group, "threshold": t, "acceptance_length": g.acceptance_length.to_dict(),
+                             "status": judge(g.acceptance_length, t)})
+    held = {g.group for g in by_category}
+    return verdicts, [k for k in threshold if k != DEFAULT_CATEGORY and k not in held]
+
+
+def _interval_text(iv: dict) -> str:
+    return f"{iv['value']:.2f} [{iv['low']:.2f}–{iv['high']:.2f}]"
+
+
+def _gate_outcome(verdicts: list[dict], missing: list[str]) -> tuple[str, str]:
+    """The check's status from the groups' verdicts, and the sentence that says why."""
+    failed = [v for v in verdicts if v["status"] == FAILED]
+    unsure = [v for v in verdicts if v["status"] == INCONCLUSIVE]
+    pct = f"{CONFIDENCE:.0%} interval"
+    if failed:
+        return FAILED, "; ".join(f"{v['group']}: AL {_interval_text(v['acceptance_length'])} below {v['threshold']} "
+                                 f"(all of its {pct})" for v in failed)
+    if unsure:
+        return INCONCLUSIVE, "inconclusive: " + "; ".join(
+            f"{v['group']}: AL {_interval_text(v['acceptance_length'])} straddles {v['threshold']} (its {pct}; "
+            "more prompts of the group would decide)" for v in unsure)
+    text = "; ".join(f"{v['group']} AL {_interval_text(v['acceptance_length'])} >= {v['threshold']}"
+                     for v in verdicts)
+    if missing:
+        text += "; no prompts of " + ", ".join(missing) + " (its gate is not judged)"
+    return PASSED, text
+
+
+def grouped(records: list[AcceptanceRecord]) -> dict:
+    """Acceptance over all records, per category and per context-length bucket, each with its intervals."""
+    return {"overall": group_acceptance(ALL_PROMPTS, records),
+            "by_category": acceptance_by(records, lambda r: r.category or "uncategorised"),
+            "by_context_length": acceptance_by(sorted(records, key=lambda r: r.prompt_tokens or 0),
+                                               lambda r: length_bucket(r.prompt_tokens))}
+
+
 @timed
 def run(ctx: SuiteContext) -> CheckResult:
     threshold = ctx.recipe.validation.min_acceptance_length
-    gate = f"validation.min_acceptance_length >= {threshold}" if threshold is not None else None
+    gate = gate_text(threshold)
     if not ctx.spec.speculative:
         return CheckResult(NAME, TITLE, SKIPPED, "no speculation", gate=gate)
     records = _records(ctx)
@@ -142,15 +224,33 @@ def run(ctx: SuiteContext) -> CheckResult:
                        f"tokenizer ({ctx.tokenizer_problem})")
         return CheckResult(NAME, TITLE, FAILED if gate else SKIPPED, summary, {}, gate)
     if ctx.target.contract.counters_may_read_zero and all(r.draft_tokens == 0 for r in records):
-        return _stream_fallback(ctx, gate, threshold)
+        if not isinstance(threshold, dict):
+            return _stream_fallback(ctx, gate, threshold)
+        found = _stream_fallback(ctx, gate, None)
+        if found.status != PASSED:
+            return found
+        return replace(found, status=INCONCLUSIVE, inconclusive_allowed=ctx.recipe.validation.allow_inconclusive,
+                       summary="inconclusive: the per-category gate needs the speculative counters per request, "
+                               "which this server returns as zero — " + found.summary)
     s = summarize_acceptance(records)
     details = s.to_dict()
     details["definition"] = DEFINITION
     steps_from = sorted({r.steps_from for r in records})
     details["steps_from"] = steps_from
+    groups = grouped(records)
+    details["interval"] = {"confidence": CONFIDENCE, "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED,
+                           "over": "requests (percentile bootstrap; AL and rates pooled per verification step)"}
+    details["overall"] = groups["overall"].to_dict()
+    details["by_category"] = [g.to_dict() for g in groups["by_category"]]
+    details["by_context_length"] = [g.to_dict() for g in groups["by_context_length"]]
     per_req = s.per_request_acceptance_length or {}
-    summary = (f"AL {s.mean_acceptance_length:.2f} (per request {per_req.get('min', 0):.2f}–{per_req.get('max', 0):.2f}), "
-               f"acceptance rate {s.acceptance_rate:.1%} of {s.draft_tokens} draft tokens over {s.requests} requests")
+    al = groups["overall"].acceptance_length
+    summary = (f"AL {al.value:.2f} [{al.low:.2f}–{al.high:.2f}] (per request {per_req.get('min', 0):.2f}–"
+               f"{per_req.get('max', 0):.2f}), acceptance rate {s.acceptance_rate:.1%} of {s.draft_tokens} draft "
+               f"tokens over {s.requests} requests")
+    if len(groups["by_category"]) > 1:
+        summary += "; per category " + ", ".join(
+            f"{g.group} {g.acceptance_length.value:.2f}" for g in groups["by_category"])
     if s.per_position:
         summary += "; per position " + " / ".join(f"{v:.2f}" for v in s.per_position[:6])
     elif not ctx.target.contract.has_ids:
@@ -159,11 +259,15 @@ def run(ctx: SuiteContext) -> CheckResult:
     details["server_side"], disagreement = server_side(ctx, records)
     if details["server_side"]["available"]:
         summary += f"; server-side AL {details['server_side']['server']['mean_acceptance_length']:.2f}"
-    if threshold is not None and s.mean_acceptance_length < threshold:
-        return CheckResult(NAME, TITLE, FAILED, f"AL {s.mean_acceptance_length:.2f} < {threshold}: " + summary,
-                           details, gate)
+    verdicts, missing = gate_verdicts(threshold, groups["overall"], groups["by_category"])
+    details["gate_verdicts"], details["gate_categories_missing"] = verdicts, missing
+    status, why = _gate_outcome(verdicts, missing)
+    if status != PASSED:
+        return CheckResult(NAME, TITLE, status, f"{why} — {summary}", details, gate,
+                           inconclusive_allowed=ctx.recipe.validation.allow_inconclusive)
     if disagreement:
         status = FAILED if ctx.target.endpoints.loopback else WARNED
         return CheckResult(NAME, TITLE, status, f"{disagreement} — {summary}", details, gate)
+    if why:
+        summary += f"; gate: {why}"
     return CheckResult(NAME, TITLE, PASSED, summary, details, gate)
-

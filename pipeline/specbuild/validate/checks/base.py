@@ -15,7 +15,7 @@ from specbuild.validate.endpoints import Endpoints
 if TYPE_CHECKING:
     from specbuild.speculation import Speculation
     from specbuild.recipe.schema import Recipe
-    from specbuild.validate.prompts import Prompt, PromptFormat
+    from specbuild.recipe.prompts import Prompt, PromptFormat
     from specbuild.validate.tokenizer import ClientTokenizer
 
 PASSED, FAILED, WARNED, SKIPPED, ERROR = "passed", "failed", "warned", "skipped", "error"
@@ -199,6 +199,8 @@ class SuiteContext:
     server_scrapes: tuple | str | None = None
     tokenizer_problem: str | None = None  # why there is no tokenizer (what needs it says so)
     prompt_format: PromptFormat | None = None  # how the prompts are sent (validation.prompt_format)
+    prompts_left_out: list = field(default_factory=list)  # LeftOut: prompts of the set not sent, and why
+    prompt_tokens: dict[str, int] = field(default_factory=dict)  # prompt id -> its length as sent (tokens)
     # the results of the checks run so far, by name (a check may read an earlier one's figures)
     finished: dict[str, CheckResult] = field(default_factory=dict)
 
@@ -286,7 +288,7 @@ class SuiteContext:
     def full_draft_parallel(self) -> int:
         """Requests in flight during the prompt-set passes: options.parallel, or fewer where an adaptive
         draft_len_schedule would shorten the drafts (acceptance is judged at the full draft length)."""
-        from specbuild.draft_len_schedule import draft_length
+        from specbuild.standalone.draft_len_schedule import draft_length
 
         points = self.spec.draft_len_schedule
         n = max(1, self.options.parallel)

@@ -25,7 +25,7 @@ FORMULA = "limit = AL x t(1) / (t(verify) + t(draft))"
 
 def served_cores(ctx: SuiteContext) -> dict[str, dict] | str:
     """The core model configs the costs are measured from ({"target", "baseline"[, "draft"]}), or why not."""
-    from specbuild.triton.models.model_parameters import parameter
+    from specbuild.standalone.model_parameters import parameter
 
     configs: dict[str, dict] = {}
     try:

@@ -22,7 +22,7 @@ def _clip(s: str, n: int = 60) -> str:
 def _basic(ctx: SuiteContext, gens: list[Generation]) -> tuple[list[str], list[dict]]:
     problems, rows = [], []
     for p, g in zip(ctx.prompts, gens):
-        row = {"prompt": p.id, "kind": p.kind, "ok": g.ok, "tokens": g.num_tokens, "latency_s": round(g.latency, 4),
+        row = {"prompt": p.id, "category": p.category, "ok": g.ok, "tokens": g.num_tokens, "latency_s": round(g.latency, 4),
                "text": _clip(g.text, 120)}
         rows.append(row)
         if not g.ok:

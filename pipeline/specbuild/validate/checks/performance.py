@@ -21,8 +21,8 @@ import threading
 import time
 
 from specbuild.validate.aggregate import crossover, round_speedups, summarize_level, tokens_per_s, wall_time
-from specbuild.validate.checks.base import (FAILED, INCONCLUSIVE, PASSED, CheckResult, Deployment, SuiteContext,
-                                            timed)
+from specbuild.validate.checks.base import (FAILED, INCONCLUSIVE, PASSED, WARNED, CheckResult, Deployment,
+                                            SuiteContext, timed)
 from specbuild.validate.client import GenerateParams, Generation
 from specbuild.validate.local_server import LocalServer
 from specbuild.validate.machine_load import BUSY_THRESHOLD, LoadMeter
@@ -99,6 +99,17 @@ def gate_verdict(point, gate: float, foreign_share: float | None) -> tuple[str, 
     return PASSED, f"speedup at concurrency {GATE_LEVEL} is {spread} >= {gate}"
 
 
+def slowdown_warning(point) -> str | None:
+    """A sentence when the speculative deployment is slower than its baseline at concurrency 1 (the median of
+    the rounds below 1), gate or no gate: speculation that costs more than it earns is never silent."""
+    if point is None or point.value is None or point.value >= 1.0:
+        return None
+    spread = f"{point.value:.2f} (rounds {point.low:.2f}–{point.high:.2f}" + \
+        ("; every round slower)" if point.high < 1.0 else "; the rounds disagree)")
+    return (f"slower than the baseline at concurrency {GATE_LEVEL}: speedup {spread} — check the acceptance per "
+            "category and the draft length, or set validation.min_speedup to gate on it")
+
+
 @timed
 def run(ctx: SuiteContext) -> CheckResult:
     v = ctx.recipe.validation
@@ -166,6 +177,11 @@ def run(ctx: SuiteContext) -> CheckResult:
             details["gate_verdict"] = {"status": status, "why": why, "foreign_share": share}
             if status != PASSED:
                 summary_parts.insert(0, why)
+        slower = slowdown_warning(next((p for p in sp if p.concurrency == GATE_LEVEL), None))
+        details["slower_than_baseline"] = slower
+        if slower is not None:
+            summary_parts.insert(0 if status == PASSED else 1, slower)
+            status = WARNED if status == PASSED else status
     else:
         summary_parts.append(", ".join(f"{s.output_tokens_per_s:.0f} tok/s at {s.concurrency}"
                                        for s in levels_out[ctx.target.label]))

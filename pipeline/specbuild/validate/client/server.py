@@ -104,6 +104,14 @@ class ServerClient:
                 self._signatures.setdefault(model, cached)
         return cached
 
+    def server_version(self) -> str | None:
+        """The server's name and version as its metadata endpoint says (None when it does not answer)."""
+        try:
+            meta = self.http.get_server_metadata()
+        except Exception:  # noqa: BLE001 - an identity detail, not a check
+            return None
+        return f"{meta.get('name', '?')} {meta.get('version', '?')}"
+
     def repository_index(self) -> list[dict]:
         return list(self.http.get_model_repository_index())
 

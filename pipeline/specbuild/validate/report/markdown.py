@@ -11,7 +11,9 @@ ICON = {"passed": "✅ passed", "failed": "❌ failed", "error": "💥 error", "
 PLOT_TITLES = {"latency_vs_concurrency.png": "Latency vs concurrency",
                "throughput_vs_concurrency.png": "Throughput vs concurrency",
                "speedup_vs_concurrency.png": "Speedup vs concurrency",
-               "acceptance_per_position.png": "Acceptance per draft position"}
+               "acceptance_per_position.png": "Acceptance per draft position",
+               "acceptance_per_category.png": "Acceptance per category and context length",
+               "against.png": "Acceptance change per category vs the earlier report"}
 
 
 def _cell(value: Any) -> str:
@@ -143,9 +145,15 @@ def load_lines(L: dict) -> list[str]:
     return out + ([""] if L.get("problems") else [])
 
 
-def prompt_lines(prompt_format: dict | None, tokenizer: dict | None) -> list[str]:
-    """How the prompts were sent (chat template or raw, and why) and the client's tokenizer, or why none."""
+def prompt_lines(prompt_format: dict | None, tokenizer: dict | None, prompt_set: dict | None = None) -> list[str]:
+    """Where the prompts came from (categories, those left out), how they were sent (chat template or raw, and
+    why) and the client's tokenizer, or why none."""
     lines = []
+    if prompt_set:
+        cats = ", ".join(f"{name} {n}" for name, n in prompt_set["categories"].items())
+        lines.append(f"- prompt set: {prompt_set['source']} ({cats})")
+        for o in prompt_set.get("left_out") or []:
+            lines.append(f"- left out: {o['prompt']} ({o['category']}): {o['why']}")
     if prompt_format:
         how = (f"through the target's chat template ({prompt_format['template']})" if prompt_format["used"] == "chat"
                else "as they are (raw)")
@@ -159,6 +167,62 @@ def prompt_lines(prompt_format: dict | None, tokenizer: dict | None) -> list[str
     return lines
 
 
+def _iv(iv: dict | None, fmt: str = ".2f") -> str:
+    return "–" if iv is None else f"{iv['value']:{fmt}} [{iv['low']:{fmt}}–{iv['high']:{fmt}}]"
+
+
+def acceptance_group_lines(a: dict) -> list[str]:
+    """Acceptance per category and per context-length bucket, with intervals, and the gate's verdicts."""
+    if not a.get("by_category"):
+        return []
+    interval = a.get("interval") or {}
+    lines = [f"Per category and per context length (prompt tokens as sent); [low–high] is the "
+             f"{interval.get('confidence', 0):.0%} bootstrap interval over requests ({interval.get('resamples')} "
+             "resamples); AL and rates are pooled per verification step.", ""]
+    depth = max((len(g["per_position"] or []) for g in a["by_category"] + a["by_context_length"]), default=0)
+    header = ["requests", "steps", "AL", "acceptance rate"] + [f"pos {i}" for i in range(1, min(depth, 4) + 1)]
+    for title, groups in (("category", a["by_category"]), ("context length", a["by_context_length"])):
+        rows = [[g["group"], g["requests"], g["steps"], _iv(g["acceptance_length"]), _iv(g["acceptance_rate"], ".1%")] +
+                [_iv(p) for p in (g["per_position"] or [])[:4]] for g in groups]
+        lines += table([title] + header, rows)
+    if a.get("gate_verdicts"):
+        lines += table(["gated group", "minimum AL", "AL [interval]", "verdict"],
+                       [[v["group"], v["threshold"], _iv(v["acceptance_length"]), v["status"]]
+                        for v in a["gate_verdicts"]])
+    if a.get("gate_categories_missing"):
+        lines += ["Gated categories with no prompts in the set (not judged): " +
+                  ", ".join(a["gate_categories_missing"]) + ".", ""]
+    return lines
+
+
+def against_lines(against: dict | None, checks) -> list[str]:
+    """The comparison with an earlier report: what changed between the builds, acceptance per category and
+    speedup per level, old and new, with the change's interval and the verdict."""
+    if not against:
+        return []
+    from specbuild.validate.compare import PREFIX
+
+    lines = [f"## Against {against['report']}", ""]
+    changes = against.get("changes") or []
+    lines += ["What changed: " + ("; ".join(changes) if changes else "nothing the reports record") + ".", ""]
+    acc = [c for c in checks if c.name.startswith(f"{PREFIX}:acceptance:") and "change" in c.details]
+    if acc:
+        lines += table(["category", "earlier AL", "AL", "change [interval]", "verdict"],
+                       [[c.details["category"], f"{c.details['old_acceptance_length']:.3f}",
+                         f"{c.details['new_acceptance_length']:.3f}",
+                         f"{c.details['change']['value']:+.1%} [{c.details['change']['low']:+.1%} to "
+                         f"{c.details['change']['high']:+.1%}]", status_text(c)] for c in acc])
+    speed = [c for c in checks if c.name.startswith(f"{PREFIX}:speedup:")]
+    if speed:
+        def spread(p):
+            return f"{p['speedup']:.2f} ({p['speedup_min']:.2f}–{p['speedup_max']:.2f})"
+
+        lines += table(["concurrency", "earlier speedup (rounds)", "speedup (rounds)", "verdict"],
+                       [[c.details["concurrency"], spread(c.details["old"]), spread(c.details["new"]), c.summary]
+                        for c in speed])
+    return lines
+
+
 def _section(lines: list[str], title: str) -> None:
     lines += [f"## {title}", ""]
 
@@ -166,18 +230,21 @@ def _section(lines: list[str], title: str) -> None:
 def write_markdown(result, folder: Path, plots: list[str]) -> Path:
     d = result.to_dict()
     lines = [f"# Validation report — {d['recipe']}", "",
-             f"**Result: {'PASSED' if d['passed'] else 'FAILED'}** — method `{d['method']}` on the `{d['runtime']}` "
+             f"**Result: {'PASSED' if d['passed'] else 'FAILED'}**"
+             f"{' (with warnings, below)' if d.get('warnings') else ''} — method `{d['method']}` on the `{d['runtime']}` "
              f"runtime, serving model `{d['serving_model']}` ({d.get('contract', 'engine')} contract), "
              f"{d['prompts']} prompts, {d['duration_s']:.1f} s "
              f"(started {d['started']}).", "",
              f"- speculative deployment: {result.target.describe()}",
              f"- baseline deployment: {result.baseline.describe() if result.baseline else 'none'}",
-             *prompt_lines(d.get("prompt_format"), d.get("tokenizer")), ""]
+             *prompt_lines(d.get("prompt_format"), d.get("tokenizer"), d.get("prompt_set")), "",
+             *[f"- ⚠️ warning: {w}" for w in d.get("warnings") or []], *([""] if d.get("warnings") else [])]
     _section(lines, "Checks")
     lines += table(["check", "status", "gate", "summary", "time s"],
                    [[c.name, status_text(c), c.gate or "", c.summary, f"{c.duration_s:.1f}"]
                     for c in result.checks])
     by = {c.name: c for c in result.checks}
+    lines += against_lines(d.get("against"), result.checks)
 
     perf = by.get("performance")
     if perf and perf.details.get("levels"):
@@ -215,6 +282,7 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
                              cli["draft_tokens"], cli["accepted_tokens"]]])
         elif server:
             lines += [f"Server-side acceptance: not available ({server.get('why')}).", ""]
+        lines += acceptance_group_lines(a)
         if a.get("per_position"):
             lines += table(["draft position"] + [str(i) for i in range(1, len(a["per_position"]) + 1)],
                            [["accepted share"] + [f"{v:.3f}" for v in a["per_position"]]])
@@ -259,8 +327,8 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
     func = by.get("functional")
     if func and func.details.get("prompts"):
         _section(lines, "Prompts (speculative deployment, greedy)")
-        lines += table(["prompt", "kind", "tokens", "latency s", "text"],
-                       [[r["prompt"], r["kind"], r["tokens"], r["latency_s"], repr(r["text"])]
+        lines += table(["prompt", "category", "tokens", "latency s", "text"],
+                       [[r["prompt"], r["category"], r["tokens"], r["latency_s"], repr(r["text"])]
                         for r in func.details["prompts"]])
 
     if plots:

@@ -160,6 +160,64 @@ def acceptance_plot(plt, details: dict, path: Path, title: str) -> Path:
     return path
 
 
+def _interval_bars(ax, groups: list[dict], color: str, thresholds: dict | None = None) -> None:
+    """AL per group with its bootstrap interval as an error bar (and each group's gate, when it has one)."""
+    names = [g["group"] for g in groups]
+    values = [g["acceptance_length"]["value"] for g in groups]
+    errors = [[v - g["acceptance_length"]["low"] for v, g in zip(values, groups)],
+              [g["acceptance_length"]["high"] - v for v, g in zip(values, groups)]]
+    xs = list(range(len(groups)))
+    ax.bar(xs, values, color=color, yerr=errors, capsize=4)
+    for x, name in zip(xs, names):
+        if thresholds and name in thresholds:
+            ax.hlines(thresholds[name], x - 0.4, x + 0.4, colors="#d62728", linestyles="dashed")
+    ax.set_xticks(xs)
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("AL (bonus token included)")
+    ax.set_ylim(bottom=1.0 if min(values + [1.0]) >= 1.0 else 0.0)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def acceptance_groups_plot(plt, details: dict, path: Path, title: str) -> Path:
+    """AL per category and per context-length bucket with their intervals; the per-category gate dashed."""
+    thresholds = {v["group"]: v["threshold"] for v in details.get("gate_verdicts") or []}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    _interval_bars(axes[0], details["by_category"], COLORS["speculative"], thresholds)
+    axes[0].set_title("per category")
+    _interval_bars(axes[1], details["by_context_length"], "#2ca02c")
+    axes[1].set_title("per context length (prompt tokens)")
+    confidence = (details.get("interval") or {}).get("confidence", 0)
+    fig.suptitle(f"{title}: AL with {confidence:.0%} bootstrap intervals over requests")
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def against_plot(plt, checks: list, path: Path, title: str) -> Path:
+    """Relative AL change per category vs the earlier report, with its interval; the tolerance dashed."""
+    names = [c.details["category"] for c in checks]
+    values = [c.details["change"]["value"] * 100 for c in checks]
+    errors = [[v - c.details["change"]["low"] * 100 for v, c in zip(values, checks)],
+              [c.details["change"]["high"] * 100 - v for v, c in zip(values, checks)]]
+    colors = ["#d62728" if c.status == "failed" else COLORS["speculative"] for c in checks]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    xs = list(range(len(checks)))
+    ax.bar(xs, values, color=colors, yerr=errors, capsize=4)
+    ax.axhline(-checks[0].details["tolerance"] * 100, color="#d62728", linestyle="dashed", label="tolerance")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("AL change vs the earlier report (%)")
+    ax.legend(loc="best", fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(f"{title}: acceptance vs the earlier report")
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
 def write_plots(result, folder: Path) -> list[Path]:
     """The plots whose data the result holds."""
     by = {c.name: c for c in result.checks}
@@ -172,6 +230,11 @@ def write_plots(result, folder: Path) -> list[Path]:
             jobs.append((speedup_plot, perf.details, "speedup_vs_concurrency.png"))
     if acc is not None and acc.details.get("records"):
         jobs.append((acceptance_plot, acc.details, "acceptance_per_position.png"))
+    if acc is not None and acc.details.get("by_category"):
+        jobs.append((acceptance_groups_plot, acc.details, "acceptance_per_category.png"))
+    changes = [c for c in result.checks if c.name.startswith("against:acceptance:") and "change" in c.details]
+    if changes:
+        jobs.append((against_plot, changes, "against.png"))
     if not jobs:
         return []
     plt = _pyplot()

@@ -53,6 +53,8 @@ def print_result(result, console) -> None:
     verdict = "[bold green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
     failing = ", ".join(c.name for c in result.failures)
     console.print(f"{verdict}" + (f": {failing}" if failing else "") + f"  ({result.duration_s:.1f} s)")
+    for c in result.warnings:
+        console.print(f"[yellow]WARNING[/] {c.name}: {c.summary}", soft_wrap=True)
 
 
 def _ms(dist: dict | None) -> str:

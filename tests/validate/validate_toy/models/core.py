@@ -5,7 +5,7 @@ step_ms + token_ms * (tokens the step processes), so speculation (1 + draft_len 
 wins at low concurrency and loses at high concurrency, as on real hardware.
 
 Parameters: toy_mode (baseline|speculative), toy_broken (comma-separated: tokens, sampling), draft_len, max_input_len,
-max_seq_len, step_ms, token_ms.
+max_seq_len, step_ms, token_ms, toy_weak_on (a text: the drafts of a prompt holding it are all rejected).
 """
 
 import json
@@ -76,6 +76,8 @@ class TritonPythonModel:
         self.mode = _param(cfg, "toy_mode", "baseline")
         self.broken = set(_param(cfg, "toy_broken", "").split(","))
         self.draft_len = int(_param(cfg, "draft_len", "4"))
+        # a head that is weak on one kind of traffic: every draft of a prompt holding this text is rejected
+        self.weak_on = _param(cfg, "toy_weak_on", "")
         self.max_input_len = int(_param(cfg, "max_input_len", "256"))
         self.max_seq_len = int(_param(cfg, "max_seq_len", "512"))
         self.step_s = float(_param(cfg, "step_ms", "4")) / 1000.0
@@ -157,6 +159,10 @@ class TritonPythonModel:
             if self.mode == "speculative":
                 return [toy_lm.speculative_sample(ctx, job.temperature, job.rng)]
             return [toy_lm.sample_next(ctx, job.temperature, job.rng)]
+        if self.mode == "speculative" and job.generated and self.weak_on and \
+                self.weak_on in toy_lm.decode(job.prompt):  # the drafts proposed, none accepted
+            job.drafted += self.draft_len
+            return [toy_lm.greedy_next(ctx)]
         if self.mode == "speculative" and job.generated:  # the context step yields one token, as in TensorRT-LLM
             emitted, accepted = toy_lm.speculate(ctx, self.draft_len)
             job.drafted += self.draft_len

@@ -1,7 +1,7 @@
 """Pure helpers of the specbuild BLS (no Triton, no numpy needed): drafting and bookkeeping for one round.
 
 Kept beside model.py (the python backend puts the version folder on sys.path) so that they can be tested alone.
-Prompt-lookup drafting is specbuild/prompt_lookup_drafts.py, copied beside this file by the repository writer.
+Prompt-lookup drafting is specbuild/standalone/prompt_lookup_drafts.py, copied beside this file by the repository writer.
 """
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from specbuild.methods.base import Section
+from specbuild.section import Section
 
 INT32_MAX = 2**31 - 1  # Kubernetes int32 fields (replicas, probe timings, ...), tritonserver's int options
 INT64_MAX = 2**63 - 1  # Kubernetes int64 fields (terminationGracePeriodSeconds)
@@ -291,3 +291,17 @@ class DeploySection(Section):
     autoscaling: AutoscalingSection = Field(default_factory=AutoscalingSection)
     monitoring: MonitoringSection = Field(default_factory=MonitoringSection)
     slurm: SlurmSection = Field(default_factory=SlurmSection)
+
+
+def spans_nodes(recipe, spec) -> bool:
+    """The target's world (tp * pp ranks) is larger than one node (draft-target never is: its orchestrator spawns
+    the workers on one node)."""
+    b = recipe.build
+    return b.tp_size * b.pp_size > recipe.deploy.gpus_per_node and spec.draft_model is None
+
+
+def expected_gpu_id_count(recipe, spec) -> int:
+    """How many triton.gpu_device_ids the target lists: tp * pp on one node, one node's GPUs across nodes
+    (TensorRT-LLM gives rank r gpu_device_ids[r % len]: cpp/tensorrt_llm/runtime/worldConfig.cpp)."""
+    world = recipe.build.tp_size * recipe.build.pp_size
+    return recipe.deploy.gpus_per_node if spans_nodes(recipe, spec) else world

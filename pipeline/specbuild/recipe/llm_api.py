@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from specbuild.bounds import CancellationPeriodMs, PositiveInt32
-from specbuild.methods.base import Section
+from specbuild.section import Section
 
 RELEASES = ("1.0", "1.1", "1.2", "1.3")
 

@@ -1,8 +1,12 @@
-"""The prompt set: the recipe's (`validation.prompts`: a .txt file with one prompt per line, a .jsonl file with one
-object per line, a .json array of such objects, or an inline list) or the bundled one (prompts/default.json:
-Python-flavoured prompts of three kinds: code completion, summarisation-like copying, chat-like questions in
-comments; a .json file, so that it ships in the wheel's package data). An object holds a "prompt" (text) or
-"messages" (a chat: [{"role", "content"}, ...]), and optionally "id" and "kind".
+"""The prompt set: the recipe's (`validation.prompts`: a dataset file or an inline list) or the bundled one
+(prompts/default.jsonl: a small set made by this project, two or three prompts in each of seven categories:
+writing, coding, math, extraction, summarising, multi-turn chat, long-context; in the package data, so that it
+ships in the wheel).
+
+A dataset file is .txt (one text prompt per line), .jsonl (one record per line) or .json (an array of records).
+Each record is one of the formats of `prompt_records` (text, OpenAI chat messages, ShareGPT, an OpenAI request
+body as request logs hold them), decided per record, with an optional `id` and `category`. A record that is none
+of them is a UserError located at file:line (file: item N in a .json array) that says what is wrong and what to do.
 
 What is sent (`Prompt.text`) follows `validation.prompt_format` (`apply_prompt_format`): the target's chat
 template renders chat prompts, and text prompts as one user message, when the format is chat, or auto and the
@@ -16,27 +20,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbuild.errors import UserError
+from specbuild.recipe.prompt_records import FORMATS, RecordProblem, parse_record
 from specbuild.safe_files import read_json, read_text
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
-BUNDLED = Path(__file__).parent / "prompts" / "default.json"
-MAX_PROMPT_FILE_BYTES = 16 << 20  # prompts for a validation run, not a data set
+BUNDLED = Path(__file__).parent / "prompts" / "default.jsonl"
+MAX_PROMPT_FILE_BYTES = 16 << 20  # prompts for a validation run, not a training set
 WHAT = "prompt file (validation.prompts)"
-
-
-ITEM_SHAPE = ("a JSON object with a \"prompt\" string or a \"messages\" list of {\"role\": ..., \"content\": ...} "
-              "objects")
+TEXT_CATEGORY, CHAT_CATEGORY = "custom", "chat"  # a record's category when it names none
 
 
 @dataclass(frozen=True)
 class Prompt:
     index: int
     id: str
-    kind: str
+    category: str
     text: str  # what is sent (for a chat prompt: its rendering, once apply_prompt_format ran)
     messages: tuple[tuple[str, str], ...] | None = None  # a chat prompt's (role, content) turns
+    source: str = "text"  # the record's format: text, chat, sharegpt, request
 
     def conversation(self) -> list[dict[str, str]]:
         """The chat to render: the prompt's messages, or its text as one user message."""
@@ -44,38 +47,32 @@ class Prompt:
         return [{"role": role, "content": content} for role, content in turns]
 
 
-def _messages(value, where: str) -> tuple[tuple[str, str], ...]:
-    if not isinstance(value, list) or not value:
-        raise UserError(f"{where}: \"messages\" must be a non-empty list of {{\"role\", \"content\"}} objects")
-    turns = []
-    for m, message in enumerate(value, 1):
-        if not isinstance(message, dict) or set(message) != {"role", "content"} or \
-                not all(isinstance(message[k], str) for k in ("role", "content")) or not message["role"]:
-            raise UserError(f"{where}: message {m} must be an object with exactly a \"role\" and a \"content\" "
-                            "string (OpenAI style, e.g. {\"role\": \"user\", \"content\": \"...\"})")
-        turns.append((message["role"], message["content"]))
-    return tuple(turns)
-
-
 def _prompt(item, index: int, where: str) -> Prompt:
-    if not isinstance(item, dict) or ("prompt" in item) == ("messages" in item):
-        raise UserError(f"{where}: each item must be {ITEM_SHAPE} (one of the two)")
-    ident = str(item.get("id") or f"p{index}")
-    kind = str(item.get("kind") or ("chat" if "messages" in item else "custom"))
-    if "messages" in item:
-        return Prompt(index, ident, kind, "", _messages(item["messages"], where))
-    if not isinstance(item["prompt"], str):
-        raise UserError(f"{where}: \"prompt\" must be a string")
-    return Prompt(index, ident, kind, item["prompt"])
+    try:
+        fmt, fields = parse_record(item)
+    except RecordProblem as e:
+        raise UserError(f"{where}: {e}") from None
+    ident = str(fields["id"]) if fields["id"] not in (None, "") else f"p{index}"
+    turns = fields.get("turns")
+    category = fields["category"] or (CHAT_CATEGORY if turns is not None else TEXT_CATEGORY)
+    if turns is not None:
+        return Prompt(index, ident, category, "", turns, fmt)
+    return Prompt(index, ident, category, fields["text"], None, fmt)
 
 
-def _from_items(items: list, where: str) -> list[Prompt]:
-    return [_prompt(item, i, f"{where} item {i + 1}") for i, item in enumerate(items)]
+def _unique_ids(prompts: list[Prompt], where: str) -> list[Prompt]:
+    seen: dict[str, int] = {}
+    for p in prompts:
+        if p.id in seen:
+            raise UserError(f"{where}: prompts {seen[p.id] + 1} and {p.index + 1} share the id {p.id!r} — give "
+                            "each record its own id (reports and comparisons find prompts by id)")
+        seen[p.id] = p.index
+    return prompts
 
 
 def _from_json(path: Path) -> list[Prompt]:
     items = read_json(path, what=WHAT, max_bytes=MAX_PROMPT_FILE_BYTES, shape=list)
-    return _from_items(items, str(path))
+    return [_prompt(item, i, f"{path}: item {i + 1}") for i, item in enumerate(items)]
 
 
 def _from_jsonl(path: Path) -> list[Prompt]:
@@ -86,7 +83,8 @@ def _from_jsonl(path: Path) -> list[Prompt]:
         try:
             item = json.loads(line)
         except (ValueError, RecursionError) as e:
-            raise UserError(f"{path}:{lineno}: not valid JSON ({e}) — each line must be {ITEM_SHAPE}") from None
+            raise UserError(f"{path}:{lineno}: not valid JSON ({e}) — each line must be one JSON record: "
+                            f"{FORMATS}") from None
         out.append(_prompt(item, len(out), f"{path}:{lineno}"))
     return out
 
@@ -100,24 +98,24 @@ def load_prompt_file(path: Path) -> list[Prompt]:
         prompts = _from_json(path)
     else:
         lines = [ln for ln in read_text(path, what=WHAT, max_bytes=MAX_PROMPT_FILE_BYTES).splitlines() if ln.strip()]
-        prompts = [Prompt(i, f"p{i}", "custom", ln) for i, ln in enumerate(lines)]
+        prompts = [Prompt(i, f"p{i}", TEXT_CATEGORY, ln) for i, ln in enumerate(lines)]
     if not prompts:
         raise UserError(f"validation.prompts: {path} holds no prompts")
-    return prompts
+    return _unique_ids(prompts, str(path))
 
 
 def load_prompts(recipe: Recipe) -> list[Prompt]:
     """The recipe's prompt set, or the bundled one."""
     value = recipe.validation.prompts
     if value is None:
-        return _from_json(BUNDLED)
+        return load_prompt_file(BUNDLED)
     if isinstance(value, list):
         if not value:
             raise UserError("validation.prompts is an empty list — give prompts or leave it out")
-        return [Prompt(i, f"p{i}", "custom", item) if isinstance(item, str) else
-                Prompt(i, item.id or f"p{i}", item.kind or "chat", "",
-                       tuple((m.role, m.content) for m in item.messages))
-                for i, item in enumerate(value)]
+        return _unique_ids([Prompt(i, f"p{i}", TEXT_CATEGORY, item) if isinstance(item, str) else
+                            Prompt(i, item.id or f"p{i}", item.category or item.kind or CHAT_CATEGORY, "",
+                                   tuple((m.role, m.content) for m in item.messages), "chat")
+                            for i, item in enumerate(value)], "validation.prompts")
     return load_prompt_file(recipe.resolve(value))
 
 
@@ -174,3 +172,55 @@ def apply_prompt_format(prompts: list[Prompt], requested: str, tokenizer, tokeni
            "auto: the target's tokenizer has a chat template") + "; text prompts are sent as one user message"
     return rendered, PromptFormat(requested, "chat", why, template=f"{tokenizer.path}/{template}",
                                   example=rendered[0].text if rendered else None)
+
+
+# the client counts a prompt without special tokens; the server's preprocessing adds them (a beginning-of-sequence
+# token), so a prompt is kept only with room for one
+SERVER_ADDS = 1
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A prompt of the set that was not sent, and why."""
+
+    id: str
+    category: str
+    why: str
+
+    def to_dict(self) -> dict:
+        return {"prompt": self.id, "category": self.category, "why": self.why}
+
+
+def bundled_chats_without_template(prompts: list[Prompt], tokenizer) -> tuple[list[Prompt], list[LeftOut]]:
+    """The bundled set's chat prompts need the target's chat template: without one they are left out (a recipe's
+    own chat prompts are refused instead, by apply_prompt_format)."""
+    if tokenizer is not None and tokenizer.chat_template is not None:
+        return prompts, []
+    out = [LeftOut(p.id, p.category, "chat messages, and the target's tokenizer has no chat template")
+           for p in prompts if p.messages is not None]
+    return [p for p in prompts if p.messages is None], out
+
+
+def fit_to_limits(prompts: list[Prompt], tokenizer, max_input_len: int, max_seq_len: int, max_tokens: int) \
+        -> tuple[list[Prompt], list[LeftOut], dict[str, int]]:
+    """The prompts (as sent) that fit the deployment's limits, those that do not (longer than build.max_input_len,
+    or with max_tokens beyond build.max_seq_len), and each prompt's length in the target's tokens (none without a
+    tokenizer: then every prompt is kept). UserError when none fits."""
+    if tokenizer is None:
+        return prompts, [], {}
+    lengths = {p.id: len(tokenizer.encode(p.text)) for p in prompts}
+    kept, out = [], []
+    for p in prompts:
+        n = lengths[p.id]
+        sent = f"{n} tokens (+{SERVER_ADDS} the server's tokenizer may add)"
+        if n + SERVER_ADDS > max_input_len:
+            out.append(LeftOut(p.id, p.category, f"{sent} > build.max_input_len {max_input_len}"))
+        elif n + SERVER_ADDS + max_tokens > max_seq_len:
+            out.append(LeftOut(p.id, p.category, f"{sent} + validation.max_tokens {max_tokens} > "
+                                                 f"build.max_seq_len {max_seq_len}"))
+        else:
+            kept.append(p)
+    if not kept:
+        raise UserError(f"validation.prompts: no prompt fits the deployment ({out[0].id}: {out[0].why}) — give "
+                        "shorter prompts, or raise build.max_input_len / build.max_seq_len")
+    return kept, out, lengths

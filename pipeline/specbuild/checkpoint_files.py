@@ -1,5 +1,5 @@
-"""Reading Hugging Face checkpoint configs and tokenizers (shared by the method modules' file checks and the
-runtimes). Reads go through specbuild.safe_files: bounded, regular files only (a FIFO or device never blocks),
+"""Reading Hugging Face checkpoint configs and tokenizers (the method modules' and runtimes' file checks, the engine
+facts). Reads go through specbuild.safe_files: bounded, regular files only (a FIFO or device never blocks),
 symlinks kept inside the checkpoint (or its Hugging Face hub-cache repository folder)."""
 
 from __future__ import annotations

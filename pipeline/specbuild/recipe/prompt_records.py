@@ -1,0 +1,201 @@
+"""The records a prompt dataset may hold (validation.prompts), one pydantic model per format, and which format a
+record is, decided per record from its keys:
+
+- text: `{"prompt": "..."}`
+- chat: `{"messages": [{"role", "content"}, ...]}` (OpenAI style; content a string or a list of text parts)
+- ShareGPT: `{"conversations": [{"from": "human"|"gpt"|"system", "value": "..."}, ...]}`
+- request: an OpenAI chat-completion (or completion) request body, `{"model", "messages" | "prompt", ...}`, as
+  a request log holds them, bare or as a Batch API line `{"custom_id", "method", "url", "body": {...}}`
+
+Every record may carry an `id` and a `category` (the older name `kind` is read as the category; a request body
+may carry it in `metadata.category`). A conversation's trailing assistant turns are the reply the suite asks the
+deployment for: they are dropped, and what remains must end with a turn the model answers."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+NonEmpty = Annotated[str, Field(min_length=1)]
+Ident = Union[str, int]
+
+
+class TextPart(BaseModel):
+    """A text part of an OpenAI message's content list (other parts, images or audio, cannot be sent)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text"]
+    text: str
+
+
+class Message(BaseModel):
+    """An OpenAI-style chat message (fields beyond role and content, e.g. name, are not sent)."""
+
+    model_config = ConfigDict(extra="ignore")
+    role: NonEmpty
+    content: Union[str, list[TextPart]]
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_parts_only(cls, value):
+        if isinstance(value, list):
+            for i, part in enumerate(value, 1):
+                if isinstance(part, dict) and part.get("type") != "text":
+                    raise ValueError(f"part {i} is {part.get('type')}: only text parts can be sent")
+        return value
+
+    @property
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+
+class _Labelled(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: Ident | None = None
+    category: NonEmpty | None = None
+    kind: NonEmpty | None = None  # the older name of category
+
+
+class TextRecord(_Labelled):
+    prompt: str
+
+
+class ChatRecord(_Labelled):
+    messages: Annotated[list[Message], Field(min_length=1)]
+
+
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                  "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant",
+                  "system": "system"}
+
+
+class ShareGPTTurn(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    speaker: Literal[tuple(SHAREGPT_ROLES)] = Field(alias="from")
+    value: str
+
+
+class ShareGPTRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # ShareGPT dumps carry more (model, language, ...)
+    id: Ident | None = None
+    category: NonEmpty | None = None
+    conversations: Annotated[list[ShareGPTTurn], Field(min_length=1)]
+
+
+class RequestMetadata(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    category: NonEmpty | None = None
+
+
+class ChatRequest(BaseModel):
+    """An OpenAI chat-completion request body; its sampling fields are not replayed (the suite decodes greedily
+    with validation.max_tokens)."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str
+    messages: Annotated[list[Message], Field(min_length=1)]
+    metadata: RequestMetadata | None = None
+    category: NonEmpty | None = None
+    id: Ident | None = None
+
+
+class CompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    model: str
+    prompt: str
+    metadata: RequestMetadata | None = None
+    category: NonEmpty | None = None
+    id: Ident | None = None
+
+
+class BatchLine(BaseModel):
+    """One line of an OpenAI Batch API input file: a request body and its custom_id."""
+
+    model_config = ConfigDict(extra="ignore")
+    custom_id: Ident | None = None
+    method: str | None = None
+    url: str | None = None
+    body: dict
+
+
+FORMATS = ("text {\"prompt\"}, chat {\"messages\"}, ShareGPT {\"conversations\"}, or an OpenAI request body "
+           "{\"model\", \"messages\"} (bare or as a Batch API line with \"body\")")
+
+
+class RecordProblem(ValueError):
+    """What is wrong with one record and what to do (the caller adds where it is)."""
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    return f"{loc}: {err['msg']}" if loc else err["msg"]
+
+
+SHAPES = {
+    "text": "{\"prompt\": \"...\"} with an optional \"id\" and \"category\" and nothing else",
+    "chat": "{\"messages\": [{\"role\": \"user\", \"content\": \"...\"}, ...]} (a non-empty list; content a "
+            "string or a list of {\"type\": \"text\", \"text\"} parts) with an optional \"id\" and \"category\"",
+    "ShareGPT": "{\"conversations\": [{\"from\": \"human\", \"value\": \"...\"}, ...]} (from: " +
+                ", ".join(SHAREGPT_ROLES) + ")",
+    "chat-completion request": "an OpenAI chat-completion body {\"model\": \"...\", \"messages\": [{\"role\", "
+                               "\"content\"}, ...], ...}",
+    "completion request": "an OpenAI completion body {\"model\": \"...\", \"prompt\": \"...\", ...}",
+    "Batch API": "{\"custom_id\": \"...\", \"body\": {<a chat-completion request body>}}",
+}
+
+
+def _model(cls, item: dict, what: str):
+    try:
+        return cls.model_validate(item)
+    except ValidationError as e:
+        raise RecordProblem(f"a {what} record, but {_first_error(e)} — write it as {SHAPES[what]}") from None
+
+
+def _turns(messages: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The conversation up to the reply asked for: trailing assistant turns dropped."""
+    while messages and messages[-1][0] == "assistant":
+        messages = messages[:-1]
+    if not messages:
+        raise RecordProblem("the conversation has only assistant turns — give at least one turn for the model "
+                            "to answer (a user turn)")
+    return tuple(messages)
+
+
+def _message_turns(messages: list[Message]) -> tuple[tuple[str, str], ...]:
+    return _turns([(m.role, m.text) for m in messages])
+
+
+def parse_record(item) -> tuple[str, dict]:
+    """(format, fields): fields has `text` (str) or `turns` ((role, content), ...), and `id`, `category` (each
+    None when the record has none). RecordProblem when it is none of the formats or a malformed one."""
+    if not isinstance(item, dict):
+        raise RecordProblem(f"a record must be a JSON object, not {type(item).__name__} — give one of: {FORMATS}")
+    if "body" in item and isinstance(item.get("body"), dict):
+        line = _model(BatchLine, item, "Batch API")
+        fmt, fields = parse_record(line.body)
+        if fields["id"] is None and line.custom_id is not None:
+            fields["id"] = str(line.custom_id)
+        return "request", fields
+    if "conversations" in item:
+        rec = _model(ShareGPTRecord, item, "ShareGPT")
+        turns = _turns([(SHAREGPT_ROLES[t.speaker], t.value) for t in rec.conversations])
+        return "sharegpt", {"turns": turns, "id": rec.id, "category": rec.category}
+    if "model" in item and ("messages" in item or "prompt" in item):
+        if "messages" in item:
+            rec = _model(ChatRequest, item, "chat-completion request")
+            fields = {"turns": _message_turns(rec.messages)}
+        else:
+            rec = _model(CompletionRequest, item, "completion request")
+            fields = {"text": rec.prompt}
+        category = rec.category or (rec.metadata.category if rec.metadata else None)
+        return "request", {**fields, "id": rec.id, "category": category}
+    if ("prompt" in item) == ("messages" in item):
+        raise RecordProblem(f"the record has {'both' if 'prompt' in item else 'neither'} \"prompt\" and "
+                            f"\"messages\" — give one of: {FORMATS}")
+    if "messages" in item:
+        rec = _model(ChatRecord, item, "chat")
+        return "chat", {"turns": _message_turns(rec.messages), "id": rec.id, "category": rec.category or rec.kind}
+    rec = _model(TextRecord, item, "text")
+    return "text", {"text": rec.prompt, "id": rec.id, "category": rec.category or rec.kind}
