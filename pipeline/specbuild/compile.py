@@ -16,13 +16,14 @@ import contextlib
 import os
 import shlex
 import shutil
-import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from rich.console import Console
 
+from specbuild.output.steps import Stages
 from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep, make_plan
 from specbuild.recipe.schema import Recipe
 from specbuild.runtimes import runtime_for
@@ -44,23 +45,6 @@ class CompileOptions:
         return BuildOptions(trtllm_examples=self.trtllm_examples)
 
 
-class Stages:
-    """Prints one line per finished stage and a spinner while a stage runs."""
-
-    def __init__(self, console: Console):
-        self.console = console
-
-    @contextlib.contextmanager
-    def stage(self, title: str):
-        start = time.monotonic()
-        with self.console.status(title) as status:
-            yield lambda message: status.update(f"{title}: {message}")
-        self.console.print(f"[green]✓[/green] {title} [dim]({time.monotonic() - start:.1f} s)[/dim]")
-
-    def notice(self, message: str) -> None:
-        self.console.print(f"[yellow]![/yellow] {message}", soft_wrap=True)
-
-
 def installed_trtllm_version() -> str | None:
     """The installed TensorRT-LLM's version (it picks the bundle's image tag), None when there is none."""
     from specbuild.errors import UserError
@@ -80,12 +64,14 @@ def build_engines(recipe: Recipe, layout: Layout, options: BuildOptions | None =
     return runtime_for(recipe).build_engines(plan.engine_steps, recipe, layout, progress=progress)
 
 
-def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console) -> int:
+def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console,
+                   stages: Stages | None = None) -> int:
+    """`stages` records the steps run (and the validation's result) for `compile --json`."""
+    stages = stages or Stages(console)
     if options.render_only:
-        return render_recipe(recipe, layout, options, console)
+        return render_recipe(recipe, layout, options, console, stages)
     plan: Plan = make_plan(recipe, layout, options.build)
     runtime = runtime_for(recipe)
-    stages = Stages(console)
     console.print(f"[bold]{recipe.name}[/bold]: {plan.method} on the {plan.runtime} runtime{plan._flavour} "
                   f"({len(plan.steps)} steps; `specbuild plan` shows them)")
 
@@ -159,7 +145,8 @@ def render_note(recipe: Recipe, plan: Plan, layout: Layout, written: list[Path],
     return "\n".join(lines) + "\n"
 
 
-def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console) -> int:
+def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console,
+                  stages: Stages | None = None) -> int:
     """compile --render-only: every repository and the bundle, written under render/<name>/ with RENDER_ONLY.md;
     on failure render/<name>/ is removed (it holds nothing else)."""
     from specbuild.paths import show
@@ -167,7 +154,7 @@ def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, conso
     target = render_layout(layout)
     plan: Plan = make_plan(recipe, target, options.build)
     runtime = runtime_for(recipe)
-    stages = Stages(console)
+    stages = stages or Stages(console)
     root = render_root(target)
     console.print(f"[bold]{recipe.name}[/bold]: rendering the repositories and bundle of {plan.method} on the "
                   f"{plan.runtime} runtime{plan._flavour} for review into {show(root)} (no engines are built, "
@@ -209,6 +196,7 @@ def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, P
     from specbuild.serve import TritonServer, decode_cpus
     from specbuild.serve.server import stop_together
     from specbuild.validate import Endpoints, run_validation
+    from specbuild.validate.report.terminal import print_result, progress_bar
 
     runtime = runtime_for(recipe)
     with contextlib.ExitStack() as stack:
@@ -229,13 +217,16 @@ def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, P
         baseline = servers.get("baseline")
         # the suite's clients stay off the CPUs kept for the decoders, as tritonserver does
         stack.enter_context(decode_cpus.running_on(servers["target"].client_cpus))
-        result = run_validation(
-            recipe,
-            Endpoints.of(servers["target"]),
-            Endpoints.of(baseline) if baseline else None,
-            report_dir=layout.report,
-            console=console,
-            exit_reasons={role: server.exit_reason for role, server in servers.items()},
-        )
+        with stages.stage("validate", spinner=False) as progress:
+            validate = partial(run_validation, recipe, Endpoints.of(servers["target"]),
+                               Endpoints.of(baseline) if baseline else None, report_dir=layout.report,
+                               exit_reasons={role: server.exit_reason for role, server in servers.items()})
+            if stages.live:  # a terminal: the suite's progress bar
+                with progress_bar(console) as bar:
+                    result = validate(progress=bar)
+            else:  # a log: the steady progress lines, with the suite's stage
+                result = validate(progress=lambda stage, done, total: progress(f"{stage} {done}/{total or '?'}"))
+        stages.validation = result
+        print_result(result, console)
     console.print(f"report: {layout.report}", soft_wrap=True)
     return 0 if result.passed else 1
