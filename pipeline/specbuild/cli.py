@@ -304,11 +304,12 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
     with _refusals_as_json("compile", recipe, as_json):
         code = compile_recipe(r, layout, options, console, stages)
     if as_json:
+        from specbuild.compile import render_layout
         from specbuild.output.commands import compile_document
         from specbuild.plan import make_plan
 
-        click.echo(json.dumps(compile_document(r, make_plan(r, layout, options.build), stages, code,
-                                               rendered=render_only), indent=2))
+        written = make_plan(r, render_layout(layout) if render_only else layout, options.build)
+        click.echo(json.dumps(compile_document(r, written, stages, code, rendered=render_only), indent=2))
     if code:
         raise click.exceptions.Exit(code)
 
@@ -416,6 +417,10 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
                         "--baseline-url and keep the performance check")
     with progress_bar(_console(stderr=True)) as progress:
         result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress)
+    if report_dir is not None:
+        from specbuild.provenance import make_manifest, stamp
+
+        stamp(report_dir, make_manifest(r, "report", report_dir), "report")
     out = _console(stderr=as_json)
     print_result(result, out)
     if result.report_files:

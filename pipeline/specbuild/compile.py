@@ -25,6 +25,7 @@ from rich.console import Console
 
 from specbuild.output.steps import Stages
 from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep, make_plan
+from specbuild.provenance import make_manifest, stamp
 from specbuild.recipe.schema import Recipe
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
@@ -75,27 +76,35 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
     console.print(f"[bold]{recipe.name}[/bold]: {plan.method} on the {plan.runtime} runtime{plan._flavour} "
                   f"({len(plan.steps)} steps; `specbuild plan` shows them)")
 
+    # what every output was made from (specbuild.provenance), identified once
+    manifest = make_manifest(recipe, "", Path(), plan=plan.to_dict())
     if plan.engine_steps:
         with stages.stage("engines") as progress:
             runtime.build_engines(plan.engine_steps, recipe, layout, progress=progress, notice=stages.notice)
+        for role in plan.outputs.engines:
+            stamp(layout.engine(role), manifest, "engine")
 
     repositories = plan.of(RepositoryStep)
     for step in repositories:
         with stages.stage(f"repository {step.path}") as progress:
             runtime.write_repository(recipe, layout, step.role, progress=progress, notice=stages.notice)
+        stamp(step.path, manifest, "repository")
 
     bundles = plan.of(DeployStep)
     if bundles:
         from specbuild.deploy.bundle import write_bundle
 
         with stages.stage(f"deployment bundle {bundles[0].folder}"):
-            write_bundle(recipe, layout, folder=bundles[0].folder, trtllm_version=installed_trtllm_version(),
-                         notice=stages.notice)
+            bundle = write_bundle(recipe, layout, folder=bundles[0].folder,
+                                  trtllm_version=installed_trtllm_version(), notice=stages.notice)
+        if bundle is not None:
+            stamp(bundle, manifest, "bundle")
 
     if not options.validate:
         console.print(f"serve it with: specbuild serve {layout.repository()}", soft_wrap=True)
         return 0
-    return serve_and_validate(recipe, layout, {s.role: s.path for s in repositories}, options, stages, console)
+    return serve_and_validate(recipe, layout, {s.role: s.path for s in repositories}, options, stages, console,
+                              manifest)
 
 
 RENDER_NOTE = "RENDER_ONLY.md"
@@ -192,7 +201,7 @@ def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, conso
 
 
 def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, Path], options: CompileOptions,
-                       stages: Stages, console: Console) -> int:
+                       stages: Stages, console: Console, manifest: dict | None = None) -> int:
     from specbuild.serve import TritonServer, decode_cpus
     from specbuild.serve.server import stop_together
     from specbuild.validate import Endpoints, run_validation
@@ -228,5 +237,6 @@ def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, P
                 result = validate(progress=lambda stage, done, total: progress(f"{stage} {done}/{total or '?'}"))
         stages.validation = result
         print_result(result, console)
+    stamp(layout.report, manifest or make_manifest(recipe, "", Path()), "report")
     console.print(f"report: {layout.report}", soft_wrap=True)
     return 0 if result.passed else 1

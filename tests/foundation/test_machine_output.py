@@ -197,3 +197,14 @@ def test_a_refused_compile_json_still_prints_one_document(tmp_path):
     assert run.returncode == 2 and doc["verdict"] == "error" and doc["findings"][0]["field"]
     events = [json.loads(line) for line in run.stderr.splitlines()]
     assert [e["event"] for e in events][-2:] == ["error", "finished"] and events[-1]["exit_code"] == 2
+
+
+def test_render_only_json_names_the_rendered_folders(tmp_path):
+    run = _run("compile", str(ROOT / "recipes" / "tensorrt-llm" / "medusa.yaml"), "--render-only", "--json",
+               cwd=tmp_path)
+    doc = _one_document(run.stdout)
+    assert run.returncode == 0 == doc["exit_code"] and doc["verdict"] == "rendered", run.stderr[-2000:]
+    repository = tmp_path / doc["outputs"]["repository"]
+    assert repository.resolve() == (tmp_path / "render" / "trt-medusa" / "triton_repo" / "trt-medusa").resolve()
+    assert (repository / "tensorrt_llm" / "config.pbtxt").is_file()
+    assert [s["name"] for s in doc["steps"]][0].startswith("repository ")
