@@ -277,14 +277,22 @@ def schema() -> None:
               help="tritonserver binary to serve with (default: a system one, else nvidia-pytriton's).")
 @_decode_cpus_option
 @_json_option("the steps run with their durations, the outputs, the findings and the verdict")
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Write every repository and validate again, even where the output in place was made from the "
+              "same inputs (by default such a step is reused and says so).")
+@click.option("--revalidate", is_flag=True, help="Serve and validate again even when the passing verdict of the "
+              "same repositories and recipe is in place.")
 def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, no_validate: bool,  # noqa: A001
             render_only: bool, trtllm_examples: str | None, tritonserver: Path | None, decode_cpus: str,
-            as_json: bool) -> None:
+            as_json: bool, no_cache: bool, revalidate: bool) -> None:
     """Build engines, write the Triton repository, serve it on free loopback ports, validate it, report.
 
     \b
     Exit code: 0 when every gate of the recipe's validation section holds, 1 when a gate fails, 2 for user errors.
-    Outputs: engines/<name>/, triton_repo/<name>/ (+ <name>-baseline/), reports/<name>/.
+    Outputs: engines/<name>/, triton_repo/<name>/ (+ <name>-baseline/), reports/<name>/, each with a
+    provenance.json saying what it was made from. A repository, and a passing verdict, already in place and made
+    from the same inputs are reused (the output says which; --no-cache, --revalidate); engines are always built.
+    --json prints one document (steps, findings, outputs, verdict: docs/machine-output.md).
     Examples:
       specbuild compile recipes/demo.yaml
       specbuild compile recipes/tensorrt-llm/eagle.yaml --no-validate --trtllm-examples /app/examples
@@ -297,7 +305,8 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
         r = _load(recipe, trtllm_examples)
     _print_warnings(r)
     options = CompileOptions(validate=not no_validate, render_only=render_only, trtllm_examples=trtllm_examples,
-                             tritonserver=tritonserver, decode_cpus=decode_cpus)
+                             tritonserver=tritonserver, decode_cpus=decode_cpus, reuse=not no_cache,
+                             revalidate=revalidate)
     layout = _layout(r, engines_dir, repo_dir, report_dir)
     console = _console(stderr=True)
     stages = Stages(console)

@@ -23,6 +23,7 @@ from typing import Callable
 
 from rich.console import Console
 
+from specbuild import step_cache
 from specbuild.output.steps import Stages
 from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep, make_plan
 from specbuild.provenance import make_manifest, stamp
@@ -40,6 +41,8 @@ class CompileOptions:
     tritonserver: Path | None = None
     # serve/decode_cpus.py: CPUs kept for the reference core's decoding thread (--decode-cpus, SPECBUILD_DECODE_CPUS)
     decode_cpus: str = field(default_factory=lambda: os.environ.get(DECODE_CPUS_ENV, "auto"))
+    reuse: bool = True  # reuse a repository or a verdict made from the same inputs (specbuild.step_cache)
+    revalidate: bool = False  # serve and validate even when the verdict could be reused
 
     @property
     def build(self) -> BuildOptions:
@@ -85,10 +88,16 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
             stamp(layout.engine(role), manifest, "engine")
 
     repositories = plan.of(RepositoryStep)
+    keys: dict[str, str] = {}
     for step in repositories:
+        keys[step.role] = key = step_cache.repository_key(recipe, manifest, step.role, layout,
+                                                          step_cache.written_with(options))
+        if options.reuse and step_cache.reusable(step.path, key):
+            stages.reused(f"repository {step.path}", "nothing it is written from changed")
+            continue
         with stages.stage(f"repository {step.path}") as progress:
             runtime.write_repository(recipe, layout, step.role, progress=progress, notice=stages.notice)
-        stamp(step.path, manifest, "repository")
+        stamp(step.path, {**manifest, "step": step_cache.step_record(key, step.path)}, "repository")
 
     bundles = plan.of(DeployStep)
     if bundles:
@@ -103,8 +112,11 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
     if not options.validate:
         console.print(f"serve it with: specbuild serve {layout.repository()}", soft_wrap=True)
         return 0
+    validation_key = step_cache.validation_key(recipe, keys, step_cache.served_with(options))
+    if options.reuse and not options.revalidate and step_cache.passed_before(layout.report, validation_key):
+        return step_cache.reuse_verdict(layout.report, stages, console)
     return serve_and_validate(recipe, layout, {s.role: s.path for s in repositories}, options, stages, console,
-                              manifest)
+                              manifest, validation_key)
 
 
 RENDER_NOTE = "RENDER_ONLY.md"
@@ -201,7 +213,8 @@ def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, conso
 
 
 def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, Path], options: CompileOptions,
-                       stages: Stages, console: Console, manifest: dict | None = None) -> int:
+                       stages: Stages, console: Console, manifest: dict | None = None,
+                       validation_key: str | None = None) -> int:
     from specbuild.serve import TritonServer, decode_cpus
     from specbuild.serve.server import stop_together
     from specbuild.validate import Endpoints, run_validation
@@ -237,6 +250,9 @@ def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, P
                 result = validate(progress=lambda stage, done, total: progress(f"{stage} {done}/{total or '?'}"))
         stages.validation = result
         print_result(result, console)
-    stamp(layout.report, manifest or make_manifest(recipe, "", Path()), "report")
+    manifest = manifest or make_manifest(recipe, "", Path())
+    if validation_key is not None:
+        manifest = {**manifest, "step": step_cache.step_record(validation_key, layout.report)}
+    stamp(layout.report, manifest, "report")
     console.print(f"report: {layout.report}", soft_wrap=True)
     return 0 if result.passed else 1

@@ -146,8 +146,9 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return json.loads((path / MANIFEST if path.is_dir() else path).read_text())
 
 
-# Keys that differ between any two builds without the inputs differing.
-NOT_COMPARED = {("created",), ("output",), ("kind",)}
+# Keys that differ between any two outputs without their inputs differing (`step`: the output's own key and
+# content hash, specbuild.step_cache; its inputs are compared one by one).
+NOT_COMPARED = {("created",), ("output",), ("kind",), ("step",)}
 
 
 def diff_manifests(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -175,10 +176,13 @@ def _diff(a: Any, b: Any, path: tuple, lines: list[str]) -> None:
     where = ".".join(str(p) for p in path) or "<manifest>"
     if isinstance(a, dict) and isinstance(b, dict):
         for key in _keys(a, b):
+            inner = ".".join(str(p) for p in (*path, key))
+            if (*path, key) in NOT_COMPARED:
+                continue
             if key not in a:
-                lines.append(f"{where}.{key}: added ({_short(b[key])})")
+                lines.append(f"{inner}: added ({_short(b[key])})")
             elif key not in b:
-                lines.append(f"{where}.{key}: removed (was {_short(a[key])})")
+                lines.append(f"{inner}: removed (was {_short(a[key])})")
             else:
                 _diff(a[key], b[key], (*path, key), lines)
         return

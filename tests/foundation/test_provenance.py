@@ -101,6 +101,10 @@ def test_stamp_writes_the_file_whole_and_only_into_a_folder(tmp_path):
     back = read_manifest(folder)
     assert back["kind"] == "repository" and back["output"] == str(folder)
     assert diff_manifests(m, back) == []
+    grown = {**back, "versions": {**back["versions"], "tensorrt_llm": "1.2.1", "onnx": "1.17"}}
+    del grown["versions"]["torch"]
+    assert diff_manifests(back, grown) == ["versions.torch: removed (was " + back["versions"]["torch"] + ")",
+                                           "versions.tensorrt_llm: null -> 1.2.1", "versions.onnx: added (1.17)"]
 
 
 @pytest.fixture(scope="module")

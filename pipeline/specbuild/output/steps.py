@@ -41,7 +41,7 @@ def progress_interval() -> float:
 @dataclass
 class StepRecord:
     name: str
-    status: str = "running"  # done | failed | interrupted | reused
+    status: str = "running"  # done | failed | interrupted | reused (Stages.reused)
     duration_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,6 +141,12 @@ class Stages:
             self.events.emit("step.finished", step=title, status=record.status,
                              duration_s=round(record.duration_s, 3))
         self.console.print(f"[green]✓[/green] {title} [dim]({record.duration_s:.1f} s)[/dim]", soft_wrap=True)
+
+    def reused(self, title: str, why: str) -> None:
+        """A step whose output is already in place, made from the same inputs (specbuild.step_cache)."""
+        self.steps.append(StepRecord(title, "reused", 0.0))
+        self.events.emit("step.reused", step=title, why=why)
+        self.console.print(f"[cyan]↺[/cyan] {title}: reused ({why})", soft_wrap=True)
 
     def _progress_line(self, title: str, elapsed: float, message: str | None) -> None:
         self.events.emit("step.progress", step=title, elapsed_s=round(elapsed, 1), message=message)
