@@ -178,3 +178,19 @@ def write_tree(final: Path, files: Mapping[str, str | bytes], *, executable: tup
             if rel in executable:
                 path.chmod(0o755)
     return final
+
+
+def write_file(final: Path, content: str | bytes) -> Path:
+    """Write one file atomically: a sibling `.<name>.partial-<pid>` renamed over `final` (never half-written)."""
+    final = Path(final)
+    tmp = final.with_name(f".{final.name}.partial-{os.getpid()}")
+    try:
+        if isinstance(content, bytes):
+            tmp.write_bytes(content)
+        else:
+            tmp.write_text(content)
+        os.replace(tmp, final)
+    except BaseException:
+        _remove(tmp)
+        raise
+    return final

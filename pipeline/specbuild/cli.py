@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -39,8 +40,12 @@ def _layout(recipe, engines_dir: Path, repo_dir: Path, report_dir: Path):
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, "--version", prog_name="specbuild")
 @click.option("--debug", is_flag=True, help="Show full tracebacks for internal errors.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              envvar="SPECBUILD_LOG_FORMAT",
+              help="json: stderr carries one JSON event per line (step started/progress/finished with durations, "
+              "warnings, errors) instead of the text for people (docs/machine-output.md).")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
+def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
     """Build speculative-decoding LLM deployments for NVIDIA Triton from one YAML recipe.
 
     \b
@@ -52,8 +57,16 @@ def cli(ctx: click.Context, debug: bool) -> None:
       specbuild check recipes/reference/eagle.yaml      # validate a recipe
       specbuild plan recipes/tensorrt-llm/medusa.yaml   # show every step and command, run nothing
       specbuild compile recipes/demo.yaml               # engines -> repository -> serve -> validate
+    \b
+    In CI (docs/machine-output.md): output that is not a terminal gets whole tables (COLUMNS narrows them) and a
+    progress line every 15 s during long steps (SPECBUILD_PROGRESS_INTERVAL); NO_COLOR turns colours off;
+    --json (check, plan, compile, validate, doctor) prints one JSON document on stdout with the keys format,
+    command, verdict, exit_code, steps, findings, outputs; --log-format json turns stderr into JSON events.
     """
+    from specbuild.output import events
+
     ctx.ensure_object(dict)["debug"] = debug
+    events.configure(log_format, ctx.invoked_subcommand)
 
 
 def _examples_option(f):
@@ -111,15 +124,50 @@ def _load(recipe: Path, trtllm_examples: str | None = None, *, building: bool = 
 def _print_warnings(r) -> None:
     """A recipe's warnings (what lowers acceptance without refusing the build), on stderr, for every command that
     builds or plans from it: a `plan --json` on stdout stays one document."""
+    from specbuild.output.events import current
+
     for warning in r.warnings:
-        click.echo(str(warning), err=True)
+        if current().enabled:
+            current().emit("warning", message=warning.message.removeprefix("warning: "), file=warning.file,
+                           line=warning.line, col=warning.col, field=warning.field)
+        else:
+            click.echo(str(warning), err=True)
+
+
+def _console(*, stderr: bool = False, soft_wrap: bool = False):
+    """A rich console that never cuts a table in a log (specbuild.output.console); stderr is quiet with
+    --log-format json (the events replace it)."""
+    from specbuild.output.console import make_console
+    from specbuild.output.events import current
+
+    return make_console(stderr=stderr, soft_wrap=soft_wrap, quiet=stderr and current().enabled)
+
+
+def _json_option(what: str):
+    return click.option("--json", "as_json", is_flag=True,
+                        help=f"Print {what} as one JSON document on stdout (docs/machine-output.md: format, command, "
+                        "verdict, exit_code, steps, findings, outputs, and the command's own keys).")
+
+
+@contextlib.contextmanager
+def _refusals_as_json(command: str, recipe: Path, as_json: bool, verdict: str = "error"):
+    """With --json, a user error still prints one document (verdict, findings) before its message on stderr."""
+    try:
+        yield
+    except UserError as e:
+        if as_json:
+            from specbuild.output.commands import refused_document
+
+            click.echo(json.dumps(refused_document(command, recipe, e, verdict), indent=2))
+        raise
 
 
 @cli.command()
 @_recipe_arg()
 @_examples_option
 @_llmapi_model_dir_option
-def check(recipe: Path, trtllm_examples: str | None) -> None:
+@_json_option("the verdict, the problems, warnings and notes (findings)")
+def check(recipe: Path, trtllm_examples: str | None, as_json: bool) -> None:
     """Check a recipe: schema, every rule from the fact sheets, and the files it names.
 
     \b
@@ -138,8 +186,15 @@ def check(recipe: Path, trtllm_examples: str | None) -> None:
     from specbuild.methods import describe, method_for
     from specbuild.runtimes import runtime_for
 
-    r = _load(recipe, trtllm_examples)
+    with _refusals_as_json("check", recipe, as_json, verdict="invalid"):
+        r = _load(recipe, trtllm_examples)
     method = method_for(r)
+    if as_json:
+        from specbuild.output.commands import check_document
+
+        _print_warnings(r)
+        click.echo(json.dumps(check_document(recipe, r, method, runtime_for(r).notes(r, describe(r))), indent=2))
+        return
     flavour = "" if r.flavour == "engine" else f" ({r.flavour} flavour)"
     warned = f" with {len(r.warnings)} warning{'s' if len(r.warnings) > 1 else ''}" if r.warnings else ""
     click.echo(f"{recipe}: ok{warned} — {r.name}: {method.name} ({method.summary}) on the {r.runtime} "
@@ -153,7 +208,7 @@ def check(recipe: Path, trtllm_examples: str | None) -> None:
 @cli.command()
 @_recipe_arg()
 @_layout_options
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@_json_option("the plan")
 @_examples_option
 def plan(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, as_json: bool,
          trtllm_examples: str | None) -> None:
@@ -166,11 +221,14 @@ def plan(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, as_j
     from specbuild.plan import make_plan
     from specbuild.runtimes.base import BuildOptions
 
-    r = _load(recipe, trtllm_examples)
-    _print_warnings(r)
-    p = make_plan(r, _layout(r, engines_dir, repo_dir, report_dir), BuildOptions(trtllm_examples=trtllm_examples))
+    with _refusals_as_json("plan", recipe, as_json):
+        r = _load(recipe, trtllm_examples)
+        _print_warnings(r)
+        p = make_plan(r, _layout(r, engines_dir, repo_dir, report_dir), BuildOptions(trtllm_examples=trtllm_examples))
     if as_json:
-        click.echo(json.dumps(p.to_dict(), indent=2))
+        from specbuild.output.commands import plan_document
+
+        click.echo(json.dumps(plan_document(p, r), indent=2))
     else:
         click.echo(p.render(), nl=False)
 
@@ -220,32 +278,53 @@ def schema() -> None:
 @_decode_cpus_option
 @click.option("--against", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="OLD/report.json",
               help="Compare the validation with an earlier run's report (as validate --against).")
+@_json_option("the steps run with their durations, the outputs, the findings and the verdict")
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Write every repository and validate again, even where the output in place was made from the "
+              "same inputs (by default such a step is reused and says so).")
+@click.option("--revalidate", is_flag=True, help="Serve and validate again even when the passing verdict of the "
+              "same repositories and recipe is in place.")
 def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, no_validate: bool,  # noqa: A001
             render_only: bool, trtllm_examples: str | None, tritonserver: Path | None, decode_cpus: str,
-            against: Path | None) -> None:
+            against: Path | None, as_json: bool, no_cache: bool, revalidate: bool) -> None:
     """Build engines, write the Triton repository, serve it on free loopback ports, validate it, report.
 
     \b
     Exit code: 0 when every gate of the recipe's validation section holds, 1 when a gate fails, 2 for user errors.
-    Outputs: engines/<name>/, triton_repo/<name>/ (+ <name>-baseline/), reports/<name>/.
+    Outputs: engines/<name>/, triton_repo/<name>/ (+ <name>-baseline/), reports/<name>/, each with a
+    provenance.json saying what it was made from. A repository, and a passing verdict, already in place and made
+    from the same inputs are reused (the output says which; --no-cache, --revalidate); engines are always built.
+    --json prints one document (steps, findings, outputs, verdict: docs/machine-output.md).
     Examples:
       specbuild compile recipes/demo.yaml
       specbuild compile recipes/tensorrt-llm/eagle.yaml --no-validate --trtllm-examples /app/examples
       specbuild compile recipes/tensorrt-llm/medusa.yaml --render-only     # review on a CPU machine
     """
-    from rich.console import Console
-
     from specbuild.compile import CompileOptions, compile_recipe
+    from specbuild.output.steps import Stages
 
-    r = _load(recipe, trtllm_examples)
+    with _refusals_as_json("compile", recipe, as_json):
+        r = _load(recipe, trtllm_examples)
     _print_warnings(r)
     if against is not None:  # refused before the build, not after it
         from specbuild.validate.compare import load_report
 
         load_report(against)
     options = CompileOptions(validate=not no_validate, render_only=render_only, trtllm_examples=trtllm_examples,
-                             tritonserver=tritonserver, decode_cpus=decode_cpus, against=against)
-    code = compile_recipe(r, _layout(r, engines_dir, repo_dir, report_dir), options, Console(stderr=True))
+                             tritonserver=tritonserver, decode_cpus=decode_cpus, reuse=not no_cache,
+                             revalidate=revalidate, against=against)
+    layout = _layout(r, engines_dir, repo_dir, report_dir)
+    console = _console(stderr=True)
+    stages = Stages(console)
+    with _refusals_as_json("compile", recipe, as_json):
+        code = compile_recipe(r, layout, options, console, stages)
+    if as_json:
+        from specbuild.compile import render_layout
+        from specbuild.output.commands import compile_document
+        from specbuild.plan import make_plan
+
+        written = make_plan(r, render_layout(layout) if render_only else layout, options.build)
+        click.echo(json.dumps(compile_document(r, written, stages, code, rendered=render_only), indent=2))
     if code:
         raise click.exceptions.Exit(code)
 
@@ -288,8 +367,6 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
       specbuild serve triton_repo/demo-baseline --http-port 9000 --grpc-port 9001 --metrics-port 9002
       specbuild serve triton_repo/gpu --model-control explicit --load-model preprocessing --load-model postprocessing
     """
-    from rich.console import Console
-
     from specbuild.serve.command import serve_until_interrupted
 
     if load_models and model_control != "explicit":
@@ -297,8 +374,8 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
     code = serve_until_interrupted(repository, tritonserver=tritonserver, host=host, http_port=_port(http_port),
                                    grpc_port=_port(grpc_port), metrics_port=_port(metrics_port),
                                    model_control=model_control, load_models=list(load_models), log_path=log_path,
-                                   timeout_s=timeout_s, decode_cpus=decode_cpus, console=Console(stderr=True),
-                                   out=Console(soft_wrap=True))  # never wrap addresses, PID, commands
+                                   timeout_s=timeout_s, decode_cpus=decode_cpus, console=_console(stderr=True),
+                                   out=_console(soft_wrap=True))  # never wrap addresses, PID, commands
     if code:
         raise click.exceptions.Exit(code)
 
@@ -320,7 +397,7 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
 @click.option("--checks", default=None, metavar="NAMES",
               help="Comma-separated subset: health,functional,lossless,sampling,acceptance,performance,cost_model,"
               "bad_input,load.")
-@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON on stdout.")
+@_json_option("the whole result (report.json's keys)")
 @click.option("--write-tuned-recipe", "tuned_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the recipe again at this path with an adaptive.draft_len_schedule that turns speculation "
               "off where the measured sweep saw it stop paying (needs the performance check and the baseline).")
@@ -342,8 +419,6 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
           --baseline-url 127.0.0.1:9000 --baseline-grpc-url 127.0.0.1:9001 --report reports/demo
       specbuild validate recipes/demo.yaml --url 127.0.0.1:8000 --checks health,functional,bad_input
     """
-    from rich.console import Console
-
     from specbuild.validate import Endpoints, SuiteOptions, run_validation
     from specbuild.validate.report.json_report import clean
     from specbuild.validate.report.terminal import print_result, progress_bar
@@ -359,17 +434,22 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
                                                         and "performance" not in options.checks)):
         raise UserError("--write-tuned-recipe tunes from the performance sweep against the baseline: give "
                         "--baseline-url and keep the performance check")
-    with progress_bar(Console(stderr=True)) as progress:
-        result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress,
-                                against=against)
-    out = Console(stderr=as_json)
+    with progress_bar(_console(stderr=True)) as progress:
+        result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress)
+    if report_dir is not None:
+        from specbuild.provenance import make_manifest, stamp
+
+        stamp(report_dir, make_manifest(r, "report", report_dir), "report")
+    out = _console(stderr=as_json)
     print_result(result, out)
     if result.report_files:
         out.print(f"report: {result.report_files[0].parent}", soft_wrap=True)
     if as_json:
-        click.echo(json.dumps(clean(result.to_dict()), indent=2))
+        from specbuild.output.commands import validate_document
+
+        click.echo(json.dumps(validate_document(result, clean(result.to_dict())), indent=2))
     if tuned_path is not None:
-        _write_tuned_recipe(r, result, tuned_path, Console(stderr=True))
+        _write_tuned_recipe(r, result, tuned_path, _console(stderr=True))
     if not result.passed:
         for c in result.failures:
             click.echo(f"{c.status.upper()} {c.name}: {c.summary}", err=True)
@@ -394,7 +474,7 @@ def _write_tuned_recipe(recipe, result, path: Path, console) -> None:
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON ({ready, checks: [...]}).")
+@_json_option("the checks ({ready, checks: [...]})")
 @click.option("--recipe", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also check what this recipe needs: its exact trtllm-build commands, its GPU ids, MPI.")
 @_examples_option
@@ -411,16 +491,16 @@ def doctor(as_json: bool, recipe: Path | None, trtllm_examples: str | None, flav
       specbuild doctor --flavour llm-api
       specbuild doctor --recipe recipes/tensorrt-llm/eagle.yaml --json
     """
-    from rich.console import Console
-
     from specbuild.trtllm.doctor import as_dict, ready, render, run_doctor
 
     r = _load(recipe, trtllm_examples) if recipe is not None else None
     checks = run_doctor(r, flavour)
     if as_json:
-        click.echo(json.dumps(as_dict(checks), indent=2))
+        from specbuild.output.commands import doctor_document
+
+        click.echo(json.dumps(doctor_document(as_dict(checks), checks), indent=2))
     else:
-        render(checks, Console())
+        render(checks, _console())
     if not ready(checks):
         raise click.exceptions.Exit(2)
 
@@ -444,7 +524,18 @@ def _interrupted(e: BaseException) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: user errors print their message and exit 2; internal errors exit 1; SIGTERM is
-    handled like Ctrl-C (clean-up runs) and exits 143, Ctrl-C 130."""
+    handled like Ctrl-C (clean-up runs) and exits 143, Ctrl-C 130. With --log-format json the last event is
+    `finished` with the exit code."""
+    from specbuild.output import events
+
+    events.configure("text")  # until the group reads --log-format
+    code = _main(argv)
+    events.current().emit("finished", exit_code=code)
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
+    from specbuild.output.events import current
     from specbuild.signals import sigterm_raises
 
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
@@ -462,13 +553,17 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as e:
         return e.exit_code
     except UserError as e:
-        click.echo(f"error: {e}" if "\n" not in str(e) else str(e), err=True)
+        if current().enabled:
+            current().emit("error", message=str(e), exit_code=e.exit_code)
+        else:
+            click.echo(f"error: {e}" if "\n" not in str(e) else str(e), err=True)
         return e.exit_code
     except KeyboardInterrupt as e:
         return _interrupted(e)
     except Exception as e:  # an internal bug: say so plainly
         if debug:
             raise
+        current().emit("error", message=f"internal error: {type(e).__name__}: {e}", exit_code=1)
         click.echo(f"internal error: {type(e).__name__}: {e}\n(this is a specbuild bug; rerun with --debug for the "
                    "traceback and report it)", err=True)
         return 1

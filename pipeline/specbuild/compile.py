@@ -16,14 +16,17 @@ import contextlib
 import os
 import shlex
 import shutil
-import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from rich.console import Console
 
+from specbuild import step_cache
+from specbuild.output.steps import Stages
 from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep, make_plan
+from specbuild.provenance import make_manifest, stamp
 from specbuild.recipe.schema import Recipe
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
@@ -39,27 +42,12 @@ class CompileOptions:
     # serve/decode_cpus.py: CPUs kept for the reference core's decoding thread (--decode-cpus, SPECBUILD_DECODE_CPUS)
     decode_cpus: str = field(default_factory=lambda: os.environ.get(DECODE_CPUS_ENV, "auto"))
     against: Path | None = None  # an earlier report.json the validation compares with (validate --against)
+    reuse: bool = True  # reuse a repository or a verdict made from the same inputs (specbuild.step_cache)
+    revalidate: bool = False  # serve and validate even when the verdict could be reused
 
     @property
     def build(self) -> BuildOptions:
         return BuildOptions(trtllm_examples=self.trtllm_examples)
-
-
-class Stages:
-    """Prints one line per finished stage and a spinner while a stage runs."""
-
-    def __init__(self, console: Console):
-        self.console = console
-
-    @contextlib.contextmanager
-    def stage(self, title: str):
-        start = time.monotonic()
-        with self.console.status(title) as status:
-            yield lambda message: status.update(f"{title}: {message}")
-        self.console.print(f"[green]✓[/green] {title} [dim]({time.monotonic() - start:.1f} s)[/dim]")
-
-    def notice(self, message: str) -> None:
-        self.console.print(f"[yellow]![/yellow] {message}", soft_wrap=True)
 
 
 def installed_trtllm_version() -> str | None:
@@ -81,36 +69,55 @@ def build_engines(recipe: Recipe, layout: Layout, options: BuildOptions | None =
     return runtime_for(recipe).build_engines(plan.engine_steps, recipe, layout, progress=progress)
 
 
-def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console) -> int:
+def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console,
+                   stages: Stages | None = None) -> int:
+    """`stages` records the steps run (and the validation's result) for `compile --json`."""
+    stages = stages or Stages(console)
     if options.render_only:
-        return render_recipe(recipe, layout, options, console)
+        return render_recipe(recipe, layout, options, console, stages)
     plan: Plan = make_plan(recipe, layout, options.build)
     runtime = runtime_for(recipe)
-    stages = Stages(console)
     console.print(f"[bold]{recipe.name}[/bold]: {plan.method} on the {plan.runtime} runtime{plan._flavour} "
                   f"({len(plan.steps)} steps; `specbuild plan` shows them)")
 
+    # what every output was made from (specbuild.provenance), identified once
+    manifest = make_manifest(recipe, "", Path(), plan=plan.to_dict())
     if plan.engine_steps:
         with stages.stage("engines") as progress:
             runtime.build_engines(plan.engine_steps, recipe, layout, progress=progress, notice=stages.notice)
+        for role in plan.outputs.engines:
+            stamp(layout.engine(role), manifest, "engine")
 
     repositories = plan.of(RepositoryStep)
+    keys: dict[str, str] = {}
     for step in repositories:
+        keys[step.role] = key = step_cache.repository_key(recipe, manifest, step.role, layout,
+                                                          step_cache.written_with(options))
+        if options.reuse and step_cache.reusable(step.path, key):
+            stages.reused(f"repository {step.path}", "nothing it is written from changed")
+            continue
         with stages.stage(f"repository {step.path}") as progress:
             runtime.write_repository(recipe, layout, step.role, progress=progress, notice=stages.notice)
+        stamp(step.path, {**manifest, "step": step_cache.step_record(key, step.path)}, "repository")
 
     bundles = plan.of(DeployStep)
     if bundles:
         from specbuild.deploy.bundle import write_bundle
 
         with stages.stage(f"deployment bundle {bundles[0].folder}"):
-            write_bundle(recipe, layout, folder=bundles[0].folder, trtllm_version=installed_trtllm_version(),
-                         notice=stages.notice)
+            bundle = write_bundle(recipe, layout, folder=bundles[0].folder,
+                                  trtllm_version=installed_trtllm_version(), notice=stages.notice)
+        if bundle is not None:
+            stamp(bundle, manifest, "bundle")
 
     if not options.validate:
         console.print(f"serve it with: specbuild serve {layout.repository()}", soft_wrap=True)
         return 0
-    return serve_and_validate(recipe, layout, {s.role: s.path for s in repositories}, options, stages, console)
+    validation_key = step_cache.validation_key(recipe, keys, step_cache.served_with(options))
+    if options.reuse and not options.revalidate and step_cache.passed_before(layout.report, validation_key):
+        return step_cache.reuse_verdict(layout.report, stages, console)
+    return serve_and_validate(recipe, layout, {s.role: s.path for s in repositories}, options, stages, console,
+                              manifest, validation_key)
 
 
 RENDER_NOTE = "RENDER_ONLY.md"
@@ -160,7 +167,8 @@ def render_note(recipe: Recipe, plan: Plan, layout: Layout, written: list[Path],
     return "\n".join(lines) + "\n"
 
 
-def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console) -> int:
+def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console,
+                  stages: Stages | None = None) -> int:
     """compile --render-only: every repository and the bundle, written under render/<name>/ with RENDER_ONLY.md;
     on failure render/<name>/ is removed (it holds nothing else)."""
     from specbuild.paths import show
@@ -168,7 +176,7 @@ def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, conso
     target = render_layout(layout)
     plan: Plan = make_plan(recipe, target, options.build)
     runtime = runtime_for(recipe)
-    stages = Stages(console)
+    stages = stages or Stages(console)
     root = render_root(target)
     console.print(f"[bold]{recipe.name}[/bold]: rendering the repositories and bundle of {plan.method} on the "
                   f"{plan.runtime} runtime{plan._flavour} for review into {show(root)} (no engines are built, "
@@ -206,10 +214,12 @@ def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, conso
 
 
 def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, Path], options: CompileOptions,
-                       stages: Stages, console: Console) -> int:
+                       stages: Stages, console: Console, manifest: dict | None = None,
+                       validation_key: str | None = None) -> int:
     from specbuild.serve import TritonServer, decode_cpus
     from specbuild.serve.server import stop_together
     from specbuild.validate import Endpoints, run_validation
+    from specbuild.validate.report.terminal import print_result, progress_bar
 
     runtime = runtime_for(recipe)
     with contextlib.ExitStack() as stack:
@@ -230,14 +240,21 @@ def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, P
         baseline = servers.get("baseline")
         # the suite's clients stay off the CPUs kept for the decoders, as tritonserver does
         stack.enter_context(decode_cpus.running_on(servers["target"].client_cpus))
-        result = run_validation(
-            recipe,
-            Endpoints.of(servers["target"]),
-            Endpoints.of(baseline) if baseline else None,
-            report_dir=layout.report,
-            console=console,
-            exit_reasons={role: server.exit_reason for role, server in servers.items()},
-            against=options.against,
-        )
+        with stages.stage("validate", spinner=False) as progress:
+            validate = partial(run_validation, recipe, Endpoints.of(servers["target"]),
+                               Endpoints.of(baseline) if baseline else None, report_dir=layout.report,
+                               exit_reasons={role: server.exit_reason for role, server in servers.items()},
+                               against=options.against)
+            if stages.live:  # a terminal: the suite's progress bar
+                with progress_bar(console) as bar:
+                    result = validate(progress=bar)
+            else:  # a log: the steady progress lines, with the suite's stage
+                result = validate(progress=lambda stage, done, total: progress(f"{stage} {done}/{total or '?'}"))
+        stages.validation = result
+        print_result(result, console)
+    manifest = manifest or make_manifest(recipe, "", Path())
+    if validation_key is not None:
+        manifest = {**manifest, "step": step_cache.step_record(validation_key, layout.report)}
+    stamp(layout.report, manifest, "report")
     console.print(f"report: {layout.report}", soft_wrap=True)
     return 0 if result.passed else 1

@@ -5,6 +5,7 @@ test_compile_signals.py's."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from rich.console import Console
 
 import specbuild.serve as serve
 import specbuild.validate as validate
+import specbuild.validate.report.terminal as terminal
 from specbuild.compile import CompileOptions, Stages, serve_and_validate
 from specbuild.plan import Layout
 from specbuild.recipe import load_recipe
@@ -49,10 +51,12 @@ def test_servers_stop_at_once_only_when_interrupted(tmp_path, monkeypatch, outco
         assert set(kw["exit_reasons"]) == {"target", "baseline"}  # the suite can tell a server that died
         if outcome is not None:
             raise outcome()
+        kw["report_dir"].mkdir(parents=True)  # the suite writes the report
         return Result()
 
     monkeypatch.setattr(serve, "TritonServer", StandInServer)
     monkeypatch.setattr(validate, "run_validation", suite)
+    monkeypatch.setattr(terminal, "print_result", lambda result, console: None)  # the stand-in result has no tables
     StandInServer.stopped = []
     recipe = load_recipe(ROOT / "tests" / "recipes" / "demo_tiny.yaml")
     layout = Layout(tmp_path / "engines", tmp_path / "triton_repo", tmp_path / "reports", recipe.name)
@@ -60,6 +64,7 @@ def test_servers_stop_at_once_only_when_interrupted(tmp_path, monkeypatch, outco
     repositories = {"target": tmp_path / "target", "baseline": tmp_path / "baseline"}
     if outcome is None:
         assert serve_and_validate(recipe, layout, repositories, CompileOptions(), Stages(console), console) == 0
+        assert json.loads((layout.report / "provenance.json").read_text())["kind"] == "report"
     else:
         with pytest.raises(outcome):
             serve_and_validate(recipe, layout, repositories, CompileOptions(), Stages(console), console)

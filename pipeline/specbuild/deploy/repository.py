@@ -23,11 +23,15 @@ MODEL_YAML_PATHS = ("model", "tokenizer", "speculative_config.speculative_model"
 
 
 def compiled_files(ctx: DeployContext) -> dict[str, str]:
-    """Every file of the compiled repository (relative path -> text); empty when it is not compiled."""
+    """Every file of the compiled repository (relative path -> text); empty when it is not compiled. Not its
+    provenance.json: that records the compiling machine (the bundle has its own)."""
+    from specbuild.provenance import MANIFEST
+
     repo = ctx.repository
     if not repo.is_dir():
         return {}
-    return {str(p.relative_to(repo)): p.read_text() for p in sorted(repo.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(repo)): p.read_text() for p in sorted(repo.rglob("*"))
+            if p.is_file() and p.relative_to(repo).as_posix() != MANIFEST}
 
 
 def _pbtxt(ctx: DeployContext, text: str) -> str:

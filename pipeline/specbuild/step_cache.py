@@ -1,0 +1,164 @@
+"""Reusing a step's output when nothing it reads has changed: `compile` skips writing a repository, and serving
+and validating, when the output already in place was made from the same inputs.
+
+Each step has a key: the SHA-256 of what it reads, as canonical JSON (`step_key`):
+
+    repository  the recipe without its `validation` section, the checkpoints' identities (provenance: hub commit,
+                size, mtime and header hash of each file), the versions (specbuild, torch, TensorRT-LLM ...),
+                specbuild's own code, the role and the layout's folders
+    validate    every repository key, the whole recipe, the tritonserver that serves (its path and the
+                nvidia-pytriton release) and the decoding CPUs; only a passing verdict is reused
+
+The key is recorded in the output's provenance.json (`step.key`) with the SHA-256 of the output's files
+(`step.content`). An output is reused only when both still hold: same key (nothing read has changed) and same
+content (nothing was edited, removed or half-written since). Anything else runs the step again. The engines are
+built every time (their key is part of the repository's through the checkpoints and versions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from specbuild.provenance import MANIFEST
+
+FORMAT = 1
+# recipe sections a step does not read (a change there leaves its output valid)
+UNREAD = {"repository": ("validation",), "validate": ()}
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def code_identity() -> str:
+    """The SHA-256 of specbuild's own files (a source checkout changes without a new version)."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def recipe_inputs(recipe, step: str) -> dict[str, Any]:
+    data = recipe.model_dump(mode="json")
+    for section in UNREAD[step]:
+        data.pop(section, None)
+    return data
+
+
+def step_key(step: str, **inputs: Any) -> str:
+    return digest({"format": FORMAT, "step": step, "code": code_identity(), **inputs})
+
+
+def repository_key(recipe, manifest: dict[str, Any], role: str, layout, options: dict[str, Any]) -> str:
+    """What a repository is written from (`manifest`: the build's provenance, specbuild.provenance; `options`:
+    the command-line options that change what is written)."""
+    return step_key("repository", recipe=recipe_inputs(recipe, "repository"), checkpoints=manifest["checkpoints"],
+                    versions=manifest["versions"], role=role, options=options,
+                    folders={"engines": str(layout.engine(role)), "repository": str(layout.repository(role))})
+
+
+def validation_key(recipe, repository_keys: dict[str, str], server: dict[str, Any]) -> str:
+    return step_key("validate", recipe=recipe_inputs(recipe, "validate"), repositories=repository_keys,
+                    server=server)
+
+
+def _ignored(rel: str) -> bool:
+    """Not part of an output's content: its provenance.json, and the bytecode Python writes beside a model.py
+    when tritonserver loads it."""
+    return rel == MANIFEST or "__pycache__" in rel.split("/") or rel.endswith(".pyc")
+
+
+def content_digest(folder: Path) -> str:
+    """The SHA-256 of every file below `folder` (paths and bytes) but its provenance.json and bytecode."""
+    h = hashlib.sha256()
+    for path in sorted(Path(folder).rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if _ignored(rel):
+            continue
+        if path.is_file() and not path.is_symlink():
+            h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+        elif path.is_symlink():
+            h.update(rel.encode() + b"\0->" + str(path.readlink()).encode() + b"\0")
+    return h.hexdigest()
+
+
+def step_record(key: str, folder: Path) -> dict[str, str]:
+    """The `step` entry of an output's provenance.json, once the output is complete."""
+    return {"key": key, "content": content_digest(folder)}
+
+
+def reusable(folder: Path, key: str) -> bool:
+    """The output at `folder` was made from inputs with this key and is whole as it was written."""
+    manifest = Path(folder) / MANIFEST
+    try:
+        recorded = json.loads(manifest.read_text()).get("step") or {}
+    except (OSError, ValueError):
+        return False
+    return recorded.get("key") == key and recorded.get("content") == content_digest(folder)
+
+
+def passed_before(report: Path, key: str) -> bool:
+    """A report made from these inputs is in place, whole, and passed (a failed verdict is never reused: the
+    suite runs again, as a build tool reruns a failed test)."""
+    if not reusable(report, key):
+        return False
+    try:
+        return json.loads((Path(report) / "report.json").read_text()).get("passed") is True
+    except (OSError, ValueError):
+        return False
+
+
+def reused_validation(report: Path):
+    """The ValidationResult a report folder's report.json records (for a verdict that is reused: the tables and
+    the exit code come from it)."""
+    from specbuild.validate.checks.base import CheckResult
+    from specbuild.validate.result import ValidationResult
+
+    data = json.loads((Path(report) / "report.json").read_text())
+    fields = ("name", "title", "status", "summary", "details", "gate", "duration_s", "inconclusive_allowed")
+    checks = [CheckResult(**{k: c[k] for k in fields if k in c}) for c in data["checks"]]
+    return ValidationResult(data["recipe"], data["method"], data["runtime"], None, None, data["serving_model"],
+                            checks, data["started"], data["duration_s"], data["prompts"],
+                            report_files=[Path(report) / "report.json"], gates=data.get("gates") or {})
+
+
+def reuse_verdict(report: Path, stages, console) -> int:
+    """compile's serve-and-validate step, reused: says so, prints the tables report.json records; the exit code."""
+    from specbuild.validate.report.terminal import print_result
+
+    stages.reused(f"serve and validate ({report})",
+                  "the passing verdict of the same repositories and recipe; --revalidate runs them again")
+    stages.validation = result = reused_validation(report)
+    print_result(result, console)
+    console.print(f"report: {report}", soft_wrap=True)
+    return 0 if result.passed else 1
+
+
+def written_with(options) -> dict[str, Any]:
+    """The command-line options of compile (CompileOptions) that change what a repository holds."""
+    import os
+
+    from specbuild.trtllm.llmapi_runtime import ENV
+
+    return {"trtllm_examples": options.trtllm_examples, "llmapi_model_dir": os.environ.get(ENV)}
+
+
+def served_with(options) -> dict[str, Any]:
+    """What serves the repositories the suite measures (CompileOptions)."""
+    from importlib import metadata
+
+    try:
+        pytriton = metadata.version("nvidia-pytriton")
+    except metadata.PackageNotFoundError:
+        pytriton = None
+    against = options.against  # a verdict judged against another report is another verdict
+    return {"tritonserver": str(options.tritonserver) if options.tritonserver else None,
+            "nvidia-pytriton": pytriton, "decode_cpus": options.decode_cpus,
+            "against": None if against is None else hashlib.sha256(Path(against).read_bytes()).hexdigest()}

@@ -1,0 +1,142 @@
+"""Reusing a step's output made from the same inputs (specbuild.step_cache): what each step's key reads, when an
+output in place may be reused, and `compile` reusing repositories and a passing verdict (and saying so)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specbuild.plan import Layout
+from specbuild.provenance import MANIFEST, make_manifest, stamp
+from specbuild.recipe import load_recipe
+from specbuild.step_cache import passed_before, repository_key, reusable, step_record, validation_key
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_TINY = ROOT / "tests" / "recipes" / "demo_tiny.yaml"
+OPTIONS = {"trtllm_examples": None, "llmapi_model_dir": None}
+SERVER = {"tritonserver": None, "nvidia-pytriton": "0.7.0", "decode_cpus": "off"}
+
+
+def _recipe_file(folder: Path, *replacements: tuple[str, str], name: str = "r.yaml") -> Path:
+    text = DEMO_TINY.read_text().replace("../../checkpoints", str(ROOT / "checkpoints"))
+    for old, new in replacements:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+def _keys(path: Path, tmp_path: Path) -> tuple[dict[str, str], str]:
+    recipe = load_recipe(path)
+    layout = Layout(tmp_path / "e", tmp_path / "r", tmp_path / "rep", recipe.name)
+    manifest = make_manifest(recipe, "", Path())
+    repos = {role: repository_key(recipe, manifest, role, layout, OPTIONS) for role in ("target", "baseline")}
+    return repos, validation_key(recipe, repos, SERVER)
+
+
+@pytest.mark.parametrize("change, repository_changes", [
+    (("max_tokens: 32", "max_tokens: 16"), False),            # validation.*: only the verdict
+    (("streaming: true", "streaming: false"), True),          # triton.*: the repositories (and so the verdict)
+    (("max_batch_size: 8", "max_batch_size: 4"), True),       # build.*: the repositories (and so the verdict)
+])
+def test_what_a_change_invalidates(tmp_path, change, repository_changes):
+    before = _keys(_recipe_file(tmp_path), tmp_path)
+    assert _keys(_recipe_file(tmp_path), tmp_path) == before  # the same inputs, the same keys
+    repos, verdict = _keys(_recipe_file(tmp_path, change, name="changed.yaml"), tmp_path)
+    assert (repos != before[0]) is repository_changes and verdict != before[1]
+
+
+def test_a_changed_checkpoint_file_or_server_changes_the_keys(tmp_path):
+    recipe_path = _recipe_file(tmp_path)
+    repos, verdict = _keys(recipe_path, tmp_path)
+    recipe = load_recipe(recipe_path)
+    assert validation_key(recipe, repos, {**SERVER, "tritonserver": "/opt/tritonserver/bin/tritonserver"}) != verdict
+    manifest = make_manifest(recipe, "", Path())
+    layout = Layout(tmp_path / "e", tmp_path / "r", tmp_path / "rep", recipe.name)
+    manifest["checkpoints"]["model.checkpoint"]["files"]["config.json"]["mtime"] = "another time"
+    assert repository_key(recipe, manifest, "target", layout, OPTIONS) != repos["target"]
+
+
+def test_an_output_is_reused_only_whole_and_made_from_the_same_key(tmp_path):
+    folder = tmp_path / "repo"
+    (folder / "m" / "1").mkdir(parents=True)
+    (folder / "m" / "config.pbtxt").write_text("name: 'm'\n")
+    (folder / "m" / "1" / "model.py").write_text("x = 1\n")
+    assert not reusable(folder, "k")  # no manifest
+    stamp(folder, {"step": step_record("k", folder)}, "repository")
+    assert reusable(folder, "k") and not reusable(folder, "other")
+    (folder / "m" / "1" / "__pycache__").mkdir()  # tritonserver loaded model.py: bytecode beside it
+    (folder / "m" / "1" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\0")
+    assert reusable(folder, "k")
+    (folder / "m" / "config.pbtxt").write_text("name: 'm'\nmax_batch_size: 2\n")  # edited in place
+    assert not reusable(folder, "k")
+    (folder / "m" / "config.pbtxt").write_text("name: 'm'\n")
+    (folder / "m" / "1" / "model.py").unlink()  # half there
+    assert not reusable(folder, "k")
+    (folder / MANIFEST).write_text("{")  # a torn manifest
+    assert not reusable(folder, "k")
+
+
+def test_only_a_passing_verdict_is_reused(tmp_path):
+    report = tmp_path / "report"
+    report.mkdir()
+    for passed in (True, False):
+        (report / "report.json").write_text(json.dumps({"passed": passed}))
+        stamp(report, {"step": step_record("k", report)}, "report")
+        assert passed_before(report, "k") is passed
+
+
+def _compile(recipe: Path, tmp: Path, *args: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR")}
+    env["PYTHONPATH"] = str(ROOT / "pipeline")
+    done = subprocess.run([sys.executable, "-m", "specbuild.cli", "compile", str(recipe), "--json",
+                           "--engines-dir", str(tmp / "e"), "--repo-dir", str(tmp / "r"),
+                           "--report-dir", str(tmp / "rep"), *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=env, timeout=600)
+    doc = json.loads(done.stdout)
+    assert done.returncode == doc["exit_code"], done.stderr[-3000:]
+    doc["stderr"] = done.stderr
+    return doc
+
+
+def _statuses(doc: dict) -> dict[str, str]:
+    return {s["name"].split(" ")[0] + (" baseline" if s["name"].endswith("-baseline") else ""): s["status"]
+            for s in doc["steps"]}
+
+
+def test_compile_reuses_unchanged_repositories_and_rewrites_changed_ones(tmp_path):
+    recipe = _recipe_file(tmp_path)
+    first = _compile(recipe, tmp_path, "--no-validate")
+    assert _statuses(first) == {"engines": "done", "repository": "done", "repository baseline": "done"}
+    second = _compile(recipe, tmp_path, "--no-validate")
+    assert _statuses(second) == {"engines": "done", "repository": "reused", "repository baseline": "reused"}
+    assert second["stderr"].count("reused (nothing it is written from changed)") == 2
+    assert _statuses(_compile(recipe, tmp_path, "--no-validate", "--no-cache"))["repository"] == "done"
+    _recipe_file(tmp_path, ("max_tokens: 32", "max_tokens: 16"))  # validation only: nothing to rewrite
+    assert _statuses(_compile(recipe, tmp_path, "--no-validate"))["repository"] == "reused"
+    _recipe_file(tmp_path, ("streaming: true", "streaming: false"))
+    assert _statuses(_compile(recipe, tmp_path, "--no-validate"))["repository"] == "done"
+
+
+def test_compile_reuses_a_passing_verdict_of_the_same_inputs(tmp_path):
+    """Two compiles of one recipe (validated on one concurrency level to stay cheap): the second serves nothing
+    and reuses the first's verdict, its tables printed from report.json."""
+    recipe = _recipe_file(tmp_path, ("concurrency: [1, 2, 4, 8, 16]", "concurrency: [1]"),
+                          ("max_tokens: 32", "max_tokens: 8"))
+    first = _compile(recipe, tmp_path)
+    assert first["verdict"] == "passed", first["stderr"][-3000:]
+    assert [s["status"] for s in first["steps"]] == ["done"] * 6  # engines, 2 repositories, 2 serves, validate
+    second = _compile(recipe, tmp_path)
+    assert second["verdict"] == "passed" and second["exit_code"] == 0
+    assert [s["status"] for s in second["steps"]] == ["done", "reused", "reused", "reused"]
+    assert "✓ serve" not in second["stderr"] and "--revalidate runs them again" in second["stderr"]
+    assert second["validation"]["checks"] == first["validation"]["checks"]
+    report = json.loads((tmp_path / "rep" / "demo-tiny" / "report.json").read_text())
+    for check in report["checks"]:  # the reused tables, printed whole
+        assert f"{check['summary']}" in second["stderr"]
