@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
 import platform
 import struct
 from importlib import metadata
@@ -113,8 +112,10 @@ def checkpoints(recipe) -> dict[str, Any]:
 def recipe_record(recipe) -> dict[str, Any]:
     source = recipe.source
     text = source.read_text() if source is not None and source.is_file() else None
+    content = json.dumps(recipe.model_dump(mode="json"), sort_keys=True)  # what it says, comments and layout aside
     return {"path": str(source) if source is not None else None,
-            "sha256": _sha256(text.encode()) if text is not None else None, "text": text}
+            "sha256": _sha256(text.encode()) if text is not None else None, "text": text,
+            "content_sha256": _sha256(content.encode())}
 
 
 def make_manifest(recipe, kind: str, output: Path, *, plan: dict | None = None) -> dict[str, Any]:

@@ -69,6 +69,7 @@ def test_differences_are_named(tmp_path):
     assert diff_manifests(a, b) == [
         f"recipe.path: {ra['path']} -> {rb['path']}",
         f"recipe.sha256: {ra['sha256']} -> {rb['sha256']}",
+        f"recipe.content_sha256: {ra['content_sha256']} -> {rb['content_sha256']}",
         f"versions.torch: {a['versions']['torch']} -> 9.9.9",
         f"plan.recipe: {ra['path']} -> {rb['path']}",
         "plan.steps.5.details.max_tokens: 32 -> 16",

@@ -93,14 +93,14 @@ def test_build_identity_and_what_changed(tmp_path):
     (ckpt / "config.json").write_text('{"hidden_size": 8}')
     recipe = Recipe.model_validate({"name": "x", "model": {"checkpoint": str(ckpt)}})
     a = build_identity(recipe, {"target": "triton 2.50.0"})
-    assert a["tools"]["specbuild"] and a["checkpoints"]["model.checkpoint"]["fingerprint"]
+    assert a["versions"]["specbuild"] and a["checkpoints"]["model.checkpoint"]["files"]["config.json"]["sha256"]
     assert identity_changes(a, build_identity(recipe, {"target": "triton 2.50.0"})) == []
     (ckpt / "config.json").write_text('{"hidden_size": 16}')
     other = Recipe.model_validate({"name": "x", "model": {"checkpoint": str(ckpt)}, "validation": {"max_tokens": 8}})
     changes = identity_changes(a, build_identity(other, {"target": "triton 2.51.0"}))
-    assert changes[0] == "the recipe changed"
-    assert any(c.startswith("checkpoint model.checkpoint: ") for c in changes)
-    assert "server target: triton 2.50.0 -> triton 2.51.0" in changes
+    assert any(c.startswith("recipe.content_sha256: ") for c in changes)
+    assert any(c.startswith("checkpoints.model.checkpoint.files.config.json.sha256: ") for c in changes)
+    assert "servers.target: triton 2.50.0 -> triton 2.51.0" in changes
     assert identity_changes(None, a) == ["the earlier report records no build identity"]
 
 

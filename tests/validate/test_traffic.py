@@ -117,7 +117,7 @@ def test_against_the_same_build_passes(traffic_runs, toy_servers):
     for c in against.values():
         assert c["status"] == "passed"
         assert c["details"]["change"] == {"value": 0.0, "low": 0.0, "high": 0.0}  # the toy is deterministic
-    assert data["against"]["changes"] == [] and data["build"]["recipe_sha256"]
+    assert data["against"]["changes"] == [] and data["build"]["recipe"]["content_sha256"]
 
 
 def test_against_a_weaker_head_reports_the_drop_and_fails(traffic_runs, weak_head_server):

@@ -9,20 +9,16 @@ each), so that a drop fails the run.
 - Speed: per level both swept, the speedups' rounds (median, min-max). Judged only when the rounds agree, as the
   min_speedup gate is: failed when every new round is below every old round less max_speedup_drop; otherwise
   passed, saying when the rounds overlap (not judged).
-- Identity: what identifies each build (`build_identity`: recipe hash, checkpoint revisions or fingerprints, tool
-  versions, the servers' versions) and which of it changed."""
+- Identity: what identifies each build (`build_identity`: the provenance manifest and the servers' versions) and
+  which of it changed (`provenance.diff_manifests`)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import platform
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
 
-from specbuild import metrics
+from specbuild import metrics, provenance
 from specbuild.errors import UserError
 from specbuild.safe_files import UnreadableFile, read_json
 from specbuild.validate.aggregate import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, Interval
@@ -30,76 +26,24 @@ from specbuild.validate.checks.base import FAILED, INCONCLUSIVE, PASSED, SKIPPED
 
 PREFIX = "against"  # the checks' names: against:acceptance:<category>, against:speedup:<concurrency>
 MAX_REPORT_BYTES = 256 << 20
-TOOLS = ("specbuild", "tritonclient", "transformers", "tokenizers", "torch", "numpy", "nvidia-pytriton")
 
 
 # -- what identifies a build ---------------------------------------------------------------------------------
 
-def _fingerprint(folder: Path) -> str | None:
-    """A local checkpoint folder's fingerprint: sha256 over its files' names, sizes and modification times and
-    config.json's bytes (weights are not read: they may be gigabytes)."""
-    if not folder.is_dir():
-        return None
-    h = hashlib.sha256()
-    for f in sorted(p for p in folder.iterdir() if p.is_file()):
-        st = f.stat()
-        h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    config = folder / "config.json"
-    if config.is_file():
-        h.update(config.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _checkpoint_fields(recipe) -> dict[str, str]:
-    fields = {"model.checkpoint": recipe.model.checkpoint, "model.tokenizer": recipe.model.tokenizer}
-    for name in ("checkpoint", "draft_checkpoint"):
-        value = getattr(recipe.speculation, name, None)
-        if value is not None:
-            fields[f"speculation.{name}"] = value
-    return {k: str(v) for k, v in fields.items() if v is not None}
-
-
 def build_identity(recipe, server_versions: dict[str, str | None] | None = None) -> dict:
-    """Recipe hash (its validated content, canonical JSON), checkpoint revisions (hub commits) or fingerprints
-    (local folders), tool versions on this machine, and the servers' versions as they report them."""
-    canonical = json.dumps(recipe.model_dump(mode="json"), sort_keys=True)
-    checkpoints = {}
-    for field_name, value in _checkpoint_fields(recipe).items():
-        ckpt = recipe.checkpoint(value)
-        entry = ckpt.describe()
-        if ckpt.model_id is None:
-            entry["fingerprint"] = _fingerprint(ckpt.path)
-        checkpoints[field_name] = entry
-    tools = {"python": platform.python_version()}
-    for name in TOOLS:
-        try:
-            tools[name] = version(name)
-        except PackageNotFoundError:
-            tools[name] = None
-    return {"recipe_sha256": hashlib.sha256(canonical.encode()).hexdigest(), "checkpoints": checkpoints,
-            "tools": tools, "servers": dict(server_versions or {})}
+    """The report's provenance manifest (specbuild.provenance: the recipe, its checkpoints' identities, the tool
+    versions) and the servers' versions as they report them."""
+    manifest = provenance.make_manifest(recipe, "report", Path())
+    return {**manifest, "servers": dict(server_versions or {})}
 
 
 def identity_changes(old: dict | None, new: dict | None) -> list[str]:
     """What differs between two builds' identities, one line each (empty: nothing recorded differs)."""
-    if not old or not new:
-        return ["the earlier report records no build identity"] if new else []
-    out = []
-    if old.get("recipe_sha256") != new.get("recipe_sha256"):
-        out.append("the recipe changed")
-    for group in ("checkpoints", "tools", "servers"):
-        a, b = old.get(group) or {}, new.get(group) or {}
-        for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
-                out.append(f"{group[:-1]} {key}: {_short(a.get(key))} -> {_short(b.get(key))}")
-    return out
-
-
-def _short(value) -> str:
-    if isinstance(value, dict):
-        keep = {k: v for k, v in value.items() if k in ("revision", "commit", "fingerprint", "model_id", "path")}
-        return json.dumps(keep, sort_keys=True)
-    return str(value)
+    if not new:
+        return []
+    if not old or "provenance" not in old:
+        return ["the earlier report records no build identity"]
+    return provenance.diff_manifests(old, new)
 
 
 # -- the earlier report --------------------------------------------------------------------------------------
