@@ -7,8 +7,8 @@ from repo_helpers import (GPU_LLMAPI_RECIPES, GPU_RECIPES, REFERENCE_LLMAPI_RECI
                           write_engine_configs, write_llmapi_repository)
 
 from specbuild.trees import format_choices
-from specbuild.triton import configs, tensors
-from specbuild.triton.repository import write_repository
+from specbuild.repository.engine import configs, tensors
+from specbuild.repository.engine.writer import write_repository
 
 ALL_RECIPES = GPU_RECIPES + REFERENCE_RECIPES
 
@@ -42,8 +42,8 @@ def test_every_config_parses_back_and_equals_what_was_built(path, layout_for):
 def test_llmapi_config_parses_back_and_has_the_llmapi_contract(path, layout_for):
     """llmapi fact sheet §2.2-2.5: one python model, max_batch_size 0, decoupled as the recipe streams, the
     inputs and outputs of NVIDIA's config.pbtxt; the same file for both runtimes."""
-    from specbuild.llmapi import configs as llmapi_configs
-    from specbuild.llmapi import tensors as llmapi_tensors
+    from specbuild.repository.llmapi import configs as llmapi_configs
+    from specbuild.repository.llmapi import tensors as llmapi_tensors
 
     recipe = recipe_from(path)
     layout = layout_for(recipe)

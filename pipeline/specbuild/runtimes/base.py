@@ -12,7 +12,7 @@
     sampling_refusal        why the sampled-distribution check cannot run here (None: it can)
     owns_engine             whether an engine folder's config.json was built by this runtime
 
-Flavour base classes implement the repository half: specbuild/triton/flavour.py (engine), specbuild/llmapi/
+Flavour base classes implement the repository half: specbuild/repository/engine/flavour.py (engine), specbuild/repository/llmapi/
 flavour.py (llm-api); each runtime package implements the rest.
 """
 

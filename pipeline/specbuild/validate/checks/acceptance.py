@@ -20,7 +20,7 @@ reported as unavailable."""
 from __future__ import annotations
 
 from specbuild import metrics
-from specbuild.triton import params as triton_params
+from specbuild.repository.engine import params as triton_params
 from specbuild.validate.aggregate import distribution, summarize_acceptance
 from specbuild.validate.checks.base import FAILED, PASSED, SKIPPED, WARNED, CheckResult, SuiteContext, timed
 from specbuild.validate.stats import AcceptanceRecord, stream_acceptance_length, stream_matches

@@ -1,6 +1,6 @@
 """Write a Triton model repository for a recipe: checked against the engines first, written atomically.
 
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
     write_repository(recipe, layout)                 # -> triton_repo/<name>   (role "target")
     write_repository(recipe, layout, role="baseline")  # -> triton_repo/<name>-baseline
 
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Callable
 
 from specbuild import atomic, standalone
 from specbuild.runtimes import runtime_for
-from specbuild.triton import configs, params
-from specbuild.triton.engine_check import check_engines
+from specbuild.repository.engine import configs, params
+from specbuild.repository.engine.engine_check import check_engines
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout

@@ -83,7 +83,7 @@ def launch_script(recipe) -> str:
 
 def _model_files_at_start(recipe) -> list[str]:
     """Shell lines: when the repository has no model.py, serve a temporary copy with the container's."""
-    from specbuild.llmapi.configs import GPU_IDS_PARAMETER
+    from specbuild.repository.llmapi.configs import GPU_IDS_PARAMETER
 
     files = " ".join(NVIDIA_FILES)
     lines = [

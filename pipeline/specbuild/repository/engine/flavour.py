@@ -1,5 +1,5 @@
 """The engine flavour's half of a runtime: engine folders (target, draft, baseline) served through the
-ensemble/BLS repository of specbuild/triton/ (both runtimes: only the core model's backend and model.py differ)."""
+ensemble/BLS repository of specbuild/repository/engine/ (both runtimes: only the core model's backend and model.py differ)."""
 
 from __future__ import annotations
 
@@ -51,12 +51,12 @@ class EngineFlavour(Runtime):
         return roles(recipe)
 
     def repository_info(self, recipe, spec, layout, role):
-        from specbuild.triton.plan_info import repository_info
+        from specbuild.repository.engine.plan_info import repository_info
 
         return repository_info(recipe, spec, self, layout, role)
 
     def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        from specbuild.triton.repository import write_repository
+        from specbuild.repository.engine.writer import write_repository
 
         return write_repository(recipe, layout, role, progress=progress, notice=notice, engines_built=engines_built)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbuild.methods import describe
-from specbuild.triton import speculation_params
+from specbuild.repository.engine import speculation_params
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe

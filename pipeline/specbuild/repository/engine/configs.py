@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specbuild.triton import params, tensors
-from specbuild.triton.tensors import Tensor
+from specbuild.repository.engine import params, tensors
+from specbuild.repository.engine.tensors import Tensor
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
