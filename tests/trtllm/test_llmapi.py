@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from trtllm_helpers import DOUBLES, compile_repository, double_validates

@@ -33,7 +33,6 @@ PyTorch backend the LLM asks the executor for log probs only then (tensorrt_llm/
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
