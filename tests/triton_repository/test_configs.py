@@ -9,6 +9,7 @@ from repo_helpers import (GPU_LLMAPI_RECIPES, GPU_RECIPES, REFERENCE_LLMAPI_RECI
 from specbuild.trees import format_choices
 from specbuild.repository.engine import configs, tensors
 from specbuild.repository.engine.writer import write_repository
+from specbuild.runtimes import runtime_for
 
 ALL_RECIPES = GPU_RECIPES + REFERENCE_RECIPES
 
@@ -26,7 +27,7 @@ def test_every_config_parses_back_and_equals_what_was_built(path, layout_for):
         repo = write_repository(recipe, layout, role)
         engines = {name: layout.engine("draft" if name == "tensorrt_llm_draft" else role)
                    for name in configs.CORE_MODELS}
-        built = configs.repository_configs(recipe, role, engines)
+        built = configs.repository_configs(recipe, role, engines, runtime_for(recipe))
         on_disk = sorted(p.parent.name for p in repo.glob("*/config.pbtxt"))
         assert on_disk == sorted(built)
         for name, cfg in built.items():
@@ -83,7 +84,7 @@ def test_problems_are_found_in_a_bad_config():
 
 def test_an_ensemble_reading_an_unproduced_tensor_is_found(layout_for):
     recipe = recipe_from(GPU_RECIPES[0])
-    cfg = configs.ensemble_config(recipe)
+    cfg = configs.ensemble_config(recipe, legacy=False)
     cfg.ensemble_scheduling.step[2].input_map["SEQUENCE_LENGTH"] = "_NOBODY"
     assert any("_NOBODY" in p for p in configs.config_problems(cfg))
 

@@ -12,8 +12,8 @@
     sampling_refusal        why the sampled-distribution check cannot run here (None: it can)
     owns_engine             whether an engine folder's config.json was built by this runtime
 
-Flavour base classes implement the repository half: specbuild/repository/engine/flavour.py (engine), specbuild/repository/llmapi/
-flavour.py (llm-api); each runtime package implements the rest.
+Flavour base classes implement the repository half: specbuild/repository/engine/flavour.py (engine),
+specbuild/repository/llmapi/flavour.py (llm-api); each runtime package implements the rest.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The engine flavour's half of a runtime: engine folders (target, draft, baseline) served through the
-ensemble/BLS repository of specbuild/repository/engine/ (both runtimes: only the core model's backend and model.py differ)."""
+ensemble/BLS repository of specbuild/repository/engine/ (both runtimes: only the core model's backend and model.py
+differ)."""
 
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ class EngineFlavour(Runtime):
     def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
         from specbuild.repository.engine.writer import write_repository
 
-        return write_repository(recipe, layout, role, progress=progress, notice=notice, engines_built=engines_built)
+        return write_repository(recipe, layout, role, progress=progress, notice=notice, engines_built=engines_built,
+                                flavour=self)
 
     def serving_model(self, spec) -> str:
         return spec.serving_model
