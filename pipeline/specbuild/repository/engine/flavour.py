@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Iterator
 
 from specbuild.findings import Finding
+from specbuild.plan import roles
+from specbuild.repository.engine import plan_info, writer
 from specbuild.runtimes.base import Runtime
 
 
@@ -47,20 +49,14 @@ class EngineFlavour(Runtime):
                           also=(("speculation", "method"),))
 
     def engine_roles(self, recipe) -> list[str]:
-        from specbuild.plan import roles
-
         return roles(recipe)
 
     def repository_info(self, recipe, spec, layout, role):
-        from specbuild.repository.engine.plan_info import repository_info
-
-        return repository_info(recipe, spec, self, layout, role)
+        return plan_info.repository_info(recipe, spec, self, layout, role)
 
     def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        from specbuild.repository.engine.writer import write_repository
-
-        return write_repository(recipe, layout, role, progress=progress, notice=notice, engines_built=engines_built,
-                                flavour=self)
+        return writer.write_repository(recipe, layout, role, progress=progress, notice=notice,
+                                       engines_built=engines_built, flavour=self)
 
     def serving_model(self, spec) -> str:
         return spec.serving_model

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.repository.llmapi import launch, model_yaml, releases
+from specbuild.repository.llmapi import launch, model_yaml, releases, writer
 from specbuild.repository.llmapi.model_yaml import RELEASES_WITH_LAYER_CHOICE
-from specbuild.repository.llmapi.configs import MODEL
+from specbuild.repository.llmapi.configs import MODEL, gpu_groups
 from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.runtimes.base import Runtime
@@ -116,8 +116,6 @@ class LlmApiFlavour(Runtime):
         return MODEL
 
     def repository_info(self, recipe, spec, layout, role):
-        from specbuild.repository.llmapi.configs import gpu_groups
-
         info = {"backend": "python", "model.py": self.model_files_label, "decoupled": recipe.triton.streaming,
                 "instances": recipe.llm_api.instances}
         if recipe.llm_api.instances > 1:
@@ -130,9 +128,7 @@ class LlmApiFlavour(Runtime):
         return out
 
     def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        from specbuild.repository.llmapi.writer import write_repository
-
-        return write_repository(recipe, layout, role, self.model_files(), progress=progress, notice=notice)
+        return writer.write_repository(recipe, layout, role, self.model_files(), progress=progress, notice=notice)
 
     # --- serving ----------------------------------------------------------------------------------------------
     def launcher(self, repository: Path) -> Path | None:
