@@ -130,7 +130,7 @@ class InProcess:
 
         from specbuild.reference.engine_folder import load_engine
         from specbuild.reference.executor import Executor
-        from specbuild.triton.configs import parse_pbtxt
+        from specbuild.repository.engine.configs import parse_pbtxt
         from specbuild.standalone.model_parameters import bool_parameter
 
         engine = load_engine(layout.engine(role))

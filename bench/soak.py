@@ -39,7 +39,7 @@ def soak_recipe(path: Path, max_tokens: int):
 def build(recipe, root: Path) -> Path:
     from specbuild.compile import build_engines
     from specbuild.plan import Layout
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
 
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
     build_engines(recipe, layout)

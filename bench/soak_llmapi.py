@@ -73,7 +73,7 @@ def memory(server) -> dict:
 
 IDLE_CPU_S = 0.05  # CPU seconds per IDLE_SAMPLE_S below which the server counts as idle
 IDLE_SAMPLE_S, IDLE_SAMPLES = 0.5, 4
-AFTER_IDLE_S = 2.0  # the core gives freed heap pages back once idle for 1 s (llmapi_reference IDLE_TRIM_S)
+AFTER_IDLE_S = 2.0  # the core gives freed heap pages back once idle for 1 s (reference/core_models/llm_api/model.py IDLE_TRIM_S)
 
 
 def settle(server, limit_s: float) -> float:

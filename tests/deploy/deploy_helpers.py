@@ -98,7 +98,7 @@ def layout_in(root: Path, recipe: Recipe) -> Layout:
 
 def write_engine_configs(recipe: Recipe, layout: Layout) -> None:
     """config.json of each engine the target repository serves, as a build of this recipe writes it."""
-    from specbuild.triton.repository import engine_roles
+    from specbuild.repository.engine.writer import engine_roles
 
     b = recipe.build
     for _model, role in engine_roles(recipe, "target").items():
@@ -113,7 +113,7 @@ def write_engine_configs(recipe: Recipe, layout: Layout) -> None:
 
 
 def _engine_repository(recipe: Recipe, layout: Layout) -> None:
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
 
     write_engine_configs(recipe, layout)
     write_repository(recipe, layout)
@@ -122,7 +122,7 @@ def _engine_repository(recipe: Recipe, layout: Layout) -> None:
 def _llmapi_repository(recipe: Recipe, layout: Layout) -> None:
     """What TrtllmLlmApiRuntime.write_repository writes, without the installed TensorRT-LLM it asks for: NVIDIA's
     model.py/helpers.py are the test double's."""
-    from specbuild.llmapi.repository import write_repository
+    from specbuild.repository.llmapi.writer import write_repository
 
     files = {name: NVIDIA_LLMAPI_MODEL / name for name in ("model.py", "helpers.py")}
     write_repository(recipe, layout, "target", files)

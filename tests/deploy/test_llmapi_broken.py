@@ -95,7 +95,7 @@ def test_unmounted_eagle3_head(single, tmp_path):
     def model_only(d):  # the claim's model folder alone, where the whole deployment folder belongs
         models = container(d)["volumeMounts"][1]
         models.update(mountPath=models["mountPath"] + "/model", subPath=models["subPath"] + "/model")
-    # llm_api.release 1.2 writes speculative_model_dir (llmapi/releases.py)
+    # llm_api.release 1.2 writes speculative_model_dir (repository/llmapi/releases.py)
     found = broken(single, tmp_path, "deployment.yaml", model_only)
     assert any(f"{head} (model.yaml speculative_config.speculative_model_dir) is not mounted" in f for f in found), found
     assert any("tensorrt_llm/1/model.yaml speculative_config.speculative_model_dir" in f and "is not mounted" in f

@@ -15,7 +15,7 @@ from deploy_helpers import LLMAPI_RECIPES, VARIANTS, compile_layout, make_recipe
 from specbuild.deploy.bundle import bundle_plan, write_bundle
 from specbuild.deploy.validate import validate_bundle
 from specbuild.deploy.yamlio import load_all
-from specbuild.llmapi.model_yaml import load as load_model_yaml
+from specbuild.repository.llmapi.model_yaml import load as load_model_yaml
 
 NAMES = [name for name, (stem, _) in VARIANTS.items() if stem.startswith("llmapi_")]
 
@@ -105,7 +105,7 @@ def test_single_node_runs_exactly_the_launch_command(bundles, name):
 def test_eagle3_head_is_the_mounted_speculative_model(bundles):
     recipe, layout, folder = bundles["llmapi_eagle3"]
     head = str(recipe.resolve(recipe.speculation.checkpoint))
-    # llm_api.release 1.2 writes speculative_model_dir, the name 1.1 and 1.3.0rc3 both know (llmapi/releases.py)
+    # llm_api.release 1.2 writes speculative_model_dir, the name 1.1 and 1.3.0rc3 both know (repository/llmapi/releases.py)
     assert model_yaml_of(layout.repository())["speculative_config"]["speculative_model_dir"] == head  # where compiled
     assert model_yaml_of(folder / "repository")["speculative_config"]["speculative_model_dir"] == \
         "/models/trt-llmapi-eagle3/speculative-model"  # where the pods read it

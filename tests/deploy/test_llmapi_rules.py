@@ -137,7 +137,7 @@ def test_world_layouts(tmp_path):
 
 
 def test_launch_plans(tmp_path):
-    from specbuild.llmapi.launch import launch_script
+    from specbuild.repository.llmapi.launch import launch_script
 
     repo = tmp_path / "repo"
     single = make_recipe("llmapi_tp2")

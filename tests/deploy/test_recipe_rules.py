@@ -12,7 +12,7 @@ from specbuild.deploy.launch import ScriptFormatError, engine_launch, parse_scri
 from specbuild.deploy.world import world_of
 from specbuild.methods import describe
 from specbuild.recipe.deploy import expected_gpu_id_count
-from specbuild.triton.launch import launch_script
+from specbuild.repository.engine.launch import launch_script
 
 
 def findings(stem, changes):

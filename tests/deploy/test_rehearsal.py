@@ -2,7 +2,7 @@
 
 For a tensorrt-llm example recipe (on free ports), the bundle is written for the GPU repository; the CPU
 reference repository of the same recipe is built elsewhere, with the repository's launch_triton.sh (the same
-text, specbuild.triton.launch) beside its models. Then the bundle's exact container command runs with the image's
+text, specbuild.repository.engine.launch) beside its models. Then the bundle's exact container command runs with the image's
 paths mapped to local ones — the mounted repository path to the reference repository, /opt/tritonserver to
 nvidia-pytriton's tritonserver (the script's TRITONSERVER override and --backend-directory) — and `mpirun` is
 specbuild's stand-in, which checks its options and runs rank 0 only (there is no MPI here). The startup,
@@ -13,7 +13,7 @@ The llm-api flavour (single node): the bundle's command runs the repository's la
 reference llm-api repository of the same recipe (specbuild's model.py in place of NVIDIA's, the same model.yaml
 and script); a streamed request is answered, and the series the PrometheusRule reads are exported for
 `tensorrt_llm` while no speculative metric is. It needs the reference llm-api model
-(triton/models/llmapi_reference/model.py) and skips, saying so, where this specbuild does not have it yet.
+(reference/core_models/llm_api/model.py) and skips, saying so, where this specbuild does not have it yet.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ pytestmark = pytest.mark.timeout(900)
 def prepared(root, stem):
     from specbuild.compile import build_engines
     from specbuild.serve.ports import free_ports
-    from specbuild.triton.launch import SCRIPT_NAME, launch_script
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.launch import SCRIPT_NAME, launch_script
+    from specbuild.repository.engine.writer import write_repository
 
     http, grpc, metrics = free_ports("127.0.0.1", 3)
     recipe = make_recipe(stem, {"triton.http_port": http, "triton.grpc_port": grpc, "triton.metrics_port": metrics})

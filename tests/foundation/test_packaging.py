@@ -1,6 +1,6 @@
 """The sdist and the wheel hold what specbuild opens at run time, and the wheel runs on its own.
 
-What the package opens through `__file__` (specbuild.triton.repository SOURCES, specbuild.standalone, the reference runtimes'
+What the package opens through `__file__` (specbuild.repository.engine.writer SOURCES, specbuild.standalone, the reference runtimes'
 core models, specbuild.recipe.prompts BUNDLED, specbuild.deploy.crds, specbuild.deploy.rehearse SHIM) all lies
 inside the package folder, so the rule tested here is the package tree itself: every file git tracks under
 pipeline/specbuild is in the sdist and in the wheel built from that sdist, as `python -m build` builds it (CI's
@@ -40,7 +40,7 @@ def tracked_files() -> list[Path]:
 def package_tree() -> list[str]:
     """Every file of the package folder, relative to pipeline/."""
     files = sorted(f.relative_to("pipeline").as_posix() for f in tracked_files() if f.parts[:2] == PACKAGE.parts[-2:])
-    assert any(f.startswith("specbuild/triton/models/") for f in files)
+    assert any(f.startswith("specbuild/repository/engine/models/") for f in files)
     return files
 
 
@@ -155,7 +155,8 @@ def test_the_unpacked_wheel_renders_repositories_with_its_own_files(built, tmp_p
     assert out["prompts"] > 0
     assert out["crds"] and all(out["crds"].values()), out["crds"]
     package = built["site"] / "specbuild"
-    sources = sorted([*(p for p in (package / "triton" / "models").rglob("*") if p.is_file()),
+    sources = sorted([*(p for p in (package / "repository" / "engine" / "models").rglob("*") if p.is_file()),
+                      *(p for p in (package / "reference" / "core_models").rglob("*") if p.is_file()),
                       *(p for p in (package / "standalone").glob("*.py") if p.name != "__init__.py")])
     assert sources
     not_copied = [p.relative_to(built["site"]).as_posix() for p in sources

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specbuild.llmapi.tensors import PERF_OUTPUTS
+from specbuild.repository.llmapi.tensors import PERF_OUTPUTS
 from specbuild.reference.llmapi_contract import (DEFAULT_MAX_TOKENS, Detokenizer, RequestError, is_stop,
                                                  parse_request, response_tensors)
 

@@ -1,4 +1,4 @@
-"""The served llm-api reference core (llmapi_reference/model.py) frees what a request used when the request ends, by
+"""The served llm-api reference core (reference/core_models/llm_api/model.py) frees what a request used when the request ends, by
 reference counting alone, and never has two threads inside triton_python_backend_utils at once.
 
 Its growth under a soak (bench/soak_llmapi.py; bench/README 'Soak of the llm-api core') came from reference cycles:
@@ -7,7 +7,7 @@ closure behind. Cyclic garbage waits for Python's full collections, which a serv
 objects (torch, transformers) runs rarely, so each cycle kept its cache's buffers — megabytes per request — alive
 long after the request ended, and the allocator kept the pages. These tests bound the work, not the time: they
 count the objects the cyclic collector would have to free after a fixed set of requests (zero), through the whole
-served core (llmapi_reference/model.py under a stand-in for triton_python_backend_utils: good requests streamed and
+served core (reference/core_models/llm_api/model.py under a stand-in for triton_python_backend_utils: good requests streamed and
 not, requests that join a running batch, client cancellations, stop requests, refused requests) and through the
 executor of every reference method.
 
@@ -33,7 +33,6 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = ROOT / "pipeline" / "specbuild" / "triton" / "models"
 TINY = ROOT / "checkpoints" / "tiny"
 FINAL = 1
 

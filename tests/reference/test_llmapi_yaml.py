@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specbuild.llmapi import model_yaml
+from specbuild.repository.llmapi import model_yaml
 from specbuild.recipe.llm_api import RELEASES
 from specbuild.methods import describe
 from specbuild.recipe import load_recipe

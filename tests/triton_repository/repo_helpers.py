@@ -9,7 +9,7 @@ from specbuild.engine_facts import expected_limits
 from specbuild.methods import describe
 from specbuild.plan import Layout
 from specbuild.recipe.loader import load_recipe
-from specbuild.triton.repository import engine_roles
+from specbuild.repository.engine.writer import engine_roles
 
 ROOT = Path(__file__).resolve().parents[2]
 DOUBLE_LLMAPI_MODEL = ROOT / "tests" / "doubles" / "triton_backend" / "all_models" / "llmapi" / "tensorrt_llm" / "1"
@@ -32,7 +32,7 @@ REFERENCE_LLMAPI_RECIPES = _of_flavour("reference", "llm-api")
 
 def write_llmapi_repository(recipe, layout: Layout, role: str = "target") -> Path:
     """An llm-api repository as compile writes it; the GPU runtime's NVIDIA model.py is the test double's."""
-    from specbuild.llmapi.repository import write_repository
+    from specbuild.repository.llmapi.writer import write_repository
     from specbuild.runtimes import runtime_for
 
     runtime = runtime_for(recipe)

@@ -10,7 +10,7 @@ import pytest
 
 from specbuild.standalone import prompt_lookup_drafts
 from specbuild.standalone.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose
-from specbuild.triton.repository import SOURCES
+from specbuild.repository.engine.writer import SOURCES
 
 _spec = importlib.util.spec_from_file_location("bls_drafting", SOURCES / "tensorrt_llm_bls" / "bls_drafting.py")
 drafting = importlib.util.module_from_spec(_spec)
@@ -56,7 +56,7 @@ def test_the_bls_and_the_reference_runtime_use_this_definition(tmp_path):
     from specbuild.plan import Layout
     from specbuild.reference.methods import prompt_lookup as reference
     from specbuild.recipe.schema import Recipe
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
 
     assert reference.propose is propose
     recipe = recipe_from(ROOT / "recipes" / "reference" / "prompt_lookup.yaml")

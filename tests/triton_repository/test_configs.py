@@ -7,8 +7,9 @@ from repo_helpers import (GPU_LLMAPI_RECIPES, GPU_RECIPES, REFERENCE_LLMAPI_RECI
                           write_engine_configs, write_llmapi_repository)
 
 from specbuild.trees import format_choices
-from specbuild.triton import configs, tensors
-from specbuild.triton.repository import write_repository
+from specbuild.repository.engine import configs, tensors
+from specbuild.repository.engine.writer import write_repository
+from specbuild.runtimes import runtime_for
 
 ALL_RECIPES = GPU_RECIPES + REFERENCE_RECIPES
 
@@ -26,7 +27,7 @@ def test_every_config_parses_back_and_equals_what_was_built(path, layout_for):
         repo = write_repository(recipe, layout, role)
         engines = {name: layout.engine("draft" if name == "tensorrt_llm_draft" else role)
                    for name in configs.CORE_MODELS}
-        built = configs.repository_configs(recipe, role, engines)
+        built = configs.repository_configs(recipe, role, engines, runtime_for(recipe))
         on_disk = sorted(p.parent.name for p in repo.glob("*/config.pbtxt"))
         assert on_disk == sorted(built)
         for name, cfg in built.items():
@@ -42,8 +43,8 @@ def test_every_config_parses_back_and_equals_what_was_built(path, layout_for):
 def test_llmapi_config_parses_back_and_has_the_llmapi_contract(path, layout_for):
     """llmapi fact sheet §2.2-2.5: one python model, max_batch_size 0, decoupled as the recipe streams, the
     inputs and outputs of NVIDIA's config.pbtxt; the same file for both runtimes."""
-    from specbuild.llmapi import configs as llmapi_configs
-    from specbuild.llmapi import tensors as llmapi_tensors
+    from specbuild.repository.llmapi import configs as llmapi_configs
+    from specbuild.repository.llmapi import tensors as llmapi_tensors
 
     recipe = recipe_from(path)
     layout = layout_for(recipe)
@@ -83,7 +84,7 @@ def test_problems_are_found_in_a_bad_config():
 
 def test_an_ensemble_reading_an_unproduced_tensor_is_found(layout_for):
     recipe = recipe_from(GPU_RECIPES[0])
-    cfg = configs.ensemble_config(recipe)
+    cfg = configs.ensemble_config(recipe, legacy=False)
     cfg.ensemble_scheduling.step[2].input_map["SEQUENCE_LENGTH"] = "_NOBODY"
     assert any("_NOBODY" in p for p in configs.config_problems(cfg))
 

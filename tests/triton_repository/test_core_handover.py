@@ -1,9 +1,9 @@
-"""The reference core's two threads (tensorrt_llm_reference/model.py): the executor thread records each step and
+"""The reference core's two threads (reference/core_models/engine/model.py): the executor thread records each step and
 builds its responses; it hands them to the delivery thread (which sends them) only for a step with something to
 send — a finished row, a streamed response that is due (streams_now) — or at the metrics' period, or when the
 executor goes idle. Every response still goes out, in order, FINAL last. The model's `loop` and `deliver_loop`
 run here over a scripted executor, with a stand-in for triton_python_backend_utils; so does the llm-api flavour's
-core (llmapi_reference/model.py) for the CPUs its executor thread takes."""
+core (reference/core_models/llm_api/model.py) for the CPUs its executor thread takes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from repo_helpers import ROOT
 
 from specbuild.reference.request import Event, RequestStats, streams_now
 
-MODELS = ROOT / "pipeline" / "specbuild" / "triton" / "models"
+CORE_MODELS = ROOT / "pipeline" / "specbuild" / "reference" / "core_models"
+STANDALONE = ROOT / "pipeline" / "specbuild" / "standalone"  # the modules copied beside every core
 FINAL = 1
 
 
@@ -42,8 +43,8 @@ def _load_core(folder: str, module_name: str):
     pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL = FINAL
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(sys.modules, "triton_python_backend_utils", pb)
-        mp.syspath_prepend(str(MODELS))
-        spec = importlib.util.spec_from_file_location(module_name, MODELS / folder / "model.py")
+        mp.syspath_prepend(str(STANDALONE))
+        spec = importlib.util.spec_from_file_location(module_name, CORE_MODELS / folder / "model.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         yield module
@@ -51,12 +52,12 @@ def _load_core(folder: str, module_name: str):
 
 @pytest.fixture(scope="module")
 def core():
-    yield from _load_core("tensorrt_llm_reference", "reference_core_model")
+    yield from _load_core("engine", "reference_core_model")
 
 
 @pytest.fixture(scope="module")
 def llmapi_core():
-    yield from _load_core("llmapi_reference", "llmapi_reference_core_model")
+    yield from _load_core("llm_api", "llmapi_reference_core_model")
 
 
 class _Request:
@@ -232,7 +233,7 @@ def test_the_executor_thread_takes_the_cpus_the_launcher_kept(core, monkeypatch,
                     reason="needs two CPUs to keep one")
 @pytest.mark.parametrize("name, pinned", [("tensorrt_llm", True), ("tensorrt_llm_draft", False)])
 def test_the_llmapi_cores_executor_thread_takes_the_cpus_the_launcher_kept(llmapi_core, monkeypatch, name, pinned):
-    """The same for the llm-api flavour's reference core (llmapi_reference/model.py), whose one worker thread
+    """The same for the llm-api flavour's reference core (reference/core_models/llm_api/model.py), whose one worker thread
     steps and sends."""
     everywhere = os.sched_getaffinity(0)
     kept = max(everywhere)

@@ -16,7 +16,7 @@ import pytest
 from repo_helpers import (GPU_LLMAPI_RECIPES, GPU_RECIPES, ROOT, recipe_from, write_engine_configs,
                           write_llmapi_repository)
 
-from specbuild.triton.repository import write_repository
+from specbuild.repository.engine.writer import write_repository
 
 GOLDEN = ROOT / "tests" / "golden" / "repositories"
 TEXT_FILES = ("config.pbtxt", "launch_triton.sh", "model.yaml")

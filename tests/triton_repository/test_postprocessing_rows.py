@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from repo_helpers import ROOT
 
-MODELS = ROOT / "pipeline" / "specbuild" / "triton" / "models"
+MODELS = ROOT / "pipeline" / "specbuild" / "repository" / "engine" / "models"
+STANDALONE = ROOT / "pipeline" / "specbuild" / "standalone"  # what the models import by file name (model_parameters)
 
 
 class _Tensor:
@@ -30,7 +31,7 @@ def postprocessing(monkeypatch_module):
     pb.InferenceResponse = lambda output_tensors: {t.name: t.array for t in output_tensors}
     pb.get_input_tensor_by_name = lambda request, name: request.get(name)
     monkeypatch_module.setitem(sys.modules, "triton_python_backend_utils", pb)
-    monkeypatch_module.syspath_prepend(str(MODELS))
+    monkeypatch_module.syspath_prepend(str(STANDALONE))
     spec = importlib.util.spec_from_file_location("postprocessing_model", MODELS / "postprocessing" / "model.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from specbuild.triton.repository import SHARED_MODULES, STANDALONE
+from specbuild.repository.engine.writer import SHARED_MODULES, STANDALONE
 
 _spec = importlib.util.spec_from_file_location("request_checks", STANDALONE / "request_checks.py")
 checks = importlib.util.module_from_spec(_spec)
@@ -57,7 +57,7 @@ def test_min_tokens_and_min_length_are_one_value():
 def test_every_python_model_folder_carries_the_shared_modules(layout_for):
     from repo_helpers import REFERENCE_RECIPES, recipe_from, write_engine_configs
 
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
 
     recipe = recipe_from(next(p for p in REFERENCE_RECIPES if p.stem == "draft_target"))
     layout = layout_for(recipe)
@@ -102,7 +102,7 @@ ACCEPTED = {
 
 
 def _engine_refusal(field: str, value) -> str | None:
-    """What the engine contract's cores say of the value (tensorrt_llm_reference/model.py's sampling checks)."""
+    """What the engine contract's cores say of the value (reference/core_models/engine/model.py's sampling checks)."""
     if field in ("temperature", "top_k", "top_p"):
         found = checks.sampling_problems(**{field: value})
     elif field == "max_tokens":

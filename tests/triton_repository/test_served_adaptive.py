@@ -39,7 +39,7 @@ def served(request, tmp_path_factory):
 
     from specbuild.compile import build_engines
     from specbuild.serve import TritonServer
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
 
     torch.set_num_threads(1)
     shipped = ROOT / "checkpoints" / "tiny"

@@ -22,7 +22,7 @@ PYTHON_MODELS = ["preprocessing", "postprocessing", "tensorrt_llm_bls"]
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     from specbuild.serve import TritonServer
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
 
     root = tmp_path_factory.mktemp("gpu-flavour")
     tokenizer = build_tokenizer(root / "tokenizer")

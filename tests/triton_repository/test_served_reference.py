@@ -113,7 +113,7 @@ class Served:
 def served(request, checkpoints, tmp_path_factory):
     from specbuild.compile import build_engines
     from specbuild.serve import TritonServer
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
 
     method = request.param
     recipe = make_recipe(method, checkpoints)
@@ -738,7 +738,7 @@ def suite_baseline(checkpoints, tmp_path_factory):
     """The baseline deployment of the suite, shared by every method (same target, same limits, no speculation)."""
     from specbuild.compile import build_engines
     from specbuild.serve import TritonServer
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
 
     recipe = make_recipe("eagle", checkpoints, SUITE_VALIDATION)
     root = tmp_path_factory.mktemp("suite-baseline")

@@ -65,7 +65,7 @@ def engine_server(tmp_path_factory):
 
     from specbuild.compile import build_engines
     from specbuild.serve import TritonServer
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
 
     torch.set_num_threads(1)
     if not (TINY / "target" / "config.json").is_file():
@@ -112,7 +112,7 @@ def test_engine_flavour_streams_every_n_steps(engine_server, prompt):
 # ---------------------------------------------------------------------------------------------- llm-api flavour
 @pytest.fixture(scope="module")
 def llmapi_server(tmp_path_factory):
-    from specbuild.llmapi.model_yaml import load
+    from specbuild.repository.llmapi.model_yaml import load
     from specbuild.runtimes import runtime_for
     from specbuild.serve import TritonServer
 

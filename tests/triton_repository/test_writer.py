@@ -8,8 +8,8 @@ import pytest
 from repo_helpers import GPU_RECIPES, recipe_from, write_engine_configs
 
 from specbuild.errors import UserError
-from specbuild.triton import launch
-from specbuild.triton.repository import write_repository
+from specbuild.repository.engine import launch
+from specbuild.repository.engine.writer import write_repository
 
 
 def _recipe(stem, **triton):

@@ -127,8 +127,8 @@ def test_checkpoint_check_names_the_ignored_argument(tmp_path):
 
 def test_reference_engines_are_refused_by_the_repository_of_a_gpu_recipe(machine, write_recipe, compile_engines,
                                                                          tmp_path):
-    """An engine folder the other runtime built is named as such before anything is written (triton/engine_check)."""
-    from specbuild.triton.repository import write_repository
+    """An engine folder the other runtime built is named as such before anything is written (repository/engine/engine_check.py)."""
+    from specbuild.repository.engine.writer import write_repository
 
     compiled = compile_engines(write_recipe("none", runtime="reference"))
     gpu = compile_engines.load(write_recipe("none"))

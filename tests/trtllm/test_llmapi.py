@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from trtllm_helpers import DOUBLES, compile_repository, double_validates
@@ -37,7 +34,7 @@ def test_model_yaml_is_accepted_by_the_release_it_is_written_for(machine, llmapi
         return
     recipe, repo = compile_repository(llmapi_recipe(method, release))
     yaml_path = repo / "tensorrt_llm" / "1" / "model.yaml"
-    from specbuild.llmapi.model_yaml import load
+    from specbuild.repository.llmapi.model_yaml import load
 
     cfg = load(yaml_path.read_text())
     spec = cfg["speculative_config"]
@@ -61,7 +58,7 @@ def test_the_adaptive_schedule_is_written_in_each_releases_spelling(machine, llm
                                                                     release):
     """llmapi fact sheet §4.1: draft_len_schedule, each key the largest batch size of its length after 1.2
     (PR #10860), max_concurrency (off above N) up to 1.2 (whether 1.2.x has draft_len_schedule is not known:
-    specbuild.llmapi.releases); one-model EAGLE-3 follows it after 1.2 only. What a release cannot say is a recipe
+    specbuild.repository.llmapi.releases); one-model EAGLE-3 follows it after 1.2 only. What a release cannot say is a recipe
     finding naming the release."""
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", f"{release}.0")
     path = llmapi_recipe(method, release, adaptive={"draft_len_schedule": schedule}, build={"max_batch_size": 8})
@@ -74,7 +71,7 @@ def test_the_adaptive_schedule_is_written_in_each_releases_spelling(machine, llm
         return
     _, repo = compile_repository(path)
     yaml_path = repo / "tensorrt_llm" / "1" / "model.yaml"
-    from specbuild.llmapi.model_yaml import load
+    from specbuild.repository.llmapi.model_yaml import load
 
     spec = load(yaml_path.read_text())["speculative_config"]
     want = {"1.0": {"max_concurrency": 2}, "1.1": {"max_concurrency": 2}, "1.2": {"max_concurrency": 2},
@@ -141,7 +138,7 @@ def test_baseline_has_no_speculative_config(machine, llmapi_recipe):
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.2.0")
     _, target = compile_repository(llmapi_recipe("eagle3"))
     _, baseline = compile_repository(llmapi_recipe("eagle3"), role="baseline")
-    from specbuild.llmapi.model_yaml import load
+    from specbuild.repository.llmapi.model_yaml import load
 
     t = load((target / "tensorrt_llm" / "1" / "model.yaml").read_text())
     b = load((baseline / "tensorrt_llm" / "1" / "model.yaml").read_text())

@@ -1,7 +1,7 @@
 """model.yaml spellings per TensorRT-LLM release, held against the parse path each release has upstream.
 
 The maps are the double's (tests/doubles/tensorrt_llm/llmapi/llm_args.py FROM_DICT_MAPS / UNION_TAGS), each written
-from tensorrt_llm/llmapi/llm_args.py of its release and citing it; specbuild's table (specbuild.llmapi.releases) is
+from tensorrt_llm/llmapi/llm_args.py of its release and citing it; specbuild's table (specbuild.repository.llmapi.releases) is
 not used to compute what is expected. Compile on a machine with TensorRT-LLM hands every model.yaml to the installed
 release's update_llm_args_with_extra_dict and TorchLlmArgs (here: the double's) and stops on their error.
 """
@@ -35,7 +35,7 @@ UPSTREAM = double_llm_args()
 
 def written(llmapi_recipe, method: str, release: str, **sections) -> dict:
     """The target model.yaml specbuild writes for this method and release (no compile: the dict itself)."""
-    from specbuild.llmapi.model_yaml import model_yaml
+    from specbuild.repository.llmapi.model_yaml import model_yaml
     from specbuild.methods import describe
     from specbuild.recipe import load_recipe
 
@@ -82,7 +82,7 @@ def _calls(log) -> list[dict]:
 
 def test_compile_hands_every_model_yaml_to_the_installed_releases_parse_functions(machine, llmapi_recipe, tmp_path):
     from specbuild.cli import main
-    from specbuild.llmapi.model_yaml import load
+    from specbuild.repository.llmapi.model_yaml import load
 
     log = tmp_path / "calls.jsonl"
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.2.1")
@@ -126,7 +126,7 @@ def test_compile_stops_on_an_argument_the_release_refuses(machine, llmapi_recipe
     """Not only decoding types: the installed release's argument class refuses keys it does not know (a 1.1 EAGLE-3
     model.yaml carries eagle3_layers_to_capture, which 1.0 does not have)."""
     from specbuild.errors import UserError
-    from specbuild.llmapi.model_yaml import dump
+    from specbuild.repository.llmapi.model_yaml import dump
     from specbuild.recipe import load_recipe
     from specbuild.trtllm.llmapi_parse import check_model_yaml
     from specbuild.trtllm.version import installed

@@ -103,7 +103,7 @@ def test_multi_instance_needs_a_model_py_that_reads_gpu_device_ids(machine, llma
     assert "llm_api.instances" in err and "does not read config.pbtxt's gpu_device_ids" in err
     assert main(["check", str(recipe), "--llmapi-model-dir", str(NVIDIA_MODEL)]) == 0  # reads it
     # the script of a repository without model.py checks the container's
-    from specbuild.llmapi.launch import launch_script
+    from specbuild.repository.llmapi.launch import launch_script
     from specbuild.recipe import load_recipe
 
     script = tmp_path / "launch_triton.sh"

@@ -141,7 +141,7 @@ def test_bls_rounds_are_not_steps():
     same (tensorrt_llm_bls/bls_drafting.py)."""
     import importlib.util
 
-    from specbuild.triton.repository import SOURCES
+    from specbuild.repository.engine.writer import SOURCES
 
     spec = importlib.util.spec_from_file_location("bls_drafting", SOURCES / "tensorrt_llm_bls" / "bls_drafting.py")
     drafting = importlib.util.module_from_spec(spec)

@@ -42,7 +42,7 @@ def served(tmp_path_factory):
     from specbuild.compile import build_engines
     from specbuild.plan import Layout
     from specbuild.serve import TritonServer
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
 
     root = tmp_path_factory.mktemp("soak")
     servers, recipes = {}, {}

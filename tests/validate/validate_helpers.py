@@ -43,6 +43,6 @@ def write_recipe_file(path: Path, data: dict) -> Path:
 
 def core_parameters(recipe: Recipe) -> dict[str, str]:
     """The method parameters the served tensorrt_llm model must carry (what the repository writer puts there)."""
-    from specbuild.triton.speculation_params import core_parameters as speculation_parameters
+    from specbuild.repository.engine.speculation_params import core_parameters as speculation_parameters
 
     return speculation_parameters(describe(recipe))

@@ -18,7 +18,7 @@ from specbuild.deploy.launch import LaunchPlan, launch_plan
 from specbuild.recipe.deploy import K8S_NAME_MAX, K8S_NAME_PATTERN
 from specbuild.deploy.world import World, world_of
 from specbuild.methods import describe
-from specbuild.triton import params
+from specbuild.repository.engine import params
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
@@ -176,7 +176,7 @@ def _engine_monitoring(recipe: Recipe) -> tuple[str, bool]:
 
 
 def _llmapi_monitoring(recipe: Recipe) -> tuple[str, bool]:
-    from specbuild.llmapi.configs import MODEL
+    from specbuild.repository.llmapi.configs import MODEL
 
     return MODEL, False
 
@@ -221,7 +221,7 @@ def engine_mounts(recipe: Recipe, layout: Layout) -> list[tuple[str, Path, str]]
 def llmapi_paths(recipe: Recipe) -> dict[str, str]:
     """The checkpoint folders the target's model.yaml names, by model.yaml key (model, tokenizer, and the draft or
     EAGLE-3 head under speculative_config's speculative_model / speculative_model_dir)."""
-    from specbuild.llmapi.model_yaml import DRAFT_FIELD, model_yaml
+    from specbuild.repository.llmapi.model_yaml import DRAFT_FIELD, model_yaml
 
     args = model_yaml(recipe, describe(recipe), role="target")
     out = {"model": str(args["model"]), "tokenizer": str(args["tokenizer"])}

@@ -1,7 +1,7 @@
 """What a bundle's containers run: the repository's own launch command, one function per launch kind.
 
 Kind "engine" (TensorRT engines, the `tensorrtllm` C++ backend): the repository's `launch_triton.sh`
-(specbuild.triton.launch), which execs `mpirun` with one `tritonserver` per rank (leader mode) or the orchestrator.
+(specbuild.repository.engine.launch), which execs `mpirun` with one `tritonserver` per rank (leader mode) or the orchestrator.
 - Kubernetes runs exactly `bash <repo>/launch_triton.sh --exit-timeout-secs=T`; across nodes the leader first
   writes the group's hostfile, then execs the same command (mpirun reaches the workers through kubessh).
 - Slurm starts the ranks itself (`srun --mpi=pmix`, NVIDIA's leader-mode Slurm launch, fact sheet §2.4): each task
@@ -9,7 +9,7 @@ Kind "engine" (TensorRT engines, the `tensorrtllm` C++ backend): the repository'
   A spawning orchestrator (one rank) runs the script itself instead.
 
 Kind "llm-api" (TensorRT-LLM's PyTorch backend, NVIDIA's llmapi Python model): the repository's
-`launch_triton.sh` (specbuild.llmapi.launch), which execs tritonserver itself (llmapi fact sheet §7).
+`launch_triton.sh` (specbuild.repository.llmapi.launch), which execs tritonserver itself (llmapi fact sheet §7).
 - single node (one instance, tensor/pipeline parallelism inside it, or several instances without MPI): Kubernetes
   and the one Slurm task run exactly `bash <repo>/launch_triton.sh --exit-timeout-secs=T`; the LLM spawns its
   own workers inside the pod.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from specbuild.triton.launch import SCRIPT_NAME, launch_script
+from specbuild.repository.engine.launch import SCRIPT_NAME, launch_script
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -89,7 +89,7 @@ def script_ports(text: str) -> dict[str, int]:
 
 
 def parse_script(text: str) -> ScriptParts:
-    """Read a launch_triton.sh written by specbuild.triton.launch. Raises ScriptFormatError on any other shape."""
+    """Read a launch_triton.sh written by specbuild.repository.engine.launch. Raises ScriptFormatError on any other shape."""
     env, ports, segments = {}, {}, []
     lines = text.splitlines()
     try:
@@ -136,7 +136,7 @@ def expand(words: list[str], values: dict[str, str], extra: list[str]) -> list[s
 
 
 def engine_launch(recipe: Recipe, repository: Path) -> LaunchPlan:
-    from specbuild.triton import params
+    from specbuild.repository.engine import params
 
     script = repository / SCRIPT_NAME
     extra = exit_timeout(recipe)
@@ -157,7 +157,7 @@ def exit_timeout(recipe: Recipe) -> list[str]:
 
 
 def llmapi_launch(recipe: Recipe, repository: Path) -> LaunchPlan:
-    from specbuild.llmapi import launch as llmapi
+    from specbuild.repository.llmapi import launch as llmapi
 
     script = repository / llmapi.SCRIPT_NAME
     text = llmapi.launch_script(recipe)

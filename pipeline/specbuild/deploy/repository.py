@@ -1,8 +1,8 @@
 """The repository as the containers serve it: the compiled repository with every path it names rewritten to where
 the containers read that folder (`<mount_root>/<name>/...`). The bundle carries it as `repository/`; copy-models.sh
 puts it in the storage. Only the values that name a mounted folder change: config.pbtxt parameters (engine and
-tokenizer folders; protobuf text format, read and written by specbuild.triton.configs) and the checkpoint keys
-of an llm-api model.yaml (specbuild.llmapi.model_yaml); every other file is copied as it is.
+tokenizer folders; protobuf text format, read and written by specbuild.repository.engine.configs) and the checkpoint keys
+of an llm-api model.yaml (specbuild.repository.llmapi.model_yaml); every other file is copied as it is.
 
     files = container_repository(ctx)        # relative path -> text; UserError when nothing is compiled yet
 """
@@ -35,7 +35,7 @@ def compiled_files(ctx: DeployContext) -> dict[str, str]:
 
 
 def _pbtxt(ctx: DeployContext, text: str) -> str:
-    from specbuild.triton.configs import parse_pbtxt, to_pbtxt
+    from specbuild.repository.engine.configs import parse_pbtxt, to_pbtxt
 
     cfg = parse_pbtxt(text)
     changed = False
@@ -47,7 +47,7 @@ def _pbtxt(ctx: DeployContext, text: str) -> str:
 
 
 def _model_yaml(ctx: DeployContext, text: str) -> str:
-    from specbuild.llmapi import model_yaml
+    from specbuild.repository.llmapi import model_yaml
 
     data = model_yaml.load(text)
     changed = False

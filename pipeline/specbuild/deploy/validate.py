@@ -254,7 +254,7 @@ def pod_templates(doc: Doc) -> list[PodTemplate]:
 def _pbtxt_parameters(text: str) -> dict[str, str]:
     """The string parameters of a config.pbtxt, unescaped (protobuf text format, as it was written); {} when it is
     not a ModelConfig (the stale-repository check reports it)."""
-    from specbuild.triton.configs import parse_pbtxt
+    from specbuild.repository.engine.configs import parse_pbtxt
 
     try:
         cfg = parse_pbtxt(text)
@@ -296,8 +296,8 @@ def _engine_facts(ctx: DeployContext, facts: dict[str, Any]) -> None:
 
 def _llmapi_facts(ctx: DeployContext, facts: dict[str, Any]) -> None:
     """model.yaml of the tensorrt_llm model: the LLM arguments, and the checkpoint folders they name."""
-    from specbuild.llmapi import model_yaml
-    from specbuild.llmapi.configs import MODEL
+    from specbuild.repository.llmapi import model_yaml
+    from specbuild.repository.llmapi.configs import MODEL
 
     path = ctx.repository / MODEL / "1" / model_yaml.FILE
     facts["model_yaml_path"] = path
@@ -442,8 +442,8 @@ def _engine_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFindin
 def _llmapi_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFinding]:
     """The llm-api repository on disk: its one tensorrt_llm model with the recipe's instance count, and a
     model.yaml that is the recipe's, names its checkpoints by absolute paths, and runs the world's tp * pp."""
-    from specbuild.llmapi import model_yaml
-    from specbuild.llmapi.configs import MODEL
+    from specbuild.repository.llmapi import model_yaml
+    from specbuild.repository.llmapi.configs import MODEL
     from specbuild.methods import describe
 
     if not facts["models"]:

@@ -8,7 +8,7 @@ world spanning nodes lists one node's GPUs.
 
 Orchestrator mode (draft-target): one node; the pod gets every GPU the two engines name.
 
-LLM-API flavour (llmapi fact sheet §7; specbuild.llmapi.launch.launch_mode), llm_api.nodes being the one source of
+LLM-API flavour (llmapi fact sheet §7; specbuild.repository.llmapi.launch.launch_mode), llm_api.nodes being the one source of
 truth for the node count (deploy.gpus_per_node only bounds it; deploy/checks.py refuses a contradiction):
 - single: one tritonserver whose LLM runs tp * pp ranks on GPUs 0..tp*pp-1 of the pod (model.yaml names no GPU:
   the LLM takes the first tp*pp it sees, so triton.gpu_device_ids must be [0 .. tp*pp-1]);
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from specbuild.triton import params
+from specbuild.repository.engine import params
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -104,8 +104,8 @@ def engine_world(recipe: Recipe) -> World:
 
 
 def llmapi_world(recipe: Recipe) -> World:
-    from specbuild.llmapi.configs import MODEL, gpu_groups
-    from specbuild.llmapi.launch import launch_mode
+    from specbuild.repository.llmapi.configs import MODEL, gpu_groups
+    from specbuild.repository.llmapi.launch import launch_mode
 
     info = launch_mode(recipe)
     mode, b = info["mode"], recipe.build

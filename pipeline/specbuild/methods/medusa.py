@@ -2,7 +2,7 @@
 
 TensorRT-LLM runs Medusa greedy only (medusa_temperature=0; repository fact sheet §2.1); the reference runtime
 samples losslessly (recursive rejection sampling over the tree). Runtime dialects: specbuild/trtllm/, specbuild/
-reference/, specbuild/triton/speculation_params.py.
+reference/, specbuild/repository/engine/speculation_params.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The request/response contract of NVIDIA's llmapi `tensorrt_llm` model (llmapi fact sheet §2.3-2.7, §5), for the
-CPU rehearsal model (triton/models/llmapi_reference/model.py): tensors in -> a typed request, the text and perf
+CPU rehearsal model (reference/core_models/llm_api/model.py): tensors in -> a typed request, the text and perf
 values out -> response tensors. numpy only (tensors are read through a `get(name) -> ndarray | None` callable),
 so it is tested without a server.
 
@@ -33,13 +33,12 @@ PyTorch backend the LLM asks the executor for log probs only then (tensorrt_llm/
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from specbuild.llmapi.tensors import PERF_OUTPUTS
+from specbuild.repository.llmapi.tensors import PERF_OUTPUTS
 from specbuild.standalone import request_checks as checks
 
 DEFAULT_MAX_TOKENS = 32  # SamplingParams.max_tokens (llmapi fact sheet §2.3)

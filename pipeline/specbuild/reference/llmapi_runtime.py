@@ -3,7 +3,7 @@
 The repository is the one NVIDIA documents (tensorrt_llm/config.pbtxt + 1/model.yaml, triton/llmapi/), with
 specbuild's model.py in place of NVIDIA's: it reads the same model.yaml, loads the Hugging Face checkpoints
 itself (no engine build, as the LLM does) and speaks the same tensor contract, decoding with the reference
-runtime's executor (triton/models/llmapi_reference/model.py).
+runtime's executor (reference/core_models/llm_api/model.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.llmapi.flavour import LlmApiFlavour
+from specbuild.repository.llmapi.flavour import LlmApiFlavour
 from specbuild.findings import Finding
 from specbuild.plan import ServeStep
 from specbuild.reference.checks import reference_findings
@@ -20,7 +20,7 @@ from specbuild.reference.steps import cpu_serve_step
 # Releases whose model.yaml spelling of the draft length per batch size the rehearsal reads (llmapi_yaml.py)
 REHEARSED_SCHEDULE_RELEASES = ("1.0", "1.1", "1.2")
 
-MODEL = Path(__file__).resolve().parent.parent / "triton" / "models" / "llmapi_reference" / "model.py"
+MODEL = Path(__file__).resolve().parent / "core_models" / "llm_api" / "model.py"
 
 
 class ReferenceLlmApiRuntime(LlmApiFlavour):

@@ -9,7 +9,7 @@ NVIDIA's llmapi model (triton_backend/all_models/llmapi/tensorrt_llm/1/model.py,
     model load, and `speculative_config` is parsed by its `decoding_type` (llm_args.py `DecodingBaseConfig`).
 
 Here the same rules as pydantic models (extra="forbid"), covering every key specbuild's model.yaml writer
-(specbuild/llmapi/model_yaml.py) can write, and the LLM defaults of ARGS-1.2 for what it leaves out (§3.4).
+(specbuild/repository/llmapi/model_yaml.py) can write, and the LLM defaults of ARGS-1.2 for what it leaves out (§3.4).
 Options TensorRT-LLM has but the reference runtime cannot honour are refused with the reason; options that only
 size GPU memory (kv_cache_config, cuda_graph_config, the overlap scheduler) are accepted and have no effect on
 the CPU. `read_model_yaml` returns the typed `LlmApiSettings` the reference model serves (llmapi_engine.py builds

@@ -2,7 +2,7 @@
 
 Its engine folders have the TensorRT-LLM config.json shape (reference/engine_folder.py); its Triton core model is
 a Python-backend model with the `tensorrt_llm` model's name, tensors and parameters
-(triton/models/tensorrt_llm_reference/model.py), served by the CPU tritonserver of nvidia-pytriton.
+(reference/core_models/engine/model.py), served by the CPU tritonserver of nvidia-pytriton.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from specbuild.plan import ServeStep, roles
 from specbuild.reference import dialect
 from specbuild.reference.checks import reference_findings
 from specbuild.reference.steps import ReferenceEngineStep, cpu_serve_step
-from specbuild.triton.flavour import EngineFlavour
+from specbuild.repository.engine.flavour import EngineFlavour
 
-CORE_MODEL = Path(__file__).resolve().parent.parent / "triton" / "models" / "tensorrt_llm_reference" / "model.py"
+CORE_MODEL = Path(__file__).resolve().parent / "core_models" / "engine" / "model.py"
 
 
 class ReferenceRuntime(EngineFlavour):

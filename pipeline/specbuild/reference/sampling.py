@@ -30,7 +30,6 @@ gives 0); the top-p kernel reports the unnormalised value.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch

@@ -6,7 +6,7 @@ decoder waits on the run queue and comes back to cold caches (bench/README.md, "
 at 16 requests in flight, 15% of the decoder's time waiting to run and 9-12% more CPU for the same tokens). So the
 launcher (`TritonServer(decode_cpus=...)`) keeps some CPUs for the decoder: tritonserver (and every stub it starts)
 runs on the others, and the CPUs kept reach the core in the environment variable SPECBUILD_EXECUTOR_CPUS; the
-reference cores (models/tensorrt_llm_reference, models/llmapi_reference) pin their executor thread there
+reference cores (reference/core_models/engine, reference/core_models/llm_api) pin their executor thread there
 (`claim`). A core that does not name that variable in its model.py (TensorRT-LLM's own backends) gets nothing kept.
 
 The choice (`--decode-cpus`, SPECBUILD_DECODE_CPUS): `auto` keeps the highest-numbered CPUs this process may run

@@ -6,7 +6,7 @@ config.pbtxt and NVIDIA's model.py + helpers.py (never shipped by specbuild), ta
 2. the machine's TensorRT-LLM: /app/all_models/llmapi/ of the tritonserver trtllm container, or
    triton_backend/all_models/llmapi/ beside an importable tensorrt_llm source checkout;
 3. otherwise none: the repository is written without them and its launch_triton.sh copies them at start from the
-   container it runs in (specbuild.llmapi.launch), so a CPU machine without TensorRT-LLM writes the repository and
+   container it runs in (specbuild.repository.llmapi.launch), so a CPU machine without TensorRT-LLM writes the repository and
    the deployment bundle.
 
 Where TensorRT-LLM is installed, every model.yaml goes through the installed release's own parse functions before
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Iterator
 
 from specbuild.errors import UserError
-from specbuild.llmapi.flavour import LlmApiFlavour
-from specbuild.llmapi.configs import GPU_IDS_PARAMETER
-from specbuild.llmapi.launch import CONTAINER_MODEL_DIR, NVIDIA_FILES, SCRIPT_NAME, launch_mode, server_command
-from specbuild.llmapi.model_yaml import RELEASES_WITH_DYNAMIC_TREE
+from specbuild.repository.llmapi.flavour import LlmApiFlavour
+from specbuild.repository.llmapi.configs import GPU_IDS_PARAMETER
+from specbuild.repository.llmapi.launch import CONTAINER_MODEL_DIR, NVIDIA_FILES, SCRIPT_NAME, launch_mode, server_command
+from specbuild.repository.llmapi.model_yaml import RELEASES_WITH_DYNAMIC_TREE
 from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.plan import ServeStep
@@ -169,7 +169,7 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
         return self.model_source().files
 
     def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        from specbuild.llmapi.repository import write_repository
+        from specbuild.repository.llmapi.writer import write_repository
         from specbuild.trtllm.llmapi_parse import check_model_yaml
         from specbuild.trtllm.version import installed, require_llmapi
 

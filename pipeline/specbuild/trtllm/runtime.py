@@ -14,7 +14,7 @@ from specbuild.engine_facts import SpecMode, expected_limits, pretrained_extra
 from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.plan import ServeStep, Step, VerifyEngineStep, roles
-from specbuild.triton.flavour import EngineFlavour
+from specbuild.repository.engine.flavour import EngineFlavour
 from specbuild.trtllm import checks
 from specbuild.trtllm.converters import plain_converter, target_converter
 from specbuild.trtllm.steps import BuildStep, ConvertStep
@@ -102,13 +102,13 @@ class TrtllmRuntime(EngineFlavour):
 
     # --- repository and serving -------------------------------------------------------------------------------
     def repository_files(self, recipe, role: str) -> dict[str, str]:
-        from specbuild.triton.launch import SCRIPT_NAME, launch_script
+        from specbuild.repository.engine.launch import SCRIPT_NAME, launch_script
 
         return {SCRIPT_NAME: launch_script(recipe, role)}
 
     def serve_step(self, recipe, layout, repo_roles) -> ServeStep:
-        from specbuild.triton import params as triton_params
-        from specbuild.triton.launch import SCRIPT_NAME
+        from specbuild.repository.engine import params as triton_params
+        from specbuild.repository.engine.launch import SCRIPT_NAME
 
         info = triton_params.launch(recipe, "target")
         return ServeStep(headline=f"launch tritonserver in {info['mode']} mode (world size {info['world_size']})",
@@ -123,7 +123,7 @@ class TrtllmRuntime(EngineFlavour):
         return bool(legacy_tensor_names())
 
     def launcher(self, repository: Path) -> Path | None:
-        from specbuild.triton.launch import SCRIPT_NAME
+        from specbuild.repository.engine.launch import SCRIPT_NAME
 
         return repository / SCRIPT_NAME
 

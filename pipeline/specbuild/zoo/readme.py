@@ -94,7 +94,7 @@ def _accepts(s: dict) -> list[str]:
         f"converter, llama.cpp's `convert_hf_to_gguf.py`); both read `tokenizer/`'s {vocab}-token vocabulary, so the "
         "draft serves the target for draft-target speculation. Context: "
         f"{p['max_position_embeddings']} positions (trained on {p['seq_len']}-token blocks).",
-        f"- `medusa/`, `eagle/`" + (", `eagle3/`" if "eagle3" in m else "") + f": this target only (hidden size "
+        "- `medusa/`, `eagle/`" + (", `eagle3/`" if "eagle3" in m else "") + f": this target only (hidden size "
         f"{hidden}, vocabulary {vocab}); they were trained on its own features, so another target of the same shape "
         "would verify their drafts losslessly but accept few of them.",
         "",

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from specbuild import metrics
 from specbuild.recipe.schema import DEFAULT_CATEGORY
-from specbuild.triton import params as triton_params
+from specbuild.repository.engine import params as triton_params
 from specbuild.validate.aggregate import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, GroupAcceptance, Interval,
                                           acceptance_by, distribution, group_acceptance, length_bucket,
                                           summarize_acceptance)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.llmapi import launch, model_yaml, releases
-from specbuild.llmapi.model_yaml import RELEASES_WITH_LAYER_CHOICE
-from specbuild.llmapi.configs import MODEL
+from specbuild.repository.llmapi import launch, model_yaml, releases, writer
+from specbuild.repository.llmapi.model_yaml import RELEASES_WITH_LAYER_CHOICE
+from specbuild.repository.llmapi.configs import MODEL, gpu_groups
 from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.runtimes.base import Runtime
@@ -83,7 +83,7 @@ class LlmApiFlavour(Runtime):
 
     def notes(self, recipe, spec) -> list[str]:
         """What is not known about how llm_api.release parses this model.yaml (`check` prints it, `plan` shows it):
-        specbuild writes the spellings it can vouch for and says where it cannot (specbuild.llmapi.releases)."""
+        specbuild writes the spellings it can vouch for and says where it cannot (specbuild.repository.llmapi.releases)."""
         a = recipe.llm_api
         if not spec.speculative:
             return []
@@ -116,8 +116,6 @@ class LlmApiFlavour(Runtime):
         return MODEL
 
     def repository_info(self, recipe, spec, layout, role):
-        from specbuild.llmapi.configs import gpu_groups
-
         info = {"backend": "python", "model.py": self.model_files_label, "decoupled": recipe.triton.streaming,
                 "instances": recipe.llm_api.instances}
         if recipe.llm_api.instances > 1:
@@ -130,9 +128,7 @@ class LlmApiFlavour(Runtime):
         return out
 
     def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        from specbuild.llmapi.repository import write_repository
-
-        return write_repository(recipe, layout, role, self.model_files(), progress=progress, notice=notice)
+        return writer.write_repository(recipe, layout, role, self.model_files(), progress=progress, notice=notice)
 
     # --- serving ----------------------------------------------------------------------------------------------
     def launcher(self, repository: Path) -> Path | None:

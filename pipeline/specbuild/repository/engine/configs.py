@@ -10,11 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specbuild.triton import params, tensors
-from specbuild.triton.tensors import Tensor
+from specbuild.repository.engine import params, tensors
+from specbuild.repository.engine.tensors import Tensor
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.repository.engine.flavour import EngineFlavour
 
 CORE_MODELS = ("tensorrt_llm", "tensorrt_llm_draft")
 
@@ -87,14 +88,10 @@ def _base(name: str, recipe: Recipe, backend: str | None = None, platform: str |
 
 # --- the models ---------------------------------------------------------------------------------------------------
 
-def _legacy(recipe: Recipe, legacy: bool | None) -> bool:
-    return params.legacy_tensor_names(recipe) if legacy is None else legacy
-
-
-def preprocessing_config(recipe: Recipe, legacy: bool | None = None):
+def preprocessing_config(recipe: Recipe, legacy: bool):
     cfg = _base("preprocessing", recipe, backend="python")
     _dynamic_batching(cfg, recipe)
-    _add_tensors(cfg.input, tensors.preprocessing_inputs(_legacy(recipe, legacy)), inputs=True)
+    _add_tensors(cfg.input, tensors.preprocessing_inputs(legacy), inputs=True)
     _add_tensors(cfg.output, tensors.PREPROCESSING_OUTPUTS, inputs=False)
     _instances(cfg, recipe.triton.preprocessing_instances)
     _parameters(cfg, params.preprocessing_parameters(recipe))
@@ -111,16 +108,13 @@ def postprocessing_config(recipe: Recipe):
     return cfg
 
 
-def core_config(recipe: Recipe, role: str, model: str, engine_dir: Path, legacy: bool | None = None):
-    """`tensorrt_llm` / `tensorrt_llm_draft`: the C++ backend on GPU, our python model on the reference runtime;
-    the same tensors and parameters either way."""
-    from specbuild.runtimes import runtime_for
-
-    cfg = _base(model, recipe, backend=runtime_for(recipe).core_backend)
+def core_config(recipe: Recipe, role: str, model: str, engine_dir: Path, backend: str, legacy: bool):
+    """`tensorrt_llm` / `tensorrt_llm_draft`: the C++ backend on GPU, our python model on the reference runtime
+    (`backend`: the runtime's core_backend); the same tensors and parameters either way."""
+    cfg = _base(model, recipe, backend=backend)
     if params.core_decoupled(recipe, role):
         cfg.model_transaction_policy.decoupled = True
     _dynamic_batching(cfg, recipe)
-    legacy = _legacy(recipe, legacy)
     _add_tensors(cfg.input, tensors.core_inputs(legacy), inputs=True)
     _add_tensors(cfg.output, tensors.core_outputs(legacy), inputs=False)
     _instances(cfg, 1)
@@ -128,8 +122,7 @@ def core_config(recipe: Recipe, role: str, model: str, engine_dir: Path, legacy:
     return cfg
 
 
-def ensemble_config(recipe: Recipe, legacy: bool | None = None):
-    legacy = _legacy(recipe, legacy)
+def ensemble_config(recipe: Recipe, legacy: bool):
     cfg = _base("ensemble", recipe, platform="ensemble")
     _add_tensors(cfg.input, tensors.ensemble_inputs(legacy), inputs=True)
     _add_tensors(cfg.output, tensors.interface_outputs(legacy), inputs=False)
@@ -156,8 +149,7 @@ def ensemble_config(recipe: Recipe, legacy: bool | None = None):
     return cfg
 
 
-def bls_config(recipe: Recipe, role: str, legacy: bool | None = None):
-    legacy = _legacy(recipe, legacy)
+def bls_config(recipe: Recipe, role: str, legacy: bool):
     cfg = _base("tensorrt_llm_bls", recipe, backend="python")
     if recipe.triton.streaming:
         cfg.model_transaction_policy.decoupled = True
@@ -169,17 +161,19 @@ def bls_config(recipe: Recipe, role: str, legacy: bool | None = None):
     return cfg
 
 
-def repository_configs(recipe: Recipe, role: str, engines: dict[str, Path]) -> dict[str, Any]:
-    """Every model's ModelConfig, by model name. `engines` maps core model names to their engine folders."""
+def repository_configs(recipe: Recipe, role: str, engines: dict[str, Path], flavour: EngineFlavour
+                       ) -> dict[str, Any]:
+    """Every model's ModelConfig, by model name. `engines` maps core model names to their engine folders;
+    `flavour`: the recipe's runtime, which writes the repository."""
     out: dict[str, Any] = {}
-    legacy = params.legacy_tensor_names(recipe)  # once: it may ask the installed TensorRT-LLM
+    legacy = params.legacy_tensor_names(recipe, flavour)  # once: it may ask the installed TensorRT-LLM
     for name in params.repository_models(recipe, role):
         if name == "preprocessing":
             out[name] = preprocessing_config(recipe, legacy)
         elif name == "postprocessing":
             out[name] = postprocessing_config(recipe)
         elif name in CORE_MODELS:
-            out[name] = core_config(recipe, role, name, engines[name], legacy)
+            out[name] = core_config(recipe, role, name, engines[name], flavour.core_backend, legacy)
         elif name == "ensemble":
             out[name] = ensemble_config(recipe, legacy)
         elif name == "tensorrt_llm_bls":

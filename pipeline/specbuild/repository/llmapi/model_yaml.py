@@ -13,13 +13,13 @@ from typing import Any, Callable
 
 from specbuild.standalone import draft_len_schedule
 from specbuild.engine_facts import DEFAULT_MAX_NUM_TOKENS
-from specbuild.llmapi.releases import RULES
+from specbuild.repository.llmapi.releases import RULES
 from specbuild.speculation import DynamicTree, Speculation
 
 FILE = "model.yaml"
 
 # decoding_type spelling and draft-checkpoint key per release: the table, its sources and what is unknown of it
-# are in specbuild.llmapi.releases.
+# are in specbuild.repository.llmapi.releases.
 DECODING_TYPES = {release: r.decoding_types for release, r in RULES.items()}
 DRAFT_FIELD = {release: r.draft_field for release, r in RULES.items()}
 RELEASES_WITH_LAYER_CHOICE = ("1.1", "1.2", "1.3")  # eagle3_layers_to_capture exists from 1.1 (§1.4)
@@ -29,7 +29,7 @@ RELEASES_WITH_DYNAMIC_TREE = ("1.3",)  # use_dynamic_tree drafting arrived after
 # DecodingBaseConfig per release): max_concurrency (PR #6676, 2025-08: speculation off above N active requests,
 # Drafter.should_use_spec_decode) from 1.0; draft_len_schedule was read only in llm_args.py of main after 1.3.0rc3,
 # where it is read as "batch size >= key" (Drafter.get_draft_len_for_batch_size: the largest key <= batch size),
-# and whether 1.2.x has it is not known (specbuild.llmapi.releases), so 1.2 gets max_concurrency, which 1.1 and
+# and whether 1.2.x has it is not known (specbuild.repository.llmapi.releases), so 1.2 gets max_concurrency, which 1.1 and
 # that later source both have; after that source (PR #10860, speculative/utils.py get_draft_len_for_batch_size)
 # each key is the largest batch size its length applies to and larger batches draft nothing, and max_concurrency
 # excludes it.

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from specbuild.methods import method_for
 from specbuild.serve.server import LAUNCH_SCRIPT
-from specbuild.triton import params
+from specbuild.repository.engine import params
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe

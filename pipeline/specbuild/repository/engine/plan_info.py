@@ -1,14 +1,14 @@
 """What `specbuild plan` shows of a repository: each model's backend and key parameters (display only; the
-repository writer builds the real configs from the same functions in triton/params.py)."""
+repository writer builds the real configs from the same functions in repository/engine/params.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from specbuild.paths import show
-from specbuild.triton import params as triton_params
-from specbuild.triton.configs import CORE_MODELS
-from specbuild.triton.speculation_params import DRAFT_MODEL_NAME
+from specbuild.repository.engine import params as triton_params
+from specbuild.repository.engine.configs import CORE_MODELS
+from specbuild.repository.engine.speculation_params import DRAFT_MODEL_NAME
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout

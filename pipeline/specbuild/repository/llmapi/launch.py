@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specbuild.repository.llmapi.configs import GPU_IDS_PARAMETER
 from specbuild.serve.server import LAUNCH_SCRIPT
 
 SCRIPT_NAME = LAUNCH_SCRIPT
@@ -83,8 +84,6 @@ def launch_script(recipe) -> str:
 
 def _model_files_at_start(recipe) -> list[str]:
     """Shell lines: when the repository has no model.py, serve a temporary copy with the container's."""
-    from specbuild.llmapi.configs import GPU_IDS_PARAMETER
-
     files = " ".join(NVIDIA_FILES)
     lines = [
         "",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from specbuild import atomic
-from specbuild.llmapi import configs, launch, model_yaml
+from specbuild.repository.llmapi import configs, launch, model_yaml
 from specbuild.methods import describe
 
 if TYPE_CHECKING:

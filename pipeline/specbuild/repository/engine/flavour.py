@@ -1,5 +1,6 @@
 """The engine flavour's half of a runtime: engine folders (target, draft, baseline) served through the
-ensemble/BLS repository of specbuild/triton/ (both runtimes: only the core model's backend and model.py differ)."""
+ensemble/BLS repository of specbuild/repository/engine/ (both runtimes: only the core model's backend and model.py
+differ)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 from typing import Iterator
 
 from specbuild.findings import Finding
+from specbuild.plan import roles
+from specbuild.repository.engine import plan_info, writer
 from specbuild.runtimes.base import Runtime
 
 
@@ -46,19 +49,14 @@ class EngineFlavour(Runtime):
                           also=(("speculation", "method"),))
 
     def engine_roles(self, recipe) -> list[str]:
-        from specbuild.plan import roles
-
         return roles(recipe)
 
     def repository_info(self, recipe, spec, layout, role):
-        from specbuild.triton.plan_info import repository_info
-
-        return repository_info(recipe, spec, self, layout, role)
+        return plan_info.repository_info(recipe, spec, self, layout, role)
 
     def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        from specbuild.triton.repository import write_repository
-
-        return write_repository(recipe, layout, role, progress=progress, notice=notice, engines_built=engines_built)
+        return writer.write_repository(recipe, layout, role, progress=progress, notice=notice,
+                                       engines_built=engines_built, flavour=self)
 
     def serving_model(self, spec) -> str:
         return spec.serving_model

@@ -5,8 +5,8 @@ as into model.yaml's triton_config (launch_triton_server.py starts tritonserver 
 
 from __future__ import annotations
 
-from specbuild.llmapi import tensors
-from specbuild.triton.configs import _add_tensors, _mc, config_problems, to_pbtxt  # noqa: F401 (re-exported)
+from specbuild.repository.llmapi import tensors
+from specbuild.repository.engine.configs import _add_tensors, _mc, config_problems, to_pbtxt  # noqa: F401 (re-exported)
 
 MODEL = "tensorrt_llm"
 GPU_IDS_PARAMETER = "gpu_device_ids"  # what NVIDIA's multi-instance model.py reads (MP-MI; §7.4)

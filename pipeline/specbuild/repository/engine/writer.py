@@ -1,6 +1,6 @@
 """Write a Triton model repository for a recipe: checked against the engines first, written atomically.
 
-    from specbuild.triton.repository import write_repository
+    from specbuild.repository.engine.writer import write_repository
     write_repository(recipe, layout)                 # -> triton_repo/<name>   (role "target")
     write_repository(recipe, layout, role="baseline")  # -> triton_repo/<name>-baseline
 
@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Callable
 
 from specbuild import atomic, standalone
 from specbuild.runtimes import runtime_for
-from specbuild.triton import configs, params
-from specbuild.triton.engine_check import check_engines
+from specbuild.repository.engine import configs, params
+from specbuild.repository.engine.engine_check import check_engines
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
+    from specbuild.repository.engine.flavour import EngineFlavour
     from specbuild.recipe.schema import Recipe
 
 SOURCES = Path(__file__).resolve().parent / "models"
@@ -56,12 +57,12 @@ def engine_roles(recipe: Recipe, role: str) -> dict[str, str]:
     return {name: ("draft" if name == "tensorrt_llm_draft" else role) for name in params.core_models(recipe, role)}
 
 
-def model_files(recipe: Recipe, model: str) -> dict[str, Path]:
+def model_files(flavour: EngineFlavour, model: str) -> dict[str, Path]:
     """The files written into `<model>/1/`: name -> source path (python models also get the parameter parser)."""
     if model in MODEL_SOURCES:
         files = dict(MODEL_SOURCES[model])
     elif model in configs.CORE_MODELS:
-        files = runtime_for(recipe).core_model_files()
+        files = flavour.core_model_files()
     else:
         return {}
     if "model.py" in files:
@@ -69,35 +70,37 @@ def model_files(recipe: Recipe, model: str) -> dict[str, Path]:
     return files
 
 
-def build_repository(recipe: Recipe, layout: Layout, role: str = "target", engines_built: bool = True
-                     ) -> dict[str, str]:
+def build_repository(recipe: Recipe, layout: Layout, role: str = "target", engines_built: bool = True,
+                     flavour: EngineFlavour | None = None) -> dict[str, str]:
     """Every file of the repository as relative path -> text, after checking the engines (unless they are not
-    built: `compile --render-only`). Writes nothing."""
+    built: `compile --render-only`). Writes nothing. `flavour`: the recipe's runtime (EngineFlavour.
+    write_repository passes itself; a caller that names none gets the recipe's)."""
+    flavour = flavour or runtime_for(recipe)
     engines = {name: (engine_role, layout.engine(engine_role))
                for name, engine_role in engine_roles(recipe, role).items()}
     if engines_built:
         check_engines(recipe, engines)
-    built = configs.repository_configs(recipe, role, {name: folder for name, (_, folder) in engines.items()})
+    built = configs.repository_configs(recipe, role, {name: folder for name, (_, folder) in engines.items()}, flavour)
     files: dict[str, str] = {}
     problems: list[str] = []
     for name, cfg in built.items():
         text = configs.to_pbtxt(cfg)
         problems += configs.config_problems(cfg, text)
         files[f"{name}/config.pbtxt"] = text
-        sources = model_files(recipe, name)
+        sources = model_files(flavour, name)
         for file_name, source in sources.items():
             files[f"{name}/1/{file_name}"] = source.read_text()
         if not sources:
             files[f"{name}/1/.gitkeep"] = ""
     if problems:  # an internal error: the builders and the checks disagree
         raise AssertionError("built configs fail their own checks:\n  " + "\n  ".join(problems))
-    files.update(runtime_for(recipe).repository_files(recipe, role))
+    files.update(flavour.repository_files(recipe, role))
     return files
 
 
 def write_repository(recipe: Recipe, layout: Layout, role: str = "target",
                      progress: Callable[[str], None] | None = None, notice: atomic.Notice | None = None,
-                     engines_built: bool = True) -> Path:
+                     engines_built: bool = True, flavour: EngineFlavour | None = None) -> Path:
     """Write triton_repo/<name> (or <name>-<role>) and return its path. The engines are read and checked first;
     the repository appears complete or not at all (an existing one is replaced only once the new one is
     complete)."""
@@ -105,7 +108,7 @@ def write_repository(recipe: Recipe, layout: Layout, role: str = "target",
     target = layout.repository(role)
     if engines_built:
         say(f"checking the engines against recipe {recipe.name}")
-    files = build_repository(recipe, layout, role, engines_built)
+    files = build_repository(recipe, layout, role, engines_built, flavour)
     say(f"writing {target}")
     scripts = tuple(rel for rel in files if rel.endswith(".sh"))
     return atomic.write_tree(target, files, executable=scripts, notice=notice)

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbuild.methods import describe
-from specbuild.triton import speculation_params
+from specbuild.repository.engine import speculation_params
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.repository.engine.flavour import EngineFlavour
 
 EXECUTOR_WORKER_PATH = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
 
@@ -48,14 +49,13 @@ def kv_cache_fraction(recipe: Recipe, role: str) -> float:
     return total
 
 
-def legacy_tensor_names(recipe: Recipe) -> bool:
+def legacy_tensor_names(recipe: Recipe, flavour: EngineFlavour) -> bool:
     """Which tensor names the repository uses: the recipe's triton.legacy_tensor_names when set, else the
-    runtime's (the tensorrt-llm runtime asks the installed backend's version; others use the current names)."""
+    recipe's runtime's (the tensorrt-llm runtime asks the installed backend's version; others use the current
+    names)."""
     if recipe.triton.legacy_tensor_names is not None:
         return recipe.triton.legacy_tensor_names
-    from specbuild.runtimes import runtime_for
-
-    return runtime_for(recipe).legacy_tensor_names()
+    return flavour.legacy_tensor_names()
 
 
 def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> dict[str, str]:

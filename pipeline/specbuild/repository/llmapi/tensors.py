@@ -3,7 +3,7 @@ GPU repository (NVIDIA's model.py) and in the CPU rehearsal (specbuild's model.p
 
 from __future__ import annotations
 
-from specbuild.triton.tensors import Tensor
+from specbuild.repository.engine.tensors import Tensor
 
 S, B, I32, I64, U64, F32 = "TYPE_STRING", "TYPE_BOOL", "TYPE_INT32", "TYPE_INT64", "TYPE_UINT64", "TYPE_FP32"
 

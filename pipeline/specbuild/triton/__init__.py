@@ -1,1 +1,0 @@
-"""The Triton model repository: parameters derived from the recipe, protobuf configs, our model.py sources."""
