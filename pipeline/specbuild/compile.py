@@ -31,6 +31,7 @@ from specbuild.recipe.schema import Recipe
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
 from specbuild.serve.decode_cpus import CHOICE_ENV as DECODE_CPUS_ENV
+from specbuild.trtllm.version import installed_version
 
 
 @dataclass
@@ -48,18 +49,6 @@ class CompileOptions:
     @property
     def build(self) -> BuildOptions:
         return BuildOptions(trtllm_examples=self.trtllm_examples)
-
-
-def installed_trtllm_version() -> str | None:
-    """The installed TensorRT-LLM's version (it picks the bundle's image tag), None when there is none."""
-    from specbuild.errors import UserError
-    from specbuild.trtllm.version import installed
-
-    try:
-        found = installed()
-    except UserError:
-        return None
-    return found.version if found else None
 
 
 def build_engines(recipe: Recipe, layout: Layout, options: BuildOptions | None = None,
@@ -106,7 +95,7 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
 
         with stages.stage(f"deployment bundle {bundles[0].folder}"):
             bundle = write_bundle(recipe, layout, folder=bundles[0].folder,
-                                  trtllm_version=installed_trtllm_version(), notice=stages.notice)
+                                  trtllm_version=installed_version(), notice=stages.notice)
         if bundle is not None:
             stamp(bundle, manifest, "bundle")
 
@@ -199,7 +188,7 @@ def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, conso
 
             with stages.stage(f"deployment bundle {bundles[0].folder} (rendered)"):
                 written.append(write_bundle(recipe, target, folder=bundles[0].folder,
-                                            trtllm_version=installed_trtllm_version(), notice=notice))
+                                            trtllm_version=installed_version(), notice=notice))
         partial = root / f".{RENDER_NOTE}.partial-{os.getpid()}"
         partial.write_text(render_note(recipe, plan, target, written, said))
         os.replace(partial, root / RENDER_NOTE)

@@ -27,6 +27,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from specbuild import __version__
+from specbuild.atomic import write_file
+from specbuild.errors import UserError
+from specbuild.hub import checkpoint_fields
+from specbuild.trtllm.version import installed_version
 
 MANIFEST = "provenance.json"
 FORMAT = 1
@@ -83,20 +87,14 @@ def _package_version(name: str) -> str | None:
 
 
 def versions(recipe=None) -> dict[str, str | None]:
-    from specbuild.compile import installed_trtllm_version
-
     out: dict[str, str | None] = {"specbuild": __version__, "python": platform.python_version()}
     out.update({name: _package_version(name) for name in PACKAGES})
-    out["tensorrt_llm"] = installed_trtllm_version()
+    out["tensorrt_llm"] = installed_version()
     out["tensorrt_llm_target"] = recipe.deploy.image.trtllm_version if recipe is not None else None
     return out
 
 
 def checkpoints(recipe) -> dict[str, Any]:
-    from specbuild.hub import checkpoint_fields
-
-    from specbuild.errors import UserError
-
     out = {}
     for name, value in checkpoint_fields(recipe):
         try:
@@ -128,8 +126,6 @@ def make_manifest(recipe, kind: str, output: Path, *, plan: dict | None = None) 
 
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
     """Write folder/provenance.json atomically (a partial file renamed into place)."""
-    from specbuild.atomic import write_file
-
     return write_file(Path(folder) / MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
 
 

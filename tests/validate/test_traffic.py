@@ -95,7 +95,7 @@ def test_a_head_weak_on_coding_fails_the_coding_gate_only(traffic_runs):
 # --- validate --against an earlier report ---------------------------------------------------------------------
 
 def against_cli(folder, server, earlier, name) -> int:
-    from validate_helpers import TOY_DRAFT_LEN, toy_recipe_dict, write_recipe_file
+    from validate_helpers import toy_recipe_dict, write_recipe_file
 
     from specbuild.cli import main
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from specbuild.errors import UserError
+from specbuild.provenance import MANIFEST
 
 if TYPE_CHECKING:
     from specbuild.deploy.context import DeployContext
@@ -25,8 +26,6 @@ MODEL_YAML_PATHS = ("model", "tokenizer", "speculative_config.speculative_model"
 def compiled_files(ctx: DeployContext) -> dict[str, str]:
     """Every file of the compiled repository (relative path -> text); empty when it is not compiled. Not its
     provenance.json: that records the compiling machine (the bundle has its own)."""
-    from specbuild.provenance import MANIFEST
-
     repo = ctx.repository
     if not repo.is_dir():
         return {}

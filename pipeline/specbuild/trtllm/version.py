@@ -153,3 +153,13 @@ def legacy_tensor_names(found: TrtllmInstall | None = None) -> bool | None:
     if found is None:
         return None
     return found.release < CURRENT_TENSOR_NAMES_SINCE
+
+
+def installed_version() -> str | None:
+    """The installed TensorRT-LLM's version (it picks the bundle's image tag), None when there is none or it cannot
+    be read."""
+    try:
+        found = installed()
+    except UserError:
+        return None
+    return found.version if found else None
