@@ -164,11 +164,11 @@ def test_a_1_2_schedule_that_needs_draft_len_schedule_is_refused(machine, llmapi
 
 
 def test_readme_table_says_what_specbuild_writes(llmapi_recipe, machine):
-    """README 'LLM-API releases': each release's row names the spellings model.yaml gets."""
+    """docs/recipes.md 'LLM-API releases': each release's row names the spellings model.yaml gets."""
     from trtllm_helpers import REPO
 
-    text = (REPO / "README.md").read_text()
-    table = text[text.index("### LLM-API releases"):]
+    text = (REPO / "docs" / "recipes.md").read_text()
+    table = text[text.index("## LLM-API releases"):]
     table = table[:table.index("\n\n", table.index("| release"))]
     rows = {cells[0]: cells for cells in ([c.strip().strip("`") for c in line.strip("|").split("|")]
                                           for line in table.splitlines() if line.startswith("| 1."))}
