@@ -51,8 +51,13 @@ def spike_check(recipe, server):
     return result.check("spike_recovery")
 
 
-def test_the_check_is_listed_after_acceptance():
+def test_the_check_is_listed_after_acceptance(capsys):
+    from specbuild.cli import main
+
     assert ORDER.index("spike_recovery") == ORDER.index("acceptance") + 1
+    assert main(["validate", "--help"]) == 0
+    help_text = "".join(capsys.readouterr().out.split())  # click wraps the option's help
+    assert ",".join(ORDER) in help_text
 
 
 def test_drafting_that_comes_back_passes(scheduled_server, toy_tokenizer):
