@@ -435,7 +435,8 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
         raise UserError("--write-tuned-recipe tunes from the performance sweep against the baseline: give "
                         "--baseline-url and keep the performance check")
     with progress_bar(_console(stderr=True)) as progress:
-        result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress)
+        result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress,
+                                against=against)
     if report_dir is not None:
         from specbuild.provenance import make_manifest, stamp
 
