@@ -395,8 +395,8 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
 @click.option("--report", "report_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Write report.json, junit.xml, report.md and PNG plots into this folder.")
 @click.option("--checks", default=None, metavar="NAMES",
-              help="Comma-separated subset: health,functional,lossless,sampling,acceptance,performance,cost_model,"
-              "bad_input,load.")
+              help="Comma-separated subset: health,functional,lossless,sampling,acceptance,spike_recovery,"
+              "performance,cost_model,bad_input,load.")
 @_json_option("the whole result (report.json's keys)")
 @click.option("--write-tuned-recipe", "tuned_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the recipe again at this path with an adaptive.draft_len_schedule that turns speculation "
@@ -435,7 +435,8 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
         raise UserError("--write-tuned-recipe tunes from the performance sweep against the baseline: give "
                         "--baseline-url and keep the performance check")
     with progress_bar(_console(stderr=True)) as progress:
-        result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress)
+        result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress,
+                                against=against)
     if report_dir is not None:
         from specbuild.provenance import make_manifest, stamp
 

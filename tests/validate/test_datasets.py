@@ -100,6 +100,31 @@ def test_a_bad_dataset_is_refused_by_check_with_exit_2(tmp_path, capsys):
     assert "Traceback" not in err
 
 
+def test_check_locates_a_category_gate_the_dataset_does_not_hold(tmp_path, capsys):
+    from specbuild.cli import main
+
+    write_jsonl(tmp_path / "traffic.jsonl", [{"prompt": "a", "category": "coding"},
+                                             {"prompt": "b", "category": "writing"}])
+    (tmp_path / "r.yaml").write_text("name: x\nmodel: {checkpoint: m}\nvalidation:\n  prompts: traffic.jsonl\n"
+                                     "  min_acceptance_length:\n    default: 1.5\n    coding: 2.0\n"
+                                     "    codng: 2.5\n")
+    assert main(["check", str(tmp_path / "r.yaml")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"{tmp_path / 'r.yaml'}:8:12: validation.min_acceptance_length.codng: gates category 'codng', which "
+            "traffic.jsonl does not hold (its categories: coding, writing), so it would never be judged — name one "
+            "of those, or add prompts of 'codng'") in err, err
+    assert "'coding'" not in err and "'default'" not in err
+    # the bundled set: its own categories are named
+    (tmp_path / "r.yaml").write_text("name: x\nmodel: {checkpoint: m}\n"
+                                     "validation: {min_acceptance_length: {coding: 2.0, chat: 2.0}}\n")
+    assert main(["check", str(tmp_path / "r.yaml")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "validation.min_acceptance_length.chat: gates category 'chat', which the bundled prompt set does not " \
+           "hold (its categories: coding, extraction, long-context, math, multi-turn chat, summarising, writing)" \
+           in err, err
+    assert "'coding'" not in err
+
+
 def test_bundled_set_loads_and_covers_every_category():
     prompts = load_prompt_file(BUNDLED)
     by = {}

@@ -9,7 +9,7 @@ import json
 
 import pytest
 from conftest import WEAK_ON
-from validate_helpers import TOY_DRAFT_LEN, toy_recipe
+from validate_helpers import TOY_DRAFT_LEN, toy_recipe_dict, write_recipe_file
 
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
 
@@ -31,9 +31,14 @@ RECORDS = [  # coding prompts hold WEAK_ON; the prose ones do not
 
 
 def traffic_recipe(tokenizer, folder):
+    """The dataset's recipe, read from its file (folder/traffic.yaml), so that the runs in this process and those of
+    the command line record the same recipe (its path and text are part of a report's build identity)."""
+    from specbuild.recipe import load_recipe
+
     path = folder / "traffic.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
-    return toy_recipe(tokenizer, prompts=str(path), min_acceptance_length=GATE)
+    data = toy_recipe_dict(tokenizer, prompts=str(path), min_acceptance_length=GATE)
+    return load_recipe(write_recipe_file(folder / "traffic.yaml", data), check_files=False)  # as validate reads it
 
 
 @pytest.fixture(scope="module")
@@ -95,15 +100,9 @@ def test_a_head_weak_on_coding_fails_the_coding_gate_only(traffic_runs):
 # --- validate --against an earlier report ---------------------------------------------------------------------
 
 def against_cli(folder, server, earlier, name) -> int:
-    from validate_helpers import toy_recipe_dict, write_recipe_file
-
     from specbuild.cli import main
 
-    recipe = traffic_recipe(folder / "llama31", folder)  # writes the dataset; the file below names it
-    data = toy_recipe_dict(folder / "llama31", prompts=str(folder / "traffic.jsonl"),
-                           min_acceptance_length=GATE)
-    assert data["validation"]["prompts"] == str(recipe.validation.prompts)
-    path = write_recipe_file(folder / f"{name}.yaml", data)
+    path = traffic_recipe(folder / "llama31", folder).source  # the recipe file of the runs in this process
     return main(["validate", str(path), "--url", server.http_address, "--checks", "acceptance",
                  "--against", str(earlier), "--report", str(folder / name)])
 

@@ -83,18 +83,38 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
                 yield Finding(tok_field, f"{recipe.tokenizer_dir}: the tokenizer has token ids up to {size - 1} but "
                               f"the model's vocab_size is {vocab} — it is another model's tokenizer; give this "
                               "model's own (model.tokenizer)")
-    prompts = recipe.validation.prompts
-    if isinstance(prompts, Path):
-        try:
-            from specbuild.recipe.prompts import load_prompts
-
-            load_prompts(recipe)
-        except UserError as e:
-            yield Finding(("validation", "prompts"), f"{e} (or give an inline list of prompts)")
+    yield from _prompt_findings(recipe)
     if not missing:
         yield from method_for(recipe).file_checks(recipe)
         yield from runtime_for(recipe).file_checks(recipe, describe(recipe), options or BuildOptions())
         recipe.notes.extend(_skipped(recipe))
+
+
+def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
+    """A prompt file that does not load, and each category of a per-category min_acceptance_length that the prompt
+    set does not hold (its gate would never be judged)."""
+    from specbuild.recipe.prompts import load_prompts
+    from specbuild.recipe.schema import DEFAULT_CATEGORY
+
+    value = recipe.validation.prompts
+    try:
+        prompts = load_prompts(recipe)
+    except UserError as e:
+        if isinstance(value, Path):
+            yield Finding(("validation", "prompts"), f"{e} (or give an inline list of prompts)")
+        return
+    gate = recipe.validation.min_acceptance_length
+    if not isinstance(gate, dict):
+        return
+    held = sorted({p.category for p in prompts})
+    source = "the bundled prompt set" if value is None else "validation.prompts" if isinstance(value, list) \
+        else str(value)
+    for category in gate:
+        if category != DEFAULT_CATEGORY and category not in held:
+            yield Finding(("validation", "min_acceptance_length", category),
+                          f"gates category {category!r}, which {source} does not hold (its categories: "
+                          f"{', '.join(held)}), so it would never be judged — name one of those, or add prompts "
+                          f"of {category!r}")
 
 
 def _skipped(recipe: Recipe) -> Iterator[str]:

@@ -176,6 +176,25 @@ class RegressionSection(Section):
     share (judged only when the rounds agree)."""
 
 
+class SpikeSection(Section):
+    """The spike-and-recovery check (recipes whose adaptive.draft_len_schedule turns drafting off): acceptance at
+    concurrency 1, a spike past the schedule's off point, then back at concurrency 1 until acceptance is back."""
+
+    prompts: Annotated[int, Field(ge=2, le=64)] = 4
+    """Requests before the spike (the first prompts of the set, one at a time); recovery is judged over windows of
+    as many requests, the same prompts in the same order."""
+    concurrency: PositiveInt32 | None = None
+    """Requests in flight during the spike (default: twice the schedule's off point, at most
+    build.max_batch_size, at least the off point)."""
+    requests: Annotated[int, Field(ge=1, le=10000)] = 16
+    """Requests sent during the spike (at least `concurrency`)."""
+    recovery_requests: Annotated[int, Field(ge=2, le=10000)] = 12
+    """At most this many requests at concurrency 1 after the spike for acceptance to be back; fails otherwise."""
+    max_acceptance_drop: Annotated[float, Field(ge=0.0, lt=1.0)] | None = None
+    """Acceptance is back when a window's AL is at least (1 - this) x the pre-spike AL. None: when the window's
+    95% bootstrap interval reaches the pre-spike interval."""
+
+
 AcceptanceLength = Annotated[float, Field(ge=1.0, allow_inf_nan=False)]
 DEFAULT_CATEGORY = "default"  # min_acceptance_length's key for the categories it does not name
 # a number, or one per category; chosen by the value's shape (the tags drop out of the located path)
@@ -244,6 +263,8 @@ class ValidationSection(Section):
     """Per-request client timeout."""
     regression: RegressionSection = Field(default_factory=RegressionSection)
     """Tolerances of a comparison with an earlier report (validate --against)."""
+    spike: SpikeSection = Field(default_factory=SpikeSection)
+    """The spike-and-recovery check (run when adaptive.draft_len_schedule turns drafting off)."""
 
 
 class Recipe(Section):

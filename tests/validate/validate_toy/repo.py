@@ -6,12 +6,16 @@
     write_toy_repo(dest, mode="speculative", broken="tokens")  # a core that returns a wrong token (position 5)
     write_toy_repo(dest, mode="speculative", broken="tokens,sampling")  # ... and ignores temperature
     write_toy_repo(dest, mode="speculative", weak_on="def ")  # no draft accepted on prompts holding "def "
+    write_toy_repo(dest, mode="speculative", stale_on="storm ")  # drafting stays off for prompts holding "storm "
+                                                                 # once the draft_len_schedule turned it off for one
 """
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+
+from specbuild.standalone import draft_len_schedule
 
 MODELS = Path(__file__).parent / "models"
 
@@ -62,12 +66,13 @@ def _map(kind: str, pairs: dict[str, str]) -> str:
 def write_toy_repo(dest: Path, *, mode: str = "speculative", broken: str = "", max_batch_size: int = 8,
                    decoding_mode: str = "medusa", draft_len: int = 4, max_input_len: int = 448,
                    max_seq_len: int = 512, step_ms: float = 4.0, token_ms: float = 0.5,
-                   core_parameters: dict[str, str] | None = None, weak_on: str = "") -> Path:
+                   core_parameters: dict[str, str] | None = None, weak_on: str = "", stale_on: str = "") -> Path:
     """Write the repository under `dest` (created) and return it. `core_parameters` are added to the
     tensorrt_llm model's parameters (e.g. the recipe method's medusa_choices)."""
     dest = Path(dest)
     dest.mkdir(parents=True)
-    core_params = {"toy_mode": mode, "toy_broken": broken, "toy_weak_on": weak_on, "draft_len": str(draft_len),
+    core_params = {"toy_mode": mode, "toy_broken": broken, "toy_weak_on": weak_on, "toy_stale_on": stale_on,
+                   "draft_len": str(draft_len),
                    "max_input_len": str(max_input_len), "max_seq_len": str(max_seq_len),
                    "step_ms": str(step_ms), "token_ms": str(token_ms), "gpt_model_type": "inflight_fused_batching"}
     if mode == "speculative":
@@ -84,6 +89,8 @@ def write_toy_repo(dest: Path, *, mode: str = "speculative", broken: str = "", m
                [(n, t, "[1]") for n, t in PERF]
     _python_model(dest, "tensorrt_llm", "core.py", _io("input", core_in) + _io("output", core_out)
                   + _params(core_params), decoupled=True, max_batch_size=max_batch_size)
+    # the schedule's rules beside the core, as the repository writer puts them beside specbuild's BLS
+    shutil.copy(draft_len_schedule.__file__, dest / "tensorrt_llm" / "1" / "draft_len_schedule.py")
     pre_in = [("QUERY", "TYPE_STRING", "[1]"), ("REQUEST_OUTPUT_LEN", "TYPE_INT32", "[1]"),
               ("STOP_WORDS_DICT", "TYPE_STRING", "[-1]", True), ("BAD_WORDS_DICT", "TYPE_STRING", "[-1]", True),
               ("END_ID", "TYPE_INT32", "[1]", True), ("PAD_ID", "TYPE_INT32", "[1]", True)]

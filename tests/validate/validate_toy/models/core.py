@@ -5,7 +5,10 @@ step_ms + token_ms * (tokens the step processes), so speculation (1 + draft_len 
 wins at low concurrency and loses at high concurrency, as on real hardware.
 
 Parameters: toy_mode (baseline|speculative), toy_broken (comma-separated: tokens, sampling), draft_len, max_input_len,
-max_seq_len, step_ms, token_ms, toy_weak_on (a text: the drafts of a prompt holding it are all rejected).
+max_seq_len, step_ms, token_ms, toy_weak_on (a text: the drafts of a prompt holding it are all rejected),
+draft_len_schedule (specbuild's: the draft length per number of requests a step serves, draft_len_schedule.py
+beside this file), toy_stale_on (a text: once a step with the schedule's drafting off served a prompt holding it,
+every later prompt holding it drafts nothing: drafting that does not come back after a spike).
 """
 
 import json
@@ -14,6 +17,7 @@ import queue
 import threading
 import time
 
+import draft_len_schedule
 import numpy as np
 import toy_lm
 import triton_python_backend_utils as pb_utils
@@ -78,6 +82,10 @@ class TritonPythonModel:
         self.draft_len = int(_param(cfg, "draft_len", "4"))
         # a head that is weak on one kind of traffic: every draft of a prompt holding this text is rejected
         self.weak_on = _param(cfg, "toy_weak_on", "")
+        schedule = _param(cfg, draft_len_schedule.PARAMETER, "")
+        self.schedule = draft_len_schedule.parse(schedule) if schedule else None
+        self.stale_on = _param(cfg, "toy_stale_on", "")
+        self.stale = False  # the schedule turned drafting off while serving a prompt holding stale_on
         self.max_input_len = int(_param(cfg, "max_input_len", "256"))
         self.max_seq_len = int(_param(cfg, "max_seq_len", "512"))
         self.step_s = float(_param(cfg, "step_ms", "4")) / 1000.0
@@ -134,16 +142,31 @@ class TritonPythonModel:
             if not active:
                 continue
             spec = self.mode == "speculative"
-            tokens = sum(1 + (self.draft_len if spec and j.greedy and j.generated else 0) for j in active)
+            step_len = self.draft_len if self.schedule is None else \
+                draft_len_schedule.draft_length(self.schedule, len(active))
+            if step_len == 0 and self.stale_on and any(self._holds(j, self.stale_on) for j in active):
+                self.stale = True
+            lengths = {id(j): self._job_draft_len(j, step_len) for j in active}
+            tokens = sum(1 + (lengths[id(j)] if spec and j.greedy and j.generated else 0) for j in active)
             time.sleep(self.step_s + self.token_s * tokens)
             for job in active:
                 try:
-                    self._advance(job)
+                    self._advance(job, lengths[id(job)])
                 except Exception as e:  # noqa: BLE001
                     job.done = True
                     job.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
                                     flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             active = [j for j in active if not j.done]
+
+    @staticmethod
+    def _holds(job, text):
+        return text in toy_lm.decode(job.prompt)
+
+    def _job_draft_len(self, job, step_len):
+        """The draft length of one job's step: the schedule's, or none at all for a stale prompt."""
+        if self.stale and self._holds(job, self.stale_on):
+            return 0
+        return step_len
 
     def _cancelled(self, job):
         if job.sender.is_cancelled():
@@ -151,7 +174,7 @@ class TritonPythonModel:
             return True
         return False
 
-    def _next_tokens(self, job):
+    def _next_tokens(self, job, draft_len):
         ctx = job.prompt + job.generated
         if not job.greedy and "sampling" in self.broken:  # the bug: the speculative path ignores temperature
             return [toy_lm.greedy_next(ctx)]
@@ -159,19 +182,19 @@ class TritonPythonModel:
             if self.mode == "speculative":
                 return [toy_lm.speculative_sample(ctx, job.temperature, job.rng)]
             return [toy_lm.sample_next(ctx, job.temperature, job.rng)]
-        if self.mode == "speculative" and job.generated and self.weak_on and \
+        if self.mode == "speculative" and job.generated and draft_len and self.weak_on and \
                 self.weak_on in toy_lm.decode(job.prompt):  # the drafts proposed, none accepted
-            job.drafted += self.draft_len
+            job.drafted += draft_len
             return [toy_lm.greedy_next(ctx)]
-        if self.mode == "speculative" and job.generated:  # the context step yields one token, as in TensorRT-LLM
-            emitted, accepted = toy_lm.speculate(ctx, self.draft_len)
-            job.drafted += self.draft_len
+        if self.mode == "speculative" and job.generated and draft_len:  # the context step yields one token
+            emitted, accepted = toy_lm.speculate(ctx, draft_len)
+            job.drafted += draft_len
             job.accepted += accepted
             return emitted
         return [toy_lm.greedy_next(ctx)]
 
-    def _advance(self, job):
-        new = self._next_tokens(job)
+    def _advance(self, job, draft_len):
+        new = self._next_tokens(job, draft_len)
         if "tokens" in self.broken:
             pos = len(job.generated)
             new = [(t + 1 if pos + i == 5 else t) for i, t in enumerate(new)]
