@@ -88,7 +88,7 @@ def validation_key(recipe, repository_keys: dict[str, str], server: dict[str, An
                     server=server)
 
 
-def _ignored(rel: str) -> bool:
+def not_content(rel: str) -> bool:
     """Not part of an output's content: its provenance.json, and the bytecode Python writes beside a model.py
     when tritonserver loads it."""
     return rel == MANIFEST or "__pycache__" in rel.split("/") or rel.endswith(".pyc")
@@ -99,7 +99,7 @@ def content_digest(folder: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(Path(folder).rglob("*")):
         rel = path.relative_to(folder).as_posix()
-        if _ignored(rel):
+        if not_content(rel):
             continue
         if path.is_file() and not path.is_symlink():
             h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")

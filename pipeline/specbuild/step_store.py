@@ -23,10 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbuild.atomic import _LEFTOVER, _alive, atomic_folder
+from specbuild.atomic import atomic_folder, dead_leftover
 from specbuild.errors import UserError
 from specbuild.paths import show
-from specbuild.step_cache import _ignored, content_digest
+from specbuild.step_cache import content_digest, not_content
 
 FORMAT = 1
 ENTRY = "entry.json"
@@ -78,7 +78,7 @@ def _copy_tree(source: Path, target: Path) -> None:
     """Copy the output `source` into the existing empty folder `target` (links kept as links)."""
     def ignore(folder: str, names: list[str]) -> set[str]:
         rel = Path(folder).relative_to(source)
-        return {n for n in names if _ignored((rel / n).as_posix() if rel.parts else n)}
+        return {n for n in names if not_content((rel / n).as_posix() if rel.parts else n)}
 
     shutil.copytree(source, target, symlinks=True, ignore=ignore, copy_function=_link_or_copy, dirs_exist_ok=True)
 
@@ -148,12 +148,7 @@ class Store:
         """Partial entries of processes that are gone (an interrupted put)."""
         if not self.root.is_dir():
             return []
-        out = []
-        for p in self.root.iterdir():
-            m = _LEFTOVER.match(p.name)
-            if m and not _alive(int(m.group("pid"))):
-                out.append(p)
-        return out
+        return [p for p in self.root.iterdir() if dead_leftover(p)]
 
     def prune(self, *, older_than_s: float | None = None, max_size: int | None = None,
               everything: bool = False, now: float | None = None) -> list[Entry]:

@@ -117,3 +117,47 @@ def test_cache_list_and_prune_commands(tmp_path):
 def test_cache_prune_usage_errors_exit_2_and_say_what_to_write(tmp_path, args, says):
     result = CliRunner().invoke(cli, ["cache", "prune", "--cache-dir", str(tmp_path), *args])
     assert result.exit_code == 2 and says in result.output
+
+
+def _compile(recipe: Path, tmp: Path, cache: Path, capsys) -> tuple[dict[str, str], str]:
+    from specbuild.cli import main
+
+    code = main(["compile", str(recipe), "--no-validate", "--json", "--engines-dir", str(tmp / "e"),
+                 "--repo-dir", str(tmp / "r"), "--report-dir", str(tmp / "rep"), "--cache-dir", str(cache)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return {s["name"].split(" ")[0]: s["status"] for s in json.loads(out)["steps"]}, err
+
+
+def _demo_tiny(tmp: Path) -> Path:
+    root = Path(__file__).resolve().parents[2]
+    path = tmp / "r.yaml"
+    path.write_text((root / "tests" / "recipes" / "demo_tiny.yaml").read_text()
+                    .replace("../../checkpoints", str(root / "checkpoints")))
+    return path
+
+
+def test_compile_rebuilds_rather_than_restore_a_damaged_entry(tmp_path, capsys):
+    import shutil
+
+    recipe, cache = _demo_tiny(tmp_path), tmp_path / "cache"
+    assert _compile(recipe, tmp_path, cache, capsys)[0]["engines"] == "done"
+    engines = [e for e in Store(cache).entries() if e.step == "engine"]
+    assert {e.role for e in engines} == {"target", "baseline"}
+    damaged = next(e for e in engines if e.role == "target")
+    config = damaged.output / "config.json"
+    text = config.read_text()
+    assert '"max_batch_size": 8' in text
+    config.unlink()  # a different file where the entry's was (the original in place keeps its bytes)
+    config.write_text(text.replace('"max_batch_size": 8', '"max_batch_size": 9'))
+    shutil.rmtree(tmp_path / "e")
+    steps, err = _compile(recipe, tmp_path, cache, capsys)
+    assert steps["engines"] == "done" and "restored from the build cache" not in err
+    assert Store(cache).lookup(damaged.key) is not None  # stored again, whole
+
+
+def test_a_cache_that_cannot_be_written_is_said_and_the_build_goes_on(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    steps, err = _compile(_demo_tiny(tmp_path), tmp_path, blocker / "cache", capsys)
+    assert set(steps.values()) == {"done"} and "not stored in the build cache" in err
