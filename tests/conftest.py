@@ -15,3 +15,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The suite's servers share the CPUs with the other xdist worker: no CPU is kept for a decoder (specbuild compile
 # and serve default to auto; tests/serve/test_decode_cpus.py turns it on where it tests it).
 os.environ.setdefault("SPECBUILD_DECODE_CPUS", "off")
+# compile stores engines and repositories in the build cache (specbuild.step_store): the suite's go to a folder of
+# its own, removed at exit, never the user's cache
+if "SPECBUILD_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["SPECBUILD_CACHE_DIR"] = _suite_cache = tempfile.mkdtemp(prefix="specbuild-test-cache-")
+    atexit.register(shutil.rmtree, _suite_cache, True)

@@ -71,6 +71,12 @@ def remove_stale(final: Path, notice: Notice | None = None) -> list[Path]:
     return removed
 
 
+def dead_leftover(path: Path) -> bool:
+    """`path` is a partial or old folder (`.<name>.partial-<pid>`) of a process that no longer exists."""
+    m = _LEFTOVER.match(path.name)
+    return bool(m) and not _alive(int(m.group("pid")))
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)

@@ -143,6 +143,12 @@ def _console(*, stderr: bool = False, soft_wrap: bool = False):
     return make_console(stderr=stderr, soft_wrap=soft_wrap, quiet=stderr and current().enabled)
 
 
+_cache_dir_option = click.option(
+    "--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+    help="The build cache folder (default: $SPECBUILD_CACHE_DIR/steps, else $XDG_CACHE_HOME/specbuild/steps, else "
+    "~/.cache/specbuild/steps).")
+
+
 def _json_option(what: str):
     return click.option("--json", "as_json", is_flag=True,
                         help=f"Print {what} as one JSON document on stdout (docs/machine-output.md: format, command, "
@@ -280,20 +286,25 @@ def schema() -> None:
               help="Compare the validation with an earlier run's report (as validate --against).")
 @_json_option("the steps run with their durations, the outputs, the findings and the verdict")
 @click.option("--no-cache", "no_cache", is_flag=True,
-              help="Write every repository and validate again, even where the output in place was made from the "
-              "same inputs (by default such a step is reused and says so).")
+              help="Build the engines, write every repository and validate again, even where an output made from "
+              "the same inputs is in place or in the build cache (by default such a step is reused and says so); "
+              "nothing is stored in the cache either.")
+@_cache_dir_option
 @click.option("--revalidate", is_flag=True, help="Serve and validate again even when the passing verdict of the "
               "same repositories and recipe is in place.")
 def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, no_validate: bool,  # noqa: A001
             render_only: bool, trtllm_examples: str | None, tritonserver: Path | None, decode_cpus: str,
-            against: Path | None, as_json: bool, no_cache: bool, revalidate: bool) -> None:
+            against: Path | None, as_json: bool, no_cache: bool, revalidate: bool, cache_dir: Path | None) -> None:
     """Build engines, write the Triton repository, serve it on free loopback ports, validate it, report.
 
     \b
     Exit code: 0 when every gate of the recipe's validation section holds, 1 when a gate fails, 2 for user errors.
     Outputs: engines/<name>/, triton_repo/<name>/ (+ <name>-baseline/), reports/<name>/, each with a
-    provenance.json saying what it was made from. A repository, and a passing verdict, already in place and made
-    from the same inputs are reused (the output says which; --no-cache, --revalidate); engines are always built.
+    provenance.json saying what it was made from. Engines, a repository and a passing verdict already in place
+    and made from the same inputs are reused; engines and repositories whose folder was deleted or rebuilt from
+    other inputs are restored from the build cache (--cache-dir) when it holds them. The output says which
+    (--no-cache, --revalidate; `specbuild cache list|prune` manages the cache). What each step is keyed on:
+    docs/machine-output.md.
     --json prints one document (steps, findings, outputs, verdict: docs/machine-output.md).
     Examples:
       specbuild compile recipes/demo.yaml
@@ -312,7 +323,7 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
         load_report(against)
     options = CompileOptions(validate=not no_validate, render_only=render_only, trtllm_examples=trtllm_examples,
                              tritonserver=tritonserver, decode_cpus=decode_cpus, reuse=not no_cache,
-                             revalidate=revalidate, against=against)
+                             revalidate=revalidate, against=against, cache_dir=cache_dir)
     layout = _layout(r, engines_dir, repo_dir, report_dir)
     console = _console(stderr=True)
     stages = Stages(console)
@@ -327,6 +338,96 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
         click.echo(json.dumps(compile_document(r, written, stages, code, rendered=render_only), indent=2))
     if code:
         raise click.exceptions.Exit(code)
+
+
+@cli.group()
+def cache() -> None:
+    """The build cache: engine folders and repositories stored by what they were made from, which `compile`
+    restores instead of building again.
+
+    
+    Where: --cache-dir, else $SPECBUILD_CACHE_DIR/steps, else $XDG_CACHE_HOME/specbuild/steps, else
+    ~/.cache/specbuild/steps. An entry is used only when its files hash as when they were stored.
+    Examples:
+      specbuild cache list
+      specbuild cache prune --older-than 14d --max-size 200G
+      specbuild cache prune --all
+    """
+
+
+def _store(cache_dir: Path | None):
+    from specbuild.step_store import Store
+
+    return Store(cache_dir)
+
+
+@cache.command("list")
+@_cache_dir_option
+@_json_option("the entries (key, step, recipe, role, size in bytes, created and last used as Unix times, folder)")
+def cache_list(cache_dir: Path | None, as_json: bool) -> None:
+    """List the entries: key, step, recipe name, role, size and age (since stored or last restored).
+
+    
+    Example:
+      specbuild cache list --cache-dir /scratch/specbuild-cache
+    """
+    import time
+
+    from specbuild.step_store import human_duration, human_size
+
+    store = _store(cache_dir)
+    entries = sorted(store.entries(), key=lambda e: e.last_used, reverse=True)
+    if as_json:
+        click.echo(json.dumps({"format": 1, "command": "cache list", "cache": str(store.root),
+                               "entries": [e.to_dict() for e in entries]}, indent=2))
+        return
+    if not entries:
+        click.echo(f"{store.root}: no entries")
+        return
+    now = time.time()
+    rows = [("KEY", "STEP", "RECIPE", "ROLE", "SIZE", "AGE")]
+    rows += [(e.key[:16], e.step, e.recipe, e.role or "-", human_size(e.size), human_duration(now - e.last_used))
+             for e in entries]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    click.echo(f"{len(entries)} entries, {human_size(sum(e.size for e in entries))} in {store.root}")
+
+
+@cache.command("prune")
+@_cache_dir_option
+@click.option("--older-than", "older_than", metavar="AGE", default=None,
+              help="Remove entries unused (not stored or restored) for longer than AGE: a number with s, m, h, d "
+              "or w (14d).")
+@click.option("--max-size", "max_size", metavar="SIZE", default=None,
+              help="Then remove the least recently used entries until the rest takes at most SIZE: bytes or a "
+              "number with K, M, G or T (200G).")
+@click.option("--all", "everything", is_flag=True, help="Remove every entry.")
+def cache_prune(cache_dir: Path | None, older_than: str | None, max_size: str | None, everything: bool) -> None:
+    """Remove entries by age, by total size, or all (and what interrupted runs left half-written).
+
+    
+    Example:
+      specbuild cache prune --older-than 30d --max-size 500G
+    """
+    from specbuild.step_store import human_size, parse_duration, parse_size
+
+    if older_than is None and max_size is None and not everything:
+        raise click.UsageError("say what to remove: --older-than AGE, --max-size SIZE or --all "
+                               "(`specbuild cache list` shows the entries)")
+    try:
+        age = None if older_than is None else parse_duration(older_than)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--older-than") from None
+    try:
+        size = None if max_size is None else parse_size(max_size)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--max-size") from None
+    store = _store(cache_dir)
+    removed = store.prune(older_than_s=age, max_size=size, everything=everything)
+    kept = store.entries()
+    click.echo(f"removed {len(removed)} entries ({human_size(sum(e.size for e in removed))}); {len(kept)} kept "
+               f"({human_size(sum(e.size for e in kept))}) in {store.root}")
 
 
 def _port(value: int | None) -> int | None:

@@ -2,6 +2,8 @@
 
 It executes the plan's typed steps in order: the runtime's engine steps (`Runtime.build_engines`), then each
 `RepositoryStep`, then serves the repositories (through the runtime's launcher where it has one) and validates.
+A step whose output in place (or in the build cache) was made from the same inputs is reused instead
+(specbuild.step_cache, specbuild.step_store).
 Each stage is done by its own package; this module shows progress and makes sure a server it started is
 stopped whatever happens.
 
@@ -43,8 +45,9 @@ class CompileOptions:
     # serve/decode_cpus.py: CPUs kept for the reference core's decoding thread (--decode-cpus, SPECBUILD_DECODE_CPUS)
     decode_cpus: str = field(default_factory=lambda: os.environ.get(DECODE_CPUS_ENV, "auto"))
     against: Path | None = None  # an earlier report.json the validation compares with (validate --against)
-    reuse: bool = True  # reuse a repository or a verdict made from the same inputs (specbuild.step_cache)
+    reuse: bool = True  # reuse engines, repositories or a verdict made from the same inputs (specbuild.step_cache)
     revalidate: bool = False  # serve and validate even when the verdict could be reused
+    cache_dir: Path | None = None  # the build cache (specbuild.step_store); None: its default place
 
     @property
     def build(self) -> BuildOptions:
@@ -71,23 +74,28 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
 
     # what every output was made from (specbuild.provenance), identified once
     manifest = make_manifest(recipe, "", Path(), plan=plan.to_dict())
+    cache = OutputCache(recipe, manifest, stages, options)
+    stage_key = None
     if plan.engine_steps:
-        with stages.stage("engines") as progress:
-            runtime.build_engines(plan.engine_steps, recipe, layout, progress=progress, notice=stages.notice)
-        for role in plan.outputs.engines:
-            stamp(layout.engine(role), manifest, "engine")
+        stage_key = step_cache.engines_key(recipe, manifest, plan.engine_steps, step_cache.written_with(options))
+        engines = {role: (layout.engine(role), step_cache.engine_key(stage_key, role))
+                   for role in plan.outputs.engines}
+        if not (engines and cache.reuse_all("engines", engines)):
+            with stages.stage("engines") as progress:
+                runtime.build_engines(plan.engine_steps, recipe, layout, progress=progress, notice=stages.notice)
+            for role, (folder, key) in engines.items():
+                cache.built("engine", role, folder, key)
 
     repositories = plan.of(RepositoryStep)
     keys: dict[str, str] = {}
     for step in repositories:
         keys[step.role] = key = step_cache.repository_key(recipe, manifest, step.role, layout,
-                                                          step_cache.written_with(options))
-        if options.reuse and step_cache.reusable(step.path, key):
-            stages.reused(f"repository {step.path}", "nothing it is written from changed")
+                                                          {**step_cache.written_with(options), "engines": stage_key})
+        if cache.reuse_all(f"repository {step.path}", {step.role: (step.path, key)}, kind="repository"):
             continue
         with stages.stage(f"repository {step.path}") as progress:
             runtime.write_repository(recipe, layout, step.role, progress=progress, notice=stages.notice)
-        stamp(step.path, {**manifest, "step": step_cache.step_record(key, step.path)}, "repository")
+        cache.built("repository", step.role, step.path, key)
 
     bundles = plan.of(DeployStep)
     if bundles:
@@ -107,6 +115,62 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
         return step_cache.reuse_verdict(layout.report, stages, console)
     return serve_and_validate(recipe, layout, {s.role: s.path for s in repositories}, options, stages, console,
                               manifest, validation_key)
+
+
+class OutputCache:
+    """A compile's engine folders and repositories: reused in place, restored from the build cache
+    (specbuild.step_store), or built and then stored there; each stamped with its provenance and step key."""
+
+    def __init__(self, recipe: Recipe, manifest: dict, stages: Stages, options: CompileOptions):
+        from specbuild.step_store import Store
+
+        self.recipe, self.manifest, self.stages = recipe, manifest, stages
+        self.reuse = options.reuse
+        self.store = Store(options.cache_dir) if options.reuse else None
+
+    def _stamp(self, kind: str, folder: Path, key: str, content: str | None = None) -> None:
+        record = {"key": key, "content": content} if content else step_cache.step_record(key, folder)
+        stamp(folder, {**self.manifest, "step": record}, kind)
+
+    def reuse_all(self, title: str, outputs: dict[str, tuple[Path, str]], kind: str = "engine") -> bool:
+        """Reuse every output {role: (folder, key)} (in place, else restored from the cache), or none: False when
+        one of them is neither in place nor in the cache (the step runs)."""
+        if not self.reuse:
+            return False
+        in_place = {role: step_cache.reusable(folder, key) for role, (folder, key) in outputs.items()}
+        cached = {role: self.store.lookup(key) for role, (folder, key) in outputs.items() if not in_place[role]}
+        if not all(cached.values()):
+            return False
+        from specbuild.errors import UserError
+
+        for role, entry in cached.items():
+            folder, key = outputs[role]
+            try:
+                self._stamp(kind, folder, key, self.store.restore(entry, folder))
+            except (UserError, OSError) as e:
+                self.stages.notice(f"could not restore {folder} from the build cache ({e}): building it")
+                return False
+        if cached:
+            self.stages.reused(title, f"restored from the build cache {self.store.root} "
+                                      "(made from the same inputs); --no-cache builds it again")
+        else:
+            self.stages.reused(title, "nothing it is made from changed")
+        return True
+
+    def built(self, kind: str, role: str, folder: Path, key: str) -> None:
+        """Stamp a freshly built output and store it in the cache (a cache that cannot be written is said, not
+        fatal: the output in place is whole)."""
+        from specbuild.errors import UserError
+
+        if not Path(folder).is_dir():
+            return
+        self._stamp(kind, folder, key)
+        if self.store is None:
+            return
+        try:
+            self.store.put(key, folder, step=kind, recipe=self.recipe.name, role=role)
+        except (UserError, OSError) as e:
+            self.stages.notice(f"not stored in the build cache: {e}")
 
 
 RENDER_NOTE = "RENDER_ONLY.md"

@@ -3,6 +3,10 @@ and validating, when the output already in place was made from the same inputs.
 
 Each step has a key: the SHA-256 of what it reads, as canonical JSON (`step_key`):
 
+    engines     the recipe without its `validation`, `triton` and `deploy` sections, the plan's engine steps (their
+                commands and settings), the checkpoints' identities, the installed versions (not the bundle's
+                target release), specbuild's own code and the command-line options that change a build; each
+                engine folder's key is that stage key with its role (`engine_key`)
     repository  the recipe without its `validation` section, the checkpoints' identities (provenance: hub commit,
                 size, mtime and header hash of each file), the versions (specbuild, torch, TensorRT-LLM ...),
                 specbuild's own code, the role and the layout's folders
@@ -11,8 +15,9 @@ Each step has a key: the SHA-256 of what it reads, as canonical JSON (`step_key`
 
 The key is recorded in the output's provenance.json (`step.key`) with the SHA-256 of the output's files
 (`step.content`). An output is reused only when both still hold: same key (nothing read has changed) and same
-content (nothing was edited, removed or half-written since). Anything else runs the step again. The engines are
-built every time (their key is part of the repository's through the checkpoints and versions).
+content (nothing was edited, removed or half-written since). Anything else restores the output from the build
+cache (specbuild.step_store) when it holds one of that key, else runs the step again. The engines are reused
+only all together (one runtime call builds them all).
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from specbuild.provenance import MANIFEST
 
 FORMAT = 1
 # recipe sections a step does not read (a change there leaves its output valid)
-UNREAD = {"repository": ("validation",), "validate": ()}
+UNREAD = {"engines": ("validation", "triton", "deploy"), "repository": ("validation",), "validate": ()}
+# versions an engine does not depend on: the release a deployment bundle targets
+UNREAD_VERSIONS = ("tensorrt_llm_target",)
 
 
 def digest(value: Any) -> str:
@@ -56,6 +63,18 @@ def step_key(step: str, **inputs: Any) -> str:
     return digest({"format": FORMAT, "step": step, "code": code_identity(), **inputs})
 
 
+def engines_key(recipe, manifest: dict[str, Any], steps: list, options: dict[str, Any]) -> str:
+    """What the engines are built from (`steps`: the plan's engine steps; `options`: written_with)."""
+    versions = {k: v for k, v in manifest["versions"].items() if k not in UNREAD_VERSIONS}
+    return step_key("engines", recipe=recipe_inputs(recipe, "engines"), checkpoints=manifest["checkpoints"],
+                    versions=versions, steps=[step.to_dict() for step in steps], options=options)
+
+
+def engine_key(stage_key: str, role: str) -> str:
+    """One engine folder's key: its stage's key and its role."""
+    return digest({"engines": stage_key, "role": role})
+
+
 def repository_key(recipe, manifest: dict[str, Any], role: str, layout, options: dict[str, Any]) -> str:
     """What a repository is written from (`manifest`: the build's provenance, specbuild.provenance; `options`:
     the command-line options that change what is written)."""
@@ -69,7 +88,7 @@ def validation_key(recipe, repository_keys: dict[str, str], server: dict[str, An
                     server=server)
 
 
-def _ignored(rel: str) -> bool:
+def not_content(rel: str) -> bool:
     """Not part of an output's content: its provenance.json, and the bytecode Python writes beside a model.py
     when tritonserver loads it."""
     return rel == MANIFEST or "__pycache__" in rel.split("/") or rel.endswith(".pyc")
@@ -80,7 +99,7 @@ def content_digest(folder: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(Path(folder).rglob("*")):
         rel = path.relative_to(folder).as_posix()
-        if _ignored(rel):
+        if not_content(rel):
             continue
         if path.is_file() and not path.is_symlink():
             h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")

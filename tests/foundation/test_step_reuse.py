@@ -1,5 +1,6 @@
 """Reusing a step's output made from the same inputs (specbuild.step_cache): what each step's key reads, when an
-output in place may be reused, and `compile` reusing repositories and a passing verdict (and saying so)."""
+output in place may be reused, and `compile` reusing engines, repositories and a passing verdict (and saying so),
+in place or restored from the build cache (specbuild.step_store)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from specbuild.plan import Layout
+from specbuild.plan import Layout, make_plan
 from specbuild.provenance import MANIFEST, make_manifest, stamp
 from specbuild.recipe import load_recipe
-from specbuild.step_cache import passed_before, repository_key, reusable, step_record, validation_key
+from specbuild.step_cache import engines_key, passed_before, repository_key, reusable, step_record, validation_key
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_TINY = ROOT / "tests" / "recipes" / "demo_tiny.yaml"
@@ -32,35 +33,43 @@ def _recipe_file(folder: Path, *replacements: tuple[str, str], name: str = "r.ya
     return path
 
 
-def _keys(path: Path, tmp_path: Path) -> tuple[dict[str, str], str]:
+def _keys(path: Path, tmp_path: Path) -> tuple[str, dict[str, str], str]:
     recipe = load_recipe(path)
     layout = Layout(tmp_path / "e", tmp_path / "r", tmp_path / "rep", recipe.name)
     manifest = make_manifest(recipe, "", Path())
-    repos = {role: repository_key(recipe, manifest, role, layout, OPTIONS) for role in ("target", "baseline")}
-    return repos, validation_key(recipe, repos, SERVER)
+    engines = engines_key(recipe, manifest, make_plan(recipe, layout).engine_steps, OPTIONS)
+    repos = {role: repository_key(recipe, manifest, role, layout, {**OPTIONS, "engines": engines})
+             for role in ("target", "baseline")}
+    return engines, repos, validation_key(recipe, repos, SERVER)
 
 
-@pytest.mark.parametrize("change, repository_changes", [
-    (("max_tokens: 32", "max_tokens: 16"), False),            # validation.*: only the verdict
-    (("streaming: true", "streaming: false"), True),          # triton.*: the repositories (and so the verdict)
-    (("max_batch_size: 8", "max_batch_size: 4"), True),       # build.*: the repositories (and so the verdict)
+@pytest.mark.parametrize("change, engines_change, repository_changes", [
+    (("max_tokens: 32", "max_tokens: 16"), False, False),         # validation.*: only the verdict
+    (("streaming: true", "streaming: false"), False, True),       # triton.*: the repositories (and so the verdict)
+    (("max_batch_size: 8", "max_batch_size: 4"), True, True),     # build.*: the engines, and all after them
 ])
-def test_what_a_change_invalidates(tmp_path, change, repository_changes):
+def test_what_a_change_invalidates(tmp_path, change, engines_change, repository_changes):
     before = _keys(_recipe_file(tmp_path), tmp_path)
     assert _keys(_recipe_file(tmp_path), tmp_path) == before  # the same inputs, the same keys
-    repos, verdict = _keys(_recipe_file(tmp_path, change, name="changed.yaml"), tmp_path)
-    assert (repos != before[0]) is repository_changes and verdict != before[1]
+    engines, repos, verdict = _keys(_recipe_file(tmp_path, change, name="changed.yaml"), tmp_path)
+    assert (engines != before[0]) is engines_change
+    assert (repos != before[1]) is repository_changes and verdict != before[2]
 
 
 def test_a_changed_checkpoint_file_or_server_changes_the_keys(tmp_path):
     recipe_path = _recipe_file(tmp_path)
-    repos, verdict = _keys(recipe_path, tmp_path)
+    engines, repos, verdict = _keys(recipe_path, tmp_path)
     recipe = load_recipe(recipe_path)
     assert validation_key(recipe, repos, {**SERVER, "tritonserver": "/opt/tritonserver/bin/tritonserver"}) != verdict
     manifest = make_manifest(recipe, "", Path())
     layout = Layout(tmp_path / "e", tmp_path / "r", tmp_path / "rep", recipe.name)
     manifest["checkpoints"]["model.checkpoint"]["files"]["config.json"]["mtime"] = "another time"
-    assert repository_key(recipe, manifest, "target", layout, OPTIONS) != repos["target"]
+    assert repository_key(recipe, manifest, "target", layout, {**OPTIONS, "engines": engines}) != repos["target"]
+    assert engines_key(recipe, manifest, make_plan(recipe, layout).engine_steps, OPTIONS) != engines
+    # the release a deployment bundle targets is no input of an engine built here
+    manifest = make_manifest(recipe, "", Path())
+    manifest["versions"]["tensorrt_llm_target"] = "another release"
+    assert engines_key(recipe, manifest, make_plan(recipe, layout).engine_steps, OPTIONS) == engines
 
 
 def test_an_output_is_reused_only_whole_and_made_from_the_same_key(tmp_path):
@@ -110,18 +119,34 @@ def _statuses(doc: dict) -> dict[str, str]:
             for s in doc["steps"]}
 
 
-def test_compile_reuses_unchanged_repositories_and_rewrites_changed_ones(tmp_path):
+def test_compile_reuses_unchanged_outputs_and_rebuilds_what_a_change_touches(tmp_path):
     recipe = _recipe_file(tmp_path)
-    first = _compile(recipe, tmp_path, "--no-validate")
+    cache = ("--cache-dir", str(tmp_path / "cache"))
+    first = _compile(recipe, tmp_path, "--no-validate", *cache)
     assert _statuses(first) == {"engines": "done", "repository": "done", "repository baseline": "done"}
-    second = _compile(recipe, tmp_path, "--no-validate")
-    assert _statuses(second) == {"engines": "done", "repository": "reused", "repository baseline": "reused"}
-    assert second["stderr"].count("reused (nothing it is written from changed)") == 2
-    assert _statuses(_compile(recipe, tmp_path, "--no-validate", "--no-cache"))["repository"] == "done"
-    _recipe_file(tmp_path, ("max_tokens: 32", "max_tokens: 16"))  # validation only: nothing to rewrite
-    assert _statuses(_compile(recipe, tmp_path, "--no-validate"))["repository"] == "reused"
-    _recipe_file(tmp_path, ("streaming: true", "streaming: false"))
-    assert _statuses(_compile(recipe, tmp_path, "--no-validate"))["repository"] == "done"
+    second = _compile(recipe, tmp_path, "--no-validate", *cache)
+    assert _statuses(second) == {"engines": "reused", "repository": "reused", "repository baseline": "reused"}
+    assert second["stderr"].count("reused (nothing it is made from changed)") == 3
+    assert set(_statuses(_compile(recipe, tmp_path, "--no-validate", "--no-cache", *cache)).values()) == {"done"}
+    _recipe_file(tmp_path, ("max_tokens: 32", "max_tokens: 16"))  # validation only: nothing to rebuild
+    assert set(_statuses(_compile(recipe, tmp_path, "--no-validate", *cache)).values()) == {"reused"}
+    _recipe_file(tmp_path, ("streaming: true", "streaming: false"))  # triton only: the repositories
+    assert _statuses(_compile(recipe, tmp_path, "--no-validate", *cache)) == {
+        "engines": "reused", "repository": "done", "repository baseline": "done"}
+    _recipe_file(tmp_path, ("max_batch_size: 8", "max_batch_size: 4"))  # build: the engines and all after them
+    assert set(_statuses(_compile(recipe, tmp_path, "--no-validate", *cache)).values()) == {"done"}
+    config = json.loads((tmp_path / "e" / "demo-tiny" / "target" / "config.json").read_text())
+    assert config["build_config"]["max_batch_size"] == 4
+
+    # back to the first recipe: what its folders in place no longer hold comes back from the build cache
+    _recipe_file(tmp_path)
+    back = _compile(recipe, tmp_path, "--no-validate", *cache)
+    assert set(_statuses(back).values()) == {"reused"}
+    assert back["stderr"].count("restored from the build cache") == 3
+    config = json.loads((tmp_path / "e" / "demo-tiny" / "target" / "config.json").read_text())
+    assert config["build_config"]["max_batch_size"] == 8
+    assert reusable(tmp_path / "e" / "demo-tiny" / "target", json.loads(
+        (tmp_path / "e" / "demo-tiny" / "target" / MANIFEST).read_text())["step"]["key"])
 
 
 def test_compile_reuses_a_passing_verdict_of_the_same_inputs(tmp_path):
@@ -134,7 +159,7 @@ def test_compile_reuses_a_passing_verdict_of_the_same_inputs(tmp_path):
     assert [s["status"] for s in first["steps"]] == ["done"] * 6  # engines, 2 repositories, 2 serves, validate
     second = _compile(recipe, tmp_path)
     assert second["verdict"] == "passed" and second["exit_code"] == 0
-    assert [s["status"] for s in second["steps"]] == ["done", "reused", "reused", "reused"]
+    assert [s["status"] for s in second["steps"]] == ["reused"] * 4  # engines, 2 repositories, the verdict
     assert "✓ serve" not in second["stderr"] and "--revalidate runs them again" in second["stderr"]
     assert second["validation"]["checks"] == first["validation"]["checks"]
     report = json.loads((tmp_path / "rep" / "demo-tiny" / "report.json").read_text())
