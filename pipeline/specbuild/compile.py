@@ -26,6 +26,7 @@ from typing import Callable
 from rich.console import Console
 
 from specbuild import step_cache
+from specbuild.errors import UserError
 from specbuild.output.steps import Stages
 from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep, make_plan
 from specbuild.provenance import make_manifest, stamp
@@ -33,6 +34,7 @@ from specbuild.recipe.schema import Recipe
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
 from specbuild.serve.decode_cpus import CHOICE_ENV as DECODE_CPUS_ENV
+from specbuild.step_store import Store
 from specbuild.trtllm.version import installed_version
 
 
@@ -122,8 +124,6 @@ class OutputCache:
     (specbuild.step_store), or built and then stored there; each stamped with its provenance and step key."""
 
     def __init__(self, recipe: Recipe, manifest: dict, stages: Stages, options: CompileOptions):
-        from specbuild.step_store import Store
-
         self.recipe, self.manifest, self.stages = recipe, manifest, stages
         self.reuse = options.reuse
         self.store = Store(options.cache_dir) if options.reuse else None
@@ -141,7 +141,6 @@ class OutputCache:
         cached = {role: self.store.lookup(key) for role, (folder, key) in outputs.items() if not in_place[role]}
         if not all(cached.values()):
             return False
-        from specbuild.errors import UserError
 
         for role, entry in cached.items():
             folder, key = outputs[role]
@@ -160,7 +159,6 @@ class OutputCache:
     def built(self, kind: str, role: str, folder: Path, key: str) -> None:
         """Stamp a freshly built output and store it in the cache (a cache that cannot be written is said, not
         fatal: the output in place is whole)."""
-        from specbuild.errors import UserError
 
         if not Path(folder).is_dir():
             return
