@@ -1,6 +1,7 @@
 """The tensorrt-llm runtime in the llm-api flavour: TensorRT-LLM's PyTorch backend behind NVIDIA's llmapi Triton
-model (llmapi fact sheet). Nothing is built ahead of time: the repository holds model.yaml (from the recipe),
-config.pbtxt and NVIDIA's model.py + helpers.py (never shipped by specbuild), taken from, in order:
+model (TensorRT-LLM triton_backend/all_models/llmapi/tensorrt_llm/). Nothing is built ahead of time: the repository
+holds model.yaml (from the recipe), config.pbtxt and NVIDIA's model.py + helpers.py (never shipped by specbuild), taken
+from, in order:
 
 1. a folder the user gives (`specbuild compile --llmapi-model-dir`, or $SPECBUILD_LLMAPI_MODEL_DIR);
 2. the machine's TensorRT-LLM: /app/all_models/llmapi/ of the tritonserver trtllm container, or
