@@ -37,7 +37,8 @@ def bls_driven(recipe: Recipe, role: str) -> bool:
 
 def core_decoupled(recipe: Recipe, role: str) -> bool:
     # Draft-target/prompt lookup: the BLS calls the cores once per round and needs one response each
-    # (TL-DTM: decoupled_mode False on both); otherwise streaming makes the core decoupled.
+    # (TensorRT-LLM examples/draft_target_model/README.md@567239f: decoupled_mode False on both); otherwise streaming
+    # makes the core decoupled.
     return False if bls_driven(recipe, role) else recipe.triton.streaming
 
 
