@@ -174,7 +174,7 @@ def _refusals_as_json(command: str, recipe: Path, as_json: bool, verdict: str = 
 @_llmapi_model_dir_option
 @_json_option("the verdict, the problems, warnings and notes (findings)")
 def check(recipe: Path, trtllm_examples: str | None, as_json: bool) -> None:
-    """Check a recipe: schema, every rule from the fact sheets, and the files it names.
+    """Check a recipe: schema, every rule upstream's tools enforce, and the files it names.
 
     \b
     Prints each problem as file:line:col: field: message, and exits 2 if there is any. Whatever `plan` or

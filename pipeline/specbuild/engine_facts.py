@@ -18,11 +18,11 @@ from specbuild.errors import UserError
 from specbuild.paths import show
 
 CONFIG = "config.json"
-DEFAULT_MAX_NUM_TOKENS = 8192  # BuildConfig default (engine fact sheet §1.2)
+DEFAULT_MAX_NUM_TOKENS = 8192  # BuildConfig default (TensorRT-LLM tensorrt_llm/builder.py)
 
 
 class SpecMode(enum.IntFlag):
-    """TensorRT-LLM's `SpeculativeDecodingMode` (tensorrt_llm/models/modeling_utils.py; engine fact sheet §1.4):
+    """TensorRT-LLM's `SpeculativeDecodingMode` (tensorrt_llm/models/modeling_utils.py):
     stored as an int in build_config; `cli_name` is trtllm-build's `--speculative_decoding_mode` value."""
 
     NONE = 1
@@ -66,7 +66,8 @@ RECIPE_FIELD = {
 
 @dataclass(frozen=True)
 class EngineLimits:
-    """The build_config limits of one engine, as trtllm-build writes them (engine fact sheet §1.2, §1.4)."""
+    """The build_config limits of one engine, as trtllm-build writes them (TensorRT-LLM tensorrt_llm/commands/build.py,
+    tensorrt_llm/builder.py)."""
 
     max_batch_size: int
     max_input_len: int
@@ -85,7 +86,7 @@ class EngineLimits:
 
 def seq_len_slack(mode: SpecMode, max_draft_len: int, extra_seq_len: int) -> int:
     """Tokens trtllm-build adds to max_seq_len: max_draft_len, plus num_eagle_layers for EAGLE
-    (tensorrt_llm/builder.py `build`; engine fact sheet §1.4)."""
+    (tensorrt_llm/builder.py `build`)."""
     if mode == SpecMode.NONE:
         return 0
     return max_draft_len + (extra_seq_len if mode == SpecMode.EAGLE else 0)
@@ -195,14 +196,14 @@ def expected_limits(recipe, spec, role: str) -> EngineLimits:
         extra_seq_len=spec.extra_seq_len if speculative else 0)
 
 
-# eagle_net_config keys copied from the EAGLE head's config.json (engine fact sheet §3.1)
+# eagle_net_config keys copied from the EAGLE head's config.json (TensorRT-LLM examples/eagle/convert_checkpoint.py)
 EAGLE_NET_KEYS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
                   "num_key_value_heads", "rms_norm_eps", "max_position_embeddings", "vocab_size")
 
 
 def pretrained_extra(spec) -> dict[str, Any]:
     """The method keys of a speculative target's pretrained_config (what the TensorRT-LLM converters write and
-    the reference builder writes too; engine fact sheet §3.1)."""
+    the reference builder writes too; TensorRT-LLM docs/source/legacy/architecture/checkpoint.md)."""
     if spec.medusa is not None:
         return {"architecture": "MedusaForCausalLM", "max_draft_len": spec.max_draft_len,
                 "num_medusa_heads": spec.medusa.num_heads, "num_medusa_layers": spec.medusa.num_layers}

@@ -3,7 +3,7 @@
 `make_plan` asks the recipe's runtime for its engine steps, then adds the repository, serve and validate steps.
 `Plan.render()` is what `specbuild plan` prints; `compile` executes the same step objects, reading their fields
 (never their display text). Every command line is written with every relevant flag explicit, because defaults
-drift between TensorRT-LLM versions (engine fact sheet §9.2).
+drift between TensorRT-LLM versions (tensorrt_llm/commands/build.py; docs/gpu.md).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-# The executor's default tree mc_sim_7b_63 (Medusa README; repository fact sheet §2.1): 63 nodes, depth 4.
+# The executor's default tree mc_sim_7b_63 (TensorRT-LLM examples/medusa/README.md): 63 nodes, depth 4.
 MC_SIM_7B_63: list[list[int]] = [
     [0], [0, 0], [1], [0, 1], [2], [0, 0, 0], [1, 0], [0, 2], [3], [0, 3], [4], [0, 4], [2, 0], [0, 5],
     [0, 0, 1], [5], [0, 6], [6], [0, 7], [0, 1, 0], [1, 1], [7], [0, 8], [0, 0, 2], [3, 0], [0, 9], [8], [9],
@@ -65,7 +65,8 @@ def non_leaves_per_level(choices: list[list[int]]) -> dict[int, int]:
 
 
 def format_choices(choices: list[list[int]]) -> str:
-    """TensorRT-LLM backend parameter format: `{0}, {0, 0}, {1}` (no outer brackets; §2)."""
+    """TensorRT-LLM backend parameter format: `{0}, {0, 0}, {1}` (no outer brackets; tensorrtllm_backend
+    docs/model_config.md@0b9d7d5)."""
     return ", ".join("{" + ", ".join(str(k) for k in path) + "}" for path in choices)
 
 

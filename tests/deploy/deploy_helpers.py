@@ -57,11 +57,13 @@ VARIANTS = {
     "llmapi-tp8-pp2-2nodes": ("llmapi_prompt_lookup", {"name": "trt-llmapi-tp8-pp2", "speculation": {"method": "none"},
                                                        "build.tp_size": 8, "build.pp_size": 2, "llm_api.nodes": 2,
                                                        "triton.gpu_device_ids": list(range(16))}),
-    # llm-api EAGLE-3 with tp 16 over 2 nodes of 8 GPUs (BK docs/llmapi.md: srun -N 2 --ntasks-per-node=8), on enroot
+    # llm-api EAGLE-3 with tp 16 over 2 nodes of 8 GPUs (tensorrtllm_backend docs/llmapi.md@0b9d7d5: srun -N 2
+    # --ntasks-per-node=8), on enroot
     "llmapi-eagle3-tp16-2nodes": ("llmapi_eagle3", {"name": "trt-llmapi-e3-tp16", "build.tp_size": 16,
                                                     "llm_api.nodes": 2, "triton.gpu_device_ids": list(range(16)),
                                                     "deploy.slurm": {"container_runtime": "enroot"}}),
-    # llm-api multi-instance: 2 instances of tp 2 on GPUs 0,1 and 2,3 in one pod, no MPI (BK docs/llmapi.md)
+    # llm-api multi-instance: 2 instances of tp 2 on GPUs 0,1 and 2,3 in one pod, no MPI (tensorrtllm_backend
+    # docs/llmapi.md@0b9d7d5)
     "llmapi-2x-tp2-instances": ("llmapi_tp2", {"name": "trt-llmapi-2x-tp2", "llm_api.instances": 2,
                                                "triton.gpu_device_ids": [0, 1, 2, 3]}),
 }

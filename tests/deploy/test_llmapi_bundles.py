@@ -1,8 +1,8 @@
 """Bundles of the llm-api flavour (tensorrt-llm runtime): every recipes/tensorrt-llm/llmapi_*.yaml plus a tp 8 x pp 2
 world over 2 nodes, an EAGLE-3 tp 16 world over 2 nodes (enroot) and 2 instances of tp 2 in one pod. Each bundle
 validates strictly (test_bundle_valid.py runs them with the engine recipes); here: what each layout must hold,
-read from the written files and the repository beside them (the expected values are the llmapi and scale-out
-fact sheets', written by hand)."""
+read from the written files and the repository beside them (the expected values are upstream's,
+tensorrtllm_backend docs/llmapi.md@0b9d7d5 and README.md@0b9d7d5, written by hand)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Engine facts, written once (specbuild/engine_facts.py): the rule trtllm-build applies to the limits, reading
-it back from a config.json, and the mismatch messages. Expected numbers come from the engine fact sheet's rules
-(§1.2, §1.4), computed here by hand."""
+it back from a config.json, and the mismatch messages. Expected numbers come from upstream's rules
+(tensorrt_llm/commands/build.py, builder.py), computed here by hand."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Plans: golden files for every example recipe, and agreement of the TensorRT-LLM commands with the engine
-fact sheet (../shared/reference/trtllm-engine-path.md; its facts are quoted here with their section)."""
+"""Plans: golden files for every example recipe, and agreement of the TensorRT-LLM commands with
+upstream (NVIDIA/TensorRT-LLM examples/*/README.md and tensorrt_llm/commands/build.py, builder.py, quoted here)."""
 
 from __future__ import annotations
 
@@ -44,9 +44,10 @@ def test_plan_matches_golden(path: Path, at_root):
     assert text == golden.read_text()
 
 
-# --- the TensorRT-LLM commands agree with the fact sheet -------------------------------------------------------
+# --- the TensorRT-LLM commands agree with upstream's -----------------------------------------------------------
 
-# §8 command recipes, verbatim (trtllm-build lines). Our tiny model has 2048 positions, so the draft-target and
+# The examples' README command recipes (examples/{medusa,eagle,draft_target_model,ngram,lookahead}/README.md),
+# verbatim (trtllm-build lines). Our tiny model has 2048 positions, so the draft-target and
 # prompt-lookup lengths (3200/4800, written for Llama-2) are the only values our recipes differ in.
 SECTION_8 = {
     "medusa": ["trtllm-build --checkpoint_dir ckpt_medusa --output_dir eng_medusa --gemm_plugin float16 "
@@ -71,24 +72,24 @@ LLAMA2_LENGTHS = {"--max_input_len", "--max_seq_len"}
 
 # Where every flag we pass comes from. A flag without a fact here fails the test below.
 FLAG_FACTS = {
-    "--checkpoint_dir": "§1.2: TRT-LLM checkpoint dir",
-    "--output_dir": "§1.2: output dir",
-    "--max_batch_size": "§1.2/§1.3: small for speculative decoding (default 2048; EAGLE asserts <= 512)",
-    "--max_input_len": "§1.2: default 1024, clipped to max_seq_len",
-    "--max_seq_len": "§1.2: builder adds max_draft_len (+num_eagle_layers for EAGLE)",
-    "--max_num_tokens": "§1.2: default 8192, raised to max_batch_size*(max_draft_len+1)",
-    "--max_beam_width": "§1.2: keep 1, beam search unsupported with speculation",
-    "--gemm_plugin": "§1.2 plugin table: default None; READMEs pass float16",
-    "--gpt_attention_plugin": "§1.2 plugin table: needed; §8 lookahead passes float16",
-    "--context_fmha": "§1.2 plugin table: must stay enabled for paged context FMHA",
-    "--use_paged_context_fmha": "§1.2/§1.3: required for DTM/NGram KV reuse, forced for EAGLE; pass explicitly",
-    "--remove_input_padding": "§1.2 plugin table: enable",
-    "--kv_cache_type": "§1.2: continuous|paged|disabled; unset -> PAGED",
-    "--tokens_per_block": "§1.2 plugin table: 32 newest, 64 older — pass explicitly (§9.2)",
-    "--workers": "§1.2: parallel build",
-    "--speculative_decoding_mode": "§0/§1.2: argparse choices",
-    "--max_draft_len": "§1.2/§1.3: engine draft limit; lookahead formula",
-    "--gather_generation_logits": "§1.3: draft-target with use_logits (PR #4167)",
+    "--checkpoint_dir": "build.py: TRT-LLM checkpoint dir",
+    "--output_dir": "build.py: output dir",
+    "--max_batch_size": "build.py/READMEs: small for speculative decoding (default 2048; EAGLE asserts <= 512)",
+    "--max_input_len": "build.py: default 1024, clipped to max_seq_len",
+    "--max_seq_len": "build.py: builder adds max_draft_len (+num_eagle_layers for EAGLE)",
+    "--max_num_tokens": "build.py: default 8192, raised to max_batch_size*(max_draft_len+1)",
+    "--max_beam_width": "build.py: keep 1, beam search unsupported with speculation",
+    "--gemm_plugin": "plugin.py: default None; READMEs pass float16",
+    "--gpt_attention_plugin": "plugin.py: needed; the lookahead README passes float16",
+    "--context_fmha": "plugin.py: must stay enabled for paged context FMHA",
+    "--use_paged_context_fmha": "build.py/READMEs: required for DTM/NGram KV reuse, forced for EAGLE; pass explicitly",
+    "--remove_input_padding": "plugin.py: enable",
+    "--kv_cache_type": "build.py: continuous|paged|disabled; unset -> PAGED",
+    "--tokens_per_block": "plugin.py: 32 newest, 64 older — pass explicitly",
+    "--workers": "build.py: parallel build",
+    "--speculative_decoding_mode": "build.py: argparse choices",
+    "--max_draft_len": "build.py/READMEs: engine draft limit; lookahead formula",
+    "--gather_generation_logits": "READMEs: draft-target with use_logits (PR #4167)",
 }
 
 
@@ -117,15 +118,15 @@ def test_trtllm_build_agrees_with_section_8(method: str, at_root):
         ours = builds[role]
         theirs = _flags(shlex.split(command))
         for flag, value in theirs.items():
-            # §8's lookahead max_seq_len 2048 is the whole context of a 2048-position model before the builder
+            # The lookahead README's max_seq_len 2048 is the whole context of a 2048-position model before the builder
             # adds its 83 drafts: our recipe keeps the engine's 2048 within the tiny model's positions (1965 + 83)
             if flag in PATHS_AND_MODEL_LENGTHS or (flag in LLAMA2_LENGTHS and method in ("draft_target", "prompt_lookup")) \
                     or (flag == "--max_seq_len" and method == "lookahead"):
                 assert flag in ours
                 continue
-            assert flag in ours, f"{method} {role}: §8 passes {flag}, we do not"
-            assert ours[flag] == value, f"{method} {role}: §8 {flag} {value}, ours {ours[flag]}"
-        if method == "medusa":  # §8: "max_draft_len=63 taken from ckpt" — we pass it explicitly (§9.2)
+            assert flag in ours, f"{method} {role}: the README passes {flag}, we do not"
+            assert ours[flag] == value, f"{method} {role}: the README says {flag} {value}, ours {ours[flag]}"
+        if method == "medusa":  # README: "max_draft_len=63 taken from ckpt" — we pass it explicitly
             assert ours["--max_draft_len"] == "63"
 
 
@@ -147,13 +148,13 @@ def test_draft_logits_gather_generation_logits_on_both_engines(tmp_path, at_root
     builds = _builds(plan_for(recipe)[1])
     assert "--gather_generation_logits" in builds["target"] and "--gather_generation_logits" in builds["draft"]
     assert "--gather_generation_logits" not in builds["baseline"]
-    assert "--gather_context_logits" not in builds["target"]  # §1.2: RuntimeError with draft len > 0
+    assert "--gather_context_logits" not in builds["target"]  # build.py: RuntimeError with draft len > 0
 
 
 @needs_tiny
 @pytest.mark.parametrize("method,extra", [("eagle", 63 + 4), ("medusa", 63), ("lookahead", 83), ("prompt_lookup", 10)])
 def test_verify_step_expects_builder_max_seq_len(method, extra, at_root):
-    # §1.4: max_seq_len += max_draft_len for any mode other than NONE; += num_eagle_layers for EAGLE.
+    # builder.py: max_seq_len += max_draft_len for any mode other than NONE; += num_eagle_layers for EAGLE.
     recipe, plan = plan_for(Path("recipes/tensorrt-llm") / f"{method}.yaml")
     verify = next(s for s in plan.steps if s.kind == "verify-engine" and s.role == "target")
     assert verify.expect.max_seq_len == recipe.build.max_seq_len + extra
@@ -164,7 +165,7 @@ def test_verify_step_expects_builder_max_seq_len(method, extra, at_root):
 
 @needs_tiny
 def test_max_num_tokens_is_raised_for_large_drafts(tmp_path, at_root):
-    # §1.2: raised to max_batch_size*(max_draft_len+1) if smaller.
+    # builder.py: raised to max_batch_size*(max_draft_len+1) if smaller.
     text = (ROOT / "recipes/tensorrt-llm/eagle.yaml").read_text().replace("max_batch_size: 4", "max_batch_size: 256")
     (tmp_path / "r.yaml").write_text(text.replace("../../checkpoints", str(TINY.parent)))
     builds = _builds(plan_for(tmp_path / "r.yaml")[1])
@@ -174,9 +175,9 @@ def test_max_num_tokens_is_raised_for_large_drafts(tmp_path, at_root):
 
 @needs_tiny
 @pytest.mark.parametrize("method,flags", [
-    ("medusa", {"--dtype": "float16", "--num_medusa_heads": "4"}),  # §8 Medusa convert line
+    ("medusa", {"--dtype": "float16", "--num_medusa_heads": "4"}),  # examples/medusa/README.md convert line
     ("eagle", {"--dtype": "float16", "--max_draft_len": "63", "--num_eagle_layers": "4",
-               "--max_non_leaves_per_layer": "10"}),  # §8 EAGLE convert line
+               "--max_non_leaves_per_layer": "10"}),  # examples/eagle/README.md convert line
 ])
 def test_examples_converter_matches_section_8(method, flags, at_root):
     _, plan = plan_for(Path("recipes/tensorrt-llm") / f"{method}.yaml", examples="/app/examples")
@@ -190,7 +191,8 @@ def test_examples_converter_matches_section_8(method, flags, at_root):
 
 @needs_tiny
 def test_wheel_converter_is_refused_where_unreliable(tmp_path, at_root):
-    # §9.6: the wheel's Medusa converts as float16 whatever dtype; §2.3: the wheel's EAGLE loads exactly 4 layers.
+    # The wheel's Medusa converts as float16 whatever dtype (models/medusa/model.py); the wheel's EAGLE loads exactly 4
+    # layers (models/eagle/model.py).
     # The recipe check refuses it (with its location), unless the example converter is given.
     medusa = (ROOT / "recipes/tensorrt-llm/medusa.yaml").read_text().replace("dtype: float16", "dtype: bfloat16")
     (tmp_path / "m.yaml").write_text(medusa.replace("../../checkpoints", str(TINY.parent)))

@@ -2,7 +2,7 @@
 real tensor names, dtypes and shapes, the real file names and shard indexes, and sparse data (formats.py: no real
 bytes on disk; a whole set takes a few MB and about a second to write).
 
-Facts (shared/reference/real-checkpoints.md and the sources it cites):
+Facts (each checkpoint's published files on the Hugging Face hub, and the other sources named below):
 
 - `llama31_8b_instruct` — meta-llama/Llama-3.1-8B-Instruct: config.json as published (32 layers, hidden 4096,
   32 heads / 8 KV heads, intermediate 14336, vocab 128256, rope_scaling llama3 factor 8, 131072 positions,

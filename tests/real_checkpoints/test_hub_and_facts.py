@@ -60,7 +60,7 @@ def test_tokenizer_stand_ins_carry_the_real_ids(real):
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(real.llama31_8b / "tokenizer.json"))
-    assert tok.encode("Hello world").ids == [128000, 9906, 1917]  # the fact sheet's example
+    assert tok.encode("Hello world").ids == [128000, 9906, 1917]  # meta-llama/Llama-3.1-8B-Instruct tokenizer.json
     assert tok.token_to_id("<|eot_id|>") == 128009 and tok.get_vocab_size() == 128256
     deepseek = Tokenizer.from_file(str(real.deepseek_r1 / "tokenizer.json"))
     assert (deepseek.token_to_id("<think>"), deepseek.token_to_id("</think>")) == (128798, 128799)

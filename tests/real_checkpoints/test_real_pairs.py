@@ -2,8 +2,8 @@
 of public checkpoints (builder.py), every target/head pair in the flavour that has its method, the other flavour's
 refusal asserted. Expected values are the real models' facts, written here: vicuna-7b's 2048 positions,
 FasterDecoding's Medusa file of 5 heads, the EAGLE-3 head's 3 captured layers {1, 15, 28} of 32, DeepSeek-R1's one
-MTP layer, and trtllm-build's max_seq_len rule (+ max_draft_len, + num_eagle_layers for EAGLE; engine fact sheet
-§1.4)."""
+MTP layer, and trtllm-build's max_seq_len rule (+ max_draft_len, + num_eagle_layers for EAGLE;
+tensorrt_llm/builder.py)."""
 
 from __future__ import annotations
 

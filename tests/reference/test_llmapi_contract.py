@@ -1,6 +1,6 @@
 """The llmapi tensor contract of the CPU rehearsal model, without a server (specbuild.reference.llmapi_contract):
 request tensors -> SamplingParams semantics, the text the LLM reports, and the response tensors
-(llmapi fact sheet §2.3, §2.6, §5.1-5.2)."""
+(llmapi config.pbtxt@c8c6df0, model.py@b35ac1b, helpers.py@0df60f9)."""
 
 from __future__ import annotations
 

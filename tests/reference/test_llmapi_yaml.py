@@ -1,6 +1,7 @@
 """model.yaml read the way TensorRT-LLM's LLM reads it, for the CPU rehearsal (specbuild.reference.llmapi_yaml):
 every model.yaml specbuild writes is understood, unknown keys fail naming them, triton_config is checked as
-NVIDIA's model needs it, and speculative_config maps onto the reference methods (llmapi fact sheet §2.5, §3, §4)."""
+NVIDIA's model needs it, and speculative_config maps onto the reference methods (llmapi model.py@b35ac1b,
+tensorrt_llm/llmapi/llm_args.py)."""
 
 from __future__ import annotations
 

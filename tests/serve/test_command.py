@@ -218,7 +218,7 @@ def test_serves_the_llm_api_repository_compile_names(tmp_path):
         with urllib.request.urlopen(req, timeout=120) as r:
             answer = json.loads(r.read())
         prompt = json.loads(body)["text_input"]
-        # NVIDIA's llmapi model echoes the prompt unless told otherwise (llmapi fact sheet §5.1)
+        # NVIDIA's llmapi model echoes the prompt unless told otherwise (helpers.py@0df60f9)
         assert answer["text_output"].startswith(prompt) and len(answer["text_output"]) > len(prompt), answer
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0

@@ -41,8 +41,8 @@ def test_every_config_parses_back_and_equals_what_was_built(path, layout_for):
 
 @pytest.mark.parametrize("path", GPU_LLMAPI_RECIPES + REFERENCE_LLMAPI_RECIPES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_llmapi_config_parses_back_and_has_the_llmapi_contract(path, layout_for):
-    """llmapi fact sheet §2.2-2.5: one python model, max_batch_size 0, decoupled as the recipe streams, the
-    inputs and outputs of NVIDIA's config.pbtxt; the same file for both runtimes."""
+    """llmapi config.pbtxt@c8c6df0, model.py@b35ac1b: one python model, max_batch_size 0, decoupled as the recipe
+    streams, the inputs and outputs of NVIDIA's config.pbtxt; the same file for both runtimes."""
     from specbuild.repository.llmapi import configs as llmapi_configs
     from specbuild.repository.llmapi import tensors as llmapi_tensors
 
@@ -132,7 +132,7 @@ def test_draft_target_models(layout_for):
         assert not cfg.model_transaction_policy.decoupled
         assert p["exclude_input_in_output"] == "false"
         assert p["enable_kv_cache_reuse"] == "true"
-        assert "decoding_mode" not in p  # the backend has no draft-tokens decoding mode (fact sheet §7 #8)
+        assert "decoding_mode" not in p  # the backend has no draft-tokens decoding mode (model_instance_state.cc)
         # both on GPU 0 in this recipe: the KV-cache fraction is split
         assert float(p["kv_cache_free_gpu_mem_fraction"]) == pytest.approx(recipe.triton.kv_cache_free_gpu_mem_fraction / 2)
     assert _parameters(target)["gpt_model_path"].endswith("/target")

@@ -1,11 +1,11 @@
 """The llm-api flavour on the reference runtime, served by the real tritonserver (nvidia-pytriton's): the
 repository NVIDIA documents (one `tensorrt_llm` model, config.pbtxt + 1/model.yaml) with specbuild's model.py.
 
-Requests are shaped as NVIDIA documents them (BK docs/llmapi.md, the tutorial's curl `generate` /
-`generate_stream`: `{"text_input": ..., "sampling_param_max_tokens": ...}`), and answers are checked against an
-independent implementation: Hugging Face `generate` on the same checkpoint, decoded with the same tokenizer.
-One server per deployment (module-scoped): no speculation and not decoupled, prompt lookup (NGram), draft-target,
-and EAGLE-3 where the reference method and the tiny head are there.
+Requests are shaped as NVIDIA documents them (tensorrtllm_backend docs/llmapi.md@0b9d7d5, the tutorial's curl `generate`
+/ `generate_stream`: `{"text_input": ..., "sampling_param_max_tokens": ...}`), and answers are checked against an
+independent implementation: Hugging Face `generate` on the same checkpoint, decoded with the same tokenizer. One server
+per deployment (module-scoped): no speculation and not decoupled, prompt lookup (NGram), draft-target, and EAGLE-3 where
+the reference method and the tiny head are there.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Fixtures for the TensorRT-LLM runtime tests: the test double on PATH/PYTHONPATH, tiny HF folders, recipes.
 
 Everything runs on CPU: `trtllm-build`, `nvidia-smi` and the `tensorrt_llm` package are the doubles under
-tests/doubles, which enforce the engine fact sheet's contract (see tests/doubles/README.md).
+tests/doubles, which enforce upstream's contract (see tests/doubles/README.md).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def models(tmp_path) -> Path:
         (d / "model.safetensors").write_bytes(b"")  # present for `check`; the double never reads weights
         (d / "tokenizer.json").write_text(json.dumps(TOKENIZER))
     (root / "medusa").mkdir()
-    # FasterDecoding layout: the key is medusa_num_heads (fact sheet §2.2, §9.6).
+    # FasterDecoding layout: the key is medusa_num_heads (models/medusa/config.py reads num_medusa_heads).
     (root / "medusa" / "config.json").write_text(json.dumps({"medusa_num_heads": 3, "medusa_num_layers": 1,
                                                              "hidden_size": 64, "vocab_size": 512}))
     # 3 heads of the target's width and vocabulary: the double's converter reads their names as load_medusa_hf does

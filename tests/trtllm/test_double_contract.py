@@ -1,6 +1,6 @@
 """The double itself enforces the real contract (so tests through it can fail the way a GPU run would).
 
-Each expected behaviour is stated in the engine fact sheet (section in the test name's comment).
+Each expected behaviour is upstream's (the TensorRT-LLM file in the test name's comment).
 """
 
 from __future__ import annotations
@@ -26,26 +26,27 @@ def wheel(machine):
         del sys.modules[name]
 
 
-def test_medusa_needs_a_path_for_the_heads_dir(wheel, models):  # §2.2 caveats, §9.6
+def test_medusa_needs_a_path_for_the_heads_dir(wheel, models):  # models/medusa/config.py
     with pytest.raises(TypeError):
         wheel.MedusaForCausalLm.from_hugging_face(str(models / "target"), "float16",
                                                   speculative_model_dir=str(models / "medusa"))
 
 
-def test_medusa_heads_key_quirk(wheel, models):  # §2.2 caveats, §9.6: looks for num_medusa_heads
+def test_medusa_heads_key_quirk(wheel, models):  # models/medusa/config.py: looks for num_medusa_heads
     with pytest.raises(TypeError):  # None heads: range(None)
         wheel.MedusaForCausalLm.from_hugging_face(str(models / "target"), "float16",
                                                   speculative_model_dir=models / "medusa")
     m = wheel.MedusaForCausalLm.from_hugging_face(str(models / "target"), "bfloat16",
                                                   speculative_model_dir=models / "medusa",
                                                   speculative_config=types.SimpleNamespace(num_medusa_heads=3))
-    assert (m.config["num_medusa_heads"], m.config["max_draft_len"]) == (3, 63)  # 63 unless given (§2.2)
-    # heads converted as float16 whatever dtype was asked (§9.6)
+    assert (m.config["num_medusa_heads"], m.config["max_draft_len"]) == (3, 63)  # 63 unless given
+    # (models/medusa/config.py)
+    # heads converted as float16 whatever dtype was asked (models/medusa/model.py)
     assert {dt for name, (dt, _) in m.weights.items() if name.startswith("medusa_heads.")} == {"float16"}
     assert m.config["dtype"] == "bfloat16"
 
 
-def test_eagle_kwargs_and_four_layers(wheel, models):  # §2.3, §9.5
+def test_eagle_kwargs_and_four_layers(wheel, models):  # models/eagle/model.py
     base = dict(speculative_model_dir=models / "eagle")
     with pytest.raises(KeyError):
         wheel.EagleForCausalLM.from_hugging_face(str(models / "target"), "float16", **base,
@@ -68,7 +69,7 @@ def test_eagle_kwargs_and_four_layers(wheel, models):  # §2.3, §9.5
         [f"eagle_nets.{i}.lm_head.weight" for i in range(4)]  # the fifth net gets no weights
 
 
-def test_float32_source_converts_to_float16(wheel, models):  # §2.1 --dtype auto
+def test_float32_source_converts_to_float16(wheel, models):  # convert_checkpoint.py --dtype auto
     m = wheel.LLaMAForCausalLM.from_hugging_face(str(models / "target"), "auto")
     assert m.config["dtype"] == "float16"
 
@@ -85,11 +86,11 @@ def _trtllm_build(*args) -> subprocess.CompletedProcess:
     return subprocess.run(["trtllm-build", *args], capture_output=True, text=True)
 
 
-def test_trtllm_build_rejects_unknown_mode_and_flags(machine, wheel, models, tmp_path):  # §1.2 choices
+def test_trtllm_build_rejects_unknown_mode_and_flags(machine, wheel, models, tmp_path):  # commands/build.py choices
     ckpt = _checkpoint(tmp_path, wheel, models)
     bad = _trtllm_build("--checkpoint_dir", str(ckpt), "--speculative_decoding_mode", "ngram")
     assert bad.returncode == 2 and "invalid choice: 'ngram'" in bad.stderr
-    bad = _trtllm_build("--checkpoint_dir", str(ckpt), "--tp_size", "2")  # TP is fixed at conversion (§0)
+    bad = _trtllm_build("--checkpoint_dir", str(ckpt), "--tp_size", "2")  # TP is fixed at conversion
     assert bad.returncode == 2 and "unrecognized arguments: --tp_size" in bad.stderr
     bad = _trtllm_build("--checkpoint_dir", str(ckpt), "--kv_cache_type", "blocked")
     assert bad.returncode == 2 and "Invalid value 'blocked'" in bad.stderr
@@ -99,7 +100,7 @@ def _engine(out: Path) -> dict:
     return json.loads((out / "config.json").read_text())["build_config"]
 
 
-def test_trtllm_build_rewrites_limits(machine, wheel, models, tmp_path):  # §1.2, §1.4
+def test_trtllm_build_rewrites_limits(machine, wheel, models, tmp_path):  # build.py, builder.py
     ckpt = _checkpoint(tmp_path, wheel, models, architecture="EagleForCausalLM", num_eagle_layers=4, max_draft_len=63)
     out = tmp_path / "eng"
     r = _trtllm_build("--checkpoint_dir", str(ckpt), "--output_dir", str(out), "--speculative_decoding_mode", "eagle",
@@ -111,10 +112,10 @@ def test_trtllm_build_rewrites_limits(machine, wheel, models, tmp_path):  # §1.
     assert b["max_num_tokens"] == 8 * 512  # 8192 clipped to batch * seq, then >= 8 * 64
     assert b["plugin_config"]["use_paged_context_fmha"] is True  # forced on for EAGLE
     assert b["speculative_decoding_mode"] == 32 and b["kv_cache_type"] == "PAGED"
-    assert "--gather_generation_logits is deprecated" in r.stdout  # always printed (§9.3)
+    assert "--gather_generation_logits is deprecated" in r.stdout  # always printed (build.py)
 
 
-def test_trtllm_build_raises_max_num_tokens_for_drafts(machine, wheel, models, tmp_path):  # §1.2
+def test_trtllm_build_raises_max_num_tokens_for_drafts(machine, wheel, models, tmp_path):  # builder.py
     ckpt = _checkpoint(tmp_path, wheel, models)
     out = tmp_path / "eng"
     r = _trtllm_build("--checkpoint_dir", str(ckpt), "--output_dir", str(out), "--speculative_decoding_mode",
@@ -129,14 +130,15 @@ def test_trtllm_build_raises_max_num_tokens_for_drafts(machine, wheel, models, t
     (["--max_batch_size", "8", "--max_draft_len", "257"], "EAGLE requires max_draft_len <= 256"),
     (["--max_batch_size", "8", "--kv_cache_type", "continuous"], "EAGLE needs the paged KV cache"),
 ])
-def test_trtllm_build_eagle_asserts(machine, wheel, models, tmp_path, args, words):  # §1.4, §5
+def test_trtllm_build_eagle_asserts(machine, wheel, models, tmp_path, args, words):  # builder.py
     ckpt = _checkpoint(tmp_path, wheel, models, architecture="EagleForCausalLM", num_eagle_layers=4, max_draft_len=63)
     r = _trtllm_build("--checkpoint_dir", str(ckpt), "--output_dir", str(tmp_path / "eng"),
                       "--speculative_decoding_mode", "eagle", *args)
     assert r.returncode == 1 and words in r.stderr
 
 
-def test_trtllm_build_refuses_pipeline_parallel_eagle(machine, wheel, models, tmp_path):  # §5 "No PP"
+def test_trtllm_build_refuses_pipeline_parallel_eagle(machine, wheel, models, tmp_path):  # "No PP"
+# (docs/source/legacy/advanced/speculative-decoding.md)
     ckpt = _checkpoint(tmp_path, wheel, models, architecture="EagleForCausalLM", num_eagle_layers=4, max_draft_len=63,
                        mapping={"world_size": 2, "tp_size": 1, "pp_size": 2})
     (ckpt / "rank1.safetensors").write_bytes((ckpt / "rank0.safetensors").read_bytes())
@@ -145,13 +147,14 @@ def test_trtllm_build_refuses_pipeline_parallel_eagle(machine, wheel, models, tm
     assert r.returncode == 1 and "EAGLE does not support pipeline parallelism" in r.stderr
 
 
-def test_trtllm_build_needs_every_rank(machine, wheel, models, tmp_path):  # §1.1 step 5, §3.1
+def test_trtllm_build_needs_every_rank(machine, wheel, models, tmp_path):  # build.py,
+# docs/source/legacy/architecture/checkpoint.md
     ckpt = _checkpoint(tmp_path, wheel, models, mapping={"world_size": 2, "tp_size": 2, "pp_size": 1})
     r = _trtllm_build("--checkpoint_dir", str(ckpt), "--output_dir", str(tmp_path / "eng"))
     assert r.returncode == 1 and "rank1.safetensors not found" in r.stderr
 
 
-def test_example_eagle_script_asserts_pp_1(machine, models, tmp_path):  # §2.3
+def test_example_eagle_script_asserts_pp_1(machine, models, tmp_path):  # examples/eagle/convert_checkpoint.py
     from trtllm_helpers import EXAMPLES
 
     r = subprocess.run([sys.executable, str(EXAMPLES / "eagle" / "convert_checkpoint.py"), "--model_dir",

@@ -39,7 +39,7 @@ def test_help_parsing_ignores_flags_only_mentioned_in_help_text(machine, write_r
 
 
 def test_builder_assert_eagle_batch_limit(machine, write_recipe, compile_engines):
-    # The recipe check refuses this; a plan edited past it meets the builder's assert (fact sheet §1.4).
+    # The recipe check refuses this; a plan edited past it meets the builder's assert (tensorrt_llm/builder.py).
     with pytest.raises(UserError) as e:
         compile_engines(write_recipe("eagle"), mutate=lambda p: _edit_build(p, set_flags={"--max_batch_size": "600"}))
     msg = str(e.value)

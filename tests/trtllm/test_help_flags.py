@@ -46,10 +46,10 @@ def test_the_double_accepts_every_flag_specbuild_passes(machine):
     flags = parse_help(out.stdout)
     argvs = specbuild_argvs()
     passed = {a for argv in argvs for a in argv if a.startswith("--")}
-    # every flag of §1.2/§1.3 specbuild relies on is among them
+    # every flag of build.py specbuild relies on is among them
     assert {"--speculative_decoding_mode", "--max_draft_len", "--max_batch_size", "--max_input_len", "--max_seq_len",
             "--max_num_tokens", "--gemm_plugin", "--use_paged_context_fmha", "--gather_generation_logits",
             "--kv_cache_type", "--tokens_per_block", "--context_fmha", "--remove_input_padding",
             "--gpt_attention_plugin", "--workers", "--max_beam_width"} <= passed
-    assert "--gather_context_logits" not in passed  # never with drafts (§1.2)
+    assert "--gather_context_logits" not in passed  # never with drafts (build.py)
     assert [p for argv in argvs for p in flags.problems(argv)] == []

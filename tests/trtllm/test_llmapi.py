@@ -1,7 +1,7 @@
 """The llm-api flavour on the tensorrt-llm runtime, against the TensorRT-LLM test double: the repository NVIDIA
 documents (tensorrt_llm/config.pbtxt + 1/model.yaml + NVIDIA's model.py/helpers.py copied at compile), model.yaml
-accepted by the double's TorchLlmArgs for the release it is written for (llmapi fact sheet §1.4, §3, §4), and the
-version policy. Expected keys and spellings are the fact sheet's, written here by hand."""
+accepted by the double's TorchLlmArgs for the release it is written for (tensorrt_llm/llmapi/llm_args.py), and the
+version policy. Expected keys and spellings are upstream's (llm_args.py per release), written here by hand."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from specbuild.errors import RecipeError, UserError
 
 RELEASES = ("1.0", "1.1", "1.2", "1.3")
 NVIDIA_MODEL = DOUBLES / "triton_backend" / "all_models" / "llmapi" / "tensorrt_llm" / "1"
-# decoding_type spelling and draft-checkpoint field per release (llmapi fact sheet §0, §1.4 as corrected: 1.0/1.1
+# decoding_type spelling and draft-checkpoint field per release (llm_args.py per release: 1.0/1.1
 # and a 1.3.0rc3 tree parse through DecodingBaseConfig.from_dict, whose map knows DraftTarget and Eagle; 1.2 gets
 # what both accept; the discriminated union after 1.3.0rc3 has Draft_Target and Eagle3)
 SPELLING = {"1.0": ("Eagle", "DraftTarget", "speculative_model_dir"),
@@ -28,7 +28,7 @@ SPELLING = {"1.0": ("Eagle", "DraftTarget", "speculative_model_dir"),
 @pytest.mark.parametrize("method", ["draft_target", "prompt_lookup", "eagle3", "mtp"])
 def test_model_yaml_is_accepted_by_the_release_it_is_written_for(machine, llmapi_recipe, method, release):
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", f"{release}.0")
-    if (method, release) == ("eagle3", "1.0"):  # 1.0 has no eagle3_layers_to_capture (§1.4): check says so
+    if (method, release) == ("eagle3", "1.0"):  # 1.0 has no eagle3_layers_to_capture (llm_args.py): check says so
         with pytest.raises(RecipeError, match="speculation.layers_to_capture: TensorRT-LLM 1.0 has no"):
             compile_repository(llmapi_recipe(method, release))
         return
@@ -44,7 +44,7 @@ def test_model_yaml_is_accepted_by_the_release_it_is_written_for(machine, llmapi
     if method in ("draft_target", "eagle3"):
         assert spec[model_field].endswith(f"models/{'draft' if method == 'draft_target' else 'eagle3'}")
         assert os.path.isabs(spec[model_field])
-    if method == "prompt_lookup":  # ≤1.1 defaults max_matching_ngram_size to 0: it must be written (§4.4)
+    if method == "prompt_lookup":  # ≤1.1 defaults max_matching_ngram_size to 0: it must be written (llm_args.py)
         assert spec["max_matching_ngram_size"] == 4 and spec["max_draft_len"] == 3
     assert cfg["triton_config"] == {"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 100}
     done = double_validates(yaml_path, release)
@@ -56,7 +56,7 @@ def test_model_yaml_is_accepted_by_the_release_it_is_written_for(machine, llmapi
                                               ("eagle3", {1: 3, 4: 1})])
 def test_the_adaptive_schedule_is_written_in_each_releases_spelling(machine, llmapi_recipe, method, schedule,
                                                                     release):
-    """llmapi fact sheet §4.1: draft_len_schedule, each key the largest batch size of its length after 1.2
+    """llm_args.py: draft_len_schedule, each key the largest batch size of its length after 1.2
     (PR #10860), max_concurrency (off above N) up to 1.2 (whether 1.2.x has draft_len_schedule is not known:
     specbuild.repository.llmapi.releases); one-model EAGLE-3 follows it after 1.2 only. What a release cannot say is a recipe
     finding naming the release."""
@@ -86,7 +86,7 @@ def test_the_adaptive_schedule_is_written_in_each_releases_spelling(machine, llm
 
 
 def test_the_double_refuses_what_the_releases_refuse(machine, llmapi_recipe, tmp_path):
-    """The double has teeth: the spellings of another release and unknown keys fail model load (§1.4, §3.2), each
+    """The double has teeth: the spellings of another release and unknown keys fail model load (llm_args.py), each
     with the message of its release's parse path (from_dict's ValueError, or the union's tag error)."""
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.2.0")
     _, repo = compile_repository(llmapi_recipe("draft_target", "1.2"))
@@ -185,7 +185,7 @@ def test_multi_instance_and_multi_node_launch(machine, llmapi_recipe):
     _, repo = compile_repository(llmapi_recipe("draft_target", llm_api={"instances": 2},
                                                triton={"gpu_device_ids": [0, 1]}))
     config = (repo / "tensorrt_llm" / "config.pbtxt").read_text()
-    assert "count: 2" in config and 'string_value: "0;1"' in config  # ';' between instances (§7.4)
+    assert "count: 2" in config and 'string_value: "0;1"' in config  # ';' between instances (llmapi model.py@044a90d)
     assert "mpirun" not in (repo / "launch_triton.sh").read_text()
     _, repo = compile_repository(llmapi_recipe("draft_target", llm_api={"nodes": 2}, build={"tp_size": 4},
                                                triton={"gpu_device_ids": [0, 1, 2, 3]}))

@@ -1,7 +1,7 @@
 """Every method's engine steps through the TensorRT-LLM double: checkpoints, engines, and the values in them.
 
-Expected numbers are computed here from the fact sheet's rules (not from specbuild.plan), e.g. the engine's
-max_seq_len is the recipe's plus max_draft_len (plus num_eagle_layers for EAGLE) (engine fact sheet §1.2, §1.4).
+Expected numbers are computed here from upstream's rules (not from specbuild.plan), e.g. the engine's
+max_seq_len is the recipe's plus max_draft_len (plus num_eagle_layers for EAGLE) (tensorrt_llm/builder.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 from trtllm_helpers import EXAMPLES, leftovers
 
 SEQ, BATCH, INPUT = 256, 4, 128  # the recipe defaults of conftest.write_recipe
-MEDUSA, EAGLE, DTM, PLD, LOOKAHEAD, NONE = 4, 32, 2, 2, 8, 1  # SpeculativeDecodingMode values (fact sheet §1.4)
+MEDUSA, EAGLE, DTM, PLD, LOOKAHEAD, NONE = 4, 32, 2, 2, 8, 1  # SpeculativeDecodingMode values
+# (models/modeling_utils.py)
 
 
 def build_config(compiled, role):
@@ -43,7 +44,7 @@ def test_medusa_wheel_path_carries_heads_and_draft_len(machine, write_recipe, co
     c = compile_engines(write_recipe("medusa"))
     assert set(c.engines) == {"target", "baseline"}  # validation.require_lossless defaults to true
     ckpt = c.checkpoint_config("target")
-    # Heads and draft length are the recipe's (3 and 20), not the wheel defaults (4 and 63) (fact sheet §2.2, §9.6)
+    # Heads and draft length are the recipe's (3 and 20), not the wheel defaults (4 and 63) (models/medusa/config.py)
     assert (ckpt["architecture"], ckpt["num_medusa_heads"], ckpt["num_medusa_layers"], ckpt["max_draft_len"]) == \
         ("MedusaForCausalLM", 3, 1, 20)
     b = build_config(c, "target")
@@ -53,7 +54,7 @@ def test_medusa_wheel_path_carries_heads_and_draft_len(machine, write_recipe, co
     assert c.checkpoint_config("baseline")["architecture"] == "LlamaForCausalLM"
     medusa_call = next(json.loads(line) for line in log.read_text().splitlines() if "Medusa" in line)
     args = medusa_call["args"]
-    assert args["speculative_model_dir"]["type"] == "PosixPath"  # must be a pathlib.Path (§9.6)
+    assert args["speculative_model_dir"]["type"] == "PosixPath"  # must be a pathlib.Path (models/medusa/config.py)
     assert args["trust_remote_code"]["value"] is False  # the wheel would default it to True
 
 
@@ -78,7 +79,7 @@ def test_eagle_wheel_path(machine, write_recipe, compile_engines):
     assert (ckpt["architecture"], ckpt["num_eagle_layers"], ckpt["max_draft_len"]) == ("EagleForCausalLM", 4, 63)
     assert ckpt["eagle_net_config"]["num_hidden_layers"] == 1
     b = build_config(c, "target")
-    # max_seq_len += max_draft_len + num_eagle_layers for EAGLE (§1.4)
+    # max_seq_len += max_draft_len + num_eagle_layers for EAGLE (builder.py)
     assert (b["speculative_decoding_mode"], b["max_draft_len"], b["max_seq_len"]) == (EAGLE, 63, SEQ + 63 + 4)
     # max_num_tokens: clipped to 4 * 256 = 1024, then raised to max_batch_size * (max_draft_len + 1) = 256 -> 1024
     assert b["max_num_tokens"] == max(BATCH * SEQ, BATCH * 64)
@@ -109,11 +110,13 @@ def test_draft_target_builds_draft_target_and_baseline(machine, write_recipe, co
     t, d = build_config(c, "target"), build_config(c, "draft")
     assert (t["speculative_decoding_mode"], t["max_draft_len"], t["max_seq_len"]) == (DTM, 6, SEQ + 6)
     assert (d["speculative_decoding_mode"], d["max_draft_len"], d["max_seq_len"]) == (NONE, 0, SEQ)
-    # use_draft_logits: both engines gather generation logits (§1.3); never context logits with drafts (§1.2)
+    # use_draft_logits: both engines gather generation logits (examples/draft_target_model/README.md); never context
+    # logits with drafts (build.py)
     assert t["gather_generation_logits"] and d["gather_generation_logits"]
     assert not t["gather_context_logits"]
     for role in ("target", "draft"):
-        assert build_config(c, role)["plugin_config"]["use_paged_context_fmha"] is True  # KV reuse (§1.3)
+        assert build_config(c, role)["plugin_config"]["use_paged_context_fmha"] is True  # KV reuse
+        # (examples/draft_target_model/README.md)
     assert (c.layout.checkpoint("draft") / "rank0.safetensors").is_file()
 
 
@@ -128,7 +131,7 @@ def test_prompt_lookup_uses_draft_tokens_external(machine, write_recipe, compile
 def test_lookahead_draft_len_follows_the_formula(machine, write_recipe, compile_engines):
     c = compile_engines(write_recipe("lookahead"))
     w, n, g = 4, 4, 4
-    expected = (0 if n == 1 else n - 2) + (w - 1 + g) * (n - 1)  # examples/lookahead/README.md (§1.3)
+    expected = (0 if n == 1 else n - 2) + (w - 1 + g) * (n - 1)  # examples/lookahead/README.md
     b = build_config(c, "target")
     assert (b["speculative_decoding_mode"], b["max_draft_len"], b["max_seq_len"]) == (LOOKAHEAD, expected,
                                                                                        SEQ + expected)

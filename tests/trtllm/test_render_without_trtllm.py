@@ -89,7 +89,7 @@ def test_the_launch_script_takes_nvidia_model_from_the_container_at_start(cpu_ll
 
 def test_multi_instance_needs_a_model_py_that_reads_gpu_device_ids(machine, llmapi_recipe, tmp_path, capsys):
     """compile and check refuse a model.py they can see that does not read gpu_device_ids (the 1.0/1.1 model.py,
-    MP-1.x); launch_triton.sh refuses the container's at start when none was copied."""
+    model.py@b35ac1b); launch_triton.sh refuses the container's at start when none was copied."""
     from specbuild.cli import main
 
     old = tmp_path / "old_model"

@@ -1,6 +1,6 @@
 """The llm-api contract on the client side, without a server: request tensors, cumulative text turned into deltas,
 perf values sent as strings; and the acceptance check's fallback for servers whose counters read zero
-(TensorRT-LLM <= 1.2.1, llmapi fact sheet §5.3)."""
+(TensorRT-LLM <= 1.2.1, NVIDIA/TensorRT-LLM PR #17082)."""
 
 from __future__ import annotations
 

@@ -5,13 +5,13 @@ most gpus_per_node ids, each below it (cpp/tensorrt_llm/runtime/worldConfig.cpp)
 lists ONE node's GPUs (len == gpus_per_node), not tp * pp of them: specbuild.recipe.deploy.expected_gpu_id_count
 is the count the engine flavour's GPU-id rule (trtllm/checks.py) uses.
 
-The llm-api flavour (llmapi fact sheet §7) takes its node count from llm_api.nodes, the one source of truth (the
-repository's launch script depends on it: across nodes it wraps tritonserver in trtllm-llmapi-launch);
-deploy.gpus_per_node only bounds it. A world larger than a node with llm_api.nodes 1, or more ranks per node than a
-node has GPUs, is refused here with the field to change. One instance pins no GPU (model.yaml names none, the LLM
-takes the first tp*pp GPUs it sees), so its gpu_device_ids must be [0 .. tp*pp-1]; several instances name theirs in
-config.pbtxt, all inside one node's GPUs. The image must carry TensorRT-LLM 1.0 or newer of llm_api.release (a
-release no NGC container ships gets no bundle unless deploy.image names one: bundle.applies says why).
+The llm-api flavour (tensorrtllm_backend docs/llmapi.md@0b9d7d5) takes its node count from llm_api.nodes, the one source
+of truth (the repository's launch script depends on it: across nodes it wraps tritonserver in trtllm-llmapi-launch);
+deploy.gpus_per_node only bounds it. A world larger than a node with llm_api.nodes 1, or more ranks per node than a node
+has GPUs, is refused here with the field to change. One instance pins no GPU (model.yaml names none, the LLM takes the
+first tp*pp GPUs it sees), so its gpu_device_ids must be [0 .. tp*pp-1]; several instances name theirs in config.pbtxt,
+all inside one node's GPUs. The image must carry TensorRT-LLM 1.0 or newer of llm_api.release (a release no NGC
+container ships gets no bundle unless deploy.image names one: bundle.applies says why).
 
 What a bundle cannot hold is refused here, not when it is written: a Kubernetes release without API schemas to
 validate against, LeaderWorkerSet replicas its webhook refuses, sbatch options that would contradict the ones the
@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 LWS_MIN_KUBERNETES = (1, 26)  # kubernetes-sigs/lws installation docs
 MAX_WORLD = 4096  # MPI ranks of one deployment (one line each in slurm/ranks.sh; 512 nodes of 8 GPUs)
-LWS_MAX_REPLICAS = 1_000_000  # kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go (scale-out fact sheet §2.1)
-# The Kubernetes releases kubernetes-validate 1.37.0 carries schemas for (scale-out fact sheet §4.1), when it is not
+LWS_MAX_REPLICAS = 1_000_000  # kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go@060ab4d
+# The Kubernetes releases kubernetes-validate 1.37.0 carries schemas for (its utils.py, PyPI 1.37.0), when it is not
 # installed; when it is, its own list.
 KUBERNETES_RELEASES = tuple((1, minor) for minor in range(25, 38))
 # sbatch options the bundle writes itself (the world, where the job runs and logs), and what sets each

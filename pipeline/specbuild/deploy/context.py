@@ -155,7 +155,8 @@ class DeployContext:
     @property
     def publishes_acceptance(self) -> bool:
         """Drafted/accepted tokens are Prometheus counters: only the engine flavour's BLS publishes them (the llm-api
-        model returns its speculative counters as per-response tensors, no metric: llmapi fact sheet §7.6)."""
+        model returns its speculative counters as per-response tensors, no metric: TensorRT-LLM
+        triton_backend/all_models/llmapi/tensorrt_llm/1/model.py@0ebb153)."""
         return MONITORING_KINDS[self.kind](self.recipe)[1]
 
     @property

@@ -1,7 +1,7 @@
 """Which NGC image serves a recipe: `nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3`, chosen by the
-TensorRT-LLM release that built the engines (scale-out fact sheet §1.1), or, in the llm-api flavour, by the release
-whose model.yaml spelling the repository is written in (llm_api.release; TensorRT-LLM 1.0 and newer, containers
-25.09 and later: llmapi fact sheet §1.1, §1.2).
+TensorRT-LLM release that built the engines (triton-inference-server/server docs/introduction/compatibility.md@e1db8a6),
+or, in the llm-api flavour, by the release whose model.yaml spelling the repository is written in (llm_api.release;
+TensorRT-LLM 1.0 and newer, containers 25.09 and later: server docs/introduction/compatibility.md@e1db8a6).
 
 The table is NVIDIA's (triton-inference-server/server docs/introduction/compatibility.md, the trtllm-python-py3
 rows). The Triton server version of a container is not computed: only the container tag matters here.

@@ -1,7 +1,9 @@
 """The workload manifests: a Deployment (or StatefulSet) when the model fits a node, a LeaderWorkerSet when
 the world spans nodes (engine: tp * pp > gpus_per_node; llm-api: llm_api.nodes > 1), the claim the engines or
-checkpoints live on, and the multi-node MPI plumbing (scale-out fact sheet §1.4,
-§1.5, §2.1, §2.2, §3.7). Plain dicts, in the order the API documents the fields."""
+checkpoints live on, and the multi-node MPI plumbing (kubernetes-sigs/lws
+api/leaderworkerset/v1/leaderworkerset_types.go@060ab4d; triton-inference-server/tutorials
+Deployment/Kubernetes/EKS_Multinode_Triton_TRTLLM@e848952; graceful shutdown: triton-inference-server/server
+src/main.cc@e1db8a6). Plain dicts, in the order the API documents the fields."""
 
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ LOADER_ROOT = "/models"  # where loader-pod.yaml mounts the whole claim (copy-mo
 CONTAINER = "triton"  # first container: `kubectl exec` (kubessh) without -c would pick it anyway
 
 # Open MPI 4 (HPC-X in NGC images) reads MCA parameters from OMPI_MCA_* variables: the rsh agent that starts
-# orted in the worker pods, and the hostfile mpirun fills slot by slot (fact sheet §2.2; §7: the Open MPI 5
-# spelling is unverified).
+# orted in the worker pods, and the hostfile mpirun fills slot by slot (NVIDIA's EKS multi-node chart, tutorials
+# Deployment/Kubernetes/EKS_Multinode_Triton_TRTLLM@e848952; the Open MPI 5 spelling is unverified).
 RSH_AGENT_VAR = "OMPI_MCA_plm_rsh_agent"
 HOSTFILE_VAR = "OMPI_MCA_orte_default_hostfile"
 

@@ -4,21 +4,21 @@ Kind "engine" (TensorRT engines, the `tensorrtllm` C++ backend): the repository'
 (specbuild.repository.engine.launch), which execs `mpirun` with one `tritonserver` per rank (leader mode) or the orchestrator.
 - Kubernetes runs exactly `bash <repo>/launch_triton.sh --exit-timeout-secs=T`; across nodes the leader first
   writes the group's hostfile, then execs the same command (mpirun reaches the workers through kubessh).
-- Slurm starts the ranks itself (`srun --mpi=pmix`, NVIDIA's leader-mode Slurm launch, fact sheet §2.4): each task
-  runs its rank's segment of the script's mpirun line, read from the script text, so the two cannot drift.
-  A spawning orchestrator (one rank) runs the script itself instead.
+- Slurm starts the ranks itself (`srun --mpi=pmix`, NVIDIA's leader-mode Slurm launch, tensorrtllm_backend
+  README.md@0b9d7d5): each task runs its rank's segment of the script's mpirun line, read from the script text, so
+  the two cannot drift. A spawning orchestrator (one rank) runs the script itself instead.
 
 Kind "llm-api" (TensorRT-LLM's PyTorch backend, NVIDIA's llmapi Python model): the repository's
-`launch_triton.sh` (specbuild.repository.llmapi.launch), which execs tritonserver itself (llmapi fact sheet §7).
+`launch_triton.sh` (specbuild.repository.llmapi.launch), which execs tritonserver itself.
 - single node (one instance, tensor/pipeline parallelism inside it, or several instances without MPI): Kubernetes
   and the one Slurm task run exactly `bash <repo>/launch_triton.sh --exit-timeout-secs=T`; the LLM spawns its
   own workers inside the pod.
 - across nodes (llm_api.nodes > 1): the script wraps tritonserver in trtllm-llmapi-launch, and EVERY MPI rank runs
-  the same command: trtllm-llmapi-launch makes rank 0 serve and the others LLM workers (fact sheet §7.5; scale-out
-  fact sheet §2.3). Slurm: `srun --mpi=pmix` with one task per rank, each running the command (NVIDIA's
-  documented launch, BK docs/llmapi.md). Kubernetes (no NVIDIA recipe, scale-out fact sheet §2.3: the likely way
-  [inference, unverified]): the leader writes the group's hostfile, then execs `mpirun -np <world> --map-by
-  ppr:<ranks per node>:node <the command>`, reaching the workers through kubessh as the engine flavour does.
+  the same command: trtllm-llmapi-launch makes rank 0 serve and the others LLM workers (TensorRT-LLM
+  tensorrt_llm/llmapi/trtllm-llmapi-launch@020c89e). Slurm: `srun --mpi=pmix` with one task per rank, each running
+  the command (NVIDIA's documented launch, tensorrtllm_backend docs/llmapi.md@0b9d7d5). Kubernetes (no NVIDIA recipe:
+  the likely way, unverified; docs/deploying.md): the leader writes the group's hostfile, then execs `mpirun -np <world>
+  --map-by ppr:<ranks per node>:node <the command>`, reaching the workers through kubessh as the engine flavour does.
 """
 
 from __future__ import annotations

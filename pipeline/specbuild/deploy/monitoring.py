@@ -1,10 +1,12 @@
-"""Service, PodMonitor, PrometheusRule and HPA (scale-out fact sheet §3.1-§3.6).
+"""Service, PodMonitor, PrometheusRule and HPA (triton-inference-server/tutorials
+Deployment/Kubernetes/TensorRT-LLM_Autoscaling_and_Load_Balancing/chart/templates@e848952).
 
 The HPA scales on `triton:queue_compute:ratio` (NVIDIA's autoscaling tutorial), recorded here for one model only
 (the one requests wait at) and per pod, so prometheus-adapter's default rule serves it as a pod metric. Series
 carry the pod label `specbuild_deployment` (PodMonitor podTargetLabels), so two deployments in one namespace
 never mix. Acceptance length is recorded from the counters the BLS publishes for the methods it drives
-(draft-target, prompt lookup); TensorRT-LLM's backend exports no acceptance metric (§3.2).
+(draft-target, prompt lookup); TensorRT-LLM's backend exports no acceptance metric (tensorrtllm_backend
+README.md@0b9d7d5, "Metrics").
 """
 
 from __future__ import annotations

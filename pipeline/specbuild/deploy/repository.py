@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from specbuild.deploy.context import DeployContext
 
 FOLDER = "repository"  # in the bundle
-# model.yaml keys that name checkpoint folders (llmapi fact sheet §2; dotted: inside speculative_config)
+# model.yaml keys that name checkpoint folders (TensorRT-LLM tensorrt_llm/llmapi/llm_args.py; dotted: inside
+# speculative_config)
 MODEL_YAML_PATHS = ("model", "tokenizer", "speculative_config.speculative_model",
                     "speculative_config.speculative_model_dir")
 

@@ -1,4 +1,4 @@
-"""The Slurm job: `sbatch <name>.sbatch` (scale-out fact sheet §2.4; tensorrtllm_backend README "Slurm").
+"""The Slurm job: `sbatch <name>.sbatch` (tensorrtllm_backend README.md@0b9d7d5, "Slurm").
 
 One Slurm task per MPI rank, wired into one world by `srun --mpi=pmix`, block-distributed so ranks fill nodes in
 order (rank r on node r // gpus_per_node, as the Kubernetes hostfile does). Each task runs ranks.sh, which execs
@@ -6,7 +6,7 @@ its rank's segment of the repository's mpirun line. A spawning orchestrator (dra
 the repository's launch script itself (mpirun inside the container; NVIDIA: spawning "might not work properly
 with slurm"). The llm-api flavour: on one node one task runs the launch command (the LLM spawns its workers, or
 several instances run without MPI); across nodes every task runs it under `srun --mpi=pmix`, where
-trtllm-llmapi-launch makes rank 0 serve (llmapi fact sheet §7.5, BK docs/llmapi.md). The container runtime is one
+trtllm-llmapi-launch makes rank 0 serve (tensorrtllm_backend docs/llmapi.md@0b9d7d5). The container runtime is one
 function each.
 
 The job runs from the bundle folder as copied to the cluster ($SLURM_SUBMIT_DIR) and binds the deployment's tree

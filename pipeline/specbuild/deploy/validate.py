@@ -1,4 +1,4 @@
-"""Validate a bundle without a cluster (scale-out fact sheet §4.4).
+"""Validate a bundle without a cluster (docs/deploying.md).
 
 1. Schemas, strict (unknown fields are errors):
    - every Kubernetes object against the schemas of `deploy.kubernetes.version`, with the kubernetes-validate

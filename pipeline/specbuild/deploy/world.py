@@ -1,4 +1,5 @@
-"""Where every MPI rank of a deployment runs: nodes x GPUs (scale-out fact sheet §1.2, §2.2).
+"""Where every MPI rank of a deployment runs: nodes x GPUs (tensorrtllm_backend README.md@0b9d7d5 leader mode;
+triton-inference-server/tutorials Deployment/Kubernetes/EKS_Multinode_Triton_TRTLLM@e848952).
 
 Leader mode (one rank per GPU, world = tp * pp): a world that fits `deploy.gpus_per_node` is one pod on one node;
 a larger one spans world / gpus_per_node pods of gpus_per_node GPUs each, ranks filled node by node (the order
@@ -8,8 +9,9 @@ world spanning nodes lists one node's GPUs.
 
 Orchestrator mode (draft-target): one node; the pod gets every GPU the two engines name.
 
-LLM-API flavour (llmapi fact sheet §7; specbuild.repository.llmapi.launch.launch_mode), llm_api.nodes being the one source of
-truth for the node count (deploy.gpus_per_node only bounds it; deploy/checks.py refuses a contradiction):
+LLM-API flavour (tensorrtllm_backend docs/llmapi.md@0b9d7d5; specbuild.repository.llmapi.launch.launch_mode),
+llm_api.nodes being the one source of truth for the node count (deploy.gpus_per_node only bounds it; deploy/checks.py
+refuses a contradiction):
 - single: one tritonserver whose LLM runs tp * pp ranks on GPUs 0..tp*pp-1 of the pod (model.yaml names no GPU:
   the LLM takes the first tp*pp it sees, so triton.gpu_device_ids must be [0 .. tp*pp-1]);
 - multi-instance: one tritonserver, llm_api.instances instances of tp * pp GPUs each (config.pbtxt

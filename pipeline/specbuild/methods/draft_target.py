@@ -1,7 +1,8 @@
 """Draft-target (speculative sampling): a small draft model proposes tokens that the target verifies.
 
-Two engines: the draft is a plain build; the target is built with draft_tokens_external (engine fact sheet §1.3).
-On Triton the BLS runs the loop: draft call, then a target call carrying draft_input_ids (repository sheet §4).
+Two engines: the draft is a plain build; the target is built with draft_tokens_external (TensorRT-LLM
+examples/draft_target_model/README.md). On Triton the BLS runs the loop: draft call, then a target call carrying
+draft_input_ids (TensorRT-LLM triton_backend/all_models/inflight_batcher_llm/tensorrt_llm_bls/1/lib/decode.py@4db6828).
 """
 
 from __future__ import annotations

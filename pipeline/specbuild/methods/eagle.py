@@ -1,9 +1,9 @@
 """EAGLE-1/2: a one-layer draft head over the target's features proposes a token tree (static or dynamic).
 
-Engine limits (builder asserts, engine fact sheet §1.4, §5): pp_size 1, max_batch_size <= 512, max_draft_len <= 256;
+Engine limits (tensorrt_llm/builder.py asserts): pp_size 1, max_batch_size <= 512, max_draft_len <= 256;
 a static tree's depth equals num_eagle_layers with at most max_non_leaves_per_layer non-leaf nodes per level.
-EAGLE-2's dynamic tree is not served by Triton's tensorrtllm backend (Triton tutorial; fact sheet §9.4): the
-tensorrt-llm runtime refuses it (specbuild/trtllm/checks.py).
+EAGLE-2's dynamic tree is not served by Triton's tensorrtllm backend (triton-inference-server/tutorials
+Feature_Guide/Speculative_Decoding/TRT-LLM/README.md): the tensorrt-llm runtime refuses it (specbuild/trtllm/checks.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from specbuild.methods.weights import weights_findings
 from specbuild.speculation import DynamicTree as DynamicTreeDescription, EagleHead, Speculation, StaticTree
 from specbuild.trees import MC_SIM_7B_63, non_leaves_per_level, tree_depth
 
-EAGLE_MAX_BATCH_SIZE = 512  # builder.py assert (engine fact sheet §1.4)
+EAGLE_MAX_BATCH_SIZE = 512  # builder.py assert
 EAGLE_MAX_DRAFT_LEN = 256  # builder.py and examples/eagle/convert_checkpoint.py assert
 
 

@@ -1,9 +1,11 @@
 """EAGLE-3: a draft layer over features fused from several target layers, with its own (smaller) vocabulary,
-drafts a chain of max_draft_len tokens per step (TensorRT-LLM's one-model Eagle3 worker; LLM-API fact sheet §6).
+drafts a chain of max_draft_len tokens per step (TensorRT-LLM's one-model Eagle3 worker,
+tensorrt_llm/_torch/speculative/eagle3.py).
 
 The LLM-API flavour only: TensorRT-LLM's engine path has no EAGLE-3 (it interprets EAGLE-1/2 heads), and its
-PyTorch backend has no EAGLE-1/2 (llmapi fact sheet §4.6). The head is a Hugging Face-style folder in the layout
-TensorRT-LLM loads (§6.1-6.3): config.json with draft_vocab_size, fc / midlayer.* / norm / lm_head / d2t.
+PyTorch backend has no EAGLE-1/2 (tensorrt_llm/llmapi/llm_args.py). The head is a Hugging Face-style folder in the
+layout TensorRT-LLM loads (tensorrt_llm/_torch/models/modeling_speculative.py): config.json with draft_vocab_size, fc /
+midlayer.* / norm / lm_head / d2t.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from specbuild.methods.preflight import SHARED, Fact, HeadRecord, Rope, config_i
 from specbuild.methods.weights import weights_findings
 from specbuild.speculation import DynamicTree, Eagle3Head, Speculation
 
-MIN_LAYERS_FOR_DEFAULT_CAPTURE = 6  # "Not enough hidden layers for default EAGLE3 capture" when L <= 5 (§6.5)
+MIN_LAYERS_FOR_DEFAULT_CAPTURE = 6  # "Not enough hidden layers for default EAGLE3 capture" when L <= 5
 
 
 def default_layers_to_capture(num_layers: int) -> tuple[int, ...]:
-    """TensorRT-LLM's default capture set {1, L//2 - 1, L - 4} (Eagle3OneModelSpecMetadata; llmapi sheet §6.5)."""
+    """TensorRT-LLM's default capture set {1, L//2 - 1, L - 4} (Eagle3OneModelSpecMetadata,
+    tensorrt_llm/_torch/speculative/eagle3.py)."""
     return tuple(sorted({1, num_layers // 2 - 1, num_layers - 4}))
 
 
@@ -36,13 +39,13 @@ HEAD_FACTS = (preflight.ARCHITECTURE, preflight.TARGET_NAME, preflight.HIDDEN, p
 
 
 def head_record(folder: Path, cfg: dict) -> HeadRecord:
-    """What an EAGLE-3 head records about its target (llmapi fact sheet §6.2-6.3): the width of the target features
-    it fuses (target_hidden_size, else hidden_size; fc.weight [H_d, n x H_t]), the target vocabulary (vocab_size,
-    t2d [V], embed_tokens [V, H_d] when it has one), its own vocabulary (draft_vocab_size, d2t [V_d], lm_head
-    [V_d, H_d]; no lm_head: the target's is used), and its training positions, rope, dtype and quantization. A
+    """What an EAGLE-3 head records about its target (tensorrt_llm/_torch/models/modeling_speculative.py): the width of
+    the target features it fuses (target_hidden_size, else hidden_size; fc.weight [H_d, n x H_t]), the target vocabulary
+    (vocab_size, t2d [V], embed_tokens [V, H_d] when it has one), its own vocabulary (draft_vocab_size, d2t [V_d],
+    lm_head [V_d, H_d]; no lm_head: the target's is used), and its training positions, rope, dtype and quantization. A
     `speculators` head (vllm-project/speculators `config.py`: speculators_model_type, the draft layer's config in
-    transformer_layer_config, speculators_config.verifier {name_or_path, architectures}) records its target by name
-    and architecture too."""
+    transformer_layer_config, speculators_config.verifier {name_or_path, architectures}) records its target by name and
+    architecture too."""
     layer = cfg.get("transformer_layer_config") if isinstance(cfg.get("transformer_layer_config"), dict) else {}
     file = "config.json transformer_layer_config" if layer else "config.json"
     shape = {**cfg, **layer}
@@ -70,8 +73,9 @@ def head_record(folder: Path, cfg: dict) -> HeadRecord:
 
 def _scaling_only(rope: Fact | None) -> Fact | None:
     """The rope_theta an EAGLE-3 config writes is its own layer's, not its target's: EAGLE's trainer hard-codes base
-    10000 whatever the config says (llmapi fact sheet §6.2) and speculators' converter writes 10000 for every head
-    (`src/speculators/convert/eagle/eagle3_converter.py`). Only a rope scaling it writes is compared."""
+    10000 whatever the config says (SafeAILab/EAGLE eagle/traineagle3/cnets.py@cb7e084) and speculators' converter
+    writes 10000 for every head (`src/speculators/convert/eagle/eagle3_converter.py`). Only a rope scaling it writes is
+    compared."""
     if rope is None or rope.value.type is None:
         return None
     return Fact(Rope(rope.value.type, rope.value.factor, None), rope.source.replace(" / rope_theta", ""))

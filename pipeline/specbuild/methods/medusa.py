@@ -1,7 +1,7 @@
 """Medusa: K extra decoding heads on the target propose a token tree, verified in one target forward.
 
-TensorRT-LLM runs Medusa greedy only (medusa_temperature=0; repository fact sheet §2.1); the reference runtime
-samples losslessly (recursive rejection sampling over the tree). Runtime dialects: specbuild/trtllm/, specbuild/
+TensorRT-LLM runs Medusa greedy only (medusa_temperature=0; TensorRT-LLM examples/medusa/README.md); the reference
+runtime samples losslessly (recursive rejection sampling over the tree). Runtime dialects: specbuild/trtllm/, specbuild/
 reference/, specbuild/repository/engine/speculation_params.py.
 """
 

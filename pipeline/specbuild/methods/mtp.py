@@ -1,6 +1,6 @@
 """MTP (multi-token prediction): the target's own next-n prediction layers draft (DeepSeek-V3 and a few others;
-llmapi fact sheet §4.5). The LLM-API flavour on TensorRT-LLM only; the target checkpoint must carry the layers
-(config.json num_nextn_predict_layers > 0, and the layers in its weights).
+TensorRT-LLM tensorrt_llm/llmapi/llm_args.py MTPDecodingConfig). The LLM-API flavour on TensorRT-LLM only; the target
+checkpoint must carry the layers (config.json num_nextn_predict_layers > 0, and the layers in its weights).
 
 How deep it may draft depends on the checkpoint, by the rule of TensorRT-LLM's `MTPDecodingConfig.spec_dec_mode`
 (`tensorrt_llm/llmapi/llm_args.py`; `update_spec_config_from_model_config` in `tensorrt_llm/_torch/speculative/

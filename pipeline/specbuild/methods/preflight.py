@@ -332,7 +332,7 @@ def _vocabulary(head: HeadRecord, target: Target, out: Outcome) -> None:
 
 def _draft_vocabulary(head: HeadRecord, target: Target, out: Outcome) -> None:
     """EAGLE-3's own vocabulary: lm_head predicts draft_vocab_size tokens, d2t [V_d] maps draft index i to target
-    id i + d2t[i], t2d [V] marks the target ids kept (llmapi fact sheet §6.3-6.4)."""
+    id i + d2t[i], t2d [V] marks the target ids kept (SafeAILab/EAGLE eagle/traineagle3/cnets.py@cb7e084)."""
     size = _target_size(target, "vocab_size", DRAFT_VOCAB, out)
     draft, d2t, t2d = head.draft_vocab, head.d2t, head.t2d
     if size is None:

@@ -1,7 +1,8 @@
 """Prompt lookup (n-gram): drafts are copied from earlier text where the last n-gram occurred before.
 
 The engine path has no mode of its own: the target is built with draft_tokens_external and drafts arrive as
-draft_input_ids (engine fact sheet §0, §4). On Triton our BLS finds the drafts (repository fact sheet §4).
+draft_input_ids (tensorrt_llm/commands/build.py, examples/ngram/README.md). On Triton our BLS finds the drafts
+(as TensorRT-LLM triton_backend/all_models/inflight_batcher_llm/tensorrt_llm_bls/1/lib/decode.py@4db6828 runs a draft).
 The drafting rule itself is written once, in specbuild/standalone/prompt_lookup_drafts.py.
 """
 

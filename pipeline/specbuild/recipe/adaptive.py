@@ -1,6 +1,6 @@
 """Rules of the recipe's `adaptive` section (a draft length per number of requests in flight) that hold for every
 method and runtime. The schedule's own rules are TensorRT-LLM 1.2's (specbuild/standalone/draft_len_schedule.py,
-llm_args.py `validate_draft_len_schedule_and_sort`; llmapi fact sheet §4.1); what each runtime and release can
+llm_args.py `validate_draft_len_schedule_and_sort`, main after 1.3.0rc3); what each runtime and release can
 follow is that runtime's or flavour's check (repository/engine/flavour.py, repository/llmapi/flavour.py)."""
 
 from __future__ import annotations

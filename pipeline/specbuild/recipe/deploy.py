@@ -1,6 +1,7 @@
-"""The recipe's `deploy` section: how the repository runs on Kubernetes and under Slurm (scale-out fact sheet §6).
+"""The recipe's `deploy` section: how the repository runs on Kubernetes and under Slurm (docs/deploying.md).
 
-Every default is the one the fact sheet's NVIDIA examples use, or says why not. Only pydantic is imported here:
+Every default is the one NVIDIA's examples use (triton-inference-server/tutorials Deployment/Kubernetes@e848952,
+tensorrtllm_backend README.md@0b9d7d5), or says why not. Only pydantic is imported here:
 the recipe schema imports this module at load.
 """
 
@@ -157,7 +158,8 @@ QueueComputeRatio = Annotated[float, AfterValidator(_finite_ratio),
 
 
 class ImageSection(Section):
-    """The container image: NVIDIA's Triton image with the TensorRT-LLM backend (fact sheet §1.1)."""
+    """The container image: NVIDIA's Triton image with the TensorRT-LLM backend (triton-inference-server/server
+    docs/introduction/compatibility.md@e1db8a6)."""
 
     repository: ImageName = "nvcr.io/nvidia/tritonserver"
     """Image repository. Your own image built FROM the NGC one works too (multi-node needs kubectl in it:
@@ -233,7 +235,8 @@ class KubernetesSection(Section):
 
 
 class AutoscalingSection(Section):
-    """Replicas and the HorizontalPodAutoscaler on Triton's queue:compute ratio (fact sheet §3.4-3.6)."""
+    """Replicas and the HorizontalPodAutoscaler on Triton's queue:compute ratio (triton-inference-server/tutorials
+    Deployment/Kubernetes/TensorRT-LLM_Autoscaling_and_Load_Balancing@e848952)."""
 
     min_replicas: Replicas = 1
     max_replicas: Replicas = 4

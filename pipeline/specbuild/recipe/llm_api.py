@@ -11,7 +11,8 @@ RELEASES = ("1.0", "1.1", "1.2", "1.3")
 
 
 class LlmApiSection(Section):
-    """TensorRT-LLM's LLM API (PyTorch backend) as served by Triton's llmapi model (llmapi fact sheet §3)."""
+    """TensorRT-LLM's LLM API (PyTorch backend) as served by Triton's llmapi model (TensorRT-LLM
+    triton_backend/all_models/llmapi/tensorrt_llm/1/model.yaml)."""
 
     release: Literal[RELEASES] = "1.2"
     """TensorRT-LLM release whose model.yaml spelling is written (decoding_type names and the speculative_model

@@ -1,7 +1,8 @@
-"""The request/response contract of NVIDIA's llmapi `tensorrt_llm` model (llmapi fact sheet §2.3-2.7, §5), for the
-CPU rehearsal model (reference/core_models/llm_api/model.py): tensors in -> a typed request, the text and perf
-values out -> response tensors. numpy only (tensors are read through a `get(name) -> ndarray | None` callable),
-so it is tested without a server.
+"""The request/response contract of NVIDIA's llmapi `tensorrt_llm` model (TensorRT-LLM
+triton_backend/all_models/llmapi/tensorrt_llm/config.pbtxt@c8c6df0 and 1/model.py@b35ac1b), for the CPU rehearsal model
+(reference/core_models/llm_api/model.py): tensors in -> a typed request, the text and perf values out -> response
+tensors. numpy only (tensors are read through a `get(name) -> ndarray | None` callable), so it is tested without a
+server.
 
 Request (helpers.py `get_sampling_params_from_request`, `get_output_config_from_request`; model.py
 `_convert_request`):
@@ -41,9 +42,9 @@ import numpy as np
 from specbuild.repository.llmapi.tensors import PERF_OUTPUTS
 from specbuild.standalone import request_checks as checks
 
-DEFAULT_MAX_TOKENS = 32  # SamplingParams.max_tokens (llmapi fact sheet §2.3)
+DEFAULT_MAX_TOKENS = 32  # SamplingParams.max_tokens (TensorRT-LLM tensorrt_llm/sampling_params.py)
 REPLACEMENT = "\ufffd"
-# Inputs of CFG-NEW the reference runtime cannot honour.
+# Inputs of the newer llmapi config.pbtxt (@0a71057) the reference runtime cannot honour.
 REFUSED_INPUTS = {
     "image_url": "the reference runtime serves text models only (no multimodal input)",
     "lora_id": "the reference runtime has no LoRA adapters",
@@ -111,7 +112,7 @@ def parse_request(get: Get) -> LlmApiRequest:
         raise RequestError("The current implementation only supports text_input being a 1D tensor.")
     if text.size == 0:
         raise RequestError("text_input is empty (give one prompt)")
-    prompt = _text(text.reshape(-1)[0], "text_input")  # text_input[0]: further prompts are ignored (§2.7)
+    prompt = _text(text.reshape(-1)[0], "text_input")  # text_input[0]: further prompts are ignored (model.py@b35ac1b)
     for name, why in REFUSED_INPUTS.items():
         if get(name) is not None:
             raise RequestError(f"{name} is not supported: {why} — leave it out")

@@ -5,7 +5,7 @@ the Hugging Face checkpoints itself, and so does this).
     target, draft = build_engines(settings)              # Engine objects the reference Executor runs
     executor = Executor(target, draft)
 
-speculative_config -> reference method (llmapi fact sheet §4):
+speculative_config -> reference method (TensorRT-LLM tensorrt_llm/llmapi/llm_args.py decoding configs):
     Draft_Target / DraftTarget   draft_target, the draft an in-process Engine, drafts = max_draft_len
     NGram                        prompt_lookup (max_draft_len, max_matching_ngram_size)
     Eagle3 / Eagle               eagle3 (the one-model chain, or the dynamic tree), head = speculative_model

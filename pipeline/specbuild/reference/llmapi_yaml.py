@@ -1,6 +1,6 @@
 """`1/model.yaml` of an llm-api repository, read the way TensorRT-LLM reads it, for the CPU rehearsal.
 
-NVIDIA's llmapi model (triton_backend/all_models/llmapi/tensorrt_llm/1/model.py, llmapi fact sheet §2.5, §3):
+NVIDIA's llmapi model (TensorRT-LLM triton_backend/all_models/llmapi/tensorrt_llm/1/model.py@b35ac1b):
   - the file is `os.path.join(<model dir>, $LLM_CONFIG_PATH or "model.yaml")` (an absolute LLM_CONFIG_PATH wins);
   - `triton_config` is the model's own: max_batch_size and decoupled are required (KeyError otherwise),
     cancellation_check_period_ms defaults to 100; other keys there are not read;
@@ -9,11 +9,11 @@ NVIDIA's llmapi model (triton_backend/all_models/llmapi/tensorrt_llm/1/model.py,
     model load, and `speculative_config` is parsed by its `decoding_type` (llm_args.py `DecodingBaseConfig`).
 
 Here the same rules as pydantic models (extra="forbid"), covering every key specbuild's model.yaml writer
-(specbuild/repository/llmapi/model_yaml.py) can write, and the LLM defaults of ARGS-1.2 for what it leaves out (§3.4).
-Options TensorRT-LLM has but the reference runtime cannot honour are refused with the reason; options that only
-size GPU memory (kv_cache_config, cuda_graph_config, the overlap scheduler) are accepted and have no effect on
-the CPU. `read_model_yaml` returns the typed `LlmApiSettings` the reference model serves (llmapi_engine.py builds
-its engines). Light: no torch.
+(specbuild/repository/llmapi/model_yaml.py) can write, and the LLM defaults of tensorrt_llm/llmapi/llm_args.py (main
+after 1.3.0rc3) for what it leaves out. Options TensorRT-LLM has but the reference runtime cannot honour are refused
+with the reason; options that only size GPU memory (kv_cache_config, cuda_graph_config, the overlap scheduler) are
+accepted and have no effect on the CPU. `read_model_yaml` returns the typed `LlmApiSettings` the reference model serves
+(llmapi_engine.py builds its engines). Light: no torch.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from specbuild.errors import UserError
 
 FILE = "model.yaml"
 ENV = "LLM_CONFIG_PATH"
-DEFAULT_CANCELLATION_CHECK_PERIOD_MS = 100  # MP-1.x initialize
+DEFAULT_CANCELLATION_CHECK_PERIOD_MS = 100  # model.py@b35ac1b initialize
 
-# LLM arguments TensorRT-LLM has (ARGS-1.2) that the reference runtime cannot honour: refused with the reason.
+# LLM arguments TensorRT-LLM has (llm_args.py, main after 1.3.0rc3) that the reference runtime cannot honour: refused
+# with the reason.
 UNSUPPORTED_ARGS = {
     "context_parallel_size": "the reference runtime runs one CPU process",
     "moe_tensor_parallel_size": "the reference runtime runs one CPU process",
@@ -50,8 +51,9 @@ UNSUPPORTED_ARGS = {
     "revision": "the reference model loads local Hugging Face folders only",
     "sampler_type": "the reference runtime has one sampler (TorchSampler semantics)",
 }
-# decoding_type -> the reference method; the spellings of every release (llmapi fact sheet §1.4): 1.0/1.1 read
-# `Eagle` as EAGLE-3 and know `DraftTarget`; 1.2 has `Eagle3` / `Draft_Target` (and converts `Eagle` to Eagle3).
+# decoding_type -> the reference method; the spellings of every release (llm_args.py DecodingBaseConfig.from_dict):
+# 1.0/1.1 read `Eagle` as EAGLE-3 and know `DraftTarget`; 1.2 has `Eagle3` / `Draft_Target` (and converts `Eagle` to
+# Eagle3).
 DECODING_TYPES = {"Eagle3": "eagle3", "Eagle": "eagle3", "Draft_Target": "draft_target", "DraftTarget": "draft_target",
                   "NGram": "prompt_lookup"}
 NOT_IMPLEMENTED_TYPES = {
@@ -73,7 +75,7 @@ class _Strict(BaseModel):
 
 
 class KvCacheConfig(_Strict):
-    """KvCacheConfig (ARGS-1.2): sizes the GPU KV pool (no effect on the CPU); enable_block_reuse turns the
+    """KvCacheConfig (llm_args.py): sizes the GPU KV pool (no effect on the CPU); enable_block_reuse turns the
     reference executor's KV reuse on or off, as it does the LLM's block reuse."""
 
     free_gpu_memory_fraction: confloat(ge=0.0, le=1.0) | None = 0.9
@@ -112,7 +114,7 @@ class _WithDraftModel(_Decoding):
 
 
 class Eagle3Config(_WithDraftModel):
-    """Eagle3DecodingConfig (ARGS-1.2): the one-model chain worker, dynamic trees after 1.2."""
+    """Eagle3DecodingConfig (llm_args.py): the one-model chain worker, dynamic trees after 1.2."""
 
     decoding_type: Literal["Eagle3", "Eagle"]
     eagle3_one_model: bool = True
@@ -143,7 +145,7 @@ SPECULATIVE_CONFIGS = {"eagle3": Eagle3Config, "draft_target": DraftTargetConfig
 
 
 class LlmArgs(_Strict):
-    """The LLM arguments of model.yaml (everything but triton_config; TorchLlmArgs of ARGS-1.2)."""
+    """The LLM arguments of model.yaml (everything but triton_config; TorchLlmArgs of llm_args.py)."""
 
     model: str
     tokenizer: str | None = None
@@ -369,7 +371,7 @@ def _speculation(raw: dict | None, path: Path):
                              f"(Invalid decoding type) — use one of {known}")
     cfg = _validate(SPECULATIVE_CONFIGS[method], raw, path, f"{where}.")
     name = {"eagle3": "Eagle", "draft_target": "DraftTarget", "prompt_lookup": "NGram"}[method]
-    if not cfg.max_draft_len:  # every linear type's validator (ARGS-1.2)
+    if not cfg.max_draft_len:  # every linear type's validator (llm_args.py)
         raise ModelYamlError(f"{path}: {where}.max_draft_len must be > 0 for {name} — give the draft length")
     k = int(cfg.max_draft_len)
     schedule = _load_schedule(cfg, k, path, where)
@@ -409,7 +411,7 @@ def _speculation(raw: dict | None, path: Path):
 
 def _load_schedule(cfg: _Decoding, k: int, path: Path, where: str) -> list[tuple[int, int]] | None:
     """The draft length per batch size as the reference executor follows it (specbuild/standalone/draft_len_schedule.py):
-    draft_len_schedule read as TensorRT-LLM 1.2 reads it ("batch_size >= key uses its draft length", ARGS-1.2
+    draft_len_schedule read as TensorRT-LLM 1.2 reads it ("batch_size >= key uses its draft length", llm_args.py
     `validate_draft_len_schedule_and_sort`), and max_concurrency (speculation off above that many requests,
     `Drafter.should_use_spec_decode`); both together: the schedule, off above max_concurrency. The later
     spelling (after 1.2: each key the largest batch size of its length) is not rehearsed."""

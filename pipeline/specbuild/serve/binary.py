@@ -86,8 +86,7 @@ def find_tritonserver(explicit: Path | None = None) -> ServerBinary:
 
 
 def bundled_tritonserver() -> ServerBinary:
-    """nvidia-pytriton's tritonserver, set up to run python models with this interpreter's packages
-    (triton-on-cpu fact sheet §0)."""
+    """nvidia-pytriton's tritonserver, set up to run python models with this interpreter's packages."""
     spec = importlib.util.find_spec("pytriton")
     if spec is None or not spec.submodule_search_locations:
         raise UserError("no tritonserver found: none at /opt/tritonserver/bin/tritonserver or on PATH, and the "

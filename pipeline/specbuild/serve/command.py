@@ -13,7 +13,7 @@ from specbuild.signals import sigterm_raises
 
 
 ENGINE_BODY = '{"text_input": "def add(a, b):", "max_tokens": 16}'
-LLM_API_BODY = '{"text_input": "def add(a, b):", "sampling_param_max_tokens": 16}'  # llmapi fact sheet §2.3
+LLM_API_BODY = '{"text_input": "def add(a, b):", "sampling_param_max_tokens": 16}'  # llmapi config.pbtxt@c8c6df0
 
 
 def _serving_hint(repository: Path) -> tuple[str, str] | None:

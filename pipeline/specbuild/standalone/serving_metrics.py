@@ -55,7 +55,7 @@ def _pb():
 
 class _Family:
     """One metric family and its metrics by label value. The families are kept as attributes: a MetricFamily
-    that is garbage-collected invalidates its metrics (triton-on-cpu fact sheet §4)."""
+    that is garbage-collected invalidates its metrics (seen with nvidia-pytriton's tritonserver)."""
 
     def __init__(self, name, description, kind, labels, key=None, values=()):
         pb_utils = _pb()

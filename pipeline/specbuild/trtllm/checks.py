@@ -17,12 +17,12 @@ EXAMPLES_HINT = "pass --trtllm-examples DIR (e.g. /app/examples in the NGC conta
 
 
 # Modes TensorRT-LLM decodes greedily whatever a request's temperature says, checked against its sources:
-# Medusa (examples/medusa/README.md "only supporting temperature=0.0", medusa_temperature=0; repository fact
-# sheet §2.1); EAGLE-1 (examples/eagle/README.md: greedy unless the executor's EagleConfig posterior_threshold
-# turns on typical acceptance, which Triton's tensorrtllm backend has no parameter for, and which is not
-# lossless sampling anyway; engine fact sheet §4); lookahead (its Jacobi n-grams are verified against the
-# target's argmax: no request or parameter changes that). Draft-target and prompt lookup verify external drafts
-# against the target's own (sampled) tokens or by logit ratio: they sample.
+# Medusa (examples/medusa/README.md "only supporting temperature=0.0", medusa_temperature=0); EAGLE-1
+# (examples/eagle/README.md: greedy unless the executor's EagleConfig posterior_threshold turns on typical acceptance,
+# which Triton's tensorrtllm backend has no parameter for, and which is not lossless sampling anyway;
+# tensorrt_llm/runtime/model_runner_cpp.py); lookahead (its Jacobi n-grams are verified against the target's argmax: no
+# request or parameter changes that). Draft-target and prompt lookup verify external drafts against the target's own
+# (sampled) tokens or by logit ratio: they sample.
 GREEDY_ONLY = {SpecMode.MEDUSA: "accepts Medusa drafts by token match at temperature 0",
                SpecMode.EAGLE: "accepts EAGLE drafts by token match (typical acceptance, its only sampled mode, "
                                "has no Triton parameter and is not lossless)",

@@ -1,8 +1,9 @@
 """The plan's `convert` steps: a Hugging Face checkpoint becomes a TensorRT-LLM checkpoint (config.json + rank{N}.safetensors).
 
-Two paths (engine fact sheet §2): the wheel's model classes, driven by `convert_worker` in a child process, or an
-examples/ convert_checkpoint.py from the TensorRT-LLM tree the user points to (--trtllm-examples). Either way the
-checkpoint is written to a partial folder and renamed into place, then read back and checked.
+Two paths (TensorRT-LLM examples/*/convert_checkpoint.py, tensorrt_llm/models/*): the wheel's model classes, driven by
+`convert_worker` in a child process, or an examples/ convert_checkpoint.py from the TensorRT-LLM tree the user points to
+(--trtllm-examples). Either way the checkpoint is written to a partial folder and renamed into place, then read back and
+checked.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ SPEC.json: {"model_class", "function": "from_hugging_face" | "quantize", "hf_mod
 (specbuild writes into a partial folder that is renamed into place afterwards).
 
 from_hugging_face: for each rank r of tp_size * pp_size, `<Class>.from_hugging_face(dir, dtype, mapping=Mapping(rank r),
-quant_config, **kwargs)` then `save_checkpoint(output_dir, save_config=(r == 0))` (engine fact sheet §2.1, §2.5).
-quantize: one `<Class>.quantize(dir, output_dir, dtype, mapping, quant_config, **kwargs)` writes every rank
-(ModelOpt calibration).
+quant_config, **kwargs)` then `save_checkpoint(output_dir, save_config=(r == 0))`
+(tensorrt_llm/models/modeling_utils.py). quantize: one `<Class>.quantize(dir, output_dir, dtype, mapping, quant_config,
+**kwargs)` writes every rank (ModelOpt calibration).
 
 Kept free of specbuild imports: it runs where tensorrt_llm is importable, and its memory goes back to the system
 when it exits.
@@ -27,11 +27,13 @@ from pathlib import Path
 def _kwargs(raw: dict) -> dict:
     kwargs = dict(raw)
     if kwargs.get("speculative_model_dir") is not None:
-        # Medusa opens speculative_model_dir / "config.json": it must be a pathlib.Path (fact sheet §2.2, §9.6).
+        # Medusa opens speculative_model_dir / "config.json": it must be a pathlib.Path
+        # (tensorrt_llm/models/medusa/config.py).
         kwargs["speculative_model_dir"] = Path(kwargs["speculative_model_dir"])
     if isinstance(kwargs.get("speculative_config"), dict):
         # The config readers use attribute access (speculative_config.num_medusa_heads, .num_eagle_layers). A plain
-        # namespace avoids the LLM-API decoding configs, whose validators differ between releases (fact sheet §9.5).
+        # namespace avoids the LLM-API decoding configs, whose validators differ between releases
+        # (tensorrt_llm/llmapi/llm_args.py).
         kwargs["speculative_config"] = types.SimpleNamespace(**kwargs["speculative_config"])
     return kwargs
 

@@ -1,9 +1,11 @@
-"""How a Hugging Face checkpoint becomes a TensorRT-LLM checkpoint (engine fact sheet §2), per speculative mode.
+"""How a Hugging Face checkpoint becomes a TensorRT-LLM checkpoint (TensorRT-LLM examples/*/convert_checkpoint.py), per
+speculative mode.
 
 Two paths: the wheel's model classes (`<Class>.from_hugging_face`, driven by convert_worker in a child process),
 or an examples/ convert_checkpoint.py from the TensorRT-LLM tree given with --trtllm-examples. The wheel's
-Medusa and EAGLE converters ignore some arguments (§2.3, §9.5, §9.6); `wheel_limits` says when the recipe needs
-the example script instead, and trtllm/checks.py reports it before anything runs.
+Medusa and EAGLE converters ignore some arguments (tensorrt_llm/models/medusa/config.py,
+tensorrt_llm/models/eagle/model.py); `wheel_limits` says when the recipe needs the example script instead, and
+trtllm/checks.py reports it before anything runs.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from specbuild.errors import UserError
 from specbuild.checkpoint_files import architecture
 from specbuild.speculation import Speculation
 
-# tensorrt_llm/models/__init__.py MODEL_MAP (engine fact sheet §2.1): HF architecture -> TensorRT-LLM class.
+# tensorrt_llm/models/__init__.py MODEL_MAP: HF architecture -> TensorRT-LLM class.
 TRTLLM_MODEL_CLASSES: dict[str, str] = {
     "LlamaForCausalLM": "LLaMAForCausalLM",
     "MistralForCausalLM": "LLaMAForCausalLM",
@@ -25,11 +27,11 @@ TRTLLM_MODEL_CLASSES: dict[str, str] = {
     "Qwen2ForCausalLM": "QWenForCausalLM",
     "Qwen3ForCausalLM": "QWenForCausalLM",
 }
-# examples/medusa/convert_checkpoint.py --model_type choices (engine fact sheet §2.2)
+# examples/medusa/convert_checkpoint.py --model_type choices
 MEDUSA_MODEL_TYPES = {"LlamaForCausalLM": "llama", "MixtralForCausalLM": "mixtral", "Qwen2ForCausalLM": "qwen2"}
 # The only targets TensorRT-LLM's engine-path EAGLE converts (TensorRT-LLM #10396)
 EAGLE_ARCHITECTURES = ("LlamaForCausalLM",)
-# The EAGLE values the wheel's EagleForCausalLM.from_hugging_face can build (engine fact sheet §2.3, §9.5)
+# The EAGLE values the wheel's EagleForCausalLM.from_hugging_face can build (tensorrt_llm/models/eagle/model.py)
 EAGLE_WHEEL_LAYERS, EAGLE_WHEEL_DRAFT_LEN = 4, 63
 
 
@@ -53,12 +55,13 @@ def model_class(folder: Path) -> str | None:
 
 
 def plain_converter(folder: Path) -> Converter:
-    """Base/target/draft models: `<Class>.from_hugging_face(dir, dtype, mapping)` from the wheel (§2.1, §2.5)."""
+    """Base/target/draft models: `<Class>.from_hugging_face(dir, dtype, mapping)` from the wheel
+    (tensorrt_llm/models/)."""
     cls = model_class(folder)
     if cls is None:  # trtllm/checks.py refuses such a recipe first
         raise UserError(f"{folder}: architecture {architecture(folder)} has no TensorRT-LLM engine-path class")
     return Converter(via="wheel", model_class=cls,
-                     reason="the wheel's from_hugging_face is reliable for plain decoder models (engine fact sheet §2.5)")
+                     reason="the wheel's from_hugging_face is reliable for plain decoder models")
 
 
 def wheel_limits(recipe, spec: Speculation) -> list[tuple[tuple, str]]:
@@ -68,8 +71,8 @@ def wheel_limits(recipe, spec: Speculation) -> list[tuple[tuple, str]]:
     if spec.medusa is not None:
         if recipe.model.dtype != "float16":
             out.append((("model", "dtype"), f"{recipe.model.dtype} with Medusa: the wheel's MedusaForCausalLm."
-                        "from_hugging_face converts weights as float16 whatever dtype is asked (engine fact sheet "
-                        "§9.6)"))
+                        "from_hugging_face converts weights as float16 whatever dtype is asked (tensorrt_llm/"
+                        "models/medusa/model.py)"))
         if quantized:
             out.append((("build", "quantization"), f"{recipe.build.quantization} with Medusa: the wheel's "
                         "MedusaForCausalLm.from_hugging_face converts the weights unquantized (float16) while the "
@@ -79,7 +82,7 @@ def wheel_limits(recipe, spec: Speculation) -> list[tuple[tuple, str]]:
             out.append((("speculation", "num_eagle_layers"), f"EAGLE with num_eagle_layers "
                         f"{spec.eagle.num_eagle_layers} and max_draft_len {spec.max_draft_len}: the wheel's "
                         "EagleForCausalLM.from_hugging_face loads exactly 4 layers and leaves max_draft_len at 63 "
-                        "(engine fact sheet §2.3, §9.5)"))
+                        "(tensorrt_llm/models/eagle/model.py)"))
         if quantized:
             out.append((("build", "quantization"), f"{recipe.build.quantization} with EAGLE: examples/eagle/"
                         "convert_checkpoint.py handles quantized weights; the wheel's EagleForCausalLM path is only "
@@ -106,8 +109,8 @@ def _medusa(recipe, spec: Speculation, examples: str | None) -> Converter:
         kwargs={"speculative_model_dir": heads.path, "speculative_config": {"num_medusa_heads": heads.num_heads},
                 "max_draft_len": spec.max_draft_len},
         reason="wheel API with num_medusa_heads and max_draft_len passed explicitly (its config reader looks for "
-               "num_medusa_heads, the heads config says medusa_num_heads; max_draft_len defaults to 63; engine "
-               "fact sheet §9.6)")
+               "num_medusa_heads, the heads config says medusa_num_heads; max_draft_len defaults to 63; "
+               "tensorrt_llm/models/medusa/config.py)")
 
 
 def _eagle(recipe, spec: Speculation, examples: str | None) -> Converter:
@@ -129,7 +132,7 @@ def _eagle(recipe, spec: Speculation, examples: str | None) -> Converter:
                                        "max_non_leaves_per_layer": head.max_non_leaves_per_layer,
                                        "max_draft_len": spec.max_draft_len},
                 "use_parallel_embedding": False, "embedding_sharding_dim": 0},
-        reason="wheel API: safe only for 4 EAGLE layers and max_draft_len 63 (engine fact sheet §2.3)")
+        reason="wheel API: safe only for 4 EAGLE layers and max_draft_len 63 (tensorrt_llm/models/eagle/model.py)")
 
 
 # Target converters of the modes whose weights need more than the plain model class.

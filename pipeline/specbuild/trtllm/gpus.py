@@ -1,9 +1,10 @@
 """The NVIDIA GPUs of this machine and their compute capability.
 
-TensorRT-LLM's engine path needs SM >= 8.0 for every speculative method (engine fact sheet §5); FP8 needs
-SM >= 8.9 (Ada/Hopper; builder.py turns FP8 context FMHA off below 89). GPUs are read from
-`nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader` (one "name, major.minor" line per GPU); without
-nvidia-smi on PATH, from torch.cuda when the TensorRT-LLM wheel (which brings torch) is installed.
+TensorRT-LLM's engine path needs SM >= 8.0 for every speculative method (TensorRT-LLM
+docs/source/legacy/advanced/speculative-decoding.md); FP8 needs SM >= 8.9 (Ada/Hopper; builder.py turns FP8 context FMHA
+off below 89). GPUs are read from `nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader` (one "name,
+major.minor" line per GPU); without nvidia-smi on PATH, from torch.cuda when the TensorRT-LLM wheel (which brings torch)
+is installed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What the installed `trtllm-build` accepts, read from its `--help`, checked against a command before it runs.
 
-Flag spellings and defaults drift between TensorRT-LLM releases (engine fact sheet §1.2, §9.2), so every command
+Flag spellings and defaults drift between TensorRT-LLM releases (tensorrt_llm/commands/build.py), so every command
 is checked against the installed tool: each flag must be listed, and a value must be one of the flag's choices
 when argparse prints them (`--gemm_plugin {auto,float16,...}`).
 """

@@ -1,6 +1,7 @@
 """The tensorrt-llm runtime in the llm-api flavour: TensorRT-LLM's PyTorch backend behind NVIDIA's llmapi Triton
-model (llmapi fact sheet). Nothing is built ahead of time: the repository holds model.yaml (from the recipe),
-config.pbtxt and NVIDIA's model.py + helpers.py (never shipped by specbuild), taken from, in order:
+model (TensorRT-LLM triton_backend/all_models/llmapi/tensorrt_llm/). Nothing is built ahead of time: the repository
+holds model.yaml (from the recipe), config.pbtxt and NVIDIA's model.py + helpers.py (never shipped by specbuild), taken
+from, in order:
 
 1. a folder the user gives (`specbuild compile --llmapi-model-dir`, or $SPECBUILD_LLMAPI_MODEL_DIR);
 2. the machine's TensorRT-LLM: /app/all_models/llmapi/ of the tritonserver trtllm container, or
@@ -31,10 +32,11 @@ from specbuild.paths import show
 from specbuild.plan import ServeStep
 from specbuild.speculation import DynamicTree
 
-IN_SOURCE = Path("triton_backend/all_models/llmapi/tensorrt_llm/1")  # a TensorRT-LLM checkout (BK docs/llmapi.md:16)
+IN_SOURCE = Path("triton_backend/all_models/llmapi/tensorrt_llm/1")  # a TensorRT-LLM checkout (tensorrtllm_backend
+# docs/llmapi.md@0b9d7d5)
 ENV = "SPECBUILD_LLMAPI_MODEL_DIR"
-# GPU_IDS_PARAMETER: what NVIDIA's model.py reads for multi-instance serving (MP-MI, 2026-02 on; the model.py of
-# 1.0/1.1, MP-1.x, reads no parameter): a model.py that does not name it puts every instance on the same GPUs.
+# GPU_IDS_PARAMETER: what NVIDIA's model.py reads for multi-instance serving (model.py@044a90d, 2026-02 on; the model.py
+# of 1.0/1.1, @b35ac1b, reads no parameter): a model.py that does not name it puts every instance on the same GPUs.
 
 
 def model_dir_candidates() -> list[Path]:

@@ -21,7 +21,7 @@ from specbuild.trtllm.steps import BuildStep, ConvertStep
 
 
 def build_flags(recipe, spec, role: str) -> tuple[tuple[str, str | None], ...]:
-    """Every trtllm-build flag after --checkpoint_dir/--output_dir, explicit (engine fact sheet §1.2, §9.2)."""
+    """Every trtllm-build flag after --checkpoint_dir/--output_dir, explicit (tensorrt_llm/commands/build.py)."""
     limits = expected_limits(recipe, spec, role)
     b = recipe.build
     flags: dict[str, str | None] = {

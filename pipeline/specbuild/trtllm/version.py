@@ -1,10 +1,11 @@
 """Which TensorRT-LLM is installed, and whether it serves the recipe's flavour (the version policy of both).
 
 - engine flavour (trtllm-build, convert_checkpoint.py, the model classes' from_hugging_face, the C++ tensorrtllm
-  backend): 0.17 up to 1.3.0rc20; the TensorRT engine backend was removed after that (engine fact sheet §0, §7).
-- llm-api flavour (the PyTorch backend's llmapi Triton model, model.yaml): 1.0 and newer (llmapi fact sheet §1.2:
-  1.0 made the llmapi model PyTorch-only); its model.yaml dialect is the recipe's llm_api.release, which must be
-  the installed release.
+  backend): 0.17 up to 1.3.0rc20; the TensorRT engine backend was removed after that (TensorRT-LLM
+  docs/source/legacy/tensorrt-backend-removal.md).
+- llm-api flavour (the PyTorch backend's llmapi Triton model, model.yaml): 1.0 and newer (TensorRT-LLM
+docs/source/release-notes.md@001eaec: 1.0 made the llmapi model PyTorch-only); its model.yaml dialect is the recipe's
+llm_api.release, which must be the installed release.
 
 tensorrt_llm is never imported here: importing the real wheel initialises CUDA and MPI, so the version comes from
 the distribution metadata, or from a child process when there is none (a source checkout on PYTHONPATH).
@@ -26,8 +27,8 @@ MIN_VERSION = (0, 17)
 LAST_ENGINE_RC = (1, 3, 0, 20)  # 1.3.0rc20: the last release with the TensorRT engine path
 LLMAPI_MIN = (1, 0)
 # tensorrtllm_backend renamed min_length/random_seed to min_tokens/seed and added return_num_*_tokens when its
-# code moved into TensorRT-LLM (triton_backend/, 0.20); 0.17-0.19 read the old names (repository fact sheet §1.3,
-# §8 item 4).
+# code moved into TensorRT-LLM (triton_backend/, 0.20); 0.17-0.19 read the old names
+# (inflight_batcher_llm/tensorrt_llm/config.pbtxt of TensorRT-LLM@2a9abd95 vs tensorrtllm_backend@v0.19.0).
 CURRENT_TENSOR_NAMES_SINCE = (0, 20)
 PIP_SPEC = '"tensorrt_llm>=0.17,<=1.3.0rc20"'
 LLMAPI_PIP_SPEC = '"tensorrt_llm>=1.0"'

@@ -1,6 +1,6 @@
 """Per-request figures (the first of three small pieces: stats -> aggregate -> report).
 
-Latency follows GenAI-Perf (validation-metrics fact sheet): TTFT = request sent -> first response; inter-token
+Latency follows GenAI-Perf (genai_perf/metrics/llm_metrics.py): TTFT = request sent -> first response; inter-token
 latency = gap between consecutive responses divided by the tokens in the later response (so multi-token chunks
 from accepted drafts are normalised); request latency = sent -> last response.
 
@@ -19,7 +19,7 @@ stream when its text equals the non-streamed text (`stream_steps`), without the 
 acceptance length is `specbuild.metrics.mean_acceptance_length(accepted, steps)` (bonus token included).
 
 `stream_acceptance_length` is the fallback for a server whose counters read zero (TensorRT-LLM <= 1.2.1 in the
-PyTorch flow, llmapi fact sheet §5.3): AL = (output tokens - 1) / (streamed responses - 1), i.e. the tokens each
+PyTorch flow, NVIDIA/TensorRT-LLM PR #17082): AL = (output tokens - 1) / (streamed responses - 1), i.e. the tokens each
 generation step produced, with no counter involved.
 """
 

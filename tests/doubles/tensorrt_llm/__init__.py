@@ -1,8 +1,8 @@
 """specbuild's TEST DOUBLE of the `tensorrt_llm` wheel (engine path, 0.17-1.2). It is not TensorRT-LLM.
 
 It does the file work of the real thing (TensorRT-LLM checkpoints, engine folders with the real config.json shape)
-and enforces the contract written in /work/shared/reference/trtllm-engine-path.md ("fact sheet"); every rule cites
-its fact-sheet section, or the TensorRT-LLM source file where the sheet is silent. It computes nothing.
+and enforces the real contract; every rule cites the NVIDIA/TensorRT-LLM source file it follows (as read from the
+newest pre-removal engine-path sources; no release tag was pinned). It computes nothing.
 
 Importable only when SPECBUILD_TRTLLM_DOUBLE=1 (set by tests/trtllm/conftest.py), so it can never stand in for
 the wheel by accident. Knobs (environment, for tests):

@@ -58,7 +58,7 @@ def read_hf_config(model_dir) -> dict:
 
 def infer_dtype(dtype: str, hf_torch_dtype: str | None) -> str:
     # convert_checkpoint.py --dtype auto: "inferred from the source model; if the source dtype is float32, it is
-    # converted to float16" (fact sheet §2.1).
+    # converted to float16" (examples/models/core/llama/convert_checkpoint.py).
     if dtype == "auto":
         dtype = (hf_torch_dtype or "float16").replace("torch.", "")
         if dtype == "float32":

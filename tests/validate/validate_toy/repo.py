@@ -1,5 +1,6 @@
 """Write the toy Triton repository: the five models of a specbuild repository, with the ensemble's tensor names
-(repository fact sheet §1.3-1.8), over the deterministic fake model in models/toy_lm.py.
+(TensorRT-LLM triton_backend/all_models/inflight_batcher_llm/@2a9abd95), over the deterministic fake model in
+models/toy_lm.py.
 
     write_toy_repo(dest, mode="speculative")                 # Medusa-like: several tokens per step
     write_toy_repo(dest, mode="baseline")                    # the same model, one token per step

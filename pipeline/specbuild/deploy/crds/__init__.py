@@ -1,4 +1,5 @@
-"""The published CRD schemas the bundle's custom resources are validated against (scale-out fact sheet §4.2).
+"""The published CRD schemas the bundle's custom resources are validated against (as `kubectl --validate=strict` would;
+docs/deploying.md).
 
 Each `*.json.gz` here holds the unmodified `spec.versions[].schema.openAPIV3Schema` of one upstream CRD file
 (named, with its sha256, in the file and in README.md). Regenerate one with

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 CORE_MODELS = ("tensorrt_llm", "tensorrt_llm_draft")
 
-# Parameter keys a model cannot do without, and whether an empty value is allowed (fact sheet §2, §1.5, §1.6).
+# Parameter keys a model cannot do without, and whether an empty value is allowed (tensorrtllm_backend
+# inflight_batcher_llm/src/model_state.cc, preprocessing/ and postprocessing/1/model.py@v0.19.0).
 MUST_HAVE: dict[str, dict[str, bool]] = {
     "tensorrt_llm": {"gpt_model_type": False, "gpt_model_path": False, "tokenizer_dir": True,
                      "xgrammar_tokenizer_info_path": True, "guided_decoding_backend": True,

@@ -1,4 +1,4 @@
-"""`launch_triton.sh`: how a GPU repository is started (repository fact sheet §5.2, §8.6).
+"""`launch_triton.sh`: how a GPU repository is started (tensorrtllm_backend scripts/launch_triton_server.py@v0.19.0).
 
 The script lives inside the repository folder: tritonserver ignores plain files at the repository root (checked
 with tritonserver 2.51 in both model-control modes), and a script beside its models finds them wherever the

@@ -1,4 +1,5 @@
-"""Parameter values of the Triton models, derived from the recipe (repository fact sheet §1.2, §2, §2.1, §4.2).
+"""Parameter values of the Triton models, derived from the recipe (TensorRT-LLM
+triton_backend/all_models/inflight_batcher_llm/*/config.pbtxt@2a9abd95, examples/draft_target_model/README.md@567239f).
 
 One source of truth for the repository writer and for `specbuild plan`.
 """
@@ -36,12 +37,14 @@ def bls_driven(recipe: Recipe, role: str) -> bool:
 
 def core_decoupled(recipe: Recipe, role: str) -> bool:
     # Draft-target/prompt lookup: the BLS calls the cores once per round and needs one response each
-    # (TL-DTM: decoupled_mode False on both); otherwise streaming makes the core decoupled.
+    # (TensorRT-LLM examples/draft_target_model/README.md@567239f: decoupled_mode False on both); otherwise streaming
+    # makes the core decoupled.
     return False if bls_driven(recipe, role) else recipe.triton.streaming
 
 
 def kv_cache_fraction(recipe: Recipe, role: str) -> float:
-    """Split the fraction when draft and target share a GPU (repository fact sheet §4.2, #7)."""
+    """Split the fraction when draft and target share a GPU (TensorRT-LLM
+    examples/draft_target_model/README.md@567239f)."""
     total = recipe.triton.kv_cache_free_gpu_mem_fraction
     if role == "target" and describe(recipe).draft_model is not None and \
             set(recipe.triton.gpu_device_ids) & set(recipe.draft_gpu_device_ids):
@@ -59,7 +62,8 @@ def legacy_tensor_names(recipe: Recipe, flavour: EngineFlavour) -> bool:
 
 
 def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> dict[str, str]:
-    """config.pbtxt parameters of `tensorrt_llm` / `tensorrt_llm_draft` (every must-have key, §2)."""
+    """config.pbtxt parameters of `tensorrt_llm` / `tensorrt_llm_draft` (every must-have key: tensorrtllm_backend
+    inflight_batcher_llm/src/model_state.cc@v0.19.0)."""
     draft = model == speculation_params.DRAFT_MODEL_NAME
     gpu_ids = recipe.draft_gpu_device_ids if draft else recipe.triton.gpu_device_ids
     exclude = False if bls_driven(recipe, role) else recipe.triton.exclude_input_in_output
@@ -94,18 +98,20 @@ def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> 
 
 
 def preprocessing_parameters(recipe: Recipe) -> dict[str, str]:
-    """preprocessing parameters (§1.5). multimodal_model_path is present and empty: text only."""
+    """preprocessing parameters (preprocessing/config.pbtxt@v0.19.0). multimodal_model_path is present and empty: text
+    only."""
     return {"tokenizer_dir": str(recipe.tokenizer_dir), "add_special_tokens": "true", "multimodal_model_path": ""}
 
 
 def postprocessing_parameters(recipe: Recipe) -> dict[str, str]:
-    """postprocessing parameters (§1.6). Decoding follows upstream's postprocessing: skip_special_tokens true and
-    the tokenizer's own clean_up_tokenization_spaces."""
+    """postprocessing parameters (postprocessing/config.pbtxt@v0.19.0). Decoding follows upstream's postprocessing:
+    skip_special_tokens true and the tokenizer's own clean_up_tokenization_spaces."""
     return {"tokenizer_dir": str(recipe.tokenizer_dir), "skip_special_tokens": "true"}
 
 
 def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
-    """tensorrt_llm_bls parameters (§1.8) plus specbuild's drafting defaults for BLS-driven methods.
+    """tensorrt_llm_bls parameters (tensorrt_llm_bls/config.pbtxt@bff88ea) plus specbuild's drafting defaults for
+    BLS-driven methods.
 
     exclude_input_in_output: what the BLS returns when a request does not say (the core models of BLS-driven
     methods always return the input; the BLS strips it)."""
@@ -128,12 +134,13 @@ def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
 
 
 def launch(recipe: Recipe, role: str) -> dict:
-    """How the GPU repository is launched (repository fact sheet §5.2, §8.6)."""
+    """How the GPU repository is launched (tensorrtllm_backend scripts/launch_triton_server.py@v0.19.0)."""
     world = recipe.build.tp_size * recipe.build.pp_size
     draft = describe(recipe).draft_model
     if role == "target" and draft is not None:
         # Two TensorRT-LLM models: orchestrator mode (--multi-model); workers are spawned per model, unless fast
-        # logits need pre-spawned ranks: rank 0 orchestrates, then the draft's ranks, then the target's (§4.2).
+        # logits need pre-spawned ranks: rank 0 orchestrates, then the draft's ranks, then the target's
+        # (TensorRT-LLM examples/draft_target_model/README.md@567239f).
         names = ["tensorrt_llm", speculation_params.DRAFT_MODEL_NAME]
         if not draft.fast_logits:
             return {"mode": "orchestrator", "world_size": 1, "multi_model": True, "tensorrt_llm_model_names": names}

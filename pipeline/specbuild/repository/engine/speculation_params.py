@@ -1,5 +1,6 @@
 """The engine-flavour Triton dialect of a `Speculation`: the `tensorrt_llm` model's decoding parameters and the
-`tensorrt_llm_bls` drafting parameters (repository fact sheet §2.1, §4). The C++ `tensorrtllm` backend and
+`tensorrt_llm_bls` drafting parameters (TensorRT-LLM triton_backend/all_models/inflight_batcher_llm/
+tensorrt_llm/config.pbtxt@2a9abd95, tensorrt_llm_bls/1/lib/decode.py@4db6828). The C++ `tensorrtllm` backend and
 specbuild's reference core read the same keys, so this is one translation for both runtimes."""
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from specbuild.engine_facts import SpecMode
 from specbuild.speculation import DynamicTree, Speculation, StaticTree
 from specbuild.trees import format_choices
 
-# decoding_mode parameter per engine mode (repository fact sheet §2.1); modes not listed leave it unset
-# (the backend has no draft-tokens decoding_mode; repository fact sheet §7 #8).
+# decoding_mode parameter per engine mode (inflight_batcher_llm/tensorrt_llm/config.pbtxt@2a9abd95); modes not
+# listed leave it unset (the backend has no draft-tokens decoding_mode: tensorrtllm_backend
+# inflight_batcher_llm/src/model_instance_state.cc@v0.19.0).
 DECODING_MODES = {SpecMode.MEDUSA: "medusa", SpecMode.EAGLE: "eagle", SpecMode.LOOKAHEAD_DECODING: "lookahead"}
 # decoding_mode values that turn speculation on (a baseline must have none of them)
 SPECULATIVE_DECODING_MODES = frozenset({*DECODING_MODES.values(), "redrafter", "explicit_draft_tokens"})

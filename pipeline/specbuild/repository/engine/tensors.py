@@ -1,4 +1,5 @@
-"""The tensors each Triton model declares (repository fact sheet §1.3-1.8), as data.
+"""The tensors each Triton model declares, as data (the config.pbtxt of each model under TensorRT-LLM
+triton_backend/all_models/inflight_batcher_llm/@2a9abd95, and tensorrtllm_backend's of v0.19.0).
 
 Names follow the TensorRT-LLM release the repository targets: `min_tokens` / `seed` and the `return_num_*`
 inputs and `num_*_tokens` outputs (TensorRT-LLM 0.20+ / 1.x), or with `legacy=True` the tensorrtllm_backend
@@ -34,11 +35,12 @@ def _scalar(name: str, dtype: str, optional: bool = True) -> Tensor:
 
 
 def names(legacy: bool) -> dict[str, str]:
-    """Spelling of the renamed tensors (fact sheet §1.3, §8.4)."""
+    """Spelling of the renamed tensors (tensorrt_llm/config.pbtxt of TensorRT-LLM@2a9abd95 vs
+    tensorrtllm_backend@v0.19.0)."""
     return {"min_tokens": "min_length" if legacy else "min_tokens", "seed": "random_seed" if legacy else "seed"}
 
 
-# --- tensorrt_llm (§1.3, §1.4) ----------------------------------------------------------------------------------
+# --- tensorrt_llm (inflight_batcher_llm/tensorrt_llm/config.pbtxt@2a9abd95) --------------------------------------
 
 def core_inputs(legacy: bool = False) -> list[Tensor]:
     n = names(legacy)
@@ -112,7 +114,7 @@ def core_inputs(legacy: bool = False) -> list[Tensor]:
     return out
 
 
-# Outputs filled when a request sets return_perf_metrics (§1.4).
+# Outputs filled when a request sets return_perf_metrics (inflight_batcher_llm/tensorrt_llm/config.pbtxt@2a9abd95).
 PERF_OUTPUTS: list[Tensor] = [
     Tensor("kv_cache_alloc_new_blocks", "TYPE_INT32", (1,)),
     Tensor("kv_cache_reused_blocks", "TYPE_INT32", (1,)),
@@ -145,7 +147,7 @@ def core_outputs(legacy: bool = False) -> list[Tensor]:
     return out if legacy else out + NUM_TOKENS_OUTPUTS
 
 
-# --- preprocessing / postprocessing (§1.5, §1.6) ---------------------------------------------------------------
+# --- preprocessing / postprocessing (tensorrtllm_backend all_models/inflight_batcher_llm/*/config.pbtxt@v0.19.0) -
 
 def preprocessing_inputs(legacy: bool = False) -> list[Tensor]:
     """Upstream's preprocessing inputs (text, decoder text, the multimodal inputs it refuses in words, the prompt
@@ -205,7 +207,7 @@ POSTPROCESSING_OUTPUTS: list[Tensor] = [
 ]
 
 
-# --- the external interface: ensemble and tensorrt_llm_bls (§1.7, §1.8) ----------------------------------------
+# --- the external interface: ensemble (config.pbtxt@2a9abd95) and tensorrt_llm_bls (config.pbtxt@bff88ea) ------
 
 def _interface_inputs(legacy: bool) -> list[tuple[Tensor, str, str]]:
     """(ensemble input, where it goes: "pre" or "core", name there)."""
@@ -298,7 +300,8 @@ def interface_outputs(legacy: bool = False) -> list[Tensor]:
     return [Tensor("text_output", "TYPE_STRING", (-1,)), OUTPUT_IDS, *passthrough_outputs(legacy)]
 
 
-# The BLS's multimodal inputs (§1.8): declared so that a request carrying them is refused in words.
+# The BLS's multimodal inputs (tensorrt_llm_bls/config.pbtxt@bff88ea): declared so that a request carrying them is
+# refused in words.
 BLS_MULTIMODAL_INPUTS: list[Tensor] = [
     Tensor("image_input", "TYPE_FP16", (-1, 3, -1, -1)),
     Tensor("image_bytes_input", "TYPE_UINT8", (-1, -1, -1, -1)),
@@ -308,8 +311,8 @@ BLS_MULTIMODAL_INPUTS: list[Tensor] = [
 
 
 def bls_inputs(legacy: bool = False) -> list[Tensor]:
-    """The ensemble's inputs, the multimodal ones and the draft-target ones (§1.8). No reshape: our BLS reads
-    [batch, 1] tensors."""
+    """The ensemble's inputs, the multimodal ones and the draft-target ones (tensorrt_llm_bls/config.pbtxt@bff88ea). No
+    reshape: our BLS reads [batch, 1] tensors."""
     return ensemble_inputs(legacy) + BLS_MULTIMODAL_INPUTS + [
         Tensor("num_draft_tokens", "TYPE_INT32", (1,)),
         Tensor("use_draft_logits", "TYPE_BOOL", (1,)),

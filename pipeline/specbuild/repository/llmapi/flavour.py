@@ -1,6 +1,6 @@
 """The llm-api flavour's half of a runtime: no engine build (the LLM loads Hugging Face checkpoints itself), one
 `tensorrt_llm` model configured by model.yaml, and the methods TensorRT-LLM's PyTorch backend has
-(llmapi fact sheet §4)."""
+(TensorRT-LLM tensorrt_llm/llmapi/llm_args.py, main after 1.3.0rc3)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.runtimes.base import Runtime
 
-# Methods the PyTorch backend does not have, and why (llmapi fact sheet §4.6)
+# Methods the PyTorch backend does not have, and why (tensorrt_llm/llmapi/llm_args.py, main after 1.3.0rc3)
 MISSING = {
     "medusa": "Medusa's supports_backend returns False for pytorch",
     "lookahead": "Lookahead's supports_backend returns False for pytorch",
@@ -31,7 +31,7 @@ class LlmApiFlavour(Runtime):
     def flavour_checks(self, recipe, spec) -> Iterator[Finding]:
         if spec.method in MISSING:
             yield Finding(("speculation", "method"), f"{spec.method} is not in TensorRT-LLM's LLM API ("
-                          f"{MISSING[spec.method]}; llmapi fact sheet §4.6) — use {SUGGEST[spec.method]}")
+                          f"{MISSING[spec.method]}; tensorrt_llm/llmapi/llm_args.py) — use {SUGGEST[spec.method]}")
             return
         b = recipe.build
         if spec.speculative and b.pp_size > 1:

@@ -1,17 +1,21 @@
-"""`launch_triton.sh` of an llm-api repository (llmapi fact sheet §7): how the one `tensorrt_llm` model is started.
+"""`launch_triton.sh` of an llm-api repository (TensorRT-LLM triton_backend/scripts/launch_triton_server.py@0a2e2c1,
+tensorrtllm_backend docs/llmapi.md@0b9d7d5): how the one `tensorrt_llm` model is started.
 
-- single: one tritonserver process (TUT:107); tensor/pipeline parallelism inside it is the LLM's own business
-  (it spawns its MPI workers from model.yaml's tensor_parallel_size / pipeline_parallel_size, §7.3);
+- single: one tritonserver process (triton-inference-server/tutorials
+  Feature_Guide/Speculative_Decoding/TRT-LLM/README.md@e848952); tensor/pipeline parallelism inside it is the LLM's own
+  business (it spawns its MPI workers from model.yaml's tensor_parallel_size / pipeline_parallel_size;
+  tensorrtllm_backend README.md@0b9d7d5);
 - multi-instance: the same command; config.pbtxt holds instance_group count and gpu_device_ids, and no MPI runs
-  (launch_triton_server.py --no-mpi, BK docs/llmapi.md:141-147);
+  (launch_triton_server.py --no-mpi, tensorrtllm_backend docs/llmapi.md@0b9d7d5);
 - multi-node: run this script on every rank (srun --mpi=pmix, or mpirun across hosts); it wraps tritonserver in
-  trtllm-llmapi-launch, which makes rank 0 serve and the others LLM workers (§7.5).
+  trtllm-llmapi-launch, which makes rank 0 serve and the others LLM workers (TensorRT-LLM
+  tensorrt_llm/llmapi/trtllm-llmapi-launch@020c89e).
 
 A repository written where NVIDIA's model.py + helpers.py were not at hand (a CPU machine without TensorRT-LLM:
 specbuild.trtllm.llmapi_runtime) has no `tensorrt_llm/1/model.py`: the script then serves a copy of the repository
-in a temporary folder, with the two files of the container it runs in (/app/all_models/llmapi/, llmapi fact sheet
-§0), and refuses to start when they are missing, or, for several instances, when that model.py does not read
-config.pbtxt's gpu_device_ids.
+in a temporary folder, with the two files of the container it runs in (/app/all_models/llmapi/, tensorrtllm_backend
+dockerfile/Dockerfile.triton.trt_llm_backend@0b9d7d5), and refuses to start when they are missing, or, for several
+instances, when that model.py does not read config.pbtxt's gpu_device_ids.
 
 Environment overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT, TRTLLM_LLMAPI_LAUNCH, LLMAPI_MODEL_DIR;
 arguments go to tritonserver. No `${...}` expansions appear in the script.
@@ -25,7 +29,8 @@ from specbuild.repository.llmapi.configs import GPU_IDS_PARAMETER
 from specbuild.serve.server import LAUNCH_SCRIPT
 
 SCRIPT_NAME = LAUNCH_SCRIPT
-# NVIDIA's llmapi model in the tritonserver:<yy.mm>-trtllm-python-py3 containers (BK Dockerfile:171-177)
+# NVIDIA's llmapi model in the tritonserver:<yy.mm>-trtllm-python-py3 containers (tensorrtllm_backend
+# dockerfile/Dockerfile.triton.trt_llm_backend@0b9d7d5)
 CONTAINER_MODEL_DIR = Path("/app/all_models/llmapi/tensorrt_llm/1")
 NVIDIA_FILES = ("model.py", "helpers.py")  # what the tensorrt-llm runtime's repository takes from NVIDIA
 

@@ -1,6 +1,7 @@
-"""`1/model.yaml` of the llm-api flavour, written from the recipe with every value explicit (llmapi fact sheet §3,
-§4). Everything but `triton_config` goes to `tensorrt_llm.LLM(**args)`, whose pydantic arguments forbid unknown
-keys (ARGS-1.2 `BaseLlmArgs.model_config`), so only keys the release knows are written.
+"""`1/model.yaml` of the llm-api flavour, written from the recipe with every value explicit (TensorRT-LLM
+triton_backend/all_models/llmapi/tensorrt_llm/1/model.yaml@c8c6df0, tensorrt_llm/llmapi/llm_args.py). Everything but
+`triton_config` goes to `tensorrt_llm.LLM(**args)`, whose pydantic arguments forbid unknown keys
+(`BaseLlmArgs.model_config` in llm_args.py of main after 1.3.0rc3), so only keys the release knows are written.
 
 The baseline is the same file without `speculative_config`.
 """
@@ -22,10 +23,11 @@ FILE = "model.yaml"
 # are in specbuild.repository.llmapi.releases.
 DECODING_TYPES = {release: r.decoding_types for release, r in RULES.items()}
 DRAFT_FIELD = {release: r.draft_field for release, r in RULES.items()}
-RELEASES_WITH_LAYER_CHOICE = ("1.1", "1.2", "1.3")  # eagle3_layers_to_capture exists from 1.1 (§1.4)
+RELEASES_WITH_LAYER_CHOICE = ("1.1", "1.2", "1.3")  # eagle3_layers_to_capture exists from 1.1 (llm_args.py)
 RELEASES_WITH_ONE_MODEL_FIELD = ("1.0", "1.1", "1.2")  # eagle3_one_model: absent from the 1.3.0rc27 signature
-RELEASES_WITH_DYNAMIC_TREE = ("1.3",)  # use_dynamic_tree drafting arrived after 1.2 (§4.2, §6.8)
-# How each release says "this draft length at this many requests" (llmapi fact sheet §4.1; llm_args.py
+# use_dynamic_tree drafting arrived after 1.2 (TensorRT-LLM docs/source/features/speculative-decoding.md@04c8822)
+RELEASES_WITH_DYNAMIC_TREE = ("1.3",)
+# How each release says "this draft length at this many requests" (tensorrt_llm/llmapi/llm_args.py
 # DecodingBaseConfig per release): max_concurrency (PR #6676, 2025-08: speculation off above N active requests,
 # Drafter.should_use_spec_decode) from 1.0; draft_len_schedule was read only in llm_args.py of main after 1.3.0rc3,
 # where it is read as "batch size >= key" (Drafter.get_draft_len_for_batch_size: the largest key <= batch size),
@@ -74,7 +76,8 @@ def schedule_fields(spec: Speculation, release: str, max_batch_size: int) -> dic
     return {"draft_len_schedule": dict(points)}
 
 
-# Methods TensorRT-LLM's examples run with the overlap scheduler off (DOC-SD DraftTarget and NGram examples)
+# Methods TensorRT-LLM's examples run with the overlap scheduler off (TensorRT-LLM
+# docs/source/features/speculative-decoding.md@04c8822, DraftTarget and NGram examples)
 OVERLAP_OFF = ("draft_target", "prompt_lookup")
 
 
@@ -104,7 +107,8 @@ def speculative_config(spec: Speculation, release: str, *, path: Callable[[Path]
         if isinstance(spec.tree, DynamicTree):
             out.update(use_dynamic_tree=True, dynamic_tree_max_topK=spec.tree.top_k)
     if spec.prompt_lookup is not None:
-        # ≤1.1 defaults max_matching_ngram_size to 0 (§4.4): always written; the pool flags are the 1.2 defaults
+        # ≤1.1 defaults max_matching_ngram_size to 0 (llm_args.py NGramDecodingConfig): always written; the pool flags
+        # are the 1.2 defaults
         out.update(max_matching_ngram_size=spec.prompt_lookup.max_matching_ngram_size, is_keep_all=True,
                    is_use_oldest=True, is_public_pool=True)
     if schedule:
@@ -115,8 +119,8 @@ def speculative_config(spec: Speculation, release: str, *, path: Callable[[Path]
 
 
 def kv_cache_fraction(recipe) -> float:
-    """The recipe's fraction, divided among the instances that share a GPU (BK docs/llmapi.md: two instances on
-    one GPU need a lower free_gpu_memory_fraction)."""
+    """The recipe's fraction, divided among the instances that share a GPU (tensorrtllm_backend docs/llmapi.md@0b9d7d5:
+    two instances on one GPU need a lower free_gpu_memory_fraction)."""
     t, b = recipe.triton, recipe.build
     needed = recipe.llm_api.instances * b.tp_size * b.pp_size
     sharing = max(1, -(-needed // max(1, len(set(t.gpu_device_ids)))))
@@ -139,7 +143,7 @@ def model_yaml(recipe, spec: Speculation, *, role: str = "target", path: Callabl
         "dtype": recipe.model.dtype,
     }
     if a.release in ("1.0", "1.1", "1.2"):
-        args["backend"] = "pytorch"  # the shipped yaml's key; a deprecated Literal in 1.2 (§1.3, §3.4)
+        args["backend"] = "pytorch"  # the shipped yaml's key; a deprecated Literal in 1.2 (llm_args.py)
     args.update({
         "tensor_parallel_size": b.tp_size,
         "pipeline_parallel_size": b.pp_size,
@@ -160,7 +164,7 @@ def model_yaml(recipe, spec: Speculation, *, role: str = "target", path: Callabl
         args["speculative_config"] = speculative_config(spec, a.release, path=path, schedule=schedule,
                                                         max_batch_size=b.max_batch_size)
     args["triton_config"] = {
-        "max_batch_size": 0,  # the llmapi model takes one prompt per request (§2.7)
+        "max_batch_size": 0,  # the llmapi model takes one prompt per request (llmapi 1/model.py@b35ac1b)
         "decoupled": t.streaming,
         "cancellation_check_period_ms": a.cancellation_check_period_ms,
     }

@@ -1,4 +1,5 @@
-"""The tensor contract of NVIDIA's llmapi `tensorrt_llm` model (llmapi fact sheet §2.3, §2.4): the same in the
+"""The tensor contract of NVIDIA's llmapi `tensorrt_llm` model (TensorRT-LLM
+triton_backend/all_models/llmapi/tensorrt_llm/config.pbtxt@c8c6df0, and @0a71057 for the newer inputs): the same in the
 GPU repository (NVIDIA's model.py) and in the CPU rehearsal (specbuild's model.py)."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from specbuild.repository.engine.tensors import Tensor
 
 S, B, I32, I64, U64, F32 = "TYPE_STRING", "TYPE_BOOL", "TYPE_INT32", "TYPE_INT64", "TYPE_UINT64", "TYPE_FP32"
 
-# CFG-1.x (releases 1.0 - 1.2): every input optional except text_input
+# config.pbtxt@c8c6df0 (releases 1.0 - 1.2): every input optional except text_input
 INPUTS: list[Tensor] = [
     Tensor("text_input", S, (-1,), optional=False),
     Tensor("streaming", B, (1,)),
@@ -27,7 +28,7 @@ INPUTS: list[Tensor] = [
     Tensor("return_cumulative_logprob", B, (1,)),
     Tensor("stop", B, (1,)),
 ]
-# CFG-NEW (2026 main; written for release 1.3): multimodal and LoRA inputs
+# config.pbtxt@0a71057 (2026 main; written for release 1.3): multimodal and LoRA inputs
 NEW_INPUTS: list[Tensor] = [
     Tensor("image_url", S, (-1,)),
     Tensor("lora_id", U64, (1,)),

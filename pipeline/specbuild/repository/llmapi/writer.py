@@ -1,4 +1,4 @@
-"""Write an llm-api repository (llmapi fact sheet §2.1): one model, written atomically.
+"""Write an llm-api repository (TensorRT-LLM triton_backend/all_models/llmapi/): one model, written atomically.
 
     <repo>/tensorrt_llm/config.pbtxt      protobuf ModelConfig (llmapi/configs.py)
     <repo>/tensorrt_llm/1/model.yaml      from the recipe, every value explicit (llmapi/model_yaml.py)
@@ -28,7 +28,8 @@ def build_repository(recipe: Recipe, role: str, model_files: dict[str, Path]) ->
     """Every file of the repository as relative path -> text. Writes nothing."""
     cfg = configs.model_config(recipe)
     text = configs.to_pbtxt(cfg)
-    problems = configs.config_problems(cfg, text, must_have={})  # the llmapi model reads no parameters (§2.2)
+    problems = configs.config_problems(cfg, text, must_have={})  # the llmapi model reads no parameters
+    # (config.pbtxt@c8c6df0)
     if problems:  # an internal error: the builder and the checks disagree
         raise AssertionError("the built config fails its own checks:\n  " + "\n  ".join(problems))
     files = {f"{configs.MODEL}/config.pbtxt": text,

@@ -10,7 +10,7 @@ otherwise (more prompts would decide; validation.allow_inconclusive lets it pass
 An llm-api deployment (no token ids) counts its steps from the stream (one response per LLM iteration) when the
 streamed text equals the non-streamed one, else from the tokenizer's count of the text. Where such a server
 returns zero counters on every request of a speculative deployment (TensorRT-LLM <= 1.2.1 fills them only in the
-TensorRT engine flow; PR #17082, llmapi fact sheet §5.3), AL falls back on the stream alone: (output tokens - 1) /
+TensorRT engine flow; NVIDIA/TensorRT-LLM PR #17082), AL falls back on the stream alone: (output tokens - 1) /
 (streamed responses - 1), and the report says so; the acceptance rate is then unknown.
 
 Server side: when the target's metrics endpoint is known, the suite scrapes it just before and after the greedy
@@ -46,7 +46,7 @@ STREAM_PER_STEP = {"engine": lambda recipe: not triton_params.bls_driven(recipe,
                    "llm-api": lambda recipe: True}
 ZERO_COUNTERS = ("the server returned zero speculative counters on every request (total_draft_tokens 0) although "
                  "the deployment speculates: TensorRT-LLM <= 1.2.1 fills them only in the TensorRT engine flow "
-                 "(PR #17082; llmapi fact sheet §5.3)")
+                 "(NVIDIA/TensorRT-LLM PR #17082)")
 DEFINITION = ("AL = 1 + accepted draft tokens / verification steps, pooled over every request; steps are the "
               "streamed responses after the prefill's when the deployment streams one response per step, else "
               "output tokens - accepted draft tokens - 1 (the prefill's token; 0 where the BLS verifies external "

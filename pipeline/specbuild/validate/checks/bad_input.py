@@ -11,7 +11,7 @@ data type and a request batch above max_batch_size (Triton refuses those before 
 cancellation. The load check sends the same cases amid good requests (validate/mix.py).
 
 The cases follow the deployment's contract: the engine flavour's ensemble/BLS tensors, or NVIDIA's llmapi model
-(llmapi fact sheet §2.3-2.7, §5): `sampling_param_*` inputs, the LLM's own limits (a prompt over max_num_tokens
+(llmapi model.py@b35ac1b): `sampling_param_*` inputs, the LLM's own limits (a prompt over max_num_tokens
 is refused by `LLM._check_arguments`; max_input_len is not checked there), the `stop` request with and without
 a request id, and a `stop` that cancels a running stream.
 """
@@ -181,7 +181,7 @@ def _too_many_tokens(ctx: SuiteContext) -> str:
 
 
 def _stop_request(ctx: SuiteContext, request_id: str | None) -> Generation:
-    """A `stop: true` request (BK README "request cancellation"): text_input "" and the id to cancel."""
+    """A `stop: true` request (tensorrtllm_backend README.md@0b9d7d5): text_input "" and the id to cancel."""
     body = {"text_input": "", "stop": True}
     if request_id is not None:
         body["id"] = request_id

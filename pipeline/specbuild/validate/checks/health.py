@@ -3,8 +3,8 @@ stub answers, and the served configs match the recipe, as the deployment's contr
 
 - engine: the ensemble/BLS repository's models; `tensorrt_llm` max batch size, decoupled, the method's decoding
   parameters; the draft model and the BLS's view of it;
-- llm-api: exactly one model, `tensorrt_llm` (llmapi fact sheet §2.1), with max_batch_size 0 (§2.7), decoupled
-  exactly when triton.streaming (§2.5), and the llmapi inputs declared (§2.3). What it speculates with lives in
+- llm-api: exactly one model, `tensorrt_llm`, with max_batch_size 0, decoupled exactly
+  when triton.streaming, and the llmapi inputs declared (llmapi model.py@b35ac1b). What it speculates with lives in
   model.yaml, which Triton does not show; the acceptance check sees it work.
 
 Readiness alone misses a dead stub: Triton releases before the python backend's stub-health readiness (Triton

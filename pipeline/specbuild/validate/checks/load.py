@@ -6,7 +6,7 @@ unanswered, none mixed between requests (an answer equal to another prompt's ans
 refused answered; afterwards the server is live, every model ready, a normal request to each model succeeds and
 (the server's process being on this machine) no python backend stub died. The RSS of the server and its stubs
 before and after is reported. Answers that merely differ from their single-request answer ("diverged": batch shape
-may change low-probability tokens, validation-metrics fact sheet) are a warning."""
+may change low-probability tokens, NVIDIA/TensorRT-LLM issue #2208) are a warning."""
 
 from __future__ import annotations
 

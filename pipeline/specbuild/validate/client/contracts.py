@@ -1,10 +1,10 @@
 """Request/response contracts: how the suite's `GenerateParams` become a served model's input tensors, and how its
 responses are read back. One per `Runtime.contract`:
 
-- `engine` — the engine flavour's ensemble / BLS (repository fact sheet §1.4, §1.7): `text_input`, `max_tokens`,
+- `engine` — the engine flavour's ensemble / BLS (ensemble/config.pbtxt@2a9abd95): `text_input`, `max_tokens`,
   `top_k`, `stream`, ...; each streamed response carries its new text and specbuild's extra `output_ids`; perf
   values are numbers.
-- `llm-api` — NVIDIA's llmapi `tensorrt_llm` (llmapi fact sheet §2.3-2.7, §5): `text_input`, `streaming`,
+- `llm-api` — NVIDIA's llmapi `tensorrt_llm` (llmapi/tensorrt_llm/1/model.py@b35ac1b): `text_input`, `streaming`,
   `sampling_param_*`, `return_*`; every streamed response carries the *cumulative* text (turned into deltas
   here); no token ids at all; optional outputs, perf values included, arrive as BYTES strings; the prompt is echoed
   unless `sampling_param_exclude_input_from_output` is true; a request id travels as the JSON body's `id` over
@@ -122,7 +122,7 @@ class LlmApiContract(Contract):
     has_ids = False
     cumulative = True
     stream_input = "streaming"
-    counters_may_read_zero = True  # TensorRT-LLM <= 1.2.1 in the PyTorch flow (PR #17082; llmapi fact sheet §5.3)
+    counters_may_read_zero = True  # TensorRT-LLM <= 1.2.1 in the PyTorch flow (NVIDIA/TensorRT-LLM PR #17082)
     perf_outputs = ("acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens", "arrival_time_ns",
                     "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns", "kv_cache_reused_block",
                     "kv_cache_hit_rate", "kv_cache_alloc_new_blocks", "kv_cache_alloc_total_blocks",

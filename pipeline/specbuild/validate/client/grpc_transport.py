@@ -133,7 +133,7 @@ class GrpcSession:
                 break
             if error is not None:
                 gen.error = str(error.message() if hasattr(error, "message") else error)
-                self.close(cancel=True)  # errors are terminal (triton-on-cpu §2); start a fresh stream next time
+                self.close(cancel=True)  # errors are terminal (nvidia-pytriton 0.7.0): start a fresh stream next time
                 break
             rid = result.get_response().id
             if rid and rid != request_id:

@@ -85,7 +85,7 @@ class HttpSession:
         if not isinstance(d, dict):
             gen.error = f"HTTP {r.status}: unexpected JSON {str(d)[:200]}"
         elif "error" in d:
-            gen.error = str(d["error"])  # generate reports some errors with HTTP 200 (triton-on-cpu §2)
+            gen.error = str(d["error"])  # generate reports some errors with HTTP 200 (nvidia-pytriton 0.7.0)
         elif r.status != 200:
             gen.error = f"HTTP {r.status}"
         else:

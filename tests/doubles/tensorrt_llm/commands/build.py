@@ -1,8 +1,8 @@
-"""Double of `trtllm-build` (tensorrt_llm/commands/build.py:main, the console script; fact sheet §1.1).
+"""Double of `trtllm-build` (tensorrt_llm/commands/build.py:main, the console script).
 
-The parser has the real flags, choices and defaults of the newest build.py / plugin.py (fact sheet §1.2); the
-checks and rewrites of builder.build follow §1.2-§1.4. It writes an engine folder shaped like Engine.save (§3.2):
-config.json {version, pretrained_config, build_config} and a placeholder rank{N}.engine per rank.
+The parser has the real flags, choices and defaults of the newest build.py / plugin.py; the
+checks and rewrites follow tensorrt_llm/builder.py `build`. It writes an engine folder shaped like Engine.save
+(builder.py): config.json {version, pretrained_config, build_config} and a placeholder rank{N}.engine per rank.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from tensorrt_llm._double import fault, write_pid
 from tensorrt_llm.models import MODEL_MAP
 from tensorrt_llm.models.modeling_utils import SpeculativeDecodingMode
 
-KV_CACHE_TYPES = ("CONTINUOUS", "PAGED", "DISABLED")  # bindings.KVCacheType; CLI spelling lower case (§1.2)
-EAGLE_MAX_BATCH_SIZE = 512  # builder.build asserts for EAGLE (§1.2 table, §1.4, §5)
-EAGLE_MAX_DRAFT_LEN = 256  # builder.build asserts for EAGLE (§1.4, §5)
+KV_CACHE_TYPES = ("CONTINUOUS", "PAGED", "DISABLED")  # bindings.KVCacheType; CLI spelling lower case (build.py)
+EAGLE_MAX_BATCH_SIZE = 512  # builder.build asserts for EAGLE (builder.py)
+EAGLE_MAX_DRAFT_LEN = 256  # builder.build asserts for EAGLE (builder.py)
 
-# plugin.py cli_plugin_args with their choices and defaults, newest pydantic PluginConfig (§1.2 plugin table).
+# plugin.py cli_plugin_args with their choices and defaults, newest pydantic PluginConfig (plugin/plugin.py).
 DTYPE_CHOICES = ["auto", "float16", "float32", "bfloat16", "int32", "disable"]
 PLUGIN_DTYPE_ARGS = {
     "bert_attention_plugin": (DTYPE_CHOICES, "auto"),
@@ -107,7 +107,7 @@ def parse_arguments() -> argparse.ArgumentParser:
     logits.add_argument("--gather_all_token_logits", action="store_true", default=False,
                         help="Enable both ``gather_context_logits`` and ``gather_generation_logits``.")
     spec = p.add_argument_group("Speculative decoding arguments")
-    spec.add_argument("--speculative_decoding_mode", default=None,  # exactly these choices (§0, §1.2)
+    spec.add_argument("--speculative_decoding_mode", default=None,  # exactly these choices (build.py argparse)
                       choices=["draft_tokens_external", "lookahead_decoding", "medusa", "explicit_draft_tokens", "eagle"],
                       help="Mode of speculative decoding.")
     spec.add_argument("--max_draft_len", type=int, default=0,
@@ -115,7 +115,7 @@ def parse_arguments() -> argparse.ArgumentParser:
     plugins = p.add_argument_group("Plugin config arguments")
     for name, (choices, default) in PLUGIN_DTYPE_ARGS.items():
         plugins.add_argument("--" + name, type=str, default=default, choices=choices, help=f"The {name}.")
-    plugins.add_argument("--tokens_per_block", type=int, default=32,  # 32 newest, 64 older (§1.2, §9.2)
+    plugins.add_argument("--tokens_per_block", type=int, default=32,  # 32 newest, 64 older (plugin.py)
                          help="Define how many tokens are contained in each paged kv cache block.")
     for name, default in PLUGIN_FEATURE_ARGS.items():
         plugins.add_argument("--" + name, type=str, default="enable" if default else "disable",
@@ -148,7 +148,7 @@ def check_max_num_tokens(max_num_tokens, max_batch_size, max_input_len, max_seq_
 
 
 def build_config_from(args, ckpt: dict) -> dict:
-    """BuildConfig.from_dict(...) of main(), then the rewrites of builder.build (fact sheet §1.4)."""
+    """BuildConfig.from_dict(...) of main(), then the rewrites of builder.build (builder.py)."""
     enabled = {name: getattr(args, name) == "enable" for name in PLUGIN_FEATURE_ARGS if hasattr(args, name)}
     plugin = {name: (None if getattr(args, name) == "disable" else getattr(args, name))
               for name in PLUGIN_DTYPE_ARGS if hasattr(args, name)}
@@ -161,7 +161,7 @@ def build_config_from(args, ckpt: dict) -> dict:
         "max_batch_size": args.max_batch_size, "max_beam_width": args.max_beam_width,
         "max_num_tokens": args.max_num_tokens, "opt_num_tokens": args.opt_num_tokens,
         "max_prompt_embedding_table_size": args.max_prompt_embedding_table_size,
-        "kv_cache_type": getattr(args, "kv_cache_type", None) or "PAGED",  # unset -> PAGED (§1.2)
+        "kv_cache_type": getattr(args, "kv_cache_type", None) or "PAGED",  # unset -> PAGED (build.py)
         "gather_context_logits": args.gather_context_logits,
         "gather_generation_logits": args.gather_generation_logits, "strongly_typed": True,
         "force_num_profiles": None, "profiling_verbosity": args.profiling_verbosity,
@@ -172,7 +172,7 @@ def build_config_from(args, ckpt: dict) -> dict:
         "max_encoder_input_len": args.max_encoder_input_len, "monitor_memory": args.monitor_memory,
         "use_mrope": False,
     }
-    # _init_max_seq_len: unset -> max_position_embeddings x rope factor (§1.2); max_input_len clipped (§1.2).
+    # _init_max_seq_len: unset -> max_position_embeddings x rope factor; max_input_len clipped (builder.py).
     if b["max_seq_len"] is None:
         factor = (ckpt.get("rotary_scaling") or {}).get("factor", 1.0)
         b["max_seq_len"] = int(math.ceil(ckpt["max_position_embeddings"] * factor))
@@ -180,28 +180,30 @@ def build_config_from(args, ckpt: dict) -> dict:
     b["max_num_tokens"] = check_max_num_tokens(b["max_num_tokens"], b["max_batch_size"], b["max_input_len"],
                                                b["max_seq_len"], plugin["remove_input_padding"],
                                                plugin["context_fmha"], plugin["tokens_per_block"])
-    # max_draft_len: the checkpoint's when the build config has 0 (§1.2, §1.4).
+    # max_draft_len: the checkpoint's when the build config has 0 (builder.py).
     if "max_draft_len" in ckpt and b["max_draft_len"] == 0:
         b["max_draft_len"] = ckpt["max_draft_len"]
     if mode != SpeculativeDecodingMode.NONE:
-        b["max_seq_len"] += b["max_draft_len"]  # (§1.2, §1.4; design contract)
+        b["max_seq_len"] += b["max_draft_len"]  # (builder.py; docs/design.md)
     if mode == SpeculativeDecodingMode.EAGLE:
         assert "num_eagle_layers" in ckpt
-        b["max_seq_len"] += ckpt["num_eagle_layers"]  # (§1.2, §1.4)
+        b["max_seq_len"] += ckpt["num_eagle_layers"]  # (builder.py)
     if mode != SpeculativeDecodingMode.NONE:
-        b["max_num_tokens"] = max(b["max_num_tokens"], b["max_batch_size"] * (b["max_draft_len"] + 1))  # (§1.2)
+        b["max_num_tokens"] = max(b["max_num_tokens"], b["max_batch_size"] * (b["max_draft_len"] + 1))  # (builder.py)
     if mode == SpeculativeDecodingMode.EAGLE:
-        # "No PP" (§5 limits table); the example converter asserts pp_size == 1 (§2.3). Whether the wheel's builder
-        # asserts it too is not known: the double refuses it here so no PP EAGLE engine can pass a test.
+        # "No PP" (docs/source/legacy/advanced/speculative-decoding.md); the example converter asserts pp_size == 1.
+        # Whether the wheel's builder asserts it too is not known: the double refuses it here so no PP EAGLE engine can
+        # pass a test.
         assert ckpt["mapping"].get("pp_size", 1) == 1, "EAGLE does not support pipeline parallelism"
-        assert b["max_batch_size"] <= EAGLE_MAX_BATCH_SIZE, "EAGLE requires max_batch_size <= 512"  # (§1.4)
-        assert b["max_draft_len"] <= EAGLE_MAX_DRAFT_LEN, "EAGLE requires max_draft_len <= 256"  # (§1.4)
-        if not plugin["use_paged_context_fmha"]:  # "Paged Context FMHA is required for EAGLE. Turning it on" (§1.2)
+        assert b["max_batch_size"] <= EAGLE_MAX_BATCH_SIZE, "EAGLE requires max_batch_size <= 512"  # (builder.py)
+        assert b["max_draft_len"] <= EAGLE_MAX_DRAFT_LEN, "EAGLE requires max_draft_len <= 256"  # (builder.py)
+        if not plugin["use_paged_context_fmha"]:  # "Paged Context FMHA is required for EAGLE. Turning it on"
+        # (builder.py)
             print("[TRT-LLM] [W] Paged Context FMHA is required for EAGLE. Turning it on")
             plugin["use_paged_context_fmha"] = True
         # EagleForCausalLM.forward asserts use_cache and a paged KV cache (source eagle/model.py).
         assert b["kv_cache_type"] == "PAGED", "EAGLE needs the paged KV cache"
-    if not plugin["context_fmha"]:  # paged context FMHA needs context FMHA (§1.2 plugin table)
+    if not plugin["context_fmha"]:  # paged context FMHA needs context FMHA (plugin.py)
         plugin["use_paged_context_fmha"] = False
     return b
 
@@ -209,13 +211,13 @@ def build_config_from(args, ckpt: dict) -> dict:
 def main() -> None:
     args = parse_arguments().parse_args()
     write_pid()
-    # Since ~0.19 the deprecation warning always prints (hasattr is always true; fact sheet §1.2, §9.3).
+    # Since ~0.19 the deprecation warning always prints (hasattr is always true; build.py).
     print("[TRT-LLM] [W] Option --gather_generation_logits is deprecated, a build flag is not required anymore. "
           "Use --output_generation_logits at runtime instead.", flush=True)
     if args.gather_all_token_logits:
         args.gather_context_logits = True
         args.gather_generation_logits = True
-    if args.gather_context_logits and args.max_draft_len > 0:  # (§1.2, §5 "Rules for all methods")
+    if args.gather_context_logits and args.max_draft_len > 0:  # (builder.py)
         raise RuntimeError("Gather context logits is not support with draft len > 0. If want to get the accepted "
                            "tokens' logits from target model, please just enable gather_generation_logits")
     os.makedirs(args.output_dir, exist_ok=True)
@@ -231,7 +233,7 @@ def main() -> None:
     world = ckpt["mapping"]["world_size"]
     out = Path(args.output_dir)
     for rank in range(world):
-        # parallel_build -> MODEL_MAP[arch].from_checkpoint(ckpt_dir, rank config): rank{N}.safetensors (§1.1, §3.1)
+        # parallel_build -> MODEL_MAP[arch].from_checkpoint(ckpt_dir, rank config): rank{N}.safetensors (build.py)
         weights = ckpt_dir / f"rank{rank}.safetensors"
         if not weights.is_file():
             raise FileNotFoundError(f"{weights} not found")
@@ -240,7 +242,7 @@ def main() -> None:
         if rank == 0 and os.environ.get("SPECBUILD_DOUBLE_BUILD_SECONDS"):
             print("[TRT-LLM] [I] building...", flush=True)
             time.sleep(float(os.environ["SPECBUILD_DOUBLE_BUILD_SECONDS"]))
-    # Engine.save: config.json = {version, pretrained_config, build_config minus dry_run/visualize_network} (§3.2)
+    # Engine.save: config.json = {version, pretrained_config, build_config minus dry_run/visualize_network} (builder.py)
     pretrained = {k: v for k, v in ckpt.items()}
     (out / "config.json").write_text(json.dumps({"version": tensorrt_llm.__version__, "pretrained_config": pretrained,
                                                  "build_config": build}, indent=4, default=int))

@@ -1,6 +1,6 @@
 """Double of tensorrt_llm.llmapi.llm_args: the LLM arguments a model.yaml may carry, per release, with the
-validators that matter for speculative decoding. Written from /work/shared/reference/trtllm-llmapi-path.md
-(§1.3, §1.4, §3.2, §3.4, §4) and tensorrt_llm/llmapi/llm_args.py itself where cited; unknown keys fail as
+validators that matter for speculative decoding, as read in NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py
+(copies of the 1.0/1.1 era and of main after 1.3.0rc3; docs/source/release-notes.md@001eaec); unknown keys fail as
 pydantic's extra="forbid" does (BaseLlmArgs.model_config, StrictBaseModel sub-configs). It validates; it computes
 nothing.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# TorchLlmArgs fields (ARGS-1.2; §3.4 lists the ones specbuild writes). `backend` is a deprecated Literal in 1.2.
+# TorchLlmArgs fields (llm_args.py of main after 1.3.0rc3). `backend` is a deprecated Literal in 1.2.
 LLM_FIELDS = {
     "model", "tokenizer", "tokenizer_mode", "skip_tokenizer_init", "trust_remote_code", "tensor_parallel_size",
     "dtype", "revision", "tokenizer_revision", "pipeline_parallel_size", "context_parallel_size", "gpus_per_node",
@@ -26,7 +26,7 @@ LLM_FIELDS = {
 }
 KV_CACHE_FIELDS = {"free_gpu_memory_fraction", "enable_block_reuse", "max_tokens", "tokens_per_block", "dtype",
                    "enable_partial_reuse", "host_cache_size", "max_attention_window"}
-CUDA_GRAPH_FIELDS = {"batch_sizes", "max_batch_size", "enable_padding"}  # 1.0 renamed padding_enabled (§1.3)
+CUDA_GRAPH_FIELDS = {"batch_sizes", "max_batch_size", "enable_padding"}  # 1.0 renamed padding_enabled (release notes)
 
 # --- the parse path of speculative_config, per release line ------------------------------------------------------
 # tensorrt_llm/llmapi/llm_args.py, update_llm_args_with_extra_dict -> DecodingBaseConfig.from_dict: the keys of the
@@ -38,8 +38,8 @@ FROM_DICT_MAPS: dict[str, frozenset[str]] = {
     # llm_args.py of the 1.1 era: 1.0's map plus "SaveState"
     "1.1": frozenset({"MTP", "Medusa", "Eagle", "Lookahead", "NGram", "DraftTarget", "SaveState", "UserProvided",
                       "AUTO"}),
-    # a 1.3.0rc3 tree (llm_args.py ~line 770, llmapi fact sheet §0): still from_dict; the keys read there (the sheet
-    # lists "Eagle, Eagle3, DraftTarget, NGram, MTP, ..."; the rest of that map is not listed, so not accepted here)
+    # a 1.3.0rc3 tree (llm_args.py ~line 770): still from_dict; the keys read there ("Eagle, Eagle3,
+    # DraftTarget, NGram, MTP, ..."; the rest of that map was not read, so not accepted here)
     "1.3.0rc3": frozenset({"Eagle", "Eagle3", "DraftTarget", "NGram", "MTP"}),
 }
 # 1.2.x: its llm_args.py was not read. The double accepts only what both neighbours accept, so that it refuses
@@ -205,8 +205,9 @@ def validate_speculative_config(config: Any, line_: str) -> list[str]:
 
 
 def _schedule_problems(schedule: Any, draft_len: Any, max_concurrency: Any, release: str) -> list[str]:
-    """ARGS-1.2: keys >= 1, values >= 0, key 1 maps to max_draft_len, values <= max_draft_len; ARGS-NEW: the
-    smallest key maps to max_draft_len and max_concurrency is mutually exclusive with it (§4.1)."""
+    """llm_args.py of main after 1.3.0rc3: keys >= 1, values >= 0, key 1 maps to max_draft_len, values <=
+    max_draft_len; later main: the smallest key maps to max_draft_len and max_concurrency is mutually exclusive with
+    it."""
     if not isinstance(schedule, dict) or not schedule:
         return ["speculative_config.draft_len_schedule must be a non-empty mapping batch size -> draft length"]
     try:
@@ -246,7 +247,8 @@ def validate(args: dict, release: str) -> list[str]:
         problems += [f"cuda_graph_config.{k}: Extra inputs are not permitted" for k in graphs
                      if k not in CUDA_GRAPH_FIELDS]
     if args.get("speculative_config") is not None:
-        # (speculation + pipeline parallelism is "No" in the feature matrix but no validator was seen: §4.7)
+        # (speculation + pipeline parallelism is "No" in the feature matrix but no validator was seen:
+        # docs/source/features/feature-combination-matrix.md@01edcea)
         problems += validate_speculative_config(args["speculative_config"], release)
     for key in ("tensor_parallel_size", "pipeline_parallel_size", "max_batch_size", "max_num_tokens"):
         if key in args and not (isinstance(args[key], int) and args[key] > 0):

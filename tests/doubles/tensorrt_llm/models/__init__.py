@@ -5,7 +5,7 @@ from tensorrt_llm.models.llama import LLaMAForCausalLM, QWenForCausalLM
 from tensorrt_llm.models.medusa import MedusaForCausalLm
 from tensorrt_llm.models.modeling_utils import PretrainedModel, QuantConfig, SpeculativeDecodingMode  # noqa: F401
 
-# tensorrt_llm/models/__init__.py MODEL_MAP: checkpoint architecture -> class (fact sheet §2.1, §2.2). trtllm-build
+# tensorrt_llm/models/__init__.py MODEL_MAP: checkpoint architecture -> class. trtllm-build
 # asserts the checkpoint's architecture is a key ("Unsupported model architecture", commands/build.py).
 MODEL_MAP = {
     "LlamaForCausalLM": LLaMAForCausalLM,

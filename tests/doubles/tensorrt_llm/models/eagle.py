@@ -6,7 +6,7 @@ from tensorrt_llm._double import infer_dtype, log_call, maybe_crash, read_hf_con
 from tensorrt_llm.mapping import Mapping
 from tensorrt_llm.models.llama import LLaMAForCausalLM, base_config, base_weights
 
-WHEEL_LOADED_EAGLE_NETS = 4  # from_hugging_face loads lm_heads with a hard-coded `for idx in range(4)` (§2.3, §9.5)
+WHEEL_LOADED_EAGLE_NETS = 4  # from_hugging_face (models/eagle/model.py): hard-coded `for idx in range(4)`
 
 
 class EagleForCausalLM(LLaMAForCausalLM):
@@ -40,7 +40,7 @@ class EagleForCausalLM(LLaMAForCausalLM):
             "norm_epsilon": head["rms_norm_eps"], "mapping": mapping.to_dict(),
             "use_parallel_embedding": use_parallel_embedding, "embedding_sharding_dim": embedding_sharding_dim,
         }
-        # EagleConfig keys (fact sheet §2.3, §3.1); max_draft_len is never set from the arguments: 63 (§2.3).
+        # EagleConfig keys (tensorrt_llm/models/eagle/config.py); max_draft_len is never set from the arguments: 63.
         config.update(num_eagle_layers=num_eagle_layers, max_non_leaves_per_layer=max_non_leaves, max_draft_len=63,
                       eagle_net_config=eagle_net)
         weights = base_weights(config)

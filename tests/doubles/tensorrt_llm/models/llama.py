@@ -11,7 +11,8 @@ from tensorrt_llm.models.modeling_utils import PretrainedModel, QuantConfig
 
 def base_config(hf: dict, architecture: str, dtype: str, mapping: Mapping, quant_config: QuantConfig | None,
                 kwargs: dict) -> dict:
-    """Checkpoint config.json common keys (fact sheet §3.1); a missing HF key raises like the real readers."""
+    """Checkpoint config.json common keys (docs/source/legacy/architecture/checkpoint.md); a missing HF key raises like
+    the real readers."""
     heads = hf["num_attention_heads"]
     return {
         "architecture": architecture,
@@ -40,7 +41,7 @@ def base_config(hf: dict, architecture: str, dtype: str, mapping: Mapping, quant
 
 def base_weights(config: dict) -> dict:
     """One rank's weights of a Llama-family TensorRT-LLM checkpoint with their real names and shapes (the module
-    tree of tensorrt_llm/models/llama/model.py, fact sheet §3.1: fused qkv, dense, fc/gate/proj, split across
+    tree of tensorrt_llm/models/llama/model.py: fused qkv, dense, fc/gate/proj, split across
     tp_size ranks; data sparse, write_safetensors)."""
     dt, h, v = config["dtype"], config["hidden_size"], config["vocab_size"]
     tp = config["mapping"].get("tp_size", 1)
@@ -61,7 +62,8 @@ def base_weights(config: dict) -> dict:
 class LLaMAForCausalLM(PretrainedModel):
     @classmethod
     def from_hugging_face(cls, hf_model_or_dir, dtype="auto", mapping=None, quant_config=None, **kwargs):
-        # Signature and known kwargs: fact sheet §2.1. Unknown kwargs become config attributes (PretrainedConfig).
+        # Signature and known kwargs: tensorrt_llm/models/llama/model.py. Unknown kwargs become config attributes
+        # (PretrainedConfig).
         write_pid()
         log_call(f"{cls.__name__}.from_hugging_face",
                  {"hf_model_or_dir": hf_model_or_dir, "dtype": dtype, "mapping": mapping, "quant_config": quant_config,
@@ -100,4 +102,5 @@ class LLaMAForCausalLM(PretrainedModel):
 
 
 class QWenForCausalLM(LLaMAForCausalLM):
-    """Qwen2/Qwen3 share the Llama-family conversion in this double (MODEL_MAP -> QWenForCausalLM, fact sheet §2.1)."""
+    """Qwen2/Qwen3 share the Llama-family conversion in this double (MODEL_MAP -> QWenForCausalLM,
+    tensorrt_llm/models/__init__.py)."""

@@ -10,7 +10,7 @@ from tensorrt_llm.models.llama import base_config, base_weights
 from tensorrt_llm.models.modeling_utils import PretrainedModel
 
 
-class MedusaForCausalLm(PretrainedModel):  # the lowercase "m" is the wheel's spelling (fact sheet §2.2)
+class MedusaForCausalLm(PretrainedModel):  # the lowercase "m" is the wheel's spelling (tensorrt_llm/models/__init__.py)
     @classmethod
     def from_hugging_face(cls, hf_model_or_dir, dtype="auto", mapping=None, quant_config=None, **kwargs):
         write_pid()
@@ -24,26 +24,26 @@ class MedusaForCausalLm(PretrainedModel):  # the lowercase "m" is the wheel's sp
         mapping = mapping or Mapping()
         hf = read_hf_config(hf_model_or_dir)
         dtype = infer_dtype(dtype, hf.get("torch_dtype"))
-        if "medusa" in hf:  # ModelOpt combined checkpoint (fact sheet §8)
+        if "medusa" in hf:  # ModelOpt combined checkpoint (examples/medusa/README.md)
             num_heads, num_layers = hf["medusa"]["num_medusa_heads"], hf["medusa"]["num_medusa_layers"]
         else:
             # `speculative_model_dir / "config.json"`: a str raises TypeError — it must be a pathlib.Path
-            # (fact sheet §2.2 caveats, §9.6).
+            # (tensorrt_llm/models/medusa/config.py).
             heads_config = json.loads(open(speculative_model_dir / "config.json").read())
             # Heads: speculative_config.num_medusa_heads (attribute access) when given, else the key
             # "num_medusa_heads", which FasterDecoding heads configs do not have: they say medusa_num_heads
-            # (fact sheet §2.2 caveats, §9.6).
+            # (tensorrt_llm/models/medusa/config.py).
             num_heads = speculative_config.num_medusa_heads if speculative_config is not None else \
                 heads_config.get("num_medusa_heads")
             num_layers = heads_config.get("medusa_num_layers")  # always from the heads' config (source)
         # MedusaConfig(max_draft_len=63): other kwargs flow into the config, so max_draft_len=N sets it (source
-        # config.py); speculative_config's fields other than num_medusa_heads are ignored (fact sheet §2.2).
+        # config.py); speculative_config's fields other than num_medusa_heads are ignored.
         max_draft_len = kwargs.pop("max_draft_len", 63)
         config = base_config(hf, "MedusaForCausalLM", dtype, mapping, quant_config, kwargs)
         config.update(num_medusa_heads=num_heads, num_medusa_layers=num_layers, max_draft_len=max_draft_len)
         weights = base_weights(config)
         # GenericMedusaForCausalLM builds range(num_medusa_heads) heads: None fails here, as in the wheel.
-        # Medusa weights are converted with hard-coded dtype='float16' (fact sheet §2.2 caveats, §9.6).
+        # Medusa weights are converted with hard-coded dtype='float16' (tensorrt_llm/models/medusa/model.py).
         if "medusa" not in hf:
             weights.update(medusa_head_weights(speculative_model_dir, num_heads, num_layers, config, "float16"))
         return cls(config, mapping.rank, weights)

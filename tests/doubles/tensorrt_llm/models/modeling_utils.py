@@ -11,7 +11,7 @@ from tensorrt_llm.quantization import QuantAlgo
 
 
 class SpeculativeDecodingMode(enum.IntFlag):
-    # Member order of the newest modeling_utils.py; auto() gives 1, 2, 4, ... (fact sheet §1.4; design contract).
+    # Member order of the newest modeling_utils.py; auto() gives 1, 2, 4, ... (docs/design.md).
     NONE = 1
     DRAFT_TOKENS_EXTERNAL = 2
     MEDUSA = 4
@@ -25,7 +25,7 @@ class SpeculativeDecodingMode(enum.IntFlag):
 
     @staticmethod
     def from_arguments(args) -> "SpeculativeDecodingMode":
-        # trtllm-build: None -> NONE, else the upper-cased CLI choice (fact sheet §1.1 step 2, §1.2).
+        # trtllm-build: None -> NONE, else the upper-cased CLI choice (tensorrt_llm/commands/build.py).
         if args.speculative_decoding_mode is None:
             return SpeculativeDecodingMode.NONE
         return SpeculativeDecodingMode[args.speculative_decoding_mode.upper()]
@@ -39,13 +39,14 @@ class QuantConfig:
     @property
     def _requires_modelopt_quantization(self) -> bool:
         # modeling_utils.py QuantConfig: FP8, NVFP4, AWQ, SQ per-channel and mixed precision go through ModelOpt
-        # calibration in <Class>.quantize() (source; the fact sheet §2.1 lists --use_fp8 among converter flags).
+        # calibration in <Class>.quantize() (source; examples/models/core/llama/convert_checkpoint.py lists --use_fp8
+        # among its flags).
         return self.quant_algo in (QuantAlgo.NVFP4, QuantAlgo.FP8, QuantAlgo.W4A16_AWQ, QuantAlgo.W4A8_AWQ,
                                    QuantAlgo.W8A8_SQ_PER_CHANNEL, QuantAlgo.MIXED_PRECISION) or \
             (self.quant_algo is None and self.kv_cache_quant_algo == QuantAlgo.FP8)
 
     def to_dict(self) -> dict:
-        # config.json quantization{quant_algo,kv_cache_quant_algo} (fact sheet §3.1)
+        # config.json quantization{quant_algo,kv_cache_quant_algo} (docs/source/legacy/architecture/checkpoint.md)
         return {"quant_algo": self.quant_algo.value if self.quant_algo else None,
                 "kv_cache_quant_algo": self.kv_cache_quant_algo.value if self.kv_cache_quant_algo else None}
 
@@ -59,7 +60,8 @@ class PretrainedModel:
         self.weights = weights
 
     def save_checkpoint(self, output_dir, save_config: bool = True) -> None:
-        # TensorRT-LLM checkpoint: config.json + rank{N}.safetensors, one per TP x PP rank (fact sheet §0, §3.1).
+        # TensorRT-LLM checkpoint: config.json + rank{N}.safetensors, one per TP x PP rank
+        # (docs/source/legacy/architecture/checkpoint.md).
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_safetensors(out / f"rank{self.rank}.safetensors", self.weights)

@@ -1,6 +1,6 @@
-"""Double of examples/eagle/convert_checkpoint.py: the flags and asserts of fact sheet §2.3.
+"""Double of examples/eagle/convert_checkpoint.py: its flags and asserts.
 
-Unlike the wheel's from_hugging_face, the script honours every EAGLE argument (§2.3: "the more reliable path").
+Unlike the wheel's from_hugging_face, the script honours every EAGLE argument (examples/eagle/README.md).
 """
 
 import argparse
@@ -30,8 +30,8 @@ def main():
     p.add_argument("--weight_only_precision", const="int8", type=str, nargs="?", default="int8",
                    choices=["int8", "int4", "int4_gptq"])
     args = p.parse_args()
-    assert args.pp_size == 1, "Pipeline parallelism is not supported."  # `assert args.pp_size == 1` (§2.3)
-    assert args.max_draft_len <= 256, "max_draft_len > 256 is not supported"  # asserted <= 256 (§2.3)
+    assert args.pp_size == 1, "Pipeline parallelism is not supported."  # `assert args.pp_size == 1`
+    assert args.max_draft_len <= 256, "max_draft_len > 256 is not supported"  # asserted <= 256
     write_pid()
     maybe_crash("convert")
     hf = read_hf_config(args.model_dir)

@@ -1,4 +1,4 @@
-"""Double of examples/medusa/convert_checkpoint.py: the flags of fact sheet §2.2; writes the §2.2 config.json."""
+"""Double of examples/medusa/convert_checkpoint.py: its flags; writes its config.json."""
 
 import argparse
 from pathlib import Path
@@ -40,7 +40,7 @@ def main():
     for rank in range(world):
         mapping = Mapping(world_size=world, rank=rank, tp_size=args.tp_size, pp_size=args.pp_size)
         config = base_config(hf, "MedusaForCausalLM", infer_dtype(args.dtype, None), mapping, quant, {})
-        # The heads count written is the CLI --num_medusa_heads, not the heads config's (fact sheet §2.2 pitfall).
+        # The heads count written is the CLI --num_medusa_heads, not the heads config's (as the real script does).
         config.update(num_medusa_heads=args.num_medusa_heads, num_medusa_layers=args.num_medusa_layers,
                       max_draft_len=args.max_medusa_token_len, model_type=args.model_type)
         weights = base_weights(config)

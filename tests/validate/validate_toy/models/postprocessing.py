@@ -1,4 +1,4 @@
-"""Toy `postprocessing`: token ids -> text (fact sheet §1.6)."""
+"""Toy `postprocessing`: token ids -> text (inflight_batcher_llm/postprocessing@v0.19.0)."""
 
 import numpy as np
 import toy_lm

@@ -1,4 +1,5 @@
-"""Toy `preprocessing`: text -> byte token ids, stop words -> the [2, L] word-list format (fact sheet §1.5)."""
+"""Toy `preprocessing`: text -> byte token ids, stop words -> the [2, L] word-list format
+(inflight_batcher_llm/preprocessing@v0.19.0)."""
 
 import numpy as np
 import toy_lm

@@ -2,8 +2,9 @@
 
 The CPU stand-in for the C++ `tensorrtllm` backend: the same config.pbtxt (only `backend: "python"` differs), the
 same parameters (gpt_model_path, decoding_mode, medusa_choices, eagle_choices, lookahead_*,
-exclude_input_in_output, max_beam_width, ...) and the same input and output tensors (repository fact sheet
-§1.3, §1.4), served by `specbuild.reference.executor.Executor`.
+exclude_input_in_output, max_beam_width, ...) and the same input and output tensors (TensorRT-LLM
+triton_backend/all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt@2a9abd95), served by
+`specbuild.reference.executor.Executor`.
 
 - In-flight batching, decoupled or not, as the C++ backend batches: `execute` enqueues and returns; one worker
   thread steps the executor, so a request that arrives while others decode joins at the next step.

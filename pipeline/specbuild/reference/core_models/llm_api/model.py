@@ -1,7 +1,7 @@
 """Triton `tensorrt_llm` of the llm-api flavour on the specbuild reference runtime (CPU, PyTorch).
 
-The CPU stand-in for NVIDIA's llmapi model (triton_backend/all_models/llmapi/tensorrt_llm/1/model.py; llmapi fact
-sheet §2-§5): the same config.pbtxt and the same `1/model.yaml`, read the same way — the file is
+The CPU stand-in for NVIDIA's llmapi model (triton_backend/all_models/llmapi/tensorrt_llm/1/model.py@b35ac1b
+in TensorRT-LLM): the same config.pbtxt and the same `1/model.yaml`, read the same way — the file is
 `<this folder>/$LLM_CONFIG_PATH` (default model.yaml), `triton_config` sets the transaction policy and max batch
 size in `auto_complete_config`, and every other key is validated as the LLM's pydantic arguments would (an unknown
 key fails model load naming it; specbuild.reference.llmapi_yaml). The Hugging Face checkpoints are loaded here (no
@@ -17,7 +17,8 @@ TensorRT-LLM's PyExecutor creates streaming responses (specbuild.reference.reque
 FINAL response with text_output ["N/A"] and "Error generating request: <e>". `stop: true` with a request id
 cancels that id's live requests (an empty id: "A request id must be provided for request cancellation"); a thread
 polls Triton's cancellation every triton_config.cancellation_check_period_ms and answers CANCELLED "Request
-cancelled by client". As NVIDIA's 2026 model (MP-NEW), a cancelled request also gets its CANCELLED FINAL response.
+cancelled by client". As NVIDIA's 2026 model (model.py@0ebb153), a cancelled request also gets its CANCELLED FINAL
+response.
 
 Threads: `execute` (Triton's), the executor thread (decodes, builds and sends responses) and the cancellation
 thread. Only one of them at a time calls into triton_python_backend_utils (`PB_LOCK`): reading a request's inputs,
@@ -375,7 +376,8 @@ class TritonPythonModel:
                 return job.request.is_cancelled()
 
     def stop_request(self, user_id, sender):
-        """`stop: true` (BK README "request cancellation"): abort the live requests with that request id."""
+        """`stop: true` (tensorrtllm_backend README.md@0b9d7d5, "request cancellation"): abort the live requests with
+        that request id."""
         if not user_id:
             with PB_LOCK:
                 sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(

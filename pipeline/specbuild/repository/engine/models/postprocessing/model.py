@@ -1,7 +1,8 @@
 """Triton `postprocessing` model (specbuild): token ids in, text out.
 
 Self-contained (numpy, transformers, triton_python_backend_utils): it runs in NVIDIA's tritonserver containers,
-where specbuild is not installed. Tensor contract: repository fact sheet §1.6, plus one output of ours.
+where specbuild is not installed. Tensor contract: tensorrtllm_backend
+all_models/inflight_batcher_llm/postprocessing/config.pbtxt@v0.19.0, plus one output of ours.
 
 Inputs: TOKENS_BATCH [batch, beams, tokens] (tensorrt_llm's output_ids), SEQUENCE_LENGTH [batch, beams].
 Outputs: OUTPUT [batch * beams] (rank 1, as upstream: a client reads text_output[0].decode()), the text of

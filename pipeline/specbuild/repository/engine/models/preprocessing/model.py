@@ -2,7 +2,7 @@
 
 Self-contained (numpy, transformers, triton_python_backend_utils, and model_parameters.py / request_checks.py
 beside it): it runs in NVIDIA's tritonserver containers, where specbuild is not installed. Tensor contract:
-repository fact sheet §1.5 and upstream's preprocessing/1/model.py.
+tensorrtllm_backend all_models/inflight_batcher_llm/preprocessing/{config.pbtxt,1/model.py}@v0.19.0.
 
 Inputs (per request row): QUERY, REQUEST_OUTPUT_LEN, and optionally DECODER_QUERY, BAD_WORDS_DICT,
 STOP_WORDS_DICT, EMBEDDING_BIAS_WORDS + EMBEDDING_BIAS_WEIGHTS, END_ID, PAD_ID, PROMPT_TABLE_EXTRA_ID; and

@@ -2,8 +2,9 @@
 lookup.
 
 Self-contained (numpy, triton_python_backend_utils and the helper files beside it): it runs in NVIDIA's
-tritonserver containers, where specbuild is not installed. Tensor contract: repository fact sheet §1.8, §4, and
-upstream's tensorrt_llm_bls (lib/decode.py, lib/triton_decoder.py).
+tritonserver containers, where specbuild is not installed. Tensor contract: TensorRT-LLM
+triton_backend/all_models/inflight_batcher_llm/tensorrt_llm_bls/config.pbtxt@bff88ea, and upstream's
+tensorrt_llm_bls (lib/decode.py@4db6828, lib/triton_decoder.py@07f3e44).
 
 Per request row (a request batch > 1 is served row by row, concurrently):
 0. The row is checked where it enters: text_input and max_tokens > 0 (upstream's wording), sampling values as

@@ -1,20 +1,20 @@
 """TEST DOUBLE of NVIDIA's llmapi Triton model (triton_backend/all_models/llmapi/tensorrt_llm/1/model.py), written
-by specbuild from /work/shared/reference/trtllm-llmapi-path.md §2.1, §2.5, §3.1-3.3. It is not NVIDIA's code.
+by specbuild from that file's behaviour at TensorRT-LLM @b35ac1b (multi-instance: @044a90d). It is not NVIDIA's code.
 
 What it does as the real one does: reads `model.yaml` (or $LLM_CONFIG_PATH) next to itself, requires
 triton_config.max_batch_size and triton_config.decoupled, passes every other key through
 `tensorrt_llm.llmapi.llm_utils.update_llm_args_with_extra_dict({}, ...)` and builds `tensorrt_llm.LLM(**args)` from
-the result (MP-1.x `_init_engine`; the double's release decides the parse path), so a model.yaml the real model
-would refuse fails model load here too. Like the multi-instance model (MP-MI, BK docs/llmapi.md:109-180) it reads
-config.pbtxt's `gpu_device_ids` ("0,1;2,3": ';' between instances) and gives each instance its group as
-CUDA_VISIBLE_DEVICES. It does not generate: every request gets an error response.
+the result (model.py@b35ac1b `_init_engine`; the double's release decides the parse path), so a model.yaml the real
+model would refuse fails model load here too. Like the multi-instance model (model.py@044a90d, tensorrtllm_backend
+docs/llmapi.md@0b9d7d5) it reads config.pbtxt's `gpu_device_ids` ("0,1;2,3": ';' between instances) and gives each
+instance its group as CUDA_VISIBLE_DEVICES. It does not generate: every request gets an error response.
 """
 
 import os
 import sys
 
 
-def _use_pythonpath():  # the stub's embedded Python ignores PYTHONPATH (triton-on-cpu fact sheet)
+def _use_pythonpath():  # the stub's embedded Python ignores PYTHONPATH (nvidia-pytriton 0.7.0)
     for entry in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
