@@ -208,3 +208,18 @@ def test_render_only_json_names_the_rendered_folders(tmp_path):
     assert repository.resolve() == (tmp_path / "render" / "trt-medusa" / "triton_repo" / "trt-medusa").resolve()
     assert (repository / "tensorrt_llm" / "config.pbtxt").is_file()
     assert [s["name"] for s in doc["steps"]][0].startswith("repository ")
+
+
+def test_a_step_prints_nothing_after_it_ended():
+    """A thread still reporting progress after its step ended (the suite's workers when a compile is interrupted)
+    prints no line after the step's own end."""
+    from specbuild.output.steps import Heartbeat
+
+    lines, now = [], [0.0]
+    beat = Heartbeat(lambda elapsed, message: lines.append(message), lambda: now[0], 10.0)
+    now[0] = 11.0
+    beat.update("running")
+    beat.close()
+    now[0] = 30.0
+    beat.update("a straggler")
+    assert lines == ["running"]

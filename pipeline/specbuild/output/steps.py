@@ -57,21 +57,27 @@ class Heartbeat:
         self.started = self.next_due = clock()
         self.next_due += interval
         self.message: str | None = None
+        self.closed = False  # the step ended: a straggler thread's update prints nothing after it
         self._lock = threading.Lock()
 
     def update(self, message: str) -> None:
         self.message = message
         self.beat()
 
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+
     def beat(self) -> None:
         with self._lock:
+            if self.closed:
+                return
             now = self.clock()
             if now < self.next_due:
                 return
             while self.next_due <= now:  # steady: one line per interval, never a burst after a stall
                 self.next_due += self.interval
-            elapsed = now - self.started
-        self.emit(elapsed, self.message)
+            self.emit(now - self.started, self.message)  # under the lock: close() waits for a line being printed
 
     def run(self, wait: Wait) -> None:
         """Beat until `wait` says the step finished (a background thread runs this during a step)."""
@@ -135,6 +141,7 @@ class Stages:
             record.status = "done"
         finally:
             finished.set()
+            heartbeat.close()
             if beater is not None:
                 beater.join()
             record.duration_s = self.clock() - start
