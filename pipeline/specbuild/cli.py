@@ -617,11 +617,18 @@ def _interrupted(e: BaseException) -> int:
     # (Python restores SIG_DFL for the handlers it installed while it finalizes; an ignored signal stays ignored).
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
+    # Objects the signal cut off half-built (a client response whose __init__ never finished) may fail in their
+    # __del__ while Python finalizes: that is not this run's outcome, and would print a traceback after it.
+    sys.unraisablehook = _ignore_after_interrupt
     if isinstance(e, Terminated):
         click.echo("terminated (SIGTERM): servers stopped, partial output removed", err=True)
         return EXIT_SIGTERM
     click.echo("interrupted", err=True)
     return EXIT_SIGINT
+
+
+def _ignore_after_interrupt(unraisable) -> None:
+    """sys.unraisablehook once a run was interrupted (see _interrupted)."""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -159,3 +159,19 @@ def test_a_signalled_compile_leaves_nothing_running(tmp_path, sig, phase):
         if c.proc.poll() is None:
             c.proc.kill()
             c.proc.wait()
+
+
+def test_an_interrupted_run_ends_with_its_own_line():
+    """After 'interrupted', an object the signal cut off half-built (geventhttpclient's response, whose __init__
+    never set `_sock`) failing in its __del__ while Python finalizes prints nothing more."""
+    import subprocess
+    import sys
+
+    code = ("from specbuild.cli import _interrupted\n"
+            "class HalfBuilt:\n"
+            "    def __del__(self):\n"
+            "        self._sock\n"
+            "kept = HalfBuilt()\n"
+            "raise SystemExit(_interrupted(KeyboardInterrupt()))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130 and done.stderr == "interrupted\n", done.stderr
