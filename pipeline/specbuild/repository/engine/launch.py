@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from specbuild.methods import method_for
 from specbuild.serve.server import LAUNCH_SCRIPT
 from specbuild.repository.engine import params
+from specbuild.repository.launch_lines import server_settings
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -31,7 +32,6 @@ SCRIPT_NAME = LAUNCH_SCRIPT
 
 def launch_script(recipe: Recipe, role: str = "target") -> str:
     info = params.launch(recipe, role)
-    t = recipe.triton
     world = int(info["world_size"])
     orchestrator = info["mode"] == "orchestrator"
     spawn = orchestrator and not info.get("disable_spawn_processes", False)
@@ -46,12 +46,7 @@ def launch_script(recipe: Recipe, role: str = "target") -> str:
         f"# Start tritonserver for this repository (specbuild recipe {recipe.name!r}, method {method_for(recipe).name}).",
         f"# {info['mode']} mode, {world} MPI rank(s): {how}.",
         "# Overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT; arguments go to rank 0 (e.g. --log-verbose=1).",
-        "set -euo pipefail",
-        'REPO="$(cd "$(dirname "$0")" && pwd)"',
-        'TRITONSERVER="$(printenv TRITONSERVER || echo /opt/tritonserver/bin/tritonserver)"',
-        f'HTTP_PORT="$(printenv HTTP_PORT || echo {t.http_port})"',
-        f'GRPC_PORT="$(printenv GRPC_PORT || echo {t.grpc_port})"',
-        f'METRICS_PORT="$(printenv METRICS_PORT || echo {t.metrics_port})"',
+        *server_settings(recipe.triton),
     ]
     if orchestrator:
         lines += ["export TRTLLM_ORCHESTRATOR=1",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specbuild.repository.launch_lines import server_settings
 from specbuild.repository.llmapi.configs import GPU_IDS_PARAMETER
 from specbuild.serve.server import LAUNCH_SCRIPT
 
@@ -56,7 +57,6 @@ def server_command(recipe, repository: str) -> list[str]:
 
 def launch_script(recipe) -> str:
     info = launch_mode(recipe)
-    t = recipe.triton
     mode = info["mode"]
     how = {"single": "one tritonserver process; the LLM spawns its own workers for tensor/pipeline parallelism",
            "multi-instance": f"{info.get('instances')} instances in one tritonserver, no MPI (gpu_device_ids in "
@@ -69,12 +69,7 @@ def launch_script(recipe) -> str:
         f"# {mode}: {how}.",
         "# Overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT, TRTLLM_LLMAPI_LAUNCH, LLMAPI_MODEL_DIR; "
         "arguments go to tritonserver.",
-        "set -euo pipefail",
-        'REPO="$(cd "$(dirname "$0")" && pwd)"',
-        'TRITONSERVER="$(printenv TRITONSERVER || echo /opt/tritonserver/bin/tritonserver)"',
-        f'HTTP_PORT="$(printenv HTTP_PORT || echo {t.http_port})"',
-        f'GRPC_PORT="$(printenv GRPC_PORT || echo {t.grpc_port})"',
-        f'METRICS_PORT="$(printenv METRICS_PORT || echo {t.metrics_port})"',
+        *server_settings(recipe.triton),
     ]
     lines += _model_files_at_start(recipe)
     server = ('"$TRITONSERVER" --model-repository="$REPO" --http-port="$HTTP_PORT" --grpc-port="$GRPC_PORT" '
