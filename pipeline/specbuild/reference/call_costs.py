@@ -1,7 +1,7 @@
 """Per-call costs of real decoding on the reference runtime, for the cost model (specbuild/cost_model.py).
 
 `CallTimer(method)` puts timers around a method's `step`, the target's forwards inside it and the step's drafting
-call (`Method.drafting`), on the instances only (nothing else changes, outputs stay identical), until `remove()`.
+call (`Decoder.drafting`), on the instances only (nothing else changes, outputs stay identical), until `remove()`.
 `measure_levels` decodes the same prompts with a speculative engine and its baseline at each concurrency level,
 taking turns, and returns one `LevelModel` per level: t(1), t(verify), t(draft), AL and the in-process speedup.
 """
@@ -18,7 +18,7 @@ from specbuild.cost_model import LevelModel, StepCosts
 if TYPE_CHECKING:
     from specbuild.reference.engine import Engine
     from specbuild.reference.executor import Executor
-    from specbuild.reference.methods import Method
+    from specbuild.reference.methods import Decoder
 
 
 @dataclass
@@ -34,7 +34,7 @@ class _Step:
 class CallTimer:
     """Timers around one method's steps, the target forwards inside them (outside drafting) and its drafting call."""
 
-    def __init__(self, method: Method):
+    def __init__(self, method: Decoder):
         self.method = method
         self.steps: list[_Step] = []
         self._current: _Step | None = None
@@ -107,7 +107,7 @@ class CallTimer:
                          verifications=sum(s.verifications for s in steps))
 
 
-def engine_method(executor: Executor) -> Method:
+def engine_method(executor: Executor) -> Decoder:
     """The method an Executor decodes its (non-external-draft) requests with."""
     return executor._groups["engine"].method
 

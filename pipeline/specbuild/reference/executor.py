@@ -27,7 +27,7 @@ from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.engine import Engine
 from specbuild.reference.kv_cache import KVCache
-from specbuild.reference.methods import REUSED_EXTRAS, Method, StepOutput, method_class
+from specbuild.reference.methods import REUSED_EXTRAS, Decoder, StepOutput, method_class
 from specbuild.reference.request import Event, Request, RequestStats, Result
 from specbuild.reference.prefix_store import PrefixStore
 from specbuild.reference.sampling import SamplingConfig  # noqa: F401 (part of this module's API)
@@ -42,7 +42,7 @@ FUSED_PREFILL_TOKENS = 8
 class _Group:
     """Requests decoded by one method, and their batch."""
 
-    method: Method
+    method: Decoder
     batch: Batch = field(default_factory=lambda: Batch([]))
 
 

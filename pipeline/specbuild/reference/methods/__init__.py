@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # Recipe method names whose module is named differently.
 ALIASES = {"none": "autoregressive"}
-# seq.state key: the extras (Method.prefix_extras) of the prefix KV reuse found for a newly admitted row
+# seq.state key: the extras (Decoder.prefix_extras) of the prefix KV reuse found for a newly admitted row
 REUSED_EXTRAS = "reused_extras"
 
 
@@ -60,8 +60,9 @@ def next_token(seq: "Sequence", logits, *, counts_as_step: bool = True) -> StepO
     return StepOutput([token], counts_as_step=counts_as_step, log_probs=seq.token_log_probs(logits[None], [token], [()]))
 
 
-class Method:
-    """Base class. Subclasses set `name` and implement `prefill` and `step`."""
+class Decoder:
+    """A decoding method of the reference runtime (the recipe side of a method is `specbuild.methods.base.Method`).
+    Subclasses set `name` and implement `prefill` and `step`."""
 
     name: ClassVar[str] = ""
     engine_mode: ClassVar[SpecMode]  # the speculative-decoding mode of the engine this method decodes with
@@ -158,7 +159,7 @@ class Method:
         return value
 
 
-def method_class(name: str) -> type[Method]:
+def method_class(name: str) -> type[Decoder]:
     """The class of a method by its recipe name (`none`, `draft_target`, `prompt_lookup`, `medusa`, ...)."""
     module_name = ALIASES.get(name, name)
     try:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from specbuild.engine_facts import SpecMode
 from specbuild.reference.batch import Batch
-from specbuild.reference.methods import Method, StepOutput, next_token
+from specbuild.reference.methods import Decoder, StepOutput, next_token
 
 
-class Autoregressive(Method):
+class Autoregressive(Decoder):
     name = "autoregressive"
     engine_mode = SpecMode.NONE
     reuses_prefix = True
     step_is_prefill = True  # one forward over each row's uncached tokens, the next token from the last
 
-    # prefill: Method.prefill (one forward over the prompt, first token from its last position)
+    # prefill: Decoder.prefill (one forward over the prompt, first token from its last position)
 
     def step(self, batch: Batch) -> list[StepOutput]:
         out = batch.feed("target", self.target, logits="last")  # each row feeds its last token

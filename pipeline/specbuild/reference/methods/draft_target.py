@@ -20,11 +20,11 @@ from specbuild.engine_facts import SpecMode
 from specbuild.reference import sampling
 from specbuild.reference.batch import Batch
 from specbuild.reference.drafters import DraftVocabHead, draft_vocab_size
-from specbuild.reference.methods import Method, StepOutput
+from specbuild.reference.methods import Decoder, StepOutput
 from specbuild.reference.verify import verify_chain
 
 
-class DraftTarget(Method):
+class DraftTarget(Decoder):
     name = "draft_target"
     engine_mode = SpecMode.DRAFT_TOKENS_EXTERNAL
     needs_draft_engine = True

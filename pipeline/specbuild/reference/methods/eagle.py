@@ -44,7 +44,7 @@ from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
 from specbuild.reference.lean.heads import LeanEagleHead
 from specbuild.reference.drafters import DraftVocabHead, draft_vocab_size
-from specbuild.reference.methods import REUSED_EXTRAS, Method, StepOutput, next_token
+from specbuild.reference.methods import REUSED_EXTRAS, Decoder, StepOutput, next_token
 from specbuild.reference.tree import (
     MC_SIM_7B_63,
     RowTree,
@@ -101,7 +101,7 @@ class _Growing:
         return self.root_feature if parent == 0 else self.feature_out[parent]
 
 
-class Eagle(Method):
+class Eagle(Decoder):
     name = "eagle"
     engine_mode = SpecMode.EAGLE
     reuses_prefix = True

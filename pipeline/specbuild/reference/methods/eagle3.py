@@ -80,7 +80,7 @@ class Eagle3(Eagle):
     schedule_caps_depth = True  # a scheduled length is the chain length / tree depth (TensorRT-LLM's max_draft_len)
 
     def __init__(self, engine, draft_engine=None, decoding=None):
-        super(Eagle, self).__init__(engine, draft_engine, decoding)  # Method.__init__: Eagle's loads an EAGLE-1 head
+        super(Eagle, self).__init__(engine, draft_engine, decoding)  # Decoder.__init__: Eagle's loads an EAGLE-1 head
         from specbuild.heads.eagle3 import load_eagle3_head, trtllm_default_layers
 
         where = self.where()

@@ -30,7 +30,7 @@ from specbuild.errors import UserError
 # (0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1): TensorRT-LLM's formula, defined once with the recipe's method
 from specbuild.methods.lookahead import lookahead_max_draft_len
 from specbuild.reference.batch import Batch
-from specbuild.reference.methods import Method, StepOutput
+from specbuild.reference.methods import Decoder, StepOutput
 from specbuild.reference.tree import (
     RowTree,
     Tree,
@@ -126,7 +126,7 @@ def jacobi_update(window: Window, step: LookaheadTree, argmax: list[int]) -> Non
     window.levels.append(top)
 
 
-class Lookahead(Method):
+class Lookahead(Decoder):
     name = "lookahead"
     engine_mode = SpecMode.LOOKAHEAD_DECODING
     reuses_prefix = True  # its window and n-gram pool come from the tokens, not from the cache

@@ -31,7 +31,7 @@ from specbuild.errors import UserError
 from specbuild.reference.batch import Batch
 from specbuild.reference.drafters import draft_vocab_size
 from specbuild.reference.lean.heads import LeanMedusaHeads
-from specbuild.reference.methods import Method, StepOutput, next_token
+from specbuild.reference.methods import Decoder, StepOutput, next_token
 from specbuild.reference.tree import (
     MC_SIM_7B_63,
     Acceptance,
@@ -75,7 +75,7 @@ def typical_accept(tree: Tree, tokens, probs: torch.Tensor, threshold: float, al
     return Acceptance(nodes=nodes, tokens=tuple(tokens[n] for n in nodes), bonus=bonus)
 
 
-class Medusa(Method):
+class Medusa(Decoder):
     name = "medusa"
     engine_mode = SpecMode.MEDUSA
     reuses_prefix = True  # the heads read the last fed position's hidden state: a reused prefix needs nothing more

@@ -15,11 +15,11 @@ from __future__ import annotations
 from specbuild.engine_facts import SpecMode
 from specbuild.standalone.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose
 from specbuild.reference.batch import Batch
-from specbuild.reference.methods import Method, StepOutput
+from specbuild.reference.methods import Decoder, StepOutput
 from specbuild.reference.verify import verify_chain
 
 
-class PromptLookup(Method):
+class PromptLookup(Decoder):
     name = "prompt_lookup"
     engine_mode = SpecMode.DRAFT_TOKENS_EXTERNAL
     reuses_prefix = True
