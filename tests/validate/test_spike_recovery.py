@@ -13,7 +13,8 @@ from specbuild.recipe.schema import Recipe
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
 from specbuild.validate.aggregate import GroupAcceptance, Interval
 from specbuild.validate.checks import ORDER
-from specbuild.validate.checks.spike_recovery import off_point, recovered, spike_concurrency
+from specbuild.recipe.adaptive import off_point
+from specbuild.validate.checks.spike_recovery import recovered, spike_concurrency
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from specbuild.standalone.draft_len_schedule import schedule_problems
+from specbuild.standalone.draft_len_schedule import draft_length, schedule_problems
 from specbuild.findings import Finding
 from specbuild.speculation import StaticTree
 from specbuild.trees import first_before_parent
@@ -37,9 +37,12 @@ def adaptive_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
         return
     full = spec.full_draft_length
     what = "tree nodes" if spec.tree is not None and spec.eagle3 is None else "draft tokens"
-    for key, message in schedule_problems(schedule, full):
+    problems = schedule_problems(schedule, full)
+    for key, message in problems:
         where = FIELD + (key,) if key is not None else FIELD
         yield Finding(where, message.replace("full draft length", f"full draft length ({what} per step)", 1))
+    if not problems:
+        yield from _spike_below_off_point(recipe, sorted(schedule.items()))
     largest = recipe.build.max_batch_size
     for key in sorted(schedule):
         if key > largest:
@@ -47,6 +50,25 @@ def adaptive_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
                           f"use a batch size <= {largest}, or raise build.max_batch_size")
     if isinstance(spec.tree, StaticTree):
         yield from _prefix_order(recipe, spec.tree)
+
+
+def off_point(points: list[tuple[int, int]]) -> int | None:
+    """The smallest number of requests in flight at which a (valid, sorted) schedule drafts nothing (None: it
+    never does)."""
+    for batch_size, _ in points:
+        if draft_length(points, batch_size) == 0:
+            return batch_size
+    return None
+
+
+def _spike_below_off_point(recipe: Recipe, points: list[tuple[int, int]]) -> Iterator[Finding]:
+    """validate's spike-and-recovery check needs a spike where the schedule drafts nothing."""
+    spike, off = recipe.validation.spike.concurrency, off_point(points)
+    if spike is not None and off is not None and spike < off:
+        yield Finding(("validation", "spike", "concurrency"), f"is {spike}, below {off}, where "
+                      f"adaptive.draft_len_schedule turns drafting off: that spike would not turn drafting off, so "
+                      f"recovery could not be checked — set it to at least {off}, or remove it (default: twice "
+                      "the off point, within build.max_batch_size)", also=(FIELD,))
 
 
 def _prefix_order(recipe: Recipe, tree: StaticTree) -> Iterator[Finding]:

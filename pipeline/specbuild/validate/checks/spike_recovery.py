@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from specbuild.standalone.draft_len_schedule import draft_length
+from specbuild.recipe.adaptive import off_point
 from specbuild.validate.aggregate import CONFIDENCE, GroupAcceptance, group_acceptance
 from specbuild.validate.checks.acceptance import PREFILL_IS_STEP, ZERO_COUNTERS
 from specbuild.validate.checks.base import FAILED, PASSED, SKIPPED, WARNED, CheckResult, SuiteContext, timed
@@ -39,14 +39,6 @@ NAME, TITLE = "spike_recovery", "Spike and recovery (drafting comes back after t
 # the spike "turned drafting off" when its draft tokens per verification step stay below this share of the
 # pre-spike ones (closed-loop clients leave a step or two with fewer requests in flight between their requests)
 OFF_SHARE = 0.5
-
-
-def off_point(points) -> int | None:
-    """The smallest number of requests in flight at which the schedule drafts nothing (None: it never does)."""
-    for batch_size, _ in points:
-        if draft_length(list(points), batch_size) == 0:
-            return batch_size
-    return None
 
 
 def spike_concurrency(configured: int | None, off: int, max_batch_size: int) -> int:
