@@ -129,7 +129,7 @@ class OutputCache:
         self.store = Store(options.cache_dir) if options.reuse else None
 
     def _stamp(self, kind: str, folder: Path, key: str, content: str | None = None) -> None:
-        record = {"key": key, "content": content} if content else step_cache.step_record(key, folder)
+        record = step_cache.step_record(key, folder, content)
         stamp(folder, {**self.manifest, "step": record}, kind)
 
     def reuse_all(self, title: str, outputs: dict[str, tuple[Path, str]], kind: str = "engine") -> bool:

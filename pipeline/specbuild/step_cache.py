@@ -15,7 +15,10 @@ Each step has a key: the SHA-256 of what it reads, as canonical JSON (`step_key`
 
 The key is recorded in the output's provenance.json (`step.key`) with the SHA-256 of the output's files
 (`step.content`). An output is reused only when both still hold: same key (nothing read has changed) and same
-content (nothing was edited, removed or half-written since). Anything else restores the output from the build
+content (nothing was edited, removed or half-written since). Hashing a 100 GB engine takes minutes, so the record
+also keeps the files' paths, sizes and modification times (`step.stats`, taken before the hash): while they are
+unchanged the content is taken as unchanged and no byte is read, as make and git's index do; a file modified
+within `RACY_NS` of the record is hashed anyway (git's "racily clean" entries). Anything else restores the output from the build
 cache (specbuild.step_store) when it holds one of that key, else runs the step again. The engines are reused
 only all together (one runtime call builds them all).
 """
@@ -24,17 +27,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from specbuild.provenance import MANIFEST
+from specbuild.provenance import MANIFEST, write_manifest
 
 FORMAT = 1
 # recipe sections a step does not read (a change there leaves its output valid)
 UNREAD = {"engines": ("validation", "triton", "deploy"), "repository": ("validation",), "validate": ()}
 # versions an engine does not depend on: the release a deployment bundle targets
 UNREAD_VERSIONS = ("tensorrt_llm_target",)
+# A file modified this close to (or after) its stats were taken may change again within one timestamp tick
+# unseen: it is hashed (coarse file systems tick in seconds).
+RACY_NS = 2_000_000_000
 
 
 def digest(value: Any) -> str:
@@ -94,33 +102,64 @@ def not_content(rel: str) -> bool:
     return rel == MANIFEST or "__pycache__" in rel.split("/") or rel.endswith(".pyc")
 
 
+def _content_files(folder: Path) -> list[tuple[str, Path]]:
+    return [(path.relative_to(folder).as_posix(), path) for path in sorted(Path(folder).rglob("*"))
+            if not not_content(path.relative_to(folder).as_posix()) and (path.is_symlink() or path.is_file())]
+
+
 def content_digest(folder: Path) -> str:
     """The SHA-256 of every file below `folder` (paths and bytes) but its provenance.json and bytecode."""
     h = hashlib.sha256()
-    for path in sorted(Path(folder).rglob("*")):
-        rel = path.relative_to(folder).as_posix()
-        if not_content(rel):
-            continue
-        if path.is_file() and not path.is_symlink():
-            h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
-        elif path.is_symlink():
+    for rel, path in _content_files(folder):
+        if path.is_symlink():
             h.update(rel.encode() + b"\0->" + str(path.readlink()).encode() + b"\0")
+        else:
+            h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
-def step_record(key: str, folder: Path) -> dict[str, str]:
-    """The `step` entry of an output's provenance.json, once the output is complete."""
-    return {"key": key, "content": content_digest(folder)}
+def _stats(folder: Path) -> tuple[str, int]:
+    """The SHA-256 of the content files' paths, sizes and modification times, and the newest of those times."""
+    h, newest = hashlib.sha256(), 0
+    for rel, path in _content_files(folder):
+        st = os.lstat(path)
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        newest = max(newest, st.st_mtime_ns)
+    return h.hexdigest(), newest
+
+
+def step_record(key: str, folder: Path, content: str | None = None) -> dict[str, Any]:
+    """The `step` entry of an output's provenance.json, once the output is complete (`content`: its digest when
+    already known, e.g. an output restored from the build cache)."""
+    taken = time.time_ns()
+    return {"key": key, "content": content or content_digest(folder), "stats": _stats(folder)[0],
+            "stats_taken_ns": taken}
 
 
 def reusable(folder: Path, key: str) -> bool:
-    """The output at `folder` was made from inputs with this key and is whole as it was written."""
+    """The output at `folder` was made from inputs with this key and is whole as it was written: its files' stats
+    as recorded (none modified within RACY_NS of the record), else their bytes (and then the record's stats are
+    brought up to date, so the next check reads none)."""
     manifest = Path(folder) / MANIFEST
     try:
-        recorded = json.loads(manifest.read_text()).get("step") or {}
+        written = json.loads(manifest.read_text())
+        recorded = written.get("step") or {}
     except (OSError, ValueError):
         return False
-    return recorded.get("key") == key and recorded.get("content") == content_digest(folder)
+    if recorded.get("key") != key:
+        return False
+    taken = time.time_ns()
+    stats, newest = _stats(folder)
+    if stats == recorded.get("stats") and newest < recorded.get("stats_taken_ns", 0) - RACY_NS:
+        return True
+    if recorded.get("content") != content_digest(folder):
+        return False
+    if newest < taken - RACY_NS:
+        try:
+            write_manifest(folder, {**written, "step": {**recorded, "stats": stats, "stats_taken_ns": taken}})
+        except OSError:
+            pass  # a read-only output is still reusable; its next check hashes it again
+    return True
 
 
 def passed_before(report: Path, key: str) -> bool:

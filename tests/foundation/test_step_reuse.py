@@ -165,3 +165,34 @@ def test_compile_reuses_a_passing_verdict_of_the_same_inputs(tmp_path):
     report = json.loads((tmp_path / "rep" / "demo-tiny" / "report.json").read_text())
     for check in report["checks"]:  # the reused tables, printed whole
         assert f"{check['summary']}" in second["stderr"]
+
+
+def _age(folder: Path, seconds: int) -> None:
+    for path in folder.rglob("*"):
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - seconds * 1_000_000_000))
+
+
+def test_an_unchanged_output_is_reused_without_reading_its_bytes(tmp_path, monkeypatch):
+    """The reuse check of a big engine must not hash it every time: while the files' stats are as recorded it
+    reads none (bounded work: content_digest calls), and an edit still counts."""
+    import specbuild.step_cache as step_cache
+
+    folder = tmp_path / "engine"
+    folder.mkdir()
+    (folder / "rank0.engine").write_bytes(b"w" * 4096)
+    (folder / "config.json").write_text("{}")
+    stamp(folder, {"step": step_record("k", folder)}, "engine")
+    hashed = []
+    real = step_cache.content_digest
+    monkeypatch.setattr(step_cache, "content_digest", lambda f: hashed.append(f) or real(f))
+
+    assert reusable(folder, "k") and len(hashed) == 1  # just written: racily clean, so hashed
+    _age(folder, 60)  # a minute later
+    assert reusable(folder, "k") and len(hashed) == 2  # hashed once more, and its stats recorded
+    assert reusable(folder, "k") and reusable(folder, "k") and len(hashed) == 2  # then no byte read
+    (folder / "rank0.engine").write_bytes(b"x" * 4096)  # same size, new bytes
+    assert not reusable(folder, "k") and len(hashed) == 3
+    (folder / "rank0.engine").write_bytes(b"w" * 4096)
+    (folder / "extra.bin").write_bytes(b"")  # a file more
+    assert not reusable(folder, "k")
