@@ -53,7 +53,7 @@ class MethodParams:
     drafted_by_bls: ClassVar[bool] = False
     # A separate draft model's engine is built beside the target's (its own Triton core model).
     has_draft_engine: ClassVar[bool] = False
-    # The token tree (when there is one) counts tree nodes per step; chains and windows count draft tokens.
+    # What full_length counts: tree nodes (Medusa, EAGLE-1/2), else draft tokens.
     drafts_tree_nodes: ClassVar[bool] = False
     # Each step drafts a chain or a tree of draft tokens (lookahead runs an n-gram window instead).
     drafts_tokens: ClassVar[bool] = True
@@ -61,10 +61,6 @@ class MethodParams:
     def carried_weights(self) -> dict[str, Path]:
         """Checkpoint folders the target engine carries beside the model, by name."""
         return {}
-
-    def bls_draft_tokens(self) -> int:
-        """Drafts proposed per round by a BLS-driven method (0 otherwise)."""
-        return 0
 
     def full_length(self, spec: Speculation) -> int | None:
         """The draft length a draft_len_schedule scales, at full length (Speculation.full_draft_length)."""
@@ -130,9 +126,6 @@ class DraftModel(MethodParams):
     tp_size: int
     fast_logits: bool
 
-    def bls_draft_tokens(self) -> int:
-        return self.num_draft_tokens
-
     def full_length(self, spec: Speculation) -> int | None:
         return self.num_draft_tokens
 
@@ -144,9 +137,6 @@ class PromptLookup(MethodParams):
     drafted_by_bls: ClassVar[bool] = True
     num_draft_tokens: int
     max_matching_ngram_size: int
-
-    def bls_draft_tokens(self) -> int:
-        return self.num_draft_tokens
 
     def full_length(self, spec: Speculation) -> int | None:
         return self.num_draft_tokens
@@ -220,11 +210,6 @@ class Speculation:
     def weights(self) -> dict[str, Path]:
         """Checkpoint folders the target engine carries beside the model, by name."""
         return self.params.carried_weights() if self.params is not None else {}
-
-    @property
-    def num_draft_tokens(self) -> int:
-        """Drafts proposed per round by a BLS-driven method (0 otherwise)."""
-        return self.params.bls_draft_tokens() if self.params is not None else 0
 
     @property
     def full_draft_length(self) -> int | None:
