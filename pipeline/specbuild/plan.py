@@ -230,7 +230,7 @@ def _render_detail(key: str, value: Any, indent: str) -> list[str]:
 def roles(recipe: Recipe) -> list[str]:
     """The engines a compile builds: the target, the draft model's engine, the baseline."""
     out = ["target"]
-    if describe(recipe).draft_model is not None:
+    if describe(recipe).has_draft_engine:
         out.append("draft")
     if recipe.builds_baseline:
         out.append("baseline")

@@ -1,15 +1,19 @@
 """The runtime-neutral description of a recipe's speculation: what is drafted, from what, and how it is verified.
 
-A method module (specbuild/methods/) turns its recipe section into one `Speculation`; each runtime translates
-that description into its own dialect in its own package (trtllm-build flags and converters, the reference
-engine folder's decoding keys, the Triton parameters of the engine-flavour repository). Frozen: nothing
-downstream edits it.
+A method module (specbuild/methods/) turns its recipe section into one `Speculation`, whose `params` is the one
+per-method value below (a tagged union: the type is the method; None without speculation). Each runtime translates
+that description into its own dialect in its own package, from one table keyed by the params' type (trtllm-build
+flags and converters, the reference engine folder's decoding keys, the Triton parameters of the engine-flavour
+repository, the llm-api flavour's model.yaml). What every caller may ask whatever the method (does the BLS draft,
+is a draft engine built, which weights travel with the target, what a draft-length schedule scales) is a member of
+`MethodParams`, answered by each method's params. Frozen: nothing downstream edits it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from specbuild.engine_facts import SpecMode
 
@@ -33,67 +37,6 @@ class DynamicTree:
     top_k: int
 
 
-@dataclass(frozen=True)
-class MedusaHeads:
-    """Medusa heads trained on the target (FasterDecoding layout; TensorRT-LLM's --medusa_model_dir)."""
-
-    path: Path
-    num_heads: int
-    num_layers: int
-
-
-@dataclass(frozen=True)
-class EagleHead:
-    """An EAGLE-1 draft head over the target's features (TensorRT-LLM's --eagle_model_dir)."""
-
-    path: Path
-    num_eagle_layers: int  # drafting steps per verification (the tree depth)
-    max_non_leaves_per_layer: int
-
-
-@dataclass(frozen=True)
-class LookaheadWindow:
-    """Lookahead decoding's (W, N, G)."""
-
-    window_size: int
-    ngram_size: int
-    verification_set_size: int
-
-
-@dataclass(frozen=True)
-class DraftModel:
-    """A separate draft model with the target's vocabulary; its engine is built beside the target's."""
-
-    path: Path
-    num_draft_tokens: int  # drafts proposed per round
-    use_draft_logits: bool  # accept by logit ratio (the engines gather generation logits)
-    tp_size: int
-    fast_logits: bool
-
-
-@dataclass(frozen=True)
-class PromptLookup:
-    """Drafts copied from the prompt and output so far, after a match of the last n-gram."""
-
-    num_draft_tokens: int
-    max_matching_ngram_size: int
-
-
-@dataclass(frozen=True)
-class Eagle3Head:
-    """An EAGLE-3 head (TensorRT-LLM's speculative_model): reads the outputs of several target layers."""
-
-    path: Path
-    layers_to_capture: tuple[int, ...] | None  # None: TensorRT-LLM's default {1, L//2 - 1, L - 4}
-
-
-@dataclass(frozen=True)
-class MtpLayers:
-    """The target's own multi-token-prediction layers."""
-
-    num_nextn_predict_layers: int
-
-
 def dynamic_tree_size(top_k: int, depth: int, max_draft_len: int) -> int:
     """Draft tokens of an EAGLE-2 tree, as TensorRT-LLM sizes it: min(K + K*K*(D-1), max_draft_len)."""
     if depth <= 0:
@@ -101,24 +44,142 @@ def dynamic_tree_size(top_k: int, depth: int, max_draft_len: int) -> int:
     return min(top_k + top_k * top_k * (depth - 1), max_draft_len)
 
 
+class MethodParams:
+    """What any method's params answer (these defaults; each method's params below override what differs). Members
+    are class attributes or methods whose names no params field uses (a dataclass would take an inherited class
+    attribute of a field's name as the field's default)."""
+
+    # The Triton BLS runs the loop (draft, then a target call carrying draft_input_ids).
+    drafted_by_bls: ClassVar[bool] = False
+    # A separate draft model's engine is built beside the target's (its own Triton core model).
+    has_draft_engine: ClassVar[bool] = False
+    # What full_length counts: tree nodes (Medusa, EAGLE-1/2), else draft tokens.
+    drafts_tree_nodes: ClassVar[bool] = False
+    # Each step drafts a chain or a tree of draft tokens (lookahead runs an n-gram window instead).
+    drafts_tokens: ClassVar[bool] = True
+
+    def carried_weights(self) -> dict[str, Path]:
+        """Checkpoint folders the target engine carries beside the model, by name."""
+        return {}
+
+    def full_length(self, spec: Speculation) -> int | None:
+        """The draft length a draft_len_schedule scales, at full length (Speculation.full_draft_length)."""
+        return spec.max_draft_len
+
+
+@dataclass(frozen=True)
+class MedusaHeads(MethodParams):
+    """Medusa heads trained on the target (FasterDecoding layout; TensorRT-LLM's --medusa_model_dir)."""
+
+    drafts_tree_nodes: ClassVar[bool] = True
+    path: Path
+    num_heads: int
+    num_layers: int
+
+    def carried_weights(self) -> dict[str, Path]:
+        return {"medusa": self.path}
+
+    def full_length(self, spec: Speculation) -> int | None:
+        return len(spec.tree.choices)  # the tree's nodes
+
+
+@dataclass(frozen=True)
+class EagleHead(MethodParams):
+    """An EAGLE-1 draft head over the target's features (TensorRT-LLM's --eagle_model_dir)."""
+
+    drafts_tree_nodes: ClassVar[bool] = True
+    path: Path
+    num_eagle_layers: int  # drafting steps per verification (the tree depth)
+    max_non_leaves_per_layer: int
+
+    def carried_weights(self) -> dict[str, Path]:
+        return {"eagle": self.path}
+
+    def full_length(self, spec: Speculation) -> int | None:
+        if isinstance(spec.tree, StaticTree):
+            return len(spec.tree.choices)  # EAGLE-1: the choices
+        return dynamic_tree_size(spec.tree.top_k, self.num_eagle_layers, spec.max_draft_len)  # EAGLE-2
+
+
+@dataclass(frozen=True)
+class LookaheadWindow(MethodParams):
+    """Lookahead decoding's (W, N, G)."""
+
+    drafts_tokens: ClassVar[bool] = False
+    window_size: int
+    ngram_size: int
+    verification_set_size: int
+
+    def full_length(self, spec: Speculation) -> int | None:
+        return None  # a step runs its (W, N, G) window rather than a draft length
+
+
+@dataclass(frozen=True)
+class DraftModel(MethodParams):
+    """A separate draft model with the target's vocabulary; its engine is built beside the target's."""
+
+    drafted_by_bls: ClassVar[bool] = True
+    has_draft_engine: ClassVar[bool] = True
+    path: Path
+    num_draft_tokens: int  # drafts proposed per round
+    use_draft_logits: bool  # accept by logit ratio (the engines gather generation logits)
+    tp_size: int
+    fast_logits: bool
+
+    def full_length(self, spec: Speculation) -> int | None:
+        return self.num_draft_tokens
+
+
+@dataclass(frozen=True)
+class PromptLookup(MethodParams):
+    """Drafts copied from the prompt and output so far, after a match of the last n-gram."""
+
+    drafted_by_bls: ClassVar[bool] = True
+    num_draft_tokens: int
+    max_matching_ngram_size: int
+
+    def full_length(self, spec: Speculation) -> int | None:
+        return self.num_draft_tokens
+
+
+@dataclass(frozen=True)
+class Eagle3Head(MethodParams):
+    """An EAGLE-3 head (TensorRT-LLM's speculative_model): reads the outputs of several target layers."""
+
+    path: Path
+    layers_to_capture: tuple[int, ...] | None  # None: TensorRT-LLM's default {1, L//2 - 1, L - 4}
+
+    def carried_weights(self) -> dict[str, Path]:
+        return {"eagle3": self.path}
+
+
+@dataclass(frozen=True)
+class MtpLayers(MethodParams):
+    """The target's own multi-token-prediction layers."""
+
+    num_nextn_predict_layers: int
+
+    def full_length(self, spec: Speculation) -> int | None:
+        return self.num_nextn_predict_layers
+
+
+# The per-method params a Speculation carries: its type is the method (None: no speculation).
+Params = MedusaHeads | EagleHead | Eagle3Head | DraftModel | PromptLookup | LookaheadWindow | MtpLayers
+
+
 @dataclass(frozen=True)
 class Speculation:
-    """One recipe's speculation. `mode` is the target engine's speculative-decoding mode; a method the engine
-    path does not have (LLM-API only) has mode None. `draft_len_schedule`: the recipe's adaptive schedule as
-    sorted (batch size, draft length) pairs (specbuild/standalone/draft_len_schedule.py), None when the length is fixed."""
+    """One recipe's speculation. `params`: the method's own values (None: no speculation). `mode` is the target
+    engine's speculative-decoding mode; a method the engine path does not have (LLM-API only) has mode None.
+    `draft_len_schedule`: the recipe's adaptive schedule as sorted (batch size, draft length) pairs
+    (specbuild/standalone/draft_len_schedule.py), None when the length is fixed."""
 
     method: str
     mode: SpecMode | None
     max_draft_len: int = 0  # draft tokens verified per step (tree nodes); the engine limit
     extra_seq_len: int = 0  # sequence slack beyond max_draft_len (EAGLE: num_eagle_layers)
     tree: StaticTree | DynamicTree | None = None
-    medusa: MedusaHeads | None = None
-    eagle: EagleHead | None = None
-    lookahead: LookaheadWindow | None = None
-    draft_model: DraftModel | None = None
-    prompt_lookup: PromptLookup | None = None
-    eagle3: Eagle3Head | None = None
-    mtp: MtpLayers | None = None
+    params: Params | None = None
     draft_len_schedule: tuple[tuple[int, int], ...] | None = None
 
     @property
@@ -128,7 +189,17 @@ class Speculation:
     @property
     def drafted_by_bls(self) -> bool:
         """The Triton BLS runs the loop (draft, then a target call carrying draft_input_ids)."""
-        return self.draft_model is not None or self.prompt_lookup is not None
+        return self.params is not None and self.params.drafted_by_bls
+
+    @property
+    def has_draft_engine(self) -> bool:
+        """A separate draft model's engine is built beside the target's."""
+        return self.params is not None and self.params.has_draft_engine
+
+    @property
+    def drafts_chain(self) -> bool:
+        """Each step drafts a chain of tokens (no token tree, no lookahead window)."""
+        return self.params is not None and self.params.drafts_tokens and self.tree is None
 
     @property
     def serving_model(self) -> str:
@@ -138,21 +209,7 @@ class Speculation:
     @property
     def weights(self) -> dict[str, Path]:
         """Checkpoint folders the target engine carries beside the model, by name."""
-        out: dict[str, Path] = {}
-        if self.medusa is not None:
-            out["medusa"] = self.medusa.path
-        if self.eagle is not None:
-            out["eagle"] = self.eagle.path
-        if self.eagle3 is not None:
-            out["eagle3"] = self.eagle3.path
-        return out
-
-    @property
-    def num_draft_tokens(self) -> int:
-        """Drafts proposed per round by a BLS-driven method (0 otherwise)."""
-        source = self.draft_model or self.prompt_lookup
-        return source.num_draft_tokens if source is not None else 0
-
+        return self.params.carried_weights() if self.params is not None else {}
 
     @property
     def full_draft_length(self) -> int | None:
@@ -161,19 +218,12 @@ class Speculation:
         depth as TensorRT-LLM counts it; MTP: its layers), the tree's node count for token trees (Medusa and
         EAGLE-1: the choices; EAGLE-2: min(K + K*K*(D-1), max_draft_len)). None for lookahead, whose step is its
         (W, N, G) window rather than a draft length."""
-        if self.lookahead is not None or not self.speculative:
-            return None
-        if self.draft_model is not None or self.prompt_lookup is not None:
-            return self.num_draft_tokens
-        if self.mtp is not None:
-            return self.mtp.num_nextn_predict_layers
-        if self.eagle3 is not None:
-            return self.max_draft_len
-        if isinstance(self.tree, StaticTree):
-            return len(self.tree.choices)
-        if isinstance(self.tree, DynamicTree) and self.eagle is not None:
-            return dynamic_tree_size(self.tree.top_k, self.eagle.num_eagle_layers, self.max_draft_len)
-        return self.max_draft_len
+        return self.params.full_length(self) if self.params is not None else None
+
+    @property
+    def full_draft_unit(self) -> str:
+        """What full_draft_length counts."""
+        return "tree nodes" if self.params is not None and self.params.drafts_tree_nodes else "draft tokens"
 
 
 NO_SPECULATION = Speculation(method="none", mode=SpecMode.NONE)

@@ -75,12 +75,12 @@ def test_pretrained_extra_of_the_tree_methods(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64, "vocab_size": 128, "num_hidden_layers": 1,
                                                       "unrelated": True}))
     eagle = Speculation(method="eagle", mode=SpecMode.EAGLE, max_draft_len=9,
-                        eagle=EagleHead(tmp_path, num_eagle_layers=3, max_non_leaves_per_layer=2))
+                        params=EagleHead(tmp_path, num_eagle_layers=3, max_non_leaves_per_layer=2))
     extra = pretrained_extra(eagle)
     assert extra["architecture"] == "EagleForCausalLM" and extra["num_eagle_layers"] == 3
     assert extra["eagle_net_config"] == {"architecture": "LlamaForCausalLM", "hidden_size": 64, "vocab_size": 128,
                                          "num_hidden_layers": 1}
-    medusa = Speculation(method="medusa", mode=SpecMode.MEDUSA, max_draft_len=5, medusa=MedusaHeads(tmp_path, 4, 1))
+    medusa = Speculation(method="medusa", mode=SpecMode.MEDUSA, max_draft_len=5, params=MedusaHeads(tmp_path, 4, 1))
     assert pretrained_extra(medusa) == {"architecture": "MedusaForCausalLM", "max_draft_len": 5,
                                         "num_medusa_heads": 4, "num_medusa_layers": 1}
     assert pretrained_extra(Speculation(method="none", mode=SpecMode.NONE)) == {}

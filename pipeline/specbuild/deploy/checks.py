@@ -87,7 +87,7 @@ def _engine_world_findings(recipe: Recipe) -> Iterator[Finding]:
     per_node = d.gpus_per_node
     world = b.tp_size * b.pp_size
     where = ("deploy", "gpus_per_node")
-    if describe(recipe).draft_model is not None:
+    if describe(recipe).has_draft_engine:
         if world > per_node:
             yield Finding(where, f"is {per_node} but the draft-target target has tp_size * pp_size = {world}: "
                           "draft-target runs in orchestrator mode, which spawns its workers on one node — use nodes "

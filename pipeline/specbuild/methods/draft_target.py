@@ -61,7 +61,7 @@ class DraftTarget(Method):
         draft = DraftModel(recipe.checkpoint_dir(spec.checkpoint), spec.num_draft_tokens, spec.use_draft_logits,
                            spec.tp_size, spec.fast_logits)
         return Speculation(method=self.name, mode=SpecMode.DRAFT_TOKENS_EXTERNAL, max_draft_len=spec.max_draft_len,
-                           draft_model=draft)
+                           params=draft)
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: DraftTargetConfig = recipe.speculation

@@ -74,7 +74,7 @@ class Eagle(Method):
         head = EagleHead(recipe.checkpoint_dir(spec.checkpoint), spec.num_eagle_layers, spec.max_non_leaves_per_layer)
         # builder.py: max_seq_len += max_draft_len + num_eagle_layers for EAGLE
         return Speculation(method=self.name, mode=SpecMode.EAGLE, max_draft_len=spec.max_draft_len,
-                           extra_seq_len=spec.num_eagle_layers, tree=tree, eagle=head)
+                           extra_seq_len=spec.num_eagle_layers, tree=tree, params=head)
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: EagleConfig = recipe.speculation

@@ -138,7 +138,7 @@ class Eagle3(Method):
         head = Eagle3Head(recipe.checkpoint_dir(spec.checkpoint),
                           tuple(spec.layers_to_capture) if spec.layers_to_capture is not None else None)
         tree = DynamicTree(spec.dynamic_tree.top_k) if spec.dynamic_tree is not None else None
-        return Speculation(method=self.name, mode=None, max_draft_len=spec.max_draft_len, tree=tree, eagle3=head)
+        return Speculation(method=self.name, mode=None, max_draft_len=spec.max_draft_len, tree=tree, params=head)
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: Eagle3Config = recipe.speculation

@@ -48,7 +48,7 @@ class Lookahead(Method):
         spec: LookaheadConfig = recipe.speculation
         window = LookaheadWindow(spec.window_size, spec.ngram_size, spec.verification_set_size)
         return Speculation(method=self.name, mode=SpecMode.LOOKAHEAD_DECODING,
-                           max_draft_len=spec.derived_max_draft_len, lookahead=window)
+                           max_draft_len=spec.derived_max_draft_len, params=window)
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: LookaheadConfig = recipe.speculation

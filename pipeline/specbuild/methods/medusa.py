@@ -54,7 +54,7 @@ class Medusa(Method):
         spec: MedusaConfig = recipe.speculation
         return Speculation(method=self.name, mode=SpecMode.MEDUSA, max_draft_len=spec.max_draft_len,
                            tree=StaticTree(tuple(tuple(p) for p in spec.choices)),
-                           medusa=MedusaHeads(recipe.checkpoint_dir(spec.checkpoint), spec.num_heads, spec.num_layers))
+                           params=MedusaHeads(recipe.checkpoint_dir(spec.checkpoint), spec.num_heads, spec.num_layers))
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: MedusaConfig = recipe.speculation

@@ -55,7 +55,7 @@ class Mtp(Method):
 
     def describe(self, recipe) -> Speculation:
         n = recipe.speculation.num_nextn_predict_layers
-        return Speculation(method=self.name, mode=None, max_draft_len=n, mtp=MtpLayers(n))
+        return Speculation(method=self.name, mode=None, max_draft_len=n, params=MtpLayers(n))
 
     def file_checks(self, recipe) -> Iterator[Finding]:
         cfg = read_hf_config(recipe.model_dir) or {}

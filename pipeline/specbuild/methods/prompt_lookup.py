@@ -37,7 +37,7 @@ class PromptLookup(Method):
     def describe(self, recipe) -> Speculation:
         spec: PromptLookupConfig = recipe.speculation
         return Speculation(method=self.name, mode=SpecMode.DRAFT_TOKENS_EXTERNAL, max_draft_len=spec.max_draft_len,
-                           prompt_lookup=PromptLookupDrafts(spec.max_draft_len, spec.max_matching_ngram_size))
+                           params=PromptLookupDrafts(spec.max_draft_len, spec.max_matching_ngram_size))
 
     def checks(self, recipe) -> Iterator[Finding]:
         if not recipe.build.use_paged_context_fmha:

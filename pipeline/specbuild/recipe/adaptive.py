@@ -32,11 +32,11 @@ def adaptive_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
         yield Finding(FIELD, "sets draft lengths but speculation.method is none — remove adaptive or choose a "
                       "speculative method")
         return
-    if spec.lookahead is not None:
+    full = spec.full_draft_length
+    if full is None:  # lookahead: no draft length to scale (Speculation.full_draft_length)
         yield Finding(FIELD, LOOKAHEAD_REFUSAL, also=(("speculation", "method"),))
         return
-    full = spec.full_draft_length
-    what = "tree nodes" if spec.tree is not None and spec.eagle3 is None else "draft tokens"
+    what = spec.full_draft_unit
     problems = schedule_problems(schedule, full)
     for key, message in problems:
         where = FIELD + (key,) if key is not None else FIELD

@@ -65,7 +65,7 @@ def draft_chain_findings(recipe: Recipe, spec) -> Iterator[Finding]:
     """A chain of drafts (no tree, no lookahead window) fits the sequence (specbuild/bounds.py), reported on the
     first field of the speculation section that sets its length too long (draft-target's max_draft_len defaults
     to num_draft_tokens: one finding, not two)."""
-    if not spec.speculative or spec.tree is not None or spec.lookahead is not None:
+    if not spec.drafts_chain:
         return
     section = recipe.speculation
     for name in CHAIN_FIELDS:

@@ -300,7 +300,7 @@ def spans_nodes(recipe, spec) -> bool:
     """The target's world (tp * pp ranks) is larger than one node (draft-target never is: its orchestrator spawns
     the workers on one node)."""
     b = recipe.build
-    return b.tp_size * b.pp_size > recipe.deploy.gpus_per_node and spec.draft_model is None
+    return b.tp_size * b.pp_size > recipe.deploy.gpus_per_node and not spec.has_draft_engine
 
 
 def expected_gpu_id_count(recipe, spec) -> int:

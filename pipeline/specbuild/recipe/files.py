@@ -17,6 +17,7 @@ from specbuild.methods.weights import weights_findings
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
 from specbuild.recipe.schema import DEFAULT_CATEGORY
+from specbuild.speculation import DraftModel
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -119,7 +120,7 @@ def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
 def _skipped(recipe: Recipe) -> Iterator[str]:
     """What the file checks could not load on this machine (each folder once)."""
     folders = {recipe.tokenizer_dir}
-    if (draft := describe(recipe).draft_model) is not None:
+    if isinstance(draft := describe(recipe).params, DraftModel):
         folders.add(draft.path)
     for folder in sorted(folders):
         if (why := tokenizer_skipped(folder)) is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from specbuild.findings import Finding
+from specbuild.speculation import DraftModel
 
 
 def reference_findings(recipe, spec) -> Iterator[Finding]:
@@ -17,14 +18,18 @@ def reference_findings(recipe, spec) -> Iterator[Finding]:
     if b.quantization != "none":
         yield Finding(("build", "quantization"), "quantization is a TensorRT-LLM conversion option; the "
                       "reference runtime computes in float32 — set quantization: none or runtime: tensorrt-llm")
-    draft = spec.draft_model
-    if draft is not None and draft.tp_size != 1:
+    if isinstance(spec.params, DraftModel):
+        yield from _draft_findings(spec.params)
+
+
+def _draft_findings(draft: DraftModel) -> Iterator[Finding]:
+    if draft.tp_size != 1:
         yield Finding(("speculation", "tp_size"), "the reference runtime runs the draft in one CPU process — set "
                       "tp_size: 1")
-    if draft is not None and draft.use_draft_logits:
+    if draft.use_draft_logits:
         yield Finding(("speculation", "use_draft_logits"), "the reference runtime's Triton models return no "
                       "generation logits, so the BLS cannot send draft logits — set use_draft_logits: false "
                       "(token-comparison acceptance is lossless too), or use runtime: tensorrt-llm")
-    elif draft is not None and draft.fast_logits:
+    elif draft.fast_logits:
         yield Finding(("speculation", "fast_logits"), "fast logits is a GPU-to-GPU transfer of TensorRT-LLM — "
                       "remove it for runtime: reference")

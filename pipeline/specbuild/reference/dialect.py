@@ -10,32 +10,49 @@ from typing import Any, Callable
 
 from specbuild.standalone import draft_len_schedule
 from specbuild.engine_facts import SpecMode
-from specbuild.speculation import DynamicTree, Speculation, StaticTree
+from specbuild.speculation import (DraftModel, DynamicTree, EagleHead, LookaheadWindow, MedusaHeads, PromptLookup,
+                                   Speculation, StaticTree)
 
 LOOKAHEAD_KEYS = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
 
 
+def _medusa(spec: Speculation, heads: MedusaHeads) -> dict[str, Any]:
+    return {"medusa_choices": spec.tree.as_lists(), "num_medusa_heads": heads.num_heads}
+
+
+def _eagle(spec: Speculation, head: EagleHead) -> dict[str, Any]:
+    out: dict[str, Any] = {"num_eagle_layers": head.num_eagle_layers,
+                           "max_non_leaves_per_layer": head.max_non_leaves_per_layer}
+    if isinstance(spec.tree, DynamicTree):
+        out.update(eagle_use_dynamic_tree=True, eagle_dynamic_tree_max_top_k=spec.tree.top_k)
+    elif isinstance(spec.tree, StaticTree):
+        out.update(eagle_choices=spec.tree.as_lists())
+    return out
+
+
+def _draft_model(spec: Speculation, draft: DraftModel) -> dict[str, Any]:
+    return {"num_draft_tokens": draft.num_draft_tokens, "use_draft_logits": draft.use_draft_logits}
+
+
+def _prompt_lookup(spec: Speculation, drafts: PromptLookup) -> dict[str, Any]:
+    return {"max_draft_len": drafts.num_draft_tokens, "max_matching_ngram_size": drafts.max_matching_ngram_size}
+
+
+def _lookahead(spec: Speculation, w: LookaheadWindow) -> dict[str, Any]:
+    return dict(zip(LOOKAHEAD_KEYS, (w.window_size, w.ngram_size, w.verification_set_size)))
+
+
+# The engine folder's decoding keys per method (by params type). Methods not here have no engine folder of the
+# reference runtime: EAGLE-3 and MTP exist in the llm-api flavour only (repository/engine/flavour.py refuses them).
+DECODING: dict[type, Callable[[Speculation, Any], dict[str, Any]]] = {
+    MedusaHeads: _medusa, EagleHead: _eagle, DraftModel: _draft_model, PromptLookup: _prompt_lookup,
+    LookaheadWindow: _lookahead}
+
+
 def decoding(spec: Speculation) -> dict[str, Any]:
     """Runtime defaults the target engine folder records under specbuild.decoding."""
-    out: dict[str, Any] = {}
-    if spec.medusa is not None:
-        out.update(medusa_choices=spec.tree.as_lists(), num_medusa_heads=spec.medusa.num_heads)
-    if spec.eagle is not None:
-        out.update(num_eagle_layers=spec.eagle.num_eagle_layers,
-                   max_non_leaves_per_layer=spec.eagle.max_non_leaves_per_layer)
-        if isinstance(spec.tree, DynamicTree):
-            out.update(eagle_use_dynamic_tree=True, eagle_dynamic_tree_max_top_k=spec.tree.top_k)
-        elif isinstance(spec.tree, StaticTree):
-            out.update(eagle_choices=spec.tree.as_lists())
-    if spec.draft_model is not None:
-        out.update(num_draft_tokens=spec.draft_model.num_draft_tokens,
-                   use_draft_logits=spec.draft_model.use_draft_logits)
-    if spec.prompt_lookup is not None:
-        out.update(max_draft_len=spec.prompt_lookup.num_draft_tokens,
-                   max_matching_ngram_size=spec.prompt_lookup.max_matching_ngram_size)
-    if spec.lookahead is not None:
-        w = spec.lookahead
-        out.update(zip(LOOKAHEAD_KEYS, (w.window_size, w.ngram_size, w.verification_set_size)))
+    keys = DECODING.get(type(spec.params))
+    out: dict[str, Any] = keys(spec, spec.params) if keys is not None else {}
     if spec.draft_len_schedule:  # the draft length per number of requests in flight (read by every method)
         out[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(spec.draft_len_schedule)
     return out

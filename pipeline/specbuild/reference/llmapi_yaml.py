@@ -22,7 +22,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, confloat
 
@@ -139,9 +139,6 @@ class NGramConfig(_Decoding):
     is_keep_all: bool = True
     is_use_oldest: bool = True
     is_public_pool: bool = True
-
-
-SPECULATIVE_CONFIGS = {"eagle3": Eagle3Config, "draft_target": DraftTargetConfig, "prompt_lookup": NGramConfig}
 
 
 class LlmArgs(_Strict):
@@ -356,6 +353,59 @@ def _derived_max_seq_len(positions: int | None, model_dir: Path, path: Path) -> 
     return positions
 
 
+Read = tuple[dict[str, Any], Path | None, Path | None]  # (decoding keys, draft folder, head folder)
+
+
+def _prompt_lookup(cfg: NGramConfig, k: int, path: Path, where: str) -> Read:
+    if cfg.max_matching_ngram_size < 1:
+        raise ModelYamlError(f"{path}: {where}.max_matching_ngram_size is 0 (the <= 1.1 default) — set it to "
+                             "the longest n-gram to match, e.g. 2")
+    return {"max_draft_len": k, "max_matching_ngram_size": int(cfg.max_matching_ngram_size)}, None, None
+
+
+def _draft_target(cfg: DraftTargetConfig, k: int, path: Path, where: str) -> Read:
+    if cfg.draft_model is None:
+        raise ModelYamlError(f"{path}: {where}.speculative_model is required for DraftTarget — give the draft "
+                             "model's folder")
+    return {"num_draft_tokens": k}, _local_folder(cfg.draft_model, path, f"{where}.speculative_model"), None
+
+
+def _eagle3(cfg: Eagle3Config, k: int, path: Path, where: str) -> Read:
+    if cfg.draft_model is None:
+        raise ModelYamlError(f"{path}: {where}.speculative_model: Draft model must be provided for EAGLE — give "
+                             "the EAGLE-3 head's folder")
+    if not cfg.eagle3_one_model:
+        raise ModelYamlError(f"{path}: {where}.eagle3_one_model is false (the deprecated two-model EAGLE-3); the "
+                             "reference runtime runs the one-model worker — set it true or remove it")
+    if cfg.use_dynamic_tree and cfg.dynamic_tree_max_topK is None:
+        raise ModelYamlError(f"{path}: {where}.use_dynamic_tree needs dynamic_tree_max_topK > 0")
+    head = _local_folder(cfg.draft_model, path, f"{where}.speculative_model")
+    decoding: dict[str, Any] = {"max_draft_len": k}
+    if cfg.eagle3_layers_to_capture is not None:
+        decoding["eagle3_layers_to_capture"] = sorted(set(cfg.eagle3_layers_to_capture))
+    if cfg.use_dynamic_tree or cfg.dynamic_tree_max_topK is not None:
+        decoding.update(use_dynamic_tree=True, dynamic_tree_max_top_k=int(cfg.dynamic_tree_max_topK))
+        if cfg.max_total_draft_tokens is not None:
+            decoding["max_total_draft_tokens"] = int(cfg.max_total_draft_tokens)
+    return decoding, None, head
+
+
+@dataclass(frozen=True)
+class _Rehearsed:
+    """How the rehearsal reads one method's speculative_config: its config class, TensorRT-LLM's name for it in
+    messages, and the reader of its decoding keys and folders."""
+
+    config: type[_Decoding]
+    name: str
+    read: Callable[[Any, int, Path, str], Read]
+
+
+# The speculative_config of each method the rehearsal runs, by specbuild method (DECODING_TYPES names them)
+REHEARSED = {"eagle3": _Rehearsed(Eagle3Config, "Eagle", _eagle3),
+             "draft_target": _Rehearsed(DraftTargetConfig, "DraftTarget", _draft_target),
+             "prompt_lookup": _Rehearsed(NGramConfig, "NGram", _prompt_lookup)}
+
+
 def _speculation(raw: dict | None, path: Path):
     """(method, max_draft_len, decoding keys, draft folder, head folder, decoding_type) of speculative_config."""
     if raw is None:
@@ -369,41 +419,13 @@ def _speculation(raw: dict | None, path: Path):
         known = ", ".join(DECODING_TYPES)
         raise ModelYamlError(f"{path}: {where}.decoding_type={decoding_type!r} is not one the reference runtime serves "
                              f"(Invalid decoding type) — use one of {known}")
-    cfg = _validate(SPECULATIVE_CONFIGS[method], raw, path, f"{where}.")
-    name = {"eagle3": "Eagle", "draft_target": "DraftTarget", "prompt_lookup": "NGram"}[method]
+    rehearsed = REHEARSED[method]
+    cfg = _validate(rehearsed.config, raw, path, f"{where}.")
     if not cfg.max_draft_len:  # every linear type's validator (llm_args.py)
-        raise ModelYamlError(f"{path}: {where}.max_draft_len must be > 0 for {name} — give the draft length")
+        raise ModelYamlError(f"{path}: {where}.max_draft_len must be > 0 for {rehearsed.name} — give the draft length")
     k = int(cfg.max_draft_len)
     schedule = _load_schedule(cfg, k, path, where)
-    draft = head = None
-    if method == "prompt_lookup":
-        if cfg.max_matching_ngram_size < 1:
-            raise ModelYamlError(f"{path}: {where}.max_matching_ngram_size is 0 (the <= 1.1 default) — set it to "
-                                 "the longest n-gram to match, e.g. 2")
-        decoding = {"max_draft_len": k, "max_matching_ngram_size": int(cfg.max_matching_ngram_size)}
-    elif method == "draft_target":
-        if cfg.draft_model is None:
-            raise ModelYamlError(f"{path}: {where}.speculative_model is required for DraftTarget — give the draft "
-                                 "model's folder")
-        draft = _local_folder(cfg.draft_model, path, f"{where}.speculative_model")
-        decoding = {"num_draft_tokens": k}
-    else:
-        if cfg.draft_model is None:
-            raise ModelYamlError(f"{path}: {where}.speculative_model: Draft model must be provided for EAGLE — give "
-                                 "the EAGLE-3 head's folder")
-        if not cfg.eagle3_one_model:
-            raise ModelYamlError(f"{path}: {where}.eagle3_one_model is false (the deprecated two-model EAGLE-3); the "
-                                 "reference runtime runs the one-model worker — set it true or remove it")
-        if cfg.use_dynamic_tree and cfg.dynamic_tree_max_topK is None:
-            raise ModelYamlError(f"{path}: {where}.use_dynamic_tree needs dynamic_tree_max_topK > 0")
-        head = _local_folder(cfg.draft_model, path, f"{where}.speculative_model")
-        decoding = {"max_draft_len": k}
-        if cfg.eagle3_layers_to_capture is not None:
-            decoding["eagle3_layers_to_capture"] = sorted(set(cfg.eagle3_layers_to_capture))
-        if cfg.use_dynamic_tree or cfg.dynamic_tree_max_topK is not None:
-            decoding.update(use_dynamic_tree=True, dynamic_tree_max_top_k=int(cfg.dynamic_tree_max_topK))
-            if cfg.max_total_draft_tokens is not None:
-                decoding["max_total_draft_tokens"] = int(cfg.max_total_draft_tokens)
+    decoding, draft, head = rehearsed.read(cfg, k, path, where)
     if schedule is not None:
         decoding[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(schedule)
     return method, k, decoding, draft, head, decoding_type

@@ -43,7 +43,7 @@ class ReferenceRuntime(EngineFlavour):
             target = role == "target"
             steps.append(ReferenceEngineStep(
                 role=role,
-                model_dir=spec.draft_model.path if role == "draft" else recipe.model_dir,
+                model_dir=spec.params.path if role == "draft" else recipe.model_dir,  # the DraftModel's
                 tokenizer_dir=None if role == "draft" else recipe.tokenizer_dir,
                 method=spec.method if target else "none",
                 mode=expected_limits(recipe, spec, role).speculative_decoding_mode,

@@ -10,9 +10,16 @@ from specbuild.findings import Finding
 from specbuild.recipe.deploy import expected_gpu_id_count, spans_nodes
 from specbuild.checkpoint_files import architecture
 from specbuild.runtimes.base import BuildOptions
-from specbuild.speculation import DynamicTree, Speculation
-from specbuild.trtllm.converters import EAGLE_ARCHITECTURES, MEDUSA_MODEL_TYPES, TRTLLM_MODEL_CLASSES, wheel_limits
+from specbuild.speculation import DraftModel, DynamicTree, EagleHead, MedusaHeads, Speculation
+from specbuild.trtllm.converters import (EAGLE_ARCHITECTURES, MEDUSA_MODEL_TYPES, TARGET_CONVERTERS, TRTLLM_MODEL_CLASSES,
+                                         wheel_limits)
 
+# The targets each method's engine-path converter takes (by params type), and the refusal of another
+TARGET_ARCHITECTURES = {
+    MedusaHeads: (MEDUSA_MODEL_TYPES, "TensorRT-LLM's Medusa supports llama, mixtral and qwen2 targets, not {arch} — "
+                  "use runtime: reference or another method"),
+    EagleHead: (EAGLE_ARCHITECTURES, "TensorRT-LLM's engine-path EAGLE covers Llama-architecture targets only "
+                "(TensorRT-LLM #10396) — use runtime: reference or another method")}
 EXAMPLES_HINT = "pass --trtllm-examples DIR (e.g. /app/examples in the NGC container) to use TensorRT-LLM's example converter"
 
 
@@ -49,22 +56,22 @@ def recipe_findings(recipe, spec: Speculation, options: BuildOptions) -> Iterato
                       also=(("build", "tp_size"), ("build", "pp_size")))
     if len(set(t.gpu_device_ids)) != len(t.gpu_device_ids):
         yield Finding(("triton", "gpu_device_ids"), "lists a GPU twice — each rank needs its own GPU")
-    draft = spec.draft_model
-    if draft is not None:
-        ids = recipe.draft_gpu_device_ids
-        if len(ids) != draft.tp_size:
-            where = ("triton", "draft_gpu_device_ids") if t.draft_gpu_device_ids else ("speculation", "tp_size")
-            yield Finding(where, f"the draft has tp_size {draft.tp_size} but {len(ids)} GPU id(s) "
-                          f"({ids}) — give triton.draft_gpu_device_ids with {draft.tp_size} id(s)")
-    elif t.draft_gpu_device_ids is not None:
-        yield Finding(("triton", "draft_gpu_device_ids"), f"only draft_target has a draft engine, not "
-                      f"{spec.method} — remove it")
+    match spec.params:
+        case DraftModel() as draft:
+            ids = recipe.draft_gpu_device_ids
+            if len(ids) != draft.tp_size:
+                where = ("triton", "draft_gpu_device_ids") if t.draft_gpu_device_ids else ("speculation", "tp_size")
+                yield Finding(where, f"the draft has tp_size {draft.tp_size} but {len(ids)} GPU id(s) "
+                              f"({ids}) — give triton.draft_gpu_device_ids with {draft.tp_size} id(s)")
+        case _ if t.draft_gpu_device_ids is not None:
+            yield Finding(("triton", "draft_gpu_device_ids"), f"only draft_target has a draft engine, not "
+                          f"{spec.method} — remove it")
     if recipe.validation.sampling is not None:
         yield Finding(("validation", "sampling"), sampling_refusal(spec))
-    if b.quantization == "fp8" and (spec.medusa is not None or spec.eagle is not None):
+    if b.quantization == "fp8" and type(spec.params) in TARGET_CONVERTERS:  # Medusa, EAGLE
         yield Finding(("build", "quantization"), f"fp8 {spec.method} goes through examples/quantization/quantize.py, "
                       "which specbuild does not drive — use none, int8_weight_only or int4_weight_only")
-    if spec.eagle is not None and b.kv_cache_type != "paged":
+    if isinstance(spec.params, EagleHead) and b.kv_cache_type != "paged":
         yield Finding(("build", "kv_cache_type"), "EAGLE engines need the paged KV cache (EagleForCausalLM.forward "
                       "asserts it) — set kv_cache_type: paged")
     if isinstance(spec.tree, DynamicTree):
@@ -83,14 +90,11 @@ def file_findings(recipe, spec: Speculation) -> Iterator[Finding]:
     if arch is not None and arch not in TRTLLM_MODEL_CLASSES:
         yield Finding(("model", "checkpoint"), f"architecture {arch} has no TensorRT-LLM engine-path class known to "
                       f"specbuild (supported: {supported}) — use runtime: reference, or a supported model")
-    if spec.draft_model is not None:
-        draft_arch = architecture(spec.draft_model.path)
+    if isinstance(spec.params, DraftModel):
+        draft_arch = architecture(spec.params.path)
         if draft_arch is not None and draft_arch not in TRTLLM_MODEL_CLASSES:
             yield Finding(("speculation", "checkpoint"), f"the draft's architecture {draft_arch} has no TensorRT-LLM "
                           f"engine-path class known to specbuild (supported: {supported}) — pick a supported draft")
-    if spec.medusa is not None and arch is not None and arch not in MEDUSA_MODEL_TYPES:
-        yield Finding(("model", "checkpoint"), f"TensorRT-LLM's Medusa supports llama, mixtral and qwen2 targets, not "
-                      f"{arch} — use runtime: reference or another method")
-    if spec.eagle is not None and arch is not None and arch not in EAGLE_ARCHITECTURES:
-        yield Finding(("model", "checkpoint"), "TensorRT-LLM's engine-path EAGLE covers Llama-architecture targets "
-                      "only (TensorRT-LLM #10396) — use runtime: reference or another method")
+    targets = TARGET_ARCHITECTURES.get(type(spec.params))
+    if targets is not None and arch is not None and arch not in targets[0]:
+        yield Finding(("model", "checkpoint"), targets[1].format(arch=arch))

@@ -1,5 +1,5 @@
 """How a Hugging Face checkpoint becomes a TensorRT-LLM checkpoint (TensorRT-LLM examples/*/convert_checkpoint.py), per
-speculative mode.
+speculative method.
 
 Two paths: the wheel's model classes (`<Class>.from_hugging_face`, driven by convert_worker in a child process),
 or an examples/ convert_checkpoint.py from the TensorRT-LLM tree given with --trtllm-examples. The wheel's
@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 from specbuild.checkpoint_files import architecture
-from specbuild.speculation import Speculation
+from specbuild.speculation import EagleHead, MedusaHeads, Speculation
 
 # tensorrt_llm/models/__init__.py MODEL_MAP: HF architecture -> TensorRT-LLM class.
 TRTLLM_MODEL_CLASSES: dict[str, str] = {
@@ -64,34 +63,42 @@ def plain_converter(folder: Path) -> Converter:
                      reason="the wheel's from_hugging_face is reliable for plain decoder models")
 
 
-def wheel_limits(recipe, spec: Speculation) -> list[tuple[tuple, str]]:
-    """Why this recipe cannot use the wheel's converter for its target: (field path, reason) pairs."""
+def _medusa_wheel_limits(recipe, spec: Speculation) -> list[tuple[tuple, str]]:
     out = []
-    quantized = recipe.build.quantization != "none"
-    if spec.medusa is not None:
-        if recipe.model.dtype != "float16":
-            out.append((("model", "dtype"), f"{recipe.model.dtype} with Medusa: the wheel's MedusaForCausalLm."
-                        "from_hugging_face converts weights as float16 whatever dtype is asked (tensorrt_llm/"
-                        "models/medusa/model.py)"))
-        if quantized:
-            out.append((("build", "quantization"), f"{recipe.build.quantization} with Medusa: the wheel's "
-                        "MedusaForCausalLm.from_hugging_face converts the weights unquantized (float16) while the "
-                        "checkpoint config would claim the quantization"))
-    if spec.eagle is not None:
-        if (spec.eagle.num_eagle_layers, spec.max_draft_len) != (EAGLE_WHEEL_LAYERS, EAGLE_WHEEL_DRAFT_LEN):
-            out.append((("speculation", "num_eagle_layers"), f"EAGLE with num_eagle_layers "
-                        f"{spec.eagle.num_eagle_layers} and max_draft_len {spec.max_draft_len}: the wheel's "
-                        "EagleForCausalLM.from_hugging_face loads exactly 4 layers and leaves max_draft_len at 63 "
-                        "(tensorrt_llm/models/eagle/model.py)"))
-        if quantized:
-            out.append((("build", "quantization"), f"{recipe.build.quantization} with EAGLE: examples/eagle/"
-                        "convert_checkpoint.py handles quantized weights; the wheel's EagleForCausalLM path is only "
-                        "known to work unquantized"))
+    if recipe.model.dtype != "float16":
+        out.append((("model", "dtype"), f"{recipe.model.dtype} with Medusa: the wheel's MedusaForCausalLm."
+                    "from_hugging_face converts weights as float16 whatever dtype is asked (tensorrt_llm/"
+                    "models/medusa/model.py)"))
+    if recipe.build.quantization != "none":
+        out.append((("build", "quantization"), f"{recipe.build.quantization} with Medusa: the wheel's "
+                    "MedusaForCausalLm.from_hugging_face converts the weights unquantized (float16) while the "
+                    "checkpoint config would claim the quantization"))
     return out
 
 
+def _eagle_wheel_limits(recipe, spec: Speculation) -> list[tuple[tuple, str]]:
+    out = []
+    head = spec.params
+    if (head.num_eagle_layers, spec.max_draft_len) != (EAGLE_WHEEL_LAYERS, EAGLE_WHEEL_DRAFT_LEN):
+        out.append((("speculation", "num_eagle_layers"), f"EAGLE with num_eagle_layers "
+                    f"{head.num_eagle_layers} and max_draft_len {spec.max_draft_len}: the wheel's "
+                    "EagleForCausalLM.from_hugging_face loads exactly 4 layers and leaves max_draft_len at 63 "
+                    "(tensorrt_llm/models/eagle/model.py)"))
+    if recipe.build.quantization != "none":
+        out.append((("build", "quantization"), f"{recipe.build.quantization} with EAGLE: examples/eagle/"
+                    "convert_checkpoint.py handles quantized weights; the wheel's EagleForCausalLM path is only "
+                    "known to work unquantized"))
+    return out
+
+
+def wheel_limits(recipe, spec: Speculation) -> list[tuple[tuple, str]]:
+    """Why this recipe cannot use the wheel's converter for its target: (field path, reason) pairs."""
+    method = TARGET_CONVERTERS.get(type(spec.params))
+    return method.wheel_limits(recipe, spec) if method is not None else []
+
+
 def _medusa(recipe, spec: Speculation, examples: str | None) -> Converter:
-    heads = spec.medusa
+    heads = spec.params
     model_type = MEDUSA_MODEL_TYPES.get(architecture(recipe.model_dir) or "LlamaForCausalLM", "llama")
     if examples:
         return Converter(
@@ -114,7 +121,7 @@ def _medusa(recipe, spec: Speculation, examples: str | None) -> Converter:
 
 
 def _eagle(recipe, spec: Speculation, examples: str | None) -> Converter:
-    head = spec.eagle
+    head = spec.params
     if examples:
         return Converter(
             via="script", model_class="EagleForCausalLM", script="eagle/convert_checkpoint.py",
@@ -135,17 +142,28 @@ def _eagle(recipe, spec: Speculation, examples: str | None) -> Converter:
         reason="wheel API: safe only for 4 EAGLE layers and max_draft_len 63 (tensorrt_llm/models/eagle/model.py)")
 
 
-# Target converters of the modes whose weights need more than the plain model class.
-TARGET_CONVERTERS: dict[SpecMode, Callable[[Any, Speculation, str | None], Converter]] = {
-    SpecMode.MEDUSA: _medusa, SpecMode.EAGLE: _eagle}
+@dataclass(frozen=True)
+class TargetConversion:
+    """How the target of a method whose checkpoint carries its own weights converts: `convert(recipe, spec,
+    examples)` and the recipe values the wheel's converter cannot honour (`wheel_limits`)."""
+
+    convert: Callable[[Any, Speculation, str | None], Converter]
+    wheel_limits: Callable[[Any, Speculation], list[tuple[tuple, str]]]
+
+
+# Target converters of the methods whose weights need more than the plain model class, by params type; the others
+# convert the target with its model class (plain_converter).
+TARGET_CONVERTERS: dict[type, TargetConversion] = {
+    MedusaHeads: TargetConversion(_medusa, _medusa_wheel_limits),
+    EagleHead: TargetConversion(_eagle, _eagle_wheel_limits)}
 
 
 def target_converter(recipe, spec: Speculation, examples: str | None) -> Converter:
-    make = TARGET_CONVERTERS.get(spec.mode)
-    if make is None:
+    method = TARGET_CONVERTERS.get(type(spec.params))
+    if method is None:
         return plain_converter(recipe.model_dir)
     if not examples:
-        problems = wheel_limits(recipe, spec)
+        problems = method.wheel_limits(recipe, spec)
         if problems:  # trtllm/checks.py reports these with their location first
             raise UserError(f"{problems[0][1]} — pass --trtllm-examples DIR")
-    return make(recipe, spec, examples)
+    return method.convert(recipe, spec, examples)

@@ -43,7 +43,7 @@ def _gpu_check(trtllm_present: bool, recipe=None) -> Check:
     if recipe is not None:
         from specbuild.methods import describe
 
-        has_draft = describe(recipe).draft_model is not None
+        has_draft = describe(recipe).has_draft_engine
         ids = list(recipe.triton.gpu_device_ids) + (recipe.draft_gpu_device_ids if has_draft else [])
         if max(ids) >= len(report.gpus):
             return Check("GPU", "fail", f"{listed} — the recipe uses GPU ids {sorted(set(ids))}",
@@ -157,7 +157,7 @@ def _mpi_check(recipe=None) -> Check:
     from specbuild.methods import describe
 
     needs = recipe is not None and (recipe.build.tp_size * recipe.build.pp_size > 1 or
-                                   describe(recipe).draft_model is not None)
+                                   describe(recipe).has_draft_engine)
     return Check("MPI", "fail" if needs else "warn", "mpirun is not on PATH",
                  "needed for multi-GPU engines (tp_size * pp_size > 1), launch_triton_server.py without --no-mpi and "
                  f"the orchestrator launch of draft-target: apt-get install openmpi-bin ({NGC_HINT})")

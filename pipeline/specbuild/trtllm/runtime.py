@@ -15,6 +15,7 @@ from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.plan import ServeStep, Step, VerifyEngineStep, roles
 from specbuild.repository.engine.flavour import EngineFlavour
+from specbuild.speculation import DraftModel
 from specbuild.trtllm import checks
 from specbuild.trtllm.converters import plain_converter, target_converter
 from specbuild.trtllm.steps import BuildStep, ConvertStep
@@ -39,12 +40,12 @@ def build_flags(recipe, spec, role: str) -> tuple[tuple[str, str | None], ...]:
         "--tokens_per_block": str(b.tokens_per_block),
         "--workers": str(b.workers),
     }
-    draft_logits = spec.draft_model is not None and spec.draft_model.use_draft_logits
     if limits.speculative_decoding_mode != SpecMode.NONE:
         flags["--speculative_decoding_mode"] = limits.speculative_decoding_mode.cli_name
         flags["--max_draft_len"] = str(limits.max_draft_len)
-    if role in ("target", "draft") and draft_logits:
-        flags["--gather_generation_logits"] = None  # logit acceptance (TensorRT-LLM PR #4167)
+    match spec.params:
+        case DraftModel(use_draft_logits=True) if role in ("target", "draft"):
+            flags["--gather_generation_logits"] = None  # logit acceptance (TensorRT-LLM PR #4167)
     return tuple(flags.items())
 
 
@@ -80,7 +81,7 @@ class TrtllmRuntime(EngineFlavour):
 
     def _convert_step(self, recipe, spec, layout, role: str, examples: str | None) -> ConvertStep:
         b = recipe.build
-        draft = spec.draft_model if role == "draft" else None
+        draft = spec.params if role == "draft" else None  # the DraftModel (roles() has a draft for it only)
         if role == "target":
             converter, model_dir = target_converter(recipe, spec, examples), recipe.model_dir
         else:

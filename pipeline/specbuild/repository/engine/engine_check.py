@@ -14,7 +14,7 @@ from specbuild.engine_facts import CONFIG, expected_limits, limit_mismatches, re
 from specbuild.errors import UserError
 from specbuild.methods import describe
 from specbuild.runtimes import runtime_for
-from specbuild.speculation import StaticTree
+from specbuild.speculation import LookaheadWindow, StaticTree
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -35,8 +35,7 @@ def engine_problems(recipe: Recipe, role: str, engine_dir: Path, config: dict) -
                         f"{recipe.runtime}")
     if role == "target":
         engine_len = int((config["build_config"]).get("max_draft_len", 0) or 0)
-        if spec.lookahead is not None and engine_len != spec.max_draft_len:
-            w = spec.lookahead
+        if isinstance(w := spec.params, LookaheadWindow) and engine_len != spec.max_draft_len:
             problems.append(f"{where}: build_config.max_draft_len is {engine_len} but lookahead (W={w.window_size}, "
                             f"N={w.ngram_size}, G={w.verification_set_size}) needs (N-2) + (W-1+G)*(N-1) = "
                             f"{spec.max_draft_len}; tritonserver would abort at load (#710)")

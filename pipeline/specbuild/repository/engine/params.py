@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from specbuild.methods import describe
 from specbuild.repository.engine import speculation_params
+from specbuild.speculation import DraftModel
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -21,7 +22,7 @@ EXECUTOR_WORKER_PATH = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWor
 
 def core_models(recipe: Recipe, role: str) -> list[str]:
     """The engine-backed models of a repository: the target, plus the draft for draft-target."""
-    if role == "target" and describe(recipe).draft_model is not None:
+    if role == "target" and describe(recipe).has_draft_engine:
         return ["tensorrt_llm", speculation_params.DRAFT_MODEL_NAME]
     return ["tensorrt_llm"]
 
@@ -46,7 +47,7 @@ def kv_cache_fraction(recipe: Recipe, role: str) -> float:
     """Split the fraction when draft and target share a GPU (TensorRT-LLM
     examples/draft_target_model/README.md@567239f)."""
     total = recipe.triton.kv_cache_free_gpu_mem_fraction
-    if role == "target" and describe(recipe).draft_model is not None and \
+    if role == "target" and describe(recipe).has_draft_engine and \
             set(recipe.triton.gpu_device_ids) & set(recipe.draft_gpu_device_ids):
         return round(total / 2, 4)
     return total
@@ -136,8 +137,8 @@ def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
 def launch(recipe: Recipe, role: str) -> dict:
     """How the GPU repository is launched (tensorrtllm_backend scripts/launch_triton_server.py@v0.19.0)."""
     world = recipe.build.tp_size * recipe.build.pp_size
-    draft = describe(recipe).draft_model
-    if role == "target" and draft is not None:
+    draft = describe(recipe).params
+    if role == "target" and isinstance(draft, DraftModel):
         # Two TensorRT-LLM models: orchestrator mode (--multi-model); workers are spawned per model, unless fast
         # logits need pre-spawned ranks: rank 0 orchestrates, then the draft's ranks, then the target's
         # (TensorRT-LLM examples/draft_target_model/README.md@567239f).

@@ -13,6 +13,7 @@ from specbuild.repository.llmapi.configs import MODEL, gpu_groups
 from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.runtimes.base import Runtime
+from specbuild.speculation import DraftModel, Eagle3Head
 
 # Methods the PyTorch backend does not have, and why (tensorrt_llm/llmapi/llm_args.py, main after 1.3.0rc3)
 MISSING = {
@@ -22,6 +23,22 @@ MISSING = {
 }
 SUGGEST = {"medusa": "flavour: engine", "lookahead": "flavour: engine, or method: prompt_lookup",
            "eagle": "method: eagle3 with an EAGLE-3 head, or flavour: engine"}
+
+
+def _draft_findings(spec, draft: DraftModel) -> Iterator[Finding]:
+    """What the LLM API's Draft_Target cannot honour of a draft-target section."""
+    for key, value, why in (("use_draft_logits", draft.use_draft_logits, "the LLM API's draft/target has no "
+                             "logit-acceptance option (it samples with the TorchSampler)"),
+                            ("fast_logits", draft.fast_logits, "fast logits is an engine-path orchestrator "
+                             "transfer"),
+                            ("tp_size", draft.tp_size != 1, "the LLM API runs the draft with the target's "
+                             "parallelism; a separate draft tp_size does not exist there")):
+        if value:
+            yield Finding(("speculation", key), f"{why} — remove it for flavour: llm-api")
+    if draft.num_draft_tokens != spec.max_draft_len:
+        yield Finding(("speculation", "num_draft_tokens"), f"is {draft.num_draft_tokens} but max_draft_len "
+                      f"is {spec.max_draft_len}; the LLM API drafts exactly max_draft_len tokens per step — "
+                      "give one value (set both equal)")
 
 
 class LlmApiFlavour(Runtime):
@@ -41,20 +58,8 @@ class LlmApiFlavour(Runtime):
         if spec.speculative and b.max_beam_width != 1:
             yield Finding(("build", "max_beam_width"), "beam search does not combine with speculative decoding — "
                           "set max_beam_width: 1")
-        draft = spec.draft_model
-        if draft is not None:
-            for key, value, why in (("use_draft_logits", draft.use_draft_logits, "the LLM API's draft/target has no "
-                                     "logit-acceptance option (it samples with the TorchSampler)"),
-                                    ("fast_logits", draft.fast_logits, "fast logits is an engine-path orchestrator "
-                                     "transfer"),
-                                    ("tp_size", draft.tp_size != 1, "the LLM API runs the draft with the target's "
-                                     "parallelism; a separate draft tp_size does not exist there")):
-                if value:
-                    yield Finding(("speculation", key), f"{why} — remove it for flavour: llm-api")
-            if draft.num_draft_tokens != spec.max_draft_len:
-                yield Finding(("speculation", "num_draft_tokens"), f"is {draft.num_draft_tokens} but max_draft_len "
-                              f"is {spec.max_draft_len}; the LLM API drafts exactly max_draft_len tokens per step — "
-                              "give one value (set both equal)")
+        if isinstance(spec.params, DraftModel):
+            yield from _draft_findings(spec, spec.params)
         t = recipe.triton
         a = recipe.llm_api
         world = b.tp_size * b.pp_size
@@ -69,7 +74,7 @@ class LlmApiFlavour(Runtime):
         if a.nodes > 1 and world % a.nodes:
             yield Finding(("llm_api", "nodes"), f"tp_size * pp_size = {world} ranks do not split evenly over "
                           f"{a.nodes} nodes — give a world size that is a multiple of the node count")
-        if spec.eagle3 is not None and spec.eagle3.layers_to_capture is not None and \
+        if isinstance(spec.params, Eagle3Head) and spec.params.layers_to_capture is not None and \
                 a.release not in RELEASES_WITH_LAYER_CHOICE:
             yield Finding(("speculation", "layers_to_capture"), f"TensorRT-LLM {a.release} has no "
                           "eagle3_layers_to_capture (it arrived in 1.1; 1.0 captures {1, L//2-1, L-4}) — remove it, "

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from specbuild.standalone import draft_len_schedule
 from specbuild.engine_facts import DEFAULT_MAX_NUM_TOKENS
 from specbuild.repository.llmapi.releases import RULES
-from specbuild.speculation import DynamicTree, Speculation
+from specbuild.speculation import DraftModel, DynamicTree, Eagle3Head, MtpLayers, PromptLookup, Speculation
 
 FILE = "model.yaml"
 
@@ -41,6 +41,9 @@ SCHEDULE_FIELD = {"1.0": "max_concurrency", "1.1": "max_concurrency", "1.2": "ma
 # arrived with PR #10860 ("Dynamic draft length on spec decode one-model path"); before it only the two-model
 # drafters (NGram, Draft_Target; PR #8194 "dynamic draft length, stage 1") read it.
 RELEASES_WITH_ONE_MODEL_SCHEDULE = ("1.3",)
+# The methods whose drafter is a model of its own (NGram, Draft_Target), by params type: they follow a schedule from
+# PR #8194 on; the one-model paths (EAGLE-3, MTP) from PR #10860
+TWO_MODEL_DRAFTERS = (DraftModel, PromptLookup)
 
 
 def schedule_refusal(spec: Speculation, release: str) -> str | None:
@@ -48,8 +51,7 @@ def schedule_refusal(spec: Speculation, release: str) -> str | None:
     points = spec.draft_len_schedule
     if not points:
         return None
-    two_model = spec.draft_model is not None or spec.prompt_lookup is not None
-    if not two_model and release not in RELEASES_WITH_ONE_MODEL_SCHEDULE:
+    if not isinstance(spec.params, TWO_MODEL_DRAFTERS) and release not in RELEASES_WITH_ONE_MODEL_SCHEDULE:
         return (f"TensorRT-LLM {release} follows draft lengths per batch size in its two-model drafters only "
                 "(NGram, Draft_Target: PR #8194); the one-model path of EAGLE-3 and MTP follows "
                 "draft_len_schedule from PR #10860, after 1.2 — set llm_api.release: 1.3 if you run it, or remove "
@@ -81,6 +83,39 @@ def schedule_fields(spec: Speculation, release: str, max_batch_size: int) -> dic
 OVERLAP_OFF = ("draft_target", "prompt_lookup")
 
 
+def _eagle3(spec: Speculation, release: str, path: Callable[[Path], str]) -> dict[str, Any]:
+    head = spec.params
+    out: dict[str, Any] = {"max_draft_len": spec.max_draft_len, DRAFT_FIELD[release]: path(head.path)}
+    if release in RELEASES_WITH_ONE_MODEL_FIELD:
+        out["eagle3_one_model"] = True  # the one-model worker (two-model is deprecated)
+    if head.layers_to_capture is not None and release in RELEASES_WITH_LAYER_CHOICE:
+        out["eagle3_layers_to_capture"] = sorted(head.layers_to_capture)
+    if isinstance(spec.tree, DynamicTree):
+        out.update(use_dynamic_tree=True, dynamic_tree_max_topK=spec.tree.top_k)
+    return out
+
+
+def _draft_target(spec: Speculation, release: str, path: Callable[[Path], str]) -> dict[str, Any]:
+    return {"max_draft_len": spec.max_draft_len, DRAFT_FIELD[release]: path(spec.params.path)}
+
+
+def _prompt_lookup(spec: Speculation, release: str, path: Callable[[Path], str]) -> dict[str, Any]:
+    # ≤1.1 defaults max_matching_ngram_size to 0 (llm_args.py NGramDecodingConfig): always written; the pool flags
+    # are the 1.2 defaults
+    return {"max_draft_len": spec.max_draft_len, "max_matching_ngram_size": spec.params.max_matching_ngram_size,
+            "is_keep_all": True, "is_use_oldest": True, "is_public_pool": True}
+
+
+def _mtp(spec: Speculation, release: str, path: Callable[[Path], str]) -> dict[str, Any]:
+    return {"num_nextn_predict_layers": spec.params.num_nextn_predict_layers}
+
+
+# speculative_config's keys after decoding_type, per method the LLM API has (by params type); the flavour refuses
+# the others (repository/llmapi/flavour.py MISSING)
+SPECULATIVE_FIELDS: dict[type, Callable[[Speculation, str, Callable[[Path], str]], dict[str, Any]]] = {
+    Eagle3Head: _eagle3, DraftModel: _draft_target, PromptLookup: _prompt_lookup, MtpLayers: _mtp}
+
+
 def speculative_config(spec: Speculation, release: str, *, path: Callable[[Path], str] = str,
                        schedule: dict[int, int] | None = None, max_batch_size: int | None = None
                        ) -> dict[str, Any] | None:
@@ -92,25 +127,7 @@ def speculative_config(spec: Speculation, release: str, *, path: Callable[[Path]
         return None
     decoding_type = DECODING_TYPES[release][spec.method]
     out: dict[str, Any] = {"decoding_type": decoding_type}
-    if spec.mtp is not None:
-        out["num_nextn_predict_layers"] = spec.mtp.num_nextn_predict_layers
-    else:
-        out["max_draft_len"] = spec.max_draft_len
-    model = spec.eagle3.path if spec.eagle3 is not None else spec.draft_model.path if spec.draft_model else None
-    if model is not None:
-        out[DRAFT_FIELD[release]] = path(model)
-    if spec.eagle3 is not None:
-        if release in RELEASES_WITH_ONE_MODEL_FIELD:
-            out["eagle3_one_model"] = True  # the one-model worker (two-model is deprecated)
-        if spec.eagle3.layers_to_capture is not None and release in RELEASES_WITH_LAYER_CHOICE:
-            out["eagle3_layers_to_capture"] = sorted(spec.eagle3.layers_to_capture)
-        if isinstance(spec.tree, DynamicTree):
-            out.update(use_dynamic_tree=True, dynamic_tree_max_topK=spec.tree.top_k)
-    if spec.prompt_lookup is not None:
-        # ≤1.1 defaults max_matching_ngram_size to 0 (llm_args.py NGramDecodingConfig): always written; the pool flags
-        # are the 1.2 defaults
-        out.update(max_matching_ngram_size=spec.prompt_lookup.max_matching_ngram_size, is_keep_all=True,
-                   is_use_oldest=True, is_public_pool=True)
+    out.update(SPECULATIVE_FIELDS[type(spec.params)](spec, release, path))
     if schedule:
         spec = replace(spec, draft_len_schedule=tuple(sorted((int(k), int(v)) for k, v in schedule.items())))
     largest = max_batch_size or max((k for k, _ in spec.draft_len_schedule or ()), default=1)

@@ -96,7 +96,7 @@ def engine_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dic
         mode = _param(core, "decoding_mode")
         if mode and mode in speculation_params.SPECULATIVE_DECODING_MODES:
             problems.append(f"{dep.label}: the baseline's {CORE} has decoding_mode {mode!r} (speculation is on)")
-    needs_draft = role == "target" and spec.draft_model is not None
+    needs_draft = role == "target" and spec.has_draft_engine
     if needs_draft and not models.get(DRAFT, {}).get("ready"):
         problems.append(f"{dep.label}: draft-target needs a ready {DRAFT} model")
     if not needs_draft and DRAFT in models:
