@@ -159,7 +159,7 @@ def download(model: ModelId) -> Path:
                         "and your Hugging Face token (hf auth login) for gated models") from None
 
 
-def checkpoint_fields(recipe) -> list[tuple[str, object]]:
+def checkpoint_fields(recipe) -> list[tuple[str, Path | str]]:
     """(field, value) of every checkpoint field a recipe sets."""
     out = [("model.checkpoint", recipe.model.checkpoint)]
     if recipe.model.tokenizer is not None:

@@ -200,8 +200,8 @@ class Plan:
             lines.append("")
         for i, step in enumerate(self.steps, 1):
             lines.append(f"{i}. [{step.kind}] {step.title()}")
-            if step.command():
-                lines.append("   $ " + shlex.join(step.command()))
+            if command := step.command():
+                lines.append("   $ " + shlex.join(command))
             for key, value in step.details().items():
                 lines.extend(_render_detail(key, value, "   "))
         lines.append("")

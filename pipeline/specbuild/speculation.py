@@ -80,6 +80,7 @@ class MedusaHeads(MethodParams):
         return {"medusa": self.path}
 
     def full_length(self, spec: Speculation) -> int | None:
+        assert isinstance(spec.tree, StaticTree)  # Medusa's tree is its choices
         return len(spec.tree.choices)  # the tree's nodes
 
 
@@ -98,6 +99,7 @@ class EagleHead(MethodParams):
     def full_length(self, spec: Speculation) -> int | None:
         if isinstance(spec.tree, StaticTree):
             return len(spec.tree.choices)  # EAGLE-1: the choices
+        assert isinstance(spec.tree, DynamicTree)
         return dynamic_tree_size(spec.tree.top_k, self.num_eagle_layers, spec.max_draft_len)  # EAGLE-2
 
 

@@ -58,6 +58,7 @@ class DraftTarget(Method):
 
     def describe(self, recipe) -> Speculation:
         spec: DraftTargetConfig = recipe.speculation
+        assert spec.max_draft_len is not None  # DraftTargetConfig._default_max_draft_len
         draft = DraftModel(recipe.checkpoint_dir(spec.checkpoint), spec.num_draft_tokens, spec.use_draft_logits,
                            spec.tp_size, spec.fast_logits)
         return Speculation(method=self.name, mode=SpecMode.DRAFT_TOKENS_EXTERNAL, max_draft_len=spec.max_draft_len,
@@ -65,6 +66,7 @@ class DraftTarget(Method):
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: DraftTargetConfig = recipe.speculation
+        assert spec.max_draft_len is not None  # DraftTargetConfig._default_max_draft_len
         if spec.num_draft_tokens > spec.max_draft_len:
             yield Finding(("speculation", "num_draft_tokens"), f"is {spec.num_draft_tokens} but max_draft_len is "
                           f"{spec.max_draft_len}; the target engine rejects more drafts than it was built for "

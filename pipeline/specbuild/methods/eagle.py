@@ -69,8 +69,12 @@ class Eagle(Method):
 
     def describe(self, recipe) -> Speculation:
         spec: EagleConfig = recipe.speculation
-        tree = (DynamicTreeDescription(spec.dynamic_tree.top_k) if spec.dynamic_tree is not None
-                else StaticTree(tuple(tuple(p) for p in spec.tree)))
+        tree: StaticTree | DynamicTreeDescription
+        if spec.dynamic_tree is not None:
+            tree = DynamicTreeDescription(spec.dynamic_tree.top_k)
+        else:
+            assert spec.tree is not None  # no dynamic tree: the static one (EagleConfig.tree)
+            tree = StaticTree(tuple(tuple(p) for p in spec.tree))
         head = EagleHead(recipe.checkpoint_dir(spec.checkpoint), spec.num_eagle_layers, spec.max_non_leaves_per_layer)
         # builder.py: max_seq_len += max_draft_len + num_eagle_layers for EAGLE
         return Speculation(method=self.name, mode=SpecMode.EAGLE, max_draft_len=spec.max_draft_len,
@@ -98,6 +102,7 @@ class Eagle(Method):
                               "top_k nodes — lower top_k or raise max_non_leaves_per_layer")
             return
         tree = spec.tree
+        assert tree is not None  # no dynamic tree: the static one (EagleConfig.tree)
         where = "choices" if spec.choices is not None else "num_eagle_layers"
         yield from choices_findings(tree, spec.max_draft_len)
         depth = tree_depth(tree)

@@ -46,7 +46,8 @@ def head_record(folder: Path, cfg: dict) -> HeadRecord:
     `speculators` head (vllm-project/speculators `config.py`: speculators_model_type, the draft layer's config in
     transformer_layer_config, speculators_config.verifier {name_or_path, architectures}) records its target by name and
     architecture too."""
-    layer = cfg.get("transformer_layer_config") if isinstance(cfg.get("transformer_layer_config"), dict) else {}
+    layer = cfg.get("transformer_layer_config")
+    layer = layer if isinstance(layer, dict) else {}
     file = "config.json transformer_layer_config" if layer else "config.json"
     shape = {**cfg, **layer}
     verifier = (cfg.get("speculators_config") or {}).get("verifier") if isinstance(cfg.get("speculators_config"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
@@ -20,8 +20,12 @@ from specbuild.hub import Checkpoint
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
-# The method union and the runtime names come from their registries (specbuild.methods, specbuild.runtimes).
-Speculation = Annotated[Union[tuple(m.Config for m in METHODS.values())], Field(discriminator="method")]
+# The method union and the runtime names come from their registries (specbuild.methods, specbuild.runtimes); a
+# type checker, which cannot build the union, sees any method's section.
+if TYPE_CHECKING:
+    SpeculationSection = Any
+else:
+    SpeculationSection = Annotated[Union[tuple(m.Config for m in METHODS.values())], Field(discriminator="method")]
 RuntimeName = Literal[runtimes.NAMES]
 FlavourName = Literal[runtimes.FLAVOURS]
 
@@ -278,7 +282,7 @@ class Recipe(Section):
     """engine: trtllm-build engines and the tensorrtllm backend (TensorRT-LLM 0.17 - 1.3.0rc20); llm-api: the
     PyTorch backend's Python model configured by model.yaml (TensorRT-LLM 1.0+, the only one after mid-2026)."""
     model: ModelSection
-    speculation: Speculation = Field(default_factory=NoneConfig)
+    speculation: SpeculationSection = Field(default_factory=NoneConfig)
     build: BuildSection = Field(default_factory=BuildSection)
     triton: TritonSection = Field(default_factory=TritonSection)
     validation: ValidationSection = Field(default_factory=ValidationSection)
