@@ -12,14 +12,15 @@ import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from specbuild.engine_facts import EngineLimits
-from specbuild.methods import describe, method_for
 from specbuild.paths import show
 from specbuild.recipe.schema import Recipe
-from specbuild.runtimes import runtime_for
-from specbuild.runtimes.base import BuildOptions
+
+if TYPE_CHECKING:
+    from specbuild.runtimes.build import Build
+    from specbuild.speculation import Speculation
 
 ROLES_DOC = {"target": "the serving engine", "draft": "the draft engine", "baseline": "the target without speculation"}
 
@@ -227,10 +228,10 @@ def _render_detail(key: str, value: Any, indent: str) -> list[str]:
     return [f"{indent}{key}: {value if isinstance(value, str) else json.dumps(value)}"]
 
 
-def roles(recipe: Recipe) -> list[str]:
+def roles(recipe: Recipe, spec: Speculation) -> list[str]:
     """The engines a compile builds: the target, the draft model's engine, the baseline."""
     out = ["target"]
-    if describe(recipe).draft_model is not None:
+    if spec.draft_model is not None:
         out.append("draft")
     if recipe.builds_baseline:
         out.append("baseline")
@@ -241,11 +242,9 @@ def repository_roles(recipe: Recipe) -> list[str]:
     return ["target"] + (["baseline"] if recipe.builds_baseline else [])
 
 
-def make_plan(recipe: Recipe, layout: Layout, options: BuildOptions | None = None, *,
-              trtllm_examples: str | None = None) -> Plan:
-    options = options or BuildOptions(trtllm_examples=trtllm_examples)
-    runtime = runtime_for(recipe)
-    spec = describe(recipe)
+def make_plan(build: Build, layout: Layout) -> Plan:
+    """The plan of a resolved recipe (specbuild.runtimes.build), built with its options."""
+    recipe, runtime, spec, options = build.recipe, build.runtime, build.spec, build.options
     steps: list[Step] = list(runtime.engine_steps(recipe, spec, layout, options))
     repo_roles = repository_roles(recipe)
     for role in repo_roles:
@@ -254,20 +253,20 @@ def make_plan(recipe: Recipe, layout: Layout, options: BuildOptions | None = Non
     from specbuild.deploy.bundle import applies, bundle_plan
     from specbuild.deploy.context import bundle_folder
 
-    no_bundle = applies(recipe)
+    no_bundle = applies(recipe, runtime)
     if no_bundle is None:
-        steps.append(DeployStep(folder=bundle_folder(layout), info=bundle_plan(recipe, layout)))
+        steps.append(DeployStep(folder=bundle_folder(layout), info=bundle_plan(build, layout)))
     steps.append(runtime.serve_step(recipe, layout, repo_roles))
     steps.append(ValidateStep(report=layout.report, info=_validation_info(recipe)))
     outputs = Outputs(
-        engines={role: show(layout.engine(role)) for role in runtime.engine_roles(recipe)},
+        engines={role: show(layout.engine(role)) for role in runtime.engine_roles(recipe, spec)},
         repository=show(layout.repository()),
         baseline_repository=show(layout.repository("baseline")) if recipe.builds_baseline else None,
         report=show(layout.report),
         deployment_bundle=show(bundle_folder(layout)) if no_bundle is None else f"none: {no_bundle}",
     )
     return Plan(recipe=show(recipe.source) if recipe.source else "<recipe>", name=recipe.name,
-                runtime=recipe.runtime, method=method_for(recipe).name, outputs=outputs, steps=steps,
+                runtime=recipe.runtime, method=build.method.name, outputs=outputs, steps=steps,
                 flavour=recipe.flavour, checkpoints=_checkpoints(recipe))
 
 

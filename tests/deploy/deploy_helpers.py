@@ -24,8 +24,10 @@ def _bundled(path: Path) -> bool:
     """The example recipes that get a bundle (every tensorrt-llm one)."""
     from specbuild.deploy.bundle import applies
     from specbuild.recipe.loader import load_recipe
+    from specbuild.runtimes.build import resolve_build
 
-    return applies(load_recipe(path, check_files=False)) is None
+    recipe = load_recipe(path, check_files=False)
+    return applies(recipe, resolve_build(recipe).runtime) is None
 
 
 GPU_RECIPES = [p for p in sorted((ROOT / "recipes" / "tensorrt-llm").glob("*.yaml")) if _bundled(p)]

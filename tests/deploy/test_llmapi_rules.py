@@ -13,11 +13,12 @@ from specbuild.deploy.checks import deploy_findings
 from specbuild.deploy.launch import SLURM_EVERY_TASK, SLURM_ONE_TASK, launch_plan, script_ports
 from specbuild.deploy.world import describe, world_of
 from specbuild.recipe.checks import general_findings
+from specbuild.runtimes.build import resolve_build
 
 
 def findings(stem, changes):
     return {(".".join(map(str, f.path)), f.message, tuple(".".join(p) for p in f.also))
-            for f in deploy_findings(make_recipe(stem, changes))}
+            for f in deploy_findings(resolve_build(make_recipe(stem, changes)))}
 
 
 TP16 = {"build.tp_size": 16, "triton.gpu_device_ids": list(range(16))}
@@ -74,12 +75,12 @@ def test_the_node_finding_names_every_field_it_reads():
 ])
 def test_consistent_llmapi_layouts_have_no_findings(changes):
     recipe = make_recipe("llmapi_eagle3", changes)
-    assert list(deploy_findings(recipe)) == []
+    assert list(deploy_findings(resolve_build(recipe))) == []
 
 
 def test_the_general_rules_accept_the_multi_node_layout():
     recipe = make_recipe("llmapi_eagle3", {**TP16, "llm_api.nodes": 2})
-    assert list(general_findings(recipe)) == []
+    assert list(general_findings(resolve_build(recipe))) == []
 
 
 def test_a_release_no_container_ships_gets_no_bundle_unless_an_image_is_named(tmp_path):
@@ -88,15 +89,15 @@ def test_a_release_no_container_ships_gets_no_bundle_unless_an_image_is_named(tm
     from specbuild.deploy.bundle import applies, bundle_plan, write_bundle
 
     recipe = make_recipe("llmapi_eagle3", {"llm_api.release": "1.3"})
-    why = applies(recipe)
+    why = applies(recipe, resolve_build(recipe).runtime)
     assert why.startswith("no NGC tritonserver container ships TensorRT-LLM 1.3 (llm_api.release) yet (those that "
                           "do: 1.0, 1.1, 1.2) — set deploy.image.repository and deploy.image.tag")
-    assert list(deploy_findings(recipe)) == [] and list(general_findings(recipe)) == []  # compile still works
-    assert bundle_plan(recipe, layout_in(tmp_path, recipe)) == {"bundle": f"none: {why}"}
-    assert write_bundle(recipe, layout_in(tmp_path, recipe)) is None
+    assert list(deploy_findings(resolve_build(recipe))) == [] and list(general_findings(resolve_build(recipe))) == []  # compile still works
+    assert bundle_plan(resolve_build(recipe), layout_in(tmp_path, recipe)) == {"bundle": f"none: {why}"}
+    assert write_bundle(resolve_build(recipe), layout_in(tmp_path, recipe)) is None
     own = make_recipe("llmapi_eagle3", {"llm_api.release": "1.3",
                                         "deploy.image": {"repository": "registry.example/trtllm", "tag": "1.3.0"}})
-    assert applies(own) is None and images.choose_image(own).reference == "registry.example/trtllm:1.3.0"
+    assert applies(own, resolve_build(own).runtime) is None and images.choose_image(own).reference == "registry.example/trtllm:1.3.0"
 
 
 def test_llmapi_image_policy():

@@ -13,15 +13,16 @@ from specbuild.deploy.world import world_of
 from specbuild.methods import describe
 from specbuild.recipe.deploy import expected_gpu_id_count
 from specbuild.repository.engine.launch import launch_script
+from specbuild.runtimes.build import resolve_build
 
 
 def findings(stem, changes):
-    return {(".".join(map(str, f.path)), f.message) for f in deploy_findings(make_recipe(stem, changes))}
+    return {(".".join(map(str, f.path)), f.message) for f in deploy_findings(resolve_build(make_recipe(stem, changes)))}
 
 
 @pytest.mark.parametrize("name", sorted(all_recipes()))
 def test_shipped_recipes_and_variants_have_no_findings(name):
-    assert list(deploy_findings(all_recipes()[name])) == []
+    assert list(deploy_findings(resolve_build(all_recipes()[name]))) == []
 
 
 MULTI = {"build.tp_size": 8, "build.pp_size": 2}

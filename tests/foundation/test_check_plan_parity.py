@@ -16,6 +16,7 @@ from specbuild.errors import RecipeError, UserError
 from specbuild.plan import Layout, make_plan
 from specbuild.recipe import load_recipe
 from specbuild.runtimes.base import BuildOptions
+from specbuild.runtimes.build import resolve_build
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "recipes").glob("**/*.yaml"))
@@ -72,7 +73,7 @@ def _parity(path: Path, tmp_path: Path) -> None:
             continue  # check refuses it: nothing more to compare
         layout = Layout(tmp_path / "engines", tmp_path / "repo", tmp_path / "reports", recipe.name)
         try:
-            make_plan(recipe, layout, options)
+            make_plan(resolve_build(recipe, options), layout)
         except UserError as e:
             pytest.fail(f"check accepts {path.name} (--trtllm-examples {examples}) but plan refuses it: {e}")
 

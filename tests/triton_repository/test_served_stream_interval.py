@@ -20,6 +20,7 @@ from repo_helpers import ROOT
 
 from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe
+from specbuild.runtimes.build import resolve_build
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -78,10 +79,10 @@ def engine_server(tmp_path_factory):
     })
     from specbuild.recipe.loader import general_findings
 
-    assert list(general_findings(recipe)) == []
+    assert list(general_findings(resolve_build(recipe))) == []
     root = tmp_path_factory.mktemp("stream-interval")
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
-    build_engines(recipe, layout)
+    build_engines(resolve_build(recipe), layout)
     repo = write_repository(recipe, layout)
     with TritonServer(repo, log_path=root / "tritonserver.log") as server:
         yield repo, server

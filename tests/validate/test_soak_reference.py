@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from specbuild.runtimes.build import resolve_build
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -49,7 +50,7 @@ def served(tmp_path_factory):
     for name, path in RECIPES.items():
         recipe = soak_recipe(path)
         layout = Layout(root / name / "engines", root / name / "triton_repo", root / name / "reports", recipe.name)
-        build_engines(recipe, layout)
+        build_engines(resolve_build(recipe), layout)
         servers[name] = TritonServer(write_repository(recipe, layout), log_path=root / f"{name}.log",
                                       exit_timeout_s=1)
         recipes[name] = recipe
@@ -83,7 +84,7 @@ def test_soak(served, name, record_property):
     from specbuild.validate.mix import soak
 
     recipe, server = served[name]
-    result = soak(recipe, server.http_address, server.grpc_url, concurrency=CONCURRENCY,
+    result = soak(resolve_build(recipe), server.http_address, server.grpc_url, concurrency=CONCURRENCY,
                   requests=GOOD_REQUESTS[name], server=LocalServer(server.pid), max_tokens=MAX_TOKENS)
     d = result.to_dict()
     srv = d["server"]
@@ -114,7 +115,7 @@ def _case_names(recipe, server) -> set[str]:
     from specbuild.validate.endpoints import Endpoints
     from specbuild.validate.context import close_context, make_context
 
-    ctx = make_context(recipe, Endpoints.of(server))
+    ctx = make_context(resolve_build(recipe), Endpoints.of(server))
     try:
         return {c.name for c in cases(ctx)}
     finally:

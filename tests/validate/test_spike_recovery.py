@@ -14,6 +14,7 @@ from specbuild.validate import Endpoints, SuiteOptions, run_validation
 from specbuild.validate.aggregate import GroupAcceptance, Interval
 from specbuild.validate.checks import ORDER
 from specbuild.validate.checks.spike_recovery import off_point, recovered, spike_concurrency
+from specbuild.runtimes.build import resolve_build
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -47,7 +48,7 @@ def scheduled_server(tmp_path_factory, toy_tokenizer):
 
 
 def spike_check(recipe, server):
-    result = run_validation(recipe, Endpoints.of(server), options=SuiteOptions(checks=["spike_recovery"]))
+    result = run_validation(resolve_build(recipe), Endpoints.of(server), options=SuiteOptions(checks=["spike_recovery"]))
     return result.check("spike_recovery")
 
 

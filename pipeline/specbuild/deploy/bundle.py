@@ -39,19 +39,20 @@ from specbuild.errors import UserError
 if TYPE_CHECKING:
     from specbuild.plan import Layout
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.base import Runtime
+    from specbuild.runtimes.build import Build
 
 KUSTOMIZATION = "kustomization.yaml"
 PLAN_FILE = "bundle.json"
 
 
-def applies(recipe: Recipe) -> str | None:
-    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`): the runtime's refusal
+def applies(recipe: Recipe, runtime: Runtime) -> str | None:
+    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`): its runtime's refusal
     (the reference runtime serves on CPU), or no image to run (llm-api: a release no NGC container ships)."""
     from specbuild.deploy.images import NO_IMAGE
     from specbuild.deploy.kind import deploy_kind
-    from specbuild.runtimes import runtime_for
 
-    return runtime_for(recipe).bundle_refusal or NO_IMAGE[deploy_kind(recipe)](recipe)
+    return runtime.bundle_refusal or NO_IMAGE[deploy_kind(recipe)](recipe)
 
 
 def manifests(ctx: DeployContext) -> dict[str, list[dict]]:
@@ -121,13 +122,14 @@ def allowed_values(recipe: Recipe) -> None:
             from None
 
 
-def build_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
+def build_bundle(build: Build, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
                  schemas: bool = True, repository: bool = True) -> tuple[DeployContext, dict[str, str]]:
     """Every file of the bundle as relative path -> text (repository=False: without repository/, which needs the
     compiled repository). Writes nothing."""
+    recipe = build.recipe
     allowed_values(recipe)
     try:
-        ctx = context(recipe, layout, folder, trtllm_version)
+        ctx = context(build, layout, folder, trtllm_version)
     except ValueError as e:
         raise UserError(f"{recipe.source or 'recipe'}: deploy: {e} — set deploy.image.tag (or "
                         "deploy.image.trtllm_version) to an NGC tritonserver trtllm image") from e
@@ -152,31 +154,31 @@ def build_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, 
     return ctx, files
 
 
-def bundle_plan(recipe: Recipe, layout: Layout, *, trtllm_version: str | None = None) -> dict[str, Any]:
+def bundle_plan(build: Build, layout: Layout, *, trtllm_version: str | None = None) -> dict[str, Any]:
     """What `specbuild plan` shows for the bundle: its folder, files, image, command and world layout."""
-    why_not = applies(recipe)
+    why_not = applies(build.recipe, build.runtime)
     if why_not:
         return {"bundle": f"none: {why_not}"}
     from specbuild.paths import show
 
-    ctx, files = build_bundle(recipe, layout, trtllm_version=trtllm_version, repository=False)
+    ctx, files = build_bundle(build, layout, trtllm_version=trtllm_version, repository=False)
     return plan_of(ctx, sorted([*files, f"{FOLDER}/"]), show)
 
 
-def write_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
+def write_bundle(build: Build, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
                  validate: bool | None = None, notice: atomic.Notice | None = None) -> Path | None:
     """Write deploy/<name> (or `folder`) and return it; None when the recipe gets no bundle (`applies`).
 
     The files are written to a sibling temp folder, validated there (validate=None: when kubernetes-validate
     is installed, else only the cross-checks that need no schema), and swapped into place (specbuild.atomic); an
     existing bundle is replaced only by a complete, valid one. Problems raise UserError naming file and field."""
-    if applies(recipe):
+    if applies(build.recipe, build.runtime):
         return None
     from specbuild.deploy.validate import check_bundle, schema_validation_available
 
     schemas = schema_validation_available() if validate is None else validate
     target = Path(folder or bundle_folder(layout)).absolute()
-    ctx, files = build_bundle(recipe, layout, folder=target, trtllm_version=trtllm_version, schemas=schemas)
+    ctx, files = build_bundle(build, layout, folder=target, trtllm_version=trtllm_version, schemas=schemas)
     with atomic.atomic_folder(target, notice) as partial:
         for rel, text in files.items():
             path = partial / rel
@@ -184,5 +186,5 @@ def write_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, 
             path.write_text(text)
             if rel.endswith((".sh", ".sbatch")):  # (bash runs them: the mode is for people)
                 path.chmod(0o755)
-        check_bundle(partial, recipe, layout, schemas=schemas, bundle_folder=target)
+        check_bundle(partial, build, layout, schemas=schemas, bundle_folder=target)
     return target

@@ -44,7 +44,7 @@ from specbuild.errors import UserError
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
-    from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.build import Build
 
 KUSTOMIZATION = "kustomization.yaml"
 EXTRA_FILES = ("loader-pod.yaml",)  # validated, not applied by -k
@@ -444,7 +444,6 @@ def _llmapi_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFindin
     model.yaml that is the recipe's, names its checkpoints by absolute paths, and runs the world's tp * pp."""
     from specbuild.repository.llmapi import model_yaml
     from specbuild.repository.llmapi.configs import MODEL
-    from specbuild.methods import describe
 
     if not facts["models"]:
         return  # not compiled yet
@@ -462,7 +461,7 @@ def _llmapi_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFindin
         why = facts.get("model_yaml_error") or "missing"
         yield BundleFinding(where, "", f"{why}: the llmapi model reads its LLM arguments there — recompile")
         return
-    want = model_yaml.model_yaml(recipe, describe(recipe), role="target")
+    want = model_yaml.model_yaml(recipe, ctx.spec, role="target")
     stale = sorted(k for k in set(want) | set(data) if want.get(k) != data.get(k))
     if stale:
         yield BundleFinding(where, ", ".join(stale), "differs from the model.yaml this recipe implies (stale "
@@ -796,7 +795,7 @@ def render_kustomize(folder: Path, kubectl: str | None = None) -> list[dict]:
 
 # --- entry points ----------------------------------------------------------------------------------------------
 
-def validate_bundle(folder: Path, recipe: Recipe, layout: Layout, *, schemas: bool | None = True,
+def validate_bundle(folder: Path, build: Build, layout: Layout, *, schemas: bool | None = True,
                     bundle_folder: Path | None = None, kubectl: bool = False) -> list[BundleFinding]:
     """Every problem of the bundle in `folder` (written for `bundle_folder`, default `folder`).
 
@@ -808,9 +807,10 @@ def validate_bundle(folder: Path, recipe: Recipe, layout: Layout, *, schemas: bo
     use_schemas = schema_validation_available() if schemas is None else schemas
     from specbuild.deploy.checks import deploy_findings
 
+    recipe = build.recipe
     recipe_problems = [BundleFinding(str(recipe.source or "(recipe)"), ".".join(map(str, f.path)), f.message)
-                       for f in deploy_findings(recipe)]
-    ctx = context(recipe, layout, bundle_folder or folder)
+                       for f in deploy_findings(build)]
+    ctx = context(build, layout, bundle_folder or folder)
     docs, extra, problems = load_bundle(folder)
     problems = recipe_problems + problems
     version = recipe.deploy.kubernetes.version
@@ -830,10 +830,10 @@ def validate_bundle(folder: Path, recipe: Recipe, layout: Layout, *, schemas: bo
     return problems
 
 
-def check_bundle(folder: Path, recipe: Recipe, layout: Layout, *, schemas: bool | None = None,
+def check_bundle(folder: Path, build: Build, layout: Layout, *, schemas: bool | None = None,
                  bundle_folder: Path | None = None, kubectl: bool = False) -> None:
     """validate_bundle, raising the findings as one UserError."""
-    problems = validate_bundle(folder, recipe, layout, schemas=schemas, bundle_folder=bundle_folder, kubectl=kubectl)
+    problems = validate_bundle(folder, build, layout, schemas=schemas, bundle_folder=bundle_folder, kubectl=kubectl)
     if problems:
         where = bundle_folder or folder
         raise UserError(f"deployment bundle {where} is not valid:\n" + "\n".join(f"  {p}" for p in problems) +

@@ -39,7 +39,7 @@ class ReferenceRuntime(EngineFlavour):
     # --- engines ----------------------------------------------------------------------------------------------
     def engine_steps(self, recipe, spec, layout, options) -> list[ReferenceEngineStep]:
         steps = []
-        for role in roles(recipe):
+        for role in roles(recipe, spec):
             target = role == "target"
             steps.append(ReferenceEngineStep(
                 role=role,

@@ -48,7 +48,7 @@ class Runtime(Protocol):
 
     # --- engines ----------------------------------------------------------------------------------------------
     # The engine folders it builds.
-    def engine_roles(self, recipe: Recipe) -> list[str]:
+    def engine_roles(self, recipe: Recipe, spec: Speculation) -> list[str]:
         """The engine folders a compile builds (target, draft, baseline), in order."""
         raise NotImplementedError
 

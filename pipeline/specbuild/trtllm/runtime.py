@@ -67,7 +67,7 @@ class TrtllmRuntime(EngineFlavour):
     # --- engines ----------------------------------------------------------------------------------------------
     def engine_steps(self, recipe, spec, layout, options) -> list[Step]:
         steps: list[Step] = []
-        for role in roles(recipe):
+        for role in roles(recipe, spec):
             reuse_target_ckpt = role == "baseline" and not spec.weights
             ckpt_role = "target" if reuse_target_ckpt else role
             if not reuse_target_ckpt:

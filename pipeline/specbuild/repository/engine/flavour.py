@@ -48,8 +48,8 @@ class EngineFlavour(Runtime):
                           "stream_interval, or use a method the core drafts (eagle, medusa, lookahead)",
                           also=(("speculation", "method"),))
 
-    def engine_roles(self, recipe) -> list[str]:
-        return roles(recipe)
+    def engine_roles(self, recipe, spec) -> list[str]:
+        return roles(recipe, spec)
 
     def repository_info(self, recipe, spec, layout, role):
         return plan_info.repository_info(recipe, spec, self, layout, role)

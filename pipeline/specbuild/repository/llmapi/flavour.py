@@ -93,7 +93,7 @@ class LlmApiFlavour(Runtime):
         return out
 
     # --- engines: none ---------------------------------------------------------------------------------------
-    def engine_roles(self, recipe) -> list[str]:
+    def engine_roles(self, recipe, spec) -> list[str]:
         return []
 
     def engine_steps(self, recipe, spec, layout, options) -> list:
