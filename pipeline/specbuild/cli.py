@@ -223,13 +223,13 @@ def plan(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, as_j
     Example:
       specbuild plan recipes/tensorrt-llm/eagle.yaml --json > plan.json
     """
-    from specbuild.plan import make_plan
+    from specbuild.planning import plan_build
 
     with _refusals_as_json("plan", recipe, as_json):
         build = _load(recipe, trtllm_examples)
         r = build.recipe
         _print_warnings(r)
-        p = make_plan(build, _layout(r, engines_dir, repo_dir, report_dir))
+        p = plan_build(build, _layout(r, engines_dir, repo_dir, report_dir))
     if as_json:
         from specbuild.output.commands import plan_document
 
@@ -333,9 +333,9 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
     if as_json:
         from specbuild.compile import render_layout
         from specbuild.output.commands import compile_document
-        from specbuild.plan import make_plan
+        from specbuild.planning import plan_build
 
-        written = make_plan(build, render_layout(layout) if render_only else layout)
+        written = plan_build(build, render_layout(layout) if render_only else layout)
         click.echo(json.dumps(compile_document(r, written, stages, code, rendered=render_only), indent=2))
     if code:
         raise click.exceptions.Exit(code)

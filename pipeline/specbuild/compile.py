@@ -28,7 +28,8 @@ from rich.console import Console
 from specbuild import step_cache
 from specbuild.errors import UserError
 from specbuild.output.steps import Stages
-from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep, make_plan
+from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep
+from specbuild.planning import plan_build
 from specbuild.provenance import make_manifest, stamp
 from specbuild.recipe.schema import Recipe
 from specbuild.runtimes.base import BuildOptions
@@ -58,7 +59,7 @@ class CompileOptions:
 
 def build_engines(build: Build, layout: Layout, progress: Callable[[str], None] | None = None) -> dict[str, Path]:
     """Only the engine stage: the plan's engine steps, run by the recipe's runtime. Returns {role: folder}."""
-    plan = make_plan(build, layout)
+    plan = plan_build(build, layout)
     return build.runtime.build_engines(plan.engine_steps, build.recipe, layout, progress=progress)
 
 
@@ -70,7 +71,7 @@ def compile_recipe(build: Build, layout: Layout, options: CompileOptions, consol
     if options.render_only:
         return render_recipe(build, layout, options, console, stages)
     recipe, runtime = build.recipe, build.runtime
-    plan: Plan = make_plan(build, layout)
+    plan: Plan = plan_build(build, layout)
     console.print(f"[bold]{recipe.name}[/bold]: {plan.method} on the {plan.runtime} runtime{plan._flavour} "
                   f"({len(plan.steps)} steps; `specbuild plan` shows them)")
 
@@ -225,7 +226,7 @@ def render_recipe(build: Build, layout: Layout, options: CompileOptions, console
 
     recipe, runtime = build.recipe, build.runtime
     target = render_layout(layout)
-    plan: Plan = make_plan(build, target)
+    plan: Plan = plan_build(build, target)
     stages = stages or Stages(console)
     root = render_root(target)
     console.print(f"[bold]{recipe.name}[/bold]: rendering the repositories and bundle of {plan.method} on the "

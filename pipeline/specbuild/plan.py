@@ -1,6 +1,8 @@
 """The plan: the ordered, typed steps `specbuild compile` takes for a recipe. Pure: it reads the recipe, runs nothing.
 
-`make_plan` asks the recipe's runtime for its engine steps, then adds the repository, serve and validate steps.
+`make_plan` asks the recipe's runtime for its engine steps, then adds the repository, deploy, serve and validate
+steps. The deploy step is made by specbuild/deploy/ and handed in (specbuild.planning.plan_build does both), so the
+plan knows nothing of the bundle but the step.
 `Plan.render()` is what `specbuild plan` prints; `compile` executes the same step objects, reading their fields
 (never their display text). Every command line is written with every relevant flag explicit, because defaults
 drift between TensorRT-LLM versions (tensorrt_llm/commands/build.py; docs/gpu.md).
@@ -242,20 +244,17 @@ def repository_roles(recipe: Recipe) -> list[str]:
     return ["target"] + (["baseline"] if recipe.builds_baseline else [])
 
 
-def make_plan(build: Build, layout: Layout) -> Plan:
-    """The plan of a resolved recipe (specbuild.runtimes.build), built with its options."""
+def make_plan(build: Build, layout: Layout, bundle: DeployStep | str) -> Plan:
+    """The plan of a resolved recipe (specbuild.runtimes.build), built with its options. `bundle`: the step that
+    writes its deployment bundle, or why it gets none (specbuild.deploy.bundle.deploy_step)."""
     recipe, runtime, spec, options = build.recipe, build.runtime, build.spec, build.options
     steps: list[Step] = list(runtime.engine_steps(recipe, spec, layout, options))
     repo_roles = repository_roles(recipe)
     for role in repo_roles:
         steps.append(RepositoryStep(role=role, path=layout.repository(role),
                                     info=runtime.repository_info(recipe, spec, layout, role)))
-    from specbuild.deploy.bundle import applies, bundle_plan
-    from specbuild.deploy.context import bundle_folder
-
-    no_bundle = applies(recipe, runtime)
-    if no_bundle is None:
-        steps.append(DeployStep(folder=bundle_folder(layout), info=bundle_plan(build, layout)))
+    if isinstance(bundle, DeployStep):
+        steps.append(bundle)
     steps.append(runtime.serve_step(recipe, layout, repo_roles))
     steps.append(ValidateStep(report=layout.report, info=_validation_info(recipe)))
     outputs = Outputs(
@@ -263,7 +262,7 @@ def make_plan(build: Build, layout: Layout) -> Plan:
         repository=show(layout.repository()),
         baseline_repository=show(layout.repository("baseline")) if recipe.builds_baseline else None,
         report=show(layout.report),
-        deployment_bundle=show(bundle_folder(layout)) if no_bundle is None else f"none: {no_bundle}",
+        deployment_bundle=show(bundle.folder) if isinstance(bundle, DeployStep) else f"none: {bundle}",
     )
     return Plan(recipe=show(recipe.source) if recipe.source else "<recipe>", name=recipe.name,
                 runtime=recipe.runtime, method=build.method.name, outputs=outputs, steps=steps,

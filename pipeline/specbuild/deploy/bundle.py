@@ -1,8 +1,9 @@
 """The deployment bundle of a recipe: `deploy/<name>/` beside `triton_repo/`, written atomically.
 
     from specbuild.deploy.bundle import write_bundle, bundle_plan
-    write_bundle(recipe, layout)          # -> deploy/<name> (validated before it is renamed into place)
-    bundle_plan(recipe, layout)           # the files and the world layout, for `specbuild plan`
+    write_bundle(build, layout)           # -> deploy/<name> (validated before it is renamed into place)
+    bundle_plan(build, layout)            # the files and the world layout, for `specbuild plan`
+    deploy_step(build, layout)            # the plan's step that writes it (specbuild.planning)
 
 Files (plain YAML + kustomization.yaml, `kubectl apply -k deploy/<name>`):
     kustomization.yaml, storage.yaml (PVC), deployment.yaml | statefulset.yaml | leaderworkerset.yaml,
@@ -35,6 +36,7 @@ from specbuild.deploy.slurm import slurm_files
 from specbuild.deploy.world import describe
 from specbuild.deploy.yamlio import dump_all
 from specbuild.errors import UserError
+from specbuild.plan import DeployStep
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
@@ -163,6 +165,14 @@ def bundle_plan(build: Build, layout: Layout, *, trtllm_version: str | None = No
 
     ctx, files = build_bundle(build, layout, trtllm_version=trtllm_version, repository=False)
     return plan_of(ctx, sorted([*files, f"{FOLDER}/"]), show)
+
+
+def deploy_step(build: Build, layout: Layout) -> DeployStep | str:
+    """The plan's step that writes the bundle (its summary: `bundle_plan`), or why the recipe gets none."""
+    why_not = applies(build.recipe, build.runtime)
+    if why_not:
+        return why_not
+    return DeployStep(folder=bundle_folder(layout), info=bundle_plan(build, layout))
 
 
 def write_bundle(build: Build, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
