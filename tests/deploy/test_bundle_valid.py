@@ -15,7 +15,7 @@ import pytest
 from deploy_helpers import all_recipes, compile_layout
 
 from specbuild.deploy.bundle import bundle_plan, write_bundle
-from specbuild.deploy.validate import kubectl_binary, render_kustomize, validate_bundle
+from specbuild.deploy.bundle_check import kubectl_binary, render_kustomize, validate_bundle
 from specbuild.deploy.yamlio import load_all
 from specbuild.runtimes.build import resolve_build
 

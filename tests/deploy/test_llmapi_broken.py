@@ -12,7 +12,7 @@ import pytest
 from deploy_helpers import compile_layout, make_recipe
 
 from specbuild.deploy.bundle import write_bundle
-from specbuild.deploy.validate import validate_bundle
+from specbuild.deploy.bundle_check import validate_bundle
 from specbuild.deploy.yamlio import dump_all, load_all
 from specbuild.runtimes.build import resolve_build
 

@@ -13,7 +13,7 @@ import pytest
 from deploy_helpers import LLMAPI_RECIPES, VARIANTS, compile_layout, make_recipe
 
 from specbuild.deploy.bundle import bundle_plan, write_bundle
-from specbuild.deploy.validate import validate_bundle
+from specbuild.deploy.bundle_check import validate_bundle
 from specbuild.deploy.yamlio import load_all
 from specbuild.repository.llmapi.model_yaml import load as load_model_yaml
 from specbuild.runtimes.build import resolve_build

@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from specbuild import atomic
 from specbuild.deploy import kubernetes as k8s
 from specbuild.deploy import monitoring
+from specbuild.deploy.bundle_check import check_bundle
 from specbuild.deploy.context import DeployContext, bundle_folder, context
 from specbuild.deploy.copying import COPY_SCRIPT, copy_script
+from specbuild.deploy.manifest_rules import schema_validation_available
 from specbuild.deploy.readme import bundle_readme
 from specbuild.deploy.repository import FOLDER, container_repository
 from specbuild.deploy.slurm import slurm_files
@@ -184,8 +186,6 @@ def write_bundle(build: Build, layout: Layout, *, folder: Path | None = None, tr
     existing bundle is replaced only by a complete, valid one. Problems raise UserError naming file and field."""
     if applies(build.recipe, build.runtime):
         return None
-    from specbuild.deploy.validate import check_bundle, schema_validation_available
-
     schemas = schema_validation_available() if validate is None else validate
     target = Path(folder or bundle_folder(layout)).absolute()
     ctx, files = build_bundle(build, layout, folder=target, trtllm_version=trtllm_version, schemas=schemas)
