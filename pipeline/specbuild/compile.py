@@ -97,7 +97,7 @@ def compile_recipe(build: Build, layout: Layout, options: CompileOptions, consol
         if cache.reuse_all(f"repository {step.path}", {step.role: (step.path, key)}, kind="repository"):
             continue
         with stages.stage(f"repository {step.path}") as progress:
-            runtime.write_repository(recipe, layout, step.role, progress=progress, notice=stages.notice)
+            runtime.write_repository(recipe, build.spec, layout, step.role, progress=progress, notice=stages.notice)
         cache.built("repository", step.role, step.path, key)
 
     bundles = plan.of(DeployStep)
@@ -242,7 +242,7 @@ def render_recipe(build: Build, layout: Layout, options: CompileOptions, console
     try:
         for step in plan.of(RepositoryStep):
             with stages.stage(f"repository {step.path} (rendered)") as progress:
-                written.append(runtime.write_repository(recipe, target, step.role, progress=progress,
+                written.append(runtime.write_repository(recipe, build.spec, target, step.role, progress=progress,
                                                         notice=notice, engines_built=False))
         bundles = plan.of(DeployStep)
         if bundles:

@@ -255,7 +255,7 @@ def make_plan(build: Build, layout: Layout, bundle: DeployStep | str) -> Plan:
                                     info=runtime.repository_info(recipe, spec, layout, role)))
     if isinstance(bundle, DeployStep):
         steps.append(bundle)
-    steps.append(runtime.serve_step(recipe, layout, repo_roles))
+    steps.append(runtime.serve_step(recipe, spec, layout, repo_roles))
     steps.append(ValidateStep(report=layout.report, info=_validation_info(recipe)))
     outputs = Outputs(
         engines={role: show(layout.engine(role)) for role in runtime.engine_roles(recipe, spec)},

@@ -15,6 +15,7 @@ from specbuild.methods import describe
 from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe
 from specbuild.recipe.yaml_source import load_located
+from specbuild.runtimes import runtime_for
 
 ROOT = Path(__file__).resolve().parents[2]
 NVIDIA_LLMAPI_MODEL = ROOT / "tests" / "doubles" / "triton_backend" / "all_models" / "llmapi" / "tensorrt_llm" / "1"
@@ -105,7 +106,7 @@ def write_engine_configs(recipe: Recipe, layout: Layout) -> None:
     from specbuild.repository.engine.writer import engine_roles
 
     b = recipe.build
-    for _model, role in engine_roles(recipe, "target").items():
+    for _model, role in engine_roles(recipe, describe(recipe), "target").items():
         folder = layout.engine(role)
         folder.mkdir(parents=True, exist_ok=True)
         tp = recipe.speculation.tp_size if role == "draft" else b.tp_size
@@ -120,7 +121,7 @@ def _engine_repository(recipe: Recipe, layout: Layout) -> None:
     from specbuild.repository.engine.writer import write_repository
 
     write_engine_configs(recipe, layout)
-    write_repository(recipe, layout)
+    write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
 
 
 def _llmapi_repository(recipe: Recipe, layout: Layout) -> None:
@@ -129,7 +130,7 @@ def _llmapi_repository(recipe: Recipe, layout: Layout) -> None:
     from specbuild.repository.llmapi.writer import write_repository
 
     files = {name: NVIDIA_LLMAPI_MODEL / name for name in ("model.py", "helpers.py")}
-    write_repository(recipe, layout, "target", files)
+    write_repository(recipe, describe(recipe), layout, "target", files)
 
 
 REPOSITORY_WRITERS = {"engine": _engine_repository, "llm-api": _llmapi_repository}

@@ -27,8 +27,10 @@ import pytest
 from repo_helpers import ROOT
 from tiny_models import build_tiny_checkpoints
 
+from specbuild.methods import describe
 from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe
+from specbuild.runtimes import runtime_for
 from specbuild.runtimes.build import resolve_build
 
 pytestmark = pytest.mark.timeout(900)
@@ -121,7 +123,7 @@ def served(request, checkpoints, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"served-{method}")
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
     build_engines(resolve_build(recipe), layout)
-    repo = write_repository(recipe, layout)
+    repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     with TritonServer(repo, log_path=root / "tritonserver.log", exit_timeout_s=1) as server:
         yield Served(method, recipe, server)
 
@@ -751,7 +753,8 @@ def suite_baseline(checkpoints, tmp_path_factory):
     root = tmp_path_factory.mktemp("suite-baseline")
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
     build_engines(resolve_build(recipe), layout)
-    with TritonServer(write_repository(recipe, layout, "baseline"), log_path=root / "tritonserver-baseline.log",
+    with TritonServer(write_repository(recipe, describe(recipe), layout, "baseline", flavour=runtime_for(recipe)),
+                      log_path=root / "tritonserver-baseline.log",
                       exit_timeout_s=1) as server:
         yield server
 

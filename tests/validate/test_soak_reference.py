@@ -16,6 +16,9 @@ import threading
 from pathlib import Path
 
 import pytest
+
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
 from specbuild.runtimes.build import resolve_build
 
 pytestmark = pytest.mark.timeout(900)
@@ -51,7 +54,8 @@ def served(tmp_path_factory):
         recipe = soak_recipe(path)
         layout = Layout(root / name / "engines", root / name / "triton_repo", root / name / "reports", recipe.name)
         build_engines(resolve_build(recipe), layout)
-        servers[name] = TritonServer(write_repository(recipe, layout), log_path=root / f"{name}.log",
+        repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
+        servers[name] = TritonServer(repo, log_path=root / f"{name}.log",
                                       exit_timeout_s=1)
         recipes[name] = recipe
     with ExitStack() as stack:

@@ -14,6 +14,7 @@ from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
 from specbuild.runtimes.build import resolve_build
+from specbuild.methods import describe
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "checkpoints" / "tiny"
@@ -49,7 +50,7 @@ def deployments(tmp_path_factory):
     servers = {}
     try:
         for role in ("target", "baseline"):
-            repo = runtime_for(recipe).write_repository(recipe, layout, role)
+            repo = runtime_for(recipe).write_repository(recipe, describe(recipe), layout, role)
             servers[role] = TritonServer(repo, log_path=root / f"tritonserver-{role}.log",
                                          exit_timeout_s=1).start()
         yield recipe, servers

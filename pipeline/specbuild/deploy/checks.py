@@ -81,7 +81,7 @@ def deploy_findings(build: Build) -> Iterator[Finding]:
     yield from world_problems
     yield from IMAGE_RULES[kind](recipe)
     # the rules that read the laid-out world run only on a world the recipe's checks accept
-    yield from _kubernetes_findings(recipe, laid_out=not world_problems and LAYS_OUT[kind](recipe))
+    yield from _kubernetes_findings(recipe, build.spec, laid_out=not world_problems and LAYS_OUT[kind](recipe))
 
 
 def _engine_world_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
@@ -265,13 +265,13 @@ def _engine_image_findings(recipe: Recipe) -> Iterator[Finding]:
 IMAGE_RULES = {"engine": _engine_image_findings, "llm-api": _llmapi_image_findings}
 
 
-def _kubernetes_findings(recipe: Recipe, *, laid_out: bool) -> Iterator[Finding]:
+def _kubernetes_findings(recipe: Recipe, spec: Speculation, *, laid_out: bool) -> Iterator[Finding]:
     from specbuild.deploy.kubernetes import memory_for
     from specbuild.deploy.world import world_of
 
     d = recipe.deploy
     k = d.kubernetes
-    world = world_of(recipe) if laid_out else None
+    world = world_of(recipe, spec) if laid_out else None
     minor = tuple(int(x) for x in k.version.lstrip("v").split(".")[:2])
     known = kubernetes_versions()
     if minor not in known:

@@ -153,14 +153,14 @@ class DeployContext:
         """The Triton model whose queue:compute ratio drives the HPA: where requests wait (engine flavour: the BLS
         runs the speculative loop of draft-target and prompt lookup, otherwise the engine model; llm-api: its one
         tensorrt_llm model)."""
-        return MONITORING_KINDS[self.kind](self.recipe)[0]
+        return MONITORING_KINDS[self.kind](self.spec)[0]
 
     @property
     def publishes_acceptance(self) -> bool:
         """Drafted/accepted tokens are Prometheus counters: only the engine flavour's BLS publishes them (the llm-api
         model returns its speculative counters as per-response tensors, no metric: TensorRT-LLM
         triton_backend/all_models/llmapi/tensorrt_llm/1/model.py@0ebb153)."""
-        return MONITORING_KINDS[self.kind](self.recipe)[1]
+        return MONITORING_KINDS[self.kind](self.spec)[1]
 
     @property
     def grace_period_s(self) -> int:
@@ -168,19 +168,19 @@ class DeployContext:
         return k.termination_grace_period_s or k.pre_stop_sleep_s + self.deploy.exit_timeout_s + 30
 
 
-def _engine_monitoring(recipe: Recipe) -> tuple[str, bool]:
-    bls = params.bls_driven(recipe, "target")
+def _engine_monitoring(spec: Speculation) -> tuple[str, bool]:
+    bls = params.bls_driven(spec, "target")
     return ("tensorrt_llm_bls" if bls else "tensorrt_llm"), bls
 
 
-def _llmapi_monitoring(recipe: Recipe) -> tuple[str, bool]:
+def _llmapi_monitoring(spec: Speculation) -> tuple[str, bool]:
     from specbuild.repository.llmapi.configs import MODEL
 
     return MODEL, False
 
 
-MONITORING_KINDS: dict[str, Callable[[Recipe], tuple[str, bool]]] = {"engine": _engine_monitoring,
-                                                                   "llm-api": _llmapi_monitoring}
+MONITORING_KINDS: dict[str, Callable[[Speculation], tuple[str, bool]]] = {"engine": _engine_monitoring,
+                                                                        "llm-api": _llmapi_monitoring}
 
 
 REPOSITORY_SLUG = "repository"
@@ -210,7 +210,8 @@ def _unique(name: str, tree: str, wanted: list[tuple[str, Path, str]]) -> tuple[
 def engine_mounts(recipe: Recipe, spec: Speculation, layout: Layout) -> list[tuple[str, Path, str]]:
     """The repository, the engines it serves and the tokenizer (config.pbtxt names them; converted checkpoints
     and logs stay behind)."""
-    engines = [("draft" if m == "tensorrt_llm_draft" else "target") for m in params.core_models(recipe, "target")]
+    engines = [("draft" if m == "tensorrt_llm_draft" else "target")
+               for m in params.core_models(recipe, spec, "target")]
     return [("repository", Path(layout.repository("target")).absolute(), REPOSITORY_SLUG),
             *((f"{role} engine", Path(layout.engine(role)).absolute(), role) for role in engines),
             ("tokenizer", recipe.tokenizer_dir.absolute(), "tokenizer")]
@@ -248,6 +249,7 @@ def context(build: Build, layout: Layout, folder: Path | None = None,
     name = k8s_name(recipe)
     repository = Path(f"{tree_of(recipe, name)}/{REPOSITORY_SLUG}")  # the containers' path
     return DeployContext(recipe=recipe, layout=layout, folder=Path(folder or bundle_folder(layout)).absolute(),
-                         name=name, image=choose_image(recipe, trtllm_version), world=world_of(recipe),
-                         launch=launch_plan(recipe, repository), mounts=mounts_of(recipe, build.spec, layout, name),
+                         name=name, image=choose_image(recipe, trtllm_version), world=world_of(recipe, build.spec),
+                         launch=launch_plan(recipe, build.spec, repository),
+                         mounts=mounts_of(recipe, build.spec, layout, name),
                          spec=build.spec, serving_model=build.runtime.serving_model(build.spec))

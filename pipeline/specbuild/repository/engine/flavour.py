@@ -54,8 +54,8 @@ class EngineFlavour(Runtime):
     def repository_info(self, recipe, spec, layout, role):
         return plan_info.repository_info(recipe, spec, self, layout, role)
 
-    def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        return writer.write_repository(recipe, layout, role, progress=progress, notice=notice,
+    def write_repository(self, recipe, spec, layout, role, progress=None, notice=None, engines_built=True) -> Path:
+        return writer.write_repository(recipe, spec, layout, role, progress=progress, notice=notice,
                                        engines_built=engines_built, flavour=self)
 
     def serving_model(self, spec) -> str:

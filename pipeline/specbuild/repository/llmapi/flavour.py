@@ -127,8 +127,9 @@ class LlmApiFlavour(Runtime):
             out["not known"] = notes
         return out
 
-    def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        return writer.write_repository(recipe, layout, role, self.model_files(), progress=progress, notice=notice)
+    def write_repository(self, recipe, spec, layout, role, progress=None, notice=None, engines_built=True) -> Path:
+        return writer.write_repository(recipe, spec, layout, role, self.model_files(), progress=progress,
+                                       notice=notice)
 
     # --- serving ----------------------------------------------------------------------------------------------
     def launcher(self, repository: Path) -> Path | None:
