@@ -72,6 +72,15 @@ def test_validate_resolves_its_recipe_once(calls, tmp_path, monkeypatch, capsys)
     assert calls == {"runtime_for": 1, "describe": 1}
 
 
+@pytest.mark.parametrize("argv", [["doctor", "--recipe", str(TRTLLM / "draft_target.yaml")],
+                                  ["download", str(TINY)]])
+def test_doctor_and_download_resolve_their_recipe_once(argv, calls, tmp_path, monkeypatch):
+    """doctor exits 2 on a machine without the GPU path; either way it checked the recipe's needs."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) in (0, 2)
+    assert calls == {"runtime_for": 1, "describe": 1}
+
+
 @pytest.mark.parametrize("key", sorted(REGISTRY))
 def test_each_runtime_says_the_flavour_it_is_registered_under(key):
     """specbuild.deploy.kind reads the recipe's flavour as its runtime's."""
