@@ -61,10 +61,11 @@ log = logger("served")
 def with_stream_interval(recipe, interval: int):
     """The recipe with triton.stream_interval = interval, refused as `specbuild check` would refuse it."""
     from specbuild.recipe.loader import general_findings
+    from specbuild.runtimes.build import resolve_build
 
     triton = recipe.triton.model_copy(update={"stream_interval": interval})
     changed = recipe.model_copy(update={"triton": triton})
-    problems = list(general_findings(changed))
+    problems = list(general_findings(resolve_build(changed)))
     if problems:
         raise SystemExit("--stream-interval: " + "; ".join(f"{'.'.join(map(str, p.path))}: {p.message}"
                                                            for p in problems))
@@ -74,15 +75,16 @@ def with_stream_interval(recipe, interval: int):
 def interval_layout(recipe, layout, work: Path, interval: int, rebuild: bool):
     """Both repositories of `recipe` at triton.stream_interval = interval, beside `layout`'s, on its engines."""
     from specbuild.plan import Layout
-    from specbuild.runtimes import runtime_for
+    from specbuild.runtimes.build import resolve_build
 
     changed = with_stream_interval(recipe, interval)
+    resolved = resolve_build(changed)
     root = work / f"stream_interval_{interval}"
     out = Layout(work / "engines", root / "triton_repo", root / "reports", recipe.name)
     if rebuild or not out.repository().is_dir() or not out.repository("baseline").is_dir():
         log(f"writing the repositories at stream_interval {interval} into {root}")
         for role in ("target", "baseline"):
-            runtime_for(changed).write_repository(changed, out, role)
+            resolved.runtime.write_repository(changed, resolved.spec, out, role)
     return out
 
 
@@ -91,7 +93,7 @@ def build(recipe_path: Path, work: Path, rebuild: bool):
     from specbuild.compile import build_engines
     from specbuild.plan import Layout
     from specbuild.recipe import load_recipe
-    from specbuild.runtimes import runtime_for
+    from specbuild.runtimes.build import resolve_build
 
     recipe = load_recipe(recipe_path)
     if not recipe.builds_baseline:
@@ -101,10 +103,10 @@ def build(recipe_path: Path, work: Path, rebuild: bool):
     text = recipe_path.read_text()
     if rebuild or not stamp.is_file() or stamp.read_text() != text or not layout.repository().is_dir():
         log(f"building engines and repositories of {recipe_path} into {work}")
-        build_engines(recipe, layout)
-        runtime = runtime_for(recipe)
+        resolved = resolve_build(recipe)
+        build_engines(resolved, layout)
         for role in ("target", "baseline"):
-            runtime.write_repository(recipe, layout, role)
+            resolved.runtime.write_repository(recipe, resolved.spec, layout, role)
         stamp.write_text(text)
     return recipe, layout
 

@@ -40,10 +40,12 @@ def build(recipe, root: Path) -> Path:
     from specbuild.compile import build_engines
     from specbuild.plan import Layout
     from specbuild.repository.engine.writer import write_repository
+    from specbuild.runtimes.build import resolve_build
 
+    resolved = resolve_build(recipe)
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
-    build_engines(recipe, layout)
-    return write_repository(recipe, layout)
+    build_engines(resolved, layout)
+    return write_repository(recipe, resolved.spec, layout, flavour=resolved.runtime)
 
 
 def log(message: str) -> None:
@@ -53,8 +55,10 @@ def log(message: str) -> None:
 def run_repo(name: str, recipe, repo: Path, args, work: Path) -> list[dict]:
     from specbuild.serve import TritonServer
     from specbuild.validate.local_server import LocalServer
+    from specbuild.runtimes.build import resolve_build
     from specbuild.validate.mix import soak
 
+    resolved = resolve_build(recipe)
     runs, server = [], None
     try:
         for i in range(args.runs):
@@ -65,7 +69,7 @@ def run_repo(name: str, recipe, repo: Path, args, work: Path) -> list[dict]:
                 t = time.perf_counter()
                 server.start()
                 log(f"{name}: server ready in {time.perf_counter() - t:.1f} s")
-            result = soak(recipe, server.http_address, server.grpc_url, concurrency=args.concurrency,
+            result = soak(resolved, server.http_address, server.grpc_url, concurrency=args.concurrency,
                           requests=args.requests, server=LocalServer(server.pid),
                           max_tokens=(max(1, args.max_tokens // 4), args.max_tokens), seed=args.seed + i)
             d = result.to_dict()

@@ -43,10 +43,11 @@ def log(message: str) -> None:
 
 def build(recipe, root: Path) -> Path:
     from specbuild.plan import Layout
-    from specbuild.runtimes import runtime_for
+    from specbuild.runtimes.build import resolve_build
 
+    resolved = resolve_build(recipe)
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
-    return runtime_for(recipe).write_repository(recipe, layout, "target")
+    return resolved.runtime.write_repository(recipe, resolved.spec, layout, "target")
 
 
 def select_bad(bad: list, kinds: str) -> list:
@@ -116,6 +117,7 @@ def main(argv=None) -> int:
     if not 0.0 <= args.bad_share < 1.0:
         p.error("--bad-share must be in [0, 1)")
 
+    from specbuild.runtimes.build import resolve_build
     from specbuild.serve import TritonServer
     from specbuild.validate.context import close_context, make_context
     from specbuild.validate.endpoints import Endpoints
@@ -136,7 +138,7 @@ def main(argv=None) -> int:
         try:
             local = LocalServer(server.pid)
             out["after_start"] = memory(local)
-            ctx = make_context(recipe, Endpoints(server.http_address, server.grpc_url))
+            ctx = make_context(resolve_build(recipe), Endpoints(server.http_address, server.grpc_url))
             try:
                 plan = MixPlan.default(ctx, mix_models(ctx), prompts=3,
                                        max_tokens=(max(1, args.max_tokens // 4), args.max_tokens), seed=args.seed)

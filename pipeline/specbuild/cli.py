@@ -114,11 +114,12 @@ def _decode_cpus_option(f):
 
 
 def _load(recipe: Path, trtllm_examples: str | None = None, *, building: bool = True):
-    from specbuild.recipe import load_recipe
+    """The recipe checked and resolved once (specbuild.runtimes.build.Build): every stage gets it from here."""
+    from specbuild.load import load_build
     from specbuild.runtimes.base import BuildOptions
 
-    return load_recipe(recipe, check_files=building,
-                       options=BuildOptions(trtllm_examples=trtllm_examples, building=building))
+    return load_build(recipe, check_files=building,
+                      options=BuildOptions(trtllm_examples=trtllm_examples, building=building))
 
 
 def _print_warnings(r) -> None:
@@ -189,17 +190,15 @@ def check(recipe: Path, trtllm_examples: str | None, as_json: bool) -> None:
     Example:
       specbuild check recipes/reference/medusa.yaml
     """
-    from specbuild.methods import describe, method_for
-    from specbuild.runtimes import runtime_for
-
     with _refusals_as_json("check", recipe, as_json, verdict="invalid"):
-        r = _load(recipe, trtllm_examples)
-    method = method_for(r)
+        build = _load(recipe, trtllm_examples)
+    r, method = build.recipe, build.method
+    runtime_notes = build.runtime.notes(r, build.spec)
     if as_json:
         from specbuild.output.commands import check_document
 
         _print_warnings(r)
-        click.echo(json.dumps(check_document(recipe, r, method, runtime_for(r).notes(r, describe(r))), indent=2))
+        click.echo(json.dumps(check_document(recipe, r, method, runtime_notes), indent=2))
         return
     flavour = "" if r.flavour == "engine" else f" ({r.flavour} flavour)"
     warned = f" with {len(r.warnings)} warning{'s' if len(r.warnings) > 1 else ''}" if r.warnings else ""
@@ -207,7 +206,7 @@ def check(recipe: Path, trtllm_examples: str | None, as_json: bool) -> None:
                f"runtime{flavour}")
     _print_warnings(r)
     # what could not be checked on this machine, and what the runtime cannot know
-    for note in [*r.notes, *runtime_for(r).notes(r, describe(r))]:
+    for note in [*r.notes, *runtime_notes]:
         click.echo(f"{recipe}: note: {note}")
 
 
@@ -224,13 +223,13 @@ def plan(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, as_j
     Example:
       specbuild plan recipes/tensorrt-llm/eagle.yaml --json > plan.json
     """
-    from specbuild.plan import make_plan
-    from specbuild.runtimes.base import BuildOptions
+    from specbuild.planning import plan_build
 
     with _refusals_as_json("plan", recipe, as_json):
-        r = _load(recipe, trtllm_examples)
+        build = _load(recipe, trtllm_examples)
+        r = build.recipe
         _print_warnings(r)
-        p = make_plan(r, _layout(r, engines_dir, repo_dir, report_dir), BuildOptions(trtllm_examples=trtllm_examples))
+        p = plan_build(build, _layout(r, engines_dir, repo_dir, report_dir))
     if as_json:
         from specbuild.output.commands import plan_document
 
@@ -250,8 +249,9 @@ def download(recipe: Path) -> None:
       specbuild download recipes/tensorrt-llm/llmapi_eagle3.yaml
     """
     from specbuild.hub import fetch_recipe_models
+    from specbuild.load import load_build
 
-    for line in fetch_recipe_models(recipe):
+    for line in fetch_recipe_models(load_build(recipe, check_files=False).recipe):
         click.echo(line)
 
 
@@ -315,7 +315,8 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
     from specbuild.output.steps import Stages
 
     with _refusals_as_json("compile", recipe, as_json):
-        r = _load(recipe, trtllm_examples)
+        build = _load(recipe, trtllm_examples)
+    r = build.recipe
     _print_warnings(r)
     if against is not None:  # refused before the build, not after it
         from specbuild.validate.compare import load_report
@@ -328,13 +329,13 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
     console = _console(stderr=True)
     stages = Stages(console)
     with _refusals_as_json("compile", recipe, as_json):
-        code = compile_recipe(r, layout, options, console, stages)
+        code = compile_recipe(build, layout, options, console, stages)
     if as_json:
         from specbuild.compile import render_layout
         from specbuild.output.commands import compile_document
-        from specbuild.plan import make_plan
+        from specbuild.planning import plan_build
 
-        written = make_plan(r, render_layout(layout) if render_only else layout, options.build)
+        written = plan_build(build, render_layout(layout) if render_only else layout)
         click.echo(json.dumps(compile_document(r, written, stages, code, rendered=render_only), indent=2))
     if code:
         raise click.exceptions.Exit(code)
@@ -524,7 +525,8 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
     from specbuild.validate.report.json_report import clean
     from specbuild.validate.report.terminal import print_result, progress_bar
 
-    r = _load(recipe, building=False)
+    build = _load(recipe, building=False)
+    r = build.recipe
     target = Endpoints.parse(url, grpc_url, model, metrics=metrics_url)
     if baseline_grpc_url and not baseline_url:
         raise UserError("--baseline-grpc-url needs --baseline-url (the baseline's HTTP endpoint)")
@@ -536,7 +538,7 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
         raise UserError("--write-tuned-recipe tunes from the performance sweep against the baseline: give "
                         "--baseline-url and keep the performance check")
     with progress_bar(_console(stderr=True)) as progress:
-        result = run_validation(r, target, baseline, report_dir=report_dir, options=options, progress=progress,
+        result = run_validation(build, target, baseline, report_dir=report_dir, options=options, progress=progress,
                                 against=against)
     if report_dir is not None:
         from specbuild.provenance import make_manifest, stamp
@@ -551,26 +553,26 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
 
         click.echo(json.dumps(validate_document(result, clean(result.to_dict())), indent=2))
     if tuned_path is not None:
-        _write_tuned_recipe(r, result, tuned_path, _console(stderr=True))
+        _write_tuned_recipe(build, result, tuned_path, _console(stderr=True))
     if not result.passed:
         for c in result.failures:
             click.echo(f"{c.status.upper()} {c.name}: {c.summary}", err=True)
         raise click.exceptions.Exit(1)
 
 
-def _write_tuned_recipe(recipe, result, path: Path, console) -> None:
+def _write_tuned_recipe(build, result, path: Path, console) -> None:
     """validate --write-tuned-recipe: the schedule from the sweep (specbuild.validate.tuning), written and re-read."""
-    from specbuild.methods import describe
-    from specbuild.recipe import load_recipe
+    from specbuild.load import load_build
     from specbuild.validate.tuning import measured_speedups, tuned_schedule, write_tuned_recipe
 
-    tuning = tuned_schedule(describe(recipe), measured_speedups(result.check("performance")),
+    recipe = build.recipe
+    tuning = tuned_schedule(build.spec, measured_speedups(result.check("performance")),
                             recipe.build.max_batch_size)
     console.print(f"tuning: {tuning.why}", soft_wrap=True)
     if tuning.schedule is None:
         return
     written = write_tuned_recipe(recipe, path, tuning.schedule)
-    load_recipe(written, check_files=False)  # the tuned recipe passes the same checks
+    load_build(written, check_files=False)  # the tuned recipe passes the same checks
     shown = ", ".join(f"{k}: {v}" for k, v in tuning.schedule.items())
     console.print(f"tuned recipe: {written} (adaptive.draft_len_schedule: {{{shown}}})", soft_wrap=True)
 
@@ -595,8 +597,8 @@ def doctor(as_json: bool, recipe: Path | None, trtllm_examples: str | None, flav
     """
     from specbuild.trtllm.doctor import as_dict, ready, render, run_doctor
 
-    r = _load(recipe, trtllm_examples) if recipe is not None else None
-    checks = run_doctor(r, flavour)
+    build = _load(recipe, trtllm_examples) if recipe is not None else None
+    checks = run_doctor(build, flavour)
     if as_json:
         from specbuild.output.commands import doctor_document
 

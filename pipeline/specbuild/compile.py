@@ -28,11 +28,12 @@ from rich.console import Console
 from specbuild import step_cache
 from specbuild.errors import UserError
 from specbuild.output.steps import Stages
-from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep, make_plan
+from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep
+from specbuild.planning import plan_build
 from specbuild.provenance import make_manifest, stamp
 from specbuild.recipe.schema import Recipe
-from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
+from specbuild.runtimes.build import Build
 from specbuild.serve.decode_cpus import CHOICE_ENV as DECODE_CPUS_ENV
 from specbuild.step_store import Store
 from specbuild.trtllm.version import installed_version
@@ -56,21 +57,21 @@ class CompileOptions:
         return BuildOptions(trtllm_examples=self.trtllm_examples)
 
 
-def build_engines(recipe: Recipe, layout: Layout, options: BuildOptions | None = None,
-                  progress: Callable[[str], None] | None = None) -> dict[str, Path]:
+def build_engines(build: Build, layout: Layout, progress: Callable[[str], None] | None = None) -> dict[str, Path]:
     """Only the engine stage: the plan's engine steps, run by the recipe's runtime. Returns {role: folder}."""
-    plan = make_plan(recipe, layout, options)
-    return runtime_for(recipe).build_engines(plan.engine_steps, recipe, layout, progress=progress)
+    plan = plan_build(build, layout)
+    return build.runtime.build_engines(plan.engine_steps, build.recipe, layout, progress=progress)
 
 
-def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console,
+def compile_recipe(build: Build, layout: Layout, options: CompileOptions, console: Console,
                    stages: Stages | None = None) -> int:
-    """`stages` records the steps run (and the validation's result) for `compile --json`."""
+    """`stages` records the steps run (and the validation's result) for `compile --json`. `build`: the recipe
+    resolved with `options.build` (specbuild.load.load_build)."""
     stages = stages or Stages(console)
     if options.render_only:
-        return render_recipe(recipe, layout, options, console, stages)
-    plan: Plan = make_plan(recipe, layout, options.build)
-    runtime = runtime_for(recipe)
+        return render_recipe(build, layout, options, console, stages)
+    recipe, runtime = build.recipe, build.runtime
+    plan: Plan = plan_build(build, layout)
     console.print(f"[bold]{recipe.name}[/bold]: {plan.method} on the {plan.runtime} runtime{plan._flavour} "
                   f"({len(plan.steps)} steps; `specbuild plan` shows them)")
 
@@ -96,7 +97,7 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
         if cache.reuse_all(f"repository {step.path}", {step.role: (step.path, key)}, kind="repository"):
             continue
         with stages.stage(f"repository {step.path}") as progress:
-            runtime.write_repository(recipe, layout, step.role, progress=progress, notice=stages.notice)
+            runtime.write_repository(recipe, build.spec, layout, step.role, progress=progress, notice=stages.notice)
         cache.built("repository", step.role, step.path, key)
 
     bundles = plan.of(DeployStep)
@@ -104,7 +105,7 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
         from specbuild.deploy.bundle import write_bundle
 
         with stages.stage(f"deployment bundle {bundles[0].folder}"):
-            bundle = write_bundle(recipe, layout, folder=bundles[0].folder,
+            bundle = write_bundle(build, layout, folder=bundles[0].folder,
                                   trtllm_version=installed_version(), notice=stages.notice)
         if bundle is not None:
             stamp(bundle, manifest, "bundle")
@@ -115,7 +116,7 @@ def compile_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, cons
     validation_key = step_cache.validation_key(recipe, keys, step_cache.served_with(options))
     if options.reuse and not options.revalidate and step_cache.passed_before(layout.report, validation_key):
         return step_cache.reuse_verdict(layout.report, stages, console)
-    return serve_and_validate(recipe, layout, {s.role: s.path for s in repositories}, options, stages, console,
+    return serve_and_validate(build, layout, {s.role: s.path for s in repositories}, options, stages, console,
                               manifest, validation_key)
 
 
@@ -185,13 +186,12 @@ def render_root(layout: Layout) -> Path:
     return Path(layout.repo_root).parent
 
 
-def render_note(recipe: Recipe, plan: Plan, layout: Layout, written: list[Path], said: list[str]) -> str:
+def render_note(build: Build, plan: Plan, layout: Layout, written: list[Path], said: list[str]) -> str:
     """RENDER_ONLY.md: what was rendered, what is missing, and how the real build differs."""
-    from specbuild.methods import describe
     from specbuild.paths import show
 
-    runtime = runtime_for(recipe)
-    engines = [layout.engine(role) for role in runtime.engine_roles(recipe)]
+    recipe, runtime = build.recipe, build.runtime
+    engines = [layout.engine(role) for role in runtime.engine_roles(recipe, build.spec)]
     lines = [f"# {recipe.name}: rendered for review — NOT a build", "",
              f"`specbuild compile --render-only {recipe.source or ''}` wrote these from the recipe alone "
              f"({plan.method} on the {plan.runtime} runtime{plan._flavour}):", ""]
@@ -209,7 +209,7 @@ def render_note(recipe: Recipe, plan: Plan, layout: Layout, written: list[Path],
         lines += ["No engines: this flavour builds none (the LLM loads the checkpoints that model.yaml names)."]
     if said:
         lines += ["", "Said while rendering:", "", *(f"- {message}" for message in said)]
-    notes = runtime.notes(recipe, describe(recipe))
+    notes = runtime.notes(recipe, build.spec)
     if notes:
         lines += ["", "## Not known", "", *(f"- {note}" for note in notes)]
     lines += ["", "Nothing was served or validated. Build, serve and validate for real with "
@@ -218,15 +218,15 @@ def render_note(recipe: Recipe, plan: Plan, layout: Layout, written: list[Path],
     return "\n".join(lines) + "\n"
 
 
-def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, console: Console,
+def render_recipe(build: Build, layout: Layout, options: CompileOptions, console: Console,
                   stages: Stages | None = None) -> int:
     """compile --render-only: every repository and the bundle, written under render/<name>/ with RENDER_ONLY.md;
     on failure render/<name>/ is removed (it holds nothing else)."""
     from specbuild.paths import show
 
+    recipe, runtime = build.recipe, build.runtime
     target = render_layout(layout)
-    plan: Plan = make_plan(recipe, target, options.build)
-    runtime = runtime_for(recipe)
+    plan: Plan = plan_build(build, target)
     stages = stages or Stages(console)
     root = render_root(target)
     console.print(f"[bold]{recipe.name}[/bold]: rendering the repositories and bundle of {plan.method} on the "
@@ -242,29 +242,29 @@ def render_recipe(recipe: Recipe, layout: Layout, options: CompileOptions, conso
     try:
         for step in plan.of(RepositoryStep):
             with stages.stage(f"repository {step.path} (rendered)") as progress:
-                written.append(runtime.write_repository(recipe, target, step.role, progress=progress,
+                written.append(runtime.write_repository(recipe, build.spec, target, step.role, progress=progress,
                                                         notice=notice, engines_built=False))
         bundles = plan.of(DeployStep)
         if bundles:
             from specbuild.deploy.bundle import write_bundle
 
             with stages.stage(f"deployment bundle {bundles[0].folder} (rendered)"):
-                written.append(write_bundle(recipe, target, folder=bundles[0].folder,
+                written.append(write_bundle(build, target, folder=bundles[0].folder,
                                             trtllm_version=installed_version(), notice=notice))
         partial = root / f".{RENDER_NOTE}.partial-{os.getpid()}"
-        partial.write_text(render_note(recipe, plan, target, written, said))
+        partial.write_text(render_note(build, plan, target, written, said))
         os.replace(partial, root / RENDER_NOTE)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    engines = [show(target.engine(role)) for role in runtime.engine_roles(recipe)]
+    engines = [show(target.engine(role)) for role in runtime.engine_roles(recipe, build.spec)]
     console.print(f"[yellow]rendered for review only[/yellow]: {show(root / RENDER_NOTE)} says what is missing"
                   + (f" (no engines: {', '.join(engines)})" if engines else "")
                   + "; not servable as is", soft_wrap=True)
     return 0
 
 
-def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, Path], options: CompileOptions,
+def serve_and_validate(build: Build, layout: Layout, repositories: dict[str, Path], options: CompileOptions,
                        stages: Stages, console: Console, manifest: dict | None = None,
                        validation_key: str | None = None) -> int:
     from specbuild.serve import TritonServer, decode_cpus
@@ -272,7 +272,7 @@ def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, P
     from specbuild.validate import Endpoints, run_validation
     from specbuild.validate.report.terminal import print_result, progress_bar
 
-    runtime = runtime_for(recipe)
+    recipe, runtime = build.recipe, build.runtime
     with contextlib.ExitStack() as stack:
         servers: dict[str, TritonServer] = {}
         @stack.push
@@ -292,7 +292,7 @@ def serve_and_validate(recipe: Recipe, layout: Layout, repositories: dict[str, P
         # the suite's clients stay off the CPUs kept for the decoders, as tritonserver does
         stack.enter_context(decode_cpus.running_on(servers["target"].client_cpus))
         with stages.stage("validate", spinner=False) as progress:
-            validate = partial(run_validation, recipe, Endpoints.of(servers["target"]),
+            validate = partial(run_validation, build, Endpoints.of(servers["target"]),
                                Endpoints.of(baseline) if baseline else None, report_dir=layout.report,
                                exit_reasons={role: server.exit_reason for role, server in servers.items()},
                                against=options.against)

@@ -169,11 +169,8 @@ def checkpoint_fields(recipe) -> list[tuple[str, Path | str]]:
     return out
 
 
-def fetch_recipe_models(recipe_path: Path):
-    """Download the model ids a recipe names that the hub cache lacks; yields one line per field."""
-    from specbuild.recipe import load_recipe
-
-    recipe = load_recipe(recipe_path, check_files=False)
+def fetch_recipe_models(recipe):
+    """Download the model ids a (loaded) recipe names that the hub cache lacks; yields one line per field."""
     for field, value in checkpoint_fields(recipe):
         found = recipe.checkpoint(value)
         if found.model_id is None:

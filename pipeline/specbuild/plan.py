@@ -1,6 +1,8 @@
 """The plan: the ordered, typed steps `specbuild compile` takes for a recipe. Pure: it reads the recipe, runs nothing.
 
-`make_plan` asks the recipe's runtime for its engine steps, then adds the repository, serve and validate steps.
+`make_plan` asks the recipe's runtime for its engine steps, then adds the repository, deploy, serve and validate
+steps. The deploy step is made by specbuild/deploy/ and handed in (specbuild.planning.plan_build does both), so the
+plan knows nothing of the bundle but the step.
 `Plan.render()` is what `specbuild plan` prints; `compile` executes the same step objects, reading their fields
 (never their display text). Every command line is written with every relevant flag explicit, because defaults
 drift between TensorRT-LLM versions (tensorrt_llm/commands/build.py; docs/gpu.md).
@@ -12,14 +14,15 @@ import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from specbuild.engine_facts import EngineLimits
-from specbuild.methods import describe, method_for
 from specbuild.paths import show
 from specbuild.recipe.schema import Recipe
-from specbuild.runtimes import runtime_for
-from specbuild.runtimes.base import BuildOptions
+
+if TYPE_CHECKING:
+    from specbuild.runtimes.build import Build
+    from specbuild.speculation import Speculation
 
 ROLES_DOC = {"target": "the serving engine", "draft": "the draft engine", "baseline": "the target without speculation"}
 
@@ -227,10 +230,10 @@ def _render_detail(key: str, value: Any, indent: str) -> list[str]:
     return [f"{indent}{key}: {value if isinstance(value, str) else json.dumps(value)}"]
 
 
-def roles(recipe: Recipe) -> list[str]:
+def roles(recipe: Recipe, spec: Speculation) -> list[str]:
     """The engines a compile builds: the target, the draft model's engine, the baseline."""
     out = ["target"]
-    if describe(recipe).has_draft_engine:
+    if spec.has_draft_engine:
         out.append("draft")
     if recipe.builds_baseline:
         out.append("baseline")
@@ -241,33 +244,28 @@ def repository_roles(recipe: Recipe) -> list[str]:
     return ["target"] + (["baseline"] if recipe.builds_baseline else [])
 
 
-def make_plan(recipe: Recipe, layout: Layout, options: BuildOptions | None = None, *,
-              trtllm_examples: str | None = None) -> Plan:
-    options = options or BuildOptions(trtllm_examples=trtllm_examples)
-    runtime = runtime_for(recipe)
-    spec = describe(recipe)
+def make_plan(build: Build, layout: Layout, bundle: DeployStep | str) -> Plan:
+    """The plan of a resolved recipe (specbuild.runtimes.build), built with its options. `bundle`: the step that
+    writes its deployment bundle, or why it gets none (specbuild.deploy.bundle.deploy_step)."""
+    recipe, runtime, spec, options = build.recipe, build.runtime, build.spec, build.options
     steps: list[Step] = list(runtime.engine_steps(recipe, spec, layout, options))
     repo_roles = repository_roles(recipe)
     for role in repo_roles:
         steps.append(RepositoryStep(role=role, path=layout.repository(role),
                                     info=runtime.repository_info(recipe, spec, layout, role)))
-    from specbuild.deploy.bundle import applies, bundle_plan
-    from specbuild.deploy.context import bundle_folder
-
-    no_bundle = applies(recipe)
-    if no_bundle is None:
-        steps.append(DeployStep(folder=bundle_folder(layout), info=bundle_plan(recipe, layout)))
-    steps.append(runtime.serve_step(recipe, layout, repo_roles))
+    if isinstance(bundle, DeployStep):
+        steps.append(bundle)
+    steps.append(runtime.serve_step(recipe, spec, layout, repo_roles))
     steps.append(ValidateStep(report=layout.report, info=_validation_info(recipe)))
     outputs = Outputs(
-        engines={role: show(layout.engine(role)) for role in runtime.engine_roles(recipe)},
+        engines={role: show(layout.engine(role)) for role in runtime.engine_roles(recipe, spec)},
         repository=show(layout.repository()),
         baseline_repository=show(layout.repository("baseline")) if recipe.builds_baseline else None,
         report=show(layout.report),
-        deployment_bundle=show(bundle_folder(layout)) if no_bundle is None else f"none: {no_bundle}",
+        deployment_bundle=show(bundle.folder) if isinstance(bundle, DeployStep) else f"none: {bundle}",
     )
     return Plan(recipe=show(recipe.source) if recipe.source else "<recipe>", name=recipe.name,
-                runtime=recipe.runtime, method=method_for(recipe).name, outputs=outputs, steps=steps,
+                runtime=recipe.runtime, method=build.method.name, outputs=outputs, steps=steps,
                 flavour=recipe.flavour, checkpoints=_checkpoints(recipe))
 
 

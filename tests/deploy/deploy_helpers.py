@@ -15,6 +15,7 @@ from specbuild.methods import describe
 from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe
 from specbuild.recipe.yaml_source import load_located
+from specbuild.runtimes import runtime_for
 
 ROOT = Path(__file__).resolve().parents[2]
 NVIDIA_LLMAPI_MODEL = ROOT / "tests" / "doubles" / "triton_backend" / "all_models" / "llmapi" / "tensorrt_llm" / "1"
@@ -24,8 +25,10 @@ def _bundled(path: Path) -> bool:
     """The example recipes that get a bundle (every tensorrt-llm one)."""
     from specbuild.deploy.bundle import applies
     from specbuild.recipe.loader import load_recipe
+    from specbuild.runtimes.build import resolve_build
 
-    return applies(load_recipe(path, check_files=False)) is None
+    recipe = load_recipe(path, check_files=False)
+    return applies(recipe, resolve_build(recipe).runtime) is None
 
 
 GPU_RECIPES = [p for p in sorted((ROOT / "recipes" / "tensorrt-llm").glob("*.yaml")) if _bundled(p)]
@@ -103,7 +106,7 @@ def write_engine_configs(recipe: Recipe, layout: Layout) -> None:
     from specbuild.repository.engine.writer import engine_roles
 
     b = recipe.build
-    for _model, role in engine_roles(recipe, "target").items():
+    for _model, role in engine_roles(recipe, describe(recipe), "target").items():
         folder = layout.engine(role)
         folder.mkdir(parents=True, exist_ok=True)
         tp = recipe.speculation.tp_size if role == "draft" else b.tp_size
@@ -118,7 +121,7 @@ def _engine_repository(recipe: Recipe, layout: Layout) -> None:
     from specbuild.repository.engine.writer import write_repository
 
     write_engine_configs(recipe, layout)
-    write_repository(recipe, layout)
+    write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
 
 
 def _llmapi_repository(recipe: Recipe, layout: Layout) -> None:
@@ -127,7 +130,7 @@ def _llmapi_repository(recipe: Recipe, layout: Layout) -> None:
     from specbuild.repository.llmapi.writer import write_repository
 
     files = {name: NVIDIA_LLMAPI_MODEL / name for name in ("model.py", "helpers.py")}
-    write_repository(recipe, layout, "target", files)
+    write_repository(recipe, describe(recipe), layout, "target", files)
 
 
 REPOSITORY_WRITERS = {"engine": _engine_repository, "llm-api": _llmapi_repository}

@@ -10,16 +10,17 @@ import pytest
 from deploy_helpers import compile_layout, make_recipe
 
 from specbuild.deploy.bundle import write_bundle
-from specbuild.deploy.validate import check_bundle, validate_bundle
+from specbuild.deploy.bundle_check import check_bundle, validate_bundle
 from specbuild.deploy.yamlio import dump_all, load_all
 from specbuild.errors import UserError
+from specbuild.runtimes.build import resolve_build
 
 
 @pytest.fixture(scope="module")
 def single(tmp_path_factory):
     recipe = make_recipe("none")
     layout = compile_layout(tmp_path_factory.mktemp("single"), recipe)
-    return recipe, layout, write_bundle(recipe, layout, validate=True)
+    return recipe, layout, write_bundle(resolve_build(recipe), layout, validate=True)
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def multi(tmp_path_factory):
     recipe = make_recipe("none", {"name": "trt-tp8-pp2", "build.tp_size": 8, "build.pp_size": 2,
                                   "triton.gpu_device_ids": list(range(8))})
     layout = compile_layout(tmp_path_factory.mktemp("multi"), recipe)
-    return recipe, layout, write_bundle(recipe, layout, validate=True)
+    return recipe, layout, write_bundle(resolve_build(recipe), layout, validate=True)
 
 
 def broken(bundle, tmp_path, file, change, doc=0):
@@ -37,7 +38,7 @@ def broken(bundle, tmp_path, file, change, doc=0):
     docs = load_all((copy / file).read_text())
     change(docs[doc])
     (copy / file).write_text(dump_all(docs))
-    return [str(f) for f in validate_bundle(copy, recipe, layout, schemas=True, bundle_folder=folder)]
+    return [str(f) for f in validate_bundle(copy, resolve_build(recipe), layout, schemas=True, bundle_folder=folder)]
 
 
 def container(deployment):
@@ -141,7 +142,7 @@ def test_slurm_rank_that_differs_from_the_script(multi, tmp_path):
     shutil.copytree(folder, copy)
     ranks = copy / "slurm" / "ranks.sh"
     ranks.write_text(ranks.read_text().replace("prefix5_", "prefix50_"))
-    found = [str(f) for f in validate_bundle(copy, recipe, layout, bundle_folder=folder)]
+    found = [str(f) for f in validate_bundle(copy, resolve_build(recipe), layout, bundle_folder=folder)]
     assert any("slurm/ranks.sh: rank 5:" in f for f in found), found
 
 
@@ -151,7 +152,7 @@ def test_stale_repository_port(single, tmp_path):
     original = script.read_text()
     try:
         script.write_text(original.replace("echo 8000", "echo 8080"))
-        found = [str(f) for f in validate_bundle(folder, recipe, layout)]
+        found = [str(f) for f in validate_bundle(folder, resolve_build(recipe), layout)]
     finally:
         script.write_text(original)
     assert any("not the one this recipe implies" in f for f in found)
@@ -164,7 +165,7 @@ def test_check_bundle_raises_one_user_error(single, tmp_path):
     shutil.copytree(folder, copy)
     (copy / "service.yaml").unlink()
     with pytest.raises(UserError, match="kustomization.yaml: resources: lists service.yaml, which does not exist"):
-        check_bundle(copy, recipe, layout, schemas=True, bundle_folder=folder)
+        check_bundle(copy, resolve_build(recipe), layout, schemas=True, bundle_folder=folder)
 
 
 def test_an_invalid_recipe_leaves_the_old_bundle(single, tmp_path):
@@ -175,6 +176,6 @@ def test_an_invalid_recipe_leaves_the_old_bundle(single, tmp_path):
                                        "with TensorRT-LLM 0.17 <= version <= 1\\.3\\.0rc20")):
         bad = make_recipe("none", {"deploy.image": {"trtllm_version": version}})
         with pytest.raises(UserError, match=message):
-            write_bundle(bad, layout)
+            write_bundle(resolve_build(bad), layout)
     assert (folder / "deployment.yaml").read_text() == before
     assert not list(folder.parent.glob(".*partial*"))

@@ -15,8 +15,9 @@ import pytest
 from deploy_helpers import all_recipes, compile_layout
 
 from specbuild.deploy.bundle import bundle_plan, write_bundle
-from specbuild.deploy.validate import kubectl_binary, render_kustomize, validate_bundle
+from specbuild.deploy.bundle_check import kubectl_binary, render_kustomize, validate_bundle
 from specbuild.deploy.yamlio import load_all
+from specbuild.runtimes.build import resolve_build
 
 RECIPES = all_recipes()
 
@@ -26,15 +27,15 @@ def bundles(tmp_path_factory):
     out = {}
     for name, recipe in RECIPES.items():
         layout = compile_layout(tmp_path_factory.mktemp(name), recipe)
-        out[name] = (recipe, layout, write_bundle(recipe, layout, validate=True))
+        out[name] = (recipe, layout, write_bundle(resolve_build(recipe), layout, validate=True))
     return out
 
 
 @pytest.mark.parametrize("name", sorted(RECIPES))
 def test_bundle_validates_strictly(bundles, name):
     recipe, layout, folder = bundles[name]
-    assert validate_bundle(folder, recipe, layout, schemas=True) == []
-    written, shown = json.loads((folder / "bundle.json").read_text()), bundle_plan(recipe, layout)
+    assert validate_bundle(folder, resolve_build(recipe), layout, schemas=True) == []
+    written, shown = json.loads((folder / "bundle.json").read_text()), bundle_plan(resolve_build(recipe), layout)
     assert written["files"] == shown["files"] and written["layout"] == shown["layout"]
     assert written["world"] == shown["world"] and written["folder"] == str(folder)
 
@@ -49,7 +50,7 @@ def test_kubectl_kustomize_renders_the_bundle(bundles, name):
     assert "PodMonitor" in kinds and "PrometheusRule" in kinds and "Service" in kinds
     assert all(d["metadata"]["namespace"] == recipe.deploy.kubernetes.namespace for d in rendered)
     # the rendered stream (what `kubectl apply -k` sends) validates too
-    assert validate_bundle(folder, recipe, layout, schemas=True, kubectl=True) == []
+    assert validate_bundle(folder, resolve_build(recipe), layout, schemas=True, kubectl=True) == []
 
 
 def test_two_nodes_of_eight_gpus_is_a_leader_worker_set(bundles):
@@ -64,7 +65,7 @@ def test_two_nodes_of_eight_gpus_is_a_leader_worker_set(bundles):
     assert leader["command"][-1].rstrip().endswith(
         "exec bash /models/trt-tp8-pp2/repository/launch_triton.sh --exit-timeout-secs=30")  # deploy.mount_root
     assert "ports" not in lwt["workerTemplate"]["spec"]["containers"][0]
-    plan = bundle_plan(recipe, layout)
+    plan = bundle_plan(resolve_build(recipe), layout)
     assert plan["layout"] == {"node 0": "ranks 0..7 on GPUs 0,1,2,3,4,5,6,7 (rank 0 serves)",
                               "node 1": "ranks 8..15 on GPUs 0,1,2,3,4,5,6,7"}
     kinds = {d["kind"] for f in ("rbac.yaml", "mpi.yaml") for d in load_all((folder / f).read_text())}
@@ -117,7 +118,7 @@ def test_every_container_runtime_validates(tmp_path, runtime):
 
     recipe = make_recipe("none", {"deploy.slurm": {"container_runtime": runtime, "partition": "gpu"}})
     layout = compile_layout(tmp_path, recipe)
-    folder = write_bundle(recipe, layout, validate=True)
+    folder = write_bundle(resolve_build(recipe), layout, validate=True)
     sbatch = (folder / "slurm" / f"{recipe.name}.sbatch").read_text()
     marker = {"pyxis": "--container-image=nvcr.io#nvidia/tritonserver:", "enroot": "enroot start --conf",
               "apptainer": "apptainer exec --nv", "none": "--kill-on-bad-exit=1 bash "}[runtime]
@@ -130,5 +131,5 @@ def test_reference_recipes_get_no_bundle(tmp_path):
     from specbuild.recipe.loader import load_recipe
 
     recipe = load_recipe(ROOT / "recipes" / "reference" / "none.yaml", check_files=False)
-    assert write_bundle(recipe, layout_in(tmp_path, recipe)) is None
-    assert bundle_plan(recipe, layout_in(tmp_path, recipe))["bundle"].startswith("none: the reference runtime")
+    assert write_bundle(resolve_build(recipe), layout_in(tmp_path, recipe)) is None
+    assert bundle_plan(resolve_build(recipe), layout_in(tmp_path, recipe))["bundle"].startswith("none: the reference runtime")

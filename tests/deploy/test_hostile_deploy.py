@@ -38,7 +38,8 @@ from specbuild.deploy.context import k8s_name
 from specbuild.recipe.deploy import DeploySection
 from specbuild.deploy.yamlio import load_all
 from specbuild.errors import RecipeError, UserError
-from specbuild.recipe import load_recipe
+from specbuild.load import load_build
+from specbuild.runtimes.build import resolve_build
 
 MARKER = "PWNED"
 # The classic strings, each aimed at one quoting context (none holds a '/': they must also fit a folder name).
@@ -100,7 +101,7 @@ def hostile_recipe(tmp_path: Path, values: dict[tuple, object], stem: str = "eag
 
 def problems_of(path: Path) -> dict[str, object]:
     with pytest.raises(RecipeError) as info:
-        load_recipe(path, check_files=False)
+        load_build(path, check_files=False)
     return {p.field: p for p in info.value.problems}
 
 
@@ -182,7 +183,7 @@ def test_a_value_that_skipped_the_schema_gets_no_bundle(compiled, path):
         value = [injection] if is_list(FIELDS[path]) else injection
         bad = recipe.model_copy(update={"deploy": with_value(recipe.deploy, path[1:], value)})
         with pytest.raises(UserError, match=re.escape(".".join(path))):
-            build_bundle(bad, layout)
+            build_bundle(resolve_build(bad), layout)
 
 
 # --- 2. paths the bundle embeds, and the rendered files run -------------------------------------------------------
@@ -223,7 +224,7 @@ def test_hostile_paths_run_nothing(tmp_path, case):
                                 "speculation.checkpoint": str(ckpt / spec)})
     assert hostile in str(recipe.model_dir)
     layout = compile_layout(root, recipe)
-    bundle = write_bundle(recipe, layout, validate=True)
+    bundle = write_bundle(resolve_build(recipe), layout, validate=True)
     assert hostile in str(bundle)
     runner = Runner(tmp_path)
     name = k8s_name(recipe)
@@ -301,7 +302,7 @@ def test_hostile_paths_run_nothing(tmp_path, case):
 # --- 3. what a bundle cannot hold, refused at check -------------------------------------------------------------
 
 def findings_of(changes: dict, stem: str = "none") -> dict[str, str]:
-    return {".".join(map(str, f.path)): f.message for f in deploy_findings(make_recipe(stem, changes))}
+    return {".".join(map(str, f.path)): f.message for f in deploy_findings(resolve_build(make_recipe(stem, changes)))}
 
 
 @pytest.mark.parametrize("value", [2**31, 10**15])
@@ -321,7 +322,7 @@ def test_leader_worker_set_replicas_the_webhook_refuses():
 def test_unknown_kubernetes_release_is_refused_at_check(tmp_path):
     path = hostile_recipe(tmp_path, {("deploy", "kubernetes", "version"): "1.99"})
     with pytest.raises(RecipeError) as info:
-        load_recipe(path, check_files=False)
+        load_build(path, check_files=False)
     (problem,) = [p for p in info.value.problems if p.field == "deploy.kubernetes.version"]
     assert problem.line is not None and "1.25..1.37" in problem.message
     assert findings_of({"deploy.kubernetes": {"version": "1.33"}}) == {}
@@ -361,7 +362,7 @@ def test_names_that_differ_past_truncation_get_their_own_objects(tmp_path):
     claims, folders = set(), set()
     for recipe in recipes[:2]:
         layout = layout_in(tmp_path / recipe.name, recipe)
-        plan = build_bundle(recipe, layout, repository=False)[0]
+        plan = build_bundle(resolve_build(recipe), layout, repository=False)[0]
         claims.add(plan.claim)
         folders.add(plan.tree)
     assert len(claims) == len(folders) == 2

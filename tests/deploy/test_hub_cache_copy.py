@@ -23,6 +23,7 @@ from script_helpers import Runner, bash_blocks
 
 from specbuild.deploy.bundle import write_bundle
 from specbuild.deploy.context import k8s_name
+from specbuild.runtimes.build import resolve_build
 
 TINY = ROOT / "checkpoints" / "tiny"
 
@@ -77,7 +78,7 @@ def test_copy_steps_leave_no_symlink_in_the_storage(tmp_path, flavour):
     cache = tmp_path / "hub"
     made = {key: (snapshot_of(cache, repo_id, zoo), slug) for key, (repo_id, zoo, slug) in snapshots.items()}
     recipe = make_recipe(stem, {key: str(snapshot) for key, (snapshot, _) in made.items()})
-    bundle = write_bundle(recipe, compile_layout(tmp_path / "out", recipe), validate=False)
+    bundle = write_bundle(resolve_build(recipe), compile_layout(tmp_path / "out", recipe), validate=False)
     name = k8s_name(recipe)
     runner = Runner(tmp_path)
 
@@ -98,7 +99,7 @@ def test_copy_steps_leave_no_symlink_in_the_storage(tmp_path, flavour):
 def test_a_link_to_nothing_stops_the_copy(tmp_path):
     snapshot = snapshot_of(tmp_path / "hub", "meta-llama/Llama-3.1-8B-Instruct", "target")
     recipe = make_recipe("llmapi_eagle3", {"model.checkpoint": str(snapshot)})
-    bundle = write_bundle(recipe, compile_layout(tmp_path / "out", recipe), validate=False)
+    bundle = write_bundle(resolve_build(recipe), compile_layout(tmp_path / "out", recipe), validate=False)
     models = tmp_path / "models"
     runner = Runner(tmp_path)
     assert runner.bash(str(bundle / "copy-models.sh"), str(models)).returncode == 0

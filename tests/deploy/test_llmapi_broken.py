@@ -12,15 +12,16 @@ import pytest
 from deploy_helpers import compile_layout, make_recipe
 
 from specbuild.deploy.bundle import write_bundle
-from specbuild.deploy.validate import validate_bundle
+from specbuild.deploy.bundle_check import validate_bundle
 from specbuild.deploy.yamlio import dump_all, load_all
+from specbuild.runtimes.build import resolve_build
 
 
 @pytest.fixture(scope="module")
 def single(tmp_path_factory):
     recipe = make_recipe("llmapi_eagle3")
     layout = compile_layout(tmp_path_factory.mktemp("single"), recipe)
-    return recipe, layout, write_bundle(recipe, layout, validate=True)
+    return recipe, layout, write_bundle(resolve_build(recipe), layout, validate=True)
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def multi(tmp_path_factory):
     recipe = make_recipe("llmapi_eagle3", {"name": "trt-llmapi-e3-tp16", "build.tp_size": 16, "llm_api.nodes": 2,
                                            "triton.gpu_device_ids": list(range(16))})
     layout = compile_layout(tmp_path_factory.mktemp("multi"), recipe)
-    return recipe, layout, write_bundle(recipe, layout, validate=True)
+    return recipe, layout, write_bundle(resolve_build(recipe), layout, validate=True)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def instances(tmp_path_factory):
     recipe = make_recipe("llmapi_tp2", {"name": "trt-llmapi-2x-tp2", "llm_api.instances": 2,
                                         "triton.gpu_device_ids": [0, 1, 2, 3]})
     layout = compile_layout(tmp_path_factory.mktemp("instances"), recipe)
-    return recipe, layout, write_bundle(recipe, layout, validate=True)
+    return recipe, layout, write_bundle(resolve_build(recipe), layout, validate=True)
 
 
 def broken(bundle, tmp_path, file, change, doc=0):
@@ -46,7 +47,7 @@ def broken(bundle, tmp_path, file, change, doc=0):
     docs = load_all((copy / file).read_text())
     change(docs[doc])
     (copy / file).write_text(dump_all(docs))
-    return [str(f) for f in validate_bundle(copy, recipe, layout, schemas=True, bundle_folder=folder)]
+    return [str(f) for f in validate_bundle(copy, resolve_build(recipe), layout, schemas=True, bundle_folder=folder)]
 
 
 def edited_text(bundle, tmp_path, rel, change):
@@ -54,7 +55,7 @@ def edited_text(bundle, tmp_path, rel, change):
     copy = tmp_path / "bundle"
     shutil.copytree(folder, copy)
     (copy / rel).write_text(change((copy / rel).read_text()))
-    return [str(f) for f in validate_bundle(copy, recipe, layout, schemas=False, bundle_folder=folder)]
+    return [str(f) for f in validate_bundle(copy, resolve_build(recipe), layout, schemas=False, bundle_folder=folder)]
 
 
 def in_repository(bundle, rel, change):
@@ -64,7 +65,7 @@ def in_repository(bundle, rel, change):
     original = path.read_text()
     try:
         path.write_text(change(original))
-        return [str(f) for f in validate_bundle(folder, recipe, layout, schemas=False)]
+        return [str(f) for f in validate_bundle(folder, resolve_build(recipe), layout, schemas=False)]
     finally:
         path.write_text(original)
 
@@ -79,7 +80,7 @@ def leader(lws):
 
 def test_the_bundles_are_valid_before_they_are_broken(single, multi, instances):
     for recipe, layout, folder in (single, multi, instances):
-        assert validate_bundle(folder, recipe, layout, schemas=True) == []
+        assert validate_bundle(folder, resolve_build(recipe), layout, schemas=True) == []
 
 
 def test_nvidia_launcher_instead_of_the_launch_command(single, tmp_path):
@@ -202,7 +203,7 @@ def test_missing_model_yaml(single):
     text = path.read_text()
     path.unlink()
     try:
-        found = [str(f) for f in validate_bundle(folder, recipe, layout, schemas=False)]
+        found = [str(f) for f in validate_bundle(folder, resolve_build(recipe), layout, schemas=False)]
     finally:
         path.write_text(text)
     assert any("model.yaml: missing: the llmapi model reads its LLM arguments there" in f for f in found), found

@@ -13,9 +13,10 @@ import pytest
 from deploy_helpers import LLMAPI_RECIPES, VARIANTS, compile_layout, make_recipe
 
 from specbuild.deploy.bundle import bundle_plan, write_bundle
-from specbuild.deploy.validate import validate_bundle
+from specbuild.deploy.bundle_check import validate_bundle
 from specbuild.deploy.yamlio import load_all
 from specbuild.repository.llmapi.model_yaml import load as load_model_yaml
+from specbuild.runtimes.build import resolve_build
 
 NAMES = [name for name, (stem, _) in VARIANTS.items() if stem.startswith("llmapi_")]
 
@@ -27,7 +28,7 @@ def bundles(tmp_path_factory):
     out = {}
     for name, recipe in recipes.items():
         layout = compile_layout(tmp_path_factory.mktemp(name), recipe)
-        out[name] = (recipe, layout, write_bundle(recipe, layout, validate=True))
+        out[name] = (recipe, layout, write_bundle(resolve_build(recipe), layout, validate=True))
     return out
 
 
@@ -56,7 +57,7 @@ def test_every_llmapi_example_is_bundled():
 @pytest.mark.parametrize("name", [p.stem for p in LLMAPI_RECIPES] + NAMES)
 def test_validates_and_mounts_every_checkpoint_model_yaml_names(bundles, name):
     recipe, layout, folder = bundles[name]
-    assert validate_bundle(folder, recipe, layout, schemas=True) == []
+    assert validate_bundle(folder, resolve_build(recipe), layout, schemas=True) == []
     workload = only(folder, "leaderworkerset.yaml" if recipe.llm_api.nodes > 1 else "deployment.yaml")
     templates = ([workload["spec"]["leaderWorkerTemplate"][k] for k in ("leaderTemplate", "workerTemplate")]
                  if recipe.llm_api.nodes > 1 else [workload["spec"]["template"]])
@@ -130,7 +131,7 @@ def test_two_nodes_every_rank_runs_the_launch_command_under_mpi(bundles):
     assert {d["kind"] for f in ("rbac.yaml", "mpi.yaml") for d in load_all((folder / f).read_text())} == {
         "ServiceAccount", "Role", "RoleBinding", "ConfigMap"}
     assert (folder / "Containerfile").is_file()
-    plan = bundle_plan(recipe, layout)
+    plan = bundle_plan(resolve_build(recipe), layout)
     assert plan["layout"] == {"node 0": "ranks 0..7 on GPUs 0,1,2,3,4,5,6,7 (rank 0 serves)",
                               "node 1": "ranks 8..15 on GPUs 0,1,2,3,4,5,6,7"}
     sbatch = (folder / "slurm" / f"{recipe.name}.sbatch").read_text()
@@ -161,7 +162,7 @@ def test_two_instances_share_one_pod_without_mpi(bundles):
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 4
     config = (layout.repository() / "tensorrt_llm" / "config.pbtxt").read_text()
     assert 'string_value: "0,1;2,3"' in config and re.search(r"count: 2\b", config)
-    plan = bundle_plan(recipe, layout)
+    plan = bundle_plan(resolve_build(recipe), layout)
     assert plan["layout"]["instance 0"].startswith("GPUs 0,1") and plan["layout"]["instance 1"].startswith("GPUs 2,3")
     sbatch = (folder / "slurm" / f"{recipe.name}.sbatch").read_text()
     assert "#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=4\n" in sbatch and "srun --mpi=none --ntasks=1 " in sbatch

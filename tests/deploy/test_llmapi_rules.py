@@ -13,11 +13,17 @@ from specbuild.deploy.checks import deploy_findings
 from specbuild.deploy.launch import SLURM_EVERY_TASK, SLURM_ONE_TASK, launch_plan, script_ports
 from specbuild.deploy.world import describe, world_of
 from specbuild.recipe.checks import general_findings
+from specbuild.runtimes.build import resolve_build
+
+
+def _world(recipe):
+    """The recipe's world, laid out with its speculation (specbuild.runtimes.build)."""
+    return world_of(recipe, resolve_build(recipe).spec)
 
 
 def findings(stem, changes):
     return {(".".join(map(str, f.path)), f.message, tuple(".".join(p) for p in f.also))
-            for f in deploy_findings(make_recipe(stem, changes))}
+            for f in deploy_findings(resolve_build(make_recipe(stem, changes)))}
 
 
 TP16 = {"build.tp_size": 16, "triton.gpu_device_ids": list(range(16))}
@@ -74,12 +80,12 @@ def test_the_node_finding_names_every_field_it_reads():
 ])
 def test_consistent_llmapi_layouts_have_no_findings(changes):
     recipe = make_recipe("llmapi_eagle3", changes)
-    assert list(deploy_findings(recipe)) == []
+    assert list(deploy_findings(resolve_build(recipe))) == []
 
 
 def test_the_general_rules_accept_the_multi_node_layout():
     recipe = make_recipe("llmapi_eagle3", {**TP16, "llm_api.nodes": 2})
-    assert list(general_findings(recipe)) == []
+    assert list(general_findings(resolve_build(recipe))) == []
 
 
 def test_a_release_no_container_ships_gets_no_bundle_unless_an_image_is_named(tmp_path):
@@ -88,15 +94,15 @@ def test_a_release_no_container_ships_gets_no_bundle_unless_an_image_is_named(tm
     from specbuild.deploy.bundle import applies, bundle_plan, write_bundle
 
     recipe = make_recipe("llmapi_eagle3", {"llm_api.release": "1.3"})
-    why = applies(recipe)
+    why = applies(recipe, resolve_build(recipe).runtime)
     assert why.startswith("no NGC tritonserver container ships TensorRT-LLM 1.3 (llm_api.release) yet (those that "
                           "do: 1.0, 1.1, 1.2) — set deploy.image.repository and deploy.image.tag")
-    assert list(deploy_findings(recipe)) == [] and list(general_findings(recipe)) == []  # compile still works
-    assert bundle_plan(recipe, layout_in(tmp_path, recipe)) == {"bundle": f"none: {why}"}
-    assert write_bundle(recipe, layout_in(tmp_path, recipe)) is None
+    assert list(deploy_findings(resolve_build(recipe))) == [] and list(general_findings(resolve_build(recipe))) == []  # compile still works
+    assert bundle_plan(resolve_build(recipe), layout_in(tmp_path, recipe)) == {"bundle": f"none: {why}"}
+    assert write_bundle(resolve_build(recipe), layout_in(tmp_path, recipe)) is None
     own = make_recipe("llmapi_eagle3", {"llm_api.release": "1.3",
                                         "deploy.image": {"repository": "registry.example/trtllm", "tag": "1.3.0"}})
-    assert applies(own) is None and images.choose_image(own).reference == "registry.example/trtllm:1.3.0"
+    assert applies(own, resolve_build(own).runtime) is None and images.choose_image(own).reference == "registry.example/trtllm:1.3.0"
 
 
 def test_llmapi_image_policy():
@@ -122,15 +128,15 @@ def test_llmapi_image_policy():
 
 
 def test_world_layouts(tmp_path):
-    w = world_of(make_recipe("llmapi_tp2"))
+    w = _world(make_recipe("llmapi_tp2"))
     assert (w.mode, w.world_size, w.nodes, w.gpus_per_pod, w.multi_node) == ("single", 2, 1, 2, False)
-    w = world_of(make_recipe("llmapi_eagle3", {**TP16, "llm_api.nodes": 2}))
+    w = _world(make_recipe("llmapi_eagle3", {**TP16, "llm_api.nodes": 2}))
     assert (w.mode, w.world_size, w.nodes, w.gpus_per_pod, w.ranks_per_node) == ("multi-node", 16, 2, 8, 8)
     assert [(r.rank, r.node, r.gpu) for r in w.ranks] == [(r, r // 8, r % 8) for r in range(16)]
-    w = world_of(make_recipe("llmapi_eagle3", {"build.tp_size": 8, "llm_api.nodes": 2,
+    w = _world(make_recipe("llmapi_eagle3", {"build.tp_size": 8, "llm_api.nodes": 2,
                                                "triton.gpu_device_ids": list(range(8))}))
     assert (w.nodes, w.gpus_per_pod) == (2, 4)  # llm_api.nodes decides, gpus_per_node (8) only bounds it
-    w = world_of(make_recipe("llmapi_tp2", {"llm_api.instances": 2, "triton.gpu_device_ids": [0, 1, 2, 3]}))
+    w = _world(make_recipe("llmapi_tp2", {"llm_api.instances": 2, "triton.gpu_device_ids": [0, 1, 2, 3]}))
     assert (w.mode, w.nodes, w.gpus_per_pod, w.multi_node) == ("multi-instance", 1, 4, False)
     assert describe(w) == {"node 0": "one tritonserver, 2 instances of tensorrt_llm (no MPI)",
                            "instance 0": "GPUs 0,1 (tp*pp = 2)", "instance 1": "GPUs 2,3 (tp*pp = 2)"}
@@ -141,13 +147,13 @@ def test_launch_plans(tmp_path):
 
     repo = tmp_path / "repo"
     single = make_recipe("llmapi_tp2")
-    plan = launch_plan(single, repo)
+    plan = launch_plan(single, resolve_build(single).spec, repo)
     assert plan.container_argv == ["bash", str(repo / "launch_triton.sh"), "--exit-timeout-secs=30"]
     assert plan.script_text == launch_script(single) and plan.slurm == SLURM_ONE_TASK
     assert plan.leader_command == plan.container_argv and plan.ports == {"HTTP_PORT": 8000, "GRPC_PORT": 8001,
                                                                          "METRICS_PORT": 8002}
     multi = make_recipe("llmapi_eagle3", {**TP16, "llm_api.nodes": 2, "triton.http_port": 9000})
-    plan = launch_plan(multi, repo)
+    plan = launch_plan(multi, resolve_build(multi).spec, repo)
     assert plan.slurm == SLURM_EVERY_TASK and plan.container_argv == ["bash", str(repo / "launch_triton.sh"),
                                                                       "--exit-timeout-secs=30"]
     assert plan.leader_command == ["mpirun", "--allow-run-as-root", "-np", "16", "--map-by", "ppr:8:node",

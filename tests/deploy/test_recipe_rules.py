@@ -13,15 +13,21 @@ from specbuild.deploy.world import world_of
 from specbuild.methods import describe
 from specbuild.recipe.deploy import expected_gpu_id_count
 from specbuild.repository.engine.launch import launch_script
+from specbuild.runtimes.build import resolve_build
+
+
+def _world(recipe):
+    """The recipe's world, laid out with its speculation (specbuild.runtimes.build)."""
+    return world_of(recipe, resolve_build(recipe).spec)
 
 
 def findings(stem, changes):
-    return {(".".join(map(str, f.path)), f.message) for f in deploy_findings(make_recipe(stem, changes))}
+    return {(".".join(map(str, f.path)), f.message) for f in deploy_findings(resolve_build(make_recipe(stem, changes)))}
 
 
 @pytest.mark.parametrize("name", sorted(all_recipes()))
 def test_shipped_recipes_and_variants_have_no_findings(name):
-    assert list(deploy_findings(all_recipes()[name])) == []
+    assert list(deploy_findings(resolve_build(all_recipes()[name]))) == []
 
 
 MULTI = {"build.tp_size": 8, "build.pp_size": 2}
@@ -66,16 +72,16 @@ def test_gpu_id_count_the_general_rule_must_use():
 
 
 def test_world_layout_across_nodes():
-    w = world_of(make_recipe("none", {**MULTI, "triton.gpu_device_ids": list(range(8))}))
+    w = _world(make_recipe("none", {**MULTI, "triton.gpu_device_ids": list(range(8))}))
     assert (w.mode, w.world_size, w.nodes, w.gpus_per_pod, w.ranks_per_node) == ("leader", 16, 2, 8, 8)
     assert [(r.rank, r.node, r.gpu) for r in w.ranks] == [(r, r // 8, r % 8) for r in range(16)]
 
 
 def test_world_layout_of_draft_target():
-    w = world_of(make_recipe("draft_target", {"build.tp_size": 2, "triton.gpu_device_ids": [1, 2],
+    w = _world(make_recipe("draft_target", {"build.tp_size": 2, "triton.gpu_device_ids": [1, 2],
                                               "triton.draft_gpu_device_ids": [0]}))
     assert (w.mode, w.world_size, w.gpus_per_pod, w.spawn) == ("orchestrator", 1, 3, True)
-    fast = world_of(make_recipe("draft_target", {"build.tp_size": 2, "speculation.use_draft_logits": True,
+    fast = _world(make_recipe("draft_target", {"build.tp_size": 2, "speculation.use_draft_logits": True,
                                                  "speculation.fast_logits": True, "triton.gpu_device_ids": [1, 2],
                                                  "triton.draft_gpu_device_ids": [0]}))
     assert [(r.rank, r.gpu) for r in fast.ranks] == [(0, None), (1, 0), (2, 1), (3, 2)]
@@ -99,7 +105,7 @@ def test_rank_commands_are_the_scripts_app_contexts(tmp_path):
     text = launch_script(recipe, "target")
     parts = parse_script(text)
     assert parts.ports == {"HTTP_PORT": 8000, "GRPC_PORT": 8001, "METRICS_PORT": 8002}
-    plan = engine_launch(recipe, tmp_path / "repo")
+    plan = engine_launch(recipe, resolve_build(recipe).spec, tmp_path / "repo")
     assert plan.container_argv == ["bash", str(tmp_path / "repo" / "launch_triton.sh"), "--exit-timeout-secs=30"]
     assert plan.rank_argv[0][:2] == ["/opt/tritonserver/bin/tritonserver", f"--model-repository={tmp_path / 'repo'}"]
     assert plan.rank_argv[0][-1] == "--exit-timeout-secs=30"  # "$@" goes to rank 0 only

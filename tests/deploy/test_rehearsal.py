@@ -30,6 +30,8 @@ from specbuild.deploy.bundle import write_bundle
 from specbuild.deploy.mpirun_shim import split
 from specbuild.deploy.yamlio import dump_all, load_all
 from specbuild.errors import UserError
+from specbuild.runtimes.build import resolve_build
+from specbuild.methods import describe
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -39,16 +41,17 @@ def prepared(root, stem):
     from specbuild.serve.ports import free_ports
     from specbuild.repository.engine.launch import SCRIPT_NAME, launch_script
     from specbuild.repository.engine.writer import write_repository
+    from specbuild.runtimes import runtime_for
 
     http, grpc, metrics = free_ports("127.0.0.1", 3)
     recipe = make_recipe(stem, {"triton.http_port": http, "triton.grpc_port": grpc, "triton.metrics_port": metrics})
     gpu = compile_layout(root / "gpu", recipe)
-    bundle = write_bundle(recipe, gpu, validate=True)
+    bundle = write_bundle(resolve_build(recipe), gpu, validate=True)
     reference = recipe.model_copy(update={"runtime": "reference"})
     reference._source = recipe.source
     local = layout_in(root / "local", reference)
-    build_engines(reference, local)
-    repo = write_repository(reference, local)
+    build_engines(resolve_build(reference), local)
+    repo = write_repository(reference, describe(reference), local, flavour=runtime_for(reference))
     (repo / SCRIPT_NAME).write_text(launch_script(recipe, "target"))
     assert (repo / SCRIPT_NAME).read_text() == (bundle / "repository" / SCRIPT_NAME).read_text()
     return recipe, bundle, {container_repository(recipe): str(repo)}
@@ -122,10 +125,11 @@ def llmapi_prepared(root, stem):
     http, grpc, metrics = free_ports("127.0.0.1", 3)
     recipe = make_recipe(stem, {"triton.http_port": http, "triton.grpc_port": grpc, "triton.metrics_port": metrics})
     gpu = compile_layout(root / "gpu", recipe)
-    bundle = write_bundle(recipe, gpu, validate=True)
+    bundle = write_bundle(resolve_build(recipe), gpu, validate=True)
     reference = recipe.model_copy(update={"runtime": "reference"})
     reference._source = recipe.source
-    repo = runtime_for(reference).write_repository(reference, layout_in(root / "local", reference), "target")
+    repo = runtime_for(reference).write_repository(reference, describe(reference), layout_in(root / "local", reference),
+                                                   "target")
     for rel in ("launch_triton.sh", "tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"):
         assert (repo / rel).read_text() == (gpu.repository() / rel).read_text(), rel  # only model.py differs
     return recipe, bundle, {container_repository(recipe): str(repo)}
@@ -185,7 +189,7 @@ def test_llmapi_commands_exec_tritonserver_with_the_bundles_arguments(tmp_path, 
 
     recipe = make_recipe(stem, changes)
     gpu = compile_layout(tmp_path / "gpu", recipe)
-    bundle = write_bundle(recipe, gpu, validate=True)
+    bundle = write_bundle(resolve_build(recipe), gpu, validate=True)
     here = {container_repository(recipe): str(bundle / "repository")}  # the repository the containers serve
     if launcher == "deployment.yaml":
         argv = load_all((bundle / launcher).read_text())[0]["spec"]["template"]["spec"]["containers"][0]["command"]

@@ -1,7 +1,7 @@
 """`specbuild check` is complete: whatever `plan` would refuse because of the recipe, `check` reports first.
 
 Walks every example recipe, every invalid recipe, and variants of the examples that hit each runtime's refusals,
-with and without --trtllm-examples: when `load_recipe` (what `check` runs) accepts a recipe, `make_plan` must not
+with and without --trtllm-examples: when `load_build` (what `check` runs) accepts a recipe, `plan_build` must not
 raise for it."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from specbuild.errors import RecipeError, UserError
-from specbuild.plan import Layout, make_plan
-from specbuild.recipe import load_recipe
+from specbuild.plan import Layout
+from specbuild.planning import plan_build
+from specbuild.load import load_build
 from specbuild.runtimes.base import BuildOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,12 +68,12 @@ def _parity(path: Path, tmp_path: Path) -> None:
     for examples in (None, str(tmp_path / "examples")):
         options = BuildOptions(trtllm_examples=examples)
         try:
-            recipe = load_recipe(path, options=options)
+            build = load_build(path, options=options)
         except RecipeError:
             continue  # check refuses it: nothing more to compare
-        layout = Layout(tmp_path / "engines", tmp_path / "repo", tmp_path / "reports", recipe.name)
+        layout = Layout(tmp_path / "engines", tmp_path / "repo", tmp_path / "reports", build.recipe.name)
         try:
-            make_plan(recipe, layout, options)
+            plan_build(build, layout)
         except UserError as e:
             pytest.fail(f"check accepts {path.name} (--trtllm-examples {examples}) but plan refuses it: {e}")
 
@@ -92,7 +93,7 @@ def test_check_reports_what_plan_would_refuse_with_its_location(tmp_path):
     """The first variant that used to pass `check` and fail `plan` without a location (issue #11)."""
     path = _variant(ROOT / "recipes" / "tensorrt-llm" / "medusa.yaml", VARIANTS["dtype-bfloat16"], tmp_path)
     with pytest.raises(RecipeError) as info:
-        load_recipe(path)
+        load_build(path)
     problem = next(p for p in info.value.problems if p.field == "model.dtype")
     assert problem.line is not None and "--trtllm-examples" in problem.message
-    load_recipe(path, options=BuildOptions(trtllm_examples=str(tmp_path)))  # with the example converter: fine
+    load_build(path, options=BuildOptions(trtllm_examples=str(tmp_path)))  # with the example converter: fine

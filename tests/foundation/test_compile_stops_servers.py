@@ -18,6 +18,7 @@ from specbuild.compile import CompileOptions, Stages, serve_and_validate
 from specbuild.plan import Layout
 from specbuild.recipe import load_recipe
 from specbuild.signals import Terminated
+from specbuild.runtimes.build import resolve_build
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,9 +64,9 @@ def test_servers_stop_at_once_only_when_interrupted(tmp_path, monkeypatch, outco
     console = Console(file=open(tmp_path / "out.txt", "w"))
     repositories = {"target": tmp_path / "target", "baseline": tmp_path / "baseline"}
     if outcome is None:
-        assert serve_and_validate(recipe, layout, repositories, CompileOptions(), Stages(console), console) == 0
+        assert serve_and_validate(resolve_build(recipe), layout, repositories, CompileOptions(), Stages(console), console) == 0
         assert json.loads((layout.report / "provenance.json").read_text())["kind"] == "report"
     else:
         with pytest.raises(outcome):
-            serve_and_validate(recipe, layout, repositories, CompileOptions(), Stages(console), console)
+            serve_and_validate(resolve_build(recipe), layout, repositories, CompileOptions(), Stages(console), console)
     assert sorted(StandInServer.stopped) == [("baseline", timeout_s), ("target", timeout_s)]

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from specbuild.errors import UserError
-from specbuild.plan import Layout, make_plan
+from specbuild.plan import Layout
+from specbuild.planning import plan_build
 from specbuild.recipe import load_recipe
 from specbuild.runtimes.base import BuildOptions
+from specbuild.runtimes.build import resolve_build
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted((ROOT / "recipes").glob("*/*.yaml"))
@@ -29,7 +31,7 @@ def plan_for(recipe_path: Path, examples: str | None = None):
     options = BuildOptions(trtllm_examples=examples)
     recipe = load_recipe(recipe_path, options=options)
     layout = Layout(Path("engines").absolute(), Path("triton_repo").absolute(), Path("reports").absolute(), recipe.name)
-    return recipe, make_plan(recipe, layout, options)
+    return recipe, plan_build(resolve_build(recipe, options), layout)
 
 
 @needs_tiny

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from specbuild.plan import Layout, make_plan
+from specbuild.plan import Layout
+from specbuild.planning import plan_build
 from specbuild.provenance import MANIFEST, diff_manifests, make_manifest, read_manifest, stamp
 from specbuild.recipe import load_recipe
+from specbuild.runtimes.build import resolve_build
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "checkpoints" / "tiny"
@@ -31,7 +33,7 @@ def _recipe(tmp_path: Path, *, max_tokens: int = 32, eagle: Path = TINY / "eagle
 def _manifest(path: Path, tmp_path: Path) -> dict:
     recipe = load_recipe(path)
     layout = Layout(tmp_path / "e", tmp_path / "r", tmp_path / "rep", recipe.name)
-    return make_manifest(recipe, "engine", tmp_path / "e", plan=make_plan(recipe, layout).to_dict())
+    return make_manifest(recipe, "engine", tmp_path / "e", plan=plan_build(resolve_build(recipe), layout).to_dict())
 
 
 def test_a_manifest_records_the_recipe_checkpoints_versions_and_plan(tmp_path):

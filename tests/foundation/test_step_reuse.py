@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from specbuild.plan import Layout, make_plan
+from specbuild.plan import Layout
+from specbuild.planning import plan_build
 from specbuild.provenance import MANIFEST, make_manifest, stamp
 from specbuild.recipe import load_recipe
 from specbuild.step_cache import engines_key, passed_before, repository_key, reusable, step_record, validation_key
+from specbuild.runtimes.build import resolve_build
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_TINY = ROOT / "tests" / "recipes" / "demo_tiny.yaml"
@@ -37,7 +39,7 @@ def _keys(path: Path, tmp_path: Path) -> tuple[str, dict[str, str], str]:
     recipe = load_recipe(path)
     layout = Layout(tmp_path / "e", tmp_path / "r", tmp_path / "rep", recipe.name)
     manifest = make_manifest(recipe, "", Path())
-    engines = engines_key(recipe, manifest, make_plan(recipe, layout).engine_steps, OPTIONS)
+    engines = engines_key(recipe, manifest, plan_build(resolve_build(recipe), layout).engine_steps, OPTIONS)
     repos = {role: repository_key(recipe, manifest, role, layout, {**OPTIONS, "engines": engines})
              for role in ("target", "baseline")}
     return engines, repos, validation_key(recipe, repos, SERVER)
@@ -65,11 +67,11 @@ def test_a_changed_checkpoint_file_or_server_changes_the_keys(tmp_path):
     layout = Layout(tmp_path / "e", tmp_path / "r", tmp_path / "rep", recipe.name)
     manifest["checkpoints"]["model.checkpoint"]["files"]["config.json"]["mtime"] = "another time"
     assert repository_key(recipe, manifest, "target", layout, {**OPTIONS, "engines": engines}) != repos["target"]
-    assert engines_key(recipe, manifest, make_plan(recipe, layout).engine_steps, OPTIONS) != engines
+    assert engines_key(recipe, manifest, plan_build(resolve_build(recipe), layout).engine_steps, OPTIONS) != engines
     # the release a deployment bundle targets is no input of an engine built here
     manifest = make_manifest(recipe, "", Path())
     manifest["versions"]["tensorrt_llm_target"] = "another release"
-    assert engines_key(recipe, manifest, make_plan(recipe, layout).engine_steps, OPTIONS) == engines
+    assert engines_key(recipe, manifest, plan_build(resolve_build(recipe), layout).engine_steps, OPTIONS) == engines
 
 
 def test_an_output_is_reused_only_whole_and_made_from_the_same_key(tmp_path):

@@ -163,12 +163,13 @@ def served_core(tmp_path_factory):
     """The llm-api core of the soak's deployment (recipes/reference/llmapi_draft_target.yaml), loaded in process."""
     from specbuild.plan import Layout
     from specbuild.recipe.loader import load_recipe
-    from specbuild.runtimes import runtime_for
+    from specbuild.runtimes.build import resolve_build
 
-    recipe = load_recipe(ROOT / "recipes" / "reference" / "llmapi_draft_target.yaml")
+    build = resolve_build(load_recipe(ROOT / "recipes" / "reference" / "llmapi_draft_target.yaml"))
+    recipe = build.recipe
     root = tmp_path_factory.mktemp("llmapi")
-    repo = runtime_for(recipe).write_repository(recipe, Layout(root / "e", root / "r", root / "p", recipe.name),
-                                                "target")
+    repo = build.runtime.write_repository(recipe, build.spec, Layout(root / "e", root / "r", root / "p", recipe.name),
+                                          "target")
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(sys.modules, "triton_python_backend_utils", _stand_in_pb_utils())
         mp.setenv("SPECBUILD_TORCH_THREADS", "1")

@@ -38,14 +38,14 @@ def write_llmapi_repository(recipe, layout: Layout, role: str = "target") -> Pat
     runtime = runtime_for(recipe)
     files = {"model.py": DOUBLE_LLMAPI_MODEL / "model.py", "helpers.py": DOUBLE_LLMAPI_MODEL / "helpers.py"} \
         if recipe.runtime == "tensorrt-llm" else runtime.model_files()
-    return write_repository(recipe, layout, role, files)
+    return write_repository(recipe, describe(recipe), layout, role, files)
 
 
 def write_engine_configs(recipe, layout: Layout, role: str = "target", **changes) -> None:
     """Engine folders holding the config.json a build of this recipe writes (build_config from the plan's
     limits, as trtllm-build and the reference builder record them), with `changes` applied to
     build_config."""
-    for _model, engine_role in engine_roles(recipe, role).items():
+    for _model, engine_role in engine_roles(recipe, describe(recipe), role).items():
         folder = layout.engine(engine_role)
         folder.mkdir(parents=True, exist_ok=True)
         build = dict(expected_limits(recipe, describe(recipe), engine_role).as_build_config(), **changes)

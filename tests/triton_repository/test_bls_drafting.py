@@ -11,6 +11,8 @@ import pytest
 from specbuild.standalone import prompt_lookup_drafts
 from specbuild.standalone.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose
 from specbuild.repository.engine.writer import SOURCES
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
 
 _spec = importlib.util.spec_from_file_location("bls_drafting", SOURCES / "tensorrt_llm_bls" / "bls_drafting.py")
 drafting = importlib.util.module_from_spec(_spec)
@@ -62,7 +64,8 @@ def test_the_bls_and_the_reference_runtime_use_this_definition(tmp_path):
     recipe = recipe_from(ROOT / "recipes" / "reference" / "prompt_lookup.yaml")
     layout = Layout(tmp_path / "e", tmp_path / "r", tmp_path / "rep", recipe.name)
     write_engine_configs(recipe, layout)
-    copy = write_repository(recipe, layout) / "tensorrt_llm_bls" / "1" / "prompt_lookup_drafts.py"
+    repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
+    copy = repo / "tensorrt_llm_bls" / "1" / "prompt_lookup_drafts.py"
     assert copy.read_bytes() == open(prompt_lookup_drafts.__file__, "rb").read()
     spec = importlib.util.spec_from_file_location("prompt_lookup_drafts", copy)
     served = importlib.util.module_from_spec(spec)

@@ -10,6 +10,7 @@ from specbuild.trees import format_choices
 from specbuild.repository.engine import configs, tensors
 from specbuild.repository.engine.writer import write_repository
 from specbuild.runtimes import runtime_for
+from specbuild.methods import describe
 
 ALL_RECIPES = GPU_RECIPES + REFERENCE_RECIPES
 
@@ -24,10 +25,10 @@ def test_every_config_parses_back_and_equals_what_was_built(path, layout_for):
     layout = layout_for(recipe)
     for role in _roles(recipe):
         write_engine_configs(recipe, layout, role)
-        repo = write_repository(recipe, layout, role)
+        repo = write_repository(recipe, describe(recipe), layout, role, flavour=runtime_for(recipe))
         engines = {name: layout.engine("draft" if name == "tensorrt_llm_draft" else role)
                    for name in configs.CORE_MODELS}
-        built = configs.repository_configs(recipe, role, engines, runtime_for(recipe))
+        built = configs.repository_configs(recipe, describe(recipe), role, engines, runtime_for(recipe))
         on_disk = sorted(p.parent.name for p in repo.glob("*/config.pbtxt"))
         assert on_disk == sorted(built)
         for name, cfg in built.items():
@@ -99,7 +100,7 @@ def _by_stem(paths, stem):
 
 def _built(recipe, layout, role="target"):
     write_engine_configs(recipe, layout, role)
-    repo = write_repository(recipe, layout, role)
+    repo = write_repository(recipe, describe(recipe), layout, role, flavour=runtime_for(recipe))
     return {p.parent.name: configs.parse_pbtxt(p.read_text()) for p in repo.glob("*/config.pbtxt")}
 
 

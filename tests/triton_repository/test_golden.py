@@ -17,6 +17,8 @@ from repo_helpers import (GPU_LLMAPI_RECIPES, GPU_RECIPES, ROOT, recipe_from, wr
                           write_llmapi_repository)
 
 from specbuild.repository.engine.writer import write_repository
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
 
 GOLDEN = ROOT / "tests" / "golden" / "repositories"
 TEXT_FILES = ("config.pbtxt", "launch_triton.sh", "model.yaml")
@@ -50,7 +52,7 @@ def test_golden_repository(path, tmp_path, layout_for):
         got = snapshot(write_llmapi_repository(recipe, layout), tmp_path)
     else:
         write_engine_configs(recipe, layout)
-        got = snapshot(write_repository(recipe, layout), tmp_path)
+        got = snapshot(write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe)), tmp_path)
     folder = GOLDEN / path.stem
     if UPDATE:
         shutil.rmtree(folder, ignore_errors=True)

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from specbuild.repository.engine.writer import SHARED_MODULES, STANDALONE
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
 
 _spec = importlib.util.spec_from_file_location("request_checks", STANDALONE / "request_checks.py")
 checks = importlib.util.module_from_spec(_spec)
@@ -62,7 +64,7 @@ def test_every_python_model_folder_carries_the_shared_modules(layout_for):
     recipe = recipe_from(next(p for p in REFERENCE_RECIPES if p.stem == "draft_target"))
     layout = layout_for(recipe)
     write_engine_configs(recipe, layout)
-    repo = write_repository(recipe, layout)
+    repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     python_models = sorted(p.parent.parent.name for p in repo.glob("*/1/model.py"))
     assert python_models == ["postprocessing", "preprocessing", "tensorrt_llm", "tensorrt_llm_bls",
                              "tensorrt_llm_draft"]

@@ -19,6 +19,9 @@ from repo_helpers import ROOT
 
 from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe
+from specbuild.runtimes.build import resolve_build
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -58,11 +61,11 @@ def served(request, tmp_path_factory):
     })
     from specbuild.recipe.loader import file_findings, general_findings
 
-    assert list(general_findings(recipe)) == [] and list(file_findings(recipe)) == []
+    assert list(general_findings(resolve_build(recipe))) == [] and list(file_findings(resolve_build(recipe))) == []
     root = tmp_path_factory.mktemp(f"adaptive-{label}")
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
-    build_engines(recipe, layout)
-    repo = write_repository(recipe, layout)
+    build_engines(resolve_build(recipe), layout)
+    repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     with TritonServer(repo, log_path=root / "tritonserver.log", exit_timeout_s=1) as server:
         yield label, model, repo, server
 

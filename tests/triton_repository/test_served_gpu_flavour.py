@@ -14,6 +14,8 @@ from repo_helpers import GPU_RECIPES, recipe_from, write_engine_configs
 from tiny_models import build_tokenizer
 
 from specbuild.plan import Layout
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
 
 pytestmark = pytest.mark.timeout(600)
 PYTHON_MODELS = ["preprocessing", "postprocessing", "tensorrt_llm_bls"]
@@ -30,7 +32,7 @@ def served(tmp_path_factory):
     recipe = recipe.model_copy(update={"model": recipe.model.model_copy(update={"checkpoint": root / "tokenizer"})})
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
     write_engine_configs(recipe, layout)
-    repo = write_repository(recipe, layout)
+    repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     with TritonServer(repo, model_control="explicit", load_models=PYTHON_MODELS,
                       log_path=root / "tritonserver.log", exit_timeout_s=1) as server:
         yield server, tokenizer

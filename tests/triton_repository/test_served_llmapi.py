@@ -23,6 +23,7 @@ from repo_helpers import ROOT
 
 from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe
+from specbuild.methods import describe
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -63,7 +64,7 @@ def write_repo(recipe: Recipe, root: Path) -> Path:
     from specbuild.runtimes import runtime_for
 
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
-    return runtime_for(recipe).write_repository(recipe, layout, "target")
+    return runtime_for(recipe).write_repository(recipe, describe(recipe), layout, "target")
 
 
 class Served:

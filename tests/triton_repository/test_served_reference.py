@@ -27,8 +27,11 @@ import pytest
 from repo_helpers import ROOT
 from tiny_models import build_tiny_checkpoints
 
+from specbuild.methods import describe
 from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe
+from specbuild.runtimes import runtime_for
+from specbuild.runtimes.build import resolve_build
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -75,7 +78,7 @@ def make_recipe(method: str, checkpoints: dict[str, Path], validation: dict | No
     from specbuild.recipe.loader import file_findings, general_findings
 
     if validation is None:  # the served recipes (the suite's min_acceptance_length gate is a finding for none)
-        assert list(general_findings(recipe)) == [] and list(file_findings(recipe)) == []
+        assert list(general_findings(resolve_build(recipe))) == [] and list(file_findings(resolve_build(recipe))) == []
     return recipe
 
 
@@ -119,8 +122,8 @@ def served(request, checkpoints, tmp_path_factory):
     recipe = make_recipe(method, checkpoints)
     root = tmp_path_factory.mktemp(f"served-{method}")
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
-    build_engines(recipe, layout)
-    repo = write_repository(recipe, layout)
+    build_engines(resolve_build(recipe), layout)
+    repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     with TritonServer(repo, log_path=root / "tritonserver.log", exit_timeout_s=1) as server:
         yield Served(method, recipe, server)
 
@@ -749,8 +752,9 @@ def suite_baseline(checkpoints, tmp_path_factory):
     recipe = make_recipe("eagle", checkpoints, SUITE_VALIDATION)
     root = tmp_path_factory.mktemp("suite-baseline")
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
-    build_engines(recipe, layout)
-    with TritonServer(write_repository(recipe, layout, "baseline"), log_path=root / "tritonserver-baseline.log",
+    build_engines(resolve_build(recipe), layout)
+    with TritonServer(write_repository(recipe, describe(recipe), layout, "baseline", flavour=runtime_for(recipe)),
+                      log_path=root / "tritonserver-baseline.log",
                       exit_timeout_s=1) as server:
         yield server
 
@@ -769,7 +773,7 @@ def test_suite_on_the_reference_deployment(served, checkpoints, suite_baseline, 
     trained = checkpoints["target"] == ROOT / "checkpoints" / "tiny" / "target"
     recipe = make_recipe(method, checkpoints, SUITE_VALIDATION)
     speculative = method != "none"
-    result = run_validation(recipe, Endpoints.of(served.server),
+    result = run_validation(resolve_build(recipe), Endpoints.of(served.server),
                             Endpoints.of(suite_baseline) if speculative else None, report_dir=tmp_path / "report",
                             options=SuiteOptions(requests_per_level=2, load_seconds=1.5, load_clients=2,
                                                  sampling_trials=40))

@@ -18,8 +18,11 @@ import numpy as np
 import pytest
 from repo_helpers import ROOT
 
+from specbuild.methods import describe
 from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe
+from specbuild.runtimes import runtime_for
+from specbuild.runtimes.build import resolve_build
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -78,11 +81,11 @@ def engine_server(tmp_path_factory):
     })
     from specbuild.recipe.loader import general_findings
 
-    assert list(general_findings(recipe)) == []
+    assert list(general_findings(resolve_build(recipe))) == []
     root = tmp_path_factory.mktemp("stream-interval")
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
-    build_engines(recipe, layout)
-    repo = write_repository(recipe, layout)
+    build_engines(resolve_build(recipe), layout)
+    repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     with TritonServer(repo, log_path=root / "tritonserver.log") as server:
         yield repo, server
 
@@ -113,7 +116,6 @@ def test_engine_flavour_streams_every_n_steps(engine_server, prompt):
 @pytest.fixture(scope="module")
 def llmapi_server(tmp_path_factory):
     from specbuild.repository.llmapi.model_yaml import load
-    from specbuild.runtimes import runtime_for
     from specbuild.serve import TritonServer
 
     if not (TINY / "target" / "config.json").is_file():
@@ -126,7 +128,7 @@ def llmapi_server(tmp_path_factory):
     })
     root = tmp_path_factory.mktemp("llmapi-stream-interval")
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
-    repo = runtime_for(recipe).write_repository(recipe, layout, "target")
+    repo = runtime_for(recipe).write_repository(recipe, describe(recipe), layout, "target")
     assert load((repo / "tensorrt_llm" / "1" / "model.yaml").read_text())["stream_interval"] == INTERVAL
     with TritonServer(repo, log_path=root / "tritonserver.log") as server:
         yield server

@@ -10,6 +10,8 @@ from repo_helpers import GPU_RECIPES, recipe_from, write_engine_configs
 from specbuild.errors import UserError
 from specbuild.repository.engine import launch
 from specbuild.repository.engine.writer import write_repository
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
 
 
 def _recipe(stem, **triton):
@@ -34,7 +36,7 @@ def test_engine_mismatch_is_an_error_before_writing(key, value, field, layout_fo
     layout = layout_for(recipe)
     write_engine_configs(recipe, layout, **{key: value})
     with pytest.raises(UserError) as err:
-        write_repository(recipe, layout)
+        write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     message = str(err.value)
     assert f"build_config.{key}: the engine has {value}" in message and field in message
     assert str(layout.engine("target") / "config.json") in message
@@ -50,7 +52,7 @@ def test_lookahead_wng_must_give_the_engine_max_draft_len(layout_for):
     cfg["build_config"]["max_draft_len"] += 1
     cfg_path.write_text(json.dumps(cfg))
     with pytest.raises(UserError, match=r"lookahead \(W=\d+, N=\d+, G=\d+\) needs"):
-        write_repository(recipe, layout)
+        write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     assert _nothing_written(layout)
 
 
@@ -64,25 +66,25 @@ def test_draft_engine_is_checked_too(layout_for):
     cfg_path.write_text(json.dumps(cfg))
     with pytest.raises(UserError, match=r"draft/config.json: build_config.speculative_decoding_mode: the engine has 2 "
                                         r"\(DRAFT_TOKENS_EXTERNAL\), the recipe needs 1 \(NONE\)"):
-        write_repository(recipe, layout)
+        write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
 
 
 def test_missing_engine_and_wrong_runtime(layout_for):
     recipe = _recipe("none")
     layout = layout_for(recipe)
     with pytest.raises(UserError, match="no engine config — build the engines first"):
-        write_repository(recipe, layout)
+        write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     reference = recipe.model_copy(update={"runtime": "reference"})
     write_engine_configs(reference, layout)
     with pytest.raises(UserError, match="built for the reference runtime but the recipe says runtime: tensorrt-llm"):
-        write_repository(recipe, layout)
+        write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
 
 
 def test_write_is_atomic(layout_for, monkeypatch):
     recipe = _recipe("none")
     layout = layout_for(recipe)
     write_engine_configs(recipe, layout)
-    first = write_repository(recipe, layout)
+    first = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     marker = first / "tensorrt_llm" / "config.pbtxt"
     before = marker.read_text()
 
@@ -92,7 +94,7 @@ def test_write_is_atomic(layout_for, monkeypatch):
     # fail while the new repository is being written: the old one stays, no partial folder is left behind
     monkeypatch.setattr("pathlib.Path.chmod", broken)
     with pytest.raises(UserError, match="cannot write .*disk full"):
-        write_repository(recipe, layout)
+        write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     assert marker.read_text() == before
     assert sorted(p.name for p in layout.repo_root.iterdir()) == [recipe.name]
 
@@ -101,7 +103,7 @@ def test_baseline_repository_has_no_speculation(layout_for):
     recipe = _recipe("medusa")
     layout = layout_for(recipe)
     write_engine_configs(recipe, layout, "baseline")
-    repo = write_repository(recipe, layout, "baseline")
+    repo = write_repository(recipe, describe(recipe), layout, "baseline", flavour=runtime_for(recipe))
     assert repo.name == f"{recipe.name}-baseline"
     text = (repo / "tensorrt_llm" / "config.pbtxt").read_text()
     assert "decoding_mode" not in text and "medusa_choices" not in text
@@ -144,7 +146,7 @@ def test_fast_logits_pre_spawns_ranks_with_participant_ids(layout_for):
     assert all("--load-model=tensorrt_llm --load-model=tensorrt_llm_draft" in r for r in ranks[1:])
     layout = layout_for(recipe)
     write_engine_configs(recipe, layout)
-    repo = write_repository(recipe, layout)
+    repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     target = (repo / "tensorrt_llm" / "config.pbtxt").read_text()
     draft = (repo / "tensorrt_llm_draft" / "config.pbtxt").read_text()
     assert 'key: "participant_ids"\n  value {\n    string_value: "2,3"' in target
@@ -159,7 +161,7 @@ def test_launch_script_is_executable_and_parses(layout_for):
     recipe = _recipe("draft_target")
     layout = layout_for(recipe)
     write_engine_configs(recipe, layout)
-    script = write_repository(recipe, layout) / launch.SCRIPT_NAME
+    script = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe)) / launch.SCRIPT_NAME
     assert script.stat().st_mode & 0o111
     if shutil.which("bash"):
         subprocess.run(["bash", "-n", str(script)], check=True)

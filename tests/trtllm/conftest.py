@@ -156,10 +156,12 @@ class Compiled:
 @pytest.fixture
 def compile_engines(tmp_path):
     """Plan a recipe and run its engine steps through the doubles (what `specbuild compile` does first)."""
-    from specbuild.plan import Layout, make_plan
+    from specbuild.plan import Layout
+    from specbuild.planning import plan_build
     from specbuild.recipe import load_recipe
     from specbuild.runtimes import runtime_for
     from specbuild.runtimes.base import BuildOptions
+    from specbuild.runtimes.build import resolve_build
 
     def load(recipe_path: Path, examples: Path | None = None):
         return load_recipe(recipe_path, options=BuildOptions(trtllm_examples=str(examples) if examples else None))
@@ -168,7 +170,7 @@ def compile_engines(tmp_path):
         options = BuildOptions(trtllm_examples=str(examples) if examples else None)
         recipe = load_recipe(recipe_path, options=options)
         layout = Layout(tmp_path / "engines", tmp_path / "triton_repo", tmp_path / "reports", recipe.name)
-        plan = make_plan(recipe, layout, options)
+        plan = plan_build(resolve_build(recipe, options), layout)
         if mutate is not None:
             mutate(plan)
         progress: list[str] = []

@@ -9,6 +9,8 @@ import pytest
 from trtllm_helpers import leftovers
 
 from specbuild.errors import UserError
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
 
 
 def _edit_build(plan, role="target", set_flags=None, add_flags=()):
@@ -133,4 +135,4 @@ def test_reference_engines_are_refused_by_the_repository_of_a_gpu_recipe(machine
     compiled = compile_engines(write_recipe("none", runtime="reference"))
     gpu = compile_engines.load(write_recipe("none"))
     with pytest.raises(UserError, match="built for the reference runtime but the recipe says runtime: tensorrt-llm"):
-        write_repository(gpu, compiled.layout)
+        write_repository(gpu, describe(gpu), compiled.layout, flavour=runtime_for(gpu))

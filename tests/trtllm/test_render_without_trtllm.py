@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from trtllm_helpers import DOUBLES, REPO
+from specbuild.runtimes.build import resolve_build
 
 NVIDIA_MODEL = DOUBLES / "triton_backend" / "all_models" / "llmapi" / "tensorrt_llm" / "1"
 
@@ -162,6 +163,6 @@ def test_a_failed_render_leaves_nothing(machine, write_recipe, tmp_path, monkeyp
     recipe = load_recipe(write_recipe("medusa"))
     layout = Layout(tmp_path / "engines", tmp_path / "triton_repo", tmp_path / "reports", recipe.name)
     with pytest.raises(UserError, match="injected failure"):
-        compile_recipe(recipe, layout, CompileOptions(render_only=True), Console(file=open(os.devnull, "w")))
+        compile_recipe(resolve_build(recipe), layout, CompileOptions(render_only=True), Console(file=open(os.devnull, "w")))
     assert not (tmp_path / "render").exists() or not any((tmp_path / "render").iterdir())
     assert not (tmp_path / "engines").exists()

@@ -21,11 +21,12 @@ def leftovers(root: Path) -> list[str]:
 def compile_repository(path, role="target"):
     from specbuild.plan import Layout
     from specbuild.recipe import load_recipe
+    from specbuild.methods import describe
     from specbuild.runtimes import runtime_for
 
     recipe = load_recipe(path)
     layout = Layout(path.parent / "engines", path.parent / "triton_repo", path.parent / "reports", recipe.name)
-    return recipe, runtime_for(recipe).write_repository(recipe, layout, role)
+    return recipe, runtime_for(recipe).write_repository(recipe, describe(recipe), layout, role)
 
 
 def double_validates(model_yaml, release) -> subprocess.CompletedProcess:

@@ -30,7 +30,7 @@ class Server:
         return [{"name": n} for n in self.configs]
 
 
-def context(target: dict, baseline: dict, performance: list | None = None, speculative: bool = True):
+def context(target: dict, baseline: dict, performance: list | None = None, speculative: bool = True, runtime=None):
     finished = {}
     if performance is not None:
         finished["performance"] = CheckResult("performance", "", "passed", "", {"speedup": performance})
@@ -39,7 +39,7 @@ def context(target: dict, baseline: dict, performance: list | None = None, specu
                            target=SimpleNamespace(server=Server(target)),
                            baseline=SimpleNamespace(server=Server(baseline)) if baseline is not None else None,
                            options=SimpleNamespace(perf_max_tokens=None), prompts=[SimpleNamespace(text="a b")],
-                           progress=lambda *a: None, finished=finished)
+                           progress=lambda *a: None, finished=finished, runtime=runtime)
 
 
 @pytest.fixture
@@ -77,9 +77,7 @@ def test_the_check_needs_a_speculative_deployment_and_its_baseline(engines):
     assert cost_model.run(context(target, target, speculative=False)).status == "skipped"
 
 
-def test_limits_are_joined_with_the_served_speedups(engines, monkeypatch):
-    import specbuild.runtimes
-
+def test_limits_are_joined_with_the_served_speedups(engines):
     target = {"tensorrt_llm": core(gpt_model_path=str(engines / "target"), tokenizer_dir="/tok")}
     baseline = {"tensorrt_llm": core(gpt_model_path=str(engines / "baseline"))}
     base = StepCosts(steps=8, rows=1, step_ms=10.5, target_ms=10.0, draft_ms=0.0, accepted=0, verifications=8)
@@ -93,9 +91,8 @@ def test_limits_are_joined_with_the_served_speedups(engines, monkeypatch):
             asked.update(configs=configs, texts=texts, max_tokens=max_tokens, levels=levels)
             return [LevelModel(c, base, spec, in_process=1.5) for c in levels]
 
-    monkeypatch.setattr(specbuild.runtimes, "runtime_for", lambda recipe: Runtime())
     ctx = context(target, baseline, performance=[{"concurrency": 1, "speedup": 1.2},
-                                                 {"concurrency": 4, "speedup": None}])
+                                                 {"concurrency": 4, "speedup": None}], runtime=Runtime())
     result = cost_model.run(ctx)
     assert result.status == "passed", result.summary
     assert asked == {"configs": {"target": target["tensorrt_llm"], "baseline": baseline["tensorrt_llm"]},
@@ -109,7 +106,6 @@ def test_limits_are_joined_with_the_served_speedups(engines, monkeypatch):
     from specbuild.validate.report.cost_model import rows
     assert rows(result.details)[0] == [1, "10.00", "12.00", "3.00", "3.00", "2.00×", "1.50× (0.75)", "1.20× (0.60)"]
 
-    monkeypatch.setattr(specbuild.runtimes, "runtime_for", lambda recipe: SimpleNamespace(
-        name="tensorrt-llm", call_costs=lambda *a, **k: None))
+    ctx.runtime = SimpleNamespace(name="tensorrt-llm", call_costs=lambda *a, **k: None)
     skipped = cost_model.run(ctx)
     assert skipped.status == "skipped" and "tensorrt-llm" in skipped.summary

@@ -14,6 +14,7 @@ from validate_toy.repo import write_toy_repo
 
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
 from specbuild.validate.mix import MixResult
+from specbuild.runtimes.build import resolve_build
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -38,7 +39,7 @@ def test_a_server_killed_mid_run_is_named_and_the_rest_not_run(owner, toy_tokeni
     with TritonServer(repo, log_path=tmp_path / "target.log", exit_timeout_s=1) as server:
         pid = server.pid
         reasons = {"target": server.exit_reason} if owner == "compile" else None
-        result = run_validation(recipe, Endpoints.of(server), options=SuiteOptions(checks=CHECKS),
+        result = run_validation(resolve_build(recipe), Endpoints.of(server), options=SuiteOptions(checks=CHECKS),
                                 progress=_kill_when(server, functional.TITLE), exit_reasons=reasons)
     status = {c.name: c.status for c in result.checks}
     assert status == {"health": "passed", "functional": "error", "acceptance": "error", "bad_input": "error"}, \

@@ -19,6 +19,7 @@ from specbuild.validate.checks import acceptance
 from specbuild.metrics import PROMQL_AL
 from specbuild.validate.server_metrics import SpecCounts, families, parse, value
 from specbuild.validate.stats import AcceptanceRecord
+from specbuild.runtimes.build import resolve_build
 
 
 def exposition(model: str, steps: int, drafts: int, draft_tokens: int, accepted: int, per_position: list[int]) -> str:
@@ -114,12 +115,12 @@ def test_health_notices_a_dead_stub_that_triton_still_reports_ready(toy_tokenize
     repo = write_toy_repo(tmp_path / "repo", mode="speculative", core_parameters=core_parameters(recipe))
     with TritonServer(repo, log_path=tmp_path / "server.log", exit_timeout_s=1) as server:
         options = SuiteOptions(checks=["health"])
-        assert run_validation(recipe, Endpoints.of(server), options=options).check("health").status == "passed"
+        assert run_validation(resolve_build(recipe), Endpoints.of(server), options=options).check("health").status == "passed"
         pid = _stub_pid(server.pid, "postprocessing")
         assert pid is not None, "the postprocessing stub process was not found"
         os.kill(pid, signal.SIGKILL)  # a stub this test's server started
         time.sleep(1.0)
         assert server.model_ready("postprocessing")  # what Triton 2.51 says
-        health = run_validation(recipe, Endpoints.of(server), options=options).check("health")
+        health = run_validation(resolve_build(recipe), Endpoints.of(server), options=options).check("health")
         assert health.status == "failed"
         assert "stub" in health.summary and "ensemble" in health.summary, health.summary

@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from specbuild.methods import describe
+from specbuild.runtimes import runtime_for
+from specbuild.runtimes.build import resolve_build
+
 pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,8 +53,9 @@ def served(tmp_path_factory):
     for name, path in RECIPES.items():
         recipe = soak_recipe(path)
         layout = Layout(root / name / "engines", root / name / "triton_repo", root / name / "reports", recipe.name)
-        build_engines(recipe, layout)
-        servers[name] = TritonServer(write_repository(recipe, layout), log_path=root / f"{name}.log",
+        build_engines(resolve_build(recipe), layout)
+        repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
+        servers[name] = TritonServer(repo, log_path=root / f"{name}.log",
                                       exit_timeout_s=1)
         recipes[name] = recipe
     with ExitStack() as stack:
@@ -83,7 +88,7 @@ def test_soak(served, name, record_property):
     from specbuild.validate.mix import soak
 
     recipe, server = served[name]
-    result = soak(recipe, server.http_address, server.grpc_url, concurrency=CONCURRENCY,
+    result = soak(resolve_build(recipe), server.http_address, server.grpc_url, concurrency=CONCURRENCY,
                   requests=GOOD_REQUESTS[name], server=LocalServer(server.pid), max_tokens=MAX_TOKENS)
     d = result.to_dict()
     srv = d["server"]
@@ -114,7 +119,7 @@ def _case_names(recipe, server) -> set[str]:
     from specbuild.validate.endpoints import Endpoints
     from specbuild.validate.context import close_context, make_context
 
-    ctx = make_context(recipe, Endpoints.of(server))
+    ctx = make_context(resolve_build(recipe), Endpoints.of(server))
     try:
         return {c.name for c in cases(ctx)}
     finally:

@@ -14,6 +14,7 @@ from specbuild.validate import Endpoints, SuiteOptions, run_validation
 from specbuild.validate.aggregate import GroupAcceptance, Interval
 from specbuild.validate.checks import ORDER
 from specbuild.recipe.adaptive import off_point
+from specbuild.runtimes.build import resolve_build
 from specbuild.validate.checks.spike_recovery import recovered, spike_concurrency
 
 pytestmark = pytest.mark.timeout(600)
@@ -48,7 +49,7 @@ def scheduled_server(tmp_path_factory, toy_tokenizer):
 
 
 def spike_check(recipe, server):
-    result = run_validation(recipe, Endpoints.of(server), options=SuiteOptions(checks=["spike_recovery"]))
+    result = run_validation(resolve_build(recipe), Endpoints.of(server), options=SuiteOptions(checks=["spike_recovery"]))
     return result.check("spike_recovery")
 
 

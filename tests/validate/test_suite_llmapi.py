@@ -13,6 +13,8 @@ import pytest
 from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
+from specbuild.runtimes.build import resolve_build
+from specbuild.methods import describe
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "checkpoints" / "tiny"
@@ -48,7 +50,7 @@ def deployments(tmp_path_factory):
     servers = {}
     try:
         for role in ("target", "baseline"):
-            repo = runtime_for(recipe).write_repository(recipe, layout, role)
+            repo = runtime_for(recipe).write_repository(recipe, describe(recipe), layout, role)
             servers[role] = TritonServer(repo, log_path=root / f"tritonserver-{role}.log",
                                          exit_timeout_s=1).start()
         yield recipe, servers
@@ -59,7 +61,7 @@ def deployments(tmp_path_factory):
 
 def test_suite_passes_on_the_llmapi_deployment(deployments, tmp_path):
     recipe, servers = deployments
-    result = run_validation(recipe, Endpoints.of(servers["target"]), Endpoints.of(servers["baseline"]),
+    result = run_validation(resolve_build(recipe), Endpoints.of(servers["target"]), Endpoints.of(servers["baseline"]),
                             report_dir=tmp_path / "report", options=OPTIONS)
     status = {c.name: c.status for c in result.checks}
     summaries = {c.name: c.summary for c in result.checks}
@@ -103,7 +105,7 @@ def test_suite_passes_on_the_llmapi_deployment(deployments, tmp_path):
 def test_health_says_when_the_served_model_does_not_match_the_recipe(deployments):
     _, servers = deployments
     recipe = make_recipe(streaming=False)  # the served model is decoupled
-    result = run_validation(recipe, Endpoints.of(servers["target"]), Endpoints.of(servers["baseline"]),
+    result = run_validation(resolve_build(recipe), Endpoints.of(servers["target"]), Endpoints.of(servers["baseline"]),
                             options=SuiteOptions(checks=["health"]))
     health = result.check("health")
     assert health.status == "failed"

@@ -17,6 +17,7 @@ from validate_helpers import TOY_DRAFT_LEN, TOY_MAX_TOKENS, toy_recipe, toy_reci
 from specbuild import metrics
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
 from specbuild.recipe.prompts import BUNDLED, load_prompt_file
+from specbuild.runtimes.build import resolve_build
 
 sys.path.insert(0, str(Path(__file__).parent / "validate_toy" / "models"))
 import toy_lm  # noqa: E402
@@ -48,7 +49,7 @@ def toy_speculation(prompt: str, max_tokens: int) -> tuple[list[int], int, int]:
 def full_run(toy_servers, toy_tokenizer, tmp_path_factory):
     report = tmp_path_factory.mktemp("report") / "toy"
     stages = []
-    result = run_validation(toy_recipe(toy_tokenizer), endpoints(toy_servers["target"]),
+    result = run_validation(resolve_build(toy_recipe(toy_tokenizer)), endpoints(toy_servers["target"]),
                             endpoints(toy_servers["baseline"]), report_dir=report,
                             progress=lambda stage, done, total: stages.append(stage),
                             options=SuiteOptions(**SHORT))
@@ -169,7 +170,7 @@ def test_reports_are_written(full_run):
 
 def test_lossless_and_sampling_catch_a_broken_core(toy_servers, toy_tokenizer):
     """The broken core flips the token it generates at position 5 and decodes greedily at temperature > 0."""
-    result = run_validation(toy_recipe(toy_tokenizer), endpoints(toy_servers["broken"]),
+    result = run_validation(resolve_build(toy_recipe(toy_tokenizer)), endpoints(toy_servers["broken"]),
                             endpoints(toy_servers["baseline"]), options=SuiteOptions(checks=["lossless", "sampling"]))
     assert not result.passed
     lossless, sampling = result.check("lossless"), result.check("sampling")
@@ -195,7 +196,7 @@ def test_chat_prompts_reach_the_server_through_the_targets_template(toy_servers,
     folder = write_llama31_chat_tokenizer(tmp_path / "llama31")
     chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sum 2 and 2."}]
     recipe = toy_recipe(folder, prompts=[{"messages": chat, "id": "sum"}, "def add(a, b):"])
-    result = run_validation(recipe, endpoints(toy_servers["target"]), report_dir=tmp_path / "report",
+    result = run_validation(resolve_build(recipe), endpoints(toy_servers["target"]), report_dir=tmp_path / "report",
                             options=SuiteOptions(checks=["functional", "acceptance"]))
     assert result.passed, [(c.name, c.summary) for c in result.checks]
     tok = load_tokenizer(folder)
@@ -221,7 +222,7 @@ def test_health_names_each_config_mismatch(toy_servers, toy_tokenizer):
     data["speculation"]["choices"] = [[0], [1]]
     from specbuild.recipe.schema import Recipe
 
-    result = run_validation(Recipe.model_validate(data), endpoints(toy_servers["target"]),
+    result = run_validation(resolve_build(Recipe.model_validate(data)), endpoints(toy_servers["target"]),
                             endpoints(toy_servers["baseline"]), options=SuiteOptions(checks=["health"]))
     problems = result.check("health").details["problems"]
     text = "\n".join(problems)
@@ -233,7 +234,7 @@ def test_health_names_each_config_mismatch(toy_servers, toy_tokenizer):
 
 def test_gates_decide_the_outcome(toy_servers, toy_tokenizer):
     recipe = toy_recipe(toy_tokenizer, min_acceptance_length=50.0, min_speedup=1000.0, concurrency=[1])
-    result = run_validation(recipe, endpoints(toy_servers["target"]), endpoints(toy_servers["baseline"]),
+    result = run_validation(resolve_build(recipe), endpoints(toy_servers["target"]), endpoints(toy_servers["baseline"]),
                             options=SuiteOptions(checks=["acceptance", "performance"], requests_per_level=2))
     acc, perf = result.check("acceptance"), result.check("performance")
     assert acc.status == "failed" and acc.summary.startswith("all prompts: AL ") and "below 50.0 (all of its 95% " \

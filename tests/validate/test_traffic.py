@@ -12,6 +12,7 @@ from conftest import WEAK_ON
 from validate_helpers import TOY_DRAFT_LEN, toy_recipe_dict, write_recipe_file
 
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
+from specbuild.runtimes.build import resolve_build
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -49,7 +50,7 @@ def traffic_runs(toy_servers, weak_head_server, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("traffic")
     recipe = traffic_recipe(write_llama31_chat_tokenizer(folder / "llama31"), folder)
-    runs = {name: run_validation(recipe, Endpoints.of(server), report_dir=folder / name,
+    runs = {name: run_validation(resolve_build(recipe), Endpoints.of(server), report_dir=folder / name,
                                  options=SuiteOptions(checks=["acceptance"]))
             for name, server in (("good", toy_servers["target"]), ("weak", weak_head_server))}
     return runs, folder

@@ -105,9 +105,9 @@ def test_cli_writes_the_tuned_recipe(tmp_path, monkeypatch, capsys):
 
     path = recipe_file(tmp_path)
 
-    def fake_run(recipe, target, baseline, **kwargs):
+    def fake_run(build, target, baseline, **kwargs):
         assert baseline is not None
-        return ValidationResult(recipe=recipe.name, method="medusa", runtime="reference", target=target,
+        return ValidationResult(recipe=build.recipe.name, method="medusa", runtime="reference", target=target,
                                 baseline=baseline, serving_model="ensemble", started="", duration_s=0.0, prompts=1,
                                 checks=[performance([(1, 1.3), (2, 1.05), (4, 0.8), (8, 0.6)])])
 

@@ -1,8 +1,9 @@
 """The deployment bundle of a recipe: `deploy/<name>/` beside `triton_repo/`, written atomically.
 
     from specbuild.deploy.bundle import write_bundle, bundle_plan
-    write_bundle(recipe, layout)          # -> deploy/<name> (validated before it is renamed into place)
-    bundle_plan(recipe, layout)           # the files and the world layout, for `specbuild plan`
+    write_bundle(build, layout)           # -> deploy/<name> (validated before it is renamed into place)
+    bundle_plan(build, layout)            # the files and the world layout, for `specbuild plan`
+    deploy_step(build, layout)            # the plan's step that writes it (specbuild.planning)
 
 Files (plain YAML + kustomization.yaml, `kubectl apply -k deploy/<name>`):
     kustomization.yaml, storage.yaml (PVC), deployment.yaml | statefulset.yaml | leaderworkerset.yaml,
@@ -27,31 +28,35 @@ from typing import TYPE_CHECKING, Any, Callable
 from specbuild import atomic
 from specbuild.deploy import kubernetes as k8s
 from specbuild.deploy import monitoring
+from specbuild.deploy.bundle_check import check_bundle
 from specbuild.deploy.context import DeployContext, bundle_folder, context
 from specbuild.deploy.copying import COPY_SCRIPT, copy_script
+from specbuild.deploy.manifest_rules import schema_validation_available
 from specbuild.deploy.readme import bundle_readme
 from specbuild.deploy.repository import FOLDER, container_repository
 from specbuild.deploy.slurm import slurm_files
 from specbuild.deploy.world import describe
 from specbuild.deploy.yamlio import dump_all
 from specbuild.errors import UserError
+from specbuild.plan import DeployStep
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.base import Runtime
+    from specbuild.runtimes.build import Build
 
 KUSTOMIZATION = "kustomization.yaml"
 PLAN_FILE = "bundle.json"
 
 
-def applies(recipe: Recipe) -> str | None:
-    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`): the runtime's refusal
+def applies(recipe: Recipe, runtime: Runtime) -> str | None:
+    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`): its runtime's refusal
     (the reference runtime serves on CPU), or no image to run (llm-api: a release no NGC container ships)."""
     from specbuild.deploy.images import NO_IMAGE
     from specbuild.deploy.kind import deploy_kind
-    from specbuild.runtimes import runtime_for
 
-    return runtime_for(recipe).bundle_refusal or NO_IMAGE[deploy_kind(recipe)](recipe)
+    return runtime.bundle_refusal or NO_IMAGE[deploy_kind(recipe)](recipe)
 
 
 def manifests(ctx: DeployContext) -> dict[str, list[dict]]:
@@ -121,13 +126,14 @@ def allowed_values(recipe: Recipe) -> None:
             from None
 
 
-def build_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
+def build_bundle(build: Build, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
                  schemas: bool = True, repository: bool = True) -> tuple[DeployContext, dict[str, str]]:
     """Every file of the bundle as relative path -> text (repository=False: without repository/, which needs the
     compiled repository). Writes nothing."""
+    recipe = build.recipe
     allowed_values(recipe)
     try:
-        ctx = context(recipe, layout, folder, trtllm_version)
+        ctx = context(build, layout, folder, trtllm_version)
     except ValueError as e:
         raise UserError(f"{recipe.source or 'recipe'}: deploy: {e} — set deploy.image.tag (or "
                         "deploy.image.trtllm_version) to an NGC tritonserver trtllm image") from e
@@ -152,31 +158,37 @@ def build_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, 
     return ctx, files
 
 
-def bundle_plan(recipe: Recipe, layout: Layout, *, trtllm_version: str | None = None) -> dict[str, Any]:
+def bundle_plan(build: Build, layout: Layout, *, trtllm_version: str | None = None) -> dict[str, Any]:
     """What `specbuild plan` shows for the bundle: its folder, files, image, command and world layout."""
-    why_not = applies(recipe)
+    why_not = applies(build.recipe, build.runtime)
     if why_not:
         return {"bundle": f"none: {why_not}"}
     from specbuild.paths import show
 
-    ctx, files = build_bundle(recipe, layout, trtllm_version=trtllm_version, repository=False)
+    ctx, files = build_bundle(build, layout, trtllm_version=trtllm_version, repository=False)
     return plan_of(ctx, sorted([*files, f"{FOLDER}/"]), show)
 
 
-def write_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
+def deploy_step(build: Build, layout: Layout) -> DeployStep | str:
+    """The plan's step that writes the bundle (its summary: `bundle_plan`), or why the recipe gets none."""
+    why_not = applies(build.recipe, build.runtime)
+    if why_not:
+        return why_not
+    return DeployStep(folder=bundle_folder(layout), info=bundle_plan(build, layout))
+
+
+def write_bundle(build: Build, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
                  validate: bool | None = None, notice: atomic.Notice | None = None) -> Path | None:
     """Write deploy/<name> (or `folder`) and return it; None when the recipe gets no bundle (`applies`).
 
     The files are written to a sibling temp folder, validated there (validate=None: when kubernetes-validate
     is installed, else only the cross-checks that need no schema), and swapped into place (specbuild.atomic); an
     existing bundle is replaced only by a complete, valid one. Problems raise UserError naming file and field."""
-    if applies(recipe):
+    if applies(build.recipe, build.runtime):
         return None
-    from specbuild.deploy.validate import check_bundle, schema_validation_available
-
     schemas = schema_validation_available() if validate is None else validate
     target = Path(folder or bundle_folder(layout)).absolute()
-    ctx, files = build_bundle(recipe, layout, folder=target, trtllm_version=trtllm_version, schemas=schemas)
+    ctx, files = build_bundle(build, layout, folder=target, trtllm_version=trtllm_version, schemas=schemas)
     with atomic.atomic_folder(target, notice) as partial:
         for rel, text in files.items():
             path = partial / rel
@@ -184,5 +196,5 @@ def write_bundle(recipe: Recipe, layout: Layout, *, folder: Path | None = None, 
             path.write_text(text)
             if rel.endswith((".sh", ".sbatch")):  # (bash runs them: the mode is for people)
                 path.chmod(0o755)
-        check_bundle(partial, recipe, layout, schemas=schemas, bundle_folder=target)
+        check_bundle(partial, build, layout, schemas=schemas, bundle_folder=target)
     return target

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Iterator
 
 from specbuild.deploy import images
 from specbuild.recipe.deploy import INT32_MAX, quantity_value
-from specbuild.methods import describe
 from specbuild.findings import Finding
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.build import Build
+    from specbuild.speculation import Speculation
 
 LWS_MIN_KUBERNETES = (1, 26)  # kubernetes-sigs/lws installation docs
 MAX_WORLD = 4096  # MPI ranks of one deployment (one line each in slurm/ranks.sh; 512 nodes of 8 GPUs)
@@ -61,10 +62,11 @@ def _minor(release: tuple[int, int]) -> str:
 TP_PP = (("build", "tp_size"), ("build", "pp_size"))
 
 
-def deploy_findings(recipe: Recipe) -> Iterator[Finding]:
+def deploy_findings(build: Build) -> Iterator[Finding]:
     from specbuild.deploy.bundle import applies
 
-    if applies(recipe) is not None:  # no bundle (the reference runtime serves with `specbuild serve`)
+    recipe = build.recipe
+    if applies(recipe, build.runtime) is not None:  # no bundle (the reference runtime serves with `specbuild serve`)
         return
     from specbuild.deploy.kind import deploy_kind
 
@@ -75,19 +77,19 @@ def deploy_findings(recipe: Recipe) -> Iterator[Finding]:
                       f"every rank (slurm/ranks.sh) and node, and specbuild writes bundles for at most {MAX_WORLD:,} "
                       "— use the parallelism your GPUs have", also=TP_PP[1:])
         return
-    world_problems = list(WORLD_RULES[kind](recipe))
+    world_problems = list(WORLD_RULES[kind](recipe, build.spec))
     yield from world_problems
     yield from IMAGE_RULES[kind](recipe)
     # the rules that read the laid-out world run only on a world the recipe's checks accept
-    yield from _kubernetes_findings(recipe, laid_out=not world_problems and LAYS_OUT[kind](recipe))
+    yield from _kubernetes_findings(recipe, build.spec, laid_out=not world_problems and LAYS_OUT[kind](recipe))
 
 
-def _engine_world_findings(recipe: Recipe) -> Iterator[Finding]:
+def _engine_world_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
     d, t, b = recipe.deploy, recipe.triton, recipe.build
     per_node = d.gpus_per_node
     world = b.tp_size * b.pp_size
     where = ("deploy", "gpus_per_node")
-    if describe(recipe).has_draft_engine:
+    if spec.has_draft_engine:
         if world > per_node:
             yield Finding(where, f"is {per_node} but the draft-target target has tp_size * pp_size = {world}: "
                           "draft-target runs in orchestrator mode, which spawns its workers on one node — use nodes "
@@ -117,7 +119,7 @@ def _engine_world_findings(recipe: Recipe) -> Iterator[Finding]:
                       "every node)", also=(where,))
 
 
-def _llmapi_world_findings(recipe: Recipe) -> Iterator[Finding]:
+def _llmapi_world_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
     d, t, b, a = recipe.deploy, recipe.triton, recipe.build, recipe.llm_api
     per_node = d.gpus_per_node
     world = b.tp_size * b.pp_size
@@ -263,13 +265,13 @@ def _engine_image_findings(recipe: Recipe) -> Iterator[Finding]:
 IMAGE_RULES = {"engine": _engine_image_findings, "llm-api": _llmapi_image_findings}
 
 
-def _kubernetes_findings(recipe: Recipe, *, laid_out: bool) -> Iterator[Finding]:
+def _kubernetes_findings(recipe: Recipe, spec: Speculation, *, laid_out: bool) -> Iterator[Finding]:
     from specbuild.deploy.kubernetes import memory_for
     from specbuild.deploy.world import world_of
 
     d = recipe.deploy
     k = d.kubernetes
-    world = world_of(recipe) if laid_out else None
+    world = world_of(recipe, spec) if laid_out else None
     minor = tuple(int(x) for x in k.version.lstrip("v").split(".")[:2])
     known = kubernetes_versions()
     if minor not in known:

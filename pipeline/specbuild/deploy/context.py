@@ -17,12 +17,13 @@ from specbuild.deploy.images import ImageChoice, choose_image
 from specbuild.deploy.launch import LaunchPlan, launch_plan
 from specbuild.recipe.deploy import K8S_NAME_MAX, K8S_NAME_PATTERN
 from specbuild.deploy.world import World, world_of
-from specbuild.methods import describe
 from specbuild.repository.engine import params
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.build import Build
+    from specbuild.speculation import Speculation
 
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -79,6 +80,8 @@ class DeployContext:
     world: World
     launch: LaunchPlan
     mounts: tuple[Mount, ...]
+    spec: Speculation  # the recipe's speculation (specbuild.runtimes.build)
+    serving_model: str  # the model clients call (the runtime's: the ensemble, the BLS, or the llm-api model)
 
     @property
     def deploy(self):
@@ -150,20 +153,14 @@ class DeployContext:
         """The Triton model whose queue:compute ratio drives the HPA: where requests wait (engine flavour: the BLS
         runs the speculative loop of draft-target and prompt lookup, otherwise the engine model; llm-api: its one
         tensorrt_llm model)."""
-        return MONITORING_KINDS[self.kind](self.recipe)[0]
+        return MONITORING_KINDS[self.kind](self.spec)[0]
 
     @property
     def publishes_acceptance(self) -> bool:
         """Drafted/accepted tokens are Prometheus counters: only the engine flavour's BLS publishes them (the llm-api
         model returns its speculative counters as per-response tensors, no metric: TensorRT-LLM
         triton_backend/all_models/llmapi/tensorrt_llm/1/model.py@0ebb153)."""
-        return MONITORING_KINDS[self.kind](self.recipe)[1]
-
-    @property
-    def serving_model(self) -> str:
-        from specbuild.runtimes import runtime_for
-
-        return runtime_for(self.recipe).serving_model(describe(self.recipe))
+        return MONITORING_KINDS[self.kind](self.spec)[1]
 
     @property
     def grace_period_s(self) -> int:
@@ -171,19 +168,19 @@ class DeployContext:
         return k.termination_grace_period_s or k.pre_stop_sleep_s + self.deploy.exit_timeout_s + 30
 
 
-def _engine_monitoring(recipe: Recipe) -> tuple[str, bool]:
-    bls = params.bls_driven(recipe, "target")
+def _engine_monitoring(spec: Speculation) -> tuple[str, bool]:
+    bls = params.bls_driven(spec, "target")
     return ("tensorrt_llm_bls" if bls else "tensorrt_llm"), bls
 
 
-def _llmapi_monitoring(recipe: Recipe) -> tuple[str, bool]:
+def _llmapi_monitoring(spec: Speculation) -> tuple[str, bool]:
     from specbuild.repository.llmapi.configs import MODEL
 
     return MODEL, False
 
 
-MONITORING_KINDS: dict[str, Callable[[Recipe], tuple[str, bool]]] = {"engine": _engine_monitoring,
-                                                                   "llm-api": _llmapi_monitoring}
+MONITORING_KINDS: dict[str, Callable[[Speculation], tuple[str, bool]]] = {"engine": _engine_monitoring,
+                                                                        "llm-api": _llmapi_monitoring}
 
 
 REPOSITORY_SLUG = "repository"
@@ -193,10 +190,10 @@ def tree_of(recipe: Recipe, name: str) -> str:
     return f"{recipe.deploy.mount_root.rstrip('/')}/{name}"
 
 
-def mounts_of(recipe: Recipe, layout: Layout, name: str) -> tuple[Mount, ...]:
+def mounts_of(recipe: Recipe, spec: Speculation, layout: Layout, name: str) -> tuple[Mount, ...]:
     from specbuild.deploy.kind import deploy_kind
 
-    return _unique(name, tree_of(recipe, name), MOUNT_KINDS[deploy_kind(recipe)](recipe, layout))
+    return _unique(name, tree_of(recipe, name), MOUNT_KINDS[deploy_kind(recipe)](recipe, spec, layout))
 
 
 def _unique(name: str, tree: str, wanted: list[tuple[str, Path, str]]) -> tuple[Mount, ...]:
@@ -210,21 +207,22 @@ def _unique(name: str, tree: str, wanted: list[tuple[str, Path, str]]) -> tuple[
     return tuple(out)
 
 
-def engine_mounts(recipe: Recipe, layout: Layout) -> list[tuple[str, Path, str]]:
+def engine_mounts(recipe: Recipe, spec: Speculation, layout: Layout) -> list[tuple[str, Path, str]]:
     """The repository, the engines it serves and the tokenizer (config.pbtxt names them; converted checkpoints
     and logs stay behind)."""
-    engines = [("draft" if m == "tensorrt_llm_draft" else "target") for m in params.core_models(recipe, "target")]
+    engines = [("draft" if m == "tensorrt_llm_draft" else "target")
+               for m in params.core_models(recipe, spec, "target")]
     return [("repository", Path(layout.repository("target")).absolute(), REPOSITORY_SLUG),
             *((f"{role} engine", Path(layout.engine(role)).absolute(), role) for role in engines),
             ("tokenizer", recipe.tokenizer_dir.absolute(), "tokenizer")]
 
 
-def llmapi_paths(recipe: Recipe) -> dict[str, str]:
+def llmapi_paths(recipe: Recipe, spec: Speculation) -> dict[str, str]:
     """The checkpoint folders the target's model.yaml names, by model.yaml key (model, tokenizer, and the draft or
     EAGLE-3 head under speculative_config's speculative_model / speculative_model_dir)."""
     from specbuild.repository.llmapi.model_yaml import DRAFT_FIELD, model_yaml
 
-    args = model_yaml(recipe, describe(recipe), role="target")
+    args = model_yaml(recipe, spec, role="target")
     out = {"model": str(args["model"]), "tokenizer": str(args["tokenizer"])}
     draft = (args.get("speculative_config") or {}).get(DRAFT_FIELD[recipe.llm_api.release])
     if draft is not None:
@@ -232,23 +230,26 @@ def llmapi_paths(recipe: Recipe) -> dict[str, str]:
     return out
 
 
-def llmapi_mounts(recipe: Recipe, layout: Layout) -> list[tuple[str, Path, str]]:
+def llmapi_mounts(recipe: Recipe, spec: Speculation, layout: Layout) -> list[tuple[str, Path, str]]:
     """The repository and every checkpoint folder model.yaml names (Hugging Face checkpoints, the draft model or
     EAGLE-3 head; no engines: the LLM loads them itself)."""
     slugs = {"model": "model", "tokenizer": "tokenizer"}
     return [("repository", Path(layout.repository("target")).absolute(), REPOSITORY_SLUG),
             *((f"model.yaml {key}", Path(path), slugs.get(key, "speculative-model"))
-              for key, path in llmapi_paths(recipe).items())]
+              for key, path in llmapi_paths(recipe, spec).items())]
 
 
-MOUNT_KINDS: dict[str, Callable[[Recipe, Layout], list[tuple[str, Path, str]]]] = {"engine": engine_mounts,
-                                                                                 "llm-api": llmapi_mounts}
+MOUNT_KINDS: dict[str, Callable[[Recipe, Speculation, Layout], list[tuple[str, Path, str]]]] = {
+    "engine": engine_mounts, "llm-api": llmapi_mounts}
 
 
-def context(recipe: Recipe, layout: Layout, folder: Path | None = None,
+def context(build: Build, layout: Layout, folder: Path | None = None,
             trtllm_version: str | None = None) -> DeployContext:
+    recipe = build.recipe
     name = k8s_name(recipe)
     repository = Path(f"{tree_of(recipe, name)}/{REPOSITORY_SLUG}")  # the containers' path
     return DeployContext(recipe=recipe, layout=layout, folder=Path(folder or bundle_folder(layout)).absolute(),
-                         name=name, image=choose_image(recipe, trtllm_version), world=world_of(recipe),
-                         launch=launch_plan(recipe, repository), mounts=mounts_of(recipe, layout, name))
+                         name=name, image=choose_image(recipe, trtllm_version), world=world_of(recipe, build.spec),
+                         launch=launch_plan(recipe, build.spec, repository),
+                         mounts=mounts_of(recipe, build.spec, layout, name),
+                         spec=build.spec, serving_model=build.runtime.serving_model(build.spec))

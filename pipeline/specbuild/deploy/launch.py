@@ -33,6 +33,7 @@ from specbuild.repository.engine.launch import SCRIPT_NAME, launch_script
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.speculation import Speculation
 
 IMAGE_TRITONSERVER = "/opt/tritonserver/bin/tritonserver"  # the script's default TRITONSERVER (NGC layout)
 PORT_VARIABLES = ("HTTP_PORT", "GRPC_PORT", "METRICS_PORT")
@@ -135,14 +136,14 @@ def expand(words: list[str], values: dict[str, str], extra: list[str]) -> list[s
     return out
 
 
-def engine_launch(recipe: Recipe, repository: Path) -> LaunchPlan:
+def engine_launch(recipe: Recipe, spec: Speculation, repository: Path) -> LaunchPlan:
     from specbuild.repository.engine import params
 
     script = repository / SCRIPT_NAME
     extra = exit_timeout(recipe)
     text = launch_script(recipe, "target")
     parts = parse_script(text)
-    info = params.launch(recipe, "target")
+    info = params.launch(recipe, "target", spec)
     spawn = info["mode"] == "orchestrator" and not info.get("disable_spawn_processes", False)
     values = {"TRITONSERVER": IMAGE_TRITONSERVER, "REPO": str(repository),
               **{k: str(v) for k, v in parts.ports.items()}}
@@ -156,7 +157,7 @@ def exit_timeout(recipe: Recipe) -> list[str]:
     return [f"--exit-timeout-secs={recipe.deploy.exit_timeout_s}"]
 
 
-def llmapi_launch(recipe: Recipe, repository: Path) -> LaunchPlan:
+def llmapi_launch(recipe: Recipe, spec: Speculation, repository: Path) -> LaunchPlan:
     from specbuild.repository.llmapi import launch as llmapi
 
     script = repository / llmapi.SCRIPT_NAME
@@ -172,7 +173,8 @@ def llmapi_launch(recipe: Recipe, repository: Path) -> LaunchPlan:
                       slurm=SLURM_EVERY_TASK, leader_argv=leader)
 
 
-LAUNCH_KINDS: dict[str, Callable[[Recipe, Path], LaunchPlan]] = {"engine": engine_launch, "llm-api": llmapi_launch}
+LAUNCH_KINDS: dict[str, Callable[[Recipe, Speculation, Path], LaunchPlan]] = {"engine": engine_launch,
+                                                                             "llm-api": llmapi_launch}
 
 
 def launch_kind(recipe: Recipe) -> str:
@@ -182,5 +184,5 @@ def launch_kind(recipe: Recipe) -> str:
     return deploy_kind(recipe)
 
 
-def launch_plan(recipe: Recipe, repository: Path) -> LaunchPlan:
-    return LAUNCH_KINDS[launch_kind(recipe)](recipe, repository)
+def launch_plan(recipe: Recipe, spec: Speculation, repository: Path) -> LaunchPlan:
+    return LAUNCH_KINDS[launch_kind(recipe)](recipe, spec, repository)

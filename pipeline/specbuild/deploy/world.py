@@ -29,6 +29,7 @@ from specbuild.repository.engine import params
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.speculation import Speculation
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,10 @@ class World:
         return [r for r in self.ranks if r.node == node]
 
 
-def world_of(recipe: Recipe) -> World:
+def world_of(recipe: Recipe, spec: Speculation) -> World:
     from specbuild.deploy.kind import deploy_kind
 
-    return WORLD_KINDS[deploy_kind(recipe)](recipe)
+    return WORLD_KINDS[deploy_kind(recipe)](recipe, spec)
 
 
 def _summary(mode: str, world: int, nodes: int, gpus: int, tp_pp: int | None) -> str:
@@ -73,8 +74,8 @@ def _summary(mode: str, world: int, nodes: int, gpus: int, tp_pp: int | None) ->
             + (f" (tp*pp = {tp_pp})" if tp_pp is not None else ""))
 
 
-def engine_world(recipe: Recipe) -> World:
-    info = params.launch(recipe, "target")
+def engine_world(recipe: Recipe, spec: Speculation) -> World:
+    info = params.launch(recipe, "target", spec)
     t, b = recipe.triton, recipe.build
     tp_pp = b.tp_size * b.pp_size
     per_node = recipe.deploy.gpus_per_node
@@ -105,7 +106,7 @@ def engine_world(recipe: Recipe) -> World:
                  _summary("orchestrator", world, 1, gpus, None))
 
 
-def llmapi_world(recipe: Recipe) -> World:
+def llmapi_world(recipe: Recipe, spec: Speculation) -> World:
     from specbuild.repository.llmapi.configs import MODEL, gpu_groups
     from specbuild.repository.llmapi.launch import launch_mode
 
@@ -139,7 +140,7 @@ def llmapi_world(recipe: Recipe) -> World:
                  summary, one_rank_per_gpu=True)
 
 
-WORLD_KINDS: dict[str, Callable[[Recipe], World]] = {"engine": engine_world, "llm-api": llmapi_world}
+WORLD_KINDS: dict[str, Callable[[Recipe, Speculation], World]] = {"engine": engine_world, "llm-api": llmapi_world}
 
 
 def describe(world: World) -> dict[str, str]:

@@ -6,22 +6,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from specbuild.bounds import draft_len_problem
-from specbuild.methods import describe, method_for
 from specbuild.findings import Finding
 from specbuild.recipe.adaptive import adaptive_findings
-from specbuild.runtimes import runtime_for
-from specbuild.runtimes.base import BuildOptions
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.build import Build
 
 BASELINE_SUFFIX = "-baseline"
 
 
-def general_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterator[Finding]:
-    options = options or BuildOptions()
-    method = method_for(recipe)
-    spec = describe(recipe)
+def general_findings(build: Build) -> Iterator[Finding]:
+    """The recipe's own rules, its runtime's and its method's (the deploy rules are composed beside these by
+    specbuild.load)."""
+    recipe, spec = build.recipe, build.spec
     b, v = recipe.build, recipe.validation
 
     if recipe.name.endswith(BASELINE_SUFFIX):
@@ -51,11 +49,8 @@ def general_findings(recipe: Recipe, options: BuildOptions | None = None) -> Ite
         yield Finding(("validation", key), "gates speculation but speculation.method is none — remove the gate")
 
     yield from adaptive_findings(recipe, spec)
-    yield from runtime_for(recipe).checks(recipe, spec, options)
-    yield from method.checks(recipe)
-    from specbuild.deploy.checks import deploy_findings
-
-    yield from deploy_findings(recipe)
+    yield from build.runtime.checks(recipe, spec, build.options)
+    yield from build.method.checks(recipe)
 
 
 CHAIN_FIELDS = ("num_draft_tokens", "max_draft_len", "num_nextn_predict_layers")  # what sets a chain's length

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from specbuild.bounds import max_seq_len_problem, position_limit
-from specbuild.methods import describe, method_for
 from specbuild.findings import Finding
 from specbuild.errors import UserError
 from specbuild.checkpoint_tensors import CAUSAL_LM
@@ -14,13 +13,13 @@ from specbuild.engine_facts import expected_limits
 from specbuild.checkpoint_files import (config_problem, read_hf_config, tokenizer_problem, tokenizer_size,
                                       tokenizer_skipped)
 from specbuild.methods.weights import weights_findings
-from specbuild.runtimes import runtime_for
-from specbuild.runtimes.base import BuildOptions
 from specbuild.recipe.schema import DEFAULT_CATEGORY
 from specbuild.speculation import DraftModel
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.build import Build
+    from specbuild.speculation import Speculation
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
@@ -43,8 +42,9 @@ def _folder_findings(recipe: Recipe, value: Path, path: tuple, what: str) -> Ite
         yield Finding(path, f"{value} is a file, not a folder — point it at the {what} folder")
 
 
-def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterator[Finding]:
+def file_findings(build: Build) -> Iterator[Finding]:
     """Everything checkable on disk. Stops early per field so one missing folder gives one message."""
+    recipe = build.recipe
     missing: set[tuple] = set()
     named = [(recipe.model.checkpoint, ("model", "checkpoint"), "Hugging Face checkpoint")]
     if recipe.model.tokenizer is not None:
@@ -70,7 +70,7 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
             yield from found
             missing.add(("model", "checkpoint"))
         else:
-            yield from _context_findings(recipe, cfg)
+            yield from _context_findings(build, cfg)
     tok_field = ("model", "tokenizer") if recipe.model.tokenizer is not None else ("model", "checkpoint")
     if tok_field not in missing and ("model", "checkpoint") not in missing:
         if not any((recipe.tokenizer_dir / f).exists() for f in TOKENIZER_FILES):
@@ -87,9 +87,9 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
                               "model's own (model.tokenizer)")
     yield from _prompt_findings(recipe)
     if not missing:
-        yield from method_for(recipe).file_checks(recipe)
-        yield from runtime_for(recipe).file_checks(recipe, describe(recipe), options or BuildOptions())
-        recipe.notes.extend(_skipped(recipe))
+        yield from build.method.file_checks(recipe)
+        yield from build.runtime.file_checks(recipe, build.spec, build.options)
+        recipe.notes.extend(_skipped(recipe, build.spec))
 
 
 def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
@@ -117,27 +117,28 @@ def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
                           f"of {category!r}")
 
 
-def _skipped(recipe: Recipe) -> Iterator[str]:
+def _skipped(recipe: Recipe, spec: Speculation) -> Iterator[str]:
     """What the file checks could not load on this machine (each folder once)."""
     folders = {recipe.tokenizer_dir}
-    if isinstance(draft := describe(recipe).params, DraftModel):
+    if isinstance(draft := spec.params, DraftModel):
         folders.add(draft.path)
     for folder in sorted(folders):
         if (why := tokenizer_skipped(folder)) is not None:
             yield f"{folder}: {why}"
 
 
-def _context_findings(recipe: Recipe, cfg: dict) -> Iterator[Finding]:
+def _context_findings(build: Build, cfg: dict) -> Iterator[Finding]:
     """The longest sequence the target engine holds is build.max_seq_len plus the draft tokens trtllm-build adds
     (engine_facts.expected_limits: + max_draft_len, + num_eagle_layers for EAGLE; tensorrt_llm/builder.py): it must
     fit the model's positions (its rotary table has max_position_embeddings rows). Without an engine (the llm-api
     flavour) the recipe's max_seq_len is the model's context."""
+    recipe = build.recipe
     limit = position_limit(cfg)
     if limit is None:
         return
     asked = recipe.build.max_seq_len
-    builds_engine = "target" in runtime_for(recipe).engine_roles(recipe)  # the llm-api flavour builds none
-    built = expected_limits(recipe, describe(recipe), "target").max_seq_len if builds_engine else asked
+    builds_engine = "target" in build.runtime.engine_roles(recipe, build.spec)  # the llm-api flavour builds none
+    built = expected_limits(recipe, build.spec, "target").max_seq_len if builds_engine else asked
     if built <= limit:
         return
     if built == asked:

@@ -16,6 +16,7 @@ from specbuild.recipe.files import file_findings
 from specbuild.recipe.schema import Recipe
 from specbuild.recipe.yaml_source import Located, load_located
 from specbuild.runtimes.base import BuildOptions
+from specbuild.runtimes.build import Build, resolve_build
 
 
 def format_path(path: tuple) -> str:
@@ -143,22 +144,42 @@ def _sorted(problems: list[Problem]) -> list[Problem]:
     return sorted(problems, key=lambda p: (p.line or 0, p.col or 0))
 
 
-def load_recipe(path: str | Path, *, check_files: bool = True, options: BuildOptions | None = None) -> Recipe:
-    """Load and check a recipe. Raises RecipeError listing every problem found (all located). `options` are the
-    command-line options that change what the recipe builds (`plan` and `compile` must get the same ones)."""
+def read_recipe(path: str | Path) -> tuple[Recipe, Located]:
+    """The recipe as its schema types it, with the YAML positions its findings are located at. Raises RecipeError
+    listing every schema problem (all located)."""
     path = Path(path)
-    name = str(path)
     src = load_located(path)
     try:
         recipe = Recipe.model_validate(src.data)
     except ValidationError as e:
-        raise RecipeError(_sorted(_problems_from_validation(e, src, name))) from None
+        raise RecipeError(_sorted(_problems_from_validation(e, src, str(path)))) from None
     recipe._source = path.resolve()
-    findings = list(general_findings(recipe, options))
-    if check_files:
-        findings += file_findings(recipe, options)
+    return recipe, src
+
+
+def judge(recipe: Recipe, findings: list[Finding], src: Located, path: str | Path) -> Recipe:
+    """Locate the findings in the recipe's file `path`: the warnings are kept on the recipe; any problem raises
+    RecipeError listing every one (with the warnings, marked as such)."""
+    name = str(Path(path))
     problems = _locate([f for f in findings if not f.warning], src, name)
     recipe.warnings.extend(_sorted(_locate([f for f in findings if f.warning], src, name)))
-    if problems:  # shown with the warnings, which are marked as such
+    if problems:
         raise RecipeError(_sorted(problems + recipe.warnings))
     return recipe
+
+
+def recipe_findings(build: Build, check_files: bool = True) -> list[Finding]:
+    """The recipe's own rules (recipe/checks.py) and, with `check_files`, those of the files it names."""
+    findings = list(general_findings(build))
+    if check_files:
+        findings += file_findings(build)
+    return findings
+
+
+def load_recipe(path: str | Path, *, check_files: bool = True, options: BuildOptions | None = None) -> Recipe:
+    """Load and check a recipe by its own rules, its method's and its runtime's. Raises RecipeError listing every
+    problem found (all located). `options` are the command-line options that change what the recipe builds
+    (`plan` and `compile` must get the same ones). The commands load with specbuild.load.load_build, which adds
+    the deployment bundle's rules and keeps what the recipe resolved to."""
+    recipe, src = read_recipe(path)
+    return judge(recipe, recipe_findings(resolve_build(recipe, options), check_files), src, path)

@@ -55,7 +55,7 @@ class ReferenceLlmApiRuntime(LlmApiFlavour):
     def model_files(self) -> dict[str, Path]:
         return {"model.py": MODEL}
 
-    def serve_step(self, recipe, layout, repo_roles) -> ServeStep:
+    def serve_step(self, recipe, spec, layout, repo_roles) -> ServeStep:
         return cpu_serve_step(recipe, layout, repo_roles)
 
     def launcher(self, repository: Path) -> Path | None:

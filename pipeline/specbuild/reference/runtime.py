@@ -39,7 +39,7 @@ class ReferenceRuntime(EngineFlavour):
     # --- engines ----------------------------------------------------------------------------------------------
     def engine_steps(self, recipe, spec, layout, options) -> list[ReferenceEngineStep]:
         steps = []
-        for role in roles(recipe):
+        for role in roles(recipe, spec):
             target = role == "target"
             steps.append(ReferenceEngineStep(
                 role=role,
@@ -75,7 +75,7 @@ class ReferenceRuntime(EngineFlavour):
     def core_model_files(self) -> dict[str, Path]:
         return {"model.py": CORE_MODEL}
 
-    def serve_step(self, recipe, layout, repo_roles) -> ServeStep:
+    def serve_step(self, recipe, spec, layout, repo_roles) -> ServeStep:
         return cpu_serve_step(recipe, layout, repo_roles)
 
     def owns_engine(self, config: dict) -> bool:

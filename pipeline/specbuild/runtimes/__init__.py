@@ -5,8 +5,8 @@ A runtime is what runs the model: `tensorrt-llm` (NVIDIA GPUs) or `reference` (s
 implementation, on a CPU). A flavour is the generation of TensorRT-LLM's serving contract it speaks: `engine`
 (trtllm-build engines served by the C++ tensorrtllm backend through an ensemble/BLS repository) or `llm-api`
 (the PyTorch backend: one Python model configured by model.yaml). Each pair lives in its runtime's package and
-owns its dialect; nothing outside a runtime's package compares runtime or flavour names: code asks
-`runtime_for(recipe)`.
+owns its dialect; nothing outside a runtime's package compares runtime or flavour names: a command resolves its
+recipe's runtime once (`runtime_for(recipe)`, called by specbuild.runtimes.build.resolve_build) and hands it down.
 
 Runtime modules are imported on first use (they import no heavy libraries at module load either).
 """

@@ -48,7 +48,7 @@ class Runtime(Protocol):
 
     # --- engines ----------------------------------------------------------------------------------------------
     # The engine folders it builds.
-    def engine_roles(self, recipe: Recipe) -> list[str]:
+    def engine_roles(self, recipe: Recipe, spec: Speculation) -> list[str]:
         """The engine folders a compile builds (target, draft, baseline), in order."""
         raise NotImplementedError
 
@@ -68,8 +68,9 @@ class Runtime(Protocol):
         raise NotImplementedError
 
     # Write that repository (atomically) and return its folder.
-    def write_repository(self, recipe: Recipe, layout: Layout, role: str, progress: Progress | None = None,
-                         notice: Progress | None = None, engines_built: bool = True) -> Path:
+    def write_repository(self, recipe: Recipe, spec: Speculation, layout: Layout, role: str,
+                         progress: Progress | None = None, notice: Progress | None = None,
+                         engines_built: bool = True) -> Path:
         """engines_built False (`compile --render-only`): the engines are not there to check against."""
         raise NotImplementedError
 
@@ -79,7 +80,7 @@ class Runtime(Protocol):
 
     # --- serving ----------------------------------------------------------------------------------------------
     # How the repositories are started (the plan's serve step).
-    def serve_step(self, recipe: Recipe, layout: Layout, repo_roles: list[str]) -> Step:
+    def serve_step(self, recipe: Recipe, spec: Speculation, layout: Layout, repo_roles: list[str]) -> Step:
         raise NotImplementedError
 
     # The launch script of a repository.

@@ -10,11 +10,15 @@ from __future__ import annotations
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specbuild.errors import UserError
 from specbuild.trtllm import gpus as gpu_mod
 from specbuild.trtllm import version as version_mod
 from specbuild.trtllm.help_flags import read_help
+
+if TYPE_CHECKING:
+    from specbuild.runtimes.build import Build
 
 TRITON_ROOT = Path("/opt/tritonserver")
 NGC_HINT = f"the NGC container {version_mod.NGC_IMAGE} has it"
@@ -28,7 +32,7 @@ class Check:
     fix: str = ""
 
 
-def _gpu_check(trtllm_present: bool, recipe=None) -> Check:
+def _gpu_check(trtllm_present: bool, recipe=None, spec=None) -> Check:
     report = gpu_mod.detect_gpus(torch_fallback=trtllm_present)
     if not report.gpus:
         return Check("GPU", "fail", report.problem or "no NVIDIA GPU found",
@@ -41,9 +45,7 @@ def _gpu_check(trtllm_present: bool, recipe=None) -> Check:
                      "TensorRT-LLM speculative decoding needs Ampere or newer; hide older GPUs with "
                      "CUDA_VISIBLE_DEVICES or use another machine")
     if recipe is not None:
-        from specbuild.methods import describe
-
-        has_draft = describe(recipe).has_draft_engine
+        has_draft = spec.has_draft_engine
         ids = list(recipe.triton.gpu_device_ids) + (recipe.draft_gpu_device_ids if has_draft else [])
         if max(ids) >= len(report.gpus):
             return Check("GPU", "fail", f"{listed} — the recipe uses GPU ids {sorted(set(ids))}",
@@ -74,20 +76,19 @@ def _trtllm_check() -> tuple[Check, version_mod.TrtllmInstall | None]:
     return Check("TensorRT-LLM", "ok", f"{found.version} (supported: 0.17 <= version <= 1.3.0rc20)"), found
 
 
-def _argvs_for(recipe) -> list[list[str]]:
-    from specbuild.methods import describe
+def _argvs_for(recipe, spec) -> list[list[str]]:
     from specbuild.plan import Layout, roles
     from specbuild.trtllm.runtime import build_flags
     from specbuild.trtllm.steps import BuildStep
 
     layout = Layout(Path("engines"), Path("triton_repo"), Path("reports"), recipe.name)
-    spec = describe(recipe)
     return [BuildStep(role=role, checkpoint=layout.checkpoint(role), output=layout.engine(role),
-                      flags=build_flags(recipe, spec, role)).command() for role in roles(recipe)]
+                      flags=build_flags(recipe, spec, role)).command() for role in roles(recipe, spec)]
 
 
 def specbuild_argvs() -> list[list[str]]:
     """trtllm-build commands covering every flag specbuild passes (one per method and role)."""
+    from specbuild.methods import describe
     from specbuild.recipe.schema import Recipe
 
     specs = [{"method": "none"}, {"method": "medusa", "checkpoint": "heads", "num_heads": 4},
@@ -98,11 +99,11 @@ def specbuild_argvs() -> list[list[str]]:
     for spec in specs:
         recipe = Recipe.model_validate({"name": "doctor", "runtime": "tensorrt-llm", "model": {"checkpoint": "model"},
                                         "speculation": spec})
-        out.extend(_argvs_for(recipe))
+        out.extend(_argvs_for(recipe, describe(recipe)))  # (recipes of its own, one per method)
     return out
 
 
-def _flags_check(recipe=None) -> Check:
+def _flags_check(recipe=None, spec=None) -> Check:
     exe = shutil.which("trtllm-build")
     if exe is None:
         return Check("trtllm-build", "fail", "not on PATH",
@@ -111,7 +112,7 @@ def _flags_check(recipe=None) -> Check:
         flags = read_help(exe)
     except UserError as e:
         return Check("trtllm-build", "fail", str(e).split("\n")[0], "fix the TensorRT-LLM installation")
-    argvs = _argvs_for(recipe) if recipe is not None else specbuild_argvs()
+    argvs = _argvs_for(recipe, spec) if recipe is not None else specbuild_argvs()
     problems = sorted({p for argv in argvs for p in flags.problems(argv)})
     passed = sorted({a for argv in argvs for a in argv if a.startswith("--")})
     if problems:
@@ -150,14 +151,12 @@ def _server_checks() -> list[Check]:
     return checks
 
 
-def _mpi_check(recipe=None) -> Check:
+def _mpi_check(recipe=None, spec=None) -> Check:
     exe = shutil.which("mpirun")
     if exe:
         return Check("MPI", "ok", exe)
-    from specbuild.methods import describe
-
     needs = recipe is not None and (recipe.build.tp_size * recipe.build.pp_size > 1 or
-                                   describe(recipe).has_draft_engine)
+                                   spec.has_draft_engine)
     return Check("MPI", "fail" if needs else "warn", "mpirun is not on PATH",
                  "needed for multi-GPU engines (tp_size * pp_size > 1), launch_triton_server.py without --no-mpi and "
                  f"the orchestrator launch of draft-target: apt-get install openmpi-bin ({NGC_HINT})")
@@ -205,19 +204,21 @@ def _llmapi_mpi_check(recipe=None) -> Check:
                  f"srun/mpirun across nodes: apt-get install openmpi-bin ({NGC_HINT})")
 
 
-def run_doctor(recipe=None, flavour: str | None = None) -> list[Check]:
-    """The checks of the recipe's flavour (or `flavour`; default the engine flavour)."""
+def run_doctor(build: Build | None = None, flavour: str | None = None) -> list[Check]:
+    """The checks of the recipe's flavour (or `flavour`; default the engine flavour). `build`: the recipe
+    resolved (specbuild.runtimes.build), or None to check the machine alone."""
+    recipe, spec = (build.recipe, build.spec) if build is not None else (None, None)
     flavour = flavour or (recipe.flavour if recipe is not None else "engine")
     if flavour == "llm-api":
         trtllm, found = _llmapi_trtllm_check(recipe)
-        checks = [_gpu_check(found is not None, recipe), trtllm, _llmapi_model_check()]
+        checks = [_gpu_check(found is not None, recipe, spec), trtllm, _llmapi_model_check()]
         checks.extend(c for c in _server_checks() if c.name == "tritonserver")
         checks.append(_llmapi_mpi_check(recipe))
         return checks
     trtllm, found = _trtllm_check()
-    checks = [_gpu_check(found is not None, recipe), trtllm, _flags_check(recipe)]
+    checks = [_gpu_check(found is not None, recipe, spec), trtllm, _flags_check(recipe, spec)]
     checks.extend(_server_checks())
-    checks.append(_mpi_check(recipe))
+    checks.append(_mpi_check(recipe, spec))
     return checks
 
 

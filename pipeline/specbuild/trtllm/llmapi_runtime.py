@@ -170,7 +170,7 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
     def model_files(self) -> dict[str, Path]:
         return self.model_source().files
 
-    def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
+    def write_repository(self, recipe, spec, layout, role, progress=None, notice=None, engines_built=True) -> Path:
         from specbuild.repository.llmapi.writer import write_repository
         from specbuild.trtllm.llmapi_parse import check_model_yaml
         from specbuild.trtllm.version import installed, require_llmapi
@@ -189,10 +189,10 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
         if install is None and source.folder is None and notice and role == "target":
             notice(source.describe())
         validate = None if install is None else (lambda text: check_model_yaml(text, install, recipe, role))
-        return write_repository(recipe, layout, role, source.files, progress=progress, notice=notice,
+        return write_repository(recipe, spec, layout, role, source.files, progress=progress, notice=notice,
                                 validate=validate)
 
-    def serve_step(self, recipe, layout, repo_roles) -> ServeStep:
+    def serve_step(self, recipe, spec, layout, repo_roles) -> ServeStep:
         import shlex
 
         info = launch_mode(recipe)

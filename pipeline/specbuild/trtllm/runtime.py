@@ -68,7 +68,7 @@ class TrtllmRuntime(EngineFlavour):
     # --- engines ----------------------------------------------------------------------------------------------
     def engine_steps(self, recipe, spec, layout, options) -> list[Step]:
         steps: list[Step] = []
-        for role in roles(recipe):
+        for role in roles(recipe, spec):
             reuse_target_ckpt = role == "baseline" and not spec.weights
             ckpt_role = "target" if reuse_target_ckpt else role
             if not reuse_target_ckpt:
@@ -107,11 +107,11 @@ class TrtllmRuntime(EngineFlavour):
 
         return {SCRIPT_NAME: launch_script(recipe, role)}
 
-    def serve_step(self, recipe, layout, repo_roles) -> ServeStep:
+    def serve_step(self, recipe, spec, layout, repo_roles) -> ServeStep:
         from specbuild.repository.engine import params as triton_params
         from specbuild.repository.engine.launch import SCRIPT_NAME
 
-        info = triton_params.launch(recipe, "target")
+        info = triton_params.launch(recipe, "target", spec)
         return ServeStep(headline=f"launch tritonserver in {info['mode']} mode (world size {info['world_size']})",
                          argv=("bash", show(layout.repository() / SCRIPT_NAME)),
                          info={k: v for k, v in info.items() if k != "mode"})

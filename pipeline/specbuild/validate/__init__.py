@@ -2,7 +2,7 @@
 
 Public API (used by `specbuild validate` and `specbuild compile`):
 
-    run_validation(recipe, target: Endpoints, baseline: Endpoints | None = None, *, report_dir=None,
+    run_validation(build, target: Endpoints, baseline: Endpoints | None = None, *, report_dir=None,
                    progress=None, options=None) -> ValidationResult
     Endpoints(http="host:port", grpc="host:port" | None, model=None)
     SuiteOptions(...)          # shorter runs: checks=, requests_per_level=, load_seconds=, ...

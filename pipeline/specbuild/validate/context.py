@@ -1,7 +1,7 @@
 """The suite's context: the deployments (with their request contract), prompts (as validation.prompt_format sends
 them) and tokenizer (or why there is none) that checks and the request mix (validate/mix.py) run against.
 
-    ctx = make_context(recipe, Endpoints("127.0.0.1:8000", "127.0.0.1:8001"))
+    ctx = make_context(build, Endpoints("127.0.0.1:8000", "127.0.0.1:8001"))
     try: ...
     finally: close_context(ctx)
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from specbuild.methods import describe
-from specbuild.runtimes import runtime_for
 from specbuild.speculation import NO_SPECULATION
 from specbuild.validate.checks.base import Deployment, SuiteContext, SuiteOptions
 from specbuild.validate.client import contract
@@ -21,6 +19,7 @@ from specbuild.validate.tokenizer import ClientTokenizer, TokenizerUnavailable, 
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.build import Build
     from specbuild.validate.endpoints import Endpoints
 
 
@@ -44,18 +43,17 @@ def _tokenizer(recipe: Recipe, target: Deployment) -> tuple[ClientTokenizer | No
     return None, problem
 
 
-def make_context(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None,
+def make_context(build: Build, target: Endpoints, baseline: Endpoints | None = None,
                  options: SuiteOptions | None = None,
                  progress: Callable[[str, int, int], None] | None = None) -> SuiteContext:
     """The suite's context (deployments, prompts, tokenizer) for running checks or the request mix
     (validate/mix.py) directly. UserError when a server does not answer. Close with `close_context`."""
     options = options or SuiteOptions()
-    spec = describe(recipe)
+    recipe, spec, runtime = build.recipe, build.spec, build.runtime
     prompts = load_prompts(recipe)
     if options.max_prompts:
         prompts = prompts[:options.max_prompts]
     timeout = recipe.validation.request_timeout_s
-    runtime = runtime_for(recipe)
     speaks = contract(runtime.contract)
     dep_target = Deployment("target", target, runtime.serving_model(spec), timeout, speculative=spec.speculative,
                             contract=speaks)
@@ -74,7 +72,7 @@ def make_context(recipe: Recipe, target: Endpoints, baseline: Endpoints | None =
         return SuiteContext(recipe, spec, prompts, dep_target, dep_base, tokenizer, options,
                             progress or (lambda stage, done, total: None), tokenizer_problem=problem,
                             prompt_format=prompt_format, prompts_left_out=left_out + too_long,
-                            prompt_tokens=lengths)
+                            prompt_tokens=lengths, runtime=runtime)
     except BaseException:
         for dep in filter(None, (dep_target, dep_base)):
             dep.close()

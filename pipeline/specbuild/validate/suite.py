@@ -1,7 +1,7 @@
 """The validation suite: run every check against served deployments and decide whether the recipe's gates hold.
 
     from specbuild.validate import Endpoints, run_validation
-    result = run_validation(recipe, Endpoints("127.0.0.1:8000", "127.0.0.1:8001"),
+    result = run_validation(build, Endpoints("127.0.0.1:8000", "127.0.0.1:8001"),
                             baseline=Endpoints("127.0.0.1:9000", "127.0.0.1:9001"), report_dir=Path("reports/demo"))
     result.passed, result.checks
 """
@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from specbuild.errors import UserError
-from specbuild.methods import describe
-from specbuild.runtimes import runtime_for
 from specbuild.validate import compare
 from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
 from specbuild.validate.checks.base import ERROR, PASSED, CheckResult, SuiteOptions
@@ -26,6 +24,7 @@ from specbuild.validate.result import ValidationResult
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.build import Build
 
 
 
@@ -46,8 +45,8 @@ def _gates(recipe: Recipe) -> dict:
             "sampling_significance": v.sampling.significance if v.sampling is not None else None}
 
 
-def _preflight(recipe: Recipe, baseline: Endpoints | None, options: SuiteOptions) -> None:
-    spec = describe(recipe)
+def _preflight(build: Build, baseline: Endpoints | None, options: SuiteOptions) -> None:
+    recipe, spec = build.recipe, build.spec
     v = recipe.validation
     if options.checks is not None:
         unknown = [c for c in options.checks if c not in BY_NAME]
@@ -61,7 +60,7 @@ def _preflight(recipe: Recipe, baseline: Endpoints | None, options: SuiteOptions
         needs.append("validation.require_lossless is true")
     if v.min_speedup is not None and "performance" in wanted:
         needs.append(f"validation.min_speedup is {v.min_speedup}")
-    samples = runtime_for(recipe).sampling_refusal(spec) is None
+    samples = build.runtime.sampling_refusal(spec) is None
     if v.sampling is not None and samples and "sampling" in wanted:
         needs.append("validation.sampling is set")
     if needs:
@@ -102,7 +101,7 @@ def _run_checks(ctx, checks, exit_reasons: Mapping[str, Callable[[], str | None]
     return results
 
 
-def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None = None, *,
+def run_validation(build: Build, target: Endpoints, baseline: Endpoints | None = None, *,
                    report_dir: Path | None = None, progress: Callable[[str, int, int], None] | None = None,
                    options: SuiteOptions | None = None, console=None,
                    exit_reasons: Mapping[str, Callable[[], str | None]] | None = None,
@@ -122,18 +121,17 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
         from specbuild.validate.report.terminal import print_result, progress_bar
 
         with progress_bar(console) as bar:
-            result = run_validation(recipe, target, baseline, report_dir=report_dir, progress=bar, options=options,
+            result = run_validation(build, target, baseline, report_dir=report_dir, progress=bar, options=options,
                                     exit_reasons=exit_reasons, against=against)
         print_result(result, console)
         return result
     options = options or SuiteOptions()
-    spec = describe(recipe)
-    _preflight(recipe, baseline, options)
+    recipe, spec, runtime = build.recipe, build.spec, build.runtime
+    _preflight(build, baseline, options)
     earlier = compare.load_report(Path(against)) if against is not None else None
-    runtime = runtime_for(recipe)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    ctx = make_context(recipe, target, baseline, options, progress)
+    ctx = make_context(build, target, baseline, options, progress)
     dep_target = ctx.target
     prompts = ctx.prompts
     tokenizer = {"folder": str(ctx.tokenizer.path), "reader": ctx.tokenizer.reader} if ctx.tokenizer is not None \
@@ -142,17 +140,17 @@ def run_validation(recipe: Recipe, target: Endpoints, baseline: Endpoints | None
         wanted = set(options.checks) if options.checks is not None else None
         checks = [c for c in CHECKS if wanted is None or c.NAME in wanted]
         results = _run_checks(ctx, checks, exit_reasons or {})
-        build = compare.build_identity(recipe, {d.role: d.server.server_version() for d in ctx.deployments()})
+        identity = compare.build_identity(recipe, {d.role: d.server.server_version() for d in ctx.deployments()})
     finally:
         close_context(ctx)
     result = ValidationResult(recipe.name, spec.method, recipe.runtime, target, baseline, dep_target.model, results,
                               started, time.perf_counter() - t0, len(prompts), gates=_gates(recipe),
                               contract=runtime.contract, prompt_format=ctx.prompt_format.to_dict(),
-                              tokenizer=tokenizer, prompt_set=_prompt_set(recipe, ctx), build=build)
+                              tokenizer=tokenizer, prompt_set=_prompt_set(recipe, ctx), build=identity)
     if earlier is not None:
         result.checks += compare.against_checks(earlier, result.to_dict(), recipe)
         result.against = {"report": str(against), "recipe": earlier.get("recipe"),
-                          "changes": compare.identity_changes(earlier.get("build"), build)}
+                          "changes": compare.identity_changes(earlier.get("build"), identity)}
     if report_dir is not None:
         from specbuild.validate.report import write_reports
 

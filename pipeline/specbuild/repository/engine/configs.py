@@ -1,7 +1,7 @@
 """config.pbtxt files as `model_config_pb2.ModelConfig` messages (never string templates).
 
-`repository_configs(recipe, role, engines)` builds every model's message; `to_pbtxt`/`parse_pbtxt` write and
-read them with `google.protobuf.text_format`; `config_problems` lists what a served config must not have
+`repository_configs(recipe, spec, role, engines, flavour)` builds every model's message; `to_pbtxt`/`parse_pbtxt`
+write and read them with `google.protobuf.text_format`; `config_problems` lists what a served config must not have
 (`${` placeholders, missing or empty must-have parameters).
 """
 
@@ -16,6 +16,7 @@ from specbuild.repository.engine.tensors import Tensor
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
     from specbuild.repository.engine.flavour import EngineFlavour
+    from specbuild.speculation import Speculation
 
 CORE_MODELS = ("tensorrt_llm", "tensorrt_llm_draft")
 
@@ -109,17 +110,18 @@ def postprocessing_config(recipe: Recipe):
     return cfg
 
 
-def core_config(recipe: Recipe, role: str, model: str, engine_dir: Path, backend: str, legacy: bool):
+def core_config(recipe: Recipe, spec: Speculation, role: str, model: str, engine_dir: Path, backend: str,
+                legacy: bool):
     """`tensorrt_llm` / `tensorrt_llm_draft`: the C++ backend on GPU, our python model on the reference runtime
     (`backend`: the runtime's core_backend); the same tensors and parameters either way."""
     cfg = _base(model, recipe, backend=backend)
-    if params.core_decoupled(recipe, role):
+    if params.core_decoupled(recipe, spec, role):
         cfg.model_transaction_policy.decoupled = True
     _dynamic_batching(cfg, recipe)
     _add_tensors(cfg.input, tensors.core_inputs(legacy), inputs=True)
     _add_tensors(cfg.output, tensors.core_outputs(legacy), inputs=False)
     _instances(cfg, 1)
-    _parameters(cfg, params.core_parameters(recipe, role, model, engine_dir))
+    _parameters(cfg, params.core_parameters(recipe, spec, role, model, engine_dir))
     return cfg
 
 
@@ -150,7 +152,7 @@ def ensemble_config(recipe: Recipe, legacy: bool):
     return cfg
 
 
-def bls_config(recipe: Recipe, role: str, legacy: bool):
+def bls_config(recipe: Recipe, spec: Speculation, role: str, legacy: bool):
     cfg = _base("tensorrt_llm_bls", recipe, backend="python")
     if recipe.triton.streaming:
         cfg.model_transaction_policy.decoupled = True
@@ -158,27 +160,27 @@ def bls_config(recipe: Recipe, role: str, legacy: bool):
     _add_tensors(cfg.input, tensors.bls_inputs(legacy), inputs=True)
     _add_tensors(cfg.output, tensors.interface_outputs(legacy), inputs=False)
     _instances(cfg, recipe.triton.bls_instances)
-    _parameters(cfg, params.bls_parameters(recipe, role))
+    _parameters(cfg, params.bls_parameters(recipe, spec, role))
     return cfg
 
 
-def repository_configs(recipe: Recipe, role: str, engines: dict[str, Path], flavour: EngineFlavour
-                       ) -> dict[str, Any]:
+def repository_configs(recipe: Recipe, spec: Speculation, role: str, engines: dict[str, Path],
+                       flavour: EngineFlavour) -> dict[str, Any]:
     """Every model's ModelConfig, by model name. `engines` maps core model names to their engine folders;
     `flavour`: the recipe's runtime, which writes the repository."""
     out: dict[str, Any] = {}
     legacy = params.legacy_tensor_names(recipe, flavour)  # once: it may ask the installed TensorRT-LLM
-    for name in params.repository_models(recipe, role):
+    for name in params.repository_models(recipe, spec, role):
         if name == "preprocessing":
             out[name] = preprocessing_config(recipe, legacy)
         elif name == "postprocessing":
             out[name] = postprocessing_config(recipe)
         elif name in CORE_MODELS:
-            out[name] = core_config(recipe, role, name, engines[name], flavour.core_backend, legacy)
+            out[name] = core_config(recipe, spec, role, name, engines[name], flavour.core_backend, legacy)
         elif name == "ensemble":
             out[name] = ensemble_config(recipe, legacy)
         elif name == "tensorrt_llm_bls":
-            out[name] = bls_config(recipe, role, legacy)
+            out[name] = bls_config(recipe, spec, role, legacy)
         else:  # pragma: no cover - repository_models and this function are written together
             raise AssertionError(f"no config builder for model {name}")
     return out

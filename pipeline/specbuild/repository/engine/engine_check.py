@@ -12,23 +12,23 @@ from typing import TYPE_CHECKING
 
 from specbuild.engine_facts import CONFIG, expected_limits, limit_mismatches, read_engine_config
 from specbuild.errors import UserError
-from specbuild.methods import describe
-from specbuild.runtimes import runtime_for
 from specbuild.speculation import LookaheadWindow, StaticTree
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.base import Runtime
+    from specbuild.speculation import Speculation
 
 # build_config keys the Triton configs depend on
 CHECKED = ("max_batch_size", "max_beam_width", "max_draft_len", "speculative_decoding_mode")
 
 
-def engine_problems(recipe: Recipe, role: str, engine_dir: Path, config: dict) -> list[str]:
-    """Differences between an engine's config.json and what the recipe expects of the engine with this role."""
-    spec = describe(recipe)
+def engine_problems(recipe: Recipe, spec: Speculation, runtime: Runtime, role: str, engine_dir: Path,
+                    config: dict) -> list[str]:
+    """Differences between an engine's config.json and what the recipe expects of the engine with this role
+    (`spec`, `runtime`: what the recipe resolved to, specbuild.runtimes.build)."""
     where = Path(engine_dir) / CONFIG
     problems = [f"{where}: {m}" for m in limit_mismatches(config, expected_limits(recipe, spec, role), CHECKED)]
-    runtime = runtime_for(recipe)
     if not runtime.owns_engine(config):
         built_by = (config.get("specbuild") or {}).get("runtime", "tensorrt-llm")
         problems.append(f"{where}: the engine was built for the {built_by} runtime but the recipe says runtime: "
@@ -45,14 +45,15 @@ def engine_problems(recipe: Recipe, role: str, engine_dir: Path, config: dict) -
     return problems
 
 
-def check_engines(recipe: Recipe, engines: dict[str, tuple[str, Path]]) -> dict[str, dict]:
+def check_engines(recipe: Recipe, spec: Speculation, runtime: Runtime,
+                  engines: dict[str, tuple[str, Path]]) -> dict[str, dict]:
     """Read and check each core model's engine. `engines`: model name -> (engine role, engine folder).
     Returns the configs by model name; raises one UserError listing every mismatch."""
     configs, problems = {}, []
     for model, (role, folder) in engines.items():
         config = read_engine_config(folder)
         configs[model] = config
-        problems += engine_problems(recipe, role, folder, config)
+        problems += engine_problems(recipe, spec, runtime, role, folder, config)
     if problems:
         raise UserError("the engines do not match the recipe; nothing was written:\n  " + "\n  ".join(problems)
                         + "\n  rebuild the engines from this recipe (specbuild compile) or fix the recipe")

@@ -48,14 +48,14 @@ class EngineFlavour(Runtime):
                           "stream_interval, or use a method the core drafts (eagle, medusa, lookahead)",
                           also=(("speculation", "method"),))
 
-    def engine_roles(self, recipe) -> list[str]:
-        return roles(recipe)
+    def engine_roles(self, recipe, spec) -> list[str]:
+        return roles(recipe, spec)
 
     def repository_info(self, recipe, spec, layout, role):
         return plan_info.repository_info(recipe, spec, self, layout, role)
 
-    def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        return writer.write_repository(recipe, layout, role, progress=progress, notice=notice,
+    def write_repository(self, recipe, spec, layout, role, progress=None, notice=None, engines_built=True) -> Path:
+        return writer.write_repository(recipe, spec, layout, role, progress=progress, notice=notice,
                                        engines_built=engines_built, flavour=self)
 
     def serving_model(self, spec) -> str:

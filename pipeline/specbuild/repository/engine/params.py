@@ -1,7 +1,8 @@
 """Parameter values of the Triton models, derived from the recipe (TensorRT-LLM
 triton_backend/all_models/inflight_batcher_llm/*/config.pbtxt@2a9abd95, examples/draft_target_model/README.md@567239f).
 
-One source of truth for the repository writer and for `specbuild plan`.
+One source of truth for the repository writer and for `specbuild plan`. `spec`: the recipe's speculation as the
+command resolved it (specbuild.runtimes.build).
 """
 
 from __future__ import annotations
@@ -16,38 +17,39 @@ from specbuild.speculation import DraftModel
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
     from specbuild.repository.engine.flavour import EngineFlavour
+    from specbuild.speculation import Speculation
 
 EXECUTOR_WORKER_PATH = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
 
 
-def core_models(recipe: Recipe, role: str) -> list[str]:
+def core_models(recipe: Recipe, spec: Speculation, role: str) -> list[str]:
     """The engine-backed models of a repository: the target, plus the draft for draft-target."""
-    if role == "target" and describe(recipe).has_draft_engine:
+    if role == "target" and spec.has_draft_engine:
         return ["tensorrt_llm", speculation_params.DRAFT_MODEL_NAME]
     return ["tensorrt_llm"]
 
 
-def repository_models(recipe: Recipe, role: str) -> list[str]:
-    return ["preprocessing", *core_models(recipe, role), "postprocessing", "ensemble", "tensorrt_llm_bls"]
+def repository_models(recipe: Recipe, spec: Speculation, role: str) -> list[str]:
+    return ["preprocessing", *core_models(recipe, spec, role), "postprocessing", "ensemble", "tensorrt_llm_bls"]
 
 
-def bls_driven(recipe: Recipe, role: str) -> bool:
+def bls_driven(spec: Speculation, role: str) -> bool:
     """The BLS runs the speculative loop (draft-target, prompt lookup): core models are called per round."""
-    return role == "target" and describe(recipe).drafted_by_bls
+    return role == "target" and spec.drafted_by_bls
 
 
-def core_decoupled(recipe: Recipe, role: str) -> bool:
+def core_decoupled(recipe: Recipe, spec: Speculation, role: str) -> bool:
     # Draft-target/prompt lookup: the BLS calls the cores once per round and needs one response each
     # (TensorRT-LLM examples/draft_target_model/README.md@567239f: decoupled_mode False on both); otherwise streaming
     # makes the core decoupled.
-    return False if bls_driven(recipe, role) else recipe.triton.streaming
+    return False if bls_driven(spec, role) else recipe.triton.streaming
 
 
-def kv_cache_fraction(recipe: Recipe, role: str) -> float:
+def kv_cache_fraction(recipe: Recipe, spec: Speculation, role: str) -> float:
     """Split the fraction when draft and target share a GPU (TensorRT-LLM
     examples/draft_target_model/README.md@567239f)."""
     total = recipe.triton.kv_cache_free_gpu_mem_fraction
-    if role == "target" and describe(recipe).has_draft_engine and \
+    if role == "target" and spec.has_draft_engine and \
             set(recipe.triton.gpu_device_ids) & set(recipe.draft_gpu_device_ids):
         return round(total / 2, 4)
     return total
@@ -62,12 +64,12 @@ def legacy_tensor_names(recipe: Recipe, flavour: EngineFlavour) -> bool:
     return flavour.legacy_tensor_names()
 
 
-def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> dict[str, str]:
+def core_parameters(recipe: Recipe, spec: Speculation, role: str, model: str, engine_dir: Path) -> dict[str, str]:
     """config.pbtxt parameters of `tensorrt_llm` / `tensorrt_llm_draft` (every must-have key: tensorrtllm_backend
     inflight_batcher_llm/src/model_state.cc@v0.19.0)."""
     draft = model == speculation_params.DRAFT_MODEL_NAME
     gpu_ids = recipe.draft_gpu_device_ids if draft else recipe.triton.gpu_device_ids
-    exclude = False if bls_driven(recipe, role) else recipe.triton.exclude_input_in_output
+    exclude = False if bls_driven(spec, role) else recipe.triton.exclude_input_in_output
     params = {
         "gpt_model_type": "inflight_fused_batching",
         "gpt_model_path": str(engine_dir),
@@ -76,7 +78,7 @@ def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> 
         "guided_decoding_backend": "",
         "max_beam_width": "1",
         "batch_scheduler_policy": "guaranteed_no_evict",
-        "kv_cache_free_gpu_mem_fraction": str(kv_cache_fraction(recipe, role)),
+        "kv_cache_free_gpu_mem_fraction": str(kv_cache_fraction(recipe, spec, role)),
         "enable_kv_cache_reuse": "true",
         "exclude_input_in_output": "true" if exclude else "false",
         "normalize_log_probs": "true",
@@ -90,8 +92,8 @@ def core_parameters(recipe: Recipe, role: str, model: str, engine_dir: Path) -> 
     if recipe.triton.stream_interval != 1:  # the reference core's (refused where the core cannot honour it)
         params["stream_interval"] = str(recipe.triton.stream_interval)
     if role == "target" and not draft:
-        params.update(speculation_params.core_parameters(describe(recipe)))
-    participants = launch(recipe, role).get("participant_ids")
+        params.update(speculation_params.core_parameters(spec))
+    participants = launch(recipe, role, spec).get("participant_ids")
     if participants:
         params["speculative_decoding_fast_logits"] = "true"
         params["participant_ids"] = participants[model]
@@ -110,7 +112,7 @@ def postprocessing_parameters(recipe: Recipe) -> dict[str, str]:
     return {"tokenizer_dir": str(recipe.tokenizer_dir), "skip_special_tokens": "true"}
 
 
-def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
+def bls_parameters(recipe: Recipe, spec: Speculation, role: str) -> dict[str, str]:
     """tensorrt_llm_bls parameters (tensorrt_llm_bls/config.pbtxt@bff88ea) plus specbuild's drafting defaults for
     BLS-driven methods.
 
@@ -120,11 +122,10 @@ def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
         "accumulate_tokens": "false",
         "tensorrt_llm_model_name": "tensorrt_llm",
         "exclude_input_in_output": "true" if recipe.triton.exclude_input_in_output else "false",
-        "tensorrt_llm_decoupled": "true" if core_decoupled(recipe, role) else "false",
+        "tensorrt_llm_decoupled": "true" if core_decoupled(recipe, spec, role) else "false",
     }
     if role != "target":
         return params
-    spec = describe(recipe)
     if spec.drafted_by_bls:
         # the BLS checks up front that every round's prompt (the text so far) fits the engines
         params["max_draft_len"] = str(spec.max_draft_len)
@@ -134,10 +135,11 @@ def bls_parameters(recipe: Recipe, role: str) -> dict[str, str]:
     return params
 
 
-def launch(recipe: Recipe, role: str) -> dict:
-    """How the GPU repository is launched (tensorrtllm_backend scripts/launch_triton_server.py@v0.19.0)."""
+def launch(recipe: Recipe, role: str, spec: Speculation | None = None) -> dict:
+    """How the GPU repository is launched (tensorrtllm_backend scripts/launch_triton_server.py@v0.19.0). `spec`
+    None: described here (repository/engine/launch.py's launch_script is not handed it yet)."""
     world = recipe.build.tp_size * recipe.build.pp_size
-    draft = describe(recipe).params
+    draft = (spec or describe(recipe)).params
     if role == "target" and isinstance(draft, DraftModel):
         # Two TensorRT-LLM models: orchestrator mode (--multi-model); workers are spawned per model, unless fast
         # logits need pre-spawned ranks: rank 0 orchestrates, then the draft's ranks, then the target's

@@ -13,7 +13,7 @@ from specbuild.repository.engine.speculation_params import DRAFT_MODEL_NAME
 if TYPE_CHECKING:
     from specbuild.plan import Layout
     from specbuild.recipe.schema import Recipe
-    from specbuild.runtimes.base import Runtime
+    from specbuild.repository.engine.flavour import EngineFlavour
     from specbuild.speculation import Speculation
 
 # core parameters worth showing in a plan
@@ -27,20 +27,21 @@ def _short(value: str) -> str:
     return value if len(value) < 60 else value[:57] + "..."
 
 
-def repository_info(recipe: Recipe, spec: Speculation, runtime: Runtime, layout: Layout, role: str) -> dict[str, Any]:
+def repository_info(recipe: Recipe, spec: Speculation, runtime: EngineFlavour, layout: Layout,
+                    role: str) -> dict[str, Any]:
     models: dict[str, Any] = {}
-    for name in triton_params.repository_models(recipe, role):
+    for name in triton_params.repository_models(recipe, spec, role):
         info: dict[str, Any] = {}
         if name in CORE_MODELS:
             engine = layout.engine("draft" if name == DRAFT_MODEL_NAME else role)
-            p = triton_params.core_parameters(recipe, role, name, engine)
+            p = triton_params.core_parameters(recipe, spec, role, name, engine)
             info["backend"] = runtime.core_backend_label
-            info["decoupled"] = triton_params.core_decoupled(recipe, role)
+            info["decoupled"] = triton_params.core_decoupled(recipe, spec, role)
             for k in SHOWN:
                 if k in p:
                     info[k] = show(p[k]) if k == "gpt_model_path" else _short(p[k])
         elif name == "tensorrt_llm_bls":
-            info.update(triton_params.bls_parameters(recipe, role))
+            info.update(triton_params.bls_parameters(recipe, spec, role))
             info["decoupled"] = recipe.triton.streaming
         elif name == "ensemble":
             info["steps"] = "preprocessing -> tensorrt_llm -> postprocessing"

@@ -1,8 +1,10 @@
 """Write a Triton model repository for a recipe: checked against the engines first, written atomically.
 
     from specbuild.repository.engine.writer import write_repository
-    write_repository(recipe, layout)                 # -> triton_repo/<name>   (role "target")
-    write_repository(recipe, layout, role="baseline")  # -> triton_repo/<name>-baseline
+    write_repository(recipe, spec, layout, flavour=runtime)                   # -> triton_repo/<name> ("target")
+    write_repository(recipe, spec, layout, role="baseline", flavour=runtime)  # -> triton_repo/<name>-baseline
+    (spec, runtime: what the command resolved the recipe to, specbuild.runtimes.build; EngineFlavour.
+    write_repository passes itself)
 
 Layout of a repository (both runtimes; only the core models' backend and model.py differ):
 
@@ -27,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from specbuild import atomic, standalone
-from specbuild.runtimes import runtime_for
 from specbuild.repository.engine import configs, params
 from specbuild.repository.engine.engine_check import check_engines
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from specbuild.plan import Layout
     from specbuild.repository.engine.flavour import EngineFlavour
     from specbuild.recipe.schema import Recipe
+    from specbuild.speculation import Speculation
 
 SOURCES = Path(__file__).resolve().parent / "models"
 STANDALONE = standalone.FOLDER
@@ -52,9 +54,10 @@ MODEL_SOURCES: dict[str, dict[str, Path]] = {
 }
 
 
-def engine_roles(recipe: Recipe, role: str) -> dict[str, str]:
+def engine_roles(recipe: Recipe, spec: Speculation, role: str) -> dict[str, str]:
     """Core model name -> the role of the engine it serves."""
-    return {name: ("draft" if name == "tensorrt_llm_draft" else role) for name in params.core_models(recipe, role)}
+    return {name: ("draft" if name == "tensorrt_llm_draft" else role)
+            for name in params.core_models(recipe, spec, role)}
 
 
 def model_files(flavour: EngineFlavour, model: str) -> dict[str, Path]:
@@ -70,17 +73,17 @@ def model_files(flavour: EngineFlavour, model: str) -> dict[str, Path]:
     return files
 
 
-def build_repository(recipe: Recipe, layout: Layout, role: str = "target", engines_built: bool = True,
-                     flavour: EngineFlavour | None = None) -> dict[str, str]:
+def build_repository(recipe: Recipe, spec: Speculation, layout: Layout, role: str = "target",
+                     engines_built: bool = True, *, flavour: EngineFlavour) -> dict[str, str]:
     """Every file of the repository as relative path -> text, after checking the engines (unless they are not
     built: `compile --render-only`). Writes nothing. `flavour`: the recipe's runtime (EngineFlavour.
-    write_repository passes itself; a caller that names none gets the recipe's)."""
-    flavour = flavour or runtime_for(recipe)
+    write_repository passes itself)."""
     engines = {name: (engine_role, layout.engine(engine_role))
-               for name, engine_role in engine_roles(recipe, role).items()}
+               for name, engine_role in engine_roles(recipe, spec, role).items()}
     if engines_built:
-        check_engines(recipe, engines)
-    built = configs.repository_configs(recipe, role, {name: folder for name, (_, folder) in engines.items()}, flavour)
+        check_engines(recipe, spec, flavour, engines)
+    built = configs.repository_configs(recipe, spec, role, {name: folder for name, (_, folder) in engines.items()},
+                                       flavour)
     files: dict[str, str] = {}
     problems: list[str] = []
     for name, cfg in built.items():
@@ -98,9 +101,9 @@ def build_repository(recipe: Recipe, layout: Layout, role: str = "target", engin
     return files
 
 
-def write_repository(recipe: Recipe, layout: Layout, role: str = "target",
+def write_repository(recipe: Recipe, spec: Speculation, layout: Layout, role: str = "target",
                      progress: Callable[[str], None] | None = None, notice: atomic.Notice | None = None,
-                     engines_built: bool = True, flavour: EngineFlavour | None = None) -> Path:
+                     engines_built: bool = True, *, flavour: EngineFlavour) -> Path:
     """Write triton_repo/<name> (or <name>-<role>) and return its path. The engines are read and checked first;
     the repository appears complete or not at all (an existing one is replaced only once the new one is
     complete)."""
@@ -108,7 +111,7 @@ def write_repository(recipe: Recipe, layout: Layout, role: str = "target",
     target = layout.repository(role)
     if engines_built:
         say(f"checking the engines against recipe {recipe.name}")
-    files = build_repository(recipe, layout, role, engines_built, flavour)
+    files = build_repository(recipe, spec, layout, role, engines_built, flavour=flavour)
     say(f"writing {target}")
     scripts = tuple(rel for rel in files if rel.endswith(".sh"))
     return atomic.write_tree(target, files, executable=scripts, notice=notice)

@@ -98,7 +98,7 @@ class LlmApiFlavour(Runtime):
         return out
 
     # --- engines: none ---------------------------------------------------------------------------------------
-    def engine_roles(self, recipe) -> list[str]:
+    def engine_roles(self, recipe, spec) -> list[str]:
         return []
 
     def engine_steps(self, recipe, spec, layout, options) -> list:
@@ -132,8 +132,9 @@ class LlmApiFlavour(Runtime):
             out["not known"] = notes
         return out
 
-    def write_repository(self, recipe, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        return writer.write_repository(recipe, layout, role, self.model_files(), progress=progress, notice=notice)
+    def write_repository(self, recipe, spec, layout, role, progress=None, notice=None, engines_built=True) -> Path:
+        return writer.write_repository(recipe, spec, layout, role, self.model_files(), progress=progress,
+                                       notice=notice)
 
     # --- serving ----------------------------------------------------------------------------------------------
     def launcher(self, repository: Path) -> Path | None:

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Callable
 
 from specbuild import atomic
 from specbuild.repository.llmapi import configs, launch, model_yaml
-from specbuild.methods import describe
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
     from specbuild.recipe.schema import Recipe
+    from specbuild.speculation import Speculation
 
 
-def build_repository(recipe: Recipe, role: str, model_files: dict[str, Path]) -> dict[str, str]:
+def build_repository(recipe: Recipe, spec: Speculation, role: str, model_files: dict[str, Path]) -> dict[str, str]:
     """Every file of the repository as relative path -> text. Writes nothing."""
     cfg = configs.model_config(recipe)
     text = configs.to_pbtxt(cfg)
@@ -33,21 +33,20 @@ def build_repository(recipe: Recipe, role: str, model_files: dict[str, Path]) ->
     if problems:  # an internal error: the builder and the checks disagree
         raise AssertionError("the built config fails its own checks:\n  " + "\n  ".join(problems))
     files = {f"{configs.MODEL}/config.pbtxt": text,
-             f"{configs.MODEL}/1/{model_yaml.FILE}": model_yaml.dump(model_yaml.model_yaml(recipe, describe(recipe),
-                                                                                            role=role))}
+             f"{configs.MODEL}/1/{model_yaml.FILE}": model_yaml.dump(model_yaml.model_yaml(recipe, spec, role=role))}
     for name, source in model_files.items():
         files[f"{configs.MODEL}/1/{name}"] = source.read_text()
     files[launch.SCRIPT_NAME] = launch.launch_script(recipe)
     return files
 
 
-def write_repository(recipe: Recipe, layout: Layout, role: str, model_files: dict[str, Path],
+def write_repository(recipe: Recipe, spec: Speculation, layout: Layout, role: str, model_files: dict[str, Path],
                      progress: Callable[[str], None] | None = None, notice: atomic.Notice | None = None,
                      validate: Callable[[str], None] | None = None) -> Path:
     """Write the repository; `validate` gets model.yaml's text first and raises to stop before anything is
     written (the tensorrt-llm runtime parses it with the installed release)."""
     target = layout.repository(role)
-    files = build_repository(recipe, role, model_files)
+    files = build_repository(recipe, spec, role, model_files)
     if validate is not None:
         if progress:
             progress(f"parsing {model_yaml.FILE} with the installed TensorRT-LLM")

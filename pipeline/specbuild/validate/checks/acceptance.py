@@ -38,12 +38,12 @@ from specbuild.validate.stats import AcceptanceRecord, stream_acceptance_length,
 NAME, TITLE = "acceptance", "Acceptance (draft tokens accepted)"
 # Whether a request's prefill is a verification step: the engine flavour's BLS methods verify external drafts
 # from the prefill on; the LLM API's prefill (context phase) emits one token with no drafts.
-PREFILL_IS_STEP = {"engine": lambda recipe: triton_params.bls_driven(recipe, "target"),
-                   "llm-api": lambda recipe: False}
+PREFILL_IS_STEP = {"engine": lambda spec: triton_params.bls_driven(spec, "target"),
+                   "llm-api": lambda spec: False}
 # Whether the stream carries one response per verification step: not the BLS's, which sends one per round (the
 # drafts' verification and the target's plain steps after a partial acceptance).
-STREAM_PER_STEP = {"engine": lambda recipe: not triton_params.bls_driven(recipe, "target"),
-                   "llm-api": lambda recipe: True}
+STREAM_PER_STEP = {"engine": lambda spec: not triton_params.bls_driven(spec, "target"),
+                   "llm-api": lambda spec: True}
 ZERO_COUNTERS = ("the server returned zero speculative counters on every request (total_draft_tokens 0) although "
                  "the deployment speculates: TensorRT-LLM <= 1.2.1 fills them only in the TensorRT engine flow "
                  "(NVIDIA/TensorRT-LLM PR #17082)")
@@ -62,8 +62,8 @@ def _passes(ctx: SuiteContext):
 def _records(ctx: SuiteContext) -> list[AcceptanceRecord]:
     plain, streamed = _passes(ctx)
     contract = ctx.target.contract
-    prefill_is_step = PREFILL_IS_STEP[contract.name](ctx.recipe)
-    stream_per_step = STREAM_PER_STEP[contract.name](ctx.recipe)
+    prefill_is_step = PREFILL_IS_STEP[contract.name](ctx.spec)
+    stream_per_step = STREAM_PER_STEP[contract.name](ctx.spec)
     out = []
     for p, g, s in zip(ctx.prompts, plain, streamed):
         if g.ok:

@@ -13,6 +13,7 @@ from specbuild.validate.client import (ENGINE, Contract, Generation, GeneratePar
 from specbuild.validate.endpoints import Endpoints
 
 if TYPE_CHECKING:
+    from specbuild.runtimes.base import Runtime
     from specbuild.speculation import Speculation
     from specbuild.recipe.schema import Recipe
     from specbuild.recipe.prompts import Prompt, PromptFormat
@@ -203,6 +204,7 @@ class SuiteContext:
     prompt_tokens: dict[str, int] = field(default_factory=dict)  # prompt id -> its length as sent (tokens)
     # the results of the checks run so far, by name (a check may read an earlier one's figures)
     finished: dict[str, CheckResult] = field(default_factory=dict)
+    runtime: Runtime | None = None  # the recipe's runtime (specbuild.runtimes.build), for the checks that ask it
 
     @property
     def max_tokens(self) -> int:

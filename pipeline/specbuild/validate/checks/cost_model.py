@@ -68,8 +68,6 @@ def summary_text(models) -> str:
 
 @timed
 def run(ctx: SuiteContext) -> CheckResult:
-    from specbuild.runtimes import runtime_for
-
     if not ctx.spec.speculative or ctx.baseline is None:
         return CheckResult(NAME, TITLE, SKIPPED, "needs a speculative deployment and its baseline")
     configs = served_cores(ctx)
@@ -77,7 +75,7 @@ def run(ctx: SuiteContext) -> CheckResult:
         return CheckResult(NAME, TITLE, SKIPPED, f"per-call costs not measured: {configs}")
     levels = sorted(set(ctx.recipe.validation.concurrency))
     max_tokens = ctx.options.perf_max_tokens or ctx.recipe.validation.max_tokens
-    runtime = runtime_for(ctx.recipe)
+    runtime = ctx.runtime
     models = runtime.call_costs(configs, [p.text for p in ctx.prompts], max_tokens, levels,
                                 progress=lambda stage: ctx.progress(f"cost model: {stage}", 0, 0))
     if models is None:

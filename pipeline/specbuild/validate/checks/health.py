@@ -67,7 +67,7 @@ def engine_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dic
     recipe, spec = ctx.recipe, ctx.spec
     problems: list[str] = []
     role = dep.role
-    expected = triton_params.repository_models(recipe, role)
+    expected = triton_params.repository_models(recipe, spec, role)
     for name in expected:
         if name not in models:
             problems.append(f"{dep.label}: the repository has no model {name}")
@@ -82,7 +82,7 @@ def engine_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dic
     if int(core.get("max_batch_size", 0)) != recipe.build.max_batch_size:
         problems.append(f"{dep.label}: {CORE} max_batch_size is {core.get('max_batch_size')}, the recipe's "
                         f"build.max_batch_size is {recipe.build.max_batch_size}")
-    want_decoupled = triton_params.core_decoupled(recipe, role)
+    want_decoupled = triton_params.core_decoupled(recipe, spec, role)
     if _decoupled(core) != want_decoupled:
         problems.append(f"{dep.label}: {CORE} is {'' if _decoupled(core) else 'not '}decoupled; the recipe "
                         f"(triton.streaming: {str(recipe.triton.streaming).lower()}) needs "

@@ -22,9 +22,7 @@ def run(ctx: SuiteContext) -> CheckResult:
     if cfg is None:
         return CheckResult(NAME, TITLE, SKIPPED, "not requested (validation.sampling is not set)")
     gate = f"validation.sampling: p >= {cfg.significance}"
-    from specbuild.runtimes import runtime_for
-
-    refusal = runtime_for(ctx.recipe).sampling_refusal(ctx.spec)
+    refusal = ctx.runtime.sampling_refusal(ctx.spec)
     if refusal is not None:
         return CheckResult(NAME, TITLE, SKIPPED, refusal, gate=gate)
     if ctx.baseline is None:

@@ -71,7 +71,7 @@ class _Requests:
     def __init__(self, ctx: SuiteContext):
         self.ctx = ctx
         self.params = ctx.greedy_params()
-        self.prefill_is_step = PREFILL_IS_STEP[ctx.target.contract.name](ctx.recipe)
+        self.prefill_is_step = PREFILL_IS_STEP[ctx.target.contract.name](ctx.spec)
         self.failures: list[str] = []
         self.missing = 0  # answered without acceptance outputs
 

@@ -1,226 +1,27 @@
-"""Validate a bundle without a cluster (docs/deploying.md).
-
-1. Schemas, strict (unknown fields are errors):
-   - every Kubernetes object against the schemas of `deploy.kubernetes.version`, with the kubernetes-validate
-     package (`kubernetes_validate.validate(doc, version, strict=True)`);
-   - LeaderWorkerSet, PodMonitor, PrometheusRule against their published CRD schemas (specbuild.deploy.crds, made
-     strict), their root metadata as ObjectMeta, and the LeaderWorkerSet's pod templates as core PodTemplates of the
-     stated version; plus the LeaderWorkerSet webhook's rules, which its schema does not carry.
-2. Cross-checks against the recipe and, when compiled, the repository on disk: world size = tp * pp = pods x GPUs
-   per pod; the container command is exactly the repository's launch command (Slurm: each rank is the script's, or
-   each task runs the command; llm-api across nodes: the leader's mpirun runs it on tp * pp ranks); the
-   repository's model.yaml is the recipe's and every checkpoint it names is mounted (llm-api);
-   ports agree with the repository's launch script and the recipe; probes hit /v2/health/live and /v2/health/ready
-   on the HTTP port; /dev/shm is a memory volume within the memory limit; every path config.pbtxt reads is mounted;
-   selectors match the pods; the HPA scales the workload on a recorded metric; the draft and target engines run on
-   the GPUs the recipe names, inside the pod's GPUs; the bundle's repository/ is the compiled repository with the
-   containers' paths, and no file that runs in the cluster names a folder of the machine that compiled.
-
-Each problem is a BundleFinding: file, field path, message. `check_bundle` raises them as one UserError.
-"""
+"""Cross-checks of a written bundle against the recipe and, when compiled, the repository on disk (the checks
+listed in specbuild.deploy.bundle_check); each problem is a BundleFinding."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Callable, Iterator
 
-from specbuild.deploy import crds
-from specbuild.deploy.context import LWS_NAME, LWS_WORKER_INDEX, DeployContext, context
+from specbuild.deploy.bundle_docs import KUSTOMIZATION, BundleFinding, Doc
+from specbuild.deploy.repository_facts import repository_facts
+from specbuild.deploy.context import LWS_NAME, LWS_WORKER_INDEX, DeployContext
 from specbuild.deploy.copying import COPY_SCRIPT
 from specbuild.deploy.kubernetes import CONTAINER, LIVE_PATH, READY_PATH
 from specbuild.deploy.launch import SLURM_RANKS, ScriptFormatError, expand, parse_script, script_ports
 from specbuild.deploy.monitoring import ACCEPTANCE_LENGTH, QUEUE_COMPUTE
-from specbuild.deploy.repository import FOLDER, MODEL_YAML_PATHS, compiled_files, container_files
+from specbuild.deploy.repository import FOLDER, compiled_files, container_files
 from specbuild.recipe.deploy import quantity_value
 from specbuild.deploy.slurm import RANKS_SCRIPT, srun_mpi, tasks_per_node
-from specbuild.deploy.yamlio import load_all
-from specbuild.errors import UserError
+from specbuild.repository.llmapi import model_yaml
+from specbuild.repository.llmapi.configs import MODEL
 
-if TYPE_CHECKING:
-    from specbuild.plan import Layout
-    from specbuild.recipe.schema import Recipe
-
-KUSTOMIZATION = "kustomization.yaml"
-EXTRA_FILES = ("loader-pod.yaml",)  # validated, not applied by -k
-INSTALL = "pip install 'specbuild[deploy]' (kubernetes-validate)"
-IMAGE_PATHS = ("/opt/tritonserver/",)  # paths inside the NGC image, not on the claim
-
-
-@dataclass(frozen=True)
-class BundleFinding:
-    file: str
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.field}: {self.message}" if self.field else f"{self.file}: {self.message}"
-
-
-def fmt(path: Any) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-@dataclass(frozen=True)
-class Doc:
-    file: str
-    index: int
-    body: dict
-
-    @property
-    def kind(self) -> str:
-        return str(self.body.get("kind"))
-
-    @property
-    def name(self) -> str:
-        return str((self.body.get("metadata") or {}).get("name"))
-
-    def finding(self, field: Any, message: str) -> BundleFinding:
-        where = fmt(field) if not isinstance(field, str) else field
-        prefix = f"{self.kind} {self.name}" + (f" (document {self.index + 1})" if self.index else "")
-        return BundleFinding(self.file, where, f"{prefix}: {message}")
-
-
-# --- loading ---------------------------------------------------------------------------------------------------
-
-def load_bundle(folder: Path) -> tuple[list[Doc], list[Doc], list[BundleFinding]]:
-    """(applied documents from the kustomization, extra documents, problems reading them)."""
-    problems: list[BundleFinding] = []
-    kust_path = folder / KUSTOMIZATION
-    if not kust_path.is_file():
-        return [], [], [BundleFinding(KUSTOMIZATION, "", "missing — recompile to write the bundle")]
-    try:
-        kust = load_all(kust_path.read_text())[0]
-    except Exception as e:  # ruamel's errors carry the position
-        return [], [], [BundleFinding(KUSTOMIZATION, "", f"not YAML: {e}")]
-    resources = kust.get("resources") or []
-    docs: list[Doc] = []
-    for rel in resources:
-        path = folder / rel
-        if not path.is_file():
-            problems.append(BundleFinding(KUSTOMIZATION, "resources", f"lists {rel}, which does not exist"))
-            continue
-        try:
-            docs += [Doc(rel, i, d) for i, d in enumerate(load_all(path.read_text()))]
-        except Exception as e:
-            problems.append(BundleFinding(rel, "", f"not YAML: {e}"))
-    extra = []
-    for rel in EXTRA_FILES:
-        if (folder / rel).is_file():
-            extra += [Doc(rel, i, d) for i, d in enumerate(load_all((folder / rel).read_text()))]
-    listed = set(resources)
-    for path in sorted(folder.glob("*.yaml")):
-        if path.name not in listed and path.name not in EXTRA_FILES and path.name != KUSTOMIZATION:
-            problems.append(BundleFinding(path.name, "", "is not in kustomization.yaml resources: add it or remove it"))
-    return docs, extra, problems
-
-
-# --- 1. schemas ------------------------------------------------------------------------------------------------
-
-def schema_validation_available() -> bool:
-    try:
-        import jsonschema  # noqa: F401
-        import kubernetes_validate  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _kv(body: dict, version: str) -> tuple[Any, str] | None:
-    """(jsonschema error or None, what failed) of a core object, or None when kubernetes-validate has no schema."""
-    import kubernetes_validate
-    from kubernetes_validate.utils import SchemaNotFoundError
-
-    try:
-        kubernetes_validate.validate(body, version, strict=True)
-    except kubernetes_validate.ValidationError as e:
-        return e, "schema"
-    except SchemaNotFoundError:
-        return None
-    return False, ""
-
-
-def schema_findings(docs: list[Doc], version: str) -> Iterator[BundleFinding]:
-    import jsonschema
-    import kubernetes_validate
-    from kubernetes_validate.utils import VersionNotSupportedError
-
-    try:
-        kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}, version)
-    except VersionNotSupportedError:
-        from kubernetes_validate.utils import all_versions
-
-        known = sorted({v.rsplit(".", 1)[0] for v in all_versions()}, key=lambda v: tuple(map(int, v.split("."))))
-        yield BundleFinding("(recipe)", "deploy.kubernetes.version", f"{version}: kubernetes-validate "
-                            f"{kubernetes_validate.__version__} has schemas for {known[0]}..{known[-1]} only — "
-                            "pick one of those or upgrade kubernetes-validate")
-        return
-    for doc in docs:
-        body = doc.body
-        result = _kv(body, version)
-        if result is None:
-            schema = crds.schema_for(str(body.get("apiVersion")), doc.kind)
-            if schema is None:
-                yield doc.finding("", f"no schema for {body.get('apiVersion')} {doc.kind} in Kubernetes {version} "
-                                  "nor among specbuild's CRDs: it cannot be validated")
-                continue
-            validator = jsonschema.Draft7Validator(crds.strict(schema))
-            for err in sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path)):
-                yield doc.finding(list(err.absolute_path),
-                                  f"{err.message} (CRD {crds.provenance(str(body['apiVersion']), doc.kind)})")
-            wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": body.get("metadata")}
-            err, _ = _kv(wrapped, version) or (None, "")
-            if err:
-                yield doc.finding(list(err.path), f"{err.message} (ObjectMeta)")
-            yield from _lws_templates(doc, version)
-            yield from _lws_webhook(doc)
-        elif result[0]:
-            err = result[0]
-            yield doc.finding(list(err.path), f"{err.message} (Kubernetes {err.version} schema, strict)")
-
-
-def _lws_templates(doc: Doc, version: str) -> Iterator[BundleFinding]:
-    if doc.kind != "LeaderWorkerSet":
-        return
-    lwt = (doc.body.get("spec") or {}).get("leaderWorkerTemplate") or {}
-    for key in ("leaderTemplate", "workerTemplate"):
-        if key not in lwt:
-            continue
-        wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "template"}, "template": lwt[key]}
-        err, _ = _kv(wrapped, version) or (None, "")
-        if err:
-            path = ["spec", "leaderWorkerTemplate", key, *list(err.path)[1:]]
-            yield doc.finding(path, f"{err.message} (core PodTemplateSpec of Kubernetes {err.version}, strict)")
-
-
-def _lws_webhook(doc: Doc) -> Iterator[BundleFinding]:
-    """kubernetes-sigs/lws pkg/webhooks/leaderworkerset_webhook.go rules the CRD schema does not carry."""
-    if doc.kind != "LeaderWorkerSet":
-        return
-    spec = doc.body.get("spec") or {}
-    replicas = spec.get("replicas", 1)
-    size = (spec.get("leaderWorkerTemplate") or {}).get("size", 1)
-    if isinstance(replicas, int) and not 0 <= replicas <= 1_000_000:
-        yield doc.finding("spec.replicas", f"{replicas} is outside 0..1000000 (LWS webhook)")
-    if isinstance(size, int) and size < 1:
-        yield doc.finding("spec.leaderWorkerTemplate.size", f"{size} must be at least 1 (LWS webhook)")
-    if isinstance(replicas, int) and isinstance(size, int) and replicas * size > 2**31 - 1:
-        yield doc.finding("spec.replicas", "replicas x size exceeds MaxInt32 (LWS webhook)")
-    conf = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
-    if conf.get("maxUnavailable", 1) in (0, "0%") and conf.get("maxSurge", 0) in (0, "0%"):
-        yield doc.finding("spec.rolloutStrategy.rollingUpdateConfiguration.maxUnavailable",
-                          "must not be 0 when maxSurge is 0 (LWS webhook)")
-
-
-# --- 2. cross-checks -------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class PodTemplate:
@@ -251,77 +52,6 @@ def pod_templates(doc: Doc) -> list[PodTemplate]:
     return []
 
 
-def _pbtxt_parameters(text: str) -> dict[str, str]:
-    """The string parameters of a config.pbtxt, unescaped (protobuf text format, as it was written); {} when it is
-    not a ModelConfig (the stale-repository check reports it)."""
-    from specbuild.repository.engine.configs import parse_pbtxt
-
-    try:
-        cfg = parse_pbtxt(text)
-    except Exception:  # google.protobuf.text_format.ParseError and its kin
-        return {}
-    return {key: value.string_value for key, value in cfg.parameters.items()}
-
-
-def repository_facts(ctx: DeployContext) -> dict[str, Any]:
-    """What the compiled repository on disk says (empty when not compiled yet): its models, the absolute paths
-    it reads (engine: config.pbtxt parameters; llm-api: model.yaml) as (what, path where compiled), each model's
-    gpu_device_ids (llm-api instances: "0,1;2,3" read as 0,1,2,3) and instance count, and its launch script."""
-    repo = ctx.repository
-    facts: dict[str, Any] = {"paths": set(), "gpu_device_ids": {}, "models": set(), "instances": {}}
-    if not repo.is_dir():
-        return facts
-    for config in sorted(repo.glob("*/config.pbtxt")):
-        model = config.parent.name
-        facts["models"].add(model)
-        text = config.read_text()
-        params = _pbtxt_parameters(text)
-        for key, value in params.items():
-            if value.startswith("/") and not value.startswith(IMAGE_PATHS):
-                facts["paths"].add((f"{model}/config.pbtxt {key}", value))
-        if "gpu_device_ids" in params:
-            facts["gpu_device_ids"][model] = [int(x) for x in re.split(r"[;,]", params["gpu_device_ids"]) if x.strip()]
-        counts = re.findall(r"instance_group\s*\{[^}]*?count:\s*(\d+)", text)
-        if counts:
-            facts["instances"][model] = sum(map(int, counts))
-    FACT_READERS[ctx.kind](ctx, facts)
-    script = repo / ctx.launch.script.name
-    facts["script"] = script.read_text() if script.is_file() else None
-    return facts
-
-
-def _engine_facts(ctx: DeployContext, facts: dict[str, Any]) -> None:
-    """config.pbtxt says all the engine flavour reads."""
-
-
-def _llmapi_facts(ctx: DeployContext, facts: dict[str, Any]) -> None:
-    """model.yaml of the tensorrt_llm model: the LLM arguments, and the checkpoint folders they name."""
-    from specbuild.repository.llmapi import model_yaml
-    from specbuild.repository.llmapi.configs import MODEL
-
-    path = ctx.repository / MODEL / "1" / model_yaml.FILE
-    facts["model_yaml_path"] = path
-    if not path.is_file():
-        facts["model_yaml"] = None
-        return
-    try:
-        data = model_yaml.load(path.read_text())
-    except Exception as e:  # ruamel's errors carry the position
-        facts["model_yaml"], facts["model_yaml_error"] = None, str(e)
-        return
-    facts["model_yaml"] = data
-    spec = data.get("speculative_config") or {}
-    named = {key: (spec if key.startswith("speculative_config.") else data).get(key.rsplit(".", 1)[-1])
-             for key in MODEL_YAML_PATHS}
-    for key, value in named.items():
-        if isinstance(value, str):
-            facts.setdefault("model_yaml_paths", {})[key] = value
-            if value.startswith("/"):
-                facts["paths"].add((f"{MODEL}/1/model.yaml {key}", value))
-
-
-FACT_READERS: dict[str, Callable[[DeployContext, dict[str, Any]], None]] = {"engine": _engine_facts,
-                                                                          "llm-api": _llmapi_facts}
 # how a launch script of each kind is read for its ports (engine: also its mpirun app contexts)
 SCRIPT_READERS: dict[str, Callable[[str], dict[str, int]]] = {"engine": lambda text: parse_script(text).ports,
                                                              "llm-api": script_ports}
@@ -442,10 +172,6 @@ def _engine_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFindin
 def _llmapi_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFinding]:
     """The llm-api repository on disk: its one tensorrt_llm model with the recipe's instance count, and a
     model.yaml that is the recipe's, names its checkpoints by absolute paths, and runs the world's tp * pp."""
-    from specbuild.repository.llmapi import model_yaml
-    from specbuild.repository.llmapi.configs import MODEL
-    from specbuild.methods import describe
-
     if not facts["models"]:
         return  # not compiled yet
     recipe, w = ctx.recipe, ctx.world
@@ -462,7 +188,7 @@ def _llmapi_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFindin
         why = facts.get("model_yaml_error") or "missing"
         yield BundleFinding(where, "", f"{why}: the llmapi model reads its LLM arguments there — recompile")
         return
-    want = model_yaml.model_yaml(recipe, describe(recipe), role="target")
+    want = model_yaml.model_yaml(recipe, ctx.spec, role="target")
     stale = sorted(k for k in set(want) | set(data) if want.get(k) != data.get(k))
     if stale:
         yield BundleFinding(where, ", ".join(stale), "differs from the model.yaml this recipe implies (stale "
@@ -774,67 +500,3 @@ def _portable(ctx: DeployContext, folder: Path) -> Iterator[BundleFinding]:
         if named:
             yield BundleFinding(rel, "", f"names {named[0]}, a folder of the machine that compiled: the cluster reads "
                                 f"below {ctx.tree} (deploy.mount_root) — recompile")
-
-
-# --- 3. kubectl kustomize --------------------------------------------------------------------------------------
-
-def kubectl_binary() -> str | None:
-    return shutil.which("kubectl")
-
-
-def render_kustomize(folder: Path, kubectl: str | None = None) -> list[dict]:
-    """`kubectl kustomize <folder>` (no cluster needed), parsed. UserError when kubectl fails or is absent."""
-    binary = kubectl or kubectl_binary()
-    if binary is None:
-        raise UserError("kubectl is not on PATH: install it to render the bundle with kubectl kustomize")
-    run = subprocess.run([binary, "kustomize", str(folder)], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "KUBECONFIG": "/dev/null"})
-    if run.returncode != 0:
-        raise UserError(f"kubectl kustomize {folder} failed: {run.stderr.strip()[-800:]}")
-    return load_all(run.stdout)
-
-
-# --- entry points ----------------------------------------------------------------------------------------------
-
-def validate_bundle(folder: Path, recipe: Recipe, layout: Layout, *, schemas: bool | None = True,
-                    bundle_folder: Path | None = None, kubectl: bool = False) -> list[BundleFinding]:
-    """Every problem of the bundle in `folder` (written for `bundle_folder`, default `folder`).
-
-    schemas: True: strict schema validation (UserError when kubernetes-validate is missing); None: when
-    installed; False: cross-checks only. kubectl: also render with `kubectl kustomize` and validate its output."""
-    folder = Path(folder)
-    if schemas and not schema_validation_available():
-        raise UserError(f"validating a bundle against the Kubernetes schemas needs kubernetes-validate — {INSTALL}")
-    use_schemas = schema_validation_available() if schemas is None else schemas
-    from specbuild.deploy.checks import deploy_findings
-
-    recipe_problems = [BundleFinding(str(recipe.source or "(recipe)"), ".".join(map(str, f.path)), f.message)
-                       for f in deploy_findings(recipe)]
-    ctx = context(recipe, layout, bundle_folder or folder)
-    docs, extra, problems = load_bundle(folder)
-    problems = recipe_problems + problems
-    version = recipe.deploy.kubernetes.version
-    if use_schemas:
-        problems += list(schema_findings(docs + extra, version))
-    problems += list(cross_findings(ctx, docs, folder))
-    if kubectl:
-        rendered = render_kustomize(folder)
-        mine = {(d.kind, d.name) for d in docs}
-        got = {(str(d.get("kind")), str((d.get("metadata") or {}).get("name"))) for d in rendered}
-        if got != mine:
-            problems.append(BundleFinding(KUSTOMIZATION, "", f"kubectl kustomize renders {sorted(got)}, the files "
-                                          f"hold {sorted(mine)}"))
-        if use_schemas:
-            problems += [BundleFinding("(kubectl kustomize output)", f.field, f.message)
-                         for f in schema_findings([Doc("(rendered)", i, d) for i, d in enumerate(rendered)], version)]
-    return problems
-
-
-def check_bundle(folder: Path, recipe: Recipe, layout: Layout, *, schemas: bool | None = None,
-                 bundle_folder: Path | None = None, kubectl: bool = False) -> None:
-    """validate_bundle, raising the findings as one UserError."""
-    problems = validate_bundle(folder, recipe, layout, schemas=schemas, bundle_folder=bundle_folder, kubectl=kubectl)
-    if problems:
-        where = bundle_folder or folder
-        raise UserError(f"deployment bundle {where} is not valid:\n" + "\n".join(f"  {p}" for p in problems) +
-                        "\n— fix the recipe's deploy section (or triton/build values) and recompile")

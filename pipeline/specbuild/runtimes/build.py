@@ -1,0 +1,42 @@
+"""A recipe resolved once for a command: its method, its speculation's description and its runtime.
+
+    build = resolve_build(recipe, options)   # method_for, describe and runtime_for, each called once here
+
+Every command that reads a recipe (`check`, `plan`, `compile`, `validate`, `doctor`) resolves it once when it
+loads it (specbuild.load.load_build) and hands the `Build` (or its parts) to the stages; no stage looks the
+runtime or the description up again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from specbuild.methods import describe, method_for
+from specbuild.runtimes import runtime_for
+from specbuild.runtimes.base import BuildOptions
+
+if TYPE_CHECKING:
+    from specbuild.methods.base import Method
+    from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.base import Runtime
+    from specbuild.speculation import Speculation
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a command builds, serves or validates: the recipe and what it resolved to."""
+
+    recipe: Recipe
+    method: Method  # the speculative method (specbuild/methods/)
+    spec: Speculation  # the runtime-neutral description of the recipe's speculation
+    runtime: Runtime  # the runtime in the recipe's flavour (specbuild/runtimes/)
+    options: BuildOptions  # the command-line options that change what it builds
+
+
+def resolve_build(recipe: Recipe, options: BuildOptions | None = None) -> Build:
+    return Build(recipe=recipe, method=method_for(recipe), spec=describe(recipe), runtime=runtime_for(recipe),
+                 options=options or BuildOptions())
+
+
+__all__ = ["Build", "resolve_build"]
