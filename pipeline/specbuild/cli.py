@@ -249,7 +249,7 @@ def download(recipe: Path) -> None:
     Example:
       specbuild download recipes/tensorrt-llm/llmapi_eagle3.yaml
     """
-    from specbuild.hub import fetch_recipe_models
+    from specbuild.recipe.download import fetch_recipe_models
 
     for line in fetch_recipe_models(recipe):
         click.echo(line)

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbuild.errors import UserError
+
 # huggingface_hub validate_repo_id: letters, digits, '-', '_', '.'; "org/name"; no '--' or '..'
 _PART = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 _MODEL_ID = re.compile(rf"^(?P<repo>{_PART}/{_PART})(?:@(?P<revision>[A-Za-z0-9][A-Za-z0-9._/-]{{0,127}}))?$")
@@ -146,8 +148,6 @@ def repository_root_problem(folder: Path) -> str | None:
 
 def download(model: ModelId) -> Path:
     """Fetch a model into the hub cache (huggingface_hub snapshot_download): only when the user asks."""
-    from specbuild.errors import UserError
-
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
@@ -168,17 +168,3 @@ def checkpoint_fields(recipe) -> list[tuple[str, object]]:
         out.append(("speculation.checkpoint", recipe.speculation.checkpoint))
     return out
 
-
-def fetch_recipe_models(recipe_path: Path):
-    """Download the model ids a recipe names that the hub cache lacks; yields one line per field."""
-    from specbuild.recipe import load_recipe
-
-    recipe = load_recipe(recipe_path, check_files=False)
-    for field, value in checkpoint_fields(recipe):
-        found = recipe.checkpoint(value)
-        if found.model_id is None:
-            yield f"{field}: {value} is a folder — nothing to download"
-        elif found.problem is None:
-            yield f"{field}: {found.model_id} is in the hub cache ({found.path})"
-        else:
-            yield f"{field}: {found.model_id} downloaded to {download(found.model_id)}"
