@@ -53,7 +53,7 @@ def log(message: str) -> None:
 def run_repo(name: str, recipe, repo: Path, args, work: Path) -> list[dict]:
     from specbuild.serve import TritonServer
     from specbuild.validate.local_server import LocalServer
-    from specbuild.validate.mix import soak
+    from specbuild.validate.soak import soak
 
     runs, server = [], None
     try:

@@ -78,8 +78,6 @@ def test_the_check_needs_a_speculative_deployment_and_its_baseline(engines):
 
 
 def test_limits_are_joined_with_the_served_speedups(engines, monkeypatch):
-    import specbuild.runtimes
-
     target = {"tensorrt_llm": core(gpt_model_path=str(engines / "target"), tokenizer_dir="/tok")}
     baseline = {"tensorrt_llm": core(gpt_model_path=str(engines / "baseline"))}
     base = StepCosts(steps=8, rows=1, step_ms=10.5, target_ms=10.0, draft_ms=0.0, accepted=0, verifications=8)
@@ -93,7 +91,7 @@ def test_limits_are_joined_with_the_served_speedups(engines, monkeypatch):
             asked.update(configs=configs, texts=texts, max_tokens=max_tokens, levels=levels)
             return [LevelModel(c, base, spec, in_process=1.5) for c in levels]
 
-    monkeypatch.setattr(specbuild.runtimes, "runtime_for", lambda recipe: Runtime())
+    monkeypatch.setattr(cost_model, "runtime_for", lambda recipe: Runtime())
     ctx = context(target, baseline, performance=[{"concurrency": 1, "speedup": 1.2},
                                                  {"concurrency": 4, "speedup": None}])
     result = cost_model.run(ctx)
@@ -109,7 +107,7 @@ def test_limits_are_joined_with_the_served_speedups(engines, monkeypatch):
     from specbuild.validate.report.cost_model import rows
     assert rows(result.details)[0] == [1, "10.00", "12.00", "3.00", "3.00", "2.00×", "1.50× (0.75)", "1.20× (0.60)"]
 
-    monkeypatch.setattr(specbuild.runtimes, "runtime_for", lambda recipe: SimpleNamespace(
+    monkeypatch.setattr(cost_model, "runtime_for", lambda recipe: SimpleNamespace(
         name="tensorrt-llm", call_costs=lambda *a, **k: None))
     skipped = cost_model.run(ctx)
     assert skipped.status == "skipped" and "tensorrt-llm" in skipped.summary

@@ -8,6 +8,7 @@ independent as the test assumes.
 
 from __future__ import annotations
 
+from specbuild.runtimes import runtime_for
 from specbuild.validate.checks.base import FAILED, PASSED, SKIPPED, WARNED, CheckResult, SuiteContext, timed
 from specbuild.validate.client import GenerateParams
 from specbuild.validate.stattests import homogeneity_test
@@ -22,8 +23,6 @@ def run(ctx: SuiteContext) -> CheckResult:
     if cfg is None:
         return CheckResult(NAME, TITLE, SKIPPED, "not requested (validation.sampling is not set)")
     gate = f"validation.sampling: p >= {cfg.significance}"
-    from specbuild.runtimes import runtime_for
-
     refusal = runtime_for(ctx.recipe).sampling_refusal(ctx.spec)
     if refusal is not None:
         return CheckResult(NAME, TITLE, SKIPPED, refusal, gate=gate)
