@@ -16,6 +16,7 @@ from specbuild.checkpoint_files import (config_problem, read_hf_config, tokenize
 from specbuild.methods.weights import weights_findings
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
+from specbuild.recipe.prompts import load_prompts
 from specbuild.recipe.schema import DEFAULT_CATEGORY
 
 if TYPE_CHECKING:
@@ -94,7 +95,6 @@ def file_findings(recipe: Recipe, options: BuildOptions | None = None) -> Iterat
 def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
     """A prompt file that does not load, and each category of a per-category min_acceptance_length that the prompt
     set does not hold (its gate would never be judged)."""
-    from specbuild.recipe.prompts import load_prompts
     value = recipe.validation.prompts
     try:
         prompts = load_prompts(recipe)

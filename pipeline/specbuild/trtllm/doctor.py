@@ -12,9 +12,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from specbuild.errors import UserError
+from specbuild.methods import describe
+from specbuild.plan import Layout, roles
+from specbuild.recipe.schema import Recipe
 from specbuild.trtllm import gpus as gpu_mod
 from specbuild.trtllm import version as version_mod
 from specbuild.trtllm.help_flags import read_help
+from specbuild.trtllm.llmapi_runtime import find_model_dir
+from specbuild.trtllm.runtime import build_flags
+from specbuild.trtllm.steps import BuildStep
 
 TRITON_ROOT = Path("/opt/tritonserver")
 NGC_HINT = f"the NGC container {version_mod.NGC_IMAGE} has it"
@@ -41,8 +47,6 @@ def _gpu_check(trtllm_present: bool, recipe=None) -> Check:
                      "TensorRT-LLM speculative decoding needs Ampere or newer; hide older GPUs with "
                      "CUDA_VISIBLE_DEVICES or use another machine")
     if recipe is not None:
-        from specbuild.methods import describe
-
         has_draft = describe(recipe).draft_model is not None
         ids = list(recipe.triton.gpu_device_ids) + (recipe.draft_gpu_device_ids if has_draft else [])
         if max(ids) >= len(report.gpus):
@@ -75,11 +79,6 @@ def _trtllm_check() -> tuple[Check, version_mod.TrtllmInstall | None]:
 
 
 def _argvs_for(recipe) -> list[list[str]]:
-    from specbuild.methods import describe
-    from specbuild.plan import Layout, roles
-    from specbuild.trtllm.runtime import build_flags
-    from specbuild.trtllm.steps import BuildStep
-
     layout = Layout(Path("engines"), Path("triton_repo"), Path("reports"), recipe.name)
     spec = describe(recipe)
     return [BuildStep(role=role, checkpoint=layout.checkpoint(role), output=layout.engine(role),
@@ -88,8 +87,6 @@ def _argvs_for(recipe) -> list[list[str]]:
 
 def specbuild_argvs() -> list[list[str]]:
     """trtllm-build commands covering every flag specbuild passes (one per method and role)."""
-    from specbuild.recipe.schema import Recipe
-
     specs = [{"method": "none"}, {"method": "medusa", "checkpoint": "heads", "num_heads": 4},
              {"method": "eagle", "checkpoint": "eagle"},
              {"method": "draft_target", "checkpoint": "draft", "use_draft_logits": True},
@@ -154,8 +151,6 @@ def _mpi_check(recipe=None) -> Check:
     exe = shutil.which("mpirun")
     if exe:
         return Check("MPI", "ok", exe)
-    from specbuild.methods import describe
-
     needs = recipe is not None and (recipe.build.tp_size * recipe.build.pp_size > 1 or
                                    describe(recipe).draft_model is not None)
     return Check("MPI", "fail" if needs else "warn", "mpirun is not on PATH",
@@ -184,8 +179,6 @@ def _llmapi_trtllm_check(recipe=None) -> tuple[Check, version_mod.TrtllmInstall 
 
 
 def _llmapi_model_check() -> Check:
-    from specbuild.trtllm.llmapi_runtime import find_model_dir
-
     try:
         folder = find_model_dir()
     except UserError as e:  # compile still works: launch_triton.sh takes them from the container at start
