@@ -56,7 +56,7 @@ def run_repo(name: str, recipe, repo: Path, args, work: Path) -> list[dict]:
     from specbuild.serve import TritonServer
     from specbuild.validate.local_server import LocalServer
     from specbuild.runtimes.build import resolve_build
-    from specbuild.validate.mix import soak
+    from specbuild.validate.soak import soak
 
     resolved = resolve_build(recipe)
     runs, server = [], None

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbuild.errors import UserError
+
 # huggingface_hub validate_repo_id: letters, digits, '-', '_', '.'; "org/name"; no '--' or '..'
 _PART = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 _MODEL_ID = re.compile(rf"^(?P<repo>{_PART}/{_PART})(?:@(?P<revision>[A-Za-z0-9][A-Za-z0-9._/-]{{0,127}}))?$")
@@ -146,8 +148,6 @@ def repository_root_problem(folder: Path) -> str | None:
 
 def download(model: ModelId) -> Path:
     """Fetch a model into the hub cache (huggingface_hub snapshot_download): only when the user asks."""
-    from specbuild.errors import UserError
-
     try:
         from huggingface_hub import snapshot_download
     except ImportError:

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from specbuild.provenance import MANIFEST, write_manifest
+from specbuild.trtllm.llmapi_runtime import ENV
+from specbuild.validate.report.terminal import print_result
 
 FORMAT = 1
 # recipe sections a step does not read (a change there leaves its output valid)
@@ -189,8 +191,6 @@ def reused_validation(report: Path):
 
 def reuse_verdict(report: Path, stages, console) -> int:
     """compile's serve-and-validate step, reused: says so, prints the tables report.json records; the exit code."""
-    from specbuild.validate.report.terminal import print_result
-
     stages.reused(f"serve and validate ({report})",
                   "the passing verdict of the same repositories and recipe; --revalidate runs them again")
     stages.validation = result = reused_validation(report)
@@ -202,8 +202,6 @@ def reuse_verdict(report: Path, stages, console) -> int:
 def written_with(options) -> dict[str, Any]:
     """The command-line options of compile (CompileOptions) that change what a repository holds."""
     import os
-
-    from specbuild.trtllm.llmapi_runtime import ENV
 
     return {"trtllm_examples": options.trtllm_examples, "llmapi_model_dir": os.environ.get(ENV)}
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from specbuild.atomic import atomic_folder, dead_leftover
 from specbuild.errors import UserError
 from specbuild.paths import show
+from specbuild.serve.binary import cache_dir
 from specbuild.step_cache import content_digest, not_content
 
 FORMAT = 1
@@ -35,8 +36,6 @@ ENV = "SPECBUILD_CACHE_DIR"
 
 
 def default_root() -> Path:
-    from specbuild.serve.binary import cache_dir
-
     return cache_dir() / "steps"
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specbuild import cpu
 from specbuild.errors import UserError
+from specbuild.reference import drafters
 from specbuild.reference.drafters import DraftPrecision, drafter_precision
 from specbuild.reference.lean import linear
 
@@ -48,7 +48,7 @@ def test_drafting_linear_takes_int8_only_where_asked_and_worth_it(monkeypatch):
     (True, True, False, DraftPrecision(torch.float32)),  # hidden 256 < 512: bf16 does not pay on that path
 ])
 def test_auto_follows_the_cpu_and_the_path(monkeypatch, bf16, int8, lean, want):
-    monkeypatch.setattr(cpu, "has_native_bf16", lambda: bf16)
+    monkeypatch.setattr(drafters, "has_native_bf16", lambda: bf16)  # where drafter_precision looks it up
     monkeypatch.setattr(linear, "int8_available", lambda: int8)
     assert drafter_precision({}, torch.float32, "engine", 256, lean=lean) == want
     assert drafter_precision({"draft_dtype": "auto"}, torch.float16, "engine", 256, lean=lean) == (torch.float16, False)

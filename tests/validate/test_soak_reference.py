@@ -85,7 +85,7 @@ def _in_parallel(fn, items) -> None:
 @pytest.mark.parametrize("name", list(RECIPES))
 def test_soak(served, name, record_property):
     from specbuild.validate.local_server import LocalServer
-    from specbuild.validate.mix import soak
+    from specbuild.validate.soak import soak
 
     recipe, server = served[name]
     result = soak(resolve_build(recipe), server.http_address, server.grpc_url, concurrency=CONCURRENCY,

@@ -58,6 +58,7 @@ from torch import nn
 from specbuild.checkpoint_tensors import EAGLE3
 from specbuild.errors import UserError
 from specbuild.heads._files import read_config, require_key, write_json
+from specbuild.heads.eagle import causal_mask
 
 WEIGHTS_FILE, LEGACY_WEIGHTS_FILE = EAGLE3.files  # the second: EAGLE's DeepSpeed `save_16bit_model` output
 ARCHITECTURE = "LlamaForCausalLMEagle3"
@@ -235,8 +236,6 @@ class Eagle3Head(nn.Module):
 
     def forward(self, x: torch.Tensor, embeds: torch.Tensor, position_ids: torch.Tensor,
                 attention_mask: torch.Tensor | None = None, cache=None) -> torch.Tensor:
-        from specbuild.heads.eagle import causal_mask
-
         x = self.fuse(x)
         q, k, v = self.midlayer.project(x, embeds.to(x.dtype), position_ids)
         if cache is not None:

@@ -13,6 +13,7 @@ from specbuild.engine_facts import expected_limits
 from specbuild.checkpoint_files import (config_problem, read_hf_config, tokenizer_problem, tokenizer_size,
                                       tokenizer_skipped)
 from specbuild.methods.weights import weights_findings
+from specbuild.recipe.prompts import load_prompts
 from specbuild.recipe.schema import DEFAULT_CATEGORY
 from specbuild.speculation import DraftModel
 
@@ -95,7 +96,6 @@ def file_findings(build: Build) -> Iterator[Finding]:
 def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
     """A prompt file that does not load, and each category of a per-category min_acceptance_length that the prompt
     set does not hold (its gate would never be judged)."""
-    from specbuild.recipe.prompts import load_prompts
     value = recipe.validation.prompts
     try:
         prompts = load_prompts(recipe)

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from specbuild.cost_model import LevelModel, StepCosts
+from specbuild.engine_facts import SpecMode, read_engine_config
+from specbuild.reference.dialect import overrides
+from specbuild.reference.engine_folder import load_engine
+from specbuild.standalone.model_parameters import bool_parameter, int_parameter, parameter
 
 if TYPE_CHECKING:
     from specbuild.reference.engine import Engine
@@ -170,9 +174,6 @@ def measure_served(configs: dict[str, dict], texts: list[str], max_tokens: int, 
     import torch
     from transformers import AutoTokenizer
 
-    from specbuild.reference.engine_folder import load_engine
-    from specbuild.standalone.model_parameters import bool_parameter, parameter
-
     engines = {role: load_engine(_engine_dir(config), decoding_overrides=_overrides(config) or None)
                for role, config in configs.items()}
     tokenizer = AutoTokenizer.from_pretrained(parameter(configs["target"], "tokenizer_dir"), legacy=False)
@@ -188,17 +189,11 @@ def measure_served(configs: dict[str, dict], texts: list[str], max_tokens: int, 
 
 
 def _engine_dir(config: dict) -> str:
-    from specbuild.standalone.model_parameters import parameter
-
     return parameter(config, "gpt_model_path")
 
 
 def _overrides(config: dict) -> dict:
     """The decoding overrides the reference core takes from its config's parameters (its `decoding_overrides`)."""
-    from specbuild.engine_facts import SpecMode, read_engine_config
-    from specbuild.reference.dialect import overrides
-    from specbuild.standalone.model_parameters import bool_parameter, int_parameter, parameter
-
     engine_config = read_engine_config(_engine_dir(config))
     mode = SpecMode.parse(engine_config["build_config"].get("speculative_decoding_mode", 1))
     method = (engine_config.get("specbuild") or {}).get("method", "none")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from specbuild.cpu import has_native_bf16
 from specbuild.errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,7 +40,6 @@ def drafter_precision(decoding: dict, target_dtype: "torch.dtype", where: str, h
     target's dtype. `int8` runs on the lean path only (the drafter's modules stay float32 elsewhere)."""
     import torch
 
-    from specbuild.cpu import has_native_bf16
     from specbuild.reference.lean.linear import int8_available
 
     choice = str(decoding.get(DRAFT_DTYPE_KEY, "auto"))

@@ -26,6 +26,7 @@ from specbuild import atomic
 from specbuild.engine_facts import CONFIG, EngineLimits, SpecMode, built_limits
 from specbuild.errors import UserError
 from specbuild.paths import show
+from specbuild.reference.methods import method_class
 
 if TYPE_CHECKING:
     from specbuild.reference.engine import Engine
@@ -72,8 +73,6 @@ def build_engine(
     if role != "target" or method == "none":
         mode = SpecMode.NONE
     elif mode is None:
-        from specbuild.reference.methods import method_class
-
         mode = method_class(method).engine_mode
     pretrained_extra = dict(pretrained_extra or {})
     if not isinstance(limits, EngineLimits):

@@ -22,6 +22,8 @@ import importlib.util
 from specbuild.engine_facts import SpecMode, built_limits
 from specbuild.reference.engine import Engine, Limits
 from specbuild.reference.llmapi_yaml import LlmApiSettings, ModelYamlError
+from specbuild.reference.methods import method_class
+from specbuild.reference.model import CausalLM
 
 COMPUTE_DTYPE = "float32"  # the reference runtime computes in float32 on the CPU
 
@@ -35,8 +37,6 @@ def method_available(method: str) -> bool:
 def engine_mode(method: str) -> SpecMode:
     if method == "none":
         return SpecMode.NONE
-    from specbuild.reference.methods import method_class
-
     return method_class(method).engine_mode
 
 
@@ -64,8 +64,6 @@ def _config(settings: LlmApiSettings, role: str, method: str, decoding: dict) ->
 
 def build_engines(settings: LlmApiSettings) -> tuple[Engine, Engine | None]:
     """The target engine (carrying the method) and the draft engine for draft_target. Loads the checkpoints."""
-    from specbuild.reference.model import CausalLM
-
     if not method_available(settings.method):
         raise ModelYamlError(f"{settings.path}: speculative_config.decoding_type {settings.decoding_type}: the "
                              f"reference runtime's {settings.method} method is not available yet in this specbuild "

@@ -25,6 +25,7 @@ import torch
 
 from specbuild.errors import UserError
 from specbuild.reference.kv_cache import KVCache
+from specbuild.reference.lean.llama import LeanLlama, unsupported
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 FORWARDS = ("auto", "lean", "transformers")
@@ -56,8 +57,6 @@ class CausalLM:
     """A causal LM in inference mode, fed through a `KVCache`."""
 
     def __init__(self, hf_model, forward: str = "auto"):
-        from specbuild.reference.lean.llama import LeanLlama, unsupported
-
         self.hf = hf_model.eval()
         self.config = hf_model.config
         self.decoder = hf_model.get_decoder()

@@ -10,11 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.engine_facts import expected_limits, pretrained_extra
+from specbuild.engine_facts import expected_limits, pretrained_extra, verify_engine
 from specbuild.findings import Finding
 from specbuild.plan import ServeStep, roles
 from specbuild.reference import dialect
+from specbuild.reference.call_costs import measure_served
 from specbuild.reference.checks import reference_findings
+from specbuild.reference.engine_folder import build_engine
 from specbuild.reference.steps import ReferenceEngineStep, cpu_serve_step
 from specbuild.repository.engine.flavour import EngineFlavour
 
@@ -56,9 +58,6 @@ class ReferenceRuntime(EngineFlavour):
         return steps
 
     def build_engines(self, steps, recipe, layout, progress=None, notice=None) -> dict[str, Path]:
-        from specbuild.engine_facts import verify_engine
-        from specbuild.reference.engine_folder import build_engine
-
         built = {}
         for step in steps:
             if progress:
@@ -82,6 +81,4 @@ class ReferenceRuntime(EngineFlavour):
         return (config.get("specbuild") or {}).get("runtime") == self.name
 
     def call_costs(self, configs, texts, max_tokens, levels, progress=None):
-        from specbuild.reference.call_costs import measure_served
-
         return measure_served(configs, texts, max_tokens, levels, progress)

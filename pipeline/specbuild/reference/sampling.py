@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import torch
 
+from specbuild.standalone import request_checks as checks
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
@@ -64,8 +66,6 @@ class SamplingConfig:
     def problems(self) -> list[str]:
         """The request rules of standalone/request_checks.py (one definition for every core), in this config's
         terms: top_p is 1 when off here (the cores turn a request's 0 into off before they get here)."""
-        from specbuild.standalone import request_checks as checks
-
         out = []
         if not checks.temperature_ok(self.temperature):
             out.append(f"temperature={self.temperature} must be a finite number >= 0 (0 = greedy)")

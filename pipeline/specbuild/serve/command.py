@@ -9,6 +9,9 @@ from pathlib import Path
 
 from specbuild import metrics
 from specbuild.errors import UserError
+from specbuild.serve.binary import find_tritonserver
+from specbuild.serve.decode_cpus import cpu_list
+from specbuild.serve.server import ADMIN_HEADER, GRPC_ADMIN_HEADER, LAUNCH_SCRIPT, TritonServer
 from specbuild.signals import sigterm_raises
 
 
@@ -37,9 +40,6 @@ def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host
                             decode_cpus: str = "auto") -> int:
     """Serve until interrupted. Returns the exit code: 0 after a clean stop, 1 when the server died by itself.
     UserError (exit 2) for a missing repository, a taken port, or models that fail to load."""
-    from specbuild.serve.binary import find_tritonserver
-    from specbuild.serve.server import LAUNCH_SCRIPT, TritonServer
-
     repository = Path(repository)
     if not repository.is_dir():
         raise UserError(f"{repository}: no such model repository — write one with `specbuild compile RECIPE` "
@@ -62,9 +62,6 @@ def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host
 
 
 def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> int:
-    from specbuild.serve.decode_cpus import cpu_list
-    from specbuild.serve.server import ADMIN_HEADER, GRPC_ADMIN_HEADER
-
     try:
         with console.status(f"starting {binary.describe()} on {repository}"):
             server.start(timeout_s=timeout_s)

@@ -13,9 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbuild.errors import UserError
+from specbuild.methods import describe
+from specbuild.plan import Layout, roles
+from specbuild.recipe.schema import Recipe
 from specbuild.trtllm import gpus as gpu_mod
 from specbuild.trtllm import version as version_mod
 from specbuild.trtllm.help_flags import read_help
+from specbuild.trtllm.llmapi_runtime import find_model_dir
+from specbuild.trtllm.runtime import build_flags
+from specbuild.trtllm.steps import BuildStep
 
 if TYPE_CHECKING:
     from specbuild.runtimes.build import Build
@@ -77,10 +83,6 @@ def _trtllm_check() -> tuple[Check, version_mod.TrtllmInstall | None]:
 
 
 def _argvs_for(recipe, spec) -> list[list[str]]:
-    from specbuild.plan import Layout, roles
-    from specbuild.trtllm.runtime import build_flags
-    from specbuild.trtllm.steps import BuildStep
-
     layout = Layout(Path("engines"), Path("triton_repo"), Path("reports"), recipe.name)
     return [BuildStep(role=role, checkpoint=layout.checkpoint(role), output=layout.engine(role),
                       flags=build_flags(recipe, spec, role)).command() for role in roles(recipe, spec)]
@@ -88,9 +90,6 @@ def _argvs_for(recipe, spec) -> list[list[str]]:
 
 def specbuild_argvs() -> list[list[str]]:
     """trtllm-build commands covering every flag specbuild passes (one per method and role)."""
-    from specbuild.methods import describe
-    from specbuild.recipe.schema import Recipe
-
     specs = [{"method": "none"}, {"method": "medusa", "checkpoint": "heads", "num_heads": 4},
              {"method": "eagle", "checkpoint": "eagle"},
              {"method": "draft_target", "checkpoint": "draft", "use_draft_logits": True},
@@ -183,8 +182,6 @@ def _llmapi_trtllm_check(recipe=None) -> tuple[Check, version_mod.TrtllmInstall 
 
 
 def _llmapi_model_check() -> Check:
-    from specbuild.trtllm.llmapi_runtime import find_model_dir
-
     try:
         folder = find_model_dir()
     except UserError as e:  # compile still works: launch_triton.sh takes them from the container at start

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from specbuild.errors import UserError
+from specbuild.trtllm.version import parse_version
 
 # The child: argv[1:] are model.yaml files; one JSON line per file on stdout.
 CHILD = r"""
@@ -77,8 +78,6 @@ def run_parse(paths: list[Path]) -> dict[str, str | None]:
 
 def hint(error: str, install, recipe) -> str:
     """What to do about the installed release's refusal."""
-    from specbuild.trtllm.version import parse_version
-
     version = parse_version(install.version)
     if "Invalid decoding type" in error and version[:2] == (1, 3) and version[3] <= 3:
         return (f"TensorRT-LLM {install.version} still parses speculative_config through DecodingBaseConfig.from_dict; "

@@ -30,7 +30,10 @@ from specbuild.repository.llmapi.model_yaml import RELEASES_WITH_DYNAMIC_TREE
 from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.plan import ServeStep
+from specbuild.repository.llmapi.writer import write_repository
 from specbuild.speculation import DynamicTree
+from specbuild.trtllm.llmapi_parse import check_model_yaml
+from specbuild.trtllm.version import installed, require_llmapi
 
 IN_SOURCE = Path("triton_backend/all_models/llmapi/tensorrt_llm/1")  # a TensorRT-LLM checkout (tensorrtllm_backend
 # docs/llmapi.md@0b9d7d5)
@@ -171,10 +174,6 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
         return self.model_source().files
 
     def write_repository(self, recipe, spec, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        from specbuild.repository.llmapi.writer import write_repository
-        from specbuild.trtllm.llmapi_parse import check_model_yaml
-        from specbuild.trtllm.version import installed, require_llmapi
-
         install = require_llmapi(recipe.llm_api.release) if installed() is not None else None
         source = self.model_source()
         refusal = multi_instance_refusal(recipe, source.folder)

@@ -14,11 +14,15 @@ from specbuild.engine_facts import SpecMode, expected_limits, pretrained_extra
 from specbuild.findings import Finding
 from specbuild.paths import show
 from specbuild.plan import ServeStep, Step, VerifyEngineStep, roles
+from specbuild.repository.engine import params as triton_params
 from specbuild.repository.engine.flavour import EngineFlavour
+from specbuild.repository.engine.launch import SCRIPT_NAME, launch_script
 from specbuild.speculation import DraftModel
 from specbuild.trtllm import checks
 from specbuild.trtllm.converters import plain_converter, target_converter
+from specbuild.trtllm.engines import run_engine_steps
 from specbuild.trtllm.steps import BuildStep, ConvertStep
+from specbuild.trtllm.version import legacy_tensor_names
 
 
 def build_flags(recipe, spec, role: str) -> tuple[tuple[str, str | None], ...]:
@@ -97,20 +101,13 @@ class TrtllmRuntime(EngineFlavour):
                            examples=Path(examples) if converter.via == "script" else None, expect=expect)
 
     def build_engines(self, steps, recipe, layout, progress=None, notice=None) -> dict[str, Path]:
-        from specbuild.trtllm.engines import run_engine_steps
-
         return run_engine_steps(steps, recipe, layout, progress, notice)
 
     # --- repository and serving -------------------------------------------------------------------------------
     def repository_files(self, recipe, role: str) -> dict[str, str]:
-        from specbuild.repository.engine.launch import SCRIPT_NAME, launch_script
-
         return {SCRIPT_NAME: launch_script(recipe, role)}
 
     def serve_step(self, recipe, spec, layout, repo_roles) -> ServeStep:
-        from specbuild.repository.engine import params as triton_params
-        from specbuild.repository.engine.launch import SCRIPT_NAME
-
         info = triton_params.launch(recipe, "target", spec)
         return ServeStep(headline=f"launch tritonserver in {info['mode']} mode (world size {info['world_size']})",
                          argv=("bash", show(layout.repository() / SCRIPT_NAME)),
@@ -119,13 +116,9 @@ class TrtllmRuntime(EngineFlavour):
     def legacy_tensor_names(self) -> bool:
         """The tensor names of the installed backend (triton.legacy_tensor_names None): the <= 0.19 ones when
         TensorRT-LLM 0.17-0.19 is installed, the current ones otherwise (also when none is installed here)."""
-        from specbuild.trtllm.version import legacy_tensor_names
-
         return bool(legacy_tensor_names())
 
     def launcher(self, repository: Path) -> Path | None:
-        from specbuild.repository.engine.launch import SCRIPT_NAME
-
         return repository / SCRIPT_NAME
 
     def owns_engine(self, config: dict) -> bool:

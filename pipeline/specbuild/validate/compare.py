@@ -23,8 +23,9 @@ from specbuild.errors import UserError
 from specbuild.safe_files import UnreadableFile, read_json
 from specbuild.validate.aggregate import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, Interval
 from specbuild.validate.checks.base import FAILED, INCONCLUSIVE, PASSED, SKIPPED, CheckResult
+from specbuild.validate.report.markdown import AGAINST_PREFIX
 
-PREFIX = "against"  # the checks' names: against:acceptance:<category>, against:speedup:<concurrency>
+PREFIX = AGAINST_PREFIX  # the checks' names: against:acceptance:<category>, against:speedup:<concurrency>
 MAX_REPORT_BYTES = 256 << 20
 
 

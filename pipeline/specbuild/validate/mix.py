@@ -393,20 +393,3 @@ def mix_models(ctx: "SuiteContext") -> list[str]:
             served = set()
         models += [m for m in others if m in served]
     return models
-
-
-
-def soak(build, http: str, grpc: str | None, *, concurrency: int, requests: int, server: "LocalServer | None",
-         max_tokens: Sequence[int] | None = None, prompts: int = 3, seed: int = 0,
-         progress=None) -> MixResult:
-    """One soak: the mix (every model clients call, every protocol, every bad case) with a fixed number of good
-    requests, against the deployment of `build` (specbuild.runtimes.build) served at http/grpc (host:port)."""
-    from specbuild.validate.endpoints import Endpoints
-    from specbuild.validate.context import close_context, make_context
-
-    ctx = make_context(build, Endpoints(http, grpc), progress=progress)
-    try:
-        plan = MixPlan.default(ctx, mix_models(ctx), prompts=prompts, max_tokens=max_tokens, seed=seed)
-        return run_mix(ctx, plan, concurrency=concurrency, requests=requests, server=server)
-    finally:
-        close_context(ctx)

@@ -20,6 +20,8 @@ from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
 from specbuild.validate.checks.base import ERROR, PASSED, CheckResult, SuiteOptions
 from specbuild.validate.context import close_context, make_context
 from specbuild.validate.endpoints import Endpoints
+from specbuild.validate.report import write_reports
+from specbuild.validate.report.terminal import print_result, progress_bar
 from specbuild.validate.result import ValidationResult
 
 if TYPE_CHECKING:
@@ -118,8 +120,6 @@ def run_validation(build: Build, target: Endpoints, baseline: Endpoints | None =
     report.json of the same recipe (UserError before anything runs when it is not one): acceptance per category
     and the speedup per level are compared with it (validate/compare.py), each comparison a check of its own."""
     if console is not None and progress is None:
-        from specbuild.validate.report.terminal import print_result, progress_bar
-
         with progress_bar(console) as bar:
             result = run_validation(build, target, baseline, report_dir=report_dir, progress=bar, options=options,
                                     exit_reasons=exit_reasons, against=against)
@@ -152,7 +152,5 @@ def run_validation(build: Build, target: Endpoints, baseline: Endpoints | None =
         result.against = {"report": str(against), "recipe": earlier.get("recipe"),
                           "changes": compare.identity_changes(earlier.get("build"), identity)}
     if report_dir is not None:
-        from specbuild.validate.report import write_reports
-
         result.report_files = write_reports(result, Path(report_dir))
     return result

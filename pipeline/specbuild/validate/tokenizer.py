@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from specbuild.safe_files import UnreadableFile, read_json
+
 TEMPLATE_FILE = "chat_template.jinja"
 CONFIG_FILE = "tokenizer_config.json"
 SENTENCEPIECE_FILE = "tokenizer.model"
@@ -78,8 +80,6 @@ def chat_template_source(folder: Path) -> str | None:
     if (folder / TEMPLATE_FILE).is_file():
         return TEMPLATE_FILE
     try:
-        from specbuild.safe_files import UnreadableFile, read_json
-
         config = read_json(folder / CONFIG_FILE, what="tokenizer config", max_bytes=MAX_CONFIG_BYTES)
     except (UnreadableFile, OSError):
         return None

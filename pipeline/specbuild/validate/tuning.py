@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specbuild.atomic import partial_path
 from specbuild.standalone import draft_len_schedule
 from specbuild.errors import UserError
 
@@ -86,8 +87,6 @@ def write_tuned_recipe(recipe: Recipe, out: Path, schedule: dict[int, int]) -> P
     """Write the recipe file again at `out`, with `adaptive.draft_len_schedule: schedule`."""
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
-
-    from specbuild.atomic import partial_path
 
     if recipe.source is None:
         raise UserError("--write-tuned-recipe needs a recipe read from a file")

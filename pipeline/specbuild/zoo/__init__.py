@@ -16,6 +16,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from specbuild.zoo import manifest
+from specbuild.zoo.profiles import get_profile
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = {name: REPO_ROOT / "checkpoints" / name for name in ("tiny", "base")}
 
@@ -26,9 +29,7 @@ def cache_root() -> Path:
 
 def profile_folder_problems(folder: Path, profile_name: str) -> list[str]:
     """Why `folder` is not a complete, current build of `profile_name` ([] when it is)."""
-    from specbuild.zoo import manifest
     from specbuild.zoo.build import BUILDER_VERSION, STAGE_VERSIONS
-    from specbuild.zoo.profiles import get_profile
 
     recorded = manifest.read(folder)
     if recorded is None:
@@ -54,13 +55,10 @@ def ensure_profile(name: str, progress=None, rebuild: bool = False) -> Path:
     current profile settings, builder version or file hashes.
     """
     from specbuild.zoo.build import build
-    from specbuild.zoo.profiles import get_profile
 
     profile = get_profile(name)
     committed = COMMITTED.get(name)
     if committed is not None and not rebuild and committed.is_dir():
-        from specbuild.zoo import manifest
-
         recorded = manifest.read(committed)
         if recorded is not None and not manifest.mismatches(committed, recorded):
             return committed

@@ -9,7 +9,9 @@ import sys
 import click
 
 from specbuild.errors import UserError
+from specbuild.zoo import manifest
 from specbuild.zoo.precision import CHOICES as PRECISIONS
+from specbuild.zoo.profiles import get_profile
 
 
 @click.group()
@@ -30,7 +32,6 @@ def build_cmd(profile_name: str, out: str, threads: int | None, resume_from: str
     """Train every model of PROFILE from scratch and write it to OUT."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from specbuild.zoo.build import build, main_progress
-    from specbuild.zoo.profiles import get_profile
 
     folder = build(get_profile(profile_name), out, main_progress, threads, resume_from, precision)
     click.echo(str(folder))
@@ -56,8 +57,6 @@ def add_stage_cmd(stage: str, folder: str, threads: int | None, precision: str) 
 def verify_cmd(folder: str) -> None:
     """Check every file of FOLDER against its manifest.json."""
     from pathlib import Path
-
-    from specbuild.zoo import manifest
 
     recorded = manifest.read(Path(folder))
     if recorded is None:

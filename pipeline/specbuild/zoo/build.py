@@ -28,10 +28,16 @@ from typing import Callable
 import torch
 
 from specbuild import atomic
+from specbuild.cpu import has_native_bf16
+from specbuild.errors import UserError
+from specbuild.heads.eagle import EagleHead, load_eagle_head, save_eagle_head
+from specbuild.heads.eagle3 import draft_vocabulary, load_eagle3_head, new_eagle3_head, save_eagle3_head
+from specbuild.heads.medusa import MedusaHeads, load_medusa_heads, save_medusa_heads
 from specbuild.zoo import corpus as corpus_mod
-from specbuild.zoo import data, distill, manifest, precision as precision_mod, target as target_mod, teacher
-from specbuild.zoo.quality import load_causal_lm, measure_quality
-from specbuild.zoo.profiles import Profile
+from specbuild.zoo import data, distill, distill_eagle3, manifest, precision as precision_mod, target as target_mod
+from specbuild.zoo import teacher
+from specbuild.zoo.quality import eagle3_quality, heldout_sequences, load_causal_lm, measure_quality
+from specbuild.zoo.profiles import Profile, get_profile
 from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
 
 # Bump BUILDER_VERSION when layouts, evaluation or the manifest change; bump a stage's version when the
@@ -177,8 +183,6 @@ def build(profile: Profile, out: str | Path, progress: Progress | None = None, t
 
 def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None, precision: str,
                 source: StageSource | None = None) -> dict:
-    from specbuild.heads.eagle import EagleHead, load_eagle_head, save_eagle_head
-    from specbuild.heads.medusa import MedusaHeads, load_medusa_heads, save_medusa_heads
 
     from transformers.utils import logging as hf_logging
 
@@ -361,9 +365,6 @@ def train_eagle3_stage(target, teacher_data, profile: Profile, seeds: dict, fold
                        say: Progress) -> dict:
     """The EAGLE-3 stage: draft vocabulary from the teacher rows, training-time-test training on the captured target
     layers, weights rounded to the storage dtype and saved in TensorRT-LLM's layout at `folder`."""
-    from specbuild.heads.eagle3 import draft_vocabulary, new_eagle3_head, save_eagle3_head
-    from specbuild.zoo import distill_eagle3
-
     settings = profile.eagle3
     storage = getattr(torch, profile.storage_dtype)
     t0 = time.perf_counter()
@@ -383,8 +384,6 @@ def train_eagle3_stage(target, teacher_data, profile: Profile, seeds: dict, fold
 
 
 def eagle3_model_entry(folder: Path, profile: Profile, stats: dict) -> dict:
-    from specbuild.heads.eagle3 import load_eagle3_head
-
     head = load_eagle3_head(folder)
     return {"path": "eagle3", "format": "EAGLE-3 head (TensorRT-LLM speculative_config: decoding_type Eagle3, "
                                           "speculative_model)",
@@ -403,11 +402,6 @@ def add_stage(folder: str | Path, stage: str = "eagle3", progress: Progress | No
     versions it ran with (`added_stages`); README.md is re-rendered. Only `eagle3` can be added this way."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
-
-    from specbuild.cpu import has_native_bf16
-    from specbuild.errors import UserError
-    from specbuild.zoo.profiles import get_profile
-    from specbuild.zoo.quality import eagle3_quality, heldout_sequences
 
     folder = Path(folder).resolve()
     say = progress or (lambda _m: None)

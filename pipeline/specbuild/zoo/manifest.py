@@ -7,6 +7,8 @@ import json
 import platform
 from pathlib import Path
 
+from specbuild.zoo.readme import render_readme
+
 MANIFEST = "manifest.json"
 UNTRACKED = {MANIFEST}
 
@@ -37,8 +39,6 @@ def versions() -> dict:
 
 def write(root: Path, summary: dict) -> dict:
     """Write README.md, then manifest.json with every other file's size and sha256."""
-    from specbuild.zoo.readme import render_readme
-
     root = Path(root)
     (root / "README.md").write_text(render_readme(summary))
     table = file_table(root)

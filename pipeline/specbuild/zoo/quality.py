@@ -8,6 +8,9 @@ from typing import Callable
 
 import torch
 
+from specbuild.heads.eagle import load_eagle_head
+from specbuild.heads.eagle3 import load_eagle3_head
+from specbuild.heads.medusa import load_medusa_heads
 from specbuild.zoo import data, evaluate, target as target_mod, teacher
 from specbuild.zoo.profiles import Profile
 
@@ -24,9 +27,6 @@ def load_causal_lm(folder: Path):
 
 def measure_quality(root: Path, profile: Profile, heldout_stream: torch.Tensor, seed: int, say: Progress) -> dict:
     """Every figure from the stored files: validation loss, greedy acceptance of each drafter."""
-    from specbuild.heads.eagle import load_eagle_head
-    from specbuild.heads.medusa import load_medusa_heads
-
     target = load_causal_lm(root / "target")
     draft = load_causal_lm(root / "draft")
     medusa = load_medusa_heads(root / "medusa")
@@ -73,8 +73,6 @@ def heldout_sequences(target, profile: Profile, heldout_stream: torch.Tensor, se
 def eagle3_quality(root: Path, profile: Profile, target, sequences: torch.Tensor) -> dict:
     """Greedy chain replay of the stored EAGLE-3 head (depth `eagle_depth`) and its draft vocabulary's coverage of
     the target's held-out greedy tokens (a token outside it can never be drafted)."""
-    from specbuild.heads.eagle3 import load_eagle3_head
-
     head = load_eagle3_head(root / "eagle3", target)
     layers = list(profile.eagle3.layers)
     captured = teacher.layer_outputs(target, sequences, layers)

@@ -40,6 +40,7 @@ import torch
 
 from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
+from specbuild.heads.eagle import load_eagle_head
 from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
 from specbuild.reference.lean.heads import LeanEagleHead
@@ -56,8 +57,8 @@ from specbuild.reference.tree import (
     tree_from_choice_prefix,
     tree_from_choices,
     tree_from_parents,
-    verify_tree,
 )
+from specbuild.reference.verify import verify_tree
 from specbuild.speculation import dynamic_tree_size
 from specbuild.trees import parse_choices
 
@@ -113,8 +114,6 @@ class Eagle(Decoder):
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)
-        from specbuild.heads.eagle import load_eagle_head
-
         if "eagle" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle' entry (the EAGLE head); "
                             "rebuild the engine with the recipe's eagle head folder")

@@ -46,12 +46,14 @@ import json
 import torch
 
 from specbuild.errors import UserError
+from specbuild.heads.eagle3 import load_eagle3_head, trtllm_default_layers
 from specbuild.reference.batch import Batch
 from specbuild.reference.kv_cache import KVCache
 from specbuild.reference.lean.heads import LeanEagle3Head
 from specbuild.reference.methods import StepOutput, next_token
 from specbuild.reference.methods.eagle import TOP_K_KEYS, Eagle, _flag
-from specbuild.reference.tree import commit_paths, drafter_precision, feed_trees, tree_from_choices, verify_tree
+from specbuild.reference.tree import commit_paths, drafter_precision, feed_trees, tree_from_choices
+from specbuild.reference.verify import verify_tree
 
 DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
 LAYERS_KEY = "eagle3_layers_to_capture"
@@ -81,8 +83,6 @@ class Eagle3(Eagle):
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super(Eagle, self).__init__(engine, draft_engine, decoding)  # Decoder.__init__: Eagle's loads an EAGLE-1 head
-        from specbuild.heads.eagle3 import load_eagle3_head, trtllm_default_layers
-
         where = self.where()
         if "eagle3" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle3' entry (the EAGLE-3 head); "

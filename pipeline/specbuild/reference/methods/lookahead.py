@@ -38,8 +38,8 @@ from specbuild.reference.tree import (
     feed_trees,
     tree_from_parents,
     tree_from_sequences,
-    verify_tree,
 )
+from specbuild.reference.verify import verify_tree
 
 class NgramPool:
     """n-grams by first token; per token the `capacity` most recently seen distinct continuations."""

@@ -28,6 +28,7 @@ import torch
 
 from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
+from specbuild.heads.medusa import load_medusa_heads
 from specbuild.reference.batch import Batch
 from specbuild.reference.drafters import draft_vocab_size
 from specbuild.reference.lean.heads import LeanMedusaHeads
@@ -44,9 +45,8 @@ from specbuild.reference.tree import (
     prefix_order_problem,
     tree_from_choice_prefix,
     tree_from_choices,
-    verify_tree,
 )
-from specbuild.reference.verify import with_log_probs
+from specbuild.reference.verify import verify_tree, with_log_probs
 from specbuild.trees import parse_choices
 
 ACCEPTANCE_MODES = ("rejection", "typical")
@@ -83,8 +83,6 @@ class Medusa(Decoder):
 
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)
-        from specbuild.heads.medusa import load_medusa_heads
-
         if "medusa" not in engine.folders:
             raise UserError(f"{engine.path}/config.json: specbuild.files has no 'medusa' entry (the Medusa heads); "
                             "rebuild the engine with the recipe's medusa heads folder")

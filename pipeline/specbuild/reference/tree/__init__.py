@@ -8,7 +8,8 @@
 | `../verify.py` | `verify_tree`, `verify_chain`: a request's drafts against the target's logits (sampling settings, bad words) |
 | `../drafters.py` | `drafter_precision`: the dtype (or int8 matmuls) Medusa/EAGLE heads draft in |
 
-Everything is importable from here, as before the split. Importing this package does not import torch.
+Everything but `verify_tree` (import it from ../verify.py, which imports torch and this package) is importable from
+here, as before the split. Importing this package does not import torch.
 """
 
 from specbuild.reference.acceptance import Acceptance, accept_or_residual, greedy_accept, sample_accept  # noqa: F401
@@ -28,11 +29,3 @@ from specbuild.reference.tree.shape import (  # noqa: F401
     tree_from_sequences,
 )
 
-
-def __getattr__(name: str):
-    """`verify_tree` lives in specbuild.reference.verify (it imports torch); importable from here lazily."""
-    if name == "verify_tree":
-        from specbuild.reference.verify import verify_tree
-
-        return verify_tree
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from specbuild.errors import UserError
 from specbuild.trees import MC_SIM_7B_63, parse_choices, tree_problems  # noqa: F401 (MC_SIM_7B_63 re-exported)
+from specbuild.trees import first_before_parent
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -228,8 +229,6 @@ def tree_from_choice_prefix(choices: Sequence[Sequence[int]], nodes: int, *, fie
 
 def prefix_order_problem(choices: Sequence[Sequence[int]], field_name: str) -> str | None:
     """Why a draft_len_schedule cannot cut these choices to prefixes (None: it can)."""
-    from specbuild.trees import first_before_parent
-
     i = first_before_parent(choices)
     if i is None:
         return None

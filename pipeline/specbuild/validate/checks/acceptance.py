@@ -33,6 +33,7 @@ from specbuild.validate.aggregate import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, C
                                           summarize_acceptance)
 from specbuild.validate.checks.base import (FAILED, INCONCLUSIVE, PASSED, SKIPPED, WARNED, CheckResult,
                                             SuiteContext, timed)
+from specbuild.validate.server_metrics import STEPS, SpecCounts
 from specbuild.validate.stats import AcceptanceRecord, stream_acceptance_length, stream_matches
 
 NAME, TITLE = "acceptance", "Acceptance (draft tokens accepted)"
@@ -107,8 +108,6 @@ def _stream_fallback(ctx: SuiteContext, gate: str | None, threshold: float | Non
 
 def server_side(ctx: SuiteContext, records: list[AcceptanceRecord]) -> tuple[dict, str | None]:
     """The server's counters over the greedy pass, and a sentence when they disagree with the client's."""
-    from specbuild.validate.server_metrics import STEPS, SpecCounts
-
     scrapes = ctx.server_scrapes
     if scrapes is None:
         return {"available": False, "why": "no metrics endpoint (specbuild validate --metrics-url)"}, None

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from specbuild.engine_facts import DEFAULT_MAX_NUM_TOKENS
 from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, SuiteContext, timed
 from specbuild.validate.client import Generation, GenerateParams, new_request_id
 
@@ -174,8 +175,6 @@ def engine_cases(ctx: SuiteContext) -> list[Case]:
 
 def _too_many_tokens(ctx: SuiteContext) -> str:
     """More single-character words than the LLM's max_num_tokens (the build section's, or its 8192 default)."""
-    from specbuild.engine_facts import DEFAULT_MAX_NUM_TOKENS
-
     n = (ctx.recipe.build.max_num_tokens or DEFAULT_MAX_NUM_TOKENS) + 16
     return " ".join("abcdefghijklmnopqrstuvwxyz"[i % 26] for i in range(n))
 

@@ -8,9 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
+from specbuild.standalone.draft_len_schedule import draft_length
 from specbuild.validate.client import (ENGINE, Contract, Generation, GenerateParams, GrpcSession, HttpSession,
                                        ModelSignature, ServerClient, new_request_id)
 from specbuild.validate.endpoints import Endpoints
+from specbuild.validate.server_metrics import scrape
 
 if TYPE_CHECKING:
     from specbuild.runtimes.base import Runtime
@@ -290,8 +292,6 @@ class SuiteContext:
     def full_draft_parallel(self) -> int:
         """Requests in flight during the prompt-set passes: options.parallel, or fewer where an adaptive
         draft_len_schedule would shorten the drafts (acceptance is judged at the full draft length)."""
-        from specbuild.standalone.draft_len_schedule import draft_length
-
         points = self.spec.draft_len_schedule
         n = max(1, self.options.parallel)
         while points and n > 1 and draft_length(list(points), n) < points[0][1]:
@@ -300,8 +300,6 @@ class SuiteContext:
 
     @staticmethod
     def _scrape(deployment: Deployment):
-        from specbuild.validate.server_metrics import scrape
-
         try:
             return scrape(deployment.endpoints.metrics, timeout_s=min(deployment.timeout_s, 30.0))
         except OSError as e:

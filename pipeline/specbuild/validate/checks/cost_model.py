@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from specbuild.standalone.model_parameters import parameter
 from specbuild.validate.checks.base import PASSED, SKIPPED, CheckResult, SuiteContext, timed
 
 NAME, TITLE = "cost_model", "Cost model (per-call costs and the speedup they allow)"
@@ -25,8 +26,6 @@ FORMULA = "limit = AL x t(1) / (t(verify) + t(draft))"
 
 def served_cores(ctx: SuiteContext) -> dict[str, dict] | str:
     """The core model configs the costs are measured from ({"target", "baseline"[, "draft"]}), or why not."""
-    from specbuild.standalone.model_parameters import parameter
-
     configs: dict[str, dict] = {}
     try:
         configs["target"] = ctx.target.server.config(CORE)

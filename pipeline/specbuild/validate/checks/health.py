@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from specbuild.repository.engine import params as triton_params
 from specbuild.repository.engine import speculation_params
+from specbuild.repository.llmapi import tensors
 from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, Deployment, SuiteContext, timed
 from specbuild.validate.client import GenerateParams
 
@@ -113,8 +114,6 @@ def engine_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dic
 
 def llmapi_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dict) -> list[str]:
     """An llm-api deployment: one `tensorrt_llm` model, max_batch_size 0, decoupled as triton.streaming."""
-    from specbuild.repository.llmapi import tensors
-
     recipe = ctx.recipe
     problems: list[str] = []
     if dep.model not in models:

@@ -6,6 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specbuild import atomic
+from specbuild.validate.report.json_report import write_json
+from specbuild.validate.report.markdown import write_markdown
+from specbuild.validate.report.plots import write_plots
+
 if TYPE_CHECKING:
     from specbuild.validate.result import ValidationResult
 
@@ -13,12 +18,7 @@ if TYPE_CHECKING:
 def write_reports(result: ValidationResult, folder: Path) -> list[Path]:
     """Write every report file into `folder`, atomically (specbuild.atomic): an older report there is replaced,
     its server logs (*.log, written beside it by `compile`) are kept. Returns the final paths."""
-    from specbuild.validate.report.json_report import write_json
-    from specbuild.validate.report.junit import write_junit
-    from specbuild.validate.report.markdown import write_markdown
-    from specbuild.validate.report.plots import write_plots
-
-    from specbuild import atomic
+    from specbuild.validate.report.junit import write_junit  # reads check statuses: the checks package, numpy
 
     folder = Path(folder).absolute()
     with atomic.atomic_folder(folder, carry=("*.log",)) as partial:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbuild.validate.report.markdown_table import table
+
 HEADER = ["concurrency", "t(1) ms", "t(verify) ms", "t(draft) ms", "AL", "limit", "in process (share)",
           "served (share)"]
 
@@ -22,8 +24,6 @@ def rows(details: dict) -> list[list[Any]]:
 
 
 def markdown_lines(details: dict) -> list[str]:
-    from specbuild.validate.report.markdown import table
-
     lines = [f"What this method's calls allow on this machine: `{details['formula']}`, from per-call costs measured "
              f"in process ({details['measured']}), beside the speedup measured in process (the same runs) and "
              "served (the performance sweep); share = measured / limit. t(1): the target's forward in an "

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from specbuild.validate.report.cost_model import markdown_lines
+from specbuild.validate.report.markdown_table import table
+
+# the names of the checks against an earlier report (validate/compare.py names them, against_lines reads them):
+# against:acceptance:<category>, against:speedup:<concurrency>
+AGAINST_PREFIX = "against"
 FILE = "report.md"
 ICON = {"passed": "✅ passed", "failed": "❌ failed", "error": "💥 error", "warned": "⚠️ warning",
         "skipped": "➖ skipped", "inconclusive": "❔ inconclusive"}
@@ -14,16 +20,6 @@ PLOT_TITLES = {"latency_vs_concurrency.png": "Latency vs concurrency",
                "acceptance_per_position.png": "Acceptance per draft position",
                "acceptance_per_category.png": "Acceptance per category and context length",
                "against.png": "Acceptance change per category vs the earlier report"}
-
-
-def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
-    return out + [""]
 
 
 def ms(dist: dict | None, key: str) -> str:
@@ -200,19 +196,17 @@ def against_lines(against: dict | None, checks) -> list[str]:
     speedup per level, old and new, with the change's interval and the verdict."""
     if not against:
         return []
-    from specbuild.validate.compare import PREFIX
-
     lines = [f"## Against {against['report']}", ""]
     changes = against.get("changes") or []
     lines += ["What changed: " + ("; ".join(changes) if changes else "nothing the reports record") + ".", ""]
-    acc = [c for c in checks if c.name.startswith(f"{PREFIX}:acceptance:") and "change" in c.details]
+    acc = [c for c in checks if c.name.startswith(f"{AGAINST_PREFIX}:acceptance:") and "change" in c.details]
     if acc:
         lines += table(["category", "earlier AL", "AL", "change [interval]", "verdict"],
                        [[c.details["category"], f"{c.details['old_acceptance_length']:.3f}",
                          f"{c.details['new_acceptance_length']:.3f}",
                          f"{c.details['change']['value']:+.1%} [{c.details['change']['low']:+.1%} to "
                          f"{c.details['change']['high']:+.1%}]", status_text(c)] for c in acc])
-    speed = [c for c in checks if c.name.startswith(f"{PREFIX}:speedup:")]
+    speed = [c for c in checks if c.name.startswith(f"{AGAINST_PREFIX}:speedup:")]
     if speed:
         def spread(p):
             return f"{p['speedup']:.2f} ({p['speedup_min']:.2f}–{p['speedup_max']:.2f})"
@@ -259,8 +253,6 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
 
     cost = by.get("cost_model")
     if cost and cost.details.get("levels"):
-        from specbuild.validate.report.cost_model import markdown_lines
-
         _section(lines, "Cost model")
         lines += markdown_lines(cost.details)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+from specbuild.validate.report.cost_model import terminal_table
 from specbuild.validate.report.markdown import speedup_range_text
 
 
@@ -47,8 +48,6 @@ def print_result(result, console) -> None:
         console.print(performance_table(perf.details))
     cost = result.check("cost_model")
     if cost is not None and cost.details.get("levels"):
-        from specbuild.validate.report.cost_model import terminal_table
-
         console.print(terminal_table(cost.details))
     verdict = "[bold green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
     failing = ", ".join(c.name for c in result.failures)
