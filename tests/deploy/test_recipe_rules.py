@@ -102,7 +102,7 @@ def test_image_tag_policy():
 
 def test_rank_commands_are_the_scripts_app_contexts(tmp_path):
     recipe = make_recipe("none", {"build.tp_size": 2, "triton.gpu_device_ids": [0, 1]})
-    text = launch_script(recipe, "target")
+    text = launch_script(recipe, describe(recipe), "target")
     parts = parse_script(text)
     assert parts.ports == {"HTTP_PORT": 8000, "GRPC_PORT": 8001, "METRICS_PORT": 8002}
     plan = engine_launch(recipe, resolve_build(recipe).spec, tmp_path / "repo")

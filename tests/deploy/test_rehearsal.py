@@ -52,7 +52,7 @@ def prepared(root, stem):
     local = layout_in(root / "local", reference)
     build_engines(resolve_build(reference), local)
     repo = write_repository(reference, describe(reference), local, flavour=runtime_for(reference))
-    (repo / SCRIPT_NAME).write_text(launch_script(recipe, "target"))
+    (repo / SCRIPT_NAME).write_text(launch_script(recipe, describe(recipe), "target"))
     assert (repo / SCRIPT_NAME).read_text() == (bundle / "repository" / SCRIPT_NAME).read_text()
     return recipe, bundle, {container_repository(recipe): str(repo)}
 

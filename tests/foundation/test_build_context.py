@@ -42,7 +42,6 @@ TRTLLM = ROOT / "recipes" / "tensorrt-llm"
 # What still describes the recipe itself: repository/engine/launch.py's launch_script calls params.launch(recipe,
 # role) without the spec (the engine flavour's launch script, which the tensorrt-llm runtime's repository and bundle
 # carry; issue #31)
-LAUNCH_SCRIPT = pytest.mark.xfail(strict=True, reason="repository/engine/launch.py describes the recipe itself")
 
 
 @pytest.mark.parametrize("argv", [
@@ -52,11 +51,11 @@ LAUNCH_SCRIPT = pytest.mark.xfail(strict=True, reason="repository/engine/launch.
     ["plan", str(TINY)],
     ["plan", "--json", str(TINY)],
     ["plan", str(TRTLLM / "llmapi_eagle3.yaml")],
-    pytest.param(["plan", str(TRTLLM / "draft_target.yaml")], marks=LAUNCH_SCRIPT),
+    ["plan", str(TRTLLM / "draft_target.yaml")],
     ["compile", "--render-only", "--json", str(TINY)],
     ["compile", "--render-only", str(ROOT / "recipes" / "reference" / "draft_target.yaml")],
     ["compile", "--render-only", str(TRTLLM / "llmapi_eagle3.yaml")],
-    pytest.param(["compile", "--render-only", str(TRTLLM / "eagle.yaml")], marks=LAUNCH_SCRIPT),
+    ["compile", "--render-only", str(TRTLLM / "eagle.yaml")],
 ])
 def test_a_command_resolves_its_recipe_once(argv, calls, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

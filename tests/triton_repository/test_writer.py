@@ -119,7 +119,7 @@ def _ranks(script: str) -> list[str]:
 def test_leader_mode_one_rank_per_gpu():
     recipe = _recipe("none")
     recipe = recipe.model_copy(update={"build": recipe.build.model_copy(update={"tp_size": 2, "pp_size": 2})})
-    script = launch.launch_script(recipe)
+    script = launch.launch_script(recipe, describe(recipe))
     ranks = _ranks(script)
     assert len(ranks) == 4
     assert "--model-control-mode" not in ranks[0] and '"$@"' in ranks[0]
@@ -129,7 +129,7 @@ def test_leader_mode_one_rank_per_gpu():
 
 
 def test_orchestrator_mode_for_draft_target():
-    script = launch.launch_script(_recipe("draft_target"))
+    script = launch.launch_script(_recipe("draft_target"), describe(_recipe("draft_target")))
     assert "export TRTLLM_ORCHESTRATOR=1" in script and "TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES=1" in script
     assert len(_ranks(script)) == 1 and "$POOL_ARGS" in _ranks(script)[0]
 
@@ -139,7 +139,7 @@ def test_fast_logits_pre_spawns_ranks_with_participant_ids(layout_for):
     spec = recipe.speculation.model_copy(update={"use_draft_logits": True, "fast_logits": True, "tp_size": 1})
     recipe = recipe.model_copy(update={"speculation": spec,
                                        "build": recipe.build.model_copy(update={"tp_size": 2})})
-    script = launch.launch_script(recipe)
+    script = launch.launch_script(recipe, describe(recipe))
     ranks = _ranks(script)
     assert len(ranks) == 1 + 1 + 2  # orchestrator, draft tp 1, target tp 2
     assert "TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES=0" in script and "POOL_ARGS" not in script

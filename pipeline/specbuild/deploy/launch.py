@@ -141,7 +141,7 @@ def engine_launch(recipe: Recipe, spec: Speculation, repository: Path) -> Launch
 
     script = repository / SCRIPT_NAME
     extra = exit_timeout(recipe)
-    text = launch_script(recipe, "target")
+    text = launch_script(recipe, spec, "target")
     parts = parse_script(text)
     info = params.launch(recipe, "target", spec)
     spawn = info["mode"] == "orchestrator" and not info.get("disable_spawn_processes", False)

@@ -104,8 +104,8 @@ class TrtllmRuntime(EngineFlavour):
         return run_engine_steps(steps, recipe, layout, progress, notice)
 
     # --- repository and serving -------------------------------------------------------------------------------
-    def repository_files(self, recipe, role: str) -> dict[str, str]:
-        return {SCRIPT_NAME: launch_script(recipe, role)}
+    def repository_files(self, recipe, spec, role: str) -> dict[str, str]:
+        return {SCRIPT_NAME: launch_script(recipe, spec, role)}
 
     def serve_step(self, recipe, spec, layout, repo_roles) -> ServeStep:
         info = triton_params.launch(recipe, "target", spec)

@@ -70,6 +70,6 @@ class EngineFlavour(Runtime):
         random_seed); the recipe's triton.legacy_tensor_names overrides it. Default: the current names."""
         return False
 
-    def repository_files(self, recipe, role: str) -> dict[str, str]:
+    def repository_files(self, recipe, spec, role: str) -> dict[str, str]:
         """Extra files at the repository root: relative path -> text."""
         return {}

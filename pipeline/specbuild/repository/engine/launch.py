@@ -19,19 +19,19 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from specbuild.methods import method_for
 from specbuild.serve.server import LAUNCH_SCRIPT
 from specbuild.repository.engine import params
 from specbuild.repository.launch_lines import server_settings
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.speculation import Speculation
 
 SCRIPT_NAME = LAUNCH_SCRIPT
 
 
-def launch_script(recipe: Recipe, role: str = "target") -> str:
-    info = params.launch(recipe, role)
+def launch_script(recipe: Recipe, spec: Speculation, role: str = "target") -> str:
+    info = params.launch(recipe, role, spec)
     world = int(info["world_size"])
     orchestrator = info["mode"] == "orchestrator"
     spawn = orchestrator and not info.get("disable_spawn_processes", False)
@@ -43,7 +43,7 @@ def launch_script(recipe: Recipe, role: str = "target") -> str:
         how = "one rank per GPU; rank 0 serves, the others run the engine's other shards"
     lines = [
         "#!/usr/bin/env bash",
-        f"# Start tritonserver for this repository (specbuild recipe {recipe.name!r}, method {method_for(recipe).name}).",
+        f"# Start tritonserver for this repository (specbuild recipe {recipe.name!r}, method {spec.method}).",
         f"# {info['mode']} mode, {world} MPI rank(s): {how}.",
         "# Overrides: TRITONSERVER, HTTP_PORT, GRPC_PORT, METRICS_PORT; arguments go to rank 0 (e.g. --log-verbose=1).",
         *server_settings(recipe.triton),

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specbuild.methods import describe
 from specbuild.repository.engine import speculation_params
 from specbuild.speculation import DraftModel
 
@@ -135,11 +134,10 @@ def bls_parameters(recipe: Recipe, spec: Speculation, role: str) -> dict[str, st
     return params
 
 
-def launch(recipe: Recipe, role: str, spec: Speculation | None = None) -> dict:
-    """How the GPU repository is launched (tensorrtllm_backend scripts/launch_triton_server.py@v0.19.0). `spec`
-    None: described here (repository/engine/launch.py's launch_script is not handed it yet)."""
+def launch(recipe: Recipe, role: str, spec: Speculation) -> dict:
+    """How the GPU repository is launched (tensorrtllm_backend scripts/launch_triton_server.py@v0.19.0)."""
     world = recipe.build.tp_size * recipe.build.pp_size
-    draft = (spec or describe(recipe)).params
+    draft = spec.params
     if role == "target" and isinstance(draft, DraftModel):
         # Two TensorRT-LLM models: orchestrator mode (--multi-model); workers are spawned per model, unless fast
         # logits need pre-spawned ranks: rank 0 orchestrates, then the draft's ranks, then the target's

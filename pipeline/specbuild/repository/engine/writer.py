@@ -97,7 +97,7 @@ def build_repository(recipe: Recipe, spec: Speculation, layout: Layout, role: st
             files[f"{name}/1/.gitkeep"] = ""
     if problems:  # an internal error: the builders and the checks disagree
         raise AssertionError("built configs fail their own checks:\n  " + "\n  ".join(problems))
-    files.update(flavour.repository_files(recipe, role))
+    files.update(flavour.repository_files(recipe, spec, role))
     return files
 
 
