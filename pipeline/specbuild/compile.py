@@ -37,6 +37,12 @@ from specbuild.runtimes.build import Build
 from specbuild.serve.decode_cpus import CHOICE_ENV as DECODE_CPUS_ENV
 from specbuild.step_store import Store
 from specbuild.trtllm.version import installed_version
+from specbuild.serve import TritonServer, decode_cpus
+from specbuild.serve.server import stop_together
+from specbuild.validate.endpoints import Endpoints
+from specbuild.validate.report.terminal import print_result, progress_bar
+from specbuild.deploy.bundle import write_bundle
+from specbuild.paths import show
 
 
 @dataclass
@@ -102,8 +108,6 @@ def compile_recipe(build: Build, layout: Layout, options: CompileOptions, consol
 
     bundles = plan.of(DeployStep)
     if bundles:
-        from specbuild.deploy.bundle import write_bundle
-
         with stages.stage(f"deployment bundle {bundles[0].folder}"):
             bundle = write_bundle(build, layout, folder=bundles[0].folder,
                                   trtllm_version=installed_version(), notice=stages.notice)
@@ -188,8 +192,6 @@ def render_root(layout: Layout) -> Path:
 
 def render_note(build: Build, plan: Plan, layout: Layout, written: list[Path], said: list[str]) -> str:
     """RENDER_ONLY.md: what was rendered, what is missing, and how the real build differs."""
-    from specbuild.paths import show
-
     recipe, runtime = build.recipe, build.runtime
     engines = [layout.engine(role) for role in runtime.engine_roles(recipe, build.spec)]
     lines = [f"# {recipe.name}: rendered for review — NOT a build", "",
@@ -222,8 +224,6 @@ def render_recipe(build: Build, layout: Layout, options: CompileOptions, console
                   stages: Stages | None = None) -> int:
     """compile --render-only: every repository and the bundle, written under render/<name>/ with RENDER_ONLY.md;
     on failure render/<name>/ is removed (it holds nothing else)."""
-    from specbuild.paths import show
-
     recipe, runtime = build.recipe, build.runtime
     target = render_layout(layout)
     plan: Plan = plan_build(build, target)
@@ -246,8 +246,6 @@ def render_recipe(build: Build, layout: Layout, options: CompileOptions, console
                                                         notice=notice, engines_built=False))
         bundles = plan.of(DeployStep)
         if bundles:
-            from specbuild.deploy.bundle import write_bundle
-
             with stages.stage(f"deployment bundle {bundles[0].folder} (rendered)"):
                 written.append(write_bundle(build, target, folder=bundles[0].folder,
                                             trtllm_version=installed_version(), notice=notice))
@@ -267,10 +265,7 @@ def render_recipe(build: Build, layout: Layout, options: CompileOptions, console
 def serve_and_validate(build: Build, layout: Layout, repositories: dict[str, Path], options: CompileOptions,
                        stages: Stages, console: Console, manifest: dict | None = None,
                        validation_key: str | None = None) -> int:
-    from specbuild.serve import TritonServer, decode_cpus
-    from specbuild.serve.server import stop_together
-    from specbuild.validate import Endpoints, run_validation
-    from specbuild.validate.report.terminal import print_result, progress_bar
+    from specbuild.validate.suite import run_validation  # the suite's statistics need numpy
 
     recipe, runtime = build.recipe, build.runtime
     with contextlib.ExitStack() as stack:

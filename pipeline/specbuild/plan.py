@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from specbuild.engine_facts import EngineLimits
 from specbuild.paths import show
-from specbuild.recipe.schema import Recipe
+from specbuild.hub import checkpoint_fields
 
 if TYPE_CHECKING:
+    from specbuild.recipe.schema import Recipe
     from specbuild.runtimes.build import Build
     from specbuild.speculation import Speculation
 
@@ -271,8 +272,6 @@ def make_plan(build: Build, layout: Layout, bundle: DeployStep | str) -> Plan:
 
 def _checkpoints(recipe: Recipe) -> dict[str, dict]:
     """Every checkpoint field with the folder it resolved to (model ids: the revision, commit and snapshot)."""
-    from specbuild.hub import checkpoint_fields
-
     out = {}
     for name, value in checkpoint_fields(recipe):
         resolved = recipe.checkpoint(value).describe()

@@ -36,6 +36,8 @@ from typing import Any
 from specbuild.provenance import MANIFEST, write_manifest
 from specbuild.trtllm.llmapi_runtime import ENV
 from specbuild.validate.report.terminal import print_result
+from specbuild.validate.checks.base import CheckResult
+from specbuild.validate.result import ValidationResult
 
 FORMAT = 1
 # recipe sections a step does not read (a change there leaves its output valid)
@@ -178,9 +180,6 @@ def passed_before(report: Path, key: str) -> bool:
 def reused_validation(report: Path):
     """The ValidationResult a report folder's report.json records (for a verdict that is reused: the tables and
     the exit code come from it)."""
-    from specbuild.validate.checks.base import CheckResult
-    from specbuild.validate.result import ValidationResult
-
     data = json.loads((Path(report) / "report.json").read_text())
     fields = ("name", "title", "status", "summary", "details", "gate", "duration_s", "inconclusive_allowed")
     checks = [CheckResult(**{k: c[k] for k in fields if k in c}) for c in data["checks"]]

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-import specbuild.serve as serve
-import specbuild.validate as validate
-import specbuild.validate.report.terminal as terminal
+import specbuild.compile as compile_module
+import specbuild.validate.suite as suite_module
 from specbuild.compile import CompileOptions, Stages, serve_and_validate
 from specbuild.plan import Layout
 from specbuild.recipe import load_recipe
@@ -55,9 +54,9 @@ def test_servers_stop_at_once_only_when_interrupted(tmp_path, monkeypatch, outco
         kw["report_dir"].mkdir(parents=True)  # the suite writes the report
         return Result()
 
-    monkeypatch.setattr(serve, "TritonServer", StandInServer)
-    monkeypatch.setattr(validate, "run_validation", suite)
-    monkeypatch.setattr(terminal, "print_result", lambda result, console: None)  # the stand-in result has no tables
+    monkeypatch.setattr(compile_module, "TritonServer", StandInServer)
+    monkeypatch.setattr(suite_module, "run_validation", suite)
+    monkeypatch.setattr(compile_module, "print_result", lambda result, console: None)  # the stand-in result has no tables
     StandInServer.stopped = []
     recipe = load_recipe(ROOT / "tests" / "recipes" / "demo_tiny.yaml")
     layout = Layout(tmp_path / "engines", tmp_path / "triton_repo", tmp_path / "reports", recipe.name)

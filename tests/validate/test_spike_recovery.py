@@ -12,7 +12,7 @@ from validate_helpers import core_parameters, toy_recipe_dict
 from specbuild.recipe.schema import Recipe
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
 from specbuild.validate.aggregate import GroupAcceptance, Interval
-from specbuild.validate.checks import ORDER
+from specbuild.validate.checks.order import ORDER
 from specbuild.recipe.adaptive import off_point
 from specbuild.runtimes.build import resolve_build
 from specbuild.validate.checks.spike_recovery import recovered, spike_concurrency

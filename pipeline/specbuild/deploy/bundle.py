@@ -39,24 +39,17 @@ from specbuild.deploy.world import describe
 from specbuild.deploy.yamlio import dump_all
 from specbuild.errors import UserError
 from specbuild.plan import DeployStep
+from specbuild.deploy.images import applies
+from specbuild.recipe.deploy import DeploySection
+from specbuild.paths import show
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
     from specbuild.recipe.schema import Recipe
-    from specbuild.runtimes.base import Runtime
     from specbuild.runtimes.build import Build
 
 KUSTOMIZATION = "kustomization.yaml"
 PLAN_FILE = "bundle.json"
-
-
-def applies(recipe: Recipe, runtime: Runtime) -> str | None:
-    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`): its runtime's refusal
-    (the reference runtime serves on CPU), or no image to run (llm-api: a release no NGC container ships)."""
-    from specbuild.deploy.images import NO_IMAGE
-    from specbuild.deploy.kind import deploy_kind
-
-    return runtime.bundle_refusal or NO_IMAGE[deploy_kind(recipe)](recipe)
 
 
 def manifests(ctx: DeployContext) -> dict[str, list[dict]]:
@@ -116,7 +109,6 @@ def allowed_values(recipe: Recipe) -> None:
     skips the schema's allow-lists, and nothing in a bundle may come from a value they refuse."""
     from pydantic import ValidationError
 
-    from specbuild.recipe.deploy import DeploySection
 
     try:
         DeploySection.model_validate(recipe.deploy.model_dump(warnings=False))
@@ -163,7 +155,6 @@ def bundle_plan(build: Build, layout: Layout, *, trtllm_version: str | None = No
     why_not = applies(build.recipe, build.runtime)
     if why_not:
         return {"bundle": f"none: {why_not}"}
-    from specbuild.paths import show
 
     ctx, files = build_bundle(build, layout, trtllm_version=trtllm_version, repository=False)
     return plan_of(ctx, sorted([*files, f"{FOLDER}/"]), show)

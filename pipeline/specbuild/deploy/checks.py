@@ -11,7 +11,7 @@ deploy.gpus_per_node only bounds it. A world larger than a node with llm_api.nod
 has GPUs, is refused here with the field to change. One instance pins no GPU (model.yaml names none, the LLM takes the
 first tp*pp GPUs it sees), so its gpu_device_ids must be [0 .. tp*pp-1]; several instances name theirs in config.pbtxt,
 all inside one node's GPUs. The image must carry TensorRT-LLM 1.0 or newer of llm_api.release (a release no NGC
-container ships gets no bundle unless deploy.image names one: bundle.applies says why).
+container ships gets no bundle unless deploy.image names one: images.applies says why).
 
 What a bundle cannot hold is refused here, not when it is written: a Kubernetes release without API schemas to
 validate against, LeaderWorkerSet replicas its webhook refuses, sbatch options that would contradict the ones the
@@ -26,6 +26,10 @@ from typing import TYPE_CHECKING, Iterator
 from specbuild.deploy import images
 from specbuild.recipe.deploy import INT32_MAX, quantity_value
 from specbuild.findings import Finding
+from specbuild.deploy.images import applies
+from specbuild.deploy.kind import deploy_kind
+from specbuild.deploy.kubernetes import memory_for
+from specbuild.deploy.world import world_of
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -63,12 +67,9 @@ TP_PP = (("build", "tp_size"), ("build", "pp_size"))
 
 
 def deploy_findings(build: Build) -> Iterator[Finding]:
-    from specbuild.deploy.bundle import applies
-
     recipe = build.recipe
     if applies(recipe, build.runtime) is not None:  # no bundle (the reference runtime serves with `specbuild serve`)
         return
-    from specbuild.deploy.kind import deploy_kind
 
     kind = deploy_kind(recipe)
     world = recipe.build.tp_size * recipe.build.pp_size
@@ -210,7 +211,7 @@ def _llmapi_image_findings(recipe: Recipe) -> Iterator[Finding]:
             yield Finding(("deploy", "image", "trtllm_version"), f"no NGC tritonserver image ships TensorRT-LLM "
                           f"{img.trtllm_version} (known {release}.x: {', '.join(versions) or 'none'}) — pick one of "
                           "those or set deploy.image.tag")
-    # (a release no container ships, with no deploy.image: no bundle, said by `plan`: bundle.applies)
+    # (a release no container ships, with no deploy.image: no bundle, said by `plan`: images.applies)
     if img.tag and img.repository == images.NGC_REPOSITORY:
         problems, version = _ngc_tag(img)
         yield from problems
@@ -266,9 +267,6 @@ IMAGE_RULES = {"engine": _engine_image_findings, "llm-api": _llmapi_image_findin
 
 
 def _kubernetes_findings(recipe: Recipe, spec: Speculation, *, laid_out: bool) -> Iterator[Finding]:
-    from specbuild.deploy.kubernetes import memory_for
-    from specbuild.deploy.world import world_of
-
     d = recipe.deploy
     k = d.kubernetes
     world = world_of(recipe, spec) if laid_out else None

@@ -18,6 +18,9 @@ from specbuild.deploy.launch import LaunchPlan, launch_plan
 from specbuild.recipe.deploy import K8S_NAME_MAX, K8S_NAME_PATTERN
 from specbuild.deploy.world import World, world_of
 from specbuild.repository.engine import params
+from specbuild.repository.llmapi.configs import MODEL
+from specbuild.deploy.kind import deploy_kind
+from specbuild.repository.llmapi.model_yaml import DRAFT_FIELD, model_yaml
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
@@ -174,8 +177,6 @@ def _engine_monitoring(spec: Speculation) -> tuple[str, bool]:
 
 
 def _llmapi_monitoring(spec: Speculation) -> tuple[str, bool]:
-    from specbuild.repository.llmapi.configs import MODEL
-
     return MODEL, False
 
 
@@ -191,8 +192,6 @@ def tree_of(recipe: Recipe, name: str) -> str:
 
 
 def mounts_of(recipe: Recipe, spec: Speculation, layout: Layout, name: str) -> tuple[Mount, ...]:
-    from specbuild.deploy.kind import deploy_kind
-
     return _unique(name, tree_of(recipe, name), MOUNT_KINDS[deploy_kind(recipe)](recipe, spec, layout))
 
 
@@ -220,8 +219,6 @@ def engine_mounts(recipe: Recipe, spec: Speculation, layout: Layout) -> list[tup
 def llmapi_paths(recipe: Recipe, spec: Speculation) -> dict[str, str]:
     """The checkpoint folders the target's model.yaml names, by model.yaml key (model, tokenizer, and the draft or
     EAGLE-3 head under speculative_config's speculative_model / speculative_model_dir)."""
-    from specbuild.repository.llmapi.model_yaml import DRAFT_FIELD, model_yaml
-
     args = model_yaml(recipe, spec, role="target")
     out = {"model": str(args["model"]), "tokenizer": str(args["tokenizer"])}
     draft = (args.get("speculative_config") or {}).get(DRAFT_FIELD[recipe.llm_api.release])

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from specbuild.trtllm.version import LLMAPI_MIN, version_supported
+from specbuild.deploy.kind import deploy_kind
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.base import Runtime
 
 NGC_REPOSITORY = "nvcr.io/nvidia/tritonserver"
 TAG_SUFFIX = "-trtllm-python-py3"
@@ -103,8 +105,6 @@ class ImageChoice:
 def choose_image(recipe: Recipe, trtllm_version: str | None = None) -> ImageChoice:
     """The image of the bundle, by the recipe's kind (specbuild.deploy.kind). Raises ValueError when no tag fits
     (deploy_findings reports it against the recipe first)."""
-    from specbuild.deploy.kind import deploy_kind
-
     return IMAGE_KINDS[deploy_kind(recipe)](recipe, trtllm_version)
 
 
@@ -164,3 +164,9 @@ NO_IMAGE: dict[str, Callable[[Recipe], str | None]] = {"engine": lambda recipe: 
 
 IMAGE_KINDS: dict[str, Callable[[Recipe, str | None], ImageChoice]] = {"engine": engine_image,
                                                                      "llm-api": llmapi_image}
+
+
+def applies(recipe: Recipe, runtime: Runtime) -> str | None:
+    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`): its runtime's refusal
+    (the reference runtime serves on CPU), or no image to run (llm-api: a release no NGC container ships)."""
+    return runtime.bundle_refusal or NO_IMAGE[deploy_kind(recipe)](recipe)

@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from specbuild.repository.engine.launch import SCRIPT_NAME, launch_script
+from specbuild.repository.engine import params
+from specbuild.repository.llmapi import launch as llmapi
+from specbuild.deploy.kind import deploy_kind
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -137,8 +140,6 @@ def expand(words: list[str], values: dict[str, str], extra: list[str]) -> list[s
 
 
 def engine_launch(recipe: Recipe, spec: Speculation, repository: Path) -> LaunchPlan:
-    from specbuild.repository.engine import params
-
     script = repository / SCRIPT_NAME
     extra = exit_timeout(recipe)
     text = launch_script(recipe, spec, "target")
@@ -158,8 +159,6 @@ def exit_timeout(recipe: Recipe) -> list[str]:
 
 
 def llmapi_launch(recipe: Recipe, spec: Speculation, repository: Path) -> LaunchPlan:
-    from specbuild.repository.llmapi import launch as llmapi
-
     script = repository / llmapi.SCRIPT_NAME
     text = llmapi.launch_script(recipe)
     argv = ["bash", str(script), *exit_timeout(recipe)]
@@ -179,8 +178,6 @@ LAUNCH_KINDS: dict[str, Callable[[Recipe, Speculation, Path], LaunchPlan]] = {"e
 
 def launch_kind(recipe: Recipe) -> str:
     """The launch kind of a recipe: its flavour (specbuild.deploy.kind)."""
-    from specbuild.deploy.kind import deploy_kind
-
     return deploy_kind(recipe)
 
 

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Callable
 
 from specbuild.errors import UserError
 from specbuild.provenance import MANIFEST
+from specbuild.repository.engine.configs import parse_pbtxt, to_pbtxt
+from specbuild.repository.llmapi import model_yaml
 
 if TYPE_CHECKING:
     from specbuild.deploy.context import DeployContext
@@ -35,8 +37,6 @@ def compiled_files(ctx: DeployContext) -> dict[str, str]:
 
 
 def _pbtxt(ctx: DeployContext, text: str) -> str:
-    from specbuild.repository.engine.configs import parse_pbtxt, to_pbtxt
-
     cfg = parse_pbtxt(text)
     changed = False
     for value in cfg.parameters.values():
@@ -47,8 +47,6 @@ def _pbtxt(ctx: DeployContext, text: str) -> str:
 
 
 def _model_yaml(ctx: DeployContext, text: str) -> str:
-    from specbuild.repository.llmapi import model_yaml
-
     data = model_yaml.load(text)
     changed = False
     for key in MODEL_YAML_PATHS:

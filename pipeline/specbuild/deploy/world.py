@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from specbuild.repository.engine import params
+from specbuild.deploy.kind import deploy_kind
+from specbuild.repository.llmapi.configs import MODEL, gpu_groups
+from specbuild.repository.llmapi.launch import launch_mode
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -64,8 +67,6 @@ class World:
 
 
 def world_of(recipe: Recipe, spec: Speculation) -> World:
-    from specbuild.deploy.kind import deploy_kind
-
     return WORLD_KINDS[deploy_kind(recipe)](recipe, spec)
 
 
@@ -107,9 +108,6 @@ def engine_world(recipe: Recipe, spec: Speculation) -> World:
 
 
 def llmapi_world(recipe: Recipe, spec: Speculation) -> World:
-    from specbuild.repository.llmapi.configs import MODEL, gpu_groups
-    from specbuild.repository.llmapi.launch import launch_mode
-
     info = launch_mode(recipe)
     mode, b = info["mode"], recipe.build
     tp_pp = b.tp_size * b.pp_size

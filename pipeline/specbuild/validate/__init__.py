@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from specbuild.validate.checks.base import CheckResult, SuiteOptions
 from specbuild.validate.endpoints import Endpoints, parse_hostport
+from specbuild.validate.result import ValidationResult
 
 if TYPE_CHECKING:
-    from specbuild.validate.checks.base import CheckResult, SuiteOptions
-    from specbuild.validate.result import ValidationResult
     from specbuild.validate.suite import run_validation
 
 __all__ = ["CheckResult", "Endpoints", "SuiteOptions", "ValidationResult", "parse_hostport", "run_validation"]
@@ -30,12 +30,4 @@ def __getattr__(name: str):
         from specbuild.validate.suite import run_validation
 
         return run_validation
-    if name == "ValidationResult":
-        from specbuild.validate.result import ValidationResult
-
-        return ValidationResult
-    if name in ("CheckResult", "SuiteOptions"):
-        from specbuild.validate.checks import base
-
-        return getattr(base, name)
     raise AttributeError(name)

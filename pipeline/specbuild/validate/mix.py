@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 from specbuild.validate.client import GenerateParams, Generation
+from specbuild.validate.checks.bad_input import cases
 
 if TYPE_CHECKING:
     from specbuild.validate.checks.bad_input import Case
@@ -77,8 +78,6 @@ class MixPlan:
     @classmethod
     def default(cls, ctx: "SuiteContext", models: Sequence[str], *, prompts: int = 3,
                 max_tokens: Sequence[int] | None = None, with_bad: bool = True, seed: int = 0) -> "MixPlan":
-        from specbuild.validate.checks.bad_input import cases
-
         protocols = PROTOCOLS_GRPC if ctx.target.endpoints.grpc else PROTOCOLS_HTTP
         n = max(1, min(prompts, len(ctx.prompts)))
         lengths = sorted(set(max_tokens or (max(1, ctx.max_tokens // 4), ctx.max_tokens)))

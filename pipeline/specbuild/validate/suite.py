@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from specbuild.errors import UserError
 from specbuild.validate import compare
-from specbuild.validate.checks import BY_NAME, CHECKS, ORDER
+from specbuild.validate.checks.order import BY_NAME, CHECKS, ORDER
 from specbuild.validate.checks.base import ERROR, PASSED, CheckResult, SuiteOptions
 from specbuild.validate.context import close_context, make_context
 from specbuild.validate.endpoints import Endpoints

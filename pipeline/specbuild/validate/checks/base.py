@@ -64,7 +64,7 @@ class SuiteOptions:
     """Knobs beyond the recipe (compile and tests use them to keep runs short). None: the recipe's value or the
     suite's default."""
 
-    checks: Sequence[str] | None = None  # run only these checks (names from specbuild.validate.checks.ORDER)
+    checks: Sequence[str] | None = None  # run only these checks (names from specbuild.validate.checks.order.ORDER)
     requests_per_level: int | None = None  # performance: requests per deployment per round of a level
     performance_rounds: int | None = None  # performance: rounds per level (default validation.performance_rounds)
     perf_max_tokens: int | None = None  # performance: tokens per request (default validation.max_tokens)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from specbuild import atomic
 from specbuild.validate.report.json_report import write_json
+from specbuild.validate.report.junit import write_junit
 from specbuild.validate.report.markdown import write_markdown
 from specbuild.validate.report.plots import write_plots
 
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
 def write_reports(result: ValidationResult, folder: Path) -> list[Path]:
     """Write every report file into `folder`, atomically (specbuild.atomic): an older report there is replaced,
     its server logs (*.log, written beside it by `compile`) are kept. Returns the final paths."""
-    from specbuild.validate.report.junit import write_junit  # reads check statuses: the checks package, numpy
-
     folder = Path(folder).absolute()
     with atomic.atomic_folder(folder, carry=("*.log",)) as partial:
         plots = write_plots(result, partial)
