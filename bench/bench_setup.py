@@ -62,22 +62,47 @@ def method_specs(profile_dir: Path, k: int) -> list[MethodSpec]:
         MethodSpec("autoregressive", "none"),
         MethodSpec("draft_target", "draft_target", {"num_draft_tokens": k}, k, needs_draft=True),
         MethodSpec("prompt_lookup", "prompt_lookup", {"max_draft_len": k, "max_matching_ngram_size": 3}, k),
-        MethodSpec("medusa", "medusa", {"medusa_choices": medusa_choices}, len(medusa_choices),
-                   {"num_medusa_heads": medusa_cfg["medusa_num_heads"],
-                    "num_medusa_layers": medusa_cfg["medusa_num_layers"]},
-                   {"medusa": "medusa"}),
-        MethodSpec("eagle1", "eagle", {"eagle_choices": EAGLE_CHOICES}, len(EAGLE_CHOICES),
-                   {"num_eagle_layers": EAGLE_LAYERS, "max_non_leaves_per_layer": 10}, {"eagle": "eagle"}),
-        MethodSpec("eagle2", "eagle", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": top_k},
-                   dynamic_tree_size(top_k, EAGLE_LAYERS, eagle2_nodes),
-                   {"num_eagle_layers": EAGLE_LAYERS, "max_non_leaves_per_layer": 10}, {"eagle": "eagle"}),
-        MethodSpec("lookahead", "lookahead",
-                   {"lookahead_window_size": w, "lookahead_ngram_size": n, "lookahead_verification_set_size": g},
-                   lookahead_max_draft_len(w, n, g)),
+        MethodSpec(
+            "medusa",
+            "medusa",
+            {"medusa_choices": medusa_choices},
+            len(medusa_choices),
+            {"num_medusa_heads": medusa_cfg["medusa_num_heads"], "num_medusa_layers": medusa_cfg["medusa_num_layers"]},
+            {"medusa": "medusa"},
+        ),
+        MethodSpec(
+            "eagle1",
+            "eagle",
+            {"eagle_choices": EAGLE_CHOICES},
+            len(EAGLE_CHOICES),
+            {"num_eagle_layers": EAGLE_LAYERS, "max_non_leaves_per_layer": 10},
+            {"eagle": "eagle"},
+        ),
+        MethodSpec(
+            "eagle2",
+            "eagle",
+            {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": top_k},
+            dynamic_tree_size(top_k, EAGLE_LAYERS, eagle2_nodes),
+            {"num_eagle_layers": EAGLE_LAYERS, "max_non_leaves_per_layer": 10},
+            {"eagle": "eagle"},
+        ),
+        MethodSpec(
+            "lookahead",
+            "lookahead",
+            {"lookahead_window_size": w, "lookahead_ngram_size": n, "lookahead_verification_set_size": g},
+            lookahead_max_draft_len(w, n, g),
+        ),
         # EAGLE-3 as TensorRT-LLM runs it by default: a chain of max_draft_len drafts; the capture layers are the
         # ones the head's config.json records (the zoo's 4-layer target is below TensorRT-LLM's default's minimum)
-        *([MethodSpec("eagle3", "eagle3", {"max_draft_len": EAGLE_LAYERS}, EAGLE_LAYERS, extra_dirs={"eagle3": "eagle3"})]
-          if (profile_dir / "eagle3").is_dir() else []),
+        *(
+            [
+                MethodSpec(
+                    "eagle3", "eagle3", {"max_draft_len": EAGLE_LAYERS}, EAGLE_LAYERS, extra_dirs={"eagle3": "eagle3"}
+                )
+            ]
+            if (profile_dir / "eagle3").is_dir()
+            else []
+        ),
     ]
 
 
@@ -114,14 +139,28 @@ def build_engines(specs: list[MethodSpec], profile: Path, out: Path, limits: dic
     engines = {}
     for spec in specs:
         folder = out / spec.label
-        build_engine(folder, role="target", method=spec.folder_method, decoding=spec.decoding,
-                     model_dir=profile / "target", tokenizer_dir=profile / "tokenizer",
-                     extra_dirs={name: profile / sub for name, sub in spec.extra_dirs.items()},
-                     dtype="float16", limits={**limits, "max_draft_len": spec.max_draft_len},
-                     pretrained_extra=spec.pretrained_extra)
+        build_engine(
+            folder,
+            role="target",
+            method=spec.folder_method,
+            decoding=spec.decoding,
+            model_dir=profile / "target",
+            tokenizer_dir=profile / "tokenizer",
+            extra_dirs={name: profile / sub for name, sub in spec.extra_dirs.items()},
+            dtype="float16",
+            limits={**limits, "max_draft_len": spec.max_draft_len},
+            pretrained_extra=spec.pretrained_extra,
+        )
         engines[spec.label] = load_engine(folder)
-    build_engine(out / "draft", role="draft", method="draft_target", model_dir=profile / "draft",
-                 tokenizer_dir=profile / "tokenizer", dtype="float16", limits={**limits, "max_draft_len": 0})
+    build_engine(
+        out / "draft",
+        role="draft",
+        method="draft_target",
+        model_dir=profile / "draft",
+        tokenizer_dir=profile / "tokenizer",
+        dtype="float16",
+        limits={**limits, "max_draft_len": 0},
+    )
     engines["draft"] = load_engine(out / "draft")
     return engines
 

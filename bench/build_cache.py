@@ -49,24 +49,44 @@ def parse_args(argv=None):
 
 def compile_once(recipe: Path, root: Path, *extra: str) -> tuple[float, dict]:
     env = dict(os.environ, PYTHONPATH=str(REPO / "pipeline"), SPECBUILD_CACHE_DIR=str(root / "cache-root"))
-    argv = [sys.executable, "-m", "specbuild.cli", "compile", str(recipe), "--no-validate", "--json",
-            "--engines-dir", str(root / "engines"), "--repo-dir", str(root / "triton_repo"),
-            "--report-dir", str(root / "reports"), "--cache-dir", str(root / "cache"), *extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "specbuild.cli",
+        "compile",
+        str(recipe),
+        "--no-validate",
+        "--json",
+        "--engines-dir",
+        str(root / "engines"),
+        "--repo-dir",
+        str(root / "triton_repo"),
+        "--report-dir",
+        str(root / "reports"),
+        "--cache-dir",
+        str(root / "cache"),
+        *extra,
+    ]
     start = time.perf_counter()
     done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"compile failed ({done.returncode}):\n{done.stderr[-3000:]}")
     doc = json.loads(done.stdout)
-    return wall, {s["name"].replace(str(root), "<tmp>"): {"status": s["status"], "duration_s": s["duration_s"]}
-                  for s in doc["steps"]}
+    return wall, {
+        s["name"].replace(str(root), "<tmp>"): {"status": s["status"], "duration_s": s["duration_s"]}
+        for s in doc["steps"]
+    }
 
 
 def one_round(recipe: Path) -> dict[str, tuple[float, dict]]:
     with tempfile.TemporaryDirectory(prefix="specbuild-bench-cache-") as tmp:
         root = Path(tmp)
-        out = {"cold": compile_once(recipe, root), "unchanged": compile_once(recipe, root),
-               "no_cache": compile_once(recipe, root, "--no-cache")}
+        out = {
+            "cold": compile_once(recipe, root),
+            "unchanged": compile_once(recipe, root),
+            "no_cache": compile_once(recipe, root, "--no-cache"),
+        }
         shutil.rmtree(root / "engines")
         shutil.rmtree(root / "triton_repo")
         out["restored"] = compile_once(recipe, root)
@@ -82,17 +102,22 @@ def main(argv=None) -> None:
         log(f"round {i + 1}/{args.rounds}: " + ", ".join(f"{w} {rounds[-1][w][0]:.2f} s" for w in WAYS))
     walls = {w: [round(r[w][0], 3) for r in rounds] for w in WAYS}
     median = {w: round(statistics.median(walls[w]), 3) for w in WAYS}
-    emit({
-        "bench": "build_cache",
-        "recipe": str(recipe.relative_to(REPO)) if recipe.is_relative_to(REPO) else str(recipe),
-        "command": "specbuild compile RECIPE --no-validate (a fresh process each time)",
-        "rounds": args.rounds,
-        "machine": machine(),
-        "wall_s": {w: {"median": median[w], "rounds": walls[w]} for w in WAYS},
-        "steps": {w: rounds[-1][w][1] for w in WAYS},
-        "saved_s": {"unchanged": round(median["no_cache"] - median["unchanged"], 3),
-                    "restored": round(median["no_cache"] - median["restored"], 3)},
-    }, args.out)
+    emit(
+        {
+            "bench": "build_cache",
+            "recipe": str(recipe.relative_to(REPO)) if recipe.is_relative_to(REPO) else str(recipe),
+            "command": "specbuild compile RECIPE --no-validate (a fresh process each time)",
+            "rounds": args.rounds,
+            "machine": machine(),
+            "wall_s": {w: {"median": median[w], "rounds": walls[w]} for w in WAYS},
+            "steps": {w: rounds[-1][w][1] for w in WAYS},
+            "saved_s": {
+                "unchanged": round(median["no_cache"] - median["unchanged"], 3),
+                "restored": round(median["no_cache"] - median["restored"], 3),
+            },
+        },
+        args.out,
+    )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_setup import emit  # noqa: E402
 from served import REPO, Served  # noqa: E402
 
-PROMPTS = ["def parse(self, text):\n    \"\"\"Parse the text and return a list of tokens.", "import os\nimport sys\n\n"
-           "def main(argv):", "class Cache:\n    def __init__(self, size):", "for i in range(10):\n    print(i)"]
+PROMPTS = [
+    'def parse(self, text):\n    """Parse the text and return a list of tokens.',
+    "import os\nimport sys\n\ndef main(argv):",
+    "class Cache:\n    def __init__(self, size):",
+    "for i in range(10):\n    print(i)",
+]
 
 
 def main(argv=None) -> dict:
@@ -44,13 +48,20 @@ def main(argv=None) -> dict:
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     work = REPO / ".cache" / "cpus-logs"
     work.mkdir(parents=True, exist_ok=True)
-    report: dict = {"repository": str(args.repository), "model": args.model, "kept_choice": args.kept, "max_tokens": args.max_tokens,
-                    "rounds": args.rounds, "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()},
-                    "levels": {}}
+    report: dict = {
+        "repository": str(args.repository),
+        "model": args.model,
+        "kept_choice": args.kept,
+        "max_tokens": args.max_tokens,
+        "rounds": args.rounds,
+        "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()},
+        "levels": {},
+    }
     with ExitStack() as stack:
-        served = {name: stack.enter_context(Served(args.repository, args.model, work / f"{name}.log",
-                                                   decode_cpus=choice))
-                  for name, choice in (("auto", args.kept), ("off", "off"))}
+        served = {
+            name: stack.enter_context(Served(args.repository, args.model, work / f"{name}.log", decode_cpus=choice))
+            for name, choice in (("auto", args.kept), ("off", "off"))
+        }
         kept = served["auto"].server.cpu_split
         report["kept"] = kept.env_value() if kept else None
         for s in served.values():
@@ -59,15 +70,20 @@ def main(argv=None) -> dict:
             prompts = PROMPTS * max(3, c)
             tps = {"auto": [], "off": []}
             for r in range(args.rounds):
-                for choice in (("auto", "off") if r % 2 == 0 else ("off", "auto")):
+                for choice in ("auto", "off") if r % 2 == 0 else ("off", "auto"):
                     tokens, seconds = served[choice].run(prompts, args.max_tokens, c)
                     tps[choice].append(tokens / seconds)
-                print(f"[cpus] c={c} round {r + 1}: auto {tps['auto'][-1]:.0f}, off {tps['off'][-1]:.0f} tok/s",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"[cpus] c={c} round {r + 1}: auto {tps['auto'][-1]:.0f}, off {tps['off'][-1]:.0f} tok/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             ratios = [a / o for a, o in zip(tps["auto"], tps["off"])]
-            report["levels"][c] = {"tokens_per_s": {k: round(statistics.median(v), 1) for k, v in tps.items()},
-                                   "auto_over_off": round(statistics.median(ratios), 3),
-                                   "auto_over_off_rounds": [round(x, 3) for x in ratios]}
+            report["levels"][c] = {
+                "tokens_per_s": {k: round(statistics.median(v), 1) for k, v in tps.items()},
+                "auto_over_off": round(statistics.median(ratios), 3),
+                "auto_over_off_rounds": [round(x, 3) for x in ratios],
+            }
     emit(report, args.out)
     return report
 

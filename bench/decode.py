@@ -61,20 +61,37 @@ def parse_args(argv=None):
     ap.add_argument("--concurrency", default="1,2,4,8,16", help="in-flight batch sizes for the sweep ('' to skip)")
     ap.add_argument("--sweep-rounds", type=int, default=2, help="passes per concurrency level (median is kept)")
     ap.add_argument("--methods", default="", help="comma-separated subset of methods (default: all)")
-    ap.add_argument("--adaptive-from", type=int, default=0, metavar="N",
-                    help="also run each speculative method with draft_len_schedule {1: full, N: 0} (label "
-                         "<method>_adaptive: speculation off from N requests in flight); 0: not")
-    ap.add_argument("--draft-dtypes", default="", metavar="LIST",
-                    help="also run each tree drafter (Medusa, EAGLE-1/2/3) with these draft_dtype values, e.g. "
-                         "float32,int8 (label <method>@<dtype>; the plain label is draft_dtype auto)")
-    ap.add_argument("--eagle-tree", action="append", default=[], metavar="NAME=CHOICES",
-                    help="also run EAGLE-1 with this tree (label eagle1@NAME; CHOICES as JSON, e.g. "
-                         "'chain4=[[0],[0,0],[0,0,0],[0,0,0,0]]'); repeatable")
+    ap.add_argument(
+        "--adaptive-from",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run each speculative method with draft_len_schedule {1: full, N: 0} (label "
+        "<method>_adaptive: speculation off from N requests in flight); 0: not",
+    )
+    ap.add_argument(
+        "--draft-dtypes",
+        default="",
+        metavar="LIST",
+        help="also run each tree drafter (Medusa, EAGLE-1/2/3) with these draft_dtype values, e.g. "
+        "float32,int8 (label <method>@<dtype>; the plain label is draft_dtype auto)",
+    )
+    ap.add_argument(
+        "--eagle-tree",
+        action="append",
+        default=[],
+        metavar="NAME=CHOICES",
+        help="also run EAGLE-1 with this tree (label eagle1@NAME; CHOICES as JSON, e.g. "
+        "'chain4=[[0],[0,0],[0,0,0],[0,0,0,0]]'); repeatable",
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared: 1 is steadier)")
     ap.add_argument("--no-transformers", action="store_true", help="skip the Hugging Face generate peers")
-    ap.add_argument("--llama-cpp", metavar="SOURCE:BUILD",
-                    help="also run llama.cpp (bench/llamacpp.py): its source folder (the llama-cpp-python sdist's "
-                         "vendor/llama.cpp) and its cmake build folder, colon-separated")
+    ap.add_argument(
+        "--llama-cpp",
+        metavar="SOURCE:BUILD",
+        help="also run llama.cpp (bench/llamacpp.py): its source folder (the llama-cpp-python sdist's "
+        "vendor/llama.cpp) and its cmake build folder, colon-separated",
+    )
     ap.add_argument("--llama-cpp-variants", default="", help="subset of llama.cpp's variants (default: all)")
     ap.add_argument("--out", help="also write the JSON here")
     return ap.parse_args(argv)
@@ -119,16 +136,33 @@ def main(argv=None) -> dict:
     if args.draft_dtypes:
         specs += draft_dtype_specs(specs, [d.strip() for d in args.draft_dtypes.split(",") if d.strip()])
     specs += eagle_tree_specs(specs, args.eagle_tree)
-    limits = dict(max_batch_size=max([1, *levels]), max_input_len=args.prompt_len,
-                  max_seq_len=args.prompt_len + args.new_tokens, max_num_tokens=8192)
-    report: dict = {"machine": machine(), "profile": args.profile, "profile_dir": str(profile),
-                    "settings": {"prompts": len(prompts), "prompt_len": args.prompt_len,
-                                 "new_tokens": args.new_tokens, "k": args.k, "rounds": args.rounds,
-                                 "sweep_rounds": args.sweep_rounds, "threads": args.threads,
-                                 "methods": {s.label: {"method": s.method, "decoding": s.decoding,
-                                                       "max_draft_len": s.max_draft_len} for s in specs}}}
+    limits = dict(
+        max_batch_size=max([1, *levels]),
+        max_input_len=args.prompt_len,
+        max_seq_len=args.prompt_len + args.new_tokens,
+        max_num_tokens=8192,
+    )
+    report: dict = {
+        "machine": machine(),
+        "profile": args.profile,
+        "profile_dir": str(profile),
+        "settings": {
+            "prompts": len(prompts),
+            "prompt_len": args.prompt_len,
+            "new_tokens": args.new_tokens,
+            "k": args.k,
+            "rounds": args.rounds,
+            "sweep_rounds": args.sweep_rounds,
+            "threads": args.threads,
+            "methods": {
+                s.label: {"method": s.method, "decoding": s.decoding, "max_draft_len": s.max_draft_len} for s in specs
+            },
+        },
+    }
 
-    with tempfile.TemporaryDirectory(prefix="bench-engines-", dir=REPO / ".cache" if (REPO / ".cache").is_dir() else None) as tmp:
+    with tempfile.TemporaryDirectory(
+        prefix="bench-engines-", dir=REPO / ".cache" if (REPO / ".cache").is_dir() else None
+    ) as tmp:
         engines = build_engines(specs, profile, Path(tmp), limits)
         draft = engines["draft"]
 
@@ -145,8 +179,11 @@ def main(argv=None) -> dict:
         timers = {label: CallTimer(engine_method(ex)) for label, ex in executors.items()}
         hf = None if args.no_transformers else load_transformers(profile, args.k)
         llama = load_llama_cpp(args, profile, prompts) if args.llama_cpp else None
-        contenders = [s.label for s in specs] + ([f"transformers:{n}" for n in hf["peers"]] if hf else []) \
+        contenders = (
+            [s.label for s in specs]
+            + ([f"transformers:{n}" for n in hf["peers"]] if hf else [])
             + ([f"llama.cpp:{v}" for v in llama["variants"]] if llama else [])
+        )
         rounds: list[dict[str, Run]] = []
         for round_ in range(args.rounds):
             totals = {name: Run() for name in contenders}
@@ -178,13 +215,17 @@ def main(argv=None) -> dict:
                 report.setdefault("transformers", {})[name.split(":", 1)[1]] = entry
             elif name.startswith("llama.cpp:"):
                 entry.pop("target_forwards_per_token"), entry.pop("efficiency")
-                identical = sum(llama["tokenizer"].decode(p + out) in text for p, out, text in
-                                zip(prompts, baseline_outputs, rounds[0][name].outputs))
+                identical = sum(
+                    llama["tokenizer"].decode(p + out) in text
+                    for p, out, text in zip(prompts, baseline_outputs, rounds[0][name].outputs)
+                )
                 entry["greedy_identical_to_ours"] = f"{identical}/{len(prompts)}"
                 report.setdefault("llama_cpp", {})[name.split(":", 1)[1]] = entry
             else:
                 entry["greedy_identical_to_autoregressive"] = all(r[name].outputs == baseline_outputs for r in rounds)
-                model = LevelModel(1, costs["autoregressive"], costs[name], in_process=entry["speedup_vs_autoregressive"])
+                model = LevelModel(
+                    1, costs["autoregressive"], costs[name], in_process=entry["speedup_vs_autoregressive"]
+                )
                 entry["cost_model"] = model.to_dict()
                 report["methods"][name] = entry
 
@@ -219,9 +260,15 @@ def adaptive_specs(specs: list, off_from: int) -> list:
     from specbuild.standalone import draft_len_schedule
     from specbuild.reference.methods import method_class
 
-    return [replace(s, label=f"{s.label}_adaptive",
-                    decoding={**s.decoding, draft_len_schedule.PARAMETER: f"1:{s.max_draft_len},{off_from}:0"})
-            for s in specs if s.max_draft_len > 0 and method_class(s.method).follows_schedule]
+    return [
+        replace(
+            s,
+            label=f"{s.label}_adaptive",
+            decoding={**s.decoding, draft_len_schedule.PARAMETER: f"1:{s.max_draft_len},{off_from}:0"},
+        )
+        for s in specs
+        if s.max_draft_len > 0 and method_class(s.method).follows_schedule
+    ]
 
 
 def eagle_tree_specs(specs: list, trees: list[str]) -> list:
@@ -240,9 +287,15 @@ def eagle_tree_specs(specs: list, trees: list[str]) -> list:
         except json.JSONDecodeError as e:
             raise SystemExit(f"--eagle-tree {tree!r}: CHOICES is not JSON ({e})") from None
         depth = max(len(c) for c in choices)
-        out.append(replace(eagle, label=f"eagle1@{name}", decoding={"eagle_choices": choices},
-                           max_draft_len=len(choices),
-                           pretrained_extra={**eagle.pretrained_extra, "num_eagle_layers": depth}))
+        out.append(
+            replace(
+                eagle,
+                label=f"eagle1@{name}",
+                decoding={"eagle_choices": choices},
+                max_draft_len=len(choices),
+                pretrained_extra={**eagle.pretrained_extra, "num_eagle_layers": depth},
+            )
+        )
     return out
 
 
@@ -251,8 +304,12 @@ def draft_dtype_specs(specs: list, dtypes: list[str]) -> list:
     (reference/drafters.py `drafter_precision`), timed in the same interleaved rounds as the rest."""
     from dataclasses import replace
 
-    return [replace(s, label=f"{s.label}@{dtype}", decoding={**s.decoding, "draft_dtype": dtype})
-            for s in specs if s.method in ("medusa", "eagle", "eagle3") for dtype in dtypes]
+    return [
+        replace(s, label=f"{s.label}@{dtype}", decoding={**s.decoding, "draft_dtype": dtype})
+        for s in specs
+        if s.method in ("medusa", "eagle", "eagle3")
+        for dtype in dtypes
+    ]
 
 
 def check_adaptive(report: dict) -> dict:
@@ -264,8 +321,12 @@ def check_adaptive(report: dict) -> dict:
     for label, values in speedups.items():
         if label.endswith("_adaptive"):
             worst = min(values)
-            out[label] = {"worst": worst, "at_concurrency": levels[values.index(worst)], "goal": ">= 0.95",
-                          "met": worst >= 0.95}
+            out[label] = {
+                "worst": worst,
+                "at_concurrency": levels[values.index(worst)],
+                "goal": ">= 0.95",
+                "met": worst >= 0.95,
+            }
     return out
 
 
@@ -278,8 +339,11 @@ def load_llama_cpp(args, profile: Path, prompts: list[list[int]]) -> dict:
 
     source, _, build = args.llama_cpp.partition(":")
     lc = LlamaCpp(Path(source), Path(build), profile, REPO / ".cache" / "llama-cpp", threads=args.threads)
-    chosen = {v.label: v for v in variants(args.k)
-              if not args.llama_cpp_variants or v.label in args.llama_cpp_variants.split(",")}
+    chosen = {
+        v.label: v
+        for v in variants(args.k)
+        if not args.llama_cpp_variants or v.label in args.llama_cpp_variants.split(",")
+    }
     for v in chosen.values():  # convert before timing anything
         lc.argv(v, "", 1)
     tokenizer = AutoTokenizer.from_pretrained(profile / "tokenizer")
@@ -303,8 +367,13 @@ def run_llama_cpp(llama: dict, label: str, prompt_index: int, new_tokens: int) -
     """One prompt through one llama.cpp variant; `outputs` holds the text it printed (prompt and continuation)."""
     out = llama["runner"].run(llama["variants"][label], llama["texts"][prompt_index], new_tokens)
     steps = out.tokens - out.accepted  # each verification yields its accepted drafts and one token of its own
-    return Run(seconds=out.seconds, tokens=out.tokens, accepted_draft_tokens=out.accepted,
-               steps=steps if out.drafted else 0, outputs=[out.text])
+    return Run(
+        seconds=out.seconds,
+        tokens=out.tokens,
+        accepted_draft_tokens=out.accepted,
+        steps=steps if out.drafted else 0,
+        outputs=[out.text],
+    )
 
 
 def load_transformers(profile: Path, k: int) -> dict:
@@ -317,13 +386,20 @@ def load_transformers(profile: Path, k: int) -> dict:
     for model in (target, draft):  # no early stop: every run generates exactly new_tokens (as ours, end_id=None)
         model.generation_config.eos_token_id = None
         model.generation_config.pad_token_id = 0
-    return {"target": target, "peers": {
-        "generate": {},
-        "assistant_model": {"assistant_model": draft},  # transformers' defaults: up to 20 drafts, confidence 0.4
-        "assistant_model_k": {"assistant_model": draft, "num_assistant_tokens": k,
-                              "num_assistant_tokens_schedule": "constant", "assistant_confidence_threshold": 0.0},
-        "prompt_lookup": {"prompt_lookup_num_tokens": k},
-    }}
+    return {
+        "target": target,
+        "peers": {
+            "generate": {},
+            "assistant_model": {"assistant_model": draft},  # transformers' defaults: up to 20 drafts, confidence 0.4
+            "assistant_model_k": {
+                "assistant_model": draft,
+                "num_assistant_tokens": k,
+                "num_assistant_tokens_schedule": "constant",
+                "assistant_confidence_threshold": 0.0,
+            },
+            "prompt_lookup": {"prompt_lookup_num_tokens": k},
+        },
+    }
 
 
 def sweep(ours, labels: list[str], levels: list[int], rounds: int) -> dict:
@@ -334,18 +410,26 @@ def sweep(ours, labels: list[str], levels: list[int], rounds: int) -> dict:
     for c in levels:
         passes: list[dict[str, Run]] = []
         for p in range(rounds):
-            order = labels[p % len(labels):] + labels[: p % len(labels)]
+            order = labels[p % len(labels) :] + labels[: p % len(labels)]
             passes.append({label: ours(label, c) for label in order})
         for label in labels:
             runs = [ps[label] for ps in passes]
             tokens_per_s[label].append(round(statistics.median(r.tokens_per_s for r in runs), 2))
-            speedup[label].append(round(statistics.median(ps["autoregressive"].seconds / ps[label].seconds
-                                                          for ps in passes), 3))
+            speedup[label].append(
+                round(statistics.median(ps["autoregressive"].seconds / ps[label].seconds for ps in passes), 3)
+            )
         log(f"concurrency {c}: " + ", ".join(f"{label} x{speedup[label][-1]}" for label in labels))
-    stops = {label: next((c for c, s in zip(levels, values) if s < 1.0), None)
-             for label, values in speedup.items() if label != "autoregressive"}
-    return {"levels": levels, "tokens_per_s": tokens_per_s, "speedup_vs_autoregressive": speedup,
-            "speculation_stops_paying_at_concurrency": stops}
+    stops = {
+        label: next((c for c, s in zip(levels, values) if s < 1.0), None)
+        for label, values in speedup.items()
+        if label != "autoregressive"
+    }
+    return {
+        "levels": levels,
+        "tokens_per_s": tokens_per_s,
+        "speedup_vs_autoregressive": speedup,
+        "speculation_stops_paying_at_concurrency": stops,
+    }
 
 
 def sweep_cost_model(concurrency: dict, costs: dict[tuple[str, int], list]) -> dict:
@@ -358,8 +442,10 @@ def sweep_cost_model(concurrency: dict, costs: dict[tuple[str, int], list]) -> d
     for label, speedups in concurrency["speedup_vs_autoregressive"].items():
         if label == "autoregressive":
             continue
-        models = [LevelModel(c, b, StepCosts.pooled(costs[(label, c)]), in_process=s)
-                  for c, b, s in zip(levels, baseline, speedups)]
+        models = [
+            LevelModel(c, b, StepCosts.pooled(costs[(label, c)]), in_process=s)
+            for c, b, s in zip(levels, baseline, speedups)
+        ]
         out["limit"][label] = [None if m.limit is None else round(m.limit, 3) for m in models]
         share = [m.share(m.in_process) for m in models]
         out["share_of_limit"][label] = [None if v is None else round(v, 3) for v in share]
@@ -374,22 +460,37 @@ def check_targets(report: dict) -> dict:
     if speculative:
         best = max(speculative, key=lambda k: speculative[k]["speedup_vs_autoregressive"] or 0)
         value = speculative[best]["speedup_vs_autoregressive"]
-        out["best_method_speedup"] = {"method": best, "value": value, "goal": ">= 2.0",
-                                      "met": value >= TARGETS["best_method_speedup"]}
+        out["best_method_speedup"] = {
+            "method": best,
+            "value": value,
+            "goal": ">= 2.0",
+            "met": value >= TARGETS["best_method_speedup"],
+        }
     for label in ("prompt_lookup", "medusa", "eagle1", "eagle2", "eagle3"):
         if label in methods:
             eff = methods[label]["efficiency"]
-            out[f"efficiency_{label}"] = {"value": eff, "goal": ">= 0.7",
-                                          "met": eff is not None and eff >= TARGETS["efficiency_prompt_lookup_medusa_eagle"]}
+            out[f"efficiency_{label}"] = {
+                "value": eff,
+                "goal": ">= 0.7",
+                "met": eff is not None and eff >= TARGETS["efficiency_prompt_lookup_medusa_eagle"],
+            }
     hf = report.get("transformers", {})
     if "draft_target" in methods and "assistant_model" in hf:
-        ratio = methods["draft_target"]["speedup_vs_autoregressive"] / hf["assistant_model"]["speedup_vs_autoregressive"]
-        out["draft_target_over_transformers_assistant"] = {"value": round(ratio, 3), "goal": ">= 1.2",
-                                                           "met": ratio >= TARGETS["draft_target_over_transformers_assistant"]}
+        ratio = (
+            methods["draft_target"]["speedup_vs_autoregressive"] / hf["assistant_model"]["speedup_vs_autoregressive"]
+        )
+        out["draft_target_over_transformers_assistant"] = {
+            "value": round(ratio, 3),
+            "goal": ">= 1.2",
+            "met": ratio >= TARGETS["draft_target_over_transformers_assistant"],
+        }
     if "generate" in hf:
         ratio = hf["generate"]["speedup_vs_autoregressive"]  # = our seconds / transformers' seconds
         out["autoregressive_vs_transformers_generate_time_ratio"] = {
-            "value": round(ratio, 3), "goal": "<= 1.10", "met": ratio <= 1 + TARGETS["autoregressive_within_of_transformers_generate"]}
+            "value": round(ratio, 3),
+            "goal": "<= 1.10",
+            "met": ratio <= 1 + TARGETS["autoregressive_within_of_transformers_generate"],
+        }
     out["note"] = "goals apply to the `small` profile" if report.get("profile") != "small" else "small profile"
     out["lean_forward"] = check_lean_targets(report)
     out["past_the_cache"] = check_past_the_cache_targets(report)
@@ -408,42 +509,62 @@ def check_past_the_cache_targets(report: dict) -> dict:
     speedups = {k: v["speedup_vs_autoregressive"] for k, v in methods.items() if k != "autoregressive"}
     if speedups:
         best = max(speedups, key=speedups.get)
-        out["best_method_speedup"] = {"method": best, "value": speedups[best],
-                                      "goal": f">= {goals['best_method_speedup']}",
-                                      "met": speedups[best] >= goals["best_method_speedup"]}
+        out["best_method_speedup"] = {
+            "method": best,
+            "value": speedups[best],
+            "goal": f">= {goals['best_method_speedup']}",
+            "met": speedups[best] >= goals["best_method_speedup"],
+        }
     if "eagle1" in speedups:
-        out["eagle1_speedup"] = {"value": speedups["eagle1"], "goal": f">= {goals['eagle1_speedup']}",
-                                 "met": speedups["eagle1"] >= goals["eagle1_speedup"]}
-    shares = {k: v["cost_model"]["in_process_share_of_limit"] for k, v in methods.items()
-              if k != "autoregressive" and v.get("cost_model")}
+        out["eagle1_speedup"] = {
+            "value": speedups["eagle1"],
+            "goal": f">= {goals['eagle1_speedup']}",
+            "met": speedups["eagle1"] >= goals["eagle1_speedup"],
+        }
+    shares = {
+        k: v["cost_model"]["in_process_share_of_limit"]
+        for k, v in methods.items()
+        if k != "autoregressive" and v.get("cost_model")
+    }
     if shares:
         low = min(shares, key=lambda k: shares[k] if shares[k] is not None else float("inf"))
-        out["share_of_cost_model_limit"] = {"per_method": shares, "lowest": low,
-                                            "goal": f">= {goals['share_of_cost_model_limit']} for every method",
-                                            "met": all(v is not None and v >= goals["share_of_cost_model_limit"]
-                                                       for v in shares.values())}
+        out["share_of_cost_model_limit"] = {
+            "per_method": shares,
+            "lowest": low,
+            "goal": f">= {goals['share_of_cost_model_limit']} for every method",
+            "met": all(v is not None and v >= goals["share_of_cost_model_limit"] for v in shares.values()),
+        }
     if "generate" in hf:
         ratio = 1.0 / hf["generate"]["speedup_vs_autoregressive"]
         out["autoregressive_over_transformers_generate"] = {
-            "value": round(ratio, 3), "goal": f">= {goals['autoregressive_over_transformers_generate']}",
-            "met": ratio >= goals["autoregressive_over_transformers_generate"]}
+            "value": round(ratio, 3),
+            "goal": f">= {goals['autoregressive_over_transformers_generate']}",
+            "met": ratio >= goals["autoregressive_over_transformers_generate"],
+        }
     if "plain_f32" in lc:  # their time / ours within each round: our tokens/s over theirs
         ratio = 1.0 / lc["plain_f32"]["speedup_vs_autoregressive"]
         out["autoregressive_over_llama_cpp_plain_f32"] = {
-            "value": round(ratio, 3), "goal": f">= {goals['autoregressive_over_llama_cpp_plain_f32']}",
-            "met": ratio >= goals["autoregressive_over_llama_cpp_plain_f32"]}
+            "value": round(ratio, 3),
+            "goal": f">= {goals['autoregressive_over_llama_cpp_plain_f32']}",
+            "met": ratio >= goals["autoregressive_over_llama_cpp_plain_f32"],
+        }
     if lc and speedups:  # against its best variant of all, and its best speculative one
         ours = max(speedups, key=speedups.get)
-        for key, pool in (("best_method_over_llama_cpp_best", lc),
-                          ("best_method_over_llama_cpp_best_speculative",
-                           {k: v for k, v in lc.items() if not k.startswith("plain")})):
+        for key, pool in (
+            ("best_method_over_llama_cpp_best", lc),
+            ("best_method_over_llama_cpp_best_speculative", {k: v for k, v in lc.items() if not k.startswith("plain")}),
+        ):
             if not pool:
                 continue
             theirs = max(pool, key=lambda k: pool[k]["speedup_vs_autoregressive"])
             ratio = speedups[ours] / pool[theirs]["speedup_vs_autoregressive"]
-            out[key] = {"ours": ours, "theirs": theirs, "value": round(ratio, 3),
-                        "goal": f"> {goals['best_method_over_llama_cpp_best']}",
-                        "met": ratio > goals["best_method_over_llama_cpp_best"]}
+            out[key] = {
+                "ours": ours,
+                "theirs": theirs,
+                "value": round(ratio, 3),
+                "goal": f"> {goals['best_method_over_llama_cpp_best']}",
+                "met": ratio > goals["best_method_over_llama_cpp_best"],
+            }
     return out
 
 
@@ -455,17 +576,28 @@ def check_lean_targets(report: dict) -> dict:
     if "generate" in hf:
         ratio = 1.0 / hf["generate"]["speedup_vs_autoregressive"]
         goal = LEAN_TARGETS["autoregressive_over_transformers_generate"]
-        out["autoregressive_over_transformers_generate"] = {"value": round(ratio, 3), "goal": f">= {goal}",
-                                                            "met": ratio >= goal}
+        out["autoregressive_over_transformers_generate"] = {
+            "value": round(ratio, 3),
+            "goal": f">= {goal}",
+            "met": ratio >= goal,
+        }
     speculative = {k: v["speedup_vs_autoregressive"] for k, v in methods.items() if k != "autoregressive"}
     if speculative:
         best = max(speculative, key=speculative.get)
         goal = LEAN_TARGETS["best_method_speedup"]
-        out["best_method_speedup"] = {"method": best, "value": speculative[best], "goal": f">= {goal}",
-                                      "met": speculative[best] >= goal}
+        out["best_method_speedup"] = {
+            "method": best,
+            "value": speculative[best],
+            "goal": f">= {goal}",
+            "met": speculative[best] >= goal,
+        }
     if "eagle1" in speculative:
         goal = LEAN_TARGETS["eagle1_speedup"]
-        out["eagle1_speedup"] = {"value": speculative["eagle1"], "goal": f">= {goal}", "met": speculative["eagle1"] >= goal}
+        out["eagle1_speedup"] = {
+            "value": speculative["eagle1"],
+            "goal": f">= {goal}",
+            "met": speculative["eagle1"] >= goal,
+        }
     return out
 
 

@@ -86,6 +86,7 @@ def callers(folder: Path, dtype: str, context: list[int], sizes: list[int]) -> d
             def call(s=s, positions=positions, attend=attend):
                 model.forward(cache, [tokens[s]], positions=positions, attend=attend, logits="all")
                 cache.rollback()
+
             made[s] = call
         return made
 
@@ -100,13 +101,23 @@ def callers(folder: Path, dtype: str, context: list[int], sizes: list[int]) -> d
         n = len(context)
 
         def call():
-            hf(input_ids=ids, attention_mask=torch.ones(1, n + s, dtype=torch.long), cache=hf_cache,
-               use_cache=True, logits_to_keep=0)
+            hf(
+                input_ids=ids,
+                attention_mask=torch.ones(1, n + s, dtype=torch.long),
+                cache=hf_cache,
+                use_cache=True,
+                logits_to_keep=0,
+            )
             hf_cache.crop(-s)
+
         return call
 
-    return {"lean": ours(lean, False), "tree_lean": ours(lean, True),
-            "transformers_over_our_cache": ours(ours_hf, False), "transformers": {s: plain(s) for s in sizes}}
+    return {
+        "lean": ours(lean, False),
+        "tree_lean": ours(lean, True),
+        "transformers_over_our_cache": ours(ours_hf, False),
+        "transformers": {s: plain(s) for s in sizes},
+    }
 
 
 def measure(calls: dict, sizes: list[int], n_calls: int, rounds: int) -> dict:
@@ -120,7 +131,7 @@ def measure(calls: dict, sizes: list[int], n_calls: int, rounds: int) -> dict:
                 for _ in range(3):
                     calls[name][s]()
         for r in range(rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for s in sizes:
                 for name in order:
                     fn = calls[name][s]
@@ -139,10 +150,20 @@ def main(argv=None) -> dict:
     profile = Path(args.profile_dir) if args.profile_dir else profile_dir(args.profile, progress=log)
     sizes = [int(s) for s in args.tokens.split(",") if s.strip()]
     context = [(7 * i + 3) % 1000 + 10 for i in range(args.context)]
-    report: dict = {"machine": machine(), "profile": args.profile,
-                    "settings": {"tokens": sizes, "context": args.context, "calls": args.calls, "rounds": args.rounds,
-                                 "dtype": args.dtype, "threads": args.threads},
-                    "per_call_ms": {}, "transformers_over_lean": {}}
+    report: dict = {
+        "machine": machine(),
+        "profile": args.profile,
+        "settings": {
+            "tokens": sizes,
+            "context": args.context,
+            "calls": args.calls,
+            "rounds": args.rounds,
+            "dtype": args.dtype,
+            "threads": args.threads,
+        },
+        "per_call_ms": {},
+        "transformers_over_lean": {},
+    }
     for name in [m for m in args.models.split(",") if m]:
         log(f"{name}: loading")
         calls = callers(profile / name, args.dtype, context, sizes)
@@ -150,7 +171,8 @@ def main(argv=None) -> dict:
         per_call = measure(calls, sizes, args.calls, args.rounds)
         report["per_call_ms"][name] = per_call
         report["transformers_over_lean"][name] = {
-            s: round(per_call["transformers"][s] / per_call["lean"][s], 3) for s in per_call["lean"]}
+            s: round(per_call["transformers"][s] / per_call["lean"][s], 3) for s in per_call["lean"]
+        }
         log(f"{name}: {json.dumps(per_call)}")
     emit(report, args.out)
     return report

@@ -55,22 +55,27 @@ def main(argv=None) -> dict:
     torch.set_num_threads(1)
     methods = ["autoregressive", *[m for m in args.methods.split(",") if m and m != "autoregressive"]]
     profile = profile_dir(args.profile, progress=log)
-    prompts = load_prompts(profile, max(args.prompts, args.concurrency), args.prompt_len)[: max(args.prompts,
-                                                                                                  args.concurrency)]
+    prompts = load_prompts(profile, max(args.prompts, args.concurrency), args.prompt_len)[
+        : max(args.prompts, args.concurrency)
+    ]
     specs = [s for s in method_specs(profile, 4) if s.label in methods]
-    limits = dict(max_batch_size=max(1, args.concurrency), max_input_len=args.prompt_len,
-                  max_seq_len=args.prompt_len + args.new_tokens, max_num_tokens=8192)
+    limits = dict(
+        max_batch_size=max(1, args.concurrency),
+        max_input_len=args.prompt_len,
+        max_seq_len=args.prompt_len + args.new_tokens,
+        max_num_tokens=8192,
+    )
     before = os.environ.get(linear.MATMUL_ENV)
     runs: dict[tuple[str, str], tuple] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-layouts-", dir=REPO / ".cache" if (REPO / ".cache").is_dir()
-                                     else None) as tmp:
+    with tempfile.TemporaryDirectory(
+        prefix="bench-layouts-", dir=REPO / ".cache" if (REPO / ".cache").is_dir() else None
+    ) as tmp:
         for layout in LAYOUTS:
             os.environ[linear.MATMUL_ENV] = layout
             linear.float32_kernel.cache_clear()
             engines = build_engines(specs, profile, Path(tmp) / layout, limits)
             for s in specs:
-                ex = executor(engines[s.label], args.concurrency, engines["draft"] if s.needs_draft else None,
-                              s.method)
+                ex = executor(engines[s.label], args.concurrency, engines["draft"] if s.needs_draft else None, s.method)
                 runs[(layout, s.label)] = (ex, engines[s.label])
         if before is None:
             os.environ.pop(linear.MATMUL_ENV, None)
@@ -99,23 +104,39 @@ def main(argv=None) -> dict:
                     outputs[key] += run.outputs
             for key in keys:
                 seconds[key].append(total[key])
-            log(f"round {round_ + 1}: " + ", ".join(f"{m} {seconds[('packed', m)][-1] / seconds[('column-major', m)][-1]:.3f}"
-                                                 for m in methods))
+            log(
+                f"round {round_ + 1}: "
+                + ", ".join(f"{m} {seconds[('packed', m)][-1] / seconds[('column-major', m)][-1]:.3f}" for m in methods)
+            )
 
-    report: dict = {"machine": machine(), "profile": args.profile,
-                    "settings": {"concurrency": args.concurrency, "rounds": args.rounds, "prompts": len(prompts),
-                                 "prompt_len": args.prompt_len, "new_tokens": args.new_tokens, "threads": 1},
-                    "column_major_speed_over_packed": {}, "speedup_vs_autoregressive": {}}
+    report: dict = {
+        "machine": machine(),
+        "profile": args.profile,
+        "settings": {
+            "concurrency": args.concurrency,
+            "rounds": args.rounds,
+            "prompts": len(prompts),
+            "prompt_len": args.prompt_len,
+            "new_tokens": args.new_tokens,
+            "threads": 1,
+        },
+        "column_major_speed_over_packed": {},
+        "speedup_vs_autoregressive": {},
+    }
     for m in methods:
         ratios = [p / c for p, c in zip(seconds[("packed", m)], seconds[("column-major", m)])]
-        report["column_major_speed_over_packed"][m] = {"median": round(statistics.median(ratios), 3),
-                                                       "rounds": [round(r, 3) for r in ratios]}
+        report["column_major_speed_over_packed"][m] = {
+            "median": round(statistics.median(ratios), 3),
+            "rounds": [round(r, 3) for r in ratios],
+        }
     for layout in LAYOUTS:
         base = seconds[(layout, "autoregressive")]
         report["speedup_vs_autoregressive"][layout] = {
-            m: round(statistics.median(b / s for b, s in zip(base, seconds[(layout, m)])), 3) for m in methods}
-    report["outputs_identical_across_layouts"] = {m: outputs[("packed", m)] == outputs[("column-major", m)]
-                                                  for m in methods}
+            m: round(statistics.median(b / s for b, s in zip(base, seconds[(layout, m)])), 3) for m in methods
+        }
+    report["outputs_identical_across_layouts"] = {
+        m: outputs[("packed", m)] == outputs[("column-major", m)] for m in methods
+    }
     emit(report, args.out)
     return report
 

@@ -45,8 +45,8 @@ class Variant:
     """One way llama.cpp decodes: the weights' type and the speculation arguments."""
 
     label: str
-    outtype: str                  # f32 | f16 (target and draft GGUF)
-    spec: tuple[str, ...]         # llama-speculative-simple's speculation arguments
+    outtype: str  # f32 | f16 (target and draft GGUF)
+    spec: tuple[str, ...]  # llama-speculative-simple's speculation arguments
     uses_draft: bool = False
 
 
@@ -63,18 +63,43 @@ def variants(k: int) -> list[Variant]:
     return [
         Variant("plain_f32", "f32", NEVER_DRAFTS),
         Variant("plain_f16", "f16", NEVER_DRAFTS),
-        Variant("ngram_f32", "f32", ("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
-                                     "--spec-ngram-simple-size-m", str(k), "--spec-ngram-simple-min-hits", "1")),
-        Variant("draft_f32", "f32", ("--spec-type", "draft-simple", "--spec-draft-n-max", str(k),
-                                     "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"), uses_draft=True),
+        Variant(
+            "ngram_f32",
+            "f32",
+            (
+                "--spec-type",
+                "ngram-simple",
+                "--spec-ngram-simple-size-n",
+                "3",
+                "--spec-ngram-simple-size-m",
+                str(k),
+                "--spec-ngram-simple-min-hits",
+                "1",
+            ),
+        ),
+        Variant(
+            "draft_f32",
+            "f32",
+            (
+                "--spec-type",
+                "draft-simple",
+                "--spec-draft-n-max",
+                str(k),
+                "--spec-draft-n-min",
+                "0",
+                "--spec-draft-p-min",
+                "0",
+            ),
+            uses_draft=True,
+        ),
         Variant("draft_f32_defaults", "f32", ("--spec-type", "draft-simple"), uses_draft=True),
     ]
 
 
 @dataclass
 class Outcome:
-    seconds: float                # prompt + generation
-    decode_seconds: float         # generation alone (`decoded ... in`)
+    seconds: float  # prompt + generation
+    decode_seconds: float  # generation alone (`decoded ... in`)
     tokens: int
     drafted: int
     accepted: int
@@ -128,24 +153,58 @@ class LlamaCpp:
             "import convert_hf_to_gguf\n"
             f"sys.argv = ['convert_hf_to_gguf.py', {str(folder)!r}, '--outtype', {outtype!r}, '--outfile', "
             f"{str(out) + '.partial'!r}]\n"
-            "convert_hf_to_gguf.main()\n")
+            "convert_hf_to_gguf.main()\n"
+        )
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"convert_hf_to_gguf.py {folder} --outtype {outtype} failed:\n{done.stderr[-3000:]}")
         os.replace(str(out) + ".partial", out)
 
     def argv(self, variant: Variant, prompt: str, new_tokens: int) -> list[str]:
-        args = [str(self.binary), "-m", str(self.gguf("target", variant.outtype)), "-p", prompt, "-n", str(new_tokens),
-                "--ignore-eos", "--temp", "0", "--top-k", "1", "-c", "1024", "-b", "1024", "-ub", "1024",
-                "-t", str(self.threads), "-tb", str(self.threads), "--seed", "0"]
+        args = [
+            str(self.binary),
+            "-m",
+            str(self.gguf("target", variant.outtype)),
+            "-p",
+            prompt,
+            "-n",
+            str(new_tokens),
+            "--ignore-eos",
+            "--temp",
+            "0",
+            "--top-k",
+            "1",
+            "-c",
+            "1024",
+            "-b",
+            "1024",
+            "-ub",
+            "1024",
+            "-t",
+            str(self.threads),
+            "-tb",
+            str(self.threads),
+            "--seed",
+            "0",
+        ]
         if variant.uses_draft:
-            args += ["-md", str(self.gguf("draft", variant.outtype)), "-td", str(self.threads), "-tbd",
-                     str(self.threads)]
+            args += [
+                "-md",
+                str(self.gguf("draft", variant.outtype)),
+                "-td",
+                str(self.threads),
+                "-tbd",
+                str(self.threads),
+            ]
         return args + list(variant.spec)
 
     def run(self, variant: Variant, prompt: str, new_tokens: int) -> Outcome:
-        done = subprocess.run(self.argv(variant, prompt, new_tokens), capture_output=True, text=True,
-                              env={**os.environ, "LLAMA_LOG_COLORS": "0"})
+        done = subprocess.run(
+            self.argv(variant, prompt, new_tokens),
+            capture_output=True,
+            text=True,
+            env={**os.environ, "LLAMA_LOG_COLORS": "0"},
+        )
         log = done.stderr + done.stdout
         enc, dec = ENCODED.search(log), DECODED.search(log)
         if done.returncode != 0 or enc is None or dec is None:
@@ -153,6 +212,11 @@ class LlamaCpp:
         counts = {name: int(m.group(1)) if (m := pattern.search(log)) else 0 for name, pattern in COUNTS.items()}
         if variant.spec == NEVER_DRAFTS and counts["n_drafted"]:
             raise SystemExit(f"{variant.label}: llama.cpp drafted {counts['n_drafted']} tokens in plain decoding")
-        return Outcome(seconds=float(enc.group(2)) + float(dec.group(2)), decode_seconds=float(dec.group(2)),
-                       tokens=int(dec.group(1)),
-                       drafted=counts["n_drafted"], accepted=counts["n_accept"], text=done.stdout)
+        return Outcome(
+            seconds=float(enc.group(2)) + float(dec.group(2)),
+            decode_seconds=float(dec.group(2)),
+            tokens=int(dec.group(1)),
+            drafted=counts["n_drafted"],
+            accepted=counts["n_accept"],
+            text=done.stdout,
+        )

@@ -94,9 +94,10 @@ def run_transformers(model, prompts, new_tokens: int, **generate_kwargs) -> Run:
         start = time.perf_counter()
         for prompt in prompts:
             ids = torch.tensor([prompt])
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                                 do_sample=False, **generate_kwargs)
-            outputs.append(out[0, len(prompt):].tolist())
+            out = model.generate(
+                ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False, **generate_kwargs
+            )
+            outputs.append(out[0, len(prompt) :].tolist())
             tokens += len(outputs[-1])
         seconds = time.perf_counter() - start
     return Run(seconds=seconds, tokens=tokens, target_forwards=forwards[0], outputs=outputs)

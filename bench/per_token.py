@@ -36,14 +36,21 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="base")
     ap.add_argument("--profile-dir", help="use this zoo folder as is")
-    ap.add_argument("--llama-cpp", required=True, metavar="SOURCE:BUILD",
-                    help="llama.cpp's source folder (the llama-cpp-python sdist's vendor/llama.cpp) and build folder")
+    ap.add_argument(
+        "--llama-cpp",
+        required=True,
+        metavar="SOURCE:BUILD",
+        help="llama.cpp's source folder (the llama-cpp-python sdist's vendor/llama.cpp) and build folder",
+    )
     ap.add_argument("--calls", type=int, default=40, help="our calls per timing")
     ap.add_argument("--new-tokens", type=int, default=64, help="llama.cpp's tokens per run")
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--bfloat16", action="store_true",
-                    help="also time a one-token forward of the target loaded in bfloat16 (`ours_t1_bfloat16`: what a "
-                         "16-bit target would cost beside llama.cpp's f16; its tokens may differ from float32's)")
+    ap.add_argument(
+        "--bfloat16",
+        action="store_true",
+        help="also time a one-token forward of the target loaded in bfloat16 (`ours_t1_bfloat16`: what a "
+        "16-bit target would cost beside llama.cpp's f16; its tokens may differ from float32's)",
+    )
     ap.add_argument("--out", help="also write the JSON here")
     return ap.parse_args(argv)
 
@@ -60,6 +67,7 @@ def one_token_forward(folder: Path, context: list[int], dtype: str):
     def t1():
         lm.forward(cache, [[context[-1]]], logits="all")
         cache.rollback()
+
     return lm, t1
 
 
@@ -85,6 +93,7 @@ def ours(folder: Path, context: list[int], calls: int, bfloat16: bool) -> tuple[
                 for _ in range(calls):
                     fn()
                 return (time.perf_counter() - start) / calls * 1e3
+
         return run
 
     fns["ours_matmuls_only"] = matmuls
@@ -108,6 +117,7 @@ def llama_cpp(spec: str, profile: Path, prompt: str, new_tokens: int) -> dict:
         def run() -> float:
             out = lc.run(variant, prompt, new_tokens)
             return out.decode_seconds / out.tokens * 1e3
+
         return run
 
     for v in chosen.values():  # convert before timing anything
@@ -127,13 +137,22 @@ def main(argv=None) -> dict:
     prompt = tokenizer.decode(context[1:] if context[0] == tokenizer.bos_token_id else context)
     timers, megabytes = ours(profile / "target", context, args.calls, args.bfloat16)
     timers.update(llama_cpp(args.llama_cpp, profile, prompt, args.new_tokens))
-    report: dict = {"machine": machine(), "profile": args.profile,
-                    "settings": {"context": len(context), "calls": args.calls, "new_tokens": args.new_tokens,
-                                 "rounds": args.rounds, "threads": 1, "bfloat16": args.bfloat16}}
+    report: dict = {
+        "machine": machine(),
+        "profile": args.profile,
+        "settings": {
+            "context": len(context),
+            "calls": args.calls,
+            "new_tokens": args.new_tokens,
+            "rounds": args.rounds,
+            "threads": 1,
+            "bfloat16": args.bfloat16,
+        },
+    }
     times: dict[str, list[float]] = {name: [] for name in timers}
     names = list(timers)
     for r in range(args.rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             times[name].append(timers[name]())
         log(f"round {r + 1}: " + ", ".join(f"{n} {t[-1]:.2f} ms" for n, t in times.items()))
     medians = {name: round(statistics.median(t), 3) for name, t in times.items()}
@@ -141,12 +160,17 @@ def main(argv=None) -> dict:
     report["per_token_ms"] = medians
     report["per_token_ms_rounds"] = {name: [round(x, 3) for x in t] for name, t in times.items()}
     report["matrix_megabytes"] = round(megabytes, 1)
-    report["gigabytes_per_s"] = {name: round(megabytes * (0.5 if name.endswith(("f16", "bfloat16")) else 1) / ms, 2)
-                                 for name, ms in medians.items()}
+    report["gigabytes_per_s"] = {
+        name: round(megabytes * (0.5 if name.endswith(("f16", "bfloat16")) else 1) / ms, 2)
+        for name, ms in medians.items()
+    }
     report["ratios_per_round"] = {
-        f"{name}_over_llama_cpp_plain_f32": round(statistics.median(
-            [a / b for a, b in zip(times[name], times["llama_cpp_plain_f32"])]), 3)
-        for name in times if name != "llama_cpp_plain_f32"}
+        f"{name}_over_llama_cpp_plain_f32": round(
+            statistics.median([a / b for a, b in zip(times[name], times["llama_cpp_plain_f32"])]), 3
+        )
+        for name in times
+        if name != "llama_cpp_plain_f32"
+    }
     emit(report, args.out)
     return report
 

@@ -67,8 +67,9 @@ def with_stream_interval(recipe, interval: int):
     changed = recipe.model_copy(update={"triton": triton})
     problems = list(general_findings(resolve_build(changed)))
     if problems:
-        raise SystemExit("--stream-interval: " + "; ".join(f"{'.'.join(map(str, p.path))}: {p.message}"
-                                                           for p in problems))
+        raise SystemExit(
+            "--stream-interval: " + "; ".join(f"{'.'.join(map(str, p.path))}: {p.message}" for p in problems)
+        )
     return changed
 
 
@@ -139,8 +140,10 @@ class InProcess:
         draft_dir = layout.engine("draft")
         draft = load_engine(draft_dir) if role == "target" and draft_dir.is_dir() else None
         # the core's config as the python backend hands it to the model, read by the core's own rule
-        core = MessageToDict(parse_pbtxt((layout.repository(role) / "tensorrt_llm" / "config.pbtxt").read_text()),
-                             preserving_proto_field_name=True)
+        core = MessageToDict(
+            parse_pbtxt((layout.repository(role) / "tensorrt_llm" / "config.pbtxt").read_text()),
+            preserving_proto_field_name=True,
+        )
         reuse = bool_parameter(core, "enable_kv_cache_reuse", True)
         self.executor = Executor(engine, draft, enable_kv_cache_reuse=reuse)
         self.end_id = end_id
@@ -155,8 +158,16 @@ class InProcess:
         start = time.perf_counter()
         while pending or active:
             while pending and len(active) < concurrency:
-                active.add(self.executor.enqueue(Request(input_ids=pending.popleft(), max_new_tokens=max_tokens,
-                                                         end_id=self.end_id, pad_id=self.end_id)))
+                active.add(
+                    self.executor.enqueue(
+                        Request(
+                            input_ids=pending.popleft(),
+                            max_new_tokens=max_tokens,
+                            end_id=self.end_id,
+                            pad_id=self.end_id,
+                        )
+                    )
+                )
             for event in self.executor.step():
                 tokens += len(event.new_tokens)
                 if event.finished:
@@ -185,8 +196,15 @@ class Served:
         return self.server.__exit__(*exc)
 
     def one(self, conn: http.client.HTTPConnection, prompt: str, max_tokens: int) -> int:
-        body = json.dumps({"text_input": prompt, "max_tokens": max_tokens, "top_k": 1,
-                           "exclude_input_in_output": True, "stream": self.stream}).encode()
+        body = json.dumps(
+            {
+                "text_input": prompt,
+                "max_tokens": max_tokens,
+                "top_k": 1,
+                "exclude_input_in_output": True,
+                "stream": self.stream,
+            }
+        ).encode()
         endpoint = "generate_stream" if self.stream else "generate"
         conn.request("POST", f"/v2/models/{self.model}/{endpoint}", body, {"Content-Type": "application/json"})
         response = conn.getresponse()
@@ -280,19 +298,37 @@ def main(argv=None) -> int:
     parser.add_argument("--work", type=Path, default=REPO / ".cache" / "served")
     parser.add_argument("--rebuild", action="store_true", help="rebuild engines and repositories")
     parser.add_argument("--prompts", type=int, default=12)
-    parser.add_argument("--requests", type=int, default=None, help="requests per run (prompts in turn); default "
-                        "max(prompts, 4 x concurrency), so every level keeps its clients busy")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="requests per run (prompts in turn); default "
+        "max(prompts, 4 x concurrency), so every level keeps its clients busy",
+    )
     parser.add_argument("--max-tokens", type=int, default=None, help="default: the recipe's validation.max_tokens")
     parser.add_argument("--concurrency", default="1,4")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--no-stream", action="store_true", help="non-streamed requests (generate) instead of "
-                        "generate_stream (what the validation suite's performance check sends)")
-    parser.add_argument("--stream-interval", type=int, default=1, help="also serve both deployments with "
-                        "triton.stream_interval N (> 1) and report them beside the default (1)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads here and in the server's core "
-                        "(SPECBUILD_TORCH_THREADS)")
-    parser.add_argument("--decode-cpus", default="auto", help="CPUs kept for the core's decoding thread "
-                        "(specbuild serve --decode-cpus: auto, off, or ids); the clients run on the others")
+    parser.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="non-streamed requests (generate) instead of "
+        "generate_stream (what the validation suite's performance check sends)",
+    )
+    parser.add_argument(
+        "--stream-interval",
+        type=int,
+        default=1,
+        help="also serve both deployments with triton.stream_interval N (> 1) and report them beside the default (1)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads here and in the server's core (SPECBUILD_TORCH_THREADS)"
+    )
+    parser.add_argument(
+        "--decode-cpus",
+        default="auto",
+        help="CPUs kept for the core's decoding thread "
+        "(specbuild serve --decode-cpus: auto, off, or ids); the clients run on the others",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
@@ -314,8 +350,10 @@ def main(argv=None) -> int:
     from transformers import AutoTokenizer
 
     end_id = AutoTokenizer.from_pretrained(recipe.tokenizer_dir).eos_token_id
-    log(f"{recipe.name}: {spec.method}, {len(texts)} prompts, {max_tokens} tokens, levels {levels}, "
-        f"{args.rounds} rounds")
+    log(
+        f"{recipe.name}: {spec.method}, {len(texts)} prompts, {max_tokens} tokens, levels {levels}, "
+        f"{args.rounds} rounds"
+    )
     inproc = {"speculative": InProcess(layout, "target", end_id), "baseline": InProcess(layout, "baseline", end_id)}
     logs = args.work.resolve() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -325,16 +363,29 @@ def main(argv=None) -> int:
 
     spaced_name = f"served_stream_interval_{interval}"
     with contextlib.ExitStack() as stack:
-        served = {("served", dep): stack.enter_context(
-                      Served(layout.repository(role), models[dep], logs / f"{dep}.log", stream, args.decode_cpus))
-                  for dep, role in (("speculative", "target"), ("baseline", "baseline"))}
-        variants = [("served", "speculative"), ("in_process", "speculative"), ("served", "baseline"),
-                    ("in_process", "baseline")]
+        served = {
+            ("served", dep): stack.enter_context(
+                Served(layout.repository(role), models[dep], logs / f"{dep}.log", stream, args.decode_cpus)
+            )
+            for dep, role in (("speculative", "target"), ("baseline", "baseline"))
+        }
+        variants = [
+            ("served", "speculative"),
+            ("in_process", "speculative"),
+            ("served", "baseline"),
+            ("in_process", "baseline"),
+        ]
         if spaced is not None:
             for dep, role in (("speculative", "target"), ("baseline", "baseline")):
                 served[(spaced_name, dep)] = stack.enter_context(
-                    Served(spaced.repository(role), models[dep], logs / f"{dep}-{spaced_name}.log", stream,
-                           args.decode_cpus))
+                    Served(
+                        spaced.repository(role),
+                        models[dep],
+                        logs / f"{dep}-{spaced_name}.log",
+                        stream,
+                        args.decode_cpus,
+                    )
+                )
             variants[2:2] = [(spaced_name, "speculative")]
             variants.append((spaced_name, "baseline"))
         for where, dep in variants:  # warm up every path once
@@ -356,41 +407,64 @@ def main(argv=None) -> int:
                     tokens, seconds = runner.run([prompts[i % len(prompts)] for i in range(n)], max_tokens, c)
                     after = cpu_now(runner)
                     results[c][f"{where}.{dep}"].append(tokens / seconds)
-                    cpu[c][f"{where}.{dep}"].append({k: 1000 * (after[k] - before.get(k, 0.0)) / tokens
-                                                     for k in after})
+                    cpu[c][f"{where}.{dep}"].append({k: 1000 * (after[k] - before.get(k, 0.0)) / tokens for k in after})
                     log(f"round {r + 1}, c={c}, {where} {dep}: {tokens / seconds:.1f} tok/s")
     split = served[("served", "speculative")].server.cpu_split
-    report = {"recipe": str(args.recipe), "method": spec.method, "serving_model": models, "prompts": len(texts),
-              "max_tokens": max_tokens, "rounds": args.rounds, "threads": args.threads,
-              "protocol": "HTTP generate_stream" if stream else "HTTP generate", "stream_interval": interval,
-              "decode_cpus": {"choice": args.decode_cpus, "kept": split.env_value() if split else None},
-              "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()}, "levels": {}}
+    report = {
+        "recipe": str(args.recipe),
+        "method": spec.method,
+        "serving_model": models,
+        "prompts": len(texts),
+        "max_tokens": max_tokens,
+        "rounds": args.rounds,
+        "threads": args.threads,
+        "protocol": "HTTP generate_stream" if stream else "HTTP generate",
+        "stream_interval": interval,
+        "decode_cpus": {"choice": args.decode_cpus, "kept": split.env_value() if split else None},
+        "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg()},
+        "levels": {},
+    }
     goals = {}
     for c in levels:
         per = results[c]
-        ratio = {dep: [s / i for s, i in zip(per[f"served.{dep}"], per[f"in_process.{dep}"])]
-                 for dep in ("speculative", "baseline")}
-        speedup = {where: [s / b for s, b in zip(per[f"{where}.speculative"], per[f"{where}.baseline"])]
-                   for where in ("served", "in_process")}
+        ratio = {
+            dep: [s / i for s, i in zip(per[f"served.{dep}"], per[f"in_process.{dep}"])]
+            for dep in ("speculative", "baseline")
+        }
+        speedup = {
+            where: [s / b for s, b in zip(per[f"{where}.speculative"], per[f"{where}.baseline"])]
+            for where in ("served", "in_process")
+        }
         report["levels"][c] = {
             "tokens_per_s": {k: round(statistics.median(v), 1) for k, v in per.items()},
             "served_over_in_process": {k: round(statistics.median(v), 3) for k, v in ratio.items()},
             "served_over_in_process_rounds": {k: [round(x, 3) for x in v] for k, v in ratio.items()},
             "speculative_over_baseline": {k: round(statistics.median(v), 3) for k, v in speedup.items()},
-            "cpu_ms_per_token": {k: {proc: round(statistics.median(r[proc] for r in v), 3) for proc in v[0]}
-                                 for k, v in cpu[c].items()},
+            "cpu_ms_per_token": {
+                k: {proc: round(statistics.median(r[proc] for r in v), 3) for proc in v[0]} for k, v in cpu[c].items()
+            },
             "cores_cpu_over_in_process": {
-                dep: round(statistics.median(cores_cpu(s) / i["this_process"]
-                                             for s, i in zip(cpu[c][f"served.{dep}"], cpu[c][f"in_process.{dep}"])), 3)
-                for dep in ("speculative", "baseline")},
+                dep: round(
+                    statistics.median(
+                        cores_cpu(s) / i["this_process"]
+                        for s, i in zip(cpu[c][f"served.{dep}"], cpu[c][f"in_process.{dep}"])
+                    ),
+                    3,
+                )
+                for dep in ("speculative", "baseline")
+            },
         }
         if spaced is not None:
-            spaced_ratio = {dep: [s / i for s, i in zip(per[f"{spaced_name}.{dep}"], per[f"in_process.{dep}"])]
-                            for dep in ("speculative", "baseline")}
+            spaced_ratio = {
+                dep: [s / i for s, i in zip(per[f"{spaced_name}.{dep}"], per[f"in_process.{dep}"])]
+                for dep in ("speculative", "baseline")
+            }
             report["levels"][c][f"{spaced_name}_over_in_process"] = {
-                k: round(statistics.median(v), 3) for k, v in spaced_ratio.items()}
+                k: round(statistics.median(v), 3) for k, v in spaced_ratio.items()
+            }
             report["levels"][c][f"{spaced_name}_over_in_process_rounds"] = {
-                k: [round(x, 3) for x in v] for k, v in spaced_ratio.items()}
+                k: [round(x, 3) for x in v] for k, v in spaced_ratio.items()
+            }
         for dep, goal in GOALS.items():
             got = statistics.median(ratio[dep])
             goals.setdefault(dep, {"goal": goal, "met": True, "worst": None})

@@ -25,7 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "pipeline"))
 
-RECIPES = {"eagle": ROOT / "recipes" / "demo.yaml", "draft_target": ROOT / "recipes" / "reference" / "draft_target.yaml"}
+RECIPES = {
+    "eagle": ROOT / "recipes" / "demo.yaml",
+    "draft_target": ROOT / "recipes" / "reference" / "draft_target.yaml",
+}
 
 
 def soak_recipe(path: Path, max_tokens: int):
@@ -69,20 +72,39 @@ def run_repo(name: str, recipe, repo: Path, args, work: Path) -> list[dict]:
                 t = time.perf_counter()
                 server.start()
                 log(f"{name}: server ready in {time.perf_counter() - t:.1f} s")
-            result = soak(resolved, server.http_address, server.grpc_url, concurrency=args.concurrency,
-                          requests=args.requests, server=LocalServer(server.pid),
-                          max_tokens=(max(1, args.max_tokens // 4), args.max_tokens), seed=args.seed + i)
+            result = soak(
+                resolved,
+                server.http_address,
+                server.grpc_url,
+                concurrency=args.concurrency,
+                requests=args.requests,
+                server=LocalServer(server.pid),
+                max_tokens=(max(1, args.max_tokens // 4), args.max_tokens),
+                seed=args.seed + i,
+            )
             d = result.to_dict()
             crashed = not d["server"]["alive"] or bool(d["server"]["stubs_died"])
-            run = {"run": i + 1, "wall_s": d["wall_s"], "sent": d["sent"], "good": d["good"], "bad": d["bad"],
-                   "lost": d["lost"], "crashed": crashed, "unhealthy": bool(d["health"].get("not_ready")
-                                                                           or d["health"].get("follow_up_failed")
-                                                                           or not d["health"].get("live")),
-                   "server": d["server"], "problems": d["problems"], "examples": d["examples"]}
+            run = {
+                "run": i + 1,
+                "wall_s": d["wall_s"],
+                "sent": d["sent"],
+                "good": d["good"],
+                "bad": d["bad"],
+                "lost": d["lost"],
+                "crashed": crashed,
+                "unhealthy": bool(
+                    d["health"].get("not_ready") or d["health"].get("follow_up_failed") or not d["health"].get("live")
+                ),
+                "server": d["server"],
+                "problems": d["problems"],
+                "examples": d["examples"],
+            }
             runs.append(run)
-            log(f"{name} run {i + 1}: {d['sent']} sent in {d['wall_s']:.1f} s, lost {d['lost']}, "
+            log(
+                f"{name} run {i + 1}: {d['sent']} sent in {d['wall_s']:.1f} s, lost {d['lost']}, "
                 f"no answer {d['good']['no answer'] + d['bad']['no answer']}, crashed {crashed}, "
-                f"rss {d['server']['rss_growth'] if d['server'] else None}")
+                f"rss {d['server']['rss_growth'] if d['server'] else None}"
+            )
             if crashed:
                 server.stop()
                 server = None
@@ -110,24 +132,35 @@ def main(argv=None) -> int:
         p.error(f"unknown repos {unknown}: choose from {', '.join(RECIPES)}")
     with tempfile.TemporaryDirectory(prefix="specbuild-soak-") as tmp:
         work = args.work or Path(tmp)
-        out = {"concurrency": args.concurrency, "requests_per_run": args.requests, "runs_per_repo": args.runs,
-               "max_tokens": args.max_tokens, "restart": args.restart, "repos": {}}
+        out = {
+            "concurrency": args.concurrency,
+            "requests_per_run": args.requests,
+            "runs_per_repo": args.runs,
+            "max_tokens": args.max_tokens,
+            "restart": args.restart,
+            "repos": {},
+        }
         for name in names:
             recipe = soak_recipe(RECIPES[name], args.max_tokens)
             repo = build(recipe, work / name)
             out["repos"][name] = run_repo(name, recipe, repo, args, work)
         rows = [r for runs in out["repos"].values() for r in runs]
         growth = [r["server"]["rss_growth"] for r in rows if r["server"] and r["server"]["rss_growth"] is not None]
-        out["totals"] = {"runs": len(rows), "sent": sum(r["sent"] for r in rows),
-                         "lost": sum(r["lost"] for r in rows),
-                         "no_answer": sum(r["good"]["no answer"] + r["bad"]["no answer"] for r in rows),
-                         "mixed": sum(r["good"]["mixed"] for r in rows),
-                         "diverged": sum(r["good"]["diverged"] for r in rows),
-                         "accepted_bad": sum(r["bad"]["accepted"] for r in rows),
-                         "crashed": sum(r["crashed"] for r in rows), "unhealthy": sum(r["unhealthy"] for r in rows),
-                         "rss_growth_max": max(growth) if growth else None,
-                         "rss_growth_per_repo": {n: [r["server"]["rss_growth"] for r in runs if r["server"]]
-                                                 for n, runs in out["repos"].items()}}
+        out["totals"] = {
+            "runs": len(rows),
+            "sent": sum(r["sent"] for r in rows),
+            "lost": sum(r["lost"] for r in rows),
+            "no_answer": sum(r["good"]["no answer"] + r["bad"]["no answer"] for r in rows),
+            "mixed": sum(r["good"]["mixed"] for r in rows),
+            "diverged": sum(r["good"]["diverged"] for r in rows),
+            "accepted_bad": sum(r["bad"]["accepted"] for r in rows),
+            "crashed": sum(r["crashed"] for r in rows),
+            "unhealthy": sum(r["unhealthy"] for r in rows),
+            "rss_growth_max": max(growth) if growth else None,
+            "rss_growth_per_repo": {
+                n: [r["server"]["rss_growth"] for r in runs if r["server"]] for n, runs in out["repos"].items()
+            },
+        }
         text = json.dumps(out, indent=2)
         print(text)
         if args.out:

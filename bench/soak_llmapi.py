@@ -67,14 +67,18 @@ def memory(server) -> dict:
     stubs = {name: rss_bytes_of(pid) for name, pid in sorted(server.stubs().items())}
     own = rss_bytes_of(server.pid)
     total = server.rss_bytes()
-    return {"tritonserver_mib": round((own or 0) / mib, 1),
-            "stubs_mib": {n: round((v or 0) / mib, 1) for n, v in stubs.items()},
-            "total_mib": round((total or 0) / mib, 1)}
+    return {
+        "tritonserver_mib": round((own or 0) / mib, 1),
+        "stubs_mib": {n: round((v or 0) / mib, 1) for n, v in stubs.items()},
+        "total_mib": round((total or 0) / mib, 1),
+    }
 
 
 IDLE_CPU_S = 0.05  # CPU seconds per IDLE_SAMPLE_S below which the server counts as idle
 IDLE_SAMPLE_S, IDLE_SAMPLES = 0.5, 4
-AFTER_IDLE_S = 2.0  # the core gives freed heap pages back once idle for 1 s (reference/core_models/llm_api/model.py IDLE_TRIM_S)
+AFTER_IDLE_S = (
+    2.0  # the core gives freed heap pages back once idle for 1 s (reference/core_models/llm_api/model.py IDLE_TRIM_S)
+)
 
 
 def settle(server, limit_s: float) -> float:
@@ -108,8 +112,12 @@ def main(argv=None) -> int:
     p.add_argument("--bad-share", type=float, default=0.3, help="share of bad requests in the mix")
     p.add_argument("--kinds", default="all", help="all | good | answered | comma-separated bad case names")
     p.add_argument("--max-tokens", type=int, default=16, help="the longer of the two lengths (the other is 1/4)")
-    p.add_argument("--settle", type=float, default=60.0,
-                   help="at most this many seconds for the server to go idle after a round before its RSS is read")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=60.0,
+        help="at most this many seconds for the server to go idle after a round before its RSS is read",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--work", type=Path, default=None, help="build folder (default: a temporary one)")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON here")
@@ -132,36 +140,68 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         server.start()
         log(f"server ready in {time.perf_counter() - t:.1f} s")
-        out = {"recipe": str(args.recipe.relative_to(ROOT) if args.recipe.is_relative_to(ROOT) else args.recipe),
-               "rounds": args.rounds, "seconds": args.seconds, "concurrency": args.concurrency,
-               "bad_share": args.bad_share, "kinds": args.kinds, "max_tokens": args.max_tokens, "runs": []}
+        out = {
+            "recipe": str(args.recipe.relative_to(ROOT) if args.recipe.is_relative_to(ROOT) else args.recipe),
+            "rounds": args.rounds,
+            "seconds": args.seconds,
+            "concurrency": args.concurrency,
+            "bad_share": args.bad_share,
+            "kinds": args.kinds,
+            "max_tokens": args.max_tokens,
+            "runs": [],
+        }
         try:
             local = LocalServer(server.pid)
             out["after_start"] = memory(local)
             ctx = make_context(resolve_build(recipe), Endpoints(server.http_address, server.grpc_url))
             try:
-                plan = MixPlan.default(ctx, mix_models(ctx), prompts=3,
-                                       max_tokens=(max(1, args.max_tokens // 4), args.max_tokens), seed=args.seed)
+                plan = MixPlan.default(
+                    ctx,
+                    mix_models(ctx),
+                    prompts=3,
+                    max_tokens=(max(1, args.max_tokens // 4), args.max_tokens),
+                    seed=args.seed,
+                )
                 plan.bad = select_bad(plan.bad, args.kinds)
-                good = len(plan.good) if not plan.bad or not args.bad_share else \
-                    max(1, round(len(plan.bad) * (1 - args.bad_share) / args.bad_share))
+                good = (
+                    len(plan.good)
+                    if not plan.bad or not args.bad_share
+                    else max(1, round(len(plan.bad) * (1 - args.bad_share) / args.bad_share))
+                )
                 expected = single_answers(ctx, {m: ctx.for_model(m).target for m in mix_models(ctx)}, plan.good)
                 for i in range(args.rounds):
                     plan.seed = args.seed + i
-                    result = run_mix(ctx, OnePass(plan, good), concurrency=args.concurrency,
-                                     seconds=args.seconds, server=local, expected=expected)
+                    result = run_mix(
+                        ctx,
+                        OnePass(plan, good),
+                        concurrency=args.concurrency,
+                        seconds=args.seconds,
+                        server=local,
+                        expected=expected,
+                    )
                     d = result.to_dict()
                     at_end = memory(local)
                     idle_after = settle(local, args.settle)  # what the round left running finishes first
-                    run = {"round": i + 1, "wall_s": d["wall_s"], "sent": d["sent"], "good": d["good"],
-                           "bad": d["bad"], "lost": d["lost"], "problems": d["problems"],
-                           "memory_at_end": at_end, "memory": memory(local), "idle_after_s": idle_after,
-                           "alive": local.alive(),
-                           "stubs_died": (d["server"] or {}).get("stubs_died", [])}
+                    run = {
+                        "round": i + 1,
+                        "wall_s": d["wall_s"],
+                        "sent": d["sent"],
+                        "good": d["good"],
+                        "bad": d["bad"],
+                        "lost": d["lost"],
+                        "problems": d["problems"],
+                        "memory_at_end": at_end,
+                        "memory": memory(local),
+                        "idle_after_s": idle_after,
+                        "alive": local.alive(),
+                        "stubs_died": (d["server"] or {}).get("stubs_died", []),
+                    }
                     out["runs"].append(run)
-                    log(f"round {i + 1}: {d['sent']} sent in {d['wall_s']:.1f} s, lost {d['lost']}, "
+                    log(
+                        f"round {i + 1}: {d['sent']} sent in {d['wall_s']:.1f} s, lost {d['lost']}, "
                         f"bad {d['bad']}, total RSS {run['memory']['total_mib']} MiB "
-                        f"(stubs {run['memory']['stubs_mib']})")
+                        f"(stubs {run['memory']['stubs_mib']})"
+                    )
                     if not run["alive"] or run["stubs_died"]:
                         break
             finally:
@@ -171,10 +211,13 @@ def main(argv=None) -> int:
         totals = [r["memory"]["total_mib"] for r in out["runs"]]
         out["total_mib"] = [out["after_start"]["total_mib"]] + totals
         out["plateau"] = levels_off(totals)
-        out["totals"] = {"sent": sum(r["sent"] for r in out["runs"]), "lost": sum(r["lost"] for r in out["runs"]),
-                         "bad_sent": sum(r["bad"]["sent"] for r in out["runs"]),
-                         "accepted_bad": sum(r["bad"]["accepted"] for r in out["runs"]),
-                         "problems": sum(len(r["problems"]) for r in out["runs"])}
+        out["totals"] = {
+            "sent": sum(r["sent"] for r in out["runs"]),
+            "lost": sum(r["lost"] for r in out["runs"]),
+            "bad_sent": sum(r["bad"]["sent"] for r in out["runs"]),
+            "accepted_bad": sum(r["bad"]["accepted"] for r in out["runs"]),
+            "problems": sum(len(r["problems"]) for r in out["runs"]),
+        }
         text = json.dumps(out, indent=2)
         print(text)
         if args.out:

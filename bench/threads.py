@@ -92,10 +92,13 @@ def main(argv=None) -> dict:
             for w in works:
                 seconds[f"companion_{w}"].append(with_companion(ex, prompts, args.new_tokens, w))
     alone = statistics.median(seconds["alone"])
-    report = {"machine": machine(), "settings": vars(args),
-              "median_seconds": {k: round(statistics.median(v), 3) for k, v in seconds.items()},
-              "over_alone": {k: round(statistics.median(v) / alone, 3) for k, v in seconds.items()},
-              "rounds_seconds": {k: [round(x, 3) for x in v] for k, v in seconds.items()}}
+    report = {
+        "machine": machine(),
+        "settings": vars(args),
+        "median_seconds": {k: round(statistics.median(v), 3) for k, v in seconds.items()},
+        "over_alone": {k: round(statistics.median(v) / alone, 3) for k, v in seconds.items()},
+        "rounds_seconds": {k: [round(x, 3) for x in v] for k, v in seconds.items()},
+    }
     print(json.dumps(report, indent=2))
     return report
 

@@ -66,8 +66,10 @@ def remove_stale(final: Path, notice: Notice | None = None) -> list[Path]:
                 removed.append(p)
     others = [p for p in removed if not p.name.endswith(f"-{os.getpid()}")]
     if others and notice is not None:
-        notice(f"removed {len(others)} leftover folder(s) of interrupted runs beside {show(final)}: "
-               + ", ".join(p.name for p in others))
+        notice(
+            f"removed {len(others)} leftover folder(s) of interrupted runs beside {show(final)}: "
+            + ", ".join(p.name for p in others)
+        )
     return removed
 
 
@@ -147,31 +149,35 @@ def atomic_folder(final: Path, notice: Notice | None = None, *, carry: tuple[str
     final = Path(final)
     try:
         if final.is_symlink() or final.is_file():
-            raise UserError(f"{show(final)} exists and is not a folder — move it away or choose another output "
-                            "folder")
+            raise UserError(f"{show(final)} exists and is not a folder — move it away or choose another output folder")
         final.parent.mkdir(parents=True, exist_ok=True)
         remove_stale(final, notice)
         tmp = partial_path(final)
         tmp.mkdir()
     except OSError as e:
-        raise UserError(f"cannot write {show(final)}: {e.strerror or e} — make {show(final.parent)} writable or "
-                        "choose another output folder") from None
+        raise UserError(
+            f"cannot write {show(final)}: {e.strerror or e} — make {show(final.parent)} writable or "
+            "choose another output folder"
+        ) from None
     try:
         yield tmp
         _carry_over(final, tmp, carry)
         replace_folder(tmp, final)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise UserError(f"cannot write {show(final)}: {e.strerror or e}"
-                        f"{f' ({e.filename})' if e.filename else ''} — check the free space and permissions of "
-                        f"{show(final.parent)}") from None
+        raise UserError(
+            f"cannot write {show(final)}: {e.strerror or e}"
+            f"{f' ({e.filename})' if e.filename else ''} — check the free space and permissions of "
+            f"{show(final.parent)}"
+        ) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def write_tree(final: Path, files: Mapping[str, str | bytes], *, executable: tuple[str, ...] = (),
-               notice: Notice | None = None) -> Path:
+def write_tree(
+    final: Path, files: Mapping[str, str | bytes], *, executable: tuple[str, ...] = (), notice: Notice | None = None
+) -> Path:
     """Write `files` (relative path -> text or bytes) as the folder `final`, atomically."""
     with atomic_folder(final, notice) as tmp:
         for rel, content in files.items():

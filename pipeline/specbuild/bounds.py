@@ -51,8 +51,10 @@ def max_seq_len_problem(max_seq_len: int, positions: int | None, owner: str = "t
     """Why a sequence of max_seq_len tokens cannot be served by a model with `positions` positions (None: it can).
     The phrase follows the field name: 'max_seq_len <problem>'."""
     if positions is not None and max_seq_len > positions:
-        return (f"is {max_seq_len} but {owner} max_position_embeddings is {positions}: a sequence that long runs "
-                f"past the positions the model has — lower max_seq_len to at most {positions}")
+        return (
+            f"is {max_seq_len} but {owner} max_position_embeddings is {positions}: a sequence that long runs "
+            f"past the positions the model has — lower max_seq_len to at most {positions}"
+        )
     return None
 
 
@@ -60,6 +62,8 @@ def draft_len_problem(draft_len: int, max_seq_len: int) -> str | None:
     """Why a chain of draft_len drafts per step cannot be used within max_seq_len (None: it can). A step verifies
     its chain after the prompt's at least one token, so at most max_seq_len - 1 drafts ever fit."""
     if draft_len >= max_seq_len:
-        return (f"is {draft_len} but max_seq_len is {max_seq_len}: a step can use at most {max_seq_len - 1} draft "
-                f"tokens (the prompt takes at least one position) — give a draft length below {max_seq_len}")
+        return (
+            f"is {draft_len} but max_seq_len is {max_seq_len}: a step can use at most {max_seq_len - 1} draft "
+            f"tokens (the prompt takes at least one position) — give a draft length below {max_seq_len}"
+        )
     return None

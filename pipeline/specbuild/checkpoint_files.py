@@ -30,8 +30,12 @@ def checkpoint_root(folder: Path) -> Path:
 def config_problem(folder: Path) -> str | None:
     """Why the folder's config.json cannot be used (None when it can)."""
     try:
-        read_json(Path(folder) / "config.json", what="Hugging Face config.json", max_bytes=CONFIG_MAX,
-                  root=checkpoint_root(folder))
+        read_json(
+            Path(folder) / "config.json",
+            what="Hugging Face config.json",
+            max_bytes=CONFIG_MAX,
+            root=checkpoint_root(folder),
+        )
     except UnreadableFile as e:
         return e.reason
     return None
@@ -41,8 +45,12 @@ def read_hf_config(folder: Path) -> dict[str, Any] | None:
     """The folder's config.json as a dict, or None when it is missing, unreadable or not a JSON object
     (`config_problem` says why)."""
     try:
-        return read_json(Path(folder) / "config.json", what="Hugging Face config.json", max_bytes=CONFIG_MAX,
-                         root=checkpoint_root(folder))
+        return read_json(
+            Path(folder) / "config.json",
+            what="Hugging Face config.json",
+            max_bytes=CONFIG_MAX,
+            root=checkpoint_root(folder),
+        )
     except UnreadableFile:
         return None
 
@@ -63,9 +71,11 @@ class SentencePieceMissing(Exception):
     """The sentencepiece library is not installed: a tokenizer.model cannot be loaded here."""
 
 
-SKIPPED_SENTENCEPIECE = ("tokenizer.model (SentencePiece) not loaded: the sentencepiece library is not installed "
-                         "(pip install 'specbuild[reference]') — its vocabulary size and the draft's tokenizer were "
-                         "not compared")
+SKIPPED_SENTENCEPIECE = (
+    "tokenizer.model (SentencePiece) not loaded: the sentencepiece library is not installed "
+    "(pip install 'specbuild[reference]') — its vocabulary size and the draft's tokenizer were "
+    "not compared"
+)
 
 
 @dataclass(frozen=True)
@@ -132,7 +142,7 @@ def tokenizer_problem(folder: Path) -> str | None:
     except UnreadableFile as e:
         return f"tokenizer.json {e.reason}"
     if not isinstance(data.get("model"), dict):
-        return "tokenizer.json has no \"model\" object — it is not a Hugging Face tokenizers file"
+        return 'tokenizer.json has no "model" object — it is not a Hugging Face tokenizers file'
     try:
         from tokenizers import Tokenizer
     except ImportError:  # the recipe extras are not installed: the shape check above is what can be done
@@ -148,8 +158,12 @@ def _tokenizer_json(folder: Path) -> tuple[dict, object] | None:
     """(the folder's tokenizer.json, its model's "vocab": a dict of token -> id, or a list for Unigram), or None
     when there is no readable tokenizer.json."""
     try:
-        data = read_json(Path(folder) / "tokenizer.json", what="tokenizer.json", max_bytes=TOKENIZER_MAX,
-                         root=checkpoint_root(folder))
+        data = read_json(
+            Path(folder) / "tokenizer.json",
+            what="tokenizer.json",
+            max_bytes=TOKENIZER_MAX,
+            root=checkpoint_root(folder),
+        )
     except UnreadableFile:
         return None
     model = data.get("model")
@@ -193,8 +207,11 @@ def _vocab(folder: Path) -> tuple | None:
         return None
     data, vocab = found
     added_tokens = data.get("added_tokens")
-    added = sorted((str(t.get("id")), str(t.get("content"))) for t in added_tokens if isinstance(t, dict)) \
-        if isinstance(added_tokens, list) else []
+    added = (
+        sorted((str(t.get("id")), str(t.get("content"))) for t in added_tokens if isinstance(t, dict))
+        if isinstance(added_tokens, list)
+        else []
+    )
     if isinstance(vocab, dict):
         vocab = sorted(vocab.items())
     return (json.dumps(vocab), tuple(added))

@@ -79,8 +79,12 @@ def layout(names: Iterable[str]) -> Layout | None:
 def evidence(names: Iterable[str], found: Layout) -> list[str]:
     """A few of the tensor names that made `layout` say `found` (for a message)."""
     names = sorted(names)
-    marks = {EAGLE3: ("midlayer.", "d2t", "t2d", "layers.0.hidden_norm"), EAGLE1: ("fc.weight", "layers.0."), MEDUSA: ("0.",),
-             CAUSAL_LM: ("lm_head.", "model.embed_tokens.", "transformer.wte.")}[found]
+    marks = {
+        EAGLE3: ("midlayer.", "d2t", "t2d", "layers.0.hidden_norm"),
+        EAGLE1: ("fc.weight", "layers.0."),
+        MEDUSA: ("0.",),
+        CAUSAL_LM: ("lm_head.", "model.embed_tokens.", "transformer.wte."),
+    }[found]
     picked = [n for n in names if n.startswith(marks)]
     return (picked or names)[:3]
 
@@ -141,8 +145,14 @@ def _weight_maps(folder: Path, root: Path):
 def missing_shards(folder: Path, root: Path | None = None) -> list[str]:
     """Weight files a shard index of the folder names that are not in it (an interrupted download)."""
     folder = Path(folder)
-    return sorted({f for weight_map in _weight_maps(folder, root or folder) for f in weight_map.values()
-                   if isinstance(f, str) and not (folder / f).is_file()})
+    return sorted(
+        {
+            f
+            for weight_map in _weight_maps(folder, root or folder)
+            for f in weight_map.values()
+            if isinstance(f, str) and not (folder / f).is_file()
+        }
+    )
 
 
 def tensor_names(folder: Path, files: tuple[str, ...] = (), root: Path | None = None) -> frozenset[str] | None:
@@ -153,8 +163,9 @@ def tensor_names(folder: Path, files: tuple[str, ...] = (), root: Path | None = 
     return None if shapes is None else frozenset(shapes)
 
 
-def tensor_shapes(folder: Path, files: tuple[str, ...] = (), root: Path | None = None) \
-        -> dict[str, tuple[int, ...] | None] | None:
+def tensor_shapes(
+    folder: Path, files: tuple[str, ...] = (), root: Path | None = None
+) -> dict[str, tuple[int, ...] | None] | None:
     """`tensor_names`, each with its shape (None where only a shard index was read)."""
     folder = Path(folder)
     root = Path(root) if root is not None else folder
@@ -200,9 +211,15 @@ def truncated(folder: Path, files: tuple[str, ...] = (), root: Path | None = Non
         if header is None:
             continue
         length, table = header
-        ends = [v["data_offsets"][1] for k, v in table.items() if k != "__metadata__" and isinstance(v, dict)
-                and isinstance(v.get("data_offsets"), list) and len(v["data_offsets"]) == 2
-                and isinstance(v["data_offsets"][1], int)]
+        ends = [
+            v["data_offsets"][1]
+            for k, v in table.items()
+            if k != "__metadata__"
+            and isinstance(v, dict)
+            and isinstance(v.get("data_offsets"), list)
+            and len(v["data_offsets"]) == 2
+            and isinstance(v["data_offsets"][1], int)
+        ]
         want = 8 + length + max(ends, default=0)
         have = path.stat().st_size
         if have < want:
@@ -243,8 +260,9 @@ def _safetensors_shapes(path: Path, root: Path) -> dict[str, tuple[int, ...] | N
     header = _safetensors_header(path, root)
     if header is None:
         return None
-    return {k: _shape(v.get("shape") if isinstance(v, dict) else None) for k, v in header[1].items()
-            if k != "__metadata__"}
+    return {
+        k: _shape(v.get("shape") if isinstance(v, dict) else None) for k, v in header[1].items() if k != "__metadata__"
+    }
 
 
 def _shape(value) -> tuple[int, ...] | None:
@@ -264,8 +282,19 @@ def _torch_shapes(path: Path, root: Path) -> dict[str, tuple[int, ...] | None] |
             if len(pickles) != 1 or pickles[0].file_size > PICKLE_MAX:
                 return None
             state = _ShapesUnpickler(io.BytesIO(archive.read(pickles[0]))).load()
-    except (UnreadableFile, OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, TypeError,
-            AttributeError, IndexError, KeyError, RecursionError):
+    except (
+        UnreadableFile,
+        OSError,
+        zipfile.BadZipFile,
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+        RecursionError,
+    ):
         return None
     if not isinstance(state, dict):
         return None
@@ -292,11 +321,13 @@ class _ShapesUnpickler(pickle.Unpickler):
     (persistent ids), and any global other than the few a state dict needs refuses the file (as torch's
     weights_only loader would), so nothing in the file can run code."""
 
-    _GLOBALS = {("collections", "OrderedDict"): collections.OrderedDict,
-                ("torch._utils", "_rebuild_tensor_v2"): _tensor_shape,
-                ("torch._utils", "_rebuild_parameter"): _parameter,
-                ("torch._tensor", "_rebuild_from_type_v2"): _from_type,
-                ("torch.nn.parameter", "Parameter"): None}
+    _GLOBALS = {
+        ("collections", "OrderedDict"): collections.OrderedDict,
+        ("torch._utils", "_rebuild_tensor_v2"): _tensor_shape,
+        ("torch._utils", "_rebuild_parameter"): _parameter,
+        ("torch._tensor", "_rebuild_from_type_v2"): _from_type,
+        ("torch.nn.parameter", "Parameter"): None,
+    }
 
     def find_class(self, module, name):
         if (module, name) in self._GLOBALS:

@@ -51,7 +51,7 @@ def _alive(pid: int) -> bool:
             stat = f.read()
     except OSError:
         return False
-    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
 def marked(owner: int, tag: str | None = None) -> list[int]:

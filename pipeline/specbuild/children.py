@@ -80,9 +80,15 @@ def ensure_watchdog() -> None:
         if _watchdog is not None and _watchdog[0] == os.getpid() and _watchdog[1].poll() is None:
             return
         env = {k: v for k, v in os.environ.items() if k not in (OWNER_VAR, CHILD_VAR)}  # never kills itself
-        proc = subprocess.Popen([sys.executable, "-I", "-S", str(Path(child_watchdog.__file__)), str(os.getpid())],
-                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=env, start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(Path(child_watchdog.__file__)), str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
         _watchdog = (os.getpid(), proc)
 
 
@@ -93,8 +99,9 @@ def watchdog_pid() -> int | None:
 def spawn(argv: list[str], *, tag: str, env: dict[str, str] | None = None, **popen_kwargs) -> subprocess.Popen:
     """subprocess.Popen(argv) in a new session, marked with this process and `tag`, tied to this process's life."""
     ensure_watchdog()
-    return subprocess.Popen(argv, env=marked_environment(env, tag), start_new_session=True,
-                            preexec_fn=_die_with_parent(), **popen_kwargs)
+    return subprocess.Popen(
+        argv, env=marked_environment(env, tag), start_new_session=True, preexec_fn=_die_with_parent(), **popen_kwargs
+    )
 
 
 def stop_leftovers(tag: str, wait_s: float = 10.0) -> int:

@@ -13,8 +13,10 @@ from specbuild import __version__
 from specbuild.errors import UserError
 from specbuild.serve.decode_cpus import CHOICE_ENV as DECODE_CPUS_ENV
 
-EXAMPLES_DIR_HELP = ("TensorRT-LLM examples/ tree (e.g. /app/examples in the NGC container) whose "
-                     "convert_checkpoint.py scripts convert Medusa/EAGLE where the wheel API is unreliable")
+EXAMPLES_DIR_HELP = (
+    "TensorRT-LLM examples/ tree (e.g. /app/examples in the NGC container) whose "
+    "convert_checkpoint.py scripts convert Medusa/EAGLE where the wheel API is unreliable"
+)
 
 
 def _recipe_arg():
@@ -22,12 +24,27 @@ def _recipe_arg():
 
 
 def _layout_options(f):
-    f = click.option("--engines-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("engines"),
-                     show_default=True, help="Root of engine folders (engines/<name>/...).")(f)
-    f = click.option("--repo-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("triton_repo"),
-                     show_default=True, help="Root of Triton model repositories (triton_repo/<name>).")(f)
-    f = click.option("--report-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("reports"),
-                     show_default=True, help="Root of validation reports (reports/<name>).")(f)
+    f = click.option(
+        "--engines-dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=Path("engines"),
+        show_default=True,
+        help="Root of engine folders (engines/<name>/...).",
+    )(f)
+    f = click.option(
+        "--repo-dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=Path("triton_repo"),
+        show_default=True,
+        help="Root of Triton model repositories (triton_repo/<name>).",
+    )(f)
+    f = click.option(
+        "--report-dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=Path("reports"),
+        show_default=True,
+        help="Root of validation reports (reports/<name>).",
+    )(f)
     return f
 
 
@@ -40,10 +57,15 @@ def _layout(recipe, engines_dir: Path, repo_dir: Path, report_dir: Path):
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, "--version", prog_name="specbuild")
 @click.option("--debug", is_flag=True, help="Show full tracebacks for internal errors.")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              envvar="SPECBUILD_LOG_FORMAT",
-              help="json: stderr carries one JSON event per line (step started/progress/finished with durations, "
-              "warnings, errors) instead of the text for people (docs/machine-output.md).")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    envvar="SPECBUILD_LOG_FORMAT",
+    help="json: stderr carries one JSON event per line (step started/progress/finished with durations, "
+    "warnings, errors) instead of the text for people (docs/machine-output.md).",
+)
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
     """Build speculative-decoding LLM deployments for NVIDIA Triton from one YAML recipe.
@@ -86,12 +108,17 @@ def _use_llmapi_model_dir(ctx, param, value: Path | None) -> Path | None:
 
 def _llmapi_model_dir_option(f):
     return click.option(
-        "--llmapi-model-dir", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
-        expose_value=False, is_eager=True, callback=_use_llmapi_model_dir,
+        "--llmapi-model-dir",
+        type=click.Path(path_type=Path, file_okay=False, exists=True),
+        default=None,
+        expose_value=False,
+        is_eager=True,
+        callback=_use_llmapi_model_dir,
         help="llm-api flavour, runtime tensorrt-llm: the folder with NVIDIA's llmapi model.py and helpers.py "
         "(tensorrt_llm/1 of triton_backend/all_models/llmapi/) to copy into the repository (default: "
         "$SPECBUILD_LLMAPI_MODEL_DIR, else the machine's TensorRT-LLM; without any, launch_triton.sh copies them at "
-        "start from the container).")(f)
+        "start from the container).",
+    )(f)
 
 
 def _check_decode_cpus(ctx, param, value: str) -> str:
@@ -106,11 +133,16 @@ def _check_decode_cpus(ctx, param, value: str) -> str:
 
 def _decode_cpus_option(f):
     return click.option(
-        "--decode-cpus", default="auto", show_default=True, envvar=DECODE_CPUS_ENV, metavar="auto|off|IDS",
+        "--decode-cpus",
+        default="auto",
+        show_default=True,
+        envvar=DECODE_CPUS_ENV,
+        metavar="auto|off|IDS",
         callback=_check_decode_cpus,
         help="CPUs kept for the reference core's decoding thread, tritonserver and its other models running on the "
         "rest (auto: the last CPU, when there are two or more; off; or ids such as 3 or 2,3). Only the CPU "
-        "reference runtime's core uses it (bench/README.md: 'A CPU for the decoder').")(f)
+        "reference runtime's core uses it (bench/README.md: 'A CPU for the decoder').",
+    )(f)
 
 
 def _load(recipe: Path, trtllm_examples: str | None = None, *, building: bool = True):
@@ -118,8 +150,9 @@ def _load(recipe: Path, trtllm_examples: str | None = None, *, building: bool = 
     from specbuild.load import load_build
     from specbuild.runtimes.base import BuildOptions
 
-    return load_build(recipe, check_files=building,
-                      options=BuildOptions(trtllm_examples=trtllm_examples, building=building))
+    return load_build(
+        recipe, check_files=building, options=BuildOptions(trtllm_examples=trtllm_examples, building=building)
+    )
 
 
 def _print_warnings(r) -> None:
@@ -129,8 +162,14 @@ def _print_warnings(r) -> None:
 
     for warning in r.warnings:
         if current().enabled:
-            current().emit("warning", message=warning.message.removeprefix("warning: "), file=warning.file,
-                           line=warning.line, col=warning.col, field=warning.field)
+            current().emit(
+                "warning",
+                message=warning.message.removeprefix("warning: "),
+                file=warning.file,
+                line=warning.line,
+                col=warning.col,
+                field=warning.field,
+            )
         else:
             click.echo(str(warning), err=True)
 
@@ -145,15 +184,23 @@ def _console(*, stderr: bool = False, soft_wrap: bool = False):
 
 
 _cache_dir_option = click.option(
-    "--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    metavar="DIR",
     help="The build cache folder (default: $SPECBUILD_CACHE_DIR/steps, else $XDG_CACHE_HOME/specbuild/steps, else "
-    "~/.cache/specbuild/steps).")
+    "~/.cache/specbuild/steps).",
+)
 
 
 def _json_option(what: str):
-    return click.option("--json", "as_json", is_flag=True,
-                        help=f"Print {what} as one JSON document on stdout (docs/machine-output.md: format, command, "
-                        "verdict, exit_code, steps, findings, outputs, and the command's own keys).")
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help=f"Print {what} as one JSON document on stdout (docs/machine-output.md: format, command, "
+        "verdict, exit_code, steps, findings, outputs, and the command's own keys).",
+    )
 
 
 @contextlib.contextmanager
@@ -202,8 +249,7 @@ def check(recipe: Path, trtllm_examples: str | None, as_json: bool) -> None:
         return
     flavour = "" if r.flavour == "engine" else f" ({r.flavour} flavour)"
     warned = f" with {len(r.warnings)} warning{'s' if len(r.warnings) > 1 else ''}" if r.warnings else ""
-    click.echo(f"{recipe}: ok{warned} — {r.name}: {method.name} ({method.summary}) on the {r.runtime} "
-               f"runtime{flavour}")
+    click.echo(f"{recipe}: ok{warned} — {r.name}: {method.name} ({method.summary}) on the {r.runtime} runtime{flavour}")
     _print_warnings(r)
     # what could not be checked on this machine, and what the runtime cannot know
     for note in [*r.notes, *runtime_notes]:
@@ -215,8 +261,9 @@ def check(recipe: Path, trtllm_examples: str | None, as_json: bool) -> None:
 @_layout_options
 @_json_option("the plan")
 @_examples_option
-def plan(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, as_json: bool,
-         trtllm_examples: str | None) -> None:
+def plan(
+    recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, as_json: bool, trtllm_examples: str | None
+) -> None:
     """Print the ordered steps a compile would take, with every command line in full. Runs nothing.
 
     \b
@@ -273,28 +320,60 @@ def schema() -> None:
 @_recipe_arg()
 @_layout_options
 @click.option("--no-validate", is_flag=True, help="Stop after writing the repository (do not serve or validate).")
-@click.option("--render-only", is_flag=True,
-              help="Build nothing: write the repositories and the deployment bundle from the recipe alone, for "
-              "review, into render/<name>/ beside the repository root, with RENDER_ONLY.md saying what is missing "
-              "(the engines). Needs no GPU and no TensorRT-LLM; serves and validates nothing.")
+@click.option(
+    "--render-only",
+    is_flag=True,
+    help="Build nothing: write the repositories and the deployment bundle from the recipe alone, for "
+    "review, into render/<name>/ beside the repository root, with RENDER_ONLY.md saying what is missing "
+    "(the engines). Needs no GPU and no TensorRT-LLM; serves and validates nothing.",
+)
 @_examples_option
 @_llmapi_model_dir_option
-@click.option("--tritonserver", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="tritonserver binary to serve with (default: a system one, else nvidia-pytriton's).")
+@click.option(
+    "--tritonserver",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="tritonserver binary to serve with (default: a system one, else nvidia-pytriton's).",
+)
 @_decode_cpus_option
-@click.option("--against", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="OLD/report.json",
-              help="Compare the validation with an earlier run's report (as validate --against).")
+@click.option(
+    "--against",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="OLD/report.json",
+    help="Compare the validation with an earlier run's report (as validate --against).",
+)
 @_json_option("the steps run with their durations, the outputs, the findings and the verdict")
-@click.option("--no-cache", "no_cache", is_flag=True,
-              help="Build the engines, write every repository and validate again, even where an output made from "
-              "the same inputs is in place or in the build cache (by default such a step is reused and says so); "
-              "nothing is stored in the cache either.")
+@click.option(
+    "--no-cache",
+    "no_cache",
+    is_flag=True,
+    help="Build the engines, write every repository and validate again, even where an output made from "
+    "the same inputs is in place or in the build cache (by default such a step is reused and says so); "
+    "nothing is stored in the cache either.",
+)
 @_cache_dir_option
-@click.option("--revalidate", is_flag=True, help="Serve and validate again even when the passing verdict of the "
-              "same repositories and recipe is in place.")
-def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, no_validate: bool,  # noqa: A001
-            render_only: bool, trtllm_examples: str | None, tritonserver: Path | None, decode_cpus: str,
-            against: Path | None, as_json: bool, no_cache: bool, revalidate: bool, cache_dir: Path | None) -> None:
+@click.option(
+    "--revalidate",
+    is_flag=True,
+    help="Serve and validate again even when the passing verdict of the same repositories and recipe is in place.",
+)
+def compile(
+    recipe: Path,
+    engines_dir: Path,
+    repo_dir: Path,
+    report_dir: Path,
+    no_validate: bool,  # noqa: A001
+    render_only: bool,
+    trtllm_examples: str | None,
+    tritonserver: Path | None,
+    decode_cpus: str,
+    against: Path | None,
+    as_json: bool,
+    no_cache: bool,
+    revalidate: bool,
+    cache_dir: Path | None,
+) -> None:
     """Build engines, write the Triton repository, serve it on free loopback ports, validate it, report.
 
     \b
@@ -322,9 +401,17 @@ def compile(recipe: Path, engines_dir: Path, repo_dir: Path, report_dir: Path, n
         from specbuild.validate.compare import load_report
 
         load_report(against)
-    options = CompileOptions(validate=not no_validate, render_only=render_only, trtllm_examples=trtllm_examples,
-                             tritonserver=tritonserver, decode_cpus=decode_cpus, reuse=not no_cache,
-                             revalidate=revalidate, against=against, cache_dir=cache_dir)
+    options = CompileOptions(
+        validate=not no_validate,
+        render_only=render_only,
+        trtllm_examples=trtllm_examples,
+        tritonserver=tritonserver,
+        decode_cpus=decode_cpus,
+        reuse=not no_cache,
+        revalidate=revalidate,
+        against=against,
+        cache_dir=cache_dir,
+    )
     layout = _layout(r, engines_dir, repo_dir, report_dir)
     console = _console(stderr=True)
     stages = Stages(console)
@@ -379,16 +466,27 @@ def cache_list(cache_dir: Path | None, as_json: bool) -> None:
     store = _store(cache_dir)
     entries = sorted(store.entries(), key=lambda e: e.last_used, reverse=True)
     if as_json:
-        click.echo(json.dumps({"format": 1, "command": "cache list", "cache": str(store.root),
-                               "entries": [e.to_dict() for e in entries]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "format": 1,
+                    "command": "cache list",
+                    "cache": str(store.root),
+                    "entries": [e.to_dict() for e in entries],
+                },
+                indent=2,
+            )
+        )
         return
     if not entries:
         click.echo(f"{store.root}: no entries")
         return
     now = time.time()
     rows = [("KEY", "STEP", "RECIPE", "ROLE", "SIZE", "AGE")]
-    rows += [(e.key[:16], e.step, e.recipe, e.role or "-", human_size(e.size), human_duration(now - e.last_used))
-             for e in entries]
+    rows += [
+        (e.key[:16], e.step, e.recipe, e.role or "-", human_size(e.size), human_duration(now - e.last_used))
+        for e in entries
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
@@ -397,12 +495,21 @@ def cache_list(cache_dir: Path | None, as_json: bool) -> None:
 
 @cache.command("prune")
 @_cache_dir_option
-@click.option("--older-than", "older_than", metavar="AGE", default=None,
-              help="Remove entries unused (not stored or restored) for longer than AGE: a number with s, m, h, d "
-              "or w (14d).")
-@click.option("--max-size", "max_size", metavar="SIZE", default=None,
-              help="Then remove the least recently used entries until the rest takes at most SIZE: bytes or a "
-              "number with K, M, G or T (200G).")
+@click.option(
+    "--older-than",
+    "older_than",
+    metavar="AGE",
+    default=None,
+    help="Remove entries unused (not stored or restored) for longer than AGE: a number with s, m, h, d or w (14d).",
+)
+@click.option(
+    "--max-size",
+    "max_size",
+    metavar="SIZE",
+    default=None,
+    help="Then remove the least recently used entries until the rest takes at most SIZE: bytes or a "
+    "number with K, M, G or T (200G).",
+)
 @click.option("--all", "everything", is_flag=True, help="Remove every entry.")
 def cache_prune(cache_dir: Path | None, older_than: str | None, max_size: str | None, everything: bool) -> None:
     """Remove entries by age, by total size, or all (and what interrupted runs left half-written).
@@ -414,8 +521,9 @@ def cache_prune(cache_dir: Path | None, older_than: str | None, max_size: str | 
     from specbuild.step_store import human_size, parse_duration, parse_size
 
     if older_than is None and max_size is None and not everything:
-        raise click.UsageError("say what to remove: --older-than AGE, --max-size SIZE or --all "
-                               "(`specbuild cache list` shows the entries)")
+        raise click.UsageError(
+            "say what to remove: --older-than AGE, --max-size SIZE or --all (`specbuild cache list` shows the entries)"
+        )
     try:
         age = None if older_than is None else parse_duration(older_than)
     except ValueError as e:
@@ -427,8 +535,10 @@ def cache_prune(cache_dir: Path | None, older_than: str | None, max_size: str | 
     store = _store(cache_dir)
     removed = store.prune(older_than_s=age, max_size=size, everything=everything)
     kept = store.entries()
-    click.echo(f"removed {len(removed)} entries ({human_size(sum(e.size for e in removed))}); {len(kept)} kept "
-               f"({human_size(sum(e.size for e in kept))}) in {store.root}")
+    click.echo(
+        f"removed {len(removed)} entries ({human_size(sum(e.size for e in removed))}); {len(kept)} kept "
+        f"({human_size(sum(e.size for e in kept))}) in {store.root}"
+    )
 
 
 def _port(value: int | None) -> int | None:
@@ -437,27 +547,65 @@ def _port(value: int | None) -> int | None:
 
 @cli.command()
 @click.argument("repository", type=click.Path(path_type=Path))
-@click.option("--tritonserver", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="tritonserver binary (default: /opt/tritonserver, then PATH, then the nvidia-pytriton one).")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address the server binds (loopback by default; 0.0.0.0 exposes it to the network).")
+@click.option(
+    "--tritonserver",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="tritonserver binary (default: /opt/tritonserver, then PATH, then the nvidia-pytriton one).",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the server binds (loopback by default; 0.0.0.0 exposes it to the network).",
+)
 @click.option("--http-port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="0: a free port.")
 @click.option("--grpc-port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="0: a free port.")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True,
-              help="0: a free port.")
-@click.option("--model-control", type=click.Choice(["none", "explicit"]), default="none", show_default=True,
-              help="explicit: load only the --load-model models (an ensemble pulls in its steps); the "
-              "model-repository API (load/unload) then needs a key that serve generates and prints.")
-@click.option("--load-model", "load_models", multiple=True, metavar="MODEL",
-              help="A model to load with --model-control explicit (repeatable).")
-@click.option("--log", "log_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Server log file (default: a temporary file, printed).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True,
-              help="Seconds to wait for every model to be ready.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True, help="0: a free port.")
+@click.option(
+    "--model-control",
+    type=click.Choice(["none", "explicit"]),
+    default="none",
+    show_default=True,
+    help="explicit: load only the --load-model models (an ensemble pulls in its steps); the "
+    "model-repository API (load/unload) then needs a key that serve generates and prints.",
+)
+@click.option(
+    "--load-model",
+    "load_models",
+    multiple=True,
+    metavar="MODEL",
+    help="A model to load with --model-control explicit (repeatable).",
+)
+@click.option(
+    "--log",
+    "log_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Server log file (default: a temporary file, printed).",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds to wait for every model to be ready.",
+)
 @_decode_cpus_option
-def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int, grpc_port: int, metrics_port: int,
-          model_control: str, load_models: tuple[str, ...], log_path: Path | None, timeout_s: float,
-          decode_cpus: str) -> None:
+def serve(
+    repository: Path,
+    tritonserver: Path | None,
+    host: str,
+    http_port: int,
+    grpc_port: int,
+    metrics_port: int,
+    model_control: str,
+    load_models: tuple[str, ...],
+    log_path: Path | None,
+    timeout_s: float,
+    decode_cpus: str,
+) -> None:
     """Serve a Triton model repository with tritonserver until Ctrl-C.
 
     \b
@@ -473,11 +621,21 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
 
     if load_models and model_control != "explicit":
         raise UserError("--load-model needs --model-control explicit")
-    code = serve_until_interrupted(repository, tritonserver=tritonserver, host=host, http_port=_port(http_port),
-                                   grpc_port=_port(grpc_port), metrics_port=_port(metrics_port),
-                                   model_control=model_control, load_models=list(load_models), log_path=log_path,
-                                   timeout_s=timeout_s, decode_cpus=decode_cpus, console=_console(stderr=True),
-                                   out=_console(soft_wrap=True))  # never wrap addresses, PID, commands
+    code = serve_until_interrupted(
+        repository,
+        tritonserver=tritonserver,
+        host=host,
+        http_port=_port(http_port),
+        grpc_port=_port(grpc_port),
+        metrics_port=_port(metrics_port),
+        model_control=model_control,
+        load_models=list(load_models),
+        log_path=log_path,
+        timeout_s=timeout_s,
+        decode_cpus=decode_cpus,
+        console=_console(stderr=True),
+        out=_console(soft_wrap=True),
+    )  # never wrap addresses, PID, commands
     if code:
         raise click.exceptions.Exit(code)
 
@@ -486,29 +644,70 @@ def serve(repository: Path, tritonserver: Path | None, host: str, http_port: int
 @_recipe_arg()
 @click.option("--url", required=True, metavar="HOST:PORT", help="HTTP endpoint of the speculative deployment.")
 @click.option("--grpc-url", default=None, metavar="HOST:PORT", help="Its gRPC endpoint (gRPC checks need it).")
-@click.option("--baseline-url", default=None, metavar="HOST:PORT",
-              help="HTTP endpoint of the baseline (the same target without speculation: triton_repo/<name>-baseline).")
+@click.option(
+    "--baseline-url",
+    default=None,
+    metavar="HOST:PORT",
+    help="HTTP endpoint of the baseline (the same target without speculation: triton_repo/<name>-baseline).",
+)
 @click.option("--baseline-grpc-url", default=None, metavar="HOST:PORT", help="The baseline's gRPC endpoint.")
-@click.option("--metrics-url", default=None, metavar="URL",
-              help="Prometheus endpoint of the speculative deployment (http://HOST:PORT/metrics): the acceptance "
-              "check reads the server's speculative counters there and compares them with the client's figures.")
-@click.option("--model", default=None, help="Model to generate with (default: the recipe's: the BLS for "
-              "draft-target and prompt lookup, else ensemble).")
-@click.option("--report", "report_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Write report.json, junit.xml, report.md and PNG plots into this folder.")
-@click.option("--checks", default=None, metavar="NAMES",
-              help="Comma-separated subset: health,functional,lossless,sampling,acceptance,spike_recovery,"
-              "performance,cost_model,bad_input,load.")
+@click.option(
+    "--metrics-url",
+    default=None,
+    metavar="URL",
+    help="Prometheus endpoint of the speculative deployment (http://HOST:PORT/metrics): the acceptance "
+    "check reads the server's speculative counters there and compares them with the client's figures.",
+)
+@click.option(
+    "--model",
+    default=None,
+    help="Model to generate with (default: the recipe's: the BLS for draft-target and prompt lookup, else ensemble).",
+)
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Write report.json, junit.xml, report.md and PNG plots into this folder.",
+)
+@click.option(
+    "--checks",
+    default=None,
+    metavar="NAMES",
+    help="Comma-separated subset: health,functional,lossless,sampling,acceptance,spike_recovery,"
+    "performance,cost_model,bad_input,load.",
+)
 @_json_option("the whole result (report.json's keys)")
-@click.option("--write-tuned-recipe", "tuned_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Write the recipe again at this path with an adaptive.draft_len_schedule that turns speculation "
-              "off where the measured sweep saw it stop paying (needs the performance check and the baseline).")
-@click.option("--against", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="OLD/report.json",
-              help="Compare with an earlier run's report: acceptance per category and speedup per concurrency "
-              "level, each a check that fails beyond validation.regression's tolerances.")
-def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | None, baseline_grpc_url: str | None,
-             metrics_url: str | None, model: str | None, report_dir: Path | None, checks: str | None,
-             as_json: bool, tuned_path: Path | None, against: Path | None) -> None:
+@click.option(
+    "--write-tuned-recipe",
+    "tuned_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the recipe again at this path with an adaptive.draft_len_schedule that turns speculation "
+    "off where the measured sweep saw it stop paying (needs the performance check and the baseline).",
+)
+@click.option(
+    "--against",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="OLD/report.json",
+    help="Compare with an earlier run's report: acceptance per category and speedup per concurrency "
+    "level, each a check that fails beyond validation.regression's tolerances.",
+)
+def validate(
+    recipe: Path,
+    url: str,
+    grpc_url: str | None,
+    baseline_url: str | None,
+    baseline_grpc_url: str | None,
+    metrics_url: str | None,
+    model: str | None,
+    report_dir: Path | None,
+    checks: str | None,
+    as_json: bool,
+    tuned_path: Path | None,
+    against: Path | None,
+) -> None:
     """Run the validation suite against running servers; exit 0 only when every gate holds.
 
     \b
@@ -530,16 +729,25 @@ def validate(recipe: Path, url: str, grpc_url: str | None, baseline_url: str | N
     target = Endpoints.parse(url, grpc_url, model, metrics=metrics_url)
     if baseline_grpc_url and not baseline_url:
         raise UserError("--baseline-grpc-url needs --baseline-url (the baseline's HTTP endpoint)")
-    baseline = Endpoints.parse(baseline_url, baseline_grpc_url, http_option="--baseline-url",
-                               grpc_option="--baseline-grpc-url") if baseline_url else None
+    baseline = (
+        Endpoints.parse(
+            baseline_url, baseline_grpc_url, http_option="--baseline-url", grpc_option="--baseline-grpc-url"
+        )
+        if baseline_url
+        else None
+    )
     options = SuiteOptions(checks=[c.strip() for c in checks.split(",") if c.strip()] if checks else None)
-    if tuned_path is not None and (baseline is None or (options.checks is not None
-                                                        and "performance" not in options.checks)):
-        raise UserError("--write-tuned-recipe tunes from the performance sweep against the baseline: give "
-                        "--baseline-url and keep the performance check")
+    if tuned_path is not None and (
+        baseline is None or (options.checks is not None and "performance" not in options.checks)
+    ):
+        raise UserError(
+            "--write-tuned-recipe tunes from the performance sweep against the baseline: give "
+            "--baseline-url and keep the performance check"
+        )
     with progress_bar(_console(stderr=True)) as progress:
-        result = run_validation(build, target, baseline, report_dir=report_dir, options=options, progress=progress,
-                                against=against)
+        result = run_validation(
+            build, target, baseline, report_dir=report_dir, options=options, progress=progress, against=against
+        )
     if report_dir is not None:
         from specbuild.provenance import make_manifest, stamp
 
@@ -566,8 +774,7 @@ def _write_tuned_recipe(build, result, path: Path, console) -> None:
     from specbuild.validate.tuning import measured_speedups, tuned_schedule, write_tuned_recipe
 
     recipe = build.recipe
-    tuning = tuned_schedule(build.spec, measured_speedups(result.check("performance")),
-                            recipe.build.max_batch_size)
+    tuning = tuned_schedule(build.spec, measured_speedups(result.check("performance")), recipe.build.max_batch_size)
     console.print(f"tuning: {tuning.why}", soft_wrap=True)
     if tuning.schedule is None:
         return
@@ -579,11 +786,19 @@ def _write_tuned_recipe(build, result, path: Path, console) -> None:
 
 @cli.command()
 @_json_option("the checks ({ready, checks: [...]})")
-@click.option("--recipe", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Also check what this recipe needs: its exact trtllm-build commands, its GPU ids, MPI.")
+@click.option(
+    "--recipe",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also check what this recipe needs: its exact trtllm-build commands, its GPU ids, MPI.",
+)
 @_examples_option
-@click.option("--flavour", type=click.Choice(["engine", "llm-api"]), default=None,
-              help="Which serving flavour to check (default: the recipe's, else engine).")
+@click.option(
+    "--flavour",
+    type=click.Choice(["engine", "llm-api"]),
+    default=None,
+    help="Which serving flavour to check (default: the recipe's, else engine).",
+)
 def doctor(as_json: bool, recipe: Path | None, trtllm_examples: str | None, flavour: str | None) -> None:
     """Check this machine for the GPU path: GPUs, TensorRT-LLM, tritonserver, MPI, and per flavour the engine
     path's trtllm-build flags and tensorrtllm backend, or the llm-api flavour's release and NVIDIA's llmapi model.
@@ -675,8 +890,11 @@ def _main(argv: list[str] | None) -> int:
         if debug:
             raise
         current().emit("error", message=f"internal error: {type(e).__name__}: {e}", exit_code=1)
-        click.echo(f"internal error: {type(e).__name__}: {e}\n(this is a specbuild bug; rerun with --debug for the "
-                   "traceback and report it)", err=True)
+        click.echo(
+            f"internal error: {type(e).__name__}: {e}\n(this is a specbuild bug; rerun with --debug for the "
+            "traceback and report it)",
+            err=True,
+        )
         return 1
     return rv if isinstance(rv, int) else 0
 

@@ -69,8 +69,9 @@ def build_engines(build: Build, layout: Layout, progress: Callable[[str], None] 
     return build.runtime.build_engines(plan.engine_steps, build.recipe, layout, progress=progress)
 
 
-def compile_recipe(build: Build, layout: Layout, options: CompileOptions, console: Console,
-                   stages: Stages | None = None) -> int:
+def compile_recipe(
+    build: Build, layout: Layout, options: CompileOptions, console: Console, stages: Stages | None = None
+) -> int:
     """`stages` records the steps run (and the validation's result) for `compile --json`. `build`: the recipe
     resolved with `options.build` (specbuild.load.load_build)."""
     stages = stages or Stages(console)
@@ -78,8 +79,10 @@ def compile_recipe(build: Build, layout: Layout, options: CompileOptions, consol
         return render_recipe(build, layout, options, console, stages)
     recipe, runtime = build.recipe, build.runtime
     plan: Plan = plan_build(build, layout)
-    console.print(f"[bold]{recipe.name}[/bold]: {plan.method} on the {plan.runtime} runtime{plan._flavour} "
-                  f"({len(plan.steps)} steps; `specbuild plan` shows them)")
+    console.print(
+        f"[bold]{recipe.name}[/bold]: {plan.method} on the {plan.runtime} runtime{plan._flavour} "
+        f"({len(plan.steps)} steps; `specbuild plan` shows them)"
+    )
 
     # what every output was made from (specbuild.provenance), identified once
     manifest = make_manifest(recipe, "", Path(), plan=plan.to_dict())
@@ -87,8 +90,7 @@ def compile_recipe(build: Build, layout: Layout, options: CompileOptions, consol
     stage_key = None
     if plan.engine_steps:
         stage_key = step_cache.engines_key(recipe, manifest, plan.engine_steps, step_cache.written_with(options))
-        engines = {role: (layout.engine(role), step_cache.engine_key(stage_key, role))
-                   for role in plan.outputs.engines}
+        engines = {role: (layout.engine(role), step_cache.engine_key(stage_key, role)) for role in plan.outputs.engines}
         if not (engines and cache.reuse_all("engines", engines)):
             with stages.stage("engines") as progress:
                 runtime.build_engines(plan.engine_steps, recipe, layout, progress=progress, notice=stages.notice)
@@ -98,8 +100,9 @@ def compile_recipe(build: Build, layout: Layout, options: CompileOptions, consol
     repositories = plan.of(RepositoryStep)
     keys: dict[str, str] = {}
     for step in repositories:
-        keys[step.role] = key = step_cache.repository_key(recipe, manifest, step.role, layout,
-                                                          {**step_cache.written_with(options), "engines": stage_key})
+        keys[step.role] = key = step_cache.repository_key(
+            recipe, manifest, step.role, layout, {**step_cache.written_with(options), "engines": stage_key}
+        )
         if cache.reuse_all(f"repository {step.path}", {step.role: (step.path, key)}, kind="repository"):
             continue
         with stages.stage(f"repository {step.path}") as progress:
@@ -109,8 +112,9 @@ def compile_recipe(build: Build, layout: Layout, options: CompileOptions, consol
     bundles = plan.of(DeployStep)
     if bundles:
         with stages.stage(f"deployment bundle {bundles[0].folder}"):
-            bundle = write_bundle(build, layout, folder=bundles[0].folder,
-                                  trtllm_version=installed_version(), notice=stages.notice)
+            bundle = write_bundle(
+                build, layout, folder=bundles[0].folder, trtllm_version=installed_version(), notice=stages.notice
+            )
         if bundle is not None:
             stamp(bundle, manifest, "bundle")
 
@@ -120,8 +124,9 @@ def compile_recipe(build: Build, layout: Layout, options: CompileOptions, consol
     validation_key = step_cache.validation_key(recipe, keys, step_cache.served_with(options))
     if options.reuse and not options.revalidate and step_cache.passed_before(layout.report, validation_key):
         return step_cache.reuse_verdict(layout.report, stages, console)
-    return serve_and_validate(build, layout, {s.role: s.path for s in repositories}, options, stages, console,
-                              manifest, validation_key)
+    return serve_and_validate(
+        build, layout, {s.role: s.path for s in repositories}, options, stages, console, manifest, validation_key
+    )
 
 
 class OutputCache:
@@ -155,8 +160,11 @@ class OutputCache:
                 self.stages.notice(f"could not restore {folder} from the build cache ({e}): building it")
                 return False
         if cached:
-            self.stages.reused(title, f"restored from the build cache {self.store.root} "
-                                      "(made from the same inputs); --no-cache builds it again")
+            self.stages.reused(
+                title,
+                f"restored from the build cache {self.store.root} "
+                "(made from the same inputs); --no-cache builds it again",
+            )
         else:
             self.stages.reused(title, "nothing it is made from changed")
         return True
@@ -194,14 +202,21 @@ def render_note(build: Build, plan: Plan, layout: Layout, written: list[Path], s
     """RENDER_ONLY.md: what was rendered, what is missing, and how the real build differs."""
     recipe, runtime = build.recipe, build.runtime
     engines = [layout.engine(role) for role in runtime.engine_roles(recipe, build.spec)]
-    lines = [f"# {recipe.name}: rendered for review — NOT a build", "",
-             f"`specbuild compile --render-only {recipe.source or ''}` wrote these from the recipe alone "
-             f"({plan.method} on the {plan.runtime} runtime{plan._flavour}):", ""]
+    lines = [
+        f"# {recipe.name}: rendered for review — NOT a build",
+        "",
+        f"`specbuild compile --render-only {recipe.source or ''}` wrote these from the recipe alone "
+        f"({plan.method} on the {plan.runtime} runtime{plan._flavour}):",
+        "",
+    ]
     lines += [f"- `{show(path)}`" for path in written]
     lines += ["", "## Missing", ""]
     if engines:
-        lines += ["No engines were built. The repositories' config.pbtxt files name these engine folders, which a "
-                  "real compile writes; tritonserver cannot load the repositories until they exist:", ""]
+        lines += [
+            "No engines were built. The repositories' config.pbtxt files name these engine folders, which a "
+            "real compile writes; tritonserver cannot load the repositories until they exist:",
+            "",
+        ]
         lines += [f"- `{show(path)}`" for path in engines]
         lines += ["", "The steps that build them (`specbuild plan` shows them in full):", ""]
         for step in plan.engine_steps:
@@ -214,14 +229,18 @@ def render_note(build: Build, plan: Plan, layout: Layout, written: list[Path], s
     notes = runtime.notes(recipe, build.spec)
     if notes:
         lines += ["", "## Not known", "", *(f"- {note}" for note in notes)]
-    lines += ["", "Nothing was served or validated. Build, serve and validate for real with "
-              f"`specbuild compile {recipe.source or '<recipe>'}` on the GPU machine (`specbuild doctor --recipe` "
-              "says what it needs)."]
+    lines += [
+        "",
+        "Nothing was served or validated. Build, serve and validate for real with "
+        f"`specbuild compile {recipe.source or '<recipe>'}` on the GPU machine (`specbuild doctor --recipe` "
+        "says what it needs).",
+    ]
     return "\n".join(lines) + "\n"
 
 
-def render_recipe(build: Build, layout: Layout, options: CompileOptions, console: Console,
-                  stages: Stages | None = None) -> int:
+def render_recipe(
+    build: Build, layout: Layout, options: CompileOptions, console: Console, stages: Stages | None = None
+) -> int:
     """compile --render-only: every repository and the bundle, written under render/<name>/ with RENDER_ONLY.md;
     on failure render/<name>/ is removed (it holds nothing else)."""
     recipe, runtime = build.recipe, build.runtime
@@ -229,9 +248,12 @@ def render_recipe(build: Build, layout: Layout, options: CompileOptions, console
     plan: Plan = plan_build(build, target)
     stages = stages or Stages(console)
     root = render_root(target)
-    console.print(f"[bold]{recipe.name}[/bold]: rendering the repositories and bundle of {plan.method} on the "
-                  f"{plan.runtime} runtime{plan._flavour} for review into {show(root)} (no engines are built, "
-                  "nothing is served)", soft_wrap=True)
+    console.print(
+        f"[bold]{recipe.name}[/bold]: rendering the repositories and bundle of {plan.method} on the "
+        f"{plan.runtime} runtime{plan._flavour} for review into {show(root)} (no engines are built, "
+        "nothing is served)",
+        soft_wrap=True,
+    )
     written: list[Path] = []
     said: list[str] = []
 
@@ -242,13 +264,19 @@ def render_recipe(build: Build, layout: Layout, options: CompileOptions, console
     try:
         for step in plan.of(RepositoryStep):
             with stages.stage(f"repository {step.path} (rendered)") as progress:
-                written.append(runtime.write_repository(recipe, build.spec, target, step.role, progress=progress,
-                                                        notice=notice, engines_built=False))
+                written.append(
+                    runtime.write_repository(
+                        recipe, build.spec, target, step.role, progress=progress, notice=notice, engines_built=False
+                    )
+                )
         bundles = plan.of(DeployStep)
         if bundles:
             with stages.stage(f"deployment bundle {bundles[0].folder} (rendered)"):
-                written.append(write_bundle(build, target, folder=bundles[0].folder,
-                                            trtllm_version=installed_version(), notice=notice))
+                written.append(
+                    write_bundle(
+                        build, target, folder=bundles[0].folder, trtllm_version=installed_version(), notice=notice
+                    )
+                )
         partial = root / f".{RENDER_NOTE}.partial-{os.getpid()}"
         partial.write_text(render_note(build, plan, target, written, said))
         os.replace(partial, root / RENDER_NOTE)
@@ -256,41 +284,62 @@ def render_recipe(build: Build, layout: Layout, options: CompileOptions, console
         shutil.rmtree(root, ignore_errors=True)
         raise
     engines = [show(target.engine(role)) for role in runtime.engine_roles(recipe, build.spec)]
-    console.print(f"[yellow]rendered for review only[/yellow]: {show(root / RENDER_NOTE)} says what is missing"
-                  + (f" (no engines: {', '.join(engines)})" if engines else "")
-                  + "; not servable as is", soft_wrap=True)
+    console.print(
+        f"[yellow]rendered for review only[/yellow]: {show(root / RENDER_NOTE)} says what is missing"
+        + (f" (no engines: {', '.join(engines)})" if engines else "")
+        + "; not servable as is",
+        soft_wrap=True,
+    )
     return 0
 
 
-def serve_and_validate(build: Build, layout: Layout, repositories: dict[str, Path], options: CompileOptions,
-                       stages: Stages, console: Console, manifest: dict | None = None,
-                       validation_key: str | None = None) -> int:
+def serve_and_validate(
+    build: Build,
+    layout: Layout,
+    repositories: dict[str, Path],
+    options: CompileOptions,
+    stages: Stages,
+    console: Console,
+    manifest: dict | None = None,
+    validation_key: str | None = None,
+) -> int:
     from specbuild.validate.suite import run_validation  # the suite's statistics need numpy
 
     recipe, runtime = build.recipe, build.runtime
     with contextlib.ExitStack() as stack:
         servers: dict[str, TritonServer] = {}
+
         @stack.push
         def _stop(exc_type, exc, tb) -> None:  # whatever ends this block: both stop at once
             # interrupted (Ctrl-C, SIGTERM): the requests in flight are the suite's own, none is worth the exit
             # timeout; otherwise each server finishes its requests first
             interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
             stop_together(servers.values(), at_once=interrupted)
+
         for role, repo in repositories.items():
             with stages.stage(f"serve {repo}"):
-                server = TritonServer(repo, binary=options.tritonserver, launcher=runtime.launcher(repo),
-                                      log_path=layout.report / f"tritonserver-{role}.log",
-                                      decode_cpus=options.decode_cpus)
+                server = TritonServer(
+                    repo,
+                    binary=options.tritonserver,
+                    launcher=runtime.launcher(repo),
+                    log_path=layout.report / f"tritonserver-{role}.log",
+                    decode_cpus=options.decode_cpus,
+                )
                 servers[role] = server
                 server.start()
         baseline = servers.get("baseline")
         # the suite's clients stay off the CPUs kept for the decoders, as tritonserver does
         stack.enter_context(decode_cpus.running_on(servers["target"].client_cpus))
         with stages.stage("validate", spinner=False) as progress:
-            validate = partial(run_validation, build, Endpoints.of(servers["target"]),
-                               Endpoints.of(baseline) if baseline else None, report_dir=layout.report,
-                               exit_reasons={role: server.exit_reason for role, server in servers.items()},
-                               against=options.against)
+            validate = partial(
+                run_validation,
+                build,
+                Endpoints.of(servers["target"]),
+                Endpoints.of(baseline) if baseline else None,
+                report_dir=layout.report,
+                exit_reasons={role: server.exit_reason for role, server in servers.items()},
+                against=options.against,
+            )
             if stages.live:  # a terminal: the suite's progress bar
                 with progress_bar(console) as bar:
                     result = validate(progress=bar)

@@ -24,12 +24,12 @@ from specbuild.metrics import mean_acceptance_length
 class StepCosts:
     """Mean per-step costs of one method decoding at one concurrency (milliseconds per step)."""
 
-    steps: int            # decode steps timed (prefills excluded)
-    rows: float           # requests per step, mean
-    step_ms: float        # the whole step
-    target_ms: float      # the target's forwards inside the step (autoregressive: t(1); speculative: t(verify))
-    draft_ms: float       # the step's drafting call (0: none)
-    accepted: int = 0     # draft tokens accepted over the requests' verification steps
+    steps: int  # decode steps timed (prefills excluded)
+    rows: float  # requests per step, mean
+    step_ms: float  # the whole step
+    target_ms: float  # the target's forwards inside the step (autoregressive: t(1); speculative: t(verify))
+    draft_ms: float  # the step's drafting call (0: none)
+    accepted: int = 0  # draft tokens accepted over the requests' verification steps
     verifications: int = 0  # the requests' verification steps (a step of r requests counts r)
 
     @property
@@ -38,8 +38,10 @@ class StepCosts:
         return mean_acceptance_length(self.accepted, self.verifications) if self.verifications else 1.0
 
     def to_dict(self) -> dict:
-        return {**{k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()},
-                "acceptance_length": round(self.acceptance_length, 3)}
+        return {
+            **{k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()},
+            "acceptance_length": round(self.acceptance_length, 3),
+        }
 
     @staticmethod
     def pooled(parts: list["StepCosts"]) -> "StepCosts":
@@ -52,8 +54,15 @@ class StepCosts:
         def mean(field: str) -> float:
             return sum(getattr(p, field) * p.steps for p in parts) / n
 
-        return StepCosts(n, mean("rows"), mean("step_ms"), mean("target_ms"), mean("draft_ms"),
-                         sum(p.accepted for p in parts), sum(p.verifications for p in parts))
+        return StepCosts(
+            n,
+            mean("rows"),
+            mean("step_ms"),
+            mean("target_ms"),
+            mean("draft_ms"),
+            sum(p.accepted for p in parts),
+            sum(p.verifications for p in parts),
+        )
 
 
 def limit(acceptance_length: float, t1_ms: float, verify_ms: float, draft_ms: float) -> float | None:
@@ -75,8 +84,9 @@ class LevelModel:
 
     @property
     def limit(self) -> float | None:
-        return limit(self.method.acceptance_length, self.baseline.target_ms, self.method.target_ms,
-                     self.method.draft_ms)
+        return limit(
+            self.method.acceptance_length, self.baseline.target_ms, self.method.target_ms, self.method.draft_ms
+        )
 
     def share(self, measured: float | None) -> float | None:
         """measured / limit: how much of what the calls allow a deployment keeps."""
@@ -86,10 +96,18 @@ class LevelModel:
         def r(v):
             return None if v is None else round(v, 3)
 
-        return {"concurrency": self.concurrency, "t1_ms": round(self.baseline.target_ms, 4),
-                "verify_ms": round(self.method.target_ms, 4), "draft_ms": round(self.method.draft_ms, 4),
-                "acceptance_length": round(self.method.acceptance_length, 3), "limit": r(self.limit),
-                "in_process": r(self.in_process), "in_process_share_of_limit": r(self.share(self.in_process)),
-                "served": r(self.served), "served_share_of_limit": r(self.share(self.served)),
-                "baseline_step_ms": round(self.baseline.step_ms, 4), "method_step_ms": round(self.method.step_ms, 4),
-                "steps": {"baseline": self.baseline.steps, "method": self.method.steps}}
+        return {
+            "concurrency": self.concurrency,
+            "t1_ms": round(self.baseline.target_ms, 4),
+            "verify_ms": round(self.method.target_ms, 4),
+            "draft_ms": round(self.method.draft_ms, 4),
+            "acceptance_length": round(self.method.acceptance_length, 3),
+            "limit": r(self.limit),
+            "in_process": r(self.in_process),
+            "in_process_share_of_limit": r(self.share(self.in_process)),
+            "served": r(self.served),
+            "served_share_of_limit": r(self.share(self.served)),
+            "baseline_step_ms": round(self.baseline.step_ms, 4),
+            "method_step_ms": round(self.method.step_ms, 4),
+            "steps": {"baseline": self.baseline.steps, "method": self.method.steps},
+        }

@@ -92,9 +92,18 @@ def seq_len_slack(mode: SpecMode, max_draft_len: int, extra_seq_len: int) -> int
     return max_draft_len + (extra_seq_len if mode == SpecMode.EAGLE else 0)
 
 
-def built_limits(*, max_batch_size: int, max_input_len: int, max_seq_len: int, max_num_tokens: int | None,
-                 tokens_per_block: int, max_beam_width: int, mode: SpecMode, max_draft_len: int,
-                 extra_seq_len: int = 0) -> EngineLimits:
+def built_limits(
+    *,
+    max_batch_size: int,
+    max_input_len: int,
+    max_seq_len: int,
+    max_num_tokens: int | None,
+    tokens_per_block: int,
+    max_beam_width: int,
+    mode: SpecMode,
+    max_draft_len: int,
+    extra_seq_len: int = 0,
+) -> EngineLimits:
     """What trtllm-build writes for these requested values (tensorrt_llm/builder.py: check_max_num_tokens clips
     max_num_tokens to max_batch_size * max_seq_len before max_draft_len is added and raises it to
     tokens_per_block; a speculative engine then raises it to max_batch_size * (max_draft_len + 1), and
@@ -106,10 +115,15 @@ def built_limits(*, max_batch_size: int, max_input_len: int, max_seq_len: int, m
     if speculative:
         tokens = max(tokens, max_batch_size * (draft_len + 1))
     return EngineLimits(
-        max_batch_size=max_batch_size, max_input_len=max_input_len,
-        max_seq_len=max_seq_len + seq_len_slack(mode, draft_len, extra_seq_len), max_num_tokens=tokens,
-        max_beam_width=max_beam_width, max_draft_len=draft_len, speculative_decoding_mode=mode,
-        requested_max_seq_len=max_seq_len)
+        max_batch_size=max_batch_size,
+        max_input_len=max_input_len,
+        max_seq_len=max_seq_len + seq_len_slack(mode, draft_len, extra_seq_len),
+        max_num_tokens=tokens,
+        max_beam_width=max_beam_width,
+        max_draft_len=draft_len,
+        speculative_decoding_mode=mode,
+        requested_max_seq_len=max_seq_len,
+    )
 
 
 def limits_from_config(config: dict) -> EngineLimits:
@@ -123,14 +137,19 @@ def limits_from_config(config: dict) -> EngineLimits:
         extra = int((config.get("pretrained_config") or {}).get("num_eagle_layers", 0))
         max_seq_len = int(build["max_seq_len"])
         return EngineLimits(
-            max_batch_size=int(build["max_batch_size"]), max_input_len=int(build["max_input_len"]),
-            max_seq_len=max_seq_len, max_num_tokens=int(build["max_num_tokens"]),
-            max_beam_width=int(build.get("max_beam_width", 1)), max_draft_len=draft_len,
+            max_batch_size=int(build["max_batch_size"]),
+            max_input_len=int(build["max_input_len"]),
+            max_seq_len=max_seq_len,
+            max_num_tokens=int(build["max_num_tokens"]),
+            max_beam_width=int(build.get("max_beam_width", 1)),
+            max_draft_len=draft_len,
             speculative_decoding_mode=mode,
-            requested_max_seq_len=max_seq_len - seq_len_slack(mode, draft_len, extra))
+            requested_max_seq_len=max_seq_len - seq_len_slack(mode, draft_len, extra),
+        )
     except (KeyError, TypeError, ValueError) as e:
-        raise UserError(f"build_config is incomplete or malformed ({e}) — rebuild the engine with specbuild "
-                        "compile") from None
+        raise UserError(
+            f"build_config is incomplete or malformed ({e}) — rebuild the engine with specbuild compile"
+        ) from None
 
 
 def limit_mismatches(config: dict, expect: EngineLimits, keys: tuple[str, ...] | None = None) -> list[str]:
@@ -153,8 +172,10 @@ def limit_mismatches(config: dict, expect: EngineLimits, keys: tuple[str, ...] |
                 same = False
             shown_got, shown_need = repr(got), repr(need)
         if not same:
-            out.append(f"build_config.{key}: the engine has {shown_got}, the recipe needs {shown_need} "
-                       f"({RECIPE_FIELD.get(key, key)})")
+            out.append(
+                f"build_config.{key}: the engine has {shown_got}, the recipe needs {shown_need} "
+                f"({RECIPE_FIELD.get(key, key)})"
+            )
     return out
 
 
@@ -164,13 +185,17 @@ def read_engine_config(engine_dir: Path) -> dict:
     try:
         config = json.loads(path.read_text())
     except FileNotFoundError:
-        raise UserError(f"{show(path)}: no engine config — build the engines first (specbuild compile), or point "
-                        "--engines-dir at the folder that holds them") from None
+        raise UserError(
+            f"{show(path)}: no engine config — build the engines first (specbuild compile), or point "
+            "--engines-dir at the folder that holds them"
+        ) from None
     except (OSError, ValueError) as e:
         raise UserError(f"{show(path)}: unreadable engine config ({e}) — rebuild the engine") from None
     if not isinstance(config, dict) or not isinstance(config.get("build_config"), dict):
-        raise UserError(f"{show(path)}: no build_config section — this is not a TensorRT-LLM/specbuild engine folder; "
-                        "rebuild the engine")
+        raise UserError(
+            f"{show(path)}: no build_config section — this is not a TensorRT-LLM/specbuild engine folder; "
+            "rebuild the engine"
+        )
     return config
 
 
@@ -179,8 +204,10 @@ def verify_engine(engine_dir: Path, expect: EngineLimits, role: str, *, after: s
     config = read_engine_config(engine_dir)
     mismatches = limit_mismatches(config, expect)
     if mismatches:
-        raise UserError(f"the {role} engine {show(engine_dir)} ({config.get('version', '?')}) does not match the "
-                        "recipe:\n" + "\n".join(f"  {m}" for m in mismatches) + f"\n— {after or 'rebuild it'}")
+        raise UserError(
+            f"the {role} engine {show(engine_dir)} ({config.get('version', '?')}) does not match the "
+            "recipe:\n" + "\n".join(f"  {m}" for m in mismatches) + f"\n— {after or 'rebuild it'}"
+        )
     return config
 
 
@@ -190,30 +217,52 @@ def expected_limits(recipe, spec, role: str) -> EngineLimits:
     b = recipe.build
     speculative = role == "target" and spec.mode not in (None, SpecMode.NONE)
     return built_limits(
-        max_batch_size=b.max_batch_size, max_input_len=b.max_input_len, max_seq_len=b.max_seq_len,
-        max_num_tokens=b.max_num_tokens, tokens_per_block=b.tokens_per_block, max_beam_width=b.max_beam_width,
-        mode=spec.mode if speculative else SpecMode.NONE, max_draft_len=spec.max_draft_len if speculative else 0,
-        extra_seq_len=spec.extra_seq_len if speculative else 0)
+        max_batch_size=b.max_batch_size,
+        max_input_len=b.max_input_len,
+        max_seq_len=b.max_seq_len,
+        max_num_tokens=b.max_num_tokens,
+        tokens_per_block=b.tokens_per_block,
+        max_beam_width=b.max_beam_width,
+        mode=spec.mode if speculative else SpecMode.NONE,
+        max_draft_len=spec.max_draft_len if speculative else 0,
+        extra_seq_len=spec.extra_seq_len if speculative else 0,
+    )
 
 
 # eagle_net_config keys copied from the EAGLE head's config.json (TensorRT-LLM examples/eagle/convert_checkpoint.py)
-EAGLE_NET_KEYS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
-                  "num_key_value_heads", "rms_norm_eps", "max_position_embeddings", "vocab_size")
+EAGLE_NET_KEYS = (
+    "num_hidden_layers",
+    "num_attention_heads",
+    "hidden_size",
+    "intermediate_size",
+    "num_key_value_heads",
+    "rms_norm_eps",
+    "max_position_embeddings",
+    "vocab_size",
+)
 
 
 def _medusa_extra(spec) -> dict[str, Any]:
     heads = spec.params
-    return {"architecture": "MedusaForCausalLM", "max_draft_len": spec.max_draft_len,
-            "num_medusa_heads": heads.num_heads, "num_medusa_layers": heads.num_layers}
+    return {
+        "architecture": "MedusaForCausalLM",
+        "max_draft_len": spec.max_draft_len,
+        "num_medusa_heads": heads.num_heads,
+        "num_medusa_layers": heads.num_layers,
+    }
 
 
 def _eagle_extra(spec) -> dict[str, Any]:
     head = spec.params
     config = read_hf_config(head.path) or {}
     net = {k: config[k] for k in EAGLE_NET_KEYS if k in config}
-    return {"architecture": "EagleForCausalLM", "max_draft_len": spec.max_draft_len,
-            "num_eagle_layers": head.num_eagle_layers, "max_non_leaves_per_layer": head.max_non_leaves_per_layer,
-            "eagle_net_config": {"architecture": "LlamaForCausalLM", **net}}
+    return {
+        "architecture": "EagleForCausalLM",
+        "max_draft_len": spec.max_draft_len,
+        "num_eagle_layers": head.num_eagle_layers,
+        "max_non_leaves_per_layer": head.max_non_leaves_per_layer,
+        "eagle_net_config": {"architecture": "LlamaForCausalLM", **net},
+    }
 
 
 # The pretrained_config keys of the methods whose target checkpoint carries its own weights, by method name

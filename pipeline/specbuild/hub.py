@@ -55,8 +55,9 @@ class Checkpoint:
         """What a plan records about it."""
         out = {"checkpoint": self.written, "path": str(self.path)}
         if self.model_id is not None:
-            out.update(model_id=self.model_id.repo_id, revision=self.model_id.revision or DEFAULT_REVISION,
-                       commit=self.commit)
+            out.update(
+                model_id=self.model_id.repo_id, revision=self.model_id.revision or DEFAULT_REVISION, commit=self.commit
+            )
         return out
 
 
@@ -92,8 +93,10 @@ def _commit_of(repo: Path, revision: str) -> str | None:
 
 def how_to_fetch(model: ModelId) -> str:
     revision = f" --revision {model.revision}" if model.revision else ""
-    return (f"fetch it with `specbuild download RECIPE` or `hf download {model.repo_id}{revision}` (set HF_HUB_CACHE "
-            "or HF_HOME if the model is cached elsewhere), or give the checkpoint's folder instead")
+    return (
+        f"fetch it with `specbuild download RECIPE` or `hf download {model.repo_id}{revision}` (set HF_HUB_CACHE "
+        "or HF_HOME if the model is cached elsewhere), or give the checkpoint's folder instead"
+    )
 
 
 def resolve(value, base_dir: Path) -> Checkpoint:
@@ -109,8 +112,11 @@ def resolve(value, base_dir: Path) -> Checkpoint:
         if parse_model_id(written) is None:
             return Checkpoint(written, folder.resolve())
     except (OSError, RuntimeError) as e:  # a name too long, a symlink loop, a file in the middle of the path
-        return Checkpoint(written, folder, problem=f"{written} cannot be used as a path "
-                          f"({getattr(e, 'strerror', None) or e}) — fix the path")
+        return Checkpoint(
+            written,
+            folder,
+            problem=f"{written} cannot be used as a path ({getattr(e, 'strerror', None) or e}) — fix the path",
+        )
     model = parse_model_id(written)
     cache = cache_dir()
     repo = cache / model.folder_name
@@ -118,14 +124,23 @@ def resolve(value, base_dir: Path) -> Checkpoint:
     commit = _commit_of(repo, revision)
     if commit is None:
         where = f"{repo} has no revision {revision}" if repo.is_dir() else f"it is not in the hub cache {cache}"
-        return Checkpoint(written, repo / "snapshots" / revision, model, problem=
-                          f"{written} is not a folder (resolved to {folder}) and, as a Hugging Face model id, "
-                          f"{where} — {how_to_fetch(model)}")
+        return Checkpoint(
+            written,
+            repo / "snapshots" / revision,
+            model,
+            problem=f"{written} is not a folder (resolved to {folder}) and, as a Hugging Face model id, "
+            f"{where} — {how_to_fetch(model)}",
+        )
     snapshot = repo / "snapshots" / commit
     if not snapshot.is_dir():
-        return Checkpoint(written, snapshot, model, commit, problem=
-                          f"{written}: refs/{revision} of {repo} names commit {commit}, whose snapshot is not there "
-                          f"(an interrupted download) — {how_to_fetch(model)}")
+        return Checkpoint(
+            written,
+            snapshot,
+            model,
+            commit,
+            problem=f"{written}: refs/{revision} of {repo} names commit {commit}, whose snapshot is not there "
+            f"(an interrupted download) — {how_to_fetch(model)}",
+        )
     return Checkpoint(written, snapshot, model, commit)
 
 
@@ -138,12 +153,14 @@ def repository_root_problem(folder: Path) -> str | None:
     snapshots = sorted(p.name for p in (folder / "snapshots").iterdir() if p.is_dir())
     main = _commit_of(folder, DEFAULT_REVISION)
     pick = main if main in snapshots else (snapshots[-1] if len(snapshots) == 1 else None)
-    repo_id = folder.name[len("models--"):].replace("--", "/", 1) if folder.name.startswith("models--") else None
-    use = f"point it at {folder / 'snapshots' / pick}" if pick else \
-        f"point it at one of {folder / 'snapshots'}/{{{', '.join(snapshots) or 'no snapshot yet'}}}"
+    repo_id = folder.name[len("models--") :].replace("--", "/", 1) if folder.name.startswith("models--") else None
+    use = (
+        f"point it at {folder / 'snapshots' / pick}"
+        if pick
+        else f"point it at one of {folder / 'snapshots'}/{{{', '.join(snapshots) or 'no snapshot yet'}}}"
+    )
     also = f", or give the model id {repo_id}" + (f"@{pick}" if pick and not main else "") if repo_id else ""
-    return (f"{folder} is a Hugging Face hub-cache repository (refs/, snapshots/), not a checkpoint folder — "
-            f"{use}{also}")
+    return f"{folder} is a Hugging Face hub-cache repository (refs/, snapshots/), not a checkpoint folder — {use}{also}"
 
 
 def download(model: ModelId) -> Path:
@@ -155,8 +172,10 @@ def download(model: ModelId) -> Path:
     try:
         return Path(snapshot_download(model.repo_id, revision=model.revision, cache_dir=cache_dir()))
     except Exception as e:  # noqa: BLE001 - huggingface_hub raises many types (offline, gated, not found)
-        raise UserError(f"could not download {model}: {str(e).splitlines()[0][:300]} — check the id, your network "
-                        "and your Hugging Face token (hf auth login) for gated models") from None
+        raise UserError(
+            f"could not download {model}: {str(e).splitlines()[0][:300]} — check the id, your network "
+            "and your Hugging Face token (hf auth login) for gated models"
+        ) from None
 
 
 def checkpoint_fields(recipe) -> list[tuple[str, Path | str]]:

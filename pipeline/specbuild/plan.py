@@ -57,6 +57,7 @@ class Layout:
 
 # --- steps ----------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, kw_only=True)
 class Step:
     """One step of a compile. Subclasses carry typed fields; `title`, `command` and `details` are for people."""
@@ -74,8 +75,13 @@ class Step:
         return {}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "title": self.title(), "role": self.role, "command": self.command(),
-                "details": self.details()}
+        return {
+            "kind": self.kind,
+            "title": self.title(),
+            "role": self.role,
+            "command": self.command(),
+            "details": self.details(),
+        }
 
 
 def limits_dict(limits: EngineLimits) -> dict[str, int]:
@@ -158,6 +164,7 @@ class ValidateStep(Step):
 
 # --- the plan -------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Outputs:
     engines: dict[str, str]
@@ -191,16 +198,28 @@ class Plan:
         return [s for s in self.steps if not isinstance(s, (RepositoryStep, DeployStep, ServeStep, ValidateStep))]
 
     def to_dict(self) -> dict:
-        return {"recipe": self.recipe, "name": self.name, "runtime": self.runtime, "flavour": self.flavour,
-                "method": self.method, "checkpoints": self.checkpoints,
-                "outputs": vars(self.outputs).copy(), "steps": [s.to_dict() for s in self.steps]}
+        return {
+            "recipe": self.recipe,
+            "name": self.name,
+            "runtime": self.runtime,
+            "flavour": self.flavour,
+            "method": self.method,
+            "checkpoints": self.checkpoints,
+            "outputs": vars(self.outputs).copy(),
+            "steps": [s.to_dict() for s in self.steps],
+        }
 
     def render(self) -> str:
-        lines = [f"plan for {self.recipe} — {self.name}: {self.method} on the {self.runtime} runtime{self._flavour}", ""]
+        lines = [
+            f"plan for {self.recipe} — {self.name}: {self.method} on the {self.runtime} runtime{self._flavour}",
+            "",
+        ]
         hub = {k: v for k, v in self.checkpoints.items() if "model_id" in v}
         if hub:  # model ids: the revision and snapshot each resolved to
             lines.append("checkpoints from the Hugging Face hub cache:")
-            lines += [f"   {k}: {v['model_id']}@{v['revision']} = commit {v['commit']}, {v['path']}" for k, v in hub.items()]
+            lines += [
+                f"   {k}: {v['model_id']}@{v['revision']} = commit {v['commit']}, {v['path']}" for k, v in hub.items()
+            ]
             lines.append("")
         for i, step in enumerate(self.steps, 1):
             lines.append(f"{i}. [{step.kind}] {step.title()}")
@@ -252,8 +271,11 @@ def make_plan(build: Build, layout: Layout, bundle: DeployStep | str) -> Plan:
     steps: list[Step] = list(runtime.engine_steps(recipe, spec, layout, options))
     repo_roles = repository_roles(recipe)
     for role in repo_roles:
-        steps.append(RepositoryStep(role=role, path=layout.repository(role),
-                                    info=runtime.repository_info(recipe, spec, layout, role)))
+        steps.append(
+            RepositoryStep(
+                role=role, path=layout.repository(role), info=runtime.repository_info(recipe, spec, layout, role)
+            )
+        )
     if isinstance(bundle, DeployStep):
         steps.append(bundle)
     steps.append(runtime.serve_step(recipe, spec, layout, repo_roles))
@@ -265,9 +287,16 @@ def make_plan(build: Build, layout: Layout, bundle: DeployStep | str) -> Plan:
         report=show(layout.report),
         deployment_bundle=show(bundle.folder) if isinstance(bundle, DeployStep) else f"none: {bundle}",
     )
-    return Plan(recipe=show(recipe.source) if recipe.source else "<recipe>", name=recipe.name,
-                runtime=recipe.runtime, method=build.method.name, outputs=outputs, steps=steps,
-                flavour=recipe.flavour, checkpoints=_checkpoints(recipe))
+    return Plan(
+        recipe=show(recipe.source) if recipe.source else "<recipe>",
+        name=recipe.name,
+        runtime=recipe.runtime,
+        method=build.method.name,
+        outputs=outputs,
+        steps=steps,
+        flavour=recipe.flavour,
+        checkpoints=_checkpoints(recipe),
+    )
 
 
 def _checkpoints(recipe: Recipe) -> dict[str, dict]:
@@ -287,7 +316,8 @@ def _validation_info(recipe: Recipe) -> dict[str, Any]:
     if v.min_speedup is not None:
         gates["min_speedup"] = v.min_speedup
     info: dict[str, Any] = {
-        "prompts": show(recipe.resolve(v.prompts)) if isinstance(v.prompts, Path)
+        "prompts": show(recipe.resolve(v.prompts))
+        if isinstance(v.prompts, Path)
         else (f"{len(v.prompts)} inline" if v.prompts else "the bundled prompt set"),
         "max_tokens": v.max_tokens,
         "concurrency": v.concurrency,

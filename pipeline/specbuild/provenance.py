@@ -61,8 +61,12 @@ def _head(path: Path, size: int) -> tuple[str, str]:
 def file_identity(path: Path) -> dict[str, Any]:
     st = path.stat()
     hashed, digest = _head(path, st.st_size)
-    return {"size": st.st_size, "mtime": _dt.datetime.fromtimestamp(st.st_mtime, _dt.timezone.utc).isoformat(),
-            "hashed": hashed, "sha256": digest}
+    return {
+        "size": st.st_size,
+        "mtime": _dt.datetime.fromtimestamp(st.st_mtime, _dt.timezone.utc).isoformat(),
+        "hashed": hashed,
+        "sha256": digest,
+    }
 
 
 def folder_identity(folder: Path) -> dict[str, Any]:
@@ -102,8 +106,10 @@ def checkpoints(recipe) -> dict[str, Any]:
         except UserError as e:  # a model id this machine's hub cache lacks (validate needs no checkpoint)
             out[name] = {"checkpoint": str(value), "problem": str(e)}
             continue
-        out[name] = {**{k: str(v) if isinstance(v, Path) else v for k, v in resolved.describe().items()},
-                     "files": folder_identity(Path(resolved.path))}
+        out[name] = {
+            **{k: str(v) if isinstance(v, Path) else v for k, v in resolved.describe().items()},
+            "files": folder_identity(Path(resolved.path)),
+        }
     return out
 
 
@@ -111,17 +117,26 @@ def recipe_record(recipe) -> dict[str, Any]:
     source = recipe.source
     text = source.read_text() if source is not None and source.is_file() else None
     content = json.dumps(recipe.model_dump(mode="json"), sort_keys=True)  # what it says, comments and layout aside
-    return {"path": str(source) if source is not None else None,
-            "sha256": _sha256(text.encode()) if text is not None else None, "text": text,
-            "content_sha256": _sha256(content.encode())}
+    return {
+        "path": str(source) if source is not None else None,
+        "sha256": _sha256(text.encode()) if text is not None else None,
+        "text": text,
+        "content_sha256": _sha256(content.encode()),
+    }
 
 
 def make_manifest(recipe, kind: str, output: Path, *, plan: dict | None = None) -> dict[str, Any]:
     """The manifest of one output folder (`kind`: engine, repository, bundle or report) built from `recipe`."""
-    return {"provenance": FORMAT, "kind": kind, "output": str(output),
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "recipe": recipe_record(recipe), "checkpoints": checkpoints(recipe), "versions": versions(recipe),
-            "plan": plan}
+    return {
+        "provenance": FORMAT,
+        "kind": kind,
+        "output": str(output),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "recipe": recipe_record(recipe),
+        "checkpoints": checkpoints(recipe),
+        "versions": versions(recipe),
+        "plan": plan,
+    }
 
 
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
@@ -157,8 +172,11 @@ def diff_manifests(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     if ta is not None and tb is not None and ta != tb:
         import difflib
 
-        changed = [ln for ln in difflib.unified_diff(ta.splitlines(), tb.splitlines(), lineterm="", n=0)
-                   if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+        changed = [
+            ln
+            for ln in difflib.unified_diff(ta.splitlines(), tb.splitlines(), lineterm="", n=0)
+            if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
+        ]
         lines += [f"recipe.text: {ln}" for ln in changed]
     return lines
 
@@ -197,4 +215,4 @@ def _keys(a: dict, b: dict) -> Iterable[str]:
 
 def _short(value: Any, limit: int = 120) -> str:
     text = _show(value)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -79,8 +79,10 @@ def check_inside(path: Path, root: Path, what: str) -> Path:
     except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (Python < 3.13)
         raise _os_error(Path(path), e if isinstance(e, OSError) else OSError(errno.ELOOP, "loop"), what) from None
     if real != real_root and real_root not in real.parents:
-        raise UnreadableFile(path, f"leads out of {root} (to {real}) — copy the {what} into {root} instead of "
-                                   "linking to a place outside it")
+        raise UnreadableFile(
+            path,
+            f"leads out of {root} (to {real}) — copy the {what} into {root} instead of linking to a place outside it",
+        )
     return real
 
 
@@ -158,9 +160,10 @@ def read_text(path: Path | str, *, what: str, max_bytes: int, root: Path | None 
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise UnreadableFile(path, f"is not UTF-8 text (byte {e.start + 1}, line {line}: {e.reason}) — save the "
-                                   f"{what} as UTF-8") from None
+        line = data[: e.start].count(b"\n") + 1
+        raise UnreadableFile(
+            path, f"is not UTF-8 text (byte {e.start + 1}, line {line}: {e.reason}) — save the {what} as UTF-8"
+        ) from None
 
 
 _SHAPES = {dict: "a JSON object ({...})", list: "a JSON array ([...])", str: "a JSON string"}
@@ -168,24 +171,29 @@ _SHAPES = {dict: "a JSON object ({...})", list: "a JSON array ([...])", str: "a 
 
 def _json_kind(value: Any) -> str:
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number")
+        type(value), "a number"
+    )
 
 
-def read_json(path: Path | str, *, what: str, max_bytes: int, root: Path | None = None,
-              shape: type | None = dict) -> Any:
+def read_json(
+    path: Path | str, *, what: str, max_bytes: int, root: Path | None = None, shape: type | None = dict
+) -> Any:
     """A JSON file whose top level is `shape` (None: anything), or UnreadableFile."""
     text = read_text(path, what=what, max_bytes=max_bytes, root=root)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise UnreadableFile(path, f"is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}) — fix the "
-                                   f"{what}") from None
+        raise UnreadableFile(
+            path, f"is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}) — fix the {what}"
+        ) from None
     except RecursionError:
-        raise UnreadableFile(path, f"is nested too deeply to be a {what} — check that this is the right file") \
-            from None
+        raise UnreadableFile(path, f"is nested too deeply to be a {what} — check that this is the right file") from None
     except ValueError as e:  # e.g. an integer of thousands of digits
         raise UnreadableFile(path, f"is not usable JSON ({e}) — fix the {what}") from None
     if shape is not None and not isinstance(value, shape):
-        raise UnreadableFile(path, f"must hold {_SHAPES.get(shape, shape.__name__)} at the top, not "
-                                   f"{_json_kind(value)} — check that this is the {what}")
+        raise UnreadableFile(
+            path,
+            f"must hold {_SHAPES.get(shape, shape.__name__)} at the top, not "
+            f"{_json_kind(value)} — check that this is the {what}",
+        )
     return value

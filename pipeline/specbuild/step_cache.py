@@ -78,8 +78,14 @@ def step_key(step: str, **inputs: Any) -> str:
 def engines_key(recipe, manifest: dict[str, Any], steps: list, options: dict[str, Any]) -> str:
     """What the engines are built from (`steps`: the plan's engine steps; `options`: written_with)."""
     versions = {k: v for k, v in manifest["versions"].items() if k not in UNREAD_VERSIONS}
-    return step_key("engines", recipe=recipe_inputs(recipe, "engines"), checkpoints=manifest["checkpoints"],
-                    versions=versions, steps=[step.to_dict() for step in steps], options=options)
+    return step_key(
+        "engines",
+        recipe=recipe_inputs(recipe, "engines"),
+        checkpoints=manifest["checkpoints"],
+        versions=versions,
+        steps=[step.to_dict() for step in steps],
+        options=options,
+    )
 
 
 def engine_key(stage_key: str, role: str) -> str:
@@ -90,14 +96,19 @@ def engine_key(stage_key: str, role: str) -> str:
 def repository_key(recipe, manifest: dict[str, Any], role: str, layout, options: dict[str, Any]) -> str:
     """What a repository is written from (`manifest`: the build's provenance, specbuild.provenance; `options`:
     the command-line options that change what is written)."""
-    return step_key("repository", recipe=recipe_inputs(recipe, "repository"), checkpoints=manifest["checkpoints"],
-                    versions=manifest["versions"], role=role, options=options,
-                    folders={"engines": str(layout.engine(role)), "repository": str(layout.repository(role))})
+    return step_key(
+        "repository",
+        recipe=recipe_inputs(recipe, "repository"),
+        checkpoints=manifest["checkpoints"],
+        versions=manifest["versions"],
+        role=role,
+        options=options,
+        folders={"engines": str(layout.engine(role)), "repository": str(layout.repository(role))},
+    )
 
 
 def validation_key(recipe, repository_keys: dict[str, str], server: dict[str, Any]) -> str:
-    return step_key("validate", recipe=recipe_inputs(recipe, "validate"), repositories=repository_keys,
-                    server=server)
+    return step_key("validate", recipe=recipe_inputs(recipe, "validate"), repositories=repository_keys, server=server)
 
 
 def not_content(rel: str) -> bool:
@@ -107,8 +118,11 @@ def not_content(rel: str) -> bool:
 
 
 def _content_files(folder: Path) -> list[tuple[str, Path]]:
-    return [(path.relative_to(folder).as_posix(), path) for path in sorted(Path(folder).rglob("*"))
-            if not not_content(path.relative_to(folder).as_posix()) and (path.is_symlink() or path.is_file())]
+    return [
+        (path.relative_to(folder).as_posix(), path)
+        for path in sorted(Path(folder).rglob("*"))
+        if not not_content(path.relative_to(folder).as_posix()) and (path.is_symlink() or path.is_file())
+    ]
 
 
 def content_digest(folder: Path) -> str:
@@ -136,8 +150,12 @@ def step_record(key: str, folder: Path, content: str | None = None) -> dict[str,
     """The `step` entry of an output's provenance.json, once the output is complete (`content`: its digest when
     already known, e.g. an output restored from the build cache)."""
     taken = time.time_ns()
-    return {"key": key, "content": content or content_digest(folder), "stats": _stats(folder)[0],
-            "stats_taken_ns": taken}
+    return {
+        "key": key,
+        "content": content or content_digest(folder),
+        "stats": _stats(folder)[0],
+        "stats_taken_ns": taken,
+    }
 
 
 def reusable(folder: Path, key: str) -> bool:
@@ -183,15 +201,28 @@ def reused_validation(report: Path):
     data = json.loads((Path(report) / "report.json").read_text())
     fields = ("name", "title", "status", "summary", "details", "gate", "duration_s", "inconclusive_allowed")
     checks = [CheckResult(**{k: c[k] for k in fields if k in c}) for c in data["checks"]]
-    return ValidationResult(data["recipe"], data["method"], data["runtime"], None, None, data["serving_model"],
-                            checks, data["started"], data["duration_s"], data["prompts"],
-                            report_files=[Path(report) / "report.json"], gates=data.get("gates") or {})
+    return ValidationResult(
+        data["recipe"],
+        data["method"],
+        data["runtime"],
+        None,
+        None,
+        data["serving_model"],
+        checks,
+        data["started"],
+        data["duration_s"],
+        data["prompts"],
+        report_files=[Path(report) / "report.json"],
+        gates=data.get("gates") or {},
+    )
 
 
 def reuse_verdict(report: Path, stages, console) -> int:
     """compile's serve-and-validate step, reused: says so, prints the tables report.json records; the exit code."""
-    stages.reused(f"serve and validate ({report})",
-                  "the passing verdict of the same repositories and recipe; --revalidate runs them again")
+    stages.reused(
+        f"serve and validate ({report})",
+        "the passing verdict of the same repositories and recipe; --revalidate runs them again",
+    )
     stages.validation = result = reused_validation(report)
     print_result(result, console)
     console.print(f"report: {report}", soft_wrap=True)
@@ -214,6 +245,9 @@ def served_with(options) -> dict[str, Any]:
     except metadata.PackageNotFoundError:
         pytriton = None
     against = options.against  # a verdict judged against another report is another verdict
-    return {"tritonserver": str(options.tritonserver) if options.tritonserver else None,
-            "nvidia-pytriton": pytriton, "decode_cpus": options.decode_cpus,
-            "against": None if against is None else hashlib.sha256(Path(against).read_bytes()).hexdigest()}
+    return {
+        "tritonserver": str(options.tritonserver) if options.tritonserver else None,
+        "nvidia-pytriton": pytriton,
+        "decode_cpus": options.decode_cpus,
+        "against": None if against is None else hashlib.sha256(Path(against).read_bytes()).hexdigest(),
+    }

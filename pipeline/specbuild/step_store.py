@@ -62,8 +62,16 @@ class Entry:
             return self.created
 
     def to_dict(self) -> dict:
-        return {"key": self.key, "step": self.step, "recipe": self.recipe, "role": self.role, "size": self.size,
-                "created": self.created, "last_used": self.last_used, "folder": str(self.folder)}
+        return {
+            "key": self.key,
+            "step": self.step,
+            "recipe": self.recipe,
+            "role": self.role,
+            "size": self.size,
+            "created": self.created,
+            "last_used": self.last_used,
+            "folder": str(self.folder),
+        }
 
 
 def _link_or_copy(source: str, target: str) -> None:
@@ -75,6 +83,7 @@ def _link_or_copy(source: str, target: str) -> None:
 
 def _copy_tree(source: Path, target: Path) -> None:
     """Copy the output `source` into the existing empty folder `target` (links kept as links)."""
+
     def ignore(folder: str, names: list[str]) -> set[str]:
         rel = Path(folder).relative_to(source)
         return {n for n in names if not_content((rel / n).as_posix() if rel.parts else n)}
@@ -93,8 +102,16 @@ class Store:
     def _read(self, folder: Path) -> Entry | None:
         try:
             data = json.loads((folder / ENTRY).read_text())
-            return Entry(data["key"], data["step"], data["recipe"], data.get("role"), data["content"],
-                         int(data["size"]), float(data["created"]), folder)
+            return Entry(
+                data["key"],
+                data["step"],
+                data["recipe"],
+                data.get("role"),
+                data["content"],
+                int(data["size"]),
+                float(data["created"]),
+                folder,
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -111,8 +128,12 @@ class Store:
         if not folder.is_dir():
             return None
         entry = self._read(folder)
-        if entry is None or entry.key != key or not entry.output.is_dir() \
-                or content_digest(entry.output) != entry.content:
+        if (
+            entry is None
+            or entry.key != key
+            or not entry.output.is_dir()
+            or content_digest(entry.output) != entry.content
+        ):
             shutil.rmtree(folder, ignore_errors=True)
             return None
         return entry
@@ -125,8 +146,16 @@ class Store:
         final = self.root / key
         with atomic_folder(final) as tmp:
             _copy_tree(Path(output), tmp / OUTPUT)
-            data = {"cache": FORMAT, "key": key, "step": step, "recipe": recipe, "role": role,
-                    "content": content_digest(tmp / OUTPUT), "size": _size(tmp / OUTPUT), "created": time.time()}
+            data = {
+                "cache": FORMAT,
+                "key": key,
+                "step": step,
+                "recipe": recipe,
+                "role": role,
+                "content": content_digest(tmp / OUTPUT),
+                "size": _size(tmp / OUTPUT),
+                "created": time.time(),
+            }
             (tmp / ENTRY).write_text(json.dumps(data, indent=2) + "\n")
         return self._read(final)
 
@@ -135,8 +164,9 @@ class Store:
         with atomic_folder(Path(folder)) as tmp:
             _copy_tree(entry.output, tmp)
             if content_digest(tmp) != entry.content:  # changed while it was copied
-                raise UserError(f"the build cache entry {show(entry.folder)} changed while it was restored — "
-                                "run compile again")
+                raise UserError(
+                    f"the build cache entry {show(entry.folder)} changed while it was restored — run compile again"
+                )
         os.utime(entry.folder / ENTRY)  # last used now
         return entry.content
 
@@ -149,16 +179,21 @@ class Store:
             return []
         return [p for p in self.root.iterdir() if dead_leftover(p)]
 
-    def prune(self, *, older_than_s: float | None = None, max_size: int | None = None,
-              everything: bool = False, now: float | None = None) -> list[Entry]:
+    def prune(
+        self,
+        *,
+        older_than_s: float | None = None,
+        max_size: int | None = None,
+        everything: bool = False,
+        now: float | None = None,
+    ) -> list[Entry]:
         """Remove entries (and leftovers of interrupted puts): all, those unused for `older_than_s`, then the least
         recently used until the rest is at most `max_size` bytes. Returns the entries removed."""
         now = time.time() if now is None else now
         for leftover in self.leftovers():
             shutil.rmtree(leftover, ignore_errors=True)
         entries = sorted(self.entries(), key=lambda e: e.last_used)
-        removed = [e for e in entries if everything
-                   or (older_than_s is not None and now - e.last_used > older_than_s)]
+        removed = [e for e in entries if everything or (older_than_s is not None and now - e.last_used > older_than_s)]
         kept = [e for e in entries if e not in removed]
         if max_size is not None:
             total = sum(e.size for e in kept)
@@ -173,7 +208,7 @@ class Store:
 
 # --- sizes and ages, for `specbuild cache` -------------------------------------------------------------------
 
-_SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 

@@ -40,35 +40,70 @@ SHARED_CRDS = Path(os.environ.get("SPECBUILD_SHARED_DIR", ROOT.parent / "shared"
 # (engine: tp 8 x pp 2 over 2 nodes, draft-target tp 2; llm-api: 2 nodes, multi-instance) plus more
 VARIANTS = {
     # 2 nodes of 8 GPUs: tp 8 x pp 2, gpu_device_ids lists one node's GPUs
-    "tp8-pp2-2nodes": ("none", {"name": "trt-tp8-pp2", "build.tp_size": 8, "build.pp_size": 2,
-                                "triton.gpu_device_ids": list(range(8))}),
+    "tp8-pp2-2nodes": (
+        "none",
+        {"name": "trt-tp8-pp2", "build.tp_size": 8, "build.pp_size": 2, "triton.gpu_device_ids": list(range(8))},
+    ),
     # draft-target with a tp=2 target on GPUs 1,2 and the draft on GPU 0
-    "draft-target-tp2": ("draft_target", {"name": "trt-dt-tp2", "build.tp_size": 2,
-                                          "triton.gpu_device_ids": [1, 2], "triton.draft_gpu_device_ids": [0]}),
+    "draft-target-tp2": (
+        "draft_target",
+        {"name": "trt-dt-tp2", "build.tp_size": 2, "triton.gpu_device_ids": [1, 2], "triton.draft_gpu_device_ids": [0]},
+    ),
     # fast logits: pre-spawned orchestrator ranks (world 1 + 1 + 2)
-    "draft-target-fast-logits": ("draft_target", {"name": "trt-dt-fast", "build.tp_size": 2,
-                                                  "speculation.use_draft_logits": True, "speculation.fast_logits": True,
-                                                  "triton.gpu_device_ids": [1, 2], "triton.draft_gpu_device_ids": [0]}),
+    "draft-target-fast-logits": (
+        "draft_target",
+        {
+            "name": "trt-dt-fast",
+            "build.tp_size": 2,
+            "speculation.use_draft_logits": True,
+            "speculation.fast_logits": True,
+            "triton.gpu_device_ids": [1, 2],
+            "triton.draft_gpu_device_ids": [0],
+        },
+    ),
     # a single-node tp=4 StatefulSet on enroot, in its own namespace, without autoscaling
-    "eagle-tp4-statefulset": ("eagle", {"name": "trt-eagle-tp4", "build.tp_size": 4,
-                                        "triton.gpu_device_ids": [0, 1, 2, 3],
-                                        "deploy.kubernetes": {"workload": "StatefulSet", "namespace": "llm"},
-                                        "deploy.autoscaling": {"min_replicas": 2, "max_replicas": 2},
-                                        "deploy.slurm": {"container_runtime": "enroot"}}),
+    "eagle-tp4-statefulset": (
+        "eagle",
+        {
+            "name": "trt-eagle-tp4",
+            "build.tp_size": 4,
+            "triton.gpu_device_ids": [0, 1, 2, 3],
+            "deploy.kubernetes": {"workload": "StatefulSet", "namespace": "llm"},
+            "deploy.autoscaling": {"min_replicas": 2, "max_replicas": 2},
+            "deploy.slurm": {"container_runtime": "enroot"},
+        },
+    ),
     # llm-api across nodes: tp 8 x pp 2 = 16 ranks on 2 nodes of 8 GPUs (no speculation: the PyTorch backend does
     # not combine it with pipeline parallelism), every rank under trtllm-llmapi-launch
-    "llmapi-tp8-pp2-2nodes": ("llmapi_prompt_lookup", {"name": "trt-llmapi-tp8-pp2", "speculation": {"method": "none"},
-                                                       "build.tp_size": 8, "build.pp_size": 2, "llm_api.nodes": 2,
-                                                       "triton.gpu_device_ids": list(range(16))}),
+    "llmapi-tp8-pp2-2nodes": (
+        "llmapi_prompt_lookup",
+        {
+            "name": "trt-llmapi-tp8-pp2",
+            "speculation": {"method": "none"},
+            "build.tp_size": 8,
+            "build.pp_size": 2,
+            "llm_api.nodes": 2,
+            "triton.gpu_device_ids": list(range(16)),
+        },
+    ),
     # llm-api EAGLE-3 with tp 16 over 2 nodes of 8 GPUs (tensorrtllm_backend docs/llmapi.md@0b9d7d5: srun -N 2
     # --ntasks-per-node=8), on enroot
-    "llmapi-eagle3-tp16-2nodes": ("llmapi_eagle3", {"name": "trt-llmapi-e3-tp16", "build.tp_size": 16,
-                                                    "llm_api.nodes": 2, "triton.gpu_device_ids": list(range(16)),
-                                                    "deploy.slurm": {"container_runtime": "enroot"}}),
+    "llmapi-eagle3-tp16-2nodes": (
+        "llmapi_eagle3",
+        {
+            "name": "trt-llmapi-e3-tp16",
+            "build.tp_size": 16,
+            "llm_api.nodes": 2,
+            "triton.gpu_device_ids": list(range(16)),
+            "deploy.slurm": {"container_runtime": "enroot"},
+        },
+    ),
     # llm-api multi-instance: 2 instances of tp 2 on GPUs 0,1 and 2,3 in one pod, no MPI (tensorrtllm_backend
     # docs/llmapi.md@0b9d7d5)
-    "llmapi-2x-tp2-instances": ("llmapi_tp2", {"name": "trt-llmapi-2x-tp2", "llm_api.instances": 2,
-                                               "triton.gpu_device_ids": [0, 1, 2, 3]}),
+    "llmapi-2x-tp2-instances": (
+        "llmapi_tp2",
+        {"name": "trt-llmapi-2x-tp2", "llm_api.instances": 2, "triton.gpu_device_ids": [0, 1, 2, 3]},
+    ),
 }
 
 
@@ -112,8 +147,11 @@ def write_engine_configs(recipe: Recipe, layout: Layout) -> None:
         tp = recipe.speculation.tp_size if role == "draft" else b.tp_size
         pp = 1 if role == "draft" else b.pp_size
         mapping = {"world_size": tp * pp, "tp_size": tp, "pp_size": pp, "gpus_per_node": recipe.deploy.gpus_per_node}
-        config = {"version": "test", "pretrained_config": {"mapping": mapping},
-                  "build_config": expected_limits(recipe, describe(recipe), role).as_build_config()}
+        config = {
+            "version": "test",
+            "pretrained_config": {"mapping": mapping},
+            "build_config": expected_limits(recipe, describe(recipe), role).as_build_config(),
+        }
         (folder / "config.json").write_text(json.dumps(config))
 
 

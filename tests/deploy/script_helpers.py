@@ -29,8 +29,22 @@ if args[:1] == ["exec"] and "--" in args and args[args.index("--") + 1:][:1] == 
     cmd = [claim + a[len(root):] if a == root or a.startswith(root + "/") else a for a in args[args.index("--") + 1:]]
     os.execvp(cmd[0], cmd)
 """
-STANDINS = ("sbatch", "srun", "scontrol", "enroot", "apptainer", "ssh", "mpirun", "tritonserver", "docker",
-            "kustomize", "curl", "helm", "nvidia-smi", "trtllm-llmapi-launch")
+STANDINS = (
+    "sbatch",
+    "srun",
+    "scontrol",
+    "enroot",
+    "apptainer",
+    "ssh",
+    "mpirun",
+    "tritonserver",
+    "docker",
+    "kustomize",
+    "curl",
+    "helm",
+    "nvidia-smi",
+    "trtllm-llmapi-launch",
+)
 
 
 def standins(folder: Path) -> Path:
@@ -55,12 +69,25 @@ class Runner:
         self.bin = standins(root / "bin")
 
     def env(self, **more: str) -> dict[str, str]:
-        return {**os.environ, "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}", "RECORD": str(self.record),
-                "CLAIM": str(self.claim), "HOME": str(self.work), **more}
+        return {
+            **os.environ,
+            "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
+            "RECORD": str(self.record),
+            "CLAIM": str(self.claim),
+            "HOME": str(self.work),
+            **more,
+        }
 
     def bash(self, *args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["/bin/bash", *args], cwd=cwd or self.work, env=self.env(**env), capture_output=True,
-                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            ["/bin/bash", *args],
+            cwd=cwd or self.work,
+            env=self.env(**env),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
 
     def calls(self) -> list[list[str]]:
         if not self.record.is_file():

@@ -25,8 +25,9 @@ def single(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def multi(tmp_path_factory):
-    recipe = make_recipe("none", {"name": "trt-tp8-pp2", "build.tp_size": 8, "build.pp_size": 2,
-                                  "triton.gpu_device_ids": list(range(8))})
+    recipe = make_recipe(
+        "none", {"name": "trt-tp8-pp2", "build.tp_size": 8, "build.pp_size": 2, "triton.gpu_device_ids": list(range(8))}
+    )
     layout = compile_layout(tmp_path_factory.mktemp("multi"), recipe)
     return recipe, layout, write_bundle(resolve_build(recipe), layout, validate=True)
 
@@ -51,16 +52,23 @@ def leader(lws):
 
 def test_unknown_field_in_a_deployment(single, tmp_path):
     found = broken(single, tmp_path, "deployment.yaml", lambda d: d["spec"]["template"]["spec"].update(hostIPCs=True))
-    assert any("deployment.yaml: spec.template.spec:" in f and "'hostIPCs' was unexpected" in f and "strict" in f
-               for f in found), found
+    assert any(
+        "deployment.yaml: spec.template.spec:" in f and "'hostIPCs' was unexpected" in f and "strict" in f
+        for f in found
+    ), found
 
 
 def test_unknown_field_in_a_leader_worker_set_template(multi, tmp_path):
-    found = broken(multi, tmp_path, "leaderworkerset.yaml",
-                   lambda d: d["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
-                   .update(gpus=8))
-    assert any("spec.leaderWorkerTemplate.workerTemplate.spec.containers[0]" in f and "'gpus' was unexpected" in f
-               for f in found), found
+    found = broken(
+        multi,
+        tmp_path,
+        "leaderworkerset.yaml",
+        lambda d: d["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0].update(gpus=8),
+    )
+    assert any(
+        "spec.leaderWorkerTemplate.workerTemplate.spec.containers[0]" in f and "'gpus' was unexpected" in f
+        for f in found
+    ), found
 
 
 def test_unknown_field_in_a_pod_monitor(single, tmp_path):
@@ -75,14 +83,16 @@ def test_bad_value_in_a_prometheus_rule(single, tmp_path):
 
 def test_mismatched_world_size_across_nodes(multi, tmp_path):
     found = broken(multi, tmp_path, "leaderworkerset.yaml", lambda d: d["spec"]["leaderWorkerTemplate"].update(size=3))
-    assert any("spec.leaderWorkerTemplate.size" in f and "tp*pp = 8*2 = 16" in f and "3 pod(s) x 8" in f
-               for f in found), found
+    assert any(
+        "spec.leaderWorkerTemplate.size" in f and "tp*pp = 8*2 = 16" in f and "3 pod(s) x 8" in f for f in found
+    ), found
 
 
 def test_mismatched_gpus_per_pod(single, tmp_path):
     def two_gpus(d):
         res = container(d)["resources"]
         res["limits"]["nvidia.com/gpu"] = res["requests"]["nvidia.com/gpu"] = 2
+
     found = broken(single, tmp_path, "deployment.yaml", two_gpus)
     assert any("resources.limits.nvidia.com/gpu" in f and "2 GPU(s) per pod" in f for f in found), found
 
@@ -98,26 +108,39 @@ def test_wrong_service_port(multi, tmp_path):
 
 
 def test_command_that_is_not_the_launch_command(single, tmp_path):
-    found = broken(single, tmp_path, "deployment.yaml",
-                   lambda d: container(d).update(command=["python3", "/app/scripts/launch_triton_server.py"]))
+    found = broken(
+        single,
+        tmp_path,
+        "deployment.yaml",
+        lambda d: container(d).update(command=["python3", "/app/scripts/launch_triton_server.py"]),
+    )
     assert any("containers[0].command" in f and "is not the repository's launch command" in f for f in found)
 
 
 def test_leader_that_does_not_exec_the_launch_command(multi, tmp_path):
-    found = broken(multi, tmp_path, "leaderworkerset.yaml",
-                   lambda d: leader(d).update(command=["bash", "-c", leader(d)["command"][2].replace("exec bash", "bash")]))
+    found = broken(
+        multi,
+        tmp_path,
+        "leaderworkerset.yaml",
+        lambda d: leader(d).update(command=["bash", "-c", leader(d)["command"][2].replace("exec bash", "bash")]),
+    )
     assert any("must end by exec-ing the repository's launch command" in f for f in found), found
 
 
 def test_probe_on_a_path_triton_does_not_serve(single, tmp_path):
-    found = broken(single, tmp_path, "deployment.yaml",
-                   lambda d: container(d)["livenessProbe"]["httpGet"].update(path="/healthz"))
+    found = broken(
+        single, tmp_path, "deployment.yaml", lambda d: container(d)["livenessProbe"]["httpGet"].update(path="/healthz")
+    )
     assert any("livenessProbe.httpGet.path" in f and "/v2/health/live" in f for f in found), found
 
 
 def test_missing_dev_shm(single, tmp_path):
-    found = broken(single, tmp_path, "deployment.yaml",
-                   lambda d: container(d).update(volumeMounts=container(d)["volumeMounts"][1:]))
+    found = broken(
+        single,
+        tmp_path,
+        "deployment.yaml",
+        lambda d: container(d).update(volumeMounts=container(d)["volumeMounts"][1:]),
+    )
     assert any("no /dev/shm mount" in f for f in found), found
 
 
@@ -125,10 +148,12 @@ def test_unmounted_engine_folder(single, tmp_path):
     def repository_only(d):  # the claim's repository folder alone, where the whole deployment folder belongs
         models = container(d)["volumeMounts"][1]
         models.update(mountPath=models["mountPath"] + "/repository", subPath=models["subPath"] + "/repository")
+
     found = broken(single, tmp_path, "deployment.yaml", repository_only)
     assert any("/models/trt-none/target (target engine) is not mounted" in f for f in found), found
-    assert any("/models/trt-none/target (tensorrt_llm/config.pbtxt gpt_model_path) is not mounted" in f
-               for f in found), found  # what the repository's config.pbtxt reads
+    assert any(
+        "/models/trt-none/target (tensorrt_llm/config.pbtxt gpt_model_path) is not mounted" in f for f in found
+    ), found  # what the repository's config.pbtxt reads
 
 
 def test_hpa_aimed_at_another_workload(single, tmp_path):
@@ -171,9 +196,14 @@ def test_check_bundle_raises_one_user_error(single, tmp_path):
 def test_an_invalid_recipe_leaves_the_old_bundle(single, tmp_path):
     recipe, layout, folder = single
     before = (folder / "deployment.yaml").read_text()
-    for version, message in (("1.2.7", "no NGC tritonserver image ships TensorRT-LLM 1.2.7"),
-                             ("0.9.0", "deploy.image.trtllm_version: is 0.9.0 but specbuild builds TensorRT engines "
-                                       "with TensorRT-LLM 0.17 <= version <= 1\\.3\\.0rc20")):
+    for version, message in (
+        ("1.2.7", "no NGC tritonserver image ships TensorRT-LLM 1.2.7"),
+        (
+            "0.9.0",
+            "deploy.image.trtllm_version: is 0.9.0 but specbuild builds TensorRT engines "
+            "with TensorRT-LLM 0.17 <= version <= 1\\.3\\.0rc20",
+        ),
+    ):
         bad = make_recipe("none", {"deploy.image": {"trtllm_version": version}})
         with pytest.raises(UserError, match=message):
             write_bundle(resolve_build(bad), layout)

@@ -62,12 +62,17 @@ def test_two_nodes_of_eight_gpus_is_a_leader_worker_set(bundles):
         c = lwt[key]["spec"]["containers"][0]
         assert c["resources"]["limits"]["nvidia.com/gpu"] == 8
     leader = lwt["leaderTemplate"]["spec"]["containers"][0]
-    assert leader["command"][-1].rstrip().endswith(
-        "exec bash /models/trt-tp8-pp2/repository/launch_triton.sh --exit-timeout-secs=30")  # deploy.mount_root
+    assert (
+        leader["command"][-1]
+        .rstrip()
+        .endswith("exec bash /models/trt-tp8-pp2/repository/launch_triton.sh --exit-timeout-secs=30")
+    )  # deploy.mount_root
     assert "ports" not in lwt["workerTemplate"]["spec"]["containers"][0]
     plan = bundle_plan(resolve_build(recipe), layout)
-    assert plan["layout"] == {"node 0": "ranks 0..7 on GPUs 0,1,2,3,4,5,6,7 (rank 0 serves)",
-                              "node 1": "ranks 8..15 on GPUs 0,1,2,3,4,5,6,7"}
+    assert plan["layout"] == {
+        "node 0": "ranks 0..7 on GPUs 0,1,2,3,4,5,6,7 (rank 0 serves)",
+        "node 1": "ranks 8..15 on GPUs 0,1,2,3,4,5,6,7",
+    }
     kinds = {d["kind"] for f in ("rbac.yaml", "mpi.yaml") for d in load_all((folder / f).read_text())}
     assert kinds == {"ServiceAccount", "Role", "RoleBinding", "ConfigMap"}
     hpa = load_all((folder / "hpa.yaml").read_text())[0]
@@ -120,8 +125,12 @@ def test_every_container_runtime_validates(tmp_path, runtime):
     layout = compile_layout(tmp_path, recipe)
     folder = write_bundle(resolve_build(recipe), layout, validate=True)
     sbatch = (folder / "slurm" / f"{recipe.name}.sbatch").read_text()
-    marker = {"pyxis": "--container-image=nvcr.io#nvidia/tritonserver:", "enroot": "enroot start --conf",
-              "apptainer": "apptainer exec --nv", "none": "--kill-on-bad-exit=1 bash "}[runtime]
+    marker = {
+        "pyxis": "--container-image=nvcr.io#nvidia/tritonserver:",
+        "enroot": "enroot start --conf",
+        "apptainer": "apptainer exec --nv",
+        "none": "--kill-on-bad-exit=1 bash ",
+    }[runtime]
     assert marker in sbatch and "#SBATCH --partition=gpu" in sbatch
 
 
@@ -132,4 +141,6 @@ def test_reference_recipes_get_no_bundle(tmp_path):
 
     recipe = load_recipe(ROOT / "recipes" / "reference" / "none.yaml", check_files=False)
     assert write_bundle(resolve_build(recipe), layout_in(tmp_path, recipe)) is None
-    assert bundle_plan(resolve_build(recipe), layout_in(tmp_path, recipe))["bundle"].startswith("none: the reference runtime")
+    assert bundle_plan(resolve_build(recipe), layout_in(tmp_path, recipe))["bundle"].startswith(
+        "none: the reference runtime"
+    )

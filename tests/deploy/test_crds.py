@@ -12,8 +12,10 @@ from deploy_helpers import SHARED_CRDS
 
 from specbuild.deploy import crds
 
-SHARED = {("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "leaderworkerset-v0.10.0.crd.yaml",
-          ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitors-v0.93.0.crd.yaml"}
+SHARED = {
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "leaderworkerset-v0.10.0.crd.yaml",
+    ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitors-v0.93.0.crd.yaml",
+}
 
 
 @pytest.mark.parametrize("key", sorted(SHARED))
@@ -42,9 +44,14 @@ def test_every_shipped_schema_carries_its_provenance():
 
 def test_strict_refuses_unknown_fields_and_plain_schema_does_not():
     schema = crds.schema_for("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
-    body = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "x"},
-            "spec": {"leaderWorkerTemplate": {"size": 2, "bogus": 1,
-                                              "workerTemplate": {"spec": {"containers": [{"name": "c"}]}}}}}
+    body = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "x"},
+        "spec": {
+            "leaderWorkerTemplate": {"size": 2, "bogus": 1, "workerTemplate": {"spec": {"containers": [{"name": "c"}]}}}
+        },
+    }
     assert list(jsonschema.Draft7Validator(schema).iter_errors(body)) == []
     errors = [e.message for e in jsonschema.Draft7Validator(crds.strict(schema)).iter_errors(body)]
     assert errors == ["Additional properties are not allowed ('bogus' was unexpected)"]

@@ -60,6 +60,7 @@ TINY = ROOT / "checkpoints" / "tiny"
 
 # --- 1. every deploy field ---------------------------------------------------------------------------------------
 
+
 def leaf_fields(model: type[BaseModel] = DeploySection, prefix: tuple = ("deploy",)) -> dict[tuple, object]:
     """Every leaf field of the deploy section: path -> its annotation."""
     out = {}
@@ -86,8 +87,9 @@ def hostile_recipe(tmp_path: Path, values: dict[tuple, object], stem: str = "eag
     data = recipe_data(stem)
     for section in ("model", "speculation"):
         if "checkpoint" in data.get(section, {}):
-            data[section]["checkpoint"] = str((ROOT / "recipes" / "tensorrt-llm" / data[section]["checkpoint"])
-                                              .resolve())
+            data[section]["checkpoint"] = str(
+                (ROOT / "recipes" / "tensorrt-llm" / data[section]["checkpoint"]).resolve()
+            )
     for path, value in values.items():
         node = data
         for part in path[:-1]:
@@ -107,9 +109,16 @@ def problems_of(path: Path) -> dict[str, object]:
 
 def test_the_walk_finds_every_kind_of_deploy_field():
     assert len(FIELDS) >= 40
-    for path in [("deploy", "slurm", "partition"), ("deploy", "slurm", "extra_sbatch"), ("deploy", "mount_root"),
-                 ("deploy", "slurm", "image_file"), ("deploy", "image", "repository"), ("deploy", "image", "tag"),
-                 ("deploy", "autoscaling", "max_replicas"), ("deploy", "kubernetes", "probes", "timeout_s")]:
+    for path in [
+        ("deploy", "slurm", "partition"),
+        ("deploy", "slurm", "extra_sbatch"),
+        ("deploy", "mount_root"),
+        ("deploy", "slurm", "image_file"),
+        ("deploy", "image", "repository"),
+        ("deploy", "image", "tag"),
+        ("deploy", "autoscaling", "max_replicas"),
+        ("deploy", "kubernetes", "probes", "timeout_s"),
+    ]:
         assert path in FIELDS
 
 
@@ -150,11 +159,19 @@ def test_every_int_field_refuses_what_its_file_cannot_hold(tmp_path):
 
 
 def test_check_cli_names_file_line_and_field(tmp_path):
-    path = hostile_recipe(tmp_path, {("deploy", "slurm", "partition"): INJECTIONS[4],
-                                     ("deploy", "slurm", "image_file"): '/x"; touch PWNED; "'})
+    path = hostile_recipe(
+        tmp_path,
+        {("deploy", "slurm", "partition"): INJECTIONS[4], ("deploy", "slurm", "image_file"): '/x"; touch PWNED; "'},
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"))
-    run = subprocess.run([sys.executable, "-m", "specbuild.cli", "check", str(path)], capture_output=True,
-                         text=True, env=env, timeout=60, cwd=tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-m", "specbuild.cli", "check", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert run.returncode == 2 and "Traceback" not in run.stderr + run.stdout
     out = run.stderr + run.stdout
     assert re.search(rf"{re.escape(str(path))}:\d+:\d+: deploy\.slurm\.partition: must be Slurm partition", out), out
@@ -175,8 +192,9 @@ def with_value(section, path: tuple, value):
     return section.model_copy(update={path[0]: with_value(getattr(section, path[0]), path[1:], value)})
 
 
-@pytest.mark.parametrize("path", sorted(p for p, ann in FIELDS.items() if p not in INT_FIELDS),
-                         ids=lambda p: ".".join(p[1:]))
+@pytest.mark.parametrize(
+    "path", sorted(p for p, ann in FIELDS.items() if p not in INT_FIELDS), ids=lambda p: ".".join(p[1:])
+)
 def test_a_value_that_skipped_the_schema_gets_no_bundle(compiled, path):
     recipe, layout = compiled
     for injection in (INJECTIONS[0], INJECTIONS[4]):
@@ -187,6 +205,7 @@ def test_a_value_that_skipped_the_schema_gets_no_bundle(compiled, path):
 
 
 # --- 2. paths the bundle embeds, and the rendered files run -------------------------------------------------------
+
 
 def fake_checkpoints(root: Path, name: str) -> Path:
     """The tiny zoo's folders, copied under a folder whose name is hostile."""
@@ -207,10 +226,17 @@ PATH_CASES = {
     # (recipe stem, changes, the hostile folder name)
     "engine-enroot": ("eagle", {"name": "trt-eagle-h", "deploy.slurm": {"container_runtime": "enroot"}}, COMBINED),
     "engine-newline-pyxis": ("eagle", {"name": "trt-eagle-n"}, INJECTIONS[4] + INJECTIONS[9]),
-    "llmapi-2nodes-apptainer": ("llmapi_eagle3", {"name": "trt-e3-h", "build.tp_size": 16, "llm_api.nodes": 2,
-                                                  "triton.gpu_device_ids": list(range(16)),
-                                                  "deploy.slurm": {"container_runtime": "apptainer"}},
-                                INJECTIONS[0] + INJECTIONS[1] + INJECTIONS[8]),
+    "llmapi-2nodes-apptainer": (
+        "llmapi_eagle3",
+        {
+            "name": "trt-e3-h",
+            "build.tp_size": 16,
+            "llm_api.nodes": 2,
+            "triton.gpu_device_ids": list(range(16)),
+            "deploy.slurm": {"container_runtime": "apptainer"},
+        },
+        INJECTIONS[0] + INJECTIONS[1] + INJECTIONS[8],
+    ),
 }
 
 
@@ -220,8 +246,9 @@ def test_hostile_paths_run_nothing(tmp_path, case):
     root = tmp_path / f"out{hostile}"  # the output folders: engines, repository and the bundle itself
     ckpt = fake_checkpoints(tmp_path, f"ckpt{hostile}")
     spec = "eagle3" if stem.startswith("llmapi") else "eagle"
-    recipe = make_recipe(stem, {**changes, "model.checkpoint": str(ckpt / "target"),
-                                "speculation.checkpoint": str(ckpt / spec)})
+    recipe = make_recipe(
+        stem, {**changes, "model.checkpoint": str(ckpt / "target"), "speculation.checkpoint": str(ckpt / spec)}
+    )
     assert hostile in str(recipe.model_dir)
     layout = compile_layout(root, recipe)
     bundle = write_bundle(resolve_build(recipe), layout, validate=True)
@@ -236,8 +263,9 @@ def test_hostile_paths_run_nothing(tmp_path, case):
     assert (models / name / "repository" / "launch_triton.sh").is_file()
     copy = runner.bash(str(bundle / "copy-models.sh"), "kubernetes")
     assert copy.returncode == 0, copy.stderr
-    assert sorted(p.relative_to(runner.claim / name).parts[0] for p in (runner.claim / name).iterdir()) == \
-        sorted(p.name for p in (models / name).iterdir())
+    assert sorted(p.relative_to(runner.claim / name).parts[0] for p in (runner.claim / name).iterdir()) == sorted(
+        p.name for p in (models / name).iterdir()
+    )
 
     # the sbatch script, submitted from the bundle folder: where it lies now (a folder name the container mounts
     # cannot hold: refused), and copied to the cluster, where it must reach its last srun
@@ -246,15 +274,17 @@ def test_hostile_paths_run_nothing(tmp_path, case):
     cluster = tmp_path / "cluster" / name
     shutil.copytree(bundle, cluster)
     runner.clear()
-    sbatch = runner.bash(str(cluster / "slurm" / f"{name}.sbatch"), SLURM_SUBMIT_DIR=str(cluster),
-                         SLURM_JOB_NODELIST="node[1-2]")
+    sbatch = runner.bash(
+        str(cluster / "slurm" / f"{name}.sbatch"), SLURM_SUBMIT_DIR=str(cluster), SLURM_JOB_NODELIST="node[1-2]"
+    )
     assert sbatch.returncode == 0, sbatch.stderr
     last = runner.calls()[-1]
     assert last[0] == "srun" and last[-2:] == ["bash", str(cluster / "slurm" / "ranks.sh")], last
     assert not any(hostile in arg for call in runner.calls() for arg in call)  # nothing of the build machine
     if (bundle / "slurm" / "enroot.conf").is_file():
-        conf = runner.bash("-c", 'source "$1" && environ >/dev/null && echo sourced', "conf",
-                           str(bundle / "slurm" / "enroot.conf"))
+        conf = runner.bash(
+            "-c", 'source "$1" && environ >/dev/null && echo sourced', "conf", str(bundle / "slurm" / "enroot.conf")
+        )
         assert conf.stdout.strip() == "sourced", conf.stderr
 
     # each Slurm task; the containers' commands, with the containers' tree mapped to the filled folder (the
@@ -265,29 +295,41 @@ def test_hostile_paths_run_nothing(tmp_path, case):
         task = runner.work / "ranks.sh"
         task.write_text(text)
         runner.clear()
-        run = runner.bash(str(task), SLURM_PROCID=str(rank),
-                          TRITONSERVER=str(runner.bin / "tritonserver"),
-                          TRTLLM_LLMAPI_LAUNCH=str(runner.bin / "trtllm-llmapi-launch"))
+        run = runner.bash(
+            str(task),
+            SLURM_PROCID=str(rank),
+            TRITONSERVER=str(runner.bin / "tritonserver"),
+            TRTLLM_LLMAPI_LAUNCH=str(runner.bin / "trtllm-llmapi-launch"),
+        )
         ran = runner.calls()
         # engine leader mode execs the image's tritonserver (absent here: 127); llm-api runs the launch script
         assert ran or (run.returncode == 127 and "/opt/tritonserver/bin/tritonserver" in run.stderr), run.stderr
-    workload = next(load_all((bundle / f).read_text())[0] for f in ("deployment.yaml", "leaderworkerset.yaml")
-                    if (bundle / f).is_file())
+    workload = next(
+        load_all((bundle / f).read_text())[0]
+        for f in ("deployment.yaml", "leaderworkerset.yaml")
+        if (bundle / f).is_file()
+    )
     if workload["kind"] == "LeaderWorkerSet":
         c = workload["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
         assert c["command"][:2] == ["bash", "-c"]
         runner.clear()
-        run = runner.bash("-c", c["command"][2].replace(tree, str(filled)), POD_NAME=f"{name}-0",
-                          POD_NAMESPACE="default", OMPI_MCA_orte_default_hostfile=str(runner.work / "hostfile"),
-                          TRITONSERVER=str(runner.bin / "tritonserver"))
+        run = runner.bash(
+            "-c",
+            c["command"][2].replace(tree, str(filled)),
+            POD_NAME=f"{name}-0",
+            POD_NAMESPACE="default",
+            OMPI_MCA_orte_default_hostfile=str(runner.work / "hostfile"),
+            TRITONSERVER=str(runner.bin / "tritonserver"),
+        )
         assert run.returncode == 0, run.stderr
         assert runner.calls()[-1][0] == "mpirun", runner.calls()
         assert "FROM nvcr.io/nvidia/tritonserver:" in (bundle / "Containerfile").read_text()
     else:
         c = workload["spec"]["template"]["spec"]["containers"][0]
         runner.clear()
-        run = runner.bash(*[w.replace(tree, str(filled)) for w in c["command"][1:]],
-                          TRITONSERVER=str(runner.bin / "tritonserver"))
+        run = runner.bash(
+            *[w.replace(tree, str(filled)) for w in c["command"][1:]], TRITONSERVER=str(runner.bin / "tritonserver")
+        )
         assert run.returncode == 0, run.stderr
         assert runner.calls()[-1][0] == "mpirun"  # the repository's launch script ran to its exec
 
@@ -300,6 +342,7 @@ def test_hostile_paths_run_nothing(tmp_path, case):
 
 
 # --- 3. what a bundle cannot hold, refused at check -------------------------------------------------------------
+
 
 def findings_of(changes: dict, stem: str = "none") -> dict[str, str]:
     return {".".join(map(str, f.path)): f.message for f in deploy_findings(resolve_build(make_recipe(stem, changes)))}
@@ -329,8 +372,11 @@ def test_unknown_kubernetes_release_is_refused_at_check(tmp_path):
 
 
 def test_image_reference_with_a_newline_is_refused_at_check(tmp_path):
-    for key, value in (("repository", "nvcr.io/nvidia/tritonserver\nRUN touch PWNED"),
-                       ("tag", "26.07-trtllm-python-py3\n"), ("repository", "nvcr.io/NVIDIA/Triton")):
+    for key, value in (
+        ("repository", "nvcr.io/nvidia/tritonserver\nRUN touch PWNED"),
+        ("tag", "26.07-trtllm-python-py3\n"),
+        ("repository", "nvcr.io/NVIDIA/Triton"),
+    ):
         found = problems_of(hostile_recipe(tmp_path, {("deploy", "image", key): value}))
         assert found[f"deploy.image.{key}"].line is not None
 

@@ -65,9 +65,13 @@ def assert_real_copy(snapshot: Path, copied: Path) -> None:
 
 CASES = {
     # flavour: (recipe stem, what its snapshots are, their folders in the tree)
-    "llm-api": ("llmapi_eagle3", {"model.checkpoint": ("meta-llama/Llama-3.1-8B-Instruct", "target", "model"),
-                                  "speculation.checkpoint": ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "eagle3",
-                                                             "speculative-model")}),
+    "llm-api": (
+        "llmapi_eagle3",
+        {
+            "model.checkpoint": ("meta-llama/Llama-3.1-8B-Instruct", "target", "model"),
+            "speculation.checkpoint": ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "eagle3", "speculative-model"),
+        },
+    ),
     "engine": ("eagle", {"model.tokenizer": ("lmsys/vicuna-7b-v1.3", "target", "tokenizer")}),
 }
 

@@ -26,16 +26,24 @@ def single(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def multi(tmp_path_factory):
-    recipe = make_recipe("llmapi_eagle3", {"name": "trt-llmapi-e3-tp16", "build.tp_size": 16, "llm_api.nodes": 2,
-                                           "triton.gpu_device_ids": list(range(16))})
+    recipe = make_recipe(
+        "llmapi_eagle3",
+        {
+            "name": "trt-llmapi-e3-tp16",
+            "build.tp_size": 16,
+            "llm_api.nodes": 2,
+            "triton.gpu_device_ids": list(range(16)),
+        },
+    )
     layout = compile_layout(tmp_path_factory.mktemp("multi"), recipe)
     return recipe, layout, write_bundle(resolve_build(recipe), layout, validate=True)
 
 
 @pytest.fixture(scope="module")
 def instances(tmp_path_factory):
-    recipe = make_recipe("llmapi_tp2", {"name": "trt-llmapi-2x-tp2", "llm_api.instances": 2,
-                                        "triton.gpu_device_ids": [0, 1, 2, 3]})
+    recipe = make_recipe(
+        "llmapi_tp2", {"name": "trt-llmapi-2x-tp2", "llm_api.instances": 2, "triton.gpu_device_ids": [0, 1, 2, 3]}
+    )
     layout = compile_layout(tmp_path_factory.mktemp("instances"), recipe)
     return recipe, layout, write_bundle(resolve_build(recipe), layout, validate=True)
 
@@ -84,10 +92,19 @@ def test_the_bundles_are_valid_before_they_are_broken(single, multi, instances):
 
 
 def test_nvidia_launcher_instead_of_the_launch_command(single, tmp_path):
-    found = broken(single, tmp_path, "deployment.yaml", lambda d: container(d).update(
-        command=["python3", "/app/scripts/launch_triton_server.py", "--model_repo=/models"]))
-    assert any("deployment.yaml: spec.template.spec.containers[0].command" in f
-               and "is not the repository's launch command" in f for f in found), found
+    found = broken(
+        single,
+        tmp_path,
+        "deployment.yaml",
+        lambda d: container(d).update(
+            command=["python3", "/app/scripts/launch_triton_server.py", "--model_repo=/models"]
+        ),
+    )
+    assert any(
+        "deployment.yaml: spec.template.spec.containers[0].command" in f
+        and "is not the repository's launch command" in f
+        for f in found
+    ), found
 
 
 def test_unmounted_eagle3_head(single, tmp_path):
@@ -96,22 +113,31 @@ def test_unmounted_eagle3_head(single, tmp_path):
     def model_only(d):  # the claim's model folder alone, where the whole deployment folder belongs
         models = container(d)["volumeMounts"][1]
         models.update(mountPath=models["mountPath"] + "/model", subPath=models["subPath"] + "/model")
+
     # llm_api.release 1.2 writes speculative_model_dir (repository/llmapi/releases.py)
     found = broken(single, tmp_path, "deployment.yaml", model_only)
-    assert any(f"{head} (model.yaml speculative_config.speculative_model_dir) is not mounted" in f for f in found), found
-    assert any("tensorrt_llm/1/model.yaml speculative_config.speculative_model_dir" in f and "is not mounted" in f
-               for f in found), found  # read from the repository's model.yaml on disk too
+    assert any(f"{head} (model.yaml speculative_config.speculative_model_dir) is not mounted" in f for f in found), (
+        found
+    )
+    assert any(
+        "tensorrt_llm/1/model.yaml speculative_config.speculative_model_dir" in f and "is not mounted" in f
+        for f in found
+    ), found  # read from the repository's model.yaml on disk too
 
 
 def test_leader_whose_mpirun_runs_another_world(multi, tmp_path):
     def eight_ranks(d):
         c = leader(d)
         c["command"] = ["bash", "-c", c["command"][2].replace("-np 16", "-np 8")]
+
     found = broken(multi, tmp_path, "leaderworkerset.yaml", eight_ranks)
-    assert any("leaderTemplate.spec.containers[0].command" in f and "mpirun -np 8 but the world has tp*pp = 16" in f
-               for f in found), found
-    assert any("must end by exec-ing mpirun running the repository's launch command on every rank" in f
-               for f in found), found
+    assert any(
+        "leaderTemplate.spec.containers[0].command" in f and "mpirun -np 8 but the world has tp*pp = 16" in f
+        for f in found
+    ), found
+    assert any(
+        "must end by exec-ing mpirun running the repository's launch command on every rank" in f for f in found
+    ), found
 
 
 def test_leader_that_runs_tritonserver_itself(multi, tmp_path):
@@ -120,6 +146,7 @@ def test_leader_that_runs_tritonserver_itself(multi, tmp_path):
         lines = c["command"][2].rstrip().splitlines()
         lines[-1] = "exec /opt/tritonserver/bin/tritonserver --model-repository=/models"
         c["command"] = ["bash", "-c", "\n".join(lines) + "\n"]
+
     found = broken(multi, tmp_path, "leaderworkerset.yaml", direct)
     assert any("its last line is 'exec /opt/tritonserver/bin/tritonserver" in f for f in found), found
 
@@ -128,6 +155,7 @@ def test_hostfile_slots_that_are_not_the_ranks_per_pod(multi, tmp_path):
     def slots(d):
         c = leader(d)
         c["command"] = ["bash", "-c", c["command"][2].replace("slots=8", "slots=4")]
+
     found = broken(multi, tmp_path, "leaderworkerset.yaml", slots)
     assert any("hostfile slots ['4'] but each pod runs 8 rank(s)" in f for f in found), found
 
@@ -139,24 +167,30 @@ def test_group_size_that_is_not_llm_api_nodes(multi, tmp_path):
 
 
 def test_unknown_field_in_the_worker_template(multi, tmp_path):
-    found = broken(multi, tmp_path, "leaderworkerset.yaml",
-                   lambda d: d["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"].update(mpiRanks=8))
-    assert any("spec.leaderWorkerTemplate.workerTemplate.spec" in f and "'mpiRanks' was unexpected" in f
-               for f in found), found
+    found = broken(
+        multi,
+        tmp_path,
+        "leaderworkerset.yaml",
+        lambda d: d["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"].update(mpiRanks=8),
+    )
+    assert any(
+        "spec.leaderWorkerTemplate.workerTemplate.spec" in f and "'mpiRanks' was unexpected" in f for f in found
+    ), found
 
 
 def test_acceptance_series_the_model_does_not_export(single, tmp_path):
     rule = {"record": "specbuild:acceptance_length:mean", "expr": "1 + rate(total_accepted_draft_tokens[5m])"}
-    found = broken(single, tmp_path, "prometheusrule.yaml",
-                   lambda d: d["spec"]["groups"][0]["rules"].append(rule))
-    assert any("prometheusrule.yaml: spec.groups[0].rules[1]" in f and "per-response tensors, not metrics" in f
-               for f in found), found
+    found = broken(single, tmp_path, "prometheusrule.yaml", lambda d: d["spec"]["groups"][0]["rules"].append(rule))
+    assert any(
+        "prometheusrule.yaml: spec.groups[0].rules[1]" in f and "per-response tensors, not metrics" in f for f in found
+    ), found
 
 
 def test_queue_compute_of_another_model(single, tmp_path):
     def bls(d):
         r = d["spec"]["groups"][0]["rules"][0]
         r["expr"] = r["expr"].replace('model="tensorrt_llm"', 'model="tensorrt_llm_bls"')
+
     found = broken(single, tmp_path, "prometheusrule.yaml", bls)
     assert any("should read model 'tensorrt_llm' only" in f for f in found), found
 
@@ -164,9 +198,15 @@ def test_queue_compute_of_another_model(single, tmp_path):
 def test_slurm_task_that_runs_tritonserver_itself(multi, tmp_path):
     recipe, layout, _ = multi
     repository = f"/models/{recipe.name}/repository"
-    found = edited_text(multi, tmp_path, "slurm/ranks.sh", lambda t: t.replace(
-        f"exec bash {repository}/launch_triton.sh",
-        f"exec trtllm-llmapi-launch /opt/tritonserver/bin/tritonserver --model-repository={repository}"))
+    found = edited_text(
+        multi,
+        tmp_path,
+        "slurm/ranks.sh",
+        lambda t: t.replace(
+            f"exec bash {repository}/launch_triton.sh",
+            f"exec trtllm-llmapi-launch /opt/tritonserver/bin/tritonserver --model-repository={repository}",
+        ),
+    )
     assert any("slurm/ranks.sh" in f and "must exec the repository's launch command" in f for f in found), found
 
 
@@ -178,22 +218,31 @@ def test_slurm_multi_node_without_pmix(multi, tmp_path):
 
 def test_slurm_tasks_per_node(multi, tmp_path):
     recipe, _, _ = multi
-    found = edited_text(multi, tmp_path, f"slurm/{recipe.name}.sbatch",
-                        lambda t: t.replace("#SBATCH --ntasks-per-node=8", "#SBATCH --ntasks-per-node=1"))
+    found = edited_text(
+        multi,
+        tmp_path,
+        f"slurm/{recipe.name}.sbatch",
+        lambda t: t.replace("#SBATCH --ntasks-per-node=8", "#SBATCH --ntasks-per-node=1"),
+    )
     assert any("#SBATCH --ntasks-per-node: 1 but the world needs 8" in f for f in found), found
 
 
 def test_stale_model_yaml(single):
-    found = in_repository(single, "tensorrt_llm/1/model.yaml", lambda t: t.replace("max_draft_len: 3",
-                                                                                   "max_draft_len: 5"))
-    assert any("model.yaml: speculative_config: differs from the model.yaml this recipe implies" in f
-               for f in found), found
+    found = in_repository(
+        single, "tensorrt_llm/1/model.yaml", lambda t: t.replace("max_draft_len: 3", "max_draft_len: 5")
+    )
+    assert any("model.yaml: speculative_config: differs from the model.yaml this recipe implies" in f for f in found), (
+        found
+    )
 
 
 def test_relative_checkpoint_in_model_yaml(single):
     recipe, _, _ = single
-    found = in_repository(single, "tensorrt_llm/1/model.yaml",
-                          lambda t: t.replace(f"model: {recipe.model_dir}\n", "model: checkpoints/tiny/target\n"))
+    found = in_repository(
+        single,
+        "tensorrt_llm/1/model.yaml",
+        lambda t: t.replace(f"model: {recipe.model_dir}\n", "model: checkpoints/tiny/target\n"),
+    )
     assert any("model.yaml: model: 'checkpoints/tiny/target' is relative" in f for f in found), found
 
 

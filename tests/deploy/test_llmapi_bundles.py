@@ -50,8 +50,12 @@ def launch_command(recipe):
 
 
 def test_every_llmapi_example_is_bundled():
-    assert sorted(p.stem for p in LLMAPI_RECIPES) == ["llmapi_draft_target", "llmapi_eagle3", "llmapi_prompt_lookup",
-                                                      "llmapi_tp2"]
+    assert sorted(p.stem for p in LLMAPI_RECIPES) == [
+        "llmapi_draft_target",
+        "llmapi_eagle3",
+        "llmapi_prompt_lookup",
+        "llmapi_tp2",
+    ]
 
 
 @pytest.mark.parametrize("name", [p.stem for p in LLMAPI_RECIPES] + NAMES)
@@ -59,8 +63,11 @@ def test_validates_and_mounts_every_checkpoint_model_yaml_names(bundles, name):
     recipe, layout, folder = bundles[name]
     assert validate_bundle(folder, resolve_build(recipe), layout, schemas=True) == []
     workload = only(folder, "leaderworkerset.yaml" if recipe.llm_api.nodes > 1 else "deployment.yaml")
-    templates = ([workload["spec"]["leaderWorkerTemplate"][k] for k in ("leaderTemplate", "workerTemplate")]
-                 if recipe.llm_api.nodes > 1 else [workload["spec"]["template"]])
+    templates = (
+        [workload["spec"]["leaderWorkerTemplate"][k] for k in ("leaderTemplate", "workerTemplate")]
+        if recipe.llm_api.nodes > 1
+        else [workload["spec"]["template"]]
+    )
     data = model_yaml_of(folder / "repository")  # the repository the pods serve
     named = [data["model"], data["tokenizer"]]
     spec = data.get("speculative_config") or {}
@@ -108,8 +115,10 @@ def test_eagle3_head_is_the_mounted_speculative_model(bundles):
     head = str(recipe.resolve(recipe.speculation.checkpoint))
     # llm_api.release 1.2 writes speculative_model_dir, the name 1.1 and 1.3.0rc3 both know (repository/llmapi/releases.py)
     assert model_yaml_of(layout.repository())["speculative_config"]["speculative_model_dir"] == head  # where compiled
-    assert model_yaml_of(folder / "repository")["speculative_config"]["speculative_model_dir"] == \
-        "/models/trt-llmapi-eagle3/speculative-model"  # where the pods read it
+    assert (
+        model_yaml_of(folder / "repository")["speculative_config"]["speculative_model_dir"]
+        == "/models/trt-llmapi-eagle3/speculative-model"
+    )  # where the pods read it
     assert f"copy {head} trt-llmapi-eagle3/speculative-model" in (folder / "copy-models.sh").read_text()
 
 
@@ -126,14 +135,22 @@ def test_two_nodes_every_rank_runs_the_launch_command_under_mpi(bundles):
     assert lines[-1] == mpirun + shlex.join(launch_command(recipe))
     assert '"$POD_NAME slots=8"' in leader["command"][2] and '"$worker slots=8"' in leader["command"][2]
     assert "ports" in leader and "ports" not in worker and "startupProbe" not in worker
-    assert only(folder, "service.yaml")["spec"]["selector"] == {"leaderworkerset.sigs.k8s.io/name": recipe.name,
-                                                                "leaderworkerset.sigs.k8s.io/worker-index": "0"}
+    assert only(folder, "service.yaml")["spec"]["selector"] == {
+        "leaderworkerset.sigs.k8s.io/name": recipe.name,
+        "leaderworkerset.sigs.k8s.io/worker-index": "0",
+    }
     assert {d["kind"] for f in ("rbac.yaml", "mpi.yaml") for d in load_all((folder / f).read_text())} == {
-        "ServiceAccount", "Role", "RoleBinding", "ConfigMap"}
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+    }
     assert (folder / "Containerfile").is_file()
     plan = bundle_plan(resolve_build(recipe), layout)
-    assert plan["layout"] == {"node 0": "ranks 0..7 on GPUs 0,1,2,3,4,5,6,7 (rank 0 serves)",
-                              "node 1": "ranks 8..15 on GPUs 0,1,2,3,4,5,6,7"}
+    assert plan["layout"] == {
+        "node 0": "ranks 0..7 on GPUs 0,1,2,3,4,5,6,7 (rank 0 serves)",
+        "node 1": "ranks 8..15 on GPUs 0,1,2,3,4,5,6,7",
+    }
     sbatch = (folder / "slurm" / f"{recipe.name}.sbatch").read_text()
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-node=8\n" in sbatch
     assert "srun --mpi=pmix --ntasks=16 --ntasks-per-node=8 --distribution=block " in sbatch
@@ -165,7 +182,9 @@ def test_two_instances_share_one_pod_without_mpi(bundles):
     plan = bundle_plan(resolve_build(recipe), layout)
     assert plan["layout"]["instance 0"].startswith("GPUs 0,1") and plan["layout"]["instance 1"].startswith("GPUs 2,3")
     sbatch = (folder / "slurm" / f"{recipe.name}.sbatch").read_text()
-    assert "#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=4\n" in sbatch and "srun --mpi=none --ntasks=1 " in sbatch
+    assert (
+        "#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=4\n" in sbatch and "srun --mpi=none --ntasks=1 " in sbatch
+    )
 
 
 def test_streaming_recipe_readme_asks_generate_stream(bundles):

@@ -33,32 +33,50 @@ def test_shipped_recipes_and_variants_have_no_findings(name):
 MULTI = {"build.tp_size": 8, "build.pp_size": 2}
 
 
-@pytest.mark.parametrize("changes, field, words", [
-    ({**MULTI, "triton.gpu_device_ids": list(range(16))}, "triton.gpu_device_ids", "list one node's GPUs"),
-    ({**MULTI, "triton.gpu_device_ids": [0, 1, 2, 3, 4, 5, 6, 8]}, "triton.gpu_device_ids", "[0, 1, 2, 3, 4, 5, 6, 7]"),
-    ({**MULTI, "deploy.gpus_per_node": 6}, "deploy.gpus_per_node", "not a multiple"),
-    ({"triton.gpu_device_ids": [9]}, "triton.gpu_device_ids", "names GPU 9 but a node has 8"),
-    ({**MULTI, "triton.gpu_device_ids": list(range(8)), "deploy.kubernetes": {"version": "1.25"}},
-     "deploy.kubernetes.version", "LeaderWorkerSet"),
-    ({"deploy.image": {"tag": "26.07-py3"}}, "deploy.image.tag", "carry the TensorRT-LLM backend"),
-    ({"deploy.image": {"tag": "27.01-trtllm-python-py3"}}, "deploy.image.tag", "does not know"),
-    ({"deploy.image": {"tag": "24.12-trtllm-python-py3"}}, "deploy.image.tag", "ships TensorRT-LLM 0.16.0"),
-    ({"deploy.image": {"tag": "26.07-trtllm-python-py3", "trtllm_version": "1.1.0"}}, "deploy.image.tag",
-     "engines load only in the release that built them"),
-    ({"deploy.image": {"trtllm_version": "1.3.0"}}, "deploy.image.trtllm_version", "0.17 <= version <= 1.3.0rc20"),
-    ({"deploy.autoscaling": {"min_replicas": 5, "max_replicas": 2}}, "deploy.autoscaling.min_replicas", "above"),
-    ({"deploy.shm_size": "64Gi"}, "deploy.shm_size", "memory is 32Gi"),
-    ({"deploy.kubernetes": {"termination_grace_period_s": 30}}, "deploy.kubernetes.termination_grace_period_s",
-     "SIGKILL"),
-])
+@pytest.mark.parametrize(
+    "changes, field, words",
+    [
+        ({**MULTI, "triton.gpu_device_ids": list(range(16))}, "triton.gpu_device_ids", "list one node's GPUs"),
+        (
+            {**MULTI, "triton.gpu_device_ids": [0, 1, 2, 3, 4, 5, 6, 8]},
+            "triton.gpu_device_ids",
+            "[0, 1, 2, 3, 4, 5, 6, 7]",
+        ),
+        ({**MULTI, "deploy.gpus_per_node": 6}, "deploy.gpus_per_node", "not a multiple"),
+        ({"triton.gpu_device_ids": [9]}, "triton.gpu_device_ids", "names GPU 9 but a node has 8"),
+        (
+            {**MULTI, "triton.gpu_device_ids": list(range(8)), "deploy.kubernetes": {"version": "1.25"}},
+            "deploy.kubernetes.version",
+            "LeaderWorkerSet",
+        ),
+        ({"deploy.image": {"tag": "26.07-py3"}}, "deploy.image.tag", "carry the TensorRT-LLM backend"),
+        ({"deploy.image": {"tag": "27.01-trtllm-python-py3"}}, "deploy.image.tag", "does not know"),
+        ({"deploy.image": {"tag": "24.12-trtllm-python-py3"}}, "deploy.image.tag", "ships TensorRT-LLM 0.16.0"),
+        (
+            {"deploy.image": {"tag": "26.07-trtllm-python-py3", "trtllm_version": "1.1.0"}},
+            "deploy.image.tag",
+            "engines load only in the release that built them",
+        ),
+        ({"deploy.image": {"trtllm_version": "1.3.0"}}, "deploy.image.trtllm_version", "0.17 <= version <= 1.3.0rc20"),
+        ({"deploy.autoscaling": {"min_replicas": 5, "max_replicas": 2}}, "deploy.autoscaling.min_replicas", "above"),
+        ({"deploy.shm_size": "64Gi"}, "deploy.shm_size", "memory is 32Gi"),
+        (
+            {"deploy.kubernetes": {"termination_grace_period_s": 30}},
+            "deploy.kubernetes.termination_grace_period_s",
+            "SIGKILL",
+        ),
+    ],
+)
 def test_deploy_findings_name_the_field(changes, field, words):
     found = findings("none", changes)
     assert any(f == field and words in m for f, m in found), found
 
 
 def test_draft_target_must_fit_one_node():
-    found = findings("draft_target", {"build.tp_size": 16, "triton.gpu_device_ids": list(range(16)),
-                                      "triton.draft_gpu_device_ids": [0]})
+    found = findings(
+        "draft_target",
+        {"build.tp_size": 16, "triton.gpu_device_ids": list(range(16)), "triton.draft_gpu_device_ids": [0]},
+    )
     assert any(f == "deploy.gpus_per_node" and "orchestrator mode" in m for f, m in found), found
     found = findings("draft_target", {"triton.draft_gpu_device_ids": [8]})
     assert any(f == "triton.draft_gpu_device_ids" and "share one pod" in m for f, m in found), found
@@ -78,12 +96,24 @@ def test_world_layout_across_nodes():
 
 
 def test_world_layout_of_draft_target():
-    w = _world(make_recipe("draft_target", {"build.tp_size": 2, "triton.gpu_device_ids": [1, 2],
-                                              "triton.draft_gpu_device_ids": [0]}))
+    w = _world(
+        make_recipe(
+            "draft_target", {"build.tp_size": 2, "triton.gpu_device_ids": [1, 2], "triton.draft_gpu_device_ids": [0]}
+        )
+    )
     assert (w.mode, w.world_size, w.gpus_per_pod, w.spawn) == ("orchestrator", 1, 3, True)
-    fast = _world(make_recipe("draft_target", {"build.tp_size": 2, "speculation.use_draft_logits": True,
-                                                 "speculation.fast_logits": True, "triton.gpu_device_ids": [1, 2],
-                                                 "triton.draft_gpu_device_ids": [0]}))
+    fast = _world(
+        make_recipe(
+            "draft_target",
+            {
+                "build.tp_size": 2,
+                "speculation.use_draft_logits": True,
+                "speculation.fast_logits": True,
+                "triton.gpu_device_ids": [1, 2],
+                "triton.draft_gpu_device_ids": [0],
+            },
+        )
+    )
     assert [(r.rank, r.gpu) for r in fast.ranks] == [(0, None), (1, 0), (2, 1), (3, 2)]
     assert not fast.spawn and fast.world_size == 4
 

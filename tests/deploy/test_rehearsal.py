@@ -88,7 +88,9 @@ def test_draft_target_orchestrator_serves_and_counts_acceptance(tmp_path):
         body = json.dumps({"text_input": "def add(a, b):", "max_tokens": 12}).encode()
         url = f"http://127.0.0.1:{ports['http']}/v2/models/tensorrt_llm_bls/generate"
         seen["reply"] = json.loads(urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=300).read())
-        seen["metrics"] = urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=30).read().decode()
+        seen["metrics"] = (
+            urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=30).read().decode()
+        )
 
     result = run(bundle, paths, tmp_path / "work", while_up=while_up)
     assert result.probes == {"startupProbe": 200, "readinessProbe": 200, "livenessProbe": 200}
@@ -100,9 +102,14 @@ def test_draft_target_orchestrator_serves_and_counts_acceptance(tmp_path):
         assert m, f"{name} not exported"
         return int(m.group(1))
 
-    steps, accepted, drafted = (counter(n) for n in ("specbuild_spec_decode_num_steps_total",
-                                                     "specbuild_spec_decode_num_accepted_tokens_total",
-                                                     "specbuild_spec_decode_num_draft_tokens_total"))
+    steps, accepted, drafted = (
+        counter(n)
+        for n in (
+            "specbuild_spec_decode_num_steps_total",
+            "specbuild_spec_decode_num_accepted_tokens_total",
+            "specbuild_spec_decode_num_draft_tokens_total",
+        )
+    )
     assert steps >= 1 and 0 <= accepted <= drafted <= steps * recipe.speculation.num_draft_tokens
     # every series the PrometheusRule reads is exported by the server, for the model it names
     rule = load_all((bundle / "prometheusrule.yaml").read_text())[0]
@@ -110,8 +117,10 @@ def test_draft_target_orchestrator_serves_and_counts_acceptance(tmp_path):
         for metric, labels in re.findall(r"([a-z_:]+)\{([^}]*)\}", r["expr"]):
             model = re.search(r'model="([^"]+)"', labels)
             wanted = f'{metric}{{model="{model.group(1)}"' if model else f"{metric}{{"
-            assert any(line.startswith(metric + "{") and (not model or f'model="{model.group(1)}"' in line)
-                       for line in text.splitlines()), wanted
+            assert any(
+                line.startswith(metric + "{") and (not model or f'model="{model.group(1)}"' in line)
+                for line in text.splitlines()
+            ), wanted
 
 
 def llmapi_prepared(root, stem):
@@ -120,16 +129,19 @@ def llmapi_prepared(root, stem):
     from specbuild.serve.ports import free_ports
 
     if not MODEL.is_file():
-        pytest.skip(f"the CPU reference llm-api model ({MODEL.relative_to(MODEL.parents[3])}) is not in this "
-                    "specbuild yet: the llm-api container command is not rehearsed against a served repository")
+        pytest.skip(
+            f"the CPU reference llm-api model ({MODEL.relative_to(MODEL.parents[3])}) is not in this "
+            "specbuild yet: the llm-api container command is not rehearsed against a served repository"
+        )
     http, grpc, metrics = free_ports("127.0.0.1", 3)
     recipe = make_recipe(stem, {"triton.http_port": http, "triton.grpc_port": grpc, "triton.metrics_port": metrics})
     gpu = compile_layout(root / "gpu", recipe)
     bundle = write_bundle(resolve_build(recipe), gpu, validate=True)
     reference = recipe.model_copy(update={"runtime": "reference"})
     reference._source = recipe.source
-    repo = runtime_for(reference).write_repository(reference, describe(reference), layout_in(root / "local", reference),
-                                                   "target")
+    repo = runtime_for(reference).write_repository(
+        reference, describe(reference), layout_in(root / "local", reference), "target"
+    )
     for rel in ("launch_triton.sh", "tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"):
         assert (repo / rel).read_text() == (gpu.repository() / rel).read_text(), rel  # only model.py differs
     return recipe, bundle, {container_repository(recipe): str(repo)}
@@ -140,12 +152,20 @@ def test_llmapi_single_node_command_serves_streams_and_stops(tmp_path):
     seen = {}
 
     def while_up(ports):
-        body = json.dumps({"text_input": "def add(a, b):", "sampling_param_max_tokens": 12, "streaming": True,
-                           "sampling_param_return_perf_metrics": True}).encode()
+        body = json.dumps(
+            {
+                "text_input": "def add(a, b):",
+                "sampling_param_max_tokens": 12,
+                "streaming": True,
+                "sampling_param_return_perf_metrics": True,
+            }
+        ).encode()
         url = f"http://127.0.0.1:{ports['http']}/v2/models/tensorrt_llm/generate_stream"
         text = urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=300).read().decode()
-        seen["events"] = [json.loads(ln[len("data: "):]) for ln in text.splitlines() if ln.startswith("data: ")]
-        seen["metrics"] = urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=30).read().decode()
+        seen["events"] = [json.loads(ln[len("data: ") :]) for ln in text.splitlines() if ln.startswith("data: ")]
+        seen["metrics"] = (
+            urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=30).read().decode()
+        )
 
     result = run(bundle, paths, tmp_path / "work", while_up=while_up)
     assert result.probes == {"startupProbe": 200, "readinessProbe": 200, "livenessProbe": 200}
@@ -171,11 +191,22 @@ with open(os.environ["RECORD"], "a") as f:
 """
 
 
-@pytest.mark.parametrize("stem, changes, launcher", [
-    ("llmapi_tp2", {}, "deployment.yaml"),
-    ("llmapi_eagle3", {"name": "trt-llmapi-e3-tp16", "build.tp_size": 16, "llm_api.nodes": 2,
-                       "triton.gpu_device_ids": list(range(16))}, "slurm/ranks.sh"),
-])
+@pytest.mark.parametrize(
+    "stem, changes, launcher",
+    [
+        ("llmapi_tp2", {}, "deployment.yaml"),
+        (
+            "llmapi_eagle3",
+            {
+                "name": "trt-llmapi-e3-tp16",
+                "build.tp_size": 16,
+                "llm_api.nodes": 2,
+                "triton.gpu_device_ids": list(range(16)),
+            },
+            "slurm/ranks.sh",
+        ),
+    ],
+)
 def test_llmapi_commands_exec_tritonserver_with_the_bundles_arguments(tmp_path, stem, changes, launcher):
     """Without a model to serve: the bundle's exact command (the Deployment's, or a Slurm task's across nodes)
     runs the repository's launch_triton.sh, which must exec tritonserver on the repository with the recipe's ports
@@ -205,13 +236,23 @@ def test_llmapi_commands_exec_tritonserver_with_the_bundles_arguments(tmp_path, 
         (tools / name).chmod(0o755)
     record = tmp_path / "record.jsonl"
     env = {k: v for k, v in os.environ.items() if k not in ("HTTP_PORT", "GRPC_PORT", "METRICS_PORT")}
-    env.update(RECORD=str(record), TRITONSERVER=str(tools / "tritonserver"),
-               TRTLLM_LLMAPI_LAUNCH=str(tools / "trtllm-llmapi-launch"), SLURM_PROCID="3")
+    env.update(
+        RECORD=str(record),
+        TRITONSERVER=str(tools / "tritonserver"),
+        TRTLLM_LLMAPI_LAUNCH=str(tools / "trtllm-llmapi-launch"),
+        SLURM_PROCID="3",
+    )
     run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     calls = [json.loads(line)["argv"] for line in record.read_text().splitlines()]
-    server = ["tritonserver", f"--model-repository={bundle / 'repository'}", "--http-port=8000", "--grpc-port=8001",
-              "--metrics-port=8002", "--exit-timeout-secs=30"]
+    server = [
+        "tritonserver",
+        f"--model-repository={bundle / 'repository'}",
+        "--http-port=8000",
+        "--grpc-port=8001",
+        "--metrics-port=8002",
+        "--exit-timeout-secs=30",
+    ]
     if recipe.llm_api.nodes > 1:  # the wrapper gets the whole tritonserver command, on every task alike
         assert calls == [["trtllm-llmapi-launch", str(tools / "tritonserver"), *server[1:]]]
     else:
@@ -244,8 +285,9 @@ def test_a_wrong_flag_in_the_command_fails(tmp_path):
 
 
 def test_mpirun_stand_in_checks_what_it_runs():
-    options, contexts = split(["--allow-run-as-root", "-mca", "plm_rsh_agent", "kubessh", "-n", "1", "a", "x", ":",
-                               "-n", "1", "b"])
+    options, contexts = split(
+        ["--allow-run-as-root", "-mca", "plm_rsh_agent", "kubessh", "-n", "1", "a", "x", ":", "-n", "1", "b"]
+    )
     assert options == ["--allow-run-as-root", "-mca"] and contexts == [["a", "x"], ["b"]]
     with pytest.raises(SystemExit, match="unknown option '--allow-run-as-rot'"):
         split(["--allow-run-as-rot", "-n", "1", "a"])

@@ -15,8 +15,10 @@ def main() -> int:
     spec = os.environ.get("SPECBUILD_DOUBLE_GPUS", "none")
     query = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--query-gpu=")), None)
     if spec == "none":
-        print("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
-              "latest NVIDIA driver is installed and running.")
+        print(
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+            "latest NVIDIA driver is installed and running."
+        )
         return 9
     if spec == "empty":
         print("No devices were found")

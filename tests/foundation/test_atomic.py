@@ -57,8 +57,8 @@ def test_carried_files_move_into_the_new_folder(tmp_path):
     (final / "server.log").write_text("started\n")
     log = open(final / "server.log", "a")  # a server still writing its log
     with atomic.atomic_folder(final, carry=("*.log",)) as tmp:
-        (tmp / "report.json").write_text("{\"new\": 1}")
+        (tmp / "report.json").write_text('{"new": 1}')
     log.write("still running\n")
     log.close()
     assert (final / "server.log").read_text() == "started\nstill running\n"
-    assert (final / "report.json").read_text() == "{\"new\": 1}"
+    assert (final / "report.json").read_text() == '{"new": 1}'

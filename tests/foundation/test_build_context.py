@@ -44,19 +44,22 @@ TRTLLM = ROOT / "recipes" / "tensorrt-llm"
 # carry; issue #31)
 
 
-@pytest.mark.parametrize("argv", [
-    ["check", str(TINY)],
-    ["check", "--json", str(TINY)],
-    ["check", str(TRTLLM / "eagle.yaml")],
-    ["plan", str(TINY)],
-    ["plan", "--json", str(TINY)],
-    ["plan", str(TRTLLM / "llmapi_eagle3.yaml")],
-    ["plan", str(TRTLLM / "draft_target.yaml")],
-    ["compile", "--render-only", "--json", str(TINY)],
-    ["compile", "--render-only", str(ROOT / "recipes" / "reference" / "draft_target.yaml")],
-    ["compile", "--render-only", str(TRTLLM / "llmapi_eagle3.yaml")],
-    ["compile", "--render-only", str(TRTLLM / "eagle.yaml")],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", str(TINY)],
+        ["check", "--json", str(TINY)],
+        ["check", str(TRTLLM / "eagle.yaml")],
+        ["plan", str(TINY)],
+        ["plan", "--json", str(TINY)],
+        ["plan", str(TRTLLM / "llmapi_eagle3.yaml")],
+        ["plan", str(TRTLLM / "draft_target.yaml")],
+        ["compile", "--render-only", "--json", str(TINY)],
+        ["compile", "--render-only", str(ROOT / "recipes" / "reference" / "draft_target.yaml")],
+        ["compile", "--render-only", str(TRTLLM / "llmapi_eagle3.yaml")],
+        ["compile", "--render-only", str(TRTLLM / "eagle.yaml")],
+    ],
+)
 def test_a_command_resolves_its_recipe_once(argv, calls, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 0, capsys.readouterr().err
@@ -71,8 +74,7 @@ def test_validate_resolves_its_recipe_once(calls, tmp_path, monkeypatch, capsys)
     assert calls == {"runtime_for": 1, "describe": 1}
 
 
-@pytest.mark.parametrize("argv", [["doctor", "--recipe", str(TRTLLM / "draft_target.yaml")],
-                                  ["download", str(TINY)]])
+@pytest.mark.parametrize("argv", [["doctor", "--recipe", str(TRTLLM / "draft_target.yaml")], ["download", str(TINY)]])
 def test_doctor_and_download_resolve_their_recipe_once(argv, calls, tmp_path, monkeypatch):
     """doctor exits 2 on a machine without the GPU path; either way it checked the recipe's needs."""
     monkeypatch.chdir(tmp_path)
@@ -85,4 +87,3 @@ def test_each_runtime_says_the_flavour_it_is_registered_under(key):
     """specbuild.deploy.kind reads the recipe's flavour as its runtime's."""
     name, flavour = key
     assert (get_runtime(name, flavour).name, get_runtime(name, flavour).flavour) == key
-

@@ -20,7 +20,7 @@ from specbuild import child_watchdog
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(120)
 
-OWNER = textwrap.dedent('''
+OWNER = textwrap.dedent("""
     import sys, time
     from specbuild import children
     tag = children.new_tag()
@@ -31,13 +31,14 @@ OWNER = textwrap.dedent('''
         sys.stdin.readline()
         sys.exit(0)  # forgets to stop its child
     time.sleep(300)
-''')
+""")
 
 
 def _owner(how: str) -> tuple[subprocess.Popen, int]:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"))
-    proc = subprocess.Popen([sys.executable, "-c", OWNER, how], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", OWNER, how], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
     child = int(proc.stdout.readline())
     return proc, child
 
@@ -65,16 +66,18 @@ def _watchdogs_of(owner: int) -> list[int]:
 
 
 def _marked_commands(owner: int) -> list[str]:
-    return sorted(Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].decode()
-                  for p in child_watchdog.marked(owner))
+    return sorted(
+        Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].decode() for p in child_watchdog.marked(owner)
+    )
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "exit"])
 def test_nothing_outlives_the_owner(how):
     owner, child = _owner(how)
     try:
-        assert _eventually(lambda: _marked_commands(owner.pid) == ["bash", "sleep", "sleep"]), \
-            _marked_commands(owner.pid)
+        assert _eventually(lambda: _marked_commands(owner.pid) == ["bash", "sleep", "sleep"]), _marked_commands(
+            owner.pid
+        )
         assert glob.glob(child_watchdog.shm_glob(owner.pid))
         if how == "exit":
             owner.stdin.write("\n")

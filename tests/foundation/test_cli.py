@@ -38,8 +38,10 @@ def test_unknown_command_exits_2(capsys):
 
 
 def test_light_modules_do_not_import_heavy_libraries():
-    code = ("import sys, specbuild.cli, specbuild.plan, specbuild.recipe, specbuild.methods; "
-            "heavy = [m for m in ('torch', 'transformers', 'tritonclient', 'tensorrt_llm') if m in sys.modules]; "
-            "print(heavy)")
+    code = (
+        "import sys, specbuild.cli, specbuild.plan, specbuild.recipe, specbuild.methods; "
+        "heavy = [m for m in ('torch', 'transformers', 'tritonclient', 'tensorrt_llm') if m in sys.modules]; "
+        "print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

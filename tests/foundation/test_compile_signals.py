@@ -36,9 +36,25 @@ class Compile:
         self.tmp = tmp
         env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "specbuild.cli", "compile", str(DEMO), "--engines-dir", str(tmp / "engines"),
-             "--repo-dir", str(tmp / "triton_repo"), "--report-dir", str(tmp / "reports")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_as_from_a_terminal)
+            [
+                sys.executable,
+                "-m",
+                "specbuild.cli",
+                "compile",
+                str(DEMO),
+                "--engines-dir",
+                str(tmp / "engines"),
+                "--repo-dir",
+                str(tmp / "triton_repo"),
+                "--report-dir",
+                str(tmp / "reports"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            preexec_fn=_as_from_a_terminal,
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -97,8 +113,14 @@ def _eventually(condition, timeout_s: float) -> bool:
 
 def _serving(c: Compile) -> None:
     """The target's server is ready, the baseline's is loading its models (python stubs started)."""
-    c.wait_for(lambda: any(ln.startswith("✓ serve") for ln in c.lines) and len(c.servers()) == 2
-               and len(child_watchdog.marked(c.pid)) > 2, "the second server loading")
+    c.wait_for(
+        lambda: (
+            any(ln.startswith("✓ serve") for ln in c.lines)
+            and len(c.servers()) == 2
+            and len(child_watchdog.marked(c.pid)) > 2
+        ),
+        "the second server loading",
+    )
 
 
 def _validating(c: Compile) -> None:
@@ -121,12 +143,16 @@ def _answered(reports: Path) -> float:
             text = r.read().decode()
     except OSError:
         return 0
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("nv_inference_request_success{"))
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("nv_inference_request_success{")
+    )
 
 
-EXPECTED = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated (SIGTERM)"),
-            signal.SIGKILL: (-signal.SIGKILL, None)}
+EXPECTED = {
+    signal.SIGINT: (130, "interrupted"),
+    signal.SIGTERM: (143, "terminated (SIGTERM)"),
+    signal.SIGKILL: (-signal.SIGKILL, None),
+}
 
 
 @pytest.mark.parametrize("phase", [_serving, _validating], ids=["serving", "validation"])
@@ -148,8 +174,9 @@ def test_a_signalled_compile_leaves_nothing_running(tmp_path, sig, phase):
             assert c.lines[-1].startswith(message), "\n".join(c.lines)
             assert "Traceback" not in "\n".join(c.lines)
         # SIGKILL: the kernel kills the servers (death signal), the watchdog their stubs and /dev/shm regions
-        assert _eventually(lambda: not child_watchdog.marked(c.pid), 30), \
-            [_cmdline(p) for p in child_watchdog.marked(c.pid)]
+        assert _eventually(lambda: not child_watchdog.marked(c.pid), 30), [
+            _cmdline(p) for p in child_watchdog.marked(c.pid)
+        ]
         assert _eventually(lambda: not __import__("glob").glob(shm_pattern), 10)
         ports = c.ports()
         assert ports, "no server log named its ports"
@@ -167,11 +194,13 @@ def test_an_interrupted_run_ends_with_its_own_line():
     import subprocess
     import sys
 
-    code = ("from specbuild.cli import _interrupted\n"
-            "class HalfBuilt:\n"
-            "    def __del__(self):\n"
-            "        self._sock\n"
-            "kept = HalfBuilt()\n"
-            "raise SystemExit(_interrupted(KeyboardInterrupt()))\n")
+    code = (
+        "from specbuild.cli import _interrupted\n"
+        "class HalfBuilt:\n"
+        "    def __del__(self):\n"
+        "        self._sock\n"
+        "kept = HalfBuilt()\n"
+        "raise SystemExit(_interrupted(KeyboardInterrupt()))\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 130 and done.stderr == "interrupted\n", done.stderr

@@ -44,8 +44,9 @@ class Result:
     passed = True
 
 
-@pytest.mark.parametrize("outcome, timeout_s", [(None, None), (KeyboardInterrupt, 0), (Terminated, 0),
-                                                (RuntimeError, None)])
+@pytest.mark.parametrize(
+    "outcome, timeout_s", [(None, None), (KeyboardInterrupt, 0), (Terminated, 0), (RuntimeError, None)]
+)
 def test_servers_stop_at_once_only_when_interrupted(tmp_path, monkeypatch, outcome, timeout_s):
     def suite(*args, **kw):
         assert set(kw["exit_reasons"]) == {"target", "baseline"}  # the suite can tell a server that died
@@ -56,14 +57,19 @@ def test_servers_stop_at_once_only_when_interrupted(tmp_path, monkeypatch, outco
 
     monkeypatch.setattr(compile_module, "TritonServer", StandInServer)
     monkeypatch.setattr(suite_module, "run_validation", suite)
-    monkeypatch.setattr(compile_module, "print_result", lambda result, console: None)  # the stand-in result has no tables
+    monkeypatch.setattr(
+        compile_module, "print_result", lambda result, console: None
+    )  # the stand-in result has no tables
     StandInServer.stopped = []
     recipe = load_recipe(ROOT / "tests" / "recipes" / "demo_tiny.yaml")
     layout = Layout(tmp_path / "engines", tmp_path / "triton_repo", tmp_path / "reports", recipe.name)
     console = Console(file=open(tmp_path / "out.txt", "w"))
     repositories = {"target": tmp_path / "target", "baseline": tmp_path / "baseline"}
     if outcome is None:
-        assert serve_and_validate(resolve_build(recipe), layout, repositories, CompileOptions(), Stages(console), console) == 0
+        assert (
+            serve_and_validate(resolve_build(recipe), layout, repositories, CompileOptions(), Stages(console), console)
+            == 0
+        )
         assert json.loads((layout.report / "provenance.json").read_text())["kind"] == "report"
     else:
         with pytest.raises(outcome):

@@ -8,13 +8,21 @@ import json
 
 import pytest
 
-from specbuild.engine_facts import (SpecMode, built_limits, limit_mismatches, limits_from_config, pretrained_extra,
-                                    read_engine_config, verify_engine)
+from specbuild.engine_facts import (
+    SpecMode,
+    built_limits,
+    limit_mismatches,
+    limits_from_config,
+    pretrained_extra,
+    read_engine_config,
+    verify_engine,
+)
 from specbuild.errors import UserError
 from specbuild.speculation import EagleHead, MedusaHeads, Speculation
 
-REQUEST = dict(max_batch_size=4, max_input_len=100, max_seq_len=300, max_num_tokens=None, tokens_per_block=32,
-               max_beam_width=1)
+REQUEST = dict(
+    max_batch_size=4, max_input_len=100, max_seq_len=300, max_num_tokens=None, tokens_per_block=32, max_beam_width=1
+)
 
 
 def test_plain_engine_clips_max_num_tokens_to_batch_times_seq_len():
@@ -28,8 +36,12 @@ def test_speculative_slack_and_eagle_layers():
     lookahead = built_limits(**REQUEST, mode=SpecMode.LOOKAHEAD_DECODING, max_draft_len=83, extra_seq_len=4)
     assert (medusa.max_seq_len, eagle.max_seq_len, lookahead.max_seq_len) == (363, 367, 383)
     assert eagle.requested_max_seq_len == 300
-    wide = built_limits(**{**REQUEST, "max_batch_size": 256, "max_num_tokens": 8192}, mode=SpecMode.EAGLE,
-                        max_draft_len=63, extra_seq_len=4)
+    wide = built_limits(
+        **{**REQUEST, "max_batch_size": 256, "max_num_tokens": 8192},
+        mode=SpecMode.EAGLE,
+        max_draft_len=63,
+        extra_seq_len=4,
+    )
     assert wide.max_num_tokens == 256 * 64  # raised to max_batch_size * (max_draft_len + 1)
 
 
@@ -45,8 +57,10 @@ def test_mismatches_name_the_key_the_values_and_the_recipe_field():
     want = built_limits(**REQUEST, mode=SpecMode.MEDUSA, max_draft_len=8)
     config = {"build_config": {**want.as_build_config(), "max_draft_len": 0, "speculative_decoding_mode": "NONE"}}
     problems = limit_mismatches(config, want)
-    assert any("build_config.max_draft_len: the engine has 0, the recipe needs 8 (speculation.max_draft_len" in p
-               for p in problems)
+    assert any(
+        "build_config.max_draft_len: the engine has 0, the recipe needs 8 (speculation.max_draft_len" in p
+        for p in problems
+    )
     assert any("speculative_decoding_mode: the engine has 1 (NONE), the recipe needs 4 (MEDUSA)" in p for p in problems)
     assert limit_mismatches({"build_config": want.as_build_config()}, want) == []
 
@@ -72,15 +86,28 @@ def test_reading_and_verifying_engine_folders(tmp_path):
 
 
 def test_pretrained_extra_of_the_tree_methods(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64, "vocab_size": 128, "num_hidden_layers": 1,
-                                                      "unrelated": True}))
-    eagle = Speculation(method="eagle", mode=SpecMode.EAGLE, max_draft_len=9,
-                        params=EagleHead(tmp_path, num_eagle_layers=3, max_non_leaves_per_layer=2))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"hidden_size": 64, "vocab_size": 128, "num_hidden_layers": 1, "unrelated": True})
+    )
+    eagle = Speculation(
+        method="eagle",
+        mode=SpecMode.EAGLE,
+        max_draft_len=9,
+        params=EagleHead(tmp_path, num_eagle_layers=3, max_non_leaves_per_layer=2),
+    )
     extra = pretrained_extra(eagle)
     assert extra["architecture"] == "EagleForCausalLM" and extra["num_eagle_layers"] == 3
-    assert extra["eagle_net_config"] == {"architecture": "LlamaForCausalLM", "hidden_size": 64, "vocab_size": 128,
-                                         "num_hidden_layers": 1}
+    assert extra["eagle_net_config"] == {
+        "architecture": "LlamaForCausalLM",
+        "hidden_size": 64,
+        "vocab_size": 128,
+        "num_hidden_layers": 1,
+    }
     medusa = Speculation(method="medusa", mode=SpecMode.MEDUSA, max_draft_len=5, params=MedusaHeads(tmp_path, 4, 1))
-    assert pretrained_extra(medusa) == {"architecture": "MedusaForCausalLM", "max_draft_len": 5,
-                                        "num_medusa_heads": 4, "num_medusa_layers": 1}
+    assert pretrained_extra(medusa) == {
+        "architecture": "MedusaForCausalLM",
+        "max_draft_len": 5,
+        "num_medusa_heads": 4,
+        "num_medusa_layers": 1,
+    }
     assert pretrained_extra(Speculation(method="none", mode=SpecMode.NONE)) == {}

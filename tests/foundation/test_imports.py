@@ -17,8 +17,21 @@ from pathlib import Path
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipeline"
 # What `check` runs without (pyproject.toml: the reference, triton, deploy extras; tensorrt_llm on a GPU machine)
-OPTIONAL = {"torch", "transformers", "tokenizers", "safetensors", "sentencepiece", "tritonclient", "matplotlib",
-            "numpy", "kubernetes_validate", "tensorrt_llm", "pytriton", "google", "jsonschema"}
+OPTIONAL = {
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "sentencepiece",
+    "tritonclient",
+    "matplotlib",
+    "numpy",
+    "kubernetes_validate",
+    "tensorrt_llm",
+    "pytriton",
+    "google",
+    "jsonschema",
+}
 
 HEAVY = "the imported module pulls an optional dependency (torch, numpy, ...) that the importer does not"
 CORE_MODEL = "a Triton Python model: it loads the decoder when the server initialises it, not when it reads the file"
@@ -110,6 +123,7 @@ def _imports() -> tuple[dict[str, set[str]], set[tuple[str, str]]]:
     module_level: dict[str, set[str]] = defaultdict(set)
     in_function: set[tuple[str, str]] = set()
     for name, (path, package) in MODULES.items():
+
         def walk(node: ast.AST, inside: bool) -> None:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
@@ -121,6 +135,7 @@ def _imports() -> tuple[dict[str, set[str]], set[tuple[str, str]]]:
                         elif target.split(".")[0] == "specbuild":
                             in_function.add((name, target))
                 walk(child, inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
         walk(ast.parse(path.read_text()), False)
     return module_level, in_function
 
@@ -130,6 +145,7 @@ MODULE_LEVEL, IN_FUNCTION = _imports()
 
 def _loaded_with(module: str) -> set[str]:
     """What importing `module` loads at module level: its parents, specbuild modules, top-level external names."""
+
     def chain(name: str) -> list[str]:
         parts = name.split(".")
         return [p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if p in MODULES]
@@ -206,6 +222,7 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 def _import_graph() -> dict[str, set[str]]:
     """module -> the specbuild modules it imports, module-level and in-function (`import a.b` counts as one of the
     module a.b, or of the package a when a.b names something in it)."""
+
     def owner(name: str) -> str | None:
         while name not in MODULES:
             if "." not in name:

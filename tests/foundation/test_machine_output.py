@@ -38,8 +38,13 @@ class FakeClock:
 
 def _stages(clock, interval=10.0):
     out, log = io.StringIO(), io.StringIO()
-    stages = Stages(Console(file=out, width=200), events=EventLog(enabled=True, stream=log), clock=clock,
-                    interval=interval, background=False)
+    stages = Stages(
+        Console(file=out, width=200),
+        events=EventLog(enabled=True, stream=log),
+        clock=clock,
+        interval=interval,
+        background=False,
+    )
     return stages, out, log
 
 
@@ -52,17 +57,19 @@ def test_a_step_prints_a_progress_line_per_interval_in_a_log():
     stages, out, log = _stages(clock)
     with stages.stage("serve repo") as progress:
         clock.now += 4
-        progress("loading")              # 4 s: not yet
+        progress("loading")  # 4 s: not yet
         clock.now += 7
-        progress("models ready: 1/2")    # 11 s: the first line, with what the step last said
+        progress("models ready: 1/2")  # 11 s: the first line, with what the step last said
         clock.now += 25
-        progress("models ready: 2/2")    # 36 s after a silence: one line, not one per missed interval
+        progress("models ready: 2/2")  # 36 s after a silence: one line, not one per missed interval
         clock.now += 1
-        progress("done")                 # 37 s: the next is due at 40 s
+        progress("done")  # 37 s: the next is due at 40 s
     lines = out.getvalue().splitlines()
-    assert lines == ["… serve repo: running for 11 s: models ready: 1/2",
-                     "… serve repo: running for 36 s: models ready: 2/2",
-                     "✓ serve repo (37.0 s)"]
+    assert lines == [
+        "… serve repo: running for 11 s: models ready: 1/2",
+        "… serve repo: running for 36 s: models ready: 2/2",
+        "✓ serve repo (37.0 s)",
+    ]
     events = _events(log)
     assert [e["event"] for e in events] == ["step.started", "step.progress", "step.progress", "step.finished"]
     assert events[-1]["status"] == "done" and events[-1]["duration_s"] == 37.0
@@ -107,8 +114,15 @@ def _run(*args: str, env: dict | None = None, cwd: Path | None = None) -> subpro
     environ = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR")}
     environ["PYTHONPATH"] = str(ROOT / "pipeline")
     environ.update(env or {})
-    return subprocess.run([sys.executable, "-m", "specbuild.cli", *args], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, env=environ, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "specbuild.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def _one_document(stdout: str) -> dict:
@@ -163,8 +177,20 @@ def test_plan_json_keeps_its_keys_and_gains_the_shared_ones():
 def built(tmp_path_factory):
     """compile --no-validate --json with --log-format json, through pipes."""
     tmp = tmp_path_factory.mktemp("ci")
-    run = _run("--log-format", "json", "compile", str(DEMO_TINY), "--no-validate", "--json",
-               "--engines-dir", str(tmp / "e"), "--repo-dir", str(tmp / "r"), "--report-dir", str(tmp / "rep"))
+    run = _run(
+        "--log-format",
+        "json",
+        "compile",
+        str(DEMO_TINY),
+        "--no-validate",
+        "--json",
+        "--engines-dir",
+        str(tmp / "e"),
+        "--repo-dir",
+        str(tmp / "r"),
+        "--report-dir",
+        str(tmp / "rep"),
+    )
     return run, tmp
 
 
@@ -200,8 +226,9 @@ def test_a_refused_compile_json_still_prints_one_document(tmp_path):
 
 
 def test_render_only_json_names_the_rendered_folders(tmp_path):
-    run = _run("compile", str(ROOT / "recipes" / "tensorrt-llm" / "medusa.yaml"), "--render-only", "--json",
-               cwd=tmp_path)
+    run = _run(
+        "compile", str(ROOT / "recipes" / "tensorrt-llm" / "medusa.yaml"), "--render-only", "--json", cwd=tmp_path
+    )
     doc = _one_document(run.stdout)
     assert run.returncode == 0 == doc["exit_code"] and doc["verdict"] == "rendered", run.stderr[-2000:]
     repository = tmp_path / doc["outputs"]["repository"]

@@ -47,8 +47,9 @@ def package_tree() -> list[str]:
 def _build(hook: str, source: Path, out: Path) -> Path:
     """Run setuptools' PEP 517 hook in `source` (what `python -m build` calls, without its isolated env)."""
     code = f"import sys; from setuptools import build_meta; print(build_meta.{hook}(sys.argv[1]))"
-    done = subprocess.run([sys.executable, "-c", code, str(out)], cwd=source, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(out)], cwd=source, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, f"{hook} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return out / done.stdout.strip().splitlines()[-1]
 
@@ -72,15 +73,23 @@ def built(tmp_path_factory) -> dict:
         metadata = email.message_from_bytes(zf.read(f"{dist_info}/METADATA"))
         zf.extractall(tmp / "site")
     prefix = sdist.name.removesuffix(".tar.gz") + "/"
-    return {"sdist": sdist, "wheel": wheel, "site": tmp / "site", "metadata": metadata, "dist_info": dist_info,
-            "sdist_names": {n.removeprefix(prefix) for n in sdist_names if n.startswith(prefix)},
-            "wheel_names": set(wheel_names)}
+    return {
+        "sdist": sdist,
+        "wheel": wheel,
+        "site": tmp / "site",
+        "metadata": metadata,
+        "dist_info": dist_info,
+        "sdist_names": {n.removeprefix(prefix) for n in sdist_names if n.startswith(prefix)},
+        "wheel_names": set(wheel_names),
+    }
 
 
 def test_the_wheel_holds_every_file_of_the_package_tree(built):
     missing = [f for f in package_tree() if f not in built["wheel_names"]]
-    assert not missing, (f"not in {built['wheel'].name}: {missing} — add their pattern to "
-                         "[tool.setuptools.package-data] in pyproject.toml")
+    assert not missing, (
+        f"not in {built['wheel'].name}: {missing} — add their pattern to "
+        "[tool.setuptools.package-data] in pyproject.toml"
+    )
 
 
 def test_the_wheel_holds_the_package_and_its_metadata_only(built):
@@ -105,8 +114,10 @@ def test_the_version_is_the_distributions(built):
 
 
 def test_the_wheel_declares_the_cli_and_the_client_extra(built):
-    assert "[console_scripts]\nspecbuild = specbuild.cli:main" in zipfile.ZipFile(built["wheel"]).read(
-        f"{built['dist_info']}/entry_points.txt").decode()
+    assert (
+        "[console_scripts]\nspecbuild = specbuild.cli:main"
+        in zipfile.ZipFile(built["wheel"]).read(f"{built['dist_info']}/entry_points.txt").decode()
+    )
     requires = built["metadata"].get_all("Requires-Dist")
     extra = {}
     for line in requires:
@@ -116,10 +127,12 @@ def test_the_wheel_declares_the_cli_and_the_client_extra(built):
     assert extra["client"], "the Containerfile installs specbuild[client]"
     assert extra["client"] <= extra["triton"], (
         f"the client extra is the triton extra without nvidia-pytriton: {extra['client'] - extra['triton']} "
-        "differ from the triton extra's lines")
+        "differ from the triton extra's lines"
+    )
     names = {re.match(r"[A-Za-z0-9._-]+", r).group(0).lower() for r in extra["client"]}
     assert not names & {"torch", "transformers", "tokenizers", "tensorrt-llm", "tensorrt_llm"}, (
-        "the client extra must not ask for what NVIDIA's image pins: its torch, transformers, TensorRT-LLM")
+        "the client extra must not ask for what NVIDIA's image pins: its torch, transformers, TensorRT-LLM"
+    )
 
 
 RUN_FROM_WHEEL = r"""
@@ -145,8 +158,14 @@ def test_the_unpacked_wheel_renders_repositories_with_its_own_files(built, tmp_p
     the repositories get the wheel's Triton model sources byte for byte."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(built["site"])
-    done = subprocess.run([sys.executable, "-c", RUN_FROM_WHEEL, str(ROOT), *RENDERED], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_FROM_WHEEL, str(ROOT), *RENDERED],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert Path(out["file"]).is_relative_to(built["site"]), out["file"]
@@ -155,12 +174,19 @@ def test_the_unpacked_wheel_renders_repositories_with_its_own_files(built, tmp_p
     assert out["prompts"] > 0
     assert out["crds"] and all(out["crds"].values()), out["crds"]
     package = built["site"] / "specbuild"
-    sources = sorted([*(p for p in (package / "repository" / "engine" / "models").rglob("*") if p.is_file()),
-                      *(p for p in (package / "reference" / "core_models").rglob("*") if p.is_file()),
-                      *(p for p in (package / "standalone").glob("*.py") if p.name != "__init__.py")])
+    sources = sorted(
+        [
+            *(p for p in (package / "repository" / "engine" / "models").rglob("*") if p.is_file()),
+            *(p for p in (package / "reference" / "core_models").rglob("*") if p.is_file()),
+            *(p for p in (package / "standalone").glob("*.py") if p.name != "__init__.py"),
+        ]
+    )
     assert sources
-    not_copied = [p.relative_to(built["site"]).as_posix() for p in sources
-                  if hashlib.sha256(p.read_bytes()).hexdigest() not in out["rendered"]]
+    not_copied = [
+        p.relative_to(built["site"]).as_posix()
+        for p in sources
+        if hashlib.sha256(p.read_bytes()).hexdigest() not in out["rendered"]
+    ]
     assert not not_copied, f"no rendered repository of {RENDERED} holds {not_copied}: render a recipe that uses them"
 
 
@@ -177,11 +203,18 @@ def instructions() -> list[tuple[str, str]]:
 
 
 def test_the_containerfile_builds_on_the_image_the_bundles_run_in():
-    from specbuild.deploy.images import NGC_REPOSITORY, TAG_SUFFIX, newest_supported, serves_llmapi, supported, \
-        tag_for, trtllm_of_tag
+    from specbuild.deploy.images import (
+        NGC_REPOSITORY,
+        TAG_SUFFIX,
+        newest_supported,
+        serves_llmapi,
+        supported,
+        tag_for,
+        trtllm_of_tag,
+    )
 
     steps = instructions()
-    args = dict(arg.split("=", 1) for kind, arg in steps[:[k for k, _ in steps].index("FROM")] if kind == "ARG")
+    args = dict(arg.split("=", 1) for kind, arg in steps[: [k for k, _ in steps].index("FROM")] if kind == "ARG")
     base = next(arg for kind, arg in steps if kind == "FROM")
     assert base == f"{NGC_REPOSITORY}:${{TRITON_RELEASE}}{TAG_SUFFIX}"
     tag = base.split(":", 1)[1].replace("${TRITON_RELEASE}", args["TRITON_RELEASE"])
@@ -190,7 +223,8 @@ def test_the_containerfile_builds_on_the_image_the_bundles_run_in():
     assert supported(trtllm) and serves_llmapi(trtllm), f"{tag} (TensorRT-LLM {trtllm}) does not serve both flavours"
     assert tag == tag_for(newest_supported()), (
         f"the Containerfile builds on {tag}, the deployment bundles run in {tag_for(newest_supported())} by default: "
-        "set ARG TRITON_RELEASE to its <yy.mm>")
+        "set ARG TRITON_RELEASE to its <yy.mm>"
+    )
 
 
 def test_the_containerfile_installs_the_wheel_ci_builds_with_the_client_extra(built):
@@ -199,7 +233,7 @@ def test_the_containerfile_installs_the_wheel_ci_builds_with_the_client_extra(bu
     assert fnmatch.fnmatch(built["wheel"].name, copy[0]), f"COPY {copy[0]} does not take {built['wheel'].name}"
     assert "--outdir dist" in (ROOT / ".ci" / "run").read_text(), "CI builds the wheel into dist/, the build context"
     run = next(arg for kind, arg in steps if kind == "RUN" and "pip install" in arg)
-    install = run[run.index("pip install"):].split(";")[0].split()
+    install = run[run.index("pip install") :].split(";")[0].split()
     assert install[-1] == '"$1[client]"' and install[-3:-1] == ["--constraint", "/tmp/specbuild/image-packages.txt"]
     assert "client" in built["metadata"].get_all("Provides-Extra")
     assert "specbuild --version" in run
@@ -211,8 +245,19 @@ def test_the_containerfile_pins_every_package_of_the_image_pip_accepts(tmp_path)
     """Its pin filter, run as written: NVIDIA's local versions are pinned, a Debian version pip refuses is not."""
     run = next(arg for kind, arg in instructions() if kind == "RUN" and "image-packages.txt" in arg)
     code = re.search(r"python3 -c '([^']*)'", run).group(1)
-    listed = ["torch==2.9.0a0+145a3a7bda.nv25.10", "tensorrt_llm==1.2.1", "numpy==1.26.4",
-              "distro-info==1.1build1", "transformers==4.57.1"]
-    done = subprocess.run([sys.executable, "-c", code], input="\n".join(listed) + "\n", capture_output=True,
-                          text=True, timeout=60, check=True)
+    listed = [
+        "torch==2.9.0a0+145a3a7bda.nv25.10",
+        "tensorrt_llm==1.2.1",
+        "numpy==1.26.4",
+        "distro-info==1.1build1",
+        "transformers==4.57.1",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input="\n".join(listed) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert done.stdout.splitlines() == [line for line in listed if line != "distro-info==1.1build1"]

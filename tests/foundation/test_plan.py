@@ -52,22 +52,31 @@ def test_plan_matches_golden(path: Path, at_root):
 # verbatim (trtllm-build lines). Our tiny model has 2048 positions, so the draft-target and
 # prompt-lookup lengths (3200/4800, written for Llama-2) are the only values our recipes differ in.
 SECTION_8 = {
-    "medusa": ["trtllm-build --checkpoint_dir ckpt_medusa --output_dir eng_medusa --gemm_plugin float16 "
-               "--speculative_decoding_mode medusa --max_batch_size 4"],
-    "eagle": ["trtllm-build --checkpoint_dir ckpt_eagle --output_dir eng_eagle --gemm_plugin float16 "
-              "--use_paged_context_fmha enable --speculative_decoding_mode eagle --max_batch_size 4"],
+    "medusa": [
+        "trtllm-build --checkpoint_dir ckpt_medusa --output_dir eng_medusa --gemm_plugin float16 "
+        "--speculative_decoding_mode medusa --max_batch_size 4"
+    ],
+    "eagle": [
+        "trtllm-build --checkpoint_dir ckpt_eagle --output_dir eng_eagle --gemm_plugin float16 "
+        "--use_paged_context_fmha enable --speculative_decoding_mode eagle --max_batch_size 4"
+    ],
     "draft_target": [
         "trtllm-build --checkpoint_dir ckpt_draft --output_dir eng_draft --gemm_plugin float16 "
         "--use_paged_context_fmha enable --max_batch_size 4 --max_input_len 3200 --max_seq_len 4800",
         "trtllm-build --checkpoint_dir ckpt_target --output_dir eng_target --gemm_plugin float16 "
         "--use_paged_context_fmha enable --speculative_decoding_mode draft_tokens_external --max_draft_len 10 "
-        "--max_batch_size 4 --max_input_len 3200 --max_seq_len 4800"],
-    "prompt_lookup": ["trtllm-build --checkpoint_dir ckpt_t --output_dir eng_t --gemm_plugin float16 "
-                      "--use_paged_context_fmha enable --speculative_decoding_mode draft_tokens_external "
-                      "--max_draft_len 10 --max_batch_size 4 --max_input_len 3200 --max_seq_len 4800"],
-    "lookahead": ["trtllm-build --checkpoint_dir ckpt --output_dir eng --gpt_attention_plugin float16 "
-                  "--gemm_plugin float16 --max_batch_size 32 --max_input_len 1024 --max_seq_len 2048 "
-                  "--max_beam_width 1 --speculative_decoding_mode lookahead_decoding --max_draft_len 83"],
+        "--max_batch_size 4 --max_input_len 3200 --max_seq_len 4800",
+    ],
+    "prompt_lookup": [
+        "trtllm-build --checkpoint_dir ckpt_t --output_dir eng_t --gemm_plugin float16 "
+        "--use_paged_context_fmha enable --speculative_decoding_mode draft_tokens_external "
+        "--max_draft_len 10 --max_batch_size 4 --max_input_len 3200 --max_seq_len 4800"
+    ],
+    "lookahead": [
+        "trtllm-build --checkpoint_dir ckpt --output_dir eng --gpt_attention_plugin float16 "
+        "--gemm_plugin float16 --max_batch_size 32 --max_input_len 1024 --max_seq_len 2048 "
+        "--max_beam_width 1 --speculative_decoding_mode lookahead_decoding --max_draft_len 83"
+    ],
 }
 PATHS_AND_MODEL_LENGTHS = {"--checkpoint_dir", "--output_dir"}
 LLAMA2_LENGTHS = {"--max_input_len", "--max_seq_len"}
@@ -122,8 +131,11 @@ def test_trtllm_build_agrees_with_section_8(method: str, at_root):
         for flag, value in theirs.items():
             # The lookahead README's max_seq_len 2048 is the whole context of a 2048-position model before the builder
             # adds its 83 drafts: our recipe keeps the engine's 2048 within the tiny model's positions (1965 + 83)
-            if flag in PATHS_AND_MODEL_LENGTHS or (flag in LLAMA2_LENGTHS and method in ("draft_target", "prompt_lookup")) \
-                    or (flag == "--max_seq_len" and method == "lookahead"):
+            if (
+                flag in PATHS_AND_MODEL_LENGTHS
+                or (flag in LLAMA2_LENGTHS and method in ("draft_target", "prompt_lookup"))
+                or (flag == "--max_seq_len" and method == "lookahead")
+            ):
                 assert flag in ours
                 continue
             assert flag in ours, f"{method} {role}: the README passes {flag}, we do not"
@@ -143,8 +155,12 @@ def test_every_flag_we_pass_has_a_fact(path: Path, at_root):
 
 @needs_tiny
 def test_draft_logits_gather_generation_logits_on_both_engines(tmp_path, at_root):
-    text = (ROOT / "recipes/tensorrt-llm/draft_target.yaml").read_text().replace(
-        "use_draft_logits: false", "use_draft_logits: true").replace("../../checkpoints", str(TINY.parent))
+    text = (
+        (ROOT / "recipes/tensorrt-llm/draft_target.yaml")
+        .read_text()
+        .replace("use_draft_logits: false", "use_draft_logits: true")
+        .replace("../../checkpoints", str(TINY.parent))
+    )
     recipe = tmp_path / "r.yaml"
     recipe.write_text(text)
     builds = _builds(plan_for(recipe)[1])
@@ -176,11 +192,21 @@ def test_max_num_tokens_is_raised_for_large_drafts(tmp_path, at_root):
 
 
 @needs_tiny
-@pytest.mark.parametrize("method,flags", [
-    ("medusa", {"--dtype": "float16", "--num_medusa_heads": "4"}),  # examples/medusa/README.md convert line
-    ("eagle", {"--dtype": "float16", "--max_draft_len": "63", "--num_eagle_layers": "4",
-               "--max_non_leaves_per_layer": "10"}),  # examples/eagle/README.md convert line
-])
+@pytest.mark.parametrize(
+    "method,flags",
+    [
+        ("medusa", {"--dtype": "float16", "--num_medusa_heads": "4"}),  # examples/medusa/README.md convert line
+        (
+            "eagle",
+            {
+                "--dtype": "float16",
+                "--max_draft_len": "63",
+                "--num_eagle_layers": "4",
+                "--max_non_leaves_per_layer": "10",
+            },
+        ),  # examples/eagle/README.md convert line
+    ],
+)
 def test_examples_converter_matches_section_8(method, flags, at_root):
     _, plan = plan_for(Path("recipes/tensorrt-llm") / f"{method}.yaml", examples="/app/examples")
     convert = next(s for s in plan.steps if s.kind == "convert" and s.role == "target")

@@ -39,8 +39,8 @@ def _pool_drafts(sequence, max_ngram, k):
         window = prefix[start_index:]
         for size in range(min(max_ngram, end - 1), 0, -1):
             for left in range(len(window) - size):
-                pattern = tuple(window[left:left + size])
-                match = tuple(window[left + size:min(left + size + k, len(window))])
+                pattern = tuple(window[left : left + size])
+                match = tuple(window[left + size : min(left + size + k, len(window))])
                 if pattern not in pool:
                     pool[pattern] = [match]
                 elif match not in pool[pattern]:

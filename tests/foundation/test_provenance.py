@@ -23,8 +23,9 @@ TINY = ROOT / "checkpoints" / "tiny"
 def _recipe(tmp_path: Path, *, max_tokens: int = 32, eagle: Path = TINY / "eagle") -> Path:
     text = (ROOT / "tests" / "recipes" / "demo_tiny.yaml").read_text()
     text = text.replace("../../checkpoints/tiny/target", str(TINY / "target"))
-    text = text.replace("../../checkpoints/tiny/eagle", str(eagle)).replace("max_tokens: 32",
-                                                                           f"max_tokens: {max_tokens}")
+    text = text.replace("../../checkpoints/tiny/eagle", str(eagle)).replace(
+        "max_tokens: 32", f"max_tokens: {max_tokens}"
+    )
     path = tmp_path / f"r{max_tokens}-{eagle.name}.yaml"
     path.write_text(text)
     return path
@@ -106,8 +107,11 @@ def test_stamp_writes_the_file_whole_and_only_into_a_folder(tmp_path):
     assert diff_manifests(m, back) == []
     grown = {**back, "versions": {**back["versions"], "tensorrt_llm": "1.2.1", "onnx": "1.17"}}
     del grown["versions"]["torch"]
-    assert diff_manifests(back, grown) == ["versions.torch: removed (was " + back["versions"]["torch"] + ")",
-                                           "versions.tensorrt_llm: null -> 1.2.1", "versions.onnx: added (1.17)"]
+    assert diff_manifests(back, grown) == [
+        "versions.torch: removed (was " + back["versions"]["torch"] + ")",
+        "versions.tensorrt_llm: null -> 1.2.1",
+        "versions.onnx: added (1.17)",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -115,15 +119,28 @@ def compiled(tmp_path_factory):
     from specbuild.cli import main
 
     tmp = tmp_path_factory.mktemp("prov")
-    code = main(["compile", str(ROOT / "tests" / "recipes" / "demo_tiny.yaml"), "--no-validate",
-                 "--engines-dir", str(tmp / "e"), "--repo-dir", str(tmp / "r"), "--report-dir", str(tmp / "rep")])
+    code = main(
+        [
+            "compile",
+            str(ROOT / "tests" / "recipes" / "demo_tiny.yaml"),
+            "--no-validate",
+            "--engines-dir",
+            str(tmp / "e"),
+            "--repo-dir",
+            str(tmp / "r"),
+            "--report-dir",
+            str(tmp / "rep"),
+        ]
+    )
     assert code == 0
     return tmp
 
 
 def test_compile_stamps_every_engine_folder_and_repository(compiled):
-    folders = {"engine": [compiled / "e" / "demo-tiny" / role for role in ("target", "baseline")],
-               "repository": [compiled / "r" / "demo-tiny", compiled / "r" / "demo-tiny-baseline"]}
+    folders = {
+        "engine": [compiled / "e" / "demo-tiny" / role for role in ("target", "baseline")],
+        "repository": [compiled / "r" / "demo-tiny", compiled / "r" / "demo-tiny-baseline"],
+    }
     manifests = []
     for kind, paths in folders.items():
         for folder in paths:
@@ -154,7 +171,8 @@ def test_validate_report_stamps_the_report_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(terminal, "print_result", lambda result, console: None)
     report = tmp_path / "report"
     recipe = _recipe(tmp_path)
-    assert main(["validate", str(recipe), "--url", "127.0.0.1:8000", "--checks", "health",
-                 "--report", str(report)]) == 0
+    assert (
+        main(["validate", str(recipe), "--url", "127.0.0.1:8000", "--checks", "health", "--report", str(report)]) == 0
+    )
     m = read_manifest(report)
     assert m["kind"] == "report" and m["recipe"]["text"] == recipe.read_text() and m["plan"] is None

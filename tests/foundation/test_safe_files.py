@@ -64,16 +64,20 @@ def test_permission_denied(tmp_path, monkeypatch):
         return real_open(path, *a, **kw)
 
     monkeypatch.setattr(os, "open", denied)
-    _refused(lambda: read_json(p, what="checkpoint config", max_bytes=100), "permission denied — make the checkpoint "
-                                                                           "config readable")
+    _refused(
+        lambda: read_json(p, what="checkpoint config", max_bytes=100),
+        "permission denied — make the checkpoint config readable",
+    )
 
 
 def test_size_cap_is_checked_before_reading(tmp_path):
     p = tmp_path / "big.json"
     p.write_text("[]")
     os.truncate(p, 10 * 2**30)  # a sparse 10 GiB file: read, it would take minutes and all memory
-    _refused(lambda: read_json(p, what="tokenizer file", max_bytes=2**20), "is 10240.0 MiB; a tokenizer file may "
-                                                                          "have at most 1.0 MiB")
+    _refused(
+        lambda: read_json(p, what="tokenizer file", max_bytes=2**20),
+        "is 10240.0 MiB; a tokenizer file may have at most 1.0 MiB",
+    )
 
 
 def test_text_and_json_problems(tmp_path):
@@ -83,8 +87,10 @@ def test_text_and_json_problems(tmp_path):
     p.write_text('{"a": }')
     _refused(lambda: read_json(p, what="config", max_bytes=100), "is not valid JSON (line 1, column 7")
     p.write_text("[1, 2]")
-    _refused(lambda: read_json(p, what="checkpoint config", max_bytes=100), "must hold a JSON object ({...}) at the "
-                                                                           "top, not an array")
+    _refused(
+        lambda: read_json(p, what="checkpoint config", max_bytes=100),
+        "must hold a JSON object ({...}) at the top, not an array",
+    )
     assert read_json(p, what="prompt file", max_bytes=100, shape=list) == [1, 2]
     p.write_text("[" * 100_000 + "]" * 100_000)
     _refused(lambda: read_json(p, what="config", max_bytes=10**6), "nested too deeply")
@@ -97,8 +103,10 @@ def test_symlinks_must_stay_inside_the_root(tmp_path):
     root.mkdir()
     (tmp_path / "outside.json").write_text(json.dumps({"a": 1}))
     (root / "config.json").symlink_to(tmp_path / "outside.json")
-    e = _refused(lambda: read_json(root / "config.json", what="checkpoint config", max_bytes=100, root=root),
-                 f"leads out of {root} (to {tmp_path / 'outside.json'})")
+    e = _refused(
+        lambda: read_json(root / "config.json", what="checkpoint config", max_bytes=100, root=root),
+        f"leads out of {root} (to {tmp_path / 'outside.json'})",
+    )
     assert "copy the checkpoint config into" in str(e)
     (root / "inner.json").write_text("{}")
     (root / "link.json").symlink_to("inner.json")
@@ -114,7 +122,8 @@ def test_hub_cache_layout_is_inside_its_repository_folder(tmp_path):
     snapshot = repo / "snapshots" / "0123"
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").symlink_to("../../blobs/abc123")
-    assert read_json(snapshot / "config.json", what="checkpoint config", max_bytes=100, root=repo) == \
-        {"model_type": "llama"}
+    assert read_json(snapshot / "config.json", what="checkpoint config", max_bytes=100, root=repo) == {
+        "model_type": "llama"
+    }
     assert check_inside(snapshot / "config.json", repo, "file") == repo / "blobs" / "abc123"
     _refused(lambda: check_inside(snapshot / "config.json", snapshot, "checkpoint config"), "leads out of")

@@ -20,8 +20,9 @@ RUNTIME_PACKAGES = ("runtimes", "reference", "trtllm")
 
 
 def _names_runtime(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == "runtime") or \
-        (isinstance(node, ast.Name) and node.id == "runtime")
+    return (isinstance(node, ast.Attribute) and node.attr == "runtime") or (
+        isinstance(node, ast.Name) and node.id == "runtime"
+    )
 
 
 def runtime_comparisons(path: Path) -> list[str]:
@@ -32,8 +33,11 @@ def runtime_comparisons(path: Path) -> list[str]:
         if not isinstance(node, ast.Compare):
             continue
         operands = [node.left, *node.comparators]
-        consts = [o for o in operands if isinstance(o, ast.Constant) and isinstance(o.value, str)
-                  or isinstance(o, (ast.Tuple, ast.List, ast.Set))]
+        consts = [
+            o
+            for o in operands
+            if isinstance(o, ast.Constant) and isinstance(o.value, str) or isinstance(o, (ast.Tuple, ast.List, ast.Set))
+        ]
         if any(_names_runtime(o) for o in operands) and consts:
             found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
     return found
@@ -45,14 +49,17 @@ def test_no_runtime_comparison_outside_the_runtime_packages():
         if path.relative_to(PACKAGE).parts[0] in RUNTIME_PACKAGES:
             continue
         offenders += runtime_comparisons(path)
-    assert not offenders, "compare runtimes only inside their packages (ask runtime_for(recipe)):\n" + \
-        "\n".join(offenders)
+    assert not offenders, "compare runtimes only inside their packages (ask runtime_for(recipe)):\n" + "\n".join(
+        offenders
+    )
 
 
 def test_the_comparison_finder_finds_comparisons(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text('if recipe.runtime == "reference" or recipe.runtime in ("a",) or runtime != "x":\n    pass\n'
-                     'if recipe.runtime is None:\n    pass\n')
+    probe.write_text(
+        'if recipe.runtime == "reference" or recipe.runtime in ("a",) or runtime != "x":\n    pass\n'
+        "if recipe.runtime is None:\n    pass\n"
+    )
     assert len(runtime_comparisons(probe)) == 3
 
 

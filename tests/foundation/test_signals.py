@@ -39,13 +39,22 @@ def _as_from_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest.mark.parametrize("sig, code, line", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
-                                             (signal.SIGINT, 130, "interrupted")], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "sig, code, line",
+    [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")],
+    ids=["SIGTERM", "SIGINT"],
+)
 def test_a_signal_runs_the_clean_up_and_exits_with_its_code(tmp_path, sig, code, line):
     marker = tmp_path / "partial"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"))
-    proc = subprocess.Popen([sys.executable, "-c", NAP, str(marker)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_as_from_a_terminal)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", NAP, str(marker)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=_as_from_a_terminal,
+    )
     assert proc.stdout.readline().strip() == "napping"
     assert marker.exists()
     proc.send_signal(sig)
@@ -56,7 +65,9 @@ def test_a_signal_runs_the_clean_up_and_exits_with_its_code(tmp_path, sig, code,
     assert len(lines) == 1 and lines[0].startswith(line) and "Traceback" not in err
 
 
-LINGER = NAP.replace("\nsys.exit(main", textwrap.dedent('''
+LINGER = NAP.replace(
+    "\nsys.exit(main",
+    textwrap.dedent("""
     import atexit
 
     def linger():  # what a slow exit does: threads still joining, a finalizer waiting for a child
@@ -64,7 +75,8 @@ LINGER = NAP.replace("\nsys.exit(main", textwrap.dedent('''
         time.sleep(2)
 
     atexit.register(linger)
-    sys.exit(main'''))
+    sys.exit(main"""),
+)
 assert LINGER != NAP
 
 
@@ -73,8 +85,14 @@ def test_a_second_signal_while_it_exits_changes_nothing(tmp_path, sig, code):
     """Ctrl-C pressed twice, or a runner that repeats its SIGTERM: once the clean-up has run and the line is out,
     the exit keeps its code and prints no traceback."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"))
-    proc = subprocess.Popen([sys.executable, "-c", LINGER, str(tmp_path / "partial")], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_as_from_a_terminal)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LINGER, str(tmp_path / "partial")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=_as_from_a_terminal,
+    )
     assert proc.stdout.readline().strip() == "napping"
     proc.send_signal(sig)
     err = []

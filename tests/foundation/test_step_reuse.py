@@ -40,16 +40,21 @@ def _keys(path: Path, tmp_path: Path) -> tuple[str, dict[str, str], str]:
     layout = Layout(tmp_path / "e", tmp_path / "r", tmp_path / "rep", recipe.name)
     manifest = make_manifest(recipe, "", Path())
     engines = engines_key(recipe, manifest, plan_build(resolve_build(recipe), layout).engine_steps, OPTIONS)
-    repos = {role: repository_key(recipe, manifest, role, layout, {**OPTIONS, "engines": engines})
-             for role in ("target", "baseline")}
+    repos = {
+        role: repository_key(recipe, manifest, role, layout, {**OPTIONS, "engines": engines})
+        for role in ("target", "baseline")
+    }
     return engines, repos, validation_key(recipe, repos, SERVER)
 
 
-@pytest.mark.parametrize("change, engines_change, repository_changes", [
-    (("max_tokens: 32", "max_tokens: 16"), False, False),         # validation.*: only the verdict
-    (("streaming: true", "streaming: false"), False, True),       # triton.*: the repositories (and so the verdict)
-    (("max_batch_size: 8", "max_batch_size: 4"), True, True),     # build.*: the engines, and all after them
-])
+@pytest.mark.parametrize(
+    "change, engines_change, repository_changes",
+    [
+        (("max_tokens: 32", "max_tokens: 16"), False, False),  # validation.*: only the verdict
+        (("streaming: true", "streaming: false"), False, True),  # triton.*: the repositories (and so the verdict)
+        (("max_batch_size: 8", "max_batch_size: 4"), True, True),  # build.*: the engines, and all after them
+    ],
+)
 def test_what_a_change_invalidates(tmp_path, change, engines_change, repository_changes):
     before = _keys(_recipe_file(tmp_path), tmp_path)
     assert _keys(_recipe_file(tmp_path), tmp_path) == before  # the same inputs, the same keys
@@ -106,10 +111,28 @@ def test_only_a_passing_verdict_is_reused(tmp_path):
 def _compile(recipe: Path, tmp: Path, *args: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR")}
     env["PYTHONPATH"] = str(ROOT / "pipeline")
-    done = subprocess.run([sys.executable, "-m", "specbuild.cli", "compile", str(recipe), "--json",
-                           "--engines-dir", str(tmp / "e"), "--repo-dir", str(tmp / "r"),
-                           "--report-dir", str(tmp / "rep"), *args], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specbuild.cli",
+            "compile",
+            str(recipe),
+            "--json",
+            "--engines-dir",
+            str(tmp / "e"),
+            "--repo-dir",
+            str(tmp / "r"),
+            "--report-dir",
+            str(tmp / "rep"),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     doc = json.loads(done.stdout)
     assert done.returncode == doc["exit_code"], done.stderr[-3000:]
     doc["stderr"] = done.stderr
@@ -117,8 +140,10 @@ def _compile(recipe: Path, tmp: Path, *args: str) -> dict:
 
 
 def _statuses(doc: dict) -> dict[str, str]:
-    return {s["name"].split(" ")[0] + (" baseline" if s["name"].endswith("-baseline") else ""): s["status"]
-            for s in doc["steps"]}
+    return {
+        s["name"].split(" ")[0] + (" baseline" if s["name"].endswith("-baseline") else ""): s["status"]
+        for s in doc["steps"]
+    }
 
 
 def test_compile_reuses_unchanged_outputs_and_rebuilds_what_a_change_touches(tmp_path):
@@ -134,7 +159,10 @@ def test_compile_reuses_unchanged_outputs_and_rebuilds_what_a_change_touches(tmp
     assert set(_statuses(_compile(recipe, tmp_path, "--no-validate", *cache)).values()) == {"reused"}
     _recipe_file(tmp_path, ("streaming: true", "streaming: false"))  # triton only: the repositories
     assert _statuses(_compile(recipe, tmp_path, "--no-validate", *cache)) == {
-        "engines": "reused", "repository": "done", "repository baseline": "done"}
+        "engines": "reused",
+        "repository": "done",
+        "repository baseline": "done",
+    }
     _recipe_file(tmp_path, ("max_batch_size: 8", "max_batch_size: 4"))  # build: the engines and all after them
     assert set(_statuses(_compile(recipe, tmp_path, "--no-validate", *cache)).values()) == {"done"}
     config = json.loads((tmp_path / "e" / "demo-tiny" / "target" / "config.json").read_text())
@@ -147,15 +175,18 @@ def test_compile_reuses_unchanged_outputs_and_rebuilds_what_a_change_touches(tmp
     assert back["stderr"].count("restored from the build cache") == 3
     config = json.loads((tmp_path / "e" / "demo-tiny" / "target" / "config.json").read_text())
     assert config["build_config"]["max_batch_size"] == 8
-    assert reusable(tmp_path / "e" / "demo-tiny" / "target", json.loads(
-        (tmp_path / "e" / "demo-tiny" / "target" / MANIFEST).read_text())["step"]["key"])
+    assert reusable(
+        tmp_path / "e" / "demo-tiny" / "target",
+        json.loads((tmp_path / "e" / "demo-tiny" / "target" / MANIFEST).read_text())["step"]["key"],
+    )
 
 
 def test_compile_reuses_a_passing_verdict_of_the_same_inputs(tmp_path):
     """Two compiles of one recipe (validated on one concurrency level to stay cheap): the second serves nothing
     and reuses the first's verdict, its tables printed from report.json."""
-    recipe = _recipe_file(tmp_path, ("concurrency: [1, 2, 4, 8, 16]", "concurrency: [1]"),
-                          ("max_tokens: 32", "max_tokens: 8"))
+    recipe = _recipe_file(
+        tmp_path, ("concurrency: [1, 2, 4, 8, 16]", "concurrency: [1]"), ("max_tokens: 32", "max_tokens: 8")
+    )
     first = _compile(recipe, tmp_path)
     assert first["verdict"] == "passed", first["stderr"][-3000:]
     assert [s["status"] for s in first["steps"]] == ["done"] * 6  # engines, 2 repositories, 2 serves, validate

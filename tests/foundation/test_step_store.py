@@ -82,7 +82,7 @@ def test_prune_by_age_by_size_and_all(tmp_path):
 
 
 def test_sizes_and_ages_are_read_as_written():
-    assert parse_size("200G") == 200 * 1024 ** 3 and parse_size("1.5KiB") == 1536 and parse_size("4096") == 4096
+    assert parse_size("200G") == 200 * 1024**3 and parse_size("1.5KiB") == 1536 and parse_size("4096") == 4096
     assert parse_duration("14d") == 14 * 86400 and parse_duration("90s") == 90
     for bad in ("lots", "-1G"):
         with pytest.raises(ValueError, match="not a size|negative"):
@@ -109,11 +109,14 @@ def test_cache_list_and_prune_commands(tmp_path):
     assert pruned.exit_code == 0 and "removed 1 entries" in pruned.output and store.entries() == []
 
 
-@pytest.mark.parametrize("args, says", [
-    ([], "--older-than AGE, --max-size SIZE or --all"),
-    (["--older-than", "soon"], "--older-than"),
-    (["--max-size", "big"], "--max-size"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        ([], "--older-than AGE, --max-size SIZE or --all"),
+        (["--older-than", "soon"], "--older-than"),
+        (["--max-size", "big"], "--max-size"),
+    ],
+)
 def test_cache_prune_usage_errors_exit_2_and_say_what_to_write(tmp_path, args, says):
     result = CliRunner().invoke(cli, ["cache", "prune", "--cache-dir", str(tmp_path), *args])
     assert result.exit_code == 2 and says in result.output
@@ -122,8 +125,22 @@ def test_cache_prune_usage_errors_exit_2_and_say_what_to_write(tmp_path, args, s
 def _compile(recipe: Path, tmp: Path, cache: Path, capsys) -> tuple[dict[str, str], str]:
     from specbuild.cli import main
 
-    code = main(["compile", str(recipe), "--no-validate", "--json", "--engines-dir", str(tmp / "e"),
-                 "--repo-dir", str(tmp / "r"), "--report-dir", str(tmp / "rep"), "--cache-dir", str(cache)])
+    code = main(
+        [
+            "compile",
+            str(recipe),
+            "--no-validate",
+            "--json",
+            "--engines-dir",
+            str(tmp / "e"),
+            "--repo-dir",
+            str(tmp / "r"),
+            "--report-dir",
+            str(tmp / "rep"),
+            "--cache-dir",
+            str(cache),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     return {s["name"].split(" ")[0]: s["status"] for s in json.loads(out)["steps"]}, err
@@ -132,8 +149,11 @@ def _compile(recipe: Path, tmp: Path, cache: Path, capsys) -> tuple[dict[str, st
 def _demo_tiny(tmp: Path) -> Path:
     root = Path(__file__).resolve().parents[2]
     path = tmp / "r.yaml"
-    path.write_text((root / "tests" / "recipes" / "demo_tiny.yaml").read_text()
-                    .replace("../../checkpoints", str(root / "checkpoints")))
+    path.write_text(
+        (root / "tests" / "recipes" / "demo_tiny.yaml")
+        .read_text()
+        .replace("../../checkpoints", str(root / "checkpoints"))
+    )
     return path
 
 

@@ -32,16 +32,24 @@ def gpu(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _launcher(bin_dir / "trtllm-build", "from tensorrt_llm.commands.build import main\nmain()\n")
-    _launcher(bin_dir / "nvidia-smi", f"import runpy\nrunpy.run_path({str(DOUBLES / 'nvidia_smi.py')!r}, "
-                                      "run_name='__main__')\n")
+    _launcher(
+        bin_dir / "nvidia-smi",
+        f"import runpy\nrunpy.run_path({str(DOUBLES / 'nvidia_smi.py')!r}, run_name='__main__')\n",
+    )
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
     monkeypatch.setenv("PYTHONPATH", f"{REPO / 'pipeline'}{os.pathsep}{DOUBLES}")
     monkeypatch.setenv("SPECBUILD_TRTLLM_DOUBLE", "1")
     monkeypatch.setenv("SPECBUILD_DOUBLE_GPUS", "NVIDIA H200,9.0")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
-    for knob in ("SPECBUILD_DOUBLE_TRTLLM_VERSION", "SPECBUILD_DOUBLE_FAULT", "SPECBUILD_DOUBLE_DROP_FLAGS",
-                 "SPECBUILD_DOUBLE_BUILD_SECONDS", "SPECBUILD_DOUBLE_PID_FILE", "SPECBUILD_DOUBLE_CALL_LOG"):
+    for knob in (
+        "SPECBUILD_DOUBLE_TRTLLM_VERSION",
+        "SPECBUILD_DOUBLE_FAULT",
+        "SPECBUILD_DOUBLE_DROP_FLAGS",
+        "SPECBUILD_DOUBLE_BUILD_SECONDS",
+        "SPECBUILD_DOUBLE_PID_FILE",
+        "SPECBUILD_DOUBLE_CALL_LOG",
+    ):
         monkeypatch.delenv(knob, raising=False)
     monkeypatch.syspath_prepend(str(DOUBLES))
     monkeypatch.chdir(tmp_path)

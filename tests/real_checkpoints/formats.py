@@ -23,9 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # dtype -> (safetensors code, bytes per element, torch storage class)
-DTYPES = {"bfloat16": ("BF16", 2, "BFloat16Storage"), "float16": ("F16", 2, "HalfStorage"),
-          "float32": ("F32", 4, "FloatStorage"), "float8_e4m3fn": ("F8_E4M3", 1, "Float8_e4m3fnStorage"),
-          "int64": ("I64", 8, "LongStorage"), "bool": ("BOOL", 1, "BoolStorage")}
+DTYPES = {
+    "bfloat16": ("BF16", 2, "BFloat16Storage"),
+    "float16": ("F16", 2, "HalfStorage"),
+    "float32": ("F32", 4, "FloatStorage"),
+    "float8_e4m3fn": ("F8_E4M3", 1, "Float8_e4m3fnStorage"),
+    "int64": ("I64", 8, "LongStorage"),
+    "bool": ("BOOL", 1, "BoolStorage"),
+}
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,11 @@ def write_safetensors(path: Path, tensors: list[Tensor], metadata: dict | None =
     header: dict = {"__metadata__": metadata or {"format": "pt"}}
     offset = 0
     for t in tensors:
-        header[t.name] = {"dtype": DTYPES[t.dtype][0], "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes]}
+        header[t.name] = {
+            "dtype": DTYPES[t.dtype][0],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + t.nbytes],
+        }
         offset += t.nbytes
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
@@ -63,17 +72,22 @@ def write_safetensors(path: Path, tensors: list[Tensor], metadata: dict | None =
 
 
 def write_index(path: Path, weight_map: dict[str, str], total_size: int) -> None:
-    path.write_text(json.dumps({"metadata": {"total_size": total_size},
-                                "weight_map": dict(sorted(weight_map.items()))}, indent=2) + "\n")
+    path.write_text(
+        json.dumps({"metadata": {"total_size": total_size}, "weight_map": dict(sorted(weight_map.items()))}, indent=2)
+        + "\n"
+    )
 
 
 # --- PyTorch zip --------------------------------------------------------------------------------------------
 
+
 def write_torch_zip(path: Path, tensors: list[Tensor], archive: str | None = None) -> int:
     """A PyTorch zip checkpoint: the real entry layout and data.pkl; storage entries are sparse holes."""
     archive = archive or path.stem
-    entries: list[tuple[str, bytes | int]] = [(f"{archive}/data.pkl", _state_pickle(tensors)),
-                                              (f"{archive}/byteorder", b"little")]
+    entries: list[tuple[str, bytes | int]] = [
+        (f"{archive}/data.pkl", _state_pickle(tensors)),
+        (f"{archive}/byteorder", b"little"),
+    ]
     entries += [(f"{archive}/data/{i}", t.nbytes) for i, t in enumerate(tensors)]
     entries += [(f"{archive}/version", b"3\n"), (f"{archive}/.data/serialization_id", b"0" * 40)]
     central, offset = [], 0
@@ -85,8 +99,22 @@ def write_torch_zip(path: Path, tensors: list[Tensor], archive: str | None = Non
             header_len = 30 + len(raw_name) + 20 + 4  # local header + zip64 extra + padding extra header
             pad = -(offset + header_len) % 64  # PyTorchStreamWriter aligns each record's data to 64 bytes
             extra = struct.pack("<HHQQ", 1, 16, size, size) + struct.pack("<HH", 0x4246, pad) + b"Z" * pad
-            f.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 0, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF,
-                                len(raw_name), len(extra)))
+            f.write(
+                struct.pack(
+                    "<IHHHHHIIIHH",
+                    0x04034B50,
+                    45,
+                    0,
+                    0,
+                    0,
+                    0x21,
+                    crc,
+                    0xFFFFFFFF,
+                    0xFFFFFFFF,
+                    len(raw_name),
+                    len(extra),
+                )
+            )
             f.write(raw_name + extra)
             if isinstance(content, bytes):
                 f.write(content)
@@ -97,11 +125,33 @@ def write_torch_zip(path: Path, tensors: list[Tensor], archive: str | None = Non
         start = offset
         for raw_name, crc, size, local in central:
             extra = struct.pack("<HHQQQ", 1, 24, size, size, local)
-            f.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0, 0, 0, 0x21, crc, 0xFFFFFFFF,
-                                0xFFFFFFFF, len(raw_name), len(extra), 0, 0, 0, 0, 0xFFFFFFFF))
+            f.write(
+                struct.pack(
+                    "<IHHHHHHIIIHHHHHII",
+                    0x02014B50,
+                    45,
+                    45,
+                    0,
+                    0,
+                    0,
+                    0x21,
+                    crc,
+                    0xFFFFFFFF,
+                    0xFFFFFFFF,
+                    len(raw_name),
+                    len(extra),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0xFFFFFFFF,
+                )
+            )
             f.write(raw_name + extra)
         end = f.tell()
-        f.write(struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, len(central), len(central), end - start, start))
+        f.write(
+            struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, len(central), len(central), end - start, start)
+        )
         f.write(struct.pack("<IIQI", 0x07064B50, 0, end, 1))
         f.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0))
         f.truncate()
@@ -119,7 +169,7 @@ def _state_pickle(tensors: list[Tensor]) -> bytes:
         w(b"X" + struct.pack("<I", len(raw)) + raw)  # BINUNICODE
 
     def integer(n: int) -> None:
-        w(b"J" + struct.pack("<i", n)) if -2**31 <= n < 2**31 else w(b"\x8a\x08" + struct.pack("<q", n))
+        w(b"J" + struct.pack("<i", n)) if -(2**31) <= n < 2**31 else w(b"\x8a\x08" + struct.pack("<q", n))
 
     def tuple_of(items) -> None:
         w(b"(")  # MARK

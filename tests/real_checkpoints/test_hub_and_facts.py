@@ -22,8 +22,9 @@ def test_llama31_index_is_the_published_one(real):
     assert index["metadata"]["total_size"] == 16060522496 and len(weight_map) == 291
     shard = {n: int(f[6:11]) for n, f in weight_map.items()}
     # zml/zml mlir/main.zig's copy of the map: layer 20 splits after gate_proj, layer 31 after up_proj
-    assert [shard[f"model.layers.20.{t}"] for t in ("self_attn.o_proj.weight", "mlp.gate_proj.weight",
-                                                    "mlp.up_proj.weight")] == [2, 2, 3]
+    assert [
+        shard[f"model.layers.20.{t}"] for t in ("self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight")
+    ] == [2, 2, 3]
     assert [shard[f"model.layers.31.{t}"] for t in ("mlp.up_proj.weight", "mlp.down_proj.weight")] == [3, 4]
     assert shard["lm_head.weight"] == 4 and shard["model.layers.10.input_layernorm.weight"] == 2
     files = sorted(real.llama31_8b.glob("model-*.safetensors"))
@@ -36,8 +37,9 @@ def test_heads_are_read_as_published(real):
     assert eagle3["fc.weight"] == (4096, 3 * 4096) and eagle3["d2t"] == (32000,) and eagle3["t2d"] == (128256,)
     assert "embed_tokens.weight" not in eagle3 and ct.layout(eagle3) == ct.EAGLE3
     medusa = ct.tensor_names(real.medusa, ct.MEDUSA.files)
-    assert ct.medusa_heads(medusa) == 5 and json.loads((real.medusa / "config.json").read_text())[
-        "medusa_num_heads"] == 2
+    assert (
+        ct.medusa_heads(medusa) == 5 and json.loads((real.medusa / "config.json").read_text())["medusa_num_heads"] == 2
+    )
     assert ct.layout(ct.tensor_names(real.eagle1, ct.EAGLE1.files)) == ct.EAGLE1
     assert len(ct.tensor_names(real.llama32_1b)) == 146 and "lm_head.weight" not in ct.tensor_names(real.llama32_1b)
     r1 = ct.tensor_names(real.deepseek_r1)
@@ -72,16 +74,22 @@ def test_the_chat_template_renders_through_transformers(real):
     tok = transformers.AutoTokenizer.from_pretrained(str(real.llama31_8b))
     text = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
     assert text.startswith("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date")
-    assert text.endswith("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-                         "<|start_header_id|>assistant<|end_header_id|>\n\n")
+    assert text.endswith(
+        "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
 
 
 # --- model ids through the hub cache ----------------------------------------------------------------------------
 
+
 def eagle3_by_id(recipe_file, model=LLAMA_ID, head=f"{EAGLE3_ID}@main"):
-    return recipe_file("hub-eagle3", flavour="llm-api", triton={"streaming": True},
-                       model={"checkpoint": model, "dtype": "bfloat16"},
-                       speculation={"method": "eagle3", "checkpoint": head, "max_draft_len": 3})
+    return recipe_file(
+        "hub-eagle3",
+        flavour="llm-api",
+        triton={"streaming": True},
+        model={"checkpoint": model, "dtype": "bfloat16"},
+        speculation={"method": "eagle3", "checkpoint": head, "max_draft_len": 3},
+    )
 
 
 def test_a_model_id_resolves_from_the_hub_cache(gpu, real, recipe_file, capsys, monkeypatch, tmp_path):

@@ -21,9 +21,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-LLAMA3_SPECIALS = {128000: "<|begin_of_text|>", 128001: "<|end_of_text|>", 128004: "<|finetune_right_pad_id|>",
-                   128006: "<|start_header_id|>", 128007: "<|end_header_id|>", 128008: "<|eom_id|>",
-                   128009: "<|eot_id|>", 128010: "<|python_tag|>"}
+LLAMA3_SPECIALS = {
+    128000: "<|begin_of_text|>",
+    128001: "<|end_of_text|>",
+    128004: "<|finetune_right_pad_id|>",
+    128006: "<|start_header_id|>",
+    128007: "<|end_header_id|>",
+    128008: "<|eom_id|>",
+    128009: "<|eot_id|>",
+    128010: "<|python_tag|>",
+}
 LLAMA3_ORDINARY = 128000
 
 
@@ -61,7 +68,7 @@ def _spelling_merges(words: list[str]) -> list[tuple[str, str]]:
     merges = []
     for word in words:
         for i in range(2, len(word) + 1):
-            merges.append((word[:i - 1], word[i - 1]))
+            merges.append((word[: i - 1], word[i - 1]))
     return merges
 
 
@@ -76,19 +83,41 @@ def write_llama3_tokenizer(folder: Path, chat_template: str) -> None:
     tok.decoder = decoders.ByteLevel()
     specials = llama3_special_tokens()
     tok.add_special_tokens([AddedToken(specials[i], special=True, normalized=False) for i in sorted(specials)])
-    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
-                                                       pair="<|begin_of_text|> $A <|begin_of_text|> $B",
-                                                       special_tokens=[("<|begin_of_text|>", 128000)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<|begin_of_text|> $A",
+        pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+        special_tokens=[("<|begin_of_text|>", 128000)],
+    )
     tok.save(str(folder / "tokenizer.json"))
-    decoder = {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
-                        "special": True} for i, t in specials.items()}
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "added_tokens_decoder": decoder, "bos_token": "<|begin_of_text|>", "chat_template": chat_template,
-        "clean_up_tokenization_spaces": True, "eos_token": "<|eot_id|>",
-        "model_input_names": ["input_ids", "attention_mask"], "model_max_length": 131072,
-        "tokenizer_class": "PreTrainedTokenizerFast"}, indent=2))
-    (folder / "special_tokens_map.json").write_text(json.dumps({"bos_token": "<|begin_of_text|>",
-                                                                 "eos_token": "<|eot_id|>"}))
+    decoder = {
+        str(i): {
+            "content": t,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": True,
+        }
+        for i, t in specials.items()
+    }
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "added_tokens_decoder": decoder,
+                "bos_token": "<|begin_of_text|>",
+                "chat_template": chat_template,
+                "clean_up_tokenization_spaces": True,
+                "eos_token": "<|eot_id|>",
+                "model_input_names": ["input_ids", "attention_mask"],
+                "model_max_length": 131072,
+                "tokenizer_class": "PreTrainedTokenizerFast",
+            },
+            indent=2,
+        )
+    )
+    (folder / "special_tokens_map.json").write_text(
+        json.dumps({"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"})
+    )
 
 
 def llama2_sentencepiece_proto(pieces: int = 32000) -> bytes:
@@ -117,8 +146,9 @@ def llama2_sentencepiece_proto(pieces: int = 32000) -> bytes:
     add("</s>", Piece.CONTROL)
     for b in range(256):
         add(f"<0x{b:02X}>", Piece.BYTE)
-    ordinary = ["\u2581"] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + \
-        [chr(c) for c in range(ord("A"), ord("Z") + 1)]
+    ordinary = (
+        ["\u2581"] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + [chr(c) for c in range(ord("A"), ord("Z") + 1)]
+    )
     i = 0
     while len(model.pieces) < pieces:
         add(ordinary[i] if i < len(ordinary) else f"\u2581filler{i}", Piece.NORMAL, -float(i))
@@ -128,13 +158,28 @@ def llama2_sentencepiece_proto(pieces: int = 32000) -> bytes:
 
 def write_llama2_tokenizer(folder: Path, model_max_length: int = 2048) -> None:
     (folder / "tokenizer.model").write_bytes(llama2_sentencepiece_proto())
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "clean_up_tokenization_spaces": False,
-        "eos_token": "</s>", "legacy": True, "model_max_length": model_max_length, "pad_token": None,
-        "padding_side": "right", "sp_model_kwargs": {}, "tokenizer_class": "LlamaTokenizer", "unk_token": "<unk>"},
-        indent=2))
-    (folder / "special_tokens_map.json").write_text(json.dumps({"bos_token": "<s>", "eos_token": "</s>",
-                                                                 "unk_token": "<unk>"}))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "add_bos_token": True,
+                "add_eos_token": False,
+                "bos_token": "<s>",
+                "clean_up_tokenization_spaces": False,
+                "eos_token": "</s>",
+                "legacy": True,
+                "model_max_length": model_max_length,
+                "pad_token": None,
+                "padding_side": "right",
+                "sp_model_kwargs": {},
+                "tokenizer_class": "LlamaTokenizer",
+                "unk_token": "<unk>",
+            },
+            indent=2,
+        )
+    )
+    (folder / "special_tokens_map.json").write_text(
+        json.dumps({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"})
+    )
 
 
 def write_deepseek_tokenizer(folder: Path) -> None:
@@ -152,6 +197,16 @@ def write_deepseek_tokenizer(folder: Path) -> None:
     specials.update({128798: "<think>", 128799: "</think>"})
     tok.add_special_tokens([AddedToken(specials[i], special=True, normalized=False) for i in sorted(specials)])
     tok.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "bos_token": specials[0], "eos_token": specials[1], "add_bos_token": True, "add_eos_token": False,
-        "model_max_length": 131072, "tokenizer_class": "LlamaTokenizerFast"}, indent=2))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "bos_token": specials[0],
+                "eos_token": specials[1],
+                "add_bos_token": True,
+                "add_eos_token": False,
+                "model_max_length": 131072,
+                "tokenizer_class": "LlamaTokenizerFast",
+            },
+            indent=2,
+        )
+    )

@@ -31,13 +31,21 @@ SPEC = {  # the smallest valid speculation section per method over the tiny zoo
     "draft_target": {"method": "draft_target"},
 }
 FOLDER_OF = {"eagle": "eagle", "medusa": "medusa", "eagle3": "eagle3", "draft_target": "draft"}
-LABEL_OF = {"eagle": "an EAGLE-1 head", "medusa": "Medusa heads", "eagle3": "an EAGLE-3 head",
-            "draft": "a causal language model", "target": "a causal language model"}
+LABEL_OF = {
+    "eagle": "an EAGLE-1 head",
+    "medusa": "Medusa heads",
+    "eagle3": "an EAGLE-3 head",
+    "draft": "a causal language model",
+    "target": "a causal language model",
+}
 
 
 def _recipe(tmp_path: Path, model: Path, speculation: dict | None = None, method: str | None = None) -> Path:
-    recipe = {"name": "layouts", "runtime": "reference", "model": {"checkpoint": str(model),
-                                                                    "tokenizer": str(ZOO / "tokenizer")}}
+    recipe = {
+        "name": "layouts",
+        "runtime": "reference",
+        "model": {"checkpoint": str(model), "tokenizer": str(ZOO / "tokenizer")},
+    }
     if speculation is not None:
         recipe["speculation"] = speculation
     if method == "eagle3":
@@ -59,8 +67,9 @@ def test_each_method_takes_its_own_folder(method, tmp_path):
     load_recipe(_recipe(tmp_path, ZOO / "target", spec, method))
 
 
-@pytest.mark.parametrize("method,folder", [(m, f) for m in sorted(SPEC) for f in ("eagle", "medusa", "eagle3", "draft")
-                                           if f != FOLDER_OF[m]])
+@pytest.mark.parametrize(
+    "method,folder", [(m, f) for m in sorted(SPEC) for f in ("eagle", "medusa", "eagle3", "draft") if f != FOLDER_OF[m]]
+)
 def test_a_folder_of_another_kind_is_named_as_what_it_holds(method, folder, tmp_path):
     spec = dict(SPEC[method], checkpoint=str(ZOO / folder))
     text = _problems(_recipe(tmp_path, ZOO / "target", spec, method))
@@ -88,8 +97,9 @@ def test_medusa_heads_of_another_width_are_refused(tmp_path):
     save_file(tensors, str(heads / "medusa_lm_head.safetensors"))
     text = _problems(_recipe(tmp_path, ZOO / "target", {"method": "medusa", "num_heads": 4, "checkpoint": str(heads)}))
     assert "speculation.checkpoint: each Medusa head reads 128-wide target hidden states (1.1.weight" not in text
-    assert "speculation.checkpoint: each Medusa head reads 128-wide target hidden states (0.1.weight [4096, 128])" \
-        in text  # the weights say it, whatever config.json says
+    assert (
+        "speculation.checkpoint: each Medusa head reads 128-wide target hidden states (0.1.weight [4096, 128])" in text
+    )  # the weights say it, whatever config.json says
     assert "the target's hidden_size is 256" in text and "use a head trained on this target" in text
     from transformers import AutoConfig
 
@@ -138,18 +148,25 @@ def _mtp_target(tmp_path: Path, names: list[str]) -> Path:
     (folder / "config.json").write_text(json.dumps({**config, "num_nextn_predict_layers": 1}))
     for f in (ZOO / "tokenizer").iterdir():
         shutil.copy(f, folder)
-    save_file({n: np.zeros(2, np.float32) for n in names + ["model.embed_tokens.weight", "lm_head.weight"]},
-              str(folder / "model.safetensors"))
+    save_file(
+        {n: np.zeros(2, np.float32) for n in names + ["model.embed_tokens.weight", "lm_head.weight"]},
+        str(folder / "model.safetensors"),
+    )
     return folder
 
 
-@pytest.mark.parametrize("extra, refused", [([], True), (["model.layers.4.eh_proj.weight"], False),
-                                            (["mtp.layers.0.mlp.w"], False)])
+@pytest.mark.parametrize(
+    "extra, refused", [([], True), (["model.layers.4.eh_proj.weight"], False), (["mtp.layers.0.mlp.w"], False)]
+)
 def test_mtp_needs_its_layers_in_the_weights_not_only_in_config_json(extra, refused, tmp_path):
     names = [f"model.layers.{i}.mlp.w" for i in range(4)] + extra
-    recipe = {"name": "mtp", "runtime": "tensorrt-llm", "flavour": "llm-api",
-              "model": {"checkpoint": str(_mtp_target(tmp_path, names)), "dtype": "bfloat16"},
-              "speculation": {"method": "mtp"}}
+    recipe = {
+        "name": "mtp",
+        "runtime": "tensorrt-llm",
+        "flavour": "llm-api",
+        "model": {"checkpoint": str(_mtp_target(tmp_path, names)), "dtype": "bfloat16"},
+        "speculation": {"method": "mtp"},
+    }
     path = tmp_path / "mtp.yaml"
     path.write_text(json.dumps(recipe))
     if refused:
@@ -179,8 +196,13 @@ def test_a_draft_whose_weights_lack_layers_is_refused_with_exit_2(tmp_path):
     config["num_hidden_layers"] = 2
     (draft / "config.json").write_text(json.dumps(config))
     path = _recipe(tmp_path, ZOO / "target", {"method": "draft_target", "checkpoint": str(draft)})
-    out = subprocess.run([sys.executable, "-m", "specbuild.cli", "check", str(path)], capture_output=True, text=True,
-                         timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT / "pipeline")))
+    out = subprocess.run(
+        [sys.executable, "-m", "specbuild.cli", "check", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "pipeline")),
+    )
     assert out.returncode == 2 and "speculation.checkpoint:" in out.stderr and "no tensors of layer 1" in out.stderr
     assert "Traceback" not in out.stderr
 
@@ -191,7 +213,9 @@ def test_an_eagle1_head_whose_config_counts_more_layers_than_it_holds_is_refused
     config = json.loads((head / "config.json").read_text())
     (head / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 2}))
     text = _problems(_recipe(tmp_path, ZOO / "target", {"method": "eagle", "checkpoint": str(head)}))
-    assert "speculation.checkpoint:" in text and "has 2 decoder layers but the weights hold no tensors of layer 1" in text
+    assert (
+        "speculation.checkpoint:" in text and "has 2 decoder layers but the weights hold no tensors of layer 1" in text
+    )
 
 
 def test_the_reference_runtime_refuses_weights_missing_from_a_checkpoint(tmp_path):
@@ -204,6 +228,7 @@ def test_the_reference_runtime_refuses_weights_missing_from_a_checkpoint(tmp_pat
 
 
 # -- reading the names: what is read, what is not ----------------------------------------------------------------
+
 
 def test_names_come_from_headers_shards_and_zip_pickles():
     assert ct.layout(ct.tensor_names(ZOO / "target")) == ct.CAUSAL_LM  # safetensors header
@@ -218,8 +243,12 @@ def test_pytorch_zip_files_are_read_without_torch_and_without_running_their_code
 
     import torch
 
-    state = {"a": torch.zeros(3, 4), "b": torch.nn.Parameter(torch.ones(2, dtype=torch.bfloat16)),
-             "c": torch.arange(5), "d": torch.zeros(())}
+    state = {
+        "a": torch.zeros(3, 4),
+        "b": torch.nn.Parameter(torch.ones(2, dtype=torch.bfloat16)),
+        "c": torch.arange(5),
+        "d": torch.zeros(()),
+    }
     torch.save(state, tmp_path / "weights.bin")
     assert ct.tensor_shapes(tmp_path, ("weights.bin",)) == {k: tuple(v.shape) for k, v in state.items()}
     hostile = tmp_path / "hostile"
@@ -232,17 +261,28 @@ def test_pytorch_zip_files_are_read_without_torch_and_without_running_their_code
     with zipfile.ZipFile(hostile / "pytorch_model.bin", "w") as z:
         z.writestr("archive/data.pkl", pickle.dumps({"w": Boom()}, protocol=2))
     assert ct.tensor_names(hostile) is None and not (tmp_path / "ran").exists()
-    code = "import sys; from specbuild import checkpoint_tensors as ct; ct.tensor_names(sys.argv[1]); " \
-           "print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code, str(ZOO / "eagle")], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT / "pipeline")), timeout=60)
+    code = (
+        "import sys; from specbuild import checkpoint_tensors as ct; ct.tensor_names(sys.argv[1]); "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(ZOO / "eagle")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "pipeline")),
+        timeout=60,
+    )
     assert out.stdout.strip() == "False", out.stderr  # `specbuild check` stays quick: no torch import
 
 
 def test_a_shard_index_names_every_tensor(tmp_path):
     save_file({"model.layers.0.w": np.zeros(2, np.float32)}, str(tmp_path / "model-00001-of-00002.safetensors"))
-    index = {"weight_map": {"model.embed_tokens.weight": "model-00002-of-00002.safetensors",
-                            "model.layers.0.w": "model-00001-of-00002.safetensors"}}
+    index = {
+        "weight_map": {
+            "model.embed_tokens.weight": "model-00002-of-00002.safetensors",
+            "model.layers.0.w": "model-00001-of-00002.safetensors",
+        }
+    }
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
     assert ct.tensor_names(tmp_path) == {"model.embed_tokens.weight", "model.layers.0.w"}
 
@@ -278,8 +318,14 @@ def test_unreadable_weights_say_nothing_and_never_block(damage, tmp_path):
     if damage == "fifo":
         os.mkfifo(path)
     else:
-        path.write_bytes({"empty": b"", "short": b"\x01\x02", "huge-length": struct.pack("<Q", 1 << 40) + b"{}",
-                          "not-json": struct.pack("<Q", 4) + b"{no!"}[damage])
+        path.write_bytes(
+            {
+                "empty": b"",
+                "short": b"\x01\x02",
+                "huge-length": struct.pack("<Q", 1 << 40) + b"{}",
+                "not-json": struct.pack("<Q", 4) + b"{no!",
+            }[damage]
+        )
     assert ct.tensor_names(tmp_path) is None
 
 
@@ -297,8 +343,18 @@ def test_a_weights_file_linked_from_outside_the_folder_is_not_read(tmp_path):
 def test_eagle3_exports_with_a_numbered_layer_are_eagle3_not_eagle1():
     eagle1 = ["fc.weight", "fc.bias", "layers.0.self_attn.q_proj.weight", "layers.0.post_attention_layernorm.weight"]
     assert ct.layout(eagle1) == ct.EAGLE1
-    assert ct.layout(["fc.weight", "layers.0.hidden_norm.weight", "layers.0.self_attn.q_proj.weight", "norm.weight",
-                      "lm_head.weight"]) == ct.EAGLE3
+    assert (
+        ct.layout(
+            [
+                "fc.weight",
+                "layers.0.hidden_norm.weight",
+                "layers.0.self_attn.q_proj.weight",
+                "norm.weight",
+                "lm_head.weight",
+            ]
+        )
+        == ct.EAGLE3
+    )
 
 
 def test_layers_after_the_last_decoder_layer_are_not_missing():

@@ -30,8 +30,14 @@ ANSWER_TIMEOUT_S = 10.0  # a hang is what is tested: a loaded 2-core CI machine 
 
 def check(path: Path | str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"))
-    return subprocess.run([sys.executable, "-m", "specbuild.cli", "check", str(path)], capture_output=True,
-                          text=True, env=env, timeout=ANSWER_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "specbuild.cli", "check", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=ANSWER_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 HEAD = "name: t\nmodel:\n  checkpoint: ../ckpt/target\n"
@@ -80,8 +86,13 @@ def _deep_block(tmp: Path) -> Path:
 
 def _quadratic_aliases(tmp: Path) -> Path:
     """Few aliases of a large anchor: linear text, a large expansion."""
-    text = "name: t\nmodel:\n  checkpoint: ../ckpt/target\nvalidation:\n  prompts: &p [" + \
-           ", ".join(["x"] * 3000) + "]\n  concurrency: [" + ", ".join(["*p"] * 10) + "]\n"
+    text = (
+        "name: t\nmodel:\n  checkpoint: ../ckpt/target\nvalidation:\n  prompts: &p ["
+        + ", ".join(["x"] * 3000)
+        + "]\n  concurrency: ["
+        + ", ".join(["*p"] * 10)
+        + "]\n"
+    )
     return _write(tmp / "aliases.yaml", text)
 
 
@@ -131,7 +142,11 @@ GENERATED = {
     "unknown-keys-below-the-caps": (_keys_below_the_cap, ":5:3: build.k0:", "unknown key 'k0'"),
     "dense-values": (_dense_values, ":6:", f"more than {MAX_VALUES} values"),
     "5000-deep-flow": (_deep_flow, f":2:{8 + MAX_DEPTH - 1}:", f"nested more than {MAX_DEPTH} levels deep"),
-    "200-deep-block": (_deep_block, f":{MAX_DEPTH + 1}:{2 * MAX_DEPTH + 1}:", f"nested more than {MAX_DEPTH} levels deep"),
+    "200-deep-block": (
+        _deep_block,
+        f":{MAX_DEPTH + 1}:{2 * MAX_DEPTH + 1}:",
+        f"nested more than {MAX_DEPTH} levels deep",
+    ),
     "quadratic-aliases": (_quadratic_aliases, ":6:", "the alias *p makes the recipe hold more than"),
     "not-utf8": (_not_utf8, "", "is not UTF-8 text (byte 10, line 1"),
     "control-character": (_control_character, ":3:16:", "the control character #x0000 is not allowed"),
@@ -239,14 +254,20 @@ def test_merge_keys_and_aliases_are_expanded():
     from tempfile import TemporaryDirectory
 
     with TemporaryDirectory() as d:
-        merged = _write(Path(d) / "m.yaml", "name: t\nmodel: &m {checkpoint: c, dtype: float32}\n"
-                        "triton: {<<: [{streaming: true, bls_instances: 2}, {bls_instances: 3, max_queue_size: 4}], "
-                        "bls_instances: 5}\nvalidation: {concurrency: &c [1, 2], prompts: [a, b]}\n"
-                        "build: {max_batch_size: &n 6, max_input_len: *n}\n")
-        plain = _write(Path(d) / "p.yaml", "name: t\nmodel: {checkpoint: c, dtype: float32}\n"
-                       "triton: {bls_instances: 5, streaming: true, max_queue_size: 4}\n"
-                       "validation: {concurrency: [1, 2], prompts: [a, b]}\n"
-                       "build: {max_batch_size: 6, max_input_len: 6}\n")
+        merged = _write(
+            Path(d) / "m.yaml",
+            "name: t\nmodel: &m {checkpoint: c, dtype: float32}\n"
+            "triton: {<<: [{streaming: true, bls_instances: 2}, {bls_instances: 3, max_queue_size: 4}], "
+            "bls_instances: 5}\nvalidation: {concurrency: &c [1, 2], prompts: [a, b]}\n"
+            "build: {max_batch_size: &n 6, max_input_len: *n}\n",
+        )
+        plain = _write(
+            Path(d) / "p.yaml",
+            "name: t\nmodel: {checkpoint: c, dtype: float32}\n"
+            "triton: {bls_instances: 5, streaming: true, max_queue_size: 4}\n"
+            "validation: {concurrency: [1, 2], prompts: [a, b]}\n"
+            "build: {max_batch_size: 6, max_input_len: 6}\n",
+        )
         assert load_located(merged).data == load_located(plain).data
 
 
@@ -254,10 +275,25 @@ def test_yaml_1_2_scalars():
     from tempfile import TemporaryDirectory
 
     with TemporaryDirectory() as d:
-        src = load_located(_write(Path(d) / "s.yaml", "a: yes\nb: 0x1F\nc: 1_000\nd: 2024-01-02\ne: ~\nf: 1.5e3\n"
-                                  "g: !!str 12\nh: !!int '7'\ni: True\nj: -9223372036854775808\n"))
-    assert src.data == {"a": "yes", "b": 31, "c": 1000, "d": "2024-01-02", "e": None, "f": 1500.0, "g": "12",
-                        "h": 7, "i": True, "j": -(2**63)}
+        src = load_located(
+            _write(
+                Path(d) / "s.yaml",
+                "a: yes\nb: 0x1F\nc: 1_000\nd: 2024-01-02\ne: ~\nf: 1.5e3\n"
+                "g: !!str 12\nh: !!int '7'\ni: True\nj: -9223372036854775808\n",
+            )
+        )
+    assert src.data == {
+        "a": "yes",
+        "b": 31,
+        "c": 1000,
+        "d": "2024-01-02",
+        "e": None,
+        "f": 1500.0,
+        "g": "12",
+        "h": 7,
+        "i": True,
+        "j": -(2**63),
+    }
 
 
 def teardown_module():

@@ -155,8 +155,10 @@ def _draws_without_replacement(q, k):
 
 
 def _draws_iid(q, k):
-    return [(math.prod(float(q[t]) for t in seq), [(t, q) for t in seq])
-            for seq in itertools.product(range(len(q)), repeat=k)]
+    return [
+        (math.prod(float(q[t]) for t in seq), [(t, q) for t in seq])
+        for seq in itertools.product(range(len(q)), repeat=k)
+    ]
 
 
 def _random_dist(gen, vocab, sharp):
@@ -185,8 +187,12 @@ def test_exact_enumeration_preserves_target_distribution(seed):
     p = _random_dist(gen, vocab, 1.5)
     q = _random_dist(gen, vocab, 1.5)
     top3 = torch.argsort(q, descending=True)[:3].tolist()
-    for draws in (_draws_deterministic(top3), _draws_deterministic([4, 0]),
-                  _draws_without_replacement(q, 3), _draws_iid(q, 2)):
+    for draws in (
+        _draws_deterministic(top3),
+        _draws_deterministic([4, 0]),
+        _draws_without_replacement(q, 3),
+        _draws_iid(q, 2),
+    ):
         assert abs(sum(w for w, _ in draws) - 1.0) < 1e-12
         torch.testing.assert_close(_output_distribution(p, draws, _accept_or_residual), p, atol=1e-12, rtol=0)
         # ignoring q (point-mass proposals) is also lossless for any candidates drawn independently of the
@@ -203,8 +209,9 @@ def test_exact_enumeration_catches_wrong_variants():
         _output_distribution(p, _draws_deterministic(top2), _forget_removal),
         _output_distribution(p, _draws_without_replacement(q, 2), _ratio_accept_point_residual),
         # draws without replacement verified as if they were i.i.d. (always against the original q)
-        _output_distribution(p, [(w, [(t, q) for t, _ in c]) for w, c in _draws_without_replacement(q, 3)],
-                             _accept_or_residual),
+        _output_distribution(
+            p, [(w, [(t, q) for t, _ in c]) for w, c in _draws_without_replacement(q, 3)], _accept_or_residual
+        ),
     ]
     for dist in wrong:
         assert (dist - p).abs().max() > 1e-3
@@ -303,8 +310,9 @@ def test_chi_square_harness_rejects_a_broken_residual(monkeypatch):
 def _chain_first_two_token_histogram(lm, samples, seed, k=2):
     """Draft-target on the synthetic model through `verify_chain`: k drafts sampled from q, then verified."""
     gen = torch.Generator().manual_seed(seed)
-    seq = Sequence.start(0, Request(input_ids=[0], max_new_tokens=10,
-                                    sampling=SamplingConfig(temperature=1.0, seed=seed)))
+    seq = Sequence.start(
+        0, Request(input_ids=[0], max_new_tokens=10, sampling=SamplingConfig(temperature=1.0, seed=seed))
+    )
     counts = torch.zeros(VOCAB, VOCAB, dtype=DOUBLE)
     accepted_any = 0
     for _ in range(samples):

@@ -28,8 +28,15 @@ METHODS = {
     "draft_target": ("draft_target", {"num_draft_tokens": 4}, 4, {}, {}, 4, 1),
     "medusa": ("medusa", {"medusa_choices": MEDUSA_CHOICES}, 6, {"medusa": "medusa"}, None, 6, 2),
     "eagle1": ("eagle", {"eagle_choices": EAGLE_CHOICES}, 6, {"eagle": "eagle"}, {"num_eagle_layers": 4}, 6, 3),
-    "eagle2": ("eagle", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": 2}, 7, {"eagle": "eagle"},
-               {"num_eagle_layers": 4}, 7, 2),
+    "eagle2": (
+        "eagle",
+        {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": 2},
+        7,
+        {"eagle": "eagle"},
+        {"num_eagle_layers": 4},
+        7,
+        2,
+    ),
     "eagle3": ("eagle3", {"max_draft_len": 4}, 4, {"eagle3": "eagle3"}, {}, 4, 2),
 }
 
@@ -48,10 +55,26 @@ def zoo(shipped_tiny, tmp_path_factory):
         if not has_extras(shipped_tiny, extra):
             continue
         decoding = {**decoding, "draft_len_schedule": draft_len_schedule.as_text(sorted(schedule(label).items()))}
-        folders[label] = build_target(shipped_tiny, root / label, method=method, decoding=decoding,
-                                      max_draft_len=draft_len, extra=extra, pretrained=pretrained, limits=LIMITS)
-    folders["autoregressive"] = build_target(shipped_tiny, root / "autoregressive", method="none", decoding={},
-                                             max_draft_len=0, extra={}, pretrained={}, limits=LIMITS)
+        folders[label] = build_target(
+            shipped_tiny,
+            root / label,
+            method=method,
+            decoding=decoding,
+            max_draft_len=draft_len,
+            extra=extra,
+            pretrained=pretrained,
+            limits=LIMITS,
+        )
+    folders["autoregressive"] = build_target(
+        shipped_tiny,
+        root / "autoregressive",
+        method="none",
+        decoding={},
+        max_draft_len=0,
+        extra={},
+        pretrained={},
+        limits=LIMITS,
+    )
     folders["draft"] = build_draft(shipped_tiny, root / "draft", LIMITS)
     return folders
 
@@ -64,7 +87,7 @@ def zoo_requests(shipped_tiny):
 
     tok = AutoTokenizer.from_pretrained(shipped_tiny / "tokenizer")
     source = inspect.getsource(json)
-    prompts = [tok(source[i * 900: i * 900 + 900])["input_ids"][:72] for i in range(4)]
+    prompts = [tok(source[i * 900 : i * 900 + 900])["input_ids"][:72] for i in range(4)]
     return [Request(input_ids=p, max_new_tokens=n) for p, n in zip(prompts, (16, 28, 44, 72))]
 
 
@@ -133,11 +156,21 @@ def test_a_method_without_a_draft_length_refuses_a_schedule(shipped_tiny, tmp_pa
     from specbuild.reference.engine_folder import build_engine, load_engine
     from specbuild.reference.executor import Executor
 
-    build_engine(tmp_path / "la", role="target", method="lookahead",
-                 decoding={"lookahead_window_size": 3, "lookahead_ngram_size": 3,
-                           "lookahead_verification_set_size": 2, "draft_len_schedule": "1:9,4:0"},
-                 model_dir=shipped_tiny / "target", tokenizer_dir=shipped_tiny / "tokenizer", dtype="float32",
-                 limits={**LIMITS, "max_draft_len": 9})
+    build_engine(
+        tmp_path / "la",
+        role="target",
+        method="lookahead",
+        decoding={
+            "lookahead_window_size": 3,
+            "lookahead_ngram_size": 3,
+            "lookahead_verification_set_size": 2,
+            "draft_len_schedule": "1:9,4:0",
+        },
+        model_dir=shipped_tiny / "target",
+        tokenizer_dir=shipped_tiny / "tokenizer",
+        dtype="float32",
+        limits={**LIMITS, "max_draft_len": 9},
+    )
     with pytest.raises(UserError, match="no draft length to follow the load"):
         Executor(load_engine(tmp_path / "la"))
 
@@ -148,11 +181,20 @@ def test_a_tree_whose_prefixes_are_not_trees_is_refused(shipped_tiny, tmp_path):
     from specbuild.reference.executor import Executor
 
     medusa_cfg = json.loads((shipped_tiny / "medusa" / "config.json").read_text())
-    build_engine(tmp_path / "m", role="target", method="medusa",
-                 decoding={"medusa_choices": [[0, 0], [0], [1]], "draft_len_schedule": "1:3,2:1"},
-                 model_dir=shipped_tiny / "target", tokenizer_dir=shipped_tiny / "tokenizer", dtype="float32",
-                 extra_dirs={"medusa": shipped_tiny / "medusa"}, limits={**LIMITS, "max_draft_len": 3},
-                 pretrained_extra={"num_medusa_heads": medusa_cfg["medusa_num_heads"],
-                                   "num_medusa_layers": medusa_cfg["medusa_num_layers"]})
+    build_engine(
+        tmp_path / "m",
+        role="target",
+        method="medusa",
+        decoding={"medusa_choices": [[0, 0], [0], [1]], "draft_len_schedule": "1:3,2:1"},
+        model_dir=shipped_tiny / "target",
+        tokenizer_dir=shipped_tiny / "tokenizer",
+        dtype="float32",
+        extra_dirs={"medusa": shipped_tiny / "medusa"},
+        limits={**LIMITS, "max_draft_len": 3},
+        pretrained_extra={
+            "num_medusa_heads": medusa_cfg["medusa_num_heads"],
+            "num_medusa_layers": medusa_cfg["medusa_num_layers"],
+        },
+    )
     with pytest.raises(UserError, match=r"medusa_choices\[0\] = \[0, 0\] comes before its parent"):
         Executor(load_engine(tmp_path / "m"))

@@ -23,15 +23,36 @@ def engines(shipped_tiny, tmp_path_factory):
     from specbuild.reference.engine_folder import load_engine
 
     root = tmp_path_factory.mktemp("call-costs")
-    out = {"autoregressive": load_engine(build_target(shipped_tiny, root / "ar", method="none", decoding={},
-                                                      max_draft_len=0, extra={}, pretrained={}, limits=LIMITS)),
-           "draft": load_engine(build_draft(shipped_tiny, root / "draft", LIMITS))}
+    out = {
+        "autoregressive": load_engine(
+            build_target(
+                shipped_tiny,
+                root / "ar",
+                method="none",
+                decoding={},
+                max_draft_len=0,
+                extra={},
+                pretrained={},
+                limits=LIMITS,
+            )
+        ),
+        "draft": load_engine(build_draft(shipped_tiny, root / "draft", LIMITS)),
+    }
     for label in TIMED:
         method, decoding, draft_len, extra, pretrained = METHODS[label]
         if has_extras(shipped_tiny, extra):
-            out[label] = load_engine(build_target(shipped_tiny, root / label, method=method, decoding=decoding,
-                                                  max_draft_len=draft_len, extra=extra, pretrained=pretrained,
-                                                  limits=LIMITS))
+            out[label] = load_engine(
+                build_target(
+                    shipped_tiny,
+                    root / label,
+                    method=method,
+                    decoding=decoding,
+                    max_draft_len=draft_len,
+                    extra=extra,
+                    pretrained=pretrained,
+                    limits=LIMITS,
+                )
+            )
     return out
 
 
@@ -41,7 +62,7 @@ def prompts(shipped_tiny):
 
     tok = AutoTokenizer.from_pretrained(shipped_tiny / "tokenizer")
     source = inspect.getsource(json)
-    return [tok(source[i * 500: i * 500 + 500])["input_ids"][:32] for i in range(2)]
+    return [tok(source[i * 500 : i * 500 + 500])["input_ids"][:32] for i in range(2)]
 
 
 def _run(engine, draft, prompts, batch: int = 1):
@@ -106,8 +127,9 @@ def test_measure_levels_times_steps_of_each_level(engines, prompts):
     for m in models:
         assert m.baseline.rows == m.concurrency and m.method.rows == m.concurrency
         assert m.baseline.acceptance_length == 1.0 and m.method.acceptance_length > 1
-        assert m.limit == pytest.approx(m.method.acceptance_length * m.baseline.target_ms
-                                        / (m.method.target_ms + m.method.draft_ms))
+        assert m.limit == pytest.approx(
+            m.method.acceptance_length * m.baseline.target_ms / (m.method.target_ms + m.method.draft_ms)
+        )
         assert m.in_process > 0 and m.served is None
 
 

@@ -40,13 +40,16 @@ def test_drafting_linear_takes_int8_only_where_asked_and_worth_it(monkeypatch):
     assert isinstance(linear.drafting_linear(big, int8=True), linear.Linear)
 
 
-@pytest.mark.parametrize("bf16, int8, lean, want", [
-    (True, True, True, DraftPrecision(torch.bfloat16)),
-    (False, True, True, DraftPrecision(torch.float32, int8=True)),
-    (False, False, True, DraftPrecision(torch.float32)),
-    (False, True, False, DraftPrecision(torch.float32)),  # transformers' modules: no int8
-    (True, True, False, DraftPrecision(torch.float32)),  # hidden 256 < 512: bf16 does not pay on that path
-])
+@pytest.mark.parametrize(
+    "bf16, int8, lean, want",
+    [
+        (True, True, True, DraftPrecision(torch.bfloat16)),
+        (False, True, True, DraftPrecision(torch.float32, int8=True)),
+        (False, False, True, DraftPrecision(torch.float32)),
+        (False, True, False, DraftPrecision(torch.float32)),  # transformers' modules: no int8
+        (True, True, False, DraftPrecision(torch.float32)),  # hidden 256 < 512: bf16 does not pay on that path
+    ],
+)
 def test_auto_follows_the_cpu_and_the_path(monkeypatch, bf16, int8, lean, want):
     monkeypatch.setattr(drafters, "has_native_bf16", lambda: bf16)  # where drafter_precision looks it up
     monkeypatch.setattr(linear, "int8_available", lambda: int8)

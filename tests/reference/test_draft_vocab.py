@@ -44,24 +44,56 @@ def test_head_scores_the_prefix_and_masks_the_rest():
 @pytest.fixture(scope="module")
 def zoo(shipped_tiny, tmp_path_factory):
     root = tmp_path_factory.mktemp("draft-vocab")
-    folders = {"autoregressive": build_target(shipped_tiny, root / "ar", method="none", decoding={}, max_draft_len=0,
-                                              extra={}, pretrained={}, limits=LIMITS),
-               "draft": build_draft(shipped_tiny, root / "draft", LIMITS)}
+    folders = {
+        "autoregressive": build_target(
+            shipped_tiny,
+            root / "ar",
+            method="none",
+            decoding={},
+            max_draft_len=0,
+            extra={},
+            pretrained={},
+            limits=LIMITS,
+        ),
+        "draft": build_draft(shipped_tiny, root / "draft", LIMITS),
+    }
     for n in (2048, 64):
         folders[f"draft_target/{n}"] = build_target(
-            shipped_tiny, root / f"dt{n}", method="draft_target", decoding={"num_draft_tokens": 4, "draft_vocab_size": n},
-            max_draft_len=4, extra={}, pretrained={}, limits=LIMITS)
+            shipped_tiny,
+            root / f"dt{n}",
+            method="draft_target",
+            decoding={"num_draft_tokens": 4, "draft_vocab_size": n},
+            max_draft_len=4,
+            extra={},
+            pretrained={},
+            limits=LIMITS,
+        )
         if has_extras(shipped_tiny, {"medusa": "medusa"}):
             folders[f"medusa/{n}"] = build_target(
-                shipped_tiny, root / f"medusa{n}", method="medusa",
-                decoding={"medusa_choices": MEDUSA_CHOICES, "draft_vocab_size": n}, max_draft_len=len(MEDUSA_CHOICES),
-                extra={"medusa": "medusa"}, pretrained=None, limits=LIMITS)
+                shipped_tiny,
+                root / f"medusa{n}",
+                method="medusa",
+                decoding={"medusa_choices": MEDUSA_CHOICES, "draft_vocab_size": n},
+                max_draft_len=len(MEDUSA_CHOICES),
+                extra={"medusa": "medusa"},
+                pretrained=None,
+                limits=LIMITS,
+            )
         if has_extras(shipped_tiny, {"eagle": "eagle"}):
-            for label, decoding in (("eagle1", {"eagle_choices": EAGLE_CHOICES}),
-                                    ("eagle2", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": 2})):
+            for label, decoding in (
+                ("eagle1", {"eagle_choices": EAGLE_CHOICES}),
+                ("eagle2", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": 2}),
+            ):
                 folders[f"{label}/{n}"] = build_target(
-                    shipped_tiny, root / f"{label}{n}", method="eagle", decoding={**decoding, "draft_vocab_size": n},
-                    max_draft_len=6, extra={"eagle": "eagle"}, pretrained={"num_eagle_layers": 3}, limits=LIMITS)
+                    shipped_tiny,
+                    root / f"{label}{n}",
+                    method="eagle",
+                    decoding={**decoding, "draft_vocab_size": n},
+                    max_draft_len=6,
+                    extra={"eagle": "eagle"},
+                    pretrained={"num_eagle_layers": 3},
+                    limits=LIMITS,
+                )
     return folders
 
 
@@ -85,7 +117,7 @@ def prompts(shipped_tiny):
 
     tok = AutoTokenizer.from_pretrained(shipped_tiny / "tokenizer")
     source = inspect.getsource(json)
-    return [tok(source[i * 700: i * 700 + 700])["input_ids"][:64] for i in range(3)]
+    return [tok(source[i * 700 : i * 700 + 700])["input_ids"][:64] for i in range(3)]
 
 
 @pytest.mark.parametrize("label", ["draft_target", "medusa", "eagle1", "eagle2"])
@@ -106,9 +138,12 @@ def test_sampling_with_a_draft_subset_keeps_the_target_distribution(models, engi
     from specbuild.reference.executor import Executor
 
     target = models["target16"]
-    ex = Executor(engine_factory(target, "draft_target", decoding={"num_draft_tokens": 3, "draft_vocab_size": 10},
-                                 **SAMPLING_LIMITS),
-                  engine_factory(models["draft16"], "draft_target", role="draft", **SAMPLING_LIMITS))
+    ex = Executor(
+        engine_factory(
+            target, "draft_target", decoding={"num_draft_tokens": 3, "draft_vocab_size": 10}, **SAMPLING_LIMITS
+        ),
+        engine_factory(models["draft16"], "draft_target", role="draft", **SAMPLING_LIMITS),
+    )
     law = exact_law(engine_factory(target, **SAMPLING_LIMITS).model, CONFIGS[config])
     assert float(law.sum((0, 1))[10:].sum()) > 0.05  # the target often picks ids the draft never proposes
     samples = generate(ex, CONFIGS[config])

@@ -49,21 +49,51 @@ def engines(tmp_path_factory):
     size = dynamic_tree_size(TOP_K, DEPTH, 63)
     return {
         "ar": make_engine(root / "ar", target, "none"),
-        "eagle1": make_engine(root / "e1", target, "eagle", decoding={"eagle_choices": CHOICES},
-                              extra_dirs={"eagle": fitted}, pretrained_extra=extra, max_draft_len=len(CHOICES)),
-        "eagle2": make_engine(root / "e2", target, "eagle",  # a bfloat16 head: the drafter's dtype is free
-                              decoding={"use_dynamic_tree": True, "dynamic_tree_max_top_k": TOP_K,
-                                        "draft_dtype": "bfloat16"},
-                              extra_dirs={"eagle": fitted}, pretrained_extra=extra, max_draft_len=size),
-        "eagle2_small": make_engine(root / "e2s", target, "eagle",
-                                    decoding={"use_dynamic_tree": True, "dynamic_tree_max_top_k": TOP_K},
-                                    extra_dirs={"eagle": fitted}, pretrained_extra=extra, max_draft_len=7),
-        "eagle1_fp32": make_engine(root / "e1f", target, "eagle",
-                                   decoding={"eagle_choices": CHOICES, "draft_dtype": "float32"},
-                                   extra_dirs={"eagle": fitted}, pretrained_extra=extra, max_draft_len=len(CHOICES)),
-        "eagle1_random": make_engine(root / "e1r", target, "eagle", decoding={"eagle_choices": CHOICES},
-                                     extra_dirs={"eagle": random_head}, pretrained_extra=extra,
-                                     max_draft_len=len(CHOICES)),
+        "eagle1": make_engine(
+            root / "e1",
+            target,
+            "eagle",
+            decoding={"eagle_choices": CHOICES},
+            extra_dirs={"eagle": fitted},
+            pretrained_extra=extra,
+            max_draft_len=len(CHOICES),
+        ),
+        "eagle2": make_engine(
+            root / "e2",
+            target,
+            "eagle",  # a bfloat16 head: the drafter's dtype is free
+            decoding={"use_dynamic_tree": True, "dynamic_tree_max_top_k": TOP_K, "draft_dtype": "bfloat16"},
+            extra_dirs={"eagle": fitted},
+            pretrained_extra=extra,
+            max_draft_len=size,
+        ),
+        "eagle2_small": make_engine(
+            root / "e2s",
+            target,
+            "eagle",
+            decoding={"use_dynamic_tree": True, "dynamic_tree_max_top_k": TOP_K},
+            extra_dirs={"eagle": fitted},
+            pretrained_extra=extra,
+            max_draft_len=7,
+        ),
+        "eagle1_fp32": make_engine(
+            root / "e1f",
+            target,
+            "eagle",
+            decoding={"eagle_choices": CHOICES, "draft_dtype": "float32"},
+            extra_dirs={"eagle": fitted},
+            pretrained_extra=extra,
+            max_draft_len=len(CHOICES),
+        ),
+        "eagle1_random": make_engine(
+            root / "e1r",
+            target,
+            "eagle",
+            decoding={"eagle_choices": CHOICES},
+            extra_dirs={"eagle": random_head},
+            pretrained_extra=extra,
+            max_draft_len=len(CHOICES),
+        ),
     }
 
 
@@ -108,11 +138,13 @@ def test_caches_after_tree_compaction_equal_fresh_prefill(engines, name):
             m = head_kv.lengths[r]
             features = torch.cat([out.hidden[0, :n], *seq.state["eagle_features"]])[:m].to(method.draft_dtype)
             fresh_head = method.head.new_cache()
-            method.head(features[None], torch.tensor([seq.tokens[1 : m + 1]]), torch.arange(m)[None],
-                        past_key_values=fresh_head)
+            method.head(
+                features[None], torch.tensor([seq.tokens[1 : m + 1]]), torch.arange(m)[None], past_key_values=fresh_head
+            )
             tol = 1e-5 if method.draft_dtype == torch.float32 else 3e-2  # the bf16 head of "eagle2"
-            torch.testing.assert_close(head_kv.store.layers[0].keys[r, :, :m], fresh_head.layers[0].keys[0],
-                                       atol=tol, rtol=tol)
+            torch.testing.assert_close(
+                head_kv.store.layers[0].keys[r, :, :m], fresh_head.layers[0].keys[0], atol=tol, rtol=tol
+            )
 
 
 def test_dynamic_tree_size_and_ranking(engines):
@@ -180,8 +212,16 @@ def test_greedy_eagle_on_shipped_tiny_model(tmp_path, dynamic, batch_size):
     decoding = {"use_dynamic_tree": True, "dynamic_tree_max_top_k": 4} if dynamic else {}
     extra = {"num_eagle_layers": 4, "max_non_leaves_per_layer": 10}
     ar = make_engine(tmp_path / "ar", target, "none", max_seq_len=256, max_input_len=128)
-    eagle = make_engine(tmp_path / "eagle", target, "eagle", decoding=decoding, pretrained_extra=extra,
-                        extra_dirs={"eagle": SHIPPED_TINY / "eagle"}, max_seq_len=256, max_input_len=128)
+    eagle = make_engine(
+        tmp_path / "eagle",
+        target,
+        "eagle",
+        decoding=decoding,
+        pretrained_extra=extra,
+        extra_dirs={"eagle": SHIPPED_TINY / "eagle"},
+        max_seq_len=256,
+        max_input_len=128,
+    )
     vocab = ar.vocab_size
     expected = [r.output_ids for r in run(ar, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=8)]
     results = run(eagle, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=batch_size)
@@ -260,11 +300,15 @@ def test_dynamic_expansion_follows_eagle2():
         assert parents == set(best)
         for p in parents:
             children = [n for n in by_depth[d + 1] if grown.parents[n] == p]
-            assert sorted(grown.tokens[c] for c in children) == sorted(torch.topk(table[grown.tokens[p]], k).indices.tolist())
+            assert sorted(grown.tokens[c] for c in children) == sorted(
+                torch.topk(table[grown.tokens[p]], k).indices.tolist()
+            )
             for c in children:
                 assert abs(grown.scores[c] - grown.scores[p] - float(table[grown.tokens[p], grown.tokens[c]])) < 1e-5
     assert draft.tree.num_draft_tokens == size
     tokens_kept = sorted(draft.tokens[1:])
-    expected = sorted(grown.tokens[n] for n in sorted(range(1, len(grown.tokens)),
-                                                      key=lambda n: (-grown.scores[n], grown.depths[n], n))[:size])
+    expected = sorted(
+        grown.tokens[n]
+        for n in sorted(range(1, len(grown.tokens)), key=lambda n: (-grown.scores[n], grown.depths[n], n))[:size]
+    )
     assert tokens_kept == expected

@@ -54,8 +54,16 @@ def fit_eagle3(folder: Path, model_dir: Path, *, steps: int = 150, seed: int = 1
     head = new_eagle3_head(model.config, layers=LAYERS, draft_vocab_size=DRAFT_VOCAB)
     head.set_vocabulary(*draft_vocabulary(vocabulary_counts(tokens, model.config.vocab_size), DRAFT_VOCAB))
     init_from_target(head, model)
-    train_eagle3(head, data, captured, model.get_input_embeddings().weight.detach(),
-                 Schedule(steps=steps, batch=16, lr=3e-3, warmup=10), 3, seed, precision="float32")
+    train_eagle3(
+        head,
+        data,
+        captured,
+        model.get_input_embeddings().weight.detach(),
+        Schedule(steps=steps, batch=16, lr=3e-3, warmup=10),
+        3,
+        seed,
+        precision="float32",
+    )
     return save_eagle3_head(head, folder, dtype=torch.float32)
 
 
@@ -99,8 +107,9 @@ def setup(tmp_path_factory):
     # 1e-6 near-tie, where any change in summation order may flip greedy decoding)
     target = save_random_llama(root / "target", vocab=VOCAB, hidden=64, layers=3, seed=3)
     heads = {"fitted": fit_eagle3(root / "fitted", target), "random": random_eagle3(root / "random", target, seed=5)}
-    engines = {name: make_engine(root / name, target, "none", extra_dirs={"eagle3": head})
-               for name, head in heads.items()}
+    engines = {
+        name: make_engine(root / name, target, "none", extra_dirs={"eagle3": head}) for name, head in heads.items()
+    }
     return {"target": target, "ar": make_engine(root / "ar", target, "none"), **engines}
 
 
@@ -119,11 +128,12 @@ def test_capture_layers_are_the_decoder_layer_outputs(setup):
         n = len(row)
         # HF's hidden_states[i + 1] is layer i's output, except the last entry, which transformers replaces by the
         # normed final state: layer 2 (the last) is checked through the final norm instead
-        torch.testing.assert_close(out.captured[r, :n, h: 2 * h], ref.hidden_states[1][0], atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(out.captured[r, :n, 3 * h:], ref.hidden_states[2][0], atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(model.hf.model.norm(out.captured[r, :n, :h]), ref.last_hidden_state[0],
-                                   atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(out.captured[r, :n, 2 * h: 3 * h], ref.last_hidden_state[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(out.captured[r, :n, h : 2 * h], ref.hidden_states[1][0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(out.captured[r, :n, 3 * h :], ref.hidden_states[2][0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            model.hf.model.norm(out.captured[r, :n, :h]), ref.last_hidden_state[0], atol=1e-5, rtol=1e-5
+        )
+        torch.testing.assert_close(out.captured[r, :n, 2 * h : 3 * h], ref.last_hidden_state[0], atol=1e-5, rtol=1e-5)
     assert model.forward(model.new_cache(1), [[1, 2]]).captured is None
     with pytest.raises(UserError, match="capture layer 3 does not exist"):
         model.forward(model.new_cache(1), [[1, 2]], capture_layers=[3])
@@ -177,12 +187,14 @@ def test_caches_after_compaction_equal_fresh_prefill(setup, decoding):
             m = head_kv.lengths[r]
             captured = torch.cat([out.captured[0, :n], *seq.state["eagle_features"]])[:m]
             fresh_head = method.head.new_cache()
-            embeds = model.embed(torch.tensor([seq.tokens[1: m + 1]]))
+            embeds = model.embed(torch.tensor([seq.tokens[1 : m + 1]]))
             method.head(captured[None], embeds, torch.arange(m)[None], cache=fresh_head)
-            torch.testing.assert_close(head_kv.store.layers[0].keys[r, :, :m], fresh_head.layers[0].keys[0],
-                                       atol=1e-5, rtol=1e-5)
-            torch.testing.assert_close(head_kv.store.layers[0].values[r, :, :m], fresh_head.layers[0].values[0],
-                                       atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(
+                head_kv.store.layers[0].keys[r, :, :m], fresh_head.layers[0].keys[0], atol=1e-5, rtol=1e-5
+            )
+            torch.testing.assert_close(
+                head_kv.store.layers[0].values[r, :, :m], fresh_head.layers[0].values[0], atol=1e-5, rtol=1e-5
+            )
 
 
 @torch.inference_mode()
@@ -204,7 +216,9 @@ def test_chain_drafts_equal_cache_free_recomputation(setup):
             hidden = [method.head.fuse(c) for c in captured]
             ids = list(seq.tokens[1:])  # entry p: (x_p, token p+1), the root's token last
             for depth in range(1, len(tokens)):
-                out = method.head(torch.stack(hidden)[None], model.embed(torch.tensor([ids])), torch.arange(len(ids))[None])
+                out = method.head(
+                    torch.stack(hidden)[None], model.embed(torch.tensor([ids])), torch.arange(len(ids))[None]
+                )
                 draft = int(method.head.to_target(method.head.logits(out[0, -1]).argmax()))
                 assert tokens[depth] == draft
                 hidden.append(out[0, -1])
@@ -288,15 +302,18 @@ def test_broken_acceptance_rule_is_detected(setup, exact_law, monkeypatch):
 # ---------------------------------------------------------------- options
 
 
-@pytest.mark.parametrize("decoding, match", [
-    ({}, "max_draft_len is required"),
-    ({"max_draft_len": 3, "eagle3_layers_to_capture": [0, 1]}, "2 layers, but the head .* fuses 3"),
-    ({"max_draft_len": 3, "eagle3_layers_to_capture": [0, 1, 5]}, "layer\\(s\\) \\[5\\] do not exist"),
-    ({"max_draft_len": 3, "eagle3_layers_to_capture": "zero"}, "expected layer indices"),
-    ({"max_draft_len": 3, "use_dynamic_tree": True}, "needs dynamic_tree_max_top_k"),
-    ({**TREE, "max_total_draft_tokens": 7}, "must be <= dynamic_tree_max_top_k x max_draft_len = 6"),
-    ({**TREE, "max_total_draft_tokens": 2}, "max_total_draft_tokens=2 must be >= 3"),
-])
+@pytest.mark.parametrize(
+    "decoding, match",
+    [
+        ({}, "max_draft_len is required"),
+        ({"max_draft_len": 3, "eagle3_layers_to_capture": [0, 1]}, "2 layers, but the head .* fuses 3"),
+        ({"max_draft_len": 3, "eagle3_layers_to_capture": [0, 1, 5]}, "layer\\(s\\) \\[5\\] do not exist"),
+        ({"max_draft_len": 3, "eagle3_layers_to_capture": "zero"}, "expected layer indices"),
+        ({"max_draft_len": 3, "use_dynamic_tree": True}, "needs dynamic_tree_max_top_k"),
+        ({**TREE, "max_total_draft_tokens": 7}, "must be <= dynamic_tree_max_top_k x max_draft_len = 6"),
+        ({**TREE, "max_total_draft_tokens": 2}, "max_total_draft_tokens=2 must be >= 3"),
+    ],
+)
 def test_option_errors_name_the_key(setup, decoding, match):
     with pytest.raises(UserError, match=match):
         Eagle3(setup["fitted"], None, decoding)
@@ -337,9 +354,11 @@ def shipped(tmp_path_factory):
     target = SHIPPED_TINY / "target"
     limits = dict(max_seq_len=256, max_input_len=128)
     random_head = random_eagle3(root / "random_head", target, seed=9, like=SHIPPED_HEAD)
-    return {"ar": make_engine(root / "ar", target, "none", **limits),
-            "eagle3": make_engine(root / "e3", target, "none", extra_dirs={"eagle3": SHIPPED_HEAD}, **limits),
-            "random": make_engine(root / "r3", target, "none", extra_dirs={"eagle3": random_head}, **limits)}
+    return {
+        "ar": make_engine(root / "ar", target, "none", **limits),
+        "eagle3": make_engine(root / "e3", target, "none", extra_dirs={"eagle3": SHIPPED_HEAD}, **limits),
+        "random": make_engine(root / "r3", target, "none", extra_dirs={"eagle3": random_head}, **limits),
+    }
 
 
 def heldout_requests(count: int = 12, length: int = 64, new_tokens: int = 48):
@@ -361,8 +380,9 @@ def heldout_requests(count: int = 12, length: int = 64, new_tokens: int = 48):
     raise AssertionError("not enough held-out documents")
 
 
-@pytest.mark.parametrize("decoding", [{"max_draft_len": 4}, {"max_draft_len": 4, "dynamic_tree_max_top_k": 3}],
-                         ids=["chain", "tree"])
+@pytest.mark.parametrize(
+    "decoding", [{"max_draft_len": 4}, {"max_draft_len": 4, "dynamic_tree_max_top_k": 3}], ids=["chain", "tree"]
+)
 @pytest.mark.parametrize("batch_size", [1, 8])
 def test_shipped_head_is_exact_on_ragged_batches(shipped, decoding, batch_size):
     vocab = shipped["ar"].vocab_size
@@ -374,8 +394,9 @@ def test_shipped_head_is_exact_on_ragged_batches(shipped, decoding, batch_size):
 def _acceptance_length(results) -> float:
     from specbuild.metrics import mean_acceptance_length
 
-    return mean_acceptance_length(sum(r.stats.total_accepted_draft_tokens for r in results),
-                                  sum(r.stats.steps for r in results))
+    return mean_acceptance_length(
+        sum(r.stats.total_accepted_draft_tokens for r in results), sum(r.stats.steps for r in results)
+    )
 
 
 def test_shipped_head_acceptance_on_heldout_prompts(shipped):

@@ -15,20 +15,39 @@ from zoo_engines import build_target, has_extras
 
 LIMITS = dict(max_batch_size=4, max_input_len=96, max_seq_len=192, max_num_tokens=2048)
 CHOICES = [[0], [0, 0], [1], [0, 0, 0]]
-HEADS = {"eagle1": ("eagle", {"eagle_choices": CHOICES}, 4, {"eagle": "eagle"}, {"num_eagle_layers": 3}),
-         "eagle3": ("eagle3", {"max_draft_len": 3}, 3, {"eagle3": "eagle3"}, {})}
+HEADS = {
+    "eagle1": ("eagle", {"eagle_choices": CHOICES}, 4, {"eagle": "eagle"}, {"num_eagle_layers": 3}),
+    "eagle3": ("eagle3", {"max_draft_len": 3}, 3, {"eagle3": "eagle3"}, {}),
+}
 
 
 @pytest.fixture(scope="module")
 def folders(shipped_tiny, tmp_path_factory):
     root = tmp_path_factory.mktemp("schedule-off")
-    out = {"autoregressive": build_target(shipped_tiny, root / "ar", method="none", decoding={}, max_draft_len=0,
-                                          extra={}, pretrained={}, limits=LIMITS)}
+    out = {
+        "autoregressive": build_target(
+            shipped_tiny,
+            root / "ar",
+            method="none",
+            decoding={},
+            max_draft_len=0,
+            extra={},
+            pretrained={},
+            limits=LIMITS,
+        )
+    }
     for label, (method, decoding, draft_len, extra, pretrained) in HEADS.items():
         if has_extras(shipped_tiny, extra):
-            out[label] = build_target(shipped_tiny, root / label, method=method,
-                                      decoding={**decoding, "draft_len_schedule": f"1:{draft_len},2:0"},
-                                      max_draft_len=draft_len, extra=extra, pretrained=pretrained, limits=LIMITS)
+            out[label] = build_target(
+                shipped_tiny,
+                root / label,
+                method=method,
+                decoding={**decoding, "draft_len_schedule": f"1:{draft_len},2:0"},
+                max_draft_len=draft_len,
+                extra=extra,
+                pretrained=pretrained,
+                limits=LIMITS,
+            )
     return out
 
 
@@ -39,8 +58,10 @@ def _requests(shipped_tiny, lengths):
 
     tok = AutoTokenizer.from_pretrained(shipped_tiny / "tokenizer")
     source = inspect.getsource(json)
-    return [Request(input_ids=tok(source[i * 900: i * 900 + 900])["input_ids"][:60], max_new_tokens=n)
-            for i, n in enumerate(lengths)]
+    return [
+        Request(input_ids=tok(source[i * 900 : i * 900 + 900])["input_ids"][:60], max_new_tokens=n)
+        for i, n in enumerate(lengths)
+    ]
 
 
 def _run(folder, requests):

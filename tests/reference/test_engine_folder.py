@@ -16,8 +16,14 @@ LIMITS = dict(max_batch_size=4, max_input_len=32, max_seq_len=100, max_num_token
 
 
 def _build(tmp_path, models, name="eng", **kw):
-    args = dict(role="target", method="prompt_lookup", decoding={"max_draft_len": 5, "max_matching_ngram_size": 2},
-                model_dir=models["target"], dtype="float16", limits=LIMITS)
+    args = dict(
+        role="target",
+        method="prompt_lookup",
+        decoding={"max_draft_len": 5, "max_matching_ngram_size": 2},
+        model_dir=models["target"],
+        dtype="float16",
+        limits=LIMITS,
+    )
     args.update(kw)
     return build_engine(tmp_path / name, **args)
 
@@ -31,8 +37,12 @@ def test_round_trip(tmp_path, models):
     assert config["version"].startswith("specbuild-reference-")
     pre, build, sb = config["pretrained_config"], config["build_config"], config["specbuild"]
     assert pre["architecture"] == "LlamaForCausalLM" and pre["dtype"] == "float16"
-    for ours, theirs in [("vocab_size", "vocab_size"), ("hidden_size", "hidden_size"),
-                         ("num_hidden_layers", "num_hidden_layers"), ("num_key_value_heads", "num_key_value_heads")]:
+    for ours, theirs in [
+        ("vocab_size", "vocab_size"),
+        ("hidden_size", "hidden_size"),
+        ("num_hidden_layers", "num_hidden_layers"),
+        ("num_key_value_heads", "num_key_value_heads"),
+    ]:
         assert pre[ours] == hf[theirs]
     assert build["speculative_decoding_mode"] == 2  # DRAFT_TOKENS_EXTERNAL
     assert build["max_draft_len"] == 5
@@ -53,9 +63,19 @@ def test_round_trip(tmp_path, models):
 
 
 def test_modes_and_sequence_slack(tmp_path, models):
-    eagle = _build(tmp_path, models, "eagle", method="eagle", decoding={},
-                   pretrained_extra={"architecture": "EagleForCausalLM", "max_draft_len": 5, "num_eagle_layers": 4,
-                                     "max_non_leaves_per_layer": 10})
+    eagle = _build(
+        tmp_path,
+        models,
+        "eagle",
+        method="eagle",
+        decoding={},
+        pretrained_extra={
+            "architecture": "EagleForCausalLM",
+            "max_draft_len": 5,
+            "num_eagle_layers": 4,
+            "max_non_leaves_per_layer": 10,
+        },
+    )
     cfg = json.loads((eagle / "config.json").read_text())
     assert cfg["build_config"]["speculative_decoding_mode"] == 32
     assert cfg["build_config"]["max_seq_len"] == 100 + 5 + 4
@@ -186,8 +206,9 @@ def test_hub_cache_layout_is_followed_and_escaping_links_are_refused(tmp_path, m
     for f in models["target"].iterdir():
         (blobs / f"sha-{f.name}").write_bytes(f.read_bytes())
         (snapshot / f.name).symlink_to(Path("..") / ".." / "blobs" / f"sha-{f.name}")
-    folder = engine_folder.build_engine(tmp_path / "eng", role="target", method="none", model_dir=snapshot,
-                                        dtype="float32", limits=LIMITS)
+    folder = engine_folder.build_engine(
+        tmp_path / "eng", role="target", method="none", model_dir=snapshot, dtype="float32", limits=LIMITS
+    )
     weights = folder / "model" / "model.safetensors"
     assert weights.is_file() and not weights.is_symlink()
     assert load_engine(folder).model.vocab_size == 128
@@ -196,6 +217,7 @@ def test_hub_cache_layout_is_followed_and_escaping_links_are_refused(tmp_path, m
     outside.write_text("secret")
     (snapshot / "notes.txt").symlink_to(outside)
     with pytest.raises(UserError, match="outside the checkpoint folder"):
-        engine_folder.build_engine(tmp_path / "eng2", role="target", method="none", model_dir=snapshot,
-                                   dtype="float32", limits=LIMITS)
+        engine_folder.build_engine(
+            tmp_path / "eng2", role="target", method="none", model_dir=snapshot, dtype="float32", limits=LIMITS
+        )
     assert not (tmp_path / "eng2").exists()

@@ -30,9 +30,15 @@ def free_run(target):
 def _executors(models, engine_factory):
     t = models["target"]
     yield Executor(engine_factory(t, max_batch_size=3))
-    yield Executor(engine_factory(t, "prompt_lookup", decoding={"max_draft_len": 4, "max_matching_ngram_size": 2}, max_batch_size=3))
-    yield Executor(engine_factory(t, "draft_target", decoding={"num_draft_tokens": 4}, max_batch_size=3),
-                   engine_factory(models["draft_close"], "draft_target", role="draft", max_batch_size=3))
+    yield Executor(
+        engine_factory(
+            t, "prompt_lookup", decoding={"max_draft_len": 4, "max_matching_ngram_size": 2}, max_batch_size=3
+        )
+    )
+    yield Executor(
+        engine_factory(t, "draft_target", decoding={"num_draft_tokens": 4}, max_batch_size=3),
+        engine_factory(models["draft_close"], "draft_target", role="draft", max_batch_size=3),
+    )
 
 
 def test_end_id_is_not_emitted_and_stops(models, engine_factory, free_run):
@@ -136,8 +142,10 @@ def test_limits_are_clear_user_errors(models, engine_factory, target):
 
 
 def test_stats_follow_the_metric_definitions(models, engine_factory):
-    ex = Executor(engine_factory(models["target"], "draft_target", decoding={"num_draft_tokens": 4}),
-                  engine_factory(models["draft_close"], "draft_target", role="draft"))
+    ex = Executor(
+        engine_factory(models["target"], "draft_target", decoding={"num_draft_tokens": 4}),
+        engine_factory(models["draft_close"], "draft_target", role="draft"),
+    )
     res = ex.run([Request(input_ids=PROMPT, max_new_tokens=40)])[0]
     s = res.stats
     assert s.steps == len(s.accepted_per_step) == len(s.drafted_per_step)
@@ -196,9 +204,14 @@ def test_enqueue_and_cancel_from_other_threads(target):
 
 
 def test_sampling_is_reproducible_per_seed(models, engine_factory):
-    ex = Executor(engine_factory(models["target"], "draft_target", decoding={"num_draft_tokens": 3}),
-                  engine_factory(models["draft_close"], "draft_target", role="draft"))
-    reqs = [Request(input_ids=PROMPT, max_new_tokens=12, sampling=SamplingConfig(temperature=1.0, seed=s)) for s in (1, 2, 1)]
+    ex = Executor(
+        engine_factory(models["target"], "draft_target", decoding={"num_draft_tokens": 3}),
+        engine_factory(models["draft_close"], "draft_target", role="draft"),
+    )
+    reqs = [
+        Request(input_ids=PROMPT, max_new_tokens=12, sampling=SamplingConfig(temperature=1.0, seed=s))
+        for s in (1, 2, 1)
+    ]
     outs = [r.output_ids for r in ex.run(reqs)]
     assert outs[0] == outs[2] and outs[0] != outs[1]
 
@@ -217,7 +230,9 @@ def test_bls_style_rounds_with_kv_cache_reuse(models, engine_factory, reuse):
         context = PROMPT + out
         budget = n_new - len(out)
         drafts = draft.run([Request(input_ids=context, max_new_tokens=k)])[0].output_ids[: budget - 1]
-        res = target.run([Request(input_ids=context, max_new_tokens=min(k + 1, budget), draft_tokens=drafts or None)])[0]
+        res = target.run([Request(input_ids=context, max_new_tokens=min(k + 1, budget), draft_tokens=drafts or None)])[
+            0
+        ]
         out += res.output_ids
     assert out == expected
     if reuse:
@@ -251,7 +266,7 @@ def _plain_rounds(ex, prompts, n_new, per_round):
                 left = n_new - (len(texts[i]) - len(prompts[i]))
                 if left > 0:
                     active[ex.enqueue(Request(input_ids=texts[i], max_new_tokens=min(per_round[i], left)))] = i
-    return [t[len(p):] for t, p in zip(texts, prompts)]
+    return [t[len(p) :] for t, p in zip(texts, prompts)]
 
 
 def test_a_reused_prefix_prefills_in_the_decoding_forward(target, monkeypatch):

@@ -19,8 +19,16 @@ from specbuild.reference.request import Request
 N_PROMPTS = 60
 
 
-def make_requests(vocab: int, n: int, seed: int, *, max_prompt: int = 40, max_new: int = 40,
-                  alphabet: int | None = None, prompts: list[list[int]] | None = None) -> list[Request]:
+def make_requests(
+    vocab: int,
+    n: int,
+    seed: int,
+    *,
+    max_prompt: int = 40,
+    max_new: int = 40,
+    alphabet: int | None = None,
+    prompts: list[list[int]] | None = None,
+) -> list[Request]:
     """Mixed lengths; a small alphabet for half the prompts so n-grams repeat; some stop/end/bad words."""
     rng = random.Random(seed)
     requests = []
@@ -48,14 +56,14 @@ def plain_greedy(model, req: Request) -> list[int]:
     while len(out) < req.max_new_tokens:
         logits = model.full_logits(tokens)[-1].clone()
         for word in req.bad_words:
-            if len(word) == 1 or tokens[-(len(word) - 1):] == word[:-1]:
+            if len(word) == 1 or tokens[-(len(word) - 1) :] == word[:-1]:
                 logits[word[-1]] = float("-inf")
         tok = int(logits.argmax())
         if tok == req.end_id:
             break
         tokens.append(tok)
         out.append(tok)
-        if any(tokens[-len(w):] == w for w in req.stop_words):
+        if any(tokens[-len(w) :] == w for w in req.stop_words):
             break
     return out
 
@@ -82,7 +90,9 @@ def run_staggered(ex: Executor, requests: list[Request], seed: int) -> list[list
 
 def assert_same(got: list[list[int]], expected: list[list[int]], what: str) -> None:
     bad = [i for i, (g, e) in enumerate(zip(got, expected)) if g != e]
-    assert not bad, f"{what}: {len(bad)} of {len(expected)} requests differ, first #{bad[0]}: {got[bad[0]]} != {expected[bad[0]]}"
+    assert not bad, (
+        f"{what}: {len(bad)} of {len(expected)} requests differ, first #{bad[0]}: {got[bad[0]]} != {expected[bad[0]]}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -103,11 +113,21 @@ def test_autoregressive_matches_plain_loop(models, engine_factory, random_setup)
 def _method_engines(models, engine_factory, batch: int):
     t = models["target"]
     yield "autoregressive", Executor(engine_factory(t, max_batch_size=batch))
-    yield "prompt_lookup", Executor(engine_factory(t, "prompt_lookup", decoding={"max_draft_len": 4, "max_matching_ngram_size": 3}, max_batch_size=batch))
+    yield (
+        "prompt_lookup",
+        Executor(
+            engine_factory(
+                t, "prompt_lookup", decoding={"max_draft_len": 4, "max_matching_ngram_size": 3}, max_batch_size=batch
+            )
+        ),
+    )
     for draft, k in (("draft_close", 4), ("draft_far", 3)):
-        yield f"draft_target[{draft}]", Executor(
-            engine_factory(t, "draft_target", decoding={"num_draft_tokens": k}, max_batch_size=batch),
-            draft_engine=engine_factory(models[draft], "draft_target", role="draft", max_batch_size=batch),
+        yield (
+            f"draft_target[{draft}]",
+            Executor(
+                engine_factory(t, "draft_target", decoding={"num_draft_tokens": k}, max_batch_size=batch),
+                draft_engine=engine_factory(models[draft], "draft_target", role="draft", max_batch_size=batch),
+            ),
         )
 
 
@@ -121,7 +141,9 @@ def test_every_method_matches_autoregressive(models, engine_factory, random_setu
             got = [r.output_ids for r in results]
             accepted[name] = sum(r.stats.total_accepted_draft_tokens for r in results)
             drafted[name] = sum(r.stats.total_draft_tokens for r in results)
-            full[name] = sum(a == d > 0 for r in results for a, d in zip(r.stats.accepted_per_step, r.stats.drafted_per_step))
+            full[name] = sum(
+                a == d > 0 for r in results for a, d in zip(r.stats.accepted_per_step, r.stats.drafted_per_step)
+            )
         else:
             got = run_staggered(ex, requests, seed=batch)
         assert_same(got, baseline, f"{name} at batch {batch}")
@@ -145,8 +167,14 @@ def test_external_drafts_match_autoregressive(models, engine_factory, random_set
         good = rng.randrange(0, k + 1)
         drafts = (out + [0] * k)[:good] + [rng.randrange(engine.vocab_size) for _ in range(k - good)]
         logits = torch.randn(k, engine.vocab_size) if rng.random() < 0.5 else None
-        new = Request(input_ids=req.input_ids, max_new_tokens=req.max_new_tokens, end_id=req.end_id,
-                      stop_words=req.stop_words, draft_tokens=drafts, draft_logits=logits)
+        new = Request(
+            input_ids=req.input_ids,
+            max_new_tokens=req.max_new_tokens,
+            end_id=req.end_id,
+            stop_words=req.stop_words,
+            draft_tokens=drafts,
+            draft_logits=logits,
+        )
         ext.append(new)
         expected.append(out)
         accept_expected.append(min(good, k, max(req.max_new_tokens - 1, 0)))
@@ -176,12 +204,27 @@ def test_shipped_tiny_models(engine_factory, shipped_tiny):
     requests = make_requests(target.vocab_size, 50, seed=5, max_prompt=60, max_new=32, prompts=prompts)
     for r in requests:  # end ids from the real vocabulary
         r.end_id = tok.eos_token_id if r.end_id is not None else None
-    baseline = [r.output_ids for r in Executor(engine_factory(tiny / "target", max_batch_size=1, **limits)).run(requests)]
+    baseline = [
+        r.output_ids for r in Executor(engine_factory(tiny / "target", max_batch_size=1, **limits)).run(requests)
+    ]
     for batch in (1, 8):
         draft = engine_factory(tiny / "draft", "draft_target", role="draft", max_batch_size=batch, **limits)
         executors = {
-            "prompt_lookup": Executor(engine_factory(tiny / "target", "prompt_lookup", decoding={"max_draft_len": 4, "max_matching_ngram_size": 3}, max_batch_size=batch, **limits)),
-            "draft_target": Executor(engine_factory(tiny / "target", "draft_target", decoding={"num_draft_tokens": 4}, max_batch_size=batch, **limits), draft),
+            "prompt_lookup": Executor(
+                engine_factory(
+                    tiny / "target",
+                    "prompt_lookup",
+                    decoding={"max_draft_len": 4, "max_matching_ngram_size": 3},
+                    max_batch_size=batch,
+                    **limits,
+                )
+            ),
+            "draft_target": Executor(
+                engine_factory(
+                    tiny / "target", "draft_target", decoding={"num_draft_tokens": 4}, max_batch_size=batch, **limits
+                ),
+                draft,
+            ),
         }
         for name, ex in executors.items():
             if batch == 1:

@@ -26,23 +26,54 @@ TREE_METHODS["eagle3"] = ("eagle3", {"max_draft_len": 4}, 4, {"eagle3": "eagle3"
 @pytest.fixture(scope="module")
 def zoo(shipped_tiny, tmp_path_factory):
     root = tmp_path_factory.mktemp("kv-reuse")
-    folders = {"autoregressive": build_target(shipped_tiny, root / "ar", method="none", decoding={}, max_draft_len=0,
-                                              extra={}, pretrained={}, limits=LIMITS)}
+    folders = {
+        "autoregressive": build_target(
+            shipped_tiny,
+            root / "ar",
+            method="none",
+            decoding={},
+            max_draft_len=0,
+            extra={},
+            pretrained={},
+            limits=LIMITS,
+        )
+    }
     for label, (method, decoding, draft_len, extra, pretrained) in TREE_METHODS.items():
         if has_extras(shipped_tiny, extra):
-            folders[label] = build_target(shipped_tiny, root / label, method=method, decoding=decoding,
-                                          max_draft_len=draft_len, extra=extra, pretrained=pretrained, limits=LIMITS)
+            folders[label] = build_target(
+                shipped_tiny,
+                root / label,
+                method=method,
+                decoding=decoding,
+                max_draft_len=draft_len,
+                extra=extra,
+                pretrained=pretrained,
+                limits=LIMITS,
+            )
     for label in ("eagle1", "eagle3"):  # float32 heads: the tests below compare what they compute to 1e-4
         method, decoding, draft_len, extra, pretrained = TREE_METHODS[label]
         if has_extras(shipped_tiny, extra):
             folders[f"{label}_float32"] = build_target(
-                shipped_tiny, root / f"{label}_float32", method=method, decoding={**decoding, "draft_dtype": "float32"},
-                max_draft_len=draft_len, extra=extra, pretrained=pretrained, limits=LIMITS)
+                shipped_tiny,
+                root / f"{label}_float32",
+                method=method,
+                decoding={**decoding, "draft_dtype": "float32"},
+                max_draft_len=draft_len,
+                extra=extra,
+                pretrained=pretrained,
+                limits=LIMITS,
+            )
     eagle = TREE_METHODS["eagle1"]
     folders["eagle1_adaptive"] = build_target(
-        shipped_tiny, root / "eagle1_adaptive", method=eagle[0],
-        decoding={"eagle_choices": [[0], [0, 0], [1], [0, 0, 0]], "draft_len_schedule": "1:4,2:0"}, max_draft_len=4,
-        extra=eagle[3], pretrained={"num_eagle_layers": 3}, limits=LIMITS)
+        shipped_tiny,
+        root / "eagle1_adaptive",
+        method=eagle[0],
+        decoding={"eagle_choices": [[0], [0, 0], [1], [0, 0, 0]], "draft_len_schedule": "1:4,2:0"},
+        max_draft_len=4,
+        extra=eagle[3],
+        pretrained={"num_eagle_layers": 3},
+        limits=LIMITS,
+    )
     return folders
 
 
@@ -52,7 +83,7 @@ def prompts(shipped_tiny):
 
     tok = AutoTokenizer.from_pretrained(shipped_tiny / "tokenizer")
     source = inspect.getsource(json)
-    return [tok(source[i * 700: i * 700 + 700])["input_ids"][:40] for i in range(3)]
+    return [tok(source[i * 700 : i * 700 + 700])["input_ids"][:40] for i in range(3)]
 
 
 def _executor(folder, reuse: bool):
@@ -111,8 +142,9 @@ def test_eagle_with_drafting_off_prefills_reused_rows_in_the_plain_step(zoo, pro
         model = ex.engine.model
         original = type(model).forward
         counted = []
-        monkeypatch.setattr(type(model), "forward",
-                            lambda self, *a, **k: counted.append(self is model) or original(self, *a, **k))
+        monkeypatch.setattr(
+            type(model), "forward", lambda self, *a, **k: counted.append(self is model) or original(self, *a, **k)
+        )
         ex.run([Request(input_ids=p, max_new_tokens=8) for p in prompts])  # every prompt finished once: kept
         counted.clear()
         # a long request keeps the batch at 2+ while the repeated prompts arrive one after another

@@ -25,9 +25,19 @@ def close(got: torch.Tensor, want: torch.Tensor, tol: float = TOL) -> bool:
 
 def _save(folder, config_cls, model_cls, seed=0, **overrides):
     torch.manual_seed(seed)
-    shape = dict(vocab_size=96, hidden_size=64, intermediate_size=112, num_hidden_layers=3, num_attention_heads=4,
-                 num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.2,
-                 bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    shape = dict(
+        vocab_size=96,
+        hidden_size=64,
+        intermediate_size=112,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.2,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
     cfg = config_cls(**{**shape, **overrides})
     model_cls(cfg).save_pretrained(folder)
     return folder
@@ -35,14 +45,27 @@ def _save(folder, config_cls, model_cls, seed=0, **overrides):
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                              Qwen2ForCausalLM)
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        MistralConfig,
+        MistralForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     root = tmp_path_factory.mktemp("lean")
     return {
         "llama": _save(root / "llama", LlamaConfig, LlamaForCausalLM),
-        "llama_mha_bias": _save(root / "llama_mha_bias", LlamaConfig, LlamaForCausalLM, seed=1,
-                                num_key_value_heads=4, attention_bias=True, mlp_bias=True),
+        "llama_mha_bias": _save(
+            root / "llama_mha_bias",
+            LlamaConfig,
+            LlamaForCausalLM,
+            seed=1,
+            num_key_value_heads=4,
+            attention_bias=True,
+            mlp_bias=True,
+        ),
         "mistral": _save(root / "mistral", MistralConfig, MistralForCausalLM, seed=2, sliding_window=None),
         "qwen2": _save(root / "qwen2", Qwen2Config, Qwen2ForCausalLM, seed=3, use_sliding_window=False),
         "llama_gelu": _save(root / "llama_gelu", LlamaConfig, LlamaForCausalLM, seed=4, hidden_act="gelu"),
@@ -83,7 +106,7 @@ def check_against_transformers(lm: CausalLM, seed: int = 0, rounds: int = 5, tol
             out = lm.forward(cache, chains, logits="all")
             for r, chain in enumerate(chains):
                 if chain:
-                    ref = lm.full_logits(texts[r] + chain)[-len(chain):]
+                    ref = lm.full_logits(texts[r] + chain)[-len(chain) :]
                     assert close(out.logits[r, : len(chain)], ref, tol), (step, r)
             keep = [rng.randrange(len(c) + 1) for c in chains]
             cache.commit_prefix(keep)
@@ -185,7 +208,7 @@ def test_capture_layers_are_decoder_layer_outputs(checkpoints, forward):
             got_second = second.captured[r]
             torch.testing.assert_close(got_first[:, H:], layer[0][:n], atol=TOL, rtol=TOL)
             torch.testing.assert_close(got_second[:, :H], layer[1][n:], atol=TOL, rtol=TOL)
-            torch.testing.assert_close(got_second[:, 2 * H:], layer[0][n:], atol=TOL, rtol=TOL)
+            torch.testing.assert_close(got_second[:, 2 * H :], layer[0][n:], atol=TOL, rtol=TOL)
             final = lm.decoder.norm(torch.cat([got_first[:, :H], got_second[:, H : 2 * H]]))
             torch.testing.assert_close(final, ref.last_hidden_state[0], atol=TOL, rtol=TOL)
     with pytest.raises(UserError, match="capture layer 3 does not exist"):
@@ -213,7 +236,7 @@ def test_fused_weights_are_shared_with_the_transformers_modules(checkpoints):
     attn = lm.decoder.layers[0].self_attn
     fused = lm.lean.layers[0].wqkv
     assert attn.q_proj.weight.data_ptr() == fused.data_ptr()
-    assert attn.k_proj.weight.data_ptr() == fused[attn.q_proj.weight.shape[0]:].data_ptr()
+    assert attn.k_proj.weight.data_ptr() == fused[attn.q_proj.weight.shape[0] :].data_ptr()
 
 
 def test_cache_slots_are_positions_and_chain_commits_move_nothing(checkpoints):

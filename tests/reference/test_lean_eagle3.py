@@ -59,8 +59,9 @@ def test_the_lean_eagle3_head_is_the_module(heads):
     embeds = torch.randn(2, 4, hidden)
     tree = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]], dtype=torch.bool)
     positions = [[7, 8, 8, 9], [5, 6, 6, 7]]
-    (m_out, m_logits), (l_out, l_logits) = _both(heads, caches, x, embeds, [4, 4], positions=positions,
-                                                 attend=[tree, tree])
+    (m_out, m_logits), (l_out, l_logits) = _both(
+        heads, caches, x, embeds, [4, 4], positions=positions, attend=[tree, tree]
+    )
     torch.testing.assert_close(l_out, m_out, **TOL)
     torch.testing.assert_close(l_logits, m_logits, **TOL)
     assert l_logits.shape[-1] == module.draft_vocab_size < module.vocab_size

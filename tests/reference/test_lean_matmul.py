@@ -26,9 +26,19 @@ def checkpoints(tmp_path_factory):
     out = {}
     for name, tied in (("untied", False), ("tied", True)):
         torch.manual_seed(5)
-        cfg = LlamaConfig(vocab_size=1200, hidden_size=128, intermediate_size=688, num_hidden_layers=2,
-                          num_attention_heads=4, num_key_value_heads=2, initializer_range=0.2,
-                          tie_word_embeddings=tied, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+        cfg = LlamaConfig(
+            vocab_size=1200,
+            hidden_size=128,
+            intermediate_size=688,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            initializer_range=0.2,
+            tie_word_embeddings=tied,
+            bos_token_id=None,
+            eos_token_id=None,
+            pad_token_id=None,
+        )
         LlamaForCausalLM(cfg).save_pretrained(root / name)
         out[name] = root / name
     return out

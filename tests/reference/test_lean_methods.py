@@ -26,9 +26,19 @@ def zoo_engines(shipped_tiny, tmp_path_factory):
     from specbuild.reference.engine_folder import load_engine
 
     root = tmp_path_factory.mktemp("lean_methods")
-    folders = {label: build_target(shipped_tiny, root / label, method=method, decoding=decoding,
-                                   max_draft_len=draft_len, extra=extra, pretrained=pretrained, limits=LIMITS)
-               for label, (method, decoding, draft_len, extra, pretrained) in METHODS.items()}
+    folders = {
+        label: build_target(
+            shipped_tiny,
+            root / label,
+            method=method,
+            decoding=decoding,
+            max_draft_len=draft_len,
+            extra=extra,
+            pretrained=pretrained,
+            limits=LIMITS,
+        )
+        for label, (method, decoding, draft_len, extra, pretrained) in METHODS.items()
+    }
     folders["draft"] = build_draft(shipped_tiny, root / "draft", LIMITS)
     engines: dict = {}
     with pytest.MonkeyPatch.context() as mp:
@@ -114,8 +124,7 @@ def test_eagle_and_medusa_drafters_follow_the_path(zoo_engines):
 
 
 @pytest.mark.parametrize("label", ["medusa", "eagle1"])
-def test_int8_drafters_are_lossless_and_keep_their_acceptance(shipped_tiny, tmp_path, zoo_engines, zoo_requests,
-                                                               label):
+def test_int8_drafters_are_lossless_and_keep_their_acceptance(shipped_tiny, tmp_path, zoo_engines, zoo_requests, label):
     """draft_dtype int8 (lean drafters' larger matmuls in int8, lean.linear.Int8Linear): the same tokens as
     autoregressive decoding with requests joining a batch of 4, and nearly the float32 drafter's accepted tokens
     (drafts only move). EAGLE-2 drafts through the same head objects as EAGLE-1."""
@@ -129,8 +138,16 @@ def test_int8_drafters_are_lossless_and_keep_their_acceptance(shipped_tiny, tmp_
     method, decoding, draft_len, extra, pretrained = METHODS[label]
     engines = {"autoregressive": zoo_engines["autoregressive"]}
     for dtype in ("int8", "float32"):
-        folder = build_target(shipped_tiny, tmp_path / dtype, method=method, max_draft_len=draft_len, extra=extra,
-                              decoding={**decoding, "draft_dtype": dtype}, pretrained=pretrained, limits=LIMITS)
+        folder = build_target(
+            shipped_tiny,
+            tmp_path / dtype,
+            method=method,
+            max_draft_len=draft_len,
+            extra=extra,
+            decoding={**decoding, "draft_dtype": dtype},
+            pretrained=pretrained,
+            limits=LIMITS,
+        )
         engines[dtype] = {"lean": load_engine(folder)}
     drafter = method_class(method)(engines["int8"]["lean"])
     linears = [drafter.draft_head.linear] if label != "medusa" else drafter.evaluate_heads.projections
@@ -151,8 +168,16 @@ def test_eagle3_gives_the_same_tokens_on_both_paths(shipped_tiny, tmp_path, zoo_
     from specbuild.reference.executor import Executor, _Group
     from specbuild.reference.methods.eagle3 import Eagle3
 
-    folder = build_target(shipped_tiny, tmp_path / "eagle3", method="none", decoding={}, max_draft_len=4,
-                          extra={"eagle3": "eagle3"}, pretrained={}, limits=LIMITS)
+    folder = build_target(
+        shipped_tiny,
+        tmp_path / "eagle3",
+        method="none",
+        decoding={},
+        max_draft_len=4,
+        extra={"eagle3": "eagle3"},
+        pretrained={},
+        limits=LIMITS,
+    )
     expected, _ = _outputs(zoo_engines, "autoregressive", "transformers", zoo_requests, 4)
     for path in ("lean", "transformers"):
         with pytest.MonkeyPatch.context() as mp:

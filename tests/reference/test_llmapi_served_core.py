@@ -62,6 +62,7 @@ def describe(found: list[str]) -> str:
 
 # --- the served core ---------------------------------------------------------------------------------------------
 
+
 class _Inside:
     """The threads inside the stand-in's calls now (a call may make another: pb_utils objects), and the most there
     ever were at once."""
@@ -124,8 +125,9 @@ class _Sender:
 
 class _Request:
     def __init__(self, inputs: dict, request_id: str = ""):
-        self.inputs_ = {k: np.asarray(v, dtype=np.object_ if isinstance(v[0], bytes) else None) for k, v in
-                        inputs.items()}
+        self.inputs_ = {
+            k: np.asarray(v, dtype=np.object_ if isinstance(v[0], bytes) else None) for k, v in inputs.items()
+        }
         self.id = request_id
         self.sender = _Sender()
         self.cancel = False
@@ -168,8 +170,9 @@ def served_core(tmp_path_factory):
     build = resolve_build(load_recipe(ROOT / "recipes" / "reference" / "llmapi_draft_target.yaml"))
     recipe = build.recipe
     root = tmp_path_factory.mktemp("llmapi")
-    repo = build.runtime.write_repository(recipe, build.spec, Layout(root / "e", root / "r", root / "p", recipe.name),
-                                          "target")
+    repo = build.runtime.write_repository(
+        recipe, build.spec, Layout(root / "e", root / "r", root / "p", recipe.name), "target"
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(sys.modules, "triton_python_backend_utils", _stand_in_pb_utils())
         mp.setenv("SPECBUILD_TORCH_THREADS", "1")
@@ -197,8 +200,12 @@ def _requests(n: int) -> list[tuple[_Request, str]]:
     for i in range(n):
         out.append((_Request(_good(i)), "good"))
         if i % 4 == 1:
-            sampled = {**_good(i), "sampling_param_temperature": [0.8], "sampling_param_top_k": [20],
-                       "sampling_param_seed": [i]}
+            sampled = {
+                **_good(i),
+                "sampling_param_temperature": [0.8],
+                "sampling_param_top_k": [20],
+                "sampling_param_seed": [i],
+            }
             out.append((_Request(sampled), "good"))
         if i % 4 == 2:  # a long stream the client cancels after it started
             out.append((_Request({**_good(i), "sampling_param_max_tokens": [200], "streaming": [True]}), "cancel"))
@@ -212,7 +219,7 @@ def _requests(n: int) -> list[tuple[_Request, str]]:
 def _serve(model, requests: list[tuple[_Request, str]]) -> None:
     """Send the requests a few at a time (later ones join a running batch) and wait for every FINAL response."""
     for start in range(0, len(requests), 3):
-        wave = requests[start:start + 3]
+        wave = requests[start : start + 3]
         for request, kind in wave:
             model.execute([request])
         for request, kind in wave:
@@ -284,6 +291,7 @@ def test_a_kv_cache_is_freed_by_reference_counting():
 
 # --- every reference method ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("label", ["prompt_lookup", "draft_target", "medusa", "eagle2", "lookahead"])
 def test_every_method_leaves_no_reference_cycles(label, tmp_path):
     """Requests that join a running batch, reuse a kept prefix, sample, and one cancelled mid-decode."""
@@ -297,8 +305,16 @@ def test_every_method_leaves_no_reference_cycles(label, tmp_path):
     if not has_extras(TINY, extra):
         pytest.skip(f"checkpoints/tiny has no {extra}")
     limits = dict(max_batch_size=4, max_input_len=32, max_seq_len=96, max_num_tokens=256)
-    target = build_target(TINY, tmp_path / "target", method=method, decoding=decoding, max_draft_len=k, extra=extra,
-                          pretrained=pretrained, limits=limits)
+    target = build_target(
+        TINY,
+        tmp_path / "target",
+        method=method,
+        decoding=decoding,
+        max_draft_len=k,
+        extra=extra,
+        pretrained=pretrained,
+        limits=limits,
+    )
     draft = load_engine(build_draft(TINY, tmp_path / "draft", limits)) if method == "draft_target" else None
     executor = Executor(load_engine(target), draft, enable_kv_cache_reuse=True)
 

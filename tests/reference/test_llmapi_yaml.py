@@ -35,8 +35,13 @@ def written(recipe_path: Path, release: str | None = None, role: str = "target")
 
 
 def base(**changes) -> dict:
-    data = {"model": str(TINY / "target"), "max_batch_size": 4, "max_seq_len": 256, "max_input_len": 128,
-            "triton_config": {"max_batch_size": 0, "decoupled": True}}
+    data = {
+        "model": str(TINY / "target"),
+        "max_batch_size": 4,
+        "max_seq_len": 256,
+        "max_input_len": 128,
+        "triton_config": {"max_batch_size": 0, "decoupled": True},
+    }
     data.update(changes)
     return data
 
@@ -60,17 +65,28 @@ def test_every_model_yaml_specbuild_writes_is_understood(path, release, tmp_path
             assert s.draft_dir == Path(spec.get("speculative_model") or spec["speculative_model_dir"]).resolve()
             assert s.decoding == {"num_draft_tokens": spec["max_draft_len"]}
         if method == "prompt_lookup":
-            assert s.decoding == {"max_draft_len": spec["max_draft_len"],
-                                  "max_matching_ngram_size": spec["max_matching_ngram_size"]}
-        assert (s.max_batch_size, s.max_seq_len, s.max_input_len) == \
-            (data["max_batch_size"], data["max_seq_len"], data["max_input_len"])
+            assert s.decoding == {
+                "max_draft_len": spec["max_draft_len"],
+                "max_matching_ngram_size": spec["max_matching_ngram_size"],
+            }
+        assert (s.max_batch_size, s.max_seq_len, s.max_input_len) == (
+            data["max_batch_size"],
+            data["max_seq_len"],
+            data["max_input_len"],
+        )
         assert s.decoupled == data["triton_config"]["decoupled"]
         assert s.cancellation_check_period_ms == data["triton_config"]["cancellation_check_period_ms"]
 
 
 @needs_tiny
-@pytest.mark.parametrize("where, key", [((), "max_batch_sizes"), (("kv_cache_config",), "free_gpu_mem_fraction"),
-                                        (("cuda_graph_config",), "padding_enabled")])
+@pytest.mark.parametrize(
+    "where, key",
+    [
+        ((), "max_batch_sizes"),
+        (("kv_cache_config",), "free_gpu_mem_fraction"),
+        (("cuda_graph_config",), "padding_enabled"),
+    ],
+)
 def test_an_unknown_key_fails_naming_it(where, key, tmp_path):
     data = base(kv_cache_config={"enable_block_reuse": True}, cuda_graph_config={"max_batch_size": 4})
     target = data
@@ -103,13 +119,19 @@ def test_a_known_llm_option_the_reference_cannot_honour_says_so(tmp_path):
 
 
 @needs_tiny
-@pytest.mark.parametrize("triton_config, message", [
-    ({"max_batch_size": 8, "decoupled": True}, r"triton_config.max_batch_size is 8, .* set 0"),
-    ({"max_batch_size": 0}, r"triton_config.decoupled is missing"),
-    ({"decoupled": False}, r"triton_config.max_batch_size is missing"),
-    ({"max_batch_size": 0, "decoupled": "yes please"}, r"triton_config.decoupled='yes please'"),
-    ({"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 0}, r"cancellation_check_period_ms=0"),
-])
+@pytest.mark.parametrize(
+    "triton_config, message",
+    [
+        ({"max_batch_size": 8, "decoupled": True}, r"triton_config.max_batch_size is 8, .* set 0"),
+        ({"max_batch_size": 0}, r"triton_config.decoupled is missing"),
+        ({"decoupled": False}, r"triton_config.max_batch_size is missing"),
+        ({"max_batch_size": 0, "decoupled": "yes please"}, r"triton_config.decoupled='yes please'"),
+        (
+            {"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 0},
+            r"cancellation_check_period_ms=0",
+        ),
+    ],
+)
 def test_triton_config_is_checked_as_nvidias_model_needs_it(triton_config, message, tmp_path):
     with pytest.raises(ModelYamlError, match=message):
         read_model_yaml(write(tmp_path, base(triton_config=triton_config)))
@@ -125,9 +147,16 @@ def test_defaults_and_cancellation_period(tmp_path):
 
 
 @needs_tiny
-@pytest.mark.parametrize("decoding_type, method", [("Draft_Target", "draft_target"), ("DraftTarget", "draft_target"),
-                                                   ("Eagle3", "eagle3"), ("Eagle", "eagle3"),
-                                                   ("NGram", "prompt_lookup")])
+@pytest.mark.parametrize(
+    "decoding_type, method",
+    [
+        ("Draft_Target", "draft_target"),
+        ("DraftTarget", "draft_target"),
+        ("Eagle3", "eagle3"),
+        ("Eagle", "eagle3"),
+        ("NGram", "prompt_lookup"),
+    ],
+)
 def test_decoding_types_of_every_release_map_to_the_reference_methods(decoding_type, method, tmp_path):
     spec = {"decoding_type": decoding_type, "max_draft_len": 3}
     if method != "prompt_lookup":
@@ -149,32 +178,51 @@ def test_ngram_pool_flags_that_the_reference_does_not_follow_are_noted(tmp_path)
 
 
 @needs_tiny
-@pytest.mark.parametrize("spec, message", [
-    ({"decoding_type": "MTP", "num_nextn_predict_layers": 1}, r"MTP drafts with the target's own"),
-    ({"decoding_type": "Medusa", "max_draft_len": 3}, r"has no Medusa"),
-    ({"decoding_type": "PARD", "max_draft_len": 3}, r"decoding_type='PARD' is not one the reference runtime serves"),
-    ({"decoding_type": "NGram", "max_draft_len": 0}, r"max_draft_len must be > 0 for NGram"),
-    ({"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 0}, r"max_matching_ngram_size is 0"),
-    ({"decoding_type": "Draft_Target", "max_draft_len": 3}, r"speculative_model is required for DraftTarget"),
-    ({"decoding_type": "Eagle3", "max_draft_len": 3}, r"Draft model must be provided for EAGLE"),
-    ({"decoding_type": "Draft_Target", "max_draft_len": 3, "speculative_model": "org/not-a-folder"},
-     r"not a local folder"),
-    ({"decoding_type": "NGram", "max_draft_len": 3, "draft_len_schedule": {2: 3}},
-     r"draft_len_schedule: has no entry for batch size 1"),
-    ({"decoding_type": "NGram", "max_draft_len": 3, "draft_len_schedule": {1: 2, 4: 0}},
-     r"draft_len_schedule\[1\]: batch size 1 maps to 2 but the full draft length is 3"),
-    ({"decoding_type": "NGram", "max_draft_len": 3, "draft_len_schedule": {1: 3, 4: 5}},
-     r"draft_len_schedule\[4\]: draft length 5 exceeds"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"decoding_type": "MTP", "num_nextn_predict_layers": 1}, r"MTP drafts with the target's own"),
+        ({"decoding_type": "Medusa", "max_draft_len": 3}, r"has no Medusa"),
+        (
+            {"decoding_type": "PARD", "max_draft_len": 3},
+            r"decoding_type='PARD' is not one the reference runtime serves",
+        ),
+        ({"decoding_type": "NGram", "max_draft_len": 0}, r"max_draft_len must be > 0 for NGram"),
+        ({"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 0}, r"max_matching_ngram_size is 0"),
+        ({"decoding_type": "Draft_Target", "max_draft_len": 3}, r"speculative_model is required for DraftTarget"),
+        ({"decoding_type": "Eagle3", "max_draft_len": 3}, r"Draft model must be provided for EAGLE"),
+        (
+            {"decoding_type": "Draft_Target", "max_draft_len": 3, "speculative_model": "org/not-a-folder"},
+            r"not a local folder",
+        ),
+        (
+            {"decoding_type": "NGram", "max_draft_len": 3, "draft_len_schedule": {2: 3}},
+            r"draft_len_schedule: has no entry for batch size 1",
+        ),
+        (
+            {"decoding_type": "NGram", "max_draft_len": 3, "draft_len_schedule": {1: 2, 4: 0}},
+            r"draft_len_schedule\[1\]: batch size 1 maps to 2 but the full draft length is 3",
+        ),
+        (
+            {"decoding_type": "NGram", "max_draft_len": 3, "draft_len_schedule": {1: 3, 4: 5}},
+            r"draft_len_schedule\[4\]: draft length 5 exceeds",
+        ),
+    ],
+)
 def test_speculative_configs_the_reference_cannot_serve_fail_with_the_reason(spec, message, tmp_path):
     with pytest.raises(ModelYamlError, match=message):
         read_model_yaml(write(tmp_path, base(speculative_config=spec)))
 
 
 @needs_tiny
-@pytest.mark.parametrize("changes, message", [({"tensor_parallel_size": 2}, r"tensor_parallel_size is 2"),
-                                              ({"max_beam_width": 2}, r"max_beam_width is 2"),
-                                              ({"model": "meta-llama/Llama-3.1-8B"}, r"not a local folder")])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"tensor_parallel_size": 2}, r"tensor_parallel_size is 2"),
+        ({"max_beam_width": 2}, r"max_beam_width is 2"),
+        ({"model": "meta-llama/Llama-3.1-8B"}, r"not a local folder"),
+    ],
+)
 def test_what_the_reference_runtime_cannot_do_is_refused(changes, message, tmp_path):
     with pytest.raises(ModelYamlError, match=message):
         read_model_yaml(write(tmp_path, base(**changes)))
@@ -192,12 +240,15 @@ def test_the_file_follows_llm_config_path(tmp_path, monkeypatch):
 
 
 @needs_tiny
-@pytest.mark.parametrize("fields, schedule", [
-    ({"draft_len_schedule": {4: 1, 1: 3, 8: 0}}, "1:3,4:1,8:0"),  # TensorRT-LLM 1.2's meaning: from key on
-    ({"max_concurrency": 2}, "1:3,3:0"),  # 1.0 / 1.1: speculation off above 2 requests
-    ({"draft_len_schedule": {1: 3, 2: 2, 8: 1}, "max_concurrency": 4}, "1:3,2:2,5:0"),
-    ({"max_concurrency": 0}, "1:0"),
-])
+@pytest.mark.parametrize(
+    "fields, schedule",
+    [
+        ({"draft_len_schedule": {4: 1, 1: 3, 8: 0}}, "1:3,4:1,8:0"),  # TensorRT-LLM 1.2's meaning: from key on
+        ({"max_concurrency": 2}, "1:3,3:0"),  # 1.0 / 1.1: speculation off above 2 requests
+        ({"draft_len_schedule": {1: 3, 2: 2, 8: 1}, "max_concurrency": 4}, "1:3,2:2,5:0"),
+        ({"max_concurrency": 0}, "1:0"),
+    ],
+)
 def test_the_draft_length_per_batch_size_reaches_the_executor(fields, schedule, tmp_path):
     spec = {"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 2, **fields}
     s = read_model_yaml(write(tmp_path, base(speculative_config=spec)))
@@ -209,26 +260,43 @@ DRAFT = {"decoding_type": "Draft_Target", "speculative_model": str(TINY / "draft
 
 
 @needs_tiny
-@pytest.mark.parametrize("changes, message", [
-    ({"max_seq_len": 10**12}, r"max_seq_len=1000000000000: Input should be less than or equal to 2147483647"),
-    ({"max_seq_len": 4096, "max_input_len": 3000},
-     r"max_seq_len is 4096 but the model's max_position_embeddings is 2048: .* lower max_seq_len to at most 2048"),
-    ({"max_batch_size": 10**12}, r"max_batch_size=1000000000000: Input should be less than or equal to 2147483647"),
-    ({"max_num_tokens": 2**31}, r"max_num_tokens=2147483648: Input should be less than or equal to 2147483647"),
-    ({"stream_interval": 2**31}, r"stream_interval=2147483648"),
-    ({"speculative_config": {**DRAFT, "max_draft_len": 10**9}},
-     r"speculative_config.max_draft_len is 1000000000 but max_seq_len is 256: a step can use at most 255"),
-    ({"speculative_config": {**DRAFT, "max_draft_len": 2**31}},
-     r"speculative_config.max_draft_len=2147483648: Input should be less than or equal to 2147483647"),
-    ({"speculative_config": {"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 2**40}},
-     r"speculative_config.max_matching_ngram_size=1099511627776"),
-    ({"speculative_config": {**DRAFT, "max_draft_len": 3, "speculative_model": str(SHORT)}, "max_seq_len": 1024},
-     r"max_seq_len is 1024 but the speculative_model's \(.*short/config.json\) max_position_embeddings is 256"),
-    ({"triton_config": {"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 10**30}},
-     r"cancellation_check_period_ms=1000000000000000000000000000000 — give a number of milliseconds from 1 to 60000"),
-    ({"triton_config": {"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 60001}},
-     r"cancellation_check_period_ms=60001"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"max_seq_len": 10**12}, r"max_seq_len=1000000000000: Input should be less than or equal to 2147483647"),
+        (
+            {"max_seq_len": 4096, "max_input_len": 3000},
+            r"max_seq_len is 4096 but the model's max_position_embeddings is 2048: .* lower max_seq_len to at most 2048",
+        ),
+        ({"max_batch_size": 10**12}, r"max_batch_size=1000000000000: Input should be less than or equal to 2147483647"),
+        ({"max_num_tokens": 2**31}, r"max_num_tokens=2147483648: Input should be less than or equal to 2147483647"),
+        ({"stream_interval": 2**31}, r"stream_interval=2147483648"),
+        (
+            {"speculative_config": {**DRAFT, "max_draft_len": 10**9}},
+            r"speculative_config.max_draft_len is 1000000000 but max_seq_len is 256: a step can use at most 255",
+        ),
+        (
+            {"speculative_config": {**DRAFT, "max_draft_len": 2**31}},
+            r"speculative_config.max_draft_len=2147483648: Input should be less than or equal to 2147483647",
+        ),
+        (
+            {"speculative_config": {"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 2**40}},
+            r"speculative_config.max_matching_ngram_size=1099511627776",
+        ),
+        (
+            {"speculative_config": {**DRAFT, "max_draft_len": 3, "speculative_model": str(SHORT)}, "max_seq_len": 1024},
+            r"max_seq_len is 1024 but the speculative_model's \(.*short/config.json\) max_position_embeddings is 256",
+        ),
+        (
+            {"triton_config": {"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 10**30}},
+            r"cancellation_check_period_ms=1000000000000000000000000000000 — give a number of milliseconds from 1 to 60000",
+        ),
+        (
+            {"triton_config": {"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 60001}},
+            r"cancellation_check_period_ms=60001",
+        ),
+    ],
+)
 def test_absurd_limits_are_refused_naming_the_key(changes, message, tmp_path):
     """Every size fits an int32 (TensorRT-LLM's SizeType32), the sequence fits the positions of the model and of
     its draft, a chain of drafts fits the sequence, the cancellation period is one a request outlives
@@ -239,8 +307,13 @@ def test_absurd_limits_are_refused_naming_the_key(changes, message, tmp_path):
 
 @needs_tiny
 def test_the_largest_sizes_that_fit_are_served(tmp_path):
-    data = base(max_seq_len=2048, max_input_len=2000, max_batch_size=2**31 - 1, max_num_tokens=2**31 - 1,
-                speculative_config={**DRAFT, "max_draft_len": 2047},
-                triton_config={"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 60000})
+    data = base(
+        max_seq_len=2048,
+        max_input_len=2000,
+        max_batch_size=2**31 - 1,
+        max_num_tokens=2**31 - 1,
+        speculative_config={**DRAFT, "max_draft_len": 2047},
+        triton_config={"max_batch_size": 0, "decoupled": True, "cancellation_check_period_ms": 60000},
+    )
     s = read_model_yaml(write(tmp_path, data))
     assert (s.max_seq_len, s.max_draft_len, s.cancellation_check_period_ms) == (2048, 2047, 60000)

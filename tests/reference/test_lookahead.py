@@ -54,8 +54,13 @@ def engines(tmp_path_factory):
     target = save_random_llama(root / "target", vocab=VOCAB, hidden=64, layers=2, seed=0)
     out = {"ar": make_engine(root / "ar", target, "none")}
     for name, (w, n, g) in CONFIGS.items():
-        out[name] = make_engine(root / name, target, "lookahead", decoding=_decoding(w, n, g),
-                                max_draft_len=lookahead_max_draft_len(w, n, g))
+        out[name] = make_engine(
+            root / name,
+            target,
+            "lookahead",
+            decoding=_decoding(w, n, g),
+            max_draft_len=lookahead_max_draft_len(w, n, g),
+        )
     return out
 
 
@@ -203,7 +208,7 @@ def test_sampling_is_lossless(engines, monkeypatch):
         tokens = prompt + [first]
         for _ in range(3):
             tokens.append(int(model.full_logits(tokens)[-1].argmax()))
-        seeded.add(tokens[len(prompt):])
+        seeded.add(tokens[len(prompt) :])
     original = Lookahead._window
 
     def window_with_seeded_pool(self, seq):
@@ -231,8 +236,15 @@ def test_sampling_is_lossless(engines, monkeypatch):
 def test_greedy_lookahead_on_shipped_tiny_model(tmp_path, batch_size):
     target = SHIPPED_TINY / "target"
     ar = make_engine(tmp_path / "ar", target, "none", max_seq_len=256, max_input_len=128)
-    la = make_engine(tmp_path / "la", target, "lookahead", decoding=_decoding(4, 4, 4), max_draft_len=23,
-                     max_seq_len=256, max_input_len=128)
+    la = make_engine(
+        tmp_path / "la",
+        target,
+        "lookahead",
+        decoding=_decoding(4, 4, 4),
+        max_draft_len=23,
+        max_seq_len=256,
+        max_input_len=128,
+    )
     vocab = ar.vocab_size
     expected = [r.output_ids for r in run(ar, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=8)]
     results = run(la, mixed_requests(vocab, 50, seed=21, max_new=32), batch_size=batch_size)

@@ -28,7 +28,11 @@ from tree_helpers import (
 )
 
 # Wide at depth 1 so that random heads still get drafts accepted on a small vocabulary.
-CHOICES = [[i] for i in range(6)] + [[i, j] for i in range(3) for j in range(3)] + [[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0]]
+CHOICES = (
+    [[i] for i in range(6)]
+    + [[i, j] for i in range(3) for j in range(3)]
+    + [[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0]]
+)
 VOCAB = 24
 
 
@@ -45,9 +49,15 @@ def engines(tmp_path_factory):
     extra = {"num_medusa_heads": 3, "num_medusa_layers": 1}
     return {
         "ar": make_engine(root / "ar", target, "none"),
-        "medusa": make_engine(root / "medusa", target, "medusa",  # bfloat16 heads: the drafter's dtype is free
-                              decoding={"medusa_choices": CHOICES, "draft_dtype": "bfloat16"},
-                              extra_dirs={"medusa": heads}, pretrained_extra=extra, max_draft_len=len(CHOICES)),
+        "medusa": make_engine(
+            root / "medusa",
+            target,
+            "medusa",  # bfloat16 heads: the drafter's dtype is free
+            decoding={"medusa_choices": CHOICES, "draft_dtype": "bfloat16"},
+            extra_dirs={"medusa": heads},
+            pretrained_extra=extra,
+            max_draft_len=len(CHOICES),
+        ),
     }
 
 
@@ -109,8 +119,9 @@ def test_typical_acceptance_runs_and_is_opt_in(engines, tmp_path):
     engine = engines["medusa"]
     engine.decoding["medusa_acceptance"] = "typical"
     try:
-        results = run(engine, requests(prompts(VOCAB, 4, seed=2), 10, SamplingConfig(temperature=0.7, seed=3)),
-                      batch_size=4)
+        results = run(
+            engine, requests(prompts(VOCAB, 4, seed=2), 10, SamplingConfig(temperature=0.7, seed=3)), batch_size=4
+        )
         assert all(len(r.output_ids) == 10 for r in results)
     finally:
         engine.decoding.pop("medusa_acceptance")
@@ -137,8 +148,15 @@ def test_greedy_medusa_on_shipped_tiny_model(tmp_path, batch_size):
     heads_cfg = json.loads((SHIPPED_TINY / "medusa" / "config.json").read_text())
     extra = {"num_medusa_heads": heads_cfg["medusa_num_heads"], "num_medusa_layers": heads_cfg["medusa_num_layers"]}
     ar = make_engine(tmp_path / "ar", target, "none", max_seq_len=256, max_input_len=128)
-    med = make_engine(tmp_path / "medusa", target, "medusa", extra_dirs={"medusa": SHIPPED_TINY / "medusa"},
-                      pretrained_extra=extra, max_seq_len=256, max_input_len=128)
+    med = make_engine(
+        tmp_path / "medusa",
+        target,
+        "medusa",
+        extra_dirs={"medusa": SHIPPED_TINY / "medusa"},
+        pretrained_extra=extra,
+        max_seq_len=256,
+        max_input_len=128,
+    )
     vocab = ar.vocab_size
     reqs = mixed_requests(vocab, 50, seed=21, max_new=32)
     expected = [r.output_ids for r in run(ar, reqs, batch_size=8)]

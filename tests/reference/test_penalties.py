@@ -130,8 +130,16 @@ def penalised_requests(prompt_list, end_id: int, max_new: int = 24) -> list[Requ
     out = []
     for i, prompt in enumerate(prompt_list):
         cfg, min_tokens = SETTINGS[i % len(SETTINGS)]
-        out.append(Request(input_ids=list(prompt), max_new_tokens=max_new - (i % 3), sampling=cfg,
-                           end_id=end_id, min_tokens=min_tokens, return_log_probs=True))
+        out.append(
+            Request(
+                input_ids=list(prompt),
+                max_new_tokens=max_new - (i % 3),
+                sampling=cfg,
+                end_id=end_id,
+                min_tokens=min_tokens,
+                return_log_probs=True,
+            )
+        )
     return out
 
 
@@ -176,8 +184,13 @@ ZOO_LIMITS = dict(max_batch_size=4, max_input_len=96, max_seq_len=192, max_num_t
 ZOO_METHODS = {  # the shared table plus EAGLE-3 (a head on a method-none engine), chain and tree
     **SHARED_METHODS,
     "eagle3": ("none", {"max_draft_len": 3}, 3, {"eagle3": "eagle3"}, {}),
-    "eagle3_tree": ("none", {"max_draft_len": 3, "use_dynamic_tree": True, "dynamic_tree_max_top_k": 2,
-                             "max_total_draft_tokens": 5}, 5, {"eagle3": "eagle3"}, {}),
+    "eagle3_tree": (
+        "none",
+        {"max_draft_len": 3, "use_dynamic_tree": True, "dynamic_tree_max_top_k": 2, "max_total_draft_tokens": 5},
+        5,
+        {"eagle3": "eagle3"},
+        {},
+    ),
 }
 
 
@@ -189,15 +202,28 @@ def zoo(shipped_tiny, tmp_path_factory):
     from specbuild.reference.engine_folder import load_engine
 
     root = tmp_path_factory.mktemp("penalties_zoo")
-    engines = {label: load_engine(build_target(shipped_tiny, root / label, method=method, decoding=decoding,
-                                               max_draft_len=draft_len, extra=extra, pretrained=pretrained,
-                                               limits=ZOO_LIMITS))
-               for label, (method, decoding, draft_len, extra, pretrained) in {
-                   "autoregressive": ("none", {}, 0, {}, {}), **ZOO_METHODS}.items()}
+    engines = {
+        label: load_engine(
+            build_target(
+                shipped_tiny,
+                root / label,
+                method=method,
+                decoding=decoding,
+                max_draft_len=draft_len,
+                extra=extra,
+                pretrained=pretrained,
+                limits=ZOO_LIMITS,
+            )
+        )
+        for label, (method, decoding, draft_len, extra, pretrained) in {
+            "autoregressive": ("none", {}, 0, {}, {}),
+            **ZOO_METHODS,
+        }.items()
+    }
     engines["draft"] = load_engine(build_draft(shipped_tiny, root / "draft", ZOO_LIMITS))
     tok = AutoTokenizer.from_pretrained(shipped_tiny / "tokenizer")
     sources = [inspect.getsource(m) for m in (json, inspect)]
-    prompt_list = [tok(s[i * 700: i * 700 + 700])["input_ids"][:80] for s in sources for i in range(7)]
+    prompt_list = [tok(s[i * 700 : i * 700 + 700])["input_ids"][:80] for s in sources for i in range(7)]
     # the end id: a token the unpenalised model makes early and often, so min_tokens has work to do
     first = Executor(engines["autoregressive"]).run([Request(input_ids=p, max_new_tokens=8) for p in prompt_list])
     end_id = Counter(t for r in first for t in r.output_ids).most_common(1)[0][0]
@@ -224,8 +250,9 @@ def assert_same_decoding(got, expected, what):
         assert g.output_ids == e.output_ids, f"{what}: request {i} differs"
         assert g.finish_reason == e.finish_reason, f"{what}: request {i}"
         assert [lp.full for lp in g.log_probs] == pytest.approx([lp.full for lp in e.log_probs], abs=2e-4), what
-        assert [lp.normalized for lp in g.log_probs] == pytest.approx([lp.normalized for lp in e.log_probs],
-                                                                      abs=2e-4), what
+        assert [lp.normalized for lp in g.log_probs] == pytest.approx(
+            [lp.normalized for lp in e.log_probs], abs=2e-4
+        ), what
         assert g.cum_log_prob == pytest.approx(e.cum_log_prob, abs=2e-3), what
 
 
@@ -234,7 +261,8 @@ def zoo_baseline(zoo):
     engines, reqs = zoo
     baseline = zoo_executor(engines, "autoregressive", 1).run(_fresh(reqs))
     unpenalised = zoo_executor(engines, "autoregressive", 1).run(
-        [replace(r, sampling=SamplingConfig(), min_tokens=0) for r in _fresh(reqs)])
+        [replace(r, sampling=SamplingConfig(), min_tokens=0) for r in _fresh(reqs)]
+    )
     changed = sum(b.output_ids != u.output_ids for b, u in zip(baseline, unpenalised))
     assert changed >= len(reqs) // 2, "the penalties changed too few outputs for the comparison to mean much"
     end_id = reqs[0].end_id
@@ -261,9 +289,12 @@ def test_external_drafts_equal_autoregressive_with_penalties(zoo, zoo_baseline):
     for i, (req, base) in enumerate(zip(reqs, zoo_baseline)):
         k = 1 + i % 4  # up to the engine's max_draft_len
         good = i % (k + 1)
-        drafts = (base.output_ids + [0] * k)[:good] + [(t + 1) % engines["draft"].vocab_size
-                                                       for t in (base.output_ids + [0] * k)[good:k]]
-        logits = torch.randn(k, engines["draft"].vocab_size, generator=torch.Generator().manual_seed(i)) if i % 2 else None
+        drafts = (base.output_ids + [0] * k)[:good] + [
+            (t + 1) % engines["draft"].vocab_size for t in (base.output_ids + [0] * k)[good:k]
+        ]
+        logits = (
+            torch.randn(k, engines["draft"].vocab_size, generator=torch.Generator().manual_seed(i)) if i % 2 else None
+        )
         ext.append(replace(req, input_ids=list(req.input_ids), draft_tokens=drafts, draft_logits=logits))
     results = Executor(engines["draft_target"]).run(ext)
     assert_same_decoding(results, zoo_baseline, "external drafts")
@@ -301,8 +332,11 @@ def chain_p_values(samples, law) -> list[float]:
     for s in samples:
         counts[s[0], s[1], s[2]] += 1
     n = len(samples)
-    return [chi_square_pvalue(counts.sum(2), n * law.sum(2)), chi_square_pvalue(counts.sum(0), n * law.sum(0)),
-            chi_square_pvalue(counts.sum((0, 1)), n * law.sum((0, 1)))]
+    return [
+        chi_square_pvalue(counts.sum(2), n * law.sum(2)),
+        chi_square_pvalue(counts.sum(0), n * law.sum(0)),
+        chi_square_pvalue(counts.sum((0, 1)), n * law.sum((0, 1))),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -314,8 +348,9 @@ def chain_setup(models, engine_factory):
 
 
 def _chain_samples(target, draft):
-    reqs = [Request(input_ids=list(PROMPT16), max_new_tokens=6, sampling=replace(PENALISED, seed=seed))
-            for seed in range(N)]
+    reqs = [
+        Request(input_ids=list(PROMPT16), max_new_tokens=6, sampling=replace(PENALISED, seed=seed)) for seed in range(N)
+    ]
     results = Executor(target, draft).run(reqs)
     assert sum(r.stats.total_accepted_draft_tokens for r in results) > N  # drafts were really accepted
     return [r.output_ids[:3] for r in results]
@@ -335,8 +370,10 @@ def test_a_verification_without_penalties_is_detected(chain_setup, monkeypatch):
     original = verify.verify_tree
 
     def unpenalised(seq, tree, tokens, logits, proposal_probs=None):
-        plain = replace(seq.request, sampling=replace(seq.sampling, repetition_penalty=1.0, presence_penalty=0.0,
-                                                      frequency_penalty=0.0))
+        plain = replace(
+            seq.request,
+            sampling=replace(seq.sampling, repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0),
+        )
         return original(replace(seq, request=plain), tree, tokens, logits, proposal_probs)
 
     monkeypatch.setattr(verify, "verify_tree", unpenalised)
@@ -352,11 +389,16 @@ def test_medusa_tree_sampling_with_penalties_is_lossless(tmp_path_factory):
     target_dir = save_random_llama(root / "target", vocab=vocab, hidden=64, layers=2, seed=0)
     heads = fit_medusa(root / "heads", target_dir, num_heads=3)
     choices = [[i] for i in range(6)] + [[i, j] for i in range(3) for j in range(3)]
-    engine = make_engine(root / "medusa", target_dir, "medusa", decoding={"medusa_choices": choices},
-                         extra_dirs={"medusa": heads}, pretrained_extra={"num_medusa_heads": 3, "num_medusa_layers": 1},
-                         max_draft_len=len(choices))
-    cfg = SamplingConfig(temperature=0.9, top_k=12, repetition_penalty=1.5, presence_penalty=0.6,
-                         frequency_penalty=0.4)
+    engine = make_engine(
+        root / "medusa",
+        target_dir,
+        "medusa",
+        decoding={"medusa_choices": choices},
+        extra_dirs={"medusa": heads},
+        pretrained_extra={"num_medusa_heads": 3, "num_medusa_layers": 1},
+        max_draft_len=len(choices),
+    )
+    cfg = SamplingConfig(temperature=0.9, top_k=12, repetition_penalty=1.5, presence_penalty=0.6, frequency_penalty=0.4)
     prompt = prompts(vocab, 1, seed=11)[0]
     model = engine.model
 
@@ -387,8 +429,10 @@ def test_log_probs_of_sampled_tokens_are_the_targets(chain_setup):
     token was an accepted draft, a residual draw or the bonus), for a top-k request the normalised one too."""
     target, draft, _ = chain_setup
     cfg = replace(PENALISED, top_k=6)
-    reqs = [Request(input_ids=list(PROMPT16), max_new_tokens=5, sampling=replace(cfg, seed=s), return_log_probs=True)
-            for s in range(12)]
+    reqs = [
+        Request(input_ids=list(PROMPT16), max_new_tokens=5, sampling=replace(cfg, seed=s), return_log_probs=True)
+        for s in range(12)
+    ]
     results = Executor(target, draft).run(reqs)
     model = target.model
     for res in results:
@@ -397,8 +441,8 @@ def test_log_probs_of_sampled_tokens_are_the_targets(chain_setup):
             processed = reference_processed(model.full_logits(context)[-1], context, cfg)
             logp = torch.log_softmax(processed.double(), -1)
             assert lp.full == pytest.approx(float(logp[token]), abs=1e-4)
-            assert lp.normalized == pytest.approx(float(logp[token] - torch.logsumexp(logp.topk(6).values, -1)),
-                                                  abs=1e-4)
+            assert lp.normalized == pytest.approx(
+                float(logp[token] - torch.logsumexp(logp.topk(6).values, -1)), abs=1e-4
+            )
             context.append(token)
         assert res.cum_log_prob == pytest.approx(sum(lp.full for lp in res.log_probs), abs=1e-4)
-

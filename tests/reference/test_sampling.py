@@ -16,7 +16,9 @@ LOGITS = torch.log(torch.tensor([0.1, 0.4, 0.2, 0.3]))
 
 
 def test_temperature_one_is_softmax():
-    assert torch.allclose(sampling.probabilities(LOGITS, SamplingConfig(temperature=1.0)), torch.tensor([0.1, 0.4, 0.2, 0.3]))
+    assert torch.allclose(
+        sampling.probabilities(LOGITS, SamplingConfig(temperature=1.0)), torch.tensor([0.1, 0.4, 0.2, 0.3])
+    )
 
 
 def test_temperature_sharpens():
@@ -30,7 +32,9 @@ def test_top_k():
     assert torch.allclose(got, torch.tensor([0.0, 0.4, 0.0, 0.3]) / 0.7)
 
 
-@pytest.mark.parametrize("top_p, kept", [(0.39, [1]), (0.41, [1, 3]), (0.69, [1, 3]), (0.71, [1, 3, 2]), (1.0, [0, 1, 2, 3])])
+@pytest.mark.parametrize(
+    "top_p, kept", [(0.39, [1]), (0.41, [1, 3]), (0.69, [1, 3]), (0.71, [1, 3, 2]), (1.0, [0, 1, 2, 3])]
+)
 def test_top_p_keeps_the_smallest_set_reaching_p(top_p, kept):
     got = sampling.probabilities(LOGITS, SamplingConfig(temperature=1.0, top_p=top_p))
     base = torch.tensor([0.1, 0.4, 0.2, 0.3])

@@ -37,6 +37,7 @@ def exact_law(model, cfg: SamplingConfig) -> torch.Tensor:
     """P(t1, t2, t3 | PROMPT) as a [V, V, V] tensor, from full forwards without any cache."""
     vocab = model.vocab_size
     with torch.inference_mode():
+
         def next_probs(prefixes: list[list[int]]) -> torch.Tensor:
             ids = torch.tensor([PROMPT + p for p in prefixes])
             logits = model.lm_head(model.decoder(input_ids=ids, use_cache=False).last_hidden_state[:, -1]).float()
@@ -61,7 +62,9 @@ def chi_square_p(observed: torch.Tensor, expected: torch.Tensor) -> float:
         obs, exp = obs[:-1], exp[:-1]
     stat = float(((obs - exp) ** 2 / exp).sum())
     dof = len(exp) - 1
-    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64)))
+    return float(
+        torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64))
+    )
 
 
 def p_values(samples: list[list[int]], law: torch.Tensor) -> dict[str, float]:
@@ -78,8 +81,15 @@ def p_values(samples: list[list[int]], law: torch.Tensor) -> dict[str, float]:
 
 
 def generate(executor: Executor, cfg: SamplingConfig, **request_fields) -> list[list[int]]:
-    requests = [Request(input_ids=PROMPT, max_new_tokens=6, sampling=SamplingConfig(cfg.temperature, cfg.top_k, cfg.top_p, seed), **request_fields)
-                for seed in range(N)]
+    requests = [
+        Request(
+            input_ids=PROMPT,
+            max_new_tokens=6,
+            sampling=SamplingConfig(cfg.temperature, cfg.top_k, cfg.top_p, seed),
+            **request_fields,
+        )
+        for seed in range(N)
+    ]
     results = executor.run(requests)
     assert all(len(r.output_ids) == 6 for r in results)
     return [r.output_ids[:3] for r in results]
@@ -92,12 +102,17 @@ def setup(models, engine_factory):
         "autoregressive": lambda: Executor(engine_factory(target, **LIMITS)),
         "draft_target[k=1]": lambda: Executor(
             engine_factory(target, "draft_target", decoding={"num_draft_tokens": 1}, **LIMITS),
-            engine_factory(models["draft16"], "draft_target", role="draft", **LIMITS)),
+            engine_factory(models["draft16"], "draft_target", role="draft", **LIMITS),
+        ),
         "draft_target[k=3]": lambda: Executor(
             engine_factory(target, "draft_target", decoding={"num_draft_tokens": 3}, **LIMITS),
-            engine_factory(models["draft16"], "draft_target", role="draft", **LIMITS)),
-        "prompt_lookup": lambda: Executor(engine_factory(
-            target, "prompt_lookup", decoding={"max_draft_len": 3, "max_matching_ngram_size": 2}, **LIMITS)),
+            engine_factory(models["draft16"], "draft_target", role="draft", **LIMITS),
+        ),
+        "prompt_lookup": lambda: Executor(
+            engine_factory(
+                target, "prompt_lookup", decoding={"max_draft_len": 3, "max_matching_ngram_size": 2}, **LIMITS
+            )
+        ),
     }
     model = engine_factory(target, **LIMITS).model
     laws = {name: exact_law(model, cfg) for name, cfg in CONFIGS.items()}
@@ -151,8 +166,15 @@ def test_external_drafts_are_lossless(models, engine_factory, setup, with_logits
             drafts, logits = _external_drafts(draft_model, cfg, seed)
         else:
             drafts, logits = guess, None
-        requests.append(Request(input_ids=PROMPT, max_new_tokens=3, sampling=SamplingConfig(1.0, 0, 1.0, seed),
-                                draft_tokens=drafts, draft_logits=logits))
+        requests.append(
+            Request(
+                input_ids=PROMPT,
+                max_new_tokens=3,
+                sampling=SamplingConfig(1.0, 0, 1.0, seed),
+                draft_tokens=drafts,
+                draft_logits=logits,
+            )
+        )
     results = Executor(engine).run(requests)
     samples = [r.output_ids for r in results]
     assert sum(r.stats.total_accepted_draft_tokens for r in results) > N // 10

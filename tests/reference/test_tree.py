@@ -60,8 +60,15 @@ def test_tree_forward_with_mask_equals_sequential_forward_of_each_path():
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
     model = LlamaForCausalLM(cfg).eval()
     tree = tree_from_choices(CHOICES)
     prompt = torch.randint(0, 64, (1, 9))
@@ -71,11 +78,12 @@ def test_tree_forward_with_mask_equals_sequential_forward_of_each_path():
         past = prompt.shape[1]
         mask = torch.cat([torch.zeros(tree.size, past), tree.attention_mask(torch.float32)], dim=1)
         positions = torch.tensor(tree.position_offsets()) + past
-        logits = model(tokens[None], cache=cache, attention_mask=mask[None, None],
-                       position_ids=positions[None]).logits[0]
+        logits = model(tokens[None], cache=cache, attention_mask=mask[None, None], position_ids=positions[None]).logits[
+            0
+        ]
         for path in tree.candidate_paths():
             seq = torch.cat([prompt[0], tokens[list(path)]])[None]
-            ref = model(seq).logits[0, -len(path):]
+            ref = model(seq).logits[0, -len(path) :]
             torch.testing.assert_close(logits[list(path)], ref, atol=1e-5, rtol=1e-5)
 
 
@@ -142,7 +150,9 @@ def test_feed_trees_and_commit_paths_match_plain_forwards(tmp_path, uncached):
     from specbuild.reference.tree import Acceptance, RowTree, commit_paths, feed_trees
 
     torch.set_num_threads(1)
-    engine = make_engine(tmp_path / "e", save_random_llama(tmp_path / "m", vocab=64, hidden=32, layers=2, seed=0), "none")
+    engine = make_engine(
+        tmp_path / "e", save_random_llama(tmp_path / "m", vocab=64, hidden=32, layers=2, seed=0), "none"
+    )
     model = engine.model
     tree = tree_from_choices(CHOICES)
     prompts = [[5, 9, 2, 7, 1, 3, 8], [4, 4, 6, 1, 2, 9, 9, 3, 5, 7, 2]]
@@ -157,12 +167,14 @@ def test_feed_trees_and_commit_paths_match_plain_forwards(tmp_path, uncached):
     assert roots == [uncached - 1] * 2
     for r, (p, d) in enumerate(zip(prompts, drafts)):
         for path in tree.candidate_paths():
-            ref = model.full_logits(p + [d.tokens[n] for n in path[1:]])[-len(path):]
+            ref = model.full_logits(p + [d.tokens[n] for n in path[1:]])[-len(path) :]
             got = out.logits[r, [roots[r] + n for n in path]]
             torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
     chosen = [tree.candidate_paths()[1], tree.candidate_paths()[-1]]
-    accepted = [Acceptance(nodes=path[1:], tokens=tuple(d.tokens[n] for n in path[1:]), bonus=0)
-                for path, d in zip(chosen, drafts)]
+    accepted = [
+        Acceptance(nodes=path[1:], tokens=tuple(d.tokens[n] for n in path[1:]), bonus=0)
+        for path, d in zip(chosen, drafts)
+    ]
     commit_paths(batch, roots, accepted)
     for r, (p, acc) in enumerate(zip(prompts, accepted)):
         text = p + list(acc.tokens)

@@ -22,9 +22,19 @@ def save_random_llama(folder: Path, *, vocab: int, hidden: int, layers: int, see
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                      initializer_range=init, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        initializer_range=init,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
     LlamaForCausalLM(cfg).save_pretrained(folder)
     return folder
 
@@ -58,13 +68,30 @@ def save_random_eagle(folder: Path, model_dir: Path, *, seed: int) -> Path:
     return save_eagle_head(head, folder, dtype=torch.float32)
 
 
-def make_engine(folder: Path, model_dir: Path, method: str, *, decoding: dict | None = None,
-                extra_dirs: dict | None = None, pretrained_extra: dict | None = None, dtype: str = "float32",
-                **limits):
+def make_engine(
+    folder: Path,
+    model_dir: Path,
+    method: str,
+    *,
+    decoding: dict | None = None,
+    extra_dirs: dict | None = None,
+    pretrained_extra: dict | None = None,
+    dtype: str = "float32",
+    **limits,
+):
     from specbuild.reference.engine_folder import build_engine, load_engine
 
-    build_engine(folder, role="target", method=method, decoding=decoding, model_dir=model_dir,
-                 extra_dirs=extra_dirs, dtype=dtype, limits={**LIMITS, **limits}, pretrained_extra=pretrained_extra)
+    build_engine(
+        folder,
+        role="target",
+        method=method,
+        decoding=decoding,
+        model_dir=model_dir,
+        extra_dirs=extra_dirs,
+        dtype=dtype,
+        limits={**LIMITS, **limits},
+        pretrained_extra=pretrained_extra,
+    )
     return load_engine(folder, compute_dtype=dtype)
 
 
@@ -126,7 +153,7 @@ def greedy_reference(model, prompt, n):
     tokens = list(prompt)
     for _ in range(n):
         tokens.append(int(model.full_logits(tokens)[-1].argmax()))
-    return tokens[len(prompt):]
+    return tokens[len(prompt) :]
 
 
 def chi_square_pvalue(observed: torch.Tensor, expected: torch.Tensor, min_expected: float = 5.0) -> float:
@@ -141,8 +168,9 @@ def chi_square_pvalue(observed: torch.Tensor, expected: torch.Tensor, min_expect
     obs, exp = obs[keep], exp[keep]
     stat = float(((obs - exp) ** 2 / exp).sum())
     df = len(exp) - 1
-    return float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64),
-                                         torch.tensor(stat / 2, dtype=torch.float64)))
+    return float(
+        torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64))
+    )
 
 
 def exact_second_third_token_distribution(model, prompt, sampling) -> torch.Tensor:
@@ -189,8 +217,14 @@ def teacher_data(model_dir: Path, *, samples: int = 48, prompt_len: int = 6, new
     gen = torch.Generator().manual_seed(seed)
     prompts_ = torch.randint(0, model.config.vocab_size, (samples, prompt_len), generator=gen)
     with torch.no_grad():
-        tokens = model.generate(prompts_, attention_mask=torch.ones_like(prompts_), max_new_tokens=new_tokens,
-                                min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
+        tokens = model.generate(
+            prompts_,
+            attention_mask=torch.ones_like(prompts_),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            pad_token_id=0,
+        )
         hidden = model.model(input_ids=tokens).last_hidden_state
     return model, tokens, hidden
 
@@ -206,8 +240,10 @@ def fit_medusa(folder: Path, model_dir: Path, *, num_heads: int = 3, steps: int 
     opt = torch.optim.Adam(heads.parameters(), lr=3e-3)
     for _ in range(steps):
         logits = heads(hidden)  # [K, B, T, V]
-        loss = sum(torch.nn.functional.cross_entropy(logits[k, :, : -(2 + k)].flatten(0, 1), tokens[:, 2 + k:].flatten())
-                   for k in range(num_heads))
+        loss = sum(
+            torch.nn.functional.cross_entropy(logits[k, :, : -(2 + k)].flatten(0, 1), tokens[:, 2 + k :].flatten())
+            for k in range(num_heads)
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -10,14 +10,34 @@ from pathlib import Path
 METHODS = {
     "prompt_lookup": ("prompt_lookup", {"max_draft_len": 4, "max_matching_ngram_size": 3}, 4, {}, {}),
     "draft_target": ("draft_target", {"num_draft_tokens": 4}, 4, {}, {}),
-    "medusa": ("medusa", {"medusa_choices": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]}, 6, {"medusa": "medusa"},
-               None),
-    "eagle1": ("eagle", {"eagle_choices": [[0], [1], [0, 0], [0, 1], [0, 0, 0], [0, 0, 0, 0]]}, 6, {"eagle": "eagle"},
-               {"num_eagle_layers": 4}),
-    "eagle2": ("eagle", {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": 2}, 7, {"eagle": "eagle"},
-               {"num_eagle_layers": 4}),
-    "lookahead": ("lookahead", {"lookahead_window_size": 3, "lookahead_ngram_size": 3,
-                                "lookahead_verification_set_size": 2}, 9, {}, {}),
+    "medusa": (
+        "medusa",
+        {"medusa_choices": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]},
+        6,
+        {"medusa": "medusa"},
+        None,
+    ),
+    "eagle1": (
+        "eagle",
+        {"eagle_choices": [[0], [1], [0, 0], [0, 1], [0, 0, 0], [0, 0, 0, 0]]},
+        6,
+        {"eagle": "eagle"},
+        {"num_eagle_layers": 4},
+    ),
+    "eagle2": (
+        "eagle",
+        {"eagle_use_dynamic_tree": True, "eagle_dynamic_tree_max_top_k": 2},
+        7,
+        {"eagle": "eagle"},
+        {"num_eagle_layers": 4},
+    ),
+    "lookahead": (
+        "lookahead",
+        {"lookahead_window_size": 3, "lookahead_ngram_size": 3, "lookahead_verification_set_size": 2},
+        9,
+        {},
+        {},
+    ),
 }
 
 
@@ -32,15 +52,32 @@ def has_extras(zoo: Path, extra: dict) -> bool:
     return all((zoo / v / "config.json").is_file() for v in extra.values())
 
 
-def build_target(zoo: Path, folder: Path, *, method: str, decoding: dict, max_draft_len: int, extra: dict,
-                 pretrained: dict | None, limits: dict) -> Path:
+def build_target(
+    zoo: Path,
+    folder: Path,
+    *,
+    method: str,
+    decoding: dict,
+    max_draft_len: int,
+    extra: dict,
+    pretrained: dict | None,
+    limits: dict,
+) -> Path:
     """One target engine folder over the zoo's target; `pretrained` None: the Medusa heads' extras."""
     from specbuild.reference.engine_folder import build_engine
 
-    build_engine(folder, role="target", method=method, decoding=decoding, model_dir=zoo / "target",
-                 tokenizer_dir=zoo / "tokenizer", extra_dirs={k: zoo / v for k, v in extra.items()}, dtype="float32",
-                 limits={**limits, "max_draft_len": max_draft_len},
-                 pretrained_extra=medusa_pretrained(zoo) if pretrained is None else pretrained)
+    build_engine(
+        folder,
+        role="target",
+        method=method,
+        decoding=decoding,
+        model_dir=zoo / "target",
+        tokenizer_dir=zoo / "tokenizer",
+        extra_dirs={k: zoo / v for k, v in extra.items()},
+        dtype="float32",
+        limits={**limits, "max_draft_len": max_draft_len},
+        pretrained_extra=medusa_pretrained(zoo) if pretrained is None else pretrained,
+    )
     return folder
 
 
@@ -48,6 +85,13 @@ def build_draft(zoo: Path, folder: Path, limits: dict) -> Path:
     """The draft engine folder (draft-target's second engine) over the zoo's draft model."""
     from specbuild.reference.engine_folder import build_engine
 
-    build_engine(folder, role="draft", method="draft_target", model_dir=zoo / "draft", tokenizer_dir=zoo / "tokenizer",
-                 dtype="float32", limits={**limits, "max_draft_len": 0})
+    build_engine(
+        folder,
+        role="draft",
+        method="draft_target",
+        model_dir=zoo / "draft",
+        tokenizer_dir=zoo / "tokenizer",
+        dtype="float32",
+        limits={**limits, "max_draft_len": 0},
+    )
     return folder

@@ -32,8 +32,7 @@ def _members(interface: type) -> tuple[set[str], dict[str, typing.Callable]]:
     """(class attributes the interface declares without a value, its public functions)."""
     own = vars(interface)
     declared = {name for name in getattr(interface, "__annotations__", {}) if name not in own}
-    functions = {name: value for name, value in own.items()
-                 if not name.startswith("_") and inspect.isfunction(value)}
+    functions = {name: value for name, value in own.items() if not name.startswith("_") and inspect.isfunction(value)}
     return declared, functions
 
 
@@ -51,8 +50,10 @@ def _problems(cls: type, interface: type) -> list[str]:
         elif _abstract(function) and mine is function:
             out.append(f"{cls.__name__} does not implement {name}")
         elif _parameters(mine) != _parameters(function):
-            out.append(f"{cls.__name__}.{name}{inspect.signature(mine)} differs from the interface's "
-                       f"{inspect.signature(function)}")
+            out.append(
+                f"{cls.__name__}.{name}{inspect.signature(mine)} differs from the interface's "
+                f"{inspect.signature(function)}"
+            )
     return out
 
 
@@ -90,6 +91,7 @@ def test_params_conform(params):
 
 def test_a_missing_hook_is_found():
     """The check itself: a runtime that leaves a required hook to the interface is reported."""
+
     class Partial(type(get_runtime("reference", "engine"))):
         serving_model = Runtime.serving_model
 

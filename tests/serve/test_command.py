@@ -31,8 +31,15 @@ def _as_from_a_terminal() -> None:
 def run_serve(*args: str, **kw) -> subprocess.Popen:
     # a narrow terminal: the addresses, the PID and the commands to copy must still come whole, one per line
     env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"), COLUMNS="60")
-    return subprocess.Popen([sys.executable, "-m", "specbuild.cli", "serve", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_as_from_a_terminal, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "specbuild.cli", "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=_as_from_a_terminal,
+        **kw,
+    )
 
 
 def alive(pid: int) -> bool:
@@ -62,8 +69,11 @@ def _ports(out: str) -> list[int]:
     return [int(p) for p in re.findall(r"^  (?:HTTP|gRPC|metrics) +\S*?127\.0\.0\.1:(\d+)", out, re.M)]
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 0), (signal.SIGTERM, 0), (signal.SIGKILL, -signal.SIGKILL)],
-                         ids=["SIGINT", "SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize(
+    "sig, code",
+    [(signal.SIGINT, 0), (signal.SIGTERM, 0), (signal.SIGKILL, -signal.SIGKILL)],
+    ids=["SIGINT", "SIGTERM", "SIGKILL"],
+)
 def test_a_signal_leaves_no_process_port_or_shared_memory(tmp_path, sig, code):
     """Ctrl-C and SIGTERM stop `serve` cleanly (exit 0); after SIGKILL its watchdog removes what the server
     left. Counted by the marker every process it started carries, its /dev/shm prefix and its ports."""
@@ -89,8 +99,19 @@ def test_a_signal_leaves_no_process_port_or_shared_memory(tmp_path, sig, code):
 
 def test_explicit_model_control_prints_the_key_the_repository_api_needs(tmp_path):
     repo = write_toy_repo(tmp_path / "repo", mode="baseline")
-    proc = run_serve(str(repo), "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0",
-                     "--model-control", "explicit", "--load-model", "ensemble")
+    proc = run_serve(
+        str(repo),
+        "--http-port",
+        "0",
+        "--grpc-port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--model-control",
+        "explicit",
+        "--load-model",
+        "ensemble",
+    )
     try:
         out = _until_serving(proc)
         key = re.search(r"^    HTTP header +specbuild-admin-key: (\S+)$", out, re.M).group(1)
@@ -131,10 +152,18 @@ def test_serves_until_ctrl_c_and_stops_the_server(tmp_path):
         pid = int(re.search(r"^serving \S+ with .+, pid (\d+)$", out, re.M).group(1))
         http = re.search(r"^  HTTP +(http://127\.0\.0\.1:\d+)$", out, re.M).group(1)
         assert re.search(r"^  gRPC +127\.0\.0\.1:\d+$", out, re.M) and re.search(r"^  metrics +\S+$", out, re.M)
-        assert re.search(r"^validate:  specbuild validate RECIPE --url \S+ --grpc-url \S+ --metrics-url "
-                         r"http://127\.0\.0\.1:\d+/metrics$", out, re.M)
-        assert re.search(r"^AL \(PromQL\):  1 \+ .*specbuild_spec_decode_num_accepted_tokens_total.*"
-                         r"specbuild_spec_decode_num_steps_total.*$", out, re.M)
+        assert re.search(
+            r"^validate:  specbuild validate RECIPE --url \S+ --grpc-url \S+ --metrics-url "
+            r"http://127\.0\.0\.1:\d+/metrics$",
+            out,
+            re.M,
+        )
+        assert re.search(
+            r"^AL \(PromQL\):  1 \+ .*specbuild_spec_decode_num_accepted_tokens_total.*"
+            r"specbuild_spec_decode_num_steps_total.*$",
+            out,
+            re.M,
+        )
         assert "ensemble" in out and "tensorrt_llm" in out
         with urllib.request.urlopen(f"{http}/v2/models/ensemble/ready", timeout=10) as r:
             assert r.status == 200
@@ -155,8 +184,10 @@ def test_serves_until_ctrl_c_and_stops_the_server(tmp_path):
 def test_load_errors_in_plain_words(tmp_path):
     repo = write_toy_repo(tmp_path / "repo", mode="baseline")
     model = repo / "postprocessing" / "1" / "model.py"
-    model.write_text("class TritonPythonModel:\n    def initialize(self, args):\n"
-                     "        raise ValueError('the tokenizer folder /nowhere is missing')\n")
+    model.write_text(
+        "class TritonPythonModel:\n    def initialize(self, args):\n"
+        "        raise ValueError('the tokenizer folder /nowhere is missing')\n"
+    )
     proc = run_serve(str(repo), "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2, out + err
@@ -187,8 +218,9 @@ def test_user_errors_exit_2(tmp_path):
     assert proc.returncode == 2 and "--model-control explicit" in err
 
 
-@pytest.mark.skipif(not (ROOT / "checkpoints" / "tiny" / "target" / "config.json").is_file(),
-                    reason="checkpoints/tiny not built")
+@pytest.mark.skipif(
+    not (ROOT / "checkpoints" / "tiny" / "target" / "config.json").is_file(), reason="checkpoints/tiny not built"
+)
 def test_serves_the_llm_api_repository_compile_names(tmp_path):
     """What `specbuild compile` of an llm-api recipe tells the user to run: `specbuild serve` on the repository,
     which starts through the repository's launch_triton.sh, served by nvidia-pytriton's CPU tritonserver here
@@ -196,11 +228,26 @@ def test_serves_the_llm_api_repository_compile_names(tmp_path):
     import json
 
     env = dict(os.environ, PYTHONPATH=str(ROOT / "pipeline"), COLUMNS="200")
-    compiled = subprocess.run([sys.executable, "-m", "specbuild.cli", "compile",
-                               str(ROOT / "recipes" / "reference" / "llmapi_prompt_lookup.yaml"), "--no-validate",
-                               "--repo-dir", str(tmp_path / "triton_repo"), "--engines-dir", str(tmp_path / "engines"),
-                               "--report-dir", str(tmp_path / "reports")],
-                              capture_output=True, text=True, env=env, timeout=120)
+    compiled = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specbuild.cli",
+            "compile",
+            str(ROOT / "recipes" / "reference" / "llmapi_prompt_lookup.yaml"),
+            "--no-validate",
+            "--repo-dir",
+            str(tmp_path / "triton_repo"),
+            "--engines-dir",
+            str(tmp_path / "engines"),
+            "--report-dir",
+            str(tmp_path / "reports"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     repo = re.search(r"serve it with: specbuild serve (\S+)", compiled.stderr).group(1)
     assert Path(repo, "launch_triton.sh").is_file() and Path(repo, "tensorrt_llm", "1", "model.yaml").is_file()

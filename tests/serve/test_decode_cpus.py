@@ -18,8 +18,9 @@ from specbuild.serve.binary import find_tritonserver
 from specbuild.serve.server import TritonServer
 
 pytestmark = pytest.mark.timeout(300)
-TWO_CPUS = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                              reason="needs two CPUs to keep one")
+TWO_CPUS = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to keep one"
+)
 
 
 def test_auto_keeps_the_last_cpus_when_some_are_left():
@@ -51,7 +52,9 @@ def test_only_a_core_that_names_the_variable_gets_cpus(tmp_path):
     assert decode_cpus.honours(tmp_path)
 
 
-PINNING_CORE = USE_PYTHONPATH + '''
+PINNING_CORE = (
+    USE_PYTHONPATH
+    + '''
 import os, threading
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -74,6 +77,7 @@ class TritonPythonModel:
         reply = np.array([self.seen["executor"] + [-1] + here], dtype=np.int32).reshape(-1)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", reply)]) for _ in requests]
 '''
+)
 
 
 def _repo(root: Path) -> Path:
@@ -86,7 +90,7 @@ def _seen(server: TritonServer, model: str) -> tuple[list[int], list[int]]:
     """(the CPUs of the model's executor thread, those of its stub's main thread)."""
     data = infer(server, model, [0])
     cut = data.index(-1)
-    return data[:cut], data[cut + 1:]
+    return data[:cut], data[cut + 1 :]
 
 
 def _tasks_cpus(pid: int) -> set[frozenset[int]]:
@@ -97,8 +101,9 @@ def _tasks_cpus(pid: int) -> set[frozenset[int]]:
 def test_the_server_runs_beside_the_cpu_kept_for_the_core(tmp_path):
     everywhere = os.sched_getaffinity(0)
     kept = max(everywhere)
-    with TritonServer(_repo(tmp_path / "repo"), binary=find_tritonserver(None), log_path=tmp_path / "log",
-                      decode_cpus="auto") as server:
+    with TritonServer(
+        _repo(tmp_path / "repo"), binary=find_tritonserver(None), log_path=tmp_path / "log", decode_cpus="auto"
+    ) as server:
         assert server.client_cpus == frozenset(everywhere - {kept})
         assert _tasks_cpus(server.pid) == {server.client_cpus}  # every tritonserver thread
         assert _seen(server, "tensorrt_llm") == ([kept], sorted(server.client_cpus))  # executor / stub main
@@ -110,8 +115,9 @@ def test_the_server_runs_beside_the_cpu_kept_for_the_core(tmp_path):
 @TWO_CPUS
 def test_off_keeps_nothing(tmp_path):
     everywhere = sorted(os.sched_getaffinity(0))
-    with TritonServer(_repo(tmp_path / "repo"), binary=find_tritonserver(None), log_path=tmp_path / "log",
-                      decode_cpus="off") as server:
+    with TritonServer(
+        _repo(tmp_path / "repo"), binary=find_tritonserver(None), log_path=tmp_path / "log", decode_cpus="off"
+    ) as server:
         assert server.client_cpus is None
         assert _seen(server, "tensorrt_llm") == (everywhere, everywhere)
 

@@ -12,8 +12,16 @@ import urllib.request
 
 import pytest
 
-from serve_helpers import (USE_PYTHONPATH, alive, eventually, infer, listening, marked_processes, python_model,
-                           shm_entries)
+from serve_helpers import (
+    USE_PYTHONPATH,
+    alive,
+    eventually,
+    infer,
+    listening,
+    marked_processes,
+    python_model,
+    shm_entries,
+)
 
 from specbuild.errors import UserError
 from specbuild.serve.binary import find_tritonserver
@@ -21,7 +29,9 @@ from specbuild.serve.server import ADMIN_HEADER, TritonServer
 
 pytestmark = pytest.mark.timeout(300)
 
-DOUBLER = USE_PYTHONPATH + '''
+DOUBLER = (
+    USE_PYTHONPATH
+    + """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -36,13 +46,14 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", (x * 2).astype(np.int32))]))
         return out
-'''
+"""
+)
 
-BROKEN = '''
+BROKEN = """
 class TritonPythonModel:
     def initialize(self, args):
         raise ValueError("tokenizer_dir /nowhere does not exist")
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -104,14 +115,16 @@ def test_serves_through_a_repository_launch_script(tmp_path, binary):
     repo = tmp_path / "repo"
     python_model(repo, "doubler", DOUBLER)
     script = repo / "launch_triton.sh"
-    script.write_text(textwrap.dedent('''\
+    script.write_text(
+        textwrap.dedent("""\
         #!/usr/bin/env bash
         set -euo pipefail
         REPO="$(cd "$(dirname "$0")" && pwd)"
         echo "launch script: ports $HTTP_PORT $GRPC_PORT $METRICS_PORT"
         exec "$TRITONSERVER" --model-repository="$REPO" \\
             --http-port="$HTTP_PORT" --grpc-port="$GRPC_PORT" --metrics-port="$METRICS_PORT" "$@"
-    '''))
+    """)
+    )
     server = TritonServer(repo, binary=binary, launcher=script, log_path=tmp_path / "server.log")
     assert server.argv()[:2] == ["bash", str(script)]
     argv = server.argv()
@@ -125,8 +138,12 @@ def test_serves_through_a_repository_launch_script(tmp_path, binary):
 
 
 def _post(server: TritonServer, path: str, body: dict, headers: dict | None = None) -> tuple[int, str]:
-    req = urllib.request.Request(server.http_url + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        server.http_url + path,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, r.read().decode()
@@ -136,11 +153,14 @@ def _post(server: TritonServer, path: str, body: dict, headers: dict | None = No
 
 def _upload(source: str) -> dict:
     """A load request that carries a model's files: the way a client would run its own code on the server."""
-    config = {"name": "uploaded", "backend": "python", "max_batch_size": 0,
-              "input": [{"name": "X", "data_type": "TYPE_INT32", "dims": [-1]}],
-              "output": [{"name": "Y", "data_type": "TYPE_INT32", "dims": [-1]}]}
-    return {"parameters": {"config": json.dumps(config),
-                           "file:1/model.py": base64.b64encode(source.encode()).decode()}}
+    config = {
+        "name": "uploaded",
+        "backend": "python",
+        "max_batch_size": 0,
+        "input": [{"name": "X", "data_type": "TYPE_INT32", "dims": [-1]}],
+        "output": [{"name": "Y", "data_type": "TYPE_INT32", "dims": [-1]}],
+    }
+    return {"parameters": {"config": json.dumps(config), "file:1/model.py": base64.b64encode(source.encode()).decode()}}
 
 
 def test_explicit_model_control_opens_the_repository_api_only_with_the_key(tmp_path, binary):
@@ -148,8 +168,10 @@ def test_explicit_model_control_opens_the_repository_api_only_with_the_key(tmp_p
     python_model(repo, "doubler", DOUBLER)
     python_model(repo, "tripler", DOUBLER)
     marker = tmp_path / "client-code-ran"
-    evil = DOUBLER.replace("self.version = specbuild.__version__",
-                           f"self.version = specbuild.__version__; open({str(marker)!r}, 'w').write('ran')")
+    evil = DOUBLER.replace(
+        "self.version = specbuild.__version__",
+        f"self.version = specbuild.__version__; open({str(marker)!r}, 'w').write('ran')",
+    )
     with TritonServer(repo, binary=binary, model_control="explicit", load_models=["doubler"]) as server:
         assert server.admin_key and server.admin_headers == {ADMIN_HEADER: server.admin_key}
         # without the key: no load (with or without uploaded files), no unload, no index
@@ -194,8 +216,9 @@ def test_a_killed_server_leaves_nothing_once_stopped(tmp_path, binary):
     me, tag, port, pid = os.getpid(), server.tag, server.http_port, server.pid
     try:
         assert pid in marked_processes(me, tag) and len(marked_processes(me, tag)) >= 2  # the server and a stub
-        assert shm_entries(me, tag) and all(os.path.basename(e).startswith(server.shm_prefix)
-                                            for e in shm_entries(me, tag))
+        assert shm_entries(me, tag) and all(
+            os.path.basename(e).startswith(server.shm_prefix) for e in shm_entries(me, tag)
+        )
         os.kill(pid, signal.SIGKILL)
         assert eventually(lambda: not alive(pid), 10)
         assert shm_entries(me, tag), "a SIGKILLed server cannot remove its regions: this test would prove nothing"
@@ -221,8 +244,7 @@ def test_a_port_taken_while_the_server_loads_is_chosen_again(tmp_path, binary, m
             return taken if len(calls) == 1 else real_free(host, count)
 
         monkeypatch.setattr(server_module, "free_ports", free_then_taken)
-        monkeypatch.setattr(server_module, "port_in_use",
-                            lambda host, port: len(calls) > 1 and real_in_use(host, port))
+        monkeypatch.setattr(server_module, "port_in_use", lambda host, port: len(calls) > 1 and real_in_use(host, port))
         with TritonServer(tmp_path / "second", binary=binary) as second:
             assert len(calls) == 2 and second.http_port not in taken
             assert second.server_metadata()["name"] == second.server_id != first.server_id

@@ -36,8 +36,11 @@ def write_llmapi_repository(recipe, layout: Layout, role: str = "target") -> Pat
     from specbuild.runtimes import runtime_for
 
     runtime = runtime_for(recipe)
-    files = {"model.py": DOUBLE_LLMAPI_MODEL / "model.py", "helpers.py": DOUBLE_LLMAPI_MODEL / "helpers.py"} \
-        if recipe.runtime == "tensorrt-llm" else runtime.model_files()
+    files = (
+        {"model.py": DOUBLE_LLMAPI_MODEL / "model.py", "helpers.py": DOUBLE_LLMAPI_MODEL / "helpers.py"}
+        if recipe.runtime == "tensorrt-llm"
+        else runtime.model_files()
+    )
     return write_repository(recipe, describe(recipe), layout, role, files)
 
 

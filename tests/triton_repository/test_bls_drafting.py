@@ -33,7 +33,7 @@ def test_round_seeds_differ_per_round_and_model_and_repeat_per_request():
     assert len(set(seeds.values())) == len(seeds)
     assert drafting.round_seed(7, 3, 1) == seeds[(3, 1)]
     assert drafting.round_seed(8, 3, 1) != seeds[(3, 1)]
-    assert all(0 <= v < 2 ** 63 for v in seeds.values())
+    assert all(0 <= v < 2**63 for v in seeds.values())
 
 
 def test_text_stream_deltas_concatenate_to_the_whole():
@@ -76,6 +76,7 @@ def test_the_bls_and_the_reference_runtime_use_this_definition(tmp_path):
         n, k = rng.randrange(1, 4), rng.randrange(0, 6)
         assert served.propose(tokens, n, k) == propose(tokens, n, k)
     # one default everywhere: the recipe's and the one both the BLS and the runtime fall back to
-    field = Recipe.model_validate({"name": "x", "model": {"checkpoint": "m"},
-                                   "speculation": {"method": "prompt_lookup"}}).speculation
+    field = Recipe.model_validate(
+        {"name": "x", "model": {"checkpoint": "m"}, "speculation": {"method": "prompt_lookup"}}
+    ).speculation
     assert field.max_matching_ngram_size == served.DEFAULT_MAX_MATCHING_NGRAM_SIZE == DEFAULT_MAX_MATCHING_NGRAM_SIZE

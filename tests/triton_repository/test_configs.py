@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from repo_helpers import (GPU_LLMAPI_RECIPES, GPU_RECIPES, REFERENCE_LLMAPI_RECIPES, REFERENCE_RECIPES, recipe_from,
-                          write_engine_configs, write_llmapi_repository)
+from repo_helpers import (
+    GPU_LLMAPI_RECIPES,
+    GPU_RECIPES,
+    REFERENCE_LLMAPI_RECIPES,
+    REFERENCE_RECIPES,
+    recipe_from,
+    write_engine_configs,
+    write_llmapi_repository,
+)
 
 from specbuild.trees import format_choices
 from specbuild.repository.engine import configs, tensors
@@ -26,8 +33,9 @@ def test_every_config_parses_back_and_equals_what_was_built(path, layout_for):
     for role in _roles(recipe):
         write_engine_configs(recipe, layout, role)
         repo = write_repository(recipe, describe(recipe), layout, role, flavour=runtime_for(recipe))
-        engines = {name: layout.engine("draft" if name == "tensorrt_llm_draft" else role)
-                   for name in configs.CORE_MODELS}
+        engines = {
+            name: layout.engine("draft" if name == "tensorrt_llm_draft" else role) for name in configs.CORE_MODELS
+        }
         built = configs.repository_configs(recipe, describe(recipe), role, engines, runtime_for(recipe))
         on_disk = sorted(p.parent.name for p in repo.glob("*/config.pbtxt"))
         assert on_disk == sorted(built)
@@ -40,7 +48,9 @@ def test_every_config_parses_back_and_equals_what_was_built(path, layout_for):
         assert "${" not in "".join(p.read_text() for p in repo.rglob("*") if p.is_file())
 
 
-@pytest.mark.parametrize("path", GPU_LLMAPI_RECIPES + REFERENCE_LLMAPI_RECIPES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize(
+    "path", GPU_LLMAPI_RECIPES + REFERENCE_LLMAPI_RECIPES, ids=lambda p: f"{p.parent.name}/{p.stem}"
+)
 def test_llmapi_config_parses_back_and_has_the_llmapi_contract(path, layout_for):
     """llmapi config.pbtxt@c8c6df0, model.py@b35ac1b: one python model, max_batch_size 0, decoupled as the recipe
     streams, the inputs and outputs of NVIDIA's config.pbtxt; the same file for both runtimes."""
@@ -64,7 +74,7 @@ def test_llmapi_config_parses_back_and_has_the_llmapi_contract(path, layout_for)
 
 def test_problems_are_found_in_a_bad_config():
     """The check can fail: a template-like config with placeholders and missing/empty must-haves."""
-    bad = configs.parse_pbtxt('''
+    bad = configs.parse_pbtxt("""
         name: "tensorrt_llm"
         backend: "tensorrtllm"
         max_batch_size: 8
@@ -73,7 +83,7 @@ def test_problems_are_found_in_a_bad_config():
         parameters { key: "gpt_model_type" value { string_value: "" } }
         parameters { key: "gpt_model_path" value { string_value: "${engine_dir}" } }
         parameters { key: "tokenizer_dir" value { string_value: "" } }
-    ''')
+    """)
     problems = configs.config_problems(bad)
     text = "\n".join(problems)
     assert "unfilled" in text
@@ -119,9 +129,12 @@ def test_lookahead_parameters_match_the_engine(layout_for):
     recipe = _by_stem(GPU_RECIPES, "lookahead")
     p = _parameters(_built(recipe, layout_for(recipe))["tensorrt_llm"])
     s = recipe.speculation
-    assert (p["decoding_mode"], p["lookahead_window_size"], p["lookahead_ngram_size"],
-            p["lookahead_verification_set_size"]) == ("lookahead", str(s.window_size), str(s.ngram_size),
-                                                      str(s.verification_set_size))
+    assert (
+        p["decoding_mode"],
+        p["lookahead_window_size"],
+        p["lookahead_ngram_size"],
+        p["lookahead_verification_set_size"],
+    ) == ("lookahead", str(s.window_size), str(s.ngram_size), str(s.verification_set_size))
 
 
 def test_draft_target_models(layout_for):
@@ -135,7 +148,9 @@ def test_draft_target_models(layout_for):
         assert p["enable_kv_cache_reuse"] == "true"
         assert "decoding_mode" not in p  # the backend has no draft-tokens decoding mode (model_instance_state.cc)
         # both on GPU 0 in this recipe: the KV-cache fraction is split
-        assert float(p["kv_cache_free_gpu_mem_fraction"]) == pytest.approx(recipe.triton.kv_cache_free_gpu_mem_fraction / 2)
+        assert float(p["kv_cache_free_gpu_mem_fraction"]) == pytest.approx(
+            recipe.triton.kv_cache_free_gpu_mem_fraction / 2
+        )
     assert _parameters(target)["gpt_model_path"].endswith("/target")
     assert _parameters(draft)["gpt_model_path"].endswith("/draft")
     b = _parameters(bls)
@@ -147,8 +162,9 @@ def test_draft_target_models(layout_for):
 
 def test_draft_target_on_separate_gpus(layout_for):
     recipe = _by_stem(GPU_RECIPES, "draft_target")
-    recipe = recipe.model_copy(update={"triton": recipe.triton.model_copy(
-        update={"gpu_device_ids": [1], "draft_gpu_device_ids": [0]})})
+    recipe = recipe.model_copy(
+        update={"triton": recipe.triton.model_copy(update={"gpu_device_ids": [1], "draft_gpu_device_ids": [0]})}
+    )
     built = _built(recipe, layout_for(recipe))
     t, d = _parameters(built["tensorrt_llm"]), _parameters(built["tensorrt_llm_draft"])
     assert (t["gpu_device_ids"], d["gpu_device_ids"]) == ("1", "0")
@@ -187,8 +203,9 @@ def test_tensor_names_by_version(legacy, layout_for):
     assert ("num_output_tokens" in outputs) is not legacy
 
 
-@pytest.mark.parametrize(("installed", "legacy"), [("0.19.0", True), ("0.20.0", False), ("1.2.0rc6", False),
-                                                    (None, False)])
+@pytest.mark.parametrize(
+    ("installed", "legacy"), [("0.19.0", True), ("0.20.0", False), ("1.2.0rc6", False), (None, False)]
+)
 def test_tensor_names_follow_the_installed_backend(installed, legacy, layout_for, monkeypatch):
     """triton.legacy_tensor_names null (the default): the names of the installed TensorRT-LLM's backend."""
     from specbuild.trtllm import version
@@ -209,22 +226,44 @@ def test_every_model_declares_upstreams_optional_inputs(layout_for):
     """A request carrying upstream's optional inputs reaches our models (answered there, never refused by
     Triton's schema check as an unexpected input)."""
     built = _built(_by_stem(GPU_RECIPES, "draft_target"), layout_for(_by_stem(GPU_RECIPES, "draft_target")))
-    optional = {"lora_task_id", "lora_weights", "lora_config", "guided_decoding_guide_type", "guided_decoding_guide",
-                "prompt_embedding_table", "prompt_table_extra_id", "prompt_vocab_size", "decoder_text_input",
-                "embedding_bias_words", "embedding_bias_weights", "num_return_sequences", "beam_width"}
+    optional = {
+        "lora_task_id",
+        "lora_weights",
+        "lora_config",
+        "guided_decoding_guide_type",
+        "guided_decoding_guide",
+        "prompt_embedding_table",
+        "prompt_table_extra_id",
+        "prompt_vocab_size",
+        "decoder_text_input",
+        "embedding_bias_words",
+        "embedding_bias_weights",
+        "num_return_sequences",
+        "beam_width",
+    }
     for model in ("ensemble", "tensorrt_llm_bls"):
         assert optional <= {t.name for t in built[model].input}, model
-    assert {"image_input", "image_bytes_input", "image_url_input", "video_bytes_input", "num_draft_tokens",
-            "use_draft_logits"} <= {t.name for t in built["tensorrt_llm_bls"].input}
+    assert {
+        "image_input",
+        "image_bytes_input",
+        "image_url_input",
+        "video_bytes_input",
+        "num_draft_tokens",
+        "use_draft_logits",
+    } <= {t.name for t in built["tensorrt_llm_bls"].input}
     pre = built["preprocessing"]
-    assert {"DECODER_QUERY", "IMAGE_BYTES", "IMAGE_URL", "VIDEO_BYTES", "PROMPT_TABLE_EXTRA_ID"} <= \
-        {t.name for t in pre.input}
-    assert {"DECODER_INPUT_ID", "REQUEST_DECODER_INPUT_LEN", "OUT_PROMPT_TABLE_EXTRA_IDS"} <= \
-        {t.name for t in pre.output}
+    assert {"DECODER_QUERY", "IMAGE_BYTES", "IMAGE_URL", "VIDEO_BYTES", "PROMPT_TABLE_EXTRA_ID"} <= {
+        t.name for t in pre.input
+    }
+    assert {"DECODER_INPUT_ID", "REQUEST_DECODER_INPUT_LEN", "OUT_PROMPT_TABLE_EXTRA_IDS"} <= {
+        t.name for t in pre.output
+    }
     steps = {s.model_name: s for s in built["ensemble"].ensemble_scheduling.step}
     core = steps["tensorrt_llm"].input_map
-    assert core["decoder_input_ids"] == "_DECODER_INPUT_ID" and core["decoder_input_lengths"] == \
-        "_REQUEST_DECODER_INPUT_LEN"
+    assert (
+        core["decoder_input_ids"] == "_DECODER_INPUT_ID"
+        and core["decoder_input_lengths"] == "_REQUEST_DECODER_INPUT_LEN"
+    )
     assert core["prompt_table_extra_ids"] == "_OUT_PROMPT_TABLE_EXTRA_IDS"
     for name in ("lora_task_id", "lora_weights", "lora_config", "guided_decoding_guide", "prompt_embedding_table"):
         assert core[name] == name
@@ -272,5 +311,10 @@ def test_core_declares_the_cpp_tensors():
     assert inputs["draft_input_ids"].ragged and inputs["draft_logits"].dtype == tensors.LOGITS_DTYPE
     assert {"streaming", "stop", "return_perf_metrics", "exclude_input_in_output"} <= set(inputs)
     outputs = {t.name for t in tensors.core_outputs()}
-    assert {"acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens", "output_ids",
-            "sequence_length"} <= outputs
+    assert {
+        "acceptance_rate",
+        "total_accepted_draft_tokens",
+        "total_draft_tokens",
+        "output_ids",
+        "sequence_length",
+    } <= outputs

@@ -38,7 +38,8 @@ def _load_core(folder: str, module_name: str):
     pb = types.ModuleType("triton_python_backend_utils")
     pb.Tensor = _Tensor
     pb.InferenceResponse = lambda output_tensors=(), error=None: (
-        {"error": error} if error is not None else {t.name(): t.array for t in output_tensors})
+        {"error": error} if error is not None else {t.name(): t.array for t in output_tensors}
+    )
     pb.TritonError = str
     pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL = FINAL
     with pytest.MonkeyPatch.context() as mp:
@@ -95,8 +96,10 @@ class _ScriptedExecutor:
 
     def step(self):
         i, self.ran = self.ran, self.ran + 1
-        return [Event(rid, [100 * i + rid], self.last[rid] == i, "length" if self.last[rid] == i else None,
-                      RequestStats()) for rid in self.steps[i]]
+        return [
+            Event(rid, [100 * i + rid], self.last[rid] == i, "length" if self.last[rid] == i else None, RequestStats())
+            for rid in self.steps[i]
+        ]
 
     def cancel(self, rid):
         raise AssertionError("nothing is cancelled here")
@@ -111,8 +114,12 @@ class _CountingQueue(queue.SimpleQueue):
         super().put(item, *args, **kwargs)
 
 
-NO_FLAGS = {"return_log_probs": False, "return_perf_metrics": False, "return_num_input_tokens": False,
-            "return_num_output_tokens": False}
+NO_FLAGS = {
+    "return_log_probs": False,
+    "return_perf_metrics": False,
+    "return_num_input_tokens": False,
+    "return_num_output_tokens": False,
+}
 
 
 def serve(core, steps, streaming, interval, metrics=None, model=None, name="tensorrt_llm", executor=_ScriptedExecutor):
@@ -122,13 +129,17 @@ def serve(core, steps, streaming, interval, metrics=None, model=None, name="tens
     model.executor = executor(steps)
     model.lock, model.running, model.outbox = threading.Condition(), True, _CountingQueue()
     senders = {rid: _Sender() for rid in streaming}
-    model.jobs = {rid: core.Job(_Request(), 0, 1, {"left": 1, "sender": senders[rid]}, streaming[rid], True, [1],
-                                NO_FLAGS) for rid in streaming}
+    model.jobs = {
+        rid: core.Job(_Request(), 0, 1, {"left": 1, "sender": senders[rid]}, streaming[rid], True, [1], NO_FLAGS)
+        for rid in streaming
+    }
     model.stream_interval, model.batcher_metrics, model.spec_metrics = interval, metrics, None
     model.stats_period_s, model.next_handover, model.next_report = 3600.0, 0.0, 0.0
     model.cancel_period_s, model.next_cancel_check = 3600.0, float("inf")
-    threads = [threading.Thread(target=model.loop, daemon=True),
-               threading.Thread(target=model.deliver_loop, daemon=True)]
+    threads = [
+        threading.Thread(target=model.loop, daemon=True),
+        threading.Thread(target=model.deliver_loop, daemon=True),
+    ]
     for t in threads:
         t.start()
     for sender in senders.values():
@@ -149,7 +160,8 @@ def due_steps(steps, streaming, interval):
         for rid in rids:
             seen[rid] = seen.get(rid, 0) + 1
             if i == max(j for j, later in enumerate(steps) if rid in later) or (
-                    streaming[rid] and streams_now(seen[rid], interval, False)):
+                streaming[rid] and streams_now(seen[rid], interval, False)
+            ):
                 due.add(i)
     return due
 
@@ -158,8 +170,11 @@ STEPS = [[1]] * 3 + [[1, 2]] * 5 + [[2]] * 4  # request 2 joins at step 3; 1 fin
 
 
 @pytest.mark.parametrize("interval", [1, 3])
-@pytest.mark.parametrize("streaming", [{1: False, 2: False}, {1: True, 2: False}, {1: True, 2: True}],
-                         ids=["not-streamed", "one-streamed", "both-streamed"])
+@pytest.mark.parametrize(
+    "streaming",
+    [{1: False, 2: False}, {1: True, 2: False}, {1: True, 2: True}],
+    ids=["not-streamed", "one-streamed", "both-streamed"],
+)
 def test_every_response_goes_out_and_only_due_steps_wake_the_delivery_thread(core, streaming, interval):
     senders, handovers = serve(core, STEPS, streaming, interval)
     for rid, sender in senders.items():
@@ -213,8 +228,9 @@ class _WhereExecutor(_ScriptedExecutor):
         return super().step()
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs two CPUs to keep one")
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to keep one"
+)
 @pytest.mark.parametrize("name, pinned", [("tensorrt_llm", True), ("tensorrt_llm_draft", False)])
 def test_the_executor_thread_takes_the_cpus_the_launcher_kept(core, monkeypatch, name, pinned):
     """SPECBUILD_EXECUTOR_CPUS (specbuild/serve/decode_cpus.py): the target core's executor thread runs there;
@@ -229,8 +245,9 @@ def test_the_executor_thread_takes_the_cpus_the_launcher_kept(core, monkeypatch,
     assert os.sched_getaffinity(0) == everywhere
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs two CPUs to keep one")
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to keep one"
+)
 @pytest.mark.parametrize("name, pinned", [("tensorrt_llm", True), ("tensorrt_llm_draft", False)])
 def test_the_llmapi_cores_executor_thread_takes_the_cpus_the_launcher_kept(llmapi_core, monkeypatch, name, pinned):
     """The same for the llm-api flavour's reference core (reference/core_models/llm_api/model.py), whose one worker thread

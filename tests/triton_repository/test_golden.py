@@ -13,8 +13,14 @@ import os
 import shutil
 
 import pytest
-from repo_helpers import (GPU_LLMAPI_RECIPES, GPU_RECIPES, ROOT, recipe_from, write_engine_configs,
-                          write_llmapi_repository)
+from repo_helpers import (
+    GPU_LLMAPI_RECIPES,
+    GPU_RECIPES,
+    ROOT,
+    recipe_from,
+    write_engine_configs,
+    write_llmapi_repository,
+)
 
 from specbuild.repository.engine.writer import write_repository
 from specbuild.methods import describe
@@ -65,10 +71,15 @@ def test_golden_repository(path, tmp_path, layout_for):
     assert sorted(got) == sorted(want), "the repository's files differ from the golden ones"
     for rel in want:
         if got[rel] != want[rel]:
-            diff = "".join(difflib.unified_diff(want[rel].splitlines(True), got[rel].splitlines(True),
-                                                f"golden/{rel}", f"written/{rel}"))
-            pytest.fail(f"{path.stem}: {rel} differs from the golden file "
-                        f"(SPECBUILD_UPDATE_GOLDEN=1 if intended):\n{diff[:4000]}")
+            diff = "".join(
+                difflib.unified_diff(
+                    want[rel].splitlines(True), got[rel].splitlines(True), f"golden/{rel}", f"written/{rel}"
+                )
+            )
+            pytest.fail(
+                f"{path.stem}: {rel} differs from the golden file "
+                f"(SPECBUILD_UPDATE_GOLDEN=1 if intended):\n{diff[:4000]}"
+            )
 
 
 def test_every_method_has_a_golden_repository():

@@ -50,8 +50,10 @@ def monkeypatch_module():
 
 
 def request(tokens: np.ndarray, lengths: list[int]) -> dict:
-    return {"TOKENS_BATCH": _Tensor("", tokens), "SEQUENCE_LENGTH": _Tensor("", np.array([[n] for n in lengths],
-                                                                                        dtype=np.int32))}
+    return {
+        "TOKENS_BATCH": _Tensor("", tokens),
+        "SEQUENCE_LENGTH": _Tensor("", np.array([[n] for n in lengths], dtype=np.int32)),
+    }
 
 
 def test_one_row_answers_what_two_rows_answer_for_it(postprocessing):

@@ -42,8 +42,11 @@ def test_top_k_and_max_tokens():
     assert checks.max_tokens_problem(None) == "max_tokens is required: max_tokens must be a single value > 0"
     assert checks.max_tokens_problem(0) == "max_tokens=0: max_tokens must be a single value > 0"
     assert checks.max_tokens_problem(1) is None
-    assert checks.sampling_problems(-1.0, -2, 3.0) == [checks.temperature_problem(-1.0), checks.top_k_problem(-2),
-                                                       checks.top_p_problem(3.0)]
+    assert checks.sampling_problems(-1.0, -2, 3.0) == [
+        checks.temperature_problem(-1.0),
+        checks.top_k_problem(-2),
+        checks.top_p_problem(3.0),
+    ]
 
 
 def test_min_tokens_and_min_length_are_one_value():
@@ -66,8 +69,13 @@ def test_every_python_model_folder_carries_the_shared_modules(layout_for):
     write_engine_configs(recipe, layout)
     repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
     python_models = sorted(p.parent.parent.name for p in repo.glob("*/1/model.py"))
-    assert python_models == ["postprocessing", "preprocessing", "tensorrt_llm", "tensorrt_llm_bls",
-                             "tensorrt_llm_draft"]
+    assert python_models == [
+        "postprocessing",
+        "preprocessing",
+        "tensorrt_llm",
+        "tensorrt_llm_bls",
+        "tensorrt_llm_draft",
+    ]
     for model in python_models:
         for name, source in SHARED_MODULES.items():
             assert (repo / model / "1" / name).read_text() == source.read_text(), (model, name)
@@ -120,8 +128,10 @@ def _llmapi_refusal(field: str, value) -> str | None:
     from specbuild.reference.llmapi_contract import RequestError, parse_request
 
     dtype = np.int32 if field in ("top_k", "max_tokens") else np.float32
-    tensors = {"text_input": np.array([b"def f():"], dtype=np.object_),
-               f"sampling_param_{field}": np.array([value], dtype=dtype)}
+    tensors = {
+        "text_input": np.array([b"def f():"], dtype=np.object_),
+        f"sampling_param_{field}": np.array([value], dtype=dtype),
+    }
     try:
         parse_request(tensors.get)
     except RequestError as e:

@@ -25,14 +25,27 @@ from specbuild.runtimes import runtime_for
 
 pytestmark = pytest.mark.timeout(900)
 
-PROMPTS = ["def add(a, b):\n    return a + b\n\ndef sub(a, b):", "import os\nimport sys\n\ndef main():",
-           "class Point:\n    def __init__(self, x, y):", "for i in range(10):\n    print(i)\n"]
+PROMPTS = [
+    "def add(a, b):\n    return a + b\n\ndef sub(a, b):",
+    "import os\nimport sys\n\ndef main():",
+    "class Point:\n    def __init__(self, x, y):",
+    "for i in range(10):\n    print(i)\n",
+]
 MAX_TOKENS = 24
 CASES = {  # label: (speculation section, the model clients call, the schedule's full length)
-    "draft_target": ({"method": "draft_target", "checkpoint": "{draft}", "num_draft_tokens": 3},
-                     "tensorrt_llm_bls", 3),
-    "eagle": ({"method": "eagle", "checkpoint": "{eagle}", "num_eagle_layers": 3, "max_draft_len": 5,
-               "max_non_leaves_per_layer": 2, "choices": [[0], [0, 0], [0, 0, 0], [1], [0, 1]]}, "ensemble", 5),
+    "draft_target": ({"method": "draft_target", "checkpoint": "{draft}", "num_draft_tokens": 3}, "tensorrt_llm_bls", 3),
+    "eagle": (
+        {
+            "method": "eagle",
+            "checkpoint": "{eagle}",
+            "num_eagle_layers": 3,
+            "max_draft_len": 5,
+            "max_non_leaves_per_layer": 2,
+            "choices": [[0], [0, 0], [0, 0, 0], [1], [0, 1]],
+        },
+        "ensemble",
+        5,
+    ),
 }
 
 
@@ -50,15 +63,22 @@ def served(request, tmp_path_factory):
         pytest.skip("checkpoints/tiny is not in this checkout")
     label = request.param
     section, model, full = CASES[label]
-    section = {k: v.format(draft=shipped / "draft", eagle=shipped / "eagle") if isinstance(v, str) else v
-               for k, v in section.items()}
-    recipe = Recipe.model_validate({
-        "name": f"adaptive-{label}", "runtime": "reference",
-        "model": {"checkpoint": str(shipped / "target"), "dtype": "float32"}, "speculation": section,
-        "build": {"max_batch_size": 4, "max_input_len": 96, "max_seq_len": 160},
-        "triton": {"streaming": True}, "validation": {"require_lossless": False},
-        "adaptive": {"draft_len_schedule": {1: full, 2: 0}},
-    })
+    section = {
+        k: v.format(draft=shipped / "draft", eagle=shipped / "eagle") if isinstance(v, str) else v
+        for k, v in section.items()
+    }
+    recipe = Recipe.model_validate(
+        {
+            "name": f"adaptive-{label}",
+            "runtime": "reference",
+            "model": {"checkpoint": str(shipped / "target"), "dtype": "float32"},
+            "speculation": section,
+            "build": {"max_batch_size": 4, "max_input_len": 96, "max_seq_len": 160},
+            "triton": {"streaming": True},
+            "validation": {"require_lossless": False},
+            "adaptive": {"draft_len_schedule": {1: full, 2: 0}},
+        }
+    )
     from specbuild.recipe.loader import file_findings, general_findings
 
     assert list(general_findings(resolve_build(recipe))) == [] and list(file_findings(resolve_build(recipe))) == []
@@ -71,10 +91,17 @@ def served(request, tmp_path_factory):
 
 
 def generate(server, model: str, prompt: str) -> dict:
-    body = {"text_input": prompt, "max_tokens": MAX_TOKENS, "exclude_input_in_output": True,
-            "return_perf_metrics": True}
-    req = urllib.request.Request(f"{server.http_url}/v2/models/{model}/generate", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    body = {
+        "text_input": prompt,
+        "max_tokens": MAX_TOKENS,
+        "exclude_input_in_output": True,
+        "return_perf_metrics": True,
+    }
+    req = urllib.request.Request(
+        f"{server.http_url}/v2/models/{model}/generate",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=120) as r:
         return json.loads(r.read().decode())
 
@@ -103,8 +130,10 @@ def test_drafts_follow_the_load_and_stay_lossless(served):
         t.start()
     for t in threads:
         t.join()
-    assert [together[i]["output_ids"] for i in range(len(PROMPTS))] == [r["output_ids"] for r in alone], \
+    assert [together[i]["output_ids"] for i in range(len(PROMPTS))] == [r["output_ids"] for r in alone], (
         f"{label}: concurrent outputs differ from the same requests sent one by one"
+    )
     drafted_together = sum(int(together[i]["total_draft_tokens"]) for i in range(len(PROMPTS)))
-    assert drafted_together < drafted_alone / 2, \
+    assert drafted_together < drafted_alone / 2, (
         f"{label}: {drafted_together} drafts with {len(PROMPTS)} requests in flight vs {drafted_alone} one by one"
+    )

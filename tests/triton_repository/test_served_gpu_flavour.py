@@ -33,8 +33,9 @@ def served(tmp_path_factory):
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
     write_engine_configs(recipe, layout)
     repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
-    with TritonServer(repo, model_control="explicit", load_models=PYTHON_MODELS,
-                      log_path=root / "tritonserver.log", exit_timeout_s=1) as server:
+    with TritonServer(
+        repo, model_control="explicit", load_models=PYTHON_MODELS, log_path=root / "tritonserver.log", exit_timeout_s=1
+    ) as server:
         yield server, tokenizer
 
 
@@ -60,12 +61,25 @@ def test_python_models_are_ready_and_the_trtllm_ones_are_not_loaded(served):
 def test_preprocessing_ids_and_word_lists(served):
     server, tok = served
     prompt, stops = "def add(a, b):", ["return", "print"]
-    out = _infer(server, "preprocessing", [
-        ("QUERY", np.array([[prompt.encode()]], dtype=object), "BYTES"),
-        ("REQUEST_OUTPUT_LEN", np.array([[8]], dtype=np.int32), "INT32"),
-        ("STOP_WORDS_DICT", np.array([[w.encode() for w in stops]], dtype=object), "BYTES"),
-    ], ["INPUT_ID", "REQUEST_INPUT_LEN", "STOP_WORDS_IDS", "BAD_WORDS_IDS", "OUT_END_ID", "OUT_PAD_ID",
-        "DECODER_INPUT_ID", "REQUEST_DECODER_INPUT_LEN"])
+    out = _infer(
+        server,
+        "preprocessing",
+        [
+            ("QUERY", np.array([[prompt.encode()]], dtype=object), "BYTES"),
+            ("REQUEST_OUTPUT_LEN", np.array([[8]], dtype=np.int32), "INT32"),
+            ("STOP_WORDS_DICT", np.array([[w.encode() for w in stops]], dtype=object), "BYTES"),
+        ],
+        [
+            "INPUT_ID",
+            "REQUEST_INPUT_LEN",
+            "STOP_WORDS_IDS",
+            "BAD_WORDS_IDS",
+            "OUT_END_ID",
+            "OUT_PAD_ID",
+            "DECODER_INPUT_ID",
+            "REQUEST_DECODER_INPUT_LEN",
+        ],
+    )
     ids = tok.encode(prompt)
     # upstream's decoder-only values: [pad id], length 1 (the C++ backend reads them for encoder-decoder only)
     assert out["DECODER_INPUT_ID"].tolist() == [[tok.pad_token_id]]
@@ -85,9 +99,12 @@ def test_postprocessing_decodes(served):
     server, tok = served
     ids = tok.encode("print(os.getcwd())", add_special_tokens=False)
     tokens = np.array([[ids + [0, 0]]], dtype=np.int32)
-    out = _infer(server, "postprocessing", [("TOKENS_BATCH", tokens, "INT32"),
-                                            ("SEQUENCE_LENGTH", np.array([[len(ids)]], dtype=np.int32), "INT32")],
-                 ["OUTPUT", "OUTPUT_IDS"])
+    out = _infer(
+        server,
+        "postprocessing",
+        [("TOKENS_BATCH", tokens, "INT32"), ("SEQUENCE_LENGTH", np.array([[len(ids)]], dtype=np.int32), "INT32")],
+        ["OUTPUT", "OUTPUT_IDS"],
+    )
     assert out["OUTPUT"].shape == (1,)  # rank 1, [batch * beams], as upstream's postprocessing
     assert out["OUTPUT"][0].decode() == tok.decode(ids, skip_special_tokens=True)
     assert out["OUTPUT_IDS"].reshape(-1).tolist() == ids
@@ -96,8 +113,12 @@ def test_postprocessing_decodes(served):
 def test_trtllm_models_fail_only_for_the_missing_backend(served):
     server, _ = served
     # explicit model control: the model-repository API needs the server's admin key
-    req = urllib.request.Request(f"{server.http_url}/v2/repository/models/tensorrt_llm/load", data=b"{}",
-                                 method="POST", headers=server.admin_headers)
+    req = urllib.request.Request(
+        f"{server.http_url}/v2/repository/models/tensorrt_llm/load",
+        data=b"{}",
+        method="POST",
+        headers=server.admin_headers,
+    )
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(req, timeout=60)
     body = json.loads(err.value.read())

@@ -34,8 +34,10 @@ METHODS = {
     "none": ({"method": "none"}, False),
     "prompt_lookup": ({"method": "prompt_lookup", "max_draft_len": 3, "max_matching_ngram_size": 2}, True),
     "draft_target": ({"method": "draft_target", "checkpoint": str(TINY / "draft"), "num_draft_tokens": 3}, True),
-    "eagle3": ({"method": "eagle3", "checkpoint": str(TINY / "eagle3"), "max_draft_len": 3,
-                "layers_to_capture": [0, 1, 3]}, True),
+    "eagle3": (
+        {"method": "eagle3", "checkpoint": str(TINY / "eagle3"), "max_draft_len": 3, "layers_to_capture": [0, 1, 3]},
+        True,
+    ),
 }
 
 
@@ -51,13 +53,17 @@ def eagle3_missing() -> str | None:
 
 def make_recipe(method: str, **triton) -> Recipe:
     spec, streaming = METHODS[method]
-    return Recipe.model_validate({
-        "name": f"llmapi-{method}", "runtime": "reference", "flavour": "llm-api",
-        "model": {"checkpoint": str(TINY / "target"), "dtype": "float32"},
-        "speculation": spec,
-        "build": {"max_batch_size": 4, "max_input_len": 64, "max_seq_len": 128},
-        "triton": {"streaming": streaming, **triton},
-    })
+    return Recipe.model_validate(
+        {
+            "name": f"llmapi-{method}",
+            "runtime": "reference",
+            "flavour": "llm-api",
+            "model": {"checkpoint": str(TINY / "target"), "dtype": "float32"},
+            "speculation": spec,
+            "build": {"max_batch_size": 4, "max_input_len": 64, "max_seq_len": 128},
+            "triton": {"streaming": streaming, **triton},
+        }
+    )
 
 
 def write_repo(recipe: Recipe, root: Path) -> Path:
@@ -72,8 +78,11 @@ class Served:
         self.method, self.recipe, self.server = method, recipe, server
 
     def post(self, body: dict, endpoint: str = "generate"):
-        req = urllib.request.Request(f"{self.server.http_url}/v2/models/tensorrt_llm/{endpoint}",
-                                     data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{self.server.http_url}/v2/models/tensorrt_llm/{endpoint}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(req, timeout=120) as r:
                 return r.status, r.read().decode()
@@ -89,7 +98,7 @@ class Served:
     def error(self, body: dict, endpoint: str = "generate") -> str:
         status, text = self.post(body, endpoint)
         if endpoint == "generate_stream":
-            events = [json.loads(ln[len("data: "):]) for ln in text.splitlines() if ln.startswith("data: ")]
+            events = [json.loads(ln[len("data: ") :]) for ln in text.splitlines() if ln.startswith("data: ")]
             body = events[-1] if events else json.loads(text)
         else:
             body = json.loads(text)
@@ -97,10 +106,12 @@ class Served:
         return body["error"]
 
     def stream(self, prompt: str, **extra) -> list[dict]:
-        status, text = self.post({"text_input": prompt, "sampling_param_max_tokens": MAX_TOKENS, "streaming": True,
-                                  **extra}, "generate_stream")
+        status, text = self.post(
+            {"text_input": prompt, "sampling_param_max_tokens": MAX_TOKENS, "streaming": True, **extra},
+            "generate_stream",
+        )
         assert status == 200, text
-        events = [json.loads(ln[len("data: "):]) for ln in text.splitlines() if ln.startswith("data: ")]
+        events = [json.loads(ln[len("data: ") :]) for ln in text.splitlines() if ln.startswith("data: ")]
         assert events and not any("error" in e for e in events), events
         return events
 
@@ -118,8 +129,7 @@ def served(request, tmp_path_factory):
 
     recipe = make_recipe(request.param)
     root = tmp_path_factory.mktemp(f"llmapi-{request.param}")
-    with TritonServer(write_repo(recipe, root), log_path=root / "tritonserver.log",
-                      exit_timeout_s=1) as server:
+    with TritonServer(write_repo(recipe, root), log_path=root / "tritonserver.log", exit_timeout_s=1) as server:
         yield Served(request.param, recipe, server)
 
 
@@ -135,10 +145,15 @@ def hf(request):
     for prompt in PROMPTS:
         ids = tok(prompt, return_tensors="pt").input_ids
         with torch.no_grad():
-            gen = model.generate(ids, max_new_tokens=MAX_TOKENS, do_sample=False, eos_token_id=tok.eos_token_id,
-                                 pad_token_id=tok.pad_token_id)
-        new = gen[0, ids.shape[1]:].tolist()
-        out[prompt] = (ids[0].tolist(), new[:new.index(tok.eos_token_id)] if tok.eos_token_id in new else new)
+            gen = model.generate(
+                ids,
+                max_new_tokens=MAX_TOKENS,
+                do_sample=False,
+                eos_token_id=tok.eos_token_id,
+                pad_token_id=tok.pad_token_id,
+            )
+        new = gen[0, ids.shape[1] :].tolist()
+        out[prompt] = (ids[0].tolist(), new[: new.index(tok.eos_token_id)] if tok.eos_token_id in new else new)
     return tok, out
 
 
@@ -162,13 +177,25 @@ def penalised_baseline(hf, tmp_path_factory):
 
     tok, greedy = hf
     folder = tmp_path_factory.mktemp("llmapi-baseline") / "engine"
-    build_engine(folder, role="target", method="none", model_dir=TINY / "target", dtype="float32",
-                 limits=dict(max_batch_size=4, max_input_len=64, max_seq_len=128, max_num_tokens=512, max_draft_len=0))
-    cfg = SamplingConfig(presence_penalty=PENALTIES["sampling_param_presence_penalty"],
-                         frequency_penalty=PENALTIES["sampling_param_frequency_penalty"],
-                         penalties_before_temperature=True)
-    results = Executor(load_engine(folder)).run([Request(input_ids=greedy[p][0], max_new_tokens=MAX_TOKENS,
-                                                         sampling=cfg, end_id=tok.eos_token_id) for p in PROMPTS])
+    build_engine(
+        folder,
+        role="target",
+        method="none",
+        model_dir=TINY / "target",
+        dtype="float32",
+        limits=dict(max_batch_size=4, max_input_len=64, max_seq_len=128, max_num_tokens=512, max_draft_len=0),
+    )
+    cfg = SamplingConfig(
+        presence_penalty=PENALTIES["sampling_param_presence_penalty"],
+        frequency_penalty=PENALTIES["sampling_param_frequency_penalty"],
+        penalties_before_temperature=True,
+    )
+    results = Executor(load_engine(folder)).run(
+        [
+            Request(input_ids=greedy[p][0], max_new_tokens=MAX_TOKENS, sampling=cfg, end_id=tok.eos_token_id)
+            for p in PROMPTS
+        ]
+    )
     return {p: tok.decode(r.output_ids, skip_special_tokens=True) for p, r in zip(PROMPTS, results)}
 
 
@@ -187,8 +214,9 @@ def test_presence_and_frequency_penalties_equal_the_baseline(served, hf, penalis
 
 def test_max_tokens_defaults_to_32(served, hf):
     tok, _ = hf
-    status, text = served.post({"text_input": PROMPTS[0], "sampling_param_exclude_input_from_output": True,
-                                "return_finish_reason": True})
+    status, text = served.post(
+        {"text_input": PROMPTS[0], "sampling_param_exclude_input_from_output": True, "return_finish_reason": True}
+    )
     body = json.loads(text)
     n = len(tok.encode(body["text_output"], add_special_tokens=False))
     assert body["finish_reason"] == "length" and 28 <= n <= 36  # 32 generated tokens, re-encoded
@@ -208,15 +236,25 @@ def test_streams_are_cumulative_and_end_with_the_whole_text(served):
 
 
 def test_perf_metrics_are_twelve_strings_with_the_real_speculative_counters(served):
-    body = served.generate(PROMPTS[1], sampling_param_return_perf_metrics=True, return_finish_reason=True,
-                           return_stop_reason=True, return_cumulative_logprob=True)
-    perf = {k: v for k, v in body.items() if k not in ("model_name", "model_version", "text_output",
-                                                       "finish_reason", "stop_reason", "cumulative_logprob")}
+    body = served.generate(
+        PROMPTS[1],
+        sampling_param_return_perf_metrics=True,
+        return_finish_reason=True,
+        return_stop_reason=True,
+        return_cumulative_logprob=True,
+    )
+    perf = {
+        k: v
+        for k, v in body.items()
+        if k not in ("model_name", "model_version", "text_output", "finish_reason", "stop_reason", "cumulative_logprob")
+    }
     assert len(perf) == 12 and all(isinstance(v, str) for v in perf.values())  # BYTES on the wire
     assert (body["finish_reason"], body["stop_reason"], body["cumulative_logprob"]) == ("length", "None", "None")
     drafted, accepted = int(perf["total_draft_tokens"]), int(perf["total_accepted_draft_tokens"])
-    times = [int(perf[k]) for k in ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns",
-                                    "last_token_time_ns")]
+    times = [
+        int(perf[k])
+        for k in ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns")
+    ]
     assert times == sorted(times) and times[0] > 0
     if served.method == "none":
         assert (drafted, accepted, float(perf["acceptance_rate"])) == (0, 0, 0.0)
@@ -228,17 +266,25 @@ def test_perf_metrics_are_twelve_strings_with_the_real_speculative_counters(serv
 def test_a_stop_string_ends_the_text_before_it(served):
     plain = served.generate(PROMPTS[0], sampling_param_exclude_input_from_output=True)["text_output"]
     word = next(w for w in plain.split() if len(w) > 1 and plain.find(w) > 2)
-    body = served.generate(PROMPTS[0], sampling_param_exclude_input_from_output=True, sampling_param_stop=[word],
-                           return_finish_reason=True, return_stop_reason=True)
-    assert body["text_output"] == plain[:plain.find(word)]
+    body = served.generate(
+        PROMPTS[0],
+        sampling_param_exclude_input_from_output=True,
+        sampling_param_stop=[word],
+        return_finish_reason=True,
+        return_stop_reason=True,
+    )
+    assert body["text_output"] == plain[: plain.find(word)]
     assert (body["finish_reason"], body["stop_reason"]) == ("stop", word)
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"text_input": "x", "sampling_param_top_p": 2.0}, "require 0 <= top_p <= 1, got top_p=2.0"),
-    ({"text_input": "x", "sampling_param_best_of": 2}, "sampling_param_best_of=2 is not supported"),
-    ({"sampling_param_max_tokens": 4}, "text_input is missing from the request"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"text_input": "x", "sampling_param_top_p": 2.0}, "require 0 <= top_p <= 1, got top_p=2.0"),
+        ({"text_input": "x", "sampling_param_best_of": 2}, "sampling_param_best_of=2 is not supported"),
+        ({"sampling_param_max_tokens": 4}, "text_input is missing from the request"),
+    ],
+)
 def test_errors_are_one_final_error_and_the_model_stays_healthy(served, body, message):
     error = served.error(body)
     assert error.startswith("Error generating request: ") and message in error
@@ -283,9 +329,11 @@ def test_stop_with_the_request_id_cancels_a_running_stream(served):
     client = grpcclient.InferenceServerClient(served.server.grpc_url)
     try:
         client.start_stream(callback=lambda result=None, error=None: results.put((result, error)))
-        inputs = [_grpc_input("text_input", np.array([PROMPTS[0].encode()], dtype=object), "BYTES"),
-                  _grpc_input("streaming", np.array([True]), "BOOL"),
-                  _grpc_input("sampling_param_max_tokens", np.array([100], dtype=np.int32), "INT32")]
+        inputs = [
+            _grpc_input("text_input", np.array([PROMPTS[0].encode()], dtype=object), "BYTES"),
+            _grpc_input("streaming", np.array([True]), "BOOL"),
+            _grpc_input("sampling_param_max_tokens", np.array([100], dtype=np.int32), "INT32"),
+        ]
         client.async_stream_infer("tensorrt_llm", inputs, request_id="run-1", enable_empty_final_response=True)
         result, error = results.get(timeout=120)
         assert error is None

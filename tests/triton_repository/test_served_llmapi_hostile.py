@@ -20,18 +20,30 @@ pytestmark = pytest.mark.timeout(900)
 
 # model name -> (edit of model.yaml's text, what the load failure says)
 EDITS = {
-    "seq_1e12": (lambda t: t.replace("max_seq_len: 128", "max_seq_len: 1000000000000"),
-                 "max_seq_len=1000000000000: Input should be less than or equal to 2147483647"),
-    "seq_beyond_positions": (lambda t: t.replace("max_seq_len: 128", "max_seq_len: 4096").replace(
-        "max_input_len: 64", "max_input_len: 3000"), "max_seq_len is 4096 but the model's max_position_embeddings "
-                                                     "is 2048"),
-    "draft_1e9": (lambda t: t.replace("max_draft_len: 3", "max_draft_len: 1000000000"),
-                  "speculative_config.max_draft_len is 1000000000 but max_seq_len is 128"),
-    "batch_1e12": (lambda t: t.replace("max_batch_size: 4\n", "max_batch_size: 1000000000000\n", 1),
-                   "max_batch_size=1000000000000: Input should be less than or equal to 2147483647"),
-    "cancel_1e30": (lambda t: t.replace("cancellation_check_period_ms: 100",
-                                        "cancellation_check_period_ms: 1000000000000000000000000000000"),
-                    "cancellation_check_period_ms=1000000000000000000000000000000 — give a number of milliseconds"),
+    "seq_1e12": (
+        lambda t: t.replace("max_seq_len: 128", "max_seq_len: 1000000000000"),
+        "max_seq_len=1000000000000: Input should be less than or equal to 2147483647",
+    ),
+    "seq_beyond_positions": (
+        lambda t: t.replace("max_seq_len: 128", "max_seq_len: 4096").replace(
+            "max_input_len: 64", "max_input_len: 3000"
+        ),
+        "max_seq_len is 4096 but the model's max_position_embeddings is 2048",
+    ),
+    "draft_1e9": (
+        lambda t: t.replace("max_draft_len: 3", "max_draft_len: 1000000000"),
+        "speculative_config.max_draft_len is 1000000000 but max_seq_len is 128",
+    ),
+    "batch_1e12": (
+        lambda t: t.replace("max_batch_size: 4\n", "max_batch_size: 1000000000000\n", 1),
+        "max_batch_size=1000000000000: Input should be less than or equal to 2147483647",
+    ),
+    "cancel_1e30": (
+        lambda t: t.replace(
+            "cancellation_check_period_ms: 100", "cancellation_check_period_ms: 1000000000000000000000000000000"
+        ),
+        "cancellation_check_period_ms=1000000000000000000000000000000 — give a number of milliseconds",
+    ),
 }
 
 
@@ -52,14 +64,23 @@ def server(tmp_path_factory):
         (repo / name / "1" / "model.yaml").write_text(edited)
         config = repo / name / "config.pbtxt"
         config.write_text(config.read_text().replace('name: "tensorrt_llm"', f'name: "{name}"', 1))
-    with TritonServer(repo, log_path=root / "tritonserver.log", model_control="explicit",
-                      load_models=["tensorrt_llm"], exit_timeout_s=1) as served:
+    with TritonServer(
+        repo,
+        log_path=root / "tritonserver.log",
+        model_control="explicit",
+        load_models=["tensorrt_llm"],
+        exit_timeout_s=1,
+    ) as served:
         yield served
 
 
 def _post(server, path: str, body: dict, headers: dict | None = None) -> tuple[int, dict]:
-    req = urllib.request.Request(server.http_url + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        server.http_url + path,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
     try:
         with urllib.request.urlopen(req, timeout=300) as r:
             return r.status, json.loads(r.read() or b"{}")
@@ -115,18 +136,21 @@ def _i32(value):
     return np.array([value], dtype=np.int32)
 
 
-@pytest.mark.parametrize("values, named", [
-    ({"sampling_param_temperature": _f32(math.inf)}, "got temperature=inf"),
-    ({"sampling_param_temperature": _f32(-math.inf)}, "got temperature=-inf"),
-    ({"sampling_param_temperature": _f32(math.nan)}, "got temperature=nan"),
-    ({"sampling_param_temperature": _f32(-1.0)}, "got temperature=-1.0"),
-    ({"sampling_param_top_p": _f32(math.nan)}, "got top_p=nan"),
-    ({"sampling_param_top_k": _i32(-1)}, "got top_k=-1"),
-    ({"sampling_param_presence_penalty": _f32(math.inf)}, "sampling_param_presence_penalty=inf"),
-    ({"sampling_param_frequency_penalty": _f32(math.nan)}, "sampling_param_frequency_penalty=nan"),
-    ({"sampling_param_max_tokens": _i32(0)}, "got max_tokens=0"),
-    ({"sampling_param_max_tokens": _i32(2**31 - 1)}, "max_tokens (2147483647) exceeds max_seq_len (128)"),
-])
+@pytest.mark.parametrize(
+    "values, named",
+    [
+        ({"sampling_param_temperature": _f32(math.inf)}, "got temperature=inf"),
+        ({"sampling_param_temperature": _f32(-math.inf)}, "got temperature=-inf"),
+        ({"sampling_param_temperature": _f32(math.nan)}, "got temperature=nan"),
+        ({"sampling_param_temperature": _f32(-1.0)}, "got temperature=-1.0"),
+        ({"sampling_param_top_p": _f32(math.nan)}, "got top_p=nan"),
+        ({"sampling_param_top_k": _i32(-1)}, "got top_k=-1"),
+        ({"sampling_param_presence_penalty": _f32(math.inf)}, "sampling_param_presence_penalty=inf"),
+        ({"sampling_param_frequency_penalty": _f32(math.nan)}, "sampling_param_frequency_penalty=nan"),
+        ({"sampling_param_max_tokens": _i32(0)}, "got max_tokens=0"),
+        ({"sampling_param_max_tokens": _i32(2**31 - 1)}, "max_tokens (2147483647) exceeds max_seq_len (128)"),
+    ],
+)
 def test_a_hostile_request_is_refused_naming_the_value(server, values, named):
     text, error = _grpc(server, **{"sampling_param_max_tokens": _i32(4), **values})
     assert text is None and error.startswith("Error generating request: ") and named in error, (text, error)
@@ -137,6 +161,5 @@ def test_a_hostile_request_is_refused_naming_the_value(server, values, named):
 def test_a_prompt_longer_than_the_positions_never_runs(server):
     """3,000 tokens against a model of 2,048 positions (served with max_seq_len 128): refused at the door."""
     prompt = " ".join("abcdefghijklmnopqrstuvwxyz"[i % 26] for i in range(3000)).encode()
-    text, error = _grpc(server, text_input=np.array([prompt], dtype=np.object_),
-                        sampling_param_max_tokens=_i32(4))
+    text, error = _grpc(server, text_input=np.array([prompt], dtype=np.object_), sampling_param_max_tokens=_i32(4))
     assert text is None and "more than max_input_len (64)" in error, error

@@ -45,8 +45,11 @@ def test_the_rule():
 
 
 def post(server, model: str, body: dict, endpoint: str) -> str:
-    req = urllib.request.Request(f"{server.http_url}/v2/models/{model}/{endpoint}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{server.http_url}/v2/models/{model}/{endpoint}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=120) as r:
         return r.read().decode()
 
@@ -73,12 +76,16 @@ def engine_server(tmp_path_factory):
     torch.set_num_threads(1)
     if not (TINY / "target" / "config.json").is_file():
         pytest.skip("checkpoints/tiny is not in this checkout")
-    recipe = Recipe.model_validate({
-        "name": "stream-interval", "runtime": "reference",
-        "model": {"checkpoint": str(TINY / "target"), "dtype": "float32"},
-        "build": {"max_batch_size": 4, "max_input_len": 64, "max_seq_len": 128},
-        "triton": {"streaming": True, "stream_interval": INTERVAL}, "validation": {"require_lossless": False},
-    })
+    recipe = Recipe.model_validate(
+        {
+            "name": "stream-interval",
+            "runtime": "reference",
+            "model": {"checkpoint": str(TINY / "target"), "dtype": "float32"},
+            "build": {"max_batch_size": 4, "max_input_len": 64, "max_seq_len": 128},
+            "triton": {"streaming": True, "stream_interval": INTERVAL},
+            "validation": {"require_lossless": False},
+        }
+    )
     from specbuild.recipe.loader import general_findings
 
     assert list(general_findings(resolve_build(recipe))) == []
@@ -99,15 +106,14 @@ def test_the_core_has_the_parameter(engine_server):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_engine_flavour_streams_every_n_steps(engine_server, prompt):
     _, server = engine_server
-    body = {"text_input": prompt, "max_tokens": MAX_TOKENS, "exclude_input_in_output": True,
-            "return_log_probs": True}
+    body = {"text_input": prompt, "max_tokens": MAX_TOKENS, "exclude_input_in_output": True, "return_log_probs": True}
     whole = json.loads(post(server, "ensemble", dict(body, stream=False), "generate"))
     streamed = events(post(server, "ensemble", dict(body, stream=True), "generate_stream"))
     ids = [t for t in flat(whole["output_ids"]) if t != -1]
     got = [t for e in streamed for t in flat(e["output_ids"]) if t != -1]
     assert got == ids and len(ids) > INTERVAL
     log_probs = [x for e in streamed for x in flat(e["output_log_probs"])]
-    assert np.allclose(log_probs, flat(whole["output_log_probs"])[:len(ids)], atol=1e-5)
+    assert np.allclose(log_probs, flat(whole["output_log_probs"])[: len(ids)], atol=1e-5)
     assert np.isclose(streamed[-1]["cum_log_probs"], whole["cum_log_probs"], atol=1e-4)
     assert len(streamed) == responses_for(len(ids), INTERVAL) < len(ids)
 
@@ -120,12 +126,16 @@ def llmapi_server(tmp_path_factory):
 
     if not (TINY / "target" / "config.json").is_file():
         pytest.skip("checkpoints/tiny is not in this checkout")
-    recipe = Recipe.model_validate({
-        "name": "llmapi-stream-interval", "runtime": "reference", "flavour": "llm-api",
-        "model": {"checkpoint": str(TINY / "target"), "dtype": "float32"},
-        "build": {"max_batch_size": 4, "max_input_len": 64, "max_seq_len": 128},
-        "triton": {"streaming": True, "stream_interval": INTERVAL},
-    })
+    recipe = Recipe.model_validate(
+        {
+            "name": "llmapi-stream-interval",
+            "runtime": "reference",
+            "flavour": "llm-api",
+            "model": {"checkpoint": str(TINY / "target"), "dtype": "float32"},
+            "build": {"max_batch_size": 4, "max_input_len": 64, "max_seq_len": 128},
+            "triton": {"streaming": True, "stream_interval": INTERVAL},
+        }
+    )
     root = tmp_path_factory.mktemp("llmapi-stream-interval")
     layout = Layout(root / "engines", root / "triton_repo", root / "reports", recipe.name)
     repo = runtime_for(recipe).write_repository(recipe, describe(recipe), layout, "target")
@@ -136,8 +146,12 @@ def llmapi_server(tmp_path_factory):
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_llmapi_flavour_streams_every_n_steps(llmapi_server, prompt):
-    body = {"text_input": prompt, "sampling_param_max_tokens": MAX_TOKENS, "exclude_input_in_output": True,
-            "return_finish_reason": True}
+    body = {
+        "text_input": prompt,
+        "sampling_param_max_tokens": MAX_TOKENS,
+        "exclude_input_in_output": True,
+        "return_finish_reason": True,
+    }
     whole = json.loads(post(llmapi_server, "tensorrt_llm", dict(body, streaming=False), "generate"))
     streamed = events(post(llmapi_server, "tensorrt_llm", dict(body, streaming=True), "generate_stream"))
     # the streamed text is cumulative (CompletionOutput.text): the last response holds the whole output

@@ -25,12 +25,15 @@ def _nothing_written(layout):
     return not layout.repo_root.exists() or not any(layout.repo_root.iterdir())
 
 
-@pytest.mark.parametrize("key, value, field", [
-    ("max_batch_size", 64, "build.max_batch_size"),
-    ("max_draft_len", 7, "speculation.max_draft_len"),
-    ("speculative_decoding_mode", 32, "speculation.method"),
-    ("max_beam_width", 4, "build.max_beam_width"),
-])
+@pytest.mark.parametrize(
+    "key, value, field",
+    [
+        ("max_batch_size", 64, "build.max_batch_size"),
+        ("max_draft_len", 7, "speculation.max_draft_len"),
+        ("speculative_decoding_mode", 32, "speculation.method"),
+        ("max_beam_width", 4, "build.max_beam_width"),
+    ],
+)
 def test_engine_mismatch_is_an_error_before_writing(key, value, field, layout_for):
     recipe = _recipe("medusa")
     layout = layout_for(recipe)
@@ -64,8 +67,11 @@ def test_draft_engine_is_checked_too(layout_for):
     cfg = json.loads(cfg_path.read_text())
     cfg["build_config"]["speculative_decoding_mode"] = 2  # a draft engine must be a plain one
     cfg_path.write_text(json.dumps(cfg))
-    with pytest.raises(UserError, match=r"draft/config.json: build_config.speculative_decoding_mode: the engine has 2 "
-                                        r"\(DRAFT_TOKENS_EXTERNAL\), the recipe needs 1 \(NONE\)"):
+    with pytest.raises(
+        UserError,
+        match=r"draft/config.json: build_config.speculative_decoding_mode: the engine has 2 "
+        r"\(DRAFT_TOKENS_EXTERNAL\), the recipe needs 1 \(NONE\)",
+    ):
         write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
 
 
@@ -112,6 +118,7 @@ def test_baseline_repository_has_no_speculation(layout_for):
 
 # --- launch script ---------------------------------------------------------------------------------------------
 
+
 def _ranks(script: str) -> list[str]:
     return [line for line in script.splitlines() if line.lstrip().startswith("-n 1 ")]
 
@@ -137,8 +144,7 @@ def test_orchestrator_mode_for_draft_target():
 def test_fast_logits_pre_spawns_ranks_with_participant_ids(layout_for):
     recipe = _recipe("draft_target")
     spec = recipe.speculation.model_copy(update={"use_draft_logits": True, "fast_logits": True, "tp_size": 1})
-    recipe = recipe.model_copy(update={"speculation": spec,
-                                       "build": recipe.build.model_copy(update={"tp_size": 2})})
+    recipe = recipe.model_copy(update={"speculation": spec, "build": recipe.build.model_copy(update={"tp_size": 2})})
     script = launch.launch_script(recipe, describe(recipe))
     ranks = _ranks(script)
     assert len(ranks) == 1 + 1 + 2  # orchestrator, draft tp 1, target tp 2

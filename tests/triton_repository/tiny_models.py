@@ -40,10 +40,19 @@ def build_tiny_checkpoints(root: Path) -> dict[str, Path]:
     vocab = len(tokenizer)
 
     def llama(hidden, layers, heads, intermediate):
-        config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
-                             num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=intermediate,
-                             max_position_embeddings=512, bos_token_id=1, eos_token_id=2, pad_token_id=2,
-                             tie_word_embeddings=False)
+        config = LlamaConfig(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=heads,
+            intermediate_size=intermediate,
+            max_position_embeddings=512,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=2,
+            tie_word_embeddings=False,
+        )
         return LlamaForCausalLM(config)
 
     paths = {name: root / name for name in ("target", "draft", "medusa", "eagle")}
@@ -55,7 +64,8 @@ def build_tiny_checkpoints(root: Path) -> dict[str, Path]:
     heads = MedusaHeads(32, vocab, num_heads=3, num_layers=1)
     heads.init_from_lm_head(target.lm_head.weight)
     save_medusa_heads(heads, paths["medusa"], dtype=torch.float32)
-    head_config = LlamaConfig(**{k: v for k, v in eagle_config_dict(target.config, 1).items()
-                                 if k not in ("architectures", "model_type")})
+    head_config = LlamaConfig(
+        **{k: v for k, v in eagle_config_dict(target.config, 1).items() if k not in ("architectures", "model_type")}
+    )
     save_eagle_head(EagleHead(head_config), paths["eagle"], dtype=torch.float32)
     return paths

@@ -17,19 +17,53 @@ import pytest
 from trtllm_helpers import DOUBLES, PIPELINE
 
 TARGET_CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 512, "hidden_size": 64,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128,
-    "max_position_embeddings": 1024, "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "vocab_size": 512,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "intermediate_size": 128,
+    "max_position_embeddings": 1024,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
     "torch_dtype": "float32",
 }
 # A complete tokenizers file (the recipe check loads it with the tokenizers library)
-TOKENIZER = {"version": "1.0", "truncation": None, "padding": None,
-             "added_tokens": [{"id": 2, "content": "<s>", "single_word": False, "lstrip": False, "rstrip": False,
-                               "normalized": False, "special": True}],
-             "normalizer": None, "pre_tokenizer": None, "post_processor": None, "decoder": None,
-             "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                       "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                       "vocab": {"a": 0, "b": 1, "<s>": 2}, "merges": []}}
+TOKENIZER = {
+    "version": "1.0",
+    "truncation": None,
+    "padding": None,
+    "added_tokens": [
+        {
+            "id": 2,
+            "content": "<s>",
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+    ],
+    "normalizer": None,
+    "pre_tokenizer": None,
+    "post_processor": None,
+    "decoder": None,
+    "model": {
+        "type": "BPE",
+        "dropout": None,
+        "unk_token": None,
+        "continuing_subword_prefix": None,
+        "end_of_word_suffix": None,
+        "fuse_unk": False,
+        "byte_fallback": False,
+        "ignore_merges": False,
+        "vocab": {"a": 0, "b": 1, "<s>": 2},
+        "merges": [],
+    },
+}
 
 
 def _launcher(path: Path, body: str) -> None:
@@ -63,15 +97,23 @@ def machine(tmp_path, monkeypatch) -> Machine:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _launcher(bin_dir / "trtllm-build", "from tensorrt_llm.commands.build import main\nmain()\n")
-    _launcher(bin_dir / "nvidia-smi", f"import runpy\nrunpy.run_path({str(DOUBLES / 'nvidia_smi.py')!r}, "
-                                      "run_name='__main__')\n")
+    _launcher(
+        bin_dir / "nvidia-smi",
+        f"import runpy\nrunpy.run_path({str(DOUBLES / 'nvidia_smi.py')!r}, run_name='__main__')\n",
+    )
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
     monkeypatch.setenv("PYTHONPATH", f"{PIPELINE}{os.pathsep}{DOUBLES}")
     monkeypatch.setenv("SPECBUILD_TRTLLM_DOUBLE", "1")
     monkeypatch.setenv("SPECBUILD_DOUBLE_GPUS", "NVIDIA H200,9.0")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    for knob in ("SPECBUILD_DOUBLE_TRTLLM_VERSION", "SPECBUILD_DOUBLE_FAULT", "SPECBUILD_DOUBLE_DROP_FLAGS",
-                 "SPECBUILD_DOUBLE_BUILD_SECONDS", "SPECBUILD_DOUBLE_PID_FILE", "SPECBUILD_DOUBLE_CALL_LOG"):
+    for knob in (
+        "SPECBUILD_DOUBLE_TRTLLM_VERSION",
+        "SPECBUILD_DOUBLE_FAULT",
+        "SPECBUILD_DOUBLE_DROP_FLAGS",
+        "SPECBUILD_DOUBLE_BUILD_SECONDS",
+        "SPECBUILD_DOUBLE_PID_FILE",
+        "SPECBUILD_DOUBLE_CALL_LOG",
+    ):
         monkeypatch.delenv(knob, raising=False)
     monkeypatch.syspath_prepend(str(DOUBLES))  # find_spec("tensorrt_llm") in this process sees the double
     monkeypatch.chdir(tmp_path)
@@ -90,31 +132,62 @@ def models(tmp_path) -> Path:
         (d / "tokenizer.json").write_text(json.dumps(TOKENIZER))
     (root / "medusa").mkdir()
     # FasterDecoding layout: the key is medusa_num_heads (models/medusa/config.py reads num_medusa_heads).
-    (root / "medusa" / "config.json").write_text(json.dumps({"medusa_num_heads": 3, "medusa_num_layers": 1,
-                                                             "hidden_size": 64, "vocab_size": 512}))
+    (root / "medusa" / "config.json").write_text(
+        json.dumps({"medusa_num_heads": 3, "medusa_num_layers": 1, "hidden_size": 64, "vocab_size": 512})
+    )
     # 3 heads of the target's width and vocabulary: the double's converter reads their names as load_medusa_hf does
     from safetensors.numpy import save_file
     import numpy as np
 
-    save_file({name: np.zeros(shape, np.float16) for h in range(3) for name, shape in
-               ((f"{h}.0.linear.weight", (64, 64)), (f"{h}.0.linear.bias", (64,)), (f"{h}.1.weight", (512, 64)))},
-              str(root / "medusa" / "medusa_lm_head.safetensors"))
+    save_file(
+        {
+            name: np.zeros(shape, np.float16)
+            for h in range(3)
+            for name, shape in (
+                (f"{h}.0.linear.weight", (64, 64)),
+                (f"{h}.0.linear.bias", (64,)),
+                (f"{h}.1.weight", (512, 64)),
+            )
+        },
+        str(root / "medusa" / "medusa_lm_head.safetensors"),
+    )
     (root / "eagle").mkdir()
     (root / "eagle" / "pytorch_model.bin").write_bytes(b"")
-    (root / "eagle" / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "vocab_size": 512, "num_hidden_layers": 1,
-        "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128, "rms_norm_eps": 1e-5,
-        "max_position_embeddings": 1024}))
+    (root / "eagle" / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "hidden_size": 64,
+                "vocab_size": 512,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 4,
+                "intermediate_size": 128,
+                "rms_norm_eps": 1e-5,
+                "max_position_embeddings": 1024,
+            }
+        )
+    )
     return root
 
 
 SPECULATION = {
     "none": {"method": "none"},
-    "medusa": {"method": "medusa", "checkpoint": "models/medusa", "num_heads": 3, "max_draft_len": 20,
-               "choices": [[0], [0, 0], [1], [0, 0, 0], [0, 1]]},
+    "medusa": {
+        "method": "medusa",
+        "checkpoint": "models/medusa",
+        "num_heads": 3,
+        "max_draft_len": 20,
+        "choices": [[0], [0, 0], [1], [0, 0, 0], [0, 1]],
+    },
     "eagle": {"method": "eagle", "checkpoint": "models/eagle"},
-    "draft_target": {"method": "draft_target", "checkpoint": "models/draft", "num_draft_tokens": 4,
-                     "max_draft_len": 6, "use_draft_logits": True},
+    "draft_target": {
+        "method": "draft_target",
+        "checkpoint": "models/draft",
+        "num_draft_tokens": 4,
+        "max_draft_len": 6,
+        "use_draft_logits": True,
+    },
     "prompt_lookup": {"method": "prompt_lookup", "max_draft_len": 5, "max_matching_ngram_size": 2},
     "lookahead": {"method": "lookahead", "window_size": 4, "ngram_size": 4, "verification_set_size": 4},
 }
@@ -125,10 +198,14 @@ def write_recipe(tmp_path, models):
     """write_recipe(method, name=None, **sections) -> recipe path (JSON is YAML)."""
 
     def write(method: str, name: str | None = None, **sections) -> Path:
-        recipe = {"name": name or method.replace("_", "-"), "runtime": "tensorrt-llm",
-                  "model": {"checkpoint": "models/target"}, "speculation": dict(SPECULATION[method]),
-                  "build": {"max_batch_size": 4, "max_input_len": 128, "max_seq_len": 256},
-                  "validation": {"max_tokens": 16}}
+        recipe = {
+            "name": name or method.replace("_", "-"),
+            "runtime": "tensorrt-llm",
+            "model": {"checkpoint": "models/target"},
+            "speculation": dict(SPECULATION[method]),
+            "build": {"max_batch_size": 4, "max_input_len": 128, "max_seq_len": 256},
+            "validation": {"max_tokens": 16},
+        }
         for key, value in sections.items():
             recipe[key] = {**recipe.get(key, {}), **value} if isinstance(value, dict) else value
         path = tmp_path / f"{recipe['name']}.yaml"
@@ -191,13 +268,27 @@ LLMAPI_SPEC = {
     "none": {"method": "none"},
 }
 
+
 @pytest.fixture
 def llmapi_recipe(machine, models, tmp_path):
     (models / "eagle3").mkdir()
-    (models / "eagle3" / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 64, "vocab_size": 512,
-        "draft_vocab_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
-        "intermediate_size": 128, "rms_norm_eps": 1e-5, "max_position_embeddings": 1024}))
+    (models / "eagle3" / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLMEagle3"],
+                "model_type": "llama",
+                "hidden_size": 64,
+                "vocab_size": 512,
+                "draft_vocab_size": 256,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 4,
+                "intermediate_size": 128,
+                "rms_norm_eps": 1e-5,
+                "max_position_embeddings": 1024,
+            }
+        )
+    )
     (models / "eagle3" / "model.safetensors").write_bytes(b"")
     mtp = dict(json.loads((models / "target" / "config.json").read_text()), num_nextn_predict_layers=1)
     (models / "mtp-target").mkdir()
@@ -206,11 +297,16 @@ def llmapi_recipe(machine, models, tmp_path):
     (models / "mtp-target" / "model.safetensors").write_bytes(b"")
 
     def write(method: str, release: str = "1.2", **sections) -> Path:
-        recipe = {"name": f"llmapi-{method.replace('_', '-')}", "runtime": "tensorrt-llm", "flavour": "llm-api",
-                  "model": {"checkpoint": "models/mtp-target" if method == "mtp" else "models/target",
-                            "dtype": "bfloat16"},
-                  "speculation": dict(LLMAPI_SPEC[method]), "triton": {"streaming": True},
-                  "llm_api": {"release": release}, "validation": {"max_tokens": 16}}
+        recipe = {
+            "name": f"llmapi-{method.replace('_', '-')}",
+            "runtime": "tensorrt-llm",
+            "flavour": "llm-api",
+            "model": {"checkpoint": "models/mtp-target" if method == "mtp" else "models/target", "dtype": "bfloat16"},
+            "speculation": dict(LLMAPI_SPEC[method]),
+            "triton": {"streaming": True},
+            "llm_api": {"release": release},
+            "validation": {"max_tokens": 16},
+        }
         for key, value in sections.items():
             recipe[key] = {**recipe.get(key, {}), **value}
         path = tmp_path / f"{recipe['name']}-{release}.yaml"
@@ -218,5 +314,3 @@ def llmapi_recipe(machine, models, tmp_path):
         return path
 
     return write
-
-

@@ -9,11 +9,21 @@ from specbuild.cli import main
 
 
 @pytest.mark.parametrize("method", ["eagle", "draft_target"])
-def test_compile_without_validation_writes_engines_and_the_gpu_repository(method, machine, write_recipe, tmp_path,
-                                                                          capsys):
+def test_compile_without_validation_writes_engines_and_the_gpu_repository(
+    method, machine, write_recipe, tmp_path, capsys
+):
     recipe = write_recipe(method)
-    code = main(["compile", str(recipe), "--no-validate", "--engines-dir", str(tmp_path / "engines"),
-                 "--repo-dir", str(tmp_path / "triton_repo")])
+    code = main(
+        [
+            "compile",
+            str(recipe),
+            "--no-validate",
+            "--engines-dir",
+            str(tmp_path / "engines"),
+            "--repo-dir",
+            str(tmp_path / "triton_repo"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
     name = method.replace("_", "-")

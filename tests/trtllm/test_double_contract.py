@@ -28,17 +28,22 @@ def wheel(machine):
 
 def test_medusa_needs_a_path_for_the_heads_dir(wheel, models):  # models/medusa/config.py
     with pytest.raises(TypeError):
-        wheel.MedusaForCausalLm.from_hugging_face(str(models / "target"), "float16",
-                                                  speculative_model_dir=str(models / "medusa"))
+        wheel.MedusaForCausalLm.from_hugging_face(
+            str(models / "target"), "float16", speculative_model_dir=str(models / "medusa")
+        )
 
 
 def test_medusa_heads_key_quirk(wheel, models):  # models/medusa/config.py: looks for num_medusa_heads
     with pytest.raises(TypeError):  # None heads: range(None)
-        wheel.MedusaForCausalLm.from_hugging_face(str(models / "target"), "float16",
-                                                  speculative_model_dir=models / "medusa")
-    m = wheel.MedusaForCausalLm.from_hugging_face(str(models / "target"), "bfloat16",
-                                                  speculative_model_dir=models / "medusa",
-                                                  speculative_config=types.SimpleNamespace(num_medusa_heads=3))
+        wheel.MedusaForCausalLm.from_hugging_face(
+            str(models / "target"), "float16", speculative_model_dir=models / "medusa"
+        )
+    m = wheel.MedusaForCausalLm.from_hugging_face(
+        str(models / "target"),
+        "bfloat16",
+        speculative_model_dir=models / "medusa",
+        speculative_config=types.SimpleNamespace(num_medusa_heads=3),
+    )
     assert (m.config["num_medusa_heads"], m.config["max_draft_len"]) == (3, 63)  # 63 unless given
     # (models/medusa/config.py)
     # heads converted as float16 whatever dtype was asked (models/medusa/model.py)
@@ -49,24 +54,40 @@ def test_medusa_heads_key_quirk(wheel, models):  # models/medusa/config.py: look
 def test_eagle_kwargs_and_four_layers(wheel, models):  # models/eagle/model.py
     base = dict(speculative_model_dir=models / "eagle")
     with pytest.raises(KeyError):
-        wheel.EagleForCausalLM.from_hugging_face(str(models / "target"), "float16", **base,
-                                                 speculative_config=types.SimpleNamespace(
-                                                     num_eagle_layers=4, max_non_leaves_per_layer=10))
+        wheel.EagleForCausalLM.from_hugging_face(
+            str(models / "target"),
+            "float16",
+            **base,
+            speculative_config=types.SimpleNamespace(num_eagle_layers=4, max_non_leaves_per_layer=10),
+        )
     emb = dict(use_parallel_embedding=False, embedding_sharding_dim=0)
     with pytest.raises(AttributeError):
-        wheel.EagleForCausalLM.from_hugging_face(str(models / "target"), "float16", **base, **emb,
-                                                 speculative_config={"num_eagle_layers": 4,
-                                                                     "max_non_leaves_per_layer": 10})
+        wheel.EagleForCausalLM.from_hugging_face(
+            str(models / "target"),
+            "float16",
+            **base,
+            **emb,
+            speculative_config={"num_eagle_layers": 4, "max_non_leaves_per_layer": 10},
+        )
     with pytest.raises(IndexError):
-        wheel.EagleForCausalLM.from_hugging_face(str(models / "target"), "float16", **base, **emb,
-                                                 speculative_config=types.SimpleNamespace(
-                                                     num_eagle_layers=3, max_non_leaves_per_layer=10))
-    m = wheel.EagleForCausalLM.from_hugging_face(str(models / "target"), "float16", **base, **emb,
-                                                 speculative_config=types.SimpleNamespace(
-                                                     num_eagle_layers=5, max_non_leaves_per_layer=10))
+        wheel.EagleForCausalLM.from_hugging_face(
+            str(models / "target"),
+            "float16",
+            **base,
+            **emb,
+            speculative_config=types.SimpleNamespace(num_eagle_layers=3, max_non_leaves_per_layer=10),
+        )
+    m = wheel.EagleForCausalLM.from_hugging_face(
+        str(models / "target"),
+        "float16",
+        **base,
+        **emb,
+        speculative_config=types.SimpleNamespace(num_eagle_layers=5, max_non_leaves_per_layer=10),
+    )
     assert m.config["max_draft_len"] == 63
-    assert sorted(n for n in m.weights if n.startswith("eagle_nets.")) == \
-        [f"eagle_nets.{i}.lm_head.weight" for i in range(4)]  # the fifth net gets no weights
+    assert sorted(n for n in m.weights if n.startswith("eagle_nets.")) == [
+        f"eagle_nets.{i}.lm_head.weight" for i in range(4)
+    ]  # the fifth net gets no weights
 
 
 def test_float32_source_converts_to_float16(wheel, models):  # convert_checkpoint.py --dtype auto
@@ -103,8 +124,20 @@ def _engine(out: Path) -> dict:
 def test_trtllm_build_rewrites_limits(machine, wheel, models, tmp_path):  # build.py, builder.py
     ckpt = _checkpoint(tmp_path, wheel, models, architecture="EagleForCausalLM", num_eagle_layers=4, max_draft_len=63)
     out = tmp_path / "eng"
-    r = _trtllm_build("--checkpoint_dir", str(ckpt), "--output_dir", str(out), "--speculative_decoding_mode", "eagle",
-                      "--max_batch_size", "8", "--max_seq_len", "512", "--use_paged_context_fmha", "disable")
+    r = _trtllm_build(
+        "--checkpoint_dir",
+        str(ckpt),
+        "--output_dir",
+        str(out),
+        "--speculative_decoding_mode",
+        "eagle",
+        "--max_batch_size",
+        "8",
+        "--max_seq_len",
+        "512",
+        "--use_paged_context_fmha",
+        "disable",
+    )
     assert r.returncode == 0, r.stderr
     b = _engine(out)
     assert b["max_draft_len"] == 63  # taken from the checkpoint when --max_draft_len is 0
@@ -118,37 +151,75 @@ def test_trtllm_build_rewrites_limits(machine, wheel, models, tmp_path):  # buil
 def test_trtllm_build_raises_max_num_tokens_for_drafts(machine, wheel, models, tmp_path):  # builder.py
     ckpt = _checkpoint(tmp_path, wheel, models)
     out = tmp_path / "eng"
-    r = _trtllm_build("--checkpoint_dir", str(ckpt), "--output_dir", str(out), "--speculative_decoding_mode",
-                      "draft_tokens_external", "--max_draft_len", "10", "--max_batch_size", "64", "--max_seq_len",
-                      "256", "--max_num_tokens", "100")
+    r = _trtllm_build(
+        "--checkpoint_dir",
+        str(ckpt),
+        "--output_dir",
+        str(out),
+        "--speculative_decoding_mode",
+        "draft_tokens_external",
+        "--max_draft_len",
+        "10",
+        "--max_batch_size",
+        "64",
+        "--max_seq_len",
+        "256",
+        "--max_num_tokens",
+        "100",
+    )
     assert r.returncode == 0, r.stderr
     assert _engine(out)["max_num_tokens"] == 64 * 11
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--max_batch_size", "513"], "EAGLE requires max_batch_size <= 512"),
-    (["--max_batch_size", "8", "--max_draft_len", "257"], "EAGLE requires max_draft_len <= 256"),
-    (["--max_batch_size", "8", "--kv_cache_type", "continuous"], "EAGLE needs the paged KV cache"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--max_batch_size", "513"], "EAGLE requires max_batch_size <= 512"),
+        (["--max_batch_size", "8", "--max_draft_len", "257"], "EAGLE requires max_draft_len <= 256"),
+        (["--max_batch_size", "8", "--kv_cache_type", "continuous"], "EAGLE needs the paged KV cache"),
+    ],
+)
 def test_trtllm_build_eagle_asserts(machine, wheel, models, tmp_path, args, words):  # builder.py
     ckpt = _checkpoint(tmp_path, wheel, models, architecture="EagleForCausalLM", num_eagle_layers=4, max_draft_len=63)
-    r = _trtllm_build("--checkpoint_dir", str(ckpt), "--output_dir", str(tmp_path / "eng"),
-                      "--speculative_decoding_mode", "eagle", *args)
+    r = _trtllm_build(
+        "--checkpoint_dir",
+        str(ckpt),
+        "--output_dir",
+        str(tmp_path / "eng"),
+        "--speculative_decoding_mode",
+        "eagle",
+        *args,
+    )
     assert r.returncode == 1 and words in r.stderr
 
 
 def test_trtllm_build_refuses_pipeline_parallel_eagle(machine, wheel, models, tmp_path):  # "No PP"
-# (docs/source/legacy/advanced/speculative-decoding.md)
-    ckpt = _checkpoint(tmp_path, wheel, models, architecture="EagleForCausalLM", num_eagle_layers=4, max_draft_len=63,
-                       mapping={"world_size": 2, "tp_size": 1, "pp_size": 2})
+    # (docs/source/legacy/advanced/speculative-decoding.md)
+    ckpt = _checkpoint(
+        tmp_path,
+        wheel,
+        models,
+        architecture="EagleForCausalLM",
+        num_eagle_layers=4,
+        max_draft_len=63,
+        mapping={"world_size": 2, "tp_size": 1, "pp_size": 2},
+    )
     (ckpt / "rank1.safetensors").write_bytes((ckpt / "rank0.safetensors").read_bytes())
-    r = _trtllm_build("--checkpoint_dir", str(ckpt), "--output_dir", str(tmp_path / "eng"),
-                      "--speculative_decoding_mode", "eagle", "--max_batch_size", "8")
+    r = _trtllm_build(
+        "--checkpoint_dir",
+        str(ckpt),
+        "--output_dir",
+        str(tmp_path / "eng"),
+        "--speculative_decoding_mode",
+        "eagle",
+        "--max_batch_size",
+        "8",
+    )
     assert r.returncode == 1 and "EAGLE does not support pipeline parallelism" in r.stderr
 
 
 def test_trtllm_build_needs_every_rank(machine, wheel, models, tmp_path):  # build.py,
-# docs/source/legacy/architecture/checkpoint.md
+    # docs/source/legacy/architecture/checkpoint.md
     ckpt = _checkpoint(tmp_path, wheel, models, mapping={"world_size": 2, "tp_size": 2, "pp_size": 1})
     r = _trtllm_build("--checkpoint_dir", str(ckpt), "--output_dir", str(tmp_path / "eng"))
     assert r.returncode == 1 and "rank1.safetensors not found" in r.stderr
@@ -157,7 +228,22 @@ def test_trtllm_build_needs_every_rank(machine, wheel, models, tmp_path):  # bui
 def test_example_eagle_script_asserts_pp_1(machine, models, tmp_path):  # examples/eagle/convert_checkpoint.py
     from trtllm_helpers import EXAMPLES
 
-    r = subprocess.run([sys.executable, str(EXAMPLES / "eagle" / "convert_checkpoint.py"), "--model_dir",
-                        str(models / "target"), "--eagle_model_dir", str(models / "eagle"), "--pp_size", "2",
-                        "--tp_size", "1", "--output_dir", str(tmp_path / "o")], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / "eagle" / "convert_checkpoint.py"),
+            "--model_dir",
+            str(models / "target"),
+            "--eagle_model_dir",
+            str(models / "eagle"),
+            "--pp_size",
+            "2",
+            "--tp_size",
+            "1",
+            "--output_dir",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 1 and "Pipeline parallelism is not supported" in r.stderr

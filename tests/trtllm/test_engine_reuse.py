@@ -14,16 +14,31 @@ from trtllm_helpers import leftovers
 
 def test_trtllm_builds_run_only_when_what_the_engines_read_changed(machine, write_recipe, tmp_path, capsys):
     log = tmp_path / "builds.log"
-    machine.add_tool("trtllm-build", "import sys\n"  # a build names its checkpoint; `--help` probes do not
-                                     f"if '--checkpoint_dir' in sys.argv: open({str(log)!r}, 'a').write('build\\n')\n"
-                                     "from tensorrt_llm.commands.build import main\nmain()\n")
+    machine.add_tool(
+        "trtllm-build",
+        "import sys\n"  # a build names its checkpoint; `--help` probes do not
+        f"if '--checkpoint_dir' in sys.argv: open({str(log)!r}, 'a').write('build\\n')\n"
+        "from tensorrt_llm.commands.build import main\nmain()\n",
+    )
     engines = tmp_path / "engines"
 
     def compile_(**sections) -> tuple[dict, int]:
         recipe = write_recipe("eagle", **sections)
         before = len(log.read_text().splitlines()) if log.exists() else 0
-        code = main(["compile", str(recipe), "--no-validate", "--json", "--engines-dir", str(engines),
-                     "--repo-dir", str(tmp_path / "triton_repo"), "--cache-dir", str(tmp_path / "cache")])
+        code = main(
+            [
+                "compile",
+                str(recipe),
+                "--no-validate",
+                "--json",
+                "--engines-dir",
+                str(engines),
+                "--repo-dir",
+                str(tmp_path / "triton_repo"),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+            ]
+        )
         out, err = capsys.readouterr()
         assert code == 0, err
         steps = {s["name"].split(" ")[0]: s["status"] for s in json.loads(out)["steps"]}
@@ -36,13 +51,11 @@ def test_trtllm_builds_run_only_when_what_the_engines_read_changed(machine, writ
     assert (steps["engines"], steps["repository"], builds) == ("reused", "done", 0)
     steps, builds = compile_(build={"max_batch_size": 2})
     assert (steps["engines"], builds) == ("done", 2)
-    assert json.loads((engines / "eagle" / "target" / "config.json").read_text())["build_config"][
-        "max_batch_size"] == 2
+    assert json.loads((engines / "eagle" / "target" / "config.json").read_text())["build_config"]["max_batch_size"] == 2
 
     shutil.rmtree(engines / "eagle" / "target")  # deleted: restored from the cache, not rebuilt
     steps, builds = compile_(build={"max_batch_size": 2})
     assert (steps["engines"], builds) == ("reused", 0)
-    assert json.loads((engines / "eagle" / "target" / "config.json").read_text())["build_config"][
-        "max_batch_size"] == 2
+    assert json.loads((engines / "eagle" / "target" / "config.json").read_text())["build_config"]["max_batch_size"] == 2
     assert compile_(build={"max_batch_size": 4})[1] == 0  # the first build's engines, from the cache
     assert leftovers(tmp_path) == []

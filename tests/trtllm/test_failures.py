@@ -55,8 +55,10 @@ def test_builder_assert_eagle_batch_limit(machine, write_recipe, compile_engines
 
 def test_context_logits_with_drafts_is_refused_by_trtllm_build(machine, write_recipe, compile_engines):
     with pytest.raises(UserError, match="Gather context logits is not support with draft len > 0"):
-        compile_engines(write_recipe("prompt_lookup", validation={"require_lossless": False}),
-                        mutate=lambda p: _edit_build(p, add_flags=[("--gather_context_logits", None)]))
+        compile_engines(
+            write_recipe("prompt_lookup", validation={"require_lossless": False}),
+            mutate=lambda p: _edit_build(p, add_flags=[("--gather_context_logits", None)]),
+        )
 
 
 def test_invalid_choice_is_caught_before_running(machine, write_recipe, compile_engines):
@@ -118,8 +120,9 @@ def test_missing_example_script(machine, write_recipe, compile_engines, tmp_path
 def test_checkpoint_check_names_the_ignored_argument(tmp_path):
     from specbuild.trtllm.convert import check_checkpoint
 
-    (tmp_path / "config.json").write_text(json.dumps({"mapping": {"world_size": 1}, "num_medusa_heads": 4,
-                                                      "dtype": "float16"}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"mapping": {"world_size": 1}, "num_medusa_heads": 4, "dtype": "float16"})
+    )
     (tmp_path / "rank0.safetensors").write_bytes(b"")
     with pytest.raises(UserError, match=r"num_medusa_heads is 4, the recipe needs 3"):
         check_checkpoint(tmp_path, 1, {"num_medusa_heads": 3, "dtype": "float16"}, "ckpt")
@@ -127,8 +130,9 @@ def test_checkpoint_check_names_the_ignored_argument(tmp_path):
         check_checkpoint(tmp_path, 2, {}, "ckpt")
 
 
-def test_reference_engines_are_refused_by_the_repository_of_a_gpu_recipe(machine, write_recipe, compile_engines,
-                                                                         tmp_path):
+def test_reference_engines_are_refused_by_the_repository_of_a_gpu_recipe(
+    machine, write_recipe, compile_engines, tmp_path
+):
     """An engine folder the other runtime built is named as such before anything is written (repository/engine/engine_check.py)."""
     from specbuild.repository.engine.writer import write_repository
 

@@ -8,11 +8,23 @@ from specbuild.errors import UserError
 from specbuild.trtllm import gpus, version
 
 
-@pytest.mark.parametrize("text, release, ok", [
-    ("0.16.0", (0, 16), False), ("0.17.0", (0, 17), True), ("0.17.0.post1", (0, 17), True), ("0.18.2", (0, 18), True),
-    ("1.0.0", (1, 0), True), ("1.2.0rc6", (1, 2), True), ("1.2.1", (1, 2), True), ("1.3.0rc0", (1, 3), True),
-    ("1.3.0rc20", (1, 3), True), ("1.3.0rc21", (1, 3), False), ("1.3.0", (1, 3), False), ("2.0.0", (2, 0), False),
-])
+@pytest.mark.parametrize(
+    "text, release, ok",
+    [
+        ("0.16.0", (0, 16), False),
+        ("0.17.0", (0, 17), True),
+        ("0.17.0.post1", (0, 17), True),
+        ("0.18.2", (0, 18), True),
+        ("1.0.0", (1, 0), True),
+        ("1.2.0rc6", (1, 2), True),
+        ("1.2.1", (1, 2), True),
+        ("1.3.0rc0", (1, 3), True),
+        ("1.3.0rc20", (1, 3), True),
+        ("1.3.0rc21", (1, 3), False),
+        ("1.3.0", (1, 3), False),
+        ("2.0.0", (2, 0), False),
+    ],
+)
 def test_version_range(text, release, ok):
     assert version.parse_release(text) == release
     assert version.version_supported(text) is ok
@@ -68,20 +80,27 @@ def test_version_by_import_reports_the_double(machine):
 
 def test_nvidia_smi_output_is_parsed():
     text = "NVIDIA H200, 9.0\nNVIDIA A100-SXM4-80GB, 8.0\n"
-    assert [(g.index, g.name, g.compute_capability) for g in gpus.parse_nvidia_smi(text)] == \
-        [(0, "NVIDIA H200", (9, 0)), (1, "NVIDIA A100-SXM4-80GB", (8, 0))]
+    assert [(g.index, g.name, g.compute_capability) for g in gpus.parse_nvidia_smi(text)] == [
+        (0, "NVIDIA H200", (9, 0)),
+        (1, "NVIDIA A100-SXM4-80GB", (8, 0)),
+    ]
 
 
 def test_gpus_found(machine):
     machine.set("SPECBUILD_DOUBLE_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
-    assert [str(g) for g in gpus.require_gpus()] == ["GPU 0: NVIDIA H200 (compute capability 9.0)",
-                                                     "GPU 1: NVIDIA H200 (compute capability 9.0)"]
+    assert [str(g) for g in gpus.require_gpus()] == [
+        "GPU 0: NVIDIA H200 (compute capability 9.0)",
+        "GPU 1: NVIDIA H200 (compute capability 9.0)",
+    ]
 
 
-@pytest.mark.parametrize("setting, words", [
-    ("none", "couldn't communicate with the NVIDIA driver"),
-    ("empty", "No devices were found"),
-])
+@pytest.mark.parametrize(
+    "setting, words",
+    [
+        ("none", "couldn't communicate with the NVIDIA driver"),
+        ("empty", "No devices were found"),
+    ],
+)
 def test_no_gpu(machine, setting, words):
     machine.set("SPECBUILD_DOUBLE_GPUS", setting)
     with pytest.raises(UserError) as e:

@@ -26,19 +26,35 @@ options:
 
 def test_parse_help_reads_options_aliases_and_choices():
     flags = parse_help(HELP).flags
-    assert set(flags) == {"--help", "--max_seq_len", "--max_decoder_seq_len", "--max_num_tokens", "--gemm_plugin",
-                          "--gather_generation_logits", "--workers"}
+    assert set(flags) == {
+        "--help",
+        "--max_seq_len",
+        "--max_decoder_seq_len",
+        "--max_num_tokens",
+        "--gemm_plugin",
+        "--gather_generation_logits",
+        "--workers",
+    }
     assert flags["--gemm_plugin"] == ("auto", "float16", "float32", "bfloat16", "int32", "fp8", "nvfp4", "disable")
     assert flags["--workers"] is None
 
 
 def test_problems_lists_unknown_flags_and_bad_values():
     flags = parse_help(HELP)
-    argv = ["trtllm-build", "--workers", "1", "--gemm_plugin", "fp4", "--remove_input_padding", "enable",
-            "--gather_generation_logits"]
-    assert flags.problems(argv) == ["--gemm_plugin fp4: this trtllm-build accepts "
-                                    "{auto,float16,float32,bfloat16,int32,fp8,nvfp4,disable}",
-                                    "--remove_input_padding is not an option of this trtllm-build"]
+    argv = [
+        "trtllm-build",
+        "--workers",
+        "1",
+        "--gemm_plugin",
+        "fp4",
+        "--remove_input_padding",
+        "enable",
+        "--gather_generation_logits",
+    ]
+    assert flags.problems(argv) == [
+        "--gemm_plugin fp4: this trtllm-build accepts {auto,float16,float32,bfloat16,int32,fp8,nvfp4,disable}",
+        "--remove_input_padding is not an option of this trtllm-build",
+    ]
 
 
 def test_the_double_accepts_every_flag_specbuild_passes(machine):
@@ -47,9 +63,23 @@ def test_the_double_accepts_every_flag_specbuild_passes(machine):
     argvs = specbuild_argvs()
     passed = {a for argv in argvs for a in argv if a.startswith("--")}
     # every flag of build.py specbuild relies on is among them
-    assert {"--speculative_decoding_mode", "--max_draft_len", "--max_batch_size", "--max_input_len", "--max_seq_len",
-            "--max_num_tokens", "--gemm_plugin", "--use_paged_context_fmha", "--gather_generation_logits",
-            "--kv_cache_type", "--tokens_per_block", "--context_fmha", "--remove_input_padding",
-            "--gpt_attention_plugin", "--workers", "--max_beam_width"} <= passed
+    assert {
+        "--speculative_decoding_mode",
+        "--max_draft_len",
+        "--max_batch_size",
+        "--max_input_len",
+        "--max_seq_len",
+        "--max_num_tokens",
+        "--gemm_plugin",
+        "--use_paged_context_fmha",
+        "--gather_generation_logits",
+        "--kv_cache_type",
+        "--tokens_per_block",
+        "--context_fmha",
+        "--remove_input_padding",
+        "--gpt_attention_plugin",
+        "--workers",
+        "--max_beam_width",
+    } <= passed
     assert "--gather_context_logits" not in passed  # never with drafts (build.py)
     assert [p for argv in argvs for p in flags.problems(argv)] == []

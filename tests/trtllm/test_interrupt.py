@@ -51,8 +51,6 @@ def slow_build(machine):
     return pid_file
 
 
-
-
 def test_killed_trtllm_build_leaves_no_engine(machine, slow_build, write_recipe, compile_engines):
     machine.set("SPECBUILD_DOUBLE_PID_FILE", str(slow_build))
     watcher = _when_building(machine.root, slow_build, lambda pid: os.kill(pid, signal.SIGKILL))
@@ -64,8 +62,9 @@ def test_killed_trtllm_build_leaves_no_engine(machine, slow_build, write_recipe,
 
 
 @pytest.mark.parametrize("sig, raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Interrupted)])
-def test_interrupting_specbuild_stops_the_child_and_cleans_up(machine, slow_build, write_recipe, compile_engines,
-                                                              sig, raised, request):
+def test_interrupting_specbuild_stops_the_child_and_cleans_up(
+    machine, slow_build, write_recipe, compile_engines, sig, raised, request
+):
     # Python maps SIGINT to KeyboardInterrupt only where SIGINT was not ignored at start (a pytest started in the
     # background of a script inherits it ignored): set what a terminal's Ctrl-C meets
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -99,9 +98,15 @@ def _compile_cli(machine, recipe, **env):
     import subprocess
     import sys
 
-    return subprocess.Popen([sys.executable, "-m", "specbuild.cli", "compile", str(recipe), "--no-validate"],
-                            cwd=machine.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **env}, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "specbuild.cli", "compile", str(recipe), "--no-validate"],
+        cwd=machine.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+        start_new_session=True,
+    )
 
 
 def _wait_for(predicate, timeout=60.0):
@@ -115,7 +120,8 @@ def _wait_for(predicate, timeout=60.0):
 
 @pytest.mark.timeout(300)
 def test_sigkill_of_specbuild_in_the_engine_phase_kills_the_build_and_the_next_run_cleans_up(
-        machine, slow_build, write_recipe):
+    machine, slow_build, write_recipe
+):
     """SIGKILL cannot be caught: the build child must still die (it is tied to specbuild's death) and the partial
     folder it leaves is removed by the next compile, which says so in one line (issue #16)."""
     recipe = write_recipe("none")
@@ -138,8 +144,13 @@ def test_sigkill_of_specbuild_in_the_engine_phase_kills_the_build_and_the_next_r
 @pytest.mark.timeout(300)
 def test_sigterm_of_specbuild_in_the_engine_phase_exits_143_and_leaves_nothing(machine, slow_build, write_recipe):
     proc = _compile_cli(machine, write_recipe("none"), SPECBUILD_DOUBLE_PID_FILE=str(slow_build))
-    assert _wait_for(lambda: list(machine.root.glob("engines/*/.target.partial-*/rank0.engine"))
-                     and slow_build.exists() and slow_build.read_text())
+    assert _wait_for(
+        lambda: (
+            list(machine.root.glob("engines/*/.target.partial-*/rank0.engine"))
+            and slow_build.exists()
+            and slow_build.read_text()
+        )
+    )
     build = int(slow_build.read_text())
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

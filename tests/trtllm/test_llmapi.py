@@ -18,10 +18,12 @@ NVIDIA_MODEL = DOUBLES / "triton_backend" / "all_models" / "llmapi" / "tensorrt_
 # decoding_type spelling and draft-checkpoint field per release (llm_args.py per release: 1.0/1.1
 # and a 1.3.0rc3 tree parse through DecodingBaseConfig.from_dict, whose map knows DraftTarget and Eagle; 1.2 gets
 # what both accept; the discriminated union after 1.3.0rc3 has Draft_Target and Eagle3)
-SPELLING = {"1.0": ("Eagle", "DraftTarget", "speculative_model_dir"),
-            "1.1": ("Eagle", "DraftTarget", "speculative_model_dir"),
-            "1.2": ("Eagle", "DraftTarget", "speculative_model_dir"),
-            "1.3": ("Eagle3", "Draft_Target", "speculative_model")}
+SPELLING = {
+    "1.0": ("Eagle", "DraftTarget", "speculative_model_dir"),
+    "1.1": ("Eagle", "DraftTarget", "speculative_model_dir"),
+    "1.2": ("Eagle", "DraftTarget", "speculative_model_dir"),
+    "1.3": ("Eagle3", "Draft_Target", "speculative_model"),
+}
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -52,10 +54,11 @@ def test_model_yaml_is_accepted_by_the_release_it_is_written_for(machine, llmapi
 
 
 @pytest.mark.parametrize("release", RELEASES)
-@pytest.mark.parametrize("method, schedule", [("prompt_lookup", {1: 3, 2: 2, 4: 0}), ("draft_target", {1: 4, 3: 0}),
-                                              ("eagle3", {1: 3, 4: 1})])
-def test_the_adaptive_schedule_is_written_in_each_releases_spelling(machine, llmapi_recipe, method, schedule,
-                                                                    release):
+@pytest.mark.parametrize(
+    "method, schedule",
+    [("prompt_lookup", {1: 3, 2: 2, 4: 0}), ("draft_target", {1: 4, 3: 0}), ("eagle3", {1: 3, 4: 1})],
+)
+def test_the_adaptive_schedule_is_written_in_each_releases_spelling(machine, llmapi_recipe, method, schedule, release):
     """llm_args.py: draft_len_schedule, each key the largest batch size of its length after 1.2
     (PR #10860), max_concurrency (off above N) up to 1.2 (whether 1.2.x has draft_len_schedule is not known:
     specbuild.repository.llmapi.releases); one-model EAGLE-3 follows it after 1.2 only. What a release cannot say is a recipe
@@ -74,11 +77,15 @@ def test_the_adaptive_schedule_is_written_in_each_releases_spelling(machine, llm
     from specbuild.repository.llmapi.model_yaml import load
 
     spec = load(yaml_path.read_text())["speculative_config"]
-    want = {"1.0": {"max_concurrency": 2}, "1.1": {"max_concurrency": 2}, "1.2": {"max_concurrency": 2},
-            "1.3": None}[release]
+    want = {"1.0": {"max_concurrency": 2}, "1.1": {"max_concurrency": 2}, "1.2": {"max_concurrency": 2}, "1.3": None}[
+        release
+    ]
     if release == "1.3":  # upper bounds, exact up to max_batch_size 8; trailing zeros implicit
-        want = {"draft_len_schedule": {"prompt_lookup": {1: 3, 3: 2}, "draft_target": {2: 4},
-                                       "eagle3": {3: 3, 8: 1}}[method]}
+        want = {
+            "draft_len_schedule": {"prompt_lookup": {1: 3, 3: 2}, "draft_target": {2: 4}, "eagle3": {3: 3, 8: 1}}[
+                method
+            ]
+        }
     got = {k: spec[k] for k in ("max_concurrency", "draft_len_schedule") if k in spec}
     assert got == want
     done = double_validates(yaml_path, release)
@@ -92,14 +99,19 @@ def test_the_double_refuses_what_the_releases_refuse(machine, llmapi_recipe, tmp
     _, repo = compile_repository(llmapi_recipe("draft_target", "1.2"))
     text = (repo / "tensorrt_llm" / "1" / "model.yaml").read_text()
     union = text.replace("DraftTarget", "Draft_Target").replace("speculative_model_dir", "speculative_model")
-    cases = [("1.2", text.replace("DraftTarget", "Draft_Target"), "Invalid decoding type: Draft_Target"),
-             ("1.2", text.replace("max_num_tokens", "max_num_token"), "max_num_token: Extra inputs are not permitted"),
-             ("1.2", text.replace("speculative_model_dir", "speculative_model"),
-              "speculative_model: Extra inputs are not permitted"),
-             ("1.1", text.replace("DraftTarget", "Draft_Target"), "Invalid decoding type: Draft_Target"),
-             ("1.0", text.replace("DraftTarget", "Eagle3"), "Invalid decoding type: Eagle3"),
-             ("1.3.0rc3", union, "Invalid decoding type: Draft_Target"),
-             ("1.3", text, "Input tag 'DraftTarget' found using 'decoding_type' does not match")]
+    cases = [
+        ("1.2", text.replace("DraftTarget", "Draft_Target"), "Invalid decoding type: Draft_Target"),
+        ("1.2", text.replace("max_num_tokens", "max_num_token"), "max_num_token: Extra inputs are not permitted"),
+        (
+            "1.2",
+            text.replace("speculative_model_dir", "speculative_model"),
+            "speculative_model: Extra inputs are not permitted",
+        ),
+        ("1.1", text.replace("DraftTarget", "Draft_Target"), "Invalid decoding type: Draft_Target"),
+        ("1.0", text.replace("DraftTarget", "Eagle3"), "Invalid decoding type: Eagle3"),
+        ("1.3.0rc3", union, "Invalid decoding type: Draft_Target"),
+        ("1.3", text, "Input tag 'DraftTarget' found using 'decoding_type' does not match"),
+    ]
     for i, (release, broken_text, message) in enumerate(cases):
         broken = tmp_path / f"broken-{i}.yaml"
         broken.write_text(broken_text)
@@ -126,8 +138,11 @@ def test_nvidia_files_are_copied_and_nothing_of_ours(machine, llmapi_recipe):
 
 def test_installed_release_must_match_the_recipe(machine, llmapi_recipe):
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.1.0")
-    with pytest.raises(UserError, match=r'llm_api.release is 1.2 but TensorRT-LLM 1.1.0 is installed.*'
-                                        r'set llm_api.release: "1.1"'):
+    with pytest.raises(
+        UserError,
+        match=r"llm_api.release is 1.2 but TensorRT-LLM 1.1.0 is installed.*"
+        r'set llm_api.release: "1.1"',
+    ):
         compile_repository(llmapi_recipe("draft_target", "1.2"))
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "0.21.0")
     with pytest.raises(UserError, match="needs 1.0 or newer"):
@@ -147,15 +162,25 @@ def test_baseline_has_no_speculative_config(machine, llmapi_recipe):
     assert baseline.name.endswith("-baseline")
 
 
-@pytest.mark.parametrize("changes, field, words", [
-    ({"speculation": {"method": "medusa", "checkpoint": "models/medusa", "num_heads": 3}}, "speculation.method",
-     "medusa is not in TensorRT-LLM's LLM API"),
-    ({"speculation": {"method": "lookahead"}}, "speculation.method", "lookahead is not in TensorRT-LLM's LLM API"),
-    ({"build": {"pp_size": 2}, "triton": {"gpu_device_ids": [0, 1]}}, "build.pp_size", "pipeline parallelism"),
-    ({"speculation": {"dynamic_tree": {"top_k": 2}}}, "speculation.dynamic_tree", "chain only"),
-    ({"validation": {"sampling": {"trials": 10}}}, "validation.sampling", "reference runtime only"),
-    ({"llm_api": {"instances": 2}, "triton": {"gpu_device_ids": [0, 1, 2]}}, "triton.gpu_device_ids", "each of the 2"),
-])
+@pytest.mark.parametrize(
+    "changes, field, words",
+    [
+        (
+            {"speculation": {"method": "medusa", "checkpoint": "models/medusa", "num_heads": 3}},
+            "speculation.method",
+            "medusa is not in TensorRT-LLM's LLM API",
+        ),
+        ({"speculation": {"method": "lookahead"}}, "speculation.method", "lookahead is not in TensorRT-LLM's LLM API"),
+        ({"build": {"pp_size": 2}, "triton": {"gpu_device_ids": [0, 1]}}, "build.pp_size", "pipeline parallelism"),
+        ({"speculation": {"dynamic_tree": {"top_k": 2}}}, "speculation.dynamic_tree", "chain only"),
+        ({"validation": {"sampling": {"trials": 10}}}, "validation.sampling", "reference runtime only"),
+        (
+            {"llm_api": {"instances": 2}, "triton": {"gpu_device_ids": [0, 1, 2]}},
+            "triton.gpu_device_ids",
+            "each of the 2",
+        ),
+    ],
+)
 def test_check_refuses_what_tensorrt_llm_refuses(machine, llmapi_recipe, changes, field, words):
     from specbuild.recipe import load_recipe
 
@@ -182,13 +207,17 @@ def test_engine_flavour_refuses_the_llm_api_methods(machine, llmapi_recipe):
 
 def test_multi_instance_and_multi_node_launch(machine, llmapi_recipe):
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.2.0")
-    _, repo = compile_repository(llmapi_recipe("draft_target", llm_api={"instances": 2},
-                                               triton={"gpu_device_ids": [0, 1]}))
+    _, repo = compile_repository(
+        llmapi_recipe("draft_target", llm_api={"instances": 2}, triton={"gpu_device_ids": [0, 1]})
+    )
     config = (repo / "tensorrt_llm" / "config.pbtxt").read_text()
     assert "count: 2" in config and 'string_value: "0;1"' in config  # ';' between instances (llmapi model.py@044a90d)
     assert "mpirun" not in (repo / "launch_triton.sh").read_text()
-    _, repo = compile_repository(llmapi_recipe("draft_target", llm_api={"nodes": 2}, build={"tp_size": 4},
-                                               triton={"gpu_device_ids": [0, 1, 2, 3]}))
+    _, repo = compile_repository(
+        llmapi_recipe(
+            "draft_target", llm_api={"nodes": 2}, build={"tp_size": 4}, triton={"gpu_device_ids": [0, 1, 2, 3]}
+        )
+    )
     script = (repo / "launch_triton.sh").read_text()
     assert 'exec "$TRTLLM_LLMAPI_LAUNCH" "$TRITONSERVER" --model-repository="$REPO"' in script
 

@@ -89,16 +89,21 @@ def test_compile_hands_every_model_yaml_to_the_installed_releases_parse_function
     machine.set("SPECBUILD_DOUBLE_CALL_LOG", str(log))
     recipe = llmapi_recipe("draft_target", "1.2")
     assert main(["compile", str(recipe), "--no-validate", "--repo-dir", str(tmp_path / "triton_repo")]) == 0
-    repos = {"target": tmp_path / "triton_repo" / "llmapi-draft-target",
-             "baseline": tmp_path / "triton_repo" / "llmapi-draft-target-baseline"}
+    repos = {
+        "target": tmp_path / "triton_repo" / "llmapi-draft-target",
+        "baseline": tmp_path / "triton_repo" / "llmapi-draft-target-baseline",
+    }
     wanted = []
     for repo in repos.values():
         data = load((repo / "tensorrt_llm" / "1" / "model.yaml").read_text())
         data.pop("triton_config")
         wanted.append(data)
     calls = _calls(log)
-    parsed = [ast.literal_eval(c["args"]["llm_args_dict"]["value"]) for c in calls
-              if c["call"] == "update_llm_args_with_extra_dict"]
+    parsed = [
+        ast.literal_eval(c["args"]["llm_args_dict"]["value"])
+        for c in calls
+        if c["call"] == "update_llm_args_with_extra_dict"
+    ]
     assert parsed == wanted  # each repository's model.yaml, as written, minus triton_config
     built = [c["args"] for c in calls if c["call"] == "TorchLlmArgs"]
     assert len(built) == 2
@@ -116,8 +121,10 @@ def test_compile_stops_on_the_installed_releases_error_and_writes_nothing(machin
     code = main(["compile", str(recipe), "--no-validate", "--repo-dir", str(tmp_path / "triton_repo")])
     err = capsys.readouterr().err
     assert code == 2
-    assert "TensorRT-LLM 1.3.0rc3 refuses the model.yaml written for it — ValueError: Invalid decoding type: " \
-           "Draft_Target" in err, err
+    assert (
+        "TensorRT-LLM 1.3.0rc3 refuses the model.yaml written for it — ValueError: Invalid decoding type: "
+        "Draft_Target" in err
+    ), err
     assert "1.3.0rc7 and later" in err and "nothing was written" in err
     assert not (tmp_path / "triton_repo").exists() and not (tmp_path / "deploy").exists()
 
@@ -168,15 +175,22 @@ def test_readme_table_says_what_specbuild_writes(llmapi_recipe, machine):
     from trtllm_helpers import REPO
 
     text = (REPO / "docs" / "recipes.md").read_text()
-    table = text[text.index("## LLM-API releases"):]
-    table = table[:table.index("\n\n", table.index("| release"))]
-    rows = {cells[0]: cells for cells in ([c.strip().strip("`") for c in line.strip("|").split("|")]
-                                          for line in table.splitlines() if line.startswith("| 1."))}
+    table = text[text.index("## LLM-API releases") :]
+    table = table[: table.index("\n\n", table.index("| release"))]
+    rows = {
+        cells[0]: cells
+        for cells in (
+            [c.strip().strip("`") for c in line.strip("|").split("|")]
+            for line in table.splitlines()
+            if line.startswith("| 1.")
+        )
+    }
     assert sorted(rows) == ["1.0", "1.1", "1.2", "1.3"]
     for release, cells in rows.items():
         spec = {m: written(llmapi_recipe, m, release)["speculative_config"] for m in METHODS}
         row = " ".join(cells)
         for method in METHODS:
             assert spec[method]["decoding_type"] in row, (release, method)
-        assert ("speculative_model_dir" if "speculative_model_dir" in spec["draft_target"]
-                else "speculative_model") in row
+        assert (
+            "speculative_model_dir" if "speculative_model_dir" in spec["draft_target"] else "speculative_model"
+        ) in row

@@ -45,8 +45,12 @@ def test_medusa_wheel_path_carries_heads_and_draft_len(machine, write_recipe, co
     assert set(c.engines) == {"target", "baseline"}  # validation.require_lossless defaults to true
     ckpt = c.checkpoint_config("target")
     # Heads and draft length are the recipe's (3 and 20), not the wheel defaults (4 and 63) (models/medusa/config.py)
-    assert (ckpt["architecture"], ckpt["num_medusa_heads"], ckpt["num_medusa_layers"], ckpt["max_draft_len"]) == \
-        ("MedusaForCausalLM", 3, 1, 20)
+    assert (ckpt["architecture"], ckpt["num_medusa_heads"], ckpt["num_medusa_layers"], ckpt["max_draft_len"]) == (
+        "MedusaForCausalLM",
+        3,
+        1,
+        20,
+    )
     b = build_config(c, "target")
     assert (b["speculative_decoding_mode"], b["max_draft_len"], b["max_seq_len"]) == (MEDUSA, 20, SEQ + 20)
     base = build_config(c, "baseline")
@@ -87,8 +91,12 @@ def test_eagle_wheel_path(machine, write_recipe, compile_engines):
 
 
 def test_eagle_three_layers_goes_through_the_example_script(machine, write_recipe, compile_engines):
-    three = {"method": "eagle", "num_eagle_layers": 3, "max_draft_len": 30,
-             "choices": [[0], [1], [0, 0], [0, 1], [0, 0, 0]]}
+    three = {
+        "method": "eagle",
+        "num_eagle_layers": 3,
+        "max_draft_len": 30,
+        "choices": [[0], [1], [0, 0], [0, 1], [0, 0, 0]],
+    }
     c = compile_engines(write_recipe("eagle", speculation=three), examples=EXAMPLES)
     ckpt = c.checkpoint_config("target")
     assert (ckpt["num_eagle_layers"], ckpt["max_draft_len"]) == (3, 30)
@@ -98,8 +106,12 @@ def test_eagle_three_layers_goes_through_the_example_script(machine, write_recip
 def test_eagle_three_layers_without_examples_is_refused(machine, write_recipe, compile_engines):
     from specbuild.errors import UserError
 
-    three = {"method": "eagle", "num_eagle_layers": 3, "max_draft_len": 30,
-             "choices": [[0], [1], [0, 0], [0, 1], [0, 0, 0]]}
+    three = {
+        "method": "eagle",
+        "num_eagle_layers": 3,
+        "max_draft_len": 30,
+        "choices": [[0], [1], [0, 0], [0, 1], [0, 0, 0]],
+    }
     with pytest.raises(UserError, match="loads exactly 4"):
         compile_engines(write_recipe("eagle", speculation=three))
 
@@ -133,14 +145,23 @@ def test_lookahead_draft_len_follows_the_formula(machine, write_recipe, compile_
     w, n, g = 4, 4, 4
     expected = (0 if n == 1 else n - 2) + (w - 1 + g) * (n - 1)  # examples/lookahead/README.md
     b = build_config(c, "target")
-    assert (b["speculative_decoding_mode"], b["max_draft_len"], b["max_seq_len"]) == (LOOKAHEAD, expected,
-                                                                                       SEQ + expected)
+    assert (b["speculative_decoding_mode"], b["max_draft_len"], b["max_seq_len"]) == (
+        LOOKAHEAD,
+        expected,
+        SEQ + expected,
+    )
 
 
 def test_tensor_parallel_writes_every_rank(machine, write_recipe, compile_engines):
     machine.set("SPECBUILD_DOUBLE_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
-    c = compile_engines(write_recipe("prompt_lookup", build={"tp_size": 2}, triton={"gpu_device_ids": [0, 1]},
-                                     validation={"require_lossless": False}))
+    c = compile_engines(
+        write_recipe(
+            "prompt_lookup",
+            build={"tp_size": 2},
+            triton={"gpu_device_ids": [0, 1]},
+            validation={"require_lossless": False},
+        )
+    )
     assert rank_files(c.layout.checkpoint("target"), "safetensors") == ["rank0.safetensors", "rank1.safetensors"]
     assert rank_files(c.engines["target"], "engine") == ["rank0.engine", "rank1.engine"]
     assert c.checkpoint_config("target")["mapping"] == {"world_size": 2, "tp_size": 2, "pp_size": 1}

@@ -14,15 +14,27 @@ from specbuild.trtllm.version import installed
 
 def test_every_output_of_a_gpu_compile_names_what_it_was_made_from(machine, write_recipe, tmp_path, capsys):
     recipe = write_recipe("eagle")
-    code = main(["compile", str(recipe), "--no-validate", "--json", "--engines-dir", str(tmp_path / "engines"),
-                 "--repo-dir", str(tmp_path / "triton_repo")])
+    code = main(
+        [
+            "compile",
+            str(recipe),
+            "--no-validate",
+            "--json",
+            "--engines-dir",
+            str(tmp_path / "engines"),
+            "--repo-dir",
+            str(tmp_path / "triton_repo"),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     doc = json.loads(out)
     outputs = doc["outputs"]
-    folders = {"engine": list(outputs["engines"].values()),
-               "repository": [outputs["repository"], outputs["baseline_repository"]],
-               "bundle": [outputs["deployment_bundle"]]}
+    folders = {
+        "engine": list(outputs["engines"].values()),
+        "repository": [outputs["repository"], outputs["baseline_repository"]],
+        "bundle": [outputs["deployment_bundle"]],
+    }
     assert all(folders.values()) and not outputs["deployment_bundle"].startswith("none")
     for kind, paths in folders.items():
         for folder in paths:

@@ -19,15 +19,24 @@ NVIDIA_MODEL = DOUBLES / "triton_backend" / "all_models" / "llmapi" / "tensorrt_
 
 def cpu_env() -> dict[str, str]:
     """This machine as it is: no double (no SPECBUILD_TRTLLM_DOUBLE, doubles off the path), no model dir."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SPECBUILD_DOUBLE", "SPECBUILD_TRTLLM_DOUBLE", "SPECBUILD_LLMAPI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SPECBUILD_DOUBLE", "SPECBUILD_TRTLLM_DOUBLE", "SPECBUILD_LLMAPI"))
+    }
     env["PYTHONPATH"] = str(REPO / "pipeline")
     return env
 
 
 def specbuild(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "specbuild.cli", *args], cwd=cwd, env=cpu_env(),
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "specbuild.cli", *args],
+        cwd=cwd,
+        env=cpu_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +44,9 @@ def cpu_llmapi(tmp_path_factory):
     """compile --no-validate of the shipped llm-api draft-target recipe, on this CPU machine."""
     assert not Path("/app/all_models/llmapi").exists(), "this test needs a machine outside NVIDIA's container"
     work = tmp_path_factory.mktemp("cpu")
-    done = specbuild("compile", str(REPO / "recipes" / "tensorrt-llm" / "llmapi_draft_target.yaml"), "--no-validate",
-                     cwd=work)
+    done = specbuild(
+        "compile", str(REPO / "recipes" / "tensorrt-llm" / "llmapi_draft_target.yaml"), "--no-validate", cwd=work
+    )
     return work, done
 
 
@@ -70,8 +80,13 @@ def test_the_launch_script_takes_nvidia_model_from_the_container_at_start(cpu_ll
     server = tmp_path / "tritonserver"
     server.write_text(FAKE_TRITONSERVER)
     server.chmod(0o755)
-    env = dict(cpu_env(), TRITONSERVER=str(server), LLMAPI_MODEL_DIR=str(NVIDIA_MODEL), ORIGINAL=str(repo),
-               TMPDIR=str(tmp_path))
+    env = dict(
+        cpu_env(),
+        TRITONSERVER=str(server),
+        LLMAPI_MODEL_DIR=str(NVIDIA_MODEL),
+        ORIGINAL=str(repo),
+        TMPDIR=str(tmp_path),
+    )
     done = subprocess.run(["bash", str(repo / "launch_triton.sh")], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     out = done.stdout.split()
@@ -110,8 +125,12 @@ def test_multi_instance_needs_a_model_py_that_reads_gpu_device_ids(machine, llma
     script = tmp_path / "launch_triton.sh"
     script.write_text(launch_script(load_recipe(recipe, check_files=False)))
     (tmp_path / "tensorrt_llm" / "1").mkdir(parents=True)
-    done = subprocess.run(["bash", str(script)], env=dict(cpu_env(), LLMAPI_MODEL_DIR=str(old),
-                                                          TRITONSERVER="/bin/true"), capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", str(script)],
+        env=dict(cpu_env(), LLMAPI_MODEL_DIR=str(old), TRITONSERVER="/bin/true"),
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "does not read the gpu_device_ids parameter" in done.stderr, done.stderr
 
 
@@ -163,6 +182,8 @@ def test_a_failed_render_leaves_nothing(machine, write_recipe, tmp_path, monkeyp
     recipe = load_recipe(write_recipe("medusa"))
     layout = Layout(tmp_path / "engines", tmp_path / "triton_repo", tmp_path / "reports", recipe.name)
     with pytest.raises(UserError, match="injected failure"):
-        compile_recipe(resolve_build(recipe), layout, CompileOptions(render_only=True), Console(file=open(os.devnull, "w")))
+        compile_recipe(
+            resolve_build(recipe), layout, CompileOptions(render_only=True), Console(file=open(os.devnull, "w"))
+        )
     assert not (tmp_path / "render").exists() or not any((tmp_path / "render").iterdir())
     assert not (tmp_path / "engines").exists()

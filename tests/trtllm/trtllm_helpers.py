@@ -32,11 +32,17 @@ def compile_repository(path, role="target"):
 def double_validates(model_yaml, release) -> subprocess.CompletedProcess:
     """Build the double's LLM(**args) from a model.yaml minus triton_config, in a child, through
     update_llm_args_with_extra_dict as NVIDIA's model does. `release`: 1.2 or a version (1.3.0rc3)."""
-    code = ("import sys, yaml; from tensorrt_llm import LLM; "
-            "from tensorrt_llm.llmapi.llm_utils import update_llm_args_with_extra_dict; "
-            "cfg = yaml.safe_load(open(sys.argv[1])); cfg.pop('triton_config'); "
-            "LLM(**update_llm_args_with_extra_dict({}, cfg))")
+    code = (
+        "import sys, yaml; from tensorrt_llm import LLM; "
+        "from tensorrt_llm.llmapi.llm_utils import update_llm_args_with_extra_dict; "
+        "cfg = yaml.safe_load(open(sys.argv[1])); cfg.pop('triton_config'); "
+        "LLM(**update_llm_args_with_extra_dict({}, cfg))"
+    )
     version = release if release.count(".") > 1 else f"{release}.0"
-    env = dict(os.environ, PYTHONPATH=f"{PIPELINE}{os.pathsep}{DOUBLES}", SPECBUILD_TRTLLM_DOUBLE="1",
-               SPECBUILD_DOUBLE_TRTLLM_VERSION=version)
+    env = dict(
+        os.environ,
+        PYTHONPATH=f"{PIPELINE}{os.pathsep}{DOUBLES}",
+        SPECBUILD_TRTLLM_DOUBLE="1",
+        SPECBUILD_DOUBLE_TRTLLM_VERSION=version,
+    )
     return subprocess.run([sys.executable, "-c", code, str(model_yaml)], capture_output=True, text=True, env=env)

@@ -27,8 +27,7 @@ def toy_servers(tmp_path_factory, toy_tokenizer):
     repos = {
         "target": write_toy_repo(root / "target", mode="speculative", core_parameters=params),
         "baseline": write_toy_repo(root / "baseline", mode="baseline"),
-        "broken": write_toy_repo(root / "broken", mode="speculative", broken="tokens,sampling",
-                                 core_parameters=params),
+        "broken": write_toy_repo(root / "broken", mode="speculative", broken="tokens,sampling", core_parameters=params),
     }
     with ExitStack() as stack:
         servers = {}

@@ -84,12 +84,17 @@ class FakeDeployment:
 
 
 def context(target, baseline=None, **validation) -> SuiteContext:
-    recipe = Recipe.model_validate({"name": "t", "model": {"checkpoint": "m"},
-                                    "speculation": {"method": "prompt_lookup"},
-                                    "validation": {"max_tokens": 8, "load_clients": 2, "load_seconds": 0.2,
-                                                   **validation}})
-    return SuiteContext(recipe, describe(recipe), PROMPTS, target, baseline, None, SuiteOptions(),
-                        lambda stage, done, total: None)
+    recipe = Recipe.model_validate(
+        {
+            "name": "t",
+            "model": {"checkpoint": "m"},
+            "speculation": {"method": "prompt_lookup"},
+            "validation": {"max_tokens": 8, "load_clients": 2, "load_seconds": 0.2, **validation},
+        }
+    )
+    return SuiteContext(
+        recipe, describe(recipe), PROMPTS, target, baseline, None, SuiteOptions(), lambda stage, done, total: None
+    )
 
 
 def refuse_bad(index, params, protocol, call):
@@ -185,8 +190,12 @@ def test_bad_input_flags_accepted_requests_that_must_be_refused():
     result = bad_input.run(context(FakeDeployment()))  # the fake answers everything
     assert result.status == "failed"
     refused = {p.split(":")[0] for p in result.details["problems"]}
-    assert {"prompt longer than max_input_len", "max_tokens negative", "max_tokens of the wrong type",
-            "temperature of the wrong type"} <= refused
+    assert {
+        "prompt longer than max_input_len",
+        "max_tokens negative",
+        "max_tokens of the wrong type",
+        "temperature of the wrong type",
+    } <= refused
     assert "max_tokens 0" not in refused and "empty prompt" not in refused
 
 
@@ -220,7 +229,12 @@ def test_lossless_differences_warn_when_not_required():
     result = lossless.run(ctx)
     assert result.status == "warned" and result.gate is None
     d = result.details["differences"][0]
-    assert (d["prompt"], d["position"], d["speculative_tokens"], d["baseline_tokens"]) == ("p1", 2, [777, 778], [12, 13])
+    assert (d["prompt"], d["position"], d["speculative_tokens"], d["baseline_tokens"]) == (
+        "p1",
+        2,
+        [777, 778],
+        [12, 13],
+    )
     ctx = context(FakeDeployment(differ), FakeDeployment(role="baseline", label="baseline"))
     assert lossless.run(ctx).status == "failed"
 

@@ -10,8 +10,14 @@ import pytest
 
 from specbuild.errors import UserError
 from specbuild.recipe.schema import Recipe
-from specbuild.validate.compare import (against_checks, build_identity, identity_changes, judge_drop, load_report,
-                                        relative_change)
+from specbuild.validate.compare import (
+    against_checks,
+    build_identity,
+    identity_changes,
+    judge_drop,
+    load_report,
+    relative_change,
+)
 
 RECIPE = Recipe.model_validate({"name": "x", "model": {"checkpoint": "m"}})
 
@@ -28,8 +34,13 @@ def report(records, speedup=None) -> dict:
 
 
 def point(c, rounds):
-    return {"concurrency": c, "speedup": sorted(rounds)[len(rounds) // 2], "speedup_min": min(rounds),
-            "speedup_max": max(rounds), "rounds": rounds}
+    return {
+        "concurrency": c,
+        "speedup": sorted(rounds)[len(rounds) // 2],
+        "speedup_min": min(rounds),
+        "speedup_max": max(rounds),
+        "rounds": rounds,
+    }
 
 
 GOOD = [rec(f"c{i}", "coding", 20 + i, 10) for i in range(6)] + [rec(f"w{i}", "writing", 15 - i, 10) for i in range(6)]
@@ -40,13 +51,16 @@ def test_the_same_records_twice_change_by_exactly_nothing():
     d = relative_change(old, dict(old))
     assert d["change"] == {"value": 0.0, "low": 0.0, "high": 0.0} and d["paired_prompts"] == 6
     checks = against_checks(report(GOOD), report(GOOD), RECIPE)
-    assert [(c.name, c.status) for c in checks] == [("against:acceptance:coding", "passed"),
-                                                    ("against:acceptance:writing", "passed")]
+    assert [(c.name, c.status) for c in checks] == [
+        ("against:acceptance:coding", "passed"),
+        ("against:acceptance:writing", "passed"),
+    ]
 
 
 def test_a_weaker_category_fails_and_the_others_pass():
-    weak = [dict(r, accepted_draft_tokens=r["accepted_draft_tokens"] // 2) if r["category"] == "coding" else r
-            for r in GOOD]
+    weak = [
+        dict(r, accepted_draft_tokens=r["accepted_draft_tokens"] // 2) if r["category"] == "coding" else r for r in GOOD
+    ]
     checks = {c.name: c for c in against_checks(report(GOOD), report(weak), RECIPE)}
     coding = checks["against:acceptance:coding"]
     assert coding.status == "failed" and coding.summary.startswith("dropped beyond 5%: AL 3.25 -> 2.10")
@@ -60,8 +74,9 @@ def test_the_tolerance_is_judged_on_the_interval():
     assert judge_drop({"value": -0.01, "low": -0.04, "high": 0.02}, 0.05) == "passed"
     # a small drop within the recipe's tolerance passes
     slightly = [dict(r, accepted_draft_tokens=r["accepted_draft_tokens"] - 3) for r in GOOD]
-    lenient = Recipe.model_validate({"name": "x", "model": {"checkpoint": "m"},
-                                     "validation": {"regression": {"max_acceptance_drop": 0.2}}})
+    lenient = Recipe.model_validate(
+        {"name": "x", "model": {"checkpoint": "m"}, "validation": {"regression": {"max_acceptance_drop": 0.2}}}
+    )
     assert {c.status for c in against_checks(report(GOOD), report(slightly), lenient)} == {"passed"}
     assert {c.status for c in against_checks(report(GOOD), report(slightly), RECIPE)} == {"failed"}
 
@@ -82,8 +97,10 @@ def test_speed_is_judged_only_when_the_rounds_agree():
     checks = {c.name: c for c in against_checks(old, new, RECIPE)}
     assert checks["against:speedup:1"].status == "failed"
     assert checks["against:speedup:1"].summary.startswith("slower beyond 10% in every round: speedup 1.90 (1.80–2.00)")
-    assert checks["against:speedup:2"].status == "passed" and "not judged: the rounds overlap" in \
-        checks["against:speedup:2"].summary
+    assert (
+        checks["against:speedup:2"].status == "passed"
+        and "not judged: the rounds overlap" in checks["against:speedup:2"].summary
+    )
     assert checks["against:speedup:4"].status == "passed" and "the rounds agree" in checks["against:speedup:4"].summary
 
 

@@ -35,11 +35,17 @@ def context(target: dict, baseline: dict, performance: list | None = None, specu
     if performance is not None:
         finished["performance"] = CheckResult("performance", "", "passed", "", {"speedup": performance})
     recipe = SimpleNamespace(validation=SimpleNamespace(concurrency=[4, 1], max_tokens=16))
-    return SimpleNamespace(spec=SimpleNamespace(speculative=speculative), recipe=recipe,
-                           target=SimpleNamespace(server=Server(target)),
-                           baseline=SimpleNamespace(server=Server(baseline)) if baseline is not None else None,
-                           options=SimpleNamespace(perf_max_tokens=None), prompts=[SimpleNamespace(text="a b")],
-                           progress=lambda *a: None, finished=finished, runtime=runtime)
+    return SimpleNamespace(
+        spec=SimpleNamespace(speculative=speculative),
+        recipe=recipe,
+        target=SimpleNamespace(server=Server(target)),
+        baseline=SimpleNamespace(server=Server(baseline)) if baseline is not None else None,
+        options=SimpleNamespace(perf_max_tokens=None),
+        prompts=[SimpleNamespace(text="a b")],
+        progress=lambda *a: None,
+        finished=finished,
+        runtime=runtime,
+    )
 
 
 @pytest.fixture
@@ -50,21 +56,28 @@ def engines(tmp_path):
 
 
 def test_served_cores_reads_the_engine_folders_of_both_deployments(engines):
-    target = {"tensorrt_llm": core(gpt_model_path=str(engines / "target"), tokenizer_dir="/tok"),
-              "tensorrt_llm_draft": core(gpt_model_path=str(engines / "draft"))}
+    target = {
+        "tensorrt_llm": core(gpt_model_path=str(engines / "target"), tokenizer_dir="/tok"),
+        "tensorrt_llm_draft": core(gpt_model_path=str(engines / "draft")),
+    }
     baseline = {"tensorrt_llm": core(gpt_model_path=str(engines / "baseline"))}
     configs = cost_model.served_cores(context(target, baseline))
     assert set(configs) == {"target", "baseline", "draft"}
     assert configs["draft"] is target["tensorrt_llm_draft"]
-    assert set(cost_model.served_cores(context({"tensorrt_llm": target["tensorrt_llm"]}, baseline))) == \
-        {"target", "baseline"}
+    assert set(cost_model.served_cores(context({"tensorrt_llm": target["tensorrt_llm"]}, baseline))) == {
+        "target",
+        "baseline",
+    }
 
 
-@pytest.mark.parametrize("target, why", [
-    ({"tensorrt_llm": core(tokenizer_dir="/tok")}, "names no engine folder"),  # llm-api: model.yaml, no engine
-    ({"tensorrt_llm": core(gpt_model_path="/nowhere/engine", tokenizer_dir="/tok")}, "not on this machine"),
-    ({"toy": {}}, "did not give the tensorrt_llm configs"),
-])
+@pytest.mark.parametrize(
+    "target, why",
+    [
+        ({"tensorrt_llm": core(tokenizer_dir="/tok")}, "names no engine folder"),  # llm-api: model.yaml, no engine
+        ({"tensorrt_llm": core(gpt_model_path="/nowhere/engine", tokenizer_dir="/tok")}, "not on this machine"),
+        ({"toy": {}}, "did not give the tensorrt_llm configs"),
+    ],
+)
 def test_the_check_skips_what_it_cannot_measure_and_says_why(engines, target, why):
     baseline = {"tensorrt_llm": core(gpt_model_path=str(engines / "baseline"))}
     result = cost_model.run(context(target, baseline))
@@ -91,19 +104,32 @@ def test_limits_are_joined_with_the_served_speedups(engines):
             asked.update(configs=configs, texts=texts, max_tokens=max_tokens, levels=levels)
             return [LevelModel(c, base, spec, in_process=1.5) for c in levels]
 
-    ctx = context(target, baseline, performance=[{"concurrency": 1, "speedup": 1.2},
-                                                 {"concurrency": 4, "speedup": None}], runtime=Runtime())
+    ctx = context(
+        target,
+        baseline,
+        performance=[{"concurrency": 1, "speedup": 1.2}, {"concurrency": 4, "speedup": None}],
+        runtime=Runtime(),
+    )
     result = cost_model.run(ctx)
     assert result.status == "passed", result.summary
-    assert asked == {"configs": {"target": target["tensorrt_llm"], "baseline": baseline["tensorrt_llm"]},
-                     "texts": ["a b"], "max_tokens": 16, "levels": [1, 4]}
+    assert asked == {
+        "configs": {"target": target["tensorrt_llm"], "baseline": baseline["tensorrt_llm"]},
+        "texts": ["a b"],
+        "max_tokens": 16,
+        "levels": [1, 4],
+    }
     one, four = result.details["levels"]
-    assert (one["limit"], one["served"], one["served_share_of_limit"], one["in_process_share_of_limit"]) == \
-        (2.0, 1.2, 0.6, 0.75)
+    assert (one["limit"], one["served"], one["served_share_of_limit"], one["in_process_share_of_limit"]) == (
+        2.0,
+        1.2,
+        0.6,
+        0.75,
+    )
     assert four["served"] is None and four["served_share_of_limit"] is None
     assert result.summary.startswith("limit 2.00× at 1 (in process 1.50×, served 1.20× = 0.60 of it)")
 
     from specbuild.validate.report.cost_model import rows
+
     assert rows(result.details)[0] == [1, "10.00", "12.00", "3.00", "3.00", "2.00×", "1.50× (0.75)", "1.20× (0.60)"]
 
     ctx.runtime = SimpleNamespace(name="tensorrt-llm", call_costs=lambda *a, **k: None)

@@ -17,14 +17,30 @@ from specbuild.recipe.prompts import Prompt
 
 def test_llmapi_inputs_are_nvidias_tensor_names():
     greedy = LLM_API.inputs(GenerateParams(max_tokens=8, stop_words=["\n\n"]), "hi", stream=True)
-    assert greedy == {"text_input": "hi", "sampling_param_max_tokens": 8, "sampling_param_top_k": 1,
-                      "sampling_param_stop": ["\n\n"], "sampling_param_exclude_input_from_output": True,
-                      "sampling_param_return_perf_metrics": True, "streaming": True}
-    sampled = LLM_API.inputs(GenerateParams(max_tokens=2, temperature=0.8, top_p=0.9, seed=7,
-                                            exclude_input_in_output=None, return_perf_metrics=False), "hi",
-                             stream=False)
-    assert sampled == {"text_input": "hi", "sampling_param_max_tokens": 2, "sampling_param_temperature": 0.8,
-                       "sampling_param_top_p": 0.9, "sampling_param_seed": 7, "streaming": False}
+    assert greedy == {
+        "text_input": "hi",
+        "sampling_param_max_tokens": 8,
+        "sampling_param_top_k": 1,
+        "sampling_param_stop": ["\n\n"],
+        "sampling_param_exclude_input_from_output": True,
+        "sampling_param_return_perf_metrics": True,
+        "streaming": True,
+    }
+    sampled = LLM_API.inputs(
+        GenerateParams(
+            max_tokens=2, temperature=0.8, top_p=0.9, seed=7, exclude_input_in_output=None, return_perf_metrics=False
+        ),
+        "hi",
+        stream=False,
+    )
+    assert sampled == {
+        "text_input": "hi",
+        "sampling_param_max_tokens": 2,
+        "sampling_param_temperature": 0.8,
+        "sampling_param_top_p": 0.9,
+        "sampling_param_seed": 7,
+        "streaming": False,
+    }
     assert LLM_API.http_body({"text_input": ""}, "r-1") == {"text_input": "", "id": "r-1"}
 
 
@@ -38,12 +54,24 @@ def test_cumulative_text_becomes_deltas_and_a_shorter_last_text_wins():
 
 
 def test_perf_values_arrive_as_strings():
-    out = LLM_API.parse_json({"text_output": "a", "acceptance_rate": "0.5", "total_draft_tokens": "4",
-                              "total_accepted_draft_tokens": "2", "arrival_time_ns": "76735247746000",
-                              "cumulative_logprob": "None", "output_ids": [1, 2]})
+    out = LLM_API.parse_json(
+        {
+            "text_output": "a",
+            "acceptance_rate": "0.5",
+            "total_draft_tokens": "4",
+            "total_accepted_draft_tokens": "2",
+            "arrival_time_ns": "76735247746000",
+            "cumulative_logprob": "None",
+            "output_ids": [1, 2],
+        }
+    )
     assert out.text == "a" and out.ids is None  # NVIDIA's model has no output_ids
-    assert out.perf == {"acceptance_rate": 0.5, "total_draft_tokens": 4.0, "total_accepted_draft_tokens": 2.0,
-                        "arrival_time_ns": 76735247746000.0}
+    assert out.perf == {
+        "acceptance_rate": 0.5,
+        "total_draft_tokens": 4.0,
+        "total_accepted_draft_tokens": 2.0,
+        "arrival_time_ns": 76735247746000.0,
+    }
 
 
 # --- the acceptance check's zero-counter fallback -----------------------------------------------------------
@@ -72,8 +100,11 @@ class FakeLlmApi:
     def generate(self, prompt, params, protocol="http", **_):
         gen = Generation(protocol, 0.0, end=1.0, final=True)
         accepted, drafted = self.counters
-        perf = {"total_accepted_draft_tokens": accepted, "total_draft_tokens": drafted,
-                "acceptance_rate": accepted / drafted if drafted else 0.0}
+        perf = {
+            "total_accepted_draft_tokens": accepted,
+            "total_draft_tokens": drafted,
+            "acceptance_rate": accepted / drafted if drafted else 0.0,
+        }
         texts = ["a", "abcd", "abcdefg", "abcdefghi"] if protocol != "http" else ["abcdefghi"]
         for t, text in enumerate(texts):
             LLM_API.absorb(gen, Output(text, None, perf), float(t))
@@ -81,12 +112,19 @@ class FakeLlmApi:
 
 
 def context(target, gate=2.0) -> SuiteContext:
-    recipe = Recipe.model_validate({"name": "t", "runtime": "reference", "flavour": "llm-api",
-                                    "model": {"checkpoint": "m"},
-                                    "speculation": {"method": "prompt_lookup", "max_draft_len": 3},
-                                    "validation": {"min_acceptance_length": gate}})
-    return SuiteContext(recipe, describe(recipe), PROMPTS, target, None, Tokens(), SuiteOptions(),
-                        lambda stage, done, total: None)
+    recipe = Recipe.model_validate(
+        {
+            "name": "t",
+            "runtime": "reference",
+            "flavour": "llm-api",
+            "model": {"checkpoint": "m"},
+            "speculation": {"method": "prompt_lookup", "max_draft_len": 3},
+            "validation": {"min_acceptance_length": gate},
+        }
+    )
+    return SuiteContext(
+        recipe, describe(recipe), PROMPTS, target, None, Tokens(), SuiteOptions(), lambda stage, done, total: None
+    )
 
 
 def test_real_counters_give_al_with_steps_from_the_stream():
@@ -122,10 +160,15 @@ def test_without_a_client_tokenizer_acceptance_says_why_it_cannot_count():
     claiming the server returned no acceptance outputs."""
     from dataclasses import replace
 
-    ctx = replace(context(FakeLlmApi(counters=(5, 9))), tokenizer=None,
-                  tokenizer_problem="/models/vicuna: tokenizer.model is a SentencePiece model, which needs the "
-                                    "sentencepiece package")
+    ctx = replace(
+        context(FakeLlmApi(counters=(5, 9))),
+        tokenizer=None,
+        tokenizer_problem="/models/vicuna: tokenizer.model is a SentencePiece model, which needs the "
+        "sentencepiece package",
+    )
     result = acceptance.run(ctx)
     assert result.status == "failed"  # min_acceptance_length is set: the gate cannot be judged
-    assert result.summary == ("output tokens cannot be counted: the responses carry no token ids and there is no "
-                              f"client tokenizer ({ctx.tokenizer_problem})")
+    assert result.summary == (
+        "output tokens cannot be counted: the responses carry no token ids and there is no "
+        f"client tokenizer ({ctx.tokenizer_problem})"
+    )

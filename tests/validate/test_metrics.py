@@ -6,8 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specbuild.validate.aggregate import (LevelSummary, Speedup, crossover, distribution, speedups,
-                                          summarize_acceptance, summarize_level)
+from specbuild.validate.aggregate import (
+    LevelSummary,
+    Speedup,
+    crossover,
+    distribution,
+    speedups,
+    summarize_acceptance,
+    summarize_level,
+)
 from specbuild.validate.client import Chunk, Generation
 from specbuild.validate.stats import AcceptanceRecord, RequestRecord
 from specbuild.validate.stattests import OTHER, chi2_sf, homogeneity_test, total_variation
@@ -15,9 +22,21 @@ from specbuild.validate.stattests import OTHER, chi2_sf, homogeneity_test, total
 
 # --- chi-square ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("x, dof, p", [  # critical values from standard chi-square tables
-    (3.841, 1, 0.05), (6.635, 1, 0.01), (10.828, 1, 0.001), (5.991, 2, 0.05), (18.307, 10, 0.05),
-    (29.588, 10, 0.001), (124.342, 100, 0.05), (0.0158, 1, 0.90), (4.865, 10, 0.90)])
+
+@pytest.mark.parametrize(
+    "x, dof, p",
+    [  # critical values from standard chi-square tables
+        (3.841, 1, 0.05),
+        (6.635, 1, 0.01),
+        (10.828, 1, 0.001),
+        (5.991, 2, 0.05),
+        (18.307, 10, 0.05),
+        (29.588, 10, 0.001),
+        (124.342, 100, 0.05),
+        (0.0158, 1, 0.90),
+        (4.865, 10, 0.90),
+    ],
+)
 def test_chi2_survival_matches_tables(x, dof, p):
     assert chi2_sf(x, dof) == pytest.approx(p, rel=2e-3)
 
@@ -79,6 +98,7 @@ def test_total_variation():
 
 # --- per-request stats -----------------------------------------------------------------------------------------
 
+
 def gen_with_chunks(start: float, chunks: list[tuple[float, list[int]]], perf=None) -> Generation:
     g = Generation("http-stream", start, end=chunks[-1][0], final=True)
     for t, ids in chunks:
@@ -120,8 +140,11 @@ def test_acceptance_from_counters_and_from_the_stream():
     assert rec.accepted_per_step == [3, 0, 3] and rec.steps == 3
     # the same tokens streamed by a run whose own counters accepted 5 drafts, not the counted request's 6 (drafting
     # differed between the two runs): its steps are not the counted request's, so they come from the counters
-    drafted_otherwise = gen_with_chunks(0.0, [(0.1, [0]), (0.2, [1, 2, 3, 4]), (0.3, [5]), (0.4, [6, 7]),
-                                              (0.5, [8, 9])], perf={"total_accepted_draft_tokens": 5.0, "total_draft_tokens": 16.0})
+    drafted_otherwise = gen_with_chunks(
+        0.0,
+        [(0.1, [0]), (0.2, [1, 2, 3, 4]), (0.3, [5]), (0.4, [6, 7]), (0.5, [8, 9])],
+        perf={"total_accepted_draft_tokens": 5.0, "total_draft_tokens": 16.0},
+    )
     rec = AcceptanceRecord.from_generation(plain, 0, drafted_otherwise)
     assert rec.accepted_per_step is None and rec.steps == 3 and rec.steps_from == "counters"
     agreeing = gen_with_chunks(0.0, [(0.1, [0]), (0.2, [1, 2, 3, 4]), (0.3, [5]), (0.4, [6, 7, 8, 9])], perf=dict(perf))
@@ -162,8 +185,7 @@ def test_bls_rounds_are_not_steps():
 
 
 def test_acceptance_summary_pools_steps_and_derives_positions():
-    recs = [AcceptanceRecord(0, 10, 6, 12, 0.5, 3, 3.0, [3, 0, 3]),
-            AcceptanceRecord(1, 5, 1, 8, 0.125, 2, 1.5, [1, 0])]
+    recs = [AcceptanceRecord(0, 10, 6, 12, 0.5, 3, 3.0, [3, 0, 3]), AcceptanceRecord(1, 5, 1, 8, 0.125, 2, 1.5, [1, 0])]
     s = summarize_acceptance(recs)
     assert s.accepted_draft_tokens == 7 and s.draft_tokens == 20 and s.steps == 5
     assert s.mean_acceptance_length == pytest.approx(1 + 7 / 5)
@@ -174,6 +196,7 @@ def test_acceptance_summary_pools_steps_and_derives_positions():
 
 
 # --- aggregation -----------------------------------------------------------------------------------------------
+
 
 def test_distribution():
     d = distribution([1.0, 2.0, 3.0, 4.0, 5.0])
@@ -209,7 +232,7 @@ def test_speedups_and_crossover():
     assert cross.first_level_below_1 == 4 and not cross.always_faster
     # linear in log2(c) between (1, 5/3) at c=2 and (2, 0.9) at c=4: 1 + (2/3) / (5/3 - 0.9)
     x = 1 + (300 / 180 - 1) / (300 / 180 - 0.9)
-    assert cross.interpolated == pytest.approx(2 ** x)
+    assert cross.interpolated == pytest.approx(2**x)
 
 
 def test_crossover_edge_cases():

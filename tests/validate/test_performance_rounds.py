@@ -86,12 +86,24 @@ class QuietMeter:
 
 
 def context(target, baseline, **validation) -> SuiteContext:
-    recipe = Recipe.model_validate({"name": "t", "model": {"checkpoint": "m"},
-                                    "speculation": {"method": "prompt_lookup"},
-                                    "validation": {"max_tokens": TOKENS, "concurrency": [1],
-                                                   "performance_rounds": ROUNDS, **validation}})
-    return SuiteContext(recipe, describe(recipe), PROMPTS, target, baseline, None,
-                        SuiteOptions(requests_per_level=PER_ROUND), lambda stage, done, total: None)
+    recipe = Recipe.model_validate(
+        {
+            "name": "t",
+            "model": {"checkpoint": "m"},
+            "speculation": {"method": "prompt_lookup"},
+            "validation": {"max_tokens": TOKENS, "concurrency": [1], "performance_rounds": ROUNDS, **validation},
+        }
+    )
+    return SuiteContext(
+        recipe,
+        describe(recipe),
+        PROMPTS,
+        target,
+        baseline,
+        None,
+        SuiteOptions(requests_per_level=PER_ROUND),
+        lambda stage, done, total: None,
+    )
 
 
 def pair(*, speculative_slow=(), baseline_slow=(), speedup=0.85):
@@ -99,8 +111,10 @@ def pair(*, speculative_slow=(), baseline_slow=(), speedup=0.85):
     streamed response vs 1, as on a real server), and the baseline."""
     base_chunk_s = 0.003
     spec_chunk_s = 4 * base_chunk_s / speedup
-    return (TimedDeployment("speculative", spec_chunk_s, 4, set(speculative_slow)),
-            TimedDeployment("baseline", base_chunk_s, 1, set(baseline_slow), role="baseline"))
+    return (
+        TimedDeployment("speculative", spec_chunk_s, 4, set(speculative_slow)),
+        TimedDeployment("baseline", base_chunk_s, 1, set(baseline_slow), role="baseline"),
+    )
 
 
 def baseline_rounds(rounds: list[int]) -> set[int]:
@@ -167,8 +181,18 @@ def test_a_slower_deployment_warns_without_a_gate_and_the_gate_still_decides():
     assert result.status == "warned" and result.ok, result.summary
     assert result.summary.startswith("slower than the baseline at concurrency 1: speedup 0.")
     assert result.summary.startswith(result.details["slower_than_baseline"])
-    run = ValidationResult("t", "prompt_lookup", "reference", E("127.0.0.1:1"), None, "ensemble",
-                           [CheckResult("health", "Health", "passed", "ok"), result], "now", 1.0, 4)
+    run = ValidationResult(
+        "t",
+        "prompt_lookup",
+        "reference",
+        E("127.0.0.1:1"),
+        None,
+        "ensemble",
+        [CheckResult("health", "Health", "passed", "ok"), result],
+        "now",
+        1.0,
+        4,
+    )
     assert run.passed and [c.name for c in run.warnings] == ["performance"]
     assert run.to_dict()["warnings"] == [f"performance: {result.summary}"]
     spec, base = pair(speedup=0.5)
@@ -196,8 +220,10 @@ def test_rounds_take_turns_in_abba_order():
     spec = Recorder("speculative", 0.001, 4)
     base = Recorder("baseline", 0.001, 1, role="baseline")
     result = performance.run(context(spec, base))
-    assert "".join(order) == "sb" + "".join(("s" * PER_ROUND + "b" * PER_ROUND) if r % 2 == 0 else
-                                           ("b" * PER_ROUND + "s" * PER_ROUND) for r in range(ROUNDS))
+    assert "".join(order) == "sb" + "".join(
+        ("s" * PER_ROUND + "b" * PER_ROUND) if r % 2 == 0 else ("b" * PER_ROUND + "s" * PER_ROUND)
+        for r in range(ROUNDS)
+    )
     assert len(result.details["speedup"][0]["rounds"]) == ROUNDS
     assert result.details["levels"]["speculative"][0]["requests"] == ROUNDS * PER_ROUND
 
@@ -213,6 +239,7 @@ def test_the_crossover_uses_the_medians_and_names_uncertain_levels():
 
 # --- the machine-load meter itself ------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(not machine_load.STAT.exists(), reason="needs Linux /proc/stat")
 def test_the_meter_counts_a_burner_process_as_foreign_and_our_own_work_as_ours():
     meter = machine_load.LoadMeter()
@@ -222,8 +249,9 @@ def test_the_meter_counts_a_burner_process_as_foreign_and_our_own_work_as_ours()
         pass
     sample = meter.stop()
     assert sample.own_cpu_s >= 0.25
-    burner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
-                               "while time.process_time() - t < 0.6: pass"])
+    burner = subprocess.Popen(
+        [sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"]
+    )
     meter = machine_load.LoadMeter()
     meter.start()
     burner.wait(timeout=60)

@@ -15,42 +15,100 @@ from specbuild.validate.result import ValidationResult
 
 def level(dep, c, tps):
     dist = {"n": 4, "avg": 0.02, "min": 0.01, "max": 0.04, "p50": 0.02, "p90": 0.03, "p99": 0.04}
-    return {"deployment": dep, "concurrency": c, "requests": 4, "errors": 0, "wall_s": 1.0, "output_tokens": int(tps),
-            "output_tokens_per_s": tps, "requests_per_s": 4.0, "ttft_s": dist, "itl_s": dist, "latency_s": dist,
-            "user_tokens_per_s": None, "streamed": True, "first_error": None}
+    return {
+        "deployment": dep,
+        "concurrency": c,
+        "requests": 4,
+        "errors": 0,
+        "wall_s": 1.0,
+        "output_tokens": int(tps),
+        "output_tokens_per_s": tps,
+        "requests_per_s": 4.0,
+        "ttft_s": dist,
+        "itl_s": dist,
+        "latency_s": dist,
+        "user_tokens_per_s": None,
+        "streamed": True,
+        "first_error": None,
+    }
 
 
 def make_result(with_plots: bool = True) -> ValidationResult:
-    perf = {"levels": {"speculative": [level("speculative", c, t) for c, t in ((1, 200.0), (2, 300.0), (4, 350.0))],
-                       "baseline": [level("baseline", c, t) for c, t in ((1, 100.0), (2, 190.0), (4, 400.0))]},
-            "speedup": [{"concurrency": 1, "speculative_tokens_per_s": 200.0, "baseline_tokens_per_s": 100.0,
-                         "speedup": 2.0},
-                        {"concurrency": 2, "speculative_tokens_per_s": 300.0, "baseline_tokens_per_s": 190.0,
-                         "speedup": 300 / 190},
-                        {"concurrency": 4, "speculative_tokens_per_s": 350.0, "baseline_tokens_per_s": 400.0,
-                         "speedup": 0.875}],
-            "crossover": {"first_level_below_1": 4, "interpolated": 3.4, "always_faster": False,
-                          "never_faster": False},
-            "max_tokens": 16, "protocol": "HTTP generate_stream", "itl_definition": "gap / tokens"}
-    acc = {"mean_acceptance_length": 2.5, "acceptance_rate": 0.4, "accepted_draft_tokens": 12, "draft_tokens": 30,
-           "steps": 8, "per_position": [0.75, 0.5, 0.25], "histogram": [2, 2, 2, 2],
-           "records": [{"prompt_index": 0, "output_tokens": 21, "accepted_draft_tokens": 12, "draft_tokens": 30,
-                        "server_acceptance_rate": 0.4, "steps": 8, "acceptance_length": 2.5,
-                        "accepted_per_step": [0, 1, 2, 3, 0, 1, 2, 3]}]}
+    perf = {
+        "levels": {
+            "speculative": [level("speculative", c, t) for c, t in ((1, 200.0), (2, 300.0), (4, 350.0))],
+            "baseline": [level("baseline", c, t) for c, t in ((1, 100.0), (2, 190.0), (4, 400.0))],
+        },
+        "speedup": [
+            {"concurrency": 1, "speculative_tokens_per_s": 200.0, "baseline_tokens_per_s": 100.0, "speedup": 2.0},
+            {"concurrency": 2, "speculative_tokens_per_s": 300.0, "baseline_tokens_per_s": 190.0, "speedup": 300 / 190},
+            {"concurrency": 4, "speculative_tokens_per_s": 350.0, "baseline_tokens_per_s": 400.0, "speedup": 0.875},
+        ],
+        "crossover": {"first_level_below_1": 4, "interpolated": 3.4, "always_faster": False, "never_faster": False},
+        "max_tokens": 16,
+        "protocol": "HTTP generate_stream",
+        "itl_definition": "gap / tokens",
+    }
+    acc = {
+        "mean_acceptance_length": 2.5,
+        "acceptance_rate": 0.4,
+        "accepted_draft_tokens": 12,
+        "draft_tokens": 30,
+        "steps": 8,
+        "per_position": [0.75, 0.5, 0.25],
+        "histogram": [2, 2, 2, 2],
+        "records": [
+            {
+                "prompt_index": 0,
+                "output_tokens": 21,
+                "accepted_draft_tokens": 12,
+                "draft_tokens": 30,
+                "server_acceptance_rate": 0.4,
+                "steps": 8,
+                "acceptance_length": 2.5,
+                "accepted_per_step": [0, 1, 2, 3, 0, 1, 2, 3],
+            }
+        ],
+    }
     checks = [
         CheckResult("health", "Health", "passed", "all ready", {"models": {"a": 1}}, duration_s=0.1),
-        CheckResult("lossless", "Lossless", "failed", "1/2 prompts differ", gate="validation.require_lossless",
-                    details={"differences": [{"prompt": "p0", "unit": "token", "position": 5,
-                                              "speculative_text": " foo", "baseline_text": " bar"}]}),
+        CheckResult(
+            "lossless",
+            "Lossless",
+            "failed",
+            "1/2 prompts differ",
+            gate="validation.require_lossless",
+            details={
+                "differences": [
+                    {
+                        "prompt": "p0",
+                        "unit": "token",
+                        "position": 5,
+                        "speculative_text": " foo",
+                        "baseline_text": " bar",
+                    }
+                ]
+            },
+        ),
         CheckResult("sampling", "Sampling", "skipped", "not requested"),
         CheckResult("acceptance", "Acceptance", "passed", "AL 2.50", acc if with_plots else {}),
         CheckResult("performance", "Performance", "passed", "speedup 2.00x at 1", perf if with_plots else {}),
         CheckResult("load", "Load", "warned", "1 answer diverged", {"nan": float("nan"), "tuple": (1, 2)}),
         CheckResult("bad_input", "Bad input", "error", "the check could not run: boom"),
     ]
-    return ValidationResult("demo", "eagle", "reference", Endpoints("127.0.0.1:1", "127.0.0.1:2"),
-                            Endpoints("127.0.0.1:3"), "ensemble", checks, "2026-01-01T00:00:00+00:00", 12.5, 12,
-                            gates={"require_lossless": True})
+    return ValidationResult(
+        "demo",
+        "eagle",
+        "reference",
+        Endpoints("127.0.0.1:1", "127.0.0.1:2"),
+        Endpoints("127.0.0.1:3"),
+        "ensemble",
+        checks,
+        "2026-01-01T00:00:00+00:00",
+        12.5,
+        12,
+        gates={"require_lossless": True},
+    )
 
 
 def test_result_passes_only_without_failures_and_errors():
@@ -63,9 +121,15 @@ def test_result_passes_only_without_failures_and_errors():
 def test_report_files(tmp_path):
     folder = tmp_path / "reports" / "demo"
     files = write_reports(make_result(), folder)
-    assert [f.name for f in files] == ["report.json", "junit.xml", "report.md", "latency_vs_concurrency.png",
-                                       "throughput_vs_concurrency.png", "speedup_vs_concurrency.png",
-                                       "acceptance_per_position.png"]
+    assert [f.name for f in files] == [
+        "report.json",
+        "junit.xml",
+        "report.md",
+        "latency_vs_concurrency.png",
+        "throughput_vs_concurrency.png",
+        "speedup_vs_concurrency.png",
+        "acceptance_per_position.png",
+    ]
     assert all(f.is_file() and f.parent == folder.absolute() for f in files)
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]
 
@@ -77,7 +141,12 @@ def test_report_files(tmp_path):
 
     root = ET.parse(folder / "junit.xml").getroot()
     suite = root.find("testsuite")
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("7", "1", "1", "1")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == (
+        "7",
+        "1",
+        "1",
+        "1",
+    )
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert list(cases) == ["health", "lossless", "sampling", "acceptance", "performance", "load", "bad_input"]
     assert cases["lossless"].find("failure").get("message") == "1/2 prompts differ"
@@ -137,25 +206,68 @@ def test_terminal_tables(tmp_path):
 
 def inconclusive_result(allowed: bool) -> ValidationResult:
     perf = make_result().check("performance").details
-    perf = dict(perf, rounds=3, round_order="ABBA", machine_load={1: {"foreign_share": 0.4}}, busy_threshold=0.25,
-                speedup=[dict(p, speedup_min=p["speedup"] * 0.5, speedup_max=p["speedup"] * 2, rounds=[1, 2, 3])
-                         for p in perf["speedup"]],
-                gate_verdict={"status": "inconclusive", "why": "inconclusive: the rounds disagree", "foreign_share": 0.4})
-    mix = {"clients": 4, "seconds": 5.0, "models": ["ensemble", "tensorrt_llm_bls"], "concurrency": 4, "wall_s": 5.5,
-           "sent": 40, "requests_per_s": 7.3, "lost": 1,
-           "good": {"sent": 30, "equal": 29, "mixed": 0, "diverged": 0, "error": 0, "no answer": 1},
-           "bad": {"sent": 10, "refused": 9, "answered": 1, "accepted": 0, "no answer": 0},
-           "by_case": {"top_p above 1": {"sent": 2, "refused": 2, "answered": 0, "no answer": 0}},
-           "by_model": {"ensemble": 20, "tensorrt_llm_bls": 20},
-           "health": {"live": True, "not_ready": ["tensorrt_llm_bls"], "follow_up_failed": {}},
-           "server": {"pid": 1, "alive": True, "stubs": ["a_0_0"], "stubs_died": ["tensorrt_llm_bls_0_0"],
-                      "rss_before_bytes": 2**30, "rss_after_bytes": 2**30 + 2**27, "rss_growth": 0.125},
-           "examples": {}, "problems": ["1 request(s) lost", "python backend stub(s) died during the mix: x"]}
-    checks = [CheckResult("performance", "Performance", "inconclusive", "inconclusive: the rounds disagree", perf,
-                          gate="validation.min_speedup >= 1.3 at concurrency 1", inconclusive_allowed=allowed),
-              CheckResult("load", "Load", "failed", "1 request(s) lost", mix)]
-    return ValidationResult("demo", "eagle", "reference", Endpoints("127.0.0.1:1"), Endpoints("127.0.0.1:3"),
-                            "ensemble", checks, "2026-01-01T00:00:00+00:00", 1.0, 12)
+    perf = dict(
+        perf,
+        rounds=3,
+        round_order="ABBA",
+        machine_load={1: {"foreign_share": 0.4}},
+        busy_threshold=0.25,
+        speedup=[
+            dict(p, speedup_min=p["speedup"] * 0.5, speedup_max=p["speedup"] * 2, rounds=[1, 2, 3])
+            for p in perf["speedup"]
+        ],
+        gate_verdict={"status": "inconclusive", "why": "inconclusive: the rounds disagree", "foreign_share": 0.4},
+    )
+    mix = {
+        "clients": 4,
+        "seconds": 5.0,
+        "models": ["ensemble", "tensorrt_llm_bls"],
+        "concurrency": 4,
+        "wall_s": 5.5,
+        "sent": 40,
+        "requests_per_s": 7.3,
+        "lost": 1,
+        "good": {"sent": 30, "equal": 29, "mixed": 0, "diverged": 0, "error": 0, "no answer": 1},
+        "bad": {"sent": 10, "refused": 9, "answered": 1, "accepted": 0, "no answer": 0},
+        "by_case": {"top_p above 1": {"sent": 2, "refused": 2, "answered": 0, "no answer": 0}},
+        "by_model": {"ensemble": 20, "tensorrt_llm_bls": 20},
+        "health": {"live": True, "not_ready": ["tensorrt_llm_bls"], "follow_up_failed": {}},
+        "server": {
+            "pid": 1,
+            "alive": True,
+            "stubs": ["a_0_0"],
+            "stubs_died": ["tensorrt_llm_bls_0_0"],
+            "rss_before_bytes": 2**30,
+            "rss_after_bytes": 2**30 + 2**27,
+            "rss_growth": 0.125,
+        },
+        "examples": {},
+        "problems": ["1 request(s) lost", "python backend stub(s) died during the mix: x"],
+    }
+    checks = [
+        CheckResult(
+            "performance",
+            "Performance",
+            "inconclusive",
+            "inconclusive: the rounds disagree",
+            perf,
+            gate="validation.min_speedup >= 1.3 at concurrency 1",
+            inconclusive_allowed=allowed,
+        ),
+        CheckResult("load", "Load", "failed", "1 request(s) lost", mix),
+    ]
+    return ValidationResult(
+        "demo",
+        "eagle",
+        "reference",
+        Endpoints("127.0.0.1:1"),
+        Endpoints("127.0.0.1:3"),
+        "ensemble",
+        checks,
+        "2026-01-01T00:00:00+00:00",
+        1.0,
+        12,
+    )
 
 
 @pytest.mark.parametrize("allowed", [False, True])
@@ -170,7 +282,9 @@ def test_inconclusive_fails_unless_allowed_and_every_report_says_so(tmp_path, al
     data = json.loads((tmp_path / "report.json").read_text())
     perf = next(c for c in data["checks"] if c["name"] == "performance")
     assert perf["status"] == "inconclusive" and perf["inconclusive_allowed"] is allowed
-    case = next(c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase") if c.get("name") == "performance")
+    case = next(
+        c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase") if c.get("name") == "performance"
+    )
     failure = case.find("failure")
     assert (failure is not None and failure.get("type") == "inconclusive") is not allowed
     assert case.find("system-out").text.startswith("INCONCLUSIVE")

@@ -26,6 +26,7 @@ def _kill_when(server, title: str):
         if stage == title and server.running():
             os.kill(server.pid, signal.SIGKILL)
             server.process.wait(timeout=30)
+
     return progress
 
 
@@ -39,11 +40,17 @@ def test_a_server_killed_mid_run_is_named_and_the_rest_not_run(owner, toy_tokeni
     with TritonServer(repo, log_path=tmp_path / "target.log", exit_timeout_s=1) as server:
         pid = server.pid
         reasons = {"target": server.exit_reason} if owner == "compile" else None
-        result = run_validation(resolve_build(recipe), Endpoints.of(server), options=SuiteOptions(checks=CHECKS),
-                                progress=_kill_when(server, functional.TITLE), exit_reasons=reasons)
+        result = run_validation(
+            resolve_build(recipe),
+            Endpoints.of(server),
+            options=SuiteOptions(checks=CHECKS),
+            progress=_kill_when(server, functional.TITLE),
+            exit_reasons=reasons,
+        )
     status = {c.name: c.status for c in result.checks}
-    assert status == {"health": "passed", "functional": "error", "acceptance": "error", "bad_input": "error"}, \
-        [(c.name, c.summary) for c in result.checks]
+    assert status == {"health": "passed", "functional": "error", "acceptance": "error", "bad_input": "error"}, [
+        (c.name, c.summary) for c in result.checks
+    ]
     assert not result.passed
     during = result.check("functional").summary
     after = [result.check(name).summary for name in ("acceptance", "bad_input")]

@@ -23,17 +23,21 @@ from specbuild.runtimes.build import resolve_build
 
 
 def exposition(model: str, steps: int, drafts: int, draft_tokens: int, accepted: int, per_position: list[int]) -> str:
-    lines = ["# HELP specbuild_spec_decode_num_steps_total Verification steps",
-             "# TYPE specbuild_spec_decode_num_steps_total counter",
-             f'specbuild_spec_decode_num_steps_total{{model="{model}",version="1"}} {steps}',
-             f'specbuild_spec_decode_num_drafts_total{{model="{model}",version="1"}} {drafts}',
-             f'specbuild_spec_decode_num_draft_tokens_total{{model="{model}",version="1"}} {draft_tokens}',
-             f'specbuild_spec_decode_num_accepted_tokens_total{{model="{model}",version="1"}} {accepted}',
-             'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="max",version="1"} 8',
-             'odd_metric{label="with \\"quotes\\", commas"} 2.5e+00',
-             "not a sample line"]
-    lines += [f'specbuild_spec_decode_num_accepted_tokens_per_pos_total{{model="{model}",position="{i}",'
-              f'version="1"}} {n}' for i, n in enumerate(per_position)]
+    lines = [
+        "# HELP specbuild_spec_decode_num_steps_total Verification steps",
+        "# TYPE specbuild_spec_decode_num_steps_total counter",
+        f'specbuild_spec_decode_num_steps_total{{model="{model}",version="1"}} {steps}',
+        f'specbuild_spec_decode_num_drafts_total{{model="{model}",version="1"}} {drafts}',
+        f'specbuild_spec_decode_num_draft_tokens_total{{model="{model}",version="1"}} {draft_tokens}',
+        f'specbuild_spec_decode_num_accepted_tokens_total{{model="{model}",version="1"}} {accepted}',
+        'nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="max",version="1"} 8',
+        'odd_metric{label="with \\"quotes\\", commas"} 2.5e+00',
+        "not a sample line",
+    ]
+    lines += [
+        f'specbuild_spec_decode_num_accepted_tokens_per_pos_total{{model="{model}",position="{i}",version="1"}} {n}'
+        for i, n in enumerate(per_position)
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -44,8 +48,13 @@ def test_parse_reads_names_labels_and_values():
     assert value(samples, "odd_metric", label='with "quotes", commas') == 2.5
     assert value(samples, "nv_trt_llm_request_metrics", request_type="active") is None
     counts = SpecCounts.of(samples, "tensorrt_llm")
-    assert (counts.steps, counts.drafts, counts.draft_tokens, counts.accepted, counts.per_position) == \
-        (10, 9, 36, 20, [9, 6, 5])
+    assert (counts.steps, counts.drafts, counts.draft_tokens, counts.accepted, counts.per_position) == (
+        10,
+        9,
+        36,
+        20,
+        [9, 6, 5],
+    )
     assert SpecCounts.of(samples, "tensorrt_llm_bls") is None
     assert "num_accepted_tokens_total" in PROMQL_AL and "num_steps_total" in PROMQL_AL
 
@@ -66,8 +75,9 @@ def _record(steps, drafted, accepted):
 
 def _ctx(recipe, before: str | None, after: str | None, prompts=2):
     scrapes = None if before is None else (parse(before), parse(after))
-    return SimpleNamespace(recipe=recipe, prompts=[None] * prompts, server_scrapes=scrapes,
-                           target=SimpleNamespace(model="ensemble"))  # the toy recipe serves an ensemble
+    return SimpleNamespace(
+        recipe=recipe, prompts=[None] * prompts, server_scrapes=scrapes, target=SimpleNamespace(model="ensemble")
+    )  # the toy recipe serves an ensemble
 
 
 def test_server_side_agrees_or_names_what_differs(toy_tokenizer):
@@ -115,7 +125,10 @@ def test_health_notices_a_dead_stub_that_triton_still_reports_ready(toy_tokenize
     repo = write_toy_repo(tmp_path / "repo", mode="speculative", core_parameters=core_parameters(recipe))
     with TritonServer(repo, log_path=tmp_path / "server.log", exit_timeout_s=1) as server:
         options = SuiteOptions(checks=["health"])
-        assert run_validation(resolve_build(recipe), Endpoints.of(server), options=options).check("health").status == "passed"
+        assert (
+            run_validation(resolve_build(recipe), Endpoints.of(server), options=options).check("health").status
+            == "passed"
+        )
         pid = _stub_pid(server.pid, "postprocessing")
         assert pid is not None, "the postprocessing stub process was not found"
         os.kill(pid, signal.SIGKILL)  # a stub this test's server started

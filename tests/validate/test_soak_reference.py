@@ -24,7 +24,10 @@ from specbuild.runtimes.build import resolve_build
 pytestmark = pytest.mark.timeout(900)
 
 ROOT = Path(__file__).resolve().parents[2]
-RECIPES = {"eagle": ROOT / "tests" / "recipes" / "demo_tiny.yaml", "draft_target": ROOT / "recipes" / "reference" / "draft_target.yaml"}
+RECIPES = {
+    "eagle": ROOT / "tests" / "recipes" / "demo_tiny.yaml",
+    "draft_target": ROOT / "recipes" / "reference" / "draft_target.yaml",
+}
 CONCURRENCY = 32
 GOOD_REQUESTS = {"eagle": 96, "draft_target": 48}  # the draft-target BLS answers a batch at a time: fewer
 MAX_TOKENS = (4, 8)
@@ -55,8 +58,7 @@ def served(tmp_path_factory):
         layout = Layout(root / name / "engines", root / name / "triton_repo", root / name / "reports", recipe.name)
         build_engines(resolve_build(recipe), layout)
         repo = write_repository(recipe, describe(recipe), layout, flavour=runtime_for(recipe))
-        servers[name] = TritonServer(repo, log_path=root / f"{name}.log",
-                                      exit_timeout_s=1)
+        servers[name] = TritonServer(repo, log_path=root / f"{name}.log", exit_timeout_s=1)
         recipes[name] = recipe
     with ExitStack() as stack:
         errors: list[BaseException] = []
@@ -88,13 +90,22 @@ def test_soak(served, name, record_property):
     from specbuild.validate.soak import soak
 
     recipe, server = served[name]
-    result = soak(resolve_build(recipe), server.http_address, server.grpc_url, concurrency=CONCURRENCY,
-                  requests=GOOD_REQUESTS[name], server=LocalServer(server.pid), max_tokens=MAX_TOKENS)
+    result = soak(
+        resolve_build(recipe),
+        server.http_address,
+        server.grpc_url,
+        concurrency=CONCURRENCY,
+        requests=GOOD_REQUESTS[name],
+        server=LocalServer(server.pid),
+        max_tokens=MAX_TOKENS,
+    )
     d = result.to_dict()
     srv = d["server"]
     record_property("rss_growth", srv["rss_growth"])
-    print(f"\nsoak {name}: {d['sent']} requests in {d['wall_s']:.1f} s, RSS {srv['rss_before_bytes'] >> 20} -> "
-          f"{srv['rss_after_bytes'] >> 20} MiB ({srv['rss_growth']:+.1%})")
+    print(
+        f"\nsoak {name}: {d['sent']} requests in {d['wall_s']:.1f} s, RSS {srv['rss_before_bytes'] >> 20} -> "
+        f"{srv['rss_after_bytes'] >> 20} MiB ({srv['rss_growth']:+.1%})"
+    )
 
     assert d["lost"] == 0, d["examples"].get("lost")
     good, bad = d["good"], d["bad"]
@@ -146,11 +157,13 @@ def test_a_batch_with_one_refused_row_gets_one_error_and_nothing_after(served):
     client = grpcclient.InferenceServerClient(server.grpc_url)
     client.start_stream(callback=lambda result, error: results.put((result, error)))
     try:
-        inputs = [tensor("input_ids", np.array([[5, 6, 7], [5, 6, 7]], dtype=np.int32), "INT32"),
-                  tensor("input_lengths", np.array([[3], [3]], dtype=np.int32), "INT32"),
-                  tensor("request_output_len", np.array([[8], [8]], dtype=np.int32), "INT32"),
-                  tensor("end_id", np.array([[1], [2**31 - 1]], dtype=np.int32), "INT32"),
-                  tensor("streaming", np.array([[True], [True]]), "BOOL")]
+        inputs = [
+            tensor("input_ids", np.array([[5, 6, 7], [5, 6, 7]], dtype=np.int32), "INT32"),
+            tensor("input_lengths", np.array([[3], [3]], dtype=np.int32), "INT32"),
+            tensor("request_output_len", np.array([[8], [8]], dtype=np.int32), "INT32"),
+            tensor("end_id", np.array([[1], [2**31 - 1]], dtype=np.int32), "INT32"),
+            tensor("streaming", np.array([[True], [True]]), "BOOL"),
+        ]
         client.async_stream_infer("tensorrt_llm", inputs, request_id="two-rows", enable_empty_final_response=True)
         _, error = results.get(timeout=120)
         assert error is not None and "end_id" in str(error)

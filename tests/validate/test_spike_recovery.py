@@ -21,8 +21,11 @@ pytestmark = pytest.mark.timeout(600)
 
 SCHEDULE = {1: 4, 2: 0}
 STALE_ON = "storm "
-PROMPTS = ["the river ran past the old mill and the children", "a quiet morning in the town square",
-           "letters from the station arrived late that winter"]
+PROMPTS = [
+    "the river ran past the old mill and the children",
+    "a quiet morning in the town square",
+    "letters from the station arrived late that winter",
+]
 SPIKE = {"prompts": 3, "requests": 8, "recovery_requests": 6}
 
 
@@ -49,7 +52,9 @@ def scheduled_server(tmp_path_factory, toy_tokenizer):
 
 
 def spike_check(recipe, server):
-    result = run_validation(resolve_build(recipe), Endpoints.of(server), options=SuiteOptions(checks=["spike_recovery"]))
+    result = run_validation(
+        resolve_build(recipe), Endpoints.of(server), options=SuiteOptions(checks=["spike_recovery"])
+    )
     return result.check("spike_recovery")
 
 
@@ -89,8 +94,10 @@ def test_drafting_that_stays_off_after_the_spike_fails(scheduled_server, toy_tok
     assert d["recovery_requests"] is None
     assert len(d["recovery_windows"]) == 6 - 3 + 1  # every window within the bound was judged
     assert all(w["draft_tokens"] == 0 and w["acceptance_length"]["value"] == 1.0 for w in d["recovery_windows"])
-    assert check.summary.startswith("acceptance did not come back within 6 requests at concurrency 1 after the "
-                                    "spike: the last 3 read AL 1.00 [1.00–1.00], drafting did not resume")
+    assert check.summary.startswith(
+        "acceptance did not come back within 6 requests at concurrency 1 after the "
+        "spike: the last 3 read AL 1.00 [1.00–1.00], drafting did not resume"
+    )
 
 
 def test_a_tolerance_the_recipe_sets_judges_recovery(scheduled_server, toy_tokenizer):
@@ -100,10 +107,13 @@ def test_a_tolerance_the_recipe_sets_judges_recovery(scheduled_server, toy_token
     assert check.details["max_acceptance_drop"] == 0.1 and check.details["recovery_requests"] == 3
 
 
-@pytest.mark.parametrize("schedule, why", [
-    (None, "no adaptive.draft_len_schedule: the draft length is fixed"),
-    ({1: 4, 2: 2}, "adaptive.draft_len_schedule {1: 4, 2: 2} never turns drafting off (no draft length 0)"),
-])
+@pytest.mark.parametrize(
+    "schedule, why",
+    [
+        (None, "no adaptive.draft_len_schedule: the draft length is fixed"),
+        ({1: 4, 2: 2}, "adaptive.draft_len_schedule {1: 4, 2: 2} never turns drafting off (no draft length 0)"),
+    ],
+)
 def test_skipped_with_its_reason_without_an_off_point(scheduled_server, toy_tokenizer, schedule, why):
     check = spike_check(spike_recipe(toy_tokenizer, PROMPTS, schedule=schedule), scheduled_server)
     assert check.status == "skipped" and check.summary.startswith(why)

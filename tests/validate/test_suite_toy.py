@@ -49,20 +49,32 @@ def toy_speculation(prompt: str, max_tokens: int) -> tuple[list[int], int, int]:
 def full_run(toy_servers, toy_tokenizer, tmp_path_factory):
     report = tmp_path_factory.mktemp("report") / "toy"
     stages = []
-    result = run_validation(resolve_build(toy_recipe(toy_tokenizer)), endpoints(toy_servers["target"]),
-                            endpoints(toy_servers["baseline"]), report_dir=report,
-                            progress=lambda stage, done, total: stages.append(stage),
-                            options=SuiteOptions(**SHORT))
+    result = run_validation(
+        resolve_build(toy_recipe(toy_tokenizer)),
+        endpoints(toy_servers["target"]),
+        endpoints(toy_servers["baseline"]),
+        report_dir=report,
+        progress=lambda stage, done, total: stages.append(stage),
+        options=SuiteOptions(**SHORT),
+    )
     return result, report, stages
 
 
 def test_every_check_passes_on_a_lossless_deployment(full_run):
     result, _, stages = full_run
     statuses = {c.name: c.status for c in result.checks}
-    assert statuses == {"health": "passed", "functional": "passed", "lossless": "passed", "sampling": "passed",
-                        "acceptance": "passed", "spike_recovery": "skipped", "performance": "passed",
-                        "cost_model": "skipped", "bad_input": "passed", "load": "passed"}, \
-        [(c.name, c.summary) for c in result.checks if c.status != "passed"]
+    assert statuses == {
+        "health": "passed",
+        "functional": "passed",
+        "lossless": "passed",
+        "sampling": "passed",
+        "acceptance": "passed",
+        "spike_recovery": "skipped",
+        "performance": "passed",
+        "cost_model": "skipped",
+        "bad_input": "passed",
+        "load": "passed",
+    }, [(c.name, c.summary) for c in result.checks if c.status != "passed"]
     assert result.passed
     assert any(s.startswith("performance: speculative, concurrency 4") for s in stages)
 
@@ -98,8 +110,9 @@ def test_acceptance_matches_the_toy_models_own_speculation(full_run):
     for g in acc["by_category"]:
         mine = [r for r in acc["records"] if r["category"] == g["group"]]
         al = g["acceptance_length"]
-        assert al["value"] == pytest.approx(metrics.mean_acceptance_length(
-            sum(r["accepted_draft_tokens"] for r in mine), sum(r["steps"] for r in mine)))
+        assert al["value"] == pytest.approx(
+            metrics.mean_acceptance_length(sum(r["accepted_draft_tokens"] for r in mine), sum(r["steps"] for r in mine))
+        )
         assert al["low"] <= al["value"] <= al["high"] and g["requests"] == len(mine)
         assert len(g["per_position"]) == TOY_DRAFT_LEN
     assert sum(g["requests"] for g in acc["by_context_length"]) == len(acc["records"])
@@ -140,9 +153,16 @@ def test_performance_covers_both_deployments_at_every_level(full_run):
 def test_reports_are_written(full_run):
     result, report, _ = full_run
     names = sorted(p.name for p in report.iterdir())
-    assert names == ["acceptance_per_category.png", "acceptance_per_position.png", "junit.xml",
-                     "latency_vs_concurrency.png", "report.json", "report.md", "speedup_vs_concurrency.png",
-                     "throughput_vs_concurrency.png"]
+    assert names == [
+        "acceptance_per_category.png",
+        "acceptance_per_position.png",
+        "junit.xml",
+        "latency_vs_concurrency.png",
+        "report.json",
+        "report.md",
+        "speedup_vs_concurrency.png",
+        "throughput_vs_concurrency.png",
+    ]
     data = json.loads((report / "report.json").read_text())
     assert data["passed"] is True and len(data["checks"]) == 10  # cost_model and spike_recovery (skipped) included
     suite = ET.parse(report / "junit.xml").getroot().find("testsuite")
@@ -162,16 +182,26 @@ def test_reports_are_written(full_run):
     assert "| category | requests | steps | AL | acceptance rate | pos 1 |" in md
     for png in report.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert [p.name for p in result.report_files] == ["report.json", "junit.xml", "report.md",
-                                                     "latency_vs_concurrency.png", "throughput_vs_concurrency.png",
-                                                     "speedup_vs_concurrency.png", "acceptance_per_position.png",
-                                                     "acceptance_per_category.png"]
+    assert [p.name for p in result.report_files] == [
+        "report.json",
+        "junit.xml",
+        "report.md",
+        "latency_vs_concurrency.png",
+        "throughput_vs_concurrency.png",
+        "speedup_vs_concurrency.png",
+        "acceptance_per_position.png",
+        "acceptance_per_category.png",
+    ]
 
 
 def test_lossless_and_sampling_catch_a_broken_core(toy_servers, toy_tokenizer):
     """The broken core flips the token it generates at position 5 and decodes greedily at temperature > 0."""
-    result = run_validation(resolve_build(toy_recipe(toy_tokenizer)), endpoints(toy_servers["broken"]),
-                            endpoints(toy_servers["baseline"]), options=SuiteOptions(checks=["lossless", "sampling"]))
+    result = run_validation(
+        resolve_build(toy_recipe(toy_tokenizer)),
+        endpoints(toy_servers["broken"]),
+        endpoints(toy_servers["baseline"]),
+        options=SuiteOptions(checks=["lossless", "sampling"]),
+    )
     assert not result.passed
     lossless, sampling = result.check("lossless"), result.check("sampling")
     assert lossless.status == "failed"
@@ -196,23 +226,33 @@ def test_chat_prompts_reach_the_server_through_the_targets_template(toy_servers,
     folder = write_llama31_chat_tokenizer(tmp_path / "llama31")
     chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sum 2 and 2."}]
     recipe = toy_recipe(folder, prompts=[{"messages": chat, "id": "sum"}, "def add(a, b):"])
-    result = run_validation(resolve_build(recipe), endpoints(toy_servers["target"]), report_dir=tmp_path / "report",
-                            options=SuiteOptions(checks=["functional", "acceptance"]))
+    result = run_validation(
+        resolve_build(recipe),
+        endpoints(toy_servers["target"]),
+        report_dir=tmp_path / "report",
+        options=SuiteOptions(checks=["functional", "acceptance"]),
+    )
     assert result.passed, [(c.name, c.summary) for c in result.checks]
     tok = load_tokenizer(folder)
     rendered = [tok.render_chat(chat), tok.render_chat([{"role": "user", "content": "def add(a, b):"}])]
-    assert rendered[0].startswith("<|start_header_id|>system<|end_header_id|>\n\n") and \
-        rendered[0].endswith("Sum 2 and 2.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+    assert rendered[0].startswith("<|start_header_id|>system<|end_header_id|>\n\n") and rendered[0].endswith(
+        "Sum 2 and 2.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
     for text, record in zip(rendered, result.check("acceptance").details["records"]):
         tokens, accepted, steps = toy_speculation(text, TOY_MAX_TOKENS)
-        assert (record["output_tokens"], record["accepted_draft_tokens"], record["steps"]) == \
-            (len(tokens), accepted, steps)
+        assert (record["output_tokens"], record["accepted_draft_tokens"], record["steps"]) == (
+            len(tokens),
+            accepted,
+            steps,
+        )
     data = json.loads((tmp_path / "report" / "report.json").read_text())
     assert data["prompt_format"]["used"] == "chat" and data["prompt_format"]["example"] == rendered[0]
     assert data["prompt_format"]["template"] == f"{folder}/tokenizer_config.json (chat_template)"
     md = (tmp_path / "report" / "report.md").read_text()
-    assert f"- prompts: sent through the target's chat template ({folder}/tokenizer_config.json (chat_template)) " \
-           "— auto: the target's tokenizer has a chat template" in md
+    assert (
+        f"- prompts: sent through the target's chat template ({folder}/tokenizer_config.json (chat_template)) "
+        "— auto: the target's tokenizer has a chat template" in md
+    )
 
 
 def test_health_names_each_config_mismatch(toy_servers, toy_tokenizer):
@@ -222,8 +262,12 @@ def test_health_names_each_config_mismatch(toy_servers, toy_tokenizer):
     data["speculation"]["choices"] = [[0], [1]]
     from specbuild.recipe.schema import Recipe
 
-    result = run_validation(resolve_build(Recipe.model_validate(data)), endpoints(toy_servers["target"]),
-                            endpoints(toy_servers["baseline"]), options=SuiteOptions(checks=["health"]))
+    result = run_validation(
+        resolve_build(Recipe.model_validate(data)),
+        endpoints(toy_servers["target"]),
+        endpoints(toy_servers["baseline"]),
+        options=SuiteOptions(checks=["health"]),
+    )
     problems = result.check("health").details["problems"]
     text = "\n".join(problems)
     assert "max_batch_size is 8, the recipe's build.max_batch_size is 16" in text
@@ -234,17 +278,25 @@ def test_health_names_each_config_mismatch(toy_servers, toy_tokenizer):
 
 def test_gates_decide_the_outcome(toy_servers, toy_tokenizer):
     recipe = toy_recipe(toy_tokenizer, min_acceptance_length=50.0, min_speedup=1000.0, concurrency=[1])
-    result = run_validation(resolve_build(recipe), endpoints(toy_servers["target"]), endpoints(toy_servers["baseline"]),
-                            options=SuiteOptions(checks=["acceptance", "performance"], requests_per_level=2))
+    result = run_validation(
+        resolve_build(recipe),
+        endpoints(toy_servers["target"]),
+        endpoints(toy_servers["baseline"]),
+        options=SuiteOptions(checks=["acceptance", "performance"], requests_per_level=2),
+    )
     acc, perf = result.check("acceptance"), result.check("performance")
-    assert acc.status == "failed" and acc.summary.startswith("all prompts: AL ") and "below 50.0 (all of its 95% " \
-        "interval)" in acc.summary
+    assert (
+        acc.status == "failed"
+        and acc.summary.startswith("all prompts: AL ")
+        and "below 50.0 (all of its 95% interval)" in acc.summary
+    )
     assert acc.gate == "validation.min_acceptance_length >= 50.0"
     assert perf.status == "failed" and "speedup at concurrency 1 is" in perf.summary and "< 1000.0" in perf.summary
     assert not result.passed
 
 
 # --- the command line -----------------------------------------------------------------------------------------
+
 
 def cli(*args: str) -> int:
     from specbuild.cli import main
@@ -256,11 +308,37 @@ def test_cli_validate_exit_codes(toy_servers, toy_tokenizer, tmp_path, capsys):
     target, base, broken = (toy_servers[k] for k in ("target", "baseline", "broken"))
     recipe = write_recipe_file(tmp_path / "toy.yaml", toy_recipe_dict(toy_tokenizer))
     checks = "health,lossless,acceptance"
-    assert cli("validate", str(recipe), "--url", target.http_address, "--grpc-url", target.grpc_url,
-               "--baseline-url", base.http_address, "--checks", checks, "--report", str(tmp_path / "r")) == 0
+    assert (
+        cli(
+            "validate",
+            str(recipe),
+            "--url",
+            target.http_address,
+            "--grpc-url",
+            target.grpc_url,
+            "--baseline-url",
+            base.http_address,
+            "--checks",
+            checks,
+            "--report",
+            str(tmp_path / "r"),
+        )
+        == 0
+    )
     assert (tmp_path / "r" / "report.json").is_file()
-    assert cli("validate", str(recipe), "--url", broken.http_address, "--baseline-url", base.http_address,
-               "--checks", checks) == 1
+    assert (
+        cli(
+            "validate",
+            str(recipe),
+            "--url",
+            broken.http_address,
+            "--baseline-url",
+            base.http_address,
+            "--checks",
+            checks,
+        )
+        == 1
+    )
     assert "FAILED lossless" in capsys.readouterr().err
     # a user error: require_lossless without a baseline deployment
     assert cli("validate", str(recipe), "--url", target.http_address, "--checks", checks) == 2
@@ -289,4 +367,6 @@ def test_load_mixes_good_and_bad_requests_and_reports_the_local_server(full_run)
     assert server is not None and server["alive"] and server["stubs_died"] == []
     assert {"tensorrt_llm_0_0", "tensorrt_llm_bls_0_0"} <= set(server["stubs"])
     assert server["rss_before_bytes"] > 0 and server["rss_growth"] is not None
-    assert "## Load" in (report / "report.md").read_text() and "RSS (server + stubs)" in (report / "report.md").read_text()
+    assert (
+        "## Load" in (report / "report.md").read_text() and "RSS (server + stubs)" in (report / "report.md").read_text()
+    )

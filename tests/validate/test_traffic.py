@@ -21,13 +21,23 @@ RECORDS = [  # coding prompts hold WEAK_ON; the prose ones do not
     {"id": "c1", "category": "coding", "prompt": f"{WEAK_ON}read_config(path):\n    with open(path) as f:"},
     {"id": "c2", "category": "coding", "messages": [{"role": "user", "content": f"{WEAK_ON}area(r):\n    return"}]},
     {"id": "c3", "category": "coding", "prompt": f"class Queue:\n    {WEAK_ON}put(self, item):"},
-    {"model": "toy", "messages": [{"role": "user", "content": f"{WEAK_ON}main():\n    args = parse()"}],
-     "metadata": {"category": "coding"}, "temperature": 0.7},
+    {
+        "model": "toy",
+        "messages": [{"role": "user", "content": f"{WEAK_ON}main():\n    args = parse()"}],
+        "metadata": {"category": "coding"},
+        "temperature": 0.7,
+    },
     {"id": "w1", "category": "writing", "prompt": "the river ran past the old mill and the children"},
     {"id": "w2", "category": "writing", "conversations": [{"from": "human", "value": "a quiet morning in the town"}]},
     {"id": "w3", "category": "writing", "prompt": "on the first day of spring the market opened early, and"},
-    {"custom_id": "w4", "body": {"model": "toy", "category": "writing",
-                                 "messages": [{"role": "user", "content": "letters from the station arrived late"}]}},
+    {
+        "custom_id": "w4",
+        "body": {
+            "model": "toy",
+            "category": "writing",
+            "messages": [{"role": "user", "content": "letters from the station arrived late"}],
+        },
+    },
 ]
 
 
@@ -50,9 +60,15 @@ def traffic_runs(toy_servers, weak_head_server, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("traffic")
     recipe = traffic_recipe(write_llama31_chat_tokenizer(folder / "llama31"), folder)
-    runs = {name: run_validation(resolve_build(recipe), Endpoints.of(server), report_dir=folder / name,
-                                 options=SuiteOptions(checks=["acceptance"]))
-            for name, server in (("good", toy_servers["target"]), ("weak", weak_head_server))}
+    runs = {
+        name: run_validation(
+            resolve_build(recipe),
+            Endpoints.of(server),
+            report_dir=folder / name,
+            options=SuiteOptions(checks=["acceptance"]),
+        )
+        for name, server in (("good", toy_servers["target"]), ("weak", weak_head_server))
+    }
     return runs, folder
 
 
@@ -69,8 +85,7 @@ def test_the_good_head_passes_every_category_gate(traffic_runs):
     for g in groups.values():
         al = g["acceptance_length"]
         assert al["low"] >= GATE.get(g["group"], GATE["default"]) and al["low"] <= al["value"] <= al["high"]
-    assert {v["group"]: v["status"] for v in acc.details["gate_verdicts"]} == {"coding": "passed",
-                                                                               "writing": "passed"}
+    assert {v["group"]: v["status"] for v in acc.details["gate_verdicts"]} == {"coding": "passed", "writing": "passed"}
     assert runs["good"].prompt_set["categories"] == {"coding": 4, "writing": 4}
 
 
@@ -86,8 +101,7 @@ def test_a_head_weak_on_coding_fails_the_coding_gate_only(traffic_runs):
     assert [p["value"] for p in coding["per_position"]] == [0.0] * TOY_DRAFT_LEN
     # writing is untouched: the same figures as the good head's
     assert writing == by_category(runs["good"])["writing"]
-    assert {v["group"]: v["status"] for v in acc.details["gate_verdicts"]} == {"coding": "failed",
-                                                                               "writing": "passed"}
+    assert {v["group"]: v["status"] for v in acc.details["gate_verdicts"]} == {"coding": "failed", "writing": "passed"}
     assert acc.summary.startswith("coding: AL 1.00 [1.00–1.00] below 2.0 (all of its 95% interval)")
     md = (folder / "weak" / "report.md").read_text()
     assert "| coding | 2.0 | 1.00 [1.00–1.00] | failed |" in md
@@ -100,12 +114,25 @@ def test_a_head_weak_on_coding_fails_the_coding_gate_only(traffic_runs):
 
 # --- validate --against an earlier report ---------------------------------------------------------------------
 
+
 def against_cli(folder, server, earlier, name) -> int:
     from specbuild.cli import main
 
     path = traffic_recipe(folder / "llama31", folder).source  # the recipe file of the runs in this process
-    return main(["validate", str(path), "--url", server.http_address, "--checks", "acceptance",
-                 "--against", str(earlier), "--report", str(folder / name)])
+    return main(
+        [
+            "validate",
+            str(path),
+            "--url",
+            server.http_address,
+            "--checks",
+            "acceptance",
+            "--against",
+            str(earlier),
+            "--report",
+            str(folder / name),
+        ]
+    )
 
 
 def test_against_the_same_build_passes(traffic_runs, toy_servers):

@@ -43,14 +43,26 @@ def recipe_file(folder: Path, adaptive: str = "") -> Path:
 
 def performance(points, **extra) -> CheckResult:
     """A performance result as the check writes it (details["speedup"]; H9's rounds add min/max/rounds)."""
-    return CheckResult("performance", "Performance", PASSED, "",
-                       {"speedup": [{"concurrency": c, "speedup": v, "speculative_tokens_per_s": 1.0,
-                                     "baseline_tokens_per_s": 1.0, **extra} for c, v in points]})
+    return CheckResult(
+        "performance",
+        "Performance",
+        PASSED,
+        "",
+        {
+            "speedup": [
+                {"concurrency": c, "speedup": v, "speculative_tokens_per_s": 1.0, "baseline_tokens_per_s": 1.0, **extra}
+                for c, v in points
+            ]
+        },
+    )
 
 
 def test_the_speedups_come_from_the_checks_details():
-    assert measured_speedups(performance([(4, 0.8), (1, 1.4), (2, 1.1)], speedup_min=0.7, rounds=[0.7, 0.9])) == \
-        [(1, 1.4), (2, 1.1), (4, 0.8)]
+    assert measured_speedups(performance([(4, 0.8), (1, 1.4), (2, 1.1)], speedup_min=0.7, rounds=[0.7, 0.9])) == [
+        (1, 1.4),
+        (2, 1.1),
+        (4, 0.8),
+    ]
     assert measured_speedups(performance([(1, None)])) == [] and measured_speedups(None) == []
 
 
@@ -107,14 +119,33 @@ def test_cli_writes_the_tuned_recipe(tmp_path, monkeypatch, capsys):
 
     def fake_run(build, target, baseline, **kwargs):
         assert baseline is not None
-        return ValidationResult(recipe=build.recipe.name, method="medusa", runtime="reference", target=target,
-                                baseline=baseline, serving_model="ensemble", started="", duration_s=0.0, prompts=1,
-                                checks=[performance([(1, 1.3), (2, 1.05), (4, 0.8), (8, 0.6)])])
+        return ValidationResult(
+            recipe=build.recipe.name,
+            method="medusa",
+            runtime="reference",
+            target=target,
+            baseline=baseline,
+            serving_model="ensemble",
+            started="",
+            duration_s=0.0,
+            prompts=1,
+            checks=[performance([(1, 1.3), (2, 1.05), (4, 0.8), (8, 0.6)])],
+        )
 
     monkeypatch.setattr(validate, "run_validation", fake_run)
     out = tmp_path / "tuned.yaml"
-    code = main(["validate", str(path), "--url", "127.0.0.1:9", "--baseline-url", "127.0.0.1:10",
-                 "--write-tuned-recipe", str(out)])
+    code = main(
+        [
+            "validate",
+            str(path),
+            "--url",
+            "127.0.0.1:9",
+            "--baseline-url",
+            "127.0.0.1:10",
+            "--write-tuned-recipe",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     assert load_recipe(out).adaptive.draft_len_schedule == {1: 4, 3: 0}
     assert main(["validate", str(path), "--url", "127.0.0.1:9", "--write-tuned-recipe", str(out)]) == 2

@@ -19,15 +19,26 @@ def toy_recipe_dict(tokenizer_dir: Path, **validation) -> dict:
         "name": "toy",
         "runtime": "reference",
         "model": {"checkpoint": str(tokenizer_dir), "tokenizer": str(tokenizer_dir)},
-        "speculation": {"method": "eagle", "checkpoint": str(tokenizer_dir), "num_eagle_layers": TOY_DRAFT_LEN,
-                        "max_draft_len": TOY_DRAFT_LEN, "max_non_leaves_per_layer": 1,
-                        "choices": [[0] * d for d in range(1, TOY_DRAFT_LEN + 1)]},
+        "speculation": {
+            "method": "eagle",
+            "checkpoint": str(tokenizer_dir),
+            "num_eagle_layers": TOY_DRAFT_LEN,
+            "max_draft_len": TOY_DRAFT_LEN,
+            "max_non_leaves_per_layer": 1,
+            "choices": [[0] * d for d in range(1, TOY_DRAFT_LEN + 1)],
+        },
         "build": {"max_batch_size": 8, "max_input_len": 448, "max_seq_len": 512},
         "triton": {"streaming": True},
-        "validation": {"max_tokens": TOY_MAX_TOKENS, "concurrency": [1, 2, 4], "require_lossless": True,
-                       "min_acceptance_length": 1.5, "load_clients": 3, "load_seconds": 2.0,
-                       "sampling": {"temperature": 1.0, "trials": 200, "tokens": 2, "significance": 0.001},
-                       **validation},
+        "validation": {
+            "max_tokens": TOY_MAX_TOKENS,
+            "concurrency": [1, 2, 4],
+            "require_lossless": True,
+            "min_acceptance_length": 1.5,
+            "load_clients": 3,
+            "load_seconds": 2.0,
+            "sampling": {"temperature": 1.0, "trials": 200, "tokens": 2, "significance": 0.001},
+            **validation,
+        },
     }
 
 

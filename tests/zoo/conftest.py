@@ -23,6 +23,13 @@ def tiny_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(hidden_size=64, intermediate_size=172, num_attention_heads=4, num_key_value_heads=4,
-                         num_hidden_layers=2, vocab_size=300, max_position_embeddings=128)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=172,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        num_hidden_layers=2,
+        vocab_size=300,
+        max_position_embeddings=128,
+    )
     return LlamaForCausalLM(config).eval()

@@ -13,10 +13,16 @@ from specbuild.heads.eagle import EagleHead, causal_mask, load_eagle_head, save_
 # SafeAILab/EAGLE eagle/model/cnets1.py (EAGLE-1 `Model`), loaded with strict=True by ea_model.py:
 # embed_tokens, fc (with bias), one LlamaDecoderLayer whose index-0 variant has no input_layernorm.
 EAGLE1_KEYS = {
-    "embed_tokens.weight", "fc.weight", "fc.bias",
-    "layers.0.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.weight",
-    "layers.0.self_attn.v_proj.weight", "layers.0.self_attn.o_proj.weight",
-    "layers.0.mlp.gate_proj.weight", "layers.0.mlp.up_proj.weight", "layers.0.mlp.down_proj.weight",
+    "embed_tokens.weight",
+    "fc.weight",
+    "fc.bias",
+    "layers.0.self_attn.q_proj.weight",
+    "layers.0.self_attn.k_proj.weight",
+    "layers.0.self_attn.v_proj.weight",
+    "layers.0.self_attn.o_proj.weight",
+    "layers.0.mlp.gate_proj.weight",
+    "layers.0.mlp.up_proj.weight",
+    "layers.0.mlp.down_proj.weight",
     "layers.0.post_attention_layernorm.weight",
 }
 
@@ -82,8 +88,8 @@ def test_tree_mask_branches_do_not_see_each_other(tiny_llama):
         for i in range(2):
             c = head.new_cache()
             head(feats[:, :3], ids[:, :3], pos[:, :3], past_key_values=c)
-            one = head(feats[:, 3 + i:4 + i], ids[:, 3 + i:4 + i], sib_pos[:, :1], past_key_values=c)
-            torch.testing.assert_close(tree[:, i:i + 1], one, atol=1e-5, rtol=1e-5)
+            one = head(feats[:, 3 + i : 4 + i], ids[:, 3 + i : 4 + i], sib_pos[:, :1], past_key_values=c)
+            torch.testing.assert_close(tree[:, i : i + 1], one, atol=1e-5, rtol=1e-5)
 
 
 def test_bool_mask_is_refused(tiny_llama):
@@ -111,8 +117,9 @@ def test_layout_matches_eagle1_and_tensorrt_llm(tmp_path, tiny_llama):
     assert set(state) == EAGLE1_KEYS
     assert state["fc.weight"].shape == (64, 128) and state["fc.bias"].shape == (64,)
     assert all(t.dtype == torch.float16 for t in state.values())
-    torch.testing.assert_close(state["embed_tokens.weight"].float(),
-                               tiny_llama.model.embed_tokens.weight.half().float())
+    torch.testing.assert_close(
+        state["embed_tokens.weight"].float(), tiny_llama.model.embed_tokens.weight.half().float()
+    )
     # examples/eagle/convert_checkpoint.py: LlamaConfig.from_pretrained(eagle_model_dir) for the eagle net's
     # num_attention_heads / intermediate_size / num_hidden_layers / hidden_size / num_key_value_heads /
     # rms_norm_eps / max_position_embeddings ...

@@ -26,11 +26,20 @@ SHIPPED = COMMITTED["tiny"] / "eagle3"
 # is the trainer's mask). No embed_tokens: hidden_size equals the target's, so the target's embedding is shared.
 EAGLE3_KEYS = {
     "fc.weight",
-    "midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
-    "midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight", "midlayer.self_attn.v_proj.weight",
-    "midlayer.self_attn.o_proj.weight", "midlayer.post_attention_layernorm.weight",
-    "midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight", "midlayer.mlp.down_proj.weight",
-    "norm.weight", "lm_head.weight", "d2t", "t2d",
+    "midlayer.input_layernorm.weight",
+    "midlayer.hidden_norm.weight",
+    "midlayer.self_attn.q_proj.weight",
+    "midlayer.self_attn.k_proj.weight",
+    "midlayer.self_attn.v_proj.weight",
+    "midlayer.self_attn.o_proj.weight",
+    "midlayer.post_attention_layernorm.weight",
+    "midlayer.mlp.gate_proj.weight",
+    "midlayer.mlp.up_proj.weight",
+    "midlayer.mlp.down_proj.weight",
+    "norm.weight",
+    "lm_head.weight",
+    "d2t",
+    "t2d",
 }
 VOCAB, HIDDEN, DRAFT_VOCAB, LAYERS = 300, 64, 120, (1, 3, 4)
 
@@ -41,8 +50,15 @@ def target():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(hidden_size=HIDDEN, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
-                         num_hidden_layers=8, vocab_size=VOCAB, max_position_embeddings=128)
+    config = LlamaConfig(
+        hidden_size=HIDDEN,
+        intermediate_size=96,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=8,
+        vocab_size=VOCAB,
+        max_position_embeddings=128,
+    )
     return LlamaForCausalLM(config).eval()
 
 
@@ -59,8 +75,11 @@ def _head(target, layers=LAYERS, draft_vocab=DRAFT_VOCAB, seed=1) -> Eagle3Head:
 
 def _inputs(t=6, b=2, width=3 * HIDDEN):
     g = torch.Generator().manual_seed(2)
-    return (torch.randn(b, t, width, generator=g), torch.randn(b, t, HIDDEN, generator=g),
-            torch.arange(t)[None].expand(b, t))
+    return (
+        torch.randn(b, t, width, generator=g),
+        torch.randn(b, t, HIDDEN, generator=g),
+        torch.arange(t)[None].expand(b, t),
+    )
 
 
 def test_default_capture_layers_follow_tensorrt_llm():
@@ -98,11 +117,16 @@ def test_layout_matches_tensorrt_llm(tmp_path, target):
         "midlayer.self_attn.k_proj.weight": (2 * head_dim, 2 * HIDDEN),
         "midlayer.self_attn.v_proj.weight": (2 * head_dim, 2 * HIDDEN),
         "midlayer.self_attn.o_proj.weight": (HIDDEN, 4 * head_dim),
-        "midlayer.mlp.gate_proj.weight": (96, HIDDEN), "midlayer.mlp.up_proj.weight": (96, HIDDEN),
+        "midlayer.mlp.gate_proj.weight": (96, HIDDEN),
+        "midlayer.mlp.up_proj.weight": (96, HIDDEN),
         "midlayer.mlp.down_proj.weight": (HIDDEN, 96),
-        "midlayer.input_layernorm.weight": (HIDDEN,), "midlayer.hidden_norm.weight": (HIDDEN,),
-        "midlayer.post_attention_layernorm.weight": (HIDDEN,), "norm.weight": (HIDDEN,),
-        "lm_head.weight": (DRAFT_VOCAB, HIDDEN), "d2t": (DRAFT_VOCAB,), "t2d": (VOCAB,),
+        "midlayer.input_layernorm.weight": (HIDDEN,),
+        "midlayer.hidden_norm.weight": (HIDDEN,),
+        "midlayer.post_attention_layernorm.weight": (HIDDEN,),
+        "norm.weight": (HIDDEN,),
+        "lm_head.weight": (DRAFT_VOCAB, HIDDEN),
+        "d2t": (DRAFT_VOCAB,),
+        "t2d": (VOCAB,),
     }
     assert {k: tuple(v.shape) for k, v in tensors.items()} == shapes
     assert tensors["d2t"].dtype == torch.int64 and tensors["t2d"].dtype == torch.bool
@@ -112,10 +136,21 @@ def test_layout_matches_tensorrt_llm(tmp_path, target):
 
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLMEagle3"] and config["model_type"] == "llama"
-    expected = {"num_hidden_layers": 1, "hidden_size": HIDDEN, "intermediate_size": 96, "num_attention_heads": 4,
-                "num_key_value_heads": 2, "vocab_size": VOCAB, "draft_vocab_size": DRAFT_VOCAB, "bias": False,
-                "torch_dtype": "float16", "rope_theta": 10000.0, "rms_norm_eps": target.config.rms_norm_eps,
-                "max_position_embeddings": 128, "tie_word_embeddings": False}
+    expected = {
+        "num_hidden_layers": 1,
+        "hidden_size": HIDDEN,
+        "intermediate_size": 96,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": VOCAB,
+        "draft_vocab_size": DRAFT_VOCAB,
+        "bias": False,
+        "torch_dtype": "float16",
+        "rope_theta": 10000.0,
+        "rms_norm_eps": target.config.rms_norm_eps,
+        "max_position_embeddings": 128,
+        "tie_word_embeddings": False,
+    }
     assert {k: config[k] for k in expected} == expected
     assert "target_hidden_size" not in config  # same width: TensorRT-LLM shares the target's embedding
     assert config["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": list(LAYERS)}
@@ -152,7 +187,9 @@ def test_forward_reads_normed_embedding_first_then_fused_hidden(target):
     def rms(v, w):
         return w * v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + target.config.rms_norm_eps)
 
-    expected = torch.cat([rms(e, head.midlayer.input_layernorm.weight), rms(hidden, head.midlayer.hidden_norm.weight)], -1)
+    expected = torch.cat(
+        [rms(e, head.midlayer.input_layernorm.weight), rms(hidden, head.midlayer.hidden_norm.weight)], -1
+    )
     torch.testing.assert_close(seen["a"], expected)
     # a width-H input is the head's own output: fc is skipped (TensorRT-LLM apply_eagle3_fc)
     with torch.no_grad():
@@ -169,7 +206,9 @@ def test_rope_is_neox_style_as_transformers_llama(target):
 
     q = torch.randn(2, 4, 5, 16)
     pos = torch.tensor([[0, 1, 2, 7, 9], [3, 3, 4, 5, 6]])
-    cos, sin = LlamaRotaryEmbedding(config=new_eagle3_head(target.config, layers=LAYERS, draft_vocab_size=10).config)(q, pos)
+    cos, sin = LlamaRotaryEmbedding(config=new_eagle3_head(target.config, layers=LAYERS, draft_vocab_size=10).config)(
+        q, pos
+    )
     expected, _ = apply_rotary_pos_emb(q, q, cos, sin)
     torch.testing.assert_close(rope(q, pos, 10000.0), expected, atol=1e-5, rtol=1e-5)
 
@@ -192,8 +231,8 @@ def test_cache_and_tree_mask(target):
         for i in range(2):
             c = head.new_cache()
             head(x[:1, :3], e[:1, :3], pos[:1, :3], cache=c)
-            one = head(full[:1, 2 + i: 3 + i], e[:1, 3 + i: 4 + i], torch.tensor([[3]]), cache=c)
-            torch.testing.assert_close(siblings[:, i: i + 1], one, atol=1e-5, rtol=1e-5)
+            one = head(full[:1, 2 + i : 3 + i], e[:1, 3 + i : 4 + i], torch.tensor([[3]]), cache=c)
+            torch.testing.assert_close(siblings[:, i : i + 1], one, atol=1e-5, rtol=1e-5)
     with pytest.raises(TypeError):
         head(x, e, pos, attention_mask=torch.ones(2, 1, 7, 7, dtype=torch.bool))
 
@@ -214,23 +253,27 @@ def test_training_time_test_equals_cached_drafting(target):
         unrolled = unrolled_logits(head, captured, embed, tokens, steps)
         for t in (0, 3, 6):
             cache = head.new_cache()
-            out = head(captured[:, : t + 1], embed[tokens[:, 1: t + 2]], torch.arange(t + 1)[None].expand(2, -1),
-                       cache=cache)[:, -1:]
+            out = head(
+                captured[:, : t + 1], embed[tokens[:, 1 : t + 2]], torch.arange(t + 1)[None].expand(2, -1), cache=cache
+            )[:, -1:]
             torch.testing.assert_close(head.logits(out[:, 0]), unrolled[0][:, t], atol=1e-4, rtol=1e-4)
             for k in range(1, steps):
-                out = head(out, embed[tokens[:, t + 1 + k: t + 2 + k]], torch.full((2, 1), t + k), cache=cache)
+                out = head(out, embed[tokens[:, t + 1 + k : t + 2 + k]], torch.full((2, 1), t + k), cache=cache)
                 torch.testing.assert_close(head.logits(out[:, 0]), unrolled[k][:, t], atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("problem, match", [
-    ("missing", "missing \\['midlayer.hidden_norm.weight'\\]"),
-    ("shape", "wrong shape"),
-    ("no_d2t", "no 'd2t' tensor"),
-    ("bad_d2t", "d2t maps draft ids outside"),
-    ("two_layers", "num_hidden_layers=2"),
-    ("layer_count", "lists 2 layers but fc.weight fuses 3"),
-    ("post_norm", "return_hidden_post_norm"),
-])
+@pytest.mark.parametrize(
+    "problem, match",
+    [
+        ("missing", "missing \\['midlayer.hidden_norm.weight'\\]"),
+        ("shape", "wrong shape"),
+        ("no_d2t", "no 'd2t' tensor"),
+        ("bad_d2t", "d2t maps draft ids outside"),
+        ("two_layers", "num_hidden_layers=2"),
+        ("layer_count", "lists 2 layers but fc.weight fuses 3"),
+        ("post_norm", "return_hidden_post_norm"),
+    ],
+)
 def test_loader_errors_name_the_file(tmp_path, target, problem, match):
     from safetensors.torch import load_file, save_file
 
@@ -263,8 +306,9 @@ def test_loader_checks_the_target(tmp_path, target):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     save_eagle3_head(_head(target), tmp_path)
-    other = LlamaForCausalLM(LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4,
-                                         num_hidden_layers=2, vocab_size=VOCAB))
+    other = LlamaForCausalLM(
+        LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_hidden_layers=2, vocab_size=VOCAB)
+    )
     with pytest.raises(UserError, match="hidden_size=64 does not match the target's hidden_size=32"):
         load_eagle3_head(tmp_path, other)
     empty = tmp_path / "config_only"
@@ -294,7 +338,10 @@ def test_shipped_head_layout():
         tensors = {k: f.get_tensor(k) for k in f.keys()}
     assert set(tensors) == EAGLE3_KEYS
     h = config["hidden_size"]
-    assert tensors["fc.weight"].shape == (h, 3 * h) and tensors["lm_head.weight"].shape == (config["draft_vocab_size"], h)
+    assert tensors["fc.weight"].shape == (h, 3 * h) and tensors["lm_head.weight"].shape == (
+        config["draft_vocab_size"],
+        h,
+    )
     ids = torch.arange(config["draft_vocab_size"]) + tensors["d2t"]
     assert bool((ids.diff() > 0).all()) and 0 <= int(ids.min()) and int(ids.max()) < config["vocab_size"]
     assert (ids != torch.arange(config["draft_vocab_size"])).any()  # d2t is a real mapping

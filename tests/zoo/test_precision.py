@@ -38,12 +38,15 @@ def test_autocast_computes_in_that_precision(name, dtype):
         assert layer(torch.ones(1, 4)).dtype == dtype
 
 
-@pytest.mark.parametrize("record, expected", [
-    ({"precision": "float32"}, precision.FLOAT32),
-    ({"training_precision": precision.DESCRIPTIONS[precision.FLOAT32]}, precision.FLOAT32),
-    ({"training_precision": precision.DESCRIPTIONS[precision.BFLOAT16]}, precision.BFLOAT16),
-    ({}, precision.BFLOAT16),  # builds from before the choice existed trained under bf16 autocast
-])
+@pytest.mark.parametrize(
+    "record, expected",
+    [
+        ({"precision": "float32"}, precision.FLOAT32),
+        ({"training_precision": precision.DESCRIPTIONS[precision.FLOAT32]}, precision.FLOAT32),
+        ({"training_precision": precision.DESCRIPTIONS[precision.BFLOAT16]}, precision.BFLOAT16),
+        ({}, precision.BFLOAT16),  # builds from before the choice existed trained under bf16 autocast
+    ],
+)
 def test_precision_of_an_earlier_build(record, expected):
     assert precision.of_record(record) == expected
 

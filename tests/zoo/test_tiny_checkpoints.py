@@ -74,12 +74,12 @@ def test_target_is_trained_and_draft_agrees_with_it(models):
     for text in PROMPTS:
         ids = tok(text, return_tensors="pt").input_ids
         out = target.generate(ids, max_new_tokens=24, do_sample=False)
-        continuation = out[:, ids.shape[1]:]
+        continuation = out[:, ids.shape[1] :]
         assert continuation.numel() > 0
         loss = target(input_ids=ids, labels=ids).loss.item()
         assert loss < 5.0, f"target loss {loss:.2f} on {text!r}"
-        target_next = target(input_ids=out).logits[0, ids.shape[1] - 1: -1].argmax(-1)
-        draft_next = draft(input_ids=out).logits[0, ids.shape[1] - 1: -1].argmax(-1)
+        target_next = target(input_ids=out).logits[0, ids.shape[1] - 1 : -1].argmax(-1)
+        draft_next = draft(input_ids=out).logits[0, ids.shape[1] - 1 : -1].argmax(-1)
         agree += int((target_next == draft_next).sum())
         total += target_next.numel()
     assert agree / total > 0.5, f"draft agrees with the target on {agree}/{total} greedy tokens"
@@ -102,15 +102,16 @@ def test_heads_predict_the_targets_future_tokens(models):
         seq = target.generate(ids, max_new_tokens=40, do_sample=False)
         n = seq.shape[1]
         feats = target.model(input_ids=seq).last_hidden_state
-        truth = seq[0, p + 1:]                                   # generated tokens after the first one
-        head0 = heads(feats)[0, 0, p - 1: n - 2].argmax(-1)      # from f_t, t = p-1 .. n-3
+        truth = seq[0, p + 1 :]  # generated tokens after the first one
+        head0 = heads(feats)[0, 0, p - 1 : n - 2].argmax(-1)  # from f_t, t = p-1 .. n-3
         f_hat = eagle(feats[:, :-1], seq[:, 1:], torch.arange(n - 1)[None])
-        eagle_guess = (f_hat[0, p - 1: n - 2] @ target.lm_head.weight.T).argmax(-1)
+        eagle_guess = (f_hat[0, p - 1 : n - 2] @ target.lm_head.weight.T).argmax(-1)
         medusa_hits += int((head0 == truth).sum())
         eagle_hits += int((eagle_guess == truth).sum())
         total += truth.numel()
-    assert medusa_hits / total > 0.2, (medusa_hits, total)   # untrained heads (lm_head copies) score 0.0 here
+    assert medusa_hits / total > 0.2, (medusa_hits, total)  # untrained heads (lm_head copies) score 0.0 here
     assert eagle_hits / total > 0.5, (eagle_hits, total)
+
 
 def test_verify_command(recorded, tmp_path):
     import shutil

@@ -23,11 +23,22 @@ def micro(tmp_path_factory):
 def test_layout(micro):
     names = {p.relative_to(micro).as_posix() for p in micro.rglob("*") if p.is_file()}
     assert {
-        "manifest.json", "README.md", "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json",
-        "target/config.json", "target/generation_config.json", "target/model.safetensors",
-        "target/tokenizer.json", "draft/model.safetensors", "draft/tokenizer_config.json",
-        "medusa/config.json", "medusa/medusa_lm_head.safetensors", "eagle/config.json", "eagle/pytorch_model.bin",
-        "eagle3/config.json", "eagle3/model.safetensors",
+        "manifest.json",
+        "README.md",
+        "tokenizer/tokenizer.json",
+        "tokenizer/tokenizer_config.json",
+        "target/config.json",
+        "target/generation_config.json",
+        "target/model.safetensors",
+        "target/tokenizer.json",
+        "draft/model.safetensors",
+        "draft/tokenizer_config.json",
+        "medusa/config.json",
+        "medusa/medusa_lm_head.safetensors",
+        "eagle/config.json",
+        "eagle/pytorch_model.bin",
+        "eagle3/config.json",
+        "eagle3/model.safetensors",
     } <= names
     assert not list(micro.parent.glob(".micro.partial-*"))
 
@@ -68,8 +79,10 @@ def test_loads_with_transformers_and_heads_loaders(micro):
         tok = AutoTokenizer.from_pretrained(micro / folder)
         assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (1, 2, 2)
         assert tok("x = 1").input_ids[0] == 1
-    assert json.loads((micro / "target" / "tokenizer_config.json").read_text())["tokenizer_class"] == \
-        "PreTrainedTokenizerFast"
+    assert (
+        json.loads((micro / "target" / "tokenizer_config.json").read_text())["tokenizer_class"]
+        == "PreTrainedTokenizerFast"
+    )
     target = LlamaForCausalLM.from_pretrained(micro / "target")
     draft = LlamaForCausalLM.from_pretrained(micro / "draft")
     assert target.dtype == torch.float16 and draft.config.num_hidden_layers == 1
@@ -177,10 +190,13 @@ def test_add_stage_trains_eagle3_into_an_existing_folder(micro, tmp_path):
     before = manifest.read(later)["files"]
     build_mod.add_stage(later, "eagle3", precision=other)
     after = manifest.read(later)
-    assert {n: f for n, f in after["files"].items() if not n.startswith("eagle3/") and n != "README.md"} == \
-        {n: f for n, f in before.items() if n != "README.md"}
-    assert after["stage_precision"] == {**{s: built["precision"] for s in ("target", "draft", "medusa", "eagle")},
-                                        "eagle3": other}
+    assert {n: f for n, f in after["files"].items() if not n.startswith("eagle3/") and n != "README.md"} == {
+        n: f for n, f in before.items() if n != "README.md"
+    }
+    assert after["stage_precision"] == {
+        **{s: built["precision"] for s in ("target", "draft", "medusa", "eagle")},
+        "eagle3": other,
+    }
     (entry,) = after["added_stages"]
     assert entry["stage"] == "eagle3" and entry["precision"] == other and "add-stage eagle3" in entry["command"]
     readme = (later / "README.md").read_text()

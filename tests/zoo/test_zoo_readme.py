@@ -33,12 +33,19 @@ def test_what_each_part_accepts(summary):
     assert "2048 positions (trained on 256-token blocks)" in text
 
 
-@pytest.mark.parametrize("layers, captured, says", [
-    (4, [0, 1, 3], "does not apply (it needs L > 5)"),
-    (12, [1, 5, 8], "These are TensorRT-LLM's default capture set {1, L//2-1, L-4} for this 12-layer target, so "
-                    "`eagle3_layers_to_capture` may be left out"),
-    (12, [0, 1, 3], "TensorRT-LLM's default capture set for this 12-layer target would be [1, 5, 8], not these"),
-])
+@pytest.mark.parametrize(
+    "layers, captured, says",
+    [
+        (4, [0, 1, 3], "does not apply (it needs L > 5)"),
+        (
+            12,
+            [1, 5, 8],
+            "These are TensorRT-LLM's default capture set {1, L//2-1, L-4} for this 12-layer target, so "
+            "`eagle3_layers_to_capture` may be left out",
+        ),
+        (12, [0, 1, 3], "TensorRT-LLM's default capture set for this 12-layer target would be [1, 5, 8], not these"),
+    ],
+)
 def test_eagle3_capture_layers_are_explained_for_the_target_depth(summary, layers, captured, says):
     text = render_readme(with_shape(summary, layers, captured))
     assert says in text and f"eagle3_layers_to_capture: {captured}" in text

@@ -71,8 +71,12 @@ def manifests(ctx: DeployContext) -> dict[str, list[dict]]:
 
 
 def kustomization(ctx: DeployContext, resources: list[str]) -> dict[str, Any]:
-    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "namespace": ctx.namespace, "resources": resources}
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": ctx.namespace,
+        "resources": resources,
+    }
 
 
 def plan_of(ctx: DeployContext, files: list[str], path: Callable[[str], str] = str) -> dict[str, Any]:
@@ -82,22 +86,30 @@ def plan_of(ctx: DeployContext, files: list[str], path: Callable[[str], str] = s
     out: dict[str, Any] = {
         "folder": path(str(ctx.folder)),
         "kubernetes": f"{ctx.workload_kind} {ctx.name} in namespace {ctx.namespace} (validated against "
-                      f"Kubernetes {ctx.deploy.kubernetes.version})",
+        f"Kubernetes {ctx.deploy.kubernetes.version})",
         "image": f"{ctx.image.reference} ({ctx.image.why})",
         "world": w.summary,
         "layout": describe(w),
-        "pods": (f"LeaderWorkerSet groups of {w.nodes} pods (leader {ctx.name}-<group>, workers "
-                 f"{ctx.name}-<group>-<i>), {w.gpus_per_pod} GPU(s) each" if w.multi_node
-                 else f"one pod per replica with {w.gpus_per_pod} GPU(s)"),
+        "pods": (
+            f"LeaderWorkerSet groups of {w.nodes} pods (leader {ctx.name}-<group>, workers "
+            f"{ctx.name}-<group>-<i>), {w.gpus_per_pod} GPU(s) each"
+            if w.multi_node
+            else f"one pod per replica with {w.gpus_per_pod} GPU(s)"
+        ),
         "command": shlex.join(ctx.launch.container_argv),
-        **({"leader": "writes the hostfile, then execs " + shlex.join(ctx.launch.leader_argv)}
-           if ctx.launch.leader_argv and w.multi_node else {}),
+        **(
+            {"leader": "writes the hostfile, then execs " + shlex.join(ctx.launch.leader_argv)}
+            if ctx.launch.leader_argv and w.multi_node
+            else {}
+        ),
         "replicas": f"{ctx.deploy.autoscaling.min_replicas}..{ctx.deploy.autoscaling.max_replicas}"
-                    + (f" (HPA on {monitoring.QUEUE_COMPUTE} of {ctx.scale_model})" if k8s.autoscaled(ctx) else ""),
+        + (f" (HPA on {monitoring.QUEUE_COMPUTE} of {ctx.scale_model})" if k8s.autoscaled(ctx) else ""),
         "storage": f"claim {ctx.claim}, folder {ctx.name} at {ctx.tree} in the containers: "
-                   + "; ".join(f"{m.what} {m.container} <- "
-                               + (f"{FOLDER}/ (the compiled repository, its paths rewritten)" if m.bundled
-                                  else path(str(m.source))) for m in ctx.mounts),
+        + "; ".join(
+            f"{m.what} {m.container} <- "
+            + (f"{FOLDER}/ (the compiled repository, its paths rewritten)" if m.bundled else path(str(m.source)))
+            for m in ctx.mounts
+        ),
         "slurm": f"sbatch slurm/{ctx.name}.sbatch ({ctx.deploy.slurm.container_runtime})",
         "files": files,
     }
@@ -109,17 +121,24 @@ def allowed_values(recipe: Recipe) -> None:
     skips the schema's allow-lists, and nothing in a bundle may come from a value they refuse."""
     from pydantic import ValidationError
 
-
     try:
         DeploySection.model_validate(recipe.deploy.model_dump(warnings=False))
     except ValidationError as e:
         problems = "; ".join(f"deploy.{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
-        raise UserError(f"{recipe.source or 'recipe'}: {problems} — fix the recipe (specbuild check shows where)") \
-            from None
+        raise UserError(
+            f"{recipe.source or 'recipe'}: {problems} — fix the recipe (specbuild check shows where)"
+        ) from None
 
 
-def build_bundle(build: Build, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
-                 schemas: bool = True, repository: bool = True) -> tuple[DeployContext, dict[str, str]]:
+def build_bundle(
+    build: Build,
+    layout: Layout,
+    *,
+    folder: Path | None = None,
+    trtllm_version: str | None = None,
+    schemas: bool = True,
+    repository: bool = True,
+) -> tuple[DeployContext, dict[str, str]]:
     """Every file of the bundle as relative path -> text (repository=False: without repository/, which needs the
     compiled repository). Writes nothing."""
     recipe = build.recipe
@@ -127,16 +146,22 @@ def build_bundle(build: Build, layout: Layout, *, folder: Path | None = None, tr
     try:
         ctx = context(build, layout, folder, trtllm_version)
     except ValueError as e:
-        raise UserError(f"{recipe.source or 'recipe'}: deploy: {e} — set deploy.image.tag (or "
-                        "deploy.image.trtllm_version) to an NGC tritonserver trtllm image") from e
+        raise UserError(
+            f"{recipe.source or 'recipe'}: deploy: {e} — set deploy.image.tag (or "
+            "deploy.image.trtllm_version) to an NGC tritonserver trtllm image"
+        ) from e
     docs = manifests(ctx)
     name = ctx.name
-    header = (f"specbuild deployment bundle of recipe {recipe.name!r} ({name}); regenerate with specbuild "
-              "compile, edit the recipe's deploy section rather than this file")
+    header = (
+        f"specbuild deployment bundle of recipe {recipe.name!r} ({name}); regenerate with specbuild "
+        "compile, edit the recipe's deploy section rather than this file"
+    )
     files = {rel: dump_all(d, header) for rel, d in docs.items()}
     files[KUSTOMIZATION] = dump_all([kustomization(ctx, list(docs))], header)
-    files["loader-pod.yaml"] = dump_all([k8s.loader_pod(ctx)], header + "\nNot in the kustomization: "
-                                        "apply it to fill the claim with copy-models.sh (README.md)")
+    files["loader-pod.yaml"] = dump_all(
+        [k8s.loader_pod(ctx)],
+        header + "\nNot in the kustomization: apply it to fill the claim with copy-models.sh (README.md)",
+    )
     if ctx.world.multi_node:
         files["Containerfile"] = k8s.containerfile(ctx)
     files.update(slurm_files(ctx))
@@ -168,8 +193,15 @@ def deploy_step(build: Build, layout: Layout) -> DeployStep | str:
     return DeployStep(folder=bundle_folder(layout), info=bundle_plan(build, layout))
 
 
-def write_bundle(build: Build, layout: Layout, *, folder: Path | None = None, trtllm_version: str | None = None,
-                 validate: bool | None = None, notice: atomic.Notice | None = None) -> Path | None:
+def write_bundle(
+    build: Build,
+    layout: Layout,
+    *,
+    folder: Path | None = None,
+    trtllm_version: str | None = None,
+    validate: bool | None = None,
+    notice: atomic.Notice | None = None,
+) -> Path | None:
     """Write deploy/<name> (or `folder`) and return it; None when the recipe gets no bundle (`applies`).
 
     The files are written to a sibling temp folder, validated there (validate=None: when kubernetes-validate

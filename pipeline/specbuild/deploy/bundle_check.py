@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 # --- 3. kubectl kustomize --------------------------------------------------------------------------------------
 
+
 def kubectl_binary() -> str | None:
     return shutil.which("kubectl")
 
@@ -52,8 +53,13 @@ def render_kustomize(folder: Path, kubectl: str | None = None) -> list[dict]:
     binary = kubectl or kubectl_binary()
     if binary is None:
         raise UserError("kubectl is not on PATH: install it to render the bundle with kubectl kustomize")
-    run = subprocess.run([binary, "kustomize", str(folder)], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "KUBECONFIG": "/dev/null"})
+    run = subprocess.run(
+        [binary, "kustomize", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KUBECONFIG": "/dev/null"},
+    )
     if run.returncode != 0:
         raise UserError(f"kubectl kustomize {folder} failed: {run.stderr.strip()[-800:]}")
     return load_all(run.stdout)
@@ -61,8 +67,16 @@ def render_kustomize(folder: Path, kubectl: str | None = None) -> list[dict]:
 
 # --- entry points ----------------------------------------------------------------------------------------------
 
-def validate_bundle(folder: Path, build: Build, layout: Layout, *, schemas: bool | None = True,
-                    bundle_folder: Path | None = None, kubectl: bool = False) -> list[BundleFinding]:
+
+def validate_bundle(
+    folder: Path,
+    build: Build,
+    layout: Layout,
+    *,
+    schemas: bool | None = True,
+    bundle_folder: Path | None = None,
+    kubectl: bool = False,
+) -> list[BundleFinding]:
     """Every problem of the bundle in `folder` (written for `bundle_folder`, default `folder`).
 
     schemas: True: strict schema validation (UserError when kubernetes-validate is missing); None: when
@@ -72,8 +86,10 @@ def validate_bundle(folder: Path, build: Build, layout: Layout, *, schemas: bool
         raise UserError(f"validating a bundle against the Kubernetes schemas needs kubernetes-validate — {INSTALL}")
     use_schemas = schema_validation_available() if schemas is None else schemas
     recipe = build.recipe
-    recipe_problems = [BundleFinding(str(recipe.source or "(recipe)"), ".".join(map(str, f.path)), f.message)
-                       for f in deploy_findings(build)]
+    recipe_problems = [
+        BundleFinding(str(recipe.source or "(recipe)"), ".".join(map(str, f.path)), f.message)
+        for f in deploy_findings(build)
+    ]
     ctx = context(build, layout, bundle_folder or folder)
     docs, extra, problems = load_bundle(folder)
     problems = recipe_problems + problems
@@ -86,19 +102,34 @@ def validate_bundle(folder: Path, build: Build, layout: Layout, *, schemas: bool
         mine = {(d.kind, d.name) for d in docs}
         got = {(str(d.get("kind")), str((d.get("metadata") or {}).get("name"))) for d in rendered}
         if got != mine:
-            problems.append(BundleFinding(KUSTOMIZATION, "", f"kubectl kustomize renders {sorted(got)}, the files "
-                                          f"hold {sorted(mine)}"))
+            problems.append(
+                BundleFinding(
+                    KUSTOMIZATION, "", f"kubectl kustomize renders {sorted(got)}, the files hold {sorted(mine)}"
+                )
+            )
         if use_schemas:
-            problems += [BundleFinding("(kubectl kustomize output)", f.field, f.message)
-                         for f in schema_findings([Doc("(rendered)", i, d) for i, d in enumerate(rendered)], version)]
+            problems += [
+                BundleFinding("(kubectl kustomize output)", f.field, f.message)
+                for f in schema_findings([Doc("(rendered)", i, d) for i, d in enumerate(rendered)], version)
+            ]
     return problems
 
 
-def check_bundle(folder: Path, build: Build, layout: Layout, *, schemas: bool | None = None,
-                 bundle_folder: Path | None = None, kubectl: bool = False) -> None:
+def check_bundle(
+    folder: Path,
+    build: Build,
+    layout: Layout,
+    *,
+    schemas: bool | None = None,
+    bundle_folder: Path | None = None,
+    kubectl: bool = False,
+) -> None:
     """validate_bundle, raising the findings as one UserError."""
     problems = validate_bundle(folder, build, layout, schemas=schemas, bundle_folder=bundle_folder, kubectl=kubectl)
     if problems:
         where = bundle_folder or folder
-        raise UserError(f"deployment bundle {where} is not valid:\n" + "\n".join(f"  {p}" for p in problems) +
-                        "\n— fix the recipe's deploy section (or triton/build values) and recompile")
+        raise UserError(
+            f"deployment bundle {where} is not valid:\n"
+            + "\n".join(f"  {p}" for p in problems)
+            + "\n— fix the recipe's deploy section (or triton/build values) and recompile"
+        )

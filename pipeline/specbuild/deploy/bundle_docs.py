@@ -52,6 +52,7 @@ class Doc:
 
 # --- loading ---------------------------------------------------------------------------------------------------
 
+
 def load_bundle(folder: Path) -> tuple[list[Doc], list[Doc], list[BundleFinding]]:
     """(applied documents from the kustomization, extra documents, problems reading them)."""
     problems: list[BundleFinding] = []

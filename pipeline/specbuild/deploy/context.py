@@ -57,7 +57,7 @@ def k8s_name(recipe: Recipe) -> str:
     if not name or not name[0].isalpha():
         name = f"sb-{name}".rstrip("-")
     digest = hashlib.sha256(recipe.name.encode()).hexdigest()[:NAME_HASH]
-    return f"{name[:K8S_NAME_MAX - NAME_HASH - 1].rstrip('-')}-{digest}"
+    return f"{name[: K8S_NAME_MAX - NAME_HASH - 1].rstrip('-')}-{digest}"
 
 
 @dataclass(frozen=True)
@@ -132,9 +132,13 @@ class DeployContext:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {"app.kubernetes.io/name": self.name, "app.kubernetes.io/instance": self.name,
-                "app.kubernetes.io/component": "server", "app.kubernetes.io/part-of": "specbuild",
-                DEPLOYMENT_LABEL: self.name}
+        return {
+            "app.kubernetes.io/name": self.name,
+            "app.kubernetes.io/instance": self.name,
+            "app.kubernetes.io/component": "server",
+            "app.kubernetes.io/part-of": "specbuild",
+            DEPLOYMENT_LABEL: self.name,
+        }
 
     @property
     def selector(self) -> dict[str, str]:
@@ -180,8 +184,10 @@ def _llmapi_monitoring(spec: Speculation) -> tuple[str, bool]:
     return MODEL, False
 
 
-MONITORING_KINDS: dict[str, Callable[[Speculation], tuple[str, bool]]] = {"engine": _engine_monitoring,
-                                                                        "llm-api": _llmapi_monitoring}
+MONITORING_KINDS: dict[str, Callable[[Speculation], tuple[str, bool]]] = {
+    "engine": _engine_monitoring,
+    "llm-api": _llmapi_monitoring,
+}
 
 
 REPOSITORY_SLUG = "repository"
@@ -209,11 +215,12 @@ def _unique(name: str, tree: str, wanted: list[tuple[str, Path, str]]) -> tuple[
 def engine_mounts(recipe: Recipe, spec: Speculation, layout: Layout) -> list[tuple[str, Path, str]]:
     """The repository, the engines it serves and the tokenizer (config.pbtxt names them; converted checkpoints
     and logs stay behind)."""
-    engines = [("draft" if m == "tensorrt_llm_draft" else "target")
-               for m in params.core_models(recipe, spec, "target")]
-    return [("repository", Path(layout.repository("target")).absolute(), REPOSITORY_SLUG),
-            *((f"{role} engine", Path(layout.engine(role)).absolute(), role) for role in engines),
-            ("tokenizer", recipe.tokenizer_dir.absolute(), "tokenizer")]
+    engines = [("draft" if m == "tensorrt_llm_draft" else "target") for m in params.core_models(recipe, spec, "target")]
+    return [
+        ("repository", Path(layout.repository("target")).absolute(), REPOSITORY_SLUG),
+        *((f"{role} engine", Path(layout.engine(role)).absolute(), role) for role in engines),
+        ("tokenizer", recipe.tokenizer_dir.absolute(), "tokenizer"),
+    ]
 
 
 def llmapi_paths(recipe: Recipe, spec: Speculation) -> dict[str, str]:
@@ -231,22 +238,36 @@ def llmapi_mounts(recipe: Recipe, spec: Speculation, layout: Layout) -> list[tup
     """The repository and every checkpoint folder model.yaml names (Hugging Face checkpoints, the draft model or
     EAGLE-3 head; no engines: the LLM loads them itself)."""
     slugs = {"model": "model", "tokenizer": "tokenizer"}
-    return [("repository", Path(layout.repository("target")).absolute(), REPOSITORY_SLUG),
-            *((f"model.yaml {key}", Path(path), slugs.get(key, "speculative-model"))
-              for key, path in llmapi_paths(recipe, spec).items())]
+    return [
+        ("repository", Path(layout.repository("target")).absolute(), REPOSITORY_SLUG),
+        *(
+            (f"model.yaml {key}", Path(path), slugs.get(key, "speculative-model"))
+            for key, path in llmapi_paths(recipe, spec).items()
+        ),
+    ]
 
 
 MOUNT_KINDS: dict[str, Callable[[Recipe, Speculation, Layout], list[tuple[str, Path, str]]]] = {
-    "engine": engine_mounts, "llm-api": llmapi_mounts}
+    "engine": engine_mounts,
+    "llm-api": llmapi_mounts,
+}
 
 
-def context(build: Build, layout: Layout, folder: Path | None = None,
-            trtllm_version: str | None = None) -> DeployContext:
+def context(
+    build: Build, layout: Layout, folder: Path | None = None, trtllm_version: str | None = None
+) -> DeployContext:
     recipe = build.recipe
     name = k8s_name(recipe)
     repository = Path(f"{tree_of(recipe, name)}/{REPOSITORY_SLUG}")  # the containers' path
-    return DeployContext(recipe=recipe, layout=layout, folder=Path(folder or bundle_folder(layout)).absolute(),
-                         name=name, image=choose_image(recipe, trtllm_version), world=world_of(recipe, build.spec),
-                         launch=launch_plan(recipe, build.spec, repository),
-                         mounts=mounts_of(recipe, build.spec, layout, name),
-                         spec=build.spec, serving_model=build.runtime.serving_model(build.spec))
+    return DeployContext(
+        recipe=recipe,
+        layout=layout,
+        folder=Path(folder or bundle_folder(layout)).absolute(),
+        name=name,
+        image=choose_image(recipe, trtllm_version),
+        world=world_of(recipe, build.spec),
+        launch=launch_plan(recipe, build.spec, repository),
+        mounts=mounts_of(recipe, build.spec, layout, name),
+        spec=build.spec,
+        serving_model=build.runtime.serving_model(build.spec),
+    )

@@ -80,9 +80,16 @@ copy() {{  # copy SOURCE SUB
 
 def copy_script(ctx: DeployContext) -> str:
     loader = f"{ctx.name}-loader"
-    text = _HEAD.format(name=ctx.name, what=PATHS_READ[ctx.kind], script=COPY_SCRIPT, claim=ctx.claim, loader=loader,
-                        namespace=shlex.quote(ctx.namespace), loader_q=shlex.quote(loader),
-                        loader_root=shlex.quote(LOADER_ROOT))
+    text = _HEAD.format(
+        name=ctx.name,
+        what=PATHS_READ[ctx.kind],
+        script=COPY_SCRIPT,
+        claim=ctx.claim,
+        loader=loader,
+        namespace=shlex.quote(ctx.namespace),
+        loader_q=shlex.quote(loader),
+        loader_root=shlex.quote(LOADER_ROOT),
+    )
     lines = []
     for m in ctx.mounts:
         source = f'"$BUNDLE"/{FOLDER}' if m.bundled else shlex.quote(str(m.source))

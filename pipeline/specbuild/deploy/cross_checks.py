@@ -43,18 +43,27 @@ def pod_templates(doc: Doc) -> list[PodTemplate]:
         return [PodTemplate(doc, ["spec", "template"], "single", spec.get("template") or {})]
     if doc.kind == "LeaderWorkerSet":
         lwt = spec.get("leaderWorkerTemplate") or {}
-        out = [PodTemplate(doc, ["spec", "leaderWorkerTemplate", "leaderTemplate"], "leader",
-                           lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {})]
+        out = [
+            PodTemplate(
+                doc,
+                ["spec", "leaderWorkerTemplate", "leaderTemplate"],
+                "leader",
+                lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {},
+            )
+        ]
         if "workerTemplate" in lwt:
-            out.append(PodTemplate(doc, ["spec", "leaderWorkerTemplate", "workerTemplate"], "worker",
-                                   lwt["workerTemplate"]))
+            out.append(
+                PodTemplate(doc, ["spec", "leaderWorkerTemplate", "workerTemplate"], "worker", lwt["workerTemplate"])
+            )
         return out
     return []
 
 
 # how a launch script of each kind is read for its ports (engine: also its mpirun app contexts)
-SCRIPT_READERS: dict[str, Callable[[str], dict[str, int]]] = {"engine": lambda text: parse_script(text).ports,
-                                                             "llm-api": script_ports}
+SCRIPT_READERS: dict[str, Callable[[str], dict[str, int]]] = {
+    "engine": lambda text: parse_script(text).ports,
+    "llm-api": script_ports,
+}
 
 
 def _under(path: str, mounts: list[str]) -> bool:
@@ -69,20 +78,29 @@ def cross_findings(ctx: DeployContext, docs: list[Doc], folder: Path) -> Iterato
     script_path = str(ctx.repository / ctx.launch.script.name)
     if facts.get("script") is not None:
         if facts["script"] != ctx.launch.script_text:
-            yield BundleFinding(script_path, "", "the repository's launch script is not the one this "
-                                "recipe implies (stale repository) — recompile")
+            yield BundleFinding(
+                script_path,
+                "",
+                "the repository's launch script is not the one this recipe implies (stale repository) — recompile",
+            )
         try:
             ports_of_script = SCRIPT_READERS[ctx.kind](facts["script"])
         except ScriptFormatError as e:
             yield BundleFinding(script_path, "", f"cannot read its ports and ranks ({e}) — recompile")
     t = recipe.triton
     recipe_ports = {"http": t.http_port, "grpc": t.grpc_port, "metrics": t.metrics_port}
-    repo_ports = {"http": ports_of_script["HTTP_PORT"], "grpc": ports_of_script["GRPC_PORT"],
-                  "metrics": ports_of_script["METRICS_PORT"]}
+    repo_ports = {
+        "http": ports_of_script["HTTP_PORT"],
+        "grpc": ports_of_script["GRPC_PORT"],
+        "metrics": ports_of_script["METRICS_PORT"],
+    }
     for name in recipe_ports:
         if recipe_ports[name] != repo_ports[name]:
-            yield BundleFinding(script_path, f"{name.upper()}_PORT", f"{repo_ports[name]} but recipe "
-                                f"triton.{name}_port is {recipe_ports[name]} — recompile the repository")
+            yield BundleFinding(
+                script_path,
+                f"{name.upper()}_PORT",
+                f"{repo_ports[name]} but recipe triton.{name}_port is {recipe_ports[name]} — recompile the repository",
+            )
 
     by_kind: dict[str, list[Doc]] = {}
     for d in docs:
@@ -92,9 +110,13 @@ def cross_findings(ctx: DeployContext, docs: list[Doc], folder: Path) -> Iterato
             yield d.finding("metadata.namespace", f"{ns!r} but deploy.kubernetes.namespace is {ctx.namespace!r}")
     workloads = [d for d in docs if pod_templates(d)]
     if len(workloads) != 1 or workloads[0].kind != ctx.workload_kind:
-        yield BundleFinding(KUSTOMIZATION, "resources", f"needs exactly one {ctx.workload_kind} (world of "
-                            f"{w.world_size} rank(s) on {w.nodes} node(s)); found "
-                            f"{', '.join(d.kind for d in workloads) or 'none'}")
+        yield BundleFinding(
+            KUSTOMIZATION,
+            "resources",
+            f"needs exactly one {ctx.workload_kind} (world of "
+            f"{w.world_size} rank(s) on {w.nodes} node(s)); found "
+            f"{', '.join(d.kind for d in workloads) or 'none'}",
+        )
         return
     wl = workloads[0]
     templates = pod_templates(wl)
@@ -134,33 +156,47 @@ def _world(ctx: DeployContext, wl: Doc, templates: list[PodTemplate], facts: dic
             yield wl.finding([*path, "resources", "limits"], f"no {gpu} limit: the device plugin gives GPUs by limits")
             continue
         requests = ((tpl.container()[1] or {}).get("resources") or {}).get("requests") or {}
-        if gpu in requests and str(requests[gpu]) != str(((tpl.container()[1].get("resources") or {})
-                                                          .get("limits") or {}).get(gpu)):
+        if gpu in requests and str(requests[gpu]) != str(
+            ((tpl.container()[1].get("resources") or {}).get("limits") or {}).get(gpu)
+        ):
             yield wl.finding([*path, "resources", "requests", gpu], "must equal the limit (device plugin)")
         if n != w.gpus_per_pod:
-            yield wl.finding([*path, "resources", "limits", gpu], f"{n} GPU(s) per pod but the recipe's world needs "
-                             f"{w.gpus_per_pod} ({w.mode} mode, gpu_device_ids {w.engine_gpus})")
+            yield wl.finding(
+                [*path, "resources", "limits", gpu],
+                f"{n} GPU(s) per pod but the recipe's world needs "
+                f"{w.gpus_per_pod} ({w.mode} mode, gpu_device_ids {w.engine_gpus})",
+            )
         if w.one_rank_per_gpu and tpl is templates[0]:
             used = min(len(set(recipe.triton.gpu_device_ids)), n)
             if pods * used != tp * pp:
-                yield wl.finding("spec.leaderWorkerTemplate.size" if wl.kind == "LeaderWorkerSet" else
-                                 [*path, "resources", "limits", gpu],
-                                 f"world size tp*pp = {tp}*{pp} = {tp * pp} but {pods} pod(s) x {used} GPU(s) per pod "
-                                 f"run {pods * used} rank(s) — one rank per GPU in leader mode")
+                yield wl.finding(
+                    "spec.leaderWorkerTemplate.size"
+                    if wl.kind == "LeaderWorkerSet"
+                    else [*path, "resources", "limits", gpu],
+                    f"world size tp*pp = {tp}*{pp} = {tp * pp} but {pods} pod(s) x {used} GPU(s) per pod "
+                    f"run {pods * used} rank(s) — one rank per GPU in leader mode",
+                )
         for model, ids in w.engine_gpus.items():
             outside = [i for i in ids if i >= n]
             if outside:
-                yield wl.finding([*path, "resources", "limits", gpu], f"{model} runs on GPU(s) {ids} but the pod "
-                                 f"has {n} (GPU ids in a pod count from 0)")
+                yield wl.finding(
+                    [*path, "resources", "limits", gpu],
+                    f"{model} runs on GPU(s) {ids} but the pod has {n} (GPU ids in a pod count from 0)",
+                )
     if pods != w.nodes:
-        yield wl.finding("spec.leaderWorkerTemplate.size" if wl.kind == "LeaderWorkerSet" else "kind",
-                         f"{pods} pod(s) per replica but tp*pp = {tp * pp} on {ctx.deploy.gpus_per_node} GPUs per "
-                         f"node needs {w.nodes}{NODES_FROM[ctx.kind]}")
+        yield wl.finding(
+            "spec.leaderWorkerTemplate.size" if wl.kind == "LeaderWorkerSet" else "kind",
+            f"{pods} pod(s) per replica but tp*pp = {tp * pp} on {ctx.deploy.gpus_per_node} GPUs per "
+            f"node needs {w.nodes}{NODES_FROM[ctx.kind]}",
+        )
     for model, ids in facts["gpu_device_ids"].items():
         want = w.engine_gpus.get(model)
         if want is not None and ids != want:
-            yield BundleFinding(f"{ctx.repository}/{model}/config.pbtxt", "gpu_device_ids",
-                                f"{ids} but the recipe names {want} — recompile the repository")
+            yield BundleFinding(
+                f"{ctx.repository}/{model}/config.pbtxt",
+                "gpu_device_ids",
+                f"{ids} but the recipe names {want} — recompile the repository",
+            )
 
 
 def _engine_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFinding]:
@@ -177,12 +213,18 @@ def _llmapi_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFindin
     recipe, w = ctx.recipe, ctx.world
     where = str(facts["model_yaml_path"])
     if facts["models"] != {MODEL}:
-        yield BundleFinding(str(ctx.repository), "", f"holds models {sorted(facts['models'])}; an llm-api repository "
-                            f"serves one, {MODEL!r} — recompile")
+        yield BundleFinding(
+            str(ctx.repository),
+            "",
+            f"holds models {sorted(facts['models'])}; an llm-api repository serves one, {MODEL!r} — recompile",
+        )
     count = facts["instances"].get(MODEL)
     if count is not None and count != recipe.llm_api.instances:
-        yield BundleFinding(f"{ctx.repository}/{MODEL}/config.pbtxt", "instance_group.count", f"{count} but "
-                            f"llm_api.instances is {recipe.llm_api.instances} — recompile the repository")
+        yield BundleFinding(
+            f"{ctx.repository}/{MODEL}/config.pbtxt",
+            "instance_group.count",
+            f"{count} but llm_api.instances is {recipe.llm_api.instances} — recompile the repository",
+        )
     data = facts.get("model_yaml")
     if data is None:
         why = facts.get("model_yaml_error") or "missing"
@@ -191,21 +233,32 @@ def _llmapi_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFindin
     want = model_yaml.model_yaml(recipe, ctx.spec, role="target")
     stale = sorted(k for k in set(want) | set(data) if want.get(k) != data.get(k))
     if stale:
-        yield BundleFinding(where, ", ".join(stale), "differs from the model.yaml this recipe implies (stale "
-                            "repository) — recompile")
+        yield BundleFinding(
+            where, ", ".join(stale), "differs from the model.yaml this recipe implies (stale repository) — recompile"
+        )
     for key, value in (facts.get("model_yaml_paths") or {}).items():
         if not value.startswith("/"):
-            yield BundleFinding(where, key, f"{value!r} is relative: the LLM would resolve it against the container's "
-                                "working directory, which no mount guarantees — recompile (specbuild writes "
-                                "absolute paths)")
+            yield BundleFinding(
+                where,
+                key,
+                f"{value!r} is relative: the LLM would resolve it against the container's "
+                "working directory, which no mount guarantees — recompile (specbuild writes "
+                "absolute paths)",
+            )
     tp, pp = data.get("tensor_parallel_size", 1), data.get("pipeline_parallel_size", 1)
     if isinstance(tp, int) and isinstance(pp, int) and tp * pp != w.tp_pp:
-        yield BundleFinding(where, "tensor_parallel_size", f"tensor_parallel_size * pipeline_parallel_size = "
-                            f"{tp}*{pp} = {tp * pp} but the bundle's world runs {w.tp_pp} rank(s) per instance")
+        yield BundleFinding(
+            where,
+            "tensor_parallel_size",
+            f"tensor_parallel_size * pipeline_parallel_size = "
+            f"{tp}*{pp} = {tp * pp} but the bundle's world runs {w.tp_pp} rank(s) per instance",
+        )
 
 
 REPOSITORY_CHECKS: dict[str, Callable[[DeployContext, dict], Iterator[BundleFinding]]] = {
-    "engine": _engine_repository, "llm-api": _llmapi_repository}
+    "engine": _engine_repository,
+    "llm-api": _llmapi_repository,
+}
 
 
 def _engine_mapping(ctx: DeployContext) -> Iterator[BundleFinding]:
@@ -222,12 +275,19 @@ def _engine_mapping(ctx: DeployContext) -> Iterator[BundleFinding]:
         return
     b = ctx.recipe.build
     if mapping.get("world_size") not in (None, b.tp_size * b.pp_size):
-        yield BundleFinding(str(config), "pretrained_config.mapping.world_size", f"{mapping['world_size']} but tp_size"
-                            f" * pp_size = {b.tp_size * b.pp_size} — rebuild the engine")
+        yield BundleFinding(
+            str(config),
+            "pretrained_config.mapping.world_size",
+            f"{mapping['world_size']} but tp_size * pp_size = {b.tp_size * b.pp_size} — rebuild the engine",
+        )
     if ctx.world.multi_node and mapping.get("gpus_per_node") not in (None, ctx.deploy.gpus_per_node):
-        yield BundleFinding(str(config), "pretrained_config.mapping.gpus_per_node", f"{mapping['gpus_per_node']} but "
-                            f"deploy.gpus_per_node is {ctx.deploy.gpus_per_node}: the backend checks it against the "
-                            "node's GPUs — convert the checkpoint with that gpus_per_node")
+        yield BundleFinding(
+            str(config),
+            "pretrained_config.mapping.gpus_per_node",
+            f"{mapping['gpus_per_node']} but "
+            f"deploy.gpus_per_node is {ctx.deploy.gpus_per_node}: the backend checks it against the "
+            "node's GPUs — convert the checkpoint with that gpus_per_node",
+        )
 
 
 def _container(ctx: DeployContext, tpl: PodTemplate, ports: dict[str, int], facts: dict) -> Iterator[BundleFinding]:
@@ -239,8 +299,10 @@ def _container(ctx: DeployContext, tpl: PodTemplate, ports: dict[str, int], fact
     command = list(c.get("command") or []) + list(c.get("args") or [])
     expected = ctx.launch.container_argv
     if tpl.role == "single" and command != expected:
-        yield doc.finding([*path, "command"], f"{shlex.join(command)!r} is not the repository's launch command "
-                          f"{shlex.join(expected)!r}")
+        yield doc.finding(
+            [*path, "command"],
+            f"{shlex.join(command)!r} is not the repository's launch command {shlex.join(expected)!r}",
+        )
     if tpl.role == "leader":
         yield from _leader(ctx, doc, path, command)
     if tpl.role != "worker":
@@ -248,38 +310,55 @@ def _container(ctx: DeployContext, tpl: PodTemplate, ports: dict[str, int], fact
         for i, p in enumerate(c.get("ports") or []):
             want = ports.get(p.get("name"))
             if want is None:
-                yield doc.finding([*path, "ports", i, "name"], f"{p.get('name')!r} is not a Triton port (http, grpc, "
-                                  "metrics)")
+                yield doc.finding(
+                    [*path, "ports", i, "name"], f"{p.get('name')!r} is not a Triton port (http, grpc, metrics)"
+                )
             elif p.get("containerPort") != want:
-                yield doc.finding([*path, "ports", i, "containerPort"], f"{p.get('containerPort')} but the "
-                                  f"repository serves {p.get('name')} on {want} (launch_triton.sh, recipe "
-                                  f"triton.{p.get('name')}_port)")
+                yield doc.finding(
+                    [*path, "ports", i, "containerPort"],
+                    f"{p.get('containerPort')} but the "
+                    f"repository serves {p.get('name')} on {want} (launch_triton.sh, recipe "
+                    f"triton.{p.get('name')}_port)",
+                )
         for name in ports:
             if name not in declared:
                 yield doc.finding([*path, "ports"], f"no port named {name!r}")
-        for key, want_path in (("startupProbe", READY_PATH), ("readinessProbe", READY_PATH),
-                               ("livenessProbe", LIVE_PATH)):
+        for key, want_path in (
+            ("startupProbe", READY_PATH),
+            ("readinessProbe", READY_PATH),
+            ("livenessProbe", LIVE_PATH),
+        ):
             probe = c.get(key)
             if not probe:
-                yield doc.finding([*path, key], f"missing: Triton answers {want_path} once it is "
-                                  f"{'live' if want_path == LIVE_PATH else 'ready'}")
+                yield doc.finding(
+                    [*path, key],
+                    f"missing: Triton answers {want_path} once it is {'live' if want_path == LIVE_PATH else 'ready'}",
+                )
                 continue
             get = probe.get("httpGet") or {}
             if get.get("path") != want_path:
-                yield doc.finding([*path, key, "httpGet", "path"], f"{get.get('path')!r}: Triton serves "
-                                  f"{want_path} for this probe (/v2/health/live, /v2/health/ready)")
+                yield doc.finding(
+                    [*path, key, "httpGet", "path"],
+                    f"{get.get('path')!r}: Triton serves "
+                    f"{want_path} for this probe (/v2/health/live, /v2/health/ready)",
+                )
             port = get.get("port")
             if port != "http" and port != ports["http"]:
-                yield doc.finding([*path, key, "httpGet", "port"], f"{port!r} is not the HTTP port "
-                                  f"({ports['http']}, named http)")
+                yield doc.finding(
+                    [*path, key, "httpGet", "port"], f"{port!r} is not the HTTP port ({ports['http']}, named http)"
+                )
     yield from _volumes(ctx, tpl, path, c, facts)
 
 
 NODES_FROM = {"engine": "", "llm-api": " (llm_api.nodes)"}  # where the node count comes from, per kind
-NO_ACCEPTANCE_COUNTERS = {"engine": "only the BLS of draft-target and prompt lookup counts them",
-                          "llm-api": "the llm-api model's speculative counters are per-response tensors, not metrics"}
-LEADER_EXECS = {"engine": "the repository's launch command",
-                "llm-api": "mpirun running the repository's launch command on every rank"}
+NO_ACCEPTANCE_COUNTERS = {
+    "engine": "only the BLS of draft-target and prompt lookup counts them",
+    "llm-api": "the llm-api model's speculative counters are per-response tensors, not metrics",
+}
+LEADER_EXECS = {
+    "engine": "the repository's launch command",
+    "llm-api": "mpirun running the repository's launch command on every rank",
+}
 
 
 def _leader(ctx: DeployContext, doc: Doc, path: list, command: list[str]) -> Iterator[BundleFinding]:
@@ -290,19 +369,25 @@ def _leader(ctx: DeployContext, doc: Doc, path: list, command: list[str]) -> Ite
     last = [ln for ln in script.strip().splitlines() if ln.strip()][-1:] or [""]
     expected = ctx.launch.leader_command
     if last[0].strip() != "exec " + shlex.join(expected):
-        yield doc.finding([*path, "command"], f"the leader must end by exec-ing {LEADER_EXECS[ctx.kind]} "
-                          f"{shlex.join(expected)!r}; its last line is {last[0].strip()!r}")
+        yield doc.finding(
+            [*path, "command"],
+            f"the leader must end by exec-ing {LEADER_EXECS[ctx.kind]} "
+            f"{shlex.join(expected)!r}; its last line is {last[0].strip()!r}",
+        )
     try:
         words = shlex.split(last[0].strip())
     except ValueError:
         words = []
     if "-np" in words[:-1] and words[words.index("-np") + 1] != str(w.world_size):
-        yield doc.finding([*path, "command"], f"mpirun -np {words[words.index('-np') + 1]} but the world has "
-                          f"tp*pp = {w.tp_pp} rank(s)")
+        yield doc.finding(
+            [*path, "command"],
+            f"mpirun -np {words[words.index('-np') + 1]} but the world has tp*pp = {w.tp_pp} rank(s)",
+        )
     slots = set(re.findall(r" slots=(\d+)", script))
     if slots and slots != {str(w.ranks_per_node)}:
-        yield doc.finding([*path, "command"], f"hostfile slots {sorted(slots)} but each pod runs {w.ranks_per_node} "
-                          "rank(s)")
+        yield doc.finding(
+            [*path, "command"], f"hostfile slots {sorted(slots)} but each pod runs {w.ranks_per_node} rank(s)"
+        )
 
 
 def _volumes(ctx: DeployContext, tpl: PodTemplate, path: list, c: dict, facts: dict) -> Iterator[BundleFinding]:
@@ -312,8 +397,10 @@ def _volumes(ctx: DeployContext, tpl: PodTemplate, path: list, c: dict, facts: d
     mounts = c.get("volumeMounts") or []
     shm = [m for m in mounts if m.get("mountPath") == "/dev/shm"]
     if not shm:
-        yield doc.finding([*path, "volumeMounts"], "no /dev/shm mount: the python backend and NCCL need more than "
-                          "the runtime's default (Docker: 64 MB)")
+        yield doc.finding(
+            [*path, "volumeMounts"],
+            "no /dev/shm mount: the python backend and NCCL need more than the runtime's default (Docker: 64 MB)",
+        )
     else:
         vol = vols.get(shm[0].get("name")) or {}
         empty = vol.get("emptyDir") or {}
@@ -322,8 +409,10 @@ def _volumes(ctx: DeployContext, tpl: PodTemplate, path: list, c: dict, facts: d
         limit = ((c.get("resources") or {}).get("limits") or {}).get("memory")
         if limit and empty.get("sizeLimit"):
             if quantity_value(str(empty["sizeLimit"])) > quantity_value(str(limit)):
-                yield doc.finding([*path, "resources", "limits", "memory"], f"{limit} is below the /dev/shm "
-                                  f"sizeLimit {empty['sizeLimit']}: shared memory counts against it")
+                yield doc.finding(
+                    [*path, "resources", "limits", "memory"],
+                    f"{limit} is below the /dev/shm sizeLimit {empty['sizeLimit']}: shared memory counts against it",
+                )
     mounted = [m.get("mountPath") for m in mounts if m.get("name") in vols]
     needed = [(m.what, m.container) for m in ctx.mounts]
     needed += [(what, ctx.in_container(p) or p) for what, p in sorted(facts["paths"])]
@@ -358,22 +447,30 @@ def _selectors(ctx: DeployContext, by_kind: dict, wl: Doc, serving: PodTemplate)
             yield d.finding("spec.selector", "selects no serving pod of the workload")
         for i, p in enumerate(spec.get("ports") or []):
             if p.get("targetPort") not in port_names or p.get("port") != ctx.ports.get(p.get("name")):
-                yield d.finding(["spec", "ports", i], f"{p.get('name')}: port {p.get('port')} -> "
-                                f"{p.get('targetPort')} does not reach the container's {p.get('name')} port")
+                yield d.finding(
+                    ["spec", "ports", i],
+                    f"{p.get('name')}: port {p.get('port')} -> "
+                    f"{p.get('targetPort')} does not reach the container's {p.get('name')} port",
+                )
     for d in by_kind.get("PodMonitor", []):
         spec = d.body.get("spec") or {}
         if not _labels_match((spec.get("selector") or {}).get("matchLabels") or {}, labels, lws):
             yield d.finding("spec.selector.matchLabels", "selects no serving pod of the workload")
         for i, ep in enumerate(spec.get("podMetricsEndpoints") or []):
             if ep.get("port") not in port_names or ctx.ports.get(ep.get("port")) != ctx.ports["metrics"]:
-                yield d.finding(["spec", "podMetricsEndpoints", i, "port"], f"{ep.get('port')!r} is not the "
-                                "container's metrics port")
+                yield d.finding(
+                    ["spec", "podMetricsEndpoints", i, "port"],
+                    f"{ep.get('port')!r} is not the container's metrics port",
+                )
     for kind in ("PodMonitor", "PrometheusRule"):
         for d in by_kind.get(kind, []):
             release = ((d.body.get("metadata") or {}).get("labels") or {}).get("release")
             if release != ctx.deploy.monitoring.prometheus_release:
-                yield d.finding("metadata.labels.release", f"{release!r}: kube-prometheus-stack selects "
-                                f"release={ctx.deploy.monitoring.prometheus_release!r} (deploy.monitoring)")
+                yield d.finding(
+                    "metadata.labels.release",
+                    f"{release!r}: kube-prometheus-stack selects "
+                    f"release={ctx.deploy.monitoring.prometheus_release!r} (deploy.monitoring)",
+                )
 
 
 def _hpa_and_rules(ctx: DeployContext, by_kind: dict, wl: Doc, facts: dict) -> Iterator[BundleFinding]:
@@ -387,8 +484,11 @@ def _hpa_and_rules(ctx: DeployContext, by_kind: dict, wl: Doc, facts: dict) -> I
                     records[rule["record"]] = (d, ["spec", "groups", gi, "rules", ri, "expr"], str(rule.get("expr")))
     if ACCEPTANCE_LENGTH in records and not ctx.publishes_acceptance:
         d, path, _ = records[ACCEPTANCE_LENGTH]
-        yield d.finding(path[:-1], f"records {ACCEPTANCE_LENGTH} from counters no model of this repository exports "
-                        f"({NO_ACCEPTANCE_COUNTERS[ctx.kind]})")
+        yield d.finding(
+            path[:-1],
+            f"records {ACCEPTANCE_LENGTH} from counters no model of this repository exports "
+            f"({NO_ACCEPTANCE_COUNTERS[ctx.kind]})",
+        )
     if QUEUE_COMPUTE in records:
         d, path, expr = records[QUEUE_COMPUTE]
         models = set(re.findall(r'model="([^"]+)"', expr))
@@ -422,27 +522,39 @@ def _slurm(ctx: DeployContext, folder: Path, facts: dict) -> Iterator[BundleFind
     tasks = tasks_per_node(ctx)
     for key, want in (("nodes", w.nodes), ("ntasks-per-node", tasks), ("gpus-per-node", w.gpus_per_pod)):
         if opts.get(key) != str(want):
-            yield BundleFinding(sbatch_rel, f"#SBATCH --{key}", f"{opts.get(key)} but the world needs {want} "
-                                f"({w.world_size} rank(s), {w.nodes} node(s) x {w.gpus_per_pod} GPU(s))")
+            yield BundleFinding(
+                sbatch_rel,
+                f"#SBATCH --{key}",
+                f"{opts.get(key)} but the world needs {want} "
+                f"({w.world_size} rank(s), {w.nodes} node(s) x {w.gpus_per_pod} GPU(s))",
+            )
     srun = [ln for ln in text.splitlines() if ln.startswith("srun ") and RANKS_SCRIPT in ln]
     mpi = srun_mpi(ctx)
     if len(srun) != 1 or mpi not in srun[0] or f"--ntasks={tasks * w.nodes}" not in srun[0]:
-        yield BundleFinding(sbatch_rel, "srun", f"needs one `srun {mpi} --ntasks={tasks * w.nodes} ... "
-                            f"{RANKS_SCRIPT}` line")
+        yield BundleFinding(
+            sbatch_rel, "srun", f"needs one `srun {mpi} --ntasks={tasks * w.nodes} ... {RANKS_SCRIPT}` line"
+        )
     body = ranks.read_text()
     script = facts.get("script")
     if ctx.launch.slurm != SLURM_RANKS:
         execs = [ln for ln in body.splitlines() if ln.lstrip().startswith("exec ")]
         if execs != ["exec " + shlex.join(ctx.launch.container_argv)]:
-            yield BundleFinding(f"slurm/{RANKS_SCRIPT}", "", "must exec the repository's launch command "
-                                f"{shlex.join(ctx.launch.container_argv)!r} (and nothing else)")
+            yield BundleFinding(
+                f"slurm/{RANKS_SCRIPT}",
+                "",
+                "must exec the repository's launch command "
+                f"{shlex.join(ctx.launch.container_argv)!r} (and nothing else)",
+            )
         return
     expected = ctx.launch.rank_argv
     if script is not None:  # the ranks of the repository's script on disk, with the image's paths
         try:
             parts = parse_script(script)
-            values = {"TRITONSERVER": expected[0][0], "REPO": ctx.container_repository,
-                      **{k: str(v) for k, v in parts.ports.items()}}
+            values = {
+                "TRITONSERVER": expected[0][0],
+                "REPO": ctx.container_repository,
+                **{k: str(v) for k, v in parts.ports.items()},
+            }
             extra = [f"--exit-timeout-secs={ctx.deploy.exit_timeout_s}"]
             expected = [expand(seg, values, extra) for seg in parts.segments]
         except (ScriptFormatError, IndexError):
@@ -450,17 +562,24 @@ def _slurm(ctx: DeployContext, folder: Path, facts: dict) -> Iterator[BundleFind
     exports = dict(re.findall(r"^export ([A-Z_]+)=(\S+)$", body, re.M))
     want_env = parse_script(script).env if script is not None else ctx.launch.env
     if exports != want_env:
-        yield BundleFinding(f"slurm/{RANKS_SCRIPT}", "export", f"{exports} but the repository's launch script "
-                            f"exports {want_env}")
-    found = {int(m.group(1)): shlex.split(m.group(2))
-             for m in re.finditer(r"^  (\d+)\) exec (.*) ;;$", body, re.M)}
+        yield BundleFinding(
+            f"slurm/{RANKS_SCRIPT}", "export", f"{exports} but the repository's launch script exports {want_env}"
+        )
+    found = {int(m.group(1)): shlex.split(m.group(2)) for m in re.finditer(r"^  (\d+)\) exec (.*) ;;$", body, re.M)}
     if sorted(found) != list(range(len(expected))):
-        yield BundleFinding(f"slurm/{RANKS_SCRIPT}", "case", f"ranks {sorted(found)} but the repository's mpirun "
-                            f"line has {len(expected)} (0..{len(expected) - 1})")
+        yield BundleFinding(
+            f"slurm/{RANKS_SCRIPT}",
+            "case",
+            f"ranks {sorted(found)} but the repository's mpirun line has {len(expected)} (0..{len(expected) - 1})",
+        )
     for rank, argv in found.items():
         if rank < len(expected) and argv != expected[rank]:
-            yield BundleFinding(f"slurm/{RANKS_SCRIPT}", f"rank {rank}", f"{shlex.join(argv)!r} is not rank {rank} of "
-                                f"the repository's launch script: {shlex.join(expected[rank])!r}")
+            yield BundleFinding(
+                f"slurm/{RANKS_SCRIPT}",
+                f"rank {rank}",
+                f"{shlex.join(argv)!r} is not rank {rank} of "
+                f"the repository's launch script: {shlex.join(expected[rank])!r}",
+            )
 
 
 def _bundled_repository(ctx: DeployContext, folder: Path) -> Iterator[BundleFinding]:
@@ -473,13 +592,15 @@ def _bundled_repository(ctx: DeployContext, folder: Path) -> Iterator[BundleFind
     have = {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()} if root.is_dir() else {}
     for rel in sorted(set(want) | set(have)):
         if rel not in have:
-            yield BundleFinding(f"{FOLDER}/{rel}", "", f"missing: the compiled repository has it ({ctx.repository}) "
-                                "— recompile")
+            yield BundleFinding(
+                f"{FOLDER}/{rel}", "", f"missing: the compiled repository has it ({ctx.repository}) — recompile"
+            )
         elif rel not in want:
             yield BundleFinding(f"{FOLDER}/{rel}", "", "is not in the compiled repository — recompile")
         elif have[rel].read_text() != want[rel]:
-            yield BundleFinding(f"{FOLDER}/{rel}", "", "is not the compiled file with the containers' paths (stale "
-                                "bundle) — recompile")
+            yield BundleFinding(
+                f"{FOLDER}/{rel}", "", "is not the compiled file with the containers' paths (stale bundle) — recompile"
+            )
 
 
 # Files of a bundle that run on the machine that compiled, or only describe: the only ones that may name its folders
@@ -489,8 +610,11 @@ WHERE_COMPILED = (COPY_SCRIPT, "README.md", "bundle.json")
 def _portable(ctx: DeployContext, folder: Path) -> Iterator[BundleFinding]:
     """No file that runs in the cluster names a folder of the machine that compiled: the containers read below
     deploy.mount_root, the Slurm job finds the bundle where it was submitted."""
-    local = sorted(p for p in {str(m.source) for m in ctx.mounts} | {str(ctx.repository), str(ctx.folder)}
-                   if not _under(p, [ctx.tree]))
+    local = sorted(
+        p
+        for p in {str(m.source) for m in ctx.mounts} | {str(ctx.repository), str(ctx.folder)}
+        if not _under(p, [ctx.tree])
+    )
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = str(path.relative_to(folder))
         if rel in WHERE_COMPILED:
@@ -498,5 +622,9 @@ def _portable(ctx: DeployContext, folder: Path) -> Iterator[BundleFinding]:
         text = path.read_text(errors="replace")
         named = [p for p in local if p in text]
         if named:
-            yield BundleFinding(rel, "", f"names {named[0]}, a folder of the machine that compiled: the cluster reads "
-                                f"below {ctx.tree} (deploy.mount_root) — recompile")
+            yield BundleFinding(
+                rel,
+                "",
+                f"names {named[0]}, a folder of the machine that compiled: the cluster reads "
+                f"below {ctx.tree} (deploy.mount_root) — recompile",
+            )

@@ -24,18 +24,34 @@ NGC_REPOSITORY = "nvcr.io/nvidia/tritonserver"
 TAG_SUFFIX = "-trtllm-python-py3"
 # container <yy.mm> -> the TensorRT-LLM release inside it
 NGC_TRTLLM: dict[str, str] = {
-    "26.07": "1.2.1", "26.06": "1.2.1", "26.05": "1.2.1", "26.04": "1.2.1",
+    "26.07": "1.2.1",
+    "26.06": "1.2.1",
+    "26.05": "1.2.1",
+    "26.04": "1.2.1",
     "26.03": "1.2.0",
-    "26.02": "1.1.0", "26.01": "1.1.0", "25.12": "1.1.0",
+    "26.02": "1.1.0",
+    "26.01": "1.1.0",
+    "25.12": "1.1.0",
     "25.11": "1.0.3.2510",
-    "25.10": "1.0.0", "25.09": "1.0.0",
+    "25.10": "1.0.0",
+    "25.09": "1.0.0",
     "25.08": "0.21.0",
-    "25.07": "0.20.0", "25.06": "0.20.0",
+    "25.07": "0.20.0",
+    "25.06": "0.20.0",
     "25.05": "0.19.0",
-    "25.04": "0.18.2", "25.03": "0.18.0",
-    "25.02": "0.17.0.post1", "25.01": "0.17.0",
-    "24.12": "0.16.0", "24.11": "0.15.0", "24.10": "0.14.0", "24.09": "0.13.0", "24.08": "0.12.0",
-    "24.07": "0.11.0", "24.06": "0.10.0", "24.05": "0.9.0", "24.04": "0.9.0",
+    "25.04": "0.18.2",
+    "25.03": "0.18.0",
+    "25.02": "0.17.0.post1",
+    "25.01": "0.17.0",
+    "24.12": "0.16.0",
+    "24.11": "0.15.0",
+    "24.10": "0.14.0",
+    "24.09": "0.13.0",
+    "24.08": "0.12.0",
+    "24.07": "0.11.0",
+    "24.06": "0.10.0",
+    "24.05": "0.9.0",
+    "24.04": "0.9.0",
 }
 _TAG = re.compile(r"^(?P<yymm>\d\d\.\d\d)" + re.escape(TAG_SUFFIX) + "$")
 
@@ -119,8 +135,13 @@ def engine_image(recipe: Recipe, trtllm_version: str | None = None) -> ImageChoi
     tag = tag_for(version)
     if tag is None:
         raise ValueError(f"no NGC tritonserver image ships TensorRT-LLM {version}")
-    why = ("deploy.image.trtllm_version" if img.trtllm_version else
-           "the TensorRT-LLM that built the engines" if trtllm_version else "the newest TensorRT-LLM specbuild supports")
+    why = (
+        "deploy.image.trtllm_version"
+        if img.trtllm_version
+        else "the TensorRT-LLM that built the engines"
+        if trtllm_version
+        else "the newest TensorRT-LLM specbuild supports"
+    )
     return ImageChoice(img.repository, tag, version, f"{why} ({version})")
 
 
@@ -153,17 +174,18 @@ def llmapi_no_image(recipe: Recipe) -> str | None:
     img, release = recipe.deploy.image, recipe.llm_api.release
     if img.tag or img.trtllm_version or newest_of_release(release) is not None:
         return None
-    return (f"no NGC tritonserver container ships TensorRT-LLM {release} (llm_api.release) yet (those that do: "
-            f"{', '.join(llmapi_releases())}) — set deploy.image.repository and deploy.image.tag to an image with "
-            f"TensorRT-LLM {release} to get one")
+    return (
+        f"no NGC tritonserver container ships TensorRT-LLM {release} (llm_api.release) yet (those that do: "
+        f"{', '.join(llmapi_releases())}) — set deploy.image.repository and deploy.image.tag to an image with "
+        f"TensorRT-LLM {release} to get one"
+    )
 
 
 # Per kind: why a recipe the runtime would bundle gets none (None: it gets one)
 NO_IMAGE: dict[str, Callable[[Recipe], str | None]] = {"engine": lambda recipe: None, "llm-api": llmapi_no_image}
 
 
-IMAGE_KINDS: dict[str, Callable[[Recipe, str | None], ImageChoice]] = {"engine": engine_image,
-                                                                     "llm-api": llmapi_image}
+IMAGE_KINDS: dict[str, Callable[[Recipe, str | None], ImageChoice]] = {"engine": engine_image, "llm-api": llmapi_image}
 
 
 def applies(recipe: Recipe, runtime: Runtime) -> str | None:

@@ -64,27 +64,37 @@ def resources(ctx: DeployContext) -> dict[str, Any]:
     gpu = ctx.deploy.kubernetes.gpu_resource
     n = gpu_count(ctx)
     # GPUs in limits (requests, when given, must be equal: device plugin contract)
-    return {"requests": {"cpu": cpu_request(ctx), "memory": memory_request(ctx), gpu: n},
-            "limits": {"memory": memory_request(ctx), gpu: n}}
+    return {
+        "requests": {"cpu": cpu_request(ctx), "memory": memory_request(ctx), gpu: n},
+        "limits": {"memory": memory_request(ctx), gpu: n},
+    }
 
 
 def volume_mounts(ctx: DeployContext) -> list[dict[str, Any]]:
     """/dev/shm, and the claim's folder <name> at <mount_root>/<name>, where the repository names every folder."""
-    return [{"name": "dshm", "mountPath": "/dev/shm"},
-            {"name": "models", "mountPath": ctx.tree, "subPath": ctx.name, "readOnly": True}]
+    return [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "models", "mountPath": ctx.tree, "subPath": ctx.name, "readOnly": True},
+    ]
 
 
 def volumes(ctx: DeployContext, *, mpi: bool = False) -> list[dict[str, Any]]:
-    out = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": ctx.deploy.shm_size}},
-           {"name": "models", "persistentVolumeClaim": {"claimName": ctx.claim, "readOnly": True}}]
+    out = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": ctx.deploy.shm_size}},
+        {"name": "models", "persistentVolumeClaim": {"claimName": ctx.claim, "readOnly": True}},
+    ]
     if mpi:
         out.append({"name": "mpi", "configMap": {"name": f"{ctx.name}-mpi", "defaultMode": 0o555}})
     return out
 
 
 def probe(ctx: DeployContext, path: str, period: int, threshold: int) -> dict[str, Any]:
-    return {"httpGet": {"path": path, "port": "http"}, "periodSeconds": period, "failureThreshold": threshold,
-            "timeoutSeconds": ctx.deploy.kubernetes.probes.timeout_s}
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "failureThreshold": threshold,
+        "timeoutSeconds": ctx.deploy.kubernetes.probes.timeout_s,
+    }
 
 
 def serving_ports(ctx: DeployContext) -> list[dict[str, Any]]:
@@ -133,8 +143,10 @@ def container(ctx: DeployContext, role: str) -> dict[str, Any]:
         c["command"] = ["bash", "-c", WORKER_SCRIPT]
     env: list[dict[str, Any]] = []  # the launch script exports what its ranks need itself
     if role != "single":
-        env += [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
+        env += [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ]
     if role == "leader":
         env += [{"name": RSH_AGENT_VAR, "value": f"{MPI_DIR}/kubessh"}, {"name": HOSTFILE_VAR, "value": HOSTFILE}]
     if env:
@@ -142,8 +154,9 @@ def container(ctx: DeployContext, role: str) -> dict[str, Any]:
     if role != "worker":
         c["ports"] = serving_ports(ctx)
     c["resources"] = resources(ctx)
-    c["volumeMounts"] = volume_mounts(ctx) + ([{"name": "mpi", "mountPath": MPI_DIR, "readOnly": True}]
-                                              if role == "leader" else [])
+    c["volumeMounts"] = volume_mounts(ctx) + (
+        [{"name": "mpi", "mountPath": MPI_DIR, "readOnly": True}] if role == "leader" else []
+    )
     if role != "worker":
         p = k.probes
         c["startupProbe"] = probe(ctx, READY_PATH, p.startup_period_s, p.startup_failure_threshold)
@@ -163,9 +176,19 @@ def pod_spec(ctx: DeployContext, role: str) -> dict[str, Any]:
     if ctx.deploy.image.pull_secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in ctx.deploy.image.pull_secrets]
     if k.gpu_products:
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": list(k.gpu_products)}]}
-        ]}}}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "nvidia.com/gpu.product", "operator": "In", "values": list(k.gpu_products)}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
     if k.tolerate_gpu_taint:
         spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     spec["containers"] = [container(ctx, role)]
@@ -202,8 +225,10 @@ def leader_worker_set(ctx: DeployContext) -> dict[str, Any]:
         spec["replicas"] = ctx.deploy.autoscaling.min_replicas
     # LeaderCreated: with LeaderReady the workers would wait for a leader whose readiness waits for them
     spec["startupPolicy"] = "LeaderCreated"
-    spec["rolloutStrategy"] = {"type": "RollingUpdate",
-                               "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0}}
+    spec["rolloutStrategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
+    }
     spec["leaderWorkerTemplate"] = {
         "size": ctx.world.nodes,
         # explicit: LWS v0.3.0 defaulted to Default (only the failed pod restarts; MPI cannot recover from that)
@@ -211,8 +236,12 @@ def leader_worker_set(ctx: DeployContext) -> dict[str, Any]:
         "leaderTemplate": {"metadata": {"labels": {**ctx.labels, "role": "leader"}}, "spec": pod_spec(ctx, "leader")},
         "workerTemplate": {"metadata": {"labels": {**ctx.labels, "role": "worker"}}, "spec": pod_spec(ctx, "worker")},
     }
-    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": meta(ctx, ctx.name),
-            "spec": spec}
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": meta(ctx, ctx.name),
+        "spec": spec,
+    }
 
 
 def claim(ctx: DeployContext) -> dict[str, Any]:
@@ -221,19 +250,33 @@ def claim(ctx: DeployContext) -> dict[str, Any]:
     if s.storage_class:
         spec["storageClassName"] = s.storage_class
     spec["resources"] = {"requests": {"storage": s.size}}
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": meta(ctx, ctx.claim, **{"app.kubernetes.io/component": "storage"}), "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta(ctx, ctx.claim, **{"app.kubernetes.io/component": "storage"}),
+        "spec": spec,
+    }
 
 
 def loader_pod(ctx: DeployContext) -> dict[str, Any]:
     """A helper pod with the claim writable at /models, for copy-models.sh (not part of the kustomization)."""
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": meta(ctx, f"{ctx.name}-loader", **{"app.kubernetes.io/component": "loader"}),
-            "spec": {"restartPolicy": "Never",
-                     "containers": [{"name": "loader", "image": ctx.deploy.storage.loader_image,
-                                     "command": ["sleep", "86400"],
-                                     "volumeMounts": [{"name": "models", "mountPath": LOADER_ROOT}]}],
-                     "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": ctx.claim}}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta(ctx, f"{ctx.name}-loader", **{"app.kubernetes.io/component": "loader"}),
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "loader",
+                    "image": ctx.deploy.storage.loader_image,
+                    "command": ["sleep", "86400"],
+                    "volumeMounts": [{"name": "models", "mountPath": LOADER_ROOT}],
+                }
+            ],
+            "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": ctx.claim}}],
+        },
+    }
 
 
 def rbac(ctx: DeployContext) -> list[dict[str, Any]]:
@@ -242,38 +285,53 @@ def rbac(ctx: DeployContext) -> list[dict[str, Any]]:
     comp = {"app.kubernetes.io/component": "mpi"}
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(ctx, name, **comp)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(ctx, name, **comp),
-         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-                   {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(ctx, name, **comp),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ctx.namespace}]},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta(ctx, name, **comp),
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta(ctx, name, **comp),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ctx.namespace}],
+        },
     ]
 
 
 def mpi_config(ctx: DeployContext) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": meta(ctx, f"{ctx.name}-mpi", **{"app.kubernetes.io/component": "mpi"}),
-            "data": {"kubessh": KUBESSH}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(ctx, f"{ctx.name}-mpi", **{"app.kubernetes.io/component": "mpi"}),
+        "data": {"kubessh": KUBESSH},
+    }
 
 
 def containerfile(ctx: DeployContext) -> str:
     """The multi-node image: the NGC image plus kubectl (NVIDIA's EKS containerfile installs it the same way)."""
     minor = ".".join(ctx.deploy.kubernetes.version.lstrip("v").split(".")[:2])
-    return "\n".join([
-        f"# Multi-node image for {ctx.name}: {ctx.image.reference} plus kubectl, which mpirun's kubessh agent runs",
-        "# (ConfigMap <name>-mpi). Build and push it, then point the bundle at it:",
-        f"#   docker build -t REGISTRY/{ctx.name}-triton:{ctx.image.tag} -f Containerfile .",
-        f"#   kustomize edit set image {ctx.image.repository}=REGISTRY/{ctx.name}-triton:{ctx.image.tag}",
-        f"FROM {ctx.image.reference}",
-        "RUN apt-get update && apt-get install -y --no-install-recommends apt-transport-https ca-certificates curl gpg \\",
-        f" && curl -fsSL https://pkgs.k8s.io/core:/stable:/v{minor}/deb/Release.key \\",
-        "    | gpg --dearmor -o /usr/share/keyrings/kubernetes-apt-keyring.gpg \\",
-        " && echo 'deb [signed-by=/usr/share/keyrings/kubernetes-apt-keyring.gpg] "
-        f"https://pkgs.k8s.io/core:/stable:/v{minor}/deb/ /' > /etc/apt/sources.list.d/kubernetes.list \\",
-        " && apt-get update && apt-get install -y --no-install-recommends kubectl && rm -rf /var/lib/apt/lists/*",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"# Multi-node image for {ctx.name}: {ctx.image.reference} plus kubectl, which mpirun's kubessh agent runs",
+            "# (ConfigMap <name>-mpi). Build and push it, then point the bundle at it:",
+            f"#   docker build -t REGISTRY/{ctx.name}-triton:{ctx.image.tag} -f Containerfile .",
+            f"#   kustomize edit set image {ctx.image.repository}=REGISTRY/{ctx.name}-triton:{ctx.image.tag}",
+            f"FROM {ctx.image.reference}",
+            "RUN apt-get update && apt-get install -y --no-install-recommends apt-transport-https ca-certificates curl gpg \\",
+            f" && curl -fsSL https://pkgs.k8s.io/core:/stable:/v{minor}/deb/Release.key \\",
+            "    | gpg --dearmor -o /usr/share/keyrings/kubernetes-apt-keyring.gpg \\",
+            " && echo 'deb [signed-by=/usr/share/keyrings/kubernetes-apt-keyring.gpg] "
+            f"https://pkgs.k8s.io/core:/stable:/v{minor}/deb/ /' > /etc/apt/sources.list.d/kubernetes.list \\",
+            " && apt-get update && apt-get install -y --no-install-recommends kubectl && rm -rf /var/lib/apt/lists/*",
+            "",
+        ]
+    )
 
 
 __all__ = ["LWS_NAME", "claim", "containerfile", "leader_worker_set", "loader_pod", "mpi_config", "rbac", "workload"]

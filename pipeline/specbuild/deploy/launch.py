@@ -105,7 +105,7 @@ def parse_script(text: str) -> ScriptParts:
             ports[m.group("var")] = int(m.group("port"))
         elif m := _EXPORT.match(line):
             env[m.group("var")] = m.group("value")
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip():
             continue
         body = line.strip()
@@ -146,11 +146,22 @@ def engine_launch(recipe: Recipe, spec: Speculation, repository: Path) -> Launch
     parts = parse_script(text)
     info = params.launch(recipe, "target", spec)
     spawn = info["mode"] == "orchestrator" and not info.get("disable_spawn_processes", False)
-    values = {"TRITONSERVER": IMAGE_TRITONSERVER, "REPO": str(repository),
-              **{k: str(v) for k, v in parts.ports.items()}}
+    values = {
+        "TRITONSERVER": IMAGE_TRITONSERVER,
+        "REPO": str(repository),
+        **{k: str(v) for k, v in parts.ports.items()},
+    }
     ranks = [] if spawn else [expand(seg, values, extra) for seg in parts.segments]
-    return LaunchPlan("engine", script, text, ["bash", str(script), *extra], ranks, parts.env, parts.ports,
-                      slurm=SLURM_ONE_TASK if spawn else SLURM_RANKS)
+    return LaunchPlan(
+        "engine",
+        script,
+        text,
+        ["bash", str(script), *extra],
+        ranks,
+        parts.env,
+        parts.ports,
+        slurm=SLURM_ONE_TASK if spawn else SLURM_RANKS,
+    )
 
 
 def exit_timeout(recipe: Recipe) -> list[str]:
@@ -168,12 +179,23 @@ def llmapi_launch(recipe: Recipe, spec: Speculation, repository: Path) -> Launch
     world, per_node = int(info["world_size"]), int(info["ranks_per_node"])
     # every rank runs the launch command; ppr:<n>:node fills the hostfile's pods in order (leader first: rank 0)
     leader = ["mpirun", "--allow-run-as-root", "-np", str(world), "--map-by", f"ppr:{per_node}:node", *argv]
-    return LaunchPlan("llm-api", script, text, argv, [list(argv) for _ in range(world)], {}, script_ports(text),
-                      slurm=SLURM_EVERY_TASK, leader_argv=leader)
+    return LaunchPlan(
+        "llm-api",
+        script,
+        text,
+        argv,
+        [list(argv) for _ in range(world)],
+        {},
+        script_ports(text),
+        slurm=SLURM_EVERY_TASK,
+        leader_argv=leader,
+    )
 
 
-LAUNCH_KINDS: dict[str, Callable[[Recipe, Speculation, Path], LaunchPlan]] = {"engine": engine_launch,
-                                                                             "llm-api": llmapi_launch}
+LAUNCH_KINDS: dict[str, Callable[[Recipe, Speculation, Path], LaunchPlan]] = {
+    "engine": engine_launch,
+    "llm-api": llmapi_launch,
+}
 
 
 def launch_kind(recipe: Recipe) -> str:

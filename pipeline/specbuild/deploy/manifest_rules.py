@@ -48,9 +48,13 @@ def schema_findings(docs: list[Doc], version: str) -> Iterator[BundleFinding]:
         from kubernetes_validate.utils import all_versions
 
         known = sorted({v.rsplit(".", 1)[0] for v in all_versions()}, key=lambda v: tuple(map(int, v.split("."))))
-        yield BundleFinding("(recipe)", "deploy.kubernetes.version", f"{version}: kubernetes-validate "
-                            f"{kubernetes_validate.__version__} has schemas for {known[0]}..{known[-1]} only — "
-                            "pick one of those or upgrade kubernetes-validate")
+        yield BundleFinding(
+            "(recipe)",
+            "deploy.kubernetes.version",
+            f"{version}: kubernetes-validate "
+            f"{kubernetes_validate.__version__} has schemas for {known[0]}..{known[-1]} only — "
+            "pick one of those or upgrade kubernetes-validate",
+        )
         return
     for doc in docs:
         body = doc.body
@@ -58,13 +62,17 @@ def schema_findings(docs: list[Doc], version: str) -> Iterator[BundleFinding]:
         if result is None:
             schema = crds.schema_for(str(body.get("apiVersion")), doc.kind)
             if schema is None:
-                yield doc.finding("", f"no schema for {body.get('apiVersion')} {doc.kind} in Kubernetes {version} "
-                                  "nor among specbuild's CRDs: it cannot be validated")
+                yield doc.finding(
+                    "",
+                    f"no schema for {body.get('apiVersion')} {doc.kind} in Kubernetes {version} "
+                    "nor among specbuild's CRDs: it cannot be validated",
+                )
                 continue
             validator = jsonschema.Draft7Validator(crds.strict(schema))
             for err in sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path)):
-                yield doc.finding(list(err.absolute_path),
-                                  f"{err.message} (CRD {crds.provenance(str(body['apiVersion']), doc.kind)})")
+                yield doc.finding(
+                    list(err.absolute_path), f"{err.message} (CRD {crds.provenance(str(body['apiVersion']), doc.kind)})"
+                )
             wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": body.get("metadata")}
             err, _ = _kv(wrapped, version) or (None, "")
             if err:
@@ -105,5 +113,7 @@ def _lws_webhook(doc: Doc) -> Iterator[BundleFinding]:
         yield doc.finding("spec.replicas", "replicas x size exceeds MaxInt32 (LWS webhook)")
     conf = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
     if conf.get("maxUnavailable", 1) in (0, "0%") and conf.get("maxSurge", 0) in (0, "0%"):
-        yield doc.finding("spec.rolloutStrategy.rollingUpdateConfiguration.maxUnavailable",
-                          "must not be 0 when maxSurge is 0 (LWS webhook)")
+        yield doc.finding(
+            "spec.rolloutStrategy.rollingUpdateConfiguration.maxUnavailable",
+            "must not be 0 when maxSurge is 0 (LWS webhook)",
+        )

@@ -38,16 +38,20 @@ def split(argv: list[str]) -> tuple[list[str], list[list[str]]]:
             contexts[-1].append(arg)
     for n, ctx in enumerate(contexts):
         if ctx[:2] != ["-n", "1"] or len(ctx) < 3:
-            raise SystemExit(f"mpirun (specbuild rehearsal stand-in): app context {n} does not start with '-n 1 "
-                             f"<program>': {ctx[:4]}")
+            raise SystemExit(
+                f"mpirun (specbuild rehearsal stand-in): app context {n} does not start with '-n 1 "
+                f"<program>': {ctx[:4]}"
+            )
     return options, [ctx[2:] for ctx in contexts]
 
 
 def main() -> None:
     options, contexts = split(sys.argv[1:])
     if "--allow-run-as-root" not in options and os.geteuid() == 0:
-        raise SystemExit("mpirun (specbuild rehearsal stand-in): running as root needs --allow-run-as-root, "
-                         "as Open MPI's mpirun does")
+        raise SystemExit(
+            "mpirun (specbuild rehearsal stand-in): running as root needs --allow-run-as-root, "
+            "as Open MPI's mpirun does"
+        )
     sys.stderr.write(f"mpirun stand-in: {len(contexts)} rank(s); exec rank 0 only: {contexts[0][0]}\n")
     sys.stderr.flush()
     os.execvp(contexts[0][0], contexts[0])

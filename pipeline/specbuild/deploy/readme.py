@@ -26,15 +26,19 @@ class KindText:
 
 
 def _engine_request(ctx: DeployContext) -> str:
-    return (f"curl -s localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate -d "
-            "'{\"text_input\": \"def add(a, b):\", \"max_tokens\": 32}'")
+    return (
+        f"curl -s localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate -d "
+        '\'{"text_input": "def add(a, b):", "max_tokens": 32}\''
+    )
 
 
 def _llmapi_request(ctx: DeployContext) -> str:
     body = '{"text_input": "def add(a, b):", "sampling_param_max_tokens": 32'
     if ctx.recipe.triton.streaming:  # a decoupled model streams: Triton's generate_stream (server-sent events)
-        return (f"curl -sN localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate_stream -d "
-                f"'{body}, \"streaming\": true}}'")
+        return (
+            f"curl -sN localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate_stream -d "
+            f"'{body}, \"streaming\": true}}'"
+        )
     return f"curl -s localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate -d '{body}}}'"
 
 
@@ -42,51 +46,57 @@ KIND_TEXT = {
     "engine": KindText(
         contents="the engines, tokenizer and repository",
         named_by="`config.pbtxt` names the engine and tokenizer folders by absolute paths: in this bundle's "
-                 "`repository/` they are the containers' paths",
+        "`repository/` they are the containers' paths",
         load="the engines to load",
-        image=lambda ctx: f"the tag must carry the TensorRT-LLM release that built the engines "
-                          f"({ctx.image.trtllm_version or 'unknown'})",
+        image=lambda ctx: (
+            f"the tag must carry the TensorRT-LLM release that built the engines "
+            f"({ctx.image.trtllm_version or 'unknown'})"
+        ),
         acceptance="no acceptance-length series: TensorRT-LLM's backend exports none for this method "
-                   "(`specbuild validate` measures it client-side)",
-        request=_engine_request),
+        "(`specbuild validate` measures it client-side)",
+        request=_engine_request,
+    ),
     "llm-api": KindText(
         contents="the checkpoints and repository",
         named_by="`tensorrt_llm/1/model.yaml` names the Hugging Face checkpoints (model, tokenizer, and the draft model "
-                 "or EAGLE-3 head of speculative_config) by absolute paths: in this bundle's `repository/` they are "
-                 "the containers' paths (there are no engines: the LLM loads the checkpoints itself)",
+        "or EAGLE-3 head of speculative_config) by absolute paths: in this bundle's `repository/` they are "
+        "the containers' paths (there are no engines: the LLM loads the checkpoints itself)",
         load="the LLM to load the checkpoints (and capture its CUDA graphs)",
-        image=lambda ctx: f"the tag must carry TensorRT-LLM {ctx.recipe.llm_api.release}.x (llm_api.release: "
-                          f"model.yaml is written in that release's spelling; 1.0 or newer, containers 25.09 and "
-                          f"later; this one: {ctx.image.trtllm_version or 'unknown'})",
+        image=lambda ctx: (
+            f"the tag must carry TensorRT-LLM {ctx.recipe.llm_api.release}.x (llm_api.release: "
+            f"model.yaml is written in that release's spelling; 1.0 or newer, containers 25.09 and "
+            f"later; this one: {ctx.image.trtllm_version or 'unknown'})"
+        ),
         acceptance="no acceptance-length series: the llm-api model exports only Triton's core metrics "
-                   "(`nv_inference_*`, plus the server's GPU/CPU metrics); its speculative counters "
-                   "(`acceptance_rate`, `total_accepted_draft_tokens`, `total_draft_tokens`) are per-response output "
-                   "tensors, returned when a request sets `sampling_param_return_perf_metrics`, not Prometheus metrics "
-                   "(`specbuild validate` reads them client-side)",
-        request=_llmapi_request),
+        "(`nv_inference_*`, plus the server's GPU/CPU metrics); its speculative counters "
+        "(`acceptance_rate`, `total_accepted_draft_tokens`, `total_draft_tokens`) are per-response output "
+        "tensors, returned when a request sets `sampling_param_return_perf_metrics`, not Prometheus metrics "
+        "(`specbuild validate` reads them client-side)",
+        request=_llmapi_request,
+    ),
 }
 
 MULTI_NODE = {
     "engine": "The leader pod runs `mpirun` over the group's {nodes} pods; mpirun starts the worker ranks with "
-              "`kubessh`",
+    "`kubessh`",
     "llm-api": "The leader pod runs `mpirun -np {world}` over the group's {nodes} pods, each rank running the "
-               "repository's launch command (its `trtllm-llmapi-launch` makes rank 0 serve on the leader and the "
-               "others LLM workers; NVIDIA documents this flavour across nodes for Slurm only, so this Kubernetes "
-               "launch is unverified); mpirun starts the worker ranks with `kubessh`",
+    "repository's launch command (its `trtllm-llmapi-launch` makes rank 0 serve on the leader and the "
+    "others LLM workers; NVIDIA documents this flavour across nodes for Slurm only, so this Kubernetes "
+    "launch is unverified); mpirun starts the worker ranks with `kubessh`",
 }
 TASKS = {
     SLURM_ONE_TASK: "One task runs the repository's launch command{why}.",
     SLURM_RANKS: "Each task is one MPI rank (`srun --mpi=pmix`; `slurm/ranks.sh` runs that rank's part of the "
-                 "repository's mpirun line).",
+    "repository's mpirun line).",
     SLURM_EVERY_TASK: "Each task is one MPI rank (`srun --mpi=pmix`, NVIDIA's documented multi-node launch of this "
-                      "flavour) and runs the repository's launch command; `trtllm-llmapi-launch` in it makes rank 0 "
-                      "serve and the others LLM workers.",
+    "flavour) and runs the repository's launch command; `trtllm-llmapi-launch` in it makes rank 0 "
+    "serve and the others LLM workers.",
 }
 ONE_TASK_WHY = {  # by world mode
     "orchestrator": " (a spawning orchestrator: mpirun inside the container starts its one rank; NVIDIA says "
-                    "spawning \"might not work properly with slurm\")",
+    'spawning "might not work properly with slurm")',
     "single": " (one tritonserver; the LLM starts its tensor/pipeline-parallel workers itself, inside the task: "
-              "unverified under Slurm)",
+    "unverified under Slurm)",
     "multi-instance": " (one tritonserver whose instances each use their own GPUs, without MPI)",
 }
 
@@ -96,9 +106,12 @@ def bundle_readme(ctx: DeployContext, plan: dict[str, Any], schemas: bool = True
     text = KIND_TEXT[ctx.kind]
     loader = f"{name}-loader"
     layout = "\n".join(f"- {k}: {v}" for k, v in plan["layout"].items())
-    sources = "\n".join(f"- `{m.container}` <- " + (f"`{FOLDER}/` of this bundle" if m.bundled else
-                                                    f"`{shlex.quote(str(m.source))}`") + f" ({m.what})"
-                        for m in ctx.mounts)
+    sources = "\n".join(
+        f"- `{m.container}` <- "
+        + (f"`{FOLDER}/` of this bundle" if m.bundled else f"`{shlex.quote(str(m.source))}`")
+        + f" ({m.what})"
+        for m in ctx.mounts
+    )
     bare = ctx.deploy.slurm.container_runtime == "none"
     multi = ""
     if w.multi_node:
@@ -117,32 +130,48 @@ kustomize edit set image {ctx.image.repository}=REGISTRY/{name}-triton:{ctx.imag
 Without it the leader exits at once with a message saying so. The LeaderWorkerSet controller (v0.4 or newer;
 validated against the v0.10.0 CRD) must be installed in the cluster.
 """
-    al = (f"`{ACCEPTANCE_LENGTH}` (mean acceptance length, from the counters the BLS publishes)"
-          if ctx.publishes_acceptance else text.acceptance)
+    al = (
+        f"`{ACCEPTANCE_LENGTH}` (mean acceptance length, from the counters the BLS publishes)"
+        if ctx.publishes_acceptance
+        else text.acceptance
+    )
     tasks = TASKS[ctx.launch.slurm].format(why=ONE_TASK_WHY.get(w.mode, ""))
-    leader = (f"\n- across nodes every rank runs that command: the leader pod writes the hostfile, then execs "
-              f"`{shlex.join(ctx.launch.leader_argv)}`" if ctx.launch.leader_argv and w.multi_node else "")
+    leader = (
+        f"\n- across nodes every rank runs that command: the leader pod writes the hostfile, then execs "
+        f"`{shlex.join(ctx.launch.leader_argv)}`"
+        if ctx.launch.leader_argv and w.multi_node
+        else ""
+    )
     checks = "cross-checks (world size, ports, the launch command, probe paths, GPUs, mounts)"
-    slurm_fill = (f"bash {COPY_SCRIPT} HOST:{ctx.deploy.mount_root}   # the nodes read {ctx.tree} themselves"
-                  if bare else f"bash {COPY_SCRIPT} HOST:BUNDLE/models   # or a folder of your own: MODELS_DIR=...")
-    slurm_tree = (f"The nodes read `{ctx.tree}` directly (no container)." if bare else
-                  f"The job binds `$MODELS_DIR/{name}` (default `models/{name}` in the bundle) at `{ctx.tree}` in the "
-                  "container, read-only.")
-    validated = (f"Validated offline before it was written: each manifest against the Kubernetes "
-                 f"{ctx.deploy.kubernetes.version} schemas (strict: unknown fields are errors), the LeaderWorkerSet and "
-                 f"Prometheus Operator objects against their CRDs, and {checks}." if schemas else
-                 f"Checked before it was written by {checks} only: kubernetes-validate was not installed, so the "
-                 "manifests were NOT validated against the Kubernetes schemas (pip install 'specbuild[deploy]').")
+    slurm_fill = (
+        f"bash {COPY_SCRIPT} HOST:{ctx.deploy.mount_root}   # the nodes read {ctx.tree} themselves"
+        if bare
+        else f"bash {COPY_SCRIPT} HOST:BUNDLE/models   # or a folder of your own: MODELS_DIR=..."
+    )
+    slurm_tree = (
+        f"The nodes read `{ctx.tree}` directly (no container)."
+        if bare
+        else f"The job binds `$MODELS_DIR/{name}` (default `models/{name}` in the bundle) at `{ctx.tree}` in the "
+        "container, read-only."
+    )
+    validated = (
+        f"Validated offline before it was written: each manifest against the Kubernetes "
+        f"{ctx.deploy.kubernetes.version} schemas (strict: unknown fields are errors), the LeaderWorkerSet and "
+        f"Prometheus Operator objects against their CRDs, and {checks}."
+        if schemas
+        else f"Checked before it was written by {checks} only: kubernetes-validate was not installed, so the "
+        "manifests were NOT validated against the Kubernetes schemas (pip install 'specbuild[deploy]')."
+    )
     return f"""# Deployment bundle: {ctx.recipe.name}
 
 Written by `specbuild compile` from the recipe's `deploy` section; edit the recipe and recompile rather than
 these files. {validated}
 
-- world: {plan['world']}
+- world: {plan["world"]}
 {layout}
-- image: {plan['image']}
-- serving container command (the repository's own launch command): `{plan['command']}`{leader}
-- ports: HTTP {ctx.ports['http']}, gRPC {ctx.ports['grpc']}, metrics {ctx.ports['metrics']} (Service `{name}`)
+- image: {plan["image"]}
+- serving container command (the repository's own launch command): `{plan["command"]}`{leader}
+- ports: HTTP {ctx.ports["http"]}, gRPC {ctx.ports["grpc"]}, metrics {ctx.ports["metrics"]} (Service `{name}`)
 
 ## 1. Storage: put {text.contents} on the claim
 
@@ -171,7 +200,7 @@ kubectl delete -n {ns} pod/{loader}
 ```bash
 kubectl apply -k .                 # or: kubectl kustomize . | kubectl apply -f -
 kubectl rollout status -n {ns} {ctx.workload_kind.lower()}/{name}   # ready once every model has loaded
-kubectl port-forward -n {ns} svc/{name} {ctx.ports['http']}:{ctx.ports['http']}
+kubectl port-forward -n {ns} svc/{name} {ctx.ports["http"]}:{ctx.ports["http"]}
 {text.request(ctx)}
 ```
 

@@ -59,14 +59,16 @@ def serving_container(bundle: Path) -> tuple[dict, dict]:
         if path.is_file():
             spec = load_all(path.read_text())[0]["spec"]["template"]["spec"]
             return spec, next(c for c in spec["containers"] if c["name"] == "triton")
-    raise UserError(f"{bundle}: no deployment.yaml or statefulset.yaml — only single-node bundles can be rehearsed "
-                    "on one machine (a LeaderWorkerSet's leader needs its worker pods)")
+    raise UserError(
+        f"{bundle}: no deployment.yaml or statefulset.yaml — only single-node bundles can be rehearsed "
+        "on one machine (a LeaderWorkerSet's leader needs its worker pods)"
+    )
 
 
 def map_word(word: str, paths: dict[str, str]) -> str:
     for image_path, local in sorted(paths.items(), key=lambda kv: -len(kv[0])):
         if word == image_path or word.startswith(image_path + "/"):
-            return local + word[len(image_path):]
+            return local + word[len(image_path) :]
         if "=" in word and word.split("=", 1)[1].startswith(image_path):
             key, value = word.split("=", 1)
             return f"{key}={map_word(value, paths)}"
@@ -92,8 +94,15 @@ def _get(url: str) -> int | None:
         return None
 
 
-def rehearse(bundle: Path, paths: dict[str, str], *, binary: ServerBinary, work: Path,
-             timeout_s: float = 300.0, while_up: Callable[[dict[str, int]], None] | None = None) -> Rehearsal:
+def rehearse(
+    bundle: Path,
+    paths: dict[str, str],
+    *,
+    binary: ServerBinary,
+    work: Path,
+    timeout_s: float = 300.0,
+    while_up: Callable[[dict[str, int]], None] | None = None,
+) -> Rehearsal:
     """Run the bundle's serving container command locally; `while_up(ports)` runs once every probe passed,
     before the stop signal."""
     spec, c = serving_container(Path(bundle))
@@ -111,8 +120,9 @@ def rehearse(bundle: Path, paths: dict[str, str], *, binary: ServerBinary, work:
     result = Rehearsal(argv, ports, log=log)
     start = time.monotonic()
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
     try:
         startup = c["startupProbe"]
         budget = min(timeout_s, startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3))
@@ -122,11 +132,14 @@ def rehearse(bundle: Path, paths: dict[str, str], *, binary: ServerBinary, work:
             if status == 200:
                 break
             if proc.poll() is not None:
-                raise UserError(f"the container command exited ({proc.returncode}) before its startup probe "
-                                f"passed: {' '.join(argv)}\n{_tail(log)}")
+                raise UserError(
+                    f"the container command exited ({proc.returncode}) before its startup probe "
+                    f"passed: {' '.join(argv)}\n{_tail(log)}"
+                )
             if time.monotonic() - start > budget:
-                raise UserError(f"startup probe {url} did not pass within {budget:.0f} s (last status {status})"
-                                f"\n{_tail(log)}")
+                raise UserError(
+                    f"startup probe {url} did not pass within {budget:.0f} s (last status {status})\n{_tail(log)}"
+                )
             time.sleep(0.5)
         result.startup_s = time.monotonic() - start
         result.probes["startupProbe"] = 200
@@ -141,8 +154,9 @@ def rehearse(bundle: Path, paths: dict[str, str], *, binary: ServerBinary, work:
         try:
             result.returncode = proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            raise UserError(f"the container did not stop within terminationGracePeriodSeconds ({grace} s) of "
-                            f"SIGTERM\n{_tail(log)}") from None
+            raise UserError(
+                f"the container did not stop within terminationGracePeriodSeconds ({grace} s) of SIGTERM\n{_tail(log)}"
+            ) from None
         result.stop_s = time.monotonic() - stop
         return result
     finally:

@@ -22,8 +22,12 @@ if TYPE_CHECKING:
 FOLDER = "repository"  # in the bundle
 # model.yaml keys that name checkpoint folders (TensorRT-LLM tensorrt_llm/llmapi/llm_args.py; dotted: inside
 # speculative_config)
-MODEL_YAML_PATHS = ("model", "tokenizer", "speculative_config.speculative_model",
-                    "speculative_config.speculative_model_dir")
+MODEL_YAML_PATHS = (
+    "model",
+    "tokenizer",
+    "speculative_config.speculative_model",
+    "speculative_config.speculative_model_dir",
+)
 
 
 def compiled_files(ctx: DeployContext) -> dict[str, str]:
@@ -32,8 +36,11 @@ def compiled_files(ctx: DeployContext) -> dict[str, str]:
     repo = ctx.repository
     if not repo.is_dir():
         return {}
-    return {str(p.relative_to(repo)): p.read_text() for p in sorted(repo.rglob("*"))
-            if p.is_file() and p.relative_to(repo).as_posix() != MANIFEST}
+    return {
+        str(p.relative_to(repo)): p.read_text()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and p.relative_to(repo).as_posix() != MANIFEST
+    }
 
 
 def _pbtxt(ctx: DeployContext, text: str) -> str:
@@ -66,13 +73,16 @@ REWRITERS: dict[str, Callable[[DeployContext, str], str]] = {"config.pbtxt": _pb
 
 def container_files(ctx: DeployContext, files: dict[str, str]) -> dict[str, str]:
     """The files of a repository as the containers read them."""
-    return {rel: REWRITERS.get(rel.rsplit("/", 1)[-1], lambda _ctx, text: text)(ctx, text)
-            for rel, text in files.items()}
+    return {
+        rel: REWRITERS.get(rel.rsplit("/", 1)[-1], lambda _ctx, text: text)(ctx, text) for rel, text in files.items()
+    }
 
 
 def container_repository(ctx: DeployContext) -> dict[str, str]:
     files = compiled_files(ctx)
     if not files:
-        raise UserError(f"the deployment bundle carries the repository {ctx.repository} with the containers' paths, "
-                        "but it is not written yet — compile the recipe (the repository comes before the bundle)")
+        raise UserError(
+            f"the deployment bundle carries the repository {ctx.repository} with the containers' paths, "
+            "but it is not written yet — compile the recipe (the repository comes before the bundle)"
+        )
     return container_files(ctx, files)

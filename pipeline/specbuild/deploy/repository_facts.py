@@ -71,8 +71,10 @@ def _llmapi_facts(ctx: DeployContext, facts: dict[str, Any]) -> None:
         return
     facts["model_yaml"] = data
     spec = data.get("speculative_config") or {}
-    named = {key: (spec if key.startswith("speculative_config.") else data).get(key.rsplit(".", 1)[-1])
-             for key in MODEL_YAML_PATHS}
+    named = {
+        key: (spec if key.startswith("speculative_config.") else data).get(key.rsplit(".", 1)[-1])
+        for key in MODEL_YAML_PATHS
+    }
     for key, value in named.items():
         if isinstance(value, str):
             facts.setdefault("model_yaml_paths", {})[key] = value
@@ -80,5 +82,7 @@ def _llmapi_facts(ctx: DeployContext, facts: dict[str, Any]) -> None:
                 facts["paths"].add((f"{MODEL}/1/model.yaml {key}", value))
 
 
-FACT_READERS: dict[str, Callable[[DeployContext, dict[str, Any]], None]] = {"engine": _engine_facts,
-                                                                          "llm-api": _llmapi_facts}
+FACT_READERS: dict[str, Callable[[DeployContext, dict[str, Any]], None]] = {
+    "engine": _engine_facts,
+    "llm-api": _llmapi_facts,
+}

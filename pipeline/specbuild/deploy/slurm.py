@@ -54,16 +54,18 @@ TASK_DOES = {
     SLURM_RANKS: "exec this task's rank of {script}'s mpirun line\n# (srun --mpi=pmix makes the tasks one MPI world)",
     SLURM_ONE_TASK: "the job's one task: exec the repository's launch command",
     SLURM_EVERY_TASK: "every task (one MPI rank, srun --mpi=pmix) execs the repository's launch\n# command; its "
-                      "trtllm-llmapi-launch makes rank 0 serve and the others LLM workers",
+    "trtllm-llmapi-launch makes rank 0 serve and the others LLM workers",
 }
 
 
 def ranks_script(ctx: DeployContext) -> str:
     does = TASK_DOES[ctx.launch.slurm].format(script=ctx.launch.script.name)
-    lines = ["#!/usr/bin/env bash",
-             f"# One Slurm task of {ctx.name}: {does}.",
-             "# Written by specbuild; regenerate, do not edit.",
-             "set -euo pipefail"]
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# One Slurm task of {ctx.name}: {does}.",
+        "# Written by specbuild; regenerate, do not edit.",
+        "set -euo pipefail",
+    ]
     if ctx.launch.slurm != SLURM_RANKS:
         lines.append("exec " + shlex.join(ctx.launch.container_argv))
         return "\n".join(lines) + "\n"
@@ -97,30 +99,55 @@ RANKS = Shell(f'"$BUNDLE/slurm/{RANKS_SCRIPT}"')
 
 
 def _pyxis(ctx: DeployContext, image_default: str) -> tuple[list[str], list[str], list[str]]:
-    return [], [f"--container-image={enroot_uri(ctx.image.reference)}",
-                Shell('--container-mounts="$SOURCE:$TREE:ro,$BUNDLE:$BUNDLE:ro"')], []
+    return (
+        [],
+        [
+            f"--container-image={enroot_uri(ctx.image.reference)}",
+            Shell('--container-mounts="$SOURCE:$TREE:ro,$BUNDLE:$BUNDLE:ro"'),
+        ],
+        [],
+    )
 
 
 def _enroot(ctx: DeployContext, image_default: str) -> tuple[list[str], list[str], list[str]]:
     name = f"specbuild-{ctx.name}"
     # enroot start --mount takes fstab fields separated by ':' (NVIDIA/enroot src/runtime.sh@012d362, runtime::start
     # and _do_mounts_fini)
-    pre = [f"SQSH_DEFAULT={image_default}",
-           'SQSH="${SQSH:-$SQSH_DEFAULT}"',
-           '[ -f "$SQSH" ] || ' + words(["enroot", "import", "--output", Shell('"$SQSH"'),
-                                        "docker://" + enroot_uri(ctx.image.reference)]),
-           words(["srun", "--ntasks-per-node=1", "enroot", "create", "--force", "--name", name, Shell('"$SQSH"')])]
-    return pre, [], ["enroot", "start", "--conf", Shell(f'"$BUNDLE/slurm/{ENROOT_CONF}"'),
-                     "--mount", Shell('"$SOURCE:$TREE:none:x-create=dir,bind,ro"'),
-                     "--mount", Shell('"$BUNDLE:$BUNDLE:none:x-create=dir,bind,ro"'), name]
+    pre = [
+        f"SQSH_DEFAULT={image_default}",
+        'SQSH="${SQSH:-$SQSH_DEFAULT}"',
+        '[ -f "$SQSH" ] || '
+        + words(["enroot", "import", "--output", Shell('"$SQSH"'), "docker://" + enroot_uri(ctx.image.reference)]),
+        words(["srun", "--ntasks-per-node=1", "enroot", "create", "--force", "--name", name, Shell('"$SQSH"')]),
+    ]
+    return (
+        pre,
+        [],
+        [
+            "enroot",
+            "start",
+            "--conf",
+            Shell(f'"$BUNDLE/slurm/{ENROOT_CONF}"'),
+            "--mount",
+            Shell('"$SOURCE:$TREE:none:x-create=dir,bind,ro"'),
+            "--mount",
+            Shell('"$BUNDLE:$BUNDLE:none:x-create=dir,bind,ro"'),
+            name,
+        ],
+    )
 
 
 def _apptainer(ctx: DeployContext, image_default: str) -> tuple[list[str], list[str], list[str]]:
-    pre = [f"SIF_DEFAULT={image_default}",
-           'SIF="${SIF:-$SIF_DEFAULT}"',
-           '[ -f "$SIF" ] || ' + words(["apptainer", "pull", Shell('"$SIF"'), "docker://" + ctx.image.reference])]
-    return pre, [], ["apptainer", "exec", "--nv", "--bind", Shell('"$SOURCE:$TREE:ro,$BUNDLE:$BUNDLE:ro"'),
-                     Shell('"$SIF"')]
+    pre = [
+        f"SIF_DEFAULT={image_default}",
+        'SIF="${SIF:-$SIF_DEFAULT}"',
+        '[ -f "$SIF" ] || ' + words(["apptainer", "pull", Shell('"$SIF"'), "docker://" + ctx.image.reference]),
+    ]
+    return (
+        pre,
+        [],
+        ["apptainer", "exec", "--nv", "--bind", Shell('"$SOURCE:$TREE:ro,$BUNDLE:$BUNDLE:ro"'), Shell('"$SIF"')],
+    )
 
 
 def _bare(ctx: DeployContext, image_default: str) -> tuple[list[str], list[str], list[str]]:
@@ -149,13 +176,15 @@ def sbatch_script(ctx: DeployContext) -> str:
     tasks = tasks_per_node(ctx)
     bare = s.container_runtime == "none"
     pre, srun_opts, prefix = RUNTIMES[s.container_runtime](ctx, _image_default(ctx))
-    head = ["#!/bin/bash",
-            f"#SBATCH --job-name={ctx.name}",
-            f"#SBATCH --nodes={w.nodes}",
-            f"#SBATCH --ntasks-per-node={tasks}",
-            f"#SBATCH --gpus-per-node={w.gpus_per_pod}",
-            f"#SBATCH --time={s.time}",
-            "#SBATCH --output=slurm/%x-%j.out"]  # relative to the job's working directory: the bundle folder
+    head = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={ctx.name}",
+        f"#SBATCH --nodes={w.nodes}",
+        f"#SBATCH --ntasks-per-node={tasks}",
+        f"#SBATCH --gpus-per-node={w.gpus_per_pod}",
+        f"#SBATCH --time={s.time}",
+        "#SBATCH --output=slurm/%x-%j.out",
+    ]  # relative to the job's working directory: the bundle folder
     head += [f"#SBATCH --partition={s.partition}"] * bool(s.partition)
     head += [f"#SBATCH --account={s.account}"] * bool(s.account)
     head += [f"#SBATCH --cpus-per-task={s.cpus_per_task}"] * bool(s.cpus_per_task)
@@ -164,17 +193,24 @@ def sbatch_script(ctx: DeployContext) -> str:
         raise ValueError("an #SBATCH line holds a line break")
     p = ctx.ports
     submit = f"cd <this bundle> && sbatch slurm/{ctx.name}.sbatch"
-    source = ['SOURCE="$TREE"  # container runtime none: the nodes hold the tree where the repository names it'] \
-        if bare else ['MODELS_DIR="${MODELS_DIR:-$BUNDLE/models}"', f'SOURCE="$MODELS_DIR"/{shlex.quote(ctx.name)}']
-    fill = (f"bash copy-models.sh HOST:{ctx.deploy.mount_root}" if bare else
-            "bash copy-models.sh HOST:<bundle>/models, or set MODELS_DIR")
+    source = (
+        ['SOURCE="$TREE"  # container runtime none: the nodes hold the tree where the repository names it']
+        if bare
+        else ['MODELS_DIR="${MODELS_DIR:-$BUNDLE/models}"', f'SOURCE="$MODELS_DIR"/{shlex.quote(ctx.name)}']
+    )
+    fill = (
+        f"bash copy-models.sh HOST:{ctx.deploy.mount_root}"
+        if bare
+        else "bash copy-models.sh HOST:<bundle>/models, or set MODELS_DIR"
+    )
     body = [
         "",
         f"# {ctx.recipe.name}: {w.summary};",
         f"# container runtime {s.container_runtime}, image {ctx.image.reference}.",
         f"# The containers read the repository and the {PATHS_READ[ctx.kind]} below {ctx.tree} (deploy.mount_root),",
-        "# bound from " + ("the same folder of the nodes" if bare else "$MODELS_DIR/<name> (default: the bundle's "
-                          "models/)") + ", which copy-models.sh fills. Submit from the bundle",
+        "# bound from "
+        + ("the same folder of the nodes" if bare else "$MODELS_DIR/<name> (default: the bundle's models/)")
+        + ", which copy-models.sh fills. Submit from the bundle",
         "# folder (the job finds ranks.sh there). Written by specbuild.",
         "set -euo pipefail",
         'BUNDLE="${SLURM_SUBMIT_DIR:-$PWD}"',
@@ -187,16 +223,32 @@ def sbatch_script(ctx: DeployContext) -> str:
         '  echo "specbuild: $SOURCE holds no repository: fill it on the machine that compiled with" >&2',
         _fail(fill),
         "fi",
-        *([] if bare else ['case "$SOURCE$BUNDLE" in',
-                           "  *[[:space:],:]*)",  # the mount lists separate with these
-                           _fail("the container mounts cannot hold a space, a comma or a colon in $SOURCE or $BUNDLE"),
-                           "esac"]),
+        *(
+            []
+            if bare
+            else [
+                'case "$SOURCE$BUNDLE" in',
+                "  *[[:space:],:]*)",  # the mount lists separate with these
+                _fail("the container mounts cannot hold a space, a comma or a colon in $SOURCE or $BUNDLE"),
+                "esac",
+            ]
+        ),
         *pre,
         'echo "rank 0 serves HTTP :%d, gRPC :%d, metrics :%d on $(scontrol show hostnames "$SLURM_JOB_NODELIST" '
         '| head -n 1)"' % (p["http"], p["grpc"], p["metrics"]),
     ]
-    srun = ["srun", srun_mpi(ctx), f"--ntasks={tasks * w.nodes}", f"--ntasks-per-node={tasks}", "--distribution=block",
-            "--kill-on-bad-exit=1", *srun_opts, *prefix, "bash", RANKS]
+    srun = [
+        "srun",
+        srun_mpi(ctx),
+        f"--ntasks={tasks * w.nodes}",
+        f"--ntasks-per-node={tasks}",
+        "--distribution=block",
+        "--kill-on-bad-exit=1",
+        *srun_opts,
+        *prefix,
+        "bash",
+        RANKS,
+    ]
     body.append(words(srun))
     return "\n".join(head + body) + "\n"
 

@@ -49,8 +49,17 @@ EAGLE_WEIGHTS_FILE, EAGLE_SAFETENSORS_FILE = EAGLE1.files  # the first is what s
 # LlamaConfig keys copied from the target into the head's config.json (classic transformers-4 names,
 # which transformers 5 still reads; TensorRT-LLM 1.2 pins transformers 4.x).
 _TARGET_KEYS = (
-    "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "hidden_act",
-    "rms_norm_eps", "vocab_size", "max_position_embeddings", "bos_token_id", "eos_token_id", "pad_token_id",
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "hidden_act",
+    "rms_norm_eps",
+    "vocab_size",
+    "max_position_embeddings",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
 )
 
 
@@ -196,8 +205,10 @@ def load_eagle_head(folder: str | Path, target_model=None, dtype: torch.dtype = 
         weights = folder / EAGLE_SAFETENSORS_FILE
         state = load_file(str(weights))
     else:
-        raise UserError(f"{folder}: no {EAGLE_WEIGHTS_FILE} (or {EAGLE_SAFETENSORS_FILE}); an EAGLE-1 head folder "
-                        f"holds config.json and its weights (the layout TensorRT-LLM's --eagle_model_dir reads).")
+        raise UserError(
+            f"{folder}: no {EAGLE_WEIGHTS_FILE} (or {EAGLE_SAFETENSORS_FILE}); an EAGLE-1 head folder "
+            f"holds config.json and its weights (the layout TensorRT-LLM's --eagle_model_dir reads)."
+        )
     if "fc.weight" not in state:
         raise UserError(f"{weights}: no 'fc.weight' tensor; this is not an EAGLE-1 draft head.")
     cfg = _llama_config_from_dict({k: v for k, v in config.items() if k != "torch_dtype"})
@@ -205,14 +216,17 @@ def load_eagle_head(folder: str | Path, target_model=None, dtype: torch.dtype = 
         tcfg = target_model.config
         for key in ("hidden_size", "vocab_size"):
             if getattr(cfg, key) != getattr(tcfg, key):
-                raise UserError(f"{folder / 'config.json'}: {key}={getattr(cfg, key)} does not match the "
-                                f"target's {key}={getattr(tcfg, key)}; use the head trained for this target.")
+                raise UserError(
+                    f"{folder / 'config.json'}: {key}={getattr(cfg, key)} does not match the "
+                    f"target's {key}={getattr(tcfg, key)}; use the head trained for this target."
+                )
         if "embed_tokens.weight" not in state:
             state["embed_tokens.weight"] = target_model.get_input_embeddings().weight.detach().clone()
     head = EagleHead(cfg, fc_bias="fc.bias" in state)
     missing, unexpected = head.load_state_dict(state, strict=False)
     if missing or unexpected:
-        raise UserError(f"{weights}: tensors do not match config.json (missing {missing[:4]}, "
-                        f"unexpected {unexpected[:4]}); fix config.json or the weights.")
+        raise UserError(
+            f"{weights}: tensors do not match config.json (missing {missing[:4]}, "
+            f"unexpected {unexpected[:4]}); fix config.json or the weights."
+        )
     return head.to(dtype).eval()
-

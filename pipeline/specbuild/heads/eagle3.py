@@ -234,8 +234,14 @@ class Eagle3Head(nn.Module):
             return captured
         return self.fc(captured)
 
-    def forward(self, x: torch.Tensor, embeds: torch.Tensor, position_ids: torch.Tensor,
-                attention_mask: torch.Tensor | None = None, cache=None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        embeds: torch.Tensor,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        cache=None,
+    ) -> torch.Tensor:
         x = self.fuse(x)
         q, k, v = self.midlayer.project(x, embeds.to(x.dtype), position_ids)
         if cache is not None:
@@ -246,7 +252,8 @@ class Eagle3Head(nn.Module):
             raise TypeError("Eagle3Head needs an additive float attention_mask (0 / -inf), not a bool mask")
         attn = self.midlayer.self_attn
         attended = nn.functional.scaled_dot_product_attention(
-            q, attn.expand_kv(k), attn.expand_kv(v), attn_mask=attention_mask.to(q.dtype))
+            q, attn.expand_kv(k), attn.expand_kv(v), attn_mask=attention_mask.to(q.dtype)
+        )
         return self.midlayer.finish(attended, x)
 
     def logits(self, out: torch.Tensor) -> torch.Tensor:
@@ -271,8 +278,15 @@ class Eagle3Head(nn.Module):
         self.t2d.copy_(t2d)
 
 
-_DEFAULTS = {"target_hidden_size": None, "bias": False, "attention_bias": False, "mlp_bias": False,
-             "rope_theta": 10000.0, "draft_vocab_size": None, "num_key_value_heads": None}
+_DEFAULTS = {
+    "target_hidden_size": None,
+    "bias": False,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "rope_theta": 10000.0,
+    "draft_vocab_size": None,
+    "num_key_value_heads": None,
+}
 
 
 def _view(settings: dict):
@@ -286,8 +300,9 @@ def _view(settings: dict):
     return view
 
 
-def eagle3_config_dict(target_config, *, layers: Sequence[int], draft_vocab_size: int,
-                       intermediate_size: int | None = None) -> dict:
+def eagle3_config_dict(
+    target_config, *, layers: Sequence[int], draft_vocab_size: int, intermediate_size: int | None = None
+) -> dict:
     """The head's config.json for a target LlamaConfig: the target's width, heads and vocabulary, one layer."""
     rope = getattr(target_config, "rope_parameters", None) or {}
     cfg = {
@@ -325,11 +340,13 @@ def config_from_dict(settings: dict):
     return LlamaConfig(num_hidden_layers=1, **{k: v for k, v in settings.items() if k not in skip})
 
 
-def new_eagle3_head(target_config, *, layers: Sequence[int], draft_vocab_size: int,
-                    intermediate_size: int | None = None) -> Eagle3Head:
+def new_eagle3_head(
+    target_config, *, layers: Sequence[int], draft_vocab_size: int, intermediate_size: int | None = None
+) -> Eagle3Head:
     """A freshly initialised head sized for a target LlamaConfig."""
-    cfg = eagle3_config_dict(target_config, layers=layers, draft_vocab_size=draft_vocab_size,
-                             intermediate_size=intermediate_size)
+    cfg = eagle3_config_dict(
+        target_config, layers=layers, draft_vocab_size=draft_vocab_size, intermediate_size=intermediate_size
+    )
     return Eagle3Head(cfg, num_captured=len(layers))
 
 
@@ -392,28 +409,37 @@ def _read_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
     legacy = folder / LEGACY_WEIGHTS_FILE
     if legacy.is_file():
         return torch.load(legacy, map_location="cpu", weights_only=True), legacy
-    raise UserError(f"{folder}: no {WEIGHTS_FILE} (or {LEGACY_WEIGHTS_FILE}); an EAGLE-3 head folder holds "
-                    "config.json and its weights (the folder TensorRT-LLM's speculative_model points to).")
+    raise UserError(
+        f"{folder}: no {WEIGHTS_FILE} (or {LEGACY_WEIGHTS_FILE}); an EAGLE-3 head folder holds "
+        "config.json and its weights (the folder TensorRT-LLM's speculative_model points to)."
+    )
 
 
 def _check_config(config: dict, path: Path) -> None:
     for key in ("hidden_size", "intermediate_size", "num_attention_heads", "vocab_size", "rms_norm_eps"):
         require_key(config, key, path)
     if int(config.get("num_hidden_layers", 1)) != 1:
-        raise UserError(f"{path}: num_hidden_layers={config['num_hidden_layers']}; the reference runtime runs "
-                        "single-layer EAGLE-3 heads only (num_hidden_layers 1)")
+        raise UserError(
+            f"{path}: num_hidden_layers={config['num_hidden_layers']}; the reference runtime runs "
+            "single-layer EAGLE-3 heads only (num_hidden_layers 1)"
+        )
     if config.get("kv_lora_rank"):
-        raise UserError(f"{path}: kv_lora_rank is set (an MLA draft); the reference runtime runs Llama-style "
-                        "EAGLE-3 heads only")
+        raise UserError(
+            f"{path}: kv_lora_rank is set (an MLA draft); the reference runtime runs Llama-style EAGLE-3 heads only"
+        )
     target_hidden = config.get("target_hidden_size")
     if target_hidden is not None and int(target_hidden) != int(config["hidden_size"]):
-        raise UserError(f"{path}: target_hidden_size={target_hidden} differs from hidden_size={config['hidden_size']}"
-                        "; heads with their own embedding are not supported by the reference runtime")
+        raise UserError(
+            f"{path}: target_hidden_size={target_hidden} differs from hidden_size={config['hidden_size']}"
+            "; heads with their own embedding are not supported by the reference runtime"
+        )
     eagle_config = config.get("eagle_config") or {}
     for key, default in _ARCH_SWITCHES.items():
         if bool(eagle_config.get(key, default)) != default:
-            raise UserError(f"{path}: eagle_config.{key}={eagle_config[key]!r} is not supported by the reference "
-                            f"runtime (only {default})")
+            raise UserError(
+                f"{path}: eagle_config.{key}={eagle_config[key]!r} is not supported by the reference "
+                f"runtime (only {default})"
+            )
 
 
 def load_eagle3_head(folder: str | Path, target_model=None, dtype: torch.dtype = torch.float32) -> Eagle3Head:
@@ -434,14 +460,18 @@ def load_eagle3_head(folder: str | Path, target_model=None, dtype: torch.dtype =
         tcfg = target_model.config
         for key in ("hidden_size", "vocab_size"):
             if getattr(view, key) != getattr(tcfg, key):
-                raise UserError(f"{config_path}: {key}={getattr(view, key)} does not match the target's "
-                                f"{key}={getattr(tcfg, key)}; use the EAGLE-3 head trained for this target.")
+                raise UserError(
+                    f"{config_path}: {key}={getattr(view, key)} does not match the target's "
+                    f"{key}={getattr(tcfg, key)}; use the EAGLE-3 head trained for this target."
+                )
         if "lm_head.weight" not in state and draft_vocab == vocab:
             state["lm_head.weight"] = target_model.get_output_embeddings().weight.detach().clone()
     if "d2t" not in state:
         if draft_vocab != vocab:
-            raise UserError(f"{weights}: no 'd2t' tensor although draft_vocab_size={draft_vocab} differs from "
-                            f"vocab_size={vocab}; the draft-to-target id mapping is required.")
+            raise UserError(
+                f"{weights}: no 'd2t' tensor although draft_vocab_size={draft_vocab} differs from "
+                f"vocab_size={vocab}; the draft-to-target id mapping is required."
+            )
         state["d2t"] = torch.zeros(draft_vocab, dtype=torch.long)
     if "t2d" not in state:  # TensorRT-LLM does not read it; rebuilt from d2t
         state["t2d"] = torch.zeros(vocab, dtype=torch.bool)
@@ -450,27 +480,38 @@ def load_eagle3_head(folder: str | Path, target_model=None, dtype: torch.dtype =
         width = view.target_hidden_size or view.hidden_size
         in_features = state["fc.weight"].shape[-1]
         if in_features % width:
-            raise UserError(f"{weights}: fc.weight has {in_features} inputs, not a multiple of the target width {width}")
+            raise UserError(
+                f"{weights}: fc.weight has {in_features} inputs, not a multiple of the target width {width}"
+            )
         num_captured = in_features // width
     else:
         num_captured = 1
     layers = recorded_layers(settings)
     if layers is not None and len(layers) != num_captured:
-        raise UserError(f"{config_path}: eagle_config.eagle_aux_hidden_state_layer_ids lists {len(layers)} layers "
-                        f"but fc.weight fuses {num_captured}; fix config.json or the weights.")
+        raise UserError(
+            f"{config_path}: eagle_config.eagle_aux_hidden_state_layer_ids lists {len(layers)} layers "
+            f"but fc.weight fuses {num_captured}; fix config.json or the weights."
+        )
     expected = expected_shapes(settings, num_captured)
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]
-    wrong = [f"{k} {tuple(state[k].shape)} (expected {expected[k]})" for k in expected
-             if k in state and tuple(state[k].shape) != expected[k]]
+    wrong = [
+        f"{k} {tuple(state[k].shape)} (expected {expected[k]})"
+        for k in expected
+        if k in state and tuple(state[k].shape) != expected[k]
+    ]
     if missing or unexpected or wrong:
-        raise UserError(f"{weights}: tensors do not match {config_path.name} (missing {missing[:4]}, unexpected "
-                        f"{unexpected[:4]}, wrong shape {wrong[:3]}); fix config.json or the weights.")
+        raise UserError(
+            f"{weights}: tensors do not match {config_path.name} (missing {missing[:4]}, unexpected "
+            f"{unexpected[:4]}, wrong shape {wrong[:3]}); fix config.json or the weights."
+        )
     d2t = state["d2t"].long()
     targets = torch.arange(draft_vocab) + d2t
     if bool((targets < 0).any()) or bool((targets >= vocab).any()) or targets.unique().numel() != draft_vocab:
-        raise UserError(f"{weights}: d2t maps draft ids outside 0..{vocab - 1} or two draft ids to one target id; "
-                        "d2t[i] must be (target id of draft token i) - i.")
+        raise UserError(
+            f"{weights}: d2t maps draft ids outside 0..{vocab - 1} or two draft ids to one target id; "
+            "d2t[i] must be (target id of draft token i) - i."
+        )
     head = Eagle3Head(settings, num_captured)
     head.load_state_dict({**state, "d2t": d2t, "t2d": state["t2d"].bool()})
     head = head.to(dtype).eval()

@@ -127,12 +127,15 @@ def _read_medusa_tensors(folder: Path) -> dict[str, torch.Tensor]:
         from safetensors.torch import load_file
 
         return load_file(str(st))
-    raise UserError(f"{folder}: no {MEDUSA_WEIGHTS_FILE} (or {MEDUSA_WEIGHTS_FILE_PT}); "
-                    "a Medusa heads folder needs one of them next to config.json.")
+    raise UserError(
+        f"{folder}: no {MEDUSA_WEIGHTS_FILE} (or {MEDUSA_WEIGHTS_FILE_PT}); "
+        "a Medusa heads folder needs one of them next to config.json."
+    )
 
 
-def load_medusa_heads(folder: str | Path, dtype: torch.dtype = torch.float32, target_model=None,
-                      num_heads: int | None = None) -> MedusaHeads:
+def load_medusa_heads(
+    folder: str | Path, dtype: torch.dtype = torch.float32, target_model=None, num_heads: int | None = None
+) -> MedusaHeads:
     """Load a Medusa heads folder (the layout above) into a `MedusaHeads` of `dtype`, in eval mode: the first
     `num_heads` heads, or (None) every head the weights hold. When `target_model` (a transformers causal LM) is
     given, the heads' width and vocabulary are checked against it."""
@@ -145,24 +148,31 @@ def load_medusa_heads(folder: str | Path, dtype: torch.dtype = torch.float32, ta
     if num_heads is None:
         num_heads = held
     elif num_heads > held:
-        raise UserError(f"{folder}: {num_heads} Medusa heads asked for but the weights hold {held} — ask for at "
-                        f"most {held}.")
+        raise UserError(
+            f"{folder}: {num_heads} Medusa heads asked for but the weights hold {held} — ask for at most {held}."
+        )
     proj_key = f"0.{num_layers}.weight"
     if proj_key not in tensors:
-        raise UserError(f"{folder}: tensor '{proj_key}' missing; medusa_num_layers={num_layers} in "
-                        f"{cfg_path} does not match the weights (keys: {sorted(tensors)[:6]}...).")
+        raise UserError(
+            f"{folder}: tensor '{proj_key}' missing; medusa_num_layers={num_layers} in "
+            f"{cfg_path} does not match the weights (keys: {sorted(tensors)[:6]}...)."
+        )
     vocab_size, hidden_size = tensors[proj_key].shape
     if target_model is not None:
         theirs = (target_model.config.vocab_size, target_model.config.hidden_size)
         if (vocab_size, hidden_size) != theirs:
-            raise UserError(f"{folder}: the heads map {hidden_size}-wide hidden states onto {vocab_size} tokens "
-                            f"({proj_key}) but the target has hidden_size {theirs[1]} and vocab_size {theirs[0]}; "
-                            "use the Medusa heads trained for this target.")
+            raise UserError(
+                f"{folder}: the heads map {hidden_size}-wide hidden states onto {vocab_size} tokens "
+                f"({proj_key}) but the target has hidden_size {theirs[1]} and vocab_size {theirs[0]}; "
+                "use the Medusa heads trained for this target."
+            )
     heads = MedusaHeads(hidden_size, vocab_size, num_heads=num_heads, num_layers=num_layers)
     expected = set(heads.heads.state_dict())
     missing = sorted(expected - set(tensors))
     if missing:
-        raise UserError(f"{folder}: tensors {missing[:4]} missing for {num_heads} heads of "
-                        f"medusa_num_layers={num_layers}; fix {cfg_path} or the weights file.")
+        raise UserError(
+            f"{folder}: tensors {missing[:4]} missing for {num_heads} heads of "
+            f"medusa_num_layers={num_layers}; fix {cfg_path} or the weights file."
+        )
     heads.heads.load_state_dict({k: tensors[k] for k in expected}, strict=True)
     return heads.to(dtype).eval()

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
     from specbuild.speculation import Speculation
 
-METHODS: dict[str, Method] = {m.name: m for m in
-                              (NoSpeculation(), Medusa(), Eagle(), Eagle3(), DraftTarget(), PromptLookup(),
-                               Lookahead(), Mtp())}
+METHODS: dict[str, Method] = {
+    m.name: m for m in (NoSpeculation(), Medusa(), Eagle(), Eagle3(), DraftTarget(), PromptLookup(), Lookahead(), Mtp())
+}
 
 
 def method_for(recipe: Recipe) -> Method:

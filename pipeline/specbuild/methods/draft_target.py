@@ -59,32 +59,49 @@ class DraftTarget(Method):
     def describe(self, recipe) -> Speculation:
         spec: DraftTargetConfig = recipe.speculation
         assert spec.max_draft_len is not None  # DraftTargetConfig._default_max_draft_len
-        draft = DraftModel(recipe.checkpoint_dir(spec.checkpoint), spec.num_draft_tokens, spec.use_draft_logits,
-                           spec.tp_size, spec.fast_logits)
-        return Speculation(method=self.name, mode=SpecMode.DRAFT_TOKENS_EXTERNAL, max_draft_len=spec.max_draft_len,
-                           params=draft)
+        draft = DraftModel(
+            recipe.checkpoint_dir(spec.checkpoint),
+            spec.num_draft_tokens,
+            spec.use_draft_logits,
+            spec.tp_size,
+            spec.fast_logits,
+        )
+        return Speculation(
+            method=self.name, mode=SpecMode.DRAFT_TOKENS_EXTERNAL, max_draft_len=spec.max_draft_len, params=draft
+        )
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: DraftTargetConfig = recipe.speculation
         assert spec.max_draft_len is not None  # DraftTargetConfig._default_max_draft_len
         if spec.num_draft_tokens > spec.max_draft_len:
-            yield Finding(("speculation", "num_draft_tokens"), f"is {spec.num_draft_tokens} but max_draft_len is "
-                          f"{spec.max_draft_len}; the target engine rejects more drafts than it was built for "
-                          "(tensorrtllm_backend #473) — raise max_draft_len or lower num_draft_tokens")
+            yield Finding(
+                ("speculation", "num_draft_tokens"),
+                f"is {spec.num_draft_tokens} but max_draft_len is "
+                f"{spec.max_draft_len}; the target engine rejects more drafts than it was built for "
+                "(tensorrtllm_backend #473) — raise max_draft_len or lower num_draft_tokens",
+            )
         if spec.fast_logits and not spec.use_draft_logits:
-            yield Finding(("speculation", "fast_logits"), "fast logits transfer draft logits, which are used only with "
-                          "use_draft_logits: true — set it, or remove fast_logits")
+            yield Finding(
+                ("speculation", "fast_logits"),
+                "fast logits transfer draft logits, which are used only with "
+                "use_draft_logits: true — set it, or remove fast_logits",
+            )
         if not recipe.build.use_paged_context_fmha:
-            yield Finding(("build", "use_paged_context_fmha"), "draft-target needs KV-cache reuse, which needs paged "
-                          "context FMHA (each BLS round resends the prefix) — set use_paged_context_fmha: true")
+            yield Finding(
+                ("build", "use_paged_context_fmha"),
+                "draft-target needs KV-cache reuse, which needs paged "
+                "context FMHA (each BLS round resends the prefix) — set use_paged_context_fmha: true",
+            )
 
     def file_checks(self, recipe) -> Iterator[Finding]:
         spec: DraftTargetConfig = recipe.speculation
         draft_dir = recipe.checkpoint_dir(spec.checkpoint)
         draft, target = read_hf_config(draft_dir), read_hf_config(recipe.model_dir)
         if draft is None:
-            yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "
-                          "the draft model's Hugging Face folder")
+            yield Finding(
+                ("speculation", "checkpoint"),
+                f"no readable config.json in {spec.checkpoint} — point it at the draft model's Hugging Face folder",
+            )
             return
         layout = list(weights_findings(draft_dir, spec.checkpoint, CAUSAL_LM))
         yield from layout
@@ -96,7 +113,10 @@ def draft_record(folder: Path, cfg: dict) -> HeadRecord:
     """What pairs a draft model with its target: one vocabulary and tokenizer (the target verifies the draft's token
     ids), and positions for the whole sequence (the draft reads all of it). Its width, layers, rope and dtype are
     its own."""
-    return HeadRecord(label="the draft model", facts=(preflight.VOCAB, preflight.TOKENIZER, preflight.POSITIONS),
-                      vocab=tuple(f for f in (config_int(cfg, "vocab_size"),) if f is not None),
-                      tokenizer=Fact(folder, "its tokenizer files"),
-                      max_positions=config_int(cfg, "max_position_embeddings"))
+    return HeadRecord(
+        label="the draft model",
+        facts=(preflight.VOCAB, preflight.TOKENIZER, preflight.POSITIONS),
+        vocab=tuple(f for f in (config_int(cfg, "vocab_size"),) if f is not None),
+        tokenizer=Fact(folder, "its tokenizer files"),
+        max_positions=config_int(cfg, "max_position_embeddings"),
+    )

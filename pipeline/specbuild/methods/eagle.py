@@ -77,29 +77,48 @@ class Eagle(Method):
             tree = StaticTree(tuple(tuple(p) for p in spec.tree))
         head = EagleHead(recipe.checkpoint_dir(spec.checkpoint), spec.num_eagle_layers, spec.max_non_leaves_per_layer)
         # builder.py: max_seq_len += max_draft_len + num_eagle_layers for EAGLE
-        return Speculation(method=self.name, mode=SpecMode.EAGLE, max_draft_len=spec.max_draft_len,
-                           extra_seq_len=spec.num_eagle_layers, tree=tree, params=head)
+        return Speculation(
+            method=self.name,
+            mode=SpecMode.EAGLE,
+            max_draft_len=spec.max_draft_len,
+            extra_seq_len=spec.num_eagle_layers,
+            tree=tree,
+            params=head,
+        )
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: EagleConfig = recipe.speculation
         if recipe.build.pp_size != 1:
-            yield Finding(("build", "pp_size"), "EAGLE engines do not support pipeline parallelism "
-                          "(convert_checkpoint.py asserts pp_size == 1) — set pp_size: 1 and use tp_size")
+            yield Finding(
+                ("build", "pp_size"),
+                "EAGLE engines do not support pipeline parallelism "
+                "(convert_checkpoint.py asserts pp_size == 1) — set pp_size: 1 and use tp_size",
+            )
         if recipe.build.max_batch_size > EAGLE_MAX_BATCH_SIZE:
-            yield Finding(("build", "max_batch_size"), f"is {recipe.build.max_batch_size} but EAGLE engines allow at "
-                          f"most {EAGLE_MAX_BATCH_SIZE} (builder assert) — lower it")
+            yield Finding(
+                ("build", "max_batch_size"),
+                f"is {recipe.build.max_batch_size} but EAGLE engines allow at "
+                f"most {EAGLE_MAX_BATCH_SIZE} (builder assert) — lower it",
+            )
         if spec.max_draft_len > EAGLE_MAX_DRAFT_LEN:
-            yield Finding(("speculation", "max_draft_len"), f"is {spec.max_draft_len} but EAGLE allows at most "
-                          f"{EAGLE_MAX_DRAFT_LEN} (builder assert) — lower it")
+            yield Finding(
+                ("speculation", "max_draft_len"),
+                f"is {spec.max_draft_len} but EAGLE allows at most {EAGLE_MAX_DRAFT_LEN} (builder assert) — lower it",
+            )
         if spec.choices is not None and spec.dynamic_tree is not None:
-            yield Finding(("speculation", "dynamic_tree"), "give either choices (EAGLE-1 static tree) or dynamic_tree "
-                          "(EAGLE-2), not both — remove one")
+            yield Finding(
+                ("speculation", "dynamic_tree"),
+                "give either choices (EAGLE-1 static tree) or dynamic_tree (EAGLE-2), not both — remove one",
+            )
             return
         if spec.dynamic_tree is not None:
             if spec.dynamic_tree.top_k > spec.max_non_leaves_per_layer:
-                yield Finding(("speculation", "dynamic_tree", "top_k"), f"is {spec.dynamic_tree.top_k} but "
-                              f"max_non_leaves_per_layer is {spec.max_non_leaves_per_layer}: each level expands "
-                              "top_k nodes — lower top_k or raise max_non_leaves_per_layer")
+                yield Finding(
+                    ("speculation", "dynamic_tree", "top_k"),
+                    f"is {spec.dynamic_tree.top_k} but "
+                    f"max_non_leaves_per_layer is {spec.max_non_leaves_per_layer}: each level expands "
+                    "top_k nodes — lower top_k or raise max_non_leaves_per_layer",
+                )
             return
         tree = spec.tree
         assert tree is not None  # no dynamic tree: the static one (EagleConfig.tree)
@@ -107,15 +126,24 @@ class Eagle(Method):
         yield from choices_findings(tree, spec.max_draft_len)
         depth = tree_depth(tree)
         if depth != spec.num_eagle_layers:
-            hint = ("the default tree mc_sim_7b_63 is 4 levels deep — give choices of that depth, or "
-                    "num_eagle_layers: 4") if spec.choices is None else f"set num_eagle_layers: {depth} or change the tree"
-            yield Finding(("speculation", where), f"the tree is {depth} levels deep but num_eagle_layers is "
-                          f"{spec.num_eagle_layers}; EAGLE needs them equal — {hint}")
+            hint = (
+                ("the default tree mc_sim_7b_63 is 4 levels deep — give choices of that depth, or num_eagle_layers: 4")
+                if spec.choices is None
+                else f"set num_eagle_layers: {depth} or change the tree"
+            )
+            yield Finding(
+                ("speculation", where),
+                f"the tree is {depth} levels deep but num_eagle_layers is "
+                f"{spec.num_eagle_layers}; EAGLE needs them equal — {hint}",
+            )
         for level, count in sorted(non_leaves_per_level(tree).items()):
             if count > spec.max_non_leaves_per_layer:
-                yield Finding(("speculation", where), f"level {level} of the tree has {count} nodes with children but "
-                              f"max_non_leaves_per_layer is {spec.max_non_leaves_per_layer} — raise it to {count} "
-                              "or prune the tree")
+                yield Finding(
+                    ("speculation", where),
+                    f"level {level} of the tree has {count} nodes with children but "
+                    f"max_non_leaves_per_layer is {spec.max_non_leaves_per_layer} — raise it to {count} "
+                    "or prune the tree",
+                )
 
     def file_checks(self, recipe) -> Iterator[Finding]:
         spec: EagleConfig = recipe.speculation
@@ -123,20 +151,34 @@ class Eagle(Method):
         head = read_hf_config(folder)
         target = read_hf_config(recipe.model_dir)
         if head is None:
-            yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "
-                          "an EAGLE-1 draft head folder")
+            yield Finding(
+                ("speculation", "checkpoint"),
+                f"no readable config.json in {spec.checkpoint} — point it at an EAGLE-1 draft head folder",
+            )
             return
         layout = list(weights_findings(folder, spec.checkpoint, EAGLE1))
         yield from layout
         if target is not None and spec.tree is not None:
-            yield from rank_findings(spec.tree, target.get("vocab_size"),
-                                     ("speculation", "choices" if spec.choices is not None else "num_eagle_layers"))
+            yield from rank_findings(
+                spec.tree,
+                target.get("vocab_size"),
+                ("speculation", "choices" if spec.choices is not None else "num_eagle_layers"),
+            )
         if not layout:  # a folder of another kind is named as such, not compared as a head
             yield from preflight.findings(recipe, head_record(folder, head))
 
 
-HEAD_FACTS = (preflight.ARCHITECTURE, preflight.TARGET_NAME, preflight.HIDDEN, preflight.VOCAB, preflight.LM_HEAD,
-              preflight.POSITIONS, preflight.ROPE, preflight.DTYPE, preflight.QUANTIZATION)
+HEAD_FACTS = (
+    preflight.ARCHITECTURE,
+    preflight.TARGET_NAME,
+    preflight.HIDDEN,
+    preflight.VOCAB,
+    preflight.LM_HEAD,
+    preflight.POSITIONS,
+    preflight.ROPE,
+    preflight.DTYPE,
+    preflight.QUANTIZATION,
+)
 
 
 def head_record(folder: Path, cfg: dict) -> HeadRecord:
@@ -156,6 +198,12 @@ def head_record(folder: Path, cfg: dict) -> HeadRecord:
     own = config_int(cfg, "hidden_size")
     hidden += [own] if own is not None else []
     vocab += [f for f in (config_int(cfg, "vocab_size"),) if f is not None]
-    return HeadRecord(label="the EAGLE head", facts=HEAD_FACTS, hidden=tuple(hidden), own_hidden=own,
-                      vocab=tuple(vocab), lm_head=Fact(SHARED, "EAGLE-1 heads predict with the target's lm_head"),
-                      **preflight.head_config_facts(cfg, folder))
+    return HeadRecord(
+        label="the EAGLE head",
+        facts=HEAD_FACTS,
+        hidden=tuple(hidden),
+        own_hidden=own,
+        vocab=tuple(vocab),
+        lm_head=Fact(SHARED, "EAGLE-1 heads predict with the target's lm_head"),
+        **preflight.head_config_facts(cfg, folder),
+    )

@@ -33,9 +33,18 @@ def default_layers_to_capture(num_layers: int) -> tuple[int, ...]:
     return tuple(sorted({1, num_layers // 2 - 1, num_layers - 4}))
 
 
-HEAD_FACTS = (preflight.ARCHITECTURE, preflight.TARGET_NAME, preflight.HIDDEN, preflight.VOCAB,
-              preflight.DRAFT_VOCAB, preflight.LM_HEAD, preflight.POSITIONS, preflight.ROPE, preflight.DTYPE,
-              preflight.QUANTIZATION)
+HEAD_FACTS = (
+    preflight.ARCHITECTURE,
+    preflight.TARGET_NAME,
+    preflight.HIDDEN,
+    preflight.VOCAB,
+    preflight.DRAFT_VOCAB,
+    preflight.LM_HEAD,
+    preflight.POSITIONS,
+    preflight.ROPE,
+    preflight.DTYPE,
+    preflight.QUANTIZATION,
+)
 
 
 def head_record(folder: Path, cfg: dict) -> HeadRecord:
@@ -50,21 +59,29 @@ def head_record(folder: Path, cfg: dict) -> HeadRecord:
     layer = layer if isinstance(layer, dict) else {}
     file = "config.json transformer_layer_config" if layer else "config.json"
     shape = {**cfg, **layer}
-    verifier = (cfg.get("speculators_config") or {}).get("verifier") if isinstance(cfg.get("speculators_config"),
-                                                                                    dict) else None
+    verifier = (
+        (cfg.get("speculators_config") or {}).get("verifier")
+        if isinstance(cfg.get("speculators_config"), dict)
+        else None
+    )
     verifier = verifier if isinstance(verifier, dict) else {}
     where = "config.json speculators_config.verifier"
     architectures = verifier.get("architectures")
     name = verifier.get("name_or_path")
     own = config_int(shape, "hidden_size", file)
     record = dict(
-        label="the EAGLE-3 head", facts=HEAD_FACTS,
-        architectures=Fact(architectures, f"{where}.architectures") if isinstance(architectures, list) and
-        architectures and all(isinstance(a, str) for a in architectures) else None,
+        label="the EAGLE-3 head",
+        facts=HEAD_FACTS,
+        architectures=Fact(architectures, f"{where}.architectures")
+        if isinstance(architectures, list) and architectures and all(isinstance(a, str) for a in architectures)
+        else None,
         target_name=Fact(name, f"{where}.name_or_path") if isinstance(name, str) and name else None,
         hidden=tuple(f for f in (config_int(cfg, "target_hidden_size") or own,) if f is not None),
-        own_hidden=own, vocab=tuple(f for f in (config_int(shape, "vocab_size", file),) if f is not None),
-        draft_vocab=config_int(cfg, "draft_vocab_size"), **preflight.head_config_facts(shape, folder, file))
+        own_hidden=own,
+        vocab=tuple(f for f in (config_int(shape, "vocab_size", file),) if f is not None),
+        draft_vocab=config_int(cfg, "draft_vocab_size"),
+        **preflight.head_config_facts(shape, folder, file),
+    )
     record["rope"] = _scaling_only(record["rope"])
     shapes = tensor_shapes(folder, preferred_files(folder, EAGLE3), root=checkpoint_root(folder))
     if shapes:
@@ -136,8 +153,10 @@ class Eagle3(Method):
 
     def describe(self, recipe) -> Speculation:
         spec: Eagle3Config = recipe.speculation
-        head = Eagle3Head(recipe.checkpoint_dir(spec.checkpoint),
-                          tuple(spec.layers_to_capture) if spec.layers_to_capture is not None else None)
+        head = Eagle3Head(
+            recipe.checkpoint_dir(spec.checkpoint),
+            tuple(spec.layers_to_capture) if spec.layers_to_capture is not None else None,
+        )
         tree = DynamicTree(spec.dynamic_tree.top_k) if spec.dynamic_tree is not None else None
         return Speculation(method=self.name, mode=None, max_draft_len=spec.max_draft_len, tree=tree, params=head)
 
@@ -146,20 +165,29 @@ class Eagle3(Method):
         layers = spec.layers_to_capture
         if layers is not None:
             if not layers:
-                yield Finding(("speculation", "layers_to_capture"), "is empty — list the target layers to capture "
-                              "(0-based), or remove it for TensorRT-LLM's default {1, L//2-1, L-4}")
+                yield Finding(
+                    ("speculation", "layers_to_capture"),
+                    "is empty — list the target layers to capture "
+                    "(0-based), or remove it for TensorRT-LLM's default {1, L//2-1, L-4}",
+                )
             elif len(set(layers)) != len(layers):
                 yield Finding(("speculation", "layers_to_capture"), "lists a layer twice — give each layer once")
             elif any(i < 0 for i in layers):
-                yield Finding(("speculation", "layers_to_capture"), "has a negative layer; -1 (the final output) is "
-                              "for Mistral-Large-3 drafts only — use 0-based decoder layer indices")
+                yield Finding(
+                    ("speculation", "layers_to_capture"),
+                    "has a negative layer; -1 (the final output) is "
+                    "for Mistral-Large-3 drafts only — use 0-based decoder layer indices",
+                )
 
     def file_checks(self, recipe) -> Iterator[Finding]:
         spec: Eagle3Config = recipe.speculation
         head, target = read_hf_config(recipe.checkpoint_dir(spec.checkpoint)), read_hf_config(recipe.model_dir)
         if head is None:
-            yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — point it at "
-                          "an EAGLE-3 head folder (config.json with draft_vocab_size, and its weights)")
+            yield Finding(
+                ("speculation", "checkpoint"),
+                f"no readable config.json in {spec.checkpoint} — point it at "
+                "an EAGLE-3 head folder (config.json with draft_vocab_size, and its weights)",
+            )
             return
         layout = list(weights_findings(recipe.checkpoint_dir(spec.checkpoint), spec.checkpoint, EAGLE3))
         yield from layout
@@ -173,11 +201,17 @@ class Eagle3(Method):
         if not isinstance(n_layers, int):
             return
         if spec.layers_to_capture is None and n_layers < MIN_LAYERS_FOR_DEFAULT_CAPTURE:
-            yield Finding(("speculation", "checkpoint"), f"the target has {n_layers} decoder layers; TensorRT-LLM's "
-                          "default capture set needs more than 5 — give speculation.layers_to_capture")
+            yield Finding(
+                ("speculation", "checkpoint"),
+                f"the target has {n_layers} decoder layers; TensorRT-LLM's "
+                "default capture set needs more than 5 — give speculation.layers_to_capture",
+            )
         elif spec.layers_to_capture is not None and max(spec.layers_to_capture, default=0) >= n_layers:
-            yield Finding(("speculation", "layers_to_capture"), f"names layer {max(spec.layers_to_capture)} but the "
-                          f"target has {n_layers} decoder layers (0 to {n_layers - 1})")
+            yield Finding(
+                ("speculation", "layers_to_capture"),
+                f"names layer {max(spec.layers_to_capture)} but the "
+                f"target has {n_layers} decoder layers (0 to {n_layers - 1})",
+            )
         else:
             yield from self._capture_findings(recipe, head, target.get("hidden_size"), n_layers)
 
@@ -197,10 +231,19 @@ class Eagle3(Method):
         if fused != len(layers):
             named = (head.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
             hint = f" (its config.json names {named})" if isinstance(named, list) and len(named) == fused else ""
-            field = ("speculation", "layers_to_capture") if spec.layers_to_capture is not None else \
-                ("speculation", "checkpoint")
-            given = "speculation.layers_to_capture" if spec.layers_to_capture is not None else \
-                "TensorRT-LLM's default capture set"
-            yield Finding(field, f"the head fuses {fused} target layer(s) (fc.weight {list(fc) if fc else 'absent'}) "
-                          f"but {given} has {len(layers)} ({list(layers)}) — capture the {fused} layer(s) the head was "
-                          f"trained on{hint}")
+            field = (
+                ("speculation", "layers_to_capture")
+                if spec.layers_to_capture is not None
+                else ("speculation", "checkpoint")
+            )
+            given = (
+                "speculation.layers_to_capture"
+                if spec.layers_to_capture is not None
+                else "TensorRT-LLM's default capture set"
+            )
+            yield Finding(
+                field,
+                f"the head fuses {fused} target layer(s) (fc.weight {list(fc) if fc else 'absent'}) "
+                f"but {given} has {len(layers)} ({list(layers)}) — capture the {fused} layer(s) the head was "
+                f"trained on{hint}",
+            )

@@ -47,17 +47,24 @@ class Lookahead(Method):
     def describe(self, recipe) -> Speculation:
         spec: LookaheadConfig = recipe.speculation
         window = LookaheadWindow(spec.window_size, spec.ngram_size, spec.verification_set_size)
-        return Speculation(method=self.name, mode=SpecMode.LOOKAHEAD_DECODING,
-                           max_draft_len=spec.derived_max_draft_len, params=window)
+        return Speculation(
+            method=self.name, mode=SpecMode.LOOKAHEAD_DECODING, max_draft_len=spec.derived_max_draft_len, params=window
+        )
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: LookaheadConfig = recipe.speculation
         derived = spec.derived_max_draft_len
         w, n, g = spec.window_size, spec.ngram_size, spec.verification_set_size
         if spec.max_draft_len is not None and spec.max_draft_len != derived:
-            yield Finding(("speculation", "max_draft_len"), f"is {spec.max_draft_len} but (W={w}, N={n}, G={g}) gives "
-                          f"(N-2) + (W-1+G)*(N-1) = {derived}; the engine and the server must agree — set "
-                          f"max_draft_len: {derived} or remove it")
+            yield Finding(
+                ("speculation", "max_draft_len"),
+                f"is {spec.max_draft_len} but (W={w}, N={n}, G={g}) gives "
+                f"(N-2) + (W-1+G)*(N-1) = {derived}; the engine and the server must agree — set "
+                f"max_draft_len: {derived} or remove it",
+            )
         if derived == 0 or n < 2:
-            yield Finding(("speculation", "ngram_size"), f"(W={w}, N={n}, G={g}) drafts nothing; the smallest useful "
-                          "setting is window_size 2, ngram_size 2, verification_set_size 1 — or use method: none")
+            yield Finding(
+                ("speculation", "ngram_size"),
+                f"(W={w}, N={n}, G={g}) drafts nothing; the smallest useful "
+                "setting is window_size 2, ngram_size 2, verification_set_size 1 — or use method: none",
+            )

@@ -52,9 +52,13 @@ class Medusa(Method):
 
     def describe(self, recipe) -> Speculation:
         spec: MedusaConfig = recipe.speculation
-        return Speculation(method=self.name, mode=SpecMode.MEDUSA, max_draft_len=spec.max_draft_len,
-                           tree=StaticTree(tuple(tuple(p) for p in spec.choices)),
-                           params=MedusaHeads(recipe.checkpoint_dir(spec.checkpoint), spec.num_heads, spec.num_layers))
+        return Speculation(
+            method=self.name,
+            mode=SpecMode.MEDUSA,
+            max_draft_len=spec.max_draft_len,
+            tree=StaticTree(tuple(tuple(p) for p in spec.choices)),
+            params=MedusaHeads(recipe.checkpoint_dir(spec.checkpoint), spec.num_heads, spec.num_layers),
+        )
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: MedusaConfig = recipe.speculation
@@ -71,16 +75,20 @@ class Medusa(Method):
         spec: MedusaConfig = recipe.speculation
         cfg = read_hf_config(recipe.checkpoint_dir(spec.checkpoint))
         if cfg is None:
-            yield Finding(("speculation", "checkpoint"), f"no readable config.json in {spec.checkpoint} — "
-                          "point it at a Medusa heads folder (config.json with medusa_num_heads)")
+            yield Finding(
+                ("speculation", "checkpoint"),
+                f"no readable config.json in {spec.checkpoint} — "
+                "point it at a Medusa heads folder (config.json with medusa_num_heads)",
+            )
             return
         layout = list(weights_findings(recipe.checkpoint_dir(spec.checkpoint), spec.checkpoint, MEDUSA))
         yield from layout
         target = read_hf_config(recipe.model_dir) or {}
         yield from rank_findings(spec.choices, target.get("vocab_size"))
         if not layout:  # a folder of another kind is named as such, not compared as heads
-            paired = list(preflight.findings(recipe, head_record(recipe.checkpoint_dir(spec.checkpoint), cfg,
-                                                                 spec.num_layers)))
+            paired = list(
+                preflight.findings(recipe, head_record(recipe.checkpoint_dir(spec.checkpoint), cfg, spec.num_layers))
+            )
             yield from paired
             if any(not f.warning for f in paired):
                 return
@@ -90,11 +98,15 @@ class Medusa(Method):
             if theirs is None:
                 continue
             if isinstance(theirs, bool) or not isinstance(theirs, int):
-                yield Finding(("speculation", "checkpoint"), f"{spec.checkpoint}/config.json has {key}: {theirs!r}, "
-                              "not an integer — fix the heads' config.json")
+                yield Finding(
+                    ("speculation", "checkpoint"),
+                    f"{spec.checkpoint}/config.json has {key}: {theirs!r}, not an integer — fix the heads' config.json",
+                )
             elif theirs != ours:
-                yield Finding(("speculation", field), f"is {ours} but {spec.checkpoint}/config.json has "
-                              f"{key}: {theirs} — set {field}: {theirs}")
+                yield Finding(
+                    ("speculation", field),
+                    f"is {ours} but {spec.checkpoint}/config.json has {key}: {theirs} — set {field}: {theirs}",
+                )
 
     def _head_count_findings(self, recipe) -> Iterator[Finding]:
         """num_heads is at most the heads the weights hold (TensorRT-LLM's load_medusa_hf reads heads
@@ -109,13 +121,22 @@ class Medusa(Method):
         held = medusa_heads(names)
         if spec.num_heads > held:
             file = next((f for f in files if (folder / f).is_file()), "its weights")
-            yield Finding(("speculation", "num_heads"), f"is {spec.num_heads} but {spec.checkpoint}/{file} holds "
-                          f"{held} Medusa head(s) (0..{held - 1}) — set num_heads to at most {held}")
+            yield Finding(
+                ("speculation", "num_heads"),
+                f"is {spec.num_heads} but {spec.checkpoint}/{file} holds "
+                f"{held} Medusa head(s) (0..{held - 1}) — set num_heads to at most {held}",
+            )
 
 
-
-HEAD_FACTS = (preflight.ARCHITECTURE, preflight.TARGET_NAME, preflight.HIDDEN, preflight.VOCAB, preflight.LM_HEAD,
-              preflight.DTYPE, preflight.QUANTIZATION)  # position-free MLPs over the last hidden state: no rope
+HEAD_FACTS = (
+    preflight.ARCHITECTURE,
+    preflight.TARGET_NAME,
+    preflight.HIDDEN,
+    preflight.VOCAB,
+    preflight.LM_HEAD,
+    preflight.DTYPE,
+    preflight.QUANTIZATION,
+)  # position-free MLPs over the last hidden state: no rope
 
 
 def head_record(folder: Path, cfg: dict, num_layers: int) -> HeadRecord:
@@ -137,7 +158,14 @@ def head_record(folder: Path, cfg: dict, num_layers: int) -> HeadRecord:
     hidden += [f for f in (config_int(cfg, "hidden_size"),) if f is not None]
     vocab += [f for f in (config_int(cfg, "vocab_size"),) if f is not None]
     base = cfg.get("base_model_name_or_path")
-    return HeadRecord(label="each Medusa head", facts=HEAD_FACTS, hidden=tuple(hidden), vocab=tuple(vocab),
-                      lm_head=lm_head, own_hidden=hidden[0] if hidden else None,
-                      target_name=Fact(base, "config.json base_model_name_or_path") if isinstance(base, str) and base
-                      else None, dtype=preflight.dtype_of(cfg), quantization=preflight.quantization_of(cfg, folder))
+    return HeadRecord(
+        label="each Medusa head",
+        facts=HEAD_FACTS,
+        hidden=tuple(hidden),
+        vocab=tuple(vocab),
+        lm_head=lm_head,
+        own_hidden=hidden[0] if hidden else None,
+        target_name=Fact(base, "config.json base_model_name_or_path") if isinstance(base, str) and base else None,
+        dtype=preflight.dtype_of(cfg),
+        quantization=preflight.quantization_of(cfg, folder),
+    )

@@ -62,22 +62,31 @@ class Mtp(Method):
         have = cfg.get("num_nextn_predict_layers")
         want = recipe.speculation.num_nextn_predict_layers
         if not isinstance(have, int) or isinstance(have, bool) or have < 1:
-            yield Finding(("model", "checkpoint"), f"{recipe.model.checkpoint}/config.json has no MTP layers "
-                          "(num_nextn_predict_layers) — MTP needs a checkpoint trained with them (e.g. DeepSeek-V3); "
-                          "use eagle3, draft_target or prompt_lookup")
+            yield Finding(
+                ("model", "checkpoint"),
+                f"{recipe.model.checkpoint}/config.json has no MTP layers "
+                "(num_nextn_predict_layers) — MTP needs a checkpoint trained with them (e.g. DeepSeek-V3); "
+                "use eagle3, draft_target or prompt_lookup",
+            )
             return
         release = recipe.llm_api.release
         limit = max_depth(have, release)
         if limit is not None and want > limit:
-            why = "vanilla MTP drafts one token per layer" if have > 1 else \
-                f"no rule is known for TensorRT-LLM {release}"
-            yield Finding(("speculation", "num_nextn_predict_layers"), f"is {want} but the checkpoint has {have} "
-                          f"MTP layer(s) and {why} — set it to at most {limit}")
+            why = (
+                "vanilla MTP drafts one token per layer" if have > 1 else f"no rule is known for TensorRT-LLM {release}"
+            )
+            yield Finding(
+                ("speculation", "num_nextn_predict_layers"),
+                f"is {want} but the checkpoint has {have} MTP layer(s) and {why} — set it to at most {limit}",
+            )
             return
         layers = cfg.get("num_hidden_layers")
         names = tensor_names(recipe.model_dir, root=checkpoint_root(recipe.model_dir))
         if isinstance(layers, int) and names is not None and has_mtp_layers(names, layers) is False:
-            yield Finding(("model", "checkpoint"), f"{recipe.model.checkpoint}/config.json names {have} MTP "
-                          f"layer(s) but the weights hold none (no layer {layers} or later, nothing named mtp) — "
-                          "exports and re-quantized copies often drop them; use a checkpoint that keeps them, or "
-                          "eagle3, draft_target or prompt_lookup")
+            yield Finding(
+                ("model", "checkpoint"),
+                f"{recipe.model.checkpoint}/config.json names {have} MTP "
+                f"layer(s) but the weights hold none (no layer {layers} or later, nothing named mtp) — "
+                "exports and re-quantized copies often drop them; use a checkpoint that keeps them, or "
+                "eagle3, draft_target or prompt_lookup",
+            )

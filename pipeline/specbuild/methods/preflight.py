@@ -65,8 +65,13 @@ class Rope:
     theta: float | None
 
     def __str__(self) -> str:
-        parts = [] if self.type is None else ["unscaled"] if self.type == "default" else \
-            [f"{self.type} scaling" + (f" factor {self.factor:g}" if self.factor else "")]
+        parts = (
+            []
+            if self.type is None
+            else ["unscaled"]
+            if self.type == "default"
+            else [f"{self.type} scaling" + (f" factor {self.factor:g}" if self.factor else "")]
+        )
         if self.theta is not None:
             parts.append(f"theta {self.theta:g}")
         return ", ".join(parts)
@@ -120,6 +125,7 @@ class Outcome:
 
 # --- reading a Hugging Face config ------------------------------------------------------------------------------
 
+
 def integer(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
@@ -166,12 +172,17 @@ def quantization_of(cfg: dict, folder: Path) -> Fact:
     if isinstance(quant, dict) and isinstance(quant.get("quant_method"), str):
         return Fact(quant["quant_method"].lower(), "config.json quantization_config")
     try:
-        modelopt = read_json(Path(folder) / "hf_quant_config.json", what="hf_quant_config.json",
-                             max_bytes=CONFIG_MAX, root=checkpoint_root(folder))
+        modelopt = read_json(
+            Path(folder) / "hf_quant_config.json",
+            what="hf_quant_config.json",
+            max_bytes=CONFIG_MAX,
+            root=checkpoint_root(folder),
+        )
     except UnreadableFile:
         modelopt = {}
-    algo = modelopt.get("quantization", {}).get("quant_algo") if isinstance(modelopt.get("quantization"), dict) \
-        else None
+    algo = (
+        modelopt.get("quantization", {}).get("quant_algo") if isinstance(modelopt.get("quantization"), dict) else None
+    )
     if isinstance(algo, str):
         return Fact(algo.lower(), "hf_quant_config.json quant_algo")
     return Fact("none", "no quantization_config in config.json")
@@ -181,12 +192,16 @@ def head_config_facts(cfg: dict, folder: Path, file: str = "config.json") -> dic
     """The facts a head's Hugging Face config records the same way whatever the method: rope, the position limit
     it was trained to, dtype, quantization (keyword arguments of `HeadRecord`)."""
     rope = rope_of(cfg, written_only=True)
-    return {"rope": Fact(rope, f"{file} rope_scaling / rope_theta") if rope is not None else None,
-            "trained_positions": config_int(cfg, "max_position_embeddings", file),
-            "dtype": dtype_of(cfg, file), "quantization": quantization_of(cfg, folder)}
+    return {
+        "rope": Fact(rope, f"{file} rope_scaling / rope_theta") if rope is not None else None,
+        "trained_positions": config_int(cfg, "max_position_embeddings", file),
+        "dtype": dtype_of(cfg, file),
+        "quantization": quantization_of(cfg, folder),
+    }
 
 
 # --- the target -------------------------------------------------------------------------------------------------
+
 
 def _target_names(recipe: Recipe, cfg: dict) -> tuple[tuple[str, ...], str]:
     """The model ids the target is known by, and where they come from: the recipe's model id, the hub-cache
@@ -211,11 +226,13 @@ def target_of(recipe: Recipe) -> Target | None:
     if quantization.value == "none" and recipe.build.quantization != "none":
         quantization = Fact(recipe.build.quantization, "build.quantization")
     names, source = _target_names(recipe, cfg)
-    return Target(cfg, Path(recipe.model_dir), names, source, recipe.model.dtype, quantization,
-                  recipe.build.max_seq_len)
+    return Target(
+        cfg, Path(recipe.model_dir), names, source, recipe.model.dtype, quantization, recipe.build.max_seq_len
+    )
 
 
 # --- the comparisons, one fact each -----------------------------------------------------------------------------
+
 
 def _refuse(message: str) -> Finding:
     return Finding(FIELD, message)
@@ -239,8 +256,10 @@ def _architecture(head: HeadRecord, target: Target, out: Outcome) -> None:
     00823a7; later versions read the verifier's config.json): a draft class names no target."""
     ours = head.architectures.value
     if any(part in name for name in ours for part in DRAFT_CLASS):
-        out.not_compared.append(f"{ARCHITECTURE}: {head.architectures.source} names a draft-model class "
-                                f"({'/'.join(ours)}), not its target's")
+        out.not_compared.append(
+            f"{ARCHITECTURE}: {head.architectures.source} names a draft-model class "
+            f"({'/'.join(ours)}), not its target's"
+        )
         return
     theirs = target.config.get("architectures")
     theirs = [a for a in theirs if isinstance(a, str)] if isinstance(theirs, list) else []
@@ -250,10 +269,13 @@ def _architecture(head: HeadRecord, target: Target, out: Outcome) -> None:
     if set(ours) & set(theirs):
         out.checked.append(f"target architecture ({theirs[0]})")
         return
-    out.findings.append(_warn(
-        f"{head.label} was trained for a {'/'.join(ours)} target ({head.architectures.source}) but the target is "
-        f"{'/'.join(theirs)}: a head trained on another model accepts almost nothing (if the target is that model "
-        f"saved under another class, nothing is lost) — {_other(head)}, or {VALIDATE}"))
+    out.findings.append(
+        _warn(
+            f"{head.label} was trained for a {'/'.join(ours)} target ({head.architectures.source}) but the target is "
+            f"{'/'.join(theirs)}: a head trained on another model accepts almost nothing (if the target is that model "
+            f"saved under another class, nothing is lost) — {_other(head)}, or {VALIDATE}"
+        )
+    )
 
 
 def _same_model(recorded: str, head_dir: Path, target: Target) -> bool | None:
@@ -276,17 +298,23 @@ def _target_name(head: HeadRecord, target: Target, out: Outcome, head_dir: Path)
     recorded = head.target_name.value
     same = _same_model(recorded, head_dir, target)
     if same is None:
-        why = "the target's folder records no model id" if hub.parse_model_id(recorded) else \
-            "it is a local path that is not the target's folder"
+        why = (
+            "the target's folder records no model id"
+            if hub.parse_model_id(recorded)
+            else "it is a local path that is not the target's folder"
+        )
         out.not_compared.append(f"{TARGET_NAME} {recorded} ({head.target_name.source}): {why}")
     elif same:
         out.checked.append(f"target model id ({recorded})")
     else:
-        out.findings.append(_warn(
-            f"{head.label} records that it was trained for {recorded} ({head.target_name.source}) but the target "
-            f"is {target.names[0]} ({target.name_source}): a head trained on another target (even a fine-tune of "
-            f"the same base) accepts fewer tokens, often almost none — use a head trained on {target.names[0]}, "
-            f"or {VALIDATE}"))
+        out.findings.append(
+            _warn(
+                f"{head.label} records that it was trained for {recorded} ({head.target_name.source}) but the target "
+                f"is {target.names[0]} ({target.name_source}): a head trained on another target (even a fine-tune of "
+                f"the same base) accepts fewer tokens, often almost none — use a head trained on {target.names[0]}, "
+                f"or {VALIDATE}"
+            )
+        )
 
 
 def _target_size(target: Target, key: str, fact: str, out: Outcome) -> int | None:
@@ -302,17 +330,23 @@ def _hidden(head: HeadRecord, target: Target, out: Outcome) -> None:
     if width is None:
         return
     if other := next((f for f in head.hidden if f.value != width), None):
-        out.findings.append(_refuse(
-            f"{head.label} reads {other.value}-wide target hidden states ({other.source}) but the target's "
-            f"hidden_size is {width}: it was trained on another model, cannot run on this one, and would accept "
-            f"almost nothing if it did — {_other(head)}"))
+        out.findings.append(
+            _refuse(
+                f"{head.label} reads {other.value}-wide target hidden states ({other.source}) but the target's "
+                f"hidden_size is {width}: it was trained on another model, cannot run on this one, and would accept "
+                f"almost nothing if it did — {_other(head)}"
+            )
+        )
         return
     features = head.feature_inputs
     if features is not None and features.value % width:
-        out.findings.append(_refuse(
-            f"{head.label} fuses {features.value} target features ({features.source}), which is not a whole number "
-            f"of the target's {width}-wide hidden states: it was trained on another model and cannot run on this "
-            f"one — {_other(head)}"))
+        out.findings.append(
+            _refuse(
+                f"{head.label} fuses {features.value} target features ({features.source}), which is not a whole number "
+                f"of the target's {width}-wide hidden states: it was trained on another model and cannot run on this "
+                f"one — {_other(head)}"
+            )
+        )
         return
     out.checked.append(f"hidden size ({width})") if head.hidden or features else out.unrecorded.append(HIDDEN)
 
@@ -322,10 +356,13 @@ def _vocabulary(head: HeadRecord, target: Target, out: Outcome) -> None:
     if size is None:
         return
     if other := next((f for f in head.vocab if f.value != size), None):
-        out.findings.append(_refuse(
-            f"{head.label} was built for a vocabulary of {other.value} tokens ({other.source}) but the target's "
-            f"vocab_size is {size}: its token ids name other tokens, so it cannot be paired with this target and "
-            f"would accept almost nothing if it were — {_other(head)}"))
+        out.findings.append(
+            _refuse(
+                f"{head.label} was built for a vocabulary of {other.value} tokens ({other.source}) but the target's "
+                f"vocab_size is {size}: its token ids name other tokens, so it cannot be paired with this target and "
+                f"would accept almost nothing if it were — {_other(head)}"
+            )
+        )
         return
     out.checked.append(f"vocabulary ({size} tokens)") if head.vocab else out.unrecorded.append(VOCAB)
 
@@ -341,31 +378,46 @@ def _draft_vocabulary(head: HeadRecord, target: Target, out: Outcome) -> None:
         out.unrecorded.append(DRAFT_VOCAB)
         return
     if draft is not None and draft.value > size:
-        out.findings.append(_refuse(
-            f"{head.label} drafts in {draft.value} tokens ({draft.source}), more than the target's vocabulary of "
-            f"{size}: it was built for another vocabulary — {_other(head)}"))
+        out.findings.append(
+            _refuse(
+                f"{head.label} drafts in {draft.value} tokens ({draft.source}), more than the target's vocabulary of "
+                f"{size}: it was built for another vocabulary — {_other(head)}"
+            )
+        )
         return
     if t2d is not None and t2d.value is not None and t2d.value != size:
-        out.findings.append(_refuse(
-            f"{head.label}'s t2d covers {t2d.value} target tokens ({t2d.source}) but the target's vocab_size is "
-            f"{size}: its draft vocabulary was chosen from another vocabulary and d2t maps its drafts onto other "
-            f"tokens, so almost nothing is accepted — {_other(head)}"))
+        out.findings.append(
+            _refuse(
+                f"{head.label}'s t2d covers {t2d.value} target tokens ({t2d.source}) but the target's vocab_size is "
+                f"{size}: its draft vocabulary was chosen from another vocabulary and d2t maps its drafts onto other "
+                f"tokens, so almost nothing is accepted — {_other(head)}"
+            )
+        )
         return
     if draft is not None and d2t is not None:
         if d2t.value is None and draft.value != size:
-            out.findings.append(_refuse(
-                f"{head.label} drafts in its own {draft.value}-token vocabulary ({draft.source}) but holds no d2t "
-                f"map onto the target's {size} ({d2t.source}): draft ids would be read as target ids and almost "
-                "nothing is accepted — use the head's complete files (they include d2t)"))
+            out.findings.append(
+                _refuse(
+                    f"{head.label} drafts in its own {draft.value}-token vocabulary ({draft.source}) but holds no d2t "
+                    f"map onto the target's {size} ({d2t.source}): draft ids would be read as target ids and almost "
+                    "nothing is accepted — use the head's complete files (they include d2t)"
+                )
+            )
             return
         if d2t.value is not None and d2t.value != draft.value:
-            out.findings.append(_refuse(
-                f"{head.label}'s d2t has {d2t.value} entries ({d2t.source}) but its draft_vocab_size is "
-                f"{draft.value}: TensorRT-LLM loads d2t into a [{draft.value}] parameter and stops — the head's "
-                "config.json and weights do not belong together; fetch the head again"))
+            out.findings.append(
+                _refuse(
+                    f"{head.label}'s d2t has {d2t.value} entries ({d2t.source}) but its draft_vocab_size is "
+                    f"{draft.value}: TensorRT-LLM loads d2t into a [{draft.value}] parameter and stops — the head's "
+                    "config.json and weights do not belong together; fetch the head again"
+                )
+            )
             return
-    shown = [f"draft_vocab_size {draft.value}" if draft else None,
-             f"d2t {d2t.value}" if d2t and d2t.value else None, f"t2d {t2d.value}" if t2d and t2d.value else None]
+    shown = [
+        f"draft_vocab_size {draft.value}" if draft else None,
+        f"d2t {d2t.value}" if d2t and d2t.value else None,
+        f"t2d {t2d.value}" if t2d and t2d.value else None,
+    ]
     out.checked.append(f"draft-vocabulary maps ({', '.join(s for s in shown if s)})")
 
 
@@ -375,40 +427,58 @@ def _lm_head(head: HeadRecord, target: Target, out: Outcome) -> None:
     draft = head.draft_vocab.value if head.draft_vocab is not None else None
     if fact.value == SHARED:
         if draft is not None and size is not None and draft != size:
-            out.findings.append(_refuse(
-                f"{head.label} has no lm_head of its own ({fact.source}), so the runtime gives it the target's, "
-                f"whose {size} rows are not its {draft}-token draft vocabulary: it drafts garbage and accepts almost "
-                "nothing (sglang #27908: a head loaded without its lm_head accepted 0.00) — use the head's complete "
-                "files (they include lm_head.weight)"))
+            out.findings.append(
+                _refuse(
+                    f"{head.label} has no lm_head of its own ({fact.source}), so the runtime gives it the target's, "
+                    f"whose {size} rows are not its {draft}-token draft vocabulary: it drafts garbage and accepts almost "
+                    "nothing (sglang #27908: a head loaded without its lm_head accepted 0.00) — use the head's complete "
+                    "files (they include lm_head.weight)"
+                )
+            )
             return
         own = head.own_hidden.value if head.own_hidden is not None else None
         if own is not None and width is not None and own != width:
-            out.findings.append(_refuse(
-                f"{head.label} has no lm_head of its own ({fact.source}) and is {own} wide, but the target's "
-                f"lm_head it would share reads {width}-wide states: it cannot run on this target — use the head's "
-                f"complete files (they include lm_head.weight), or {_other(head)}"))
+            out.findings.append(
+                _refuse(
+                    f"{head.label} has no lm_head of its own ({fact.source}) and is {own} wide, but the target's "
+                    f"lm_head it would share reads {width}-wide states: it cannot run on this target — use the head's "
+                    f"complete files (they include lm_head.weight), or {_other(head)}"
+                )
+            )
             return
         out.checked.append("lm_head (shared with the target)")
         return
     rows, cols = fact.value
     if draft is not None and rows != draft:
-        out.findings.append(_refuse(
-            f"{head.label}'s lm_head predicts {rows} tokens ({fact.source}) but its draft_vocab_size is {draft}: "
-            "the runtime builds the lm_head from draft_vocab_size and cannot load these weights — set "
-            f"draft_vocab_size: {rows} in the head's config.json if the weights are right, else fetch the head again"))
+        out.findings.append(
+            _refuse(
+                f"{head.label}'s lm_head predicts {rows} tokens ({fact.source}) but its draft_vocab_size is {draft}: "
+                "the runtime builds the lm_head from draft_vocab_size and cannot load these weights — set "
+                f"draft_vocab_size: {rows} in the head's config.json if the weights are right, else fetch the head again"
+            )
+        )
         return
     if draft is None and size is not None and rows != size:
-        fix = f"if it drafts in its own vocabulary, its config.json lacks draft_vocab_size: {rows}" if rows < size \
+        fix = (
+            f"if it drafts in its own vocabulary, its config.json lacks draft_vocab_size: {rows}"
+            if rows < size
             else _other(head)
-        out.findings.append(_refuse(
-            f"{head.label}'s lm_head predicts {rows} tokens ({fact.source}) but the target's vocab_size is {size}: "
-            f"its predictions name other tokens — {fix}"))
+        )
+        out.findings.append(
+            _refuse(
+                f"{head.label}'s lm_head predicts {rows} tokens ({fact.source}) but the target's vocab_size is {size}: "
+                f"its predictions name other tokens — {fix}"
+            )
+        )
         return
     own = head.own_hidden.value if head.own_hidden is not None else width
     if own is not None and cols != own:
-        out.findings.append(_refuse(
-            f"{head.label}'s lm_head reads {cols}-wide states ({fact.source}) but the head is {own} wide: its "
-            "files do not belong together — fetch the head again"))
+        out.findings.append(
+            _refuse(
+                f"{head.label}'s lm_head reads {cols}-wide states ({fact.source}) but the head is {own} wide: its "
+                "files do not belong together — fetch the head again"
+            )
+        )
         return
     out.checked.append(f"lm_head (its own, {rows} x {cols})")
 
@@ -416,14 +486,19 @@ def _lm_head(head: HeadRecord, target: Target, out: Outcome) -> None:
 def _tokenizer(head: HeadRecord, recipe: Recipe, out: Outcome) -> None:
     verdict = same_tokenizer(recipe.tokenizer_dir, head.tokenizer.value)
     if verdict is False:
-        out.findings.append(_refuse(
-            f"the draft's tokenizer in {recipe.speculation.checkpoint} differs from the target's; draft and target "
-            "must share one vocabulary — use the target's tokenizer for both"))
+        out.findings.append(
+            _refuse(
+                f"the draft's tokenizer in {recipe.speculation.checkpoint} differs from the target's; draft and target "
+                "must share one vocabulary — use the target's tokenizer for both"
+            )
+        )
     elif verdict:
         out.checked.append("tokenizer (the target's)")
     else:
-        out.not_compared.append(f"{TOKENIZER}: the draft and the target do not both have a tokenizer.json, or "
-                                "both a SentencePiece tokenizer.model, to compare")
+        out.not_compared.append(
+            f"{TOKENIZER}: the draft and the target do not both have a tokenizer.json, or "
+            "both a SentencePiece tokenizer.model, to compare"
+        )
 
 
 def _positions(head: HeadRecord, target: Target, out: Outcome) -> None:
@@ -431,21 +506,27 @@ def _positions(head: HeadRecord, target: Target, out: Outcome) -> None:
     if head.max_positions is not None:  # a draft model reads the whole sequence, as the target does
         fact = head.max_positions
         if context > fact.value:
-            out.findings.append(_refuse(
-                f"the draft model holds {fact.value} positions ({fact.source}) but build.max_seq_len is {context}: "
-                "it reads the whole sequence and cannot go past its positions — lower build.max_seq_len to at most "
-                f"{fact.value}, or pick a draft with a longer context"))
+            out.findings.append(
+                _refuse(
+                    f"the draft model holds {fact.value} positions ({fact.source}) but build.max_seq_len is {context}: "
+                    "it reads the whole sequence and cannot go past its positions — lower build.max_seq_len to at most "
+                    f"{fact.value}, or pick a draft with a longer context"
+                )
+            )
             return
         out.checked.append(f"position limit ({fact.value} >= build.max_seq_len {context})")
         return
     fact = head.trained_positions
     if context > fact.value:
-        out.findings.append(_warn(
-            f"{head.label} was trained on sequences of at most {fact.value} positions ({fact.source}) but "
-            f"build.max_seq_len lets a request reach {context}: past position {fact.value} its acceptance falls "
-            "until speculating is slower than not (sglang #6783), and a runtime that sizes the head's rotary table "
-            f"by it fails outright (vLLM #48894) — keep build.max_seq_len at most {fact.value} or use a head "
-            f"trained on longer sequences, or {VALIDATE} on prompts that long"))
+        out.findings.append(
+            _warn(
+                f"{head.label} was trained on sequences of at most {fact.value} positions ({fact.source}) but "
+                f"build.max_seq_len lets a request reach {context}: past position {fact.value} its acceptance falls "
+                "until speculating is slower than not (sglang #6783), and a runtime that sizes the head's rotary table "
+                f"by it fails outright (vLLM #48894) — keep build.max_seq_len at most {fact.value} or use a head "
+                f"trained on longer sequences, or {VALIDATE} on prompts that long"
+            )
+        )
         return
     out.checked.append(f"position limit ({fact.value} >= build.max_seq_len {context})")
 
@@ -453,13 +534,19 @@ def _positions(head: HeadRecord, target: Target, out: Outcome) -> None:
 def _rope(head: HeadRecord, target: Target, out: Outcome) -> None:
     ours: Rope = head.rope.value
     theirs = rope_of(target.config, written_only=False)
-    scaling = ours.type is not None and (ours.type, ours.factor) != (theirs.type, theirs.factor if ours.factor else None)
+    scaling = ours.type is not None and (ours.type, ours.factor) != (
+        theirs.type,
+        theirs.factor if ours.factor else None,
+    )
     theta = ours.theta is not None and theirs.theta is not None and ours.theta != theirs.theta
     if scaling or theta:
-        out.findings.append(_warn(
-            f"{head.label} applies {ours} ({head.rope.source}) but the target uses {theirs}: it was trained for "
-            "another target or another context length, and its acceptance drops, most on long prompts — "
-            f"{_other(head)}, or {VALIDATE}"))
+        out.findings.append(
+            _warn(
+                f"{head.label} applies {ours} ({head.rope.source}) but the target uses {theirs}: it was trained for "
+                "another target or another context length, and its acceptance drops, most on long prompts — "
+                f"{_other(head)}, or {VALIDATE}"
+            )
+        )
         return
     if ours.theta is not None and theirs.theta is None:
         out.not_compared.append("rope theta: the target's config.json does not write rope_theta")
@@ -469,11 +556,14 @@ def _rope(head: HeadRecord, target: Target, out: Outcome) -> None:
 def _dtype(head: HeadRecord, target: Target, out: Outcome) -> None:
     ours = head.dtype.value
     if ours in WIDE_RANGE and target.dtype == "float16":
-        out.findings.append(_warn(
-            f"{head.label}'s weights are {ours} ({head.dtype.source}) but the recipe runs the pair in float16 "
-            "(model.dtype): values past float16's range (65504) overflow to inf, and a head trained in "
-            f"{ours} is not made to stay inside it; its drafts, and acceptance, then collapse — set model.dtype: "
-            f"bfloat16, or {VALIDATE}"))
+        out.findings.append(
+            _warn(
+                f"{head.label}'s weights are {ours} ({head.dtype.source}) but the recipe runs the pair in float16 "
+                "(model.dtype): values past float16's range (65504) overflow to inf, and a head trained in "
+                f"{ours} is not made to stay inside it; its drafts, and acceptance, then collapse — set model.dtype: "
+                f"bfloat16, or {VALIDATE}"
+            )
+        )
         return
     out.checked.append(f"dtype ({ours}, run as {target.dtype})")
 
@@ -483,13 +573,19 @@ def _quantization(head: HeadRecord, target: Target, out: Outcome) -> None:
     if ours.value == theirs.value:
         out.checked.append(f"quantization ({ours.value}, as the target)")
         return
-    trained = "records no quantization: heads are trained on the unquantized target's hidden states" \
-        if ours.value == "none" else f"records {ours.value} ({ours.source})"
+    trained = (
+        "records no quantization: heads are trained on the unquantized target's hidden states"
+        if ours.value == "none"
+        else f"records {ours.value} ({ours.source})"
+    )
     runs = f"runs {theirs.value} ({theirs.source})" if theirs.value != "none" else "runs unquantized"
-    out.findings.append(_warn(
-        f"{head.label} {trained}, but the target {runs}: its hidden states and logits differ from those the head "
-        "learned, and acceptance drops (vLLM #9534: an FP8 target under an fp16 head accepted nothing) — use a "
-        f"head trained on the target as it runs, or {VALIDATE}"))
+    out.findings.append(
+        _warn(
+            f"{head.label} {trained}, but the target {runs}: its hidden states and logits differ from those the head "
+            "learned, and acceptance drops (vLLM #9534: an FP8 target under an fp16 head accepted nothing) — use a "
+            f"head trained on the target as it runs, or {VALIDATE}"
+        )
+    )
 
 
 def _compare(recipe: Recipe, head: HeadRecord, target: Target, head_dir: Path) -> Outcome:
@@ -538,6 +634,8 @@ def notes(head: HeadRecord, out: Outcome) -> list[str]:
     if out.checked:
         lines.append(f"head/target preflight of {head.label}: checked {', '.join(out.checked)}")
     if out.unrecorded:
-        lines.append(f"head/target preflight: not recorded by {head.label}, so not checked: {', '.join(out.unrecorded)}")
+        lines.append(
+            f"head/target preflight: not recorded by {head.label}, so not checked: {', '.join(out.unrecorded)}"
+        )
     lines += [f"head/target preflight: not compared: {why}" for why in out.not_compared]
     return lines

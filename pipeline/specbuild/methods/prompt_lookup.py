@@ -36,10 +36,16 @@ class PromptLookup(Method):
 
     def describe(self, recipe) -> Speculation:
         spec: PromptLookupConfig = recipe.speculation
-        return Speculation(method=self.name, mode=SpecMode.DRAFT_TOKENS_EXTERNAL, max_draft_len=spec.max_draft_len,
-                           params=PromptLookupDrafts(spec.max_draft_len, spec.max_matching_ngram_size))
+        return Speculation(
+            method=self.name,
+            mode=SpecMode.DRAFT_TOKENS_EXTERNAL,
+            max_draft_len=spec.max_draft_len,
+            params=PromptLookupDrafts(spec.max_draft_len, spec.max_matching_ngram_size),
+        )
 
     def checks(self, recipe) -> Iterator[Finding]:
         if not recipe.build.use_paged_context_fmha:
-            yield Finding(("build", "use_paged_context_fmha"), "prompt lookup needs KV-cache reuse, which needs paged "
-                          "context FMHA — set use_paged_context_fmha: true")
+            yield Finding(
+                ("build", "use_paged_context_fmha"),
+                "prompt lookup needs KV-cache reuse, which needs paged context FMHA — set use_paged_context_fmha: true",
+            )

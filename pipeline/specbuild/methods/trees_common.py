@@ -8,7 +8,9 @@ from specbuild.findings import Finding
 from specbuild.trees import tree_problems
 
 
-def choices_findings(choices: list[list[int]], max_draft_len: int, where: tuple = ("speculation",)) -> Iterator[Finding]:
+def choices_findings(
+    choices: list[list[int]], max_draft_len: int, where: tuple = ("speculation",)
+) -> Iterator[Finding]:
     for index, message in tree_problems(choices):
         path = where + ("choices",) + ((index,) if index is not None else ())
         yield Finding(path, message)
@@ -16,8 +18,7 @@ def choices_findings(choices: list[list[int]], max_draft_len: int, where: tuple 
         yield Finding(
             where + ("choices",),
             also=(where + ("max_draft_len",),),
-            message=
-            f"the tree has {len(choices)} nodes but max_draft_len is {max_draft_len} — "
+            message=f"the tree has {len(choices)} nodes but max_draft_len is {max_draft_len} — "
             f"raise max_draft_len to at least {len(choices)} or use a smaller tree",
         )
 
@@ -28,7 +29,9 @@ def rank_findings(choices: list[list[int]], vocab_size, field: tuple = ("specula
         return
     for i, path in enumerate(choices):
         if path and max(path) >= vocab_size:
-            yield Finding(field + (i,), f"path {list(path)} asks for rank {max(path)} but the vocabulary has "
-                          f"{vocab_size} tokens (ranks 0..{vocab_size - 1}) — lower it")
+            yield Finding(
+                field + (i,),
+                f"path {list(path)} asks for rank {max(path)} but the vocabulary has "
+                f"{vocab_size} tokens (ranks 0..{vocab_size - 1}) — lower it",
+            )
             return
-

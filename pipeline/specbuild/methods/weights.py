@@ -12,8 +12,9 @@ from specbuild.findings import Finding
 from specbuild.checkpoint_files import WEIGHT_PATTERNS, checkpoint_root, has_weights, read_hf_config
 
 
-def weights_findings(folder: Path, value, want: Layout, field: tuple = ("speculation", "checkpoint")) \
-        -> Iterator[Finding]:
+def weights_findings(
+    folder: Path, value, want: Layout, field: tuple = ("speculation", "checkpoint")
+) -> Iterator[Finding]:
     """The folder's weights must be there and be `want`'s layout (specbuild.checkpoint_tensors): an EAGLE-1
     head given to method eagle3, a Medusa folder given as the target, a draft with fewer decoder layers than its
     config.json are refused here rather than when a server loads them (where transformers would initialise the
@@ -21,19 +22,28 @@ def weights_findings(folder: Path, value, want: Layout, field: tuple = ("specula
     folder = Path(folder)
     where = ".".join(map(str, field))
     if not has_weights(folder):
-        yield Finding(field, f"{value} has no weights ({', '.join(WEIGHT_PATTERNS[:2])} ...) — point {where} at "
-                      f"the complete folder of {want.label}")
+        yield Finding(
+            field,
+            f"{value} has no weights ({', '.join(WEIGHT_PATTERNS[:2])} ...) — point {where} at "
+            f"the complete folder of {want.label}",
+        )
         return
     root = checkpoint_root(folder)
     if shards := checkpoint_tensors.missing_shards(folder, root):
-        yield Finding(field, f"{value}: its shard index names {len(shards)} weight file(s) that are not there "
-                      f"({', '.join(shards[:3])}{', ...' if len(shards) > 3 else ''}) — the download is incomplete; "
-                      "fetch the missing files")
+        yield Finding(
+            field,
+            f"{value}: its shard index names {len(shards)} weight file(s) that are not there "
+            f"({', '.join(shards[:3])}{', ...' if len(shards) > 3 else ''}) — the download is incomplete; "
+            "fetch the missing files",
+        )
         return
     files = checkpoint_tensors.preferred_files(folder, want)
     for name, have, promised in checkpoint_tensors.truncated(folder, files, root=root)[:1]:
-        yield Finding(field, f"{value}/{name} is truncated ({have:,} of the {promised:,} bytes its header lists) — "
-                      "the download was interrupted; fetch the file again")
+        yield Finding(
+            field,
+            f"{value}/{name} is truncated ({have:,} of the {promised:,} bytes its header lists) — "
+            "the download was interrupted; fetch the file again",
+        )
         return
     names = checkpoint_tensors.tensor_names(folder, files, root=root)
     if names is None:
@@ -41,8 +51,11 @@ def weights_findings(folder: Path, value, want: Layout, field: tuple = ("specula
     found = checkpoint_tensors.layout(names)
     if found != want:
         shown = ", ".join(checkpoint_tensors.evidence(names, found) if found else sorted(names)[:3])
-        what = f"{found.label} ({shown}, ...), which {found.read_by} takes" if found else \
-            f"tensors of no layout specbuild reads ({shown}, ...)"
+        what = (
+            f"{found.label} ({shown}, ...), which {found.read_by} takes"
+            if found
+            else f"tensors of no layout specbuild reads ({shown}, ...)"
+        )
         yield Finding(field, f"{value} holds {what}, not {want.label} — point {where} at a folder of {want.label}")
         return
     if want in (CAUSAL_LM, EAGLE1):  # both number their decoder layers as config.json counts them
@@ -51,9 +64,12 @@ def weights_findings(folder: Path, value, want: Layout, field: tuple = ("specula
         if isinstance(layers, int) and not isinstance(layers, bool):
             missing = checkpoint_tensors.missing_layers(names, layers)
             if missing:
-                yield Finding(field, f"{value}/config.json has {layers} decoder layers but the weights hold no "
-                              f"tensors of layer{'s' if len(missing) > 1 else ''} {_ranges(missing)} — the "
-                              "checkpoint is incomplete or its config.json belongs to another model")
+                yield Finding(
+                    field,
+                    f"{value}/config.json has {layers} decoder layers but the weights hold no "
+                    f"tensors of layer{'s' if len(missing) > 1 else ''} {_ranges(missing)} — the "
+                    "checkpoint is incomplete or its config.json belongs to another model",
+                )
 
 
 def _ranges(numbers: list[int]) -> str:

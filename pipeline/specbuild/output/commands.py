@@ -17,15 +17,24 @@ def _recipe_findings(recipe) -> list[dict[str, Any]]:
 
 
 def check_document(path, recipe, method, runtime_notes: list[str]) -> dict[str, Any]:
-    return document("check", verdict="ok", exit_code=0, recipe=str(path), name=recipe.name,
-                    method=method.name, runtime=recipe.runtime, flavour=recipe.flavour,
-                    findings=[*_recipe_findings(recipe), *(finding("note", n) for n in runtime_notes)])
+    return document(
+        "check",
+        verdict="ok",
+        exit_code=0,
+        recipe=str(path),
+        name=recipe.name,
+        method=method.name,
+        runtime=recipe.runtime,
+        flavour=recipe.flavour,
+        findings=[*_recipe_findings(recipe), *(finding("note", n) for n in runtime_notes)],
+    )
 
 
 def refused_document(command: str, path, error: UserError, verdict: str) -> dict[str, Any]:
     """What a command prints with --json when a user error stopped it (the error is also on stderr)."""
-    return document(command, verdict=verdict, exit_code=error.exit_code, recipe=str(path),
-                    findings=error_findings(error))
+    return document(
+        command, verdict=verdict, exit_code=error.exit_code, recipe=str(path), findings=error_findings(error)
+    )
 
 
 def plan_document(plan, recipe) -> dict[str, Any]:
@@ -34,8 +43,9 @@ def plan_document(plan, recipe) -> dict[str, Any]:
     own = plan.to_dict()
     steps = [{"name": s["title"], "status": "planned", "duration_s": None, **s} for s in own.pop("steps")]
     outputs = own.pop("outputs")
-    return document("plan", verdict="planned", exit_code=0, steps=steps, outputs=outputs,
-                    findings=_recipe_findings(recipe), **own)
+    return document(
+        "plan", verdict="planned", exit_code=0, steps=steps, outputs=outputs, findings=_recipe_findings(recipe), **own
+    )
 
 
 def compile_document(recipe, plan, stages, exit_code: int, *, rendered: bool) -> dict[str, Any]:
@@ -49,10 +59,20 @@ def compile_document(recipe, plan, stages, exit_code: int, *, rendered: bool) ->
     findings = [*_recipe_findings(recipe), *(finding("note", n) for n in stages.notices)]
     if validation is not None:
         findings += _validation_findings(validation)
-    return document("compile", verdict=verdict, exit_code=exit_code, steps=stages.to_list(),
-                    findings=findings, outputs=outputs_of(plan.outputs), recipe=plan.recipe, name=plan.name,
-                    method=plan.method, runtime=plan.runtime, flavour=plan.flavour,
-                    validation=_validation_summary(validation) if validation is not None else None)
+    return document(
+        "compile",
+        verdict=verdict,
+        exit_code=exit_code,
+        steps=stages.to_list(),
+        findings=findings,
+        outputs=outputs_of(plan.outputs),
+        recipe=plan.recipe,
+        name=plan.name,
+        method=plan.method,
+        runtime=plan.runtime,
+        flavour=plan.flavour,
+        validation=_validation_summary(validation) if validation is not None else None,
+    )
 
 
 def _validation_findings(result) -> list[dict[str, Any]]:
@@ -66,9 +86,12 @@ def _validation_findings(result) -> list[dict[str, Any]]:
 
 
 def _validation_summary(result) -> dict[str, Any]:
-    return {"passed": result.passed, "duration_s": round(result.duration_s, 3),
-            "checks": [{"name": c.name, "status": c.status, "summary": c.summary} for c in result.checks],
-            "report_files": [str(p) for p in result.report_files]}
+    return {
+        "passed": result.passed,
+        "duration_s": round(result.duration_s, 3),
+        "checks": [{"name": c.name, "status": c.status, "summary": c.summary} for c in result.checks],
+        "report_files": [str(p) for p in result.report_files],
+    }
 
 
 def validate_document(result, report: dict[str, Any]) -> dict[str, Any]:
@@ -76,15 +99,27 @@ def validate_document(result, report: dict[str, Any]) -> dict[str, Any]:
     checks are the steps."""
     steps = [{"name": c.name, "status": c.status, "duration_s": round(c.duration_s, 3)} for c in result.checks]
     outputs = {"report": str(result.report_files[0].parent)} if result.report_files else {}
-    return document("validate", verdict="passed" if result.passed else "failed",
-                    exit_code=0 if result.passed else 1, steps=steps, findings=_validation_findings(result),
-                    outputs=outputs, **report)
+    return document(
+        "validate",
+        verdict="passed" if result.passed else "failed",
+        exit_code=0 if result.passed else 1,
+        steps=steps,
+        findings=_validation_findings(result),
+        outputs=outputs,
+        **report,
+    )
 
 
 def doctor_document(report: dict[str, Any], checks) -> dict[str, Any]:
     """`doctor --json`: {ready, checks} as before, and each warn/fail check as a finding."""
     severity = {"fail": "error", "warn": "warning"}
-    findings = [finding(severity[c.status], c.detail, field=c.name, fix=c.fix or None)
-                for c in checks if c.status in severity]
-    return document("doctor", verdict="ready" if report["ready"] else "not-ready",
-                    exit_code=0 if report["ready"] else 2, findings=findings, **report)
+    findings = [
+        finding(severity[c.status], c.detail, field=c.name, fix=c.fix or None) for c in checks if c.status in severity
+    ]
+    return document(
+        "doctor",
+        verdict="ready" if report["ready"] else "not-ready",
+        exit_code=0 if report["ready"] else 2,
+        findings=findings,
+        **report,
+    )

@@ -28,19 +28,40 @@ SEVERITIES = ("error", "warning", "note")
 WARNING_PREFIX = "warning: "
 
 
-def finding(severity: str, message: str, *, file: str | None = None, line: int | None = None,
-            col: int | None = None, field: str | None = None, fix: str | None = None) -> dict[str, Any]:
+def finding(
+    severity: str,
+    message: str,
+    *,
+    file: str | None = None,
+    line: int | None = None,
+    col: int | None = None,
+    field: str | None = None,
+    fix: str | None = None,
+) -> dict[str, Any]:
     assert severity in SEVERITIES, severity
-    return {"severity": severity, "message": message, "file": file, "line": line, "col": col,
-            "field": field or None, "fix": fix}
+    return {
+        "severity": severity,
+        "message": message,
+        "file": file,
+        "line": line,
+        "col": col,
+        "field": field or None,
+        "fix": fix,
+    }
 
 
 def problem_finding(problem: Problem) -> dict[str, Any]:
     """A located recipe problem; a warning (its message starts with `warning: `) keeps its place."""
     warning = problem.message.startswith(WARNING_PREFIX)
     message = problem.message.removeprefix(WARNING_PREFIX) if warning else problem.message
-    return finding("warning" if warning else "error", message, file=problem.file, line=problem.line,
-                   col=problem.col, field=problem.field)
+    return finding(
+        "warning" if warning else "error",
+        message,
+        file=problem.file,
+        line=problem.line,
+        col=problem.col,
+        field=problem.field,
+    )
 
 
 def error_findings(error: UserError) -> list[dict[str, Any]]:
@@ -50,12 +71,27 @@ def error_findings(error: UserError) -> list[dict[str, Any]]:
     return [finding("error", str(error))]
 
 
-def document(command: str, *, verdict: str, exit_code: int, steps: Iterable[dict] = (),
-             findings: Iterable[dict] = (), outputs: dict | None = None, **own: Any) -> dict[str, Any]:
+def document(
+    command: str,
+    *,
+    verdict: str,
+    exit_code: int,
+    steps: Iterable[dict] = (),
+    findings: Iterable[dict] = (),
+    outputs: dict | None = None,
+    **own: Any,
+) -> dict[str, Any]:
     """The shared shape; `own` are the command's own keys (they may not replace the shared ones)."""
-    doc: dict[str, Any] = {"format": FORMAT, "command": command, "specbuild_version": __version__,
-                           "verdict": verdict, "exit_code": exit_code, "steps": list(steps),
-                           "findings": list(findings), "outputs": dict(outputs or {})}
+    doc: dict[str, Any] = {
+        "format": FORMAT,
+        "command": command,
+        "specbuild_version": __version__,
+        "verdict": verdict,
+        "exit_code": exit_code,
+        "steps": list(steps),
+        "findings": list(findings),
+        "outputs": dict(outputs or {}),
+    }
     clash = set(own) & set(doc)
     assert not clash, f"{command}'s own keys replace shared ones: {sorted(clash)}"
     doc.update(own)

@@ -36,8 +36,12 @@ class EventLog:
     def emit(self, event: str, **fields: Any) -> None:
         if not self.enabled:
             return
-        record = {"event": event, "time": self.now().isoformat(timespec="milliseconds"), "command": self.command,
-                  **fields}
+        record = {
+            "event": event,
+            "time": self.now().isoformat(timespec="milliseconds"),
+            "command": self.command,
+            **fields,
+        }
         stream = self.stream or sys.stderr
         stream.write(json.dumps(record, default=str) + "\n")
         stream.flush()

@@ -45,8 +45,11 @@ class StepRecord:
     duration_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status,
-                "duration_s": None if self.duration_s is None else round(self.duration_s, 3)}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "duration_s": None if self.duration_s is None else round(self.duration_s, 3),
+        }
 
 
 class Heartbeat:
@@ -118,19 +121,23 @@ class Stages:
         self.steps.append(record)
         start = self.clock()
         self.events.emit("step.started", step=title)
-        heartbeat = Heartbeat(lambda elapsed, message: self._progress_line(title, elapsed, message), self.clock,
-                              self.interval)
+        heartbeat = Heartbeat(
+            lambda elapsed, message: self._progress_line(title, elapsed, message), self.clock, self.interval
+        )
         finished = threading.Event()
         beater = None
         if not self.live and self.background:
-            beater = threading.Thread(target=heartbeat.run, args=(finished.wait,), daemon=True,
-                                      name=f"progress {title}")
+            beater = threading.Thread(
+                target=heartbeat.run, args=(finished.wait,), daemon=True, name=f"progress {title}"
+            )
             beater.start()
         try:
             if self.live and spinner:
                 with self.console.status(title) as status:
+
                     def progress(message: str) -> None:
                         status.update(f"{title}: {message}")
+
                     yield progress
             else:
                 yield heartbeat.update
@@ -145,8 +152,7 @@ class Stages:
             if beater is not None:
                 beater.join()
             record.duration_s = self.clock() - start
-            self.events.emit("step.finished", step=title, status=record.status,
-                             duration_s=round(record.duration_s, 3))
+            self.events.emit("step.finished", step=title, status=record.status, duration_s=round(record.duration_s, 3))
         self.console.print(f"[green]✓[/green] {title} [dim]({record.duration_s:.1f} s)[/dim]", soft_wrap=True)
 
     def reused(self, title: str, why: str) -> None:

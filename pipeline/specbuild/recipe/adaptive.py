@@ -21,7 +21,8 @@ LOOKAHEAD_REFUSAL = (
     "lookahead decoding has no draft length to follow the load: every step runs its whole (W, N, G) window "
     "(W*(N-1) lookahead tokens feeding the n-gram pool, plus up to G*(N-1) verified), and shrinking W or G per "
     "step would starve the pool it drafts from; TensorRT-LLM sets lookahead per request (lookahead_config), not "
-    "per batch size — remove adaptive, lower window_size / verification_set_size, or use prompt_lookup")
+    "per batch size — remove adaptive, lower window_size / verification_set_size, or use prompt_lookup"
+)
 
 
 def adaptive_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
@@ -29,8 +30,9 @@ def adaptive_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
     if schedule is None:
         return
     if not spec.speculative:
-        yield Finding(FIELD, "sets draft lengths but speculation.method is none — remove adaptive or choose a "
-                      "speculative method")
+        yield Finding(
+            FIELD, "sets draft lengths but speculation.method is none — remove adaptive or choose a speculative method"
+        )
         return
     full = spec.full_draft_length
     if full is None:  # lookahead: no draft length to scale (Speculation.full_draft_length)
@@ -46,8 +48,11 @@ def adaptive_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
     largest = recipe.build.max_batch_size
     for key in sorted(schedule):
         if key > largest:
-            yield Finding(FIELD + (key,), f"batch size {key} is never reached: build.max_batch_size is {largest} — "
-                          f"use a batch size <= {largest}, or raise build.max_batch_size")
+            yield Finding(
+                FIELD + (key,),
+                f"batch size {key} is never reached: build.max_batch_size is {largest} — "
+                f"use a batch size <= {largest}, or raise build.max_batch_size",
+            )
     if isinstance(spec.tree, StaticTree):
         yield from _prefix_order(recipe, spec.tree)
 
@@ -65,10 +70,14 @@ def _spike_below_off_point(recipe: Recipe, points: list[tuple[int, int]]) -> Ite
     """validate's spike-and-recovery check needs a spike where the schedule drafts nothing."""
     spike, off = recipe.validation.spike.concurrency, off_point(points)
     if spike is not None and off is not None and spike < off:
-        yield Finding(("validation", "spike", "concurrency"), f"is {spike}, below {off}, where "
-                      f"adaptive.draft_len_schedule turns drafting off: that spike would not turn drafting off, so "
-                      f"recovery could not be checked — set it to at least {off}, or remove it (default: twice "
-                      "the off point, within build.max_batch_size)", also=(FIELD,))
+        yield Finding(
+            ("validation", "spike", "concurrency"),
+            f"is {spike}, below {off}, where "
+            f"adaptive.draft_len_schedule turns drafting off: that spike would not turn drafting off, so "
+            f"recovery could not be checked — set it to at least {off}, or remove it (default: twice "
+            "the off point, within build.max_batch_size)",
+            also=(FIELD,),
+        )
 
 
 def _prefix_order(recipe: Recipe, tree: StaticTree) -> Iterator[Finding]:
@@ -78,7 +87,9 @@ def _prefix_order(recipe: Recipe, tree: StaticTree) -> Iterator[Finding]:
         return
     path = list(tree.choices[i])
     written = getattr(recipe.speculation, "choices", None) is not None
-    yield Finding(("speculation", "choices", i) if written else ("speculation", "method"),
-                  f"choice {path} comes before its parent {path[:-1]}; with adaptive the tree at draft length N is "
-                  "the first N choices, so each parent must be listed before its children — move it after its "
-                  "parent (list the choices most valuable first)")
+    yield Finding(
+        ("speculation", "choices", i) if written else ("speculation", "method"),
+        f"choice {path} comes before its parent {path[:-1]}; with adaptive the tree at draft length N is "
+        "the first N choices, so each parent must be listed before its children — move it after its "
+        "parent (list the choices most valuable first)",
+    )

@@ -24,26 +24,40 @@ def general_findings(build: Build) -> Iterator[Finding]:
 
     if recipe.name.endswith(BASELINE_SUFFIX):
         other = recipe.name[: -len(BASELINE_SUFFIX)]
-        yield Finding(("name",), f"'{recipe.name}' ends in '{BASELINE_SUFFIX}', so its repository "
-                      f"triton_repo/{recipe.name} would be the baseline repository of a recipe named '{other}' — "
-                      "choose a name that does not end in -baseline")
+        yield Finding(
+            ("name",),
+            f"'{recipe.name}' ends in '{BASELINE_SUFFIX}', so its repository "
+            f"triton_repo/{recipe.name} would be the baseline repository of a recipe named '{other}' — "
+            "choose a name that does not end in -baseline",
+        )
     if b.max_input_len >= b.max_seq_len:
-        yield Finding(("build", "max_input_len"), f"is {b.max_input_len} but max_seq_len is {b.max_seq_len}; prompts "
-                      "need room to generate — make max_input_len smaller than max_seq_len")
+        yield Finding(
+            ("build", "max_input_len"),
+            f"is {b.max_input_len} but max_seq_len is {b.max_seq_len}; prompts "
+            "need room to generate — make max_input_len smaller than max_seq_len",
+        )
     if spec.speculative and b.max_beam_width != 1:
-        yield Finding(("build", "max_beam_width"), f"is {b.max_beam_width} but speculative decoding supports beam "
-                      "width 1 only — set max_beam_width: 1 or method: none")
+        yield Finding(
+            ("build", "max_beam_width"),
+            f"is {b.max_beam_width} but speculative decoding supports beam "
+            "width 1 only — set max_beam_width: 1 or method: none",
+        )
     yield from draft_chain_findings(recipe, spec)
     if v.max_tokens >= b.max_seq_len:
-        yield Finding(("validation", "max_tokens"), f"is {v.max_tokens} but max_seq_len is {b.max_seq_len} — "
-                      "lower max_tokens so prompt + output fit")
+        yield Finding(
+            ("validation", "max_tokens"),
+            f"is {v.max_tokens} but max_seq_len is {b.max_seq_len} — lower max_tokens so prompt + output fit",
+        )
     if len(set(v.concurrency)) != len(v.concurrency):
         yield Finding(("validation", "concurrency"), "lists a level twice — give each concurrency level once")
     if isinstance(v.prompts, list) and not v.prompts:
         yield Finding(("validation", "prompts"), "is an empty list — give at least one prompt or remove the key")
     if recipe.triton.stream_interval != 1 and not recipe.triton.streaming:
-        yield Finding(("triton", "stream_interval"), f"is {recipe.triton.stream_interval} but triton.streaming is "
-                      "false, so nothing streams — set streaming: true or remove stream_interval")
+        yield Finding(
+            ("triton", "stream_interval"),
+            f"is {recipe.triton.stream_interval} but triton.streaming is "
+            "false, so nothing streams — set streaming: true or remove stream_interval",
+        )
     if (v.min_speedup is not None or v.min_acceptance_length is not None) and not spec.speculative:
         key = "min_speedup" if v.min_speedup is not None else "min_acceptance_length"
         yield Finding(("validation", key), "gates speculation but speculation.method is none — remove the gate")
@@ -69,4 +83,3 @@ def draft_chain_findings(recipe: Recipe, spec) -> Iterator[Finding]:
         if problem:
             yield Finding(("speculation", name), problem, also=(("build", "max_seq_len"),))
             return
-

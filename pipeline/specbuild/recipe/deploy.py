@@ -55,11 +55,42 @@ _PATH_COMPONENT = r"[A-Za-z0-9_.+-]+"
 FILE_PATH_PATTERN = rf"/?{_PATH_COMPONENT}(/{_PATH_COMPONENT})*"
 ABSOLUTE_PATH_PATTERN = rf"(/{_PATH_COMPONENT})+"
 # Folders of the image a mount root must not cover (the NGC image's tritonserver and MPI, the system).
-RESERVED_ROOTS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/opt/hpcx", "/opt/tritonserver",
-                  "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var")
+RESERVED_ROOTS = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/opt/hpcx",
+    "/opt/tritonserver",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/tmp",
+    "/usr",
+    "/var",
+)
 
-_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "m": 1e-3, "": 1}
+_SUFFIX = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "m": 1e-3,
+    "": 1,
+}
 
 
 def quantity_value(quantity: str) -> float:
@@ -93,12 +124,14 @@ def integer(minimum: int, maximum: int, why: str) -> Any:
 
     def check(value: int) -> int:
         if not minimum <= value <= maximum:
-            raise PydanticCustomError("deploy_int", "must be in {lo}..{hi}: {why}",
-                                      {"lo": minimum, "hi": maximum, "why": why})
+            raise PydanticCustomError(
+                "deploy_int", "must be in {lo}..{hi}: {why}", {"lo": minimum, "hi": maximum, "why": why}
+            )
         return value
 
-    return Annotated[int, AfterValidator(check), WithJsonSchema({"type": "integer", "minimum": minimum,
-                                                                 "maximum": maximum})]
+    return Annotated[
+        int, AfterValidator(check), WithJsonSchema({"type": "integer", "minimum": minimum, "maximum": maximum})
+    ]
 
 
 def _mount_root_problem(value: str) -> str | None:
@@ -115,46 +148,74 @@ Quantity = allowed(QUANTITY_PATTERN, "a Kubernetes quantity such as 16Gi, 500m o
 Int32Positive = integer(1, INT32_MAX, "Kubernetes and tritonserver hold it as a 32-bit integer")
 Int32NonNegative = integer(0, INT32_MAX, "Kubernetes and tritonserver hold it as a 32-bit integer")
 Replicas = integer(1, INT32_MAX, "the workload and its HorizontalPodAutoscaler hold replicas as 32-bit integers")
-K8sName = allowed(K8S_NAME_PATTERN, f"a DNS-1035 label of at most {K8S_NAME_MAX} characters (lower-case letters, "
-                                    "digits and '-', starting with a letter)")
+K8sName = allowed(
+    K8S_NAME_PATTERN,
+    f"a DNS-1035 label of at most {K8S_NAME_MAX} characters (lower-case letters, "
+    "digits and '-', starting with a letter)",
+)
 DnsLabel = allowed(DNS_LABEL_PATTERN, "a DNS-1123 label (lower-case letters, digits and '-', at most 63)")
-ImageName = allowed(IMAGE_NAME_PATTERN, "an image repository as the distribution grammar writes it, e.g. "
-                                        "nvcr.io/nvidia/tritonserver (no tag, lower-case path)",
-                    max_length=IMAGE_NAME_MAX)
-ImageTag = allowed(IMAGE_TAG_PATTERN, "an image tag (letters, digits, '_', '.', '-'; at most 128), e.g. "
-                                      "26.07-trtllm-python-py3")
-ImageReference = allowed(IMAGE_REFERENCE_PATTERN, "an image reference name[:tag][@digest], e.g. busybox:1.37",
-                         max_length=IMAGE_NAME_MAX + 1 + 128 + 1 + 200)
+ImageName = allowed(
+    IMAGE_NAME_PATTERN,
+    "an image repository as the distribution grammar writes it, e.g. "
+    "nvcr.io/nvidia/tritonserver (no tag, lower-case path)",
+    max_length=IMAGE_NAME_MAX,
+)
+ImageTag = allowed(
+    IMAGE_TAG_PATTERN, "an image tag (letters, digits, '_', '.', '-'; at most 128), e.g. 26.07-trtllm-python-py3"
+)
+ImageReference = allowed(
+    IMAGE_REFERENCE_PATTERN,
+    "an image reference name[:tag][@digest], e.g. busybox:1.37",
+    max_length=IMAGE_NAME_MAX + 1 + 128 + 1 + 200,
+)
 LabelValue = allowed(LABEL_VALUE_PATTERN, "a Kubernetes label value (letters, digits, '-', '_', '.'; at most 63)")
-AbsolutePath = allowed(ABSOLUTE_PATH_PATTERN, "an absolute folder made of letters, digits and _ . + - (no spaces, "
-                                              "quotes, '$', ',' or ':'), e.g. /models", max_length=255,
-                       extra=_mount_root_problem)
+AbsolutePath = allowed(
+    ABSOLUTE_PATH_PATTERN,
+    "an absolute folder made of letters, digits and _ . + - (no spaces, quotes, '$', ',' or ':'), e.g. /models",
+    max_length=255,
+    extra=_mount_root_problem,
+)
 
 
 def _finite_ratio(value: float) -> float:
     if not (math.isfinite(value) and 0.001 <= value <= 1e6):
-        raise PydanticCustomError("deploy_value", "must be a number from 0.001 to 1000000: the HPA target is "
-                                  "written in thousandths (averageValue 1000m = 1)")
+        raise PydanticCustomError(
+            "deploy_value",
+            "must be a number from 0.001 to 1000000: the HPA target is written in thousandths (averageValue 1000m = 1)",
+        )
     return value
 
 
 Version = allowed(VERSION_PATTERN, "a version as pip writes it, e.g. 1.2.1", max_length=64)
-StorageClass = allowed(DNS_SUBDOMAIN_PATTERN, "a StorageClass name (a DNS-1123 subdomain: lower-case letters, "
-                                              "digits, '-' and '.')", max_length=253)
+StorageClass = allowed(
+    DNS_SUBDOMAIN_PATTERN,
+    "a StorageClass name (a DNS-1123 subdomain: lower-case letters, digits, '-' and '.')",
+    max_length=253,
+)
 K8sVersion = allowed(K8S_VERSION_PATTERN, "a Kubernetes release, e.g. 1.32")
 ResourceName = allowed(RESOURCE_NAME_PATTERN, "an extended resource name such as nvidia.com/gpu", max_length=317)
 Duration = allowed(DURATION_PATTERN, "a Prometheus duration such as 15s or 1m30s")
-Partitions = allowed(SLURM_PARTITIONS_PATTERN, "Slurm partition names (letters, digits, '_', '.', '-'; several "
-                                               "separated by commas)")
+Partitions = allowed(
+    SLURM_PARTITIONS_PATTERN, "Slurm partition names (letters, digits, '_', '.', '-'; several separated by commas)"
+)
 SlurmAccount = allowed(SLURM_NAME_PATTERN, "a Slurm account name (letters, digits, '_', '.', '-')")
 SlurmTime = allowed(SLURM_TIME_PATTERN, "a Slurm time limit such as 04:00:00 or 1-12:00:00")
-SbatchOption = allowed(SBATCH_OPTION_PATTERN, "one long sbatch option, --name or --name=value (the value: letters, "
-                                              "digits and _ . , : = + @ % / -), e.g. --qos=high", max_length=256)
-ImageFile = allowed(FILE_PATH_PATTERN, "a file path made of letters, digits and _ . + - (no spaces, quotes, '$', "
-                                       "',' or ':'), relative to the bundle folder or absolute", max_length=1024)
+SbatchOption = allowed(
+    SBATCH_OPTION_PATTERN,
+    "one long sbatch option, --name or --name=value (the value: letters, "
+    "digits and _ . , : = + @ % / -), e.g. --qos=high",
+    max_length=256,
+)
+ImageFile = allowed(
+    FILE_PATH_PATTERN,
+    "a file path made of letters, digits and _ . + - (no spaces, quotes, '$', "
+    "',' or ':'), relative to the bundle folder or absolute",
+    max_length=1024,
+)
 GracePeriod = integer(1, INT64_MAX, "Kubernetes holds it as a 64-bit integer")
-QueueComputeRatio = Annotated[float, AfterValidator(_finite_ratio),
-                              WithJsonSchema({"type": "number", "minimum": 0.001, "maximum": 1e6})]
+QueueComputeRatio = Annotated[
+    float, AfterValidator(_finite_ratio), WithJsonSchema({"type": "number", "minimum": 0.001, "maximum": 1e6})
+]
 
 
 class ImageSection(Section):

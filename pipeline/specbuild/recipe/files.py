@@ -10,8 +10,13 @@ from specbuild.findings import Finding
 from specbuild.errors import UserError
 from specbuild.checkpoint_tensors import CAUSAL_LM
 from specbuild.engine_facts import expected_limits
-from specbuild.checkpoint_files import (config_problem, read_hf_config, tokenizer_problem, tokenizer_size,
-                                      tokenizer_skipped)
+from specbuild.checkpoint_files import (
+    config_problem,
+    read_hf_config,
+    tokenizer_problem,
+    tokenizer_size,
+    tokenizer_skipped,
+)
 from specbuild.methods.weights import weights_findings
 from specbuild.recipe.prompts import load_prompts
 from specbuild.recipe.schema import DEFAULT_CATEGORY
@@ -37,8 +42,11 @@ def _folder_findings(recipe: Recipe, value: Path, path: tuple, what: str) -> Ite
         yield Finding(path, f"{value} cannot be used as a path ({getattr(e, 'strerror', None) or e}) — fix the path")
         return
     if not exists:
-        yield Finding(path, f"{value} does not exist (resolved to {folder}) — fix the path; relative paths are "
-                      "relative to the recipe file")
+        yield Finding(
+            path,
+            f"{value} does not exist (resolved to {folder}) — fix the path; relative paths are "
+            "relative to the recipe file",
+        )
     elif not is_dir:
         yield Finding(path, f"{value} is a file, not a folder — point it at the {what} folder")
 
@@ -63,11 +71,15 @@ def file_findings(build: Build) -> Iterator[Finding]:
         cfg = read_hf_config(recipe.model_dir)
         if cfg is None:
             why = config_problem(recipe.model_dir) or "is not usable"
-            yield Finding(("model", "checkpoint"), f"{recipe.model.checkpoint}/config.json {why} — point "
-                          "model.checkpoint at a Hugging Face checkpoint folder (config.json + weights)")
+            yield Finding(
+                ("model", "checkpoint"),
+                f"{recipe.model.checkpoint}/config.json {why} — point "
+                "model.checkpoint at a Hugging Face checkpoint folder (config.json + weights)",
+            )
             missing.add(("model", "checkpoint"))
-        elif found := list(weights_findings(recipe.model_dir, recipe.model.checkpoint, CAUSAL_LM,
-                                            ("model", "checkpoint"))):
+        elif found := list(
+            weights_findings(recipe.model_dir, recipe.model.checkpoint, CAUSAL_LM, ("model", "checkpoint"))
+        ):
             yield from found
             missing.add(("model", "checkpoint"))
         else:
@@ -75,17 +87,23 @@ def file_findings(build: Build) -> Iterator[Finding]:
     tok_field = ("model", "tokenizer") if recipe.model.tokenizer is not None else ("model", "checkpoint")
     if tok_field not in missing and ("model", "checkpoint") not in missing:
         if not any((recipe.tokenizer_dir / f).exists() for f in TOKENIZER_FILES):
-            yield Finding(tok_field, f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {recipe.tokenizer_dir} — "
-                          "set model.tokenizer to the tokenizer folder")
+            yield Finding(
+                tok_field,
+                f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {recipe.tokenizer_dir} — "
+                "set model.tokenizer to the tokenizer folder",
+            )
         elif (why := tokenizer_problem(recipe.tokenizer_dir)) is not None:
             yield Finding(tok_field, f"{recipe.tokenizer_dir}: {why} — give a working tokenizer (model.tokenizer)")
         else:
             size = tokenizer_size(recipe.tokenizer_dir)
             vocab = (read_hf_config(recipe.model_dir) or {}).get("vocab_size")
             if size is not None and isinstance(vocab, int) and size > vocab:
-                yield Finding(tok_field, f"{recipe.tokenizer_dir}: the tokenizer has token ids up to {size - 1} but "
-                              f"the model's vocab_size is {vocab} — it is another model's tokenizer; give this "
-                              "model's own (model.tokenizer)")
+                yield Finding(
+                    tok_field,
+                    f"{recipe.tokenizer_dir}: the tokenizer has token ids up to {size - 1} but "
+                    f"the model's vocab_size is {vocab} — it is another model's tokenizer; give this "
+                    "model's own (model.tokenizer)",
+                )
     yield from _prompt_findings(recipe)
     if not missing:
         yield from build.method.file_checks(recipe)
@@ -107,14 +125,17 @@ def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
     if not isinstance(gate, dict):
         return
     held = sorted({p.category for p in prompts})
-    source = "the bundled prompt set" if value is None else "validation.prompts" if isinstance(value, list) \
-        else str(value)
+    source = (
+        "the bundled prompt set" if value is None else "validation.prompts" if isinstance(value, list) else str(value)
+    )
     for category in gate:
         if category != DEFAULT_CATEGORY and category not in held:
-            yield Finding(("validation", "min_acceptance_length", category),
-                          f"gates category {category!r}, which {source} does not hold (its categories: "
-                          f"{', '.join(held)}), so it would never be judged — name one of those, or add prompts "
-                          f"of {category!r}")
+            yield Finding(
+                ("validation", "min_acceptance_length", category),
+                f"gates category {category!r}, which {source} does not hold (its categories: "
+                f"{', '.join(held)}), so it would never be judged — name one of those, or add prompts "
+                f"of {category!r}",
+            )
 
 
 def _skipped(recipe: Recipe, spec: Speculation) -> Iterator[str]:
@@ -145,8 +166,14 @@ def _context_findings(build: Build, cfg: dict) -> Iterator[Finding]:
         yield Finding(("build", "max_seq_len"), max_seq_len_problem(asked, limit))
         return
     room = limit - (built - asked)
-    fix = f"lower max_seq_len to at most {room}" if room > recipe.build.max_input_len else \
-        "lower max_seq_len and max_input_len, or draft fewer tokens"
-    yield Finding(("build", "max_seq_len"), f"is {asked}, and the target engine adds its {built - asked} draft "
-                  f"token(s) to it (max_seq_len {built}, as trtllm-build builds it) but the model's "
-                  f"max_position_embeddings is {limit} — {fix}")
+    fix = (
+        f"lower max_seq_len to at most {room}"
+        if room > recipe.build.max_input_len
+        else "lower max_seq_len and max_input_len, or draft fewer tokens"
+    )
+    yield Finding(
+        ("build", "max_seq_len"),
+        f"is {asked}, and the target engine adds its {built - asked} draft "
+        f"token(s) to it (max_seq_len {built}, as trtllm-build builds it) but the model's "
+        f"max_position_embeddings is {limit} — {fix}",
+    )

@@ -98,8 +98,10 @@ def _message(err: dict, path: tuple, data: Any) -> str:
         return f"required key '{path[-1]}' is missing{what} — add it"
     if kind == "union_tag_invalid":
         options = sorted(METHODS)
-        return f"unknown method '{value if not isinstance(value, dict) else value.get('method')}' — " \
-               f"{_did_you_mean(str(err.get('ctx', {}).get('tag', value)), options)} (one of {', '.join(options)})"
+        return (
+            f"unknown method '{value if not isinstance(value, dict) else value.get('method')}' — "
+            f"{_did_you_mean(str(err.get('ctx', {}).get('tag', value)), options)} (one of {', '.join(options)})"
+        )
     if kind == "union_tag_not_found":
         return f"'method' is missing — add method: one of {', '.join(sorted(METHODS))}"
     if kind == "literal_error":
@@ -107,8 +109,10 @@ def _message(err: dict, path: tuple, data: Any) -> str:
         options = [o.strip().strip("'") for o in expected.replace(" or ", ", ").split(",") if o.strip()]
         return f"'{value}' is not allowed — {_did_you_mean(str(value), options)} (one of {', '.join(options)})"
     if kind == "string_pattern_mismatch" and path == ("name",):
-        return (f"'{value}' is not a safe folder name — use letters, digits, '.', '_' and '-', start with a letter "
-                "or digit, at most 64 characters")
+        return (
+            f"'{value}' is not a safe folder name — use letters, digits, '.', '_' and '-', start with a letter "
+            "or digit, at most 64 characters"
+        )
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"must be a mapping of keys, not {type(value).__name__} {value!r} — indent its keys under it"
     shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__

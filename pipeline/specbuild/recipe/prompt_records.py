@@ -65,9 +65,17 @@ class ChatRecord(_Labelled):
     messages: Annotated[list[Message], Field(min_length=1)]
 
 
-SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                  "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant",
-                  "system": "system"}
+SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bard": "assistant",
+    "bing": "assistant",
+    "model": "assistant",
+    "system": "system",
+}
 
 
 class ShareGPTTurn(BaseModel):
@@ -119,8 +127,10 @@ class BatchLine(BaseModel):
     body: dict
 
 
-FORMATS = ("text {\"prompt\"}, chat {\"messages\"}, ShareGPT {\"conversations\"}, or an OpenAI request body "
-           "{\"model\", \"messages\"} (bare or as a Batch API line with \"body\")")
+FORMATS = (
+    'text {"prompt"}, chat {"messages"}, ShareGPT {"conversations"}, or an OpenAI request body '
+    '{"model", "messages"} (bare or as a Batch API line with "body")'
+)
 
 
 class RecordProblem(ValueError):
@@ -134,15 +144,14 @@ def _first_error(e: ValidationError) -> str:
 
 
 SHAPES = {
-    "text": "{\"prompt\": \"...\"} with an optional \"id\" and \"category\" and nothing else",
-    "chat": "{\"messages\": [{\"role\": \"user\", \"content\": \"...\"}, ...]} (a non-empty list; content a "
-            "string or a list of {\"type\": \"text\", \"text\"} parts) with an optional \"id\" and \"category\"",
-    "ShareGPT": "{\"conversations\": [{\"from\": \"human\", \"value\": \"...\"}, ...]} (from: " +
-                ", ".join(SHAREGPT_ROLES) + ")",
-    "chat-completion request": "an OpenAI chat-completion body {\"model\": \"...\", \"messages\": [{\"role\", "
-                               "\"content\"}, ...], ...}",
-    "completion request": "an OpenAI completion body {\"model\": \"...\", \"prompt\": \"...\", ...}",
-    "Batch API": "{\"custom_id\": \"...\", \"body\": {<a chat-completion request body>}}",
+    "text": '{"prompt": "..."} with an optional "id" and "category" and nothing else',
+    "chat": '{"messages": [{"role": "user", "content": "..."}, ...]} (a non-empty list; content a '
+    'string or a list of {"type": "text", "text"} parts) with an optional "id" and "category"',
+    "ShareGPT": '{"conversations": [{"from": "human", "value": "..."}, ...]} (from: ' + ", ".join(SHAREGPT_ROLES) + ")",
+    "chat-completion request": 'an OpenAI chat-completion body {"model": "...", "messages": [{"role", '
+    '"content"}, ...], ...}',
+    "completion request": 'an OpenAI completion body {"model": "...", "prompt": "...", ...}',
+    "Batch API": '{"custom_id": "...", "body": {<a chat-completion request body>}}',
 }
 
 
@@ -158,8 +167,9 @@ def _turns(messages: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     while messages and messages[-1][0] == "assistant":
         messages = messages[:-1]
     if not messages:
-        raise RecordProblem("the conversation has only assistant turns — give at least one turn for the model "
-                            "to answer (a user turn)")
+        raise RecordProblem(
+            "the conversation has only assistant turns — give at least one turn for the model to answer (a user turn)"
+        )
     return tuple(messages)
 
 
@@ -192,8 +202,10 @@ def parse_record(item) -> tuple[str, dict]:
         category = rec.category or (rec.metadata.category if rec.metadata else None)
         return "request", {**fields, "id": rec.id, "category": category}
     if ("prompt" in item) == ("messages" in item):
-        raise RecordProblem(f"the record has {'both' if 'prompt' in item else 'neither'} \"prompt\" and "
-                            f"\"messages\" — give one of: {FORMATS}")
+        raise RecordProblem(
+            f'the record has {"both" if "prompt" in item else "neither"} "prompt" and '
+            f'"messages" — give one of: {FORMATS}'
+        )
     if "messages" in item:
         rec = _model(ChatRecord, item, "chat")
         return "chat", {"turns": _message_turns(rec.messages), "id": rec.id, "category": rec.category or rec.kind}

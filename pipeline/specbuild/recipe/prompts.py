@@ -64,8 +64,10 @@ def _unique_ids(prompts: list[Prompt], where: str) -> list[Prompt]:
     seen: dict[str, int] = {}
     for p in prompts:
         if p.id in seen:
-            raise UserError(f"{where}: prompts {seen[p.id] + 1} and {p.index + 1} share the id {p.id!r} — give "
-                            "each record its own id (reports and comparisons find prompts by id)")
+            raise UserError(
+                f"{where}: prompts {seen[p.id] + 1} and {p.index + 1} share the id {p.id!r} — give "
+                "each record its own id (reports and comparisons find prompts by id)"
+            )
         seen[p.id] = p.index
     return prompts
 
@@ -83,8 +85,9 @@ def _from_jsonl(path: Path) -> list[Prompt]:
         try:
             item = json.loads(line)
         except (ValueError, RecursionError) as e:
-            raise UserError(f"{path}:{lineno}: not valid JSON ({e}) — each line must be one JSON record: "
-                            f"{FORMATS}") from None
+            raise UserError(
+                f"{path}:{lineno}: not valid JSON ({e}) — each line must be one JSON record: {FORMATS}"
+            ) from None
         out.append(_prompt(item, len(out), f"{path}:{lineno}"))
     return out
 
@@ -112,10 +115,22 @@ def load_prompts(recipe: Recipe) -> list[Prompt]:
     if isinstance(value, list):
         if not value:
             raise UserError("validation.prompts is an empty list — give prompts or leave it out")
-        return _unique_ids([Prompt(i, f"p{i}", TEXT_CATEGORY, item) if isinstance(item, str) else
-                            Prompt(i, item.id or f"p{i}", item.category or item.kind or CHAT_CATEGORY, "",
-                                   tuple((m.role, m.content) for m in item.messages), "chat")
-                            for i, item in enumerate(value)], "validation.prompts")
+        return _unique_ids(
+            [
+                Prompt(i, f"p{i}", TEXT_CATEGORY, item)
+                if isinstance(item, str)
+                else Prompt(
+                    i,
+                    item.id or f"p{i}",
+                    item.category or item.kind or CHAT_CATEGORY,
+                    "",
+                    tuple((m.role, m.content) for m in item.messages),
+                    "chat",
+                )
+                for i, item in enumerate(value)
+            ],
+            "validation.prompts",
+        )
     return load_prompt_file(recipe.resolve(value))
 
 
@@ -130,48 +145,70 @@ class PromptFormat:
     example: str | None = None  # the first prompt as sent
 
     def to_dict(self) -> dict:
-        return {"requested": self.requested, "used": self.used, "why": self.why, "template": self.template,
-                "example": self.example}
+        return {
+            "requested": self.requested,
+            "used": self.used,
+            "why": self.why,
+            "template": self.template,
+            "example": self.example,
+        }
 
 
-def apply_prompt_format(prompts: list[Prompt], requested: str, tokenizer, tokenizer_problem: str | None) \
-        -> tuple[list[Prompt], PromptFormat]:
+def apply_prompt_format(
+    prompts: list[Prompt], requested: str, tokenizer, tokenizer_problem: str | None
+) -> tuple[list[Prompt], PromptFormat]:
     """The prompts as they will be sent, and how (`validation.prompt_format`: auto | chat | raw). `tokenizer`: the
     target's ClientTokenizer (None: `tokenizer_problem` says why there is none). UserError for a combination that
     cannot be sent: chat without a template, chat messages sent raw, a conversation the template refuses."""
     chats = [p for p in prompts if p.messages is not None]
     template = tokenizer.chat_template if tokenizer is not None else None
     if template is None:
-        missing = (f"the target's tokenizer could not be loaded ({tokenizer_problem})" if tokenizer is None else
-                   f"the target's tokenizer ({tokenizer.path}) has no chat template (chat_template.jinja, or "
-                   "chat_template in tokenizer_config.json)")
+        missing = (
+            f"the target's tokenizer could not be loaded ({tokenizer_problem})"
+            if tokenizer is None
+            else f"the target's tokenizer ({tokenizer.path}) has no chat template (chat_template.jinja, or "
+            "chat_template in tokenizer_config.json)"
+        )
         if requested == "chat":
-            raise UserError(f"validation.prompt_format is chat but {missing} — set model.tokenizer to a folder "
-                            "with the target's chat template, or prompt_format: raw")
+            raise UserError(
+                f"validation.prompt_format is chat but {missing} — set model.tokenizer to a folder "
+                "with the target's chat template, or prompt_format: raw"
+            )
         if chats:
-            raise UserError(f"validation.prompts: prompt {chats[0].id} is chat messages, which need the target's "
-                            f"chat template, but {missing} — give the prompts as text, or set model.tokenizer to "
-                            "a folder with the template")
+            raise UserError(
+                f"validation.prompts: prompt {chats[0].id} is chat messages, which need the target's "
+                f"chat template, but {missing} — give the prompts as text, or set model.tokenizer to "
+                "a folder with the template"
+            )
         why = "validation.prompt_format: raw" if requested == "raw" else f"auto: {missing}"
         return prompts, PromptFormat(requested, "raw", why, example=prompts[0].text if prompts else None)
     if requested == "raw":
         if chats:
-            raise UserError(f"validation.prompts: prompt {chats[0].id} is chat messages but "
-                            "validation.prompt_format is raw — give it as text, or use prompt_format auto or chat")
-        return prompts, PromptFormat(requested, "raw", "validation.prompt_format: raw (the target's tokenizer has "
-                                     f"a chat template, {template}, not applied)",
-                                     example=prompts[0].text if prompts else None)
+            raise UserError(
+                f"validation.prompts: prompt {chats[0].id} is chat messages but "
+                "validation.prompt_format is raw — give it as text, or use prompt_format auto or chat"
+            )
+        return prompts, PromptFormat(
+            requested,
+            "raw",
+            f"validation.prompt_format: raw (the target's tokenizer has a chat template, {template}, not applied)",
+            example=prompts[0].text if prompts else None,
+        )
     rendered = []
     for p in prompts:
         try:
             rendered.append(replace(p, text=tokenizer.render_chat(p.conversation())))
         except ValueError as e:
-            raise UserError(f"validation.prompts: prompt {p.id}: {e} — fix the prompt's messages (roles and "
-                            "order), or set prompt_format: raw") from None
-    why = ("validation.prompt_format: chat" if requested == "chat" else
-           "auto: the target's tokenizer has a chat template") + "; text prompts are sent as one user message"
-    return rendered, PromptFormat(requested, "chat", why, template=f"{tokenizer.path}/{template}",
-                                  example=rendered[0].text if rendered else None)
+            raise UserError(
+                f"validation.prompts: prompt {p.id}: {e} — fix the prompt's messages (roles and "
+                "order), or set prompt_format: raw"
+            ) from None
+    why = (
+        "validation.prompt_format: chat" if requested == "chat" else "auto: the target's tokenizer has a chat template"
+    ) + "; text prompts are sent as one user message"
+    return rendered, PromptFormat(
+        requested, "chat", why, template=f"{tokenizer.path}/{template}", example=rendered[0].text if rendered else None
+    )
 
 
 # the client counts a prompt without special tokens; the server's preprocessing adds them (a beginning-of-sequence
@@ -196,13 +233,17 @@ def bundled_chats_without_template(prompts: list[Prompt], tokenizer) -> tuple[li
     own chat prompts are refused instead, by apply_prompt_format)."""
     if tokenizer is not None and tokenizer.chat_template is not None:
         return prompts, []
-    out = [LeftOut(p.id, p.category, "chat messages, and the target's tokenizer has no chat template")
-           for p in prompts if p.messages is not None]
+    out = [
+        LeftOut(p.id, p.category, "chat messages, and the target's tokenizer has no chat template")
+        for p in prompts
+        if p.messages is not None
+    ]
     return [p for p in prompts if p.messages is None], out
 
 
-def fit_to_limits(prompts: list[Prompt], tokenizer, max_input_len: int, max_seq_len: int, max_tokens: int) \
-        -> tuple[list[Prompt], list[LeftOut], dict[str, int]]:
+def fit_to_limits(
+    prompts: list[Prompt], tokenizer, max_input_len: int, max_seq_len: int, max_tokens: int
+) -> tuple[list[Prompt], list[LeftOut], dict[str, int]]:
     """The prompts (as sent) that fit the deployment's limits, those that do not (longer than build.max_input_len,
     or with max_tokens beyond build.max_seq_len), and each prompt's length in the target's tokens (none without a
     tokenizer: then every prompt is kept). UserError when none fits."""
@@ -216,11 +257,16 @@ def fit_to_limits(prompts: list[Prompt], tokenizer, max_input_len: int, max_seq_
         if n + SERVER_ADDS > max_input_len:
             out.append(LeftOut(p.id, p.category, f"{sent} > build.max_input_len {max_input_len}"))
         elif n + SERVER_ADDS + max_tokens > max_seq_len:
-            out.append(LeftOut(p.id, p.category, f"{sent} + validation.max_tokens {max_tokens} > "
-                                                 f"build.max_seq_len {max_seq_len}"))
+            out.append(
+                LeftOut(
+                    p.id, p.category, f"{sent} + validation.max_tokens {max_tokens} > build.max_seq_len {max_seq_len}"
+                )
+            )
         else:
             kept.append(p)
     if not kept:
-        raise UserError(f"validation.prompts: no prompt fits the deployment ({out[0].id}: {out[0].why}) — give "
-                        "shorter prompts, or raise build.max_input_len / build.max_seq_len")
+        raise UserError(
+            f"validation.prompts: no prompt fits the deployment ({out[0].id}: {out[0].why}) — give "
+            "shorter prompts, or raise build.max_input_len / build.max_seq_len"
+        )
     return kept, out, lengths

@@ -163,10 +163,14 @@ class ChatPrompt(Section):
 
 # Which member of a union a value is read as, chosen by its shape, so that a wrong value gets that member's error
 # only (the tags, not field names, drop out of the located path)
-PromptItem = Annotated[Union[Annotated[str, Tag("text-prompt")], Annotated[ChatPrompt, Tag("chat-prompt")]],
-                       Discriminator(lambda v: "chat-prompt" if isinstance(v, (dict, ChatPrompt)) else "text-prompt")]
-Prompts = Annotated[Union[Annotated[Path, Tag("prompt-file")], Annotated[list[PromptItem], Tag("prompt-list")]],
-                    Discriminator(lambda v: "prompt-list" if isinstance(v, list) else "prompt-file")]
+PromptItem = Annotated[
+    Union[Annotated[str, Tag("text-prompt")], Annotated[ChatPrompt, Tag("chat-prompt")]],
+    Discriminator(lambda v: "chat-prompt" if isinstance(v, (dict, ChatPrompt)) else "text-prompt"),
+]
+Prompts = Annotated[
+    Union[Annotated[Path, Tag("prompt-file")], Annotated[list[PromptItem], Tag("prompt-list")]],
+    Discriminator(lambda v: "prompt-list" if isinstance(v, list) else "prompt-file"),
+]
 
 
 class RegressionSection(Section):
@@ -203,9 +207,12 @@ AcceptanceLength = Annotated[float, Field(ge=1.0, allow_inf_nan=False)]
 DEFAULT_CATEGORY = "default"  # min_acceptance_length's key for the categories it does not name
 # a number, or one per category; chosen by the value's shape (the tags drop out of the located path)
 AcceptanceGate = Annotated[
-    Union[Annotated[AcceptanceLength, Tag("whole-set")],
-          Annotated[dict[Annotated[str, Field(min_length=1)], AcceptanceLength], Tag("per-category")]],
-    Discriminator(lambda v: "per-category" if isinstance(v, dict) else "whole-set")]
+    Union[
+        Annotated[AcceptanceLength, Tag("whole-set")],
+        Annotated[dict[Annotated[str, Field(min_length=1)], AcceptanceLength], Tag("per-category")],
+    ],
+    Discriminator(lambda v: "per-category" if isinstance(v, dict) else "whole-set"),
+]
 
 
 class ValidationSection(Section):
@@ -245,8 +252,7 @@ class ValidationSection(Section):
             err = e.errors()[0]
             keys = [str(p) for p in err["loc"][1:]]
             prefix = f"category {keys[0]!r}: " if keys and isinstance(value, dict) else ""
-            raise PydanticCustomError(err["type"], prefix + err["msg"].replace("{", "(").replace("}", ")")) \
-                from None
+            raise PydanticCustomError(err["type"], prefix + err["msg"].replace("{", "(").replace("}", ")")) from None
 
     min_speedup: PositiveFinite | None = None
     """Gate: speculative / baseline output tokens per second at concurrency 1 at least this (every round of the

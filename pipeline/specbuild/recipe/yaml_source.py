@@ -80,7 +80,7 @@ def _field(path: tuple) -> str:
 
 
 def _shown_tag(tag: str) -> str:
-    return "!!" + tag[len(_YAML):] if tag.startswith(_YAML) else tag
+    return "!!" + tag[len(_YAML) :] if tag.startswith(_YAML) else tag
 
 
 def _shown(text: str) -> str:
@@ -90,8 +90,12 @@ def _shown(text: str) -> str:
 def _check_tag(tag: str | None, allowed: set[str], pos: Pos, path: tuple) -> None:
     if tag is None or tag == "!" or tag in allowed:
         return
-    raise _Refused(pos, f"the YAML tag {_shown(_shown_tag(tag))} is not allowed in a recipe (only plain values: "
-                        "strings, numbers, booleans, null, lists and mappings) — remove the tag", path)
+    raise _Refused(
+        pos,
+        f"the YAML tag {_shown(_shown_tag(tag))} is not allowed in a recipe (only plain values: "
+        "strings, numbers, booleans, null, lists and mappings) — remove the tag",
+        path,
+    )
 
 
 @dataclass
@@ -132,21 +136,32 @@ class _Builder:
     def _count(self, n: int, pos: Pos, what: str) -> None:
         self.total += n
         if self.total > MAX_VALUES:
-            raise _Refused(pos, f"{what} makes the recipe hold more than {MAX_VALUES} values — a recipe is a short "
-                                "list of settings (aliases that repeat aliases grow exponentially: write the values "
-                                "out instead)", self._child_path())
+            raise _Refused(
+                pos,
+                f"{what} makes the recipe hold more than {MAX_VALUES} values — a recipe is a short "
+                "list of settings (aliases that repeat aliases grow exponentially: write the values "
+                "out instead)",
+                self._child_path(),
+            )
 
     def _depth(self, height: int, pos: Pos) -> None:
         if len(self.stack) + height > MAX_DEPTH:
-            raise _Refused(pos, f"the recipe is nested more than {MAX_DEPTH} levels deep — a recipe is a few levels "
-                                "deep (see recipes/)", self._child_path())
+            raise _Refused(
+                pos,
+                f"the recipe is nested more than {MAX_DEPTH} levels deep — a recipe is a few levels "
+                "deep (see recipes/)",
+                self._child_path(),
+            )
 
     # -- events ------------------------------------------------------------------------------------------------
     def start(self, event, value: Any) -> None:
         pos = _pos(event.start_mark)
         if self.stack and isinstance(self.stack[-1].value, dict) and self.stack[-1].key is None:
-            raise _Refused(pos, "a key must be a plain value (a word), not a list or mapping — write `key: value`",
-                           self._child_path())
+            raise _Refused(
+                pos,
+                "a key must be a plain value (a word), not a list or mapping — write `key: value`",
+                self._child_path(),
+            )
         self._count(1, pos, "this value")
         self._depth(1, pos)
         if event.anchor:
@@ -187,11 +202,15 @@ class _Builder:
         pos = _pos(event.start_mark)
         name = event.anchor
         if name in self.open_anchors:
-            raise _Refused(pos, f"the alias *{name} refers to the node that contains it — a recipe cannot contain "
-                                "itself", self._child_path())
+            raise _Refused(
+                pos,
+                f"the alias *{name} refers to the node that contains it — a recipe cannot contain itself",
+                self._child_path(),
+            )
         if name not in self.anchors:
-            raise _Refused(pos, f"the alias *{name} has no anchor &{name} before it — define the anchor first",
-                           self._child_path())
+            raise _Refused(
+                pos, f"the alias *{name} has no anchor &{name} before it — define the anchor first", self._child_path()
+            )
         value, size, height = self.anchors[name]
         parent = self.stack[-1] if self.stack else None
         if parent is not None and isinstance(parent.value, dict) and parent.key is None:
@@ -224,8 +243,10 @@ class _Builder:
             return
         if key in parent.value:
             first = self.out.keys[parent.path + (key,)]
-            raise _Refused(key_pos, f"YAML syntax error: duplicate key '{_shown(key)}' (first at line {first[0]}) — "
-                                    "keep one of them")
+            raise _Refused(
+                key_pos,
+                f"YAML syntax error: duplicate key '{_shown(key)}' (first at line {first[0]}) — keep one of them",
+            )
         self.out.keys[parent.path + (key,)] = key_pos
         self.out.values[parent.path + (key,)] = pos
         parent.value[key] = value
@@ -234,8 +255,11 @@ class _Builder:
         for value, pos in node.merges:
             sources = value if isinstance(value, list) else [value]
             if not sources or not all(isinstance(s, dict) for s in sources):
-                raise _Refused(pos, "a merge key (<<) takes a mapping or a list of mappings (e.g. <<: *defaults)",
-                               node.path + ("<<",))
+                raise _Refused(
+                    pos,
+                    "a merge key (<<) takes a mapping or a list of mappings (e.g. <<: *defaults)",
+                    node.path + ("<<",),
+                )
             for source in sources:
                 for k, v in source.items():
                     if k not in node.value:
@@ -263,15 +287,13 @@ def _scalar(text: str, tag: str, pos: Pos, path: tuple) -> Any:
         if base != 10:
             body = body[2:]
         if len(body) > 64 or not body:  # beyond int64 in any base (and int() of a huge string is slow)
-            raise _Refused(pos, f"the integer {_shown(text)} is beyond the 64-bit range — give a realistic value",
-                           path)
+            raise _Refused(pos, f"the integer {_shown(text)} is beyond the 64-bit range — give a realistic value", path)
         try:
             value = sign * int(body, base)
         except ValueError:
             raise _Refused(pos, f"{_shown(text)!r} is not an integer — write digits only", path) from None
         if not -INT64_MAX - 1 <= value <= INT64_MAX:
-            raise _Refused(pos, f"the integer {_shown(text)} is beyond the 64-bit range — give a realistic value",
-                           path)
+            raise _Refused(pos, f"the integer {_shown(text)} is beyond the 64-bit range — give a realistic value", path)
         return value
     if tag == _YAML + "float":
         try:
@@ -282,9 +304,12 @@ def _scalar(text: str, tag: str, pos: Pos, path: tuple) -> Any:
             if value is None:
                 raise _Refused(pos, f"{_shown(text)!r} is not a number", path) from None
         if not math.isfinite(value):
-            raise _Refused(pos, f"{_shown(text)} is not a finite number — recipe values are never infinite or NaN: "
-                                f"give a number{' for ' + where if where else ''} (or quote it if you mean text)",
-                           path)
+            raise _Refused(
+                pos,
+                f"{_shown(text)} is not a finite number — recipe values are never infinite or NaN: "
+                f"give a number{' for ' + where if where else ''} (or quote it if you mean text)",
+                path,
+            )
         return value
     return text  # str, and implicit timestamps or other resolutions of a plain scalar: text as written
 
@@ -311,8 +336,10 @@ def _build(text: str) -> Located:
         elif isinstance(event, ev.DocumentStartEvent):
             documents += 1
             if documents > 1:
-                raise _Refused(_pos(event.start_mark), "the recipe holds more than one YAML document (---) — keep one "
-                                                       "recipe per file")
+                raise _Refused(
+                    _pos(event.start_mark),
+                    "the recipe holds more than one YAML document (---) — keep one recipe per file",
+                )
     return builder.out
 
 
@@ -338,16 +365,27 @@ def load_located(path: Path) -> Located:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
         what = " ".join(x for x in (e.context, e.problem) if x)
-        raise RecipeError([Problem(name, line, col, "", f"YAML syntax error: {what} — fix the YAML at this place")]) \
-            from None
+        raise RecipeError(
+            [Problem(name, line, col, "", f"YAML syntax error: {what} — fix the YAML at this place")]
+        ) from None
     except YAMLError as e:  # unmarked YAML errors: a character YAML does not allow (ReaderError: its offset)
         position = getattr(e, "position", None)
         if isinstance(position, int) and hasattr(e, "character"):
             line = text.count("\n", 0, position) + 1
             col = position - (text.rfind("\n", 0, position) + 1) + 1
-            raise RecipeError([Problem(name, line, col, "", f"YAML syntax error: the control character "
-                                       f"#x{ord(e.character) if isinstance(e.character, str) else e.character:04x} is "
-                                       "not allowed in YAML — remove it")]) from None
+            raise RecipeError(
+                [
+                    Problem(
+                        name,
+                        line,
+                        col,
+                        "",
+                        f"YAML syntax error: the control character "
+                        f"#x{ord(e.character) if isinstance(e.character, str) else e.character:04x} is "
+                        "not allowed in YAML — remove it",
+                    )
+                ]
+            ) from None
         raise RecipeError([Problem(name, None, None, "", f"YAML error: {e} — fix the YAML")]) from None
     if out.data is None:
         line, col = out.values.get((), (1, 1))
@@ -356,6 +394,16 @@ def load_located(path: Path) -> Located:
         raise RecipeError([Problem(name, line, col, "", "the recipe is empty — start from an example in recipes/")])
     if not isinstance(out.data, dict):
         line, col = out.values.get((), (1, 1))
-        raise RecipeError([Problem(name, line, col, "", "a recipe is a mapping of sections (name, runtime, model, "
-                                                        "speculation, build, triton, validation) — see recipes/")])
+        raise RecipeError(
+            [
+                Problem(
+                    name,
+                    line,
+                    col,
+                    "",
+                    "a recipe is a mapping of sections (name, runtime, model, "
+                    "speculation, build, triton, validation) — see recipes/",
+                )
+            ]
+        )
     return out

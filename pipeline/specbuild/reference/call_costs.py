@@ -103,12 +103,15 @@ class CallTimer:
         if not steps:
             return StepCosts(0, 0.0, 0.0, 0.0, 0.0)
         n = len(steps)
-        return StepCosts(steps=n, rows=sum(s.rows for s in steps) / n,
-                         step_ms=1e3 * sum(s.seconds for s in steps) / n,
-                         target_ms=1e3 * sum(s.target_s for s in steps) / n,
-                         draft_ms=1e3 * sum(s.draft_s for s in steps) / n,
-                         accepted=sum(s.accepted for s in steps),
-                         verifications=sum(s.verifications for s in steps))
+        return StepCosts(
+            steps=n,
+            rows=sum(s.rows for s in steps) / n,
+            step_ms=1e3 * sum(s.seconds for s in steps) / n,
+            target_ms=1e3 * sum(s.target_s for s in steps) / n,
+            draft_ms=1e3 * sum(s.draft_s for s in steps) / n,
+            accepted=sum(s.accepted for s in steps),
+            verifications=sum(s.verifications for s in steps),
+        )
 
 
 def engine_method(executor: Executor) -> Decoder:
@@ -116,9 +119,17 @@ def engine_method(executor: Executor) -> Decoder:
     return executor._groups["engine"].method
 
 
-def measure_levels(engine: Engine, baseline: Engine, draft: Engine | None, prompts: list[list[int]],
-                   max_tokens: int, levels: list[int], rounds: int = 2, kv_cache_reuse: bool = False,
-                   progress: Callable[[str], None] | None = None) -> list[LevelModel]:
+def measure_levels(
+    engine: Engine,
+    baseline: Engine,
+    draft: Engine | None,
+    prompts: list[list[int]],
+    max_tokens: int,
+    levels: list[int],
+    rounds: int = 2,
+    kv_cache_reuse: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> list[LevelModel]:
     """At each level c: max(c, 2) of the prompts decoded greedily (exactly `max_tokens` tokens each, no end id) by
     the speculative engine and by the baseline engine, at most c together, taking turns for `rounds` rounds (ABBA);
     the costs of the steps that decoded c requests, and the in-process speedup (median over rounds of baseline time /
@@ -134,8 +145,10 @@ def measure_levels(engine: Engine, baseline: Engine, draft: Engine | None, promp
             progress(f"per-call costs at concurrency {c}")
         n = max(c, min(2, len(prompts)))
         requests = [prompts[i % len(prompts)] for i in range(n)]
-        runs = {"method": Executor(engine, draft, enable_kv_cache_reuse=kv_cache_reuse),
-                "baseline": Executor(baseline, enable_kv_cache_reuse=kv_cache_reuse)}
+        runs = {
+            "method": Executor(engine, draft, enable_kv_cache_reuse=kv_cache_reuse),
+            "baseline": Executor(baseline, enable_kv_cache_reuse=kv_cache_reuse),
+        }
         timers = {}
         seconds: dict[str, list[float]] = {"method": [], "baseline": []}
         try:
@@ -163,8 +176,13 @@ def _with_batch(limits, c: int):
     return replace(limits, max_batch_size=c)
 
 
-def measure_served(configs: dict[str, dict], texts: list[str], max_tokens: int, levels: list[int],
-                   progress: Callable[[str], None] | None = None) -> list[LevelModel]:
+def measure_served(
+    configs: dict[str, dict],
+    texts: list[str],
+    max_tokens: int,
+    levels: list[int],
+    progress: Callable[[str], None] | None = None,
+) -> list[LevelModel]:
     """`measure_levels` for served reference cores on this machine: `configs` are the `tensorrt_llm` model configs
     of the speculative and the baseline deployment ("target", "baseline") and the speculative one's
     `tensorrt_llm_draft` ("draft", when served), as the server reports them. Each engine is loaded as its core loads
@@ -174,16 +192,25 @@ def measure_served(configs: dict[str, dict], texts: list[str], max_tokens: int, 
     import torch
     from transformers import AutoTokenizer
 
-    engines = {role: load_engine(_engine_dir(config), decoding_overrides=_overrides(config) or None)
-               for role, config in configs.items()}
+    engines = {
+        role: load_engine(_engine_dir(config), decoding_overrides=_overrides(config) or None)
+        for role, config in configs.items()
+    }
     tokenizer = AutoTokenizer.from_pretrained(parameter(configs["target"], "tokenizer_dir"), legacy=False)
     prompts = [tokenizer.encode(t, add_special_tokens=True) for t in texts]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return measure_levels(engines["target"], engines["baseline"], engines.get("draft"), prompts, max_tokens,
-                              levels, kv_cache_reuse=bool_parameter(configs["target"], "enable_kv_cache_reuse", True),
-                              progress=progress)
+        return measure_levels(
+            engines["target"],
+            engines["baseline"],
+            engines.get("draft"),
+            prompts,
+            max_tokens,
+            levels,
+            kv_cache_reuse=bool_parameter(configs["target"], "enable_kv_cache_reuse", True),
+            progress=progress,
+        )
     finally:
         torch.set_num_threads(threads)
 
@@ -197,5 +224,10 @@ def _overrides(config: dict) -> dict:
     engine_config = read_engine_config(_engine_dir(config))
     mode = SpecMode.parse(engine_config["build_config"].get("speculative_decoding_mode", 1))
     method = (engine_config.get("specbuild") or {}).get("method", "none")
-    return overrides(lambda key: parameter(config, key), lambda key: bool_parameter(config, key, None),
-                     lambda key: int_parameter(config, key), mode, method)
+    return overrides(
+        lambda key: parameter(config, key),
+        lambda key: bool_parameter(config, key, None),
+        lambda key: int_parameter(config, key),
+        mode,
+        method,
+    )

@@ -10,8 +10,16 @@ from typing import Any, Callable
 
 from specbuild.standalone import draft_len_schedule
 from specbuild.engine_facts import SpecMode
-from specbuild.speculation import (DraftModel, DynamicTree, EagleHead, LookaheadWindow, MedusaHeads, PromptLookup,
-                                   Speculation, StaticTree)
+from specbuild.speculation import (
+    DraftModel,
+    DynamicTree,
+    EagleHead,
+    LookaheadWindow,
+    MedusaHeads,
+    PromptLookup,
+    Speculation,
+    StaticTree,
+)
 
 LOOKAHEAD_KEYS = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
 
@@ -21,8 +29,10 @@ def _medusa(spec: Speculation, heads: MedusaHeads) -> dict[str, Any]:
 
 
 def _eagle(spec: Speculation, head: EagleHead) -> dict[str, Any]:
-    out: dict[str, Any] = {"num_eagle_layers": head.num_eagle_layers,
-                           "max_non_leaves_per_layer": head.max_non_leaves_per_layer}
+    out: dict[str, Any] = {
+        "num_eagle_layers": head.num_eagle_layers,
+        "max_non_leaves_per_layer": head.max_non_leaves_per_layer,
+    }
     if isinstance(spec.tree, DynamicTree):
         out.update(eagle_use_dynamic_tree=True, eagle_dynamic_tree_max_top_k=spec.tree.top_k)
     elif isinstance(spec.tree, StaticTree):
@@ -45,8 +55,12 @@ def _lookahead(spec: Speculation, w: LookaheadWindow) -> dict[str, Any]:
 # The engine folder's decoding keys per method (by params type). Methods not here have no engine folder of the
 # reference runtime: EAGLE-3 and MTP exist in the llm-api flavour only (repository/engine/flavour.py refuses them).
 DECODING: dict[type, Callable[[Speculation, Any], dict[str, Any]]] = {
-    MedusaHeads: _medusa, EagleHead: _eagle, DraftModel: _draft_model, PromptLookup: _prompt_lookup,
-    LookaheadWindow: _lookahead}
+    MedusaHeads: _medusa,
+    EagleHead: _eagle,
+    DraftModel: _draft_model,
+    PromptLookup: _prompt_lookup,
+    LookaheadWindow: _lookahead,
+}
 
 
 def decoding(spec: Speculation) -> dict[str, Any]:
@@ -64,8 +78,11 @@ class ParameterProblem(ValueError):
 
 # decoding_mode values that pick plain sampling (the C++ backend's; nothing to override)
 PLAIN_DECODING_MODES = frozenset({"top_k", "top_p", "top_k_top_p", "auto"})
-SPECULATIVE_DECODING_MODES = {"medusa": SpecMode.MEDUSA, "eagle": SpecMode.EAGLE,
-                              "lookahead": SpecMode.LOOKAHEAD_DECODING}
+SPECULATIVE_DECODING_MODES = {
+    "medusa": SpecMode.MEDUSA,
+    "eagle": SpecMode.EAGLE,
+    "lookahead": SpecMode.LOOKAHEAD_DECODING,
+}
 
 
 def _choices(text: str) -> list[list[int]]:
@@ -77,8 +94,13 @@ def _choices(text: str) -> list[list[int]]:
         raise ParameterProblem(f"choices {text!r} are not in the '{{0}}, {{0, 0}}' format") from None
 
 
-def overrides(get: Callable[[str], str | None], get_bool: Callable[[str], bool | None],
-              get_int: Callable[[str], int | None], engine_mode: SpecMode, engine_method: str) -> dict[str, Any]:
+def overrides(
+    get: Callable[[str], str | None],
+    get_bool: Callable[[str], bool | None],
+    get_int: Callable[[str], int | None],
+    engine_mode: SpecMode,
+    engine_method: str,
+) -> dict[str, Any]:
     """specbuild.decoding overrides from the tensorrt_llm parameters (`get*` read one parameter; None = unset).
     A speculative decoding_mode must be the one the engine was built with."""
     mode = get("decoding_mode")
@@ -87,12 +109,16 @@ def overrides(get: Callable[[str], str | None], get_bool: Callable[[str], bool |
         if mode in SPECULATIVE_DECODING_MODES:
             if SPECULATIVE_DECODING_MODES[mode] != engine_mode:
                 built = engine_method if engine_mode != SpecMode.NONE else "no speculation"
-                raise ParameterProblem(f"decoding_mode {mode} but the engine was built for {built} — set "
-                                       "decoding_mode to match the engine or leave it empty")
+                raise ParameterProblem(
+                    f"decoding_mode {mode} but the engine was built for {built} — set "
+                    "decoding_mode to match the engine or leave it empty"
+                )
         elif mode not in PLAIN_DECODING_MODES:
             allowed = ", ".join(sorted(PLAIN_DECODING_MODES | set(SPECULATIVE_DECODING_MODES)))
-            raise ParameterProblem(f"decoding_mode {mode!r} is not supported by the reference runtime (use one of "
-                                   f"{allowed}, or leave it empty)")
+            raise ParameterProblem(
+                f"decoding_mode {mode!r} is not supported by the reference runtime (use one of "
+                f"{allowed}, or leave it empty)"
+            )
     out: dict[str, Any] = {}
     if engine_mode == SpecMode.MEDUSA and get("medusa_choices"):
         out["medusa_choices"] = _choices(get("medusa_choices"))
@@ -108,12 +134,15 @@ def overrides(get: Callable[[str], str | None], get_bool: Callable[[str], bool |
         try:
             out[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(draft_len_schedule.parse(text))
         except ValueError as e:
-            raise ParameterProblem(f"{draft_len_schedule.PARAMETER} {text!r}: {e} — write it as "
-                                   "'1:4,4:2,8:0' (batch size:draft length)") from None
+            raise ParameterProblem(
+                f"{draft_len_schedule.PARAMETER} {text!r}: {e} — write it as '1:4,4:2,8:0' (batch size:draft length)"
+            ) from None
     if mode == "lookahead":
         values = {key: get_int(key) for key in LOOKAHEAD_KEYS}
         if any(v is None for v in values.values()):
-            raise ParameterProblem("decoding_mode is lookahead but lookahead parameters are not specified — set "
-                                   + ", ".join(LOOKAHEAD_KEYS))
+            raise ParameterProblem(
+                "decoding_mode is lookahead but lookahead parameters are not specified — set "
+                + ", ".join(LOOKAHEAD_KEYS)
+            )
         out.update(values)
     return out

@@ -25,8 +25,9 @@ class DraftPrecision(NamedTuple):
     int8: bool = False
 
 
-def drafter_precision(decoding: dict, target_dtype: "torch.dtype", where: str, hidden_size: int,
-                      lean: bool = False) -> DraftPrecision:
+def drafter_precision(
+    decoding: dict, target_dtype: "torch.dtype", where: str, hidden_size: int, lean: bool = False
+) -> DraftPrecision:
     """What the tree drafters (Medusa heads, EAGLE-1/2/3 heads) compute in: `draft_dtype` in the engine's decoding
     options (auto | float32 | bfloat16 | float16 | int8). Drafts only propose tokens, so this never changes the
     output (the target verifies in its own dtype); it only changes speed and acceptance.
@@ -44,8 +45,9 @@ def drafter_precision(decoding: dict, target_dtype: "torch.dtype", where: str, h
 
     choice = str(decoding.get(DRAFT_DTYPE_KEY, "auto"))
     if choice not in DRAFT_DTYPES:
-        raise UserError(f"{where}.{DRAFT_DTYPE_KEY}={choice!r}: use {', '.join(DRAFT_DTYPES[:-1])} or "
-                        f"{DRAFT_DTYPES[-1]}")
+        raise UserError(
+            f"{where}.{DRAFT_DTYPE_KEY}={choice!r}: use {', '.join(DRAFT_DTYPES[:-1])} or {DRAFT_DTYPES[-1]}"
+        )
     if choice == "auto":
         if target_dtype != torch.float32:
             return DraftPrecision(target_dtype)
@@ -54,13 +56,17 @@ def drafter_precision(decoding: dict, target_dtype: "torch.dtype", where: str, h
         return DraftPrecision(torch.float32, int8=lean and int8_available())
     if choice == "int8":
         if not lean:
-            raise UserError(f"{where}.{DRAFT_DTYPE_KEY}=int8: int8 drafting runs on the lean forward only (EAGLE and "
-                            "Medusa heads over a lean target); this drafter runs transformers' modules: "
-                            "use auto, float32, bfloat16 or float16")
+            raise UserError(
+                f"{where}.{DRAFT_DTYPE_KEY}=int8: int8 drafting runs on the lean forward only (EAGLE and "
+                "Medusa heads over a lean target); this drafter runs transformers' modules: "
+                "use auto, float32, bfloat16 or float16"
+            )
         if not int8_available():
-            raise UserError(f"{where}.{DRAFT_DTYPE_KEY}=int8: this PyTorch has no fbgemm int8 engine "
-                            f"(torch.backends.quantized.engine={torch.backends.quantized.engine!r}; x86 builds have "
-                            "it): use auto, float32, bfloat16 or float16")
+            raise UserError(
+                f"{where}.{DRAFT_DTYPE_KEY}=int8: this PyTorch has no fbgemm int8 engine "
+                f"(torch.backends.quantized.engine={torch.backends.quantized.engine!r}; x86 builds have "
+                "it): use auto, float32, bfloat16 or float16"
+            )
         return DraftPrecision(torch.float32, int8=True)
     return DraftPrecision(getattr(torch, choice))
 
@@ -79,8 +85,10 @@ def draft_vocab_size(decoding: dict, vocab_size: int, where: str) -> int:
     except (TypeError, ValueError):
         n = -1
     if not 1 <= n <= vocab_size:
-        raise UserError(f"{where}.{DRAFT_VOCAB_KEY}={value!r}: give a number of token ids from 1 to the vocabulary "
-                        f"size {vocab_size} (0 or absent: the whole vocabulary)")
+        raise UserError(
+            f"{where}.{DRAFT_VOCAB_KEY}={value!r}: give a number of token ids from 1 to the vocabulary "
+            f"size {vocab_size} (0 or absent: the whole vocabulary)"
+        )
     return n
 
 
@@ -103,8 +111,9 @@ class DraftVocabHead:
     but end to end the difference stayed inside the run-to-run spread (draft-target 1.76x vs 1.77x, EAGLE-1 1.24x vs
     1.26x, Medusa 1.34x vs 1.43x at load 1): worth trying where the vocabulary is large next to the drafter."""
 
-    def __init__(self, weight: "torch.Tensor", n: int | None = None, dtype: "torch.dtype | None" = None,
-                 int8: bool = False):
+    def __init__(
+        self, weight: "torch.Tensor", n: int | None = None, dtype: "torch.dtype | None" = None, int8: bool = False
+    ):
         """int8: the projection as `lean.linear.Int8Linear` (`draft_dtype: int8`; dtype float32)."""
         from specbuild.reference.lean.linear import drafting_linear
 

@@ -124,10 +124,17 @@ def _requested(values: Mapping[str, int], mode: SpecMode, num_eagle_layers: int)
         raise UserError(f"engine limits: {', '.join(f'{k}={lim[k]}' for k in bad)} must be positive")
     if lim["max_input_len"] > lim["max_seq_len"]:
         raise UserError(f"engine limits: max_input_len={lim['max_input_len']} exceeds max_seq_len={lim['max_seq_len']}")
-    return built_limits(max_batch_size=lim["max_batch_size"], max_input_len=lim["max_input_len"],
-                        max_seq_len=lim["max_seq_len"], max_num_tokens=lim["max_num_tokens"], tokens_per_block=1,
-                        max_beam_width=1, mode=mode, max_draft_len=lim["max_draft_len"],
-                        extra_seq_len=num_eagle_layers)
+    return built_limits(
+        max_batch_size=lim["max_batch_size"],
+        max_input_len=lim["max_input_len"],
+        max_seq_len=lim["max_seq_len"],
+        max_num_tokens=lim["max_num_tokens"],
+        tokens_per_block=1,
+        max_beam_width=1,
+        mode=mode,
+        max_draft_len=lim["max_draft_len"],
+        extra_seq_len=num_eagle_layers,
+    )
 
 
 def _pretrained_config(hf: dict, dtype: str, extra: dict) -> dict:
@@ -148,7 +155,9 @@ def _pretrained_config(hf: dict, dtype: str, extra: dict) -> dict:
         "hidden_act": hf.get("hidden_act", "silu"),
         "norm_epsilon": hf.get("rms_norm_eps", hf.get("layer_norm_eps", 1e-5)),
         "position_embedding_type": "rope_gpt_neox",
-        "rotary_base": float(rope.get("rope_theta", hf.get("rope_theta", 10000.0))) if isinstance(rope, dict) else 10000.0,
+        "rotary_base": float(rope.get("rope_theta", hf.get("rope_theta", 10000.0)))
+        if isinstance(rope, dict)
+        else 10000.0,
         "mapping": {"world_size": 1, "tp_size": 1, "pp_size": 1},
     }
     cfg.update(extra)
@@ -178,8 +187,10 @@ def _source_file(path: Path, root: Path) -> Path:
     blobs = root.resolve().parent.parent / "blobs"
     inside = target.is_relative_to(root.resolve()) or target.is_relative_to(blobs)
     if not inside:
-        raise UserError(f"{show(path)}: a symlink to {target}, outside the checkpoint folder (and not the Hugging "
-                        "Face hub cache's blobs/) — copy the file into the checkpoint folder")
+        raise UserError(
+            f"{show(path)}: a symlink to {target}, outside the checkpoint folder (and not the Hugging "
+            "Face hub cache's blobs/) — copy the file into the checkpoint folder"
+        )
     return target
 
 
@@ -195,8 +206,9 @@ def _copy_tree(src: Path, dst: Path) -> dict[str, str]:
         if stat.S_ISDIR(mode):
             continue
         if not stat.S_ISREG(mode):
-            raise UserError(f"{show(path)}: not a regular file (a FIFO, socket or device) — remove it from the "
-                            "checkpoint folder")
+            raise UserError(
+                f"{show(path)}: not a regular file (a FIFO, socket or device) — remove it from the checkpoint folder"
+            )
         target = dst / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
@@ -278,15 +290,19 @@ def load_engine(
 
     engine_dir = Path(engine_dir)
     config = read_engine_config(engine_dir)
-    folders = verify_files(engine_dir, config) if verify else {
-        name: engine_dir / entry["path"] for name, entry in config["specbuild"]["files"].items()
-    }
+    folders = (
+        verify_files(engine_dir, config)
+        if verify
+        else {name: engine_dir / entry["path"] for name, entry in config["specbuild"]["files"].items()}
+    )
     if "model" not in folders:
         raise UserError(f"{engine_dir / CONFIG}: specbuild.files has no 'model' entry; rebuild the engine")
     decoding = dict(config["specbuild"].get("decoding") or {})
     decoding.update(decoding_overrides or {})
     model = CausalLM.from_pretrained(folders["model"], dtype=compute_dtype)
-    return Engine(path=engine_dir, config=config, decoding=decoding, folders=folders, model=model, compute_dtype=compute_dtype)
+    return Engine(
+        path=engine_dir, config=config, decoding=decoding, folders=folders, model=model, compute_dtype=compute_dtype
+    )
 
 
 def _read_json(path: Path, *, what: str) -> dict:

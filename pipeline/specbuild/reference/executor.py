@@ -169,8 +169,14 @@ class Executor:
                     outputs[ev.request_id] += ev.new_tokens
                     log_probs[ev.request_id] += ev.log_probs
                     if ev.finished:
-                        done[ev.request_id] = Result(ev.request_id, outputs[ev.request_id], ev.finish_reason, ev.stats,
-                                                     log_probs[ev.request_id], ev.cum_log_prob)
+                        done[ev.request_id] = Result(
+                            ev.request_id,
+                            outputs[ev.request_id],
+                            ev.finish_reason,
+                            ev.stats,
+                            log_probs[ev.request_id],
+                            ev.cum_log_prob,
+                        )
         return [done[rid] for rid in ids]
 
     # ------------------------------------------------------------------ internals
@@ -199,13 +205,24 @@ class Executor:
             if out.counts_as_step:
                 seq.stats.record_step(out.drafted, out.accepted)
             if seq.request.return_log_probs and (out.log_probs is None or len(out.log_probs) != len(out.tokens)):
-                raise RuntimeError(f"{self.method_name}: the request asks for log probs but the method gave "
-                                   f"{None if out.log_probs is None else len(out.log_probs)} for {len(out.tokens)} tokens")
+                raise RuntimeError(
+                    f"{self.method_name}: the request asks for log probs but the method gave "
+                    f"{None if out.log_probs is None else len(out.log_probs)} for {len(out.tokens)} tokens"
+                )
             emitted = seq.append(out.tokens, out.log_probs if seq.request.return_log_probs else None)
             finished = seq.finish_reason is not None
-            log_probs = seq.log_probs[len(seq.log_probs) - len(emitted):] if seq.request.return_log_probs else []
-            events.append(Event(seq.request_id, emitted, finished, seq.finish_reason, seq.stats.snapshot(),
-                                log_probs=log_probs, cum_log_prob=seq.cum_log_prob))
+            log_probs = seq.log_probs[len(seq.log_probs) - len(emitted) :] if seq.request.return_log_probs else []
+            events.append(
+                Event(
+                    seq.request_id,
+                    emitted,
+                    finished,
+                    seq.finish_reason,
+                    seq.stats.snapshot(),
+                    log_probs=log_probs,
+                    cum_log_prob=seq.cum_log_prob,
+                )
+            )
         return events
 
     def _drop_finished(self, group: _Group, cancelled: set[int] = frozenset()) -> list[Event]:
@@ -224,8 +241,9 @@ class Executor:
             cache = batch.caches["target"]
             for r, seq in enumerate(batch.seqs):
                 if seq.finish_reason is not None and cache.lengths[r] > 0:
-                    self.prefix_store.put(seq.tokens[: cache.lengths[r]], cache.row_kv(r),
-                                          group.method.kept_extras(seq, cache.lengths[r]))
+                    self.prefix_store.put(
+                        seq.tokens[: cache.lengths[r]], cache.row_kv(r), group.method.kept_extras(seq, cache.lengths[r])
+                    )
         batch.select(keep)
         return events
 
@@ -243,8 +261,7 @@ class Executor:
             if n and needs:
                 seq.state[REUSED_EXTRAS] = {name: value[:n] for name, value in extras.items()}
         if any(n > 0 for n, _, _ in found):
-            group.batch.caches["target"] = KVCache.from_rows(self.engine.model.config,
-                                                             [(n, kv) for n, kv, _ in found])
+            group.batch.caches["target"] = KVCache.from_rows(self.engine.model.config, [(n, kv) for n, kv, _ in found])
 
     def _check(self, req: Request) -> None:
         lim, vocab = self.limits, self.engine.vocab_size
@@ -279,7 +296,9 @@ class Executor:
         for name in ("stop_words", "bad_words"):
             for word in getattr(req, name):
                 if not word or any(not 0 <= t < vocab for t in word):
-                    raise UserError(f"{where}: {name} entry {word!r} must be a non-empty list of token ids in [0, {vocab})")
+                    raise UserError(
+                        f"{where}: {name} entry {word!r} must be a non-empty list of token ids in [0, {vocab})"
+                    )
         self._check_drafts(req, where)
 
     def _check_drafts(self, req: Request, where: str) -> None:
@@ -294,9 +313,7 @@ class Executor:
             )
         k = len(req.draft_tokens)
         if k > self.limits.max_draft_len:
-            raise UserError(
-                f"{where}: {k} draft tokens exceed the engine's max_draft_len={self.limits.max_draft_len}"
-            )
+            raise UserError(f"{where}: {k} draft tokens exceed the engine's max_draft_len={self.limits.max_draft_len}")
         if any(not 0 <= t < self.engine.vocab_size for t in req.draft_tokens):
             raise UserError(f"{where}: draft_tokens has ids outside the vocabulary [0, {self.engine.vocab_size})")
         if req.draft_logits is not None:

@@ -222,8 +222,9 @@ class KVCache:
 
     def _reserve(self, slots: int) -> None:
         if self.buffer is not None and slots > self.capacity:
-            grown = self.buffer.new_zeros(*self.buffer.shape[:4], _rounded(max(slots, 2 * self.capacity)),
-                                          self.buffer.shape[-1])
+            grown = self.buffer.new_zeros(
+                *self.buffer.shape[:4], _rounded(max(slots, 2 * self.capacity)), self.buffer.shape[-1]
+            )
             grown[..., : self.capacity, :] = self.buffer
             self.buffer = self._rows = grown
 
@@ -260,7 +261,9 @@ class KVCache:
             new_lengths[r] = base + len(indices)
         if src_rows:
             rows = torch.tensor(src_rows, dtype=torch.long)
-            moved = self.buffer[:, :, rows, :, torch.tensor(src_slots)]  # gather first: sources and destinations overlap
+            moved = self.buffer[
+                :, :, rows, :, torch.tensor(src_slots)
+            ]  # gather first: sources and destinations overlap
             self.buffer[:, :, rows, :, torch.tensor(dst_slots)] = moved
         self.lengths = new_lengths
         self._clear_pending()

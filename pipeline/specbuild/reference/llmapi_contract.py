@@ -97,8 +97,9 @@ def _text(value: Any, name: str) -> str:
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise RequestError(f"{name}: 'utf-8' codec can't decode byte 0x{value[e.start]:02x} in position "
-                               f"{e.start}: {e.reason}") from None
+            raise RequestError(
+                f"{name}: 'utf-8' codec can't decode byte 0x{value[e.start]:02x} in position {e.start}: {e.reason}"
+            ) from None
     return str(value)
 
 
@@ -118,8 +119,10 @@ def parse_request(get: Get) -> LlmApiRequest:
             raise RequestError(f"{name} is not supported: {why} — leave it out")
     best_of = scalar(get, "sampling_param_best_of")
     if best_of is not None and int(best_of) != 1:
-        raise RequestError(f"sampling_param_best_of={best_of} is not supported: the reference runtime returns one "
-                           "sequence (best_of 1) — leave it out or send 1")
+        raise RequestError(
+            f"sampling_param_best_of={best_of} is not supported: the reference runtime returns one "
+            "sequence (best_of 1) — leave it out or send 1"
+        )
     penalties = {}
     for name in ("frequency_penalty", "presence_penalty"):
         value = scalar(get, f"sampling_param_{name}")
@@ -128,8 +131,11 @@ def parse_request(get: Get) -> LlmApiRequest:
         penalties[name] = 0.0 if value is None else float(value)
     temperature, top_k, top_p = (scalar(get, f"sampling_param_{n}") for n in ("temperature", "top_k", "top_p"))
     if not checks.temperature_ok(temperature):
-        raise RequestError(f"require temperature >= 0, got temperature={temperature}" if not temperature >= 0 else
-                           f"require a finite temperature, got temperature={temperature}")
+        raise RequestError(
+            f"require temperature >= 0, got temperature={temperature}"
+            if not temperature >= 0
+            else f"require a finite temperature, got temperature={temperature}"
+        )
     if not checks.top_p_ok(top_p):
         raise RequestError(f"require 0 <= top_p <= 1, got top_p={top_p}")
     if not checks.top_k_ok(top_k):
@@ -140,16 +146,27 @@ def parse_request(get: Get) -> LlmApiRequest:
         raise RequestError(f"require max_tokens >= 1, got max_tokens={max_tokens}")
     seed = scalar(get, "sampling_param_seed")
     stop = get("sampling_param_stop")
-    stops = tuple(s for s in (_text(v, "sampling_param_stop") for v in stop.reshape(-1)) if s) \
-        if stop is not None else ()
+    stops = (
+        tuple(s for s in (_text(v, "sampling_param_stop") for v in stop.reshape(-1)) if s) if stop is not None else ()
+    )
     t, k, p = _strategy(temperature, top_k, top_p)
     return LlmApiRequest(
-        prompt=prompt, streaming=bool(scalar(get, "streaming") or False), max_tokens=max_tokens,
-        temperature=t, top_k=k, top_p=p, seed=None if seed is None else int(seed), stop=stops,
+        prompt=prompt,
+        streaming=bool(scalar(get, "streaming") or False),
+        max_tokens=max_tokens,
+        temperature=t,
+        top_k=k,
+        top_p=p,
+        seed=None if seed is None else int(seed),
+        stop=stops,
         exclude_input_from_output=bool(_or(scalar(get, "sampling_param_exclude_input_from_output"), False)),
         return_perf_metrics=bool(_or(scalar(get, "sampling_param_return_perf_metrics"), False)),
-        outputs={name: bool(_or(scalar(get, f"return_{name}"), False))
-                 for name in ("finish_reason", "stop_reason", "cumulative_logprob")}, **penalties)
+        outputs={
+            name: bool(_or(scalar(get, f"return_{name}"), False))
+            for name in ("finish_reason", "stop_reason", "cumulative_logprob")
+        },
+        **penalties,
+    )
 
 
 def _or(value, default):
@@ -161,11 +178,17 @@ def _strategy(temperature, top_k, top_p) -> tuple[float, int, float]:
     its tests, test_torch_sampler.py TestStrategySelection): greedy is temperature 0.0."""
     if temperature is None and top_k is None and top_p is None:
         return 0.0, 0, 1.0
-    if (temperature is not None and float(temperature) == 0.0) or (top_k is not None and int(top_k) == 1) or \
-            (top_p is not None and float(top_p) == 0.0):
+    if (
+        (temperature is not None and float(temperature) == 0.0)
+        or (top_k is not None and int(top_k) == 1)
+        or (top_p is not None and float(top_p) == 0.0)
+    ):
         return 0.0, 0, 1.0
-    return (1.0 if temperature is None else float(temperature), 0 if top_k is None else int(top_k),
-            1.0 if top_p is None else float(top_p))
+    return (
+        1.0 if temperature is None else float(temperature),
+        0 if top_k is None else int(top_k),
+        1.0 if top_p is None else float(top_p),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- text out
@@ -202,7 +225,7 @@ class Detokenizer:
             cut = len(generated) - generated.find(self.stop_reason)
         text = generated if self.request.exclude_input_from_output else self._decode(self.prompt_ids + self.ids)
         if cut:
-            text = text[:len(text) - cut]
+            text = text[: len(text) - cut]
         if not final:
             text = text.rstrip(REPLACEMENT)
         return text
@@ -213,12 +236,16 @@ def _bytes(values) -> np.ndarray:
     return np.array([str(v).encode("utf-8") for v in values], dtype=np.object_)
 
 
-def response_tensors(request: LlmApiRequest, text: str, finish_reason: str | None, stop_reason: str | None,
-                     perf: dict[str, Any] | None) -> dict[str, np.ndarray]:
+def response_tensors(
+    request: LlmApiRequest, text: str, finish_reason: str | None, stop_reason: str | None, perf: dict[str, Any] | None
+) -> dict[str, np.ndarray]:
     """The output tensors of one response, by name (BYTES object arrays)."""
     out = {"text_output": np.array([text.encode("utf-8")], dtype=np.object_)}
-    values = {"finish_reason": finish_reason, "stop_reason": stop_reason,
-              "cumulative_logprob": None}  # NVIDIA's model asks for no logprobs: the LLM leaves it None
+    values = {
+        "finish_reason": finish_reason,
+        "stop_reason": stop_reason,
+        "cumulative_logprob": None,
+    }  # NVIDIA's model asks for no logprobs: the LLM leaves it None
     for name, value in values.items():
         if request.outputs.get(name):
             out[name] = _bytes([value])

@@ -41,46 +41,84 @@ def engine_mode(method: str) -> SpecMode:
 
 
 def limits(settings: LlmApiSettings) -> Limits:
-    built = built_limits(max_batch_size=settings.max_batch_size, max_input_len=settings.max_input_len,
-                         max_seq_len=settings.max_seq_len, max_num_tokens=settings.max_num_tokens,
-                         tokens_per_block=1, max_beam_width=1, mode=engine_mode(settings.method),
-                         max_draft_len=settings.max_draft_len)
-    return Limits(max_batch_size=settings.max_batch_size, max_input_len=settings.max_input_len,
-                  max_seq_len=settings.max_seq_len, engine_max_seq_len=built.max_seq_len,
-                  max_num_tokens=settings.max_num_tokens, max_draft_len=settings.max_draft_len)
+    built = built_limits(
+        max_batch_size=settings.max_batch_size,
+        max_input_len=settings.max_input_len,
+        max_seq_len=settings.max_seq_len,
+        max_num_tokens=settings.max_num_tokens,
+        tokens_per_block=1,
+        max_beam_width=1,
+        mode=engine_mode(settings.method),
+        max_draft_len=settings.max_draft_len,
+    )
+    return Limits(
+        max_batch_size=settings.max_batch_size,
+        max_input_len=settings.max_input_len,
+        max_seq_len=settings.max_seq_len,
+        engine_max_seq_len=built.max_seq_len,
+        max_num_tokens=settings.max_num_tokens,
+        max_draft_len=settings.max_draft_len,
+    )
 
 
 def _config(settings: LlmApiSettings, role: str, method: str, decoding: dict) -> dict:
     mode = engine_mode(method) if role == "target" else SpecMode.NONE
-    built = built_limits(max_batch_size=settings.max_batch_size, max_input_len=settings.max_input_len,
-                         max_seq_len=settings.max_seq_len, max_num_tokens=settings.max_num_tokens,
-                         tokens_per_block=1, max_beam_width=1, mode=mode,
-                         max_draft_len=settings.max_draft_len if mode != SpecMode.NONE else 0)
-    return {"version": "specbuild-reference-llmapi", "build_config": built.as_build_config(),
-            "pretrained_config": {},
-            "specbuild": {"runtime": "reference", "role": role, "method": method, "decoding": decoding,
-                          "files": {}, "model.yaml": str(settings.path)}}
+    built = built_limits(
+        max_batch_size=settings.max_batch_size,
+        max_input_len=settings.max_input_len,
+        max_seq_len=settings.max_seq_len,
+        max_num_tokens=settings.max_num_tokens,
+        tokens_per_block=1,
+        max_beam_width=1,
+        mode=mode,
+        max_draft_len=settings.max_draft_len if mode != SpecMode.NONE else 0,
+    )
+    return {
+        "version": "specbuild-reference-llmapi",
+        "build_config": built.as_build_config(),
+        "pretrained_config": {},
+        "specbuild": {
+            "runtime": "reference",
+            "role": role,
+            "method": method,
+            "decoding": decoding,
+            "files": {},
+            "model.yaml": str(settings.path),
+        },
+    }
 
 
 def build_engines(settings: LlmApiSettings) -> tuple[Engine, Engine | None]:
     """The target engine (carrying the method) and the draft engine for draft_target. Loads the checkpoints."""
     if not method_available(settings.method):
-        raise ModelYamlError(f"{settings.path}: speculative_config.decoding_type {settings.decoding_type}: the "
-                             f"reference runtime's {settings.method} method is not available yet in this specbuild "
-                             "(specbuild.reference.methods.eagle3) — serve it with runtime: tensorrt-llm, or use "
-                             "Draft_Target or NGram on the CPU")
+        raise ModelYamlError(
+            f"{settings.path}: speculative_config.decoding_type {settings.decoding_type}: the "
+            f"reference runtime's {settings.method} method is not available yet in this specbuild "
+            "(specbuild.reference.methods.eagle3) — serve it with runtime: tensorrt-llm, or use "
+            "Draft_Target or NGram on the CPU"
+        )
     lim = limits(settings)
     folders = {"model": settings.model_dir, "tokenizer": settings.tokenizer_dir}
     if settings.head_dir is not None:
         folders["eagle3"] = settings.head_dir
-    target = Engine(path=settings.model_dir, config=_config(settings, "target", settings.method, settings.decoding),
-                    decoding=dict(settings.decoding), folders=folders,
-                    model=CausalLM.from_pretrained(settings.model_dir, dtype=COMPUTE_DTYPE),
-                    compute_dtype=COMPUTE_DTYPE, limits_override=lim)
+    target = Engine(
+        path=settings.model_dir,
+        config=_config(settings, "target", settings.method, settings.decoding),
+        decoding=dict(settings.decoding),
+        folders=folders,
+        model=CausalLM.from_pretrained(settings.model_dir, dtype=COMPUTE_DTYPE),
+        compute_dtype=COMPUTE_DTYPE,
+        limits_override=lim,
+    )
     draft = None
     if settings.draft_dir is not None:
-        draft = Engine(path=settings.draft_dir, config=_config(settings, "draft", settings.method, {}), decoding={},
-                       folders={"model": settings.draft_dir},
-                       model=CausalLM.from_pretrained(settings.draft_dir, dtype=COMPUTE_DTYPE),
-                       compute_dtype=COMPUTE_DTYPE, limits_override=lim)
+        draft = Engine(
+            path=settings.draft_dir,
+            config=_config(settings, "draft", settings.method, {}),
+            decoding={},
+            folders={"model": settings.draft_dir},
+            model=CausalLM.from_pretrained(settings.draft_dir, dtype=COMPUTE_DTYPE),
+            compute_dtype=COMPUTE_DTYPE,
+            limits_override=lim,
+        )
     return target, draft

@@ -23,17 +23,21 @@ REHEARSED_SCHEDULE_RELEASES = ("1.0", "1.1", "1.2")
 
 MODEL = Path(__file__).resolve().parent / "core_models" / "llm_api" / "model.py"
 # Methods of the LLM API the rehearsal does not run, by params type, and why
-UNSERVED = {MtpLayers: "MTP drafts with the target's own multi-token-prediction layers (DeepSeek-V3 and similar "
-            "models), which the reference runtime does not implement — use runtime: tensorrt-llm, or eagle3, "
-            "draft_target or prompt_lookup"}
+UNSERVED = {
+    MtpLayers: "MTP drafts with the target's own multi-token-prediction layers (DeepSeek-V3 and similar "
+    "models), which the reference runtime does not implement — use runtime: tensorrt-llm, or eagle3, "
+    "draft_target or prompt_lookup"
+}
 
 
 class ReferenceLlmApiRuntime(LlmApiFlavour):
     name = "reference"
     summary = "specbuild's CPU model with the LLM-API contract (model.yaml), served by the CPU tritonserver"
     model_files_label = "specbuild's reference model (CPU) reading the same model.yaml"
-    bundle_refusal = ("the reference runtime serves on CPU with `specbuild serve`; bundles run TensorRT-LLM in "
-                      "NVIDIA's tritonserver image (runtime: tensorrt-llm)")
+    bundle_refusal = (
+        "the reference runtime serves on CPU with `specbuild serve`; bundles run TensorRT-LLM in "
+        "NVIDIA's tritonserver image (runtime: tensorrt-llm)"
+    )
 
     def checks(self, recipe, spec, options) -> Iterator[Finding]:
         yield from self.flavour_checks(recipe, spec)
@@ -42,15 +46,21 @@ class ReferenceLlmApiRuntime(LlmApiFlavour):
             yield Finding(("speculation", "method"), UNSERVED[type(spec.params)])
         a = recipe.llm_api
         if spec.draft_len_schedule and a.release not in REHEARSED_SCHEDULE_RELEASES:
-            yield Finding(("adaptive", "draft_len_schedule"), f"the CPU rehearsal reads draft_len_schedule as "
-                          "TensorRT-LLM 1.2 does (a key is the batch size its length starts at); for "
-                          f"{a.release} model.yaml carries the later spelling (a key is the largest batch size of its "
-                          "length), which it does not rehearse — rehearse with llm_api.release: 1.2",
-                          also=(("llm_api", "release"),))
+            yield Finding(
+                ("adaptive", "draft_len_schedule"),
+                f"the CPU rehearsal reads draft_len_schedule as "
+                "TensorRT-LLM 1.2 does (a key is the batch size its length starts at); for "
+                f"{a.release} model.yaml carries the later spelling (a key is the largest batch size of its "
+                "length), which it does not rehearse — rehearse with llm_api.release: 1.2",
+                also=(("llm_api", "release"),),
+            )
         for key, value in (("instances", a.instances), ("nodes", a.nodes)):
             if value != 1:
-                yield Finding(("llm_api", key), f"is {value} but the reference runtime serves one CPU process — set "
-                              f"{key}: 1, or runtime: tensorrt-llm")
+                yield Finding(
+                    ("llm_api", key),
+                    f"is {value} but the reference runtime serves one CPU process — set "
+                    f"{key}: 1, or runtime: tensorrt-llm",
+                )
 
     def model_files(self) -> dict[str, Path]:
         return {"model.py": MODEL}

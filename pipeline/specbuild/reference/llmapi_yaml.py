@@ -27,8 +27,14 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, confloat
 
 from specbuild.standalone import draft_len_schedule
-from specbuild.bounds import (MAX_CANCELLATION_CHECK_PERIOD_MS, NonNegativeInt32, PositiveInt32, draft_len_problem,
-                              max_seq_len_problem, position_limit)
+from specbuild.bounds import (
+    MAX_CANCELLATION_CHECK_PERIOD_MS,
+    NonNegativeInt32,
+    PositiveInt32,
+    draft_len_problem,
+    max_seq_len_problem,
+    position_limit,
+)
 from specbuild.errors import UserError
 
 FILE = "model.yaml"
@@ -54,11 +60,16 @@ UNSUPPORTED_ARGS = {
 # decoding_type -> the reference method; the spellings of every release (llm_args.py DecodingBaseConfig.from_dict):
 # 1.0/1.1 read `Eagle` as EAGLE-3 and know `DraftTarget`; 1.2 has `Eagle3` / `Draft_Target` (and converts `Eagle` to
 # Eagle3).
-DECODING_TYPES = {"Eagle3": "eagle3", "Eagle": "eagle3", "Draft_Target": "draft_target", "DraftTarget": "draft_target",
-                  "NGram": "prompt_lookup"}
+DECODING_TYPES = {
+    "Eagle3": "eagle3",
+    "Eagle": "eagle3",
+    "Draft_Target": "draft_target",
+    "DraftTarget": "draft_target",
+    "NGram": "prompt_lookup",
+}
 NOT_IMPLEMENTED_TYPES = {
     "MTP": "MTP drafts with the target's own multi-token-prediction layers, which the reference runtime does not "
-           "implement — use runtime: tensorrt-llm",
+    "implement — use runtime: tensorrt-llm",
     "Medusa": "TensorRT-LLM's PyTorch backend has no Medusa (supports_backend is False for pytorch)",
     "Lookahead": "TensorRT-LLM's PyTorch backend has no lookahead decoding (supports_backend is False for pytorch)",
 }
@@ -198,8 +209,10 @@ def model_yaml_path(model_dir: Path) -> Path:
 def load_yaml(path: Path) -> dict:
     """The file as NVIDIA's model reads it (yaml.safe_load); ModelYamlError when missing or not a mapping."""
     if not path.is_file():
-        raise ModelYamlError(f"'{path.name}' containing TRT-LLM engine args not found in '{path.parent}' — write "
-                             f"it with specbuild compile, or point ${ENV} at it")
+        raise ModelYamlError(
+            f"'{path.name}' containing TRT-LLM engine args not found in '{path.parent}' — write "
+            f"it with specbuild compile, or point ${ENV} at it"
+        )
     try:
         import yaml
 
@@ -215,8 +228,10 @@ def triton_config(data: dict, path: Path) -> dict:
     """`triton_config` with the keys NVIDIA's auto_complete_config requires (max_batch_size, decoupled)."""
     tc = data.get("triton_config")
     if not isinstance(tc, dict):
-        raise ModelYamlError(f"{path}: triton_config is missing — add triton_config: {{max_batch_size: 0, "
-                             "decoupled: true}} (NVIDIA's model reads both keys)")
+        raise ModelYamlError(
+            f"{path}: triton_config is missing — add triton_config: {{max_batch_size: 0, "
+            "decoupled: true}} (NVIDIA's model reads both keys)"
+        )
     for key in ("max_batch_size", "decoupled"):
         if key not in tc:
             raise ModelYamlError(f"{path}: triton_config.{key} is missing (NVIDIA's model requires it) — add it")
@@ -239,39 +254,65 @@ def read_model_yaml(path: Path) -> LlmApiSettings:
     if problem:  # the served model never runs past its positions
         raise ModelYamlError(f"{path}: max_seq_len {problem} ({model_dir}/config.json)")
     if llm.max_input_len > max_seq_len:
-        raise ModelYamlError(f"{path}: max_input_len ({llm.max_input_len}) exceeds max_seq_len ({max_seq_len}) — "
-                             "lower max_input_len or raise max_seq_len")
+        raise ModelYamlError(
+            f"{path}: max_input_len ({llm.max_input_len}) exceeds max_seq_len ({max_seq_len}) — "
+            "lower max_input_len or raise max_seq_len"
+        )
     method, k, decoding, draft, head, dtype_name = _speculation(llm.speculative_config, path)
     problem = draft_len_problem(k, max_seq_len) if k else None
     if problem:
         raise ModelYamlError(f"{path}: speculative_config.max_draft_len {problem}")
     for folder in filter(None, (draft, head)):  # the draft model and the EAGLE-3 head run along the sequence too
-        problem = max_seq_len_problem(max_seq_len, position_limit(_hf_config(folder)),
-                                      f"the speculative_model's ({folder}/config.json)")
+        problem = max_seq_len_problem(
+            max_seq_len, position_limit(_hf_config(folder)), f"the speculative_model's ({folder}/config.json)"
+        )
         if problem:
             raise ModelYamlError(f"{path}: max_seq_len {problem}")
-    notes = [f"{key} is accepted and has no effect on the CPU" for key in
-             ("cuda_graph_config", "disable_overlap_scheduler") if key in args]
+    notes = [
+        f"{key} is accepted and has no effect on the CPU"
+        for key in ("cuda_graph_config", "disable_overlap_scheduler")
+        if key in args
+    ]
     if "kv_cache_config" in args:
-        notes.append("kv_cache_config sizes the GPU's KV pool, which the CPU has not; its enable_block_reuse turns "
-                     "the reference's KV reuse on or off")
+        notes.append(
+            "kv_cache_config sizes the GPU's KV pool, which the CPU has not; its enable_block_reuse turns "
+            "the reference's KV reuse on or off"
+        )
     if llm.dtype not in ("auto", "float32"):
         notes.append(f"dtype {llm.dtype} is recorded; the reference runtime computes in float32")
     if method == "prompt_lookup":
-        notes.append("NGram pool flags (is_keep_all, is_use_oldest, is_public_pool) are accepted; the reference "
-                     "drafts from each request's own prompt and output, the oldest match first (as the defaults "
-                     "is_keep_all and is_use_oldest do)")
+        notes.append(
+            "NGram pool flags (is_keep_all, is_use_oldest, is_public_pool) are accepted; the reference "
+            "drafts from each request's own prompt and output, the oldest match first (as the defaults "
+            "is_keep_all and is_use_oldest do)"
+        )
         unfollowed = [key for key in ("is_keep_all", "is_use_oldest") if not llm.speculative_config.get(key, True)]
         if unfollowed:
-            notes.append(f"{', '.join(unfollowed)}: false is not followed on the CPU (the reference drafts as "
-                         "true does)")
+            notes.append(
+                f"{', '.join(unfollowed)}: false is not followed on the CPU (the reference drafts as true does)"
+            )
     return LlmApiSettings(
-        path=path, model_dir=model_dir, tokenizer_dir=tokenizer_dir, trust_remote_code=llm.trust_remote_code,
-        max_batch_size=llm.max_batch_size, max_num_tokens=llm.max_num_tokens, max_input_len=llm.max_input_len,
-        max_seq_len=max_seq_len, method=method, max_draft_len=k, decoding=decoding, draft_dir=draft,
-        head_dir=head, decoding_type=dtype_name, decoupled=decoupled, triton_max_batch_size=mbs,
-        cancellation_check_period_ms=period, stream_interval=llm.stream_interval,
-        enable_kv_cache_reuse=llm.kv_cache_config.enable_block_reuse, notes=tuple(notes))
+        path=path,
+        model_dir=model_dir,
+        tokenizer_dir=tokenizer_dir,
+        trust_remote_code=llm.trust_remote_code,
+        max_batch_size=llm.max_batch_size,
+        max_num_tokens=llm.max_num_tokens,
+        max_input_len=llm.max_input_len,
+        max_seq_len=max_seq_len,
+        method=method,
+        max_draft_len=k,
+        decoding=decoding,
+        draft_dir=draft,
+        head_dir=head,
+        decoding_type=dtype_name,
+        decoupled=decoupled,
+        triton_max_batch_size=mbs,
+        cancellation_check_period_ms=period,
+        stream_interval=llm.stream_interval,
+        enable_kv_cache_reuse=llm.kv_cache_config.enable_block_reuse,
+        notes=tuple(notes),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- pieces
@@ -286,10 +327,14 @@ def _describe(err: dict, prefix: str) -> str:
     loc = prefix + ".".join(str(p) for p in err["loc"])
     if err["type"] == "extra_forbidden":
         if not prefix and loc in UNSUPPORTED_ARGS:
-            return f"{loc} is a TensorRT-LLM option the reference runtime cannot honour ({UNSUPPORTED_ARGS[loc]}) " \
-                   "— remove it to rehearse on the CPU"
-        return f"unknown key {loc} (TensorRT-LLM's LLM arguments forbid unknown keys: extra='forbid') — remove it " \
-               "or fix its spelling"
+            return (
+                f"{loc} is a TensorRT-LLM option the reference runtime cannot honour ({UNSUPPORTED_ARGS[loc]}) "
+                "— remove it to rehearse on the CPU"
+            )
+        return (
+            f"unknown key {loc} (TensorRT-LLM's LLM arguments forbid unknown keys: extra='forbid') — remove it "
+            "or fix its spelling"
+        )
     if err["type"] == "missing":
         return f"{loc} is required"
     return f"{loc}={err.get('input')!r}: {err['msg']}"
@@ -299,41 +344,53 @@ def _triton_values(tc: dict, path: Path) -> tuple[bool, int, int]:
     try:
         mbs = int(tc["max_batch_size"])
     except (TypeError, ValueError):
-        raise ModelYamlError(f"{path}: triton_config.max_batch_size={tc['max_batch_size']!r} is not an integer — "
-                             "set 0") from None
+        raise ModelYamlError(
+            f"{path}: triton_config.max_batch_size={tc['max_batch_size']!r} is not an integer — set 0"
+        ) from None
     if mbs != 0:
-        raise ModelYamlError(f"{path}: triton_config.max_batch_size is {mbs}, but the llmapi model takes one prompt "
-                             "per request (text_input must be 1-D; requests are batched in flight by the LLM) — set 0")
+        raise ModelYamlError(
+            f"{path}: triton_config.max_batch_size is {mbs}, but the llmapi model takes one prompt "
+            "per request (text_input must be 1-D; requests are batched in flight by the LLM) — set 0"
+        )
     decoupled = tc["decoupled"]
     if not isinstance(decoupled, bool):
         raise ModelYamlError(f"{path}: triton_config.decoupled={decoupled!r} — use true or false")
     period = tc.get("cancellation_check_period_ms", DEFAULT_CANCELLATION_CHECK_PERIOD_MS)
     if isinstance(period, bool) or not isinstance(period, int) or not 0 < period <= MAX_CANCELLATION_CHECK_PERIOD_MS:
-        raise ModelYamlError(f"{path}: triton_config.cancellation_check_period_ms={period!r} — give a number of "
-                             f"milliseconds from 1 to {MAX_CANCELLATION_CHECK_PERIOD_MS} (a cancelled request decodes "
-                             "until the next check; NVIDIA's default is 100)")
+        raise ModelYamlError(
+            f"{path}: triton_config.cancellation_check_period_ms={period!r} — give a number of "
+            f"milliseconds from 1 to {MAX_CANCELLATION_CHECK_PERIOD_MS} (a cancelled request decodes "
+            "until the next check; NVIDIA's default is 100)"
+        )
     if tc.get("multimodal"):
-        raise ModelYamlError(f"{path}: triton_config.multimodal is set, but the reference runtime serves text models "
-                             "only — remove it")
+        raise ModelYamlError(
+            f"{path}: triton_config.multimodal is set, but the reference runtime serves text models only — remove it"
+        )
     return decoupled, mbs, period
 
 
 def _refuse(llm: LlmArgs, path: Path) -> None:
     for key in ("tensor_parallel_size", "pipeline_parallel_size"):
         if getattr(llm, key) != 1:
-            raise ModelYamlError(f"{path}: {key} is {getattr(llm, key)}, but the reference runtime runs in one CPU "
-                                 f"process — set {key}: 1, or serve with runtime: tensorrt-llm")
+            raise ModelYamlError(
+                f"{path}: {key} is {getattr(llm, key)}, but the reference runtime runs in one CPU "
+                f"process — set {key}: 1, or serve with runtime: tensorrt-llm"
+            )
     if llm.max_beam_width != 1:
-        raise ModelYamlError(f"{path}: max_beam_width is {llm.max_beam_width}, but the reference runtime decodes "
-                             "with beam width 1 — set max_beam_width: 1")
+        raise ModelYamlError(
+            f"{path}: max_beam_width is {llm.max_beam_width}, but the reference runtime decodes "
+            "with beam width 1 — set max_beam_width: 1"
+        )
 
 
 def _local_folder(value: str, path: Path, key: str) -> Path:
     """A local Hugging Face folder, as the LLM detects one (Path.is_dir(), relative to the server's cwd)."""
     folder = Path(value).expanduser()
     if not folder.is_dir():
-        raise ModelYamlError(f"{path}: {key}: {value} is not a local folder; the reference runtime loads local "
-                             "Hugging Face checkpoints only (no hub downloads) — give the checkpoint folder")
+        raise ModelYamlError(
+            f"{path}: {key}: {value} is not a local folder; the reference runtime loads local "
+            "Hugging Face checkpoints only (no hub downloads) — give the checkpoint folder"
+        )
     return folder.resolve()
 
 
@@ -348,8 +405,10 @@ def _hf_config(model_dir: Path) -> dict | None:
 def _derived_max_seq_len(positions: int | None, model_dir: Path, path: Path) -> int:
     """max_seq_len None: the LLM takes it from the model (max_position_embeddings)."""
     if positions is None:
-        raise ModelYamlError(f"{path}: max_seq_len is not set and {model_dir}/config.json has no "
-                             "max_position_embeddings — set max_seq_len")
+        raise ModelYamlError(
+            f"{path}: max_seq_len is not set and {model_dir}/config.json has no "
+            "max_position_embeddings — set max_seq_len"
+        )
     return positions
 
 
@@ -358,25 +417,32 @@ Read = tuple[dict[str, Any], Path | None, Path | None]  # (decoding keys, draft 
 
 def _prompt_lookup(cfg: NGramConfig, k: int, path: Path, where: str) -> Read:
     if cfg.max_matching_ngram_size < 1:
-        raise ModelYamlError(f"{path}: {where}.max_matching_ngram_size is 0 (the <= 1.1 default) — set it to "
-                             "the longest n-gram to match, e.g. 2")
+        raise ModelYamlError(
+            f"{path}: {where}.max_matching_ngram_size is 0 (the <= 1.1 default) — set it to "
+            "the longest n-gram to match, e.g. 2"
+        )
     return {"max_draft_len": k, "max_matching_ngram_size": int(cfg.max_matching_ngram_size)}, None, None
 
 
 def _draft_target(cfg: DraftTargetConfig, k: int, path: Path, where: str) -> Read:
     if cfg.draft_model is None:
-        raise ModelYamlError(f"{path}: {where}.speculative_model is required for DraftTarget — give the draft "
-                             "model's folder")
+        raise ModelYamlError(
+            f"{path}: {where}.speculative_model is required for DraftTarget — give the draft model's folder"
+        )
     return {"num_draft_tokens": k}, _local_folder(cfg.draft_model, path, f"{where}.speculative_model"), None
 
 
 def _eagle3(cfg: Eagle3Config, k: int, path: Path, where: str) -> Read:
     if cfg.draft_model is None:
-        raise ModelYamlError(f"{path}: {where}.speculative_model: Draft model must be provided for EAGLE — give "
-                             "the EAGLE-3 head's folder")
+        raise ModelYamlError(
+            f"{path}: {where}.speculative_model: Draft model must be provided for EAGLE — give "
+            "the EAGLE-3 head's folder"
+        )
     if not cfg.eagle3_one_model:
-        raise ModelYamlError(f"{path}: {where}.eagle3_one_model is false (the deprecated two-model EAGLE-3); the "
-                             "reference runtime runs the one-model worker — set it true or remove it")
+        raise ModelYamlError(
+            f"{path}: {where}.eagle3_one_model is false (the deprecated two-model EAGLE-3); the "
+            "reference runtime runs the one-model worker — set it true or remove it"
+        )
     if cfg.use_dynamic_tree and cfg.dynamic_tree_max_topK is None:
         raise ModelYamlError(f"{path}: {where}.use_dynamic_tree needs dynamic_tree_max_topK > 0")
     head = _local_folder(cfg.draft_model, path, f"{where}.speculative_model")
@@ -401,9 +467,11 @@ class _Rehearsed:
 
 
 # The speculative_config of each method the rehearsal runs, by specbuild method (DECODING_TYPES names them)
-REHEARSED = {"eagle3": _Rehearsed(Eagle3Config, "Eagle", _eagle3),
-             "draft_target": _Rehearsed(DraftTargetConfig, "DraftTarget", _draft_target),
-             "prompt_lookup": _Rehearsed(NGramConfig, "NGram", _prompt_lookup)}
+REHEARSED = {
+    "eagle3": _Rehearsed(Eagle3Config, "Eagle", _eagle3),
+    "draft_target": _Rehearsed(DraftTargetConfig, "DraftTarget", _draft_target),
+    "prompt_lookup": _Rehearsed(NGramConfig, "NGram", _prompt_lookup),
+}
 
 
 def _speculation(raw: dict | None, path: Path):
@@ -417,8 +485,10 @@ def _speculation(raw: dict | None, path: Path):
     method = DECODING_TYPES.get(decoding_type)
     if method is None:
         known = ", ".join(DECODING_TYPES)
-        raise ModelYamlError(f"{path}: {where}.decoding_type={decoding_type!r} is not one the reference runtime serves "
-                             f"(Invalid decoding type) — use one of {known}")
+        raise ModelYamlError(
+            f"{path}: {where}.decoding_type={decoding_type!r} is not one the reference runtime serves "
+            f"(Invalid decoding type) — use one of {known}"
+        )
     rehearsed = REHEARSED[method]
     cfg = _validate(rehearsed.config, raw, path, f"{where}.")
     if not cfg.max_draft_len:  # every linear type's validator (llm_args.py)
@@ -441,9 +511,13 @@ def _load_schedule(cfg: _Decoding, k: int, path: Path, where: str) -> list[tuple
     if cfg.draft_len_schedule is not None:
         problems = draft_len_schedule.schedule_problems(cfg.draft_len_schedule, k)
         if problems:
-            raise ModelYamlError(f"{path}: " + "; ".join(
-                f"{where}.draft_len_schedule" + (f"[{key}]" if key is not None else "") + f": {message}"
-                for key, message in problems))
+            raise ModelYamlError(
+                f"{path}: "
+                + "; ".join(
+                    f"{where}.draft_len_schedule" + (f"[{key}]" if key is not None else "") + f": {message}"
+                    for key, message in problems
+                )
+            )
         points = sorted(cfg.draft_len_schedule.items())
     if cfg.max_concurrency is not None:
         n = int(cfg.max_concurrency)

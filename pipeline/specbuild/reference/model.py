@@ -69,35 +69,45 @@ class CausalLM:
         choice = _forward_choice(forward)
         reason = unsupported(hf_model)
         if choice == "lean" and reason:
-            raise UserError(f"{type(hf_model).__name__}: the lean forward cannot run this model ({reason}); "
-                            f"use forward='auto' or {FORWARD_ENV}=transformers")
+            raise UserError(
+                f"{type(hf_model).__name__}: the lean forward cannot run this model ({reason}); "
+                f"use forward='auto' or {FORWARD_ENV}=transformers"
+            )
         self.lean = LeanLlama(hf_model) if choice != "transformers" and reason is None else None
         self.implementation = "lean" if self.lean is not None else "transformers"
         self._lm_head = self.lean.lm_head if self.lean is not None else self.lm_head
         self.forwards = 0  # forward calls so far (benchmarks count target forwards with it)
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, dtype: str = "float32", attn_implementation: str = "sdpa",
-                        forward: str = "auto") -> "CausalLM":
+    def from_pretrained(
+        cls, path: str | Path, dtype: str = "float32", attn_implementation: str = "sdpa", forward: str = "auto"
+    ) -> "CausalLM":
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
 
         if dtype not in DTYPES:
-            raise UserError(f"compute dtype {dtype!r} is not supported by the reference runtime; use one of {sorted(DTYPES)}")
+            raise UserError(
+                f"compute dtype {dtype!r} is not supported by the reference runtime; use one of {sorted(DTYPES)}"
+            )
         try:
             hf, loading = AutoModelForCausalLM.from_pretrained(
-                str(path), dtype=DTYPES[dtype], attn_implementation=attn_implementation, local_files_only=True,
+                str(path),
+                dtype=DTYPES[dtype],
+                attn_implementation=attn_implementation,
+                local_files_only=True,
                 output_loading_info=True,
             )
         except (OSError, ValueError) as exc:
             raise UserError(f"{path}: cannot load the model with transformers: {exc}") from exc
         missing = sorted(loading.get("missing_keys") or ())
         if missing:  # transformers initialises these at random and only warns
-            raise UserError(f"{path}: the weights lack {len(missing)} tensor(s) that its config.json needs "
-                            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}) — the checkpoint is "
-                            "incomplete, or config.json belongs to another model")
+            raise UserError(
+                f"{path}: the weights lack {len(missing)} tensor(s) that its config.json needs "
+                f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}) — the checkpoint is "
+                "incomplete, or config.json belongs to another model"
+            )
         return cls(hf, forward=forward)
 
     def _check_supported(self) -> None:
@@ -143,8 +153,10 @@ class CausalLM:
         wanted = tuple(capture_layers or ())
         if any(not (0 <= i < self.num_layers or i == -1) for i in wanted):
             bad = next(i for i in wanted if not (0 <= i < self.num_layers or i == -1))
-            raise UserError(f"capture layer {bad} does not exist: the model has {self.num_layers} decoder layers "
-                            f"(0..{self.num_layers - 1}; -1 = the final hidden state)")
+            raise UserError(
+                f"capture layer {bad} does not exist: the model has {self.num_layers} decoder layers "
+                f"(0..{self.num_layers - 1}; -1 = the final hidden state)"
+            )
         capture_layers = tuple(dict.fromkeys(i for i in wanted if i != -1))
         n_new = [len(t) for t in tokens]
         plan = cache.plan_forward(n_new, positions=positions, attend=attend)
@@ -157,7 +169,11 @@ class CausalLM:
         self.forwards += 1
         if wanted and wanted != capture_layers:  # -1 or a repeated layer: assemble in the order asked
             h = hidden.shape[-1]
-            parts = {i: captured[..., k * h:(k + 1) * h] for k, i in enumerate(capture_layers)} if captured is not None else {}
+            parts = (
+                {i: captured[..., k * h : (k + 1) * h] for k, i in enumerate(capture_layers)}
+                if captured is not None
+                else {}
+            )
             parts[-1] = hidden
             captured = torch.cat([parts[i] for i in wanted], dim=-1)
         return ForwardOutput(n_new, hidden, self.logits_of(hidden, n_new, logits, head), captured if wanted else None)
@@ -168,6 +184,7 @@ class CausalLM:
         def keep(index):
             def hook(module, args, output):
                 outputs[index] = output[0] if isinstance(output, tuple) else output
+
             return hook
 
         handles = [self.decoder.layers[i].register_forward_hook(keep(i)) for i in set(capture_layers)]
@@ -190,8 +207,13 @@ class CausalLM:
         with torch.inference_mode():
             return self._lm_head(hidden).float()
 
-    def logits_of(self, hidden: torch.Tensor, n_new: list[int], which: str,
-                  head: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor | None:
+    def logits_of(
+        self,
+        hidden: torch.Tensor,
+        n_new: list[int],
+        which: str,
+        head: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor | None:
         lm_head = head if head is not None else lambda h: self._lm_head(h).float()
         if which == "none":
             return None

@@ -45,8 +45,11 @@ class PrefixStore:
             return
         new = torch.tensor(list(tokens), dtype=torch.long)
         extras = dict(extras or {})
-        for key in [key for key, (stored, _, kept) in self._entries.items()
-                    if len(stored) <= len(new) and torch.equal(stored, new[: len(stored)]) and set(kept) <= set(extras)]:
+        for key in [
+            key
+            for key, (stored, _, kept) in self._entries.items()
+            if len(stored) <= len(new) and torch.equal(stored, new[: len(stored)]) and set(kept) <= set(extras)
+        ]:
             self._tokens -= len(self._entries.pop(key)[0])
         self._entries[self._next] = (new, kv, extras)
         self._next += 1

@@ -30,8 +30,10 @@ class ReferenceRuntime(EngineFlavour):
     core_backend_label = "python (specbuild reference)"
     follows_draft_len_schedule = True
     honours_stream_interval = True
-    bundle_refusal = ("the reference runtime serves on CPU with `specbuild serve`; bundles run TensorRT-LLM in "
-                      "NVIDIA's tritonserver image (runtime: tensorrt-llm)")
+    bundle_refusal = (
+        "the reference runtime serves on CPU with `specbuild serve`; bundles run TensorRT-LLM in "
+        "NVIDIA's tritonserver image (runtime: tensorrt-llm)"
+    )
 
     # --- checks -----------------------------------------------------------------------------------------------
     def checks(self, recipe, spec, options) -> Iterator[Finding]:
@@ -43,18 +45,21 @@ class ReferenceRuntime(EngineFlavour):
         steps = []
         for role in roles(recipe, spec):
             target = role == "target"
-            steps.append(ReferenceEngineStep(
-                role=role,
-                model_dir=spec.params.path if role == "draft" else recipe.model_dir,  # the DraftModel's
-                tokenizer_dir=None if role == "draft" else recipe.tokenizer_dir,
-                method=spec.method if target else "none",
-                mode=expected_limits(recipe, spec, role).speculative_decoding_mode,
-                dtype=recipe.model.dtype,
-                limits=expected_limits(recipe, spec, role),
-                weights=spec.weights if target else {},
-                decoding=dialect.decoding(spec) if target else {},
-                pretrained_extra=pretrained_extra(spec) if target else {},
-                output=layout.engine(role)))
+            steps.append(
+                ReferenceEngineStep(
+                    role=role,
+                    model_dir=spec.params.path if role == "draft" else recipe.model_dir,  # the DraftModel's
+                    tokenizer_dir=None if role == "draft" else recipe.tokenizer_dir,
+                    method=spec.method if target else "none",
+                    mode=expected_limits(recipe, spec, role).speculative_decoding_mode,
+                    dtype=recipe.model.dtype,
+                    limits=expected_limits(recipe, spec, role),
+                    weights=spec.weights if target else {},
+                    decoding=dialect.decoding(spec) if target else {},
+                    pretrained_extra=pretrained_extra(spec) if target else {},
+                    output=layout.engine(role),
+                )
+            )
         return steps
 
     def build_engines(self, steps, recipe, layout, progress=None, notice=None) -> dict[str, Path]:
@@ -62,10 +67,21 @@ class ReferenceRuntime(EngineFlavour):
         for step in steps:
             if progress:
                 progress(f"{step.role} engine")
-            build_engine(step.output, role=step.role, method=step.method, mode=step.mode, decoding=step.decoding,
-                         model_dir=step.model_dir, tokenizer_dir=step.tokenizer_dir, extra_dirs=step.weights,
-                         dtype=step.dtype, limits=step.limits, pretrained_extra=step.pretrained_extra,
-                         progress=progress, notice=notice)
+            build_engine(
+                step.output,
+                role=step.role,
+                method=step.method,
+                mode=step.mode,
+                decoding=step.decoding,
+                model_dir=step.model_dir,
+                tokenizer_dir=step.tokenizer_dir,
+                extra_dirs=step.weights,
+                dtype=step.dtype,
+                limits=step.limits,
+                pretrained_extra=step.pretrained_extra,
+                progress=progress,
+                notice=notice,
+            )
             verify_engine(step.output, step.limits, step.role, after="rebuild it with specbuild compile")
             built[step.role] = step.output
         return built

@@ -46,10 +46,21 @@ class ReferenceEngineStep(Step):
 def cpu_serve_step(recipe, layout, repo_roles) -> ServeStep:
     """How the reference runtime serves either flavour: `specbuild serve` on the CPU tritonserver, loopback only."""
     t = recipe.triton
-    argv = ("specbuild", "serve", show(layout.repository()), "--http-port", str(t.http_port),
-            "--grpc-port", str(t.grpc_port), "--metrics-port", str(t.metrics_port))
-    info = {"server": "a system tritonserver if found, else the one bundled in nvidia-pytriton (CPU)",
-            "binds": "127.0.0.1"}
+    argv = (
+        "specbuild",
+        "serve",
+        show(layout.repository()),
+        "--http-port",
+        str(t.http_port),
+        "--grpc-port",
+        str(t.grpc_port),
+        "--metrics-port",
+        str(t.metrics_port),
+    )
+    info = {
+        "server": "a system tritonserver if found, else the one bundled in nvidia-pytriton (CPU)",
+        "binds": "127.0.0.1",
+    }
     if len(repo_roles) > 1:
         info["baseline"] = f"served alongside from {show(layout.repository('baseline'))} on free ports"
     info["compile"] = "serves on free loopback ports, validates, then stops the server"

@@ -27,8 +27,9 @@ from specbuild.reference.sequence import Sequence
 from specbuild.reference.tree.shape import Tree, chain_tree, path_tokens
 
 
-def verify_tree(seq: Sequence, tree: Tree, tokens: Seq[int], logits: torch.Tensor,
-                proposal_probs: torch.Tensor | None = None) -> Acceptance:
+def verify_tree(
+    seq: Sequence, tree: Tree, tokens: Seq[int], logits: torch.Tensor, proposal_probs: torch.Tensor | None = None
+) -> Acceptance:
     """Verify one row's tree against the target's logits at its nodes ([tree.size, V]; tokens[0] is the root).
 
     Every node's distribution is the request's given that node's own context: the tokens so far plus the draft
@@ -51,8 +52,9 @@ def verify_tree(seq: Sequence, tree: Tree, tokens: Seq[int], logits: torch.Tenso
     return with_log_probs(seq, tree, tokens, logits, acceptance)
 
 
-def with_log_probs(seq: Sequence, tree: Tree, tokens: Seq[int], logits: torch.Tensor,
-                   acceptance: Acceptance) -> Acceptance:
+def with_log_probs(
+    seq: Sequence, tree: Tree, tokens: Seq[int], logits: torch.Tensor, acceptance: Acceptance
+) -> Acceptance:
     """The acceptance with the log probability of each new token under the target at the node it follows (the
     target's own distribution there, also for a token drawn from a residual: it is distributed as p), when the
     request asks for log probs."""

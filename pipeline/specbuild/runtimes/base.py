@@ -57,8 +57,14 @@ class Runtime(Protocol):
         raise NotImplementedError
 
     # Build them: execute its steps of the plan.
-    def build_engines(self, steps: list[Step], recipe: Recipe, layout: Layout, progress: Progress | None = None,
-                      notice: Progress | None = None) -> dict[str, Path]:
+    def build_engines(
+        self,
+        steps: list[Step],
+        recipe: Recipe,
+        layout: Layout,
+        progress: Progress | None = None,
+        notice: Progress | None = None,
+    ) -> dict[str, Path]:
         """Execute this runtime's steps of the plan; `notice` gets one-line messages worth keeping on screen."""
         raise NotImplementedError
 
@@ -68,9 +74,16 @@ class Runtime(Protocol):
         raise NotImplementedError
 
     # Write that repository (atomically) and return its folder.
-    def write_repository(self, recipe: Recipe, spec: Speculation, layout: Layout, role: str,
-                         progress: Progress | None = None, notice: Progress | None = None,
-                         engines_built: bool = True) -> Path:
+    def write_repository(
+        self,
+        recipe: Recipe,
+        spec: Speculation,
+        layout: Layout,
+        role: str,
+        progress: Progress | None = None,
+        notice: Progress | None = None,
+        engines_built: bool = True,
+    ) -> Path:
         """engines_built False (`compile --render-only`): the engines are not there to check against."""
         raise NotImplementedError
 
@@ -102,8 +115,14 @@ class Runtime(Protocol):
         raise NotImplementedError
 
     # The cost model's measured per-call costs (validate's cost-model check).
-    def call_costs(self, configs: dict[str, dict], texts: list[str], max_tokens: int, levels: list[int],
-                   progress: Progress | None = None) -> list | None:
+    def call_costs(
+        self,
+        configs: dict[str, dict],
+        texts: list[str],
+        max_tokens: int,
+        levels: list[int],
+        progress: Progress | None = None,
+    ) -> list | None:
         """The cost model's per-call costs of served core models whose engines are on this machine, decoded here in
         process: one `specbuild.cost_model.LevelModel` per level. `configs`: the speculative and the baseline
         deployment's `tensorrt_llm` configs ("target", "baseline") and the draft core's ("draft") as served. None:

@@ -35,8 +35,13 @@ class Build:
 
 
 def resolve_build(recipe: Recipe, options: BuildOptions | None = None) -> Build:
-    return Build(recipe=recipe, method=method_for(recipe), spec=describe(recipe), runtime=runtime_for(recipe),
-                 options=options or BuildOptions())
+    return Build(
+        recipe=recipe,
+        method=method_for(recipe),
+        spec=describe(recipe),
+        runtime=runtime_for(recipe),
+        options=options or BuildOptions(),
+    )
 
 
 __all__ = ["Build", "resolve_build"]

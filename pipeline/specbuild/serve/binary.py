@@ -74,8 +74,10 @@ def find_tritonserver(explicit: Path | None = None) -> ServerBinary:
     if explicit is not None:
         path = Path(explicit).expanduser()
         if not _executable(path):
-            raise UserError(f"--tritonserver {explicit}: no executable file there — give the path of a tritonserver "
-                            "binary, or leave the option out to use a system one or nvidia-pytriton's")
+            raise UserError(
+                f"--tritonserver {explicit}: no executable file there — give the path of a tritonserver "
+                "binary, or leave the option out to use a system one or nvidia-pytriton's"
+            )
         return ServerBinary(path.resolve(), "explicit", env=_python_env({}))
     if _executable(SYSTEM_TRITONSERVER):
         return ServerBinary(SYSTEM_TRITONSERVER, "system", env=_python_env({}))
@@ -89,9 +91,11 @@ def bundled_tritonserver() -> ServerBinary:
     """nvidia-pytriton's tritonserver, set up to run python models with this interpreter's packages."""
     spec = importlib.util.find_spec("pytriton")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError("no tritonserver found: none at /opt/tritonserver/bin/tritonserver or on PATH, and the "
-                        "nvidia-pytriton wheel is not installed — pip install 'nvidia-pytriton>=0.7,<0.8' "
-                        "(pip install 'specbuild[triton]'), or pass --tritonserver PATH")
+        raise UserError(
+            "no tritonserver found: none at /opt/tritonserver/bin/tritonserver or on PATH, and the "
+            "nvidia-pytriton wheel is not installed — pip install 'nvidia-pytriton>=0.7,<0.8' "
+            "(pip install 'specbuild[triton]'), or pass --tritonserver PATH"
+        )
     package = Path(list(spec.submodule_search_locations)[0])
     dist = package / "tritonserver"
     binary = dist / "bin" / "tritonserver"
@@ -99,11 +103,15 @@ def bundled_tritonserver() -> ServerBinary:
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
     stub = dist / "python_backend_stubs" / version / "triton_python_backend_stub"
     if not _executable(binary):
-        raise UserError(f"the nvidia-pytriton wheel at {package} has no tritonserver binary ({binary}) — "
-                        "reinstall nvidia-pytriton, or pass --tritonserver PATH")
+        raise UserError(
+            f"the nvidia-pytriton wheel at {package} has no tritonserver binary ({binary}) — "
+            "reinstall nvidia-pytriton, or pass --tritonserver PATH"
+        )
     if not stub.is_file():
-        raise UserError(f"nvidia-pytriton has no python backend stub for Python {version} ({stub}) — run specbuild "
-                        "with a Python that nvidia-pytriton supports (3.8-3.13), or pass --tritonserver PATH")
+        raise UserError(
+            f"nvidia-pytriton has no python backend stub for Python {version} ({stub}) — run specbuild "
+            "with a Python that nvidia-pytriton supports (3.8-3.13), or pass --tritonserver PATH"
+        )
     backends = _cached_backends(dist / "backends", stub, _wheel_version())
     env = {"LD_LIBRARY_PATH": str(libs)}
     libdir, soname = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")

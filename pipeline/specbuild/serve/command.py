@@ -34,29 +34,57 @@ def _serving_hint(repository: Path) -> tuple[str, str] | None:
     return None
 
 
-def serve_until_interrupted(repository: Path, *, tritonserver: Path | None, host: str, http_port: int | None,
-                            grpc_port: int | None, metrics_port: int | None, model_control: str,
-                            load_models: list[str], log_path: Path | None, timeout_s: float, console, out,
-                            decode_cpus: str = "auto") -> int:
+def serve_until_interrupted(
+    repository: Path,
+    *,
+    tritonserver: Path | None,
+    host: str,
+    http_port: int | None,
+    grpc_port: int | None,
+    metrics_port: int | None,
+    model_control: str,
+    load_models: list[str],
+    log_path: Path | None,
+    timeout_s: float,
+    console,
+    out,
+    decode_cpus: str = "auto",
+) -> int:
     """Serve until interrupted. Returns the exit code: 0 after a clean stop, 1 when the server died by itself.
     UserError (exit 2) for a missing repository, a taken port, or models that fail to load."""
     repository = Path(repository)
     if not repository.is_dir():
-        raise UserError(f"{repository}: no such model repository — write one with `specbuild compile RECIPE` "
-                        "(it goes to triton_repo/<name>) or give the path of a Triton model repository")
+        raise UserError(
+            f"{repository}: no such model repository — write one with `specbuild compile RECIPE` "
+            "(it goes to triton_repo/<name>) or give the path of a Triton model repository"
+        )
     binary = find_tritonserver(tritonserver)
     # A GPU repository starts through its launch script (MPI ranks, orchestrator mode for draft-target), unless only
     # some models are loaded explicitly (e.g. its python models on a CPU machine).
     script = repository / LAUNCH_SCRIPT
     launcher = script if script.is_file() and model_control == "none" else None
-    server = TritonServer(repository, host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
-                          binary=binary, model_control=model_control, load_models=load_models, log_path=log_path,
-                          launcher=launcher, decode_cpus=decode_cpus)
+    server = TritonServer(
+        repository,
+        host=host,
+        http_port=http_port,
+        grpc_port=grpc_port,
+        metrics_port=metrics_port,
+        binary=binary,
+        model_control=model_control,
+        load_models=load_models,
+        log_path=log_path,
+        launcher=launcher,
+        decode_cpus=decode_cpus,
+    )
     if model_control == "none" and not any((d / "config.pbtxt").is_file() for d in repository.iterdir() if d.is_dir()):
-        what = "a Hugging Face checkpoint, not a model repository" if (repository / "config.json").is_file() else \
-            "no model (no <model>/config.pbtxt in it)"
-        raise UserError(f"{repository}: {what} — serve the repository `specbuild compile RECIPE` writes "
-                        "(triton_repo/<name>)")
+        what = (
+            "a Hugging Face checkpoint, not a model repository"
+            if (repository / "config.json").is_file()
+            else "no model (no <model>/config.pbtxt in it)"
+        )
+        raise UserError(
+            f"{repository}: {what} — serve the repository `specbuild compile RECIPE` writes (triton_repo/<name>)"
+        )
     with sigterm_raises():
         return _serve(server, binary, repository, timeout_s, console, out)
 
@@ -65,8 +93,7 @@ def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> 
     try:
         with console.status(f"starting {binary.describe()} on {repository}"):
             server.start(timeout_s=timeout_s)
-        models = sorted(e["name"] for e in server.repository_index()
-                        if e.get("state") == "READY" and "name" in e)
+        models = sorted(e["name"] for e in server.repository_index() if e.get("state") == "READY" and "name" in e)
         out.print(f"serving {repository} with {binary.describe()}, pid {server.pid}")
         out.print(f"  HTTP     http://{server.http_address}")
         out.print(f"  gRPC     {server.grpc_url}")
@@ -74,8 +101,10 @@ def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> 
         out.print(f"  models   {', '.join(models)} (ready)")
         out.print(f"  log      {server.log_path}")
         if server.cpu_split is not None:
-            out.print(f"  CPUs     decoding on {cpu_list(server.cpu_split.decode)}, the rest of the server on "
-                      f"{cpu_list(server.cpu_split.rest)} (--decode-cpus)")
+            out.print(
+                f"  CPUs     decoding on {cpu_list(server.cpu_split.decode)}, the rest of the server on "
+                f"{cpu_list(server.cpu_split.rest)} (--decode-cpus)"
+            )
         if server.admin_key:  # explicit model control: loading a model may upload code
             out.print("  admin    the model-repository API (index, load, unload) needs this key:")
             out.print(f"    HTTP header    {ADMIN_HEADER}: {server.admin_key}")
@@ -84,16 +113,19 @@ def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> 
         if hint:
             model, body = hint
             out.print(f"try:  curl -s -X POST http://{server.http_address}/v2/models/{model}/generate -d '{body}'")
-        out.print(f"validate:  specbuild validate RECIPE --url {server.http_address} --grpc-url {server.grpc_url} "
-                  f"--metrics-url {server.metrics_url}")
+        out.print(
+            f"validate:  specbuild validate RECIPE --url {server.http_address} --grpc-url {server.grpc_url} "
+            f"--metrics-url {server.metrics_url}"
+        )
         out.print(f"AL (PromQL):  {metrics.PROMQL_AL}")
         out.print("Ctrl-C stops the server.")
         while server.running():
             time.sleep(0.5)
         code = server.process.returncode if server.process is not None else None
         tail = "\n".join(server.read_log().splitlines()[-10:])
-        console.print(f"tritonserver exited by itself (exit code {code}); last log lines:\n{tail}\nfull log: "
-                      f"{server.log_path}")
+        console.print(
+            f"tritonserver exited by itself (exit code {code}); last log lines:\n{tail}\nfull log: {server.log_path}"
+        )
         server.stop()
         return 1
     except KeyboardInterrupt:

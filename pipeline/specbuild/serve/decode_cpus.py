@@ -69,11 +69,15 @@ def plan(choice: str, allowed: set[int], threads: int, where: str = CHOICE_ENV) 
     else:
         decode = parse_cpus(choice, where)
         if not decode <= allowed:
-            raise UserError(f"{where}={choice!r}: CPU {min(decode - allowed)} is not one this process may run on "
-                            f"({cpu_list(allowed)}) — choose among those, or auto")
+            raise UserError(
+                f"{where}={choice!r}: CPU {min(decode - allowed)} is not one this process may run on "
+                f"({cpu_list(allowed)}) — choose among those, or auto"
+            )
         if decode == allowed:
-            raise UserError(f"{where}={choice!r} keeps every CPU ({cpu_list(allowed)}) for the decoder and leaves "
-                            "none for tritonserver — keep fewer, or off")
+            raise UserError(
+                f"{where}={choice!r} keeps every CPU ({cpu_list(allowed)}) for the decoder and leaves "
+                "none for tritonserver — keep fewer, or off"
+            )
     return Split(frozenset(decode), frozenset(allowed - decode))
 
 

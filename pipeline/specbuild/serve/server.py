@@ -55,12 +55,24 @@ GRPC_ADMIN_HEADER = "triton-grpc-protocol-" + ADMIN_HEADER  # the metadata key t
 class TritonServer:
     """A tritonserver process serving one model repository on loopback ports."""
 
-    def __init__(self, repository: Path, *, host: str = "127.0.0.1", http_port: int | None = None,
-                 grpc_port: int | None = None, metrics_port: int | None = None,
-                 binary: ServerBinary | Path | str | None = None,
-                 model_control: str = "none", load_models: Sequence[str] | None = None,
-                 log_path: Path | None = None, exit_timeout_s: int = 5, extra_args: Iterable[str] = (),
-                 log_verbose: int = 0, launcher: Path | None = None, decode_cpus: str = "off"):
+    def __init__(
+        self,
+        repository: Path,
+        *,
+        host: str = "127.0.0.1",
+        http_port: int | None = None,
+        grpc_port: int | None = None,
+        metrics_port: int | None = None,
+        binary: ServerBinary | Path | str | None = None,
+        model_control: str = "none",
+        load_models: Sequence[str] | None = None,
+        log_path: Path | None = None,
+        exit_timeout_s: int = 5,
+        extra_args: Iterable[str] = (),
+        log_verbose: int = 0,
+        launcher: Path | None = None,
+        decode_cpus: str = "off",
+    ):
         """launcher: a repository's launch_triton.sh (GPU repositories: mpirun ranks, orchestrator mode); it
         takes the ports from HTTP_PORT/GRPC_PORT/METRICS_PORT and passes our other arguments to rank 0.
         decode_cpus: auto | off | CPU ids kept for the reference core's executor thread (serve/decode_cpus.py);
@@ -141,7 +153,9 @@ class TritonServer:
             how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         except ValueError:
             how = f"ended with status {code}"
-        return f"tritonserver (pid {self.process.pid}) {how}" + (f" (its log: {self.log_path})" if self.log_path else "")
+        return f"tritonserver (pid {self.process.pid}) {how}" + (
+            f" (its log: {self.log_path})" if self.log_path else ""
+        )
 
     def argv(self) -> list[str]:
         b = self.binary
@@ -149,12 +163,23 @@ class TritonServer:
             argv = ["bash", str(self.launcher)]
         else:
             argv = [str(b.path), "--model-repository", str(self.repository)]
-            argv += ["--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
-                     "--metrics-port", str(self.metrics_port)]
+            argv += [
+                "--http-port",
+                str(self.http_port),
+                "--grpc-port",
+                str(self.grpc_port),
+                "--metrics-port",
+                str(self.metrics_port),
+            ]
         if b.backend_dir is not None:  # a launch script passes it on (to rank 0) with our other arguments
             argv += ["--backend-directory", str(b.backend_dir)]
         argv += [
-            "--http-address", self.host, "--grpc-address", self.host, "--metrics-address", self.host,
+            "--http-address",
+            self.host,
+            "--grpc-address",
+            self.host,
+            "--metrics-address",
+            self.host,
             f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--log-verbose={self.log_verbose}",
             f"--id={self.server_id}",
@@ -166,8 +191,10 @@ class TritonServer:
             argv.append("--model-control-mode=explicit")
             argv += [f"--load-model={m}" for m in self.load_models]
             # Loading a model may upload its files (python code included): only for clients holding the key.
-            argv += [f"--http-restricted-api=model-repository:{ADMIN_HEADER}={self.admin_key}",
-                     f"--grpc-restricted-protocol=model-repository:{ADMIN_HEADER}={self.admin_key}"]
+            argv += [
+                f"--http-restricted-api=model-repository:{ADMIN_HEADER}={self.admin_key}",
+                f"--grpc-restricted-protocol=model-repository:{ADMIN_HEADER}={self.admin_key}",
+            ]
         return argv + self.extra_args
 
     # lifecycle ---------------------------------------------------------------------------------------------
@@ -176,8 +203,10 @@ class TritonServer:
         if self.running():
             return self
         if not self.repository.is_dir():
-            raise UserError(f"model repository {self.repository} does not exist — write it first "
-                            "(specbuild compile) or give the path of a Triton model repository")
+            raise UserError(
+                f"model repository {self.repository} does not exist — write it first "
+                "(specbuild compile) or give the path of a Triton model repository"
+            )
         attempts = 3 if None in self._requested_ports else 1
         for attempt in range(attempts):
             try:
@@ -188,8 +217,10 @@ class TritonServer:
             except _PortTaken:
                 self.stop()
                 if attempt == attempts - 1:
-                    raise UserError(f"tritonserver could not bind its ports ({self.http_port}, {self.grpc_port}, "
-                                    f"{self.metrics_port}) — choose other ports; log: {self.log_path}") from None
+                    raise UserError(
+                        f"tritonserver could not bind its ports ({self.http_port}, {self.grpc_port}, "
+                        f"{self.metrics_port}) — choose other ports; log: {self.log_path}"
+                    ) from None
             except BaseException:
                 self.stop()
                 raise
@@ -197,15 +228,21 @@ class TritonServer:
 
     def _launch(self) -> None:
         free = iter(free_ports(self.host, 3))
-        self.http_port, self.grpc_port, self.metrics_port = (p if p is not None else next(free)
-                                                             for p in self._requested_ports)
-        for what, port in (("--http-port", self.http_port), ("--grpc-port", self.grpc_port),
-                           ("--metrics-port", self.metrics_port)):
+        self.http_port, self.grpc_port, self.metrics_port = (
+            p if p is not None else next(free) for p in self._requested_ports
+        )
+        for what, port in (
+            ("--http-port", self.http_port),
+            ("--grpc-port", self.grpc_port),
+            ("--metrics-port", self.metrics_port),
+        ):
             if port_in_use(self.host, port):
                 if None in self._requested_ports and port not in self._requested_ports:
                     raise _PortTaken()
-                raise UserError(f"{what} {port}: the port is already in use on {self.host} (another tritonserver?) "
-                                "— stop that server or choose another port")
+                raise UserError(
+                    f"{what} {port}: the port is already in use on {self.host} (another tritonserver?) "
+                    "— stop that server or choose another port"
+                )
         if self.log_path is None:
             fd, name = tempfile.mkstemp(prefix="tritonserver-", suffix=".log")
             os.close(fd)
@@ -214,18 +251,32 @@ class TritonServer:
         self._log_file = open(self.log_path, "wb")
         env = self.binary.environment()
         if self.launcher is not None:
-            env.update(TRITONSERVER=str(self.binary.path), HTTP_PORT=str(self.http_port),
-                       GRPC_PORT=str(self.grpc_port), METRICS_PORT=str(self.metrics_port))
+            env.update(
+                TRITONSERVER=str(self.binary.path),
+                HTTP_PORT=str(self.http_port),
+                GRPC_PORT=str(self.grpc_port),
+                METRICS_PORT=str(self.metrics_port),
+            )
         self.cpu_split = None
         if decode_cpus_module.honours(self.repository):
-            self.cpu_split = decode_cpus_module.plan(self.decode_cpus, decode_cpus_module.allowed_cpus(),
-                                                     decode_cpus_module.torch_threads(), where="decode_cpus")
+            self.cpu_split = decode_cpus_module.plan(
+                self.decode_cpus,
+                decode_cpus_module.allowed_cpus(),
+                decode_cpus_module.torch_threads(),
+                where="decode_cpus",
+            )
         env.pop(decode_cpus_module.EXECUTOR_ENV, None)
         if self.cpu_split is not None:
             env[decode_cpus_module.EXECUTOR_ENV] = self.cpu_split.env_value()
         with decode_cpus_module.running_on(self.cpu_split.rest if self.cpu_split else None):  # the child inherits
-            self.process = children.spawn(self.argv(), tag=self.tag, stdout=self._log_file,
-                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+            self.process = children.spawn(
+                self.argv(),
+                tag=self.tag,
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
         self._finalizer = weakref.finalize(self, _stop_process, self.process, self.tag, self.exit_timeout_s + 10)
         atexit.register(self._finalizer)
 
@@ -261,8 +312,11 @@ class TritonServer:
             if not pending:
                 return
             index = self.repository_index()
-            failed = {e["name"]: e.get("reason", "") for e in index
-                      if e.get("name") in pending and e.get("state") == "UNAVAILABLE" and e.get("reason")}
+            failed = {
+                e["name"]: e.get("reason", "")
+                for e in index
+                if e.get("name") in pending and e.get("state") == "UNAVAILABLE" and e.get("reason")
+            }
             if failed:
                 self._fail("some models failed to load", failed)
             time.sleep(0.2)
@@ -341,8 +395,12 @@ class TritonServer:
         return {GRPC_ADMIN_HEADER: self.admin_key} if self.admin_key else {}
 
     def repository_index(self) -> list[dict]:
-        req = urllib.request.Request(self.http_url + "/v2/repository/index", data=b"{}", method="POST",
-                                     headers={"Content-Type": "application/json", **self.admin_headers})
+        req = urllib.request.Request(
+            self.http_url + "/v2/repository/index",
+            data=b"{}",
+            method="POST",
+            headers={"Content-Type": "application/json", **self.admin_headers},
+        )
         try:
             with urllib.request.urlopen(req, timeout=5) as r:
                 return json.loads(r.read() or b"[]")
@@ -372,8 +430,9 @@ def stop_together(servers: Iterable["TritonServer"], at_once: bool = False) -> N
     import threading
 
     timeout_s = 0 if at_once else None
-    stoppers = [threading.Thread(target=server.stop, args=(timeout_s,), name=f"stop-{server.tag}")
-                for server in servers]
+    stoppers = [
+        threading.Thread(target=server.stop, args=(timeout_s,), name=f"stop-{server.tag}") for server in servers
+    ]
     for thread in stoppers:
         thread.start()
     for thread in stoppers:

@@ -57,9 +57,13 @@ def plain_reason(reason: str) -> str:
 def hint(reason: str) -> str:
     """What to do about a known load error (empty when there is nothing to add)."""
     if "unable to find backend library for backend 'tensorrtllm'" in reason:
-        return " (this server has no TensorRT-LLM backend: serve the GPU repository in an NGC tritonserver " \
-               "trtllm container, or load only the python models with explicit model control)"
+        return (
+            " (this server has no TensorRT-LLM backend: serve the GPU repository in an NGC tritonserver "
+            "trtllm container, or load only the python models with explicit model control)"
+        )
     if "No module named" in reason:
-        return " (python models run with the Python whose bin folder is first on the server's PATH, and its stub " \
-               "ignores PYTHONPATH: install the missing package into that Python)"
+        return (
+            " (python models run with the Python whose bin folder is first on the server's PATH, and its stub "
+            "ignores PYTHONPATH: install the missing package into that Python)"
+        )
     return ""

@@ -39,9 +39,11 @@ def child_env() -> dict[str, str]:
 def script_exists(step: ConvertStep) -> None:
     script = step.examples / step.converter.script
     if not script.is_file():
-        raise UserError(f"--trtllm-examples: {script} does not exist — point --trtllm-examples at the examples/ folder "
-                        "of the TensorRT-LLM release that is installed (the NGC container has it at /app/examples; or "
-                        "git clone -b v<version> https://github.com/NVIDIA/TensorRT-LLM and use its examples/)")
+        raise UserError(
+            f"--trtllm-examples: {script} does not exist — point --trtllm-examples at the examples/ folder "
+            "of the TensorRT-LLM release that is installed (the NGC container has it at /app/examples; or "
+            "git clone -b v<version> https://github.com/NVIDIA/TensorRT-LLM and use its examples/)"
+        )
 
 
 def check_checkpoint(folder: Path, world_size: int, expect: dict[str, Any], shown: str) -> None:
@@ -62,13 +64,17 @@ def check_checkpoint(folder: Path, world_size: int, expect: dict[str, Any], show
         if cfg.get(key) != want:
             problems.append(f"{key} is {cfg.get(key)!r}, the recipe needs {want!r}")
     if problems:
-        raise UserError(f"the converted checkpoint {shown} does not match the recipe: " + "; ".join(problems) +
-                        " — the converter ignored an argument; with the wheel path try --trtllm-examples DIR "
-                        "(the example convert_checkpoint.py), and check the TensorRT-LLM version")
+        raise UserError(
+            f"the converted checkpoint {shown} does not match the recipe: "
+            + "; ".join(problems)
+            + " — the converter ignored an argument; with the wheel path try --trtllm-examples DIR "
+            "(the example convert_checkpoint.py), and check the TensorRT-LLM version"
+        )
 
 
-def run_convert(step: ConvertStep, *, log_dir: Path, progress: Progress | None = None,
-                notice: atomic.Notice | None = None) -> Path:
+def run_convert(
+    step: ConvertStep, *, log_dir: Path, progress: Progress | None = None, notice: atomic.Notice | None = None
+) -> Path:
     """Execute one convert step into step.output (atomically). Returns the folder."""
     role = step.role or "target"
     final = step.output
@@ -88,7 +94,9 @@ def run_convert(step: ConvertStep, *, log_dir: Path, progress: Progress | None =
             progress(f"{role}: {step.title()}")
         result = run_child(argv, log, progress=progress, prefix=f"{role} convert: ", env=child_env())
         if result.returncode != 0:
-            raise UserError(f"converting the {role} checkpoint {result.failure}; last lines:\n{result.tail()}\n"
-                            f"full log: {show(log)}\nto rerun by hand: {rerun}")
+            raise UserError(
+                f"converting the {role} checkpoint {result.failure}; last lines:\n{result.tail()}\n"
+                f"full log: {show(log)}\nto rerun by hand: {rerun}"
+            )
         check_checkpoint(tmp, step.world_size, step.expect, show(final))
     return final

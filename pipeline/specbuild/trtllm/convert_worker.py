@@ -53,14 +53,24 @@ def convert(spec: dict) -> None:
     out = spec["output_dir"]
     if spec["function"] == "quantize":
         print(f"[specbuild] {spec['model_class']}.quantize: {world} rank(s) -> {out}", flush=True)
-        cls.quantize(spec["hf_model_dir"], out, dtype=spec["dtype"],
-                     mapping=Mapping(world_size=world, tp_size=tp, pp_size=pp), quant_config=quant, **kwargs)
+        cls.quantize(
+            spec["hf_model_dir"],
+            out,
+            dtype=spec["dtype"],
+            mapping=Mapping(world_size=world, tp_size=tp, pp_size=pp),
+            quant_config=quant,
+            **kwargs,
+        )
         return
     for rank in range(world):
         print(f"[specbuild] {spec['model_class']}.from_hugging_face: rank {rank} of {world}", flush=True)
-        model = cls.from_hugging_face(spec["hf_model_dir"], spec["dtype"],
-                                      mapping=Mapping(world_size=world, rank=rank, tp_size=tp, pp_size=pp),
-                                      quant_config=quant, **dict(kwargs))
+        model = cls.from_hugging_face(
+            spec["hf_model_dir"],
+            spec["dtype"],
+            mapping=Mapping(world_size=world, rank=rank, tp_size=tp, pp_size=pp),
+            quant_config=quant,
+            **dict(kwargs),
+        )
         model.save_checkpoint(out, save_config=(rank == 0))
         del model
         gc.collect()

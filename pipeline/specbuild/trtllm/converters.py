@@ -59,20 +59,31 @@ def plain_converter(folder: Path) -> Converter:
     cls = model_class(folder)
     if cls is None:  # trtllm/checks.py refuses such a recipe first
         raise UserError(f"{folder}: architecture {architecture(folder)} has no TensorRT-LLM engine-path class")
-    return Converter(via="wheel", model_class=cls,
-                     reason="the wheel's from_hugging_face is reliable for plain decoder models")
+    return Converter(
+        via="wheel", model_class=cls, reason="the wheel's from_hugging_face is reliable for plain decoder models"
+    )
 
 
 def _medusa_wheel_limits(recipe, spec: Speculation) -> list[tuple[tuple, str]]:
     out = []
     if recipe.model.dtype != "float16":
-        out.append((("model", "dtype"), f"{recipe.model.dtype} with Medusa: the wheel's MedusaForCausalLm."
-                    "from_hugging_face converts weights as float16 whatever dtype is asked (tensorrt_llm/"
-                    "models/medusa/model.py)"))
+        out.append(
+            (
+                ("model", "dtype"),
+                f"{recipe.model.dtype} with Medusa: the wheel's MedusaForCausalLm."
+                "from_hugging_face converts weights as float16 whatever dtype is asked (tensorrt_llm/"
+                "models/medusa/model.py)",
+            )
+        )
     if recipe.build.quantization != "none":
-        out.append((("build", "quantization"), f"{recipe.build.quantization} with Medusa: the wheel's "
-                    "MedusaForCausalLm.from_hugging_face converts the weights unquantized (float16) while the "
-                    "checkpoint config would claim the quantization"))
+        out.append(
+            (
+                ("build", "quantization"),
+                f"{recipe.build.quantization} with Medusa: the wheel's "
+                "MedusaForCausalLm.from_hugging_face converts the weights unquantized (float16) while the "
+                "checkpoint config would claim the quantization",
+            )
+        )
     return out
 
 
@@ -80,14 +91,24 @@ def _eagle_wheel_limits(recipe, spec: Speculation) -> list[tuple[tuple, str]]:
     out = []
     head = spec.params
     if (head.num_eagle_layers, spec.max_draft_len) != (EAGLE_WHEEL_LAYERS, EAGLE_WHEEL_DRAFT_LEN):
-        out.append((("speculation", "num_eagle_layers"), f"EAGLE with num_eagle_layers "
-                    f"{head.num_eagle_layers} and max_draft_len {spec.max_draft_len}: the wheel's "
-                    "EagleForCausalLM.from_hugging_face loads exactly 4 layers and leaves max_draft_len at 63 "
-                    "(tensorrt_llm/models/eagle/model.py)"))
+        out.append(
+            (
+                ("speculation", "num_eagle_layers"),
+                f"EAGLE with num_eagle_layers "
+                f"{head.num_eagle_layers} and max_draft_len {spec.max_draft_len}: the wheel's "
+                "EagleForCausalLM.from_hugging_face loads exactly 4 layers and leaves max_draft_len at 63 "
+                "(tensorrt_llm/models/eagle/model.py)",
+            )
+        )
     if recipe.build.quantization != "none":
-        out.append((("build", "quantization"), f"{recipe.build.quantization} with EAGLE: examples/eagle/"
-                    "convert_checkpoint.py handles quantized weights; the wheel's EagleForCausalLM path is only "
-                    "known to work unquantized"))
+        out.append(
+            (
+                ("build", "quantization"),
+                f"{recipe.build.quantization} with EAGLE: examples/eagle/"
+                "convert_checkpoint.py handles quantized weights; the wheel's EagleForCausalLM path is only "
+                "known to work unquantized",
+            )
+        )
     return out
 
 
@@ -102,44 +123,78 @@ def _medusa(recipe, spec: Speculation, examples: str | None) -> Converter:
     model_type = MEDUSA_MODEL_TYPES.get(architecture(recipe.model_dir) or "LlamaForCausalLM", "llama")
     if examples:
         return Converter(
-            via="script", model_class="MedusaForCausalLm", script="medusa/convert_checkpoint.py",
-            script_args=("--medusa_model_dir", heads.path, "--num_medusa_heads", str(heads.num_heads),
-                         "--num_medusa_layers", str(heads.num_layers), "--max_medusa_token_len",
-                         str(spec.max_draft_len), "--model_type", model_type),
-            reason="examples/medusa/convert_checkpoint.py from the given TensorRT-LLM examples tree")
+            via="script",
+            model_class="MedusaForCausalLm",
+            script="medusa/convert_checkpoint.py",
+            script_args=(
+                "--medusa_model_dir",
+                heads.path,
+                "--num_medusa_heads",
+                str(heads.num_heads),
+                "--num_medusa_layers",
+                str(heads.num_layers),
+                "--max_medusa_token_len",
+                str(spec.max_draft_len),
+                "--model_type",
+                model_type,
+            ),
+            reason="examples/medusa/convert_checkpoint.py from the given TensorRT-LLM examples tree",
+        )
     # MedusaConfig.from_hugging_face reads speculative_config.num_medusa_heads (an attribute: the worker passes an
     # object), takes num_medusa_layers from the heads' config.json (medusa_num_layers, checked against the recipe)
     # and leaves max_draft_len at 63 unless it is given as a config field; the engine's Medusa inputs are sized by
     # the checkpoint's max_draft_len, so it must equal trtllm-build's --max_draft_len.
     return Converter(
-        via="wheel", model_class="MedusaForCausalLm",
-        kwargs={"speculative_model_dir": heads.path, "speculative_config": {"num_medusa_heads": heads.num_heads},
-                "max_draft_len": spec.max_draft_len},
+        via="wheel",
+        model_class="MedusaForCausalLm",
+        kwargs={
+            "speculative_model_dir": heads.path,
+            "speculative_config": {"num_medusa_heads": heads.num_heads},
+            "max_draft_len": spec.max_draft_len,
+        },
         reason="wheel API with num_medusa_heads and max_draft_len passed explicitly (its config reader looks for "
-               "num_medusa_heads, the heads config says medusa_num_heads; max_draft_len defaults to 63; "
-               "tensorrt_llm/models/medusa/config.py)")
+        "num_medusa_heads, the heads config says medusa_num_heads; max_draft_len defaults to 63; "
+        "tensorrt_llm/models/medusa/config.py)",
+    )
 
 
 def _eagle(recipe, spec: Speculation, examples: str | None) -> Converter:
     head = spec.params
     if examples:
         return Converter(
-            via="script", model_class="EagleForCausalLM", script="eagle/convert_checkpoint.py",
-            script_args=("--eagle_model_dir", head.path, "--max_draft_len", str(spec.max_draft_len),
-                         "--num_eagle_layers", str(head.num_eagle_layers), "--max_non_leaves_per_layer",
-                         str(head.max_non_leaves_per_layer)),
-            reason="examples/eagle/convert_checkpoint.py from the given TensorRT-LLM examples tree")
+            via="script",
+            model_class="EagleForCausalLM",
+            script="eagle/convert_checkpoint.py",
+            script_args=(
+                "--eagle_model_dir",
+                head.path,
+                "--max_draft_len",
+                str(spec.max_draft_len),
+                "--num_eagle_layers",
+                str(head.num_eagle_layers),
+                "--max_non_leaves_per_layer",
+                str(head.max_non_leaves_per_layer),
+            ),
+            reason="examples/eagle/convert_checkpoint.py from the given TensorRT-LLM examples tree",
+        )
     # EagleConfig.from_hugging_face reads speculative_config.num_eagle_layers / .max_non_leaves_per_layer as
     # attributes and kwargs['use_parallel_embedding'] / kwargs['embedding_sharding_dim'] without defaults
     # (KeyError when absent); it never sets max_draft_len (63).
     return Converter(
-        via="wheel", model_class="EagleForCausalLM",
-        kwargs={"speculative_model_dir": head.path,
-                "speculative_config": {"num_eagle_layers": head.num_eagle_layers,
-                                       "max_non_leaves_per_layer": head.max_non_leaves_per_layer,
-                                       "max_draft_len": spec.max_draft_len},
-                "use_parallel_embedding": False, "embedding_sharding_dim": 0},
-        reason="wheel API: safe only for 4 EAGLE layers and max_draft_len 63 (tensorrt_llm/models/eagle/model.py)")
+        via="wheel",
+        model_class="EagleForCausalLM",
+        kwargs={
+            "speculative_model_dir": head.path,
+            "speculative_config": {
+                "num_eagle_layers": head.num_eagle_layers,
+                "max_non_leaves_per_layer": head.max_non_leaves_per_layer,
+                "max_draft_len": spec.max_draft_len,
+            },
+            "use_parallel_embedding": False,
+            "embedding_sharding_dim": 0,
+        },
+        reason="wheel API: safe only for 4 EAGLE layers and max_draft_len 63 (tensorrt_llm/models/eagle/model.py)",
+    )
 
 
 @dataclass(frozen=True)
@@ -155,7 +210,8 @@ class TargetConversion:
 # convert the target with its model class (plain_converter).
 TARGET_CONVERTERS: dict[type, TargetConversion] = {
     MedusaHeads: TargetConversion(_medusa, _medusa_wheel_limits),
-    EagleHead: TargetConversion(_eagle, _eagle_wheel_limits)}
+    EagleHead: TargetConversion(_eagle, _eagle_wheel_limits),
+}
 
 
 def target_converter(recipe, spec: Speculation, examples: str | None) -> Converter:

@@ -41,29 +41,53 @@ class Check:
 def _gpu_check(trtllm_present: bool, recipe=None, spec=None) -> Check:
     report = gpu_mod.detect_gpus(torch_fallback=trtllm_present)
     if not report.gpus:
-        return Check("GPU", "fail", report.problem or "no NVIDIA GPU found",
-                     "run on a machine with an NVIDIA GPU (compute capability >= 8.0) and its driver; check nvidia-smi")
+        return Check(
+            "GPU",
+            "fail",
+            report.problem or "no NVIDIA GPU found",
+            "run on a machine with an NVIDIA GPU (compute capability >= 8.0) and its driver; check nvidia-smi",
+        )
     listed = "; ".join(f"{g.index}: {g.name} ({g.cc})" for g in report.gpus)
-    old = [g for g in report.gpus if g.compute_capability is not None and
-           g.compute_capability < gpu_mod.MIN_COMPUTE_CAPABILITY]
+    old = [
+        g
+        for g in report.gpus
+        if g.compute_capability is not None and g.compute_capability < gpu_mod.MIN_COMPUTE_CAPABILITY
+    ]
     if old:
-        return Check("GPU", "fail", f"{listed} — compute capability below 8.0",
-                     "TensorRT-LLM speculative decoding needs Ampere or newer; hide older GPUs with "
-                     "CUDA_VISIBLE_DEVICES or use another machine")
+        return Check(
+            "GPU",
+            "fail",
+            f"{listed} — compute capability below 8.0",
+            "TensorRT-LLM speculative decoding needs Ampere or newer; hide older GPUs with "
+            "CUDA_VISIBLE_DEVICES or use another machine",
+        )
     if recipe is not None:
         has_draft = spec.has_draft_engine
         ids = list(recipe.triton.gpu_device_ids) + (recipe.draft_gpu_device_ids if has_draft else [])
         if max(ids) >= len(report.gpus):
-            return Check("GPU", "fail", f"{listed} — the recipe uses GPU ids {sorted(set(ids))}",
-                         f"run on a machine with {max(ids) + 1} GPUs or change triton.gpu_device_ids")
-        if recipe.build.quantization == "fp8" and any(g.compute_capability and g.compute_capability <
-                                                      gpu_mod.FP8_COMPUTE_CAPABILITY for g in report.gpus):
-            return Check("GPU", "fail", f"{listed} — fp8 needs compute capability 8.9",
-                         "set build.quantization: none or int8_weight_only, or use Ada/Hopper GPUs")
+            return Check(
+                "GPU",
+                "fail",
+                f"{listed} — the recipe uses GPU ids {sorted(set(ids))}",
+                f"run on a machine with {max(ids) + 1} GPUs or change triton.gpu_device_ids",
+            )
+        if recipe.build.quantization == "fp8" and any(
+            g.compute_capability and g.compute_capability < gpu_mod.FP8_COMPUTE_CAPABILITY for g in report.gpus
+        ):
+            return Check(
+                "GPU",
+                "fail",
+                f"{listed} — fp8 needs compute capability 8.9",
+                "set build.quantization: none or int8_weight_only, or use Ada/Hopper GPUs",
+            )
     unknown = [g for g in report.gpus if g.compute_capability is None]
     if unknown:
-        return Check("GPU", "warn", f"{listed} — the driver does not report compute capability",
-                     "update the NVIDIA driver (R510 or newer) so nvidia-smi can report compute_cap")
+        return Check(
+            "GPU",
+            "warn",
+            f"{listed} — the driver does not report compute capability",
+            "update the NVIDIA driver (R510 or newer) so nvidia-smi can report compute_cap",
+        )
     return Check("GPU", "ok", f"{len(report.gpus)} GPU(s) via {report.source}: {listed}")
 
 
@@ -73,31 +97,52 @@ def _trtllm_check() -> tuple[Check, version_mod.TrtllmInstall | None]:
     except UserError as e:
         return Check("TensorRT-LLM", "fail", str(e).split("\n")[0], "reinstall tensorrt_llm"), None
     if found is None:
-        return Check("TensorRT-LLM", "fail", "not installed in this Python",
-                     f"pip install {version_mod.PIP_SPEC} --extra-index-url https://pypi.nvidia.com on a GPU "
-                     f"machine ({NGC_HINT}); or use runtime: reference"), None
+        return Check(
+            "TensorRT-LLM",
+            "fail",
+            "not installed in this Python",
+            f"pip install {version_mod.PIP_SPEC} --extra-index-url https://pypi.nvidia.com on a GPU "
+            f"machine ({NGC_HINT}); or use runtime: reference",
+        ), None
     if not found.supported:
-        return Check("TensorRT-LLM", "fail", f"{found.version} is outside 0.17 <= version <= 1.3.0rc20 (the TensorRT engine "
-                     "path was removed after 1.3.0rc20)", f"pip install {version_mod.PIP_SPEC} ({NGC_HINT})"), found
+        return Check(
+            "TensorRT-LLM",
+            "fail",
+            f"{found.version} is outside 0.17 <= version <= 1.3.0rc20 (the TensorRT engine "
+            "path was removed after 1.3.0rc20)",
+            f"pip install {version_mod.PIP_SPEC} ({NGC_HINT})",
+        ), found
     return Check("TensorRT-LLM", "ok", f"{found.version} (supported: 0.17 <= version <= 1.3.0rc20)"), found
 
 
 def _argvs_for(recipe, spec) -> list[list[str]]:
     layout = Layout(Path("engines"), Path("triton_repo"), Path("reports"), recipe.name)
-    return [BuildStep(role=role, checkpoint=layout.checkpoint(role), output=layout.engine(role),
-                      flags=build_flags(recipe, spec, role)).command() for role in roles(recipe, spec)]
+    return [
+        BuildStep(
+            role=role,
+            checkpoint=layout.checkpoint(role),
+            output=layout.engine(role),
+            flags=build_flags(recipe, spec, role),
+        ).command()
+        for role in roles(recipe, spec)
+    ]
 
 
 def specbuild_argvs() -> list[list[str]]:
     """trtllm-build commands covering every flag specbuild passes (one per method and role)."""
-    specs = [{"method": "none"}, {"method": "medusa", "checkpoint": "heads", "num_heads": 4},
-             {"method": "eagle", "checkpoint": "eagle"},
-             {"method": "draft_target", "checkpoint": "draft", "use_draft_logits": True},
-             {"method": "prompt_lookup"}, {"method": "lookahead"}]
+    specs = [
+        {"method": "none"},
+        {"method": "medusa", "checkpoint": "heads", "num_heads": 4},
+        {"method": "eagle", "checkpoint": "eagle"},
+        {"method": "draft_target", "checkpoint": "draft", "use_draft_logits": True},
+        {"method": "prompt_lookup"},
+        {"method": "lookahead"},
+    ]
     out = []
     for spec in specs:
-        recipe = Recipe.model_validate({"name": "doctor", "runtime": "tensorrt-llm", "model": {"checkpoint": "model"},
-                                        "speculation": spec})
+        recipe = Recipe.model_validate(
+            {"name": "doctor", "runtime": "tensorrt-llm", "model": {"checkpoint": "model"}, "speculation": spec}
+        )
         out.extend(_argvs_for(recipe, describe(recipe)))  # (recipes of its own, one per method)
     return out
 
@@ -105,8 +150,12 @@ def specbuild_argvs() -> list[list[str]]:
 def _flags_check(recipe=None, spec=None) -> Check:
     exe = shutil.which("trtllm-build")
     if exe is None:
-        return Check("trtllm-build", "fail", "not on PATH",
-                     f"it is a console script of the TensorRT-LLM wheel: activate the environment that has it ({NGC_HINT})")
+        return Check(
+            "trtllm-build",
+            "fail",
+            "not on PATH",
+            f"it is a console script of the TensorRT-LLM wheel: activate the environment that has it ({NGC_HINT})",
+        )
     try:
         flags = read_help(exe)
     except UserError as e:
@@ -115,8 +164,12 @@ def _flags_check(recipe=None, spec=None) -> Check:
     problems = sorted({p for argv in argvs for p in flags.problems(argv)})
     passed = sorted({a for argv in argvs for a in argv if a.startswith("--")})
     if problems:
-        return Check("trtllm-build", "fail", f"{exe}: " + "; ".join(problems),
-                     f"install a TensorRT-LLM release specbuild supports (pip install {version_mod.PIP_SPEC})")
+        return Check(
+            "trtllm-build",
+            "fail",
+            f"{exe}: " + "; ".join(problems),
+            f"install a TensorRT-LLM release specbuild supports (pip install {version_mod.PIP_SPEC})",
+        )
     scope = "this recipe's commands" if recipe is not None else "every flag specbuild passes"
     return Check("trtllm-build", "ok", f"{exe} accepts {scope} ({len(passed)} flags)")
 
@@ -133,18 +186,30 @@ def _server_checks() -> list[Check]:
     server = _tritonserver()
     checks = []
     if server is None:
-        checks.append(Check("tritonserver", "fail", "not on PATH nor in /opt/tritonserver/bin",
-                            f"needed to serve TensorRT-LLM engines ({NGC_HINT}); CPU-only machines serve runtime: "
-                            "reference through nvidia-pytriton's tritonserver"))
+        checks.append(
+            Check(
+                "tritonserver",
+                "fail",
+                "not on PATH nor in /opt/tritonserver/bin",
+                f"needed to serve TensorRT-LLM engines ({NGC_HINT}); CPU-only machines serve runtime: "
+                "reference through nvidia-pytriton's tritonserver",
+            )
+        )
     else:
         checks.append(Check("tritonserver", "ok", str(server)))
     roots = [server.resolve().parent.parent / "backends"] if server is not None else []
     roots.append(TRITON_ROOT / "backends")
     backend = next((r / "tensorrtllm" for r in roots if (r / "tensorrtllm").is_dir()), None)
     if backend is None:
-        checks.append(Check("tensorrtllm backend", "fail", f"no tensorrtllm folder in {', '.join(map(str, roots))}",
-                            "the C++ backend that serves the engines ships in the tritonserver:<yy.mm>-trtllm-python-py3 "
-                            "images; elsewhere build it from triton-inference-server/tensorrtllm_backend"))
+        checks.append(
+            Check(
+                "tensorrtllm backend",
+                "fail",
+                f"no tensorrtllm folder in {', '.join(map(str, roots))}",
+                "the C++ backend that serves the engines ships in the tritonserver:<yy.mm>-trtllm-python-py3 "
+                "images; elsewhere build it from triton-inference-server/tensorrtllm_backend",
+            )
+        )
     else:
         checks.append(Check("tensorrtllm backend", "ok", str(backend)))
     return checks
@@ -154,11 +219,14 @@ def _mpi_check(recipe=None, spec=None) -> Check:
     exe = shutil.which("mpirun")
     if exe:
         return Check("MPI", "ok", exe)
-    needs = recipe is not None and (recipe.build.tp_size * recipe.build.pp_size > 1 or
-                                   spec.has_draft_engine)
-    return Check("MPI", "fail" if needs else "warn", "mpirun is not on PATH",
-                 "needed for multi-GPU engines (tp_size * pp_size > 1), launch_triton_server.py without --no-mpi and "
-                 f"the orchestrator launch of draft-target: apt-get install openmpi-bin ({NGC_HINT})")
+    needs = recipe is not None and (recipe.build.tp_size * recipe.build.pp_size > 1 or spec.has_draft_engine)
+    return Check(
+        "MPI",
+        "fail" if needs else "warn",
+        "mpirun is not on PATH",
+        "needed for multi-GPU engines (tp_size * pp_size > 1), launch_triton_server.py without --no-mpi and "
+        f"the orchestrator launch of draft-target: apt-get install openmpi-bin ({NGC_HINT})",
+    )
 
 
 def _llmapi_trtllm_check(recipe=None) -> tuple[Check, version_mod.TrtllmInstall | None]:
@@ -167,27 +235,44 @@ def _llmapi_trtllm_check(recipe=None) -> tuple[Check, version_mod.TrtllmInstall 
     except UserError as e:
         return Check("TensorRT-LLM", "fail", str(e).split("\n")[0], "reinstall tensorrt_llm"), None
     if found is None:
-        return Check("TensorRT-LLM", "fail", "not installed in this Python",
-                     f"pip install {version_mod.LLMAPI_PIP_SPEC} --extra-index-url https://pypi.nvidia.com on a GPU "
-                     f"machine ({NGC_HINT}, 25.09 or newer); or use runtime: reference"), None
+        return Check(
+            "TensorRT-LLM",
+            "fail",
+            "not installed in this Python",
+            f"pip install {version_mod.LLMAPI_PIP_SPEC} --extra-index-url https://pypi.nvidia.com on a GPU "
+            f"machine ({NGC_HINT}, 25.09 or newer); or use runtime: reference",
+        ), None
     if not found.serves_llmapi:
-        return Check("TensorRT-LLM", "fail", f"{found.version}: the llm-api flavour needs 1.0 or newer",
-                     f"pip install {version_mod.LLMAPI_PIP_SPEC}, or use flavour: engine"), found
+        return Check(
+            "TensorRT-LLM",
+            "fail",
+            f"{found.version}: the llm-api flavour needs 1.0 or newer",
+            f"pip install {version_mod.LLMAPI_PIP_SPEC}, or use flavour: engine",
+        ), found
     release = "{}.{}".format(*found.release)
     if recipe is not None and recipe.llm_api.release != release:
-        return Check("TensorRT-LLM", "fail", f"{found.version} installed, the recipe writes the model.yaml of "
-                     f"{recipe.llm_api.release}", f"set llm_api.release: \"{release}\" in the recipe"), found
-    return Check("TensorRT-LLM", "ok", f"{found.version} (llm-api flavour: 1.0 or newer; model.yaml dialect "
-                 f"{release})"), found
+        return Check(
+            "TensorRT-LLM",
+            "fail",
+            f"{found.version} installed, the recipe writes the model.yaml of {recipe.llm_api.release}",
+            f'set llm_api.release: "{release}" in the recipe',
+        ), found
+    return Check(
+        "TensorRT-LLM", "ok", f"{found.version} (llm-api flavour: 1.0 or newer; model.yaml dialect {release})"
+    ), found
 
 
 def _llmapi_model_check() -> Check:
     try:
         folder = find_model_dir()
     except UserError as e:  # compile still works: launch_triton.sh takes them from the container at start
-        return Check("llmapi model", "warn", "NVIDIA's llmapi model.py / helpers.py not found here: repositories are "
-                     "written without them and their launch_triton.sh copies them at start from the container",
-                     str(e).split(" — ", 1)[-1])
+        return Check(
+            "llmapi model",
+            "warn",
+            "NVIDIA's llmapi model.py / helpers.py not found here: repositories are "
+            "written without them and their launch_triton.sh copies them at start from the container",
+            str(e).split(" — ", 1)[-1],
+        )
     return Check("llmapi model", "ok", f"{folder} (copied into each repository at compile time)")
 
 
@@ -196,9 +281,13 @@ def _llmapi_mpi_check(recipe=None) -> Check:
     if exe:
         return Check("MPI", "ok", exe)
     needs = recipe is not None and (recipe.build.tp_size * recipe.build.pp_size > 1 or recipe.llm_api.nodes > 1)
-    return Check("MPI", "fail" if needs else "warn", "mpirun is not on PATH",
-                 "the LLM spawns MPI workers for tensor/pipeline parallelism and trtllm-llmapi-launch runs under "
-                 f"srun/mpirun across nodes: apt-get install openmpi-bin ({NGC_HINT})")
+    return Check(
+        "MPI",
+        "fail" if needs else "warn",
+        "mpirun is not on PATH",
+        "the LLM spawns MPI workers for tensor/pipeline parallelism and trtllm-llmapi-launch runs under "
+        f"srun/mpirun across nodes: apt-get install openmpi-bin ({NGC_HINT})",
+    )
 
 
 def run_doctor(build: Build | None = None, flavour: str | None = None) -> list[Check]:
@@ -242,5 +331,7 @@ def render(checks: list[Check], console) -> None:
     if ready(checks):
         console.print("[green]ready for runtime: tensorrt-llm[/]")
     else:
-        console.print("[bold red]not ready for runtime: tensorrt-llm[/] — fix the failed checks above "
-                      "(runtime: reference works on any machine)")
+        console.print(
+            "[bold red]not ready for runtime: tensorrt-llm[/] — fix the failed checks above "
+            "(runtime: reference works on any machine)"
+        )

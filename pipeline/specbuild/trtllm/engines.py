@@ -32,8 +32,9 @@ def preflight(steps: list[Step], version: str, flags_cache: dict[str, HelpFlags]
             script_exists(step)
 
 
-def run_engine_steps(steps: list[Step], recipe: Recipe, layout: Layout, progress: Progress | None = None,
-                     notice=None) -> dict[str, Path]:
+def run_engine_steps(
+    steps: list[Step], recipe: Recipe, layout: Layout, progress: Progress | None = None, notice=None
+) -> dict[str, Path]:
     """Run the convert/build/verify-engine steps; returns {role: engine folder} for every engine built."""
     install = require_trtllm()
     if progress:
@@ -49,14 +50,26 @@ def run_engine_steps(steps: list[Step], recipe: Recipe, layout: Layout, progress
             if isinstance(step, ConvertStep):
                 run_convert(step, log_dir=layout.logs, progress=progress, notice=notice)
             elif isinstance(step, BuildStep):
-                run_build(step, version=install.version, flags_cache=flags_cache, log_dir=layout.logs,
-                          progress=progress, notice=notice)
+                run_build(
+                    step,
+                    version=install.version,
+                    flags_cache=flags_cache,
+                    log_dir=layout.logs,
+                    progress=progress,
+                    notice=notice,
+                )
                 built[step.role] = step.output
             elif isinstance(step, VerifyEngineStep):
-                verify_engine(step.engine, step.expect, step.role, after=(
-                    "this TensorRT-LLM built something else than the command asked for; the engine is left for "
-                    "inspection and will be rebuilt by the next specbuild compile. Check `specbuild doctor` and the "
-                    f"build log in {layout.logs}"))
+                verify_engine(
+                    step.engine,
+                    step.expect,
+                    step.role,
+                    after=(
+                        "this TensorRT-LLM built something else than the command asked for; the engine is left for "
+                        "inspection and will be rebuilt by the next specbuild compile. Check `specbuild doctor` and the "
+                        f"build log in {layout.logs}"
+                    ),
+                )
                 if progress:
                     progress(f"{step.role}: engine verified ({step.engine})")
     return built

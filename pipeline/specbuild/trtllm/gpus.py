@@ -86,8 +86,10 @@ def _from_torch() -> GpuReport:
         return GpuReport([], "none", "nvidia-smi is not on PATH and torch is not installed")
     if not torch.cuda.is_available():
         return GpuReport([], "torch", "nvidia-smi is not on PATH and torch sees no CUDA device")
-    gpus = [Gpu(i, torch.cuda.get_device_name(i), tuple(torch.cuda.get_device_capability(i)))
-            for i in range(torch.cuda.device_count())]
+    gpus = [
+        Gpu(i, torch.cuda.get_device_name(i), tuple(torch.cuda.get_device_capability(i)))
+        for i in range(torch.cuda.device_count())
+    ]
     return GpuReport(gpus, "torch")
 
 
@@ -105,19 +107,27 @@ def require_gpus(*, need_fp8: bool = False, torch_fallback: bool = True) -> list
     report = detect_gpus(torch_fallback=torch_fallback)
     if not report.gpus:
         why = f" ({report.problem})" if report.problem else ""
-        raise UserError(f"runtime: tensorrt-llm builds engines on an NVIDIA GPU, and none was found{why} — run on a "
-                        "machine with an NVIDIA GPU of compute capability 8.0 or newer and its driver (check with "
-                        "nvidia-smi), or set runtime: reference to build CPU reference engines")
+        raise UserError(
+            f"runtime: tensorrt-llm builds engines on an NVIDIA GPU, and none was found{why} — run on a "
+            "machine with an NVIDIA GPU of compute capability 8.0 or newer and its driver (check with "
+            "nvidia-smi), or set runtime: reference to build CPU reference engines"
+        )
     old = [g for g in report.gpus if g.compute_capability is not None and g.compute_capability < MIN_COMPUTE_CAPABILITY]
     if old:
         listed = "; ".join(str(g) for g in old)
-        raise UserError(f"{listed}: TensorRT-LLM's speculative decoding needs compute capability 8.0 or newer (Ampere "
-                        "and later) — use an A100/A10/L4/L40/H100/H200-class GPU, or runtime: reference "
-                        "(CUDA_VISIBLE_DEVICES can hide older GPUs)")
+        raise UserError(
+            f"{listed}: TensorRT-LLM's speculative decoding needs compute capability 8.0 or newer (Ampere "
+            "and later) — use an A100/A10/L4/L40/H100/H200-class GPU, or runtime: reference "
+            "(CUDA_VISIBLE_DEVICES can hide older GPUs)"
+        )
     if need_fp8:
-        slow = [g for g in report.gpus if g.compute_capability is not None and g.compute_capability < FP8_COMPUTE_CAPABILITY]
+        slow = [
+            g for g in report.gpus if g.compute_capability is not None and g.compute_capability < FP8_COMPUTE_CAPABILITY
+        ]
         if slow:
-            raise UserError(f"build.quantization: fp8 needs compute capability 8.9 or newer (Ada/Hopper) but "
-                            f"{'; '.join(str(g) for g in slow)} — set quantization: none or int8_weight_only, "
-                            "or use an L4/L40/H100/H200-class GPU")
+            raise UserError(
+                f"build.quantization: fp8 needs compute capability 8.9 or newer (Ada/Hopper) but "
+                f"{'; '.join(str(g) for g in slow)} — set quantization: none or int8_weight_only, "
+                "or use an L4/L40/H100/H200-class GPU"
+            )
     return report.gpus

@@ -66,8 +66,10 @@ def read_help(exe: str = "trtllm-build", env: dict | None = None) -> HelpFlags:
     try:
         out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=300, env=env)
     except FileNotFoundError:
-        raise UserError(f"{exe} is not on PATH — it comes with the TensorRT-LLM wheel (pip install "
-                        "\"tensorrt_llm>=0.17,<=1.3.0rc20\"); activate the Python environment that has it") from None
+        raise UserError(
+            f"{exe} is not on PATH — it comes with the TensorRT-LLM wheel (pip install "
+            '"tensorrt_llm>=0.17,<=1.3.0rc20"); activate the Python environment that has it'
+        ) from None
     except subprocess.TimeoutExpired:
         raise UserError(f"`{exe} --help` did not finish in 5 minutes — check the TensorRT-LLM installation") from None
     if out.returncode != 0:

@@ -54,11 +54,18 @@ TIMEOUT_S = 600
 def run_parse(paths: list[Path]) -> dict[str, str | None]:
     """file -> the installed release's error (None: accepted). UserError when TensorRT-LLM cannot run at all."""
     try:
-        done = subprocess.run([sys.executable, "-c", CHILD, *map(str, paths)], capture_output=True, text=True,
-                              timeout=TIMEOUT_S, env=os.environ.copy())
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, *map(str, paths)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env=os.environ.copy(),
+        )
     except subprocess.TimeoutExpired:
-        raise UserError(f"parsing model.yaml with the installed TensorRT-LLM took more than {TIMEOUT_S} s — check "
-                        "the installation (python -c 'import tensorrt_llm')") from None
+        raise UserError(
+            f"parsing model.yaml with the installed TensorRT-LLM took more than {TIMEOUT_S} s — check "
+            "the installation (python -c 'import tensorrt_llm')"
+        ) from None
     results: dict[str, str | None] = {}
     for line in done.stdout.splitlines():
         try:
@@ -70,9 +77,11 @@ def run_parse(paths: list[Path]) -> dict[str, str | None]:
     missing = [str(p) for p in paths if str(p) not in results]
     if missing:
         tail = "\n".join(done.stderr.strip().splitlines()[-8:])
-        raise UserError(f"the installed TensorRT-LLM could not parse model.yaml (its parse functions did not run):\n"
-                        f"{tail}\n— fix the installation (python -c 'from tensorrt_llm.llmapi.llm_args import "
-                        "TorchLlmArgs') or use runtime: reference")
+        raise UserError(
+            f"the installed TensorRT-LLM could not parse model.yaml (its parse functions did not run):\n"
+            f"{tail}\n— fix the installation (python -c 'from tensorrt_llm.llmapi.llm_args import "
+            "TorchLlmArgs') or use runtime: reference"
+        )
     return results
 
 
@@ -80,12 +89,16 @@ def hint(error: str, install, recipe) -> str:
     """What to do about the installed release's refusal."""
     version = parse_version(install.version)
     if "Invalid decoding type" in error and version[:2] == (1, 3) and version[3] <= 3:
-        return (f"TensorRT-LLM {install.version} still parses speculative_config through DecodingBaseConfig.from_dict; "
-                "llm_api.release 1.3 is written for the discriminated union of 1.3.0rc7 and later (README 'LLM-API "
-                "releases') — install a later 1.3 release, or 1.2.x with llm_api.release: \"1.2\"")
-    return (f"model.yaml is written in llm_api.release {recipe.llm_api.release}'s spelling (README 'LLM-API "
-            "releases'); the installed release refuses it as shown — change the recipe value the message names, or "
-            "run the release the table covers")
+        return (
+            f"TensorRT-LLM {install.version} still parses speculative_config through DecodingBaseConfig.from_dict; "
+            "llm_api.release 1.3 is written for the discriminated union of 1.3.0rc7 and later (README 'LLM-API "
+            'releases\') — install a later 1.3 release, or 1.2.x with llm_api.release: "1.2"'
+        )
+    return (
+        f"model.yaml is written in llm_api.release {recipe.llm_api.release}'s spelling (README 'LLM-API "
+        "releases'); the installed release refuses it as shown — change the recipe value the message names, or "
+        "run the release the table covers"
+    )
 
 
 def check_model_yaml(text: str, install, recipe, role: str) -> None:
@@ -96,5 +109,7 @@ def check_model_yaml(text: str, install, recipe, role: str) -> None:
         error = run_parse([path])[str(path)]
     if error:
         where = f"{recipe.source or 'recipe'}" + ("" if role == "target" else f" ({role} repository)")
-        raise UserError(f"{where}: TensorRT-LLM {install.version} refuses the model.yaml written for it — {error}\n"
-                        f"— {hint(error, install, recipe)}; nothing was written")
+        raise UserError(
+            f"{where}: TensorRT-LLM {install.version} refuses the model.yaml written for it — {error}\n"
+            f"— {hint(error, install, recipe)}; nothing was written"
+        )

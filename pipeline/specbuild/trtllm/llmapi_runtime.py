@@ -25,7 +25,13 @@ from typing import Iterator
 from specbuild.errors import UserError
 from specbuild.repository.llmapi.flavour import LlmApiFlavour
 from specbuild.repository.llmapi.configs import GPU_IDS_PARAMETER
-from specbuild.repository.llmapi.launch import CONTAINER_MODEL_DIR, NVIDIA_FILES, SCRIPT_NAME, launch_mode, server_command
+from specbuild.repository.llmapi.launch import (
+    CONTAINER_MODEL_DIR,
+    NVIDIA_FILES,
+    SCRIPT_NAME,
+    launch_mode,
+    server_command,
+)
 from specbuild.repository.llmapi.model_yaml import RELEASES_WITH_DYNAMIC_TREE
 from specbuild.findings import Finding
 from specbuild.paths import show
@@ -69,9 +75,11 @@ def given_model_dir() -> Path | None:
     folder = Path(value)
     missing = [name for name in NVIDIA_FILES if not (folder / name).is_file()]
     if missing:
-        raise UserError(f"{ENV}={folder}: {', '.join(missing)} not found there — give the tensorrt_llm/1 folder of "
-                        "triton_backend/all_models/llmapi/ (TensorRT-LLM checkout of the release you run) or "
-                        f"{CONTAINER_MODEL_DIR} copied from the tritonserver trtllm container")
+        raise UserError(
+            f"{ENV}={folder}: {', '.join(missing)} not found there — give the tensorrt_llm/1 folder of "
+            "triton_backend/all_models/llmapi/ (TensorRT-LLM checkout of the release you run) or "
+            f"{CONTAINER_MODEL_DIR} copied from the tritonserver trtllm container"
+        )
     return folder
 
 
@@ -88,10 +96,12 @@ def find_model_dir() -> Path:
     if folder is not None:
         return folder
     tried = ", ".join(str(p) for p in model_dir_candidates())
-    raise UserError(f"NVIDIA's llmapi model (model.py, helpers.py) was not found (looked in {tried}) — run inside "
-                    "the tritonserver:<yy.mm>-trtllm-python-py3 container (it has /app/all_models/llmapi/), or set "
-                    f"{ENV} (specbuild compile --llmapi-model-dir) to the tensorrt_llm/1 folder of "
-                    "triton_backend/all_models/llmapi/ from a TensorRT-LLM checkout of the installed release")
+    raise UserError(
+        f"NVIDIA's llmapi model (model.py, helpers.py) was not found (looked in {tried}) — run inside "
+        "the tritonserver:<yy.mm>-trtllm-python-py3 container (it has /app/all_models/llmapi/), or set "
+        f"{ENV} (specbuild compile --llmapi-model-dir) to the tensorrt_llm/1 folder of "
+        "triton_backend/all_models/llmapi/ from a TensorRT-LLM checkout of the installed release"
+    )
 
 
 def reads_gpu_device_ids(model_py: Path) -> bool:
@@ -104,10 +114,12 @@ def multi_instance_refusal(recipe, folder: Path | None) -> str | None:
     until launch_triton.sh sees the container's model.py)."""
     if recipe.llm_api.instances <= 1 or folder is None or reads_gpu_device_ids(folder / "model.py"):
         return None
-    return (f"{folder / 'model.py'} does not read config.pbtxt's {GPU_IDS_PARAMETER} (NVIDIA's llmapi model reads it "
-            "from its multi-instance version on, 2026-02; the 1.0/1.1 model.py does not), so every instance would "
-            "load the LLM on the same GPUs — set llm_api.instances: 1 (scale with replicas), or use the model.py of "
-            "a release that has multi-instance serving")
+    return (
+        f"{folder / 'model.py'} does not read config.pbtxt's {GPU_IDS_PARAMETER} (NVIDIA's llmapi model reads it "
+        "from its multi-instance version on, 2026-02; the 1.0/1.1 model.py does not), so every instance would "
+        "load the LLM on the same GPUs — set llm_api.instances: 1 (scale with replicas), or use the model.py of "
+        "a release that has multi-instance serving"
+    )
 
 
 @dataclass(frozen=True)
@@ -122,18 +134,22 @@ class ModelSource:
 
     def describe(self) -> str:
         if self.folder is None:
-            return (f"NVIDIA's llmapi model.py + helpers.py: none on this machine, launch_triton.sh copies them at "
-                    f"start from {CONTAINER_MODEL_DIR} (the tritonserver trtllm container; LLMAPI_MODEL_DIR "
-                    "overrides)")
+            return (
+                f"NVIDIA's llmapi model.py + helpers.py: none on this machine, launch_triton.sh copies them at "
+                f"start from {CONTAINER_MODEL_DIR} (the tritonserver trtllm container; LLMAPI_MODEL_DIR "
+                "overrides)"
+            )
         return f"NVIDIA's llmapi model from {self.folder}"
 
 
 class TrtllmLlmApiRuntime(LlmApiFlavour):
     name = "tensorrt-llm"
     summary = "TensorRT-LLM's PyTorch backend behind NVIDIA's llmapi Triton model (model.yaml) on NVIDIA GPUs"
-    model_files_label = ("NVIDIA's llmapi model.py + helpers.py: copied at compile from --llmapi-model-dir or the "
-                         "machine's TensorRT-LLM; without one, launch_triton.sh copies them at start from "
-                         f"{CONTAINER_MODEL_DIR} of the tritonserver trtllm container")
+    model_files_label = (
+        "NVIDIA's llmapi model.py + helpers.py: copied at compile from --llmapi-model-dir or the "
+        "machine's TensorRT-LLM; without one, launch_triton.sh copies them at start from "
+        f"{CONTAINER_MODEL_DIR} of the tritonserver trtllm container"
+    )
 
     def checks(self, recipe, spec, options) -> Iterator[Finding]:
         yield from self.flavour_checks(recipe, spec)
@@ -143,9 +159,12 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
         if recipe.validation.sampling is not None:
             yield Finding(("validation", "sampling"), self.sampling_refusal(spec))
         if isinstance(spec.tree, DynamicTree) and a.release not in RELEASES_WITH_DYNAMIC_TREE:
-            yield Finding(("speculation", "dynamic_tree"), f"TensorRT-LLM {a.release} drafts EAGLE-3 as a chain only "
-                          "(its one-model worker \"only supports linear tree\"; dynamic trees arrived after 1.2) — "
-                          "remove dynamic_tree, or use runtime: reference")
+            yield Finding(
+                ("speculation", "dynamic_tree"),
+                f"TensorRT-LLM {a.release} drafts EAGLE-3 as a chain only "
+                '(its one-model worker "only supports linear tree"; dynamic trees arrived after 1.2) — '
+                "remove dynamic_tree, or use runtime: reference",
+            )
         if a.instances > 1:
             try:
                 refusal = multi_instance_refusal(recipe, found_model_dir())
@@ -157,15 +176,19 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
     def notes(self, recipe, spec) -> list[str]:
         out = super().notes(recipe, spec)
         if recipe.llm_api.instances > 1:
-            out.append(f"llm_api.instances {recipe.llm_api.instances}: NVIDIA's model.py must read config.pbtxt's "
-                       f"{GPU_IDS_PARAMETER}; compile checks the model.py it copies, and launch_triton.sh checks the "
-                       "container's at start when none was copied")
+            out.append(
+                f"llm_api.instances {recipe.llm_api.instances}: NVIDIA's model.py must read config.pbtxt's "
+                f"{GPU_IDS_PARAMETER}; compile checks the model.py it copies, and launch_triton.sh checks the "
+                "container's at start when none was copied"
+            )
         return out
 
     def sampling_refusal(self, spec) -> str | None:
-        return ("the sampling-distribution check runs on the reference runtime only: TensorRT-LLM's one-model EAGLE-3 "
-                "and MTP take the argmax on both sides up to 1.2 unless allow_advanced_sampling is set, and its "
-                "speculative sampling is not bit-exact — remove validation.sampling or use runtime: reference")
+        return (
+            "the sampling-distribution check runs on the reference runtime only: TensorRT-LLM's one-model EAGLE-3 "
+            "and MTP take the argmax on both sides up to 1.2 unless allow_advanced_sampling is set, and its "
+            "speculative sampling is not bit-exact — remove validation.sampling or use runtime: reference"
+        )
 
     def model_source(self) -> ModelSource:
         return ModelSource(found_model_dir())
@@ -182,14 +205,17 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
         if progress:
             progress(f"TensorRT-LLM {install.version if install else 'not installed here'}; {source.describe()}")
         if install is None and notice and role == "target":
-            notice("TensorRT-LLM is not installed here: model.yaml is written in llm_api.release "
-                   f"{recipe.llm_api.release}'s spelling (README 'LLM-API releases') without being parsed by "
-                   "TensorRT-LLM itself; compile on a machine with TensorRT-LLM parses it with that release first")
+            notice(
+                "TensorRT-LLM is not installed here: model.yaml is written in llm_api.release "
+                f"{recipe.llm_api.release}'s spelling (README 'LLM-API releases') without being parsed by "
+                "TensorRT-LLM itself; compile on a machine with TensorRT-LLM parses it with that release first"
+            )
         if install is None and source.folder is None and notice and role == "target":
             notice(source.describe())
         validate = None if install is None else (lambda text: check_model_yaml(text, install, recipe, role))
-        return write_repository(recipe, spec, layout, role, source.files, progress=progress, notice=notice,
-                                validate=validate)
+        return write_repository(
+            recipe, spec, layout, role, source.files, progress=progress, notice=notice, validate=validate
+        )
 
     def serve_step(self, recipe, spec, layout, repo_roles) -> ServeStep:
         import shlex
@@ -197,5 +223,8 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
         info = launch_mode(recipe)
         details = {k: v for k, v in info.items() if k != "mode"}
         details["runs"] = shlex.join(server_command(recipe, show(layout.repository())))
-        return ServeStep(headline=f"launch tritonserver ({info['mode']}, world size {info['world_size']})",
-                         argv=("bash", show(layout.repository() / SCRIPT_NAME)), info=details)
+        return ServeStep(
+            headline=f"launch tritonserver ({info['mode']}, world size {info['world_size']})",
+            argv=("bash", show(layout.repository() / SCRIPT_NAME)),
+            info=details,
+        )

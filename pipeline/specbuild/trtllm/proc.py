@@ -72,8 +72,15 @@ def sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _pump(stream, log, keep: collections.deque, also: collections.deque | None, progress: Progress | None,
-          prefix: str, lock: threading.Lock) -> None:
+def _pump(
+    stream,
+    log,
+    keep: collections.deque,
+    also: collections.deque | None,
+    progress: Progress | None,
+    prefix: str,
+    lock: threading.Lock,
+) -> None:
     for raw in iter(stream.readline, ""):
         line = raw.rstrip("\n")
         with lock:
@@ -103,8 +110,15 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
             continue
 
 
-def run_child(argv: list[str], log_path: Path, *, progress: Progress | None = None, prefix: str = "",
-              env: dict | None = None, cwd: Path | None = None) -> ChildResult:
+def run_child(
+    argv: list[str],
+    log_path: Path,
+    *,
+    progress: Progress | None = None,
+    prefix: str = "",
+    env: dict | None = None,
+    cwd: Path | None = None,
+) -> ChildResult:
     """Run argv to completion. On an interrupt the child's group is stopped and the interrupt re-raised."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
@@ -114,12 +128,25 @@ def run_child(argv: list[str], log_path: Path, *, progress: Progress | None = No
         log.write(f"$ {shlex.join(argv)}\n")
         log.flush()
         tag = children.new_tag()
-        proc = children.spawn(argv, tag=tag, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              errors="replace", env=env, cwd=cwd, bufsize=1)
-        pumps = [threading.Thread(target=_pump, args=(proc.stdout, log, output_tail, None, progress, prefix, lock),
-                                  daemon=True),
-                 threading.Thread(target=_pump, args=(proc.stderr, log, stderr_tail, output_tail, progress, prefix,
-                                                      lock), daemon=True)]
+        proc = children.spawn(
+            argv,
+            tag=tag,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            env=env,
+            cwd=cwd,
+            bufsize=1,
+        )
+        pumps = [
+            threading.Thread(
+                target=_pump, args=(proc.stdout, log, output_tail, None, progress, prefix, lock), daemon=True
+            ),
+            threading.Thread(
+                target=_pump, args=(proc.stderr, log, stderr_tail, output_tail, progress, prefix, lock), daemon=True
+            ),
+        ]
         for t in pumps:
             t.start()
         try:

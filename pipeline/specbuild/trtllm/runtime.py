@@ -77,10 +77,22 @@ class TrtllmRuntime(EngineFlavour):
             ckpt_role = "target" if reuse_target_ckpt else role
             if not reuse_target_ckpt:
                 steps.append(self._convert_step(recipe, spec, layout, role, options.trtllm_examples))
-            steps.append(BuildStep(role=role, checkpoint=layout.checkpoint(ckpt_role), output=layout.engine(role),
-                                   flags=build_flags(recipe, spec, role)))
-            steps.append(VerifyEngineStep(role=role, engine=layout.engine(role), recipe_name=recipe.name,
-                                          expect=expected_limits(recipe, spec, role)))
+            steps.append(
+                BuildStep(
+                    role=role,
+                    checkpoint=layout.checkpoint(ckpt_role),
+                    output=layout.engine(role),
+                    flags=build_flags(recipe, spec, role),
+                )
+            )
+            steps.append(
+                VerifyEngineStep(
+                    role=role,
+                    engine=layout.engine(role),
+                    recipe_name=recipe.name,
+                    expect=expected_limits(recipe, spec, role),
+                )
+            )
         return steps
 
     def _convert_step(self, recipe, spec, layout, role: str, examples: str | None) -> ConvertStep:
@@ -94,11 +106,20 @@ class TrtllmRuntime(EngineFlavour):
         expect = {"dtype": recipe.model.dtype}
         if role == "target":
             expect.update({k: v for k, v in pretrained_extra(spec).items() if not isinstance(v, (dict, list))})
-        return ConvertStep(role=role, converter=converter, model_dir=model_dir, output=layout.checkpoint(role),
-                           dtype=recipe.model.dtype, tp_size=draft.tp_size if draft else b.tp_size,
-                           pp_size=1 if draft else b.pp_size, workers=b.workers, quantization=b.quantization,
-                           trust_remote_code=recipe.model.trust_remote_code,
-                           examples=Path(examples) if converter.via == "script" else None, expect=expect)
+        return ConvertStep(
+            role=role,
+            converter=converter,
+            model_dir=model_dir,
+            output=layout.checkpoint(role),
+            dtype=recipe.model.dtype,
+            tp_size=draft.tp_size if draft else b.tp_size,
+            pp_size=1 if draft else b.pp_size,
+            workers=b.workers,
+            quantization=b.quantization,
+            trust_remote_code=recipe.model.trust_remote_code,
+            examples=Path(examples) if converter.via == "script" else None,
+            expect=expect,
+        )
 
     def build_engines(self, steps, recipe, layout, progress=None, notice=None) -> dict[str, Path]:
         return run_engine_steps(steps, recipe, layout, progress, notice)
@@ -109,9 +130,11 @@ class TrtllmRuntime(EngineFlavour):
 
     def serve_step(self, recipe, spec, layout, repo_roles) -> ServeStep:
         info = triton_params.launch(recipe, "target", spec)
-        return ServeStep(headline=f"launch tritonserver in {info['mode']} mode (world size {info['world_size']})",
-                         argv=("bash", show(layout.repository() / SCRIPT_NAME)),
-                         info={k: v for k, v in info.items() if k != "mode"})
+        return ServeStep(
+            headline=f"launch tritonserver in {info['mode']} mode (world size {info['world_size']})",
+            argv=("bash", show(layout.repository() / SCRIPT_NAME)),
+            info={k: v for k, v in info.items() if k != "mode"},
+        )
 
     def legacy_tensor_names(self) -> bool:
         """The tensor names of the installed backend (triton.legacy_tensor_names None): the <= 0.19 ones when

@@ -19,9 +19,11 @@ QUANT_WHEEL = {"int8_weight_only": "W8A16", "int4_weight_only": "W4A16", "fp8": 
 # every rank itself; from_hugging_face only handles the uncalibrated weight-only algorithms.
 QUANT_CALIBRATED = {"fp8"}
 CALIBRATION = {"calib_dataset": "cnn_dailymail", "calib_batches": 512}  # the wheel's defaults, made explicit
-QUANT_SCRIPT = {"int8_weight_only": ["--use_weight_only", "--weight_only_precision", "int8"],
-                "int4_weight_only": ["--use_weight_only", "--weight_only_precision", "int4"],
-                "fp8": ["--use_fp8"]}
+QUANT_SCRIPT = {
+    "int8_weight_only": ["--use_weight_only", "--weight_only_precision", "int8"],
+    "int4_weight_only": ["--use_weight_only", "--weight_only_precision", "int4"],
+    "fp8": ["--use_fp8"],
+}
 
 
 def _shown(value: Any) -> Any:
@@ -72,11 +74,24 @@ class ConvertStep(Step):
     def script_argv(self, python: str, output_dir: Path, shown: bool = False) -> list[str]:
         c = self.converter
         path = (lambda p: show(p)) if shown else (lambda p: str(p))
-        return [python, str(self.examples / c.script), "--model_dir", path(self.model_dir), "--output_dir",
-                path(output_dir), "--dtype", self.dtype, "--tp_size", str(self.tp_size), "--pp_size",
-                str(self.pp_size), "--workers", str(self.workers),
-                *(path(a) if isinstance(a, Path) else a for a in c.script_args),
-                *(QUANT_SCRIPT[self.quantization] if self.quantization != "none" else [])]
+        return [
+            python,
+            str(self.examples / c.script),
+            "--model_dir",
+            path(self.model_dir),
+            "--output_dir",
+            path(output_dir),
+            "--dtype",
+            self.dtype,
+            "--tp_size",
+            str(self.tp_size),
+            "--pp_size",
+            str(self.pp_size),
+            "--workers",
+            str(self.workers),
+            *(path(a) if isinstance(a, Path) else a for a in c.script_args),
+            *(QUANT_SCRIPT[self.quantization] if self.quantization != "none" else []),
+        ]
 
     def command(self) -> list[str] | None:
         if self.converter.via != "script":
@@ -97,30 +112,49 @@ class ConvertStep(Step):
         """What specbuild.trtllm.convert_worker reads (absolute paths)."""
         kwargs = self._call_kwargs()
         quant = kwargs.pop("quant_config", None)
-        return {"model_class": self.converter.model_class, "function": self.function,
-                "hf_model_dir": _absolute(self.model_dir), "dtype": self.dtype, "tp_size": self.tp_size,
-                "pp_size": self.pp_size, "quant_algo": quant["quant_algo"] if quant else None,
-                "kwargs": _absolute(kwargs), "output_dir": str(output_dir)}
+        return {
+            "model_class": self.converter.model_class,
+            "function": self.function,
+            "hf_model_dir": _absolute(self.model_dir),
+            "dtype": self.dtype,
+            "tp_size": self.tp_size,
+            "pp_size": self.pp_size,
+            "quant_algo": quant["quant_algo"] if quant else None,
+            "kwargs": _absolute(kwargs),
+            "output_dir": str(output_dir),
+        }
 
     def details(self) -> dict[str, Any]:
         out: dict[str, Any] = {"via": self.converter.via, "why": self.converter.reason}
         if self.converter.via == "script":
             return out
         kwargs = self._call_kwargs()
-        arguments = {"hf_model_or_dir": show(self.model_dir), "dtype": self.dtype,
-                     "mapping": {"world_size": self.world_size, "tp_size": self.tp_size, "pp_size": self.pp_size},
-                     "trust_remote_code": kwargs.pop("trust_remote_code")}
+        arguments = {
+            "hf_model_or_dir": show(self.model_dir),
+            "dtype": self.dtype,
+            "mapping": {"world_size": self.world_size, "tp_size": self.tp_size, "pp_size": self.pp_size},
+            "trust_remote_code": kwargs.pop("trust_remote_code"),
+        }
         arguments.update(_shown(kwargs))
         if self.function == "quantize":
-            ranks = (f"all {self.world_size} rank(s) in one call: ModelOpt calibrates on calib_dataset (downloaded "
-                     "from the Hugging Face hub) and writes config.json and every rank{N}.safetensors")
+            ranks = (
+                f"all {self.world_size} rank(s) in one call: ModelOpt calibrates on calib_dataset (downloaded "
+                "from the Hugging Face hub) and writes config.json and every rank{N}.safetensors"
+            )
         else:
-            ranks = (f"0..{self.world_size - 1}: from_hugging_face(mapping rank r) then save_checkpoint(output, "
-                     "save_config=(r == 0))")
-        out.update({"call": f"tensorrt_llm.models.{self.converter.model_class}.{self.function}",
-                    "arguments": arguments, "ranks": ranks,
-                    "process": "a child process (its memory is returned; a crash is reported)",
-                    "output": show(self.output)})
+            ranks = (
+                f"0..{self.world_size - 1}: from_hugging_face(mapping rank r) then save_checkpoint(output, "
+                "save_config=(r == 0))"
+            )
+        out.update(
+            {
+                "call": f"tensorrt_llm.models.{self.converter.model_class}.{self.function}",
+                "arguments": arguments,
+                "ranks": ranks,
+                "process": "a child process (its memory is returned; a crash is reported)",
+                "output": show(self.output),
+            }
+        )
         return out
 
 

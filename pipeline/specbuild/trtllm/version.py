@@ -33,10 +33,12 @@ CURRENT_TENSOR_NAMES_SINCE = (0, 20)
 PIP_SPEC = '"tensorrt_llm>=0.17,<=1.3.0rc20"'
 LLMAPI_PIP_SPEC = '"tensorrt_llm>=1.0"'
 NGC_IMAGE = "nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3"
-HOW_TO_GET = (f"install it on a machine with an NVIDIA GPU: pip install {PIP_SPEC} --extra-index-url "
-              f"https://pypi.nvidia.com, or work inside an NGC container {NGC_IMAGE} whose TensorRT-LLM is 0.17 to "
-              "1.2.x (NVIDIA's support matrix lists the version per release); or set runtime: reference in the "
-              "recipe to build CPU reference engines instead")
+HOW_TO_GET = (
+    f"install it on a machine with an NVIDIA GPU: pip install {PIP_SPEC} --extra-index-url "
+    f"https://pypi.nvidia.com, or work inside an NGC container {NGC_IMAGE} whose TensorRT-LLM is 0.17 to "
+    "1.2.x (NVIDIA's support matrix lists the version per release); or set runtime: reference in the "
+    "recipe to build CPU reference engines instead"
+)
 
 
 @dataclass(frozen=True)
@@ -83,16 +85,20 @@ def version_supported(version: str) -> bool:
 def _version_by_import() -> str:
     code = "import tensorrt_llm, sys; sys.stdout.write('\\n' + str(tensorrt_llm.__version__) + '\\n')"
     try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                             env=os.environ.copy())
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=os.environ.copy()
+        )
     except subprocess.TimeoutExpired:
-        raise UserError("importing tensorrt_llm took more than 5 minutes — check the installation "
-                        "(python -c 'import tensorrt_llm')") from None
+        raise UserError(
+            "importing tensorrt_llm took more than 5 minutes — check the installation (python -c 'import tensorrt_llm')"
+        ) from None
     lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
     if out.returncode != 0 or not lines:
         tail = "\n".join(out.stderr.strip().splitlines()[-8:])
-        raise UserError(f"tensorrt_llm is installed but fails to import:\n{tail}\n— fix the installation "
-                        f"(pip install {PIP_SPEC}) or use runtime: reference")
+        raise UserError(
+            f"tensorrt_llm is installed but fails to import:\n{tail}\n— fix the installation "
+            f"(pip install {PIP_SPEC}) or use runtime: reference"
+        )
     return lines[-1].strip()
 
 
@@ -112,18 +118,24 @@ def require_trtllm() -> TrtllmInstall:
     """The installed TensorRT-LLM when its version has the engine path; a UserError that says what to do otherwise."""
     found = installed()
     if found is None:
-        raise UserError(f"runtime: tensorrt-llm needs TensorRT-LLM, which is not installed in this Python "
-                        f"({sys.executable}) — {HOW_TO_GET}")
+        raise UserError(
+            f"runtime: tensorrt-llm needs TensorRT-LLM, which is not installed in this Python "
+            f"({sys.executable}) — {HOW_TO_GET}"
+        )
     if not found.supported:
         if parse_version(found.version) > LAST_ENGINE_RC:
-            why = ("TensorRT-LLM removed the TensorRT engine path (trtllm-build, convert_checkpoint.py) after "
-                   "1.3.0rc20; this recipe builds TensorRT engines — set flavour: llm-api to serve the same model "
-                   "through the LLM API")
+            why = (
+                "TensorRT-LLM removed the TensorRT engine path (trtllm-build, convert_checkpoint.py) after "
+                "1.3.0rc20; this recipe builds TensorRT engines — set flavour: llm-api to serve the same model "
+                "through the LLM API"
+            )
         else:
             why = "specbuild needs the engine-path speculative decoding of 0.17 or newer"
-        raise UserError(f"TensorRT-LLM {found.version} is installed but the engine flavour supports 0.17 <= version "
-                        f"<= 1.3.0rc20: {why} — install a supported release: pip install {PIP_SPEC} (or use an NGC "
-                        f"container {NGC_IMAGE} whose TensorRT-LLM is 0.17 to 1.2.x), or use runtime: reference")
+        raise UserError(
+            f"TensorRT-LLM {found.version} is installed but the engine flavour supports 0.17 <= version "
+            f"<= 1.3.0rc20: {why} — install a supported release: pip install {PIP_SPEC} (or use an NGC "
+            f"container {NGC_IMAGE} whose TensorRT-LLM is 0.17 to 1.2.x), or use runtime: reference"
+        )
     return found
 
 
@@ -131,19 +143,25 @@ def require_llmapi(release: str) -> TrtllmInstall:
     """The installed TensorRT-LLM when it serves the llm-api flavour in the recipe's llm_api.release dialect."""
     found = installed()
     if found is None:
-        raise UserError(f"runtime: tensorrt-llm needs TensorRT-LLM, which is not installed in this Python "
-                        f"({sys.executable}) — install it on a machine with an NVIDIA GPU (pip install "
-                        f"{LLMAPI_PIP_SPEC} --extra-index-url https://pypi.nvidia.com), or work inside an NGC "
-                        f"container {NGC_IMAGE} (25.09 or newer); or set runtime: reference")
+        raise UserError(
+            f"runtime: tensorrt-llm needs TensorRT-LLM, which is not installed in this Python "
+            f"({sys.executable}) — install it on a machine with an NVIDIA GPU (pip install "
+            f"{LLMAPI_PIP_SPEC} --extra-index-url https://pypi.nvidia.com), or work inside an NGC "
+            f"container {NGC_IMAGE} (25.09 or newer); or set runtime: reference"
+        )
     if not found.serves_llmapi:
-        raise UserError(f"TensorRT-LLM {found.version} is installed but the llm-api flavour needs 1.0 or newer (the "
-                        "llmapi Triton model became PyTorch-only in 1.0) — install a newer release, or set "
-                        "flavour: engine")
+        raise UserError(
+            f"TensorRT-LLM {found.version} is installed but the llm-api flavour needs 1.0 or newer (the "
+            "llmapi Triton model became PyTorch-only in 1.0) — install a newer release, or set "
+            "flavour: engine"
+        )
     installed_release = "{}.{}".format(*found.release)
     if installed_release != release:
-        raise UserError(f"llm_api.release is {release} but TensorRT-LLM {found.version} is installed: model.yaml's "
-                        f"spelling differs between releases (Eagle/Eagle3, DraftTarget/Draft_Target, "
-                        f"speculative_model_dir/speculative_model) — set llm_api.release: \"{installed_release}\"")
+        raise UserError(
+            f"llm_api.release is {release} but TensorRT-LLM {found.version} is installed: model.yaml's "
+            f"spelling differs between releases (Eagle/Eagle3, DraftTarget/Draft_Target, "
+            f'speculative_model_dir/speculative_model) — set llm_api.release: "{installed_release}"'
+        )
     return found
 
 

@@ -59,8 +59,9 @@ def tokens_per_s(records: Sequence[RequestRecord]) -> float:
     return sum(r.output_tokens for r in records if r.ok) / wall if wall > 0 else 0.0
 
 
-def summarize_level(records: Sequence[RequestRecord], deployment: str, concurrency: int,
-                    wall_s: float | None = None) -> LevelSummary:
+def summarize_level(
+    records: Sequence[RequestRecord], deployment: str, concurrency: int, wall_s: float | None = None
+) -> LevelSummary:
     """wall_s: the level's wall time when its requests ran in several rounds (the sum of the rounds' walls);
     default first request -> last response."""
     ok = [r for r in records if r.ok]
@@ -69,8 +70,13 @@ def summarize_level(records: Sequence[RequestRecord], deployment: str, concurren
     tokens = sum(r.output_tokens for r in ok)
     user = [u for u in (r.user_tokens_per_s for r in ok) if u is not None]
     return LevelSummary(
-        deployment=deployment, concurrency=concurrency, requests=len(records), errors=len(errors), wall_s=wall,
-        output_tokens=tokens, output_tokens_per_s=tokens / wall if wall > 0 else 0.0,
+        deployment=deployment,
+        concurrency=concurrency,
+        requests=len(records),
+        errors=len(errors),
+        wall_s=wall,
+        output_tokens=tokens,
+        output_tokens_per_s=tokens / wall if wall > 0 else 0.0,
         requests_per_s=len(ok) / wall if wall > 0 else 0.0,
         ttft_s=distribution([r.ttft_s for r in ok if r.ttft_s is not None]),
         itl_s=distribution([v for r in ok for v in r.itl_s]),
@@ -113,24 +119,37 @@ class Speedup:
         return self.low is not None and self.low < threshold <= self.high
 
     def to_dict(self) -> dict:
-        return {"concurrency": self.concurrency, "speculative_tokens_per_s": self.speculative_tokens_per_s,
-                "baseline_tokens_per_s": self.baseline_tokens_per_s, "speedup": self.value,
-                "speedup_min": self.low, "speedup_max": self.high, "rounds": list(self.rounds)}
+        return {
+            "concurrency": self.concurrency,
+            "speculative_tokens_per_s": self.speculative_tokens_per_s,
+            "baseline_tokens_per_s": self.baseline_tokens_per_s,
+            "speedup": self.value,
+            "speedup_min": self.low,
+            "speedup_max": self.high,
+            "rounds": list(self.rounds),
+        }
 
 
 def round_speedups(concurrency: int, speculative: Sequence[float], baseline: Sequence[float]) -> Speedup:
     """One level's speedup from each round's tokens/s of both deployments (rounds where the baseline made no
     tokens are left out)."""
     ratios = [a / b for a, b in zip(speculative, baseline) if b > 0]
-    return Speedup(concurrency, float(np.mean(speculative)) if len(speculative) else 0.0,
-                   float(np.mean(baseline)) if len(baseline) else 0.0, ratios)
+    return Speedup(
+        concurrency,
+        float(np.mean(speculative)) if len(speculative) else 0.0,
+        float(np.mean(baseline)) if len(baseline) else 0.0,
+        ratios,
+    )
 
 
 def speedups(speculative: Sequence[LevelSummary], baseline: Sequence[LevelSummary]) -> list[Speedup]:
     """Output-token throughput ratio at every concurrency level both deployments ran."""
     base = {s.concurrency: s for s in baseline}
-    return [Speedup(s.concurrency, s.output_tokens_per_s, base[s.concurrency].output_tokens_per_s)
-            for s in sorted(speculative, key=lambda s: s.concurrency) if s.concurrency in base]
+    return [
+        Speedup(s.concurrency, s.output_tokens_per_s, base[s.concurrency].output_tokens_per_s)
+        for s in sorted(speculative, key=lambda s: s.concurrency)
+        if s.concurrency in base
+    ]
 
 
 @dataclass
@@ -162,7 +181,7 @@ def crossover(points: Sequence[Speedup]) -> Crossover:
         if v0 >= 1.0 > v1:
             x0, x1 = math.log2(c0), math.log2(c1)
             x = x0 + (v0 - 1.0) / (v0 - v1) * (x1 - x0)
-            return Crossover(c1, 2.0 ** x, False, False, uncertain)
+            return Crossover(c1, 2.0**x, False, False, uncertain)
     raise AssertionError("unreachable: some level is below 1")
 
 
@@ -199,13 +218,20 @@ def summarize_acceptance(records: Sequence[AcceptanceRecord]) -> AcceptanceSumma
             histogram[n] += 1
         per_position = [sum(histogram[i:]) / len(per_step) for i in range(1, len(histogram))]
     return AcceptanceSummary(
-        requests=len(records), accepted_draft_tokens=accepted, draft_tokens=drafted, steps=steps,
+        requests=len(records),
+        accepted_draft_tokens=accepted,
+        draft_tokens=drafted,
+        steps=steps,
         mean_acceptance_length=metrics.mean_acceptance_length(accepted, steps),
         acceptance_rate=metrics.acceptance_rate(accepted, drafted),
         per_request_acceptance_length=distribution([r.acceptance_length for r in records]),
-        per_request_acceptance_rate=distribution([metrics.acceptance_rate(r.accepted_draft_tokens, r.draft_tokens)
-                                                  for r in records]),
-        per_position=per_position, histogram=histogram, records=[r.to_dict() for r in records])
+        per_request_acceptance_rate=distribution(
+            [metrics.acceptance_rate(r.accepted_draft_tokens, r.draft_tokens) for r in records]
+        ),
+        per_position=per_position,
+        histogram=histogram,
+        records=[r.to_dict() for r in records],
+    )
 
 
 # -- acceptance per group (category, context length) with bootstrap intervals over requests -------------------
@@ -274,11 +300,16 @@ class GroupAcceptance:
     per_position: list[Interval] | None
 
     def to_dict(self) -> dict:
-        return {"group": self.group, "requests": self.requests, "steps": self.steps,
-                "draft_tokens": self.draft_tokens, "accepted_draft_tokens": self.accepted_draft_tokens,
-                "acceptance_length": self.acceptance_length.to_dict(),
-                "acceptance_rate": self.acceptance_rate.to_dict() if self.acceptance_rate else None,
-                "per_position": [p.to_dict() for p in self.per_position] if self.per_position else None}
+        return {
+            "group": self.group,
+            "requests": self.requests,
+            "steps": self.steps,
+            "draft_tokens": self.draft_tokens,
+            "accepted_draft_tokens": self.accepted_draft_tokens,
+            "acceptance_length": self.acceptance_length.to_dict(),
+            "acceptance_rate": self.acceptance_rate.to_dict() if self.acceptance_rate else None,
+            "per_position": [p.to_dict() for p in self.per_position] if self.per_position else None,
+        }
 
 
 def accepted_depth(records: Sequence[AcceptanceRecord]) -> int:
@@ -286,8 +317,9 @@ def accepted_depth(records: Sequence[AcceptanceRecord]) -> int:
     return max((n for r in records for n in r.accepted_per_step or ()), default=0)
 
 
-def group_acceptance(group: str, records: Sequence[AcceptanceRecord], seed: int = BOOTSTRAP_SEED,
-                     depth: int | None = None) -> GroupAcceptance:
+def group_acceptance(
+    group: str, records: Sequence[AcceptanceRecord], seed: int = BOOTSTRAP_SEED, depth: int | None = None
+) -> GroupAcceptance:
     """The group's pooled figures and intervals, from BOOTSTRAP_RESAMPLES resamples of its requests. `depth`:
     the draft positions to report (default the group's own deepest acceptance; give the whole set's, so that a
     group that accepted nothing shows zeros, not no positions)."""
@@ -301,14 +333,22 @@ def group_acceptance(group: str, records: Sequence[AcceptanceRecord], seed: int 
     if records and all(r.accepted_per_step is not None for r in records):
         depth = accepted_depth(records) if depth is None else depth
         # per request: how many of its steps accepted at least i drafts, i = 1..depth
-        reached = np.array([[sum(1 for n in r.accepted_per_step if n >= i) for i in range(1, depth + 1)]
-                            for r in records], dtype=float).reshape(len(records), depth)
+        reached = np.array(
+            [[sum(1 for n in r.accepted_per_step if n >= i) for i in range(1, depth + 1)] for r in records], dtype=float
+        ).reshape(len(records), depth)
         counted = np.array([len(r.accepted_per_step) for r in records], dtype=float)
         per_position = [_pooled_interval(reached[:, i], counted, picks, _share) for i in range(depth)]
         per_position = per_position if all(p is not None for p in per_position) else None
-    return GroupAcceptance(group, len(records), int(steps.sum()), int(drafted.sum()), int(accepted.sum()),
-                           al or Interval(0.0, 0.0, 0.0),
-                           _pooled_interval(accepted, drafted, picks, metrics.acceptance_rate), per_position)
+    return GroupAcceptance(
+        group,
+        len(records),
+        int(steps.sum()),
+        int(drafted.sum()),
+        int(accepted.sum()),
+        al or Interval(0.0, 0.0, 0.0),
+        _pooled_interval(accepted, drafted, picks, metrics.acceptance_rate),
+        per_position,
+    )
 
 
 def acceptance_by(records: Sequence[AcceptanceRecord], key) -> list[GroupAcceptance]:

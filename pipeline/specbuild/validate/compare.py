@@ -31,6 +31,7 @@ MAX_REPORT_BYTES = 256 << 20
 
 # -- what identifies a build ---------------------------------------------------------------------------------
 
+
 def build_identity(recipe, server_versions: dict[str, str | None] | None = None) -> dict:
     """The report's provenance manifest (specbuild.provenance: the recipe, its checkpoints' identities, the tool
     versions) and the servers' versions as they report them."""
@@ -49,6 +50,7 @@ def identity_changes(old: dict | None, new: dict | None) -> list[str]:
 
 # -- the earlier report --------------------------------------------------------------------------------------
 
+
 def load_report(path: Path) -> dict:
     """An earlier report.json; UserError naming it when it is not one."""
     try:
@@ -56,8 +58,10 @@ def load_report(path: Path) -> dict:
     except UnreadableFile as e:
         raise UserError(f"--against: {e}") from None
     if data.get("specbuild_validation_report") != 1 or not isinstance(data.get("checks"), list):
-        raise UserError(f"--against: {path} is not a specbuild validation report (report.json from specbuild "
-                        "validate --report DIR) — give the report.json of the earlier run")
+        raise UserError(
+            f"--against: {path} is not a specbuild validation report (report.json from specbuild "
+            "validate --report DIR) — give the report.json of the earlier run"
+        )
     return data
 
 
@@ -66,6 +70,7 @@ def _check(report: dict, name: str) -> dict | None:
 
 
 # -- acceptance per category ---------------------------------------------------------------------------------
+
 
 def _records_by_category(report: dict) -> dict[str, dict[str, dict]]:
     acc = _check(report, "acceptance") or {}
@@ -101,18 +106,25 @@ def relative_change(old: dict[str, dict], new: dict[str, dict], seed: int = BOOT
     old_sums = _sums([old[k] for k in shared], paired) + _sums([old[k] for k in only_old], draw(len(only_old)))
     new_sums = _sums([new[k] for k in shared], paired) + _sums([new[k] for k in only_new], draw(len(only_new)))
     old_al, new_al = _als(old_sums), _als(new_sums)
-    old_point = metrics.mean_acceptance_length(sum(r["accepted_draft_tokens"] for r in old.values()),
-                                               sum(r["steps"] for r in old.values()))
-    new_point = metrics.mean_acceptance_length(sum(r["accepted_draft_tokens"] for r in new.values()),
-                                               sum(r["steps"] for r in new.values()))
+    old_point = metrics.mean_acceptance_length(
+        sum(r["accepted_draft_tokens"] for r in old.values()), sum(r["steps"] for r in old.values())
+    )
+    new_point = metrics.mean_acceptance_length(
+        sum(r["accepted_draft_tokens"] for r in new.values()), sum(r["steps"] for r in new.values())
+    )
     ok = old_al > 0
     ratios = (new_al[ok] - old_al[ok]) / old_al[ok]
     tail = (1.0 - CONFIDENCE) / 2 * 100
     value = (new_point - old_point) / old_point if old_point > 0 else 0.0
     low, high = np.percentile(ratios, [tail, 100 - tail]) if ratios.size else (value, value)
-    return {"old_acceptance_length": old_point, "new_acceptance_length": new_point,
-            "change": Interval(float(value), float(low), float(high)).to_dict(),
-            "paired_prompts": len(shared), "only_old": only_old, "only_new": only_new}
+    return {
+        "old_acceptance_length": old_point,
+        "new_acceptance_length": new_point,
+        "change": Interval(float(value), float(low), float(high)).to_dict(),
+        "paired_prompts": len(shared),
+        "only_old": only_old,
+        "only_new": only_new,
+    }
 
 
 def judge_drop(change: dict, tolerance: float) -> str:
@@ -140,22 +152,41 @@ def acceptance_checks(old: dict, new: dict, tolerance: float, allow_inconclusive
             continue
         d = relative_change(before[category], after[category])
         status = judge_drop(d["change"], tolerance)
-        text = (f"AL {d['old_acceptance_length']:.2f} -> {d['new_acceptance_length']:.2f}, change "
-                f"{_pct(d['change'])} ({CONFIDENCE:.0%} interval, {d['paired_prompts']} prompts paired)")
-        why = {FAILED: f"dropped beyond {tolerance:.0%}: ", INCONCLUSIVE: f"inconclusive: the interval straddles "
-               f"-{tolerance:.0%} (more prompts of this category would decide): ", PASSED: ""}[status]
-        out.append(CheckResult(name, title, status, why + text, {"category": category, "tolerance": tolerance, **d},
-                               gate, inconclusive_allowed=allow_inconclusive))
+        text = (
+            f"AL {d['old_acceptance_length']:.2f} -> {d['new_acceptance_length']:.2f}, change "
+            f"{_pct(d['change'])} ({CONFIDENCE:.0%} interval, {d['paired_prompts']} prompts paired)"
+        )
+        why = {
+            FAILED: f"dropped beyond {tolerance:.0%}: ",
+            INCONCLUSIVE: f"inconclusive: the interval straddles "
+            f"-{tolerance:.0%} (more prompts of this category would decide): ",
+            PASSED: "",
+        }[status]
+        out.append(
+            CheckResult(
+                name,
+                title,
+                status,
+                why + text,
+                {"category": category, "tolerance": tolerance, **d},
+                gate,
+                inconclusive_allowed=allow_inconclusive,
+            )
+        )
     return out
 
 
 # -- speed per concurrency level -----------------------------------------------------------------------------
 
+
 def speed_checks(old: dict, new: dict, tolerance: float) -> list[CheckResult]:
     def points(report):
         perf = _check(report, "performance") or {}
-        return {p["concurrency"]: p for p in (perf.get("details") or {}).get("speedup") or []
-                if p.get("speedup") is not None}
+        return {
+            p["concurrency"]: p
+            for p in (perf.get("details") or {}).get("speedup") or []
+            if p.get("speedup") is not None
+        }
 
     before, after = points(old), points(new)
     out = []
@@ -163,12 +194,15 @@ def speed_checks(old: dict, new: dict, tolerance: float) -> list[CheckResult]:
         a, b = before[c], after[c]
         name, title = f"{PREFIX}:speedup:{c}", f"Speedup at concurrency {c} vs the earlier report"
         gate = f"speedup drop at most {tolerance:.0%} when the rounds agree (validation.regression.max_speedup_drop)"
-        text = (f"speedup {a['speedup']:.2f} ({a['speedup_min']:.2f}–{a['speedup_max']:.2f}) -> {b['speedup']:.2f} "
-                f"({b['speedup_min']:.2f}–{b['speedup_max']:.2f})")
+        text = (
+            f"speedup {a['speedup']:.2f} ({a['speedup_min']:.2f}–{a['speedup_max']:.2f}) -> {b['speedup']:.2f} "
+            f"({b['speedup_min']:.2f}–{b['speedup_max']:.2f})"
+        )
         details = {"concurrency": c, "old": a, "new": b, "tolerance": tolerance}
         if b["speedup_max"] < a["speedup_min"] * (1 - tolerance):
-            out.append(CheckResult(name, title, FAILED, f"slower beyond {tolerance:.0%} in every round: {text}",
-                                   details, gate))
+            out.append(
+                CheckResult(name, title, FAILED, f"slower beyond {tolerance:.0%} in every round: {text}", details, gate)
+            )
         elif b["speedup_min"] > a["speedup_max"] or b["speedup_max"] < a["speedup_min"]:
             out.append(CheckResult(name, title, PASSED, f"the rounds agree: {text}", details, gate))
         else:
@@ -179,5 +213,6 @@ def speed_checks(old: dict, new: dict, tolerance: float) -> list[CheckResult]:
 def against_checks(old: dict, new: dict, recipe) -> list[CheckResult]:
     """The comparison's checks: acceptance per category, then speedup per level."""
     r = recipe.validation.regression
-    return (acceptance_checks(old, new, r.max_acceptance_drop, recipe.validation.allow_inconclusive) +
-            speed_checks(old, new, r.max_speedup_drop))
+    return acceptance_checks(old, new, r.max_acceptance_drop, recipe.validation.allow_inconclusive) + speed_checks(
+        old, new, r.max_speedup_drop
+    )

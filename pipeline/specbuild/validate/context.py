@@ -43,22 +43,30 @@ def _tokenizer(recipe: Recipe, target: Deployment) -> tuple[ClientTokenizer | No
     return None, problem
 
 
-def make_context(build: Build, target: Endpoints, baseline: Endpoints | None = None,
-                 options: SuiteOptions | None = None,
-                 progress: Callable[[str, int, int], None] | None = None) -> SuiteContext:
+def make_context(
+    build: Build,
+    target: Endpoints,
+    baseline: Endpoints | None = None,
+    options: SuiteOptions | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> SuiteContext:
     """The suite's context (deployments, prompts, tokenizer) for running checks or the request mix
     (validate/mix.py) directly. UserError when a server does not answer. Close with `close_context`."""
     options = options or SuiteOptions()
     recipe, spec, runtime = build.recipe, build.spec, build.runtime
     prompts = load_prompts(recipe)
     if options.max_prompts:
-        prompts = prompts[:options.max_prompts]
+        prompts = prompts[: options.max_prompts]
     timeout = recipe.validation.request_timeout_s
     speaks = contract(runtime.contract)
-    dep_target = Deployment("target", target, runtime.serving_model(spec), timeout, speculative=spec.speculative,
-                            contract=speaks)
-    dep_base = Deployment("baseline", baseline, runtime.serving_model(NO_SPECULATION), timeout, contract=speaks) \
-        if baseline is not None else None
+    dep_target = Deployment(
+        "target", target, runtime.serving_model(spec), timeout, speculative=spec.speculative, contract=speaks
+    )
+    dep_base = (
+        Deployment("baseline", baseline, runtime.serving_model(NO_SPECULATION), timeout, contract=speaks)
+        if baseline is not None
+        else None
+    )
     try:
         for dep in filter(None, (dep_target, dep_base)):
             dep.server.reachable()
@@ -67,12 +75,24 @@ def make_context(build: Build, target: Endpoints, baseline: Endpoints | None = N
         if recipe.validation.prompts is None:
             prompts, left_out = bundled_chats_without_template(prompts, tokenizer)
         prompts, prompt_format = apply_prompt_format(prompts, recipe.validation.prompt_format, tokenizer, problem)
-        prompts, too_long, lengths = fit_to_limits(prompts, tokenizer, recipe.build.max_input_len,
-                                                   recipe.build.max_seq_len, recipe.validation.max_tokens)
-        return SuiteContext(recipe, spec, prompts, dep_target, dep_base, tokenizer, options,
-                            progress or (lambda stage, done, total: None), tokenizer_problem=problem,
-                            prompt_format=prompt_format, prompts_left_out=left_out + too_long,
-                            prompt_tokens=lengths, runtime=runtime)
+        prompts, too_long, lengths = fit_to_limits(
+            prompts, tokenizer, recipe.build.max_input_len, recipe.build.max_seq_len, recipe.validation.max_tokens
+        )
+        return SuiteContext(
+            recipe,
+            spec,
+            prompts,
+            dep_target,
+            dep_base,
+            tokenizer,
+            options,
+            progress or (lambda stage, done, total: None),
+            tokenizer_problem=problem,
+            prompt_format=prompt_format,
+            prompts_left_out=left_out + too_long,
+            prompt_tokens=lengths,
+            runtime=runtime,
+        )
     except BaseException:
         for dep in filter(None, (dep_target, dep_base)):
             dep.close()

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from specbuild.errors import UserError
 
-_HOSTPORT = re.compile(r"^(?:(?P<scheme>https?|grpc)://)?(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-_]+):(?P<port>\d{1,5})/?$")
+_HOSTPORT = re.compile(
+    r"^(?:(?P<scheme>https?|grpc)://)?(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-_]+):(?P<port>\d{1,5})/?$"
+)
 
 
 def parse_hostport(value: str, option: str = "--url") -> str:
@@ -38,11 +40,23 @@ class Endpoints:
     metrics: str | None = None
 
     @classmethod
-    def parse(cls, http: str, grpc: str | None = None, model: str | None = None, *,
-              http_option: str = "--url", grpc_option: str = "--grpc-url", metrics: str | None = None,
-              metrics_option: str = "--metrics-url") -> "Endpoints":
-        return cls(parse_hostport(http, http_option), parse_hostport(grpc, grpc_option) if grpc else None, model,
-                   parse_metrics_url(metrics, metrics_option) if metrics else None)
+    def parse(
+        cls,
+        http: str,
+        grpc: str | None = None,
+        model: str | None = None,
+        *,
+        http_option: str = "--url",
+        grpc_option: str = "--grpc-url",
+        metrics: str | None = None,
+        metrics_option: str = "--metrics-url",
+    ) -> "Endpoints":
+        return cls(
+            parse_hostport(http, http_option),
+            parse_hostport(grpc, grpc_option) if grpc else None,
+            model,
+            parse_metrics_url(metrics, metrics_option) if metrics else None,
+        )
 
     @classmethod
     def of(cls, server, model: str | None = None) -> "Endpoints":

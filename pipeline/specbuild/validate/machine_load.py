@@ -56,8 +56,13 @@ class LoadSample:
     foreign_share: float  # other processes' CPU time / (cpus * wall)
 
     def to_dict(self) -> dict:
-        return {"wall_s": round(self.wall_s, 3), "cpus": self.cpus, "busy_cpu_s": round(self.busy_cpu_s, 3),
-                "own_cpu_s": round(self.own_cpu_s, 3), "foreign_share": round(self.foreign_share, 4)}
+        return {
+            "wall_s": round(self.wall_s, 3),
+            "cpus": self.cpus,
+            "busy_cpu_s": round(self.busy_cpu_s, 3),
+            "own_cpu_s": round(self.own_cpu_s, 3),
+            "foreign_share": round(self.foreign_share, 4),
+        }
 
 
 class LoadMeter:

@@ -76,8 +76,16 @@ class MixPlan:
     seed: int = 0
 
     @classmethod
-    def default(cls, ctx: "SuiteContext", models: Sequence[str], *, prompts: int = 3,
-                max_tokens: Sequence[int] | None = None, with_bad: bool = True, seed: int = 0) -> "MixPlan":
+    def default(
+        cls,
+        ctx: "SuiteContext",
+        models: Sequence[str],
+        *,
+        prompts: int = 3,
+        max_tokens: Sequence[int] | None = None,
+        with_bad: bool = True,
+        seed: int = 0,
+    ) -> "MixPlan":
         protocols = PROTOCOLS_GRPC if ctx.target.endpoints.grpc else PROTOCOLS_HTTP
         n = max(1, min(prompts, len(ctx.prompts)))
         lengths = sorted(set(max_tokens or (max(1, ctx.max_tokens // 4), ctx.max_tokens)))
@@ -85,8 +93,9 @@ class MixPlan:
         bad = []
         if with_bad:
             for m in models:
-                bad += [Bad(m, c) for c in cases(ctx.for_model(m))
-                        if not (c.needs_grpc and not ctx.target.endpoints.grpc)]
+                bad += [
+                    Bad(m, c) for c in cases(ctx.for_model(m)) if not (c.needs_grpc and not ctx.target.endpoints.grpc)
+                ]
         return cls(good, bad, seed)
 
     def jobs(self, good_requests: int | None) -> list:
@@ -113,10 +122,12 @@ class MixResult:
     concurrency: int
     wall_s: float = 0.0
     sent: int = 0
-    good: dict[str, int] = field(default_factory=lambda: {k: 0 for k in
-                                                          ("sent", "equal", "mixed", "diverged", "error", "no answer")})
-    bad: dict[str, int] = field(default_factory=lambda: {k: 0 for k in
-                                                         ("sent", "refused", "answered", "accepted", "no answer")})
+    good: dict[str, int] = field(
+        default_factory=lambda: {k: 0 for k in ("sent", "equal", "mixed", "diverged", "error", "no answer")}
+    )
+    bad: dict[str, int] = field(
+        default_factory=lambda: {k: 0 for k in ("sent", "refused", "answered", "accepted", "no answer")}
+    )
     lost: int = 0
     by_case: dict[str, dict[str, int]] = field(default_factory=dict)
     by_model: dict[str, int] = field(default_factory=dict)
@@ -139,11 +150,22 @@ class MixResult:
             self.examples[kind].append(text)
 
     def to_dict(self) -> dict:
-        return {"concurrency": self.concurrency, "wall_s": round(self.wall_s, 3), "sent": self.sent,
-                "answered": self.answered,
-                "requests_per_s": round(self.requests_per_s, 3), "good": dict(self.good), "bad": dict(self.bad),
-                "lost": self.lost, "by_case": self.by_case, "by_model": self.by_model, "health": self.health,
-                "server": self.server, "examples": self.examples, "problems": list(self.problems)}
+        return {
+            "concurrency": self.concurrency,
+            "wall_s": round(self.wall_s, 3),
+            "sent": self.sent,
+            "answered": self.answered,
+            "requests_per_s": round(self.requests_per_s, 3),
+            "good": dict(self.good),
+            "bad": dict(self.bad),
+            "lost": self.lost,
+            "by_case": self.by_case,
+            "by_model": self.by_model,
+            "health": self.health,
+            "server": self.server,
+            "examples": self.examples,
+            "problems": list(self.problems),
+        }
 
 
 def _answer(gen: Generation) -> tuple[tuple | None, str]:
@@ -170,8 +192,9 @@ def answered_cleanly(gen: Generation) -> bool:
     return not (err.startswith("connection error") or err.startswith("no final response"))
 
 
-def single_answers(ctx: "SuiteContext", deps: dict[str, "Deployment"],
-                   goods: Sequence[Good]) -> dict[tuple, tuple[tuple, str]]:
+def single_answers(
+    ctx: "SuiteContext", deps: dict[str, "Deployment"], goods: Sequence[Good]
+) -> dict[tuple, tuple[tuple, str]]:
     """The greedy answer (ids key, text) of every (model, prompt, max_tokens), each asked alone over HTTP
     generate."""
     out: dict[tuple, tuple[tuple, str]] = {}
@@ -185,9 +208,16 @@ def single_answers(ctx: "SuiteContext", deps: dict[str, "Deployment"],
     return out
 
 
-def run_mix(ctx: "SuiteContext", plan: MixPlan, *, concurrency: int, requests: int | None = None,
-            seconds: float | None = None, server: "LocalServer | None" = None,
-            expected: dict[tuple, tuple[tuple | None, str]] | None = None) -> MixResult:
+def run_mix(
+    ctx: "SuiteContext",
+    plan: MixPlan,
+    *,
+    concurrency: int,
+    requests: int | None = None,
+    seconds: float | None = None,
+    server: "LocalServer | None" = None,
+    expected: dict[tuple, tuple[tuple | None, str]] | None = None,
+) -> MixResult:
     """Send the plan's jobs from `concurrency` clients: one pass of `requests` good jobs (and every bad one), or
     passes over it until `seconds` have gone by. Then check the server's health."""
     if (requests is None) == (seconds is None):
@@ -199,8 +229,9 @@ def run_mix(ctx: "SuiteContext", plan: MixPlan, *, concurrency: int, requests: i
         expected = single_answers(ctx, deps, plan.good)
     missing = sorted({g.key for g in plan.good} - set(expected))
     for key in missing:
-        result.problems.append(f"{key[0]}: prompt {ctx.prompts[key[1]].id} with max_tokens {key[2]} got no answer "
-                               "even when sent alone")
+        result.problems.append(
+            f"{key[0]}: prompt {ctx.prompts[key[1]].id} with max_tokens {key[2]} got no answer even when sent alone"
+        )
     by_answer: dict[tuple, set[tuple]] = {}
     for key, answer in expected.items():
         for k in _keys(answer):
@@ -310,9 +341,15 @@ def run_mix(ctx: "SuiteContext", plan: MixPlan, *, concurrency: int, requests: i
         stubs_after = server.stubs()
         rss_after = server.rss_bytes()
         died = sorted(name for name, pid in stubs_before.items() if stubs_after.get(name) != pid)
-        result.server = {"pid": server.pid, "alive": server.alive(), "stubs": sorted(stubs_after),
-                         "stubs_died": died, "rss_before_bytes": rss_before, "rss_after_bytes": rss_after,
-                         "rss_growth": (rss_after / rss_before - 1.0) if rss_before and rss_after else None}
+        result.server = {
+            "pid": server.pid,
+            "alive": server.alive(),
+            "stubs": sorted(stubs_after),
+            "stubs_died": died,
+            "rss_before_bytes": rss_before,
+            "rss_after_bytes": rss_after,
+            "rss_growth": (rss_after / rss_before - 1.0) if rss_before and rss_after else None,
+        }
     result.problems += problems_of(result)
     return result
 
@@ -328,16 +365,22 @@ def _send(ctx: "SuiteContext", deps: dict[str, "Deployment"], job) -> Generation
         return job.case.send(ctx.for_model(job.model))
     except Exception as e:  # noqa: BLE001 - a response the client could not read
         t = time.perf_counter()
-        return Generation(getattr(job, "protocol", "http"), t, end=t,
-                          error=f"connection error: unreadable response: {type(e).__name__}: {e}")
+        return Generation(
+            getattr(job, "protocol", "http"),
+            t,
+            end=t,
+            error=f"connection error: unreadable response: {type(e).__name__}: {e}",
+        )
 
 
 def server_health(ctx: "SuiteContext", deps: dict[str, "Deployment"]) -> dict:
     """live, every model of the repository ready, a normal request to each mixed model answered."""
     any_dep = next(iter(deps.values()))
     health = any_dep.server.health()
-    out = {"live": bool(health.get("http_live")),
-           "not_ready": sorted(name for name, info in (health.get("models") or {}).items() if not info["ready"])}
+    out = {
+        "live": bool(health.get("http_live")),
+        "not_ready": sorted(name for name, info in (health.get("models") or {}).items() if not info["ready"]),
+    }
     if health.get("index_error"):
         out["index_error"] = health["index_error"]
     follow = {}
@@ -353,13 +396,14 @@ def problems_of(result: MixResult) -> list[str]:
     server afterwards. (Diverged answers are reported, not failed, by the load check; the soak asserts them.)"""
     out = []
     g, b = result.good, result.bad
-    for count, what, kind in ((result.lost, "request(s) lost (still running when the mix gave up waiting)", "lost"),
-                              (g["no answer"], "good request(s) got no answer (dropped or timed out)", "no answer"),
-                              (g["error"], "good request(s) refused", "error"),
-                              (g["mixed"], "good request(s) got another prompt's answer", "mixed"),
-                              (b["no answer"], "bad request(s) got no clean answer (dropped or timed out)",
-                               "bad: no answer"),
-                              (b["accepted"], "bad request(s) that must be refused were answered", "bad: accepted")):
+    for count, what, kind in (
+        (result.lost, "request(s) lost (still running when the mix gave up waiting)", "lost"),
+        (g["no answer"], "good request(s) got no answer (dropped or timed out)", "no answer"),
+        (g["error"], "good request(s) refused", "error"),
+        (g["mixed"], "good request(s) got another prompt's answer", "mixed"),
+        (b["no answer"], "bad request(s) got no clean answer (dropped or timed out)", "bad: no answer"),
+        (b["accepted"], "bad request(s) that must be refused were answered", "bad: accepted"),
+    ):
         if count:
             first = next(iter(result.examples.get(kind, [])), "")
             out.append(f"{count} {what}" + (f" (first: {first})" if first else ""))

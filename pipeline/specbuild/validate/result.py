@@ -51,12 +51,25 @@ class ValidationResult:
         return next((c for c in self.checks if c.name == name), None)
 
     def to_dict(self) -> dict:
-        return {"specbuild_validation_report": 1, "recipe": self.recipe, "method": self.method,
-                "runtime": self.runtime, "passed": self.passed,
-                "warnings": [f"{c.name}: {c.summary}" for c in self.warnings], "started": self.started,
-                "duration_s": round(self.duration_s, 3), "prompts": self.prompts,
-                "target": self.target.to_dict(), "baseline": self.baseline.to_dict() if self.baseline else None,
-                "serving_model": self.serving_model, "contract": self.contract, "gates": self.gates,
-                "prompt_format": self.prompt_format, "tokenizer": self.tokenizer, "prompt_set": self.prompt_set,
-                "build": self.build, "against": self.against,
-                "checks": [c.to_dict() for c in self.checks]}
+        return {
+            "specbuild_validation_report": 1,
+            "recipe": self.recipe,
+            "method": self.method,
+            "runtime": self.runtime,
+            "passed": self.passed,
+            "warnings": [f"{c.name}: {c.summary}" for c in self.warnings],
+            "started": self.started,
+            "duration_s": round(self.duration_s, 3),
+            "prompts": self.prompts,
+            "target": self.target.to_dict(),
+            "baseline": self.baseline.to_dict() if self.baseline else None,
+            "serving_model": self.serving_model,
+            "contract": self.contract,
+            "gates": self.gates,
+            "prompt_format": self.prompt_format,
+            "tokenizer": self.tokenizer,
+            "prompt_set": self.prompt_set,
+            "build": self.build,
+            "against": self.against,
+            "checks": [c.to_dict() for c in self.checks],
+        }

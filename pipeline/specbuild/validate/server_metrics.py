@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from specbuild import metrics
 from specbuild.metrics import ACCEPTED, DRAFT_TOKENS, DRAFTS, PER_POSITION, STEPS
 
-_LINE = re.compile(r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\d+)?$')
+_LINE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\d+)?$")
 _LABEL = re.compile(r'(?P<key>[A-Za-z_][A-Za-z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
 
 
@@ -46,8 +46,10 @@ def parse(text: str) -> list[Sample]:
             value = float(m.group("value"))
         except ValueError:
             continue
-        labels = {lm.group("key"): lm.group("value").replace('\\"', '"').replace("\\\\", "\\")
-                  for lm in _LABEL.finditer(m.group("labels") or "")}
+        labels = {
+            lm.group("key"): lm.group("value").replace('\\"', '"').replace("\\\\", "\\")
+            for lm in _LABEL.finditer(m.group("labels") or "")
+        }
         out.append(Sample(m.group("name"), labels, value))
     return out
 
@@ -93,9 +95,14 @@ class SpecCounts:
             if s.name == PER_POSITION and s.labels.get("model") == model and s.labels.get("position", "").isdigit():
                 positions[int(s.labels["position"])] = positions.get(int(s.labels["position"]), 0) + int(s.value)
         per_position = [positions.get(i, 0) for i in range(max(positions) + 1)] if positions else []
-        return cls(model, int(steps), int(value(samples, DRAFTS, model=model) or 0),
-                   int(value(samples, DRAFT_TOKENS, model=model) or 0), int(value(samples, ACCEPTED, model=model) or 0),
-                   per_position)
+        return cls(
+            model,
+            int(steps),
+            int(value(samples, DRAFTS, model=model) or 0),
+            int(value(samples, DRAFT_TOKENS, model=model) or 0),
+            int(value(samples, ACCEPTED, model=model) or 0),
+            per_position,
+        )
 
     def __sub__(self, other: "SpecCounts | None") -> "SpecCounts":
         if other is None:
@@ -103,9 +110,14 @@ class SpecCounts:
         width = max(len(self.per_position), len(other.per_position))
         a = self.per_position + [0] * (width - len(self.per_position))
         b = other.per_position + [0] * (width - len(other.per_position))
-        return SpecCounts(self.model, self.steps - other.steps, self.drafts - other.drafts,
-                          self.draft_tokens - other.draft_tokens, self.accepted - other.accepted,
-                          [x - y for x, y in zip(a, b)])
+        return SpecCounts(
+            self.model,
+            self.steps - other.steps,
+            self.drafts - other.drafts,
+            self.draft_tokens - other.draft_tokens,
+            self.accepted - other.accepted,
+            [x - y for x, y in zip(a, b)],
+        )
 
     @property
     def mean_acceptance_length(self) -> float:
@@ -116,6 +128,13 @@ class SpecCounts:
         return metrics.acceptance_rate(self.accepted, self.draft_tokens)
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "steps": self.steps, "drafts": self.drafts, "draft_tokens": self.draft_tokens,
-                "accepted_tokens": self.accepted, "accepted_per_position": self.per_position,
-                "mean_acceptance_length": self.mean_acceptance_length, "acceptance_rate": self.acceptance_rate}
+        return {
+            "model": self.model,
+            "steps": self.steps,
+            "drafts": self.drafts,
+            "draft_tokens": self.draft_tokens,
+            "accepted_tokens": self.accepted,
+            "accepted_per_position": self.per_position,
+            "mean_acceptance_length": self.mean_acceptance_length,
+            "acceptance_rate": self.acceptance_rate,
+        }

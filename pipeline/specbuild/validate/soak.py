@@ -13,9 +13,19 @@ if TYPE_CHECKING:
     from specbuild.validate.local_server import LocalServer
 
 
-def soak(build, http: str, grpc: str | None, *, concurrency: int, requests: int, server: "LocalServer | None",
-         max_tokens: Sequence[int] | None = None, prompts: int = 3, seed: int = 0,
-         progress=None) -> MixResult:
+def soak(
+    build,
+    http: str,
+    grpc: str | None,
+    *,
+    concurrency: int,
+    requests: int,
+    server: "LocalServer | None",
+    max_tokens: Sequence[int] | None = None,
+    prompts: int = 3,
+    seed: int = 0,
+    progress=None,
+) -> MixResult:
     """One soak: the mix (every model clients call, every protocol, every bad case) with a fixed number of good
     requests, against the deployment of `build` (specbuild.runtimes.build) served at http/grpc (host:port)."""
     ctx = make_context(build, Endpoints(http, grpc), progress=progress)

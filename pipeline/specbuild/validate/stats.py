@@ -41,8 +41,14 @@ def chunk_token_counts(gen: Generation, counted: list[int] | None = None) -> lis
 
 def stream_matches(gen: Generation, stream: Generation | None) -> bool:
     """The streamed request completed and carried the same text (and ids, where there are ids) as `gen`."""
-    return stream is not None and stream.ok and stream.final and len(stream.chunks) > 1 and \
-        stream.text == gen.text and stream.ids == gen.ids
+    return (
+        stream is not None
+        and stream.ok
+        and stream.final
+        and len(stream.chunks) > 1
+        and stream.text == gen.text
+        and stream.ids == gen.ids
+    )
 
 
 def stream_acceptance_length(tokens: int, stream: Generation) -> tuple[int, float] | None:
@@ -70,8 +76,15 @@ class RequestRecord:
     streamed: bool = False
 
     @classmethod
-    def from_generation(cls, gen: Generation, deployment: str, concurrency: int, prompt_index: int,
-                        tokens: int | None = None, chunk_tokens: list[int] | None = None) -> "RequestRecord":
+    def from_generation(
+        cls,
+        gen: Generation,
+        deployment: str,
+        concurrency: int,
+        prompt_index: int,
+        tokens: int | None = None,
+        chunk_tokens: list[int] | None = None,
+    ) -> "RequestRecord":
         """`tokens`: the output length when the server sent no ids (e.g. counted with the tokenizer);
         `chunk_tokens`: the same per streamed response."""
         rec = cls(deployment, concurrency, prompt_index, gen.start, gen.end, gen.ok, gen.error)
@@ -119,10 +132,18 @@ class AcceptanceRecord:
     prompt_tokens: int | None = None  # the prompt's length as sent (None without a client tokenizer)
 
     @classmethod
-    def from_generation(cls, gen: Generation, prompt_index: int, stream: Generation | None = None, *,
-                        prefill_is_step: bool = False, prompt: str | None = None,
-                        tokens: int | None = None, stream_steps: bool = False,
-                        stream_per_step: bool = True) -> "AcceptanceRecord | None":
+    def from_generation(
+        cls,
+        gen: Generation,
+        prompt_index: int,
+        stream: Generation | None = None,
+        *,
+        prefill_is_step: bool = False,
+        prompt: str | None = None,
+        tokens: int | None = None,
+        stream_steps: bool = False,
+        stream_per_step: bool = True,
+    ) -> "AcceptanceRecord | None":
         """None when the server returned no acceptance outputs (return_perf_metrics unsupported) or the output
         length is unknown. `stream`: the same request streamed, used for the steps when it carried the same
         tokens. `tokens`: the output length when the server sent no ids. `stream_steps`: without ids, count the
@@ -140,8 +161,14 @@ class AcceptanceRecord:
         steps_from = "counters"
         if not stream_per_step:
             stream = None
-        if stream is not None and stream.ok and len(stream.chunks) > 1 and gen.ids is not None \
-                and stream.ids == gen.ids and all(c.ids for c in stream.chunks):
+        if (
+            stream is not None
+            and stream.ok
+            and len(stream.chunks) > 1
+            and gen.ids is not None
+            and stream.ids == gen.ids
+            and all(c.ids for c in stream.chunks)
+        ):
             counted = stream.chunks if prefill_is_step else stream.chunks[1:]
             per_step = [len(c.ids) - 1 for c in counted]
             if int(stream.perf.get("total_accepted_draft_tokens", accepted)) != accepted:
@@ -155,8 +182,18 @@ class AcceptanceRecord:
         else:
             steps = out - accepted - (0 if prefill_is_step else 1)
         steps = max(steps, 1) if out else 0
-        return cls(prompt_index, out, accepted, drafted, gen.perf.get("acceptance_rate"), steps,
-                   metrics.mean_acceptance_length(accepted, steps), per_step, prompt, steps_from)
+        return cls(
+            prompt_index,
+            out,
+            accepted,
+            drafted,
+            gen.perf.get("acceptance_rate"),
+            steps,
+            metrics.mean_acceptance_length(accepted, steps),
+            per_step,
+            prompt,
+            steps_from,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)

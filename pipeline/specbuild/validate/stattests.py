@@ -85,9 +85,16 @@ class HomogeneityResult:
     pooled_outcomes: int  # distinct outcomes merged into OTHER
 
     def to_dict(self) -> dict:
-        return {"statistic": self.statistic, "dof": self.dof, "p_value": self.p_value,
-                "total_variation": self.total_variation, "columns": self.columns, "counts_a": self.counts_a,
-                "counts_b": self.counts_b, "pooled_outcomes": self.pooled_outcomes}
+        return {
+            "statistic": self.statistic,
+            "dof": self.dof,
+            "p_value": self.p_value,
+            "total_variation": self.total_variation,
+            "columns": self.columns,
+            "counts_a": self.counts_a,
+            "counts_b": self.counts_b,
+            "pooled_outcomes": self.pooled_outcomes,
+        }
 
 
 def total_variation(a: Counter, b: Counter) -> float:
@@ -136,8 +143,9 @@ def _pool(a: Counter, b: Counter, enough) -> tuple[list[tuple[str, int, int]], i
     return [(k, v[0], v[1]) for k, v in ordered], pooled
 
 
-def homogeneity_test(sample_a: Iterable[Hashable], sample_b: Iterable[Hashable],
-                     min_expected: float = 5.0) -> HomogeneityResult:
+def homogeneity_test(
+    sample_a: Iterable[Hashable], sample_b: Iterable[Hashable], min_expected: float = 5.0
+) -> HomogeneityResult:
     """Chi-square test that two samples of outcomes come from one distribution (pooling rare outcomes)."""
     a, b = Counter(sample_a), Counter(sample_b)
     na, nb = sum(a.values()), sum(b.values())
@@ -153,5 +161,13 @@ def homogeneity_test(sample_a: Iterable[Hashable], sample_b: Iterable[Hashable],
             if expected > 0:
                 statistic += (observed - expected) ** 2 / expected
     dof = len(columns) - 1
-    return HomogeneityResult(statistic, dof, chi2_sf(statistic, dof), total_variation(a, b),
-                             [c[0] for c in columns], [c[1] for c in columns], [c[2] for c in columns], pooled)
+    return HomogeneityResult(
+        statistic,
+        dof,
+        chi2_sf(statistic, dof),
+        total_variation(a, b),
+        [c[0] for c in columns],
+        [c[1] for c in columns],
+        [c[2] for c in columns],
+        pooled,
+    )

@@ -1,9 +1,9 @@
 """The validation suite: run every check against served deployments and decide whether the recipe's gates hold.
 
-    from specbuild.validate import Endpoints, run_validation
-    result = run_validation(build, Endpoints("127.0.0.1:8000", "127.0.0.1:8001"),
-                            baseline=Endpoints("127.0.0.1:9000", "127.0.0.1:9001"), report_dir=Path("reports/demo"))
-    result.passed, result.checks
+from specbuild.validate import Endpoints, run_validation
+result = run_validation(build, Endpoints("127.0.0.1:8000", "127.0.0.1:8001"),
+                        baseline=Endpoints("127.0.0.1:9000", "127.0.0.1:9001"), report_dir=Path("reports/demo"))
+result.passed, result.checks
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from specbuild.runtimes.build import Build
 
 
-
 def _prompt_set(recipe: Recipe, ctx) -> dict:
     """Where the prompts came from, how many of each category were sent, and those left out (and why)."""
     value = recipe.validation.prompts
@@ -42,9 +41,12 @@ def _prompt_set(recipe: Recipe, ctx) -> dict:
 
 def _gates(recipe: Recipe) -> dict:
     v = recipe.validation
-    return {"require_lossless": v.require_lossless, "min_acceptance_length": v.min_acceptance_length,
-            "min_speedup": v.min_speedup,
-            "sampling_significance": v.sampling.significance if v.sampling is not None else None}
+    return {
+        "require_lossless": v.require_lossless,
+        "min_acceptance_length": v.min_acceptance_length,
+        "min_speedup": v.min_speedup,
+        "sampling_significance": v.sampling.significance if v.sampling is not None else None,
+    }
 
 
 def _preflight(build: Build, baseline: Endpoints | None, options: SuiteOptions) -> None:
@@ -66,9 +68,11 @@ def _preflight(build: Build, baseline: Endpoints | None, options: SuiteOptions) 
     if v.sampling is not None and samples and "sampling" in wanted:
         needs.append("validation.sampling is set")
     if needs:
-        raise UserError(f"{recipe.source or recipe.name}: {'; '.join(needs)}, which compares with the baseline "
-                        "deployment — serve triton_repo/<name>-baseline and pass --baseline-url (and "
-                        "--baseline-grpc-url), or relax those settings in the recipe's validation section")
+        raise UserError(
+            f"{recipe.source or recipe.name}: {'; '.join(needs)}, which compares with the baseline "
+            "deployment — serve triton_repo/<name>-baseline and pass --baseline-url (and "
+            "--baseline-grpc-url), or relax those settings in the recipe's validation section"
+        )
 
 
 def _server_down(ctx, exit_reasons: Mapping[str, Callable[[], str | None]]) -> str | None:
@@ -103,11 +107,18 @@ def _run_checks(ctx, checks, exit_reasons: Mapping[str, Callable[[], str | None]
     return results
 
 
-def run_validation(build: Build, target: Endpoints, baseline: Endpoints | None = None, *,
-                   report_dir: Path | None = None, progress: Callable[[str, int, int], None] | None = None,
-                   options: SuiteOptions | None = None, console=None,
-                   exit_reasons: Mapping[str, Callable[[], str | None]] | None = None,
-                   against: Path | None = None) -> ValidationResult:
+def run_validation(
+    build: Build,
+    target: Endpoints,
+    baseline: Endpoints | None = None,
+    *,
+    report_dir: Path | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    options: SuiteOptions | None = None,
+    console=None,
+    exit_reasons: Mapping[str, Callable[[], str | None]] | None = None,
+    against: Path | None = None,
+) -> ValidationResult:
     """Run the suite against `target` (the speculative deployment) and `baseline` (the same target without
     speculation). UserError for what the user must fix first (unreachable server, missing baseline, bad
     prompt file); check failures are results, not exceptions. Writes the reports when `report_dir` is given.
@@ -121,8 +132,16 @@ def run_validation(build: Build, target: Endpoints, baseline: Endpoints | None =
     and the speedup per level are compared with it (validate/compare.py), each comparison a check of its own."""
     if console is not None and progress is None:
         with progress_bar(console) as bar:
-            result = run_validation(build, target, baseline, report_dir=report_dir, progress=bar, options=options,
-                                    exit_reasons=exit_reasons, against=against)
+            result = run_validation(
+                build,
+                target,
+                baseline,
+                report_dir=report_dir,
+                progress=bar,
+                options=options,
+                exit_reasons=exit_reasons,
+                against=against,
+            )
         print_result(result, console)
         return result
     options = options or SuiteOptions()
@@ -134,8 +153,11 @@ def run_validation(build: Build, target: Endpoints, baseline: Endpoints | None =
     ctx = make_context(build, target, baseline, options, progress)
     dep_target = ctx.target
     prompts = ctx.prompts
-    tokenizer = {"folder": str(ctx.tokenizer.path), "reader": ctx.tokenizer.reader} if ctx.tokenizer is not None \
+    tokenizer = (
+        {"folder": str(ctx.tokenizer.path), "reader": ctx.tokenizer.reader}
+        if ctx.tokenizer is not None
         else {"problem": ctx.tokenizer_problem}
+    )
     try:
         wanted = set(options.checks) if options.checks is not None else None
         checks = [c for c in CHECKS if wanted is None or c.NAME in wanted]
@@ -143,14 +165,31 @@ def run_validation(build: Build, target: Endpoints, baseline: Endpoints | None =
         identity = compare.build_identity(recipe, {d.role: d.server.server_version() for d in ctx.deployments()})
     finally:
         close_context(ctx)
-    result = ValidationResult(recipe.name, spec.method, recipe.runtime, target, baseline, dep_target.model, results,
-                              started, time.perf_counter() - t0, len(prompts), gates=_gates(recipe),
-                              contract=runtime.contract, prompt_format=ctx.prompt_format.to_dict(),
-                              tokenizer=tokenizer, prompt_set=_prompt_set(recipe, ctx), build=identity)
+    result = ValidationResult(
+        recipe.name,
+        spec.method,
+        recipe.runtime,
+        target,
+        baseline,
+        dep_target.model,
+        results,
+        started,
+        time.perf_counter() - t0,
+        len(prompts),
+        gates=_gates(recipe),
+        contract=runtime.contract,
+        prompt_format=ctx.prompt_format.to_dict(),
+        tokenizer=tokenizer,
+        prompt_set=_prompt_set(recipe, ctx),
+        build=identity,
+    )
     if earlier is not None:
         result.checks += compare.against_checks(earlier, result.to_dict(), recipe)
-        result.against = {"report": str(against), "recipe": earlier.get("recipe"),
-                          "changes": compare.identity_changes(earlier.get("build"), identity)}
+        result.against = {
+            "report": str(against),
+            "recipe": earlier.get("recipe"),
+            "changes": compare.identity_changes(earlier.get("build"), identity),
+        }
     if report_dir is not None:
         result.report_files = write_reports(result, Path(report_dir))
     return result

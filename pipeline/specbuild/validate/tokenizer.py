@@ -70,7 +70,7 @@ class ClientTokenizer:
             raise ValueError(f"the chat template of {self.path} refused it: {type(e).__name__}: {e}") from None
         bos = getattr(tok, "bos_token", None)
         if bos and text.startswith(bos) and _adds_bos(tok):
-            text = text[len(bos):]
+            text = text[len(bos) :]
         return text
 
 
@@ -102,16 +102,20 @@ def _auto_tokenizer(folder: Path):
 def _sentencepiece_problem() -> str | None:
     """Why transformers cannot read a SentencePiece model here, when the reason is the sentencepiece package."""
     if importlib.util.find_spec("sentencepiece") is None:
-        return ("tokenizer.model is a SentencePiece model, which needs the sentencepiece package — "
-                "pip install 'specbuild[reference]'")
+        return (
+            "tokenizer.model is a SentencePiece model, which needs the sentencepiece package — "
+            "pip install 'specbuild[reference]'"
+        )
     try:  # transformers reads the model through this protobuf module; its runtime check refuses other protobufs
         from sentencepiece import sentencepiece_model_pb2  # noqa: F401
     except Exception as e:  # noqa: BLE001
         from importlib import metadata
 
-        return (f"the installed sentencepiece {metadata.version('sentencepiece')} cannot read tokenizer.model with "
-                f"this protobuf ({type(e).__name__}: {str(e).splitlines()[0][:200]}) — install the sentencepiece "
-                "version specbuild's reference extra names (pip install 'specbuild[reference]')")
+        return (
+            f"the installed sentencepiece {metadata.version('sentencepiece')} cannot read tokenizer.model with "
+            f"this protobuf ({type(e).__name__}: {str(e).splitlines()[0][:200]}) — install the sentencepiece "
+            "version specbuild's reference extra names (pip install 'specbuild[reference]')"
+        )
     return None
 
 
@@ -134,21 +138,35 @@ def load_tokenizer(folder: Path | None) -> ClientTokenizer:
             from tokenizers import Tokenizer
 
             tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-            return ClientTokenizer(folder, "tokenizer.json (tokenizers)",
-                                   lambda t: tok.encode(t, add_special_tokens=False).ids,
-                                   lambda ids: tok.decode(ids, skip_special_tokens=True), template)
+            return ClientTokenizer(
+                folder,
+                "tokenizer.json (tokenizers)",
+                lambda t: tok.encode(t, add_special_tokens=False).ids,
+                lambda ids: tok.decode(ids, skip_special_tokens=True),
+                template,
+            )
         except Exception as e:  # noqa: BLE001 - transformers may still read the folder
             tried.append(f"tokenizer.json: {_first_line(e)}")
     sentencepiece = (folder / SENTENCEPIECE_FILE).is_file() and not (folder / "tokenizer.json").is_file()
     if not tried and not sentencepiece and not (folder / CONFIG_FILE).is_file():
-        raise TokenizerUnavailable(f"no tokenizer in {folder} (no tokenizer.json, {SENTENCEPIECE_FILE} or "
-                                   f"{CONFIG_FILE})")
+        raise TokenizerUnavailable(
+            f"no tokenizer in {folder} (no tokenizer.json, {SENTENCEPIECE_FILE} or {CONFIG_FILE})"
+        )
     try:
         tok = _auto_tokenizer(folder)
     except Exception as e:  # noqa: BLE001
         why = (_sentencepiece_problem() if sentencepiece else None) or f"transformers: {_first_line(e)}"
         raise TokenizerUnavailable(f"{folder}: " + "; ".join(tried + [why])) from None
-    reader = f"{SENTENCEPIECE_FILE} (SentencePiece, through transformers)" if sentencepiece else \
-        f"transformers {type(tok).__name__}"
-    return ClientTokenizer(folder, reader, lambda t: tok.encode(t, add_special_tokens=False),
-                           lambda ids: tok.decode(ids, skip_special_tokens=True), template, tok)
+    reader = (
+        f"{SENTENCEPIECE_FILE} (SentencePiece, through transformers)"
+        if sentencepiece
+        else f"transformers {type(tok).__name__}"
+    )
+    return ClientTokenizer(
+        folder,
+        reader,
+        lambda t: tok.encode(t, add_special_tokens=False),
+        lambda ids: tok.decode(ids, skip_special_tokens=True),
+        template,
+        tok,
+    )

@@ -53,18 +53,24 @@ def tuned_schedule(spec: Speculation, points: list[tuple[int, float]], max_batch
     """The schedule that turns speculation off where the sweep saw it stop paying (see the module docstring)."""
     full = spec.full_draft_length
     if not spec.speculative or full is None:
-        raise UserError(f"no draft length to tune for speculation.method {spec.method} — "
-                        "--write-tuned-recipe needs a method whose draft length a draft_len_schedule scales")
+        raise UserError(
+            f"no draft length to tune for speculation.method {spec.method} — "
+            "--write-tuned-recipe needs a method whose draft length a draft_len_schedule scales"
+        )
     if not points:
-        raise UserError("the performance check measured no speedup (it needs the baseline deployment: "
-                        "--baseline-url, and the performance check) — nothing to tune from")
+        raise UserError(
+            "the performance check measured no speedup (it needs the baseline deployment: "
+            "--baseline-url, and the performance check) — nothing to tune from"
+        )
     current = list(spec.draft_len_schedule or [(1, full)])
     on = [(c, v) for c, v in points if draft_len_schedule.draft_length(current, c) > 0]
     shown = ", ".join(f"{v:.2f}x at {c}" for c, v in points)
     if on and on[0][0] == 1 and on[0][1] < 1.0:
-        raise UserError(f"speculation does not pay at concurrency 1 ({on[0][1]:.2f}x): a draft_len_schedule keeps "
-                        "the full length at batch size 1, so no schedule helps — use a cheaper method or "
-                        "smaller tree, or method: none")
+        raise UserError(
+            f"speculation does not pay at concurrency 1 ({on[0][1]:.2f}x): a draft_len_schedule keeps "
+            "the full length at batch size 1, so no schedule helps — use a cheaper method or "
+            "smaller tree, or method: none"
+        )
     losing = next((i for i, (_, v) in enumerate(on) if v < 1.0), None)
     if losing is None:
         return Tuning(None, f"speculation paid wherever it was on ({shown}): the recipe stays as it is")
@@ -73,14 +79,20 @@ def tuned_schedule(spec: Speculation, points: list[tuple[int, float]], max_batch
     if losing > 0:  # interpolate the crossover on log2(concurrency), as the performance check does
         c0, v0 = on[losing - 1]
         x = math.log2(c0) + (v0 - 1.0) / (v0 - v1) * (math.log2(c1) - math.log2(c0))
-        off = min(c1, max(c0 + 1, math.ceil(2.0 ** x - 1e-9)))
+        off = min(c1, max(c0 + 1, math.ceil(2.0**x - 1e-9)))
     kept = {b: v for b, v in current if b < off}
     kept[off] = 0
     if off > max_batch_size:
-        return Tuning(None, f"speculation stops paying at {off} requests, beyond build.max_batch_size "
-                      f"{max_batch_size}: the recipe stays as it is")
-    return Tuning(dict(sorted(kept.items())), f"speculation stopped paying at concurrency {c1} ({v1:.2f}x; "
-                  f"sweep: {shown}): off from {off} requests in flight on")
+        return Tuning(
+            None,
+            f"speculation stops paying at {off} requests, beyond build.max_batch_size "
+            f"{max_batch_size}: the recipe stays as it is",
+        )
+    return Tuning(
+        dict(sorted(kept.items())),
+        f"speculation stopped paying at concurrency {c1} ({v1:.2f}x; "
+        f"sweep: {shown}): off from {off} requests in flight on",
+    )
 
 
 def write_tuned_recipe(recipe: Recipe, out: Path, schedule: dict[int, int]) -> Path:
@@ -131,8 +143,12 @@ def _move_relative_paths(data: Any, model: type, old: Path, new: Path, instance:
         sub = getattr(instance, name, None)
         if isinstance(sub, BaseModel):
             _move_relative_paths(value, type(sub), old, new, sub)
-        elif isinstance(value, str) and _is_path_field(field.annotation) and not Path(value).is_absolute() \
-                and not value.startswith("~"):
+        elif (
+            isinstance(value, str)
+            and _is_path_field(field.annotation)
+            and not Path(value).is_absolute()
+            and not value.startswith("~")
+        ):
             data[name] = os.path.relpath(old / value, new)
 
 

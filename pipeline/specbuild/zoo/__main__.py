@@ -23,11 +23,20 @@ def cli() -> None:
 @click.option("--profile", "profile_name", required=True, help="tiny | base | small | micro")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="output folder (replaced)")
 @click.option("--threads", type=int, default=None, help="torch threads (default: min(2, cpus))")
-@click.option("--resume-from", type=click.Path(exists=True, file_okay=False), default=None,
-              help="an earlier build folder: reuse its stages whose settings and code versions match")
-@click.option("--precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
-              help="training precision; auto = bf16 autocast only where the CPU has native bf16 "
-                   "(emulated bf16 makes a step ~20x slower), else float32")
+@click.option(
+    "--resume-from",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="an earlier build folder: reuse its stages whose settings and code versions match",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default="auto",
+    show_default=True,
+    help="training precision; auto = bf16 autocast only where the CPU has native bf16 "
+    "(emulated bf16 makes a step ~20x slower), else float32",
+)
 def build_cmd(profile_name: str, out: str, threads: int | None, resume_from: str | None, precision: str) -> None:
     """Train every model of PROFILE from scratch and write it to OUT."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -39,11 +48,21 @@ def build_cmd(profile_name: str, out: str, threads: int | None, resume_from: str
 
 @cli.command("add-stage")
 @click.argument("stage", type=click.Choice(["eagle3"]))
-@click.option("--zoo", "folder", required=True, type=click.Path(exists=True, file_okay=False),
-              help="an existing zoo folder (its tokenizer and target are reused, other stages are left as they are)")
+@click.option(
+    "--zoo",
+    "folder",
+    required=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="an existing zoo folder (its tokenizer and target are reused, other stages are left as they are)",
+)
 @click.option("--threads", type=int, default=None, help="torch threads (default: min(2, cpus))")
-@click.option("--precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
-              help="training precision of this stage (recorded per stage in the manifest)")
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default="auto",
+    show_default=True,
+    help="training precision of this stage (recorded per stage in the manifest)",
+)
 def add_stage_cmd(stage: str, folder: str, threads: int | None, precision: str) -> None:
     """Train STAGE into an existing zoo folder and update its manifest and README."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

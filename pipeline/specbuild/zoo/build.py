@@ -44,8 +44,16 @@ from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
 # code that trains it changes (stage versions decide whether --resume-from may reuse a stage).
 BUILDER_VERSION = 1
 STAGE_VERSIONS = {"target": 1, "draft": 2, "medusa": 2, "eagle": 2, "eagle3": 1}
-_TARGET_SETTINGS = ("corpus_max_bytes", "vocab_size", "seq_len", "target", "target_train",
-                    "max_position_embeddings", "storage_dtype", "seed")
+_TARGET_SETTINGS = (
+    "corpus_max_bytes",
+    "vocab_size",
+    "seq_len",
+    "target",
+    "target_train",
+    "max_position_embeddings",
+    "storage_dtype",
+    "seed",
+)
 _TEACHER_SETTINGS = ("teacher_prompts", "teacher_prompt_len", "teacher_new_tokens", "teacher_corpus_blocks")
 STAGE_SETTINGS = {
     "target": _TARGET_SETTINGS,
@@ -55,16 +63,27 @@ STAGE_SETTINGS = {
     "eagle3": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("eagle3",),
 }
 HEAD_STAGES = ("draft", "medusa", "eagle", "eagle3")  # the stages trained from the target's teacher data
-STAGES_FILE = "stages.json"   # progress record inside a partial folder; removed before the manifest
+STAGES_FILE = "stages.json"  # progress record inside a partial folder; removed before the manifest
 
 Progress = Callable[[str], None]
 
 
 def _seeds(profile: Profile) -> dict:
     base = profile.seed
-    return {"target_init": base, "target_data": base + 1, "teacher_prompts": base + 2, "draft_init": base + 3,
-            "draft_data": base + 4, "medusa_init": base + 5, "medusa_data": base + 6, "eagle_init": base + 7,
-            "eagle_data": base + 8, "eval_prompts": base + 9, "eagle3_init": base + 10, "eagle3_data": base + 11}
+    return {
+        "target_init": base,
+        "target_data": base + 1,
+        "teacher_prompts": base + 2,
+        "draft_init": base + 3,
+        "draft_data": base + 4,
+        "medusa_init": base + 5,
+        "medusa_data": base + 6,
+        "eagle_init": base + 7,
+        "eagle_data": base + 8,
+        "eval_prompts": base + 9,
+        "eagle3_init": base + 10,
+        "eagle3_data": base + 11,
+    }
 
 
 def _round_to_storage(module: torch.nn.Module, dtype: torch.dtype) -> None:
@@ -93,8 +112,11 @@ def _save_causal_lm(model, tokenizer, folder: Path, dtype: torch.dtype) -> None:
 
     stored = copy.deepcopy(model).to(dtype)  # .to() would also round buffers (rotary inv_freq) in place
     stored.generation_config = GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, do_sample=False)
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        do_sample=False,
+    )
     stored.save_pretrained(str(folder))
     save_tokenizer(tokenizer, folder)
     _portable_hf_config(folder, str(dtype).removeprefix("torch."))
@@ -138,10 +160,16 @@ class StageSource:
 
     def has(self, stage: str, profile: Profile, precision: str) -> bool:
         recorded_key = self.stage_keys.get(stage) or (
-            stage_key(self.profile_config, stage, self.stage_versions.get(stage, 1)) if self.profile_config else None)
+            stage_key(self.profile_config, stage, self.stage_versions.get(stage, 1)) if self.profile_config else None
+        )
         trained_at = self.stage_precision.get(stage, self.precision)
-        return (self.builder_version == BUILDER_VERSION and stage in self.stats and trained_at == precision
-                and (self.folder / stage).is_dir() and recorded_key == stage_key(profile.as_dict(), stage))
+        return (
+            self.builder_version == BUILDER_VERSION
+            and stage in self.stats
+            and trained_at == precision
+            and (self.folder / stage).is_dir()
+            and recorded_key == stage_key(profile.as_dict(), stage)
+        )
 
 
 def _read_stages(folder: Path) -> dict | None:
@@ -149,8 +177,14 @@ def _read_stages(folder: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def build(profile: Profile, out: str | Path, progress: Progress | None = None, threads: int | None = None,
-          resume_from: str | Path | None = None, precision: str = "auto") -> Path:
+def build(
+    profile: Profile,
+    out: str | Path,
+    progress: Progress | None = None,
+    threads: int | None = None,
+    resume_from: str | Path | None = None,
+    precision: str = "auto",
+) -> Path:
     """Build `profile` into `out` (replacing it). Returns the folder.
 
     `precision`: auto | bfloat16 | float32 (`specbuild.zoo.precision`; auto = bf16 only where the CPU has it natively).
@@ -181,8 +215,9 @@ def build(profile: Profile, out: str | Path, progress: Progress | None = None, t
     return out
 
 
-def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None, precision: str,
-                source: StageSource | None = None) -> dict:
+def _build_into(
+    profile: Profile, root: Path, say: Progress, threads: int | None, precision: str, source: StageSource | None = None
+) -> dict:
 
     from transformers.utils import logging as hf_logging
 
@@ -203,11 +238,20 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
     def timed(label: str, t0: float) -> None:
         timings[label] = round(time.perf_counter() - t0, 1)
         if label in STAGE_VERSIONS:
-            (root / STAGES_FILE).write_text(json.dumps({
-                "builder_version": BUILDER_VERSION, "profile_config": profile.as_dict(), "stats": stats,
-                "timings_seconds": timings, "stage_versions": STAGE_VERSIONS, "precision": precision,
-                "stage_precision": {k: stage_precision.get(k, precision) for k in stats},
-                "stage_keys": {k: stage_key(profile.as_dict(), k) for k in stats}}))
+            (root / STAGES_FILE).write_text(
+                json.dumps(
+                    {
+                        "builder_version": BUILDER_VERSION,
+                        "profile_config": profile.as_dict(),
+                        "stats": stats,
+                        "timings_seconds": timings,
+                        "stage_versions": STAGE_VERSIONS,
+                        "precision": precision,
+                        "stage_precision": {k: stage_precision.get(k, precision) for k in stats},
+                        "stage_keys": {k: stage_key(profile.as_dict(), k) for k in stats},
+                    }
+                )
+            )
 
     def reuse(stage: str) -> bool:
         if source is None or not source.has(stage, profile, precision):
@@ -239,8 +283,9 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
     else:
         target = target_mod.new_model(profile.target, profile, tokenizer, seeds["target_init"])
         target_blocks = data.blocks(train_stream, profile.seq_len + 1)
-        stats["target"] = target_mod.train_target(target, target_blocks, profile, seeds["target_data"], say,
-                                                   precision=precision)
+        stats["target"] = target_mod.train_target(
+            target, target_blocks, profile, seeds["target_data"], say, precision=precision
+        )
         _save_causal_lm(target, tokenizer, root / "target", storage)
         timed("target", t0)
         target = load_causal_lm(root / "target")  # downstream stages see exactly the shipped target
@@ -255,8 +300,9 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
     if "draft" in pending:
         t0 = time.perf_counter()
         draft = target_mod.new_model(profile.draft, profile, tokenizer, seeds["draft_init"])
-        stats["draft"] = distill.train_draft(draft, teacher_data, profile.draft_train, seeds["draft_data"], say,
-                                            precision=precision)
+        stats["draft"] = distill.train_draft(
+            draft, teacher_data, profile.draft_train, seeds["draft_data"], say, precision=precision
+        )
         _round_to_storage(draft, storage)
         _save_causal_lm(draft, tokenizer, root / "draft", storage)
         timed("draft", t0)
@@ -268,8 +314,9 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
         t0 = time.perf_counter()
         torch.manual_seed(seeds["medusa_init"])
         heads = MedusaHeads(profile.target.hidden, profile.vocab_size, num_heads=profile.medusa_heads, num_layers=1)
-        stats["medusa"] = distill.train_medusa(heads, teacher_data, profile.medusa_train, seeds["medusa_data"], say,
-                                              precision=precision)
+        stats["medusa"] = distill.train_medusa(
+            heads, teacher_data, profile.medusa_train, seeds["medusa_data"], say, precision=precision
+        )
         _round_to_storage(heads, storage)
         save_medusa_heads(heads, root / "medusa", dtype=storage, base_model_name_or_path="../target")
         timed("medusa", t0)
@@ -282,8 +329,9 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
         torch.manual_seed(seeds["eagle_init"])
         eagle = EagleHead.for_target(target.config)
         distill.init_eagle_head(eagle, target)
-        stats["eagle"] = distill.train_eagle(eagle, teacher_data, profile.eagle_train, seeds["eagle_data"], say,
-                                            precision=precision)
+        stats["eagle"] = distill.train_eagle(
+            eagle, teacher_data, profile.eagle_train, seeds["eagle_data"], say, precision=precision
+        )
         _round_to_storage(eagle, storage)
         save_eagle_head(eagle, root / "eagle", dtype=storage)
         timed("eagle", t0)
@@ -303,24 +351,50 @@ def _build_into(profile: Profile, root: Path, say: Progress, threads: int | None
     timed("evaluation", t0)
 
     models = {
-        "tokenizer": {"path": "tokenizer", "vocab_size": len(tokenizer), "type": "byte-level BPE",
-                      "special_tokens": {"unk": [tokenizer.unk_token, tokenizer.unk_token_id],
-                                         "bos": [tokenizer.bos_token, tokenizer.bos_token_id],
-                                         "eos": [tokenizer.eos_token, tokenizer.eos_token_id],
-                                         "pad": [tokenizer.pad_token, tokenizer.pad_token_id]},
-                      "notes": "<s> is prepended by the tokenizer; </s> ends every training document; pad = eos"},
-        "target": {"path": "target", "format": "hf LlamaForCausalLM", "params": _params(target),
-                   "shape": profile.target.as_dict(), "training": stats["target"]},
-        "draft": {"path": "draft", "format": "hf LlamaForCausalLM", "params": _params(draft),
-                  "shape": profile.draft.as_dict(), "training": stats["draft"],
-                  "objective": "KL to the target's next-token distribution on target continuations + corpus"},
-        "medusa": {"path": "medusa", "format": "Medusa heads (TensorRT-LLM --medusa_model_dir)",
-                   "params": _params(heads), "num_heads": profile.medusa_heads, "num_layers": 1,
-                   "training": stats["medusa"], "objective": "self-distillation: head k matches the target at t+1+k"},
-        "eagle": {"path": "eagle", "format": "EAGLE-1 head (TensorRT-LLM --eagle_model_dir)",
-                  "params": _params(eagle), "trainable_params": _params(eagle) - eagle.embed_tokens.weight.numel(),
-                  "training": stats["eagle"],
-                  "objective": "SmoothL1 feature regression + 0.1 x soft CE through the target's lm_head"},
+        "tokenizer": {
+            "path": "tokenizer",
+            "vocab_size": len(tokenizer),
+            "type": "byte-level BPE",
+            "special_tokens": {
+                "unk": [tokenizer.unk_token, tokenizer.unk_token_id],
+                "bos": [tokenizer.bos_token, tokenizer.bos_token_id],
+                "eos": [tokenizer.eos_token, tokenizer.eos_token_id],
+                "pad": [tokenizer.pad_token, tokenizer.pad_token_id],
+            },
+            "notes": "<s> is prepended by the tokenizer; </s> ends every training document; pad = eos",
+        },
+        "target": {
+            "path": "target",
+            "format": "hf LlamaForCausalLM",
+            "params": _params(target),
+            "shape": profile.target.as_dict(),
+            "training": stats["target"],
+        },
+        "draft": {
+            "path": "draft",
+            "format": "hf LlamaForCausalLM",
+            "params": _params(draft),
+            "shape": profile.draft.as_dict(),
+            "training": stats["draft"],
+            "objective": "KL to the target's next-token distribution on target continuations + corpus",
+        },
+        "medusa": {
+            "path": "medusa",
+            "format": "Medusa heads (TensorRT-LLM --medusa_model_dir)",
+            "params": _params(heads),
+            "num_heads": profile.medusa_heads,
+            "num_layers": 1,
+            "training": stats["medusa"],
+            "objective": "self-distillation: head k matches the target at t+1+k",
+        },
+        "eagle": {
+            "path": "eagle",
+            "format": "EAGLE-1 head (TensorRT-LLM --eagle_model_dir)",
+            "params": _params(eagle),
+            "trainable_params": _params(eagle) - eagle.embed_tokens.weight.numel(),
+            "training": stats["eagle"],
+            "objective": "SmoothL1 feature regression + 0.1 x soft CE through the target's lm_head",
+        },
     }
     if "eagle3" in stats:
         models["eagle3"] = eagle3_model_entry(root / "eagle3", profile, stats["eagle3"])
@@ -361,8 +435,9 @@ def _teacher_data(target, train_stream, profile: Profile, seeds: dict, say: Prog
     return result
 
 
-def train_eagle3_stage(target, teacher_data, profile: Profile, seeds: dict, folder: Path, precision: str,
-                       say: Progress) -> dict:
+def train_eagle3_stage(
+    target, teacher_data, profile: Profile, seeds: dict, folder: Path, precision: str, say: Progress
+) -> dict:
     """The EAGLE-3 stage: draft vocabulary from the teacher rows, training-time-test training on the captured target
     layers, weights rounded to the storage dtype and saved in TensorRT-LLM's layout at `folder`."""
     settings = profile.eagle3
@@ -376,8 +451,17 @@ def train_eagle3_stage(target, teacher_data, profile: Profile, seeds: dict, fold
     head.set_vocabulary(*draft_vocabulary(counts, settings.draft_vocab))
     distill_eagle3.init_from_target(head, target)
     embed = target.get_input_embeddings().weight.detach().float()
-    stats = distill_eagle3.train_eagle3(head, teacher_data, captured, embed, settings.train, settings.ttt_steps,
-                                        seeds["eagle3_data"], say, precision=precision)
+    stats = distill_eagle3.train_eagle3(
+        head,
+        teacher_data,
+        captured,
+        embed,
+        settings.train,
+        settings.ttt_steps,
+        seeds["eagle3_data"],
+        say,
+        precision=precision,
+    )
     _round_to_storage(head, storage)
     save_eagle3_head(head, folder, dtype=storage)
     return stats
@@ -385,18 +469,30 @@ def train_eagle3_stage(target, teacher_data, profile: Profile, seeds: dict, fold
 
 def eagle3_model_entry(folder: Path, profile: Profile, stats: dict) -> dict:
     head = load_eagle3_head(folder)
-    return {"path": "eagle3", "format": "EAGLE-3 head (TensorRT-LLM speculative_config: decoding_type Eagle3, "
-                                          "speculative_model)",
-            "params": _params(head), "layers_to_capture": list(profile.eagle3.layers),
-            "draft_vocab_size": head.draft_vocab_size, "ttt_steps": profile.eagle3.ttt_steps, "training": stats,
-            "objective": (f"training-time test over {profile.eagle3.ttt_steps} unrolled steps (step k reads its own "
-                          "step k-1 output), soft CE to the target's next-token distribution restricted to the draft "
-                          "vocabulary, weights 0.8^k")}
+    return {
+        "path": "eagle3",
+        "format": "EAGLE-3 head (TensorRT-LLM speculative_config: decoding_type Eagle3, speculative_model)",
+        "params": _params(head),
+        "layers_to_capture": list(profile.eagle3.layers),
+        "draft_vocab_size": head.draft_vocab_size,
+        "ttt_steps": profile.eagle3.ttt_steps,
+        "training": stats,
+        "objective": (
+            f"training-time test over {profile.eagle3.ttt_steps} unrolled steps (step k reads its own "
+            "step k-1 output), soft CE to the target's next-token distribution restricted to the draft "
+            "vocabulary, weights 0.8^k"
+        ),
+    }
 
 
 # ====================================================================== one stage into an existing folder
-def add_stage(folder: str | Path, stage: str = "eagle3", progress: Progress | None = None, threads: int | None = None,
-              precision: str = "auto") -> Path:
+def add_stage(
+    folder: str | Path,
+    stage: str = "eagle3",
+    progress: Progress | None = None,
+    threads: int | None = None,
+    precision: str = "auto",
+) -> Path:
     """Train `stage` into an existing, intact zoo folder from its own tokenizer and target; every other stage's files
     stay byte for byte. The manifest records the stage's own precision (`stage_precision`), the command and the
     versions it ran with (`added_stages`); README.md is re-rendered. Only `eagle3` can be added this way."""
@@ -406,22 +502,31 @@ def add_stage(folder: str | Path, stage: str = "eagle3", progress: Progress | No
     folder = Path(folder).resolve()
     say = progress or (lambda _m: None)
     if stage != "eagle3":
-        raise UserError(f"add-stage: only 'eagle3' can be added to an existing zoo folder, not {stage!r}; rebuild "
-                        "the folder for other stages")
+        raise UserError(
+            f"add-stage: only 'eagle3' can be added to an existing zoo folder, not {stage!r}; rebuild "
+            "the folder for other stages"
+        )
     recorded = manifest.read(folder)
     if recorded is None:
         raise UserError(f"{folder}/manifest.json: missing or unreadable; add-stage needs a finished zoo folder")
-    problems = [p for p in manifest.mismatches(folder, recorded) if not p.startswith(("missing: eagle3/", "changed: eagle3/",
-                                                                                      "not in manifest: eagle3/"))]
+    problems = [
+        p
+        for p in manifest.mismatches(folder, recorded)
+        if not p.startswith(("missing: eagle3/", "changed: eagle3/", "not in manifest: eagle3/"))
+    ]
     if problems:
-        raise UserError(f"{folder}: does not match its manifest ({'; '.join(problems[:3])}); verify or rebuild it first")
+        raise UserError(
+            f"{folder}: does not match its manifest ({'; '.join(problems[:3])}); verify or rebuild it first"
+        )
     profile = get_profile(recorded["profile"])
     if profile.eagle3 is None:
         raise UserError(f"profile {profile.name!r} has no eagle3 settings (specbuild/zoo/profiles.py)")
     for upstream in ("target",):
         if recorded.get("stage_keys", {}).get(upstream) != stage_key(profile.as_dict(), upstream):
-            raise UserError(f"{folder}: its {upstream} was built with other settings than profile {profile.name!r} now "
-                            "has; rebuild the whole folder")
+            raise UserError(
+                f"{folder}: its {upstream} was built with other settings than profile {profile.name!r} now "
+                "has; rebuild the whole folder"
+            )
     precision = precision_mod.resolve(precision)
     hf_logging.disable_progress_bar()
     started = time.perf_counter()
@@ -434,15 +539,19 @@ def add_stage(folder: str | Path, stage: str = "eagle3", progress: Progress | No
         torch.set_flush_denormal(True)
         corpus = corpus_mod.load_corpus(profile.corpus_max_bytes)
         if corpus.sha256 != recorded["corpus"]["sha256"]:
-            raise UserError(f"{folder}: the corpus of this Python ({corpus.root}, sha256 {corpus.sha256[:12]}) is not "
-                            f"the one the folder was built from ({recorded['corpus']['sha256'][:12]}); the teacher "
-                            "data would differ: add the stage with the recorded Python version, or rebuild")
+            raise UserError(
+                f"{folder}: the corpus of this Python ({corpus.root}, sha256 {corpus.sha256[:12]}) is not "
+                f"the one the folder was built from ({recorded['corpus']['sha256'][:12]}); the teacher "
+                "data would differ: add the stage with the recorded Python version, or rebuild"
+            )
         tokenizer = AutoTokenizer.from_pretrained(str(folder / "tokenizer"))
         train_stream = data.encode_documents(tokenizer, corpus.train)
         heldout_stream = data.encode_documents(tokenizer, corpus.heldout)
         target = load_causal_lm(folder / "target")
         seeds = _seeds(profile)
-        say(f"{stage}: training at {precision_mod.DESCRIPTIONS[precision]} ({threads} threads) from {folder / 'target'}")
+        say(
+            f"{stage}: training at {precision_mod.DESCRIPTIONS[precision]} ({threads} threads) from {folder / 'target'}"
+        )
         timings: dict[str, float] = {}
         teacher_data = _teacher_data(target, train_stream, profile, seeds, say, timings)
         t0 = time.perf_counter()
@@ -454,10 +563,13 @@ def add_stage(folder: str | Path, stage: str = "eagle3", progress: Progress | No
             shutil.rmtree(folder / stage)
         partial.rename(folder / stage)
         t0 = time.perf_counter()
-        quality = eagle3_quality(folder, profile, target, heldout_sequences(target, profile, heldout_stream,
-                                                                            seeds["eval_prompts"]))
-        say(f"{stage}: chain AL {quality['chain']['mean_acceptance_length']:.2f}, top-1 per step "
-            f"{quality['top1_per_step']} ({time.perf_counter() - t0:.0f}s)")
+        quality = eagle3_quality(
+            folder, profile, target, heldout_sequences(target, profile, heldout_stream, seeds["eval_prompts"])
+        )
+        say(
+            f"{stage}: chain AL {quality['chain']['mean_acceptance_length']:.2f}, top-1 per step "
+            f"{quality['top1_per_step']} ({time.perf_counter() - t0:.0f}s)"
+        )
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -471,21 +583,31 @@ def add_stage(folder: str | Path, stage: str = "eagle3", progress: Progress | No
     summary["profile_config"] = profile.as_dict()
     summary["stage_versions"] = {**recorded.get("stage_versions", {}), stage: STAGE_VERSIONS[stage]}
     summary["stage_keys"] = {**recorded.get("stage_keys", {}), stage: stage_key(profile.as_dict(), stage)}
-    summary["stage_precision"] = {**{s: built_at for s in recorded["models"] if s != "tokenizer"},
-                                  **recorded.get("stage_precision", {}), stage: precision}
+    summary["stage_precision"] = {
+        **{s: built_at for s in recorded["models"] if s != "tokenizer"},
+        **recorded.get("stage_precision", {}),
+        stage: precision,
+    }
     summary["seeds"] = {**recorded["seeds"], **{k: v for k, v in seeds.items() if k.startswith(stage)}}
     summary["models"] = {**recorded["models"], stage: eagle3_model_entry(folder / stage, profile, stats)}
     summary["quality"] = {**recorded["quality"], stage: quality}
     summary["timings_seconds"] = {**recorded["timings_seconds"], stage: stage_seconds}
     added = [a for a in recorded.get("added_stages") or [] if a.get("stage") != stage]
-    summary["added_stages"] = added + [{
-        "stage": stage, "precision": precision, "training_precision": precision_mod.DESCRIPTIONS[precision],
-        "threads": threads, "cpu_native_bf16": has_native_bf16(), "versions": manifest.versions(),
-        "teacher_data_seconds": timings["teacher_data"], "stage_seconds": stage_seconds,
-        "total_seconds": round(time.perf_counter() - started, 1),
-        "command": f"PYTHONPATH=pipeline python -m specbuild.zoo add-stage {stage} --zoo <folder> --precision {precision}",
-        "reused": "tokenizer/ and target/ of this folder (unchanged); corpus sha256 checked against the manifest",
-    }]
+    summary["added_stages"] = added + [
+        {
+            "stage": stage,
+            "precision": precision,
+            "training_precision": precision_mod.DESCRIPTIONS[precision],
+            "threads": threads,
+            "cpu_native_bf16": has_native_bf16(),
+            "versions": manifest.versions(),
+            "teacher_data_seconds": timings["teacher_data"],
+            "stage_seconds": stage_seconds,
+            "total_seconds": round(time.perf_counter() - started, 1),
+            "command": f"PYTHONPATH=pipeline python -m specbuild.zoo add-stage {stage} --zoo <folder> --precision {precision}",
+            "reused": "tokenizer/ and target/ of this folder (unchanged); corpus sha256 checked against the manifest",
+        }
+    ]
     manifest.write(folder, summary)
     return folder
 

@@ -25,14 +25,20 @@ class Corpus:
     heldout: list[str]
     files: int
     bytes: int
-    sha256: str          # over (relative path, content) of every file used, in order
+    sha256: str  # over (relative path, content) of every file used, in order
     root: str
 
     def summary(self) -> dict:
-        return {"source": "python stdlib .py sources (sysconfig stdlib path)", "root": self.root,
-                "files": self.files, "bytes": self.bytes, "sha256": self.sha256,
-                "train_documents": len(self.train), "heldout_documents": len(self.heldout),
-                "heldout_rule": f"sha256(path:index) % {HELDOUT_ONE_IN} == 0"}
+        return {
+            "source": "python stdlib .py sources (sysconfig stdlib path)",
+            "root": self.root,
+            "files": self.files,
+            "bytes": self.bytes,
+            "sha256": self.sha256,
+            "train_documents": len(self.train),
+            "heldout_documents": len(self.heldout),
+            "heldout_rule": f"sha256(path:index) % {HELDOUT_ONE_IN} == 0",
+        }
 
 
 def stdlib_files(root: Path) -> list[Path]:
@@ -49,7 +55,7 @@ def split_documents(text: str) -> list[str]:
             continue
         current = f"{current}\n\n\n{piece}" if current else piece
         if len(current) >= MIN_DOC_CHARS:
-            docs.extend(current[i:i + MAX_DOC_CHARS] for i in range(0, len(current), MAX_DOC_CHARS))
+            docs.extend(current[i : i + MAX_DOC_CHARS] for i in range(0, len(current), MAX_DOC_CHARS))
             current = ""
     if current:
         docs.append(current)

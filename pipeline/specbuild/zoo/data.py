@@ -26,4 +26,4 @@ def blocks(stream: torch.Tensor, length: int, limit: int | None = None) -> torch
 def prompts(stream: torch.Tensor, count: int, length: int, generator: torch.Generator) -> torch.Tensor:
     """`count` prompts of `length` tokens taken at random offsets (each starts with <s> + text)."""
     starts = torch.randint(0, stream.numel() - length, (count,), generator=generator)
-    return torch.stack([stream[s: s + length] for s in starts.tolist()])
+    return torch.stack([stream[s : s + length] for s in starts.tolist()])

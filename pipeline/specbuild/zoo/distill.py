@@ -21,7 +21,7 @@ from specbuild.zoo.teacher import TeacherData
 
 MEDUSA_DECAY = 0.8
 EAGLE_CLS_WEIGHT = 0.1
-EAGLE_NOISE = 0.1   # uniform noise half-width on input features, relative to their RMS
+EAGLE_NOISE = 0.1  # uniform noise half-width on input features, relative to their RMS
 
 
 def soft_cross_entropy(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
@@ -30,8 +30,7 @@ def soft_cross_entropy(student_logits: torch.Tensor, teacher_logits: torch.Tenso
     return -(teacher * F.log_softmax(student_logits.float(), dim=-1)).sum(-1).mean()
 
 
-def train_draft(draft, data: TeacherData, schedule: Schedule, seed: int, progress=None,
-                *, precision: str) -> dict:
+def train_draft(draft, data: TeacherData, schedule: Schedule, seed: int, progress=None, *, precision: str) -> dict:
     draft.train()
 
     def loss_fn(step: int) -> torch.Tensor:
@@ -48,8 +47,7 @@ def train_draft(draft, data: TeacherData, schedule: Schedule, seed: int, progres
     return stats
 
 
-def train_medusa(heads, data: TeacherData, schedule: Schedule, seed: int, progress=None,
-                 *, precision: str) -> dict:
+def train_medusa(heads, data: TeacherData, schedule: Schedule, seed: int, progress=None, *, precision: str) -> dict:
     heads.train()
     heads.init_from_lm_head(data.lm_head)
     length = data.tokens.shape[1]
@@ -58,13 +56,13 @@ def train_medusa(heads, data: TeacherData, schedule: Schedule, seed: int, progre
         rows = train.batch_indices(step, schedule.batch, data.tokens.shape[0], seed)
         features = data.features[rows]
         with torch.no_grad():
-            teacher = features @ data.lm_head.T          # teacher[:, t] scores the token at t + 1
+            teacher = features @ data.lm_head.T  # teacher[:, t] scores the token at t + 1
         total = 0.0
         for k, head in enumerate(heads.heads):
-            span = length - 1 - k                        # positions t with a teacher at t + 1 + k
+            span = length - 1 - k  # positions t with a teacher at t + 1 + k
             with autocast(precision):
                 logits = head(features[:, :span])
-            total = total + MEDUSA_DECAY ** k * soft_cross_entropy(logits, teacher[:, 1 + k: 1 + k + span])
+            total = total + MEDUSA_DECAY**k * soft_cross_entropy(logits, teacher[:, 1 + k : 1 + k + span])
         return total
 
     stats = train.run(list(heads.parameters()), loss_fn, schedule, progress, "medusa")
@@ -82,8 +80,7 @@ def init_eagle_head(head, target) -> None:
     head.fc.bias.zero_()
 
 
-def train_eagle(head, data: TeacherData, schedule: Schedule, seed: int, progress=None,
-                *, precision: str) -> dict:
+def train_eagle(head, data: TeacherData, schedule: Schedule, seed: int, progress=None, *, precision: str) -> dict:
     head.train()
     length = data.tokens.shape[1]
     positions = torch.arange(length - 1)[None]

@@ -58,7 +58,7 @@ def ttt_attention(q: torch.Tensor, keys: list[torch.Tensor], values: list[torch.
     weights = torch.softmax(torch.cat([first, *own], dim=-1), dim=-1)
     out = weights[..., :t] @ values[0]
     for j, v in enumerate(values[1:]):
-        out = out + weights[..., t + j: t + j + 1] * v
+        out = out + weights[..., t + j : t + j + 1] * v
     return out
 
 
@@ -73,7 +73,7 @@ def unrolled_logits(head, captured: torch.Tensor, embed: torch.Tensor, tokens: t
     logits = []
     base = torch.arange(length)[None].expand(tokens.shape[0], -1)
     for k in range(steps):
-        embeds = F.embedding(tokens[:, 1 + k: 1 + k + length], embed)
+        embeds = F.embedding(tokens[:, 1 + k : 1 + k + length], embed)
         q, key, value = head.midlayer.project(hidden, embeds, base + k)
         keys.append(attn.expand_kv(key))
         values.append(attn.expand_kv(value))
@@ -82,8 +82,18 @@ def unrolled_logits(head, captured: torch.Tensor, embed: torch.Tensor, tokens: t
     return logits
 
 
-def train_eagle3(head, data, captured: torch.Tensor, embed: torch.Tensor, schedule: Schedule, steps: int,
-                 seed: int, progress=None, *, precision: str) -> dict:
+def train_eagle3(
+    head,
+    data,
+    captured: torch.Tensor,
+    embed: torch.Tensor,
+    schedule: Schedule,
+    steps: int,
+    seed: int,
+    progress=None,
+    *,
+    precision: str,
+) -> dict:
     """Train `head` (vocabulary already set) on teacher rows `data` with their captured layer outputs."""
     head.train()
     length = data.tokens.shape[1] - steps
@@ -102,7 +112,7 @@ def train_eagle3(head, data, captured: torch.Tensor, embed: torch.Tensor, schedu
                 mask = in_vocab[teacher.argmax(-1)].float()
                 target = F.softmax(teacher[..., draft_ids], dim=-1)
             ce = -(target * F.log_softmax(logits.float(), dim=-1)).sum(-1)
-            total = total + STEP_DECAY ** k * (ce * mask).sum() / mask.sum().clamp(min=1.0)
+            total = total + STEP_DECAY**k * (ce * mask).sum() / mask.sum().clamp(min=1.0)
         return total
 
     stats = train.run(list(head.parameters()), loss_fn, schedule, progress, "eagle3")

@@ -26,8 +26,8 @@ class Tally:
     steps: int = 0
     proposed: int = 0
     accepted: int = 0
-    reached: list[int] = field(default_factory=list)   # step s was attempted (all earlier ones matched)
-    correct: list[int] = field(default_factory=list)   # ... and its token matched
+    reached: list[int] = field(default_factory=list)  # step s was attempted (all earlier ones matched)
+    correct: list[int] = field(default_factory=list)  # ... and its token matched
 
     def __post_init__(self):
         self.reached = [0] * self.depth
@@ -72,7 +72,7 @@ def _replay(sequence: torch.Tensor, start: int, depth: int, propose, tally: Tall
     while j < last:
         count = min(depth, last - j)
         proposals = propose(j, count)
-        n = tally.record(proposals, sequence[j + 1: j + 1 + count].tolist())
+        n = tally.record(proposals, sequence[j + 1 : j + 1 + count].tolist())
         j += n + 1
 
 
@@ -85,7 +85,7 @@ def draft_model_run(draft, sequences: torch.Tensor, prompt_len: int, k: int) -> 
 
         def propose(j: int, count: int) -> list[int]:
             fed = cache.get_seq_length()
-            logits = draft(input_ids=seq[fed: j + 1][None], use_cache=True, **{key: cache}).logits
+            logits = draft(input_ids=seq[fed : j + 1][None], use_cache=True, **{key: cache}).logits
             out = []
             for s in range(count):
                 token = int(logits[0, -1].argmax())
@@ -103,8 +103,8 @@ def draft_model_run(draft, sequences: torch.Tensor, prompt_len: int, k: int) -> 
 def medusa_run(heads, features: torch.Tensor, sequences: torch.Tensor, prompt_len: int) -> tuple[Tally, list]:
     """Medusa chains: heads on the feature of the token before the bonus token propose the next K."""
     depth = heads.num_heads
-    logits = heads(features)                                 # [K, N, T, V]
-    guesses = logits.argmax(-1)                              # head k at t guesses token t + 2 + k
+    logits = heads(features)  # [K, N, T, V]
+    guesses = logits.argmax(-1)  # head k at t guesses token t + 2 + k
     tally = Tally(depth)
     for i, seq in enumerate(sequences):
         _replay(seq, prompt_len, depth, lambda j, count: guesses[:count, i, j - 1].tolist(), tally)
@@ -112,14 +112,15 @@ def medusa_run(heads, features: torch.Tensor, sequences: torch.Tensor, prompt_le
     gen = slice(prompt_len - 1, None)
     for k in range(depth):
         g = guesses[k][:, gen][:, : sequences.shape[1] - prompt_len - 1 - k]
-        truth = sequences[:, prompt_len + 1 + k:]
+        truth = sequences[:, prompt_len + 1 + k :]
         top1.append(round((g == truth).float().mean().item(), 4))
     return tally, top1
 
 
 @torch.no_grad()
-def eagle_run(head, features: torch.Tensor, sequences: torch.Tensor, lm_head: torch.Tensor,
-              prompt_len: int, depth: int) -> Tally:
+def eagle_run(
+    head, features: torch.Tensor, sequences: torch.Tensor, lm_head: torch.Tensor, prompt_len: int, depth: int
+) -> Tally:
     """EAGLE-1 chains: true features for the accepted prefix, the head's own features while drafting."""
     tally = Tally(depth)
     for i, seq in enumerate(sequences):
@@ -127,9 +128,9 @@ def eagle_run(head, features: torch.Tensor, sequences: torch.Tensor, lm_head: to
         cache = head.new_cache()
 
         def propose(j: int, count: int) -> list[int]:
-            fed = cache.get_seq_length()                      # pairs (f_p, x_{p+1}) for p < fed
+            fed = cache.get_seq_length()  # pairs (f_p, x_{p+1}) for p < fed
             pos = torch.arange(fed, j)[None]
-            hidden = head(f[fed:j][None], seq[fed + 1: j + 1][None], pos, past_key_values=cache)[:, -1:]
+            hidden = head(f[fed:j][None], seq[fed + 1 : j + 1][None], pos, past_key_values=cache)[:, -1:]
             out = []
             for s in range(count):
                 token = int((hidden[0, -1] @ lm_head.T).argmax())
@@ -144,8 +145,9 @@ def eagle_run(head, features: torch.Tensor, sequences: torch.Tensor, lm_head: to
 
 
 @torch.no_grad()
-def eagle3_run(head, captured: torch.Tensor, sequences: torch.Tensor, embed: torch.Tensor,
-               prompt_len: int, depth: int) -> Tally:
+def eagle3_run(
+    head, captured: torch.Tensor, sequences: torch.Tensor, embed: torch.Tensor, prompt_len: int, depth: int
+) -> Tally:
     """EAGLE-3 chains: fc(captured target layers) for the accepted prefix, the head's own outputs while drafting;
     draft-vocabulary argmax mapped to target ids through d2t."""
     tally = Tally(depth)
@@ -154,9 +156,9 @@ def eagle3_run(head, captured: torch.Tensor, sequences: torch.Tensor, embed: tor
         cache = head.new_cache()
 
         def propose(j: int, count: int) -> list[int]:
-            fed = cache.get_seq_length()                      # entries (x_p, token p+1) for p < fed
+            fed = cache.get_seq_length()  # entries (x_p, token p+1) for p < fed
             pos = torch.arange(fed, j)[None]
-            out = head(c[fed:j][None], embed[seq[fed + 1: j + 1]][None], pos, cache=cache)[:, -1:]
+            out = head(c[fed:j][None], embed[seq[fed + 1 : j + 1]][None], pos, cache=cache)[:, -1:]
             proposals = []
             for s in range(count):
                 token = int(head.to_target(head.logits(out[0, -1]).argmax()))

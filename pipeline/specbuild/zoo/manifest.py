@@ -32,9 +32,13 @@ def versions() -> dict:
     import torch
     import transformers
 
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
-            "safetensors": safetensors.__version__}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "tokenizers": tokenizers.__version__,
+        "safetensors": safetensors.__version__,
+    }
 
 
 def write(root: Path, summary: dict) -> dict:
@@ -63,6 +67,7 @@ def mismatches(root: Path, recorded: dict) -> list[str]:
     expected = recorded.get("files", {})
     problems = [f"missing: {name}" for name in expected if name not in actual]
     problems += [f"not in manifest: {name}" for name in actual if name not in expected]
-    problems += [f"changed: {name}" for name in expected
-                 if name in actual and actual[name]["sha256"] != expected[name]["sha256"]]
+    problems += [
+        f"changed: {name}" for name in expected if name in actual and actual[name]["sha256"] != expected[name]["sha256"]
+    ]
     return problems

@@ -34,18 +34,18 @@ class Schedule:
 class Eagle3Settings:
     """The EAGLE-3 head: which target layers it fuses, its draft vocabulary, and its training-time test."""
 
-    layers: tuple[int, ...]        # target decoder layers captured (0-based), ascending
-    draft_vocab: int               # V_d: the most frequent target tokens of the teacher data
-    ttt_steps: int                 # training-time-test unroll: step k trains on the head's own step k-1 output
+    layers: tuple[int, ...]  # target decoder layers captured (0-based), ascending
+    draft_vocab: int  # V_d: the most frequent target tokens of the teacher data
+    ttt_steps: int  # training-time-test unroll: step k trains on the head's own step k-1 output
     train: Schedule
 
 
 @dataclass(frozen=True)
 class Profile:
     name: str
-    corpus_max_bytes: int          # cap on the stdlib corpus (files taken in sorted order)
+    corpus_max_bytes: int  # cap on the stdlib corpus (files taken in sorted order)
     vocab_size: int
-    seq_len: int                   # training block length
+    seq_len: int  # training block length
     target: LlamaShape
     draft: LlamaShape
     target_train: Schedule
@@ -53,7 +53,7 @@ class Profile:
     teacher_prompts: int
     teacher_prompt_len: int
     teacher_new_tokens: int
-    teacher_corpus_blocks: int     # plus this many plain corpus blocks (length seq_len)
+    teacher_corpus_blocks: int  # plus this many plain corpus blocks (length seq_len)
     draft_train: Schedule
     medusa_heads: int
     medusa_train: Schedule
@@ -61,9 +61,9 @@ class Profile:
     eval_prompts: int
     eval_prompt_len: int
     eval_new_tokens: int
-    eval_blocks: int               # held-out blocks for the target's validation loss
+    eval_blocks: int  # held-out blocks for the target's validation loss
     eagle3: Eagle3Settings | None = None
-    draft_k: int = 4               # draft length for the acceptance figures
+    draft_k: int = 4  # draft length for the acceptance figures
     eagle_depth: int = 4
     max_position_embeddings: int = 2048
     storage_dtype: str = "float16"
@@ -96,8 +96,9 @@ TINY = Profile(
     eval_new_tokens=96,
     eval_blocks=48,
     # 4 target layers: TensorRT-LLM's default {1, L//2-1, L-4} needs L > 5, so the head records its own: low, mid, top
-    eagle3=Eagle3Settings(layers=(0, 1, 3), draft_vocab=2048, ttt_steps=3,
-                          train=Schedule(steps=360, batch=8, lr=3e-3, warmup=20)),
+    eagle3=Eagle3Settings(
+        layers=(0, 1, 3), draft_vocab=2048, ttt_steps=3, train=Schedule(steps=360, batch=8, lr=3e-3, warmup=20)
+    ),
     notes="Committed to checkpoints/tiny; ~5M-parameter target.",
 )
 
@@ -121,8 +122,12 @@ SMALL = Profile(
     eval_prompt_len=64,
     eval_new_tokens=96,
     eval_blocks=48,
-    eagle3=Eagle3Settings(layers=(1, 3, 4), draft_vocab=2048, ttt_steps=3,  # TensorRT-LLM's default for L = 8
-                          train=Schedule(steps=300, batch=8, lr=2e-3, warmup=20)),
+    eagle3=Eagle3Settings(
+        layers=(1, 3, 4),
+        draft_vocab=2048,
+        ttt_steps=3,  # TensorRT-LLM's default for L = 8
+        train=Schedule(steps=300, batch=8, lr=2e-3, warmup=20),
+    ),
     notes="Built on demand into .cache/zoo/small (not committed); ~30M-parameter target.",
 )
 
@@ -149,8 +154,12 @@ BASE = Profile(
     eval_prompt_len=64,
     eval_new_tokens=96,
     eval_blocks=48,
-    eagle3=Eagle3Settings(layers=(1, 5, 8), draft_vocab=2048, ttt_steps=3,  # TensorRT-LLM's default for L = 12
-                          train=Schedule(steps=480, batch=8, lr=3e-3, warmup=20)),
+    eagle3=Eagle3Settings(
+        layers=(1, 5, 8),
+        draft_vocab=2048,
+        ttt_steps=3,  # TensorRT-LLM's default for L = 12
+        train=Schedule(steps=480, batch=8, lr=3e-3, warmup=20),
+    ),
     notes="Committed to checkpoints/base; ~24M-parameter target, larger than the CPU's last-level cache.",
 )
 
@@ -175,8 +184,9 @@ MICRO = Profile(
     eval_prompt_len=16,
     eval_new_tokens=12,
     eval_blocks=2,
-    eagle3=Eagle3Settings(layers=(0, 1), draft_vocab=256, ttt_steps=2,
-                          train=Schedule(steps=4, batch=4, lr=3e-3, warmup=1)),
+    eagle3=Eagle3Settings(
+        layers=(0, 1), draft_vocab=256, ttt_steps=2, train=Schedule(steps=4, batch=4, lr=3e-3, warmup=1)
+    ),
     max_position_embeddings=256,
     notes="Test-only profile: exercises the builder end to end; its models are untrained.",
 )

@@ -44,22 +44,42 @@ def measure_quality(root: Path, profile: Profile, heldout_stream: torch.Tensor, 
     medusa_tally, medusa_top1 = evaluate.medusa_run(medusa, features, sequences, p)
     eagle_tally = evaluate.eagle_run(eagle, features, sequences, lm_head, p, profile.eagle_depth)
     quality = {
-        "heldout": {"prompts": profile.eval_prompts, "prompt_tokens": p, "greedy_new_tokens": profile.eval_new_tokens,
-                    "validation_blocks": int(val_blocks.shape[0]), "validation_block_tokens": profile.seq_len},
-        "target": {"validation_loss_nats_per_token": round(val_loss, 4),
-                   "validation_perplexity": round(float(torch.tensor(val_loss).exp()), 2)},
+        "heldout": {
+            "prompts": profile.eval_prompts,
+            "prompt_tokens": p,
+            "greedy_new_tokens": profile.eval_new_tokens,
+            "validation_blocks": int(val_blocks.shape[0]),
+            "validation_block_tokens": profile.seq_len,
+        },
+        "target": {
+            "validation_loss_nats_per_token": round(val_loss, 4),
+            "validation_perplexity": round(float(torch.tensor(val_loss).exp()), 2),
+        },
         "draft_model": {"k": profile.draft_k, **draft_tally.summary()},
         "medusa": {"top1_per_head": medusa_top1, "chain": medusa_tally.summary()},
-        "eagle": {"depth": profile.eagle_depth, "top1_per_step": eagle_tally.summary()["per_step_top1"],
-                  "chain": eagle_tally.summary()},
+        "eagle": {
+            "depth": profile.eagle_depth,
+            "top1_per_step": eagle_tally.summary()["per_step_top1"],
+            "chain": eagle_tally.summary(),
+        },
         **({"eagle3": eagle3_quality(root, profile, target, sequences)} if (root / "eagle3").is_dir() else {}),
-        "method": ("greedy chains (top-1 drafts, no trees) replayed against the target's greedy continuation; "
-                   "mean_acceptance_length counts the bonus token; per-step top-1 is conditional on the "
-                   "earlier steps matching (EAGLE: steps >= 2 read the head's own features)"),
+        "method": (
+            "greedy chains (top-1 drafts, no trees) replayed against the target's greedy continuation; "
+            "mean_acceptance_length counts the bonus token; per-step top-1 is conditional on the "
+            "earlier steps matching (EAGLE: steps >= 2 read the head's own features)"
+        ),
     }
-    say("quality: " + json.dumps({"val_loss": quality["target"]["validation_loss_nats_per_token"],
-                                  "draft_acc": quality["draft_model"]["acceptance_rate"],
-                                  "medusa_top1": medusa_top1, "eagle_top1": quality["eagle"]["top1_per_step"]}))
+    say(
+        "quality: "
+        + json.dumps(
+            {
+                "val_loss": quality["target"]["validation_loss_nats_per_token"],
+                "draft_acc": quality["draft_model"]["acceptance_rate"],
+                "medusa_top1": medusa_top1,
+                "eagle_top1": quality["eagle"]["top1_per_step"],
+            }
+        )
+    )
     return quality
 
 
@@ -80,6 +100,11 @@ def eagle3_quality(root: Path, profile: Profile, target, sequences: torch.Tensor
     p = profile.eval_prompt_len
     tally = evaluate.eagle3_run(head, captured, sequences, embed, p, profile.eagle_depth)
     generated = sequences[:, p:]
-    return {"depth": profile.eagle_depth, "layers": layers, "draft_vocab_size": head.draft_vocab_size,
-            "draft_vocab_coverage": round(float(head.t2d[generated].float().mean()), 4),
-            "top1_per_step": tally.summary()["per_step_top1"], "chain": tally.summary()}
+    return {
+        "depth": profile.eagle_depth,
+        "layers": layers,
+        "draft_vocab_size": head.draft_vocab_size,
+        "draft_vocab_coverage": round(float(head.t2d[generated].float().mean()), 4),
+        "top1_per_step": tally.summary()["per_step_top1"],
+        "chain": tally.summary(),
+    }

@@ -23,10 +23,15 @@ def render_readme(s: dict) -> str:
         f"| `draft/` | Llama {p['draft']['layers']} layer x hidden {p['draft']['hidden']}, distilled from the target | {m['draft']['params']:,} | Hugging Face folder |",
         f"| `medusa/` | {m['medusa']['num_heads']} Medusa heads (1 ResBlock each) | {m['medusa']['params']:,} | TensorRT-LLM `--medusa_model_dir`: config.json + medusa_lm_head.safetensors |",
         f"| `eagle/` | EAGLE-1 head (fc + 1 decoder layer; embedding copy) | {m['eagle']['params']:,} | TensorRT-LLM `--eagle_model_dir`: config.json + pytorch_model.bin |",
-        *([f"| `eagle3/` | EAGLE-3 head (fc over target layers {m['eagle3']['layers_to_capture']} + 1 decoder layer + "
-           f"lm_head over {m['eagle3']['draft_vocab_size']} draft tokens, d2t) | {m['eagle3']['params']:,} | TensorRT-LLM "
-           "`speculative_config.speculative_model` (decoding_type Eagle3): config.json + model.safetensors |"]
-          if "eagle3" in m else []),
+        *(
+            [
+                f"| `eagle3/` | EAGLE-3 head (fc over target layers {m['eagle3']['layers_to_capture']} + 1 decoder layer + "
+                f"lm_head over {m['eagle3']['draft_vocab_size']} draft tokens, d2t) | {m['eagle3']['params']:,} | TensorRT-LLM "
+                "`speculative_config.speculative_model` (decoding_type Eagle3): config.json + model.safetensors |"
+            ]
+            if "eagle3" in m
+            else []
+        ),
         "",
         f"Weights are stored as {s['storage_dtype']}. Special tokens: `<unk>`=0, `<s>`=1 (prepended by the tokenizer), "
         "`</s>`=2 (ends every training document, so the models learn to stop); pad = `</s>`.",
@@ -44,10 +49,15 @@ def render_readme(s: dict) -> str:
         f"- Medusa top-1 per head: {_fmt(q['medusa']['top1_per_head'])}; chain AL {q['medusa']['chain']['mean_acceptance_length']:.2f}",
         f"- EAGLE top-1 per step (own features from step 2): {_fmt(q['eagle']['top1_per_step'])}; "
         f"chain AL {q['eagle']['chain']['mean_acceptance_length']:.2f}",
-        *([f"- EAGLE-3 top-1 per step (own outputs from step 2): {_fmt(q['eagle3']['top1_per_step'])}; chain AL "
-           f"{q['eagle3']['chain']['mean_acceptance_length']:.2f}; its draft vocabulary covers "
-           f"{100 * q['eagle3']['draft_vocab_coverage']:.1f}% of the target's held-out greedy tokens"]
-          if "eagle3" in q else []),
+        *(
+            [
+                f"- EAGLE-3 top-1 per step (own outputs from step 2): {_fmt(q['eagle3']['top1_per_step'])}; chain AL "
+                f"{q['eagle3']['chain']['mean_acceptance_length']:.2f}; its draft vocabulary covers "
+                f"{100 * q['eagle3']['draft_vocab_coverage']:.1f}% of the target's held-out greedy tokens"
+            ]
+            if "eagle3" in q
+            else []
+        ),
         "",
         "## How it was built",
         "",
@@ -55,13 +65,22 @@ def render_readme(s: dict) -> str:
         f"sha256 `{s['corpus']['sha256']}`. Python {s['versions']['python']}, torch {s['versions']['torch']}, "
         f"transformers {s['versions']['transformers']}, tokenizers {s['versions']['tokenizers']}; "
         f"{s['threads']} threads, fixed seeds, deterministic algorithms, {s['training_precision']}"
-        + "".join(f"; stage `{k}`: {v}" for k, v in (s.get("stage_precision") or {}).items()
-                  if v != s.get("precision", v) or k in _added(s)) + ".",
+        + "".join(
+            f"; stage `{k}`: {v}"
+            for k, v in (s.get("stage_precision") or {}).items()
+            if v != s.get("precision", v) or k in _added(s)
+        )
+        + ".",
         "",
-        f"Build time {s['build_seconds']:.0f} s: " + ", ".join(f"{k} {v:.0f} s" for k, v in t.items()
-                                                         if k not in _added(s)) + "."
-        + (f" (stages {', '.join(s['reused_stages']['stages'])} were reused from an earlier, identical-settings "
-           "run with `--resume-from`; their recorded times are included.)" if s.get("reused_stages") else ""),
+        f"Build time {s['build_seconds']:.0f} s: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in t.items() if k not in _added(s))
+        + "."
+        + (
+            f" (stages {', '.join(s['reused_stages']['stages'])} were reused from an earlier, identical-settings "
+            "run with `--resume-from`; their recorded times are included.)"
+            if s.get("reused_stages")
+            else ""
+        ),
         "The draft, the Medusa heads and the EAGLE head learn from the target's own greedy continuations and "
         "its final hidden states (see `pipeline/specbuild/zoo/distill.py`). `manifest.json` records every "
         "file's size and sha256, the training figures and the versions.",
@@ -117,14 +136,20 @@ def _eagle3_section(s: dict) -> list[str]:
     default = trtllm_default_layers(num_layers)
     default = list(default) if default is not None else None
     if default == layers:
-        where = (f"These are TensorRT-LLM's default capture set {{1, L//2-1, L-4}} for this {num_layers}-layer target, "
-                 "so `eagle3_layers_to_capture` may be left out; set explicitly, e.g. in `model.yaml`:")
+        where = (
+            f"These are TensorRT-LLM's default capture set {{1, L//2-1, L-4}} for this {num_layers}-layer target, "
+            "so `eagle3_layers_to_capture` may be left out; set explicitly, e.g. in `model.yaml`:"
+        )
     elif default is None:
-        where = (f"The target has {num_layers} layers, so TensorRT-LLM's default capture set {{1, L//2-1, L-4}} does "
-                 "not apply (it needs L > 5): set them explicitly, e.g. in `model.yaml`:")
+        where = (
+            f"The target has {num_layers} layers, so TensorRT-LLM's default capture set {{1, L//2-1, L-4}} does "
+            "not apply (it needs L > 5): set them explicitly, e.g. in `model.yaml`:"
+        )
     else:
-        where = (f"TensorRT-LLM's default capture set for this {num_layers}-layer target would be {default}, not "
-                 "these: set them explicitly, e.g. in `model.yaml`:")
+        where = (
+            f"TensorRT-LLM's default capture set for this {num_layers}-layer target would be {default}, not "
+            "these: set them explicitly, e.g. in `model.yaml`:"
+        )
     return [
         "## The EAGLE-3 head (`eagle3/`)",
         "",

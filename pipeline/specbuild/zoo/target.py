@@ -40,8 +40,9 @@ def new_model(shape: LlamaShape, profile: Profile, tokenizer, seed: int):
     return LlamaForCausalLM(llama_config(shape, profile, tokenizer))
 
 
-def train_target(model, train_blocks: torch.Tensor, profile: Profile, seed: int, progress=None,
-                 *, precision: str) -> dict:
+def train_target(
+    model, train_blocks: torch.Tensor, profile: Profile, seed: int, progress=None, *, precision: str
+) -> dict:
     """Plain language-model training on corpus blocks [N, seq_len] at `precision` (see `zoo.precision`)."""
     schedule = profile.target_train
     model.train()
@@ -63,9 +64,10 @@ def validation_loss(model, blocks: torch.Tensor, batch: int = 16) -> float:
     """Mean next-token cross-entropy (nats/token) over held-out blocks."""
     total, count = 0.0, 0
     for i in range(0, blocks.shape[0], batch):
-        x = blocks[i: i + batch]
+        x = blocks[i : i + batch]
         logits = model(input_ids=x[:, :-1]).logits.float()
         total += torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="sum").item()
+            logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="sum"
+        ).item()
         count += x[:, 1:].numel()
     return total / count

@@ -17,9 +17,9 @@ from specbuild.heads.eagle import cache_kwarg
 
 @dataclass
 class TeacherData:
-    tokens: torch.Tensor     # [N, T] int64
-    features: torch.Tensor   # [N, T, H] float32, target's final-norm hidden states
-    lm_head: torch.Tensor    # [V, H] the target's LM head weight (frozen)
+    tokens: torch.Tensor  # [N, T] int64
+    features: torch.Tensor  # [N, T, H] float32, target's final-norm hidden states
+    lm_head: torch.Tensor  # [V, H] the target's LM head weight (frozen)
 
     def target_logits(self, rows: torch.Tensor, positions: slice = slice(None)) -> torch.Tensor:
         return self.features[rows][:, positions] @ self.lm_head.T
@@ -37,7 +37,7 @@ def greedy_continue(model, prompts: torch.Tensor, new_tokens: int, batch: int = 
     out = []
     key = cache_kwarg(model)
     for i in range(0, prompts.shape[0], batch):
-        x = prompts[i: i + batch]
+        x = prompts[i : i + batch]
         cache = new_cache(model)
         logits = model(input_ids=x, use_cache=True, **{key: cache}).logits
         generated = []
@@ -52,16 +52,21 @@ def greedy_continue(model, prompts: torch.Tensor, new_tokens: int, batch: int = 
 @torch.no_grad()
 def final_features(model, tokens: torch.Tensor, batch: int = 32) -> torch.Tensor:
     """The target's last hidden state after its final norm, [N, T, H] float32."""
-    return torch.cat([model.model(input_ids=tokens[i: i + batch]).last_hidden_state.float()
-                      for i in range(0, tokens.shape[0], batch)])
+    return torch.cat(
+        [
+            model.model(input_ids=tokens[i : i + batch]).last_hidden_state.float()
+            for i in range(0, tokens.shape[0], batch)
+        ]
+    )
 
 
 def build_teacher_data(model, prompts: torch.Tensor, new_tokens: int, corpus_rows: torch.Tensor) -> TeacherData:
     continued = greedy_continue(model, prompts, new_tokens)
     length = continued.shape[1]
     tokens = torch.cat([continued, corpus_rows[:, :length]])
-    return TeacherData(tokens=tokens, features=final_features(model, tokens),
-                       lm_head=model.lm_head.weight.detach().float().clone())
+    return TeacherData(
+        tokens=tokens, features=final_features(model, tokens), lm_head=model.lm_head.weight.detach().float().clone()
+    )
 
 
 @torch.no_grad()
@@ -70,12 +75,16 @@ def layer_outputs(model, tokens: torch.Tensor, layers, batch: int = 32) -> torch
     TensorRT-LLM captures for EAGLE-3), concatenated in that order: [N, T, len(layers) * H] float32."""
     kept: dict[int, torch.Tensor] = {}
     blocks = model.model.layers
-    hooks = [blocks[i].register_forward_hook(lambda _m, _x, out, i=i: kept.__setitem__(i, out[0] if isinstance(out, tuple) else out))
-             for i in sorted(set(layers))]
+    hooks = [
+        blocks[i].register_forward_hook(
+            lambda _m, _x, out, i=i: kept.__setitem__(i, out[0] if isinstance(out, tuple) else out)
+        )
+        for i in sorted(set(layers))
+    ]
     try:
         chunks = []
         for i in range(0, tokens.shape[0], batch):
-            model.model(input_ids=tokens[i: i + batch])
+            model.model(input_ids=tokens[i : i + batch])
             chunks.append(torch.cat([kept[layer].float() for layer in layers], dim=-1))
         return torch.cat(chunks)
     finally:

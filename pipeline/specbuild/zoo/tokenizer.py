@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-UNK, BOS, EOS = "<unk>", "<s>", "</s>"   # ids 0, 1, 2 (the Llama convention); pad = eos
+UNK, BOS, EOS = "<unk>", "<s>", "</s>"  # ids 0, 1, 2 (the Llama convention); pad = eos
 SPECIAL_TOKENS = [UNK, BOS, EOS]
 
 
@@ -17,16 +17,26 @@ def train_tokenizer(documents: list[str], vocab_size: int):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(documents, trainer=trainer, length=len(documents))
     bos_id = tok.token_to_id(BOS)
     tok.post_processor = processors.TemplateProcessing(
-        single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos_id)])
+        single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos_id)]
+    )
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=EOS,
-        model_max_length=2048, padding_side="left", clean_up_tokenization_spaces=False,
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=EOS,
+        unk_token=UNK,
+        pad_token=EOS,
+        model_max_length=2048,
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
     )
     return fast
 

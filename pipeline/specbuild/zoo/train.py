@@ -32,7 +32,9 @@ def run(
     no_decay = [p for p in params if p.dim() < 2]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": schedule.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=schedule.lr, betas=(0.9, 0.95), eps=1e-8,
+        lr=schedule.lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
     )
     start, losses = time.perf_counter(), []
     for step in range(schedule.steps):
@@ -45,11 +47,17 @@ def run(
         optimizer.step()
         losses.append(float(loss.detach()))
         if progress and (step % 50 == 0 or step == schedule.steps - 1):
-            progress(f"{label}: step {step + 1}/{schedule.steps} loss {losses[-1]:.3f} "
-                     f"({time.perf_counter() - start:.0f}s)")
-    tail = losses[-max(1, len(losses) // 10):]
-    return {"steps": schedule.steps, "batch": schedule.batch, "peak_lr": schedule.lr,
-            "seconds": round(time.perf_counter() - start, 1), "final_loss": round(sum(tail) / len(tail), 4)}
+            progress(
+                f"{label}: step {step + 1}/{schedule.steps} loss {losses[-1]:.3f} ({time.perf_counter() - start:.0f}s)"
+            )
+    tail = losses[-max(1, len(losses) // 10) :]
+    return {
+        "steps": schedule.steps,
+        "batch": schedule.batch,
+        "peak_lr": schedule.lr,
+        "seconds": round(time.perf_counter() - start, 1),
+        "final_loss": round(sum(tail) / len(tail), 4),
+    }
 
 
 def batch_indices(step: int, batch: int, population: int, seed: int) -> torch.Tensor:
@@ -57,4 +65,4 @@ def batch_indices(step: int, batch: int, population: int, seed: int) -> torch.Te
     per_epoch = max(1, population // batch)
     epoch, offset = divmod(step, per_epoch)
     perm = torch.randperm(population, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
-    return perm[offset * batch: offset * batch + batch]
+    return perm[offset * batch : offset * batch + batch]

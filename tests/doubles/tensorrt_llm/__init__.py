@@ -17,8 +17,10 @@ the wheel by accident. Knobs (environment, for tests):
 import os as _os
 
 if _os.environ.get("SPECBUILD_TRTLLM_DOUBLE") != "1":
-    raise ImportError("tests/doubles/tensorrt_llm is specbuild's test double of TensorRT-LLM, not TensorRT-LLM; it is "
-                      "importable only in specbuild's tests (SPECBUILD_TRTLLM_DOUBLE=1)")
+    raise ImportError(
+        "tests/doubles/tensorrt_llm is specbuild's test double of TensorRT-LLM, not TensorRT-LLM; it is "
+        "importable only in specbuild's tests (SPECBUILD_TRTLLM_DOUBLE=1)"
+    )
 
 __version__ = _os.environ.get("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.2.0")
 

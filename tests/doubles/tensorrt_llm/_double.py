@@ -23,8 +23,10 @@ def fault(stage: str) -> str | None:
 def maybe_crash(stage: str) -> None:
     kind = fault(stage)
     if kind == "oom":
-        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total capacity) "
-                           "[specbuild test double: injected fault]")
+        raise RuntimeError(
+            "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total capacity) "
+            "[specbuild test double: injected fault]"
+        )
     if kind == "segv":
         sys.stderr.write("[specbuild test double] injected segmentation fault\n")
         sys.stderr.flush()
@@ -42,8 +44,15 @@ def log_call(name: str, args: dict) -> None:
     path = os.environ.get("SPECBUILD_DOUBLE_CALL_LOG")
     if not path:
         return
-    shown = {k: {"type": type(v).__name__, "value": v if isinstance(v, (str, int, float, bool, type(None))) else
-                 (vars(v) if hasattr(v, "__dict__") and not isinstance(v, type) else str(v))} for k, v in args.items()}
+    shown = {
+        k: {
+            "type": type(v).__name__,
+            "value": v
+            if isinstance(v, (str, int, float, bool, type(None)))
+            else (vars(v) if hasattr(v, "__dict__") and not isinstance(v, type) else str(v)),
+        }
+        for k, v in args.items()
+    }
     with open(path, "a") as f:
         f.write(json.dumps({"call": name, "args": shown}, default=str) + "\n")
 
@@ -112,8 +121,11 @@ def weight_names(folder: Path, files: tuple[str, ...]) -> set[str] | None:
             def find_class(self, module, name):  # the state dict's mapping; tensors and storages stay unbuilt
                 import collections
 
-                return collections.OrderedDict if (module, name) == ("collections", "OrderedDict") else \
-                    (lambda *a, **k: None)
+                return (
+                    collections.OrderedDict
+                    if (module, name) == ("collections", "OrderedDict")
+                    else (lambda *a, **k: None)
+                )
 
             def persistent_load(self, pid):
                 return None

@@ -8,8 +8,9 @@ from pathlib import Path
 
 def bytes_to_unicode() -> dict[int, str]:
     """The byte-level alphabet (GPT-2's): printable bytes map to themselves, the others to code points 256+."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     mapping, extra = {}, 0
     for b in range(256):
         if b in printable:
@@ -37,8 +38,15 @@ def write_toy_tokenizer(folder: Path) -> Path:
 
 TEMPLATE = Path(__file__).with_name("llama-3.1-chat_template.jinja")
 # Llama-3's special tokens with their ids in meta-llama/Llama-3.1-8B-Instruct's tokenizer.json (real-checkpoints.md)
-LLAMA3_SPECIALS = {"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001, "<|start_header_id|>": 128006,
-                   "<|end_header_id|>": 128007, "<|eom_id|>": 128008, "<|eot_id|>": 128009, "<|python_tag|>": 128010}
+LLAMA3_SPECIALS = {
+    "<|begin_of_text|>": 128000,
+    "<|end_of_text|>": 128001,
+    "<|start_header_id|>": 128006,
+    "<|end_header_id|>": 128007,
+    "<|eom_id|>": 128008,
+    "<|eot_id|>": 128009,
+    "<|python_tag|>": 128010,
+}
 
 
 def write_llama31_chat_tokenizer(folder: Path) -> Path:
@@ -56,11 +64,22 @@ def write_llama31_chat_tokenizer(folder: Path) -> Path:
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     tok.add_special_tokens(list(LLAMA3_SPECIALS))
     bos = "<|begin_of_text|>"
-    tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
-                                                       special_tokens=[(bos, tok.token_to_id(bos))])
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, tok.token_to_id(bos))]
+    )
     tok.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "bos_token": bos, "eos_token": "<|eot_id|>", "clean_up_tokenization_spaces": True,
-        "model_input_names": ["input_ids", "attention_mask"], "model_max_length": 131072,
-        "tokenizer_class": "PreTrainedTokenizerFast", "chat_template": TEMPLATE.read_text()}, indent=2))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "bos_token": bos,
+                "eos_token": "<|eot_id|>",
+                "clean_up_tokenization_spaces": True,
+                "model_input_names": ["input_ids", "attention_mask"],
+                "model_max_length": 131072,
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "chat_template": TEMPLATE.read_text(),
+            },
+            indent=2,
+        )
+    )
     return folder

@@ -26,25 +26,33 @@ CRDS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): (
         "leaderworkerset-v0.10.0.json.gz",
         "kubernetes-sigs/lws v0.10.0 config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
-        "c5dcad8ed943e495490241f00b9a1b45d51203b6d484020db3636d5bf553568e"),
+        "c5dcad8ed943e495490241f00b9a1b45d51203b6d484020db3636d5bf553568e",
+    ),
     ("monitoring.coreos.com/v1", "PodMonitor"): (
         "podmonitors-v0.93.0.json.gz",
         "prometheus-operator/prometheus-operator v0.93.0 example/prometheus-operator-crd/"
         "monitoring.coreos.com_podmonitors.yaml",
-        "45a93443daa687d3654f7e9631909ff7edcdf3ec09c5e60251b74aa2722aee5d"),
+        "45a93443daa687d3654f7e9631909ff7edcdf3ec09c5e60251b74aa2722aee5d",
+    ),
     ("monitoring.coreos.com/v1", "PrometheusRule"): (
         "prometheusrules-v0.93.0.json.gz",
         "prometheus-operator/prometheus-operator v0.93.0 example/prometheus-operator-crd/"
         "monitoring.coreos.com_prometheusrules.yaml",
-        "78be98554b9c8506ab2b4f4feb91c5f3a56e536a0a510f3a8e876a459970d56d"),
+        "78be98554b9c8506ab2b4f4feb91c5f3a56e536a0a510f3a8e876a459970d56d",
+    ),
 }
 
 
 def extract(crd: dict, source: str, sha256: str) -> dict[str, Any]:
     """The served versions' openAPIV3Schema of a parsed CRD document, with provenance."""
     spec = crd["spec"]
-    return {"group": spec["group"], "kind": spec["names"]["kind"], "source": source, "sha256": sha256,
-            "versions": {v["name"]: v["schema"]["openAPIV3Schema"] for v in spec["versions"] if v.get("served")}}
+    return {
+        "group": spec["group"],
+        "kind": spec["names"]["kind"],
+        "source": source,
+        "sha256": sha256,
+        "versions": {v["name"]: v["schema"]["openAPIV3Schema"] for v in spec["versions"] if v.get("served")},
+    }
 
 
 def write(data: dict, path: Path) -> None:
@@ -78,8 +86,12 @@ def strict(schema: dict[str, Any]) -> dict[str, Any]:
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            if (node.get("type") == "object" and "properties" in node and "additionalProperties" not in node
-                    and not node.get("x-kubernetes-preserve-unknown-fields")):
+            if (
+                node.get("type") == "object"
+                and "properties" in node
+                and "additionalProperties" not in node
+                and not node.get("x-kubernetes-preserve-unknown-fields")
+            ):
                 node["additionalProperties"] = False
             for value in node.values():
                 walk(value)
@@ -104,4 +116,3 @@ def main(argv: list[str] | None = None) -> int:
         write(extract(doc, entry[1][1], sha), HERE / entry[1][0])
         print(f"{name} -> {HERE / entry[1][0]}")
     return 0
-

@@ -67,10 +67,23 @@ class LeanEagle3Head:
         wqkv, bqkv = fuse_linears([attn.q_proj, attn.k_proj, attn.v_proj])
         w_gate_up, b_gate_up = fuse_linears([layer.mlp.gate_proj, layer.mlp.up_proj])
         self.layer = DecoderLayer(
-            input_norm=None, wqkv=wqkv, bqkv=bqkv, wo=attn.o_proj.weight, bo=attn.o_proj.bias,
-            post_norm=layer.post_attention_layernorm.weight, w_gate_up=w_gate_up, b_gate_up=b_gate_up,
-            w_down=layer.mlp.down_proj.weight, b_down=layer.mlp.down_proj.bias, n_heads=attn.heads,
-            n_kv_heads=attn.kv_heads, head_dim=attn.head_dim, eps=self.eps, scale=attn.head_dim**-0.5, linear=linear)
+            input_norm=None,
+            wqkv=wqkv,
+            bqkv=bqkv,
+            wo=attn.o_proj.weight,
+            bo=attn.o_proj.bias,
+            post_norm=layer.post_attention_layernorm.weight,
+            w_gate_up=w_gate_up,
+            b_gate_up=b_gate_up,
+            w_down=layer.mlp.down_proj.weight,
+            b_down=layer.mlp.down_proj.bias,
+            n_heads=attn.heads,
+            n_kv_heads=attn.kv_heads,
+            head_dim=attn.head_dim,
+            eps=self.eps,
+            scale=attn.head_dim**-0.5,
+            linear=linear,
+        )
         # the head's own NeoX RoPE (heads/eagle3.py), called as RopeTable calls a transformers rotary module
         theta, dim = float(layer.theta), attn.head_dim
         self.rope = RopeTable(lambda _probe, positions: rope_cos_sin(positions, theta, dim), head.lm_head.weight.dtype)
@@ -80,8 +93,9 @@ class LeanEagle3Head:
     def forward(self, x: torch.Tensor, embeds: torch.Tensor, plan, cache) -> torch.Tensor:
         if self.fc is not None and x.shape[-1] != self.hidden:  # Eagle3Head.fuse
             x = self.fc(x)
-        a = torch.cat((rms_norm(embeds.to(x.dtype), self.input_norm, self.eps),
-                       rms_norm(x, self.hidden_norm, self.eps)), dim=-1)
+        a = torch.cat(
+            (rms_norm(embeds.to(x.dtype), self.input_norm, self.eps), rms_norm(x, self.hidden_norm, self.eps)), dim=-1
+        )
         cos, sin = self.rope(plan)
         return self.layer(x, cos, sin, cache, 0, plan.mask, attn_input=a)
 
@@ -103,8 +117,14 @@ class LeanMedusaHeads:
             self.first = linear(*fuse_linears([b[0].linear for b in blocks]))
         self.rest = [[linear(b.linear.weight, b.linear.bias) for b in head_blocks[1:]] for head_blocks in blocks]
         # vocab: score only the token ids [0, vocab) (the `draft_vocab_size` option; logits [K, B, vocab])
-        self.projections = [linear(head[-1].weight if vocab is None or vocab >= head[-1].weight.shape[0]
-                                   else head[-1].weight.detach()[:vocab].contiguous()) for head in heads.heads]
+        self.projections = [
+            linear(
+                head[-1].weight
+                if vocab is None or vocab >= head[-1].weight.shape[0]
+                else head[-1].weight.detach()[:vocab].contiguous()
+            )
+            for head in heads.heads
+        ]
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
         if self.first is not None:
@@ -118,5 +138,3 @@ class LeanMedusaHeads:
                 x = x + F.silu(block(x))
             out.append(projection(x))
         return torch.stack(out)
-
-

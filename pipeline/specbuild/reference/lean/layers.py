@@ -82,8 +82,9 @@ def fuse_linears(linears) -> tuple[torch.Tensor, torch.Tensor | None]:
     biased = [m.bias is not None for m in linears]
     bias = None
     if any(biased):
-        bias = torch.cat([m.bias.detach() if m.bias is not None else weight.new_zeros(m.weight.shape[0])
-                          for m in linears])
+        bias = torch.cat(
+            [m.bias.detach() if m.bias is not None else weight.new_zeros(m.weight.shape[0]) for m in linears]
+        )
     start = 0
     for m in linears:
         n = m.weight.shape[0]
@@ -98,8 +99,26 @@ class DecoderLayer:
     """One pre-norm decoder layer: x + attention(norm(x)), then + mlp(norm(.)). `input_norm=None` skips the
     first norm (EAGLE-1's draft layer)."""
 
-    def __init__(self, *, input_norm, wqkv, bqkv, wo, bo, post_norm, w_gate_up, b_gate_up, w_down, b_down,
-                 n_heads: int, n_kv_heads: int, head_dim: int, eps: float, scale: float, linear=Linear):
+    def __init__(
+        self,
+        *,
+        input_norm,
+        wqkv,
+        bqkv,
+        wo,
+        bo,
+        post_norm,
+        w_gate_up,
+        b_gate_up,
+        w_down,
+        b_down,
+        n_heads: int,
+        n_kv_heads: int,
+        head_dim: int,
+        eps: float,
+        scale: float,
+        linear=Linear,
+    ):
         """linear: what computes the four matmuls (`Linear`; a drafter's may be `linear.drafting_linear`)."""
         self.input_norm, self.post_norm, self.eps = input_norm, post_norm, eps
         self.wqkv = wqkv
@@ -119,15 +138,34 @@ class DecoderLayer:
         head_dim = int(attn.head_dim)
         input_norm = getattr(layer.input_layernorm, "weight", None)  # nn.Identity (EAGLE-1 layer 0): no norm
         return cls(
-            input_norm=input_norm, wqkv=wqkv, bqkv=bqkv, wo=attn.o_proj.weight, bo=attn.o_proj.bias,
-            post_norm=layer.post_attention_layernorm.weight, w_gate_up=w_gate_up, b_gate_up=b_gate_up,
-            w_down=mlp.down_proj.weight, b_down=mlp.down_proj.bias,
-            n_heads=attn.q_proj.weight.shape[0] // head_dim, n_kv_heads=attn.k_proj.weight.shape[0] // head_dim,
-            head_dim=head_dim, eps=float(config.rms_norm_eps), scale=float(attn.scaling), linear=linear,
+            input_norm=input_norm,
+            wqkv=wqkv,
+            bqkv=bqkv,
+            wo=attn.o_proj.weight,
+            bo=attn.o_proj.bias,
+            post_norm=layer.post_attention_layernorm.weight,
+            w_gate_up=w_gate_up,
+            b_gate_up=b_gate_up,
+            w_down=mlp.down_proj.weight,
+            b_down=mlp.down_proj.bias,
+            n_heads=attn.q_proj.weight.shape[0] // head_dim,
+            n_kv_heads=attn.k_proj.weight.shape[0] // head_dim,
+            head_dim=head_dim,
+            eps=float(config.rms_norm_eps),
+            scale=float(attn.scaling),
+            linear=linear,
         )
 
-    def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache, index: int,
-                 mask: torch.Tensor | None, attn_input: torch.Tensor | None = None) -> torch.Tensor:
+    def __call__(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cache,
+        index: int,
+        mask: torch.Tensor | None,
+        attn_input: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """x [B, S, H] -> [B, S, H]; writes this layer's keys and values into `cache` (layer `index`).
         attn_input: what q/k/v project instead of norm(x) (EAGLE-3's [norm(embedding); norm(x)], 2H wide)."""
         batch, width, _ = x.shape
@@ -136,8 +174,9 @@ class DecoderLayer:
         qk = qkv[:, : self.n_qk]
         qk = rotate(qk, cos, sin)  # RoPE on queries and keys at once
         keys, values = cache.write(index, qk[:, self.n_heads :], qkv[:, self.n_qk :])
-        attn = F.scaled_dot_product_attention(qk[:, : self.n_heads], keys, values, attn_mask=mask,
-                                              scale=self.scale, enable_gqa=self.gqa)
+        attn = F.scaled_dot_product_attention(
+            qk[:, : self.n_heads], keys, values, attn_mask=mask, scale=self.scale, enable_gqa=self.gqa
+        )
         x = x + self.o(attn.transpose(1, 2).reshape(batch, width, -1))
         h = rms_norm(x, self.post_norm, self.eps)
         gate_up = self.gate_up(h)

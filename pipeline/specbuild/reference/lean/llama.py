@@ -18,8 +18,12 @@ from specbuild.reference.lean.linear import Linear
 # Same decoder layer as LlamaDecoderLayer (Qwen2 only adds q/k/v biases); sliding-window configurations are
 # refused earlier by CausalLM's cache check.
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
-_LAYER_PARTS = {"self_attn": {"q_proj", "k_proj", "v_proj", "o_proj"}, "mlp": {"gate_proj", "up_proj", "down_proj"},
-                "input_layernorm": set(), "post_attention_layernorm": set()}
+_LAYER_PARTS = {
+    "self_attn": {"q_proj", "k_proj", "v_proj", "o_proj"},
+    "mlp": {"gate_proj", "up_proj", "down_proj"},
+    "input_layernorm": set(),
+    "post_attention_layernorm": set(),
+}
 
 
 def unsupported(hf_model) -> str | None:
@@ -37,8 +41,14 @@ def unsupported(hf_model) -> str | None:
     for i, layer in enumerate(decoder.layers):
         children = {n: {c for c, _ in m.named_children()} for n, m in layer.named_children()}
         for part, needed in _LAYER_PARTS.items():
-            if part not in children or not needed <= children[part] or (needed and children[part] - needed - {"act_fn"}):
-                return f"decoder layer {i} has parts {sorted(children)} / {children.get(part)} that the lean layer lacks"
+            if (
+                part not in children
+                or not needed <= children[part]
+                or (needed and children[part] - needed - {"act_fn"})
+            ):
+                return (
+                    f"decoder layer {i} has parts {sorted(children)} / {children.get(part)} that the lean layer lacks"
+                )
         if set(children) - set(_LAYER_PARTS):
             return f"decoder layer {i} has extra parts {sorted(set(children) - set(_LAYER_PARTS))}"
         norms = (type(layer.input_layernorm).__name__, type(layer.post_attention_layernorm).__name__)

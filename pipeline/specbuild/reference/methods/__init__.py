@@ -57,7 +57,9 @@ def next_token(seq: "Sequence", logits, *, counts_as_step: bool = True) -> StepO
     """One token from the logits [V] of the sequence's next position (the request's choice: greedy or a sample,
     given its context), with its log probability when the request asks for it."""
     token = seq.choose(logits)
-    return StepOutput([token], counts_as_step=counts_as_step, log_probs=seq.token_log_probs(logits[None], [token], [()]))
+    return StepOutput(
+        [token], counts_as_step=counts_as_step, log_probs=seq.token_log_probs(logits[None], [token], [()])
+    )
 
 
 class Decoder:
@@ -97,14 +99,17 @@ class Decoder:
         except ValueError as exc:
             raise UserError(f"{where}={value!r}: {exc}") from None
         if not self.follows_schedule:
-            raise UserError(f"{where}: {self.name} has no draft length to follow the load (its step is its whole "
-                            "window) — remove the schedule")
+            raise UserError(
+                f"{where}: {self.name} has no draft length to follow the load (its step is its whole "
+                "window) — remove the schedule"
+            )
         return points
 
     def follow_load(self, requests: int) -> None:
         """This step's draft length from the schedule for `requests` in flight (the executor calls it)."""
-        self.scheduled_length = None if self.schedule is None else draft_len_schedule.draft_length(self.schedule,
-                                                                                                 requests)
+        self.scheduled_length = (
+            None if self.schedule is None else draft_len_schedule.draft_length(self.schedule, requests)
+        )
 
     def capped(self, full: int) -> int:
         """`full` drafts (or tree nodes), cut to this step's scheduled length."""

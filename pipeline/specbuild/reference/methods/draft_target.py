@@ -74,9 +74,7 @@ class DraftTarget(Decoder):
         q: list[list[torch.Tensor]] = [[] for _ in batch.seqs]
         uncached = batch.uncached("draft")  # 1 token, or 2 after a full acceptance
         for i in range(max(k, default=0)):
-            feed = [
-                ([] if k[r] <= i else uncached[r] if i == 0 else [drafts[r][-1]]) for r in range(len(batch.seqs))
-            ]
+            feed = [([] if k[r] <= i else uncached[r] if i == 0 else [drafts[r][-1]]) for r in range(len(batch.seqs))]
             out = self.draft.forward(cache, feed, logits="last", head=self.draft_head)
             for r, seq in enumerate(batch.seqs):
                 if k[r] <= i:

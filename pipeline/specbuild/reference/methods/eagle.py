@@ -115,11 +115,14 @@ class Eagle(Decoder):
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)
         if "eagle" not in engine.folders:
-            raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle' entry (the EAGLE head); "
-                            "rebuild the engine with the recipe's eagle head folder")
+            raise UserError(
+                f"{engine.path}/config.json: specbuild.files has no 'eagle' entry (the EAGLE head); "
+                "rebuild the engine with the recipe's eagle head folder"
+            )
         where = self.where()
-        self.draft_precision = drafter_precision(self.decoding, self.target.dtype, where, self.target.hidden_size,
-                                                 lean=self.target.implementation == "lean")
+        self.draft_precision = drafter_precision(
+            self.decoding, self.target.dtype, where, self.target.hidden_size, lean=self.target.implementation == "lean"
+        )
         self.draft_dtype, int8 = self.draft_precision
         self.head = load_eagle_head(engine.folders["eagle"], target_model=self.target.hf, dtype=self.draft_dtype)
         # the head runs on the same path as the target: lean modules, or the transformers layers of EagleHead
@@ -139,8 +142,9 @@ class Eagle(Decoder):
                 raise UserError(f"{where}.dynamic_tree_max_top_k={self.top_k} must be >= 1")
         else:
             choices = self.decoding.get("eagle_choices") or MC_SIM_7B_63
-            self.tree = tree_from_choices(choices, field_name=f"{where}.eagle_choices",
-                                          max_draft_len=self.max_draft_len, max_depth=self.depth)
+            self.tree = tree_from_choices(
+                choices, field_name=f"{where}.eagle_choices", max_draft_len=self.max_draft_len, max_depth=self.depth
+            )
             self.choices = parse_choices(choices) if isinstance(choices, str) else [list(c) for c in choices]
             if self.schedule is not None and prefix_order_problem(self.choices, f"{where}.eagle_choices"):
                 raise UserError(prefix_order_problem(self.choices, f"{where}.eagle_choices"))
@@ -194,8 +198,9 @@ class Eagle(Decoder):
             seq.state[QUEUED] = [] if reused is None else [reused]
             seq.state[HISTORY] = list(seq.state[QUEUED])
 
-    def start_head(self, batch: Batch, features: list[torch.Tensor], tokens: list[list[int]], cache: str = "eagle"
-                   ) -> None:
+    def start_head(
+        self, batch: Batch, features: list[torch.Tensor], tokens: list[list[int]], cache: str = "eagle"
+    ) -> None:
         """The head's entries over the prompts (f_p, x_{p+1}), after the target's prefill. With speculation off
         (a scheduled draft length of 0) they wait for the catch-up before the next drafting step instead, so that a
         deployment whose schedule turned drafting off does no head work at all."""
@@ -269,8 +274,10 @@ class Eagle(Decoder):
         features = [self.queued_features(seq) for seq in batch.seqs]
         if all(f is None for f in features):
             return
-        tokens = [seq.tokens[kv.lengths[r] + 1 : kv.lengths[r] + 1 + (0 if f is None else len(f))]
-                  for r, (seq, f) in enumerate(zip(batch.seqs, features))]
+        tokens = [
+            seq.tokens[kv.lengths[r] + 1 : kv.lengths[r] + 1 + (0 if f is None else len(f))]
+            for r, (seq, f) in enumerate(zip(batch.seqs, features))
+        ]
         positions = [list(range(kv.lengths[r], kv.lengths[r] + len(t))) for r, t in enumerate(tokens)]
         fhat = self.head_forward(kv, features, tokens, positions)
         kv.commit_all()
@@ -300,8 +307,9 @@ class Eagle(Decoder):
             return self._grow_dynamic(kv, rows, depth, nodes)
         return self._grow_static(kv, rows, depth, nodes)
 
-    def _grow_static(self, kv: KVCache, rows: list[_Growing], depth: list[int], nodes: int | None = None
-                     ) -> list[RowTree]:
+    def _grow_static(
+        self, kv: KVCache, rows: list[_Growing], depth: list[int], nodes: int | None = None
+    ) -> list[RowTree]:
         """EAGLE-1: fill the `eagle_choices` tree (its first `nodes` choices) level by level; only nodes with
         children get a head entry."""
         trees = [self._static_tree(d, nodes) for d in depth]
@@ -331,8 +339,9 @@ class Eagle(Decoder):
             self._trees[key] = tree.truncated(max_depth)[0]
         return self._trees[key]
 
-    def _grow_dynamic(self, kv: KVCache, rows: list[_Growing], depth: list[int], nodes: int | None = None
-                      ) -> list[RowTree]:
+    def _grow_dynamic(
+        self, kv: KVCache, rows: list[_Growing], depth: list[int], nodes: int | None = None
+    ) -> list[RowTree]:
         """EAGLE-2: expand the top-K nodes of each depth (by cumulative draft log-prob), then re-rank (keeping at
         most `nodes` of them)."""
         k = self.top_k
@@ -350,7 +359,9 @@ class Eagle(Decoder):
                 children = []
                 for node in expand[r]:
                     top = torch.topk(g.logprobs[node], min(k, g.logprobs[node].shape[0]))
-                    children += [g.add(node, int(t), g.scores[node] + float(s)) for s, t in zip(top.values, top.indices)]
+                    children += [
+                        g.add(node, int(t), g.scores[node] + float(s)) for s, t in zip(top.values, top.indices)
+                    ]
                 if children:
                     frontier[r] = sorted(children, key=lambda n: -g.scores[n])[:k]
         most = self.max_draft_len if nodes is None else min(nodes, self.max_draft_len)
@@ -418,8 +429,13 @@ class Eagle(Decoder):
             if self.lean_head is not None:
                 out = self.lean_head.forward(feats, ids, plan, kv)
             else:
-                out = self.head(feats, ids, plan.position_ids, attention_mask=plan.additive_mask(feats.dtype),
-                                past_key_values=kv.store)
+                out = self.head(
+                    feats,
+                    ids,
+                    plan.position_ids,
+                    attention_mask=plan.additive_mask(feats.dtype),
+                    past_key_values=kv.store,
+                )
         kv.check_appended(plan, before)
         return out
 

@@ -65,12 +65,19 @@ def parse_layers(value, where: str) -> tuple[int, ...]:
     if isinstance(value, str):
         text = value.strip()
         try:
-            value = json.loads(text) if text.startswith("[") else [int(v) for v in text.replace(" ", "").split(",") if v]
+            value = (
+                json.loads(text) if text.startswith("[") else [int(v) for v in text.replace(" ", "").split(",") if v]
+            )
         except ValueError as exc:
             raise UserError(f"{where}.{LAYERS_KEY}={value!r}: expected layer indices such as [1, 7, 12]") from exc
-    if not isinstance(value, (list, tuple, set)) or not value or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise UserError(f"{where}.{LAYERS_KEY}={value!r}: expected a non-empty list of layer indices such as [1, 7, 12]")
+    if (
+        not isinstance(value, (list, tuple, set))
+        or not value
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        raise UserError(
+            f"{where}.{LAYERS_KEY}={value!r}: expected a non-empty list of layer indices such as [1, 7, 12]"
+        )
     return tuple(sorted(set(value)))
 
 
@@ -85,11 +92,14 @@ class Eagle3(Eagle):
         super(Eagle, self).__init__(engine, draft_engine, decoding)  # Decoder.__init__: Eagle's loads an EAGLE-1 head
         where = self.where()
         if "eagle3" not in engine.folders:
-            raise UserError(f"{engine.path}/config.json: specbuild.files has no 'eagle3' entry (the EAGLE-3 head); "
-                            "rebuild the engine with the recipe's EAGLE-3 head folder")
+            raise UserError(
+                f"{engine.path}/config.json: specbuild.files has no 'eagle3' entry (the EAGLE-3 head); "
+                "rebuild the engine with the recipe's EAGLE-3 head folder"
+            )
         lean = self.target.implementation == "lean"
-        self.draft_precision = drafter_precision(self.decoding, self.target.dtype, where, self.target.hidden_size,
-                                                 lean=lean)
+        self.draft_precision = drafter_precision(
+            self.decoding, self.target.dtype, where, self.target.hidden_size, lean=lean
+        )
         self.draft_dtype, int8 = self.draft_precision
         self.head = load_eagle3_head(engine.folders["eagle3"], target_model=self.target.hf, dtype=self.draft_dtype)
         # the head runs on the same path as the target: lean modules, or Eagle3Head's own
@@ -102,18 +112,24 @@ class Eagle3(Eagle):
         else:
             self.layers = self.head.layers or trtllm_default_layers(num_layers)
             if self.layers is None:
-                raise UserError(f"{where}.{LAYERS_KEY} is not set and the target has {num_layers} decoder layers: "
-                                "TensorRT-LLM's default {1, L//2-1, L-4} needs more than 5; set the layers the head "
-                                "was trained on")
+                raise UserError(
+                    f"{where}.{LAYERS_KEY} is not set and the target has {num_layers} decoder layers: "
+                    "TensorRT-LLM's default {1, L//2-1, L-4} needs more than 5; set the layers the head "
+                    "was trained on"
+                )
         bad = [i for i in self.layers if not -1 <= i < num_layers]
         if bad:
-            raise UserError(f"{where}.{LAYERS_KEY}={list(self.layers)}: layer(s) {bad} do not exist in the target "
-                            f"({num_layers} decoder layers: 0..{num_layers - 1}, or -1 for the final output)")
+            raise UserError(
+                f"{where}.{LAYERS_KEY}={list(self.layers)}: layer(s) {bad} do not exist in the target "
+                f"({num_layers} decoder layers: 0..{num_layers - 1}, or -1 for the final output)"
+            )
         self.feature_name = "target_layers:" + ",".join(str(i) for i in self.layers)  # KV reuse keeps these
         if len(self.layers) != self.head.num_captured:
-            raise UserError(f"{where}.{LAYERS_KEY}={list(self.layers)}: {len(self.layers)} layers, but the head at "
-                            f"{engine.folders['eagle3']} fuses {self.head.num_captured} (its fc input is "
-                            f"{self.head.num_captured} x hidden); capture the layers it was trained on")
+            raise UserError(
+                f"{where}.{LAYERS_KEY}={list(self.layers)}: {len(self.layers)} layers, but the head at "
+                f"{engine.folders['eagle3']} fuses {self.head.num_captured} (its fc input is "
+                f"{self.head.num_captured} x hidden); capture the layers it was trained on"
+            )
 
         limit = engine.limits.max_draft_len
         self.depth = self.option("max_draft_len", limit if limit > 0 else None, minimum=1)
@@ -124,13 +140,17 @@ class Eagle3(Eagle):
                 raise UserError(f"{where}.use_dynamic_tree needs dynamic_tree_max_top_k (K > 0)")
             self.top_k = self.option(top_k_key, minimum=1)
             if self.top_k > self.head.draft_vocab_size:
-                raise UserError(f"{where}.{top_k_key}={self.top_k} exceeds the head's draft vocabulary "
-                                f"({self.head.draft_vocab_size} tokens)")
+                raise UserError(
+                    f"{where}.{top_k_key}={self.top_k} exceeds the head's draft vocabulary "
+                    f"({self.head.draft_vocab_size} tokens)"
+                )
             most = self.top_k * self.depth
             self.max_draft_len = self.option("max_total_draft_tokens", most, minimum=self.depth)
             if self.max_draft_len > most:
-                raise UserError(f"{where}.max_total_draft_tokens={self.max_draft_len} must be <= dynamic_tree_max_top_k"
-                                f" x max_draft_len = {most}")
+                raise UserError(
+                    f"{where}.max_total_draft_tokens={self.max_draft_len} must be <= dynamic_tree_max_top_k"
+                    f" x max_draft_len = {most}"
+                )
         else:
             chain = [[0] * d for d in range(1, self.depth + 1)]
             self.max_draft_len = self.depth
@@ -195,8 +215,13 @@ class Eagle3(Eagle):
             if self.lean_head is not None:
                 out = self.lean_head.forward(hidden, embeds, plan, kv)
             else:
-                out = self.head(hidden, embeds, plan.position_ids, attention_mask=plan.additive_mask(self.draft_dtype),
-                                cache=kv.store)
+                out = self.head(
+                    hidden,
+                    embeds,
+                    plan.position_ids,
+                    attention_mask=plan.additive_mask(self.draft_dtype),
+                    cache=kv.store,
+                )
         kv.check_appended(plan, before)
         return out
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
+
 # (0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1): TensorRT-LLM's formula, defined once with the recipe's method
 from specbuild.methods.lookahead import lookahead_max_draft_len
 from specbuild.reference.batch import Batch
@@ -40,6 +41,7 @@ from specbuild.reference.tree import (
     tree_from_sequences,
 )
 from specbuild.reference.verify import verify_tree
+
 
 class NgramPool:
     """n-grams by first token; per token the `capacity` most recently seen distinct continuations."""
@@ -143,7 +145,8 @@ class Lookahead(Decoder):
             raise UserError(
                 f"{engine.path}/config.json: lookahead (W, N, G) = ({self.window}, {self.ngram}, "
                 f"{self.verification_set}) needs max_draft_len {need} = (0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1), "
-                f"but the engine has max_draft_len {have}; rebuild with max_draft_len {need} or lower W, N, G")
+                f"but the engine has max_draft_len {have}; rebuild with max_draft_len {need} or lower W, N, G"
+            )
 
     def _window(self, seq) -> Window:
         if "lookahead" not in seq.state:
@@ -182,7 +185,7 @@ class Lookahead(Decoder):
                 window = seq.state["lookahead"]
                 jacobi_update(window, step, logits.argmax(-1).tolist())
                 # the N-grams that end in this step's new tokens: the last N - 1 tokens so far + what it emits
-                window.pool.add_text(seq.tokens[-(self.ngram - 1):] + acc.new_tokens, self.ngram)
+                window.pool.add_text(seq.tokens[-(self.ngram - 1) :] + acc.new_tokens, self.ngram)
             outputs.append(StepOutput.of(acc, drafted=draft.tree.max_depth))
             accepted.append(acc)
         commit_paths(batch, roots, accepted)

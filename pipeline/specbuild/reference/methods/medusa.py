@@ -52,8 +52,9 @@ from specbuild.trees import parse_choices
 ACCEPTANCE_MODES = ("rejection", "typical")
 
 
-def typical_accept(tree: Tree, tokens, probs: torch.Tensor, threshold: float, alpha: float,
-                   generator: torch.Generator) -> Acceptance:
+def typical_accept(
+    tree: Tree, tokens, probs: torch.Tensor, threshold: float, alpha: float, generator: torch.Generator
+) -> Acceptance:
     """Medusa-2 typical acceptance (lossy): a node is acceptable when its token's probability under the
     target at its parent exceeds min(threshold, alpha * exp(-entropy)); take the longest acceptable path,
     then sample the bonus token from the target at its end."""
@@ -84,11 +85,17 @@ class Medusa(Decoder):
     def __init__(self, engine, draft_engine=None, decoding=None):
         super().__init__(engine, draft_engine, decoding)
         if "medusa" not in engine.folders:
-            raise UserError(f"{engine.path}/config.json: specbuild.files has no 'medusa' entry (the Medusa heads); "
-                            "rebuild the engine with the recipe's medusa heads folder")
-        self.draft_precision = drafter_precision(self.decoding, self.target.dtype, self.where(),
-                                                 self.target.hidden_size,
-                                                 lean=self.target.implementation == "lean")
+            raise UserError(
+                f"{engine.path}/config.json: specbuild.files has no 'medusa' entry (the Medusa heads); "
+                "rebuild the engine with the recipe's medusa heads folder"
+            )
+        self.draft_precision = drafter_precision(
+            self.decoding,
+            self.target.dtype,
+            self.where(),
+            self.target.hidden_size,
+            lean=self.target.implementation == "lean",
+        )
         self.draft_dtype = self.draft_precision.dtype
         self.heads = load_medusa_heads(engine.folders["medusa"], dtype=self.draft_dtype, target_model=self.target.hf)
         # `draft_vocab_size` N: the heads score only the token ids [0, N) (top-k over them are token ids)
@@ -99,22 +106,26 @@ class Medusa(Decoder):
             self.evaluate_heads = LeanMedusaHeads(self.heads, vocab=n, int8=self.draft_precision.int8)
         where = self.where("medusa_choices")
         choices = self.decoding.get("medusa_choices") or MC_SIM_7B_63
-        self.tree = tree_from_choices(choices, field_name=where, max_draft_len=engine.limits.max_draft_len or None,
-                                      max_depth=self.heads.num_heads)
+        self.tree = tree_from_choices(
+            choices, field_name=where, max_draft_len=engine.limits.max_draft_len or None, max_depth=self.heads.num_heads
+        )
         # adaptive speculation: the tree at N nodes is the first N choices (in their order)
         self.choices = parse_choices(choices) if isinstance(choices, str) else [list(c) for c in choices]
         if self.schedule is not None and prefix_order_problem(self.choices, where):
             raise UserError(prefix_order_problem(self.choices, where))
         self.acceptance = str(self.decoding.get("medusa_acceptance", "rejection"))
         if self.acceptance not in ACCEPTANCE_MODES:
-            raise UserError(f"{self.where('medusa_acceptance')}={self.acceptance!r}; "
-                            f"use one of {', '.join(ACCEPTANCE_MODES)}")
+            raise UserError(
+                f"{self.where('medusa_acceptance')}={self.acceptance!r}; use one of {', '.join(ACCEPTANCE_MODES)}"
+            )
         self.typical_threshold = float(self.decoding.get("typical_posterior_threshold", 0.09))
         self.typical_alpha = float(self.decoding.get("typical_posterior_alpha", 0.3))
         self._ranks = max(path[-1] for path in self.tree.paths[1:]) + 1  # how many top-k tokens a head supplies
         if n < self._ranks:
-            raise UserError(f"{self.where('draft_vocab_size')}={n} is below the "
-                            f"{self._ranks} candidates a head supplies in medusa_choices; raise it")
+            raise UserError(
+                f"{self.where('draft_vocab_size')}={n} is below the "
+                f"{self._ranks} candidates a head supplies in medusa_choices; raise it"
+            )
 
     # ---------------------------------------------------------------- prefill: first token + the heads' input
     def prefill(self, batch: Batch) -> list[StepOutput]:
@@ -167,8 +178,9 @@ class Medusa(Decoder):
         if not seq.greedy and self.acceptance == "typical":
             tree, tokens = draft.tree, draft.tokens
             probs = torch.stack([seq.distribution(logits[i], path_tokens(tree, tokens, i)) for i in range(tree.size)])
-            acc = typical_accept(draft.tree, draft.tokens, probs, self.typical_threshold, self.typical_alpha,
-                                 seq.generator)
+            acc = typical_accept(
+                draft.tree, draft.tokens, probs, self.typical_threshold, self.typical_alpha, seq.generator
+            )
             return with_log_probs(seq, tree, tokens, logits, acc)
         return verify_tree(seq, draft.tree, draft.tokens, logits)
 

@@ -30,8 +30,9 @@ class PromptLookup(Decoder):
         self.max_ngram = self.option("max_matching_ngram_size", DEFAULT_MAX_MATCHING_NGRAM_SIZE, minimum=1)
 
     def step(self, batch: Batch) -> list[StepOutput]:
-        drafts = [propose(seq.tokens, self.max_ngram, seq.draft_budget(self.capped(self.max_draft_len)))
-                  for seq in batch.seqs]
+        drafts = [
+            propose(seq.tokens, self.max_ngram, seq.draft_budget(self.capped(self.max_draft_len))) for seq in batch.seqs
+        ]
         out = batch.feed("target", self.target, drafts)  # verify: [last token, drafts] per row
 
         outputs, keep = [], []

@@ -28,4 +28,3 @@ from specbuild.reference.tree.shape import (  # noqa: F401
     tree_from_parents,
     tree_from_sequences,
 )
-

@@ -23,8 +23,13 @@ class RowTree:
     tokens: list[int]
 
 
-def feed_trees(batch: "Batch", model: "CausalLM", drafts: Sequence[RowTree], cache: str = "target",
-               capture_layers: Sequence[int] | None = None) -> tuple["ForwardOutput", list[int]]:
+def feed_trees(
+    batch: "Batch",
+    model: "CausalLM",
+    drafts: Sequence[RowTree],
+    cache: str = "target",
+    capture_layers: Sequence[int] | None = None,
+) -> tuple["ForwardOutput", list[int]]:
     """One forward of `model` over every row's uncached tokens followed by its tree's draft nodes.
 
     The last uncached token is the tree root; a node at depth d sits at the root's position + d and sees the
@@ -54,11 +59,14 @@ def feed_trees(batch: "Batch", model: "CausalLM", drafts: Sequence[RowTree], cac
             sees[root:, root:] = draft.tree.ancestor_matrix()
         attend.append(sees)
         roots.append(root)
-    return model.forward(kv, tokens, positions=positions, attend=attend, logits="all",
-                         capture_layers=capture_layers), roots
+    return model.forward(
+        kv, tokens, positions=positions, attend=attend, logits="all", capture_layers=capture_layers
+    ), roots
 
 
 def commit_paths(batch: "Batch", roots: Sequence[int], accepted: Sequence["Acceptance"], cache: str = "target") -> None:
     """Keep, per row, the tokens fed before the root, the root, and the accepted path (only the accepted entries
     that do not already sit at their position move)."""
-    batch.caches[cache].commit([list(range(root + 1)) + [root + n for n in acc.nodes] for root, acc in zip(roots, accepted)])
+    batch.caches[cache].commit(
+        [list(range(root + 1)) + [root + n for n in acc.nodes] for root, acc in zip(roots, accepted)]
+    )

@@ -140,7 +140,9 @@ class Tree:
 @lru_cache(maxsize=64)
 def chain_tree(num_draft_tokens: int) -> Tree:
     """A linear draft (draft-target, prompt lookup) as a tree: node i's parent is node i-1."""
-    return Tree(parents=tuple(range(-1, num_draft_tokens)), paths=tuple(tuple([0] * d) for d in range(num_draft_tokens + 1)))
+    return Tree(
+        parents=tuple(range(-1, num_draft_tokens)), paths=tuple(tuple([0] * d) for d in range(num_draft_tokens + 1))
+    )
 
 
 def tree_from_parents(parents: Sequence[int]) -> Tree:
@@ -175,17 +177,25 @@ def check_choices(
     if not isinstance(choices, (list, tuple)) or not choices:
         return [f"{field_name}: expected a non-empty list of paths such as [[0], [0, 0], [1]], got {choices!r}"]
     for n, choice in enumerate(choices):
-        if not isinstance(choice, (list, tuple)) or not all(isinstance(r, int) and not isinstance(r, bool) for r in choice):
+        if not isinstance(choice, (list, tuple)) or not all(
+            isinstance(r, int) and not isinstance(r, bool) for r in choice
+        ):
             return [f"{field_name}[{n}]: expected a list of integer top-k ranks, got {choice!r}"]
-    problems = [f"{field_name}" + (f"[{i}]" if i is not None else "") + f": {message}"
-                for i, message in tree_problems([list(c) for c in choices])]
+    problems = [
+        f"{field_name}" + (f"[{i}]" if i is not None else "") + f": {message}"
+        for i, message in tree_problems([list(c) for c in choices])
+    ]
     if max_draft_len is not None and len(choices) > max_draft_len:
-        problems.append(f"{field_name}: {len(choices)} paths but max_draft_len is {max_draft_len}; "
-                        "each path is one draft token: remove paths or raise max_draft_len")
+        problems.append(
+            f"{field_name}: {len(choices)} paths but max_draft_len is {max_draft_len}; "
+            "each path is one draft token: remove paths or raise max_draft_len"
+        )
     deepest = max((len(c) for c in choices), default=0)
     if max_depth is not None and deepest > max_depth:
-        problems.append(f"{field_name}: a path has depth {deepest} but only {max_depth} draft levels exist "
-                        "(number of Medusa heads / EAGLE layers); shorten the paths")
+        problems.append(
+            f"{field_name}: a path has depth {deepest} but only {max_depth} draft levels exist "
+            "(number of Medusa heads / EAGLE layers); shorten the paths"
+        )
     return problems
 
 
@@ -232,8 +242,10 @@ def prefix_order_problem(choices: Sequence[Sequence[int]], field_name: str) -> s
     i = first_before_parent(choices)
     if i is None:
         return None
-    return (f"{field_name}[{i}] = {list(choices[i])} comes before its parent; a draft_len_schedule keeps the first N "
-            "choices, so list every parent before its children")
+    return (
+        f"{field_name}[{i}] = {list(choices[i])} comes before its parent; a draft_len_schedule keeps the first N "
+        "choices, so list every parent before its children"
+    )
 
 
 def tree_from_sequences(sequences: Sequence[Sequence[int]]) -> tuple[Tree, list[int]]:

@@ -23,14 +23,25 @@ CORE_MODELS = ("tensorrt_llm", "tensorrt_llm_draft")
 # Parameter keys a model cannot do without, and whether an empty value is allowed (tensorrtllm_backend
 # inflight_batcher_llm/src/model_state.cc, preprocessing/ and postprocessing/1/model.py@v0.19.0).
 MUST_HAVE: dict[str, dict[str, bool]] = {
-    "tensorrt_llm": {"gpt_model_type": False, "gpt_model_path": False, "tokenizer_dir": True,
-                     "xgrammar_tokenizer_info_path": True, "guided_decoding_backend": True,
-                     "max_beam_width": False, "exclude_input_in_output": False, "enable_kv_cache_reuse": False,
-                     "kv_cache_free_gpu_mem_fraction": False, "batch_scheduler_policy": False},
+    "tensorrt_llm": {
+        "gpt_model_type": False,
+        "gpt_model_path": False,
+        "tokenizer_dir": True,
+        "xgrammar_tokenizer_info_path": True,
+        "guided_decoding_backend": True,
+        "max_beam_width": False,
+        "exclude_input_in_output": False,
+        "enable_kv_cache_reuse": False,
+        "kv_cache_free_gpu_mem_fraction": False,
+        "batch_scheduler_policy": False,
+    },
     "preprocessing": {"tokenizer_dir": False, "add_special_tokens": False, "multimodal_model_path": True},
     "postprocessing": {"tokenizer_dir": False, "skip_special_tokens": False},
-    "tensorrt_llm_bls": {"tensorrt_llm_model_name": False, "accumulate_tokens": False,
-                         "exclude_input_in_output": False},
+    "tensorrt_llm_bls": {
+        "tensorrt_llm_model_name": False,
+        "accumulate_tokens": False,
+        "exclude_input_in_output": False,
+    },
 }
 MUST_HAVE["tensorrt_llm_draft"] = MUST_HAVE["tensorrt_llm"]
 
@@ -90,6 +101,7 @@ def _base(name: str, recipe: Recipe, backend: str | None = None, platform: str |
 
 # --- the models ---------------------------------------------------------------------------------------------------
 
+
 def preprocessing_config(recipe: Recipe, legacy: bool):
     cfg = _base("preprocessing", recipe, backend="python")
     _dynamic_batching(cfg, recipe)
@@ -110,8 +122,7 @@ def postprocessing_config(recipe: Recipe):
     return cfg
 
 
-def core_config(recipe: Recipe, spec: Speculation, role: str, model: str, engine_dir: Path, backend: str,
-                legacy: bool):
+def core_config(recipe: Recipe, spec: Speculation, role: str, model: str, engine_dir: Path, backend: str, legacy: bool):
     """`tensorrt_llm` / `tensorrt_llm_draft`: the C++ backend on GPU, our python model on the reference runtime
     (`backend`: the runtime's core_backend); the same tensors and parameters either way."""
     cfg = _base(model, recipe, backend=backend)
@@ -164,8 +175,9 @@ def bls_config(recipe: Recipe, spec: Speculation, role: str, legacy: bool):
     return cfg
 
 
-def repository_configs(recipe: Recipe, spec: Speculation, role: str, engines: dict[str, Path],
-                       flavour: EngineFlavour) -> dict[str, Any]:
+def repository_configs(
+    recipe: Recipe, spec: Speculation, role: str, engines: dict[str, Path], flavour: EngineFlavour
+) -> dict[str, Any]:
     """Every model's ModelConfig, by model name. `engines` maps core model names to their engine folders;
     `flavour`: the recipe's runtime, which writes the repository."""
     out: dict[str, Any] = {}
@@ -187,6 +199,7 @@ def repository_configs(recipe: Recipe, spec: Speculation, role: str, engines: di
 
 
 # --- text form --------------------------------------------------------------------------------------------------
+
 
 def to_pbtxt(cfg) -> str:
     from google.protobuf import text_format
@@ -224,8 +237,9 @@ def config_problems(cfg, text: str | None = None, must_have: dict[str, dict[str,
         for step in cfg.ensemble_scheduling.step:
             for model_input, tensor in step.input_map.items():
                 if tensor not in produced:
-                    problems.append(f"{cfg.name}: step {step.model_name} reads {tensor}, which nothing produces "
-                                    "before it")
+                    problems.append(
+                        f"{cfg.name}: step {step.model_name} reads {tensor}, which nothing produces before it"
+                    )
             produced.update(step.output_map.values())
         for t in cfg.output:
             if t.name not in produced:

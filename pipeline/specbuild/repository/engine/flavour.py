@@ -28,25 +28,38 @@ class EngineFlavour(Runtime):
 
     def flavour_checks(self, recipe, spec) -> Iterator[Finding]:
         if spec.mode is None:
-            yield Finding(("speculation", "method"), f"{spec.method} exists only in the llm-api flavour: "
-                          "TensorRT-LLM's engine path (trtllm-build) has no such mode — set flavour: llm-api")
+            yield Finding(
+                ("speculation", "method"),
+                f"{spec.method} exists only in the llm-api flavour: "
+                "TensorRT-LLM's engine path (trtllm-build) has no such mode — set flavour: llm-api",
+            )
         if spec.draft_len_schedule and not spec.drafted_by_bls and not self.follows_draft_len_schedule:
-            yield Finding(("adaptive", "draft_len_schedule"), f"the {self.core_backend_label} core drafts "
-                          f"{spec.method} inside the engine with a fixed tree: the engine path's executor has no "
-                          "draft length per batch size (TensorRT-LLM has draft_len_schedule in its LLM API only) — "
-                          "remove adaptive, use flavour: llm-api, or a method our BLS drafts (draft_target, "
-                          "prompt_lookup), which follows the schedule", also=(("speculation", "method"),))
+            yield Finding(
+                ("adaptive", "draft_len_schedule"),
+                f"the {self.core_backend_label} core drafts "
+                f"{spec.method} inside the engine with a fixed tree: the engine path's executor has no "
+                "draft length per batch size (TensorRT-LLM has draft_len_schedule in its LLM API only) — "
+                "remove adaptive, use flavour: llm-api, or a method our BLS drafts (draft_target, "
+                "prompt_lookup), which follows the schedule",
+                also=(("speculation", "method"),),
+            )
         interval = recipe.triton.stream_interval
         if interval != 1 and not self.honours_stream_interval:
-            yield Finding(("triton", "stream_interval"), f"is {interval}, but the {self.core_backend_label} core of "
-                          "the engine path streams one response per decoding step: the C++ backend has no stream "
-                          "interval (TensorRT-LLM has stream_interval in its LLM API only) — remove stream_interval, "
-                          "or use flavour: llm-api")
+            yield Finding(
+                ("triton", "stream_interval"),
+                f"is {interval}, but the {self.core_backend_label} core of "
+                "the engine path streams one response per decoding step: the C++ backend has no stream "
+                "interval (TensorRT-LLM has stream_interval in its LLM API only) — remove stream_interval, "
+                "or use flavour: llm-api",
+            )
         elif interval != 1 and spec.drafted_by_bls:
-            yield Finding(("triton", "stream_interval"), f"is {interval}, but {spec.method} is served by "
-                          "tensorrt_llm_bls, which streams one response per speculative round — remove "
-                          "stream_interval, or use a method the core drafts (eagle, medusa, lookahead)",
-                          also=(("speculation", "method"),))
+            yield Finding(
+                ("triton", "stream_interval"),
+                f"is {interval}, but {spec.method} is served by "
+                "tensorrt_llm_bls, which streams one response per speculative round — remove "
+                "stream_interval, or use a method the core drafts (eagle, medusa, lookahead)",
+                also=(("speculation", "method"),),
+            )
 
     def engine_roles(self, recipe, spec) -> list[str]:
         return roles(recipe, spec)
@@ -55,8 +68,9 @@ class EngineFlavour(Runtime):
         return plan_info.repository_info(recipe, spec, self, layout, role)
 
     def write_repository(self, recipe, spec, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        return writer.write_repository(recipe, spec, layout, role, progress=progress, notice=notice,
-                                       engines_built=engines_built, flavour=self)
+        return writer.write_repository(
+            recipe, spec, layout, role, progress=progress, notice=notice, engines_built=engines_built, flavour=self
+        )
 
     def serving_model(self, spec) -> str:
         return spec.serving_model

@@ -49,19 +49,26 @@ def launch_script(recipe: Recipe, spec: Speculation, role: str = "target") -> st
         *server_settings(recipe.triton),
     ]
     if orchestrator:
-        lines += ["export TRTLLM_ORCHESTRATOR=1",
-                  f"export TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES={1 if spawn else 0}"]
+        lines += ["export TRTLLM_ORCHESTRATOR=1", f"export TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES={1 if spawn else 0}"]
     if spawn:
         # The spawned workers own the GPUs: no CUDA memory pools or peer access in the orchestrator.
-        lines += ["POOL_ARGS=\"--pinned-memory-pool-byte-size=0 --enable-peer-access=false\"",
-                  "for ((gpu = 0; gpu < $(nvidia-smi --list-gpus | wc -l); gpu++)); do",
-                  "  POOL_ARGS=\"$POOL_ARGS --cuda-memory-pool-byte-size=$gpu:0\"",
-                  "done"]
+        lines += [
+            'POOL_ARGS="--pinned-memory-pool-byte-size=0 --enable-peer-access=false"',
+            "for ((gpu = 0; gpu < $(nvidia-smi --list-gpus | wc -l); gpu++)); do",
+            '  POOL_ARGS="$POOL_ARGS --cuda-memory-pool-byte-size=$gpu:0"',
+            "done",
+        ]
     lines += ["", "# shellcheck disable=SC2086", "exec mpirun --allow-run-as-root \\"]
     for rank in range(world):
-        args = ['"$TRITONSERVER"', '--model-repository="$REPO"', '--http-port="$HTTP_PORT"',
-                '--grpc-port="$GRPC_PORT"', '--metrics-port="$METRICS_PORT"', "--disable-auto-complete-config",
-                f"--backend-config=python,shm-region-prefix-name=prefix{rank}_"]
+        args = [
+            '"$TRITONSERVER"',
+            '--model-repository="$REPO"',
+            '--http-port="$HTTP_PORT"',
+            '--grpc-port="$GRPC_PORT"',
+            '--metrics-port="$METRICS_PORT"',
+            "--disable-auto-complete-config",
+            f"--backend-config=python,shm-region-prefix-name=prefix{rank}_",
+        ]
         if rank > 0:
             args.append("--model-control-mode=explicit")
             args += [f"--load-model={shlex.quote(m)}" for m in info["tensorrt_llm_model_names"]]

@@ -48,8 +48,11 @@ def kv_cache_fraction(recipe: Recipe, spec: Speculation, role: str) -> float:
     """Split the fraction when draft and target share a GPU (TensorRT-LLM
     examples/draft_target_model/README.md@567239f)."""
     total = recipe.triton.kv_cache_free_gpu_mem_fraction
-    if role == "target" and spec.has_draft_engine and \
-            set(recipe.triton.gpu_device_ids) & set(recipe.draft_gpu_device_ids):
+    if (
+        role == "target"
+        and spec.has_draft_engine
+        and set(recipe.triton.gpu_device_ids) & set(recipe.draft_gpu_device_ids)
+    ):
         return round(total / 2, 4)
     return total
 
@@ -147,8 +150,15 @@ def launch(recipe: Recipe, role: str, spec: Speculation) -> dict:
             return {"mode": "orchestrator", "world_size": 1, "multi_model": True, "tensorrt_llm_model_names": names}
         draft_ranks = list(range(1, 1 + draft.tp_size))
         target_ranks = list(range(1 + draft.tp_size, 1 + draft.tp_size + world))
-        return {"mode": "orchestrator", "world_size": 1 + draft.tp_size + world, "multi_model": True,
-                "disable_spawn_processes": True, "tensorrt_llm_model_names": names,
-                "participant_ids": {speculation_params.DRAFT_MODEL_NAME: ",".join(map(str, draft_ranks)),
-                                    "tensorrt_llm": ",".join(map(str, target_ranks))}}
+        return {
+            "mode": "orchestrator",
+            "world_size": 1 + draft.tp_size + world,
+            "multi_model": True,
+            "disable_spawn_processes": True,
+            "tensorrt_llm_model_names": names,
+            "participant_ids": {
+                speculation_params.DRAFT_MODEL_NAME: ",".join(map(str, draft_ranks)),
+                "tensorrt_llm": ",".join(map(str, target_ranks)),
+            },
+        }
     return {"mode": "leader", "world_size": world, "multi_model": False, "tensorrt_llm_model_names": ["tensorrt_llm"]}

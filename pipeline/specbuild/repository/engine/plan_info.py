@@ -17,18 +17,30 @@ if TYPE_CHECKING:
     from specbuild.speculation import Speculation
 
 # core parameters worth showing in a plan
-SHOWN = ("gpt_model_path", "decoding_mode", "medusa_choices", "eagle_choices", "eagle_use_dynamic_tree",
-         "eagle_dynamic_tree_max_top_k", "lookahead_window_size", "lookahead_ngram_size",
-         "lookahead_verification_set_size", "exclude_input_in_output", "kv_cache_free_gpu_mem_fraction",
-         "gpu_device_ids", "participant_ids")
+SHOWN = (
+    "gpt_model_path",
+    "decoding_mode",
+    "medusa_choices",
+    "eagle_choices",
+    "eagle_use_dynamic_tree",
+    "eagle_dynamic_tree_max_top_k",
+    "lookahead_window_size",
+    "lookahead_ngram_size",
+    "lookahead_verification_set_size",
+    "exclude_input_in_output",
+    "kv_cache_free_gpu_mem_fraction",
+    "gpu_device_ids",
+    "participant_ids",
+)
 
 
 def _short(value: str) -> str:
     return value if len(value) < 60 else value[:57] + "..."
 
 
-def repository_info(recipe: Recipe, spec: Speculation, runtime: EngineFlavour, layout: Layout,
-                    role: str) -> dict[str, Any]:
+def repository_info(
+    recipe: Recipe, spec: Speculation, runtime: EngineFlavour, layout: Layout, role: str
+) -> dict[str, Any]:
     models: dict[str, Any] = {}
     for name in triton_params.repository_models(recipe, spec, role):
         info: dict[str, Any] = {}

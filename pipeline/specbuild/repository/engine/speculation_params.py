@@ -9,8 +9,16 @@ from typing import Any, Callable
 
 from specbuild.standalone import draft_len_schedule
 from specbuild.engine_facts import SpecMode
-from specbuild.speculation import (DraftModel, DynamicTree, EagleHead, LookaheadWindow, MedusaHeads, PromptLookup,
-                                   Speculation, StaticTree)
+from specbuild.speculation import (
+    DraftModel,
+    DynamicTree,
+    EagleHead,
+    LookaheadWindow,
+    MedusaHeads,
+    PromptLookup,
+    Speculation,
+    StaticTree,
+)
 from specbuild.trees import format_choices
 
 # decoding_mode parameter per engine mode (inflight_batcher_llm/tensorrt_llm/config.pbtxt@2a9abd95); modes not
@@ -32,14 +40,20 @@ def _tree(spec: Speculation, mode: str) -> dict[str, str]:
 
 def _lookahead(spec: Speculation, mode: str) -> dict[str, str]:
     w = spec.params
-    return {"lookahead_window_size": str(w.window_size), "lookahead_ngram_size": str(w.ngram_size),
-            "lookahead_verification_set_size": str(w.verification_set_size)}
+    return {
+        "lookahead_window_size": str(w.window_size),
+        "lookahead_ngram_size": str(w.ngram_size),
+        "lookahead_verification_set_size": str(w.verification_set_size),
+    }
 
 
 # The `tensorrt_llm` model's method parameters after decoding_mode (and draft_len_schedule), per method drafted
 # inside the engine (by params type). The BLS-driven methods have none: their parameters are the BLS's.
 CORE: dict[type, Callable[[Speculation, str], dict[str, str]]] = {
-    MedusaHeads: _tree, EagleHead: _tree, LookaheadWindow: _lookahead}
+    MedusaHeads: _tree,
+    EagleHead: _tree,
+    LookaheadWindow: _lookahead,
+}
 
 
 def core_parameters(spec: Speculation) -> dict[str, str]:
@@ -59,14 +73,20 @@ def core_parameters(spec: Speculation) -> dict[str, str]:
 
 
 def _draft_target(draft: DraftModel) -> dict[str, str]:
-    return {"tensorrt_llm_draft_model_name": DRAFT_MODEL_NAME, "speculative_method": "draft_target",
-            "default_num_draft_tokens": str(draft.num_draft_tokens),
-            "default_use_draft_logits": "true" if draft.use_draft_logits else "false"}
+    return {
+        "tensorrt_llm_draft_model_name": DRAFT_MODEL_NAME,
+        "speculative_method": "draft_target",
+        "default_num_draft_tokens": str(draft.num_draft_tokens),
+        "default_use_draft_logits": "true" if draft.use_draft_logits else "false",
+    }
 
 
 def _prompt_lookup(drafts: PromptLookup) -> dict[str, str]:
-    return {"speculative_method": "prompt_lookup", "default_num_draft_tokens": str(drafts.num_draft_tokens),
-            "max_matching_ngram_size": str(drafts.max_matching_ngram_size)}
+    return {
+        "speculative_method": "prompt_lookup",
+        "default_num_draft_tokens": str(drafts.num_draft_tokens),
+        "max_matching_ngram_size": str(drafts.max_matching_ngram_size),
+    }
 
 
 # How our BLS drafts, per BLS-driven method (by params type; Speculation.drafted_by_bls).

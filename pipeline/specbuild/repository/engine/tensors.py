@@ -42,6 +42,7 @@ def names(legacy: bool) -> dict[str, str]:
 
 # --- tensorrt_llm (inflight_batcher_llm/tensorrt_llm/config.pbtxt@2a9abd95) --------------------------------------
 
+
 def core_inputs(legacy: bool = False) -> list[Tensor]:
     n = names(legacy)
     i32, f32, b = "TYPE_INT32", "TYPE_FP32", "TYPE_BOOL"
@@ -127,8 +128,10 @@ PERF_OUTPUTS: list[Tensor] = [
     Tensor("total_accepted_draft_tokens", "TYPE_INT32", (1,)),
     Tensor("total_draft_tokens", "TYPE_INT32", (1,)),
 ]
-NUM_TOKENS_OUTPUTS: list[Tensor] = [Tensor("num_input_tokens", "TYPE_INT32", (1,)),
-                                    Tensor("num_output_tokens", "TYPE_INT32", (1,))]
+NUM_TOKENS_OUTPUTS: list[Tensor] = [
+    Tensor("num_input_tokens", "TYPE_INT32", (1,)),
+    Tensor("num_output_tokens", "TYPE_INT32", (1,)),
+]
 
 
 def core_outputs(legacy: bool = False) -> list[Tensor]:
@@ -148,6 +151,7 @@ def core_outputs(legacy: bool = False) -> list[Tensor]:
 
 
 # --- preprocessing / postprocessing (tensorrtllm_backend all_models/inflight_batcher_llm/*/config.pbtxt@v0.19.0) -
+
 
 def preprocessing_inputs(legacy: bool = False) -> list[Tensor]:
     """Upstream's preprocessing inputs (text, decoder text, the multimodal inputs it refuses in words, the prompt
@@ -209,6 +213,7 @@ POSTPROCESSING_OUTPUTS: list[Tensor] = [
 
 # --- the external interface: ensemble (config.pbtxt@2a9abd95) and tensorrt_llm_bls (config.pbtxt@bff88ea) ------
 
+
 def _interface_inputs(legacy: bool) -> list[tuple[Tensor, str, str]]:
     """(ensemble input, where it goes: "pre" or "core", name there)."""
     n = names(legacy)
@@ -239,8 +244,10 @@ def _interface_inputs(legacy: bool) -> list[tuple[Tensor, str, str]]:
         (Tensor("return_perf_metrics", b, (1,)), "core", "return_perf_metrics"),
     ]
     if not legacy:
-        rows += [(Tensor("return_num_input_tokens", b, (1,)), "core", "return_num_input_tokens"),
-                 (Tensor("return_num_output_tokens", b, (1,)), "core", "return_num_output_tokens")]
+        rows += [
+            (Tensor("return_num_input_tokens", b, (1,)), "core", "return_num_input_tokens"),
+            (Tensor("return_num_output_tokens", b, (1,)), "core", "return_num_output_tokens"),
+        ]
     rows += [
         (Tensor("beam_width", i32, (1,)), "core", "beam_width"),
         (Tensor("stream", b, (1,)), "core", "streaming"),
@@ -268,18 +275,20 @@ def ensemble_inputs(legacy: bool = False) -> list[Tensor]:
 
 # preprocessing output -> (ensemble-internal tensor, tensorrt_llm input); the min-length name is the release's
 def pre_to_core(legacy: bool = False) -> list[tuple[str, str, str]]:
-    return [("INPUT_ID", "_INPUT_ID", "input_ids"),
-            ("REQUEST_INPUT_LEN", "_REQUEST_INPUT_LEN", "input_lengths"),
-            ("DECODER_INPUT_ID", "_DECODER_INPUT_ID", "decoder_input_ids"),
-            ("REQUEST_DECODER_INPUT_LEN", "_REQUEST_DECODER_INPUT_LEN", "decoder_input_lengths"),
-            ("REQUEST_OUTPUT_LEN", "_REQUEST_OUTPUT_LEN", "request_output_len"),
-            ("STOP_WORDS_IDS", "_STOP_WORDS_IDS", "stop_words_list"),
-            ("BAD_WORDS_IDS", "_BAD_WORDS_IDS", "bad_words_list"),
-            ("EMBEDDING_BIAS", "_EMBEDDING_BIAS", "embedding_bias"),
-            ("OUT_END_ID", "_PREPROCESSOR_END_ID", "end_id"),
-            ("OUT_PAD_ID", "_PREPROCESSOR_PAD_ID", "pad_id"),
-            ("OUT_PROMPT_TABLE_EXTRA_IDS", "_OUT_PROMPT_TABLE_EXTRA_IDS", "prompt_table_extra_ids"),
-            ("OUT_MIN_TOKENS", "_MIN_TOKENS", names(legacy)["min_tokens"])]
+    return [
+        ("INPUT_ID", "_INPUT_ID", "input_ids"),
+        ("REQUEST_INPUT_LEN", "_REQUEST_INPUT_LEN", "input_lengths"),
+        ("DECODER_INPUT_ID", "_DECODER_INPUT_ID", "decoder_input_ids"),
+        ("REQUEST_DECODER_INPUT_LEN", "_REQUEST_DECODER_INPUT_LEN", "decoder_input_lengths"),
+        ("REQUEST_OUTPUT_LEN", "_REQUEST_OUTPUT_LEN", "request_output_len"),
+        ("STOP_WORDS_IDS", "_STOP_WORDS_IDS", "stop_words_list"),
+        ("BAD_WORDS_IDS", "_BAD_WORDS_IDS", "bad_words_list"),
+        ("EMBEDDING_BIAS", "_EMBEDDING_BIAS", "embedding_bias"),
+        ("OUT_END_ID", "_PREPROCESSOR_END_ID", "end_id"),
+        ("OUT_PAD_ID", "_PREPROCESSOR_PAD_ID", "pad_id"),
+        ("OUT_PROMPT_TABLE_EXTRA_IDS", "_OUT_PROMPT_TABLE_EXTRA_IDS", "prompt_table_extra_ids"),
+        ("OUT_MIN_TOKENS", "_MIN_TOKENS", names(legacy)["min_tokens"]),
+    ]
 
 
 # specbuild: the generated token ids behind text_output ([beams, tokens], INT32, rows right-padded with -1).
@@ -288,8 +297,7 @@ OUTPUT_IDS = Tensor("output_ids", "TYPE_INT32", (-1, -1))
 
 def passthrough_outputs(legacy: bool = False) -> list[Tensor]:
     """tensorrt_llm outputs the ensemble and the BLS hand back unchanged (each declared once)."""
-    keep = ("cum_log_probs", "output_log_probs", "context_logits", "generation_logits", "batch_index",
-            "sequence_index")
+    keep = ("cum_log_probs", "output_log_probs", "context_logits", "generation_logits", "batch_index", "sequence_index")
     core = {t.name: t for t in core_outputs(legacy)}
     out = [core[k] for k in keep] + PERF_OUTPUTS
     return out if legacy else out + NUM_TOKENS_OUTPUTS
@@ -313,7 +321,11 @@ BLS_MULTIMODAL_INPUTS: list[Tensor] = [
 def bls_inputs(legacy: bool = False) -> list[Tensor]:
     """The ensemble's inputs, the multimodal ones and the draft-target ones (tensorrt_llm_bls/config.pbtxt@bff88ea). No
     reshape: our BLS reads [batch, 1] tensors."""
-    return ensemble_inputs(legacy) + BLS_MULTIMODAL_INPUTS + [
-        Tensor("num_draft_tokens", "TYPE_INT32", (1,)),
-        Tensor("use_draft_logits", "TYPE_BOOL", (1,)),
-    ]
+    return (
+        ensemble_inputs(legacy)
+        + BLS_MULTIMODAL_INPUTS
+        + [
+            Tensor("num_draft_tokens", "TYPE_INT32", (1,)),
+            Tensor("use_draft_logits", "TYPE_BOOL", (1,)),
+        ]
+    )

@@ -40,24 +40,28 @@ if TYPE_CHECKING:
 
 SOURCES = Path(__file__).resolve().parent / "models"
 STANDALONE = standalone.FOLDER
-SHARED_MODULES = {name: STANDALONE / name for name in ("model_parameters.py", "request_checks.py",
-                                                       "serving_metrics.py")}
+SHARED_MODULES = {
+    name: STANDALONE / name for name in ("model_parameters.py", "request_checks.py", "serving_metrics.py")
+}
 
 # Our model sources, by model name: files copied into <model>/1/ (name -> source path).
 MODEL_SOURCES: dict[str, dict[str, Path]] = {
     "preprocessing": {"model.py": SOURCES / "preprocessing" / "model.py"},
     "postprocessing": {"model.py": SOURCES / "postprocessing" / "model.py"},
-    "tensorrt_llm_bls": {"model.py": SOURCES / "tensorrt_llm_bls" / "model.py",
-                         "bls_drafting.py": SOURCES / "tensorrt_llm_bls" / "bls_drafting.py",
-                         "prompt_lookup_drafts.py": STANDALONE / "prompt_lookup_drafts.py",
-                         "draft_len_schedule.py": STANDALONE / "draft_len_schedule.py"},
+    "tensorrt_llm_bls": {
+        "model.py": SOURCES / "tensorrt_llm_bls" / "model.py",
+        "bls_drafting.py": SOURCES / "tensorrt_llm_bls" / "bls_drafting.py",
+        "prompt_lookup_drafts.py": STANDALONE / "prompt_lookup_drafts.py",
+        "draft_len_schedule.py": STANDALONE / "draft_len_schedule.py",
+    },
 }
 
 
 def engine_roles(recipe: Recipe, spec: Speculation, role: str) -> dict[str, str]:
     """Core model name -> the role of the engine it serves."""
-    return {name: ("draft" if name == "tensorrt_llm_draft" else role)
-            for name in params.core_models(recipe, spec, role)}
+    return {
+        name: ("draft" if name == "tensorrt_llm_draft" else role) for name in params.core_models(recipe, spec, role)
+    }
 
 
 def model_files(flavour: EngineFlavour, model: str) -> dict[str, Path]:
@@ -73,17 +77,27 @@ def model_files(flavour: EngineFlavour, model: str) -> dict[str, Path]:
     return files
 
 
-def build_repository(recipe: Recipe, spec: Speculation, layout: Layout, role: str = "target",
-                     engines_built: bool = True, *, flavour: EngineFlavour) -> dict[str, str]:
+def build_repository(
+    recipe: Recipe,
+    spec: Speculation,
+    layout: Layout,
+    role: str = "target",
+    engines_built: bool = True,
+    *,
+    flavour: EngineFlavour,
+) -> dict[str, str]:
     """Every file of the repository as relative path -> text, after checking the engines (unless they are not
     built: `compile --render-only`). Writes nothing. `flavour`: the recipe's runtime (EngineFlavour.
     write_repository passes itself)."""
-    engines = {name: (engine_role, layout.engine(engine_role))
-               for name, engine_role in engine_roles(recipe, spec, role).items()}
+    engines = {
+        name: (engine_role, layout.engine(engine_role))
+        for name, engine_role in engine_roles(recipe, spec, role).items()
+    }
     if engines_built:
         check_engines(recipe, spec, flavour, engines)
-    built = configs.repository_configs(recipe, spec, role, {name: folder for name, (_, folder) in engines.items()},
-                                       flavour)
+    built = configs.repository_configs(
+        recipe, spec, role, {name: folder for name, (_, folder) in engines.items()}, flavour
+    )
     files: dict[str, str] = {}
     problems: list[str] = []
     for name, cfg in built.items():
@@ -101,9 +115,17 @@ def build_repository(recipe: Recipe, spec: Speculation, layout: Layout, role: st
     return files
 
 
-def write_repository(recipe: Recipe, spec: Speculation, layout: Layout, role: str = "target",
-                     progress: Callable[[str], None] | None = None, notice: atomic.Notice | None = None,
-                     engines_built: bool = True, *, flavour: EngineFlavour) -> Path:
+def write_repository(
+    recipe: Recipe,
+    spec: Speculation,
+    layout: Layout,
+    role: str = "target",
+    progress: Callable[[str], None] | None = None,
+    notice: atomic.Notice | None = None,
+    engines_built: bool = True,
+    *,
+    flavour: EngineFlavour,
+) -> Path:
     """Write triton_repo/<name> (or <name>-<role>) and return its path. The engines are read and checked first;
     the repository appears complete or not at all (an existing one is replaced only once the new one is
     complete)."""

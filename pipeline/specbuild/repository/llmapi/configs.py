@@ -19,7 +19,7 @@ def gpu_groups(recipe) -> list[list[int]]:
     ids = list(recipe.triton.gpu_device_ids)
     n = recipe.llm_api.instances
     if len(ids) == world * n:
-        return [ids[i * world:(i + 1) * world] for i in range(n)]
+        return [ids[i * world : (i + 1) * world] for i in range(n)]
     return [ids[:world] for _ in range(n)]  # every instance on the same GPUs ("0;0": a smaller KV fraction)
 
 

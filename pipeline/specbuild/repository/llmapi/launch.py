@@ -40,8 +40,13 @@ def launch_mode(recipe) -> dict:
     a, b = recipe.llm_api, recipe.build
     world = b.tp_size * b.pp_size
     if a.nodes > 1:
-        return {"mode": "multi-node", "world_size": world, "nodes": a.nodes, "ranks_per_node": -(-world // a.nodes),
-                "wrapper": "trtllm-llmapi-launch"}
+        return {
+            "mode": "multi-node",
+            "world_size": world,
+            "nodes": a.nodes,
+            "ranks_per_node": -(-world // a.nodes),
+            "wrapper": "trtllm-llmapi-launch",
+        }
     if a.instances > 1:
         return {"mode": "multi-instance", "world_size": world, "instances": a.instances}
     return {"mode": "single", "world_size": world}
@@ -50,19 +55,26 @@ def launch_mode(recipe) -> dict:
 def server_command(recipe, repository: str) -> list[str]:
     """What the script runs (shown by `specbuild plan`), with the recipe's ports."""
     t = recipe.triton
-    argv = ["tritonserver", f"--model-repository={repository}", f"--http-port={t.http_port}",
-            f"--grpc-port={t.grpc_port}", f"--metrics-port={t.metrics_port}"]
+    argv = [
+        "tritonserver",
+        f"--model-repository={repository}",
+        f"--http-port={t.http_port}",
+        f"--grpc-port={t.grpc_port}",
+        f"--metrics-port={t.metrics_port}",
+    ]
     return (["trtllm-llmapi-launch"] if launch_mode(recipe)["mode"] == "multi-node" else []) + argv
 
 
 def launch_script(recipe) -> str:
     info = launch_mode(recipe)
     mode = info["mode"]
-    how = {"single": "one tritonserver process; the LLM spawns its own workers for tensor/pipeline parallelism",
-           "multi-instance": f"{info.get('instances')} instances in one tritonserver, no MPI (gpu_device_ids in "
-                             "config.pbtxt)",
-           "multi-node": f"run on each of the {info.get('nodes', 1) * info.get('ranks_per_node', 1)} ranks "
-                         f"({info.get('nodes')} nodes) under srun --mpi=pmix or mpirun; rank 0 serves"}[mode]
+    how = {
+        "single": "one tritonserver process; the LLM spawns its own workers for tensor/pipeline parallelism",
+        "multi-instance": f"{info.get('instances')} instances in one tritonserver, no MPI (gpu_device_ids in "
+        "config.pbtxt)",
+        "multi-node": f"run on each of the {info.get('nodes', 1) * info.get('ranks_per_node', 1)} ranks "
+        f"({info.get('nodes')} nodes) under srun --mpi=pmix or mpirun; rank 0 serves",
+    }[mode]
     lines = [
         "#!/usr/bin/env bash",
         f"# Start tritonserver for this llm-api repository (specbuild recipe {recipe.name!r}).",
@@ -72,11 +84,16 @@ def launch_script(recipe) -> str:
         *server_settings(recipe.triton),
     ]
     lines += _model_files_at_start(recipe)
-    server = ('"$TRITONSERVER" --model-repository="$REPO" --http-port="$HTTP_PORT" --grpc-port="$GRPC_PORT" '
-              '--metrics-port="$METRICS_PORT" "$@"')
+    server = (
+        '"$TRITONSERVER" --model-repository="$REPO" --http-port="$HTTP_PORT" --grpc-port="$GRPC_PORT" '
+        '--metrics-port="$METRICS_PORT" "$@"'
+    )
     if mode == "multi-node":
-        lines += ['TRTLLM_LLMAPI_LAUNCH="$(printenv TRTLLM_LLMAPI_LAUNCH || echo trtllm-llmapi-launch)"',
-                  "", 'exec "$TRTLLM_LLMAPI_LAUNCH" ' + server]
+        lines += [
+            'TRTLLM_LLMAPI_LAUNCH="$(printenv TRTLLM_LLMAPI_LAUNCH || echo trtllm-llmapi-launch)"',
+            "",
+            'exec "$TRTLLM_LLMAPI_LAUNCH" ' + server,
+        ]
     else:
         lines += ["", "exec " + server]
     return "\n".join(lines) + "\n"
@@ -93,7 +110,7 @@ def _model_files_at_start(recipe) -> list[str]:
         f"  for f in {files}; do",
         '    if [ ! -f "$LLMAPI_MODEL_DIR/$f" ]; then',
         '      echo "launch_triton.sh: $LLMAPI_MODEL_DIR/$f not found: this repository takes the llmapi model of '
-        'NVIDIA from the container it runs in - run it in nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3, '
+        "NVIDIA from the container it runs in - run it in nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3, "
         'or set LLMAPI_MODEL_DIR to the tensorrt_llm/1 folder of triton_backend/all_models/llmapi/" >&2',
         "      exit 2",
         "    fi",
@@ -103,7 +120,7 @@ def _model_files_at_start(recipe) -> list[str]:
         lines += [
             f'  if ! grep -q {GPU_IDS_PARAMETER} "$LLMAPI_MODEL_DIR/model.py"; then',
             f'    echo "launch_triton.sh: $LLMAPI_MODEL_DIR/model.py does not read the {GPU_IDS_PARAMETER} parameter '
-            f'of config.pbtxt: its {recipe.llm_api.instances} instances would all load the LLM on the same GPUs - use '
+            f"of config.pbtxt: its {recipe.llm_api.instances} instances would all load the LLM on the same GPUs - use "
             'a container whose llmapi model has multi-instance serving, or recompile with llm_api.instances: 1" >&2',
             "    exit 2",
             "  fi",

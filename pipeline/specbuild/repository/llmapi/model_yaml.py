@@ -35,8 +35,12 @@ RELEASES_WITH_DYNAMIC_TREE = ("1.3",)
 # that later source both have; after that source (PR #10860, speculative/utils.py get_draft_len_for_batch_size)
 # each key is the largest batch size its length applies to and larger batches draft nothing, and max_concurrency
 # excludes it.
-SCHEDULE_FIELD = {"1.0": "max_concurrency", "1.1": "max_concurrency", "1.2": "max_concurrency",
-                  "1.3": "draft_len_schedule_upper_bounds"}
+SCHEDULE_FIELD = {
+    "1.0": "max_concurrency",
+    "1.1": "max_concurrency",
+    "1.2": "max_concurrency",
+    "1.3": "draft_len_schedule_upper_bounds",
+}
 # Releases whose drafter-less one-model paths (EAGLE-3 one-model, MTP) follow the load too: the schedule there
 # arrived with PR #10860 ("Dynamic draft length on spec decode one-model path"); before it only the two-model
 # drafters (NGram, Draft_Target; PR #8194 "dynamic draft length, stage 1") read it.
@@ -52,16 +56,23 @@ def schedule_refusal(spec: Speculation, release: str) -> str | None:
     if not points:
         return None
     if not isinstance(spec.params, TWO_MODEL_DRAFTERS) and release not in RELEASES_WITH_ONE_MODEL_SCHEDULE:
-        return (f"TensorRT-LLM {release} follows draft lengths per batch size in its two-model drafters only "
-                "(NGram, Draft_Target: PR #8194); the one-model path of EAGLE-3 and MTP follows "
-                "draft_len_schedule from PR #10860, after 1.2 — set llm_api.release: 1.3 if you run it, or remove "
-                "adaptive")
+        return (
+            f"TensorRT-LLM {release} follows draft lengths per batch size in its two-model drafters only "
+            "(NGram, Draft_Target: PR #8194); the one-model path of EAGLE-3 and MTP follows "
+            "draft_len_schedule from PR #10860, after 1.2 — set llm_api.release: 1.3 if you run it, or remove "
+            "adaptive"
+        )
     if SCHEDULE_FIELD[release] == "max_concurrency" and draft_len_schedule.max_concurrency(list(points)) is None:
-        why = ("no draft_len_schedule (it arrived after 1.1)" if release in ("1.0", "1.1") else
-               "draft_len_schedule is known only from sources after 1.3.0rc3, not at 1.2.x")
-        return (f"TensorRT-LLM {release} has max_concurrency only (speculation at full length up to N requests, "
-                f"off above): {why} — give a schedule that only turns speculation off, {{1: {points[0][1]}, "
-                "N+1: 0}, or set llm_api.release: 1.3")
+        why = (
+            "no draft_len_schedule (it arrived after 1.1)"
+            if release in ("1.0", "1.1")
+            else "draft_len_schedule is known only from sources after 1.3.0rc3, not at 1.2.x"
+        )
+        return (
+            f"TensorRT-LLM {release} has max_concurrency only (speculation at full length up to N requests, "
+            f"off above): {why} — give a schedule that only turns speculation off, {{1: {points[0][1]}, "
+            "N+1: 0}, or set llm_api.release: 1.3"
+        )
     return None
 
 
@@ -102,8 +113,13 @@ def _draft_target(spec: Speculation, release: str, path: Callable[[Path], str]) 
 def _prompt_lookup(spec: Speculation, release: str, path: Callable[[Path], str]) -> dict[str, Any]:
     # ≤1.1 defaults max_matching_ngram_size to 0 (llm_args.py NGramDecodingConfig): always written; the pool flags
     # are the 1.2 defaults
-    return {"max_draft_len": spec.max_draft_len, "max_matching_ngram_size": spec.params.max_matching_ngram_size,
-            "is_keep_all": True, "is_use_oldest": True, "is_public_pool": True}
+    return {
+        "max_draft_len": spec.max_draft_len,
+        "max_matching_ngram_size": spec.params.max_matching_ngram_size,
+        "is_keep_all": True,
+        "is_use_oldest": True,
+        "is_public_pool": True,
+    }
 
 
 def _mtp(spec: Speculation, release: str, path: Callable[[Path], str]) -> dict[str, Any]:
@@ -113,12 +129,21 @@ def _mtp(spec: Speculation, release: str, path: Callable[[Path], str]) -> dict[s
 # speculative_config's keys after decoding_type, per method the LLM API has (by params type); the flavour refuses
 # the others (repository/llmapi/flavour.py MISSING)
 SPECULATIVE_FIELDS: dict[type, Callable[[Speculation, str, Callable[[Path], str]], dict[str, Any]]] = {
-    Eagle3Head: _eagle3, DraftModel: _draft_target, PromptLookup: _prompt_lookup, MtpLayers: _mtp}
+    Eagle3Head: _eagle3,
+    DraftModel: _draft_target,
+    PromptLookup: _prompt_lookup,
+    MtpLayers: _mtp,
+}
 
 
-def speculative_config(spec: Speculation, release: str, *, path: Callable[[Path], str] = str,
-                       schedule: dict[int, int] | None = None, max_batch_size: int | None = None
-                       ) -> dict[str, Any] | None:
+def speculative_config(
+    spec: Speculation,
+    release: str,
+    *,
+    path: Callable[[Path], str] = str,
+    schedule: dict[int, int] | None = None,
+    max_batch_size: int | None = None,
+) -> dict[str, Any] | None:
     """The speculative_config dict for `spec` in `release`'s spelling; None without speculation.
     `path` writes a checkpoint path (absolute in the file, relative in a plan); `schedule` overrides the recipe's
     draft_len_schedule (batch size -> draft length, the recipe's meaning), written in the release's spelling
@@ -144,8 +169,14 @@ def kv_cache_fraction(recipe) -> float:
     return round(t.kv_cache_free_gpu_mem_fraction / sharing, 4)
 
 
-def model_yaml(recipe, spec: Speculation, *, role: str = "target", path: Callable[[Path], str] = str,
-               schedule: dict[int, int] | None = None) -> dict[str, Any]:
+def model_yaml(
+    recipe,
+    spec: Speculation,
+    *,
+    role: str = "target",
+    path: Callable[[Path], str] = str,
+    schedule: dict[int, int] | None = None,
+) -> dict[str, Any]:
     """The whole model.yaml as a dict (insertion order is the file's order). role: target | baseline (the
     baseline has no speculative_config)."""
     a, b, t = recipe.llm_api, recipe.build, recipe.triton
@@ -161,25 +192,33 @@ def model_yaml(recipe, spec: Speculation, *, role: str = "target", path: Callabl
     }
     if a.release in ("1.0", "1.1", "1.2"):
         args["backend"] = "pytorch"  # the shipped yaml's key; a deprecated Literal in 1.2 (llm_args.py)
-    args.update({
-        "tensor_parallel_size": b.tp_size,
-        "pipeline_parallel_size": b.pp_size,
-        "max_batch_size": b.max_batch_size,
-        "max_num_tokens": b.max_num_tokens or DEFAULT_MAX_NUM_TOKENS,
-        "max_input_len": b.max_input_len,
-        "max_seq_len": b.max_seq_len,
-        "max_beam_width": b.max_beam_width,
-        "kv_cache_config": {"free_gpu_memory_fraction": kv_cache_fraction(recipe),
-                            "enable_block_reuse": True, "tokens_per_block": b.tokens_per_block},
-        # CudaGraphConfig (1.0+ names): graphs for decode-only batches up to max_batch_size; null turns them off
-        "cuda_graph_config": {"max_batch_size": b.max_batch_size, "enable_padding": False} if a.cuda_graphs else None,
-        "disable_overlap_scheduler": bool(overlap_off),
-    })
+    args.update(
+        {
+            "tensor_parallel_size": b.tp_size,
+            "pipeline_parallel_size": b.pp_size,
+            "max_batch_size": b.max_batch_size,
+            "max_num_tokens": b.max_num_tokens or DEFAULT_MAX_NUM_TOKENS,
+            "max_input_len": b.max_input_len,
+            "max_seq_len": b.max_seq_len,
+            "max_beam_width": b.max_beam_width,
+            "kv_cache_config": {
+                "free_gpu_memory_fraction": kv_cache_fraction(recipe),
+                "enable_block_reuse": True,
+                "tokens_per_block": b.tokens_per_block,
+            },
+            # CudaGraphConfig (1.0+ names): graphs for decode-only batches up to max_batch_size; null turns them off
+            "cuda_graph_config": {"max_batch_size": b.max_batch_size, "enable_padding": False}
+            if a.cuda_graphs
+            else None,
+            "disable_overlap_scheduler": bool(overlap_off),
+        }
+    )
     if t.stream_interval != 1:  # the LLM's default (1) is left to each release
         args["stream_interval"] = t.stream_interval
     if speculative:
-        args["speculative_config"] = speculative_config(spec, a.release, path=path, schedule=schedule,
-                                                        max_batch_size=b.max_batch_size)
+        args["speculative_config"] = speculative_config(
+            spec, a.release, path=path, schedule=schedule, max_batch_size=b.max_batch_size
+        )
     args["triton_config"] = {
         "max_batch_size": 0,  # the llmapi model takes one prompt per request (llmapi 1/model.py@b35ac1b)
         "decoupled": t.streaming,
@@ -199,8 +238,10 @@ def dump(data: dict[str, Any]) -> str:
     yaml.sort_base_mapping_type_on_output = False
     buf = io.StringIO()
     yaml.dump(data, buf)
-    return "# written by specbuild from the recipe: every value explicit (TensorRT-LLM LLM arguments + triton_config)\n" \
+    return (
+        "# written by specbuild from the recipe: every value explicit (TensorRT-LLM LLM arguments + triton_config)\n"
         + buf.getvalue()
+    )
 
 
 def load(text: str) -> dict[str, Any]:

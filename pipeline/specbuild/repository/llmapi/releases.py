@@ -43,33 +43,52 @@ _FROM_DICT_SPELLINGS = {"eagle3": "Eagle", "draft_target": "DraftTarget", "promp
 
 RULES: dict[str, ReleaseRules] = {
     "1.0": ReleaseRules(
-        "1.0", FROM_DICT, dict(_FROM_DICT_SPELLINGS), "speculative_model_dir",
+        "1.0",
+        FROM_DICT,
+        dict(_FROM_DICT_SPELLINGS),
+        "speculative_model_dir",
         "tensorrt_llm/llmapi/llm_args.py of the 1.0 era (DecodingBaseConfig.from_dict: MTP, Medusa, Eagle, "
         "Lookahead, NGram, DraftTarget, UserProvided, AUTO; `Eagle` is EAGLE-3 on the PyTorch backend; only "
         "speculative_model_dir)",
-        unknown=("the llm_args.py read is dated to 1.0 by its content, not taken at the v1.0.0 tag",)),
+        unknown=("the llm_args.py read is dated to 1.0 by its content, not taken at the v1.0.0 tag",),
+    ),
     "1.1": ReleaseRules(
-        "1.1", FROM_DICT, dict(_FROM_DICT_SPELLINGS), "speculative_model_dir",
+        "1.1",
+        FROM_DICT,
+        dict(_FROM_DICT_SPELLINGS),
+        "speculative_model_dir",
         "tensorrt_llm/llmapi/llm_args.py of the 1.1 era (from_dict adds SaveState to 1.0's map; no Eagle3, no "
         "Draft_Target; only speculative_model_dir)",
-        unknown=("the llm_args.py read is dated to 1.1 by its content, not taken at the v1.1.0 tag",)),
+        unknown=("the llm_args.py read is dated to 1.1 by its content, not taken at the v1.1.0 tag",),
+    ),
     "1.2": ReleaseRules(
-        "1.2", FROM_DICT, dict(_FROM_DICT_SPELLINGS), "speculative_model_dir",
+        "1.2",
+        FROM_DICT,
+        dict(_FROM_DICT_SPELLINGS),
+        "speculative_model_dir",
         "neighbours only: 1.1's llm_args.py and a 1.3.0rc3 tree both parse through DecodingBaseConfig.from_dict and "
         "accept Eagle, DraftTarget, NGram, MTP and speculative_model_dir (an alias of speculative_model at "
         "1.3.0rc3)",
-        unknown=("the 1.2.x llm_args.py itself was not read: whether it knows Eagle3 and speculative_model is "
-                 "unknown, so model.yaml uses Eagle + speculative_model_dir and DraftTarget, which both 1.1 and "
-                 "1.3.0rc3 accept",)),
+        unknown=(
+            "the 1.2.x llm_args.py itself was not read: whether it knows Eagle3 and speculative_model is "
+            "unknown, so model.yaml uses Eagle + speculative_model_dir and DraftTarget, which both 1.1 and "
+            "1.3.0rc3 accept",
+        ),
+    ),
     "1.3": ReleaseRules(
-        "1.3", UNION, {"eagle3": "Eagle3", "draft_target": "Draft_Target", "prompt_lookup": "NGram", "mtp": "MTP"},
+        "1.3",
+        UNION,
+        {"eagle3": "Eagle3", "draft_target": "Draft_Target", "prompt_lookup": "NGram", "mtp": "MTP"},
         "speculative_model",
         "tensorrt_llm/llmapi/llm_args.py of main after 1.3.0rc3 (SpeculativeConfig = Annotated[Union[...], "
         "Field(discriminator='decoding_type')], DraftTargetDecodingConfig.decoding_type Literal['Draft_Target']; "
         "update_llm_args_with_extra_dict no longer converts speculative_config) and the 1.3.0rc27/rc29 API "
         "reference",
-        unknown=("written for 1.3.0rc7 and later: 1.3.0rc0-rc3 still parse through from_dict and refuse "
-                 "Draft_Target, and which of rc4-rc6 changed is not known; no final 1.3 source was read",)),
+        unknown=(
+            "written for 1.3.0rc7 and later: 1.3.0rc0-rc3 still parse through from_dict and refuse "
+            "Draft_Target, and which of rc4-rc6 changed is not known; no final 1.3 source was read",
+        ),
+    ),
 }
 
 
@@ -80,7 +99,9 @@ def rules(release: str) -> ReleaseRules:
 def schedule_unknown(release: str) -> str | None:
     """What is unknown about the recipe's draft-length schedule at `release` (None: nothing)."""
     if release == "1.2":
-        return ("draft_len_schedule was read only in llm_args.py after 1.3.0rc3; whether 1.2.x's DecodingBaseConfig "
-                "has it is not known (an unknown key fails model load), so the schedule is written as "
-                "max_concurrency, which 1.1 and that later source both have")
+        return (
+            "draft_len_schedule was read only in llm_args.py after 1.3.0rc3; whether 1.2.x's DecodingBaseConfig "
+            "has it is not known (an unknown key fails model load), so the schedule is written as "
+            "max_concurrency, which 1.1 and that later source both have"
+        )
     return None

@@ -32,17 +32,26 @@ def build_repository(recipe: Recipe, spec: Speculation, role: str, model_files: 
     # (config.pbtxt@c8c6df0)
     if problems:  # an internal error: the builder and the checks disagree
         raise AssertionError("the built config fails its own checks:\n  " + "\n  ".join(problems))
-    files = {f"{configs.MODEL}/config.pbtxt": text,
-             f"{configs.MODEL}/1/{model_yaml.FILE}": model_yaml.dump(model_yaml.model_yaml(recipe, spec, role=role))}
+    files = {
+        f"{configs.MODEL}/config.pbtxt": text,
+        f"{configs.MODEL}/1/{model_yaml.FILE}": model_yaml.dump(model_yaml.model_yaml(recipe, spec, role=role)),
+    }
     for name, source in model_files.items():
         files[f"{configs.MODEL}/1/{name}"] = source.read_text()
     files[launch.SCRIPT_NAME] = launch.launch_script(recipe)
     return files
 
 
-def write_repository(recipe: Recipe, spec: Speculation, layout: Layout, role: str, model_files: dict[str, Path],
-                     progress: Callable[[str], None] | None = None, notice: atomic.Notice | None = None,
-                     validate: Callable[[str], None] | None = None) -> Path:
+def write_repository(
+    recipe: Recipe,
+    spec: Speculation,
+    layout: Layout,
+    role: str,
+    model_files: dict[str, Path],
+    progress: Callable[[str], None] | None = None,
+    notice: atomic.Notice | None = None,
+    validate: Callable[[str], None] | None = None,
+) -> Path:
     """Write the repository; `validate` gets model.yaml's text first and raises to stop before anything is
     written (the tensorrt-llm runtime parses it with the installed release)."""
     target = layout.repository(role)

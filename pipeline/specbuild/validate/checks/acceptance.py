@@ -28,30 +28,49 @@ from dataclasses import replace
 from specbuild import metrics
 from specbuild.recipe.schema import DEFAULT_CATEGORY
 from specbuild.repository.engine import params as triton_params
-from specbuild.validate.aggregate import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, GroupAcceptance, Interval,
-                                          acceptance_by, distribution, group_acceptance, length_bucket,
-                                          summarize_acceptance)
-from specbuild.validate.checks.base import (FAILED, INCONCLUSIVE, PASSED, SKIPPED, WARNED, CheckResult,
-                                            SuiteContext, timed)
+from specbuild.validate.aggregate import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    CONFIDENCE,
+    GroupAcceptance,
+    Interval,
+    acceptance_by,
+    distribution,
+    group_acceptance,
+    length_bucket,
+    summarize_acceptance,
+)
+from specbuild.validate.checks.base import (
+    FAILED,
+    INCONCLUSIVE,
+    PASSED,
+    SKIPPED,
+    WARNED,
+    CheckResult,
+    SuiteContext,
+    timed,
+)
 from specbuild.validate.server_metrics import STEPS, SpecCounts
 from specbuild.validate.stats import AcceptanceRecord, stream_acceptance_length, stream_matches
 
 NAME, TITLE = "acceptance", "Acceptance (draft tokens accepted)"
 # Whether a request's prefill is a verification step: the engine flavour's BLS methods verify external drafts
 # from the prefill on; the LLM API's prefill (context phase) emits one token with no drafts.
-PREFILL_IS_STEP = {"engine": lambda spec: triton_params.bls_driven(spec, "target"),
-                   "llm-api": lambda spec: False}
+PREFILL_IS_STEP = {"engine": lambda spec: triton_params.bls_driven(spec, "target"), "llm-api": lambda spec: False}
 # Whether the stream carries one response per verification step: not the BLS's, which sends one per round (the
 # drafts' verification and the target's plain steps after a partial acceptance).
-STREAM_PER_STEP = {"engine": lambda spec: not triton_params.bls_driven(spec, "target"),
-                   "llm-api": lambda spec: True}
-ZERO_COUNTERS = ("the server returned zero speculative counters on every request (total_draft_tokens 0) although "
-                 "the deployment speculates: TensorRT-LLM <= 1.2.1 fills them only in the TensorRT engine flow "
-                 "(NVIDIA/TensorRT-LLM PR #17082)")
-DEFINITION = ("AL = 1 + accepted draft tokens / verification steps, pooled over every request; steps are the "
-              "streamed responses after the prefill's when the deployment streams one response per step, else "
-              "output tokens - accepted draft tokens - 1 (the prefill's token; 0 where the BLS verifies external "
-              "drafts from the prefill on)")
+STREAM_PER_STEP = {"engine": lambda spec: not triton_params.bls_driven(spec, "target"), "llm-api": lambda spec: True}
+ZERO_COUNTERS = (
+    "the server returned zero speculative counters on every request (total_draft_tokens 0) although "
+    "the deployment speculates: TensorRT-LLM <= 1.2.1 fills them only in the TensorRT engine flow "
+    "(NVIDIA/TensorRT-LLM PR #17082)"
+)
+DEFINITION = (
+    "AL = 1 + accepted draft tokens / verification steps, pooled over every request; steps are the "
+    "streamed responses after the prefill's when the deployment streams one response per step, else "
+    "output tokens - accepted draft tokens - 1 (the prefill's token; 0 where the BLS verifies external "
+    "drafts from the prefill on)"
+)
 
 
 def _passes(ctx: SuiteContext):
@@ -68,9 +87,16 @@ def _records(ctx: SuiteContext) -> list[AcceptanceRecord]:
     out = []
     for p, g, s in zip(ctx.prompts, plain, streamed):
         if g.ok:
-            rec = AcceptanceRecord.from_generation(g, p.index, s, prefill_is_step=prefill_is_step, prompt=p.id,
-                                                   tokens=ctx.count_tokens(g), stream_steps=not contract.has_ids,
-                                                   stream_per_step=stream_per_step)
+            rec = AcceptanceRecord.from_generation(
+                g,
+                p.index,
+                s,
+                prefill_is_step=prefill_is_step,
+                prompt=p.id,
+                tokens=ctx.count_tokens(g),
+                stream_steps=not contract.has_ids,
+                stream_per_step=stream_per_step,
+            )
             if rec is not None:
                 out.append(replace(rec, category=p.category, prompt_tokens=ctx.prompt_tokens.get(p.id)))
     return out
@@ -89,18 +115,27 @@ def _stream_fallback(ctx: SuiteContext, gate: str | None, threshold: float | Non
             steps += found[0]
     details = {"zero_counters": True, "note": ZERO_COUNTERS, "records": rows}
     if not steps:
-        why = "the deployment does not stream" if not ctx.target.streams else \
-            "no streamed request matched its non-streamed text"
+        why = (
+            "the deployment does not stream"
+            if not ctx.target.streams
+            else "no streamed request matched its non-streamed text"
+        )
         summary = f"{ZERO_COUNTERS}; no fallback: {why} (set triton.streaming: true to estimate AL from the stream)"
         return CheckResult(NAME, TITLE, FAILED if gate else SKIPPED, summary, details, gate)
     al = tokens_after_prefill / steps
-    details.update(mean_acceptance_length=al, steps=steps, acceptance_rate=None,
-                   per_request_acceptance_length=distribution([r["acceptance_length"] for r in rows]),
-                   definition="fallback: AL = (output tokens - 1) / (streamed responses - 1) pooled over the "
-                              "prompt set (one response per LLM iteration; tokens counted by the tokenizer); the "
-                              "acceptance rate is unknown")
-    summary = (f"AL {al:.2f} estimated from the stream over {len(rows)} requests ({ZERO_COUNTERS}; fallback: "
-               "(output tokens - 1) / (streamed responses - 1), acceptance rate unknown)")
+    details.update(
+        mean_acceptance_length=al,
+        steps=steps,
+        acceptance_rate=None,
+        per_request_acceptance_length=distribution([r["acceptance_length"] for r in rows]),
+        definition="fallback: AL = (output tokens - 1) / (streamed responses - 1) pooled over the "
+        "prompt set (one response per LLM iteration; tokens counted by the tokenizer); the "
+        "acceptance rate is unknown",
+    )
+    summary = (
+        f"AL {al:.2f} estimated from the stream over {len(rows)} requests ({ZERO_COUNTERS}; fallback: "
+        "(output tokens - 1) / (streamed responses - 1), acceptance rate unknown)"
+    )
     if threshold is not None and al < threshold:
         return CheckResult(NAME, TITLE, FAILED, f"AL {al:.2f} < {threshold}: " + summary, details, gate)
     return CheckResult(NAME, TITLE, PASSED, summary, details, gate)
@@ -118,18 +153,31 @@ def server_side(ctx: SuiteContext, records: list[AcceptanceRecord]) -> tuple[dic
     before, after = scrapes
     counts = SpecCounts.of(after, model)
     if counts is None:
-        return {"available": False, "why": f"the server exports no {STEPS}{{model=\"{model}\"}} (TensorRT-LLM's C++ "
-                "backend has no speculative counters; specbuild's reference tensorrt_llm and its BLS export them)"}, \
-            None
+        return {
+            "available": False,
+            "why": f'the server exports no {STEPS}{{model="{model}"}} (TensorRT-LLM\'s C++ '
+            "backend has no speculative counters; specbuild's reference tensorrt_llm and its BLS export them)",
+        }, None
     delta = counts - SpecCounts.of(before, model)
-    client = {"steps": sum(r.steps for r in records), "draft_tokens": sum(r.draft_tokens for r in records),
-              "accepted_tokens": sum(r.accepted_draft_tokens for r in records)}
+    client = {
+        "steps": sum(r.steps for r in records),
+        "draft_tokens": sum(r.draft_tokens for r in records),
+        "accepted_tokens": sum(r.accepted_draft_tokens for r in records),
+    }
     client["mean_acceptance_length"] = metrics.mean_acceptance_length(client["accepted_tokens"], client["steps"])
-    details = {"available": True, "model": model, "server": delta.to_dict(), "client": client,
-               "requests": len(records), "prompts": len(ctx.prompts)}
-    differ = [f"{name} {getattr(delta, attr)} (server) vs {client[name]} (client)"
-              for name, attr in (("draft_tokens", "draft_tokens"), ("accepted_tokens", "accepted"),
-                                 ("steps", "steps")) if getattr(delta, attr) != client[name]]
+    details = {
+        "available": True,
+        "model": model,
+        "server": delta.to_dict(),
+        "client": client,
+        "requests": len(records),
+        "prompts": len(ctx.prompts),
+    }
+    differ = [
+        f"{name} {getattr(delta, attr)} (server) vs {client[name]} (client)"
+        for name, attr in (("draft_tokens", "draft_tokens"), ("accepted_tokens", "accepted"), ("steps", "steps"))
+        if getattr(delta, attr) != client[name]
+    ]
     if len(records) != len(ctx.prompts):
         differ.append(f"only {len(records)} of {len(ctx.prompts)} requests returned acceptance outputs")
     details["agree"] = not differ
@@ -143,8 +191,7 @@ def gate_text(threshold) -> str | None:
     if threshold is None:
         return None
     if isinstance(threshold, dict):
-        return "validation.min_acceptance_length per category " + \
-            ", ".join(f"{k} >= {v}" for k, v in threshold.items())
+        return "validation.min_acceptance_length per category " + ", ".join(f"{k} >= {v}" for k, v in threshold.items())
     return f"validation.min_acceptance_length >= {threshold}"
 
 
@@ -158,21 +205,34 @@ def judge(interval: Interval, threshold: float) -> str:
     return INCONCLUSIVE
 
 
-def gate_verdicts(threshold, overall: GroupAcceptance, by_category: list[GroupAcceptance]) \
-        -> tuple[list[dict], list[str]]:
+def gate_verdicts(
+    threshold, overall: GroupAcceptance, by_category: list[GroupAcceptance]
+) -> tuple[list[dict], list[str]]:
     """One verdict per gated group ({group, threshold, acceptance_length, status}) and the categories the gate
     names that the prompt set does not hold."""
     if threshold is None:
         return [], []
     if not isinstance(threshold, dict):
-        return [{"group": ALL_PROMPTS, "threshold": threshold, "acceptance_length": overall.acceptance_length.to_dict(),
-                 "status": judge(overall.acceptance_length, threshold)}], []
+        return [
+            {
+                "group": ALL_PROMPTS,
+                "threshold": threshold,
+                "acceptance_length": overall.acceptance_length.to_dict(),
+                "status": judge(overall.acceptance_length, threshold),
+            }
+        ], []
     verdicts = []
     for g in by_category:
         t = threshold.get(g.group, threshold.get(DEFAULT_CATEGORY))
         if t is not None:
-            verdicts.append({"group": g.group, "threshold": t, "acceptance_length": g.acceptance_length.to_dict(),
-                             "status": judge(g.acceptance_length, t)})
+            verdicts.append(
+                {
+                    "group": g.group,
+                    "threshold": t,
+                    "acceptance_length": g.acceptance_length.to_dict(),
+                    "status": judge(g.acceptance_length, t),
+                }
+            )
     held = {g.group for g in by_category}
     return verdicts, [k for k in threshold if k != DEFAULT_CATEGORY and k not in held]
 
@@ -187,14 +247,17 @@ def _gate_outcome(verdicts: list[dict], missing: list[str]) -> tuple[str, str]:
     unsure = [v for v in verdicts if v["status"] == INCONCLUSIVE]
     pct = f"{CONFIDENCE:.0%} interval"
     if failed:
-        return FAILED, "; ".join(f"{v['group']}: AL {_interval_text(v['acceptance_length'])} below {v['threshold']} "
-                                 f"(all of its {pct})" for v in failed)
+        return FAILED, "; ".join(
+            f"{v['group']}: AL {_interval_text(v['acceptance_length'])} below {v['threshold']} (all of its {pct})"
+            for v in failed
+        )
     if unsure:
         return INCONCLUSIVE, "inconclusive: " + "; ".join(
             f"{v['group']}: AL {_interval_text(v['acceptance_length'])} straddles {v['threshold']} (its {pct}; "
-            "more prompts of the group would decide)" for v in unsure)
-    text = "; ".join(f"{v['group']} AL {_interval_text(v['acceptance_length'])} >= {v['threshold']}"
-                     for v in verdicts)
+            "more prompts of the group would decide)"
+            for v in unsure
+        )
+    text = "; ".join(f"{v['group']} AL {_interval_text(v['acceptance_length'])} >= {v['threshold']}" for v in verdicts)
     if missing:
         text += "; no prompts of " + ", ".join(missing) + " (its gate is not judged)"
     return PASSED, text
@@ -202,10 +265,13 @@ def _gate_outcome(verdicts: list[dict], missing: list[str]) -> tuple[str, str]:
 
 def grouped(records: list[AcceptanceRecord]) -> dict:
     """Acceptance over all records, per category and per context-length bucket, each with its intervals."""
-    return {"overall": group_acceptance(ALL_PROMPTS, records),
-            "by_category": acceptance_by(records, lambda r: r.category or "uncategorised"),
-            "by_context_length": acceptance_by(sorted(records, key=lambda r: r.prompt_tokens or 0),
-                                               lambda r: length_bucket(r.prompt_tokens))}
+    return {
+        "overall": group_acceptance(ALL_PROMPTS, records),
+        "by_category": acceptance_by(records, lambda r: r.category or "uncategorised"),
+        "by_context_length": acceptance_by(
+            sorted(records, key=lambda r: r.prompt_tokens or 0), lambda r: length_bucket(r.prompt_tokens)
+        ),
+    }
 
 
 @timed
@@ -216,11 +282,15 @@ def run(ctx: SuiteContext) -> CheckResult:
         return CheckResult(NAME, TITLE, SKIPPED, "no speculation", gate=gate)
     records = _records(ctx)
     if not records:
-        summary = "the server returned no acceptance outputs (return_perf_metrics: acceptance_rate, " \
-                  "total_accepted_draft_tokens, total_draft_tokens)"
+        summary = (
+            "the server returned no acceptance outputs (return_perf_metrics: acceptance_rate, "
+            "total_accepted_draft_tokens, total_draft_tokens)"
+        )
         if not ctx.target.contract.has_ids and ctx.tokenizer is None:  # no way to count the output tokens
-            summary = ("output tokens cannot be counted: the responses carry no token ids and there is no client "
-                       f"tokenizer ({ctx.tokenizer_problem})")
+            summary = (
+                "output tokens cannot be counted: the responses carry no token ids and there is no client "
+                f"tokenizer ({ctx.tokenizer_problem})"
+            )
         return CheckResult(NAME, TITLE, FAILED if gate else SKIPPED, summary, {}, gate)
     if ctx.target.contract.counters_may_read_zero and all(r.draft_tokens == 0 for r in records):
         if not isinstance(threshold, dict):
@@ -228,33 +298,46 @@ def run(ctx: SuiteContext) -> CheckResult:
         found = _stream_fallback(ctx, gate, None)
         if found.status != PASSED:
             return found
-        return replace(found, status=INCONCLUSIVE, inconclusive_allowed=ctx.recipe.validation.allow_inconclusive,
-                       summary="inconclusive: the per-category gate needs the speculative counters per request, "
-                               "which this server returns as zero — " + found.summary)
+        return replace(
+            found,
+            status=INCONCLUSIVE,
+            inconclusive_allowed=ctx.recipe.validation.allow_inconclusive,
+            summary="inconclusive: the per-category gate needs the speculative counters per request, "
+            "which this server returns as zero — " + found.summary,
+        )
     s = summarize_acceptance(records)
     details = s.to_dict()
     details["definition"] = DEFINITION
     steps_from = sorted({r.steps_from for r in records})
     details["steps_from"] = steps_from
     groups = grouped(records)
-    details["interval"] = {"confidence": CONFIDENCE, "resamples": BOOTSTRAP_RESAMPLES, "seed": BOOTSTRAP_SEED,
-                           "over": "requests (percentile bootstrap; AL and rates pooled per verification step)"}
+    details["interval"] = {
+        "confidence": CONFIDENCE,
+        "resamples": BOOTSTRAP_RESAMPLES,
+        "seed": BOOTSTRAP_SEED,
+        "over": "requests (percentile bootstrap; AL and rates pooled per verification step)",
+    }
     details["overall"] = groups["overall"].to_dict()
     details["by_category"] = [g.to_dict() for g in groups["by_category"]]
     details["by_context_length"] = [g.to_dict() for g in groups["by_context_length"]]
     per_req = s.per_request_acceptance_length or {}
     al = groups["overall"].acceptance_length
-    summary = (f"AL {al.value:.2f} [{al.low:.2f}–{al.high:.2f}] (per request {per_req.get('min', 0):.2f}–"
-               f"{per_req.get('max', 0):.2f}), acceptance rate {s.acceptance_rate:.1%} of {s.draft_tokens} draft "
-               f"tokens over {s.requests} requests")
+    summary = (
+        f"AL {al.value:.2f} [{al.low:.2f}–{al.high:.2f}] (per request {per_req.get('min', 0):.2f}–"
+        f"{per_req.get('max', 0):.2f}), acceptance rate {s.acceptance_rate:.1%} of {s.draft_tokens} draft "
+        f"tokens over {s.requests} requests"
+    )
     if len(groups["by_category"]) > 1:
         summary += "; per category " + ", ".join(
-            f"{g.group} {g.acceptance_length.value:.2f}" for g in groups["by_category"])
+            f"{g.group} {g.acceptance_length.value:.2f}" for g in groups["by_category"]
+        )
     if s.per_position:
         summary += "; per position " + " / ".join(f"{v:.2f}" for v in s.per_position[:6])
     elif not ctx.target.contract.has_ids:
-        summary += (f"; steps from the {' and '.join(steps_from)} (per-position acceptance needs token ids, which "
-                    "the llm-api contract does not return)")
+        summary += (
+            f"; steps from the {' and '.join(steps_from)} (per-position acceptance needs token ids, which "
+            "the llm-api contract does not return)"
+        )
     details["server_side"], disagreement = server_side(ctx, records)
     if details["server_side"]["available"]:
         summary += f"; server-side AL {details['server_side']['server']['mean_acceptance_length']:.2f}"
@@ -262,8 +345,15 @@ def run(ctx: SuiteContext) -> CheckResult:
     details["gate_verdicts"], details["gate_categories_missing"] = verdicts, missing
     status, why = _gate_outcome(verdicts, missing)
     if status != PASSED:
-        return CheckResult(NAME, TITLE, status, f"{why} — {summary}", details, gate,
-                           inconclusive_allowed=ctx.recipe.validation.allow_inconclusive)
+        return CheckResult(
+            NAME,
+            TITLE,
+            status,
+            f"{why} — {summary}",
+            details,
+            gate,
+            inconclusive_allowed=ctx.recipe.validation.allow_inconclusive,
+        )
     if disagreement:
         status = FAILED if ctx.target.endpoints.loopback else WARNED
         return CheckResult(NAME, TITLE, status, f"{disagreement} — {summary}", details, gate)

@@ -57,8 +57,11 @@ def _too_long(ctx: SuiteContext) -> str:
 
 def _raw_sampling(ctx: SuiteContext, **values) -> Generation:
     """HTTP generate with the first prompt, 4 tokens and these inputs, in the deployment's tensor names."""
-    body = ctx.target.contract.inputs(_params(ctx, max_tokens=4, return_perf_metrics=False,
-                                              exclude_input_in_output=None), ctx.prompts[0].text, stream=False)
+    body = ctx.target.contract.inputs(
+        _params(ctx, max_tokens=4, return_perf_metrics=False, exclude_input_in_output=None),
+        ctx.prompts[0].text,
+        stream=False,
+    )
     for name in [k for k in body if k.endswith("top_k")]:
         del body[name]  # the greedy top_k 1 would decide the strategy: leave the value under test alone
     body.update(values)
@@ -67,8 +70,11 @@ def _raw_sampling(ctx: SuiteContext, **values) -> Generation:
 
 def _grpc_sampling(ctx: SuiteContext, **values) -> Generation:
     """The same over gRPC (JSON cannot carry NaN or infinity)."""
-    body = ctx.target.contract.inputs(_params(ctx, max_tokens=4, return_perf_metrics=False,
-                                              exclude_input_in_output=None), ctx.prompts[0].text, stream=False)
+    body = ctx.target.contract.inputs(
+        _params(ctx, max_tokens=4, return_perf_metrics=False, exclude_input_in_output=None),
+        ctx.prompts[0].text,
+        stream=False,
+    )
     for name in [k for k in body if k.endswith("top_k")]:
         del body[name]
     body.update(values)
@@ -98,8 +104,11 @@ def _batch_too_large(ctx: SuiteContext) -> Generation:
     name = _max_tokens_name(ctx)
     if n <= 0:
         return _grpc(ctx, {"text_input": [ctx.prompts[0].text] * 2, name: 4}, shapes={"text_input": (1, 2)})
-    return _grpc(ctx, {"text_input": [ctx.prompts[0].text] * (n + 1), name: [4] * (n + 1)},
-                 shapes={"text_input": (n + 1, 1), name: (n + 1, 1)})
+    return _grpc(
+        ctx,
+        {"text_input": [ctx.prompts[0].text] * (n + 1), name: [4] * (n + 1)},
+        shapes={"text_input": (n + 1, 1), name: (n + 1, 1)},
+    )
 
 
 def _grpc(ctx: SuiteContext, values: dict, **kw) -> Generation:
@@ -118,8 +127,9 @@ def _cancel_grpc(ctx: SuiteContext) -> Generation:
 
 def _cancel_http(ctx: SuiteContext) -> Generation:
     prompt = ctx.prompts[0].text
-    gen = ctx.target.generate(prompt, ctx.greedy_params(max_tokens=max(ctx.max_tokens, 16)), "http-stream",
-                              stop_after=1)
+    gen = ctx.target.generate(
+        prompt, ctx.greedy_params(max_tokens=max(ctx.max_tokens, 16)), "http-stream", stop_after=1
+    )
     return _as_cancel(gen)
 
 
@@ -138,22 +148,35 @@ def engine_cases(ctx: SuiteContext) -> list[Case]:
         Case("max_tokens 0", "any", lambda c: c.target.generate(first, _params(c, max_tokens=0))),
         Case("max_tokens negative", "error", lambda c: c.target.generate(first, _params(c, max_tokens=-5))),
         Case("max_tokens huge", "any", lambda c: c.target.generate(first, _params(c, max_tokens=HUGE))),
-        Case("max_tokens of the wrong type", "error",
-             lambda c: _raw(c, {"text_input": first, "max_tokens": "ten"})),
-        Case("temperature of the wrong type", "error",
-             lambda c: _raw(c, {"text_input": first, "max_tokens": 4, "temperature": "hot"})),
-        Case("unknown field (HTTP generate)", "any",
-             lambda c: _raw(c, {"text_input": first, "max_tokens": 4, "top_k": 1, "no_such_field": 1})),
-        Case("invalid UTF-8 prompt (gRPC)", "any",
-             lambda c: _grpc(c, {"text_input": b"def f(\xff\xfe\xfd):\n", "max_tokens": 4, "top_k": 1}),
-             needs_grpc=True),
-        Case("unknown input tensor (gRPC)", "error",
-             lambda c: _grpc(c, {"text_input": first, "max_tokens": 4, "no_such_input": 1}), needs_grpc=True),
+        Case("max_tokens of the wrong type", "error", lambda c: _raw(c, {"text_input": first, "max_tokens": "ten"})),
+        Case(
+            "temperature of the wrong type",
+            "error",
+            lambda c: _raw(c, {"text_input": first, "max_tokens": 4, "temperature": "hot"}),
+        ),
+        Case(
+            "unknown field (HTTP generate)",
+            "any",
+            lambda c: _raw(c, {"text_input": first, "max_tokens": 4, "top_k": 1, "no_such_field": 1}),
+        ),
+        Case(
+            "invalid UTF-8 prompt (gRPC)",
+            "any",
+            lambda c: _grpc(c, {"text_input": b"def f(\xff\xfe\xfd):\n", "max_tokens": 4, "top_k": 1}),
+            needs_grpc=True,
+        ),
+        Case(
+            "unknown input tensor (gRPC)",
+            "error",
+            lambda c: _grpc(c, {"text_input": first, "max_tokens": 4, "no_such_input": 1}),
+            needs_grpc=True,
+        ),
         Case("max_tokens missing", "error", lambda c: _raw(c, {"text_input": first})),
         Case("temperature negative", "error", lambda c: _raw_sampling(c, temperature=-1.0)),
         Case("temperature NaN (gRPC)", "error", lambda c: _grpc_sampling(c, temperature=math.nan), needs_grpc=True),
-        Case("temperature infinite (gRPC)", "error", lambda c: _grpc_sampling(c, temperature=math.inf),
-             needs_grpc=True),
+        Case(
+            "temperature infinite (gRPC)", "error", lambda c: _grpc_sampling(c, temperature=math.inf), needs_grpc=True
+        ),
         Case("top_p above 1", "error", lambda c: _raw_sampling(c, top_p=2.0, temperature=1.0)),
         Case("top_k negative", "error", lambda c: _raw_sampling(c, top_k=-1, temperature=1.0)),
         Case("top_k huge", "any", lambda c: _raw_sampling(c, top_k=HUGE, temperature=1.0)),
@@ -161,10 +184,18 @@ def engine_cases(ctx: SuiteContext) -> list[Case]:
         Case("end_id outside the vocabulary", "any", lambda c: _raw_sampling(c, end_id=HUGE)),
         Case("pad_id outside the vocabulary", "any", lambda c: _raw_sampling(c, pad_id=HUGE)),
         Case("max_tokens of the wrong shape (gRPC)", "error", _wrong_shape, needs_grpc=True),
-        Case("max_tokens of the wrong data type (gRPC)", "error",
-             lambda c: _wrong_dtype(c, "max_tokens", 4.0, "TYPE_FP32"), needs_grpc=True),
-        Case("text_input of the wrong data type (gRPC)", "error",
-             lambda c: _wrong_dtype(c, "text_input", [1, 2], "TYPE_INT32"), needs_grpc=True),
+        Case(
+            "max_tokens of the wrong data type (gRPC)",
+            "error",
+            lambda c: _wrong_dtype(c, "max_tokens", 4.0, "TYPE_FP32"),
+            needs_grpc=True,
+        ),
+        Case(
+            "text_input of the wrong data type (gRPC)",
+            "error",
+            lambda c: _wrong_dtype(c, "text_input", [1, 2], "TYPE_INT32"),
+            needs_grpc=True,
+        ),
         Case("request batch above max_batch_size (gRPC)", "error", _batch_too_large, needs_grpc=True),
         Case("client cancels mid-stream (gRPC)", "any", _cancel_grpc, needs_grpc=True),
         Case("client disconnects mid-stream (HTTP)", "any", _cancel_http),
@@ -172,6 +203,7 @@ def engine_cases(ctx: SuiteContext) -> list[Case]:
 
 
 # --- the llm-api contract ---------------------------------------------------------------------------------------
+
 
 def _too_many_tokens(ctx: SuiteContext) -> str:
     """More single-character words than the LLM's max_num_tokens (the build section's, or its 8192 default)."""
@@ -219,15 +251,19 @@ def _stop_one_stream(ctx: SuiteContext) -> tuple[Generation, Generation | None, 
     sent = threading.Event()
 
     def stream() -> None:
-        result["gen"] = session.generate(dep.model, dep.signature, values, request_id=rid, stop_after=None,
-                                         on_first=sent.set)
+        result["gen"] = session.generate(
+            dep.model, dep.signature, values, request_id=rid, stop_after=None, on_first=sent.set
+        )
 
     worker = threading.Thread(target=stream, daemon=True)
     worker.start()
     if not sent.wait(timeout=dep.timeout_s):
         worker.join(timeout=dep.timeout_s)
-        return result.get("gen") or Generation("grpc-stream", 0.0, error="no final response: no first response"), \
-            None, False
+        return (
+            result.get("gen") or Generation("grpc-stream", 0.0, error="no final response: no first response"),
+            None,
+            False,
+        )
     stop = _stop_request(ctx, rid)
     answered = time.perf_counter()  # the clock of Generation.end
     worker.join(timeout=dep.timeout_s)
@@ -254,48 +290,95 @@ def llmapi_cases(ctx: SuiteContext) -> list[Case]:
     return [
         Case("empty prompt", "any", lambda c: c.target.generate("", _params(c))),
         Case("prompt longer than max_input_len", "any", lambda c: c.target.generate(_too_long(c), _params(c))),
-        Case("prompt longer than max_num_tokens", "error",
-             lambda c: c.target.generate(_too_many_tokens(c), _params(c))),
+        Case(
+            "prompt longer than max_num_tokens", "error", lambda c: c.target.generate(_too_many_tokens(c), _params(c))
+        ),
         Case("max_tokens 0", "any", lambda c: c.target.generate(first, _params(c, max_tokens=0))),
         Case("max_tokens negative", "error", lambda c: c.target.generate(first, _params(c, max_tokens=-5))),
         Case("max_tokens huge", "any", lambda c: c.target.generate(first, _params(c, max_tokens=HUGE))),
-        Case("max_tokens of the wrong type", "error",
-             lambda c: _raw(c, {"text_input": first, "sampling_param_max_tokens": "ten"})),
-        Case("temperature of the wrong type", "error",
-             lambda c: _raw(c, {"text_input": first, "sampling_param_max_tokens": 4,
-                                "sampling_param_temperature": "hot"})),
-        Case("temperature negative", "error",
-             lambda c: _raw(c, {"text_input": first, "sampling_param_max_tokens": 4,
-                                "sampling_param_temperature": -1.0})),
-        Case("unknown field (HTTP generate)", "any",
-             lambda c: _raw(c, {"text_input": first, "sampling_param_max_tokens": 4, "sampling_param_top_k": 1,
-                                "no_such_field": 1})),
+        Case(
+            "max_tokens of the wrong type",
+            "error",
+            lambda c: _raw(c, {"text_input": first, "sampling_param_max_tokens": "ten"}),
+        ),
+        Case(
+            "temperature of the wrong type",
+            "error",
+            lambda c: _raw(
+                c, {"text_input": first, "sampling_param_max_tokens": 4, "sampling_param_temperature": "hot"}
+            ),
+        ),
+        Case(
+            "temperature negative",
+            "error",
+            lambda c: _raw(
+                c, {"text_input": first, "sampling_param_max_tokens": 4, "sampling_param_temperature": -1.0}
+            ),
+        ),
+        Case(
+            "unknown field (HTTP generate)",
+            "any",
+            lambda c: _raw(
+                c, {"text_input": first, "sampling_param_max_tokens": 4, "sampling_param_top_k": 1, "no_such_field": 1}
+            ),
+        ),
         Case("stop request without a request id", "error", lambda c: _stop_request(c, None)),
         Case("stop request for an unknown request id", "error", lambda c: _stop_request(c, "no-such-request")),
-        Case("invalid UTF-8 prompt (gRPC)", "any",
-             lambda c: _grpc(c, {"text_input": b"def f(\xff\xfe\xfd):\n", "sampling_param_max_tokens": 4,
-                                 "sampling_param_top_k": 1}), needs_grpc=True),
-        Case("unknown input tensor (gRPC)", "error",
-             lambda c: _grpc(c, {"text_input": first, "sampling_param_max_tokens": 4, "no_such_input": 1}),
-             needs_grpc=True),
+        Case(
+            "invalid UTF-8 prompt (gRPC)",
+            "any",
+            lambda c: _grpc(
+                c, {"text_input": b"def f(\xff\xfe\xfd):\n", "sampling_param_max_tokens": 4, "sampling_param_top_k": 1}
+            ),
+            needs_grpc=True,
+        ),
+        Case(
+            "unknown input tensor (gRPC)",
+            "error",
+            lambda c: _grpc(c, {"text_input": first, "sampling_param_max_tokens": 4, "no_such_input": 1}),
+            needs_grpc=True,
+        ),
         # TensorRT-LLM's SamplingParams checks (as the CPU rehearsal has them, reference/llmapi_contract.py):
         # temperature >= 0 (NaN fails it, infinity passes), 0 <= top_p <= 1, top_k >= 0; max_tokens defaults to 32
-        Case("temperature NaN (gRPC)", "error", lambda c: _grpc_sampling(c, sampling_param_temperature=math.nan),
-             needs_grpc=True),
-        Case("temperature infinite (gRPC)", "any", lambda c: _grpc_sampling(c, sampling_param_temperature=math.inf),
-             needs_grpc=True),
-        Case("top_p above 1", "error",
-             lambda c: _raw_sampling(c, sampling_param_top_p=2.0, sampling_param_temperature=1.0)),
-        Case("top_k negative", "error",
-             lambda c: _raw_sampling(c, sampling_param_top_k=-1, sampling_param_temperature=1.0)),
-        Case("top_k huge", "any",
-             lambda c: _raw_sampling(c, sampling_param_top_k=HUGE, sampling_param_temperature=1.0)),
+        Case(
+            "temperature NaN (gRPC)",
+            "error",
+            lambda c: _grpc_sampling(c, sampling_param_temperature=math.nan),
+            needs_grpc=True,
+        ),
+        Case(
+            "temperature infinite (gRPC)",
+            "any",
+            lambda c: _grpc_sampling(c, sampling_param_temperature=math.inf),
+            needs_grpc=True,
+        ),
+        Case(
+            "top_p above 1",
+            "error",
+            lambda c: _raw_sampling(c, sampling_param_top_p=2.0, sampling_param_temperature=1.0),
+        ),
+        Case(
+            "top_k negative",
+            "error",
+            lambda c: _raw_sampling(c, sampling_param_top_k=-1, sampling_param_temperature=1.0),
+        ),
+        Case(
+            "top_k huge", "any", lambda c: _raw_sampling(c, sampling_param_top_k=HUGE, sampling_param_temperature=1.0)
+        ),
         Case("max_tokens missing", "any", lambda c: _raw(c, {"text_input": first})),
         Case("max_tokens of the wrong shape (gRPC)", "error", _wrong_shape, needs_grpc=True),
-        Case("max_tokens of the wrong data type (gRPC)", "error",
-             lambda c: _wrong_dtype(c, "sampling_param_max_tokens", 4.0, "TYPE_FP32"), needs_grpc=True),
-        Case("text_input of the wrong data type (gRPC)", "error",
-             lambda c: _wrong_dtype(c, "text_input", [1, 2], "TYPE_INT32"), needs_grpc=True),
+        Case(
+            "max_tokens of the wrong data type (gRPC)",
+            "error",
+            lambda c: _wrong_dtype(c, "sampling_param_max_tokens", 4.0, "TYPE_FP32"),
+            needs_grpc=True,
+        ),
+        Case(
+            "text_input of the wrong data type (gRPC)",
+            "error",
+            lambda c: _wrong_dtype(c, "text_input", [1, 2], "TYPE_INT32"),
+            needs_grpc=True,
+        ),
         Case("text_input of the wrong shape (gRPC)", "error", _batch_too_large, needs_grpc=True),
         Case("stop + request id cancels a running stream (gRPC)", "any", _stop_running, needs_grpc=True),
         Case("client cancels mid-stream (gRPC)", "any", _cancel_grpc, needs_grpc=True),
@@ -347,8 +430,13 @@ def run(ctx: SuiteContext) -> CheckResult:
         outcome = "answered" if gen.ok else "refused"
         if case.send in (_cancel_grpc, _cancel_http, _stop_running) and gen.ok:
             outcome = gen.note or f"cancelled by the client after {len(gen.chunks)} response(s)"
-        row = {"case": case.name, "expect": case.expect, "outcome": outcome,
-               "message": (gen.error or "")[:300], "tokens": gen.num_tokens if gen.ok else None}
+        row = {
+            "case": case.name,
+            "expect": case.expect,
+            "outcome": outcome,
+            "message": (gen.error or "")[:300],
+            "tokens": gen.num_tokens if gen.ok else None,
+        }
         if not _clean(gen):
             problems.append(f"{case.name}: no clean answer ({gen.error})")
         elif case.expect == "error" and gen.ok:
@@ -367,5 +455,6 @@ def run(ctx: SuiteContext) -> CheckResult:
     if problems:
         return CheckResult(NAME, TITLE, FAILED, f"{len(problems)} problem(s): " + "; ".join(problems[:2]), details)
     ran = sum(1 for r in rows if not r["outcome"].startswith("skipped"))
-    return CheckResult(NAME, TITLE, PASSED, f"{ran} cases answered cleanly; the server stayed healthy after each",
-                       details)
+    return CheckResult(
+        NAME, TITLE, PASSED, f"{ran} cases answered cleanly; the server stayed healthy after each", details
+    )

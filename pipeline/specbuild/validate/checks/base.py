@@ -9,8 +9,17 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from specbuild.standalone.draft_len_schedule import draft_length
-from specbuild.validate.client import (ENGINE, Contract, Generation, GenerateParams, GrpcSession, HttpSession,
-                                       ModelSignature, ServerClient, new_request_id)
+from specbuild.validate.client import (
+    ENGINE,
+    Contract,
+    Generation,
+    GenerateParams,
+    GrpcSession,
+    HttpSession,
+    ModelSignature,
+    ServerClient,
+    new_request_id,
+)
 from specbuild.validate.endpoints import Endpoints
 from specbuild.validate.server_metrics import scrape
 
@@ -52,8 +61,15 @@ class CheckResult:
         return self.status in (PASSED, WARNED, SKIPPED) or (self.status == INCONCLUSIVE and self.inconclusive_allowed)
 
     def to_dict(self) -> dict:
-        d = {"name": self.name, "title": self.title, "status": self.status, "summary": self.summary,
-             "gate": self.gate, "duration_s": round(self.duration_s, 3), "details": self.details}
+        d = {
+            "name": self.name,
+            "title": self.title,
+            "status": self.status,
+            "summary": self.summary,
+            "gate": self.gate,
+            "duration_s": round(self.duration_s, 3),
+            "details": self.details,
+        }
         if self.status == INCONCLUSIVE:
             d["inconclusive_allowed"] = self.inconclusive_allowed
         return d
@@ -79,8 +95,15 @@ class Deployment:
     """One served deployment: the speculative one (`role` target) or the baseline, and the request/response
     contract its serving model speaks (`Runtime.contract`: engine or llm-api)."""
 
-    def __init__(self, role: str, endpoints: Endpoints, model: str, timeout_s: float, speculative: bool = True,
-                 contract: Contract = ENGINE):
+    def __init__(
+        self,
+        role: str,
+        endpoints: Endpoints,
+        model: str,
+        timeout_s: float,
+        speculative: bool = True,
+        contract: Contract = ENGINE,
+    ):
         self.role = role
         self.contract = contract
         self.label = "baseline" if role != "target" else "speculative" if speculative else "target"
@@ -137,8 +160,9 @@ class Deployment:
         with self._lock:
             other = self._others.get(model)
             if other is None:
-                other = Deployment(self.role, replace(self.endpoints, model=model), model, self.timeout_s,
-                                   contract=self.contract)
+                other = Deployment(
+                    self.role, replace(self.endpoints, model=model), model, self.timeout_s, contract=self.contract
+                )
                 other.label = self.label
                 self._others[model] = other
         return other
@@ -153,29 +177,41 @@ class Deployment:
         return self.signature.decoupled
 
     # generation ---------------------------------------------------------------------------------------------
-    def generate(self, prompt: str | bytes, params: GenerateParams, protocol: str = "http", *,
-                 stop_after: int | None = None, model: str | None = None,
-                 outputs: list[str] | None = None) -> Generation:
+    def generate(
+        self,
+        prompt: str | bytes,
+        params: GenerateParams,
+        protocol: str = "http",
+        *,
+        stop_after: int | None = None,
+        model: str | None = None,
+        outputs: list[str] | None = None,
+    ) -> Generation:
         """protocol: http (/generate), http-stream (/generate_stream), grpc (gRPC stream; `outputs`: ask for
         these outputs only)."""
         model = model or self.model
         rid = new_request_id(self.label[:4])
         if protocol == "http":
-            return self.http().generate(model, prompt if isinstance(prompt, str) else prompt.decode(errors="replace"),
-                                        params, request_id=rid)
+            return self.http().generate(
+                model, prompt if isinstance(prompt, str) else prompt.decode(errors="replace"), params, request_id=rid
+            )
         stream = self.streams
         if protocol == "http-stream":
             text = prompt if isinstance(prompt, str) else prompt.decode(errors="replace")
-            return self.http().generate_stream(model, text, params, request_id=rid, stop_after=stop_after,
-                                               stream_flag=stream)
+            return self.http().generate_stream(
+                model, text, params, request_id=rid, stop_after=stop_after, stream_flag=stream
+            )
         if protocol == "grpc":
             session = self.grpc()
             if session is None:
                 raise ValueError("no gRPC endpoint")
             sig = self.signature if model == self.model else self.server.signature(model)
             # gRPC refuses inputs a model does not declare (older repositories lack some): send only declared ones
-            values = {k: v for k, v in self.contract.inputs(params, prompt, stream=stream).items()
-                      if k in sig.inputs or k in params.extra}
+            values = {
+                k: v
+                for k, v in self.contract.inputs(params, prompt, stream=stream).items()
+                if k in sig.inputs or k in params.extra
+            }
             gen = session.generate(model, sig, values, request_id=rid, stop_after=stop_after, outputs=outputs)
             if not gen.ok:
                 self.drop_grpc()

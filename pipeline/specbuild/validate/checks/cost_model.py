@@ -75,23 +75,34 @@ def run(ctx: SuiteContext) -> CheckResult:
     levels = sorted(set(ctx.recipe.validation.concurrency))
     max_tokens = ctx.options.perf_max_tokens or ctx.recipe.validation.max_tokens
     runtime = ctx.runtime
-    models = runtime.call_costs(configs, [p.text for p in ctx.prompts], max_tokens, levels,
-                                progress=lambda stage: ctx.progress(f"cost model: {stage}", 0, 0))
+    models = runtime.call_costs(
+        configs,
+        [p.text for p in ctx.prompts],
+        max_tokens,
+        levels,
+        progress=lambda stage: ctx.progress(f"cost model: {stage}", 0, 0),
+    )
     if models is None:
-        return CheckResult(NAME, TITLE, SKIPPED, f"the {runtime.name} runtime's per-call costs are not measured "
-                                                 "in process")
+        return CheckResult(
+            NAME, TITLE, SKIPPED, f"the {runtime.name} runtime's per-call costs are not measured in process"
+        )
     served = served_speedups(ctx)
     models = [replace(m, served=served.get(m.concurrency)) for m in models]
-    details = {"formula": FORMULA, "levels": [m.to_dict() for m in models], "max_tokens": max_tokens,
-               "definitions": {
-                   "t1_ms": "the target's forward in an autoregressive step (the baseline engine), ms",
-                   "verify_ms": "the target's forward in a speculative step (drafts verified), ms",
-                   "draft_ms": "one step's drafting call (draft model, heads and the drafter's own work; 0: drafts "
-                               "from a lookup), ms",
-                   "acceptance_length": "AL of the timed steps (bonus token included)",
-                   "in_process": "baseline time / speculative time of the same in-process runs (median of rounds)",
-                   "served": "the performance check's median speedup at this level",
-                   "share_of_limit": "measured / limit"},
-               "measured": "the served engines decoded in this process, greedy, one torch thread, steps of exactly "
-                           "`concurrency` requests"}
+    details = {
+        "formula": FORMULA,
+        "levels": [m.to_dict() for m in models],
+        "max_tokens": max_tokens,
+        "definitions": {
+            "t1_ms": "the target's forward in an autoregressive step (the baseline engine), ms",
+            "verify_ms": "the target's forward in a speculative step (drafts verified), ms",
+            "draft_ms": "one step's drafting call (draft model, heads and the drafter's own work; 0: drafts "
+            "from a lookup), ms",
+            "acceptance_length": "AL of the timed steps (bonus token included)",
+            "in_process": "baseline time / speculative time of the same in-process runs (median of rounds)",
+            "served": "the performance check's median speedup at this level",
+            "share_of_limit": "measured / limit",
+        },
+        "measured": "the served engines decoded in this process, greedy, one torch thread, steps of exactly "
+        "`concurrency` requests",
+    }
     return CheckResult(NAME, TITLE, PASSED, summary_text(models), details)

@@ -11,8 +11,10 @@ from specbuild.validate.client import Generation
 
 NAME, TITLE = "functional", "Functional (text, limits, stop words, echo, streaming)"
 REPLACEMENT = "\ufffd"
-SPLIT_HINT = (" (a multi-byte character was split between streamed responses and each part decoded alone: the "
-              "streamed text shows U+FFFD where the whole text has the character)")
+SPLIT_HINT = (
+    " (a multi-byte character was split between streamed responses and each part decoded alone: the "
+    "streamed text shows U+FFFD where the whole text has the character)"
+)
 
 
 def _clip(s: str, n: int = 60) -> str:
@@ -22,8 +24,14 @@ def _clip(s: str, n: int = 60) -> str:
 def _basic(ctx: SuiteContext, gens: list[Generation]) -> tuple[list[str], list[dict]]:
     problems, rows = [], []
     for p, g in zip(ctx.prompts, gens):
-        row = {"prompt": p.id, "category": p.category, "ok": g.ok, "tokens": g.num_tokens, "latency_s": round(g.latency, 4),
-               "text": _clip(g.text, 120)}
+        row = {
+            "prompt": p.id,
+            "category": p.category,
+            "ok": g.ok,
+            "tokens": g.num_tokens,
+            "latency_s": round(g.latency, 4),
+            "text": _clip(g.text, 120),
+        }
         rows.append(row)
         if not g.ok:
             problems.append(f"prompt {p.id}: {g.error}")
@@ -48,9 +56,11 @@ def _stream_matches(ctx: SuiteContext, plain: list[Generation], streamed: list[G
             problems.append(f"prompt {p.id}: {what} ended without its final response")
         elif b.text != a.text:
             i = first_difference(a.text, b.text)
-            split = b.text[i:i + 1] == REPLACEMENT and a.text[i:i + 1] not in ("", REPLACEMENT)
-            problems.append(f"prompt {p.id}: {what} text differs from the non-streaming text at character {i}: "
-                            f"{a.text[i:i + 20]!r} vs {b.text[i:i + 20]!r}" + (SPLIT_HINT if split else ""))
+            split = b.text[i : i + 1] == REPLACEMENT and a.text[i : i + 1] not in ("", REPLACEMENT)
+            problems.append(
+                f"prompt {p.id}: {what} text differs from the non-streaming text at character {i}: "
+                f"{a.text[i : i + 20]!r} vs {b.text[i : i + 20]!r}" + (SPLIT_HINT if split else "")
+            )
         elif a.ids is not None and b.ids is not None and a.ids != b.ids:
             problems.append(f"prompt {p.id}: {what} token ids differ at position {first_difference(a.ids, b.ids)}")
     return problems
@@ -75,12 +85,18 @@ def _echo(ctx: SuiteContext, plain: list[Generation]) -> tuple[list[str], dict]:
             continue
         shown.append({"prompt": p.id, "text": _clip(echo.text, 120)})
         if not _squash(echo.text).startswith(_squash(p.text)) or not _squash(echo.text).endswith(_squash(g.text)):
-            problems.append(f"prompt {p.id}: with exclude_input_in_output=false the text is not the prompt followed "
-                            f"by the generated text ({_clip(echo.text)!r})")
-        if g.ids is not None and echo.ids is not None and \
-                (len(echo.ids) <= len(g.ids) or echo.ids[len(echo.ids) - len(g.ids):] != g.ids):
-            problems.append(f"prompt {p.id}: with exclude_input_in_output=false the token ids do not end with the "
-                            "generated ids")
+            problems.append(
+                f"prompt {p.id}: with exclude_input_in_output=false the text is not the prompt followed "
+                f"by the generated text ({_clip(echo.text)!r})"
+            )
+        if (
+            g.ids is not None
+            and echo.ids is not None
+            and (len(echo.ids) <= len(g.ids) or echo.ids[len(echo.ids) - len(g.ids) :] != g.ids)
+        ):
+            problems.append(
+                f"prompt {p.id}: with exclude_input_in_output=false the token ids do not end with the generated ids"
+            )
         elif g.ids is None and len(_squash(echo.text)) <= len(_squash(g.text)):
             problems.append(f"prompt {p.id}: exclude_input_in_output=false returned no more text than true")
     return problems, {"cases": shown}
@@ -126,8 +142,11 @@ def _pick_stop_in_text(ctx: SuiteContext, g: Generation) -> tuple[int, str] | No
 def _stopped_there(g: Generation, stopped: Generation, word: str) -> bool:
     """The stopped text is the text before the stop string's first occurrence (the LLM API drops the stop string:
     include_stop_str_in_output is False)."""
-    return g.text.startswith(stopped.text) and word not in stopped.text and \
-        g.text[len(stopped.text):].lstrip().startswith(word.strip())
+    return (
+        g.text.startswith(stopped.text)
+        and word not in stopped.text
+        and g.text[len(stopped.text) :].lstrip().startswith(word.strip())
+    )
 
 
 def _stop_words(ctx: SuiteContext, plain: list[Generation]) -> tuple[list[str], dict]:
@@ -152,14 +171,18 @@ def _stop_words(ctx: SuiteContext, plain: list[Generation]) -> tuple[list[str], 
             continue
         if g.ids is None:  # no ids (llm-api): the text must end right before the stop string
             if not _stopped_there(g, stopped, word):
-                problems.append(f"prompt {p.id}: stop string {word!r} (first in the text at character "
-                                f"{g.text.find(word)}) did not end the text right before it: got "
-                                f"{_clip(stopped.text)!r}")
+                problems.append(
+                    f"prompt {p.id}: stop string {word!r} (first in the text at character "
+                    f"{g.text.find(word)}) did not end the text right before it: got "
+                    f"{_clip(stopped.text)!r}"
+                )
             continue
-        want = {tuple(g.ids[:k + 1]), tuple(g.ids[:k])}  # the stop word kept (TensorRT-LLM) or removed
+        want = {tuple(g.ids[: k + 1]), tuple(g.ids[:k])}  # the stop word kept (TensorRT-LLM) or removed
         if stopped.ids is not None and tuple(stopped.ids) not in want:
-            problems.append(f"prompt {p.id}: stop word {word!r} (token {g.ids[k]} first generated at position {k}) "
-                            f"did not end generation there: got {len(stopped.ids)} tokens")
+            problems.append(
+                f"prompt {p.id}: stop word {word!r} (token {g.ids[k]} first generated at position {k}) "
+                f"did not end generation there: got {len(stopped.ids)} tokens"
+            )
         elif stopped.ids is None and not (g.text.startswith(stopped.text) and len(stopped.text) < len(g.text)):
             problems.append(f"prompt {p.id}: stop word {word!r} did not shorten the text to a prefix")
     if not tried:
@@ -175,8 +198,7 @@ def run(ctx: SuiteContext) -> CheckResult:
     details: dict = {"prompts": rows}
     streamed = ctx.greedy_pass(target, "http-stream")
     problems += _stream_matches(ctx, plain, streamed, "HTTP generate_stream")
-    details["streaming"] = {"decoupled": target.streams,
-                            "chunks_per_request": [len(g.chunks) for g in streamed]}
+    details["streaming"] = {"decoupled": target.streams, "chunks_per_request": [len(g.chunks) for g in streamed]}
     if target.endpoints.grpc:
         problems += _stream_matches(ctx, plain, ctx.greedy_pass(target, "grpc"), "gRPC stream")
     else:

@@ -44,9 +44,10 @@ def deployment_problems(ctx: SuiteContext, dep: Deployment) -> tuple[list[str], 
     facts: dict = {"endpoints": dep.endpoints.to_dict(), "serving_model": dep.model, **health}
     for key in ("http_live", "http_ready", "grpc_live", "grpc_ready"):
         if key in health and not health[key]:
-            problems.append(f"{dep.label}: server not {key.split('_')[1]} over {key.split('_')[0].upper()}"
-                            + (f" ({health.get(key.split('_')[0] + '_error')})"
-                               if health.get(key.split('_')[0] + "_error") else ""))
+            problems.append(
+                f"{dep.label}: server not {key.split('_')[1]} over {key.split('_')[0].upper()}"
+                + (f" ({health.get(key.split('_')[0] + '_error')})" if health.get(key.split("_")[0] + "_error") else "")
+            )
     models = health.get("models", {})
     for name, info in sorted(models.items()):
         if not info["ready"]:
@@ -78,16 +79,23 @@ def engine_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dic
         return problems
 
     core = dep.server.config(CORE)
-    facts["core"] = {"max_batch_size": core.get("max_batch_size"), "decoupled": _decoupled(core),
-                     "parameters": {k: _param(core, k) for k in sorted((core.get("parameters") or {}))}}
+    facts["core"] = {
+        "max_batch_size": core.get("max_batch_size"),
+        "decoupled": _decoupled(core),
+        "parameters": {k: _param(core, k) for k in sorted((core.get("parameters") or {}))},
+    }
     if int(core.get("max_batch_size", 0)) != recipe.build.max_batch_size:
-        problems.append(f"{dep.label}: {CORE} max_batch_size is {core.get('max_batch_size')}, the recipe's "
-                        f"build.max_batch_size is {recipe.build.max_batch_size}")
+        problems.append(
+            f"{dep.label}: {CORE} max_batch_size is {core.get('max_batch_size')}, the recipe's "
+            f"build.max_batch_size is {recipe.build.max_batch_size}"
+        )
     want_decoupled = triton_params.core_decoupled(recipe, spec, role)
     if _decoupled(core) != want_decoupled:
-        problems.append(f"{dep.label}: {CORE} is {'' if _decoupled(core) else 'not '}decoupled; the recipe "
-                        f"(triton.streaming: {str(recipe.triton.streaming).lower()}) needs "
-                        f"{'' if want_decoupled else 'not '}decoupled")
+        problems.append(
+            f"{dep.label}: {CORE} is {'' if _decoupled(core) else 'not '}decoupled; the recipe "
+            f"(triton.streaming: {str(recipe.triton.streaming).lower()}) needs "
+            f"{'' if want_decoupled else 'not '}decoupled"
+        )
     if role == "target":
         for key, want in speculation_params.core_parameters(spec).items():
             got = _param(core, key)
@@ -105,8 +113,10 @@ def engine_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dic
     if dep.model == "tensorrt_llm_bls" and "tensorrt_llm_bls" in models:
         bls = dep.server.config("tensorrt_llm_bls")
         if _decoupled(bls) != recipe.triton.streaming:
-            problems.append(f"{dep.label}: tensorrt_llm_bls decoupled is {_decoupled(bls)}, the recipe's "
-                            f"triton.streaming is {recipe.triton.streaming}")
+            problems.append(
+                f"{dep.label}: tensorrt_llm_bls decoupled is {_decoupled(bls)}, the recipe's "
+                f"triton.streaming is {recipe.triton.streaming}"
+            )
         if needs_draft and _param(bls, "tensorrt_llm_draft_model_name") != DRAFT:
             problems.append(f"{dep.label}: tensorrt_llm_bls does not name {DRAFT} as its draft model")
     return problems
@@ -120,22 +130,31 @@ def llmapi_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dic
         problems.append(f"{dep.label}: the serving model {dep.model} is not in the repository")
     others = sorted(set(models) - {CORE})
     if others:
-        problems.append(f"{dep.label}: an llm-api repository serves one model, {CORE}, but it also has "
-                        f"{', '.join(others)}")
+        problems.append(
+            f"{dep.label}: an llm-api repository serves one model, {CORE}, but it also has {', '.join(others)}"
+        )
     if CORE not in models or not models[CORE]["ready"]:
         return problems
     core = dep.server.config(CORE)
     declared = {t.get("name") for t in core.get("input", [])}
-    facts["core"] = {"backend": core.get("backend"), "max_batch_size": core.get("max_batch_size"),
-                     "decoupled": _decoupled(core), "inputs": sorted(declared)}
+    facts["core"] = {
+        "backend": core.get("backend"),
+        "max_batch_size": core.get("max_batch_size"),
+        "decoupled": _decoupled(core),
+        "inputs": sorted(declared),
+    }
     if int(core.get("max_batch_size", 0) or 0) != 0:
-        problems.append(f"{dep.label}: {CORE} max_batch_size is {core.get('max_batch_size')}; the llmapi model takes "
-                        "one prompt per request and needs 0 (model.yaml triton_config.max_batch_size)")
+        problems.append(
+            f"{dep.label}: {CORE} max_batch_size is {core.get('max_batch_size')}; the llmapi model takes "
+            "one prompt per request and needs 0 (model.yaml triton_config.max_batch_size)"
+        )
     if _decoupled(core) != recipe.triton.streaming:
-        problems.append(f"{dep.label}: {CORE} is {'' if _decoupled(core) else 'not '}decoupled; the recipe "
-                        f"(triton.streaming: {str(recipe.triton.streaming).lower()}) needs "
-                        f"{'' if recipe.triton.streaming else 'not '}decoupled (config.pbtxt model_transaction_policy "
-                        "and model.yaml triton_config.decoupled)")
+        problems.append(
+            f"{dep.label}: {CORE} is {'' if _decoupled(core) else 'not '}decoupled; the recipe "
+            f"(triton.streaming: {str(recipe.triton.streaming).lower()}) needs "
+            f"{'' if recipe.triton.streaming else 'not '}decoupled (config.pbtxt model_transaction_policy "
+            "and model.yaml triton_config.decoupled)"
+        )
     missing = [t.name for t in tensors.inputs(recipe.llm_api.release) if t.name not in declared]
     if missing:
         problems.append(f"{dep.label}: {CORE} does not declare the llmapi input(s) {', '.join(missing)}")
@@ -154,8 +173,10 @@ def _probe(dep: Deployment, model: str) -> str | None:
     if gen.ok:
         return None
     if "not healthy" in gen.error:
-        return (f"{dep.label}: a Python stub process behind {model} died (\"{gen.error.strip()}\"): Triton still "
-                "reports the model ready but fails every request — restart the server (or unload and load the model)")
+        return (
+            f'{dep.label}: a Python stub process behind {model} died ("{gen.error.strip()}"): Triton still '
+            "reports the model ready but fails every request — restart the server (or unload and load the model)"
+        )
     return f"{dep.label}: a 2-token request through {model} failed: {gen.error}"
 
 
@@ -171,5 +192,6 @@ def run(ctx: SuiteContext) -> CheckResult:
     if problems:
         return CheckResult(NAME, TITLE, FAILED, f"{len(problems)} problem(s): " + "; ".join(problems[:3]), details)
     n = sum(len(details[d.label].get("models", {})) for d in ctx.deployments())
-    return CheckResult(NAME, TITLE, PASSED, f"servers live and ready, {n} models ready, configs match the recipe",
-                       details)
+    return CheckResult(
+        NAME, TITLE, PASSED, f"servers live and ready, {n} models ready, configs match the recipe", details
+    )

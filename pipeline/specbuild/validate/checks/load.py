@@ -21,8 +21,12 @@ NAME, TITLE = "load", "Load (concurrent clients, good and bad requests, nothing 
 def run(ctx: SuiteContext) -> CheckResult:
     v = ctx.recipe.validation
     if not ctx.target.endpoints.loopback:
-        return CheckResult(NAME, TITLE, SKIPPED, f"the load check runs only against a server on this machine "
-                           f"(loopback), not {ctx.target.endpoints.http}")
+        return CheckResult(
+            NAME,
+            TITLE,
+            SKIPPED,
+            f"the load check runs only against a server on this machine (loopback), not {ctx.target.endpoints.http}",
+        )
     clients = ctx.options.load_clients or v.load_clients
     seconds = ctx.options.load_seconds or v.load_seconds
     models = mix_models(ctx)
@@ -32,14 +36,21 @@ def run(ctx: SuiteContext) -> CheckResult:
     mix = run_mix(ctx, plan, concurrency=clients, seconds=seconds, server=server)
     g, b = mix.good, mix.bad
     details = {"clients": clients, "seconds": seconds, "models": models, **mix.to_dict()}
-    summary = (f"{mix.answered}/{mix.sent} requests answered from {clients} clients in {mix.wall_s:.1f} s "
-               f"({mix.requests_per_s:.1f} req/s): {g['equal']}/{g['sent']} good equal to their single-request "
-               f"answer, {b['refused']}/{b['sent']} bad refused")
+    summary = (
+        f"{mix.answered}/{mix.sent} requests answered from {clients} clients in {mix.wall_s:.1f} s "
+        f"({mix.requests_per_s:.1f} req/s): {g['equal']}/{g['sent']} good equal to their single-request "
+        f"answer, {b['refused']}/{b['sent']} bad refused"
+    )
     if mix.server is not None and mix.server.get("rss_growth") is not None:
         summary += f"; server RSS {mix.server['rss_after_bytes'] / 2**20:.0f} MiB ({mix.server['rss_growth']:+.1%})"
     if mix.problems:
         return CheckResult(NAME, TITLE, FAILED, "; ".join(mix.problems[:3]) + "; " + summary, details)
     if g["diverged"]:
-        return CheckResult(NAME, TITLE, WARNED, f"{g['diverged']} answers differ from the single-request greedy "
-                           "answer (batch-shape numerics?); " + summary, details)
+        return CheckResult(
+            NAME,
+            TITLE,
+            WARNED,
+            f"{g['diverged']} answers differ from the single-request greedy answer (batch-shape numerics?); " + summary,
+            details,
+        )
     return CheckResult(NAME, TITLE, PASSED, summary, details)

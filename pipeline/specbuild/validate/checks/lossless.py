@@ -6,8 +6,16 @@ compared text for text, character by character, and the report says so."""
 
 from __future__ import annotations
 
-from specbuild.validate.checks.base import (FAILED, PASSED, SKIPPED, WARNED, CheckResult, SuiteContext,
-                                            first_difference, timed)
+from specbuild.validate.checks.base import (
+    FAILED,
+    PASSED,
+    SKIPPED,
+    WARNED,
+    CheckResult,
+    SuiteContext,
+    first_difference,
+    timed,
+)
 from specbuild.validate.client import Generation
 
 NAME, TITLE = "lossless", "Lossless (greedy, token for token vs baseline)"
@@ -20,21 +28,30 @@ def compare(ctx: SuiteContext, spec: Generation, base: Generation) -> dict | Non
         i = first_difference(spec.ids, base.ids)
         if i is None:
             return None
-        out = {"unit": "token", "position": i, "speculative_tokens": spec.ids[i:i + SHOW],
-               "baseline_tokens": base.ids[i:i + SHOW],
-               "speculative_length": len(spec.ids), "baseline_length": len(base.ids)}
+        out = {
+            "unit": "token",
+            "position": i,
+            "speculative_tokens": spec.ids[i : i + SHOW],
+            "baseline_tokens": base.ids[i : i + SHOW],
+            "speculative_length": len(spec.ids),
+            "baseline_length": len(base.ids),
+        }
         if ctx.tokenizer is not None:
-            out["speculative_text"] = ctx.tokenizer.decode(spec.ids[i:i + SHOW])
-            out["baseline_text"] = ctx.tokenizer.decode(base.ids[i:i + SHOW])
+            out["speculative_text"] = ctx.tokenizer.decode(spec.ids[i : i + SHOW])
+            out["baseline_text"] = ctx.tokenizer.decode(base.ids[i : i + SHOW])
         else:
             j = first_difference(spec.text, base.text) or 0
-            out["speculative_text"], out["baseline_text"] = spec.text[j:j + 60], base.text[j:j + 60]
+            out["speculative_text"], out["baseline_text"] = spec.text[j : j + 60], base.text[j : j + 60]
         return out
     j = first_difference(spec.text, base.text)
     if j is None:
         return None
-    return {"unit": "character", "position": j, "speculative_text": spec.text[j:j + 60],
-            "baseline_text": base.text[j:j + 60]}
+    return {
+        "unit": "character",
+        "position": j,
+        "speculative_text": spec.text[j : j + 60],
+        "baseline_text": base.text[j : j + 60],
+    }
 
 
 @timed
@@ -59,17 +76,21 @@ def run(ctx: SuiteContext) -> CheckResult:
             d["prompt"] = p.id
             diffs.append(d)
     by_text = any(r.get("equal") is not None for r in rows) and all(
-        s.ids is None or b.ids is None for s, b in zip(spec, base) if s.ok and b.ok)
-    unit = "text (the deployment returns no token ids: NVIDIA's llmapi model has no output_ids)" if by_text \
-        else "tokens"
+        s.ids is None or b.ids is None for s, b in zip(spec, base) if s.ok and b.ok
+    )
+    unit = (
+        "text (the deployment returns no token ids: NVIDIA's llmapi model has no output_ids)" if by_text else "tokens"
+    )
     details = {"prompts": rows, "differences": diffs, "errors": errors, "compared": unit}
     compared = len(rows) - len(errors)
     if errors and not compared:
         return CheckResult(NAME, TITLE, FAILED, "no prompt could be compared: " + errors[0], details, gate)
     if diffs:
         d = diffs[0]
-        summary = (f"{len(diffs)}/{compared} prompts differ; first: prompt {d['prompt']} at {d['unit']} "
-                   f"{d['position']}: speculative {d['speculative_text']!r} vs baseline {d['baseline_text']!r}")
+        summary = (
+            f"{len(diffs)}/{compared} prompts differ; first: prompt {d['prompt']} at {d['unit']} "
+            f"{d['position']}: speculative {d['speculative_text']!r} vs baseline {d['baseline_text']!r}"
+        )
         return CheckResult(NAME, TITLE, FAILED if required else WARNED, summary, details, gate)
     if errors:
         return CheckResult(NAME, TITLE, FAILED, f"{len(errors)} request(s) failed: {errors[0]}", details, gate)

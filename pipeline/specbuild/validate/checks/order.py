@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-from specbuild.validate.checks import (acceptance, bad_input, cost_model, functional, health, load, lossless,
-                                       performance, sampling, spike_recovery)
+from specbuild.validate.checks import (
+    acceptance,
+    bad_input,
+    cost_model,
+    functional,
+    health,
+    load,
+    lossless,
+    performance,
+    sampling,
+    spike_recovery,
+)
 
 CHECKS = [health, functional, lossless, sampling, acceptance, spike_recovery, performance, cost_model, bad_input, load]
 ORDER = [m.NAME for m in CHECKS]

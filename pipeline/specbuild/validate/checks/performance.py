@@ -21,8 +21,16 @@ import threading
 import time
 
 from specbuild.validate.aggregate import crossover, round_speedups, summarize_level, tokens_per_s, wall_time
-from specbuild.validate.checks.base import (FAILED, INCONCLUSIVE, PASSED, WARNED, CheckResult, Deployment,
-                                            SuiteContext, timed)
+from specbuild.validate.checks.base import (
+    FAILED,
+    INCONCLUSIVE,
+    PASSED,
+    WARNED,
+    CheckResult,
+    Deployment,
+    SuiteContext,
+    timed,
+)
 from specbuild.validate.client import GenerateParams, Generation
 from specbuild.validate.local_server import LocalServer
 from specbuild.validate.machine_load import BUSY_THRESHOLD, LoadMeter
@@ -33,8 +41,16 @@ NAME, TITLE = "performance", "Performance sweep (latency, throughput, speedup)"
 GATE_LEVEL = 1
 
 
-def run_level(ctx: SuiteContext, dep: Deployment, concurrency: int, requests: int, params: GenerateParams, *,
-              first_prompt: int = 0, stage: str | None = None) -> list[RequestRecord]:
+def run_level(
+    ctx: SuiteContext,
+    dep: Deployment,
+    concurrency: int,
+    requests: int,
+    params: GenerateParams,
+    *,
+    first_prompt: int = 0,
+    stage: str | None = None,
+) -> list[RequestRecord]:
     """`requests` requests, `concurrency` in flight at all times (closed loop), prompts in turn from
     `first_prompt`."""
     counter = itertools.count()
@@ -52,11 +68,17 @@ def run_level(ctx: SuiteContext, dep: Deployment, concurrency: int, requests: in
             try:
                 gen = dep.generate(prompt.text, params, "http-stream")
             except Exception as e:  # noqa: BLE001 - a response the client could not read counts as failed
-                gen = Generation("http-stream", time.perf_counter(), end=time.perf_counter(),
-                                 error=f"{type(e).__name__}: {e}")
-            rec = RequestRecord.from_generation(gen, dep.label, concurrency, prompt.index,
-                                                tokens=ctx.count_tokens(gen) if gen.ids is None else None,
-                                                chunk_tokens=ctx.chunk_tokens(gen) if gen.ids is None else None)
+                gen = Generation(
+                    "http-stream", time.perf_counter(), end=time.perf_counter(), error=f"{type(e).__name__}: {e}"
+                )
+            rec = RequestRecord.from_generation(
+                gen,
+                dep.label,
+                concurrency,
+                prompt.index,
+                tokens=ctx.count_tokens(gen) if gen.ids is None else None,
+                chunk_tokens=ctx.chunk_tokens(gen) if gen.ids is None else None,
+            )
             with lock:
                 records.append(rec)
                 ctx.progress(stage, len(records), requests)
@@ -87,15 +109,19 @@ def gate_verdict(point, gate: float, foreign_share: float | None) -> tuple[str, 
     if point.high < gate:
         return FAILED, f"speedup at concurrency {GATE_LEVEL} is {spread} < {gate}"
     if point.low < gate:
-        return INCONCLUSIVE, (f"inconclusive: the rounds disagree about validation.min_speedup >= {gate} at "
-                              f"concurrency {GATE_LEVEL}: speedup {spread}; the machine is too noisy to judge "
-                              "the gate — rerun on a quiet machine, raise validation.performance_rounds, or set "
-                              "validation.allow_inconclusive")
+        return INCONCLUSIVE, (
+            f"inconclusive: the rounds disagree about validation.min_speedup >= {gate} at "
+            f"concurrency {GATE_LEVEL}: speedup {spread}; the machine is too noisy to judge "
+            "the gate — rerun on a quiet machine, raise validation.performance_rounds, or set "
+            "validation.allow_inconclusive"
+        )
     if foreign_share is not None and foreign_share > BUSY_THRESHOLD:
-        return INCONCLUSIVE, (f"inconclusive: speedup {spread} at concurrency {GATE_LEVEL}, but other processes "
-                              f"took {foreign_share:.0%} of this machine's CPU time while it was measured (more "
-                              f"than {BUSY_THRESHOLD:.0%}; contention slows the baseline more and inflates the "
-                              "speedup) — rerun on a quiet machine or set validation.allow_inconclusive")
+        return INCONCLUSIVE, (
+            f"inconclusive: speedup {spread} at concurrency {GATE_LEVEL}, but other processes "
+            f"took {foreign_share:.0%} of this machine's CPU time while it was measured (more "
+            f"than {BUSY_THRESHOLD:.0%}; contention slows the baseline more and inflates the "
+            "speedup) — rerun on a quiet machine or set validation.allow_inconclusive"
+        )
     return PASSED, f"speedup at concurrency {GATE_LEVEL} is {spread} >= {gate}"
 
 
@@ -104,17 +130,21 @@ def slowdown_warning(point) -> str | None:
     the rounds below 1), gate or no gate: speculation that costs more than it earns is never silent."""
     if point is None or point.value is None or point.value >= 1.0:
         return None
-    spread = f"{point.value:.2f} (rounds {point.low:.2f}–{point.high:.2f}" + \
-        ("; every round slower)" if point.high < 1.0 else "; the rounds disagree)")
-    return (f"slower than the baseline at concurrency {GATE_LEVEL}: speedup {spread} — check the acceptance per "
-            "category and the draft length, or set validation.min_speedup to gate on it")
+    spread = f"{point.value:.2f} (rounds {point.low:.2f}–{point.high:.2f}" + (
+        "; every round slower)" if point.high < 1.0 else "; the rounds disagree)"
+    )
+    return (
+        f"slower than the baseline at concurrency {GATE_LEVEL}: speedup {spread} — check the acceptance per "
+        "category and the draft length, or set validation.min_speedup to gate on it"
+    )
 
 
 @timed
 def run(ctx: SuiteContext) -> CheckResult:
     v = ctx.recipe.validation
-    gate = f"validation.min_speedup >= {v.min_speedup} at concurrency {GATE_LEVEL}" \
-        if v.min_speedup is not None else None
+    gate = (
+        f"validation.min_speedup >= {v.min_speedup} at concurrency {GATE_LEVEL}" if v.min_speedup is not None else None
+    )
     levels = sorted(set(v.concurrency) | ({GATE_LEVEL} if v.min_speedup is not None else set()))
     rounds = ctx.options.performance_rounds or v.performance_rounds
     params = GenerateParams(max_tokens=ctx.options.perf_max_tokens or v.max_tokens, return_perf_metrics=False)
@@ -134,8 +164,15 @@ def run(ctx: SuiteContext) -> CheckResult:
         meter.start()
         for r in range(rounds):
             for dep in round_order(deps, r):
-                recs = run_level(ctx, dep, c, n, params, first_prompt=r * n,
-                                 stage=f"performance: {dep.label}, concurrency {c}, round {r + 1}/{rounds}")
+                recs = run_level(
+                    ctx,
+                    dep,
+                    c,
+                    n,
+                    params,
+                    first_prompt=r * n,
+                    stage=f"performance: {dep.label}, concurrency {c}, round {r + 1}/{rounds}",
+                )
                 records[dep.label] += recs
                 walls[dep.label] += wall_time(recs)
                 per_round_tps[c][dep.label].append(tokens_per_s(recs))
@@ -143,15 +180,22 @@ def run(ctx: SuiteContext) -> CheckResult:
         load[c] = sample.to_dict() if sample is not None else None
         for dep in deps:
             levels_out[dep.label].append(summarize_level(records[dep.label], dep.label, c, wall_s=walls[dep.label]))
-    details: dict = {"levels": {k: [s.to_dict() for s in vs] for k, vs in levels_out.items()},
-                     "max_tokens": params.max_tokens, "greedy": True, "protocol": "HTTP generate_stream",
-                     "itl_definition": "gap between responses / tokens in the later response (GenAI-Perf)",
-                     "rounds": rounds, "requests_per_round": {c: requests_per_round(ctx, c, rounds) for c in levels},
-                     "round_order": "ABBA (the deployments take turns; odd rounds reversed)",
-                     "round_tokens_per_s": per_round_tps, "machine_load": load,
-                     "busy_threshold": BUSY_THRESHOLD}
-    errors = [(s.deployment, s.concurrency, s.errors, s.first_error) for vs in levels_out.values() for s in vs
-              if s.errors]
+    details: dict = {
+        "levels": {k: [s.to_dict() for s in vs] for k, vs in levels_out.items()},
+        "max_tokens": params.max_tokens,
+        "greedy": True,
+        "protocol": "HTTP generate_stream",
+        "itl_definition": "gap between responses / tokens in the later response (GenAI-Perf)",
+        "rounds": rounds,
+        "requests_per_round": {c: requests_per_round(ctx, c, rounds) for c in levels},
+        "round_order": "ABBA (the deployments take turns; odd rounds reversed)",
+        "round_tokens_per_s": per_round_tps,
+        "machine_load": load,
+        "busy_threshold": BUSY_THRESHOLD,
+    }
+    errors = [
+        (s.deployment, s.concurrency, s.errors, s.first_error) for vs in levels_out.values() for s in vs if s.errors
+    ]
     summary_parts = []
     status = PASSED
     if "baseline" in levels_out:
@@ -159,17 +203,23 @@ def run(ctx: SuiteContext) -> CheckResult:
         cross = crossover(sp)
         details["speedup"] = [p.to_dict() for p in sp]
         details["crossover"] = cross.to_dict()
-        summary_parts.append("speedup " + ", ".join(
-            f"{speedup_text(p.value)} ({speedup_text(p.low)}–{speedup_text(p.high)}) at {p.concurrency}"
-            for p in sp if p.value is not None))
+        summary_parts.append(
+            "speedup "
+            + ", ".join(
+                f"{speedup_text(p.value)} ({speedup_text(p.low)}–{speedup_text(p.high)}) at {p.concurrency}"
+                for p in sp
+                if p.value is not None
+            )
+        )
         if cross.always_faster:
             summary_parts.append("faster at every level")
         elif cross.first_level_below_1 is not None:
             where = f"≈{cross.interpolated:.1f}" if cross.interpolated else f"{cross.first_level_below_1}"
             summary_parts.append(f"speculation stops paying at concurrency {where}")
         if cross.uncertain_levels:
-            summary_parts.append("rounds disagree about speedup >= 1 at concurrency "
-                                 + ", ".join(str(c) for c in cross.uncertain_levels))
+            summary_parts.append(
+                "rounds disagree about speedup >= 1 at concurrency " + ", ".join(str(c) for c in cross.uncertain_levels)
+            )
         if v.min_speedup is not None:
             point = next((p for p in sp if p.concurrency == GATE_LEVEL), None)
             share = (load.get(GATE_LEVEL) or {}).get("foreign_share")
@@ -183,19 +233,25 @@ def run(ctx: SuiteContext) -> CheckResult:
             summary_parts.insert(0 if status == PASSED else 1, slower)
             status = WARNED if status == PASSED else status
     else:
-        summary_parts.append(", ".join(f"{s.output_tokens_per_s:.0f} tok/s at {s.concurrency}"
-                                       for s in levels_out[ctx.target.label]))
+        summary_parts.append(
+            ", ".join(f"{s.output_tokens_per_s:.0f} tok/s at {s.concurrency}" for s in levels_out[ctx.target.label])
+        )
     if not ctx.target.contract.has_ids and ctx.tokenizer is None:  # stats.chunk_token_counts: 1 per response
         details["token_counts"] = f"streamed responses, not tokens: no client tokenizer ({ctx.tokenizer_problem})"
         summary_parts.append("tokens counted as streamed responses (no client tokenizer)")
     busy = {c: s["foreign_share"] for c, s in load.items() if s and s["foreign_share"] > BUSY_THRESHOLD}
     if busy:
-        summary_parts.append("machine busy with other work (" + ", ".join(
-            f"{share:.0%} at concurrency {c}" for c, share in busy.items()) + ")")
+        summary_parts.append(
+            "machine busy with other work ("
+            + ", ".join(f"{share:.0%} at concurrency {c}" for c, share in busy.items())
+            + ")"
+        )
     if errors:
         status = FAILED
         dep, c, n, first = errors[0]
-        summary_parts.insert(0, f"{sum(e[2] for e in errors)} request(s) failed (first: {dep} at concurrency {c}: "
-                                f"{first})")
-    return CheckResult(NAME, TITLE, status, "; ".join(summary_parts), details, gate,
-                       inconclusive_allowed=v.allow_inconclusive)
+        summary_parts.insert(
+            0, f"{sum(e[2] for e in errors)} request(s) failed (first: {dep} at concurrency {c}: {first})"
+        )
+    return CheckResult(
+        NAME, TITLE, status, "; ".join(summary_parts), details, gate, inconclusive_allowed=v.allow_inconclusive
+    )

@@ -82,8 +82,14 @@ class _Requests:
         if not gen.ok:
             self.failures.append(f"{prompt.id}: {gen.error}")
             return None
-        rec = AcceptanceRecord.from_generation(gen, prompt.index, None, prefill_is_step=self.prefill_is_step,
-                                               prompt=prompt.id, tokens=self.ctx.count_tokens(gen))
+        rec = AcceptanceRecord.from_generation(
+            gen,
+            prompt.index,
+            None,
+            prefill_is_step=self.prefill_is_step,
+            prompt=prompt.id,
+            tokens=self.ctx.count_tokens(gen),
+        )
         if rec is None:
             self.missing += 1
             return None
@@ -118,8 +124,10 @@ def _skip(ctx: SuiteContext) -> str | None:
         return f"adaptive.draft_len_schedule {{{schedule}}} never turns drafting off (no draft length 0)"
     max_batch = ctx.recipe.build.max_batch_size
     if off > max_batch:
-        return (f"adaptive.draft_len_schedule turns drafting off at {off} requests in flight, above "
-                f"build.max_batch_size {max_batch}: the server never gets there")
+        return (
+            f"adaptive.draft_len_schedule turns drafting off at {off} requests in flight, above "
+            f"build.max_batch_size {max_batch}: the server never gets there"
+        )
     if len(ctx.prompts) < 2:
         return "fewer than 2 prompts in the prompt set: pre-spike acceptance needs an interval over requests"
     return None
@@ -136,20 +144,33 @@ def run(ctx: SuiteContext) -> CheckResult:
     concurrency = spike_concurrency(settings.concurrency, off, ctx.recipe.build.max_batch_size)
     n = min(settings.prompts, len(ctx.prompts))
     bound = max(settings.recovery_requests, n)  # at least one window
-    gate = f"acceptance back to its pre-spike value within {bound} requests after " \
-           f"{concurrency} in flight (drafting off from {off})"
+    gate = (
+        f"acceptance back to its pre-spike value within {bound} requests after "
+        f"{concurrency} in flight (drafting off from {off})"
+    )
     if concurrency < off:
-        return CheckResult(NAME, TITLE, SKIPPED, f"validation.spike.concurrency {concurrency} is below the "
-                           f"schedule's off point {off}: no spike — set it to at least {off}", gate=gate)
+        return CheckResult(
+            NAME,
+            TITLE,
+            SKIPPED,
+            f"validation.spike.concurrency {concurrency} is below the "
+            f"schedule's off point {off}: no spike — set it to at least {off}",
+            gate=gate,
+        )
     chosen = ctx.prompts[:n]
     spike_prompts = [ctx.prompts[i % len(ctx.prompts)] for i in range(max(settings.requests, concurrency))]
     requests = _Requests(ctx)
-    details: dict = {"schedule": {str(b): d for b, d in points}, "off_point": off, "spike_concurrency": concurrency,
-                     "prompts": [p.id for p in chosen], "recovery_bound": bound,
-                     "max_acceptance_drop": settings.max_acceptance_drop,
-                     "judged": "AL within max_acceptance_drop of the pre-spike AL"
-                     if settings.max_acceptance_drop is not None else
-                     f"a window's {CONFIDENCE:.0%} bootstrap interval reaches the pre-spike interval"}
+    details: dict = {
+        "schedule": {str(b): d for b, d in points},
+        "off_point": off,
+        "spike_concurrency": concurrency,
+        "prompts": [p.id for p in chosen],
+        "recovery_bound": bound,
+        "max_acceptance_drop": settings.max_acceptance_drop,
+        "judged": "AL within max_acceptance_drop of the pre-spike AL"
+        if settings.max_acceptance_drop is not None
+        else f"a window's {CONFIDENCE:.0%} bootstrap interval reaches the pre-spike interval",
+    }
 
     pre = requests.one_at_a_time("spike: before, concurrency 1", chosen)
     if requests.failures or len(pre) < n:
@@ -158,11 +179,24 @@ def run(ctx: SuiteContext) -> CheckResult:
     details["before"] = before.to_dict()
     if before.draft_tokens == 0:
         if ctx.target.contract.counters_may_read_zero:
-            return CheckResult(NAME, TITLE, SKIPPED, f"{ZERO_COUNTERS}: acceptance cannot be followed request by "
-                               "request", details, gate)
-        return CheckResult(NAME, TITLE, FAILED, "no draft tokens at concurrency 1 before the spike: the deployment "
-                           "does not speculate there (the schedule's batch size 1 drafts "
-                           f"{points[0][1]})", details, gate)
+            return CheckResult(
+                NAME,
+                TITLE,
+                SKIPPED,
+                f"{ZERO_COUNTERS}: acceptance cannot be followed request by request",
+                details,
+                gate,
+            )
+        return CheckResult(
+            NAME,
+            TITLE,
+            FAILED,
+            "no draft tokens at concurrency 1 before the spike: the deployment "
+            "does not speculate there (the schedule's batch size 1 drafts "
+            f"{points[0][1]})",
+            details,
+            gate,
+        )
 
     during = requests.in_flight(f"spike: {concurrency} in flight", spike_prompts, concurrency)
     if requests.failures or not during:
@@ -190,32 +224,63 @@ def run(ctx: SuiteContext) -> CheckResult:
     last = windows[-1]
     details["recovery"] = last
     al_last = last["acceptance_length"]
-    figures = (f"before the spike AL {_al_text(before)}; during the spike ({concurrency} in flight, "
-               f"{len(during)} requests) AL {_al_text(spike)} with {drafts_per_step(spike):.2f} draft tokens per step "
-               f"(before: {drafts_per_step(before):.2f})")
+    figures = (
+        f"before the spike AL {_al_text(before)}; during the spike ({concurrency} in flight, "
+        f"{len(during)} requests) AL {_al_text(spike)} with {drafts_per_step(spike):.2f} draft tokens per step "
+        f"(before: {drafts_per_step(before):.2f})"
+    )
     if back_at is None:
         drafted = sum(r.draft_tokens for r in after)
-        how = "drafting did not resume (0 draft tokens)" if drafted == 0 else \
-            f"{drafted} draft tokens over {sum(r.steps for r in after)} steps"
-        return CheckResult(NAME, TITLE, FAILED,
-                           f"acceptance did not come back within {bound} requests at concurrency "
-                           f"1 after the spike: the last {n} read AL {al_last['value']:.2f} "
-                           f"[{al_last['low']:.2f}–{al_last['high']:.2f}], {how} — {figures}. The drafter keeps "
-                           "state across a draft length of 0 (TensorRT-LLM's draft_len_schedule going to 0 and back)",
-                           details, gate)
-    summary = (f"{figures}; after it AL {al_last['value']:.2f} [{al_last['low']:.2f}–{al_last['high']:.2f}] "
-               f"within {back_at} requests at concurrency 1")
+        how = (
+            "drafting did not resume (0 draft tokens)"
+            if drafted == 0
+            else f"{drafted} draft tokens over {sum(r.steps for r in after)} steps"
+        )
+        return CheckResult(
+            NAME,
+            TITLE,
+            FAILED,
+            f"acceptance did not come back within {bound} requests at concurrency "
+            f"1 after the spike: the last {n} read AL {al_last['value']:.2f} "
+            f"[{al_last['low']:.2f}–{al_last['high']:.2f}], {how} — {figures}. The drafter keeps "
+            "state across a draft length of 0 (TensorRT-LLM's draft_len_schedule going to 0 and back)",
+            details,
+            gate,
+        )
+    summary = (
+        f"{figures}; after it AL {al_last['value']:.2f} [{al_last['low']:.2f}–{al_last['high']:.2f}] "
+        f"within {back_at} requests at concurrency 1"
+    )
     if drafts_per_step(spike) >= OFF_SHARE * drafts_per_step(before):
-        return CheckResult(NAME, TITLE, WARNED, f"the spike did not turn drafting off (is the server following "
-                           f"draft_len_schedule? recovery was not tested after an off period) — {summary}",
-                           details, gate)
+        return CheckResult(
+            NAME,
+            TITLE,
+            WARNED,
+            f"the spike did not turn drafting off (is the server following "
+            f"draft_len_schedule? recovery was not tested after an off period) — {summary}",
+            details,
+            gate,
+        )
     return CheckResult(NAME, TITLE, PASSED, summary, details, gate)
 
 
 def _unmeasured(requests: _Requests, when: str, details: dict, gate: str) -> CheckResult:
     """A phase whose requests failed or came back without acceptance outputs."""
     if requests.failures:
-        return CheckResult(NAME, TITLE, FAILED, f"{len(requests.failures)} request(s) failed {when}: "
-                           f"{requests.failures[0]}", details, gate)
-    return CheckResult(NAME, TITLE, SKIPPED, f"the server returned no acceptance outputs {when} "
-                       "(return_perf_metrics: total_accepted_draft_tokens, total_draft_tokens)", details, gate)
+        return CheckResult(
+            NAME,
+            TITLE,
+            FAILED,
+            f"{len(requests.failures)} request(s) failed {when}: {requests.failures[0]}",
+            details,
+            gate,
+        )
+    return CheckResult(
+        NAME,
+        TITLE,
+        SKIPPED,
+        f"the server returned no acceptance outputs {when} "
+        "(return_perf_metrics: total_accepted_draft_tokens, total_draft_tokens)",
+        details,
+        gate,
+    )

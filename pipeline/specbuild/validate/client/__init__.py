@@ -35,6 +35,25 @@ def outputs_from_grpc(result) -> tuple[str, list[int] | None, dict[str, float], 
     return out.text, out.ids, out.perf, final
 
 
-__all__ = ["CONTRACTS", "Chunk", "Contract", "ENGINE", "GenerateParams", "Generation", "GrpcSession", "HttpSession",
-           "IDS_OUTPUT", "LLM_API", "ModelSignature", "Output", "PERF_OUTPUTS", "ServerClient", "_sse_events",
-           "contract", "grpc_inputs", "new_request_id", "outputs_from_grpc", "outputs_from_json"]
+__all__ = [
+    "CONTRACTS",
+    "Chunk",
+    "Contract",
+    "ENGINE",
+    "GenerateParams",
+    "Generation",
+    "GrpcSession",
+    "HttpSession",
+    "IDS_OUTPUT",
+    "LLM_API",
+    "ModelSignature",
+    "Output",
+    "PERF_OUTPUTS",
+    "ServerClient",
+    "_sse_events",
+    "contract",
+    "grpc_inputs",
+    "new_request_id",
+    "outputs_from_grpc",
+    "outputs_from_json",
+]

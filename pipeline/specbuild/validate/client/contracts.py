@@ -15,8 +15,16 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from specbuild.validate.client.results import (Chunk, Generation, GenerateParams, Output, as_ids, as_number,
-                                               as_text, first)
+from specbuild.validate.client.results import (
+    Chunk,
+    Generation,
+    GenerateParams,
+    Output,
+    as_ids,
+    as_number,
+    as_text,
+    first,
+)
 
 
 class Contract:
@@ -36,8 +44,11 @@ class Contract:
         return values
 
     def parse_json(self, d: dict) -> Output:
-        return Output(as_text(d.get("text_output")), as_ids(d.get("output_ids")) if self.has_ids else None,
-                      {k: v for k in self.perf_outputs if k in d and (v := as_number(d[k])) is not None})
+        return Output(
+            as_text(d.get("text_output")),
+            as_ids(d.get("output_ids")) if self.has_ids else None,
+            {k: v for k in self.perf_outputs if k in d and (v := as_number(d[k])) is not None},
+        )
 
     def parse_grpc(self, result) -> tuple[Output, bool]:
         """One gRPC stream response and its final flag."""
@@ -65,7 +76,7 @@ class Contract:
     def absorb(self, gen: Generation, out: Output, t: float) -> None:
         """Add one response to a generation (chunks hold the new text)."""
         if self.cumulative:
-            new = out.text[len(gen.text):] if out.text.startswith(gen.text) else ""
+            new = out.text[len(gen.text) :] if out.text.startswith(gen.text) else ""
             gen.text = out.text  # a stop string may shorten the text on the last response
         else:
             new = out.text
@@ -82,9 +93,17 @@ class EngineContract(Contract):
     has_ids = True
     cumulative = False
     stream_input = "stream"
-    perf_outputs = ("acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens",
-                    "num_input_tokens", "num_output_tokens", "arrival_time_ns", "first_scheduled_time_ns",
-                    "first_token_time_ns", "last_token_time_ns")
+    perf_outputs = (
+        "acceptance_rate",
+        "total_accepted_draft_tokens",
+        "total_draft_tokens",
+        "num_input_tokens",
+        "num_output_tokens",
+        "arrival_time_ns",
+        "first_scheduled_time_ns",
+        "first_token_time_ns",
+        "last_token_time_ns",
+    )
 
     def inputs(self, params, prompt, *, stream):
         d: dict[str, Any] = {}
@@ -123,10 +142,20 @@ class LlmApiContract(Contract):
     cumulative = True
     stream_input = "streaming"
     counters_may_read_zero = True  # TensorRT-LLM <= 1.2.1 in the PyTorch flow (NVIDIA/TensorRT-LLM PR #17082)
-    perf_outputs = ("acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens", "arrival_time_ns",
-                    "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns", "kv_cache_reused_block",
-                    "kv_cache_hit_rate", "kv_cache_alloc_new_blocks", "kv_cache_alloc_total_blocks",
-                    "kv_cache_missed_block")
+    perf_outputs = (
+        "acceptance_rate",
+        "total_accepted_draft_tokens",
+        "total_draft_tokens",
+        "arrival_time_ns",
+        "first_scheduled_time_ns",
+        "first_token_time_ns",
+        "last_token_time_ns",
+        "kv_cache_reused_block",
+        "kv_cache_hit_rate",
+        "kv_cache_alloc_new_blocks",
+        "kv_cache_alloc_total_blocks",
+        "kv_cache_missed_block",
+    )
 
     def inputs(self, params, prompt, *, stream):
         d: dict[str, Any] = {}

@@ -11,10 +11,26 @@ from typing import Any
 from specbuild.validate.client.contracts import ENGINE, Contract
 from specbuild.validate.client.results import Generation, new_request_id
 
-_NUMPY_TYPES = {"TYPE_BOOL": "bool", "TYPE_INT32": "int32", "TYPE_INT64": "int64", "TYPE_UINT64": "uint64",
-                "TYPE_FP32": "float32", "TYPE_FP16": "float16", "TYPE_UINT8": "uint8", "TYPE_STRING": "object"}
-_TRITON_TYPES = {"TYPE_BOOL": "BOOL", "TYPE_INT32": "INT32", "TYPE_INT64": "INT64", "TYPE_UINT64": "UINT64",
-                 "TYPE_FP32": "FP32", "TYPE_FP16": "FP16", "TYPE_UINT8": "UINT8", "TYPE_STRING": "BYTES"}
+_NUMPY_TYPES = {
+    "TYPE_BOOL": "bool",
+    "TYPE_INT32": "int32",
+    "TYPE_INT64": "int64",
+    "TYPE_UINT64": "uint64",
+    "TYPE_FP32": "float32",
+    "TYPE_FP16": "float16",
+    "TYPE_UINT8": "uint8",
+    "TYPE_STRING": "object",
+}
+_TRITON_TYPES = {
+    "TYPE_BOOL": "BOOL",
+    "TYPE_INT32": "INT32",
+    "TYPE_INT64": "INT64",
+    "TYPE_UINT64": "UINT64",
+    "TYPE_FP32": "FP32",
+    "TYPE_FP16": "FP16",
+    "TYPE_UINT8": "UINT8",
+    "TYPE_STRING": "BYTES",
+}
 
 
 @dataclass(frozen=True)
@@ -27,14 +43,21 @@ class ModelSignature:
 
     @classmethod
     def from_config(cls, config: dict) -> "ModelSignature":
-        inputs = {i["name"]: (i.get("data_type", "TYPE_STRING"), tuple(int(d) for d in i.get("dims", [])))
-                  for i in config.get("input", [])}
+        inputs = {
+            i["name"]: (i.get("data_type", "TYPE_STRING"), tuple(int(d) for d in i.get("dims", [])))
+            for i in config.get("input", [])
+        }
         decoupled = bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
         return cls(inputs, int(config.get("max_batch_size", 0) or 0), decoupled)
 
 
-def grpc_inputs(signature: ModelSignature, values: dict[str, Any], *, type_overrides: dict[str, str] | None = None,
-                shapes: dict[str, tuple[int, ...]] | None = None):
+def grpc_inputs(
+    signature: ModelSignature,
+    values: dict[str, Any],
+    *,
+    type_overrides: dict[str, str] | None = None,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+):
     """tritonclient.grpc InferInputs for `values` (by input name), typed and shaped from the model's config.
     Names the config does not declare are sent as given (the server rejects them: a bad-input case);
     `type_overrides` (config data types) and `shapes` send some inputs otherwise (bad-input cases too)."""
@@ -47,8 +70,13 @@ def grpc_inputs(signature: ModelSignature, values: dict[str, Any], *, type_overr
         if type_overrides and name in type_overrides:
             data_type = type_overrides[name]
         if not data_type:
-            data_type = "TYPE_STRING" if isinstance(value, (str, bytes)) else \
-                "TYPE_FP32" if isinstance(value, float) else "TYPE_INT32"
+            data_type = (
+                "TYPE_STRING"
+                if isinstance(value, (str, bytes))
+                else "TYPE_FP32"
+                if isinstance(value, float)
+                else "TYPE_INT32"
+            )
         items = value if isinstance(value, list) else [value]
         if data_type == "TYPE_STRING":
             arr = np.array([v if isinstance(v, bytes) else str(v).encode() for v in items], dtype=object)
@@ -98,10 +126,19 @@ class GrpcSession:
         except Exception:  # noqa: BLE001
             pass
 
-    def generate(self, model: str, signature: ModelSignature, values: dict[str, Any], *,
-                 request_id: str | None = None, stop_after: int | None = None,
-                 type_overrides: dict[str, str] | None = None, shapes: dict[str, tuple[int, ...]] | None = None,
-                 on_first=None, outputs: list[str] | None = None) -> Generation:
+    def generate(
+        self,
+        model: str,
+        signature: ModelSignature,
+        values: dict[str, Any],
+        *,
+        request_id: str | None = None,
+        stop_after: int | None = None,
+        type_overrides: dict[str, str] | None = None,
+        shapes: dict[str, tuple[int, ...]] | None = None,
+        on_first=None,
+        outputs: list[str] | None = None,
+    ) -> Generation:
         """Send one request on the stream and collect its responses until the final one (or an error).
         on_first: called once the first response has arrived (e.g. to cancel the request from elsewhere).
         outputs: ask for these outputs only (default: every output the model declares)."""
@@ -116,8 +153,9 @@ class GrpcSession:
                 import tritonclient.grpc as grpcclient
 
                 requested = [grpcclient.InferRequestedOutput(name) for name in outputs]
-            self.client.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True,
-                                           outputs=requested)
+            self.client.async_stream_infer(
+                model, inputs, request_id=request_id, enable_empty_final_response=True, outputs=requested
+            )
         except Exception as e:  # noqa: BLE001 - tritonclient raises its own exception types
             gen.end = time.perf_counter()
             gen.error = f"{type(e).__name__}: {e}"

@@ -34,8 +34,9 @@ class HttpSession:
             self._conn.close()
             self._conn = None
 
-    def request(self, method: str, path: str, body: bytes | None = None,
-                headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
+    def request(
+        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> http.client.HTTPResponse:
         hdrs = {"Content-Type": "application/json", **(headers or {})}
         for attempt in (0, 1):  # a kept-alive connection the server closed: reconnect once
             conn = self._connection()
@@ -57,8 +58,15 @@ class HttpSession:
             self.close()
             return None
 
-    def generate(self, model: str, prompt: str | None, params: GenerateParams, *, raw_body: bytes | None = None,
-                 request_id: str | None = None) -> Generation:
+    def generate(
+        self,
+        model: str,
+        prompt: str | None,
+        params: GenerateParams,
+        *,
+        raw_body: bytes | None = None,
+        request_id: str | None = None,
+    ) -> Generation:
         """POST /v2/models/<model>/generate: one JSON response."""
         if raw_body is not None:
             body = raw_body
@@ -93,9 +101,16 @@ class HttpSession:
             gen.final = True
         return gen
 
-    def generate_stream(self, model: str, prompt: str | None, params: GenerateParams, *,
-                        request_id: str | None = None, stop_after: int | None = None,
-                        stream_flag: bool = True) -> Generation:
+    def generate_stream(
+        self,
+        model: str,
+        prompt: str | None,
+        params: GenerateParams,
+        *,
+        request_id: str | None = None,
+        stop_after: int | None = None,
+        stream_flag: bool = True,
+    ) -> Generation:
         """POST /v2/models/<model>/generate_stream (server-sent events). stop_after: close the connection after
         that many responses (a client that goes away mid-stream). stream_flag: the streaming input (False for
         a model that is not decoupled: it then answers with one event)."""

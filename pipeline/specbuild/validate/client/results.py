@@ -91,6 +91,7 @@ class Output:
 
 # --- value conversion -----------------------------------------------------------------------------------------
 
+
 def flatten(value: Any) -> list:
     if isinstance(value, list):
         return [x for v in value for x in flatten(v)]

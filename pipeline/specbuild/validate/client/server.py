@@ -42,8 +42,9 @@ class ServerClient:
                 import tritonclient.http as httpclient
 
                 _interrupts_not_printed_by_gevent()
-                c = httpclient.InferenceServerClient(self.http_address, connection_timeout=self.timeout_s,
-                                                     network_timeout=self.timeout_s)
+                c = httpclient.InferenceServerClient(
+                    self.http_address, connection_timeout=self.timeout_s, network_timeout=self.timeout_s
+                )
             else:
                 import tritonclient.grpc as grpcclient
 
@@ -76,8 +77,10 @@ class ServerClient:
         """UserError when no server answers on the HTTP address."""
         why = self.unreachable()
         if why is not None:
-            raise UserError(f"no Triton server answers at http://{self.http_address} ({why}) — start one "
-                            "(specbuild serve triton_repo/<name>) or fix --url")
+            raise UserError(
+                f"no Triton server answers at http://{self.http_address} ({why}) — start one "
+                "(specbuild serve triton_repo/<name>) or fix --url"
+            )
 
     def unreachable(self) -> str | None:
         """Why the server does not answer its liveness probe (GET /v2/health/live), or None when it is live."""
@@ -138,9 +141,15 @@ class ServerClient:
                 out["grpc_live"] = out["grpc_ready"] = False
                 out["grpc_error"] = f"{type(e).__name__}: {e}"
         try:
-            out["models"] = {e["name"]: {"state": e.get("state", ""), "reason": e.get("reason", ""),
-                                         "ready": self.model_ready(e["name"])}
-                             for e in self.repository_index() if "name" in e}
+            out["models"] = {
+                e["name"]: {
+                    "state": e.get("state", ""),
+                    "reason": e.get("reason", ""),
+                    "ready": self.model_ready(e["name"]),
+                }
+                for e in self.repository_index()
+                if "name" in e
+            }
         except Exception as e:  # noqa: BLE001
             out["models"] = {}
             out["index_error"] = f"{type(e).__name__}: {e}"

@@ -22,6 +22,9 @@ def write_reports(result: ValidationResult, folder: Path) -> list[Path]:
     folder = Path(folder).absolute()
     with atomic.atomic_folder(folder, carry=("*.log",)) as partial:
         plots = write_plots(result, partial)
-        names = [write_json(result, partial), write_junit(result, partial),
-                 write_markdown(result, partial, [p.name for p in plots])] + plots
+        names = [
+            write_json(result, partial),
+            write_junit(result, partial),
+            write_markdown(result, partial, [p.name for p in plots]),
+        ] + plots
     return [folder / p.name for p in names]

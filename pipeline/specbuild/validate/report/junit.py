@@ -16,21 +16,37 @@ FILE = "junit.xml"
 
 def junit_tree(result) -> ET.ElementTree:
     checks = result.checks
-    counts = {"tests": len(checks), "failures": sum(c.status == FAILED or (c.status == INCONCLUSIVE and not c.ok)
-                                                    for c in checks),
-              "errors": sum(c.status == ERROR for c in checks), "skipped": sum(c.status == SKIPPED for c in checks)}
+    counts = {
+        "tests": len(checks),
+        "failures": sum(c.status == FAILED or (c.status == INCONCLUSIVE and not c.ok) for c in checks),
+        "errors": sum(c.status == ERROR for c in checks),
+        "skipped": sum(c.status == SKIPPED for c in checks),
+    }
     total_time = f"{result.duration_s:.3f}"
-    root = ET.Element("testsuites", name="specbuild validate", time=total_time, **{k: str(v) for k, v in counts.items()})
-    suite = ET.SubElement(root, "testsuite", name=f"specbuild.validate.{result.recipe}", time=total_time,
-                          timestamp=result.started, **{k: str(v) for k, v in counts.items()})
+    root = ET.Element(
+        "testsuites", name="specbuild validate", time=total_time, **{k: str(v) for k, v in counts.items()}
+    )
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name=f"specbuild.validate.{result.recipe}",
+        time=total_time,
+        timestamp=result.started,
+        **{k: str(v) for k, v in counts.items()},
+    )
     props = ET.SubElement(suite, "properties")
-    for k, v in (("method", result.method), ("runtime", result.runtime), ("serving_model", result.serving_model),
-                 ("target", result.target.describe()),
-                 ("baseline", result.baseline.describe() if result.baseline else "none")):
+    for k, v in (
+        ("method", result.method),
+        ("runtime", result.runtime),
+        ("serving_model", result.serving_model),
+        ("target", result.target.describe()),
+        ("baseline", result.baseline.describe() if result.baseline else "none"),
+    ):
         ET.SubElement(props, "property", name=k, value=str(v))
     for c in checks:
-        case = ET.SubElement(suite, "testcase", classname=f"specbuild.validate.{result.recipe}", name=c.name,
-                             time=f"{c.duration_s:.3f}")
+        case = ET.SubElement(
+            suite, "testcase", classname=f"specbuild.validate.{result.recipe}", name=c.name, time=f"{c.duration_s:.3f}"
+        )
         text = json.dumps(clean(c.details), indent=1)[:20000]
         if c.status == FAILED:
             ET.SubElement(case, "failure", message=c.summary, type=c.gate or "check").text = text

@@ -43,9 +43,14 @@ def latency_plot(plt, details: dict, path: Path, title: str) -> Path:
     levels = details["levels"]
     all_c = sorted({s["concurrency"] for vs in levels.values() for s in vs})
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    for ax, (metric, label, scale) in zip(axes, (("ttft_s", "time to first token (ms)", 1000),
-                                                 ("itl_s", "inter-token latency (ms)", 1000),
-                                                 ("latency_s", "request latency (s)", 1))):
+    for ax, (metric, label, scale) in zip(
+        axes,
+        (
+            ("ttft_s", "time to first token (ms)", 1000),
+            ("itl_s", "inter-token latency (ms)", 1000),
+            ("latency_s", "request latency (s)", 1),
+        ),
+    ):
         for dep, vs in levels.items():
             x50, y50 = _series(vs, metric, "p50", scale)
             x90, y90 = _series(vs, metric, "p90", scale)
@@ -59,8 +64,15 @@ def latency_plot(plt, details: dict, path: Path, title: str) -> Path:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
         else:  # e.g. inter-token latency of a deployment that does not stream
-            ax.text(0.5, 0.5, "not measured\n(the deployment does not stream)", ha="center", va="center",
-                    transform=ax.transAxes, color="gray")
+            ax.text(
+                0.5,
+                0.5,
+                "not measured\n(the deployment does not stream)",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                color="gray",
+            )
     fig.suptitle(f"{title}: latency vs concurrency")
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
@@ -72,7 +84,9 @@ def throughput_plot(plt, details: dict, path: Path, title: str) -> Path:
     levels = details["levels"]
     all_c = sorted({s["concurrency"] for vs in levels.values() for s in vs})
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, (key, label) in zip(axes, (("output_tokens_per_s", "output tokens / s"), ("requests_per_s", "requests / s"))):
+    for ax, (key, label) in zip(
+        axes, (("output_tokens_per_s", "output tokens / s"), ("requests_per_s", "requests / s"))
+    ):
         for dep, vs in levels.items():
             ax.plot([s["concurrency"] for s in vs], [s[key] for s in vs], "o-", color=COLORS.get(dep), label=dep)
         ax.set_ylabel(label)
@@ -92,23 +106,42 @@ def speedup_plot(plt, details: dict, path: Path, title: str) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.axhline(1.0, color="black", lw=1, ls="--", label="break-even (1×)")
     ax.plot(xs, ys, "o-", color=COLORS["speculative"], lw=2, label="speculative / baseline output tok/s (median)")
-    spreads = [(p["concurrency"], p["speedup"], p.get("speedup_min"), p.get("speedup_max"))
-               for p in details["speedup"] if p["speedup"] is not None and p.get("speedup_min") is not None]
+    spreads = [
+        (p["concurrency"], p["speedup"], p.get("speedup_min"), p.get("speedup_max"))
+        for p in details["speedup"]
+        if p["speedup"] is not None and p.get("speedup_min") is not None
+    ]
     if spreads:  # the rounds' min-max around each median
-        ax.errorbar([x for x, *_ in spreads], [y for _, y, _, _ in spreads],
-                    yerr=[[y - lo for _, y, lo, _ in spreads], [hi - y for _, y, _, hi in spreads]],
-                    fmt="none", ecolor=COLORS["speculative"], elinewidth=1, capsize=4, alpha=0.7,
-                    label="rounds: min–max")
+        ax.errorbar(
+            [x for x, *_ in spreads],
+            [y for _, y, _, _ in spreads],
+            yerr=[[y - lo for _, y, lo, _ in spreads], [hi - y for _, y, _, hi in spreads]],
+            fmt="none",
+            ecolor=COLORS["speculative"],
+            elinewidth=1,
+            capsize=4,
+            alpha=0.7,
+            label="rounds: min–max",
+        )
     for x, y in points:  # labels above the points that pay, below the ones that do not (clear of the 1x line)
-        ax.annotate(f"{y:.2f}×", (x, y), textcoords="offset points", xytext=(0, 8 if y >= 1 else -15),
-                    ha="center", fontsize=9)
+        ax.annotate(
+            f"{y:.2f}×", (x, y), textcoords="offset points", xytext=(0, 8 if y >= 1 else -15), ha="center", fontsize=9
+        )
     top = max(ys + [1.0] + [hi for *_, hi in spreads]) * 1.2
     cross = details.get("crossover") or {}
     if cross.get("first_level_below_1") is not None:
         at = cross.get("interpolated") or cross["first_level_below_1"]
         ax.axvline(at, color="#d62728", lw=1.5, ls=":")
-        ax.annotate(f"crossover ≈ {at:.1f}", (at, top * 0.97), textcoords="offset points", xytext=(5, 0),
-                    ha="left", va="top", color="#d62728", fontsize=9)
+        ax.annotate(
+            f"crossover ≈ {at:.1f}",
+            (at, top * 0.97),
+            textcoords="offset points",
+            xytext=(5, 0),
+            ha="left",
+            va="top",
+            color="#d62728",
+            fontsize=9,
+        )
         ax.axvspan(at, max(xs) * 1.3, color="#d62728", alpha=0.07)
     ax.set_ylabel("speedup")
     ax.set_ylim(0, top)
@@ -137,8 +170,14 @@ def acceptance_plot(plt, details: dict, path: Path, title: str) -> Path:
         ax.set_ylim(0, 1.05)
         ax.set_title("acceptance per draft position")
     else:
-        ax.text(0.5, 0.5, "per-position acceptance needs a deployment\nthat streams one response per step",
-                ha="center", va="center", transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "per-position acceptance needs a deployment\nthat streams one response per step",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         ax.set_axis_off()
     ax = axes[1]
     if hist:
@@ -164,8 +203,10 @@ def _interval_bars(ax, groups: list[dict], color: str, thresholds: dict | None =
     """AL per group with its bootstrap interval as an error bar (and each group's gate, when it has one)."""
     names = [g["group"] for g in groups]
     values = [g["acceptance_length"]["value"] for g in groups]
-    errors = [[v - g["acceptance_length"]["low"] for v, g in zip(values, groups)],
-              [g["acceptance_length"]["high"] - v for v, g in zip(values, groups)]]
+    errors = [
+        [v - g["acceptance_length"]["low"] for v, g in zip(values, groups)],
+        [g["acceptance_length"]["high"] - v for v, g in zip(values, groups)],
+    ]
     xs = list(range(len(groups)))
     ax.bar(xs, values, color=color, yerr=errors, capsize=4)
     for x, name in zip(xs, names):
@@ -198,8 +239,10 @@ def against_plot(plt, checks: list, path: Path, title: str) -> Path:
     """Relative AL change per category vs the earlier report, with its interval; the tolerance dashed."""
     names = [c.details["category"] for c in checks]
     values = [c.details["change"]["value"] * 100 for c in checks]
-    errors = [[v - c.details["change"]["low"] * 100 for v, c in zip(values, checks)],
-              [c.details["change"]["high"] * 100 - v for v, c in zip(values, checks)]]
+    errors = [
+        [v - c.details["change"]["low"] * 100 for v, c in zip(values, checks)],
+        [c.details["change"]["high"] * 100 - v for v, c in zip(values, checks)],
+    ]
     colors = ["#d62728" if c.status == "failed" else COLORS["speculative"] for c in checks]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     xs = list(range(len(checks)))
@@ -224,8 +267,10 @@ def write_plots(result, folder: Path) -> list[Path]:
     perf, acc = by.get("performance"), by.get("acceptance")
     jobs = []
     if perf is not None and perf.details.get("levels"):
-        jobs += [(latency_plot, perf.details, "latency_vs_concurrency.png"),
-                 (throughput_plot, perf.details, "throughput_vs_concurrency.png")]
+        jobs += [
+            (latency_plot, perf.details, "latency_vs_concurrency.png"),
+            (throughput_plot, perf.details, "throughput_vs_concurrency.png"),
+        ]
         if any(p.get("speedup") is not None for p in perf.details.get("speedup", [])):
             jobs.append((speedup_plot, perf.details, "speedup_vs_concurrency.png"))
     if acc is not None and acc.details.get("records"):

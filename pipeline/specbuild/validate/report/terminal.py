@@ -9,8 +9,14 @@ from specbuild.validate.report.cost_model import terminal_table
 from specbuild.validate.report.markdown import speedup_range_text
 
 
-STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "warned": "yellow", "skipped": "dim",
-         "inconclusive": "bold magenta"}
+STYLE = {
+    "passed": "green",
+    "failed": "bold red",
+    "error": "bold red",
+    "warned": "yellow",
+    "skipped": "dim",
+    "inconclusive": "bold magenta",
+}
 
 
 @contextmanager
@@ -18,8 +24,15 @@ def progress_bar(console) -> Iterator:
     """A rich Progress on `console` (stderr); yields the suite's progress callback (stage, done, total)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=True) as progress:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         tasks: dict[str, int] = {}
 
         def update(stage: str, done: int, total: int) -> None:
@@ -35,8 +48,11 @@ def progress_bar(console) -> Iterator:
 def print_result(result, console) -> None:
     from rich.table import Table
 
-    checks = Table(title=f"specbuild validate — {result.recipe} ({result.method}, {result.runtime})",
-                   show_lines=False, expand=False)
+    checks = Table(
+        title=f"specbuild validate — {result.recipe} ({result.method}, {result.runtime})",
+        show_lines=False,
+        expand=False,
+    )
     for col in ("check", "status", "summary"):
         checks.add_column(col, overflow="fold")
     for c in result.checks:
@@ -79,7 +95,15 @@ def performance_table(details: dict):
                 continue
             lat = s["latency_s"]
             sp = speed.get(c) if dep == "speculative" else None
-            table.add_row(str(c), dep, f"{s['output_tokens_per_s']:.1f}", f"{s['requests_per_s']:.2f}",
-                          _ms(s["ttft_s"]), _ms(s["itl_s"]), f"{lat['p50']:.3f}" if lat else "–",
-                          f"{lat['p99']:.3f}" if lat else "–", speedup_range_text(sp))
+            table.add_row(
+                str(c),
+                dep,
+                f"{s['output_tokens_per_s']:.1f}",
+                f"{s['requests_per_s']:.2f}",
+                _ms(s["ttft_s"]),
+                _ms(s["itl_s"]),
+                f"{lat['p50']:.3f}" if lat else "–",
+                f"{lat['p99']:.3f}" if lat else "–",
+                speedup_range_text(sp),
+            )
     return table

@@ -15,17 +15,59 @@ from typing import Any
 
 # TorchLlmArgs fields (llm_args.py of main after 1.3.0rc3). `backend` is a deprecated Literal in 1.2.
 LLM_FIELDS = {
-    "model", "tokenizer", "tokenizer_mode", "skip_tokenizer_init", "trust_remote_code", "tensor_parallel_size",
-    "dtype", "revision", "tokenizer_revision", "pipeline_parallel_size", "context_parallel_size", "gpus_per_node",
-    "moe_cluster_parallel_size", "moe_tensor_parallel_size", "moe_expert_parallel_size", "enable_attention_dp",
-    "load_format", "enable_lora", "lora_config", "kv_cache_config", "enable_chunked_prefill",
-    "guided_decoding_backend", "peft_cache_config", "scheduler_config", "speculative_config", "max_batch_size",
-    "max_input_len", "max_seq_len", "max_beam_width", "max_num_tokens", "gather_generation_logits", "backend",
-    "cuda_graph_config", "disable_overlap_scheduler", "moe_config", "attn_backend", "sampler_type",
-    "return_perf_metrics", "enable_iter_perf_stats", "stream_interval", "mpi_session", "_mpi_session",
+    "model",
+    "tokenizer",
+    "tokenizer_mode",
+    "skip_tokenizer_init",
+    "trust_remote_code",
+    "tensor_parallel_size",
+    "dtype",
+    "revision",
+    "tokenizer_revision",
+    "pipeline_parallel_size",
+    "context_parallel_size",
+    "gpus_per_node",
+    "moe_cluster_parallel_size",
+    "moe_tensor_parallel_size",
+    "moe_expert_parallel_size",
+    "enable_attention_dp",
+    "load_format",
+    "enable_lora",
+    "lora_config",
+    "kv_cache_config",
+    "enable_chunked_prefill",
+    "guided_decoding_backend",
+    "peft_cache_config",
+    "scheduler_config",
+    "speculative_config",
+    "max_batch_size",
+    "max_input_len",
+    "max_seq_len",
+    "max_beam_width",
+    "max_num_tokens",
+    "gather_generation_logits",
+    "backend",
+    "cuda_graph_config",
+    "disable_overlap_scheduler",
+    "moe_config",
+    "attn_backend",
+    "sampler_type",
+    "return_perf_metrics",
+    "enable_iter_perf_stats",
+    "stream_interval",
+    "mpi_session",
+    "_mpi_session",
 }
-KV_CACHE_FIELDS = {"free_gpu_memory_fraction", "enable_block_reuse", "max_tokens", "tokens_per_block", "dtype",
-                   "enable_partial_reuse", "host_cache_size", "max_attention_window"}
+KV_CACHE_FIELDS = {
+    "free_gpu_memory_fraction",
+    "enable_block_reuse",
+    "max_tokens",
+    "tokens_per_block",
+    "dtype",
+    "enable_partial_reuse",
+    "host_cache_size",
+    "max_attention_window",
+}
 CUDA_GRAPH_FIELDS = {"batch_sizes", "max_batch_size", "enable_padding"}  # 1.0 renamed padding_enabled (release notes)
 
 # --- the parse path of speculative_config, per release line ------------------------------------------------------
@@ -36,8 +78,9 @@ FROM_DICT_MAPS: dict[str, frozenset[str]] = {
     # "Draft_Target", but the map's key is "DraftTarget")
     "1.0": frozenset({"MTP", "Medusa", "Eagle", "Lookahead", "NGram", "DraftTarget", "UserProvided", "AUTO"}),
     # llm_args.py of the 1.1 era: 1.0's map plus "SaveState"
-    "1.1": frozenset({"MTP", "Medusa", "Eagle", "Lookahead", "NGram", "DraftTarget", "SaveState", "UserProvided",
-                      "AUTO"}),
+    "1.1": frozenset(
+        {"MTP", "Medusa", "Eagle", "Lookahead", "NGram", "DraftTarget", "SaveState", "UserProvided", "AUTO"}
+    ),
     # a 1.3.0rc3 tree (llm_args.py ~line 770): still from_dict; the keys read there ("Eagle, Eagle3,
     # DraftTarget, NGram, MTP, ..."; the rest of that map was not read, so not accepted here)
     "1.3.0rc3": frozenset({"Eagle", "Eagle3", "DraftTarget", "NGram", "MTP"}),
@@ -51,8 +94,21 @@ FROM_DICT_MAPS["1.2"] = FROM_DICT_MAPS["1.1"] & FROM_DICT_MAPS["1.3.0rc3"]
 # NGramDecodingConfig, UserProvidedDecodingConfig, SaveHiddenStatesDecodingConfig, PARDDecodingConfig,
 # AutoDecodingConfig], Field(discriminator="decoding_type")], and update_llm_args_with_extra_dict leaves the dict
 # to pydantic. The union's tags:
-UNION_TAGS: frozenset[str] = frozenset({"Draft_Target", "Eagle", "Eagle3", "Lookahead", "Medusa", "MTP", "NGram",
-                                        "User_Provided", "SaveState", "PARD", "AUTO"})
+UNION_TAGS: frozenset[str] = frozenset(
+    {
+        "Draft_Target",
+        "Eagle",
+        "Eagle3",
+        "Lookahead",
+        "Medusa",
+        "MTP",
+        "NGram",
+        "User_Provided",
+        "SaveState",
+        "PARD",
+        "AUTO",
+    }
+)
 # Kept for the field rules below: which decoding types each release line knows at all.
 DECODING_TYPES = {**{k: set(v) for k, v in FROM_DICT_MAPS.items()}, "1.3": set(UNION_TAGS)}
 
@@ -121,8 +177,10 @@ class TorchLlmArgs:
         log_call("TorchLlmArgs", kwargs)
         problems = validate(kwargs, line(tensorrt_llm.__version__))
         if problems:
-            raise ValueError(f"{len(problems)} validation error(s) for TorchLlmArgs (TensorRT-LLM "
-                             f"{tensorrt_llm.__version__} test double): " + "; ".join(problems))
+            raise ValueError(
+                f"{len(problems)} validation error(s) for TorchLlmArgs (TensorRT-LLM "
+                f"{tensorrt_llm.__version__} test double): " + "; ".join(problems)
+            )
         self.kwargs = kwargs
 
     @classmethod
@@ -131,34 +189,72 @@ class TorchLlmArgs:
 
 
 _COMMON_OLD = {"max_draft_len", "speculative_model_dir", "max_concurrency", "load_format"}
-_COMMON_12 = {"max_draft_len", "max_total_draft_tokens", "speculative_model", "speculative_model_dir",
-              "max_concurrency", "draft_len_schedule", "load_format", "acceptance_window",
-              "acceptance_length_threshold", "allow_advanced_sampling"}
+_COMMON_12 = {
+    "max_draft_len",
+    "max_total_draft_tokens",
+    "speculative_model",
+    "speculative_model_dir",
+    "max_concurrency",
+    "draft_len_schedule",
+    "load_format",
+    "acceptance_window",
+    "acceptance_length_threshold",
+    "allow_advanced_sampling",
+}
 _COMMON_13 = (_COMMON_12 - {"acceptance_window", "acceptance_length_threshold"}) | {
-    "acceptance_rate_window_size", "acceptance_rate_threshold", "use_rejection_sampling"}  # PR #12905
-_EAGLE = {"eagle_choices", "greedy_sampling", "posterior_threshold", "use_dynamic_tree", "dynamic_tree_max_topK",
-          "num_eagle_layers", "max_non_leaves_per_layer", "eagle3_one_model"}
+    "acceptance_rate_window_size",
+    "acceptance_rate_threshold",
+    "use_rejection_sampling",
+}  # PR #12905
+_EAGLE = {
+    "eagle_choices",
+    "greedy_sampling",
+    "posterior_threshold",
+    "use_dynamic_tree",
+    "dynamic_tree_max_topK",
+    "num_eagle_layers",
+    "max_non_leaves_per_layer",
+    "eagle3_one_model",
+}
 _NGRAM = {"max_matching_ngram_size", "is_keep_all", "is_use_oldest", "is_public_pool"}
-_MTP = {"num_nextn_predict_layers", "use_relaxed_acceptance_for_thinking", "relaxed_topk", "relaxed_delta",
-        "use_mtp_vanilla", "mtp_eagle_one_model", "begin_thinking_phase_token", "end_thinking_phase_token"}
+_MTP = {
+    "num_nextn_predict_layers",
+    "use_relaxed_acceptance_for_thinking",
+    "relaxed_topk",
+    "relaxed_delta",
+    "use_mtp_vanilla",
+    "mtp_eagle_one_model",
+    "begin_thinking_phase_token",
+    "end_thinking_phase_token",
+}
 
 
 _ACCEPTANCE = {"acceptance_window", "acceptance_length_threshold"}  # 1.1 (llm_args.py of the 1.1 era)
 # Fields of DecodingBaseConfig per line (StrictBaseModel: any other key is "Extra inputs are not permitted").
 # 1.3.0rc3 takes the fields of main after it (the closest source read); 1.2 only what both neighbours have.
-_COMMON = {"1.0": _COMMON_OLD, "1.1": _COMMON_OLD | _ACCEPTANCE, "1.2": (_COMMON_OLD | _ACCEPTANCE) & _COMMON_12,
-           "1.3.0rc3": _COMMON_12, "1.3": _COMMON_13}
-_EAGLE_EXTRA = {"1.0": _EAGLE, "1.1": _EAGLE | {"eagle3_layers_to_capture"},
-                "1.2": _EAGLE | {"eagle3_layers_to_capture"},
-                "1.3.0rc3": _EAGLE | {"eagle3_layers_to_capture", "eagle3_model_arch"},
-                "1.3": _EAGLE | {"eagle3_layers_to_capture", "eagle3_model_arch"}}
+_COMMON = {
+    "1.0": _COMMON_OLD,
+    "1.1": _COMMON_OLD | _ACCEPTANCE,
+    "1.2": (_COMMON_OLD | _ACCEPTANCE) & _COMMON_12,
+    "1.3.0rc3": _COMMON_12,
+    "1.3": _COMMON_13,
+}
+_EAGLE_EXTRA = {
+    "1.0": _EAGLE,
+    "1.1": _EAGLE | {"eagle3_layers_to_capture"},
+    "1.2": _EAGLE | {"eagle3_layers_to_capture"},
+    "1.3.0rc3": _EAGLE | {"eagle3_layers_to_capture", "eagle3_model_arch"},
+    "1.3": _EAGLE | {"eagle3_layers_to_capture", "eagle3_model_arch"},
+}
 OLD_LINES = ("1.0", "1.1")  # no model validators on the decoding configs yet (llm_args.py of the 1.0/1.1 era)
 
 
 def _fields(line_: str, decoding_type: str) -> set[str]:
     extra = {
-        "Eagle": _EAGLE_EXTRA[line_], "Eagle3": _EAGLE_EXTRA[line_],
-        "DraftTarget": set(), "Draft_Target": set(),
+        "Eagle": _EAGLE_EXTRA[line_],
+        "Eagle3": _EAGLE_EXTRA[line_],
+        "DraftTarget": set(),
+        "Draft_Target": set(),
         "NGram": _NGRAM | ({"is_auto_heuristic"} if line_ == "1.0" else set()),
         "MTP": _MTP,
     }.get(decoding_type, set())
@@ -178,13 +274,21 @@ def validate_speculative_config(config: Any, line_: str) -> list[str]:
             return [f"ValueError: {e}"]
     dtype = config.get("decoding_type")
     if parse_path(line_) == "union" and dtype not in UNION_TAGS:
-        return [f"speculative_config: Input tag '{dtype}' found using 'decoding_type' does not match any of the "
-                f"expected tags: {', '.join(repr(t) for t in sorted(UNION_TAGS))}"]
-    problems = [f"speculative_config.{k}: Extra inputs are not permitted"
-                for k in config if k != "decoding_type" and k not in _fields(line_, dtype)]
+        return [
+            f"speculative_config: Input tag '{dtype}' found using 'decoding_type' does not match any of the "
+            f"expected tags: {', '.join(repr(t) for t in sorted(UNION_TAGS))}"
+        ]
+    problems = [
+        f"speculative_config.{k}: Extra inputs are not permitted"
+        for k in config
+        if k != "decoding_type" and k not in _fields(line_, dtype)
+    ]
     draft_len = config.get("max_draft_len")
-    if dtype in ("Eagle3", "Eagle", "Draft_Target", "DraftTarget", "NGram") and line_ not in OLD_LINES and \
-            not (isinstance(draft_len, int) and draft_len > 0):
+    if (
+        dtype in ("Eagle3", "Eagle", "Draft_Target", "DraftTarget", "NGram")
+        and line_ not in OLD_LINES
+        and not (isinstance(draft_len, int) and draft_len > 0)
+    ):
         problems.append(f"ValueError: max_draft_len must be > 0 for {dtype}")
     model_field = "speculative_model_dir" if line_ in ("1.0", "1.1", "1.2") else "speculative_model"
     if dtype in ("Eagle3", "Eagle", "Draft_Target", "DraftTarget"):
@@ -244,8 +348,9 @@ def validate(args: dict, release: str) -> list[str]:
             problems.append("kv_cache_config.free_gpu_memory_fraction must be in (0, 1]")
     graphs = args.get("cuda_graph_config")
     if graphs is not None:
-        problems += [f"cuda_graph_config.{k}: Extra inputs are not permitted" for k in graphs
-                     if k not in CUDA_GRAPH_FIELDS]
+        problems += [
+            f"cuda_graph_config.{k}: Extra inputs are not permitted" for k in graphs if k not in CUDA_GRAPH_FIELDS
+        ]
     if args.get("speculative_config") is not None:
         # (speculation + pipeline parallelism is "No" in the feature matrix but no validator was seen:
         # docs/source/features/feature-combination-matrix.md@01edcea)

@@ -13,9 +13,16 @@ class EagleForCausalLM(LLaMAForCausalLM):
     @classmethod
     def from_hugging_face(cls, hf_model_or_dir, dtype="auto", mapping=None, quant_config=None, **kwargs):
         write_pid()
-        log_call("EagleForCausalLM.from_hugging_face",
-                 {"hf_model_or_dir": hf_model_or_dir, "dtype": dtype, "mapping": mapping, "quant_config": quant_config,
-                  **kwargs})
+        log_call(
+            "EagleForCausalLM.from_hugging_face",
+            {
+                "hf_model_or_dir": hf_model_or_dir,
+                "dtype": dtype,
+                "mapping": mapping,
+                "quant_config": quant_config,
+                **kwargs,
+            },
+        )
         maybe_crash("convert")
         kwargs.pop("trust_remote_code", True)  # defaults to True (source: EagleConfig.from_hugging_face)
         speculative_model_dir = kwargs.pop("speculative_model_dir", None)
@@ -31,18 +38,30 @@ class EagleForCausalLM(LLaMAForCausalLM):
         num_eagle_layers, max_non_leaves = spec.num_eagle_layers, spec.max_non_leaves_per_layer
         config = base_config(hf, "EagleForCausalLM", dtype, mapping, quant_config, kwargs)
         eagle_net = {
-            "architecture": "LlamaForCausalLM", "dtype": dtype, "logits_dtype": "float32",
-            "num_hidden_layers": head["num_hidden_layers"], "num_attention_heads": head["num_attention_heads"],
-            "hidden_size": head["hidden_size"], "intermediate_size": head["intermediate_size"],
+            "architecture": "LlamaForCausalLM",
+            "dtype": dtype,
+            "logits_dtype": "float32",
+            "num_hidden_layers": head["num_hidden_layers"],
+            "num_attention_heads": head["num_attention_heads"],
+            "hidden_size": head["hidden_size"],
+            "intermediate_size": head["intermediate_size"],
             "num_key_value_heads": head.get("num_key_value_heads", head["num_attention_heads"]),
-            "vocab_size": config["vocab_size"], "position_embedding_type": "rope_gpt_neox",
-            "max_position_embeddings": head["max_position_embeddings"], "hidden_act": config["hidden_act"],
-            "norm_epsilon": head["rms_norm_eps"], "mapping": mapping.to_dict(),
-            "use_parallel_embedding": use_parallel_embedding, "embedding_sharding_dim": embedding_sharding_dim,
+            "vocab_size": config["vocab_size"],
+            "position_embedding_type": "rope_gpt_neox",
+            "max_position_embeddings": head["max_position_embeddings"],
+            "hidden_act": config["hidden_act"],
+            "norm_epsilon": head["rms_norm_eps"],
+            "mapping": mapping.to_dict(),
+            "use_parallel_embedding": use_parallel_embedding,
+            "embedding_sharding_dim": embedding_sharding_dim,
         }
         # EagleConfig keys (tensorrt_llm/models/eagle/config.py); max_draft_len is never set from the arguments: 63.
-        config.update(num_eagle_layers=num_eagle_layers, max_non_leaves_per_layer=max_non_leaves, max_draft_len=63,
-                      eagle_net_config=eagle_net)
+        config.update(
+            num_eagle_layers=num_eagle_layers,
+            max_non_leaves_per_layer=max_non_leaves,
+            max_draft_len=63,
+            eagle_net_config=eagle_net,
+        )
         weights = base_weights(config)
         nets = list(range(num_eagle_layers))  # the model has num_eagle_layers EagleNets (source model.py)
         for idx in range(WHEEL_LOADED_EAGLE_NETS):

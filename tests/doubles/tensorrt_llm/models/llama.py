@@ -9,8 +9,9 @@ from tensorrt_llm.mapping import Mapping
 from tensorrt_llm.models.modeling_utils import PretrainedModel, QuantConfig
 
 
-def base_config(hf: dict, architecture: str, dtype: str, mapping: Mapping, quant_config: QuantConfig | None,
-                kwargs: dict) -> dict:
+def base_config(
+    hf: dict, architecture: str, dtype: str, mapping: Mapping, quant_config: QuantConfig | None, kwargs: dict
+) -> dict:
     """Checkpoint config.json common keys (docs/source/legacy/architecture/checkpoint.md); a missing HF key raises like
     the real readers."""
     heads = hf["num_attention_heads"]
@@ -51,10 +52,17 @@ def base_weights(config: dict) -> dict:
     out = {"transformer.vocab_embedding.weight": (dt, [v, h])}
     for i in range(config["num_hidden_layers"]):
         p = f"transformer.layers.{i}."
-        out.update({p + "input_layernorm.weight": (dt, [h]), p + "attention.qkv.weight": (dt, [(q + 2 * kv) // tp, h]),
-                    p + "attention.dense.weight": (dt, [h, q // tp]), p + "post_layernorm.weight": (dt, [h]),
-                    p + "mlp.fc.weight": (dt, [inter // tp, h]), p + "mlp.gate.weight": (dt, [inter // tp, h]),
-                    p + "mlp.proj.weight": (dt, [h, inter // tp])})
+        out.update(
+            {
+                p + "input_layernorm.weight": (dt, [h]),
+                p + "attention.qkv.weight": (dt, [(q + 2 * kv) // tp, h]),
+                p + "attention.dense.weight": (dt, [h, q // tp]),
+                p + "post_layernorm.weight": (dt, [h]),
+                p + "mlp.fc.weight": (dt, [inter // tp, h]),
+                p + "mlp.gate.weight": (dt, [inter // tp, h]),
+                p + "mlp.proj.weight": (dt, [h, inter // tp]),
+            }
+        )
     out.update({"transformer.ln_f.weight": (dt, [h]), "lm_head.weight": (dt, [-(-v // tp), h])})
     return out
 
@@ -65,38 +73,73 @@ class LLaMAForCausalLM(PretrainedModel):
         # Signature and known kwargs: tensorrt_llm/models/llama/model.py. Unknown kwargs become config attributes
         # (PretrainedConfig).
         write_pid()
-        log_call(f"{cls.__name__}.from_hugging_face",
-                 {"hf_model_or_dir": hf_model_or_dir, "dtype": dtype, "mapping": mapping, "quant_config": quant_config,
-                  **kwargs})
+        log_call(
+            f"{cls.__name__}.from_hugging_face",
+            {
+                "hf_model_or_dir": hf_model_or_dir,
+                "dtype": dtype,
+                "mapping": mapping,
+                "quant_config": quant_config,
+                **kwargs,
+            },
+        )
         maybe_crash("convert")
-        kwargs.pop("trust_remote_code", True)  # every config reader defaults it to True (source: *Config.from_hugging_face)
+        kwargs.pop(
+            "trust_remote_code", True
+        )  # every config reader defaults it to True (source: *Config.from_hugging_face)
         if quant_config is not None and quant_config._requires_modelopt_quantization:
             # Stricter than the wheel, which converts without calibration: FP8 & co. need <Class>.quantize()
             # (source: QuantConfig._requires_modelopt_quantization; examples call quantize for calibrated formats).
-            raise NotImplementedError(f"{quant_config.quant_algo} needs calibration: use {cls.__name__}.quantize() "
-                                      "[specbuild test double]")
+            raise NotImplementedError(
+                f"{quant_config.quant_algo} needs calibration: use {cls.__name__}.quantize() [specbuild test double]"
+            )
         mapping = mapping or Mapping()
         hf = read_hf_config(hf_model_or_dir)
-        config = base_config(hf, hf["architectures"][0], infer_dtype(dtype, hf.get("torch_dtype")), mapping,
-                             quant_config, kwargs)
+        config = base_config(
+            hf, hf["architectures"][0], infer_dtype(dtype, hf.get("torch_dtype")), mapping, quant_config, kwargs
+        )
         return cls(config, mapping.rank, base_weights(config))
 
     @classmethod
-    def quantize(cls, hf_model_dir, output_dir, dtype="auto", mapping=None, quant_config=None, *, device="cuda",
-                 calib_dataset="cnn_dailymail", calib_batches=512, calib_batch_size=1, calib_max_seq_length=512,
-                 random_seed=1234, tokenizer_max_seq_length=2048, **kwargs):
+    def quantize(
+        cls,
+        hf_model_dir,
+        output_dir,
+        dtype="auto",
+        mapping=None,
+        quant_config=None,
+        *,
+        device="cuda",
+        calib_dataset="cnn_dailymail",
+        calib_batches=512,
+        calib_batch_size=1,
+        calib_max_seq_length=512,
+        random_seed=1234,
+        tokenizer_max_seq_length=2048,
+        **kwargs,
+    ):
         # ModelOpt flow: calibrates, then writes config.json and every rank itself (source: LLaMAForCausalLM.quantize).
         write_pid()
-        log_call(f"{cls.__name__}.quantize", {"hf_model_dir": hf_model_dir, "output_dir": output_dir, "dtype": dtype,
-                                               "mapping": mapping, "quant_config": quant_config,
-                                               "calib_dataset": calib_dataset, **kwargs})
+        log_call(
+            f"{cls.__name__}.quantize",
+            {
+                "hf_model_dir": hf_model_dir,
+                "output_dir": output_dir,
+                "dtype": dtype,
+                "mapping": mapping,
+                "quant_config": quant_config,
+                "calib_dataset": calib_dataset,
+                **kwargs,
+            },
+        )
         maybe_crash("convert")
         if quant_config is None or not quant_config._requires_modelopt_quantization:
             raise ValueError("quantize() without a calibrated quantization [specbuild test double]")
         mapping = mapping or Mapping()
         hf = read_hf_config(hf_model_dir)
-        config = base_config(hf, hf["architectures"][0], infer_dtype(dtype, hf.get("torch_dtype")), mapping,
-                             quant_config, kwargs)
+        config = base_config(
+            hf, hf["architectures"][0], infer_dtype(dtype, hf.get("torch_dtype")), mapping, quant_config, kwargs
+        )
         for rank in range(mapping.world_size):
             cls(config, rank, base_weights(config)).save_checkpoint(Path(output_dir), save_config=(rank == 0))
 

@@ -14,9 +14,16 @@ class MedusaForCausalLm(PretrainedModel):  # the lowercase "m" is the wheel's sp
     @classmethod
     def from_hugging_face(cls, hf_model_or_dir, dtype="auto", mapping=None, quant_config=None, **kwargs):
         write_pid()
-        log_call("MedusaForCausalLm.from_hugging_face",
-                 {"hf_model_or_dir": hf_model_or_dir, "dtype": dtype, "mapping": mapping, "quant_config": quant_config,
-                  **kwargs})
+        log_call(
+            "MedusaForCausalLm.from_hugging_face",
+            {
+                "hf_model_or_dir": hf_model_or_dir,
+                "dtype": dtype,
+                "mapping": mapping,
+                "quant_config": quant_config,
+                **kwargs,
+            },
+        )
         maybe_crash("convert")
         kwargs.pop("trust_remote_code", True)  # defaults to True (source: MedusaConfig.from_hugging_face)
         speculative_model_dir = kwargs.pop("speculative_model_dir", None)
@@ -33,8 +40,11 @@ class MedusaForCausalLm(PretrainedModel):  # the lowercase "m" is the wheel's sp
             # Heads: speculative_config.num_medusa_heads (attribute access) when given, else the key
             # "num_medusa_heads", which FasterDecoding heads configs do not have: they say medusa_num_heads
             # (tensorrt_llm/models/medusa/config.py).
-            num_heads = speculative_config.num_medusa_heads if speculative_config is not None else \
-                heads_config.get("num_medusa_heads")
+            num_heads = (
+                speculative_config.num_medusa_heads
+                if speculative_config is not None
+                else heads_config.get("num_medusa_heads")
+            )
             num_layers = heads_config.get("medusa_num_layers")  # always from the heads' config (source)
         # MedusaConfig(max_draft_len=63): other kwargs flow into the config, so max_draft_len=N sets it (source
         # config.py); speculative_config's fields other than num_medusa_heads are ignored.

@@ -41,14 +41,21 @@ class QuantConfig:
         # modeling_utils.py QuantConfig: FP8, NVFP4, AWQ, SQ per-channel and mixed precision go through ModelOpt
         # calibration in <Class>.quantize() (source; examples/models/core/llama/convert_checkpoint.py lists --use_fp8
         # among its flags).
-        return self.quant_algo in (QuantAlgo.NVFP4, QuantAlgo.FP8, QuantAlgo.W4A16_AWQ, QuantAlgo.W4A8_AWQ,
-                                   QuantAlgo.W8A8_SQ_PER_CHANNEL, QuantAlgo.MIXED_PRECISION) or \
-            (self.quant_algo is None and self.kv_cache_quant_algo == QuantAlgo.FP8)
+        return self.quant_algo in (
+            QuantAlgo.NVFP4,
+            QuantAlgo.FP8,
+            QuantAlgo.W4A16_AWQ,
+            QuantAlgo.W4A8_AWQ,
+            QuantAlgo.W8A8_SQ_PER_CHANNEL,
+            QuantAlgo.MIXED_PRECISION,
+        ) or (self.quant_algo is None and self.kv_cache_quant_algo == QuantAlgo.FP8)
 
     def to_dict(self) -> dict:
         # config.json quantization{quant_algo,kv_cache_quant_algo} (docs/source/legacy/architecture/checkpoint.md)
-        return {"quant_algo": self.quant_algo.value if self.quant_algo else None,
-                "kv_cache_quant_algo": self.kv_cache_quant_algo.value if self.kv_cache_quant_algo else None}
+        return {
+            "quant_algo": self.quant_algo.value if self.quant_algo else None,
+            "kv_cache_quant_algo": self.kv_cache_quant_algo.value if self.kv_cache_quant_algo else None,
+        }
 
 
 class PretrainedModel:

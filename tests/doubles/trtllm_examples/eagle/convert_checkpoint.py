@@ -27,8 +27,14 @@ def main():
     p.add_argument("--num_eagle_layers", type=int, default=4)
     p.add_argument("--max_non_leaves_per_layer", type=int, default=10)
     p.add_argument("--use_weight_only", action="store_true", default=False)
-    p.add_argument("--weight_only_precision", const="int8", type=str, nargs="?", default="int8",
-                   choices=["int8", "int4", "int4_gptq"])
+    p.add_argument(
+        "--weight_only_precision",
+        const="int8",
+        type=str,
+        nargs="?",
+        default="int8",
+        choices=["int8", "int4", "int4_gptq"],
+    )
     args = p.parse_args()
     assert args.pp_size == 1, "Pipeline parallelism is not supported."  # `assert args.pp_size == 1`
     assert args.max_draft_len <= 256, "max_draft_len > 256 is not supported"  # asserted <= 256
@@ -36,19 +42,29 @@ def main():
     maybe_crash("convert")
     hf = read_hf_config(args.model_dir)
     head = read_hf_config(args.eagle_model_dir)
-    quant = QuantConfig({"int8": QuantAlgo.W8A16, "int4": QuantAlgo.W4A16}[args.weight_only_precision]) \
-        if args.use_weight_only else QuantConfig()
+    quant = (
+        QuantConfig({"int8": QuantAlgo.W8A16, "int4": QuantAlgo.W4A16}[args.weight_only_precision])
+        if args.use_weight_only
+        else QuantConfig()
+    )
     world = args.tp_size * args.pp_size
     for rank in range(world):
         mapping = Mapping(world_size=world, rank=rank, tp_size=args.tp_size, pp_size=args.pp_size)
         config = base_config(hf, "EagleForCausalLM", infer_dtype(args.dtype, hf.get("torch_dtype")), mapping, quant, {})
-        config.update(num_eagle_layers=args.num_eagle_layers, max_non_leaves_per_layer=args.max_non_leaves_per_layer,
-                      max_draft_len=args.max_draft_len,
-                      eagle_net_config={"architecture": "LlamaForCausalLM", "dtype": config["dtype"],
-                                        "num_hidden_layers": head["num_hidden_layers"],
-                                        "num_attention_heads": head["num_attention_heads"],
-                                        "hidden_size": head["hidden_size"], "vocab_size": config["vocab_size"],
-                                        "mapping": mapping.to_dict()})
+        config.update(
+            num_eagle_layers=args.num_eagle_layers,
+            max_non_leaves_per_layer=args.max_non_leaves_per_layer,
+            max_draft_len=args.max_draft_len,
+            eagle_net_config={
+                "architecture": "LlamaForCausalLM",
+                "dtype": config["dtype"],
+                "num_hidden_layers": head["num_hidden_layers"],
+                "num_attention_heads": head["num_attention_heads"],
+                "hidden_size": head["hidden_size"],
+                "vocab_size": config["vocab_size"],
+                "mapping": mapping.to_dict(),
+            },
+        )
         weights = base_weights(config)
         for i in range(args.num_eagle_layers):
             weights[f"eagle_nets.{i}.lm_head.weight"] = (config["dtype"], [config["vocab_size"], config["hidden_size"]])

@@ -27,25 +27,41 @@ def main():
     p.add_argument("--medusa_hidden_act", type=str, default="silu")
     p.add_argument("--model_type", type=str, default="llama", choices=["llama", "mixtral", "qwen2"])
     p.add_argument("--use_weight_only", action="store_true", default=False)
-    p.add_argument("--weight_only_precision", const="int8", type=str, nargs="?", default="int8",
-                   choices=["int8", "int4", "int4_gptq"])
+    p.add_argument(
+        "--weight_only_precision",
+        const="int8",
+        type=str,
+        nargs="?",
+        default="int8",
+        choices=["int8", "int4", "int4_gptq"],
+    )
     args = p.parse_args()
     write_pid()
     maybe_crash("convert")
     hf = read_hf_config(args.model_dir)
     heads_cfg = read_hf_config(args.medusa_model_dir)
-    quant = QuantConfig({"int8": QuantAlgo.W8A16, "int4": QuantAlgo.W4A16}[args.weight_only_precision]) \
-        if args.use_weight_only else QuantConfig()
+    quant = (
+        QuantConfig({"int8": QuantAlgo.W8A16, "int4": QuantAlgo.W4A16}[args.weight_only_precision])
+        if args.use_weight_only
+        else QuantConfig()
+    )
     world = args.tp_size * args.pp_size
     for rank in range(world):
         mapping = Mapping(world_size=world, rank=rank, tp_size=args.tp_size, pp_size=args.pp_size)
         config = base_config(hf, "MedusaForCausalLM", infer_dtype(args.dtype, None), mapping, quant, {})
         # The heads count written is the CLI --num_medusa_heads, not the heads config's (as the real script does).
-        config.update(num_medusa_heads=args.num_medusa_heads, num_medusa_layers=args.num_medusa_layers,
-                      max_draft_len=args.max_medusa_token_len, model_type=args.model_type)
+        config.update(
+            num_medusa_heads=args.num_medusa_heads,
+            num_medusa_layers=args.num_medusa_layers,
+            max_draft_len=args.max_medusa_token_len,
+            model_type=args.model_type,
+        )
         weights = base_weights(config)
-        weights.update(medusa_head_weights(args.medusa_model_dir, args.num_medusa_heads, args.num_medusa_layers,
-                                           config, config["dtype"]))
+        weights.update(
+            medusa_head_weights(
+                args.medusa_model_dir, args.num_medusa_heads, args.num_medusa_layers, config, config["dtype"]
+            )
+        )
         MedusaForCausalLm(config, rank, weights).save_checkpoint(Path(args.output_dir), save_config=(rank == 0))
     del heads_cfg
 

@@ -47,8 +47,11 @@ class Job:
         temp = _opt(request, "temperature")
         top_k = _opt(request, "runtime_top_k")
         top_p = _opt(request, "runtime_top_p")
-        self.raw_sampling = (None if temp is None else float(temp[0]), None if top_k is None else int(top_k[0]),
-                             None if top_p is None else float(top_p[0]))
+        self.raw_sampling = (
+            None if temp is None else float(temp[0]),
+            None if top_k is None else int(top_k[0]),
+            None if top_p is None else float(top_p[0]),
+        )
         self.temperature = float(temp[0]) if temp is not None else 1.0
         self.greedy = (top_k is not None and int(top_k[0]) == 1) or temp is None or self.temperature == 0.0
         seed = _opt(request, "seed")
@@ -63,7 +66,7 @@ class Job:
             for end in arr[1]:
                 if end < 0:
                     break
-                self.stop_words.append([int(x) for x in arr[0][start:int(end)]])
+                self.stop_words.append([int(x) for x in arr[0][start : int(end)]])
                 start = int(end)
         salt = 7919 if mode == "speculative" else 0
         self.rng = np.random.default_rng(self.seed + salt)
@@ -104,8 +107,10 @@ class TritonPythonModel:
             except Exception as e:  # noqa: BLE001
                 problem = f"bad request: {type(e).__name__}: {e}"
             if problem:
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(problem)),
-                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                sender.send(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(problem)),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
                 continue
             self.jobs.put(job)
         return None
@@ -142,8 +147,9 @@ class TritonPythonModel:
             if not active:
                 continue
             spec = self.mode == "speculative"
-            step_len = self.draft_len if self.schedule is None else \
-                draft_len_schedule.draft_length(self.schedule, len(active))
+            step_len = (
+                self.draft_len if self.schedule is None else draft_len_schedule.draft_length(self.schedule, len(active))
+            )
             if step_len == 0 and self.stale_on and any(self._holds(j, self.stale_on) for j in active):
                 self.stale = True
             lengths = {id(j): self._job_draft_len(j, step_len) for j in active}
@@ -154,8 +160,10 @@ class TritonPythonModel:
                     self._advance(job, lengths[id(job)])
                 except Exception as e:  # noqa: BLE001
                     job.done = True
-                    job.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
-                                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                    job.sender.send(
+                        pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
+                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                    )
             active = [j for j in active if not j.done]
 
     @staticmethod
@@ -182,8 +190,13 @@ class TritonPythonModel:
             if self.mode == "speculative":
                 return [toy_lm.speculative_sample(ctx, job.temperature, job.rng)]
             return [toy_lm.sample_next(ctx, job.temperature, job.rng)]
-        if self.mode == "speculative" and job.generated and draft_len and self.weak_on and \
-                self.weak_on in toy_lm.decode(job.prompt):  # the drafts proposed, none accepted
+        if (
+            self.mode == "speculative"
+            and job.generated
+            and draft_len
+            and self.weak_on
+            and self.weak_on in toy_lm.decode(job.prompt)
+        ):  # the drafts proposed, none accepted
             job.drafted += draft_len
             return [toy_lm.greedy_next(ctx)]
         if self.mode == "speculative" and job.generated and draft_len:  # the context step yields one token
@@ -202,7 +215,7 @@ class TritonPythonModel:
         new = new[:room]
         for i in range(len(new)):  # stop words: end right after the first one completed
             seq = job.generated + new[: i + 1]
-            if any(len(w) and seq[-len(w):] == w for w in job.stop_words):
+            if any(len(w) and seq[-len(w) :] == w for w in job.stop_words):
                 new = new[: i + 1]
                 job.done = True
                 break
@@ -210,21 +223,26 @@ class TritonPythonModel:
             job.done = True
         job.generated += new
         if job.streaming:
-            job.sender.send(self._response(job, new),
-                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if job.done else 0)
+            job.sender.send(
+                self._response(job, new), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if job.done else 0
+            )
         elif job.done:
             ids = job.generated if job.exclude else job.prompt + job.generated
             job.sender.send(self._response(job, ids), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def _response(self, job, ids):
         arr = np.array(ids, dtype=np.int32).reshape(1, 1, -1)
-        outs = [pb_utils.Tensor("output_ids", arr),
-                pb_utils.Tensor("sequence_length", np.array([[len(ids)]], dtype=np.int32))]
+        outs = [
+            pb_utils.Tensor("output_ids", arr),
+            pb_utils.Tensor("sequence_length", np.array([[len(ids)]], dtype=np.int32)),
+        ]
         if job.perf:
             rate = job.accepted / job.drafted if job.drafted else 0.0
-            outs += [pb_utils.Tensor("acceptance_rate", np.array([[rate]], dtype=np.float32)),
-                     pb_utils.Tensor("total_accepted_draft_tokens", np.array([[job.accepted]], dtype=np.int32)),
-                     pb_utils.Tensor("total_draft_tokens", np.array([[job.drafted]], dtype=np.int32))]
+            outs += [
+                pb_utils.Tensor("acceptance_rate", np.array([[rate]], dtype=np.float32)),
+                pb_utils.Tensor("total_accepted_draft_tokens", np.array([[job.accepted]], dtype=np.int32)),
+                pb_utils.Tensor("total_draft_tokens", np.array([[job.drafted]], dtype=np.int32)),
+            ]
         return pb_utils.InferenceResponse(output_tensors=outs)
 
     def finalize(self):

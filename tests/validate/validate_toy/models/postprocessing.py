@@ -13,6 +13,7 @@ class TritonPythonModel:
             lengths = pb_utils.get_input_tensor_by_name(request, "SEQUENCE_LENGTH").as_numpy().reshape(-1)
             beam0 = tokens.reshape(tokens.shape[0], -1, tokens.shape[-1])[0][0][: int(lengths[0])]
             text = toy_lm.decode(beam0).encode()
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("OUTPUT", np.array([[text]], dtype=object))]))
+            responses.append(
+                pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", np.array([[text]], dtype=object))])
+            )
         return responses

@@ -30,12 +30,16 @@ class TritonPythonModel:
             query = query if isinstance(query, bytes) else str(query).encode()
             ids = toy_lm.encode(query)
             out_len = pb_utils.get_input_tensor_by_name(request, "REQUEST_OUTPUT_LEN").as_numpy().reshape(-1)[0]
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("INPUT_ID", np.array([ids], dtype=np.int32)),
-                pb_utils.Tensor("REQUEST_INPUT_LEN", np.array([[len(ids)]], dtype=np.int32)),
-                pb_utils.Tensor("REQUEST_OUTPUT_LEN", np.array([[out_len]], dtype=np.int32)),
-                pb_utils.Tensor("STOP_WORDS_IDS", _words(request, "STOP_WORDS_DICT")),
-                pb_utils.Tensor("OUT_END_ID", np.array([[toy_lm.EOS]], dtype=np.int32)),
-                pb_utils.Tensor("OUT_PAD_ID", np.array([[toy_lm.EOS]], dtype=np.int32)),
-            ]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[
+                        pb_utils.Tensor("INPUT_ID", np.array([ids], dtype=np.int32)),
+                        pb_utils.Tensor("REQUEST_INPUT_LEN", np.array([[len(ids)]], dtype=np.int32)),
+                        pb_utils.Tensor("REQUEST_OUTPUT_LEN", np.array([[out_len]], dtype=np.int32)),
+                        pb_utils.Tensor("STOP_WORDS_IDS", _words(request, "STOP_WORDS_DICT")),
+                        pb_utils.Tensor("OUT_END_ID", np.array([[toy_lm.EOS]], dtype=np.int32)),
+                        pb_utils.Tensor("OUT_PAD_ID", np.array([[toy_lm.EOS]], dtype=np.int32)),
+                    ]
+                )
+            )
         return responses

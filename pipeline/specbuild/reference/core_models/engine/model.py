@@ -73,19 +73,32 @@ _use_pythonpath()
 # given with a value. (decoder_input_ids / decoder_input_lengths are not here: the C++ backend ignores them for
 # decoder-only models, and so does this model.)
 UNSUPPORTED_INPUTS = {
-    "encoder_input_features": "encoder-decoder models", "encoder_output_lengths": "encoder-decoder models",
-    "draft_acceptance_threshold": "a draft acceptance threshold", "runtime_top_p_min": "top-p decay",
-    "runtime_top_p_decay": "top-p decay", "runtime_top_p_reset_ids": "top-p decay",
-    "prompt_embedding_table": "prompt tables (p-tuning, multimodal)", "prompt_table_extra_ids": "prompt tables",
-    "prompt_vocab_size": "prompt tables", "cross_attention_mask": "cross attention",
-    "mrope_rotary_cos_sin": "multimodal rotary embeddings", "mrope_position_deltas": "multimodal rotary embeddings",
-    "lora_task_id": "LoRA adapters", "lora_weights": "LoRA adapters", "lora_config": "LoRA adapters",
-    "context_phase_params": "disaggregated serving", "skip_cross_attn_blocks": "cross attention",
-    "retention_token_range_starts": "KV-cache retention", "retention_token_range_ends": "KV-cache retention",
+    "encoder_input_features": "encoder-decoder models",
+    "encoder_output_lengths": "encoder-decoder models",
+    "draft_acceptance_threshold": "a draft acceptance threshold",
+    "runtime_top_p_min": "top-p decay",
+    "runtime_top_p_decay": "top-p decay",
+    "runtime_top_p_reset_ids": "top-p decay",
+    "prompt_embedding_table": "prompt tables (p-tuning, multimodal)",
+    "prompt_table_extra_ids": "prompt tables",
+    "prompt_vocab_size": "prompt tables",
+    "cross_attention_mask": "cross attention",
+    "mrope_rotary_cos_sin": "multimodal rotary embeddings",
+    "mrope_position_deltas": "multimodal rotary embeddings",
+    "lora_task_id": "LoRA adapters",
+    "lora_weights": "LoRA adapters",
+    "lora_config": "LoRA adapters",
+    "context_phase_params": "disaggregated serving",
+    "skip_cross_attn_blocks": "cross attention",
+    "retention_token_range_starts": "KV-cache retention",
+    "retention_token_range_ends": "KV-cache retention",
     "retention_token_range_priorities": "KV-cache retention",
-    "retention_token_range_durations_ms": "KV-cache retention", "retention_decode_priority": "KV-cache retention",
-    "retention_decode_duration_ms": "KV-cache retention", "guided_decoding_guide_type": "guided decoding",
-    "guided_decoding_guide": "guided decoding", "lookahead_window_size": "per-request lookahead settings",
+    "retention_token_range_durations_ms": "KV-cache retention",
+    "retention_decode_priority": "KV-cache retention",
+    "retention_decode_duration_ms": "KV-cache retention",
+    "guided_decoding_guide_type": "guided decoding",
+    "guided_decoding_guide": "guided decoding",
+    "lookahead_window_size": "per-request lookahead settings",
     "lookahead_ngram_size": "per-request lookahead settings",
     "lookahead_verification_set_size": "per-request lookahead settings",
 }
@@ -142,8 +155,10 @@ class Inputs:
     def rows(self):
         a = self.array("input_ids")
         if a is None:
-            raise RequestError("input_ids is missing (this model decodes text prompts; encoder inputs are not "
-                               "supported by the reference runtime)")
+            raise RequestError(
+                "input_ids is missing (this model decodes text prompts; encoder inputs are not "
+                "supported by the reference runtime)"
+            )
         return a.shape[0] if a.ndim > 1 else 1
 
 
@@ -202,12 +217,16 @@ class TritonPythonModel:
         self.normalize_log_probs = bool_parameter(config, "normalize_log_probs", True)
         beam = int_parameter(config, "max_beam_width")
         if beam not in (None, 1):
-            raise pb_utils.TritonModelException(f"{self.name}: max_beam_width={beam}, but the reference runtime "
-                                                "decodes with beam width 1 — set max_beam_width 1")
+            raise pb_utils.TritonModelException(
+                f"{self.name}: max_beam_width={beam}, but the reference runtime "
+                "decodes with beam width 1 — set max_beam_width 1"
+            )
         engine_dir = parameter(config, "gpt_model_path")
         if engine_dir is None or not os.path.isdir(engine_dir):
-            raise pb_utils.TritonModelException(f"{self.name}: gpt_model_path {engine_dir!r} is not an engine folder "
-                                                "— build the engines (specbuild compile) and point it there")
+            raise pb_utils.TritonModelException(
+                f"{self.name}: gpt_model_path {engine_dir!r} is not an engine folder "
+                "— build the engines (specbuild compile) and point it there"
+            )
         import torch
 
         from specbuild.reference.engine_folder import load_engine
@@ -220,11 +239,14 @@ class TritonPythonModel:
         self.engine = load_engine(engine_dir, decoding_overrides=overrides or None)
         # TensorRT-LLM's enable_kv_cache_reuse (C++ default true): the BLS rounds resend the text so far as a new
         # request each, and prefill only what is new when the core keeps finished requests' KV
-        self.executor = Executor(self.engine, enable_kv_cache_reuse=bool_parameter(config, "enable_kv_cache_reuse", True))
+        self.executor = Executor(
+            self.engine, enable_kv_cache_reuse=bool_parameter(config, "enable_kv_cache_reuse", True)
+        )
         version = str(self.args_version)
         self.spec_metrics = metrics_or_none(lambda: SpeculationMetrics(self.name, version), self.name)
         self.batcher_metrics = metrics_or_none(
-            lambda: BatcherMetrics(self.name, version, max_requests=self.engine.limits.max_batch_size), self.name)
+            lambda: BatcherMetrics(self.name, version, max_requests=self.engine.limits.max_batch_size), self.name
+        )
         self.jobs = {}  # executor request id -> Job
         self.lock = threading.Condition()
         self.running = True
@@ -250,8 +272,13 @@ class TritonPythonModel:
         mode = SpecMode.parse(engine_config["build_config"].get("speculative_decoding_mode", 1))
         method = (engine_config.get("specbuild") or {}).get("method", "none")
         try:
-            return overrides(lambda key: parameter(config, key), lambda key: bool_parameter(config, key, None),
-                             lambda key: int_parameter(config, key), mode, method)
+            return overrides(
+                lambda key: parameter(config, key),
+                lambda key: bool_parameter(config, key, None),
+                lambda key: int_parameter(config, key),
+                mode,
+                method,
+            )
         except ParameterProblem as e:
             raise pb_utils.TritonModelException(f"{self.name}: {e} (engine {engine_dir})") from None
 
@@ -262,12 +289,15 @@ class TritonPythonModel:
         x = Inputs(request)
         for name, feature in UNSUPPORTED_INPUTS.items():
             if x.given(name):
-                raise RequestError(f"{name}: {feature} is not supported by the reference runtime — leave "
-                                   f"{name} out, or serve with runtime: tensorrt-llm")
+                raise RequestError(
+                    f"{name}: {feature} is not supported by the reference runtime — leave "
+                    f"{name} out, or serve with runtime: tensorrt-llm"
+                )
         rows = x.rows()
         if rows > 1 and not self.decoupled:
-            raise RequestError("Batch size > 1 requires the tensorrt_llm backend to be using decoupled transaction "
-                               "policy")
+            raise RequestError(
+                "Batch size > 1 requires the tensorrt_llm backend to be using decoupled transaction policy"
+            )
         ids = x.array("input_ids").reshape(rows, -1)
         jobs = []
         for row in range(rows):
@@ -280,8 +310,10 @@ class TritonPythonModel:
                     raise RequestError(f"{name}={value}: the reference runtime decodes one sequence with beam width 1")
             for name in ("return_context_logits", "return_generation_logits"):
                 if x.scalar(name, row, False, bool):
-                    raise RequestError(f"{name} is not supported by the reference runtime (it returns no logits) "
-                                       f"— leave {name} out, or serve with runtime: tensorrt-llm")
+                    raise RequestError(
+                        f"{name} is not supported by the reference runtime (it returns no logits) "
+                        f"— leave {name} out, or serve with runtime: tensorrt-llm"
+                    )
             if x.given("embedding_bias") and np.any(x.array("embedding_bias").reshape(rows, -1)[row] != 0):
                 raise RequestError("embedding_bias is not supported by the reference runtime")
             length = x.scalar("input_lengths", row, None)
@@ -309,16 +341,34 @@ class TritonPythonModel:
             bad_words = word_list(bad.reshape((rows,) + bad.shape[-2:])[row]) if bad is not None and bad.size else []
             min_tokens = x.scalar(self.min_tokens_name, row, 0)
             if min_tokens < 0:
-                raise RequestError(f"{self.min_tokens_name}={min_tokens} is invalid: it must be >= 0 (TensorRT-LLM: "
-                                   "Assertion failed: minTokens.value() >= 0)")
-            flags = {name: bool(x.scalar(name, row, False, bool)) for name in
-                     ("return_perf_metrics", "return_num_input_tokens", "return_num_output_tokens", "return_log_probs")}
+                raise RequestError(
+                    f"{self.min_tokens_name}={min_tokens} is invalid: it must be >= 0 (TensorRT-LLM: "
+                    "Assertion failed: minTokens.value() >= 0)"
+                )
+            flags = {
+                name: bool(x.scalar(name, row, False, bool))
+                for name in (
+                    "return_perf_metrics",
+                    "return_num_input_tokens",
+                    "return_num_output_tokens",
+                    "return_log_probs",
+                )
+            }
             req = Request(
-                input_ids=input_ids, max_new_tokens=int(output_len), sampling=sampling,
-                end_id=end_id, pad_id=x.scalar("pad_id", row, None),
-                stop_words=word_list(stop.reshape((rows,) + stop.shape[-2:])[row]) if stop is not None and stop.size else [],
-                bad_words=bad_words, draft_tokens=drafts, draft_logits=draft_logits, min_tokens=int(min_tokens),
-                return_log_probs=flags["return_log_probs"])
+                input_ids=input_ids,
+                max_new_tokens=int(output_len),
+                sampling=sampling,
+                end_id=end_id,
+                pad_id=x.scalar("pad_id", row, None),
+                stop_words=word_list(stop.reshape((rows,) + stop.shape[-2:])[row])
+                if stop is not None and stop.size
+                else [],
+                bad_words=bad_words,
+                draft_tokens=drafts,
+                draft_logits=draft_logits,
+                min_tokens=int(min_tokens),
+                return_log_probs=flags["return_log_probs"],
+            )
             jobs.append((Job(request, row, rows, group, streaming, exclude, input_ids, flags), req))
         return jobs
 
@@ -333,8 +383,10 @@ class TritonPythonModel:
         top_k = x.scalar("runtime_top_k", row, None)
         top_p = x.scalar("runtime_top_p", row, None, float)
         temperature = x.scalar("temperature", row, None, float)
-        penalties = {name: x.scalar(name, row, None, float)
-                     for name in ("repetition_penalty", "presence_penalty", "frequency_penalty")}
+        penalties = {
+            name: x.scalar(name, row, None, float)
+            for name in ("repetition_penalty", "presence_penalty", "frequency_penalty")
+        }
         problems = sampling_problems(temperature, top_k, top_p, ("temperature", "runtime_top_k", "runtime_top_p"))
         problems += penalty_problems(*penalties.values())
         if problems:
@@ -346,19 +398,24 @@ class TritonPythonModel:
         samples = top_k > 1 or top_p > 0.0
         if not samples or top_k == 1 or temperature == 0.0:
             return SamplingConfig(temperature=temperature, top_k=1, top_p=1.0, seed=seed, **given)
-        return SamplingConfig(temperature=temperature, top_k=max(top_k, 0),
-                              top_p=top_p if 0.0 < top_p <= 1.0 else 1.0, seed=seed, **given)
+        return SamplingConfig(
+            temperature=temperature, top_k=max(top_k, 0), top_p=top_p if 0.0 < top_p <= 1.0 else 1.0, seed=seed, **given
+        )
 
     # --- responses ---------------------------------------------------------------------------------------------
     def response(self, job, tokens, final, log_probs=None):
         """One response: output_ids [1, 1, n], sequence_length [1, 1], and the asked-for outputs. log_probs: the
         TokenLogProbs of the generated tokens this response reports (all of them unless streaming)."""
-        out = [pb_utils.Tensor("output_ids", np.array(tokens, dtype=np.int32).reshape(1, 1, -1)),
-               pb_utils.Tensor("sequence_length", np.array([[len(tokens)]], dtype=np.int32))]
+        out = [
+            pb_utils.Tensor("output_ids", np.array(tokens, dtype=np.int32).reshape(1, 1, -1)),
+            pb_utils.Tensor("sequence_length", np.array([[len(tokens)]], dtype=np.int32)),
+        ]
         if job.rows > 1:
             out.append(pb_utils.Tensor("batch_index", np.array([[job.row]], dtype=np.int32)))
         if job.flags["return_log_probs"]:
-            reported = [lp.reported(self.normalize_log_probs) for lp in (job.log_probs if log_probs is None else log_probs)]
+            reported = [
+                lp.reported(self.normalize_log_probs) for lp in (job.log_probs if log_probs is None else log_probs)
+            ]
             out.append(pb_utils.Tensor("cum_log_probs", np.array([[job.cum_log_prob]], dtype=np.float32)))
             out.append(pb_utils.Tensor("output_log_probs", np.array(reported, dtype=np.float32).reshape(1, 1, -1)))
         if job.flags["return_perf_metrics"]:
@@ -366,14 +423,21 @@ class TritonPythonModel:
             # KV blocks of one token (the reference cache is not paged), as the nv_trt_llm_kv_cache gauges count
             held = len(job.input_ids) + len(job.tokens)
             reused = stats.reused_prompt_tokens if stats else 0
-            ints = {"kv_cache_alloc_new_blocks": held - reused, "kv_cache_reused_blocks": reused,
-                    "kv_cache_alloc_total_blocks": held,
-                    "total_accepted_draft_tokens": stats.total_accepted_draft_tokens if stats else 0,
-                    "total_draft_tokens": stats.total_draft_tokens if stats else 0}
+            ints = {
+                "kv_cache_alloc_new_blocks": held - reused,
+                "kv_cache_reused_blocks": reused,
+                "kv_cache_alloc_total_blocks": held,
+                "total_accepted_draft_tokens": stats.total_accepted_draft_tokens if stats else 0,
+                "total_draft_tokens": stats.total_draft_tokens if stats else 0,
+            }
             for name, value in ints.items():
                 out.append(pb_utils.Tensor(name, np.array([[value]], dtype=np.int32)))
-            times = {"arrival_time_ns": job.arrival_ns, "first_scheduled_time_ns": job.first_scheduled_ns,
-                     "first_token_time_ns": job.first_token_ns, "last_token_time_ns": job.last_token_ns}
+            times = {
+                "arrival_time_ns": job.arrival_ns,
+                "first_scheduled_time_ns": job.first_scheduled_ns,
+                "first_token_time_ns": job.first_token_ns,
+                "last_token_time_ns": job.last_token_ns,
+            }
             for name, value in times.items():
                 out.append(pb_utils.Tensor(name, np.array([[value or 0]], dtype=np.int64)))
             rate = stats.acceptance_rate if stats else 0.0
@@ -507,8 +571,13 @@ class TritonPythonModel:
             except Exception as e:  # noqa: BLE001 - a response that cannot be built fails its request, not the model
                 traceback.print_exc()
                 error = pb_utils.TritonError(f"{self.name}: could not build the response: {type(e).__name__}: {e}")
-                sends.append((job.group["sender"], pb_utils.InferenceResponse(error=error),
-                              pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0))
+                sends.append(
+                    (
+                        job.group["sender"],
+                        pb_utils.InferenceResponse(error=error),
+                        pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0,
+                    )
+                )
         return sends, tally
 
     def deliver_step(self, sends, tally, idle):
@@ -541,10 +610,15 @@ class TritonPythonModel:
         # the delivery thread holds the GIL the executor thread needs for its next step
         active = [j for j in jobs if j.first_scheduled_ns is not None] if publish else []
         try:
-            self.batcher_metrics.iteration(waiting=len(jobs) - len(active), context=tally["context"],
-                                           generation=tally["generation"], context_tokens=tally["context_tokens"],
-                                           active=len(active), kv_tokens=[len(j.input_ids) + len(j.tokens)
-                                                                          for j in active], publish=publish)
+            self.batcher_metrics.iteration(
+                waiting=len(jobs) - len(active),
+                context=tally["context"],
+                generation=tally["generation"],
+                context_tokens=tally["context_tokens"],
+                active=len(active),
+                kv_tokens=[len(j.input_ids) + len(j.tokens) for j in active],
+                publish=publish,
+            )
         except Exception:  # noqa: BLE001 - metrics never fail a request
             traceback.print_exc()
 
@@ -590,8 +664,10 @@ class TritonPythonModel:
             groups[id(job.group)] = job.group
         for group in groups.values():
             try:
-                group["sender"].send(pb_utils.InferenceResponse(error=pb_utils.TritonError(message)),
-                                     flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                group["sender"].send(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(message)),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
             except Exception:  # noqa: BLE001
                 pass
 
@@ -604,8 +680,10 @@ class TritonPythonModel:
                     if self.decoupled:
                         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
                     else:  # exactly one response
-                        sender.send(pb_utils.InferenceResponse(output_tensors=[]),
-                                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                        sender.send(
+                            pb_utils.InferenceResponse(output_tensors=[]),
+                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                        )
                     continue
                 group = {"sender": sender, "left": 0}
                 jobs = self.make_jobs(request, group)
@@ -624,8 +702,10 @@ class TritonPythonModel:
                         raise
                     self.lock.notify()
             except Exception as e:  # noqa: BLE001 - RequestError, UserError from the executor's checks, ...
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(self.message(e))),
-                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                sender.send(
+                    pb_utils.InferenceResponse(error=pb_utils.TritonError(self.message(e))),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
         return None
 
     def is_stop(self, request):

@@ -142,16 +142,26 @@ class TritonPythonModel:
         self.decoupled = s.decoupled  # from model.yaml, as NVIDIA's initialize
         for note in s.notes:
             _log("info", f"[specbuild] {s.path}: {note}")
-        self.tokenizer = AutoTokenizer.from_pretrained(str(s.tokenizer_dir), legacy=False, padding_side="left",
-                                                       truncation_side="left", trust_remote_code=s.trust_remote_code)
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            str(s.tokenizer_dir),
+            legacy=False,
+            padding_side="left",
+            truncation_side="left",
+            trust_remote_code=s.trust_remote_code,
+        )
         if self.tokenizer.eos_token_id is None:
-            raise pb_utils.TritonModelException(f"{self.name}: the tokenizer in {s.tokenizer_dir} has no eos token, "
-                                                "so generation has no end id — use a tokenizer with an eos_token")
+            raise pb_utils.TritonModelException(
+                f"{self.name}: the tokenizer in {s.tokenizer_dir} has no eos token, "
+                "so generation has no end id — use a tokenizer with an eos_token"
+            )
         self.end_id = int(self.tokenizer.eos_token_id)
         target, draft = build_engines(s)
         self.executor = Executor(target, draft, enable_kv_cache_reuse=s.enable_kv_cache_reuse)
-        _log("info", f"[specbuild] serving {s.model_dir} with {self.executor.method_name} "
-                     f"(speculative_config {s.decoding_type or 'none'}) from {s.path}")
+        _log(
+            "info",
+            f"[specbuild] serving {s.model_dir} with {self.executor.method_name} "
+            f"(speculative_config {s.decoding_type or 'none'}) from {s.path}",
+        )
         self.jobs = {}  # executor request id -> Job
         self.cond = threading.Condition()
         self.running = True
@@ -188,22 +198,35 @@ class TritonPythonModel:
         s = self.settings
         ids = self.tokenizer.encode(req.prompt, add_special_tokens=True)
         if len(ids) > s.max_num_tokens:  # tensorrt_llm/llmapi/llm.py _check_arguments (PyTorch backend)
-            raise RequestError(f"The sum of prompt length ({float(len(ids))}), query length (0) should not exceed "
-                               f"max_num_tokens ({s.max_num_tokens})")
+            raise RequestError(
+                f"The sum of prompt length ({float(len(ids))}), query length (0) should not exceed "
+                f"max_num_tokens ({s.max_num_tokens})"
+            )
         if len(ids) > s.max_input_len:
-            raise RequestError(f"the prompt has {len(ids)} tokens, more than max_input_len ({s.max_input_len}) in "
-                               f"{s.path.name} — shorten it")
+            raise RequestError(
+                f"the prompt has {len(ids)} tokens, more than max_input_len ({s.max_input_len}) in "
+                f"{s.path.name} — shorten it"
+            )
         if len(ids) + req.max_tokens > s.max_seq_len:
-            raise RequestError(f"prompt ({len(ids)} tokens) + max_tokens ({req.max_tokens}) exceeds max_seq_len "
-                               f"({s.max_seq_len}) in {s.path.name} — ask for fewer tokens")
+            raise RequestError(
+                f"prompt ({len(ids)} tokens) + max_tokens ({req.max_tokens}) exceeds max_seq_len "
+                f"({s.max_seq_len}) in {s.path.name} — ask for fewer tokens"
+            )
         # TorchSampler's order: penalties, then temperature (reference/sampling.py)
-        sampling = SamplingConfig(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed,
-                                  presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
-                                  penalties_before_temperature=True)
+        sampling = SamplingConfig(
+            temperature=req.temperature,
+            top_k=req.top_k,
+            top_p=req.top_p,
+            seed=req.seed,
+            presence_penalty=req.presence_penalty,
+            frequency_penalty=req.frequency_penalty,
+            penalties_before_temperature=True,
+        )
         job = Job(request, sender, user_id, req, Detokenizer(self.tokenizer, ids, req))
         with self.cond:
-            job.rid = self.executor.enqueue(Request(input_ids=ids, max_new_tokens=req.max_tokens, sampling=sampling,
-                                                    end_id=self.end_id))
+            job.rid = self.executor.enqueue(
+                Request(input_ids=ids, max_new_tokens=req.max_tokens, sampling=sampling, end_id=self.end_id)
+            )
             self.jobs[job.rid] = job
             self.cond.notify()
 
@@ -219,13 +242,20 @@ class TritonPythonModel:
         if not job.req.return_perf_metrics:
             return None
         st = job.stats
-        return {"kv_cache_reused_block": 0, "kv_cache_hit_rate": 0.0, "kv_cache_alloc_new_blocks": 0,
-                "kv_cache_alloc_total_blocks": 0, "kv_cache_missed_block": 0,
-                "arrival_time_ns": job.arrival_ns, "first_scheduled_time_ns": job.first_scheduled_ns,
-                "first_token_time_ns": job.first_token_ns, "last_token_time_ns": job.last_token_ns,
-                "acceptance_rate": st.acceptance_rate if st else 0.0,
-                "total_accepted_draft_tokens": st.total_accepted_draft_tokens if st else 0,
-                "total_draft_tokens": st.total_draft_tokens if st else 0}
+        return {
+            "kv_cache_reused_block": 0,
+            "kv_cache_hit_rate": 0.0,
+            "kv_cache_alloc_new_blocks": 0,
+            "kv_cache_alloc_total_blocks": 0,
+            "kv_cache_missed_block": 0,
+            "arrival_time_ns": job.arrival_ns,
+            "first_scheduled_time_ns": job.first_scheduled_ns,
+            "first_token_time_ns": job.first_token_ns,
+            "last_token_time_ns": job.last_token_ns,
+            "acceptance_rate": st.acceptance_rate if st else 0.0,
+            "total_accepted_draft_tokens": st.total_accepted_draft_tokens if st else 0,
+            "total_draft_tokens": st.total_draft_tokens if st else 0,
+        }
 
     def send(self, job, tensors=None, final=False, error=None):
         """Send on a job's sender unless its FINAL response went out already (cancellation races the worker):
@@ -241,8 +271,10 @@ class TritonPythonModel:
                 elif tensors is None:
                     job.sender.send(flags=flags)
                 else:
-                    job.sender.send(pb_utils.InferenceResponse(
-                        output_tensors=[pb_utils.Tensor(n, a) for n, a in tensors.items()]), flags=flags)
+                    job.sender.send(
+                        pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(n, a) for n, a in tensors.items()]),
+                        flags=flags,
+                    )
 
     def send_error(self, sender, e):
         """NVIDIA's except clause: one FINAL response, text_output ["N/A"], "Error generating request: <e>"."""
@@ -253,8 +285,10 @@ class TritonPythonModel:
         _log("error", f"[trtllm] {error_text(e)}")
         with PB_LOCK:
             na = pb_utils.Tensor("text_output", np.array([b"N/A"], dtype=np.object_))
-            sender.send(pb_utils.InferenceResponse(output_tensors=[na], error=pb_utils.TritonError(error_text(e))),
-                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender.send(
+                pb_utils.InferenceResponse(output_tensors=[na], error=pb_utils.TritonError(error_text(e))),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )
 
     @staticmethod
     def cancelled_error():
@@ -306,8 +340,11 @@ class TritonPythonModel:
                     try:
                         self.deliver(job, event, start, end)
                     except Exception as e:  # noqa: BLE001 - e.g. the client went away: stop decoding for it
-                        _log("warn", f"[specbuild] request {job.user_id or job.rid}: its response could not be sent "
-                                     f"({type(e).__name__}: {e}); it is cancelled")
+                        _log(
+                            "warn",
+                            f"[specbuild] request {job.user_id or job.rid}: its response could not be sent "
+                            f"({type(e).__name__}: {e}); it is cancelled",
+                        )
                         with self.cond:
                             if self.jobs.pop(event.request_id, None) is not None and not event.finished:
                                 self.executor.cancel(event.request_id)
@@ -380,9 +417,12 @@ class TritonPythonModel:
         that request id."""
         if not user_id:
             with PB_LOCK:
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                    "A request id must be provided for request cancellation")),
-                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                sender.send(
+                    pb_utils.InferenceResponse(
+                        error=pb_utils.TritonError("A request id must be provided for request cancellation")
+                    ),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
             return
         with self.cond:
             victims = [(rid, job) for rid, job in self.jobs.items() if job.user_id == user_id]
@@ -393,8 +433,10 @@ class TritonPythonModel:
         for _, job in victims:
             self.cancelled(job)
         with PB_LOCK:
-            sender.send(pb_utils.InferenceResponse(error=self.cancelled_error()),
-                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender.send(
+                pb_utils.InferenceResponse(error=self.cancelled_error()),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )
 
     def finalize(self):
         with self.cond:
