@@ -144,3 +144,26 @@ def test_reference_recipes_get_no_bundle(tmp_path):
     assert bundle_plan(resolve_build(recipe), layout_in(tmp_path, recipe))["bundle"].startswith(
         "none: the reference runtime"
     )
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_the_plan_summarises_the_bundle_without_rendering_it(bundles, name, monkeypatch):
+    """`specbuild plan` names the bundle's files from the deploy context: no manifest, script or document is made
+    (bounded work: every renderer refuses to run), and the names are those the written bundle has."""
+    import specbuild.deploy.bundle as bundle
+    import specbuild.deploy.kubernetes as k8s
+    import specbuild.deploy.slurm as slurm
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the plan rendered a file of the bundle")
+
+    for module, names in (
+        (bundle, ("dump_all", "copy_script", "bundle_readme", "container_repository")),
+        (k8s, ("workload", "claim", "loader_pod", "containerfile")),
+        (slurm, ("sbatch_script", "ranks_script", "enroot_conf")),
+    ):
+        for attr in names:
+            monkeypatch.setattr(module, attr, refuse)
+    recipe, layout, folder = bundles[name]
+    shown = bundle_plan(resolve_build(recipe), layout)
+    assert shown["files"] == json.loads((folder / "bundle.json").read_text())["files"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -52,22 +53,40 @@ KUSTOMIZATION = "kustomization.yaml"
 PLAN_FILE = "bundle.json"
 
 
-def manifests(ctx: DeployContext) -> dict[str, list[dict]]:
-    """Kustomization resources: file name -> documents, in apply order."""
-    files: dict[str, list[dict]] = {}
+def manifests(ctx: DeployContext) -> dict[str, Callable[[], list[dict]]]:
+    """Kustomization resources: file name -> what makes its documents, in apply order (naming them renders
+    nothing: `specbuild plan` lists the names)."""
+    files: dict[str, Callable[[], list[dict]]] = {}
     if ctx.deploy.storage.create_claim:
-        files["storage.yaml"] = [k8s.claim(ctx)]
+        files["storage.yaml"] = lambda: [k8s.claim(ctx)]
     if ctx.world.multi_node:
-        files["rbac.yaml"] = k8s.rbac(ctx)
-        files["mpi.yaml"] = [k8s.mpi_config(ctx)]
-    files[f"{ctx.workload_kind.lower()}.yaml"] = [k8s.workload(ctx)]
-    files["service.yaml"] = monitoring.service(ctx)
-    files["podmonitor.yaml"] = [monitoring.pod_monitor(ctx)]
-    files["prometheusrule.yaml"] = [monitoring.prometheus_rule(ctx)]
-    hpa = monitoring.hpa(ctx)
-    if hpa:
-        files["hpa.yaml"] = [hpa]
+        files["rbac.yaml"] = lambda: k8s.rbac(ctx)
+        files["mpi.yaml"] = lambda: [k8s.mpi_config(ctx)]
+    files[f"{ctx.workload_kind.lower()}.yaml"] = lambda: [k8s.workload(ctx)]
+    files["service.yaml"] = lambda: monitoring.service(ctx)
+    files["podmonitor.yaml"] = lambda: [monitoring.pod_monitor(ctx)]
+    files["prometheusrule.yaml"] = lambda: [monitoring.prometheus_rule(ctx)]
+    if k8s.autoscaled(ctx):
+        files["hpa.yaml"] = lambda: [monitoring.hpa(ctx)]
     return files
+
+
+def rendered_files(ctx: DeployContext, header: str) -> dict[str, Callable[[], str]]:
+    """Every file of the bundle but bundle.json, README.md and repository/: relative path -> what renders it."""
+    docs = manifests(ctx)
+    files: dict[str, Callable[[], str]] = {rel: partial(_dump, make, header) for rel, make in docs.items()}
+    files[KUSTOMIZATION] = lambda: dump_all([kustomization(ctx, list(docs))], header)
+    loader_header = header + "\nNot in the kustomization: apply it to fill the claim with copy-models.sh (README.md)"
+    files["loader-pod.yaml"] = lambda: dump_all([k8s.loader_pod(ctx)], loader_header)
+    if ctx.world.multi_node:
+        files["Containerfile"] = lambda: k8s.containerfile(ctx)
+    files.update(slurm_files(ctx))
+    files[COPY_SCRIPT] = lambda: copy_script(ctx)
+    return files
+
+
+def _dump(make: Callable[[], list[dict]], header: str) -> str:
+    return dump_all(make(), header)
 
 
 def kustomization(ctx: DeployContext, resources: list[str]) -> dict[str, Any]:
@@ -130,6 +149,29 @@ def allowed_values(recipe: Recipe) -> None:
         ) from None
 
 
+def _context(build: Build, layout: Layout, folder: Path | None, trtllm_version: str | None) -> DeployContext:
+    recipe = build.recipe
+    allowed_values(recipe)
+    try:
+        return context(build, layout, folder, trtllm_version)
+    except ValueError as e:
+        raise UserError(
+            f"{recipe.source or 'recipe'}: deploy: {e} — set deploy.image.tag (or "
+            "deploy.image.trtllm_version) to an NGC tritonserver trtllm image"
+        ) from e
+
+
+def _header(build: Build, ctx: DeployContext) -> str:
+    return (
+        f"specbuild deployment bundle of recipe {build.recipe.name!r} ({ctx.name}); regenerate with specbuild "
+        "compile, edit the recipe's deploy section rather than this file"
+    )
+
+
+def _names(rendered: dict[str, Callable[[], str]]) -> list[str]:
+    return sorted([*rendered, PLAN_FILE, "README.md", f"{FOLDER}/"])
+
+
 def build_bundle(
     build: Build,
     layout: Layout,
@@ -141,33 +183,10 @@ def build_bundle(
 ) -> tuple[DeployContext, dict[str, str]]:
     """Every file of the bundle as relative path -> text (repository=False: without repository/, which needs the
     compiled repository). Writes nothing."""
-    recipe = build.recipe
-    allowed_values(recipe)
-    try:
-        ctx = context(build, layout, folder, trtllm_version)
-    except ValueError as e:
-        raise UserError(
-            f"{recipe.source or 'recipe'}: deploy: {e} — set deploy.image.tag (or "
-            "deploy.image.trtllm_version) to an NGC tritonserver trtllm image"
-        ) from e
-    docs = manifests(ctx)
-    name = ctx.name
-    header = (
-        f"specbuild deployment bundle of recipe {recipe.name!r} ({name}); regenerate with specbuild "
-        "compile, edit the recipe's deploy section rather than this file"
-    )
-    files = {rel: dump_all(d, header) for rel, d in docs.items()}
-    files[KUSTOMIZATION] = dump_all([kustomization(ctx, list(docs))], header)
-    files["loader-pod.yaml"] = dump_all(
-        [k8s.loader_pod(ctx)],
-        header + "\nNot in the kustomization: apply it to fill the claim with copy-models.sh (README.md)",
-    )
-    if ctx.world.multi_node:
-        files["Containerfile"] = k8s.containerfile(ctx)
-    files.update(slurm_files(ctx))
-    files[COPY_SCRIPT] = copy_script(ctx)
-    names = sorted([*files, PLAN_FILE, "README.md", f"{FOLDER}/"])
-    plan = plan_of(ctx, names)
+    ctx = _context(build, layout, folder, trtllm_version)
+    rendered = rendered_files(ctx, _header(build, ctx))
+    files = {rel: render() for rel, render in rendered.items()}
+    plan = plan_of(ctx, _names(rendered))
     files[PLAN_FILE] = json.dumps(plan, indent=2) + "\n"
     files["README.md"] = bundle_readme(ctx, plan, schemas)
     if repository:
@@ -176,13 +195,13 @@ def build_bundle(
 
 
 def bundle_plan(build: Build, layout: Layout, *, trtllm_version: str | None = None) -> dict[str, Any]:
-    """What `specbuild plan` shows for the bundle: its folder, files, image, command and world layout."""
+    """What `specbuild plan` shows for the bundle: its folder, files, image, command and world layout, from the
+    deploy context alone (no file is rendered)."""
     why_not = applies(build.recipe, build.runtime)
     if why_not:
         return {"bundle": f"none: {why_not}"}
-
-    ctx, files = build_bundle(build, layout, trtllm_version=trtllm_version, repository=False)
-    return plan_of(ctx, sorted([*files, f"{FOLDER}/"]), show)
+    ctx = _context(build, layout, None, trtllm_version)
+    return plan_of(ctx, _names(rendered_files(ctx, "")), show)
 
 
 def deploy_step(build: Build, layout: Layout) -> DeployStep | str:

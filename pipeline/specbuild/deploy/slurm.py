@@ -253,8 +253,9 @@ def sbatch_script(ctx: DeployContext) -> str:
     return "\n".join(head + body) + "\n"
 
 
-def slurm_files(ctx: DeployContext) -> dict[str, str]:
-    files = {f"slurm/{ctx.name}.sbatch": sbatch_script(ctx), f"slurm/{RANKS_SCRIPT}": ranks_script(ctx)}
+def slurm_files(ctx: DeployContext) -> dict[str, Callable[[], str]]:
+    """The Slurm files: relative path -> what renders it."""
+    files = {f"slurm/{ctx.name}.sbatch": lambda: sbatch_script(ctx), f"slurm/{RANKS_SCRIPT}": lambda: ranks_script(ctx)}
     if ctx.deploy.slurm.container_runtime == "enroot":
-        files[f"slurm/{ENROOT_CONF}"] = enroot_conf(ctx)
+        files[f"slurm/{ENROOT_CONF}"] = lambda: enroot_conf(ctx)
     return files
