@@ -41,7 +41,7 @@ class MethodSpec:
         """The method the engine folder is built with: `method` where the reference runtime has it, else `none` (the
         executor then decodes with `method` directly, see measure.executor)."""
         from specbuild.errors import UserError
-        from specbuild.reference.methods import method_class
+        from specbuild.reference.decoder.methods import method_class
 
         try:
             method_class(self.method)
@@ -51,8 +51,8 @@ class MethodSpec:
 
 
 def method_specs(profile_dir: Path, k: int) -> list[MethodSpec]:
-    from specbuild.reference.methods.eagle import dynamic_tree_size
-    from specbuild.reference.methods.lookahead import lookahead_max_draft_len
+    from specbuild.reference.decoder.methods.eagle import dynamic_tree_size
+    from specbuild.reference.decoder.methods.lookahead import lookahead_max_draft_len
 
     medusa_cfg = json.loads((profile_dir / "medusa" / "config.json").read_text())
     medusa_choices = [c for c in MEDUSA_CHOICES if len(c) <= medusa_cfg["medusa_num_heads"]]

@@ -258,7 +258,7 @@ def adaptive_specs(specs: list, off_from: int) -> list:
     from dataclasses import replace
 
     from specbuild.standalone import draft_len_schedule
-    from specbuild.reference.methods import method_class
+    from specbuild.reference.decoder.methods import method_class
 
     return [
         replace(
@@ -301,7 +301,7 @@ def eagle_tree_specs(specs: list, trees: list[str]) -> list:
 
 def draft_dtype_specs(specs: list, dtypes: list[str]) -> list:
     """Each tree drafter (the methods with a drafter dtype: Medusa, EAGLE-1/2, EAGLE-3) again per `draft_dtype` value
-    (reference/drafters.py `drafter_precision`), timed in the same interleaved rounds as the rest."""
+    (reference/decoder/drafters.py `drafter_precision`), timed in the same interleaved rounds as the rest."""
     from dataclasses import replace
 
     return [

@@ -5,7 +5,7 @@
 Each call feeds S new tokens after a prefilled context (the shape of a decode step, S = 1, or of a chain or tree
 verification, S > 1) and returns logits for all of them; the cache is rolled back after every call so every call
 sees the same context. Three implementations, timed in interleaved rounds (medians over rounds):
-- `lean`: `CausalLM` with the lean forward (specbuild.reference.lean) over the position-addressed KVCache;
+- `lean`: `CausalLM` with the lean forward (specbuild.reference.decoder.lean) over the position-addressed KVCache;
 - `transformers_over_our_cache`: `CausalLM(forward="transformers")`: transformers' decoder fed our 4D mask and
   positions, writing the same KVCache (the fallback path for non-Llama models);
 - `transformers`: the model's own `forward(input_ids, past_key_values=DynamicCache)` as `generate` calls it,
@@ -66,7 +66,7 @@ def callers(folder: Path, dtype: str, context: list[int], sizes: list[int]) -> d
     import torch
     from transformers import DynamicCache
 
-    from specbuild.reference.model import CausalLM
+    from specbuild.reference.decoder.model import CausalLM
 
     lean = CausalLM.from_pretrained(folder, dtype=dtype, forward="lean")
     ours_hf = CausalLM.from_pretrained(folder, dtype=dtype, forward="transformers")

@@ -1,4 +1,4 @@
-"""The lean forward's two float32 matmul layouts side by side (pipeline/specbuild/reference/lean/linear.py):
+"""The lean forward's two float32 matmul layouts side by side (pipeline/specbuild/reference/decoder/lean/linear.py):
 `packed` (oneDNN-packed copies for multi-row and lm-head matmuls) and `column-major` (weights stored transposed for
 MKL). Prints JSON.
 
@@ -49,7 +49,7 @@ def parse_args(argv=None):
 def main(argv=None) -> dict:
     import torch
 
-    from specbuild.reference.lean import linear
+    from specbuild.reference.decoder.lean import linear
 
     args = parse_args(argv)
     torch.set_num_threads(1)

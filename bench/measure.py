@@ -52,8 +52,8 @@ def executor(engine, concurrency: int, draft_engine=None, method: str | None = N
 
     method: decode with this reference method instead of the one the engine folder names (for methods the engine
     folder format does not know yet, e.g. `eagle3`, whose engines are built as method `none` with the head folder)."""
-    from specbuild.reference.executor import Executor, _Group
-    from specbuild.reference.methods import method_class
+    from specbuild.reference.decoder.executor import Executor, _Group
+    from specbuild.reference.decoder.methods import method_class
 
     ex = Executor(engine, draft_engine)
     ex.limits = replace(ex.limits, max_batch_size=concurrency)
@@ -67,7 +67,7 @@ def run_ours(ex, engine, prompts, new_tokens: int) -> Run:
     """All prompts through an Executor (greedy, no end id: exactly new_tokens tokens each)."""
     import torch
 
-    from specbuild.reference.executor import Request
+    from specbuild.reference.decoder.executor import Request
 
     requests = [Request(input_ids=list(p), max_new_tokens=new_tokens) for p in prompts]
     forwards_before = engine.model.forwards

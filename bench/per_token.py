@@ -57,7 +57,7 @@ def parse_args(argv=None):
 
 def one_token_forward(folder: Path, context: list[int], dtype: str):
     """The target loaded in `dtype` and a function doing one one-token forward after `context` (rolled back)."""
-    from specbuild.reference.model import CausalLM
+    from specbuild.reference.decoder.model import CausalLM
 
     lm = CausalLM.from_pretrained(folder, dtype=dtype)
     cache = lm.new_cache(1)

@@ -132,7 +132,7 @@ class InProcess:
         from google.protobuf.json_format import MessageToDict
 
         from specbuild.reference.engine_folder import load_engine
-        from specbuild.reference.executor import Executor
+        from specbuild.reference.decoder.executor import Executor
         from specbuild.repository.engine.configs import parse_pbtxt
         from specbuild.standalone.model_parameters import bool_parameter
 
@@ -150,7 +150,7 @@ class InProcess:
 
     def run(self, prompts: list[list[int]], max_tokens: int, concurrency: int) -> tuple[int, float]:
         """(generated tokens, seconds) for the prompts with at most `concurrency` requests in flight."""
-        from specbuild.reference.executor import Request
+        from specbuild.reference.decoder.executor import Request
 
         pending = deque(prompts)
         active: set[int] = set()

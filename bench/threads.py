@@ -30,7 +30,7 @@ def decode(ex, prompts, new_tokens: int, after_step=None) -> float:
     """Seconds to decode all prompts in a fresh thread; `after_step(events)` runs after every step."""
     import torch
 
-    from specbuild.reference.executor import Request
+    from specbuild.reference.decoder.executor import Request
 
     def body():
         with torch.inference_mode():

@@ -35,7 +35,8 @@ OPTIONAL = {
 
 HEAVY = "the imported module pulls an optional dependency (torch, numpy, ...) that the importer does not"
 CORE_MODEL = "a Triton Python model: it loads the decoder when the server initialises it, not when it reads the file"
-START_UP = "a command loads its own stage only when it runs (`check` runs with the core dependencies alone)"
+START_UP = ("a command loads its own stage only when it runs: loading every stage costs each command about a second "
+            "(pydantic schemas, rich), and `check` runs with the core dependencies alone")
 
 # (importer, imported), both relative to `specbuild.`
 ALLOWED = {
@@ -62,25 +63,25 @@ ALLOWED = {
     ("cli", "validate.report.json_report"): START_UP,
     ("cli", "validate.report.terminal"): START_UP,
     ("cli", "validate.tuning"): START_UP,
-    ("reference.acceptance", "reference.sampling"): HEAVY,
-    ("reference.call_costs", "reference.executor"): HEAVY,
+    ("reference.decoder.acceptance", "reference.decoder.sampling"): HEAVY,
+    ("reference.call_costs", "reference.decoder.executor"): HEAVY,
     ("reference.core_models.engine.model", "engine_facts"): CORE_MODEL,
     ("reference.core_models.engine.model", "reference.dialect"): CORE_MODEL,
     ("reference.core_models.engine.model", "reference.engine_folder"): CORE_MODEL,
-    ("reference.core_models.engine.model", "reference.executor"): HEAVY,
-    ("reference.core_models.engine.model", "reference.request"): HEAVY,
+    ("reference.core_models.engine.model", "reference.decoder.executor"): HEAVY,
+    ("reference.core_models.engine.model", "reference.decoder.request"): HEAVY,
     ("reference.core_models.engine.model", "serve.decode_cpus"): CORE_MODEL,
     ("reference.core_models.llm_api.model", "errors"): CORE_MODEL,
-    ("reference.core_models.llm_api.model", "reference.executor"): HEAVY,
-    ("reference.core_models.llm_api.model", "reference.heap"): CORE_MODEL,
+    ("reference.core_models.llm_api.model", "reference.decoder.executor"): HEAVY,
+    ("reference.core_models.llm_api.model", "reference.decoder.heap"): CORE_MODEL,
     ("reference.core_models.llm_api.model", "reference.llmapi_contract"): CORE_MODEL,
     ("reference.core_models.llm_api.model", "reference.llmapi_engine"): HEAVY,
     ("reference.core_models.llm_api.model", "reference.llmapi_yaml"): CORE_MODEL,
-    ("reference.core_models.llm_api.model", "reference.request"): HEAVY,
+    ("reference.core_models.llm_api.model", "reference.decoder.request"): HEAVY,
     ("reference.core_models.llm_api.model", "serve.decode_cpus"): CORE_MODEL,
-    ("reference.drafters", "reference.lean.linear"): HEAVY,
-    ("reference.engine_folder", "reference.engine"): HEAVY,
-    ("reference.engine_folder", "reference.model"): HEAVY,
+    ("reference.decoder.drafters", "reference.decoder.lean.linear"): HEAVY,
+    ("reference.engine_folder", "reference.decoder.engine"): HEAVY,
+    ("reference.engine_folder", "reference.decoder.model"): HEAVY,
     ("compile", "validate.suite"): HEAVY,
     ("validate", "validate.suite"): HEAVY,
     ("zoo", "zoo.build"): HEAVY,
@@ -246,5 +247,5 @@ def test_no_import_circle():
 def test_the_analysis_sees_imports():
     """The walk finds module-level and in-function imports (an empty scan would pass the tests above vacuously)."""
     assert "specbuild.standalone.serving_metrics" in MODULE_LEVEL["specbuild.metrics"]
-    assert "torch" in _loaded_with("specbuild.reference.executor")
+    assert "torch" in _loaded_with("specbuild.reference.decoder.executor")
     assert ("specbuild.cli", "specbuild.compile") in IN_FUNCTION

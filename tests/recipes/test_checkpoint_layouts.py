@@ -219,7 +219,7 @@ def test_an_eagle1_head_whose_config_counts_more_layers_than_it_holds_is_refused
 
 
 def test_the_reference_runtime_refuses_weights_missing_from_a_checkpoint(tmp_path):
-    from specbuild.reference.model import CausalLM
+    from specbuild.reference.decoder.model import CausalLM
 
     with pytest.raises(UserError, match=r"lack \d+ tensor\(s\).*model\.layers\.4\."):
         CausalLM.from_pretrained(_lacking_layers(tmp_path, 6))

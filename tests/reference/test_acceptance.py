@@ -1,4 +1,4 @@
-"""The acceptance core shared by chains and trees (specbuild.reference.acceptance, used through verify.py).
+"""The acceptance core shared by chains and trees (specbuild.reference.decoder.acceptance, used through verify.py).
 
 Greedy: the accepted path is the longest one matching the target's argmax (brute force over candidate paths); a
 chain keeps its matching prefix. Recursive (multi-candidate) rejection sampling preserves the target distribution.
@@ -22,14 +22,14 @@ import random
 import pytest
 import torch
 
-import specbuild.reference.acceptance as acceptance
-from specbuild.reference.acceptance import accept_or_residual as _accept_or_residual
-from specbuild.reference.acceptance import greedy_accept, sample_accept
-from specbuild.reference.request import Request
-from specbuild.reference.sampling import SamplingConfig
-from specbuild.reference.sequence import Sequence
-from specbuild.reference.tree import Tree, tree_from_choices, tree_from_parents
-from specbuild.reference.verify import verify_chain
+import specbuild.reference.decoder.acceptance as acceptance
+from specbuild.reference.decoder.acceptance import accept_or_residual as _accept_or_residual
+from specbuild.reference.decoder.acceptance import greedy_accept, sample_accept
+from specbuild.reference.decoder.request import Request
+from specbuild.reference.decoder.sampling import SamplingConfig
+from specbuild.reference.decoder.sequence import Sequence
+from specbuild.reference.decoder.tree import Tree, tree_from_choices, tree_from_parents
+from specbuild.reference.decoder.verify import verify_chain
 
 torch.set_num_threads(1)
 DOUBLE = torch.float64
@@ -340,7 +340,7 @@ def test_chain_speculative_sampling_reproduces_target_distribution():
 
 def test_chain_harness_rejects_a_broken_residual(monkeypatch):
     """After a rejection, resampling from p instead of norm(max(0, p - q)) is caught for chains too."""
-    from specbuild.reference import sampling
+    from specbuild.reference.decoder import sampling
 
     monkeypatch.setattr(sampling, "residual", lambda p, q: p)
     lm = SyntheticLM(seed=5)

@@ -83,7 +83,7 @@ def zoo(shipped_tiny, tmp_path_factory):
 def zoo_requests(shipped_tiny):
     from transformers import AutoTokenizer
 
-    from specbuild.reference.request import Request
+    from specbuild.reference.decoder.request import Request
 
     tok = AutoTokenizer.from_pretrained(shipped_tiny / "tokenizer")
     source = inspect.getsource(json)
@@ -96,7 +96,7 @@ def run_recorded(folders, label, requests):
     import torch
 
     from specbuild.reference.engine_folder import load_engine
-    from specbuild.reference.executor import Executor
+    from specbuild.reference.decoder.executor import Executor
 
     torch.set_num_threads(1)
     draft = load_engine(folders["draft"]) if label == "draft_target" else None
@@ -154,7 +154,7 @@ def test_lossless_at_every_schedule_point(zoo, zoo_requests, label):
 def test_a_method_without_a_draft_length_refuses_a_schedule(shipped_tiny, tmp_path):
     from specbuild.errors import UserError
     from specbuild.reference.engine_folder import build_engine, load_engine
-    from specbuild.reference.executor import Executor
+    from specbuild.reference.decoder.executor import Executor
 
     build_engine(
         tmp_path / "la",
@@ -178,7 +178,7 @@ def test_a_method_without_a_draft_length_refuses_a_schedule(shipped_tiny, tmp_pa
 def test_a_tree_whose_prefixes_are_not_trees_is_refused(shipped_tiny, tmp_path):
     from specbuild.errors import UserError
     from specbuild.reference.engine_folder import build_engine, load_engine
-    from specbuild.reference.executor import Executor
+    from specbuild.reference.decoder.executor import Executor
 
     medusa_cfg = json.loads((shipped_tiny / "medusa" / "config.json").read_text())
     build_engine(

@@ -68,8 +68,8 @@ def prompts(shipped_tiny):
 def _run(engine, draft, prompts, batch: int = 1):
     from dataclasses import replace
 
-    from specbuild.reference.executor import Executor
-    from specbuild.reference.request import Request
+    from specbuild.reference.decoder.executor import Executor
+    from specbuild.reference.decoder.request import Request
 
     ex = Executor(engine, draft if engine.decoding_method == "draft_target" else None)
     ex.limits = replace(ex.limits, max_batch_size=batch)

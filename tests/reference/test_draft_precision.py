@@ -1,4 +1,4 @@
-"""What the tree drafters compute in (reference/drafters.py `drafter_precision`, `draft_dtype` in the engine's
+"""What the tree drafters compute in (reference/decoder/drafters.py `drafter_precision`, `draft_dtype` in the engine's
 decoding options) and the int8 matmul behind `draft_dtype: int8` (lean/linear.py `Int8Linear`, `drafting_linear`).
 That int8 drafting is lossless on the tiny zoo is tests/reference/test_lean_methods.py's."""
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from specbuild.errors import UserError
-from specbuild.reference import drafters
-from specbuild.reference.drafters import DraftPrecision, drafter_precision
-from specbuild.reference.lean import linear
+from specbuild.reference.decoder import drafters
+from specbuild.reference.decoder.drafters import DraftPrecision, drafter_precision
+from specbuild.reference.decoder.lean import linear
 
 needs_int8 = pytest.mark.skipif(not linear.int8_available(), reason="this PyTorch has no fbgemm int8 engine")
 

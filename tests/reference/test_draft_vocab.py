@@ -15,7 +15,7 @@ from test_sampling_lossless import CONFIGS, LIMITS as SAMPLING_LIMITS, P_REJECT,
 from zoo_engines import build_draft, build_target, has_extras
 
 from specbuild.errors import UserError
-from specbuild.reference.drafters import DraftVocabHead, draft_vocab_size
+from specbuild.reference.decoder.drafters import DraftVocabHead, draft_vocab_size
 
 LIMITS = dict(max_batch_size=4, max_input_len=96, max_seq_len=160, max_num_tokens=2048)
 EAGLE_CHOICES = [[0], [1], [0, 0], [0, 1], [0, 0, 0]]
@@ -99,8 +99,8 @@ def zoo(shipped_tiny, tmp_path_factory):
 
 def _run(folders, label, prompts):
     from specbuild.reference.engine_folder import load_engine
-    from specbuild.reference.executor import Executor
-    from specbuild.reference.request import Request
+    from specbuild.reference.decoder.executor import Executor
+    from specbuild.reference.decoder.request import Request
 
     draft = load_engine(folders["draft"]) if label.startswith("draft_target") else None
     ex = Executor(load_engine(folders[label]), draft)
@@ -135,7 +135,7 @@ def test_greedy_output_is_autoregressive_with_any_subset(zoo, prompts, label):
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_sampling_with_a_draft_subset_keeps_the_target_distribution(models, engine_factory, config):
-    from specbuild.reference.executor import Executor
+    from specbuild.reference.decoder.executor import Executor
 
     target = models["target16"]
     ex = Executor(

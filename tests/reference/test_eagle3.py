@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from specbuild.errors import UserError
-from specbuild.reference.batch import Batch
-from specbuild.reference.executor import SamplingConfig
-from specbuild.reference.methods.eagle3 import Eagle3
-from specbuild.reference.sequence import Sequence
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.executor import SamplingConfig
+from specbuild.reference.decoder.methods.eagle3 import Eagle3
+from specbuild.reference.decoder.sequence import Sequence
 from tree_helpers import (
     SHIPPED_TINY,
     chi_square_pvalue,
@@ -91,7 +91,7 @@ def random_eagle3(folder: Path, model_dir: Path, *, seed: int, like: Path | None
 def executor(engine, decoding: dict, batch_size: int = 8):
     """The real Executor, decoding with Eagle3 (the engine folder is built as method `none` with an `eagle3`
     sub-folder; the recipe-level method name is the lead's)."""
-    from specbuild.reference.executor import Executor, _Group
+    from specbuild.reference.decoder.executor import Executor, _Group
 
     ex = Executor(engine)
     ex.limits = replace(ex.limits, max_batch_size=batch_size)
@@ -288,7 +288,7 @@ def test_sampling_is_lossless(setup, exact_law, decoding):
 def test_broken_acceptance_rule_is_detected(setup, exact_law, monkeypatch):
     """Accepting a deterministic draft with probability p(x) but resampling the bonus from the unchanged p (x not
     removed) over-produces drafted tokens: the same test must reject it."""
-    import specbuild.reference.acceptance as acceptance_module
+    import specbuild.reference.decoder.acceptance as acceptance_module
 
     def broken(p, token, q):
         return float(p[token]), p
@@ -365,7 +365,7 @@ def heldout_requests(count: int = 12, length: int = 64, new_tokens: int = 48):
     """Openings of held-out stdlib documents (never trained on), tokenized with the shipped tokenizer."""
     from transformers import AutoTokenizer
 
-    from specbuild.reference.executor import Request
+    from specbuild.reference.decoder.executor import Request
     from specbuild.zoo.corpus import load_corpus
     from specbuild.zoo.profiles import get_profile
 

@@ -54,7 +54,7 @@ def folders(shipped_tiny, tmp_path_factory):
 def _requests(shipped_tiny, lengths):
     from transformers import AutoTokenizer
 
-    from specbuild.reference.request import Request
+    from specbuild.reference.decoder.request import Request
 
     tok = AutoTokenizer.from_pretrained(shipped_tiny / "tokenizer")
     source = inspect.getsource(json)
@@ -69,7 +69,7 @@ def _run(folder, requests):
     import torch
 
     from specbuild.reference.engine_folder import load_engine
-    from specbuild.reference.executor import Executor
+    from specbuild.reference.decoder.executor import Executor
 
     torch.set_num_threads(1)
     ex = Executor(load_engine(folder))

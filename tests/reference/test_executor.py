@@ -9,9 +9,9 @@ import torch
 
 from specbuild import metrics
 from specbuild.errors import UserError
-from specbuild.reference.executor import Executor
-from specbuild.reference.request import Request, RequestStats
-from specbuild.reference.sampling import SamplingConfig
+from specbuild.reference.decoder.executor import Executor
+from specbuild.reference.decoder.request import Request, RequestStats
+from specbuild.reference.decoder.sampling import SamplingConfig
 
 PROMPT = [5, 9, 17, 5, 9, 17, 5, 9]
 
@@ -273,7 +273,7 @@ def test_a_reused_prefix_prefills_in_the_decoding_forward(target, monkeypatch):
     """With KV reuse, an admitted request left with a short tail to prefill joins the running batch's forward
     (FUSED_PREFILL_TOKENS) instead of a forward of its own: the same tokens, fewer target forwards, and its
     prefill is not counted as a decoding step."""
-    from specbuild.reference import executor as executor_module
+    from specbuild.reference.decoder import executor as executor_module
 
     prompts = [PROMPT, [3, 1, 4, 1, 5, 9, 2, 6], [2, 7, 1, 8, 2, 8]]
     expected = [r.output_ids for r in Executor(target).run([Request(input_ids=p, max_new_tokens=12) for p in prompts])]

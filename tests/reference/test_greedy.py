@@ -13,8 +13,8 @@ import random
 import pytest
 import torch
 
-from specbuild.reference.executor import Executor
-from specbuild.reference.request import Request
+from specbuild.reference.decoder.executor import Executor
+from specbuild.reference.decoder.request import Request
 
 N_PROMPTS = 60
 

@@ -11,7 +11,7 @@ import random
 import pytest
 import torch
 
-from specbuild.reference.model import CausalLM
+from specbuild.reference.decoder.model import CausalLM
 
 TOL = 1e-5
 
@@ -200,9 +200,9 @@ def test_additive_mask_is_float(lm):
 
 def test_batch_feed_with_a_token_tree(lm):
     """Batch.feed(parents=...) verifies a token tree in one forward; an accepted path is then committed."""
-    from specbuild.reference.batch import Batch
-    from specbuild.reference.request import Request
-    from specbuild.reference.sequence import Sequence
+    from specbuild.reference.decoder.batch import Batch
+    from specbuild.reference.decoder.request import Request
+    from specbuild.reference.decoder.sequence import Sequence
 
     rng = random.Random(11)
     prompts = [[rng.randrange(lm.vocab_size) for _ in range(n)] for n in (4, 9)]
@@ -233,7 +233,7 @@ def test_batch_feed_with_a_token_tree(lm):
 
 def test_rows_rebuilt_from_kept_kv(lm):
     """KV reuse: a row's committed KV, cut to any prefix, starts a new cache that decodes like a fresh prefill."""
-    from specbuild.reference.kv_cache import KVCache
+    from specbuild.reference.decoder.kv_cache import KVCache
 
     rng = random.Random(5)
     texts = [[rng.randrange(lm.vocab_size) for _ in range(n)] for n in (12, 7)]

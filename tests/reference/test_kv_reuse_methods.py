@@ -90,7 +90,7 @@ def _executor(folder, reuse: bool):
     import torch
 
     from specbuild.reference.engine_folder import load_engine
-    from specbuild.reference.executor import Executor
+    from specbuild.reference.decoder.executor import Executor
 
     torch.set_num_threads(1)
     return Executor(load_engine(folder), enable_kv_cache_reuse=reuse)
@@ -99,7 +99,7 @@ def _executor(folder, reuse: bool):
 def _conversation(ex, prompts, n_new: int = 24):
     """Each prompt, then the same prompt again, then the prompt extended by the first answer's opening tokens, one
     request at a time: (outputs, accepted draft tokens, verification steps)."""
-    from specbuild.reference.request import Request
+    from specbuild.reference.decoder.request import Request
 
     outputs, accepted, steps = [], 0, 0
     for prompt in prompts:
@@ -135,7 +135,7 @@ def test_eagle_with_drafting_off_prefills_reused_rows_in_the_plain_step(zoo, pro
     """At two or more requests in flight the schedule says 0: a request whose prompt a finished one covers joins the
     running batch's plain step instead of a prefill forward of its own (fewer target forwards, the same tokens);
     the last request, decoding alone, drafts, its head caught up on the reused prefix's features."""
-    from specbuild.reference.request import Request
+    from specbuild.reference.decoder.request import Request
 
     def run(folder, reuse):
         ex = _executor(folder, reuse)
@@ -178,7 +178,7 @@ def test_the_features_kept_with_a_prefix_are_the_targets_at_each_position(zoo, p
 
     if f"{label}_float32" not in zoo:
         pytest.skip(f"checkpoints/tiny has no {TREE_METHODS[label][3]} folder in this checkout")
-    from specbuild.reference.request import Request
+    from specbuild.reference.decoder.request import Request
 
     ex = _executor(zoo[f"{label}_float32"], True)
     output = ex.run([Request(input_ids=prompts[0], max_new_tokens=24)])[0].output_ids
@@ -201,7 +201,7 @@ def test_a_reused_prefix_gives_the_head_the_cache_a_fresh_prefill_gives(zoo, pro
     head's cache after that prefill equals a fresh executor's after prefilling the whole prompt."""
     import torch
 
-    from specbuild.reference.request import Request
+    from specbuild.reference.decoder.request import Request
 
     if f"{label}_float32" not in zoo:
         pytest.skip(f"checkpoints/tiny has no {TREE_METHODS[label][3]} folder in this checkout")

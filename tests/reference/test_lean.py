@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from specbuild.errors import UserError
-from specbuild.reference.model import CausalLM
+from specbuild.reference.decoder.model import CausalLM
 
 TOL = 1e-5  # float32 rounding: |ours - transformers| <= TOL + TOL * |transformers|
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from specbuild.heads.eagle3 import load_eagle3_head
-from specbuild.reference.kv_cache import KVCache
-from specbuild.reference.lean.heads import LeanEagle3Head
+from specbuild.reference.decoder.kv_cache import KVCache
+from specbuild.reference.decoder.lean.heads import LeanEagle3Head
 
 # `out` reaches ~100 in magnitude (float32's spacing there is ~8e-6), and the lean path's matmuls (column-major
 # MKL, oneDNN-packed copies) sum in another order than the module's: 6e-5 apart at most on the AMD EPYC, whereas a

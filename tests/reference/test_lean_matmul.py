@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from specbuild.errors import UserError
-from specbuild.reference.lean import linear
-from specbuild.reference.model import CausalLM
+from specbuild.reference.decoder.lean import linear
+from specbuild.reference.decoder.model import CausalLM
 
 TOL = 1e-5
 
@@ -93,7 +93,7 @@ def test_each_layout_gives_transformers_logits(checkpoints, kernel, layout, name
 
 def _single_rows(lm, cache):
     """One single-row cache of `lm` per row of `cache` (a copy of that row's committed tokens)."""
-    from specbuild.reference.kv_cache import KVCache
+    from specbuild.reference.decoder.kv_cache import KVCache
 
     return [KVCache.from_rows(lm.config, [(n, cache.row_kv(r))]) for r, n in enumerate(cache.lengths)]
 

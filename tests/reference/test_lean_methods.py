@@ -2,7 +2,7 @@
 
 On the shipped tiny zoo (trained target, draft, Medusa heads, EAGLE-1 head, so drafts are really accepted), each
 method runs the same requests through two engines loaded from one engine folder: one with the default lean path
-(target, draft model, EAGLE head on `specbuild.reference.lean`, Medusa heads stacked), one with
+(target, draft model, EAGLE head on `specbuild.reference.decoder.lean`, Medusa heads stacked), one with
 SPECBUILD_REFERENCE_FORWARD=transformers (transformers' decoder and the heads' own modules). Outputs must be
 identical token for token, at batch 1 and with requests joining a batch of 4, and equal to autoregressive decoding.
 """
@@ -53,7 +53,7 @@ def zoo_engines(shipped_tiny, tmp_path_factory):
 def zoo_requests(shipped_tiny):
     from transformers import AutoTokenizer
 
-    from specbuild.reference.request import Request
+    from specbuild.reference.decoder.request import Request
 
     tok = AutoTokenizer.from_pretrained(shipped_tiny / "tokenizer")
     sources = [inspect.getsource(m) for m in (json, inspect)]
@@ -64,7 +64,7 @@ def zoo_requests(shipped_tiny):
 def _outputs(engines, label, path, requests, batch):
     from dataclasses import replace
 
-    from specbuild.reference.executor import Executor
+    from specbuild.reference.decoder.executor import Executor
 
     draft = engines["draft"][path] if label == "draft_target" else None
     ex = Executor(engines[label][path], draft)
@@ -100,8 +100,8 @@ def test_eagle_and_medusa_drafters_follow_the_path(zoo_engines):
     import torch
 
     from specbuild.cpu import has_native_bf16
-    from specbuild.reference.lean.linear import Int8Linear, int8_available
-    from specbuild.reference.methods import method_class
+    from specbuild.reference.decoder.lean.linear import Int8Linear, int8_available
+    from specbuild.reference.decoder.methods import method_class
 
     lean, ref = (method_class("eagle")(zoo_engines["eagle1"][p]) for p in ("lean", "transformers"))
     assert lean.lean_head is not None and ref.lean_head is None
@@ -129,11 +129,11 @@ def test_int8_drafters_are_lossless_and_keep_their_acceptance(shipped_tiny, tmp_
     autoregressive decoding with requests joining a batch of 4, and nearly the float32 drafter's accepted tokens
     (drafts only move). EAGLE-2 drafts through the same head objects as EAGLE-1."""
     from specbuild.reference.engine_folder import load_engine
-    from specbuild.reference.lean.linear import Int8Linear, int8_available
+    from specbuild.reference.decoder.lean.linear import Int8Linear, int8_available
 
     if not int8_available():
         pytest.skip("this PyTorch has no fbgemm int8 engine")
-    from specbuild.reference.methods import method_class
+    from specbuild.reference.decoder.methods import method_class
 
     method, decoding, draft_len, extra, pretrained = METHODS[label]
     engines = {"autoregressive": zoo_engines["autoregressive"]}
@@ -165,8 +165,8 @@ def test_eagle3_gives_the_same_tokens_on_both_paths(shipped_tiny, tmp_path, zoo_
     from dataclasses import replace
 
     from specbuild.reference.engine_folder import load_engine
-    from specbuild.reference.executor import Executor, _Group
-    from specbuild.reference.methods.eagle3 import Eagle3
+    from specbuild.reference.decoder.executor import Executor, _Group
+    from specbuild.reference.decoder.methods.eagle3 import Eagle3
 
     folder = build_target(
         shipped_tiny,

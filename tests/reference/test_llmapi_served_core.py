@@ -257,7 +257,7 @@ def test_one_thread_at_a_time_calls_into_the_python_backend(served_core):
 
 def test_the_heap_is_trimmed_once_the_executor_goes_idle(served_core, monkeypatch):
     """After work, and IDLE_TRIM_S of idleness, the core gives the heap's free pages back (once per idle spell)."""
-    from specbuild.reference import heap
+    from specbuild.reference.decoder import heap
 
     trims = []
     monkeypatch.setattr(heap, "trim_heap", lambda: trims.append(served_core.executor.has_work()) or True)
@@ -276,7 +276,7 @@ def test_a_kv_cache_is_freed_by_reference_counting():
 
     import torch
 
-    from specbuild.reference.kv_cache import KVCache
+    from specbuild.reference.decoder.kv_cache import KVCache
 
     config = types.SimpleNamespace(num_hidden_layers=2)
     with cyclic_garbage() as found:
@@ -299,7 +299,7 @@ def test_every_method_leaves_no_reference_cycles(label, tmp_path):
     from zoo_engines import METHODS, build_draft, build_target, has_extras
 
     from specbuild.reference.engine_folder import load_engine
-    from specbuild.reference.executor import Executor, Request, SamplingConfig
+    from specbuild.reference.decoder.executor import Executor, Request, SamplingConfig
 
     method, decoding, k, extra, pretrained = METHODS[label]
     if not has_extras(TINY, extra):

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from specbuild.errors import UserError
-from specbuild.reference.batch import Batch
-from specbuild.reference.executor import SamplingConfig
-from specbuild.reference.methods.lookahead import (
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.executor import SamplingConfig
+from specbuild.reference.decoder.methods.lookahead import (
     Lookahead,
     NgramPool,
     Window,
@@ -21,7 +21,7 @@ from specbuild.reference.methods.lookahead import (
     jacobi_update,
     lookahead_max_draft_len,
 )
-from specbuild.reference.sequence import Sequence
+from specbuild.reference.decoder.sequence import Sequence
 from tree_helpers import (
     SHIPPED_TINY,
     chi_square_pvalue,

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from specbuild.errors import UserError
-from specbuild.reference.batch import Batch
-from specbuild.reference.executor import SamplingConfig
-from specbuild.reference.methods.medusa import Medusa
-from specbuild.reference.sequence import Sequence
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.executor import SamplingConfig
+from specbuild.reference.decoder.methods.medusa import Medusa
+from specbuild.reference.decoder.sequence import Sequence
 from tree_helpers import (
     SHIPPED_TINY,
     chi_square_pvalue,

@@ -23,11 +23,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specbuild.reference import sampling
-from specbuild.reference.executor import Executor, _Group
-from specbuild.reference.request import Request
-from specbuild.reference.sampling import SamplingConfig
-from specbuild.reference.sequence import Sequence
+from specbuild.reference.decoder import sampling
+from specbuild.reference.decoder.executor import Executor, _Group
+from specbuild.reference.decoder.request import Request
+from specbuild.reference.decoder.sampling import SamplingConfig
+from specbuild.reference.decoder.sequence import Sequence
 from zoo_engines import METHODS as SHARED_METHODS
 from zoo_engines import build_draft, build_target
 from tree_helpers import chi_square_pvalue, fit_medusa, make_engine, prompts, save_random_llama
@@ -231,7 +231,7 @@ def zoo(shipped_tiny, tmp_path_factory):
 
 
 def zoo_executor(engines, label: str, batch: int) -> Executor:
-    from specbuild.reference.methods.eagle3 import Eagle3
+    from specbuild.reference.decoder.methods.eagle3 import Eagle3
 
     engine = engines[label]
     ex = Executor(engine, engines["draft"] if label == "draft_target" else None)
@@ -365,7 +365,7 @@ def test_draft_target_sampling_with_penalties_is_lossless(chain_setup):
 def test_a_verification_without_penalties_is_detected(chain_setup, monkeypatch):
     """The harness has power: verify against the unpenalised target (the drafter still penalises) and it fails."""
     target, draft, law = chain_setup
-    from specbuild.reference import verify
+    from specbuild.reference.decoder import verify
 
     original = verify.verify_tree
 

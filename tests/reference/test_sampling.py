@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from specbuild.reference import sampling
-from specbuild.reference.request import Request
-from specbuild.reference.sampling import SamplingConfig
-from specbuild.reference.sequence import Sequence
+from specbuild.reference.decoder import sampling
+from specbuild.reference.decoder.request import Request
+from specbuild.reference.decoder.sampling import SamplingConfig
+from specbuild.reference.decoder.sequence import Sequence
 
 LOGITS = torch.log(torch.tensor([0.1, 0.4, 0.2, 0.3]))
 

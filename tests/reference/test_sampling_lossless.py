@@ -17,10 +17,10 @@ import itertools
 import pytest
 import torch
 
-from specbuild.reference import sampling
-from specbuild.reference.executor import Executor
-from specbuild.reference.request import Request
-from specbuild.reference.sampling import SamplingConfig
+from specbuild.reference.decoder import sampling
+from specbuild.reference.decoder.executor import Executor
+from specbuild.reference.decoder.request import Request
+from specbuild.reference.decoder.sampling import SamplingConfig
 
 P_REJECT = 1e-3 / 3  # per p-value (three per test)
 N = 3000

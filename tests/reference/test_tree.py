@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specbuild.errors import UserError
-from specbuild.reference.tree import (
+from specbuild.reference.decoder.tree import (
     Tree,
     chain_tree,
     check_choices,
@@ -144,10 +144,10 @@ def test_feed_trees_and_commit_paths_match_plain_forwards(tmp_path, uncached):
     sys.path.insert(0, str(Path(__file__).parent))
     from tree_helpers import make_engine, save_random_llama
 
-    from specbuild.reference.batch import Batch
-    from specbuild.reference.request import Request
-    from specbuild.reference.sequence import Sequence
-    from specbuild.reference.tree import Acceptance, RowTree, commit_paths, feed_trees
+    from specbuild.reference.decoder.batch import Batch
+    from specbuild.reference.decoder.request import Request
+    from specbuild.reference.decoder.sequence import Sequence
+    from specbuild.reference.decoder.tree import Acceptance, RowTree, commit_paths, feed_trees
 
     torch.set_num_threads(1)
     engine = make_engine(

@@ -110,7 +110,7 @@ def prompts(vocab: int, count: int, seed: int, min_len: int = 3, max_len: int = 
 
 
 def requests(prompt_list, max_new_tokens, sampling=None):
-    from specbuild.reference.executor import Request, SamplingConfig
+    from specbuild.reference.decoder.executor import Request, SamplingConfig
 
     sampling = sampling or SamplingConfig()
     new = max_new_tokens if isinstance(max_new_tokens, list) else [max_new_tokens] * len(prompt_list)
@@ -140,7 +140,7 @@ def run(engine, reqs, *, batch_size: int):
     as others finish: in-flight batching with mixed lengths)."""
     from dataclasses import replace
 
-    from specbuild.reference.executor import Executor
+    from specbuild.reference.decoder.executor import Executor
 
     ex = Executor(engine)
     ex.limits = replace(ex.limits, max_batch_size=batch_size)
@@ -176,7 +176,7 @@ def chi_square_pvalue(observed: torch.Tensor, expected: torch.Tensor, min_expect
 def exact_second_third_token_distribution(model, prompt, sampling) -> torch.Tensor:
     """P(output[1] = a, output[2] = b) when sampling from the target alone: [V, V], by enumeration over
     output[0] (a fresh forward per context, no cache)."""
-    from specbuild.reference.sampling import probabilities
+    from specbuild.reference.decoder.sampling import probabilities
 
     def dist(tokens):
         return probabilities(model.full_logits(tokens)[-1], sampling).double()

@@ -18,7 +18,7 @@ import types
 import pytest
 from repo_helpers import ROOT
 
-from specbuild.reference.request import Event, RequestStats, streams_now
+from specbuild.reference.decoder.request import Event, RequestStats, streams_now
 
 CORE_MODELS = ROOT / "pipeline" / "specbuild" / "reference" / "core_models"
 STANDALONE = ROOT / "pipeline" / "specbuild" / "standalone"  # the modules copied beside every core

@@ -164,7 +164,7 @@ def test_the_llmapi_wording_is_sampling_params_own():
 @pytest.mark.parametrize("field", ["temperature", "top_k", "presence_penalty", "frequency_penalty"])
 def test_the_executor_refuses_the_same_values(field):
     """The reference executor's own check (SamplingConfig.problems, for callers in process) follows the same rules."""
-    from specbuild.reference.sampling import SamplingConfig
+    from specbuild.reference.decoder.sampling import SamplingConfig
 
     for value in REFUSED[field]:
         assert SamplingConfig(**{field: value}).problems(), (field, value)

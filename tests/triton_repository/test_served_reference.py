@@ -708,7 +708,7 @@ def penalised_baseline(checkpoints, hf_greedy, tmp_path_factory):
     from transformers import AutoTokenizer
 
     from specbuild.reference.engine_folder import build_engine, load_engine
-    from specbuild.reference.executor import Executor, Request, SamplingConfig
+    from specbuild.reference.decoder.executor import Executor, Request, SamplingConfig
 
     tok = AutoTokenizer.from_pretrained(checkpoints["target"])
     folder = tmp_path_factory.mktemp("baseline") / "engine"

@@ -170,7 +170,7 @@ def test_a_failed_render_leaves_nothing(machine, write_recipe, tmp_path, monkeyp
     from rich.console import Console
 
     from specbuild.compile import CompileOptions, compile_recipe
-    from specbuild.deploy import bundle
+    import specbuild.compile as compile_module
     from specbuild.errors import UserError
     from specbuild.plan import Layout
     from specbuild.recipe import load_recipe
@@ -178,7 +178,7 @@ def test_a_failed_render_leaves_nothing(machine, write_recipe, tmp_path, monkeyp
     def broken(*_a, **_k):
         raise UserError("deployment bundle: injected failure")
 
-    monkeypatch.setattr(bundle, "write_bundle", broken)
+    monkeypatch.setattr(compile_module, "write_bundle", broken)
     recipe = load_recipe(write_recipe("medusa"))
     layout = Layout(tmp_path / "engines", tmp_path / "triton_repo", tmp_path / "reports", recipe.name)
     with pytest.raises(UserError, match="injected failure"):

@@ -180,12 +180,12 @@ def test_no_plots_without_data_and_old_report_replaced(tmp_path):
 
 
 def test_a_failed_write_leaves_nothing_half_written(tmp_path, monkeypatch):
-    from specbuild.validate.report import junit
+    import specbuild.validate.report as report
 
     def boom(result, folder):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(junit, "write_junit", boom)
+    monkeypatch.setattr(report, "write_junit", boom)
     with pytest.raises(RuntimeError):
         write_reports(make_result(), tmp_path / "r")
     assert list(tmp_path.iterdir()) == []

@@ -20,9 +20,9 @@ from specbuild.reference.engine_folder import load_engine
 from specbuild.standalone.model_parameters import bool_parameter, int_parameter, parameter
 
 if TYPE_CHECKING:
-    from specbuild.reference.engine import Engine
-    from specbuild.reference.executor import Executor
-    from specbuild.reference.methods import Decoder
+    from specbuild.reference.decoder.engine import Engine
+    from specbuild.reference.decoder.executor import Executor
+    from specbuild.reference.decoder.methods import Decoder
 
 
 @dataclass
@@ -137,7 +137,7 @@ def measure_levels(
     enable_kv_cache_reuse)."""
     import torch
 
-    from specbuild.reference.executor import Executor, Request
+    from specbuild.reference.decoder.executor import Executor, Request
 
     out = []
     for c in levels:

@@ -1,5 +1,5 @@
 """The reference runtime's dialect of a `Speculation`: the `specbuild.decoding` keys its engine folder records
-(read by the method implementations in reference/methods/), and the same keys recovered from the `tensorrt_llm`
+(read by the method implementations in reference/decoder/methods/), and the same keys recovered from the `tensorrt_llm`
 model's config.pbtxt parameters (the C++ backend's names: decoding_mode, medusa_choices, eagle_choices,
 lookahead_*; and specbuild's draft_len_schedule, which the C++ backend does not have), which override the engine's defaults at load time as they do for the C++ backend."""
 

@@ -26,10 +26,10 @@ from specbuild import atomic
 from specbuild.engine_facts import CONFIG, EngineLimits, SpecMode, built_limits
 from specbuild.errors import UserError
 from specbuild.paths import show
-from specbuild.reference.methods import method_class
+from specbuild.reference.decoder.methods import method_class
 
 if TYPE_CHECKING:
-    from specbuild.reference.engine import Engine
+    from specbuild.reference.decoder.engine import Engine
 
 SpeculativeDecodingMode = SpecMode  # the name TensorRT-LLM uses (tensorrt_llm/models/modeling_utils.py)
 ROLES = ("target", "draft", "baseline")
@@ -58,7 +58,7 @@ def build_engine(
     role: target | draft | baseline. Only a target carries speculation; draft and baseline engines are plain.
     method: the recipe method (none, draft_target, prompt_lookup, medusa, eagle, lookahead).
     mode: the target's speculative-decoding mode (default: the one the reference implementation of `method`
-        runs on, `specbuild.reference.methods.<method>.METHOD.engine_mode`).
+        runs on, `specbuild.reference.decoder.methods.<method>.METHOD.engine_mode`).
     decoding: the method's runtime defaults (stored in specbuild.decoding; e.g. medusa_choices).
     extra_dirs: method weights to carry, by name (e.g. {"medusa": heads_dir} or {"eagle": eagle_dir}).
     limits: the built limits (EngineLimits, as the plan predicts them), or the requested values
@@ -285,8 +285,8 @@ def load_engine(
 ) -> "Engine":
     """Load a reference engine (model weights from the folder only). `decoding_overrides` replace keys of
     specbuild.decoding (e.g. the Triton model's `medusa_choices`). compute_dtype: float32 (default) or bfloat16."""
-    from specbuild.reference.engine import Engine
-    from specbuild.reference.model import CausalLM
+    from specbuild.reference.decoder.engine import Engine
+    from specbuild.reference.decoder.model import CausalLM
 
     engine_dir = Path(engine_dir)
     config = read_engine_config(engine_dir)

@@ -20,10 +20,10 @@ from __future__ import annotations
 import importlib.util
 
 from specbuild.engine_facts import SpecMode, built_limits
-from specbuild.reference.engine import Engine, Limits
+from specbuild.reference.decoder.engine import Engine, Limits
 from specbuild.reference.llmapi_yaml import LlmApiSettings, ModelYamlError
-from specbuild.reference.methods import method_class
-from specbuild.reference.model import CausalLM
+from specbuild.reference.decoder.methods import method_class
+from specbuild.reference.decoder.model import CausalLM
 
 COMPUTE_DTYPE = "float32"  # the reference runtime computes in float32 on the CPU
 
@@ -31,7 +31,7 @@ COMPUTE_DTYPE = "float32"  # the reference runtime computes in float32 on the CP
 def method_available(method: str) -> bool:
     """The reference runtime has an implementation of `method` (EAGLE-3 arrives on its own branch)."""
     module = "autoregressive" if method == "none" else method
-    return importlib.util.find_spec(f"specbuild.reference.methods.{module}") is not None
+    return importlib.util.find_spec(f"specbuild.reference.decoder.methods.{module}") is not None
 
 
 def engine_mode(method: str) -> SpecMode:
@@ -94,7 +94,7 @@ def build_engines(settings: LlmApiSettings) -> tuple[Engine, Engine | None]:
         raise ModelYamlError(
             f"{settings.path}: speculative_config.decoding_type {settings.decoding_type}: the "
             f"reference runtime's {settings.method} method is not available yet in this specbuild "
-            "(specbuild.reference.methods.eagle3) — serve it with runtime: tensorrt-llm, or use "
+            "(specbuild.reference.decoder.methods.eagle3) — serve it with runtime: tensorrt-llm, or use "
             "Draft_Target or NGram on the CPU"
         )
     lim = limits(settings)

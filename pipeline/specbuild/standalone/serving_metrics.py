@@ -110,7 +110,7 @@ class SpeculationMetrics:
                 self.per_position.metric(position).increment(int(count))
 
     def observe_request(self, stats):
-        """A finished executor request's RequestStats (specbuild.reference.request)."""
+        """A finished executor request's RequestStats (specbuild.reference.decoder.request)."""
         drafted = getattr(stats, "drafted_per_step", None) or []
         self.observe(stats.steps, sum(1 for d in drafted if d > 0), stats.total_draft_tokens,
                      stats.total_accepted_draft_tokens, stats.per_position_accepted)

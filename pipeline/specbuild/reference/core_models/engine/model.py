@@ -4,7 +4,7 @@ The CPU stand-in for the C++ `tensorrtllm` backend: the same config.pbtxt (only 
 same parameters (gpt_model_path, decoding_mode, medusa_choices, eagle_choices, lookahead_*,
 exclude_input_in_output, max_beam_width, ...) and the same input and output tensors (TensorRT-LLM
 triton_backend/all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt@2a9abd95), served by
-`specbuild.reference.executor.Executor`.
+`specbuild.reference.decoder.executor.Executor`.
 
 - In-flight batching, decoupled or not, as the C++ backend batches: `execute` enqueues and returns; one worker
   thread steps the executor, so a request that arrives while others decode joins at the next step.
@@ -12,7 +12,7 @@ triton_backend/all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt@2a9abd9
   a second thread while the next step runs); others one response at the end. With the parameter stream_interval N
   (specbuild's, default 1: the recipe's triton.stream_interval; the C++ backend has no such option) a streaming
   request gets a response on its first step, every N-th step and its last, each with the tokens (and log probs) of
-  the steps since the one before: TensorRT-LLM's LLM-API rule (specbuild.reference.request.streams_now).
+  the steps since the one before: TensorRT-LLM's LLM-API rule (specbuild.reference.decoder.request.streams_now).
   Cancellation is polled every cancellation_check_period_ms and the nv_trt_llm_* gauges published every
   stats_check_period_ms, as the C++ backend does. A request with batch > 1 gets responses per row (`batch_index`),
   the last one flagged final.
@@ -26,7 +26,7 @@ Outputs follow the C++ backend: output_ids [1, beams, tokens] (the prompt first 
 a streamed response holds only its new tokens), sequence_length, with return_log_probs cum_log_probs [1, beams]
 (the cumulative log probability so far, the end id's included when the request ends there) and output_log_probs
 [1, beams, tokens] (one per generated token, a streamed response's for its new tokens; normalised over the top-k
-set with the parameter normalize_log_probs, default true: see specbuild/reference/sampling.py), and with
+set with the parameter normalize_log_probs, default true: see specbuild/reference/decoder/sampling.py), and with
 return_perf_metrics the timing and speculative counters (acceptance_rate, total_accepted_draft_tokens,
 total_draft_tokens). The reference runtime has no paged KV-cache pool: its kv_cache_* outputs count blocks of one
 token (kv_cache_reused_blocks: the prompt tokens KV reuse took from a finished request, with enable_kv_cache_reuse).
@@ -230,7 +230,7 @@ class TritonPythonModel:
         import torch
 
         from specbuild.reference.engine_folder import load_engine
-        from specbuild.reference.executor import Executor
+        from specbuild.reference.decoder.executor import Executor
 
         # One torch thread by default (SPECBUILD_TORCH_THREADS): the core shares the CPUs with tritonserver and the
         # other models' stubs, and OpenMP workers spinning for a skinny decode step only slow everyone down
@@ -284,7 +284,7 @@ class TritonPythonModel:
 
     # --- requests -> executor requests ---------------------------------------------------------------------
     def make_jobs(self, request, group):
-        from specbuild.reference.executor import Request
+        from specbuild.reference.decoder.executor import Request
 
         x = Inputs(request)
         for name, feature in UNSUPPORTED_INPUTS.items():
@@ -378,7 +378,7 @@ class TritonPythonModel:
         penalties (penaltyKernels.cu; a greedy request keeps its temperature for them). temperature 0 or top_k 1 is
         greedy. Values are checked first, as TensorRT-LLM's SamplingConfig does (a bad temperature is refused even
         where it would not be used)."""
-        from specbuild.reference.executor import SamplingConfig
+        from specbuild.reference.decoder.executor import SamplingConfig
 
         top_k = x.scalar("runtime_top_k", row, None)
         top_p = x.scalar("runtime_top_p", row, None, float)
@@ -645,7 +645,7 @@ class TritonPythonModel:
     def due(self, job, new, event):
         """(tokens, log probs) to stream now — those of the steps since the last response, on the row's first step,
         every stream_interval-th and its last (every step at the default 1) — else ([], []) and they wait."""
-        from specbuild.reference.request import streams_now
+        from specbuild.reference.decoder.request import streams_now
 
         job.unsent.extend(new)
         job.unsent_log_probs.extend(event.log_probs)

@@ -13,7 +13,7 @@ Tensor contract (specbuild.reference.llmapi_contract): text_input[0] is the prom
 ("Streaming is only supported in decoupled mode."); a streamed request gets one response per decoding step with
 the cumulative text, FINAL on the last; otherwise one FINAL response. With model.yaml's stream_interval N (an LLM
 argument, default 1) a streamed request is answered on its first step, every N-th step and its last, as
-TensorRT-LLM's PyExecutor creates streaming responses (specbuild.reference.request.streams_now). Errors are one
+TensorRT-LLM's PyExecutor creates streaming responses (specbuild.reference.decoder.request.streams_now). Errors are one
 FINAL response with text_output ["N/A"] and "Error generating request: <e>". `stop: true` with a request id
 cancels that id's live requests (an empty id: "A request id must be provided for request cancellation"); a thread
 polls Triton's cancellation every triton_config.cancellation_check_period_ms and answers CANCELLED "Request
@@ -31,7 +31,7 @@ A fatal signal leaves every thread's Python stack in the server log (faulthandle
 
 Memory: a finished request's caches and tensors are freed by reference counting when it leaves (no reference
 cycles: tests/reference/test_llmapi_served_core.py), and once the executor has been idle for IDLE_TRIM_S after
-work the heap's free pages go back to the operating system (specbuild/reference/heap.py), so the resident size
+work the heap's free pages go back to the operating system (specbuild/reference/decoder/heap.py), so the resident size
 follows what is live rather than the last burst's peak (bench/README, 'Soak of the llm-api core').
 
 Perf outputs (sampling_param_return_perf_metrics): the reference runtime has no paged KV pool, so the kv_cache_*
@@ -135,7 +135,7 @@ class TritonPythonModel:
         import torch
         from transformers import AutoTokenizer
 
-        from specbuild.reference.executor import Executor
+        from specbuild.reference.decoder.executor import Executor
         from specbuild.reference.llmapi_engine import build_engines
 
         torch.set_num_threads(max(1, int(os.environ.get("SPECBUILD_TORCH_THREADS", "1"))))
@@ -189,7 +189,7 @@ class TritonPythonModel:
         return None
 
     def enqueue(self, request, sender, user_id, get):
-        from specbuild.reference.executor import Request, SamplingConfig
+        from specbuild.reference.decoder.executor import Request, SamplingConfig
         from specbuild.reference.llmapi_contract import Detokenizer, RequestError, parse_request
 
         req = parse_request(get)
@@ -212,7 +212,7 @@ class TritonPythonModel:
                 f"prompt ({len(ids)} tokens) + max_tokens ({req.max_tokens}) exceeds max_seq_len "
                 f"({s.max_seq_len}) in {s.path.name} — ask for fewer tokens"
             )
-        # TorchSampler's order: penalties, then temperature (reference/sampling.py)
+        # TorchSampler's order: penalties, then temperature (reference/decoder/sampling.py)
         sampling = SamplingConfig(
             temperature=req.temperature,
             top_k=req.top_k,
@@ -306,7 +306,7 @@ class TritonPythonModel:
 
     # ------------------------------------------------------------------------------------------------ the worker
     def loop(self):
-        from specbuild.reference import heap
+        from specbuild.reference.decoder import heap
         from specbuild.serve import decode_cpus
 
         decode_cpus.claim(self.name)  # the CPUs the launcher kept for this thread (SPECBUILD_EXECUTOR_CPUS)
@@ -320,7 +320,8 @@ class TritonPythonModel:
                 if not self.running:
                     return
                 busy = self.executor.has_work()
-            if not busy:  # idle since IDLE_TRIM_S after work: the freed pages go back (specbuild/reference/heap.py)
+            # idle since IDLE_TRIM_S after work: the freed pages go back (specbuild/reference/decoder/heap.py)
+            if not busy:
                 heap.trim_heap()
                 worked = False
                 continue
@@ -351,7 +352,7 @@ class TritonPythonModel:
 
     def deliver(self, job, event, start, end):
         from specbuild.reference.llmapi_contract import FINISH_REASONS
-        from specbuild.reference.request import streams_now
+        from specbuild.reference.decoder.request import streams_now
 
         job.first_scheduled_ns = job.first_scheduled_ns or start
         job.stats = event.stats

@@ -19,7 +19,7 @@ def accepted_prefix(drafts, produced):
 def plain_steps_after_verification(accepted, produced):
     """Target forwards of a round after the one that verified its drafts: the round asks the target for
     len(drafts) + 1 tokens, so after a partial acceptance (the accepted drafts plus the target's own token) it
-    decodes the rest one token per forward (reference/methods/external_drafts.py; TensorRT-LLM's request with
+    decodes the rest one token per forward (reference/decoder/methods/external_drafts.py; TensorRT-LLM's request with
     external draft tokens runs until its request_output_len as any other request)."""
     return max(0, produced - (accepted + 1))
 

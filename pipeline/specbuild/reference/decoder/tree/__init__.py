@@ -12,10 +12,10 @@ Everything but `verify_tree` (import it from ../verify.py, which imports torch a
 here, as before the split. Importing this package does not import torch.
 """
 
-from specbuild.reference.acceptance import Acceptance, accept_or_residual, greedy_accept, sample_accept  # noqa: F401
-from specbuild.reference.drafters import BF16_DRAFTER_MIN_HIDDEN, drafter_precision  # noqa: F401
-from specbuild.reference.tree.feed import RowTree, commit_paths, feed_trees  # noqa: F401
-from specbuild.reference.tree.shape import (  # noqa: F401
+from specbuild.reference.decoder.acceptance import Acceptance, accept_or_residual, greedy_accept, sample_accept  # noqa: F401
+from specbuild.reference.decoder.drafters import BF16_DRAFTER_MIN_HIDDEN, drafter_precision  # noqa: F401
+from specbuild.reference.decoder.tree.feed import RowTree, commit_paths, feed_trees  # noqa: F401
+from specbuild.reference.decoder.tree.shape import (  # noqa: F401
     MC_SIM_7B_63,
     ROOT_ONLY,
     Tree,

@@ -17,11 +17,11 @@ from __future__ import annotations
 import torch
 
 from specbuild.engine_facts import SpecMode
-from specbuild.reference import sampling
-from specbuild.reference.batch import Batch
-from specbuild.reference.drafters import DraftVocabHead, draft_vocab_size
-from specbuild.reference.methods import Decoder, StepOutput
-from specbuild.reference.verify import verify_chain
+from specbuild.reference.decoder import sampling
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.drafters import DraftVocabHead, draft_vocab_size
+from specbuild.reference.decoder.methods import Decoder, StepOutput
+from specbuild.reference.decoder.verify import verify_chain
 
 
 class DraftTarget(Decoder):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from specbuild.reference.lean.linear import Linear, column_major_layout
+from specbuild.reference.decoder.lean.linear import Linear, column_major_layout
 
 # RoPE kinds whose cos/sin depend on the position only (a table can hold them); "dynamic" and "longrope"
 # rescale with the sequence length seen so far.

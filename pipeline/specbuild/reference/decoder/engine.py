@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbuild.engine_facts import SpecMode, limits_from_config
-from specbuild.reference.model import CausalLM
+from specbuild.reference.decoder.model import CausalLM
 
 
 @dataclass(frozen=True)

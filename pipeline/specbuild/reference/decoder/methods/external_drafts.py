@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 
 from specbuild.engine_facts import SpecMode
-from specbuild.reference.batch import Batch
-from specbuild.reference.methods import StepOutput
-from specbuild.reference.methods.autoregressive import Autoregressive
-from specbuild.reference.verify import verify_chain
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.methods import StepOutput
+from specbuild.reference.decoder.methods.autoregressive import Autoregressive
+from specbuild.reference.decoder.verify import verify_chain
 
 
 class ExternalDrafts(Autoregressive):

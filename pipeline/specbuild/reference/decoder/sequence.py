@@ -13,8 +13,8 @@ from typing import Sequence as Seq
 
 import torch
 
-from specbuild.reference import sampling
-from specbuild.reference.request import FinishReason, Request, RequestStats
+from specbuild.reference.decoder import sampling
+from specbuild.reference.decoder.request import FinishReason, Request, RequestStats
 
 
 @dataclass

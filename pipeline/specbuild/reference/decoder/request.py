@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from specbuild import metrics
-from specbuild.reference.sampling import SamplingConfig, TokenLogProb
+from specbuild.reference.decoder.sampling import SamplingConfig, TokenLogProb
 
 FinishReason = Literal["end_id", "length", "stop_words", "cancelled"]
 

@@ -12,9 +12,9 @@ from typing import Literal, Sequence as Seq
 
 import torch
 
-from specbuild.reference.kv_cache import KVCache
-from specbuild.reference.model import CausalLM, ForwardOutput
-from specbuild.reference.sequence import Sequence
+from specbuild.reference.decoder.kv_cache import KVCache
+from specbuild.reference.decoder.model import CausalLM, ForwardOutput
+from specbuild.reference.decoder.sequence import Sequence
 
 
 @dataclass

@@ -12,8 +12,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from specbuild.reference.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable, rms_norm
-from specbuild.reference.lean.linear import Linear
+from specbuild.reference.decoder.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable, rms_norm
+from specbuild.reference.decoder.lean.linear import Linear
 
 # Same decoder layer as LlamaDecoderLayer (Qwen2 only adds q/k/v biases); sliding-window configurations are
 # refused earlier by CausalLM's cache check.

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from specbuild.reference.tree.shape import Tree
+from specbuild.reference.decoder.tree.shape import Tree
 
 if TYPE_CHECKING:  # pragma: no cover
-    from specbuild.reference.acceptance import Acceptance
-    from specbuild.reference.batch import Batch
-    from specbuild.reference.model import CausalLM, ForwardOutput
+    from specbuild.reference.decoder.acceptance import Acceptance
+    from specbuild.reference.decoder.batch import Batch
+    from specbuild.reference.decoder.model import CausalLM, ForwardOutput
 
 
 @dataclass

@@ -41,7 +41,7 @@ def drafter_precision(
     target's dtype. `int8` runs on the lean path only (the drafter's modules stay float32 elsewhere)."""
     import torch
 
-    from specbuild.reference.lean.linear import int8_available
+    from specbuild.reference.decoder.lean.linear import int8_available
 
     choice = str(decoding.get(DRAFT_DTYPE_KEY, "auto"))
     if choice not in DRAFT_DTYPES:
@@ -115,7 +115,7 @@ class DraftVocabHead:
         self, weight: "torch.Tensor", n: int | None = None, dtype: "torch.dtype | None" = None, int8: bool = False
     ):
         """int8: the projection as `lean.linear.Int8Linear` (`draft_dtype: int8`; dtype float32)."""
-        from specbuild.reference.lean.linear import drafting_linear
+        from specbuild.reference.decoder.lean.linear import drafting_linear
 
         vocab = int(weight.shape[0])
         n = vocab if n is None else n

@@ -21,10 +21,10 @@ from typing import Sequence as Seq
 
 import torch
 
-from specbuild.reference import sampling
-from specbuild.reference.acceptance import Acceptance, greedy_accept, sample_accept
-from specbuild.reference.sequence import Sequence
-from specbuild.reference.tree.shape import Tree, chain_tree, path_tokens
+from specbuild.reference.decoder import sampling
+from specbuild.reference.decoder.acceptance import Acceptance, greedy_accept, sample_accept
+from specbuild.reference.decoder.sequence import Sequence
+from specbuild.reference.decoder.tree.shape import Tree, chain_tree, path_tokens
 
 
 def verify_tree(

@@ -29,11 +29,11 @@ import torch
 from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 from specbuild.heads.medusa import load_medusa_heads
-from specbuild.reference.batch import Batch
-from specbuild.reference.drafters import draft_vocab_size
-from specbuild.reference.lean.heads import LeanMedusaHeads
-from specbuild.reference.methods import Decoder, StepOutput, next_token
-from specbuild.reference.tree import (
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.drafters import draft_vocab_size
+from specbuild.reference.decoder.lean.heads import LeanMedusaHeads
+from specbuild.reference.decoder.methods import Decoder, StepOutput, next_token
+from specbuild.reference.decoder.tree import (
     MC_SIM_7B_63,
     Acceptance,
     RowTree,
@@ -46,7 +46,7 @@ from specbuild.reference.tree import (
     tree_from_choice_prefix,
     tree_from_choices,
 )
-from specbuild.reference.verify import verify_tree, with_log_probs
+from specbuild.reference.decoder.verify import verify_tree, with_log_probs
 from specbuild.trees import parse_choices
 
 ACCEPTANCE_MODES = ("rejection", "typical")

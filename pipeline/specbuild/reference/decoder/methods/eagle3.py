@@ -47,13 +47,13 @@ import torch
 
 from specbuild.errors import UserError
 from specbuild.heads.eagle3 import load_eagle3_head, trtllm_default_layers
-from specbuild.reference.batch import Batch
-from specbuild.reference.kv_cache import KVCache
-from specbuild.reference.lean.heads import LeanEagle3Head
-from specbuild.reference.methods import StepOutput, next_token
-from specbuild.reference.methods.eagle import TOP_K_KEYS, Eagle, _flag
-from specbuild.reference.tree import commit_paths, drafter_precision, feed_trees, tree_from_choices
-from specbuild.reference.verify import verify_tree
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.kv_cache import KVCache
+from specbuild.reference.decoder.lean.heads import LeanEagle3Head
+from specbuild.reference.decoder.methods import StepOutput, next_token
+from specbuild.reference.decoder.methods.eagle import TOP_K_KEYS, Eagle, _flag
+from specbuild.reference.decoder.tree import commit_paths, drafter_precision, feed_trees, tree_from_choices
+from specbuild.reference.decoder.verify import verify_tree
 
 DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
 LAYERS_KEY = "eagle3_layers_to_capture"

@@ -30,9 +30,9 @@ from specbuild.errors import UserError
 
 # (0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1): TensorRT-LLM's formula, defined once with the recipe's method
 from specbuild.methods.lookahead import lookahead_max_draft_len
-from specbuild.reference.batch import Batch
-from specbuild.reference.methods import Decoder, StepOutput
-from specbuild.reference.tree import (
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.methods import Decoder, StepOutput
+from specbuild.reference.decoder.tree import (
     RowTree,
     Tree,
     commit_paths,
@@ -40,7 +40,7 @@ from specbuild.reference.tree import (
     tree_from_parents,
     tree_from_sequences,
 )
-from specbuild.reference.verify import verify_tree
+from specbuild.reference.decoder.verify import verify_tree
 
 
 class NgramPool:

@@ -23,10 +23,10 @@ from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 
 if TYPE_CHECKING:
-    from specbuild.reference.acceptance import Acceptance
-    from specbuild.reference.batch import Batch
-    from specbuild.reference.engine import Engine
-    from specbuild.reference.sequence import Sequence
+    from specbuild.reference.decoder.acceptance import Acceptance
+    from specbuild.reference.decoder.batch import Batch
+    from specbuild.reference.decoder.engine import Engine
+    from specbuild.reference.decoder.sequence import Sequence
 
 # Recipe method names whose module is named differently.
 ALIASES = {"none": "autoregressive"}
@@ -168,9 +168,9 @@ def method_class(name: str) -> type[Decoder]:
     """The class of a method by its recipe name (`none`, `draft_target`, `prompt_lookup`, `medusa`, ...)."""
     module_name = ALIASES.get(name, name)
     try:
-        module = importlib.import_module(f"specbuild.reference.methods.{module_name}")
+        module = importlib.import_module(f"specbuild.reference.decoder.methods.{module_name}")
     except ModuleNotFoundError as exc:
-        if exc.name == f"specbuild.reference.methods.{module_name}":
+        if exc.name == f"specbuild.reference.decoder.methods.{module_name}":
             raise UserError(f"the reference runtime has no decoding method {name!r}") from exc
         raise
     return module.METHOD

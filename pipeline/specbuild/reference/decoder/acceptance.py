@@ -15,7 +15,7 @@ token; a chain's nodes are its drafts in order):
   For a chain this is speculative sampling (Leviathan et al. 2023; Chen et al. 2023); for trees SpecInfer (Miao
   et al. 2024), EAGLE, Recursive Speculative Decoding (Jeon et al. 2024).
 
-`specbuild.reference.verify` applies these to a request (its sampling settings, bad words); this module works on
+`specbuild.reference.decoder.verify` applies these to a request (its sampling settings, bad words); this module works on
 plain distributions and imports torch only inside functions.
 """
 
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from specbuild.reference.tree.shape import Tree
+    from specbuild.reference.decoder.tree.shape import Tree
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def accept_or_residual(p: "torch.Tensor", token: int, q: "torch.Tensor | None") 
     """
     import torch
 
-    from specbuild.reference import sampling
+    from specbuild.reference.decoder import sampling
 
     if q is None or float(q[token]) <= 0.0:
         q = torch.zeros_like(p)

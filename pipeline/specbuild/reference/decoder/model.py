@@ -7,7 +7,7 @@ returns chosen decoder layers' outputs (EAGLE-3's features). The new tokens stay
 caller commits the ones it keeps.
 
 Two implementations, same results (to float32 rounding) and the same cache:
-- lean (`specbuild.reference.lean`): plain modules over the checkpoint's weights, for Llama-architecture models;
+- lean (`specbuild.reference.decoder.lean`): plain modules over the checkpoint's weights, for Llama-architecture models;
 - transformers: the model's own decoder fed a 4D additive mask and `position_ids`, for any other decoder that
   accepts them and caches with plain full-attention layers (no sliding window, no linear attention).
 `forward="auto"` (default) picks lean when the model allows it; the environment variable
@@ -24,8 +24,8 @@ from typing import Callable, Literal, Sequence
 import torch
 
 from specbuild.errors import UserError
-from specbuild.reference.kv_cache import KVCache
-from specbuild.reference.lean.llama import LeanLlama, unsupported
+from specbuild.reference.decoder.kv_cache import KVCache
+from specbuild.reference.decoder.lean.llama import LeanLlama, unsupported
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 FORWARDS = ("auto", "lean", "transformers")

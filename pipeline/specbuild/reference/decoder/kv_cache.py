@@ -12,7 +12,7 @@ RoPE is applied before keys are cached, so a kept token must sit at the slot equ
 checked for that (`positions == lengths[r] + i`).
 
 This module plans the masks and positions (`plan_forward`); a network then writes each layer's new keys and
-values with `write(layer, k, v)` (the lean path, `specbuild.reference.lean`) or through `store`, an object with
+values with `write(layer, k, v)` (the lean path, `specbuild.reference.decoder.lean`) or through `store`, an object with
 the `update(k, v, layer_idx)` method transformers' attention calls (the transformers path, or any other network
 built from transformers layers, such as an EAGLE head): both return the keys and values attention reads.
 """

@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 import torch
 
 from specbuild.errors import UserError
-from specbuild.reference.batch import Batch
-from specbuild.reference.engine import Engine
-from specbuild.reference.kv_cache import KVCache
-from specbuild.reference.methods import REUSED_EXTRAS, Decoder, StepOutput, method_class
-from specbuild.reference.request import Event, Request, RequestStats, Result
-from specbuild.reference.prefix_store import PrefixStore
-from specbuild.reference.sampling import SamplingConfig  # noqa: F401 (part of this module's API)
-from specbuild.reference.sequence import Sequence
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.engine import Engine
+from specbuild.reference.decoder.kv_cache import KVCache
+from specbuild.reference.decoder.methods import REUSED_EXTRAS, Decoder, StepOutput, method_class
+from specbuild.reference.decoder.request import Event, Request, RequestStats, Result
+from specbuild.reference.decoder.prefix_store import PrefixStore
+from specbuild.reference.decoder.sampling import SamplingConfig  # noqa: F401 (part of this module's API)
+from specbuild.reference.decoder.sequence import Sequence
 
 # An admitted request whose uncached prompt tail is at most this long joins the decoding batch's forward (rows are
 # padded to the longest tail: a long prompt prefills in a forward of its own)

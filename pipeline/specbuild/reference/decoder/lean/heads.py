@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from specbuild.heads.eagle3 import rope_cos_sin
-from specbuild.reference.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable, fuse_linears, rms_norm
-from specbuild.reference.lean.linear import drafting_linear
+from specbuild.reference.decoder.lean.layers import STATIC_ROPE_TYPES, DecoderLayer, RopeTable, fuse_linears, rms_norm
+from specbuild.reference.decoder.lean.linear import drafting_linear
 
 
 class LeanEagleHead:

@@ -41,12 +41,12 @@ import torch
 from specbuild.engine_facts import SpecMode
 from specbuild.errors import UserError
 from specbuild.heads.eagle import load_eagle_head
-from specbuild.reference.batch import Batch
-from specbuild.reference.kv_cache import KVCache
-from specbuild.reference.lean.heads import LeanEagleHead
-from specbuild.reference.drafters import DraftVocabHead, draft_vocab_size
-from specbuild.reference.methods import REUSED_EXTRAS, Decoder, StepOutput, next_token
-from specbuild.reference.tree import (
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.kv_cache import KVCache
+from specbuild.reference.decoder.lean.heads import LeanEagleHead
+from specbuild.reference.decoder.drafters import DraftVocabHead, draft_vocab_size
+from specbuild.reference.decoder.methods import REUSED_EXTRAS, Decoder, StepOutput, next_token
+from specbuild.reference.decoder.tree import (
     MC_SIM_7B_63,
     RowTree,
     Tree,
@@ -58,7 +58,7 @@ from specbuild.reference.tree import (
     tree_from_choices,
     tree_from_parents,
 )
-from specbuild.reference.verify import verify_tree
+from specbuild.reference.decoder.verify import verify_tree
 from specbuild.speculation import dynamic_tree_size
 from specbuild.trees import parse_choices
 

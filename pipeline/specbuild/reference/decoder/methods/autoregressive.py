@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from specbuild.engine_facts import SpecMode
-from specbuild.reference.batch import Batch
-from specbuild.reference.methods import Decoder, StepOutput, next_token
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.methods import Decoder, StepOutput, next_token
 
 
 class Autoregressive(Decoder):

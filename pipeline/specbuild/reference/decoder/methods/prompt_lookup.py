@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from specbuild.engine_facts import SpecMode
 from specbuild.standalone.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose
-from specbuild.reference.batch import Batch
-from specbuild.reference.methods import Decoder, StepOutput
-from specbuild.reference.verify import verify_chain
+from specbuild.reference.decoder.batch import Batch
+from specbuild.reference.decoder.methods import Decoder, StepOutput
+from specbuild.reference.decoder.verify import verify_chain
 
 
 class PromptLookup(Decoder):
