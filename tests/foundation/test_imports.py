@@ -35,8 +35,10 @@ OPTIONAL = {
 
 HEAVY = "the imported module pulls an optional dependency (torch, numpy, ...) that the importer does not"
 CORE_MODEL = "a Triton Python model: it loads the decoder when the server initialises it, not when it reads the file"
-START_UP = ("a command loads its own stage only when it runs: loading every stage costs each command about a second "
-            "(pydantic schemas, rich), and `check` runs with the core dependencies alone")
+START_UP = (
+    "a command loads its own stage only when it runs: loading every stage costs each command about a second "
+    "(pydantic schemas, rich), and `check` runs with the core dependencies alone"
+)
 
 # (importer, imported), both relative to `specbuild.`
 ALLOWED = {
