@@ -122,11 +122,17 @@ def compile_recipe(
         console.print(f"serve it with: specbuild serve {layout.repository()}", soft_wrap=True)
         return 0
     validation_key = step_cache.validation_key(recipe, keys, step_cache.served_with(options))
-    if options.reuse and not options.revalidate and step_cache.passed_before(layout.report, validation_key):
-        return step_cache.reuse_verdict(layout.report, stages, console)
-    return serve_and_validate(
+    if options.reuse and not options.revalidate:
+        if step_cache.passed_before(layout.report, validation_key):
+            return step_cache.reuse_verdict(layout.report, stages, console)
+        if cache.restore_verdict(layout.report, validation_key):
+            return step_cache.reuse_verdict(layout.report, stages, console, restored_from=cache.store.root)
+    code = serve_and_validate(
         build, layout, {s.role: s.path for s in repositories}, options, stages, console, manifest, validation_key
     )
+    if code == 0:
+        cache.store_output("report", None, layout.report, validation_key)
+    return code
 
 
 class OutputCache:
@@ -169,6 +175,18 @@ class OutputCache:
             self.stages.reused(title, "nothing it is made from changed")
         return True
 
+    def restore_verdict(self, report: Path, key: str) -> bool:
+        """A passing verdict of these inputs put back at `report` from the build cache (False: none is stored)."""
+        entry = self.store.lookup(key) if self.store is not None else None
+        if entry is None:
+            return False
+        try:
+            self._stamp("report", report, key, self.store.restore(entry, report))
+        except (UserError, OSError) as e:
+            self.stages.notice(f"could not restore {report} from the build cache ({e}): validating again")
+            return False
+        return step_cache.passed_before(report, key)
+
     def built(self, kind: str, role: str, folder: Path, key: str) -> None:
         """Stamp a freshly built output and store it in the cache (a cache that cannot be written is said, not
         fatal: the output in place is whole)."""
@@ -176,6 +194,10 @@ class OutputCache:
         if not Path(folder).is_dir():
             return
         self._stamp(kind, folder, key)
+        self.store_output(kind, role, folder, key)
+
+    def store_output(self, kind: str, role: str | None, folder: Path, key: str) -> None:
+        """Keep a stamped output in the build cache (a passing report too: a failed verdict is never reused)."""
         if self.store is None:
             return
         try:

@@ -217,11 +217,13 @@ def reused_validation(report: Path):
     )
 
 
-def reuse_verdict(report: Path, stages, console) -> int:
-    """compile's serve-and-validate step, reused: says so, prints the tables report.json records; the exit code."""
+def reuse_verdict(report: Path, stages, console, restored_from: Path | None = None) -> int:
+    """compile's serve-and-validate step, reused (in place, or `restored_from` the build cache): says so, prints
+    the tables report.json records; the exit code."""
+    where = f"restored from the build cache {restored_from}: " if restored_from is not None else ""
     stages.reused(
         f"serve and validate ({report})",
-        "the passing verdict of the same repositories and recipe; --revalidate runs them again",
+        f"{where}the passing verdict of the same repositories and recipe; --revalidate runs them again",
     )
     stages.validation = result = reused_validation(report)
     print_result(result, console)

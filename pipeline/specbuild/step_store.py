@@ -81,14 +81,21 @@ def _link_or_copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
-def _copy_tree(source: Path, target: Path) -> None:
-    """Copy the output `source` into the existing empty folder `target` (links kept as links)."""
+# Outputs replaced whole by their writers, never edited in place: their files are hard-linked between the cache and
+# the output folder. A report's are copied (compile writes the server logs into the report folder in place).
+LINKED_STEPS = ("engine", "repository")
+
+
+def _copy_tree(source: Path, target: Path, link: bool) -> None:
+    """Copy the output `source` into the existing empty folder `target` (links kept as links; files hard-linked
+    where `link` and the filesystem allow)."""
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         rel = Path(folder).relative_to(source)
         return {n for n in names if not_content((rel / n).as_posix() if rel.parts else n)}
 
-    shutil.copytree(source, target, symlinks=True, ignore=ignore, copy_function=_link_or_copy, dirs_exist_ok=True)
+    copy = _link_or_copy if link else shutil.copy2
+    shutil.copytree(source, target, symlinks=True, ignore=ignore, copy_function=copy, dirs_exist_ok=True)
 
 
 def _size(folder: Path) -> int:
@@ -145,7 +152,7 @@ class Store:
             return found
         final = self.root / key
         with atomic_folder(final) as tmp:
-            _copy_tree(Path(output), tmp / OUTPUT)
+            _copy_tree(Path(output), tmp / OUTPUT, link=step in LINKED_STEPS)
             data = {
                 "cache": FORMAT,
                 "key": key,
@@ -162,7 +169,7 @@ class Store:
     def restore(self, entry: Entry, folder: Path) -> str:
         """Put the entry's output at `folder` (replacing what is there, atomically); its content digest."""
         with atomic_folder(Path(folder)) as tmp:
-            _copy_tree(entry.output, tmp)
+            _copy_tree(entry.output, tmp, link=entry.step in LINKED_STEPS)
             if content_digest(tmp) != entry.content:  # changed while it was copied
                 raise UserError(
                     f"the build cache entry {show(entry.folder)} changed while it was restored — run compile again"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -198,6 +199,14 @@ def test_compile_reuses_a_passing_verdict_of_the_same_inputs(tmp_path):
     report = json.loads((tmp_path / "rep" / "demo-tiny" / "report.json").read_text())
     for check in report["checks"]:  # the reused tables, printed whole
         assert f"{check['summary']}" in second["stderr"]
+
+    # a fresh checkout (no report in place) with the build cache kept: the verdict comes back from the cache
+    shutil.rmtree(tmp_path / "rep")
+    third = _compile(recipe, tmp_path)
+    assert third["verdict"] == "passed" and [s["status"] for s in third["steps"]] == ["reused"] * 4
+    assert "✓ serve" not in third["stderr"] and "restored from the build cache" in third["stderr"]
+    assert json.loads((tmp_path / "rep" / "demo-tiny" / "report.json").read_text()) == report
+    assert third["validation"]["checks"] == first["validation"]["checks"]
 
 
 def _age(folder: Path, seconds: int) -> None:
