@@ -18,7 +18,8 @@ from specbuild.checkpoints.checkpoint_files import (
     tokenizer_skipped,
 )
 from specbuild.methods.weights import weights_findings
-from specbuild.recipe.prompts import load_prompts
+from specbuild.recipe.prompt_checks import prompt_set_findings
+from specbuild.recipe.prompts import PromptSetError, load_prompts
 from specbuild.recipe.schema import DEFAULT_CATEGORY
 from specbuild.speculation import DraftModel
 
@@ -87,42 +88,61 @@ def file_findings(build: Build) -> Iterator[Finding]:
         else:
             yield from _context_findings(build, cfg)
     tok_field = ("model", "tokenizer") if recipe.model.tokenizer is not None else ("model", "checkpoint")
-    if tok_field not in missing and ("model", "checkpoint") not in missing:
-        if not any((recipe.tokenizer_dir / f).exists() for f in TOKENIZER_FILES):
-            yield Finding(
-                tok_field,
-                f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {recipe.tokenizer_dir} — "
-                "set model.tokenizer to the tokenizer folder",
-            )
-        elif (why := tokenizer_problem(recipe.tokenizer_dir)) is not None:
-            yield Finding(tok_field, f"{recipe.tokenizer_dir}: {why} — give a working tokenizer (model.tokenizer)")
-        else:
-            size = tokenizer_size(recipe.tokenizer_dir)
-            vocab = (read_hf_config(recipe.model_dir) or {}).get("vocab_size")
-            if size is not None and isinstance(vocab, int) and size > vocab:
-                yield Finding(
-                    tok_field,
-                    f"{recipe.tokenizer_dir}: the tokenizer has token ids up to {size - 1} but "
-                    f"the model's vocab_size is {vocab} — it is another model's tokenizer; give this "
-                    "model's own (model.tokenizer)",
-                )
-    yield from _prompt_findings(recipe)
+    tokenizer_findings = (
+        list(_tokenizer_findings(recipe, tok_field))
+        if tok_field not in missing and ("model", "checkpoint") not in missing
+        else None
+    )
+    yield from tokenizer_findings or ()
+    yield from _prompt_findings(recipe, tokenizer_ok=tokenizer_findings == [])
     if not missing:
         yield from build.method.file_checks(recipe)
         yield from build.runtime.file_checks(recipe, build.spec, build.options)
         recipe.notes.extend(_skipped(recipe, build.spec))
 
 
-def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
-    """A prompt file that does not load, and each category of a per-category min_acceptance_length that the prompt
-    set does not hold (its gate would never be judged)."""
+def _tokenizer_findings(recipe: Recipe, tok_field: tuple) -> Iterator[Finding]:
+    if not any((recipe.tokenizer_dir / f).exists() for f in TOKENIZER_FILES):
+        yield Finding(
+            tok_field,
+            f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {recipe.tokenizer_dir} — "
+            "set model.tokenizer to the tokenizer folder",
+        )
+    elif (why := tokenizer_problem(recipe.tokenizer_dir)) is not None:
+        yield Finding(tok_field, f"{recipe.tokenizer_dir}: {why} — give a working tokenizer (model.tokenizer)")
+    else:
+        size = tokenizer_size(recipe.tokenizer_dir)
+        vocab = (read_hf_config(recipe.model_dir) or {}).get("vocab_size")
+        if size is not None and isinstance(vocab, int) and size > vocab:
+            yield Finding(
+                tok_field,
+                f"{recipe.tokenizer_dir}: the tokenizer has token ids up to {size - 1} but "
+                f"the model's vocab_size is {vocab} — it is another model's tokenizer; give this "
+                "model's own (model.tokenizer)",
+            )
+
+
+def _prompt_findings(recipe: Recipe, tokenizer_ok: bool) -> Iterator[Finding]:
+    """A prompt set that does not load (a file unreadable, empty or malformed; an empty inline list), each category
+    of a per-category min_acceptance_length that the prompt set does not hold (its gate would never be judged), and
+    with a usable tokenizer folder what the suite would refuse or leave out of the set (recipe/prompt_checks.py)."""
     value = recipe.validation.prompts
+    if isinstance(value, list) and not value:
+        return  # recipe/checks.py refuses an empty list
     try:
         prompts = load_prompts(recipe)
-    except UserError as e:
-        if isinstance(value, Path):
-            yield Finding(("validation", "prompts"), f"{e} (or give an inline list of prompts)")
+    except PromptSetError as e:
+        yield Finding(e.field, e.detail)
         return
+    except UserError as e:
+        detail = str(e).removeprefix("validation.prompts: ")
+        yield Finding(
+            ("validation", "prompts"),
+            detail + (" (or give an inline list of prompts)" if isinstance(value, Path) else ""),
+        )
+        return
+    if tokenizer_ok:
+        yield from prompt_set_findings(recipe, prompts)
     gate = recipe.validation.min_acceptance_length
     if not isinstance(gate, dict):
         return
