@@ -218,3 +218,5 @@ def test_bundled_chats_need_a_template():
     templated = ByteTokenizer()
     templated.chat_template = "chat_template.jinja"
     assert bundled_chats_unsendable(prompts, templated) == (prompts, [])
+    kept, out = bundled_chats_unsendable(prompts, templated, "raw")  # raw sends text only: the chats are left out
+    assert [o.why for o in out] == ["chat messages, and validation.prompt_format is raw"] * len(out) and out
