@@ -270,7 +270,9 @@ def test_functional_notes_an_empty_answer_the_baseline_gives_too():
     result = functional.run(ctx)
     assert result.status == "passed", result.details["problems"]
     assert result.details["empty_as_baseline"] == {"count": 1, "by_category": {"code": 1}, "prompts": ["p1"]}
-    assert "1 answered with no text, as the baseline answers them" in result.summary and "code: 1" in result.summary
+    assert "; 1 answered with no text, as the baseline does token for token: the model ends at once (code 1)" in (
+        result.summary
+    ), result.summary
 
     ctx = context(FakeDeployment(_ends_at_once), FakeDeployment(role="baseline", label="baseline"))
     result = functional.run(ctx)

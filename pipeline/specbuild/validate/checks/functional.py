@@ -256,12 +256,11 @@ def run(ctx: SuiteContext) -> CheckResult:
         notes.append("stop words not checked: " + details["stop_words"]["skipped"])
     if "grpc" in details:
         notes.append("gRPC not checked (no --grpc-url)")
+    summary = f"{ok}/{len(plain)} prompts answered; streaming matches non-streaming"
     if as_baseline:
         counts = details["empty_as_baseline"]["by_category"]
-        notes.append(
-            f"{len(as_baseline)} answered with no text, as the baseline answers them (the model ends at once; "
-            + ", ".join(f"{category}: {n}" for category, n in sorted(counts.items()))
-            + ")"
+        summary += (
+            f"; {len(as_baseline)} answered with no text, as the baseline does token for token: the model ends at "
+            "once (" + ", ".join(f"{category} {n}" for category, n in sorted(counts.items())) + ")"
         )
-    summary = f"{ok}/{len(plain)} prompts answered; streaming matches non-streaming"
     return CheckResult(NAME, TITLE, PASSED, summary + (f" ({'; '.join(notes)})" if notes else ""), details)
