@@ -239,19 +239,6 @@ def test_lossless_differences_warn_when_not_required():
     assert lossless.run(ctx).status == "failed"
 
 
-def test_functional_catches_a_stream_that_differs_from_the_plain_answer():
-    def bad_stream(index, params, protocol, call):
-        if protocol == "http-stream" and index == 2:
-            g = answer(2, protocol=protocol)
-            g.text = g.text[:-1] + "?"
-            return g
-        return None
-
-    result = functional.run(context(FakeDeployment(bad_stream)))
-    assert result.status == "failed"
-    assert any("prompt p2: HTTP generate_stream text differs" in p for p in result.details["problems"])
-
-
 def _ends_at_once(index, params, protocol, call):
     """Prompt p1 answered with nothing (the model's first token is its end id), on every protocol; the prompt
     echoed first when asked (exclude_input_in_output false)."""
@@ -281,3 +268,16 @@ def test_functional_notes_an_empty_answer_the_baseline_gives_too():
 
     result = functional.run(context(FakeDeployment(_ends_at_once)))
     assert result.status == "failed" and "no baseline deployment" in result.details["problems"][0]
+
+
+def test_functional_catches_a_stream_that_differs_from_the_plain_answer():
+    def bad_stream(index, params, protocol, call):
+        if protocol == "http-stream" and index == 2:
+            g = answer(2, protocol=protocol)
+            g.text = g.text[:-1] + "?"
+            return g
+        return None
+
+    result = functional.run(context(FakeDeployment(bad_stream)))
+    assert result.status == "failed"
+    assert any("prompt p2: HTTP generate_stream text differs" in p for p in result.details["problems"])

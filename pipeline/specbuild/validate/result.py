@@ -30,8 +30,7 @@ class ValidationResult:
     tokenizer: dict | None = None  # {"folder", "reader"}, or {"problem"}: the client's tokenizer, or why none
     build: dict | None = None  # compare.build_identity: recipe hash, checkpoints, tool and server versions
     against: dict | None = None  # the earlier report compared with: {"report", "changes": [...]} (--against)
-    # {"source", "categories": {name: prompts}, "left_out": [LeftOut.to_dict()], "ignored_keys": a sentence or None}
-    prompt_set: dict | None = None
+    prompt_set: dict | None = None  # {"source", "categories": {name: prompts}, "left_out": [LeftOut.to_dict()]}
 
     @property
     def passed(self) -> bool:

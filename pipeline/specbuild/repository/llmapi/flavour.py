@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.repository.llmapi import launch, model_yaml, releases, tensors, writer
+from specbuild.repository.llmapi import launch, model_yaml, releases, writer
 from specbuild.repository.llmapi.model_yaml import RELEASES_WITH_LAYER_CHOICE
 from specbuild.repository.llmapi.configs import MODEL, gpu_groups
 from specbuild.findings import Finding
-from specbuild.repository.engine.tensors import Tensor
 from specbuild.files.paths import show
 from specbuild.runtimes.base import Runtime
 from specbuild.speculation import DraftModel, Eagle3Head
@@ -155,11 +154,11 @@ class LlmApiFlavour(Runtime):
 
     model_files_label: str = ""
 
-    def declared_inputs(self, recipe) -> list[Tensor]:
-        """The inputs config.pbtxt declares: those the runtime's model.py reads. Here NVIDIA's template of
-        llm_api.release (the one NVIDIA's model.py of that release reads; triton_backend/all_models/llmapi/
-        tensorrt_llm/config.pbtxt@c8c6df0, @0a71057 for 1.3)."""
-        return tensors.inputs(recipe.llm_api.release)
+    def declared_inputs(self, recipe) -> list | None:
+        """The inputs config.pbtxt declares (repository.engine.tensors.Tensor), those the runtime's model.py reads;
+        None: NVIDIA's template of llm_api.release, which NVIDIA's model.py of that release reads
+        (triton_backend/all_models/llmapi/tensorrt_llm/config.pbtxt@c8c6df0, @0a71057 for 1.3)."""
+        return None
 
     def serving_model(self, spec) -> str:
         return MODEL
