@@ -18,10 +18,11 @@ from specbuild.checkpoints.checkpoint_files import (
     tokenizer_skipped,
 )
 from specbuild.methods.weights import weights_findings
-from specbuild.recipe.prompt_checks import prompt_set_findings
-from specbuild.recipe.prompts import PromptSetError, load_prompts
+from specbuild.recipe.prompts import load_prompts
 from specbuild.recipe.schema import DEFAULT_CATEGORY
 from specbuild.speculation import DraftModel
+from specbuild.recipe.prompt_checks import prompt_set_findings
+from specbuild.recipe.prompts import PromptSetError
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -88,44 +89,49 @@ def file_findings(build: Build) -> Iterator[Finding]:
         else:
             yield from _context_findings(build, cfg)
     tok_field = ("model", "tokenizer") if recipe.model.tokenizer is not None else ("model", "checkpoint")
-    tokenizer_findings = (
-        list(_tokenizer_findings(recipe, tok_field))
-        if tok_field not in missing and ("model", "checkpoint") not in missing
-        else None
-    )
-    yield from tokenizer_findings or ()
-    yield from _prompt_findings(recipe, tokenizer_ok=tokenizer_findings == [])
+    if tok_field not in missing and ("model", "checkpoint") not in missing:
+        if not any((recipe.tokenizer_dir / f).exists() for f in TOKENIZER_FILES):
+            yield Finding(
+                tok_field,
+                f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {recipe.tokenizer_dir} — "
+                "set model.tokenizer to the tokenizer folder",
+            )
+        elif (why := tokenizer_problem(recipe.tokenizer_dir)) is not None:
+            yield Finding(tok_field, f"{recipe.tokenizer_dir}: {why} — give a working tokenizer (model.tokenizer)")
+        else:
+            size = tokenizer_size(recipe.tokenizer_dir)
+            vocab = (read_hf_config(recipe.model_dir) or {}).get("vocab_size")
+            if size is not None and isinstance(vocab, int) and size > vocab:
+                yield Finding(
+                    tok_field,
+                    f"{recipe.tokenizer_dir}: the tokenizer has token ids up to {size - 1} but "
+                    f"the model's vocab_size is {vocab} — it is another model's tokenizer; give this "
+                    "model's own (model.tokenizer)",
+                )
+    yield from _prompt_findings(recipe)
     if not missing:
         yield from build.method.file_checks(recipe)
         yield from build.runtime.file_checks(recipe, build.spec, build.options)
         recipe.notes.extend(_skipped(recipe, build.spec))
 
 
-def _tokenizer_findings(recipe: Recipe, tok_field: tuple) -> Iterator[Finding]:
-    if not any((recipe.tokenizer_dir / f).exists() for f in TOKENIZER_FILES):
-        yield Finding(
-            tok_field,
-            f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {recipe.tokenizer_dir} — "
-            "set model.tokenizer to the tokenizer folder",
-        )
-    elif (why := tokenizer_problem(recipe.tokenizer_dir)) is not None:
-        yield Finding(tok_field, f"{recipe.tokenizer_dir}: {why} — give a working tokenizer (model.tokenizer)")
-    else:
-        size = tokenizer_size(recipe.tokenizer_dir)
-        vocab = (read_hf_config(recipe.model_dir) or {}).get("vocab_size")
-        if size is not None and isinstance(vocab, int) and size > vocab:
-            yield Finding(
-                tok_field,
-                f"{recipe.tokenizer_dir}: the tokenizer has token ids up to {size - 1} but "
-                f"the model's vocab_size is {vocab} — it is another model's tokenizer; give this "
-                "model's own (model.tokenizer)",
-            )
+def _tokenizer_usable(recipe: Recipe) -> bool:
+    """Whether the target's tokenizer folder is there and passes the checks above (the prompt set is read with it)."""
+    checkpoint = recipe.checkpoint(recipe.model.tokenizer or recipe.model.checkpoint)
+    if checkpoint.problem is not None:  # a model id not in the hub cache: reported above
+        return False
+    folder = checkpoint.path
+    try:
+        usable = folder.is_dir() and any((folder / f).exists() for f in TOKENIZER_FILES)
+    except (OSError, RuntimeError):  # a name too long, a symlink loop: reported above
+        return False
+    return usable and tokenizer_problem(folder) is None
 
 
-def _prompt_findings(recipe: Recipe, tokenizer_ok: bool) -> Iterator[Finding]:
-    """A prompt set that does not load (a file unreadable, empty or malformed; an empty inline list), each category
-    of a per-category min_acceptance_length that the prompt set does not hold (its gate would never be judged), and
-    with a usable tokenizer folder what the suite would refuse or leave out of the set (recipe/prompt_checks.py)."""
+def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
+    """A prompt set that does not load (a file unreadable, empty or malformed), each category of a per-category
+    min_acceptance_length that the prompt set does not hold (its gate would never be judged), and with a usable
+    tokenizer folder what the suite would refuse or leave out of the set (recipe/prompt_checks.py)."""
     value = recipe.validation.prompts
     if isinstance(value, list) and not value:
         return  # recipe/checks.py refuses an empty list
@@ -141,7 +147,7 @@ def _prompt_findings(recipe: Recipe, tokenizer_ok: bool) -> Iterator[Finding]:
             detail + (" (or give an inline list of prompts)" if isinstance(value, Path) else ""),
         )
         return
-    if tokenizer_ok:
+    if _tokenizer_usable(recipe):
         yield from prompt_set_findings(recipe, prompts)
     gate = recipe.validation.min_acceptance_length
     if not isinstance(gate, dict):
