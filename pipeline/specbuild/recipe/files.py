@@ -17,12 +17,12 @@ from specbuild.checkpoints.checkpoint_files import (
     tokenizer_size,
     tokenizer_skipped,
 )
+from specbuild.recipe.prompt_checks import prompt_set_findings
+from specbuild.recipe.prompts import PromptSetError
 from specbuild.methods.weights import weights_findings
 from specbuild.recipe.prompts import load_prompts
 from specbuild.recipe.schema import DEFAULT_CATEGORY
 from specbuild.speculation import DraftModel
-from specbuild.recipe.prompt_checks import prompt_set_findings
-from specbuild.recipe.prompts import PromptSetError
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
