@@ -218,6 +218,12 @@ def _iv(iv: dict | None, fmt: str = ".2f") -> str:
     return "–" if iv is None else f"{iv['value']:{fmt}} [{iv['low']:{fmt}}–{iv['high']:{fmt}}]"
 
 
+def _position_cells(group: dict, depth: int) -> list[str]:
+    """A group's per-position cells, one per position 1..depth: "–" where none of its requests gave steps."""
+    found = group["per_position"] or []
+    return [_iv(found[i]) if i < len(found) else "–" for i in range(depth)]
+
+
 def acceptance_group_lines(a: dict) -> list[str]:
     """Acceptance per category and per context-length bucket, with intervals, and the gate's verdicts."""
     if not a.get("by_category"):
@@ -229,15 +235,18 @@ def acceptance_group_lines(a: dict) -> list[str]:
         "resamples); AL and rates are pooled per verification step.",
         "",
     ]
-    depth = max((len(g["per_position"] or []) for g in a["by_category"] + a["by_context_length"]), default=0)
-    header = ["requests", "steps", "AL", "acceptance rate"] + [f"pos {i}" for i in range(1, min(depth, 4) + 1)]
+    groups_all = a["by_category"] + a["by_context_length"]
+    depth = max([a.get("positions") or 0, *(len(g["per_position"] or []) for g in groups_all)])
+    header = ["requests", "steps", "AL", "acceptance rate"] + [f"pos {i}" for i in range(1, depth + 1)]
     for title, groups in (("category", a["by_category"]), ("context length", a["by_context_length"])):
         rows = [
             [g["group"], g["requests"], g["steps"], _iv(g["acceptance_length"]), _iv(g["acceptance_rate"], ".1%")]
-            + [_iv(p) for p in (g["per_position"] or [])[:4]]
+            + _position_cells(g, depth)
             for g in groups
         ]
         lines += table([title] + header, rows)
+    if a.get("per_position_note"):
+        lines += [a["per_position_note"][:1].upper() + a["per_position_note"][1:] + ".", ""]
     if a.get("gate_verdicts"):
         lines += table(
             ["gated group", "minimum AL", "AL [interval]", "verdict"],
