@@ -80,8 +80,8 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
       specbuild plan recipes/tensorrt-llm/medusa.yaml   # show every step and command, run nothing
       specbuild compile recipes/demo.yaml               # engines -> repository -> serve -> validate
     \b
-    In CI (docs/machine-output.md): output that is not a terminal gets whole tables (COLUMNS narrows them) and a
-    progress line every 15 s during long steps (SPECBUILD_PROGRESS_INTERVAL); NO_COLOR turns colours off;
+    In CI (docs/machine-output.md): output that is not a terminal fits COLUMNS (160 when unset; tables fold their
+    cells, never cut them) and gets a progress line every 15 s during long steps (SPECBUILD_PROGRESS_INTERVAL); NO_COLOR turns colours off;
     --json (check, plan, compile, validate, doctor) prints one JSON document on stdout with the keys format,
     command, verdict, exit_code, steps, findings, outputs; --log-format json turns stderr into JSON events.
     """

@@ -297,3 +297,60 @@ def test_inconclusive_fails_unless_allowed_and_every_report_says_so(tmp_path, al
     print_result(r, console)
     text = console.export_text()
     assert "inconclusive" in text and "2.00× (1.00×–4.00×)" in text
+
+
+LONG = (
+    "1 answer diverged from the baseline under load: "
+    + "; ".join(f"client {i} sent prompt coding-function-{i} and read a different continuation" for i in range(14))
+    + "; the server stayed live and every model ready"
+)  # a summary as long as the issue's (about 1,050 characters)
+
+
+def squeezed(text: str) -> str:
+    """Text without whitespace or table borders: a folded cell reads as its whole text again."""
+    return "".join(ch for ch in text if not ch.isspace() and ch not in "│┃┆|")
+
+
+def test_on_a_pipe_every_line_of_the_tables_fits_the_log_and_no_text_is_cut(monkeypatch, capsys):
+    """Issue #39 item 6: captured stdout is a pipe; COLUMNS unset gives 160 columns, a summary of ~1,050 characters
+    folds inside its cell, nothing is cut with '…', and report.json keeps the text whole."""
+    from specbuild.output.console import make_console
+    from specbuild.validate.report.terminal import print_result
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    result = make_result()
+    result.checks = [c if c.name != "load" else CheckResult("load", "Load", "warned", LONG) for c in result.checks]
+    assert len(LONG) > 1000
+    print_result(result, make_console())
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 160, max(lines, key=len)
+    assert "…" not in out
+    table = out[: out.index("performance: p50")]
+    assert squeezed(LONG) in squeezed(table)  # the folded cell, whole
+    assert squeezed(f"WARNING load: {LONG}") in squeezed(out[out.index("WARNING load:") :])  # the wrapped line
+    assert next(c for c in result.to_dict()["checks"] if c["name"] == "load")["summary"] == LONG
+
+    monkeypatch.setenv("COLUMNS", "72")  # a narrower log asks for it
+    print_result(result, make_console())
+    narrow = capsys.readouterr().out
+    assert max(len(line) for line in narrow.splitlines()) <= 72 and "…" not in narrow
+
+
+def test_report_md_keeps_long_cells_whole(tmp_path):
+    """No cell of report.md is cut: the bad-input table's message was cut at 100 characters, mid-word."""
+    message = "input 'temperature' is -1: " + "the sampling temperature must be finite and non-negative; " * 4
+    result = make_result()
+    result.checks.append(
+        CheckResult(
+            "bad_input",
+            "Bad input",
+            "passed",
+            "refused",
+            {"cases": [{"case": "temperature", "expect": "refused", "outcome": "refused", "message": message}]},
+        )
+    )
+    write_reports(result, tmp_path / "r")
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert f"| temperature | refused | refused |  | {message} |" in md

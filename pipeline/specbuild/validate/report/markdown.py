@@ -451,7 +451,7 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
                     r["expect"],
                     r["outcome"],
                     {True: "yes", False: "NO"}.get(r.get("healthy_after"), ""),
-                    (r.get("message") or "")[:100],
+                    r.get("message") or "",  # whole: GitHub wraps a cell to the page (markdown_table.py)
                 ]
                 for r in bad.details["cases"]
             ],

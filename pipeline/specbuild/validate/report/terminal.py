@@ -86,7 +86,7 @@ def performance_table(details: dict):
     title = "performance: p50 unless said" + (f" — {errors} request(s) FAILED" if errors else "")
     table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
     for col in ("c", "deployment", "tok/s", "req/s", "TTFT ms", "ITL ms", "lat s", "p99 s", "speedup"):
-        table.add_column(col, justify="left" if col == "deployment" else "right", no_wrap=True)
+        table.add_column(col, justify="left" if col == "deployment" else "right", overflow="fold")
     speed = {p["concurrency"]: p for p in details.get("speedup", [])}
     for c in sorted({s["concurrency"] for vs in levels.values() for s in vs}):
         for dep, vs in levels.items():
