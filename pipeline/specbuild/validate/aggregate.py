@@ -155,13 +155,17 @@ def speedups(speculative: Sequence[LevelSummary], baseline: Sequence[LevelSummar
 @dataclass
 class Crossover:
     """Where speculation stops paying: the first sweep level with speedup < 1, and the concurrency where the
-    speedup line crosses 1 (interpolated linearly in log2(concurrency) between the two levels around it)."""
+    speedup line crosses 1 (interpolated linearly in log2(concurrency) between the two levels around it; only
+    where speculation is faster before it). `slower_levels` / `faster_levels`: the levels below 1 and at or
+    above it (medians), which say where it is slower and where faster whatever the shape of the line."""
 
     first_level_below_1: int | None
     interpolated: float | None
     always_faster: bool
     never_faster: bool
     uncertain_levels: list[int] = field(default_factory=list)  # levels whose rounds disagree about speedup >= 1
+    slower_levels: list[int] = field(default_factory=list)
+    faster_levels: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -171,17 +175,19 @@ def crossover(points: Sequence[Speedup]) -> Crossover:
     """From each level's median speedup; levels whose rounds straddle 1 are listed as uncertain."""
     pts = [(p.concurrency, p.value) for p in points if p.value is not None]
     uncertain = [p.concurrency for p in points if p.value is not None and p.straddles(1.0)]
+    slower = [c for c, v in pts if v < 1.0]
+    faster = [c for c, v in pts if v >= 1.0]
     if not pts:
         return Crossover(None, None, False, False)
     if all(v >= 1.0 for _, v in pts):
-        return Crossover(None, None, True, False, uncertain)
+        return Crossover(None, None, True, False, uncertain, slower, faster)
     if pts[0][1] < 1.0:
-        return Crossover(pts[0][0], None, False, all(v < 1.0 for _, v in pts), uncertain)
+        return Crossover(pts[0][0], None, False, all(v < 1.0 for _, v in pts), uncertain, slower, faster)
     for (c0, v0), (c1, v1) in zip(pts, pts[1:]):
         if v0 >= 1.0 > v1:
             x0, x1 = math.log2(c0), math.log2(c1)
             x = x0 + (v0 - 1.0) / (v0 - v1) * (x1 - x0)
-            return Crossover(c1, 2.0**x, False, False, uncertain)
+            return Crossover(c1, 2.0**x, False, False, uncertain, slower, faster)
     raise AssertionError("unreachable: some level is below 1")
 
 

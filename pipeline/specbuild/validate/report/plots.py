@@ -130,8 +130,8 @@ def speedup_plot(plt, details: dict, path: Path, title: str) -> Path:
         )
     top = max(ys + [1.0] + [hi for *_, hi in spreads]) * 1.2
     cross = details.get("crossover") or {}
-    if cross.get("first_level_below_1") is not None:
-        at = cross.get("interpolated") or cross["first_level_below_1"]
+    if cross.get("interpolated") is not None:  # a crossing: faster below it, slower above
+        at = cross["interpolated"]
         ax.axvline(at, color="#d62728", lw=1.5, ls=":")
         ax.annotate(
             f"crossover ≈ {at:.1f}",
