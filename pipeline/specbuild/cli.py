@@ -582,7 +582,14 @@ def _port(value: int | None) -> int | None:
     "log_path",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Server log file (default: a temporary file, printed).",
+    help="Server log file (default: a new file in --log-dir; printed).",
+)
+@click.option(
+    "--log-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder for the server's log, one file per start, the newest 10 kept "
+    "[default: beside the repository: triton_repo/NAME.logs/].",
 )
 @click.option(
     "--timeout",
@@ -603,14 +610,16 @@ def serve(
     model_control: str,
     load_models: tuple[str, ...],
     log_path: Path | None,
+    log_dir: Path | None,
     timeout_s: float,
     decode_cpus: str,
 ) -> None:
     """Serve a Triton model repository with tritonserver until Ctrl-C.
 
     \b
-    Waits until every model reports ready on its own endpoint, prints the endpoints, and stops the server (by
-    its PID) on Ctrl-C or SIGTERM (exit 0). When a model fails to load it prints each model's error in plain words
+    Says where the server's log goes (beside the repository unless --log / --log-dir), waits until every model
+    reports ready on its own endpoint (a progress line every 15 s in a log), prints the endpoints, and stops the
+    server (by its PID) on Ctrl-C or SIGTERM (exit 0). When a model fails to load it prints each model's error in plain words
     and exits 2.
     Examples:
       specbuild serve triton_repo/demo
@@ -621,6 +630,8 @@ def serve(
 
     if load_models and model_control != "explicit":
         raise UserError("--load-model needs --model-control explicit")
+    if log_path is not None and log_dir is not None:
+        raise UserError("--log names the log file and --log-dir its folder: give one of them")
     code = serve_until_interrupted(
         repository,
         tritonserver=tritonserver,
@@ -631,6 +642,7 @@ def serve(
         model_control=model_control,
         load_models=list(load_models),
         log_path=log_path,
+        log_dir=log_dir,
         timeout_s=timeout_s,
         decode_cpus=decode_cpus,
         console=_console(stderr=True),

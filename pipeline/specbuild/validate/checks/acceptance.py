@@ -3,8 +3,8 @@ return_perf_metrics outputs) over the greedy prompt set; mean acceptance length 
 included); per-position acceptance (positions 1..the deepest a step can accept, Speculation.accept_depth) and the
 histogram of accepted drafts per step when the deployment streams one response per step with its token ids: read
 from each streamed request on its own (stats.steps_in_stream), pooled over the requests whose stream tells its steps,
-the others named with the reason (a response carrying several steps). The same per category of the prompt set and per context-length bucket
-(aggregate.acceptance_by), each with a percentile bootstrap interval over the requests. Gate:
+the others named with the reason (a response carrying several steps). The same per category of the prompt set and
+per context-length bucket (aggregate.acceptance_by), each with a percentile bootstrap interval over the requests. Gate:
 validation.min_acceptance_length, a number for the whole set or one per category ({default: 2.0, coding: 2.5}),
 judged on the interval: passed when all of it reaches the minimum, failed when none of it does, inconclusive
 otherwise (more prompts would decide; validation.allow_inconclusive lets it pass).
