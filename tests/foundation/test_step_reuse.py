@@ -196,6 +196,8 @@ def test_compile_reuses_a_passing_verdict_of_the_same_inputs(tmp_path):
     assert second["verdict"] == "passed" and second["exit_code"] == 0
     assert [s["status"] for s in second["steps"]] == ["reused"] * 4  # engines, 2 repositories, the verdict
     assert "✓ serve" not in second["stderr"] and "--revalidate runs them again" in second["said"]
+    started = second["validation"]["started"]  # the first run's, said to be so (not this run's duration)
+    assert second["validation"]["reused"] and f"the verdict of an earlier run, started {started}" in second["said"]
     assert second["validation"]["checks"] == first["validation"]["checks"]
     report = json.loads((tmp_path / "rep" / "demo-tiny" / "report.json").read_text())
     squeezed = "".join(ch for ch in second["stderr"] if not ch.isspace() and ch not in "│┃")
