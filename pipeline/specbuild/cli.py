@@ -775,8 +775,9 @@ def validate(
     if tuned_path is not None:
         _write_tuned_recipe(build, result, tuned_path, _console(stderr=True))
     if not result.passed:
+        err = _console(stderr=True)  # a log's width: a long summary wraps (docs/machine-output.md)
         for c in result.failures:
-            click.echo(f"{c.status.upper()} {c.name}: {c.summary}", err=True)
+            err.print(f"{c.status.upper()} {c.name}: {c.summary}", markup=False, highlight=False, soft_wrap=True)
         raise click.exceptions.Exit(1)
 
 
