@@ -225,15 +225,18 @@ def check(recipe: Path, trtllm_examples: str | None, as_json: bool) -> None:
     """Check a recipe: schema, every rule upstream's tools enforce, and the files it names.
 
     \b
-    Prints each problem as file:line:col: field: message, and exits 2 if there is any. Whatever `plan` or
-    `compile` would refuse because of the recipe, `check` reports first (give them the same options).
+    Prints every problem, each as error: file:line:col: field: message — fix, and exits 2 if there is any (an
+    unknown method name is read as the closest known one, so the file's other problems show too). Whatever `plan`
+    or `compile` would refuse because of the recipe, `check` reports first (give them the same options), the
+    prompt set included: it is prepared as the validation suite will send it, with the target's tokenizer.
     Warnings, printed (on stderr) as file:line:col: field: warning: message, refuse nothing and leave the exit
     code 0: a draft head or draft model paired with a target it runs on but that lowers its acceptance (another
     target's name or architecture, rope, a context past the head's training length, dtype, quantization). A pair
     it cannot run on (hidden size, vocabulary, draft-vocabulary maps, lm_head, tokenizer, a draft model shorter
     than build.max_seq_len) is a problem. Then
-    `note:` lines say what specbuild cannot vouch for (a TensorRT-LLM release whose rules were not read) and which
-    facts of the head were checked against the target and which the head does not record.
+    `note:` lines say what specbuild cannot vouch for (a TensorRT-LLM release whose rules were not read), which
+    facts of the head were checked against the target and which the head does not record, which prompts the suite
+    will leave out (longer than build.max_input_len, ...) and which keys of the prompt records it ignores.
     Example:
       specbuild check recipes/reference/medusa.yaml
     """
@@ -873,6 +876,16 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _error_lines(e: UserError) -> str:
+    """A user error as printed: every problem of a recipe on its own line, each in one form, `error: file:line:col:
+    field: message — fix` (its warnings as `check` prints them: `file:line:col: field: warning: ...`); any other
+    error as `error: ` and its message."""
+    problems = getattr(e, "problems", None)
+    if not problems:
+        return f"error: {e}"
+    return "\n".join(str(p) if p.message.startswith("warning: ") else f"error: {p}" for p in problems)
+
+
 def _main(argv: list[str] | None) -> int:
     from specbuild.output.events import current
     from specbuild.processes.signals import sigterm_raises
@@ -895,7 +908,7 @@ def _main(argv: list[str] | None) -> int:
         if current().enabled:
             current().emit("error", message=str(e), exit_code=e.exit_code)
         else:
-            click.echo(f"error: {e}" if "\n" not in str(e) else str(e), err=True)
+            click.echo(_error_lines(e), err=True)
         return e.exit_code
     except KeyboardInterrupt as e:
         return _interrupted(e)

@@ -239,6 +239,37 @@ def test_lossless_differences_warn_when_not_required():
     assert lossless.run(ctx).status == "failed"
 
 
+def _ends_at_once(index, params, protocol, call):
+    """Prompt p1 answered with nothing (the model's first token is its end id), on every protocol; the prompt
+    echoed first when asked (exclude_input_in_output false)."""
+    text, ids = ("", []) if index == 1 else (answer(index).text, answer(index).ids)
+    if params.exclude_input_in_output is False:
+        text, ids = PROMPTS[index].text + text, [999] + ids
+    g = Generation(protocol, 0.0, end=0.1, text=text, ids=ids, final=True)
+    g.chunks = [Chunk(0.1, text, ids)]
+    return g
+
+
+def test_functional_notes_an_empty_answer_the_baseline_gives_too():
+    """Issue #39 item 10: an empty completion equal to the baseline's, token for token, is the model's answer: noted
+    with its category, not failed; an empty one where the baseline answers, or without a baseline, still fails."""
+    ctx = context(FakeDeployment(_ends_at_once), FakeDeployment(_ends_at_once, role="baseline", label="baseline"))
+    result = functional.run(ctx)
+    assert result.status == "passed", result.details["problems"]
+    assert result.details["empty_as_baseline"] == {"count": 1, "by_category": {"code": 1}, "prompts": ["p1"]}
+    assert "; 1 answered with no text, as the baseline does token for token: the model ends at once (code 1)" in (
+        result.summary
+    ), result.summary
+
+    ctx = context(FakeDeployment(_ends_at_once), FakeDeployment(role="baseline", label="baseline"))
+    result = functional.run(ctx)
+    assert result.status == "failed"
+    assert result.details["problems"] == ["prompt p1: empty text, where the baseline answers 'klmn'"]
+
+    result = functional.run(context(FakeDeployment(_ends_at_once)))
+    assert result.status == "failed" and "no baseline deployment" in result.details["problems"][0]
+
+
 def test_functional_catches_a_stream_that_differs_from_the_plain_answer():
     def bad_stream(index, params, protocol, call):
         if protocol == "http-stream" and index == 2:

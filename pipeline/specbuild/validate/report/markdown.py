@@ -230,6 +230,8 @@ def prompt_lines(prompt_format: dict | None, tokenizer: dict | None, prompt_set:
         lines.append(f"- prompt set: {prompt_set['source']} ({cats})")
         for o in prompt_set.get("left_out") or []:
             lines.append(f"- left out: {o['prompt']} ({o['category']}): {o['why']}")
+        if prompt_set.get("ignored_keys"):
+            lines.append(f"- {prompt_set['ignored_keys']}")
     if prompt_format:
         how = (
             f"through the target's chat template ({prompt_format['template']})"
