@@ -281,3 +281,31 @@ def test_functional_catches_a_stream_that_differs_from_the_plain_answer():
     result = functional.run(context(FakeDeployment(bad_stream)))
     assert result.status == "failed"
     assert any("prompt p2: HTTP generate_stream text differs" in p for p in result.details["problems"])
+
+
+class HangsUp(FakeDeployment):
+    """Hangs up after `stop_after` responses as the HTTP and gRPC clients do (their error says so)."""
+
+    def generate(self, prompt, params, protocol="http", *, stop_after=None, model=None):
+        gen = self.reply(prompt, params, protocol, stop_after)
+        if stop_after is not None and gen.ok:
+            gen.chunks, gen.final, gen.error = gen.chunks[:stop_after], False, "cancelled by the client"
+        return gen
+
+
+def test_a_client_that_hangs_up_mid_stream_is_neither_refused_nor_answered():
+    """Issue #39 item 7: the load check said '8/9 bad refused' where the ninth was the client disconnecting
+    mid-stream, which the server can neither refuse nor answer."""
+    result = load.run(context(HangsUp(refuse_bad)))
+    bad = result.details["bad"]
+    assert result.status == "passed", result.summary
+    ended = {name for name, row in result.details["by_case"].items() if row["ended"]}
+    assert (
+        ended == {"client disconnects mid-stream (HTTP)"}
+        and bad["ended"] == result.details["by_case"]["client disconnects mid-stream (HTTP)"]["sent"]
+    )
+    assert bad["accepted"] == 0 and bad["refused"] + bad["answered"] + bad["ended"] == bad["sent"]
+    assert (
+        f"{bad['sent']} bad requests: {bad['refused']} refused, {bad['answered']} answered where the case allows "
+        f"it, {bad['ended']} ended by their client mid-stream"
+    ) in result.summary
