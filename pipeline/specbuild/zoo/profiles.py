@@ -117,15 +117,17 @@ TINY = Profile(
     eagle3=Eagle3Settings(
         layers=(0, 1, 3), draft_vocab=2048, ttt_steps=3, train=Schedule(steps=360, batch=8, lr=3e-3, warmup=20)
     ),
+    # ~3M parameters (6 MB float16, the MTP layer's copies of the embedding and lm_head included): the folder stays
+    # within its size budget; keys (the 64-wide latent) and values (the 16-wide RoPE key) of different widths
     mtp_target=MtpTargetSettings(
-        shape=LlamaShape(hidden=256, layers=4, heads=4, intermediate=688),
+        shape=LlamaShape(hidden=128, layers=4, heads=4, intermediate=344),
         kv_lora_rank=64,
         qk_nope_head_dim=32,
-        qk_rope_head_dim=32,
+        qk_rope_head_dim=16,
         v_head_dim=32,
         mtp_layers=1,
         mtp_weight=0.3,
-        train=Schedule(steps=280, batch=12, lr=3e-3, warmup=30, weight_decay=0.05),
+        train=Schedule(steps=300, batch=12, lr=3e-3, warmup=30, weight_decay=0.05),
     ),
     notes="Committed to checkpoints/tiny; ~5M-parameter target.",
 )
