@@ -185,6 +185,35 @@ def test_mtp_cache_after_compaction_equals_a_fresh_pass(setup):
             torch.testing.assert_close(mine.values[r, :, :m], ref.values[0, :, :m], atol=1e-5, rtol=1e-5)
 
 
+def test_a_reused_prefix_decodes_as_a_fresh_prefill(setup):
+    """KV reuse: a request that repeats or extends a finished one starts from its prefix, the MTP layer reading the
+    target's hidden states kept beside that prefix's KV; the tokens are autoregressive decoding's and the drafts as
+    good as without reuse."""
+    from specbuild.reference.decoder.executor import Executor
+    from specbuild.reference.decoder.request import Request
+
+    def conversation(ex):
+        outputs, accepted, steps = [], 0, 0
+        for prompt in prompts(VOCAB, 3, seed=21, min_len=12, max_len=20):
+            first = None
+            for text in (prompt, prompt, None):
+                text = text if text is not None else prompt + first[:6]
+                result = ex.run([Request(input_ids=text, max_new_tokens=20)])[0]
+                first = first or result.output_ids
+                outputs.append(result.output_ids)
+                accepted += result.stats.total_accepted_draft_tokens
+                steps += result.stats.steps
+        return outputs, (accepted + steps) / steps
+
+    reference, _ = conversation(Executor(setup["ar"]))
+    fresh, fresh_al = conversation(Executor(setup["fitted"]))
+    reusing = Executor(setup["fitted"], enable_kv_cache_reuse=True)
+    reused, reused_al = conversation(reusing)
+    assert fresh == reference and reused == reference
+    assert reusing.prefix_store.hits >= 6
+    assert fresh_al > 1.3 and reused_al >= 0.95 * fresh_al, (fresh_al, reused_al)
+
+
 # ---------------------------------------------------------------- sampling: the target's distribution
 
 
