@@ -26,11 +26,17 @@ How TensorRT-LLM reads and runs them (the reference for everything here):
   `model.norm`). The decoder layer is MoE when `n_routed_experts` is set and `layer_idx >= first_k_dense_replace`
   (and `layer_idx % moe_layer_freq == 0`), else a dense `GatedMLP` (`DeepseekV3DecoderLayer.__init__`): the rule
   decides the MTP layer's MLP too, its layer_idx being L + k.
-- `tensorrt_llm/_torch/models/modeling_speculative.py` `MTPForCausalLM`: the one-model path shares the target's
-  `embed_tokens` and `lm_head` (the checkpoint's copies inside the MTP layer are not read); MTP-Eagle builds one
-  layer and runs it `max_draft_len` times, vanilla MTP builds min(max_draft_len, N) layers.
+- `tensorrt_llm/_torch/models/modeling_speculative.py` `MTPForCausalLM` (the copy the fact sheets call SPEC-1.2,
+  search index id 54558751816; @b35ac1b64368513d215c57d2ed01d62d910df8da the same for DeepSeek-V3): the one-model path
+  shares the target's `embed_tokens` and `lm_head` (the checkpoint's copies inside the MTP layer are not read); MTP-Eagle
+  builds one layer and runs it `max_draft_len` times, vanilla MTP builds min(max_draft_len, N) layers. The model types
+  with an MTP layer class there: deepseek_v3 / deepseek_v32 / glm_moe_dsa (`DeepseekV3MTP`), glm4_moe, exaone_moe,
+  nemotron_h, qwen3_next / qwen3_5. DeepSeek-V3's is the one read here: the reference runtime's cache serves full
+  attention only (Qwen3-Next and Nemotron-H mix in linear-attention / Mamba layers), and GLM-4.5's and EXAONE's
+  targets are MoE models built around the same module.
 
-transformers (5.25) loads such a checkpoint's main model and leaves the MTP tensors aside: DeepseekV3's
+transformers (5.25: `models/deepseek_v3/modeling_deepseek_v3.py`, `modeling_layers.py`, `configuration_utils.py`)
+loads such a checkpoint's main model and leaves the MTP tensors aside: DeepseekV3's
 `_keys_to_ignore_on_load_unexpected` names DeepSeek-V3's layer 61 only, so another layer count is reported as unused
 weights; its own MTP generation (`modeling_layers.MtpModel.from_pretrained`) finds MTP tensors through that same
 pattern and builds MTP layers as MoE (`get_mtp_config` sets `first_k_dense_replace` to 0). This module reads the
