@@ -146,6 +146,18 @@ def test_greedy_equals_autoregressive(setup, target, batch_size):
         assert sum(a >= 2 for r in results for a in r.stats.accepted_per_step) > 10
 
 
+def test_a_draft_length_schedule_caps_the_chain(setup):
+    """draft_len_schedule: 3 drafts while one request is in flight, 1 from two, none from four (plain steps whose
+    hidden states the MTP layer catches up on later); the tokens stay autoregressive decoding's."""
+    expected = [r.output_ids for r in run(setup["ar"], mixed_requests(VOCAB, 16, seed=8), batch_size=1)]
+    results = executor(setup["fitted"], {**CHAIN, "draft_len_schedule": "1:3,2:1,4:0"}, 6).run(
+        mixed_requests(VOCAB, 16, seed=8)
+    )
+    assert [r.output_ids for r in results] == expected
+    drafted = {d for r in results for d in r.stats.drafted_per_step}
+    assert {0, 1, 3} <= drafted and max(drafted) == 3
+
+
 def test_greedy_equals_a_cache_free_reference(setup):
     model = setup["ar"].model
     reqs = requests(prompts(VOCAB, 4, seed=11), 24)
