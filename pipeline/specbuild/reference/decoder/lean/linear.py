@@ -42,38 +42,68 @@ from a fresh load).
 from __future__ import annotations
 
 import functools
-import math
 import os
 import warnings
 
 import torch
 import torch.nn.functional as F
 
-from specbuild.facts import cpu
 from specbuild.errors import UserError
+from specbuild.facts import cpu
+from specbuild.reference.decoder.lean import matmul_calibration
+from specbuild.reference.decoder.lean.matmul_calibration import COLUMN_MAJOR, PACKED, ROW_MAJOR, ROWS, Plan
 
 MATMUL_ENV = "SPECBUILD_REFERENCE_MATMUL"
-COLUMN_MAJOR, PACKED = "column-major", "packed"
-PACK_MIN_WEIGHTS = 150_000  # smaller float32 matrices: the column-major matmul is as fast at every row count
-PACK_FROM_ROWS = 3  # fewer rows: the column-major matmul is as fast or faster (module docstring)
+MEASURED = "measured"
+RULES = (MEASURED, COLUMN_MAJOR, PACKED)
+LAST_ROWS = ROWS[-1]
+PACK_MIN_WEIGHTS = 150_000  # the packed rule: smaller float32 matrices are as fast column-major at every row count
+PACK_FROM_ROWS = 3  # the packed rule: fewer rows are as fast or faster column-major (module docstring)
 INT8_MIN_WEIGHTS = 100_000  # smaller matrices are as fast or faster in float32 (module docstring)
 INT8_ENGINES = ("x86", "fbgemm")  # PyTorch's quantized engines with fbgemm's dynamic int8 linear
 
 
 @functools.lru_cache(maxsize=1)
-def float32_kernel() -> str:
-    """`column-major` where PyTorch's MKL runs on an Intel CPU, else `packed`; the environment variable overrides."""
+def matmul_rule() -> str:
+    """`measured` unless SPECBUILD_REFERENCE_MATMUL names a fixed rule (`column-major` or `packed`)."""
     choice = os.environ.get(MATMUL_ENV, "").strip()
-    if choice:
-        if choice not in (COLUMN_MAJOR, PACKED):
-            raise UserError(f"environment variable {MATMUL_ENV}={choice!r}: use {COLUMN_MAJOR} or {PACKED}")
-        return choice
+    if choice and choice not in RULES:
+        raise UserError(
+            f"environment variable {MATMUL_ENV}={choice!r}: use {MEASURED} (the default), {COLUMN_MAJOR} or {PACKED}"
+        )
+    return choice or MEASURED
+
+
+def default_rule() -> str:
+    """The fixed rule a measurement must beat (by MARGIN): `column-major` where PyTorch's MKL runs on an Intel CPU,
+    else `packed` (what each was tuned on: module docstring)."""
     return COLUMN_MAJOR if torch.backends.mkl.is_available() and cpu.vendor() == "GenuineIntel" else PACKED
 
 
-def column_major_layout(dtype: torch.dtype) -> bool:
-    """Whether weights of this dtype are stored transposed (float32 ones, under either rule: module docstring)."""
-    return dtype == torch.float32
+def fixed_plan(shape: tuple[int, int], rule: str) -> Plan:
+    """A fixed rule's plan for a float32 weight [out, in]: `column-major` everywhere; or `packed`: a oneDNN-packed
+    copy from PACK_FROM_ROWS rows for matrices of PACK_MIN_WEIGHTS or more, down-projections (in > out) row-major."""
+    if rule == COLUMN_MAJOR:
+        return Plan(COLUMN_MAJOR)
+    out_features, in_features = shape
+    packed = (
+        frozenset(r for r in ROWS if r >= PACK_FROM_ROWS) if out_features * in_features >= PACK_MIN_WEIGHTS else None
+    )
+    return Plan(ROW_MAJOR if in_features > out_features else COLUMN_MAJOR, packed or frozenset())
+
+
+def float32_plan(shape: tuple[int, int]) -> Plan:
+    """How a float32 weight of `shape` [out, in] is stored and multiplied: measured on this CPU (cached;
+    matmul_calibration.py) against the default rule, or the fixed rule SPECBUILD_REFERENCE_MATMUL names."""
+    rule = matmul_rule()
+    if rule != MEASURED:
+        return fixed_plan(shape, rule)
+    return matmul_calibration.calibration().plan(shape, fixed_plan(shape, default_rule()))
+
+
+def column_major_layout(dtype: torch.dtype, shape: tuple[int, int]) -> bool:
+    """Whether a weight of this dtype and shape [out, in] is stored transposed (float32 ones whose plan says so)."""
+    return dtype == torch.float32 and float32_plan(shape).dense == COLUMN_MAJOR
 
 
 def as_column_major(weight: torch.Tensor) -> torch.Tensor:
@@ -81,29 +111,44 @@ def as_column_major(weight: torch.Tensor) -> torch.Tensor:
     any other tensor is copied (unless it is laid out so already)."""
     if weight.t().is_contiguous():
         return weight
-    relaid = weight.detach().t().contiguous().t()
+    return _relaid(weight, weight.detach().t().contiguous().t())
+
+
+def as_row_major(weight: torch.Tensor) -> torch.Tensor:
+    """`weight` [out, in] contiguous, relaid as `as_column_major` does."""
+    if weight.is_contiguous():
+        return weight
+    return _relaid(weight, weight.detach().contiguous())
+
+
+def _relaid(weight: torch.Tensor, relaid: torch.Tensor) -> torch.Tensor:
     if isinstance(weight, torch.nn.Parameter):
         weight.data = relaid
         return weight
     return relaid
 
 
+NEVER = (False,) * (ROWS[-1] + 1)
+
+
 class Linear:
+    """y = x W^T + b; `plan` says how (None for bfloat16 weights: always packed)."""
+
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         self.bias = bias
         self.packed = None
-        self.packed_from_rows = math.inf
+        self.plan: Plan | None = None
+        self.packed_at = NEVER  # by row count (capped at ROWS[-1]): whether the packed copy computes the call
         if weight.dtype == torch.bfloat16:
-            self._pack(weight, from_rows=1)
+            self._pack(weight, (False,) + (True,) * ROWS[-1])
         elif weight.dtype == torch.float32:
-            packed_rule = float32_kernel() == PACKED
-            if packed_rule and weight.numel() >= PACK_MIN_WEIGHTS:
-                self._pack(weight, from_rows=PACK_FROM_ROWS)
-            if not (packed_rule and weight.shape[1] > weight.shape[0]):  # down-projections stay row-major there
-                weight = as_column_major(weight)
+            self.plan = float32_plan((int(weight.shape[0]), int(weight.shape[1])))
+            if self.plan.packed_rows:
+                self._pack(weight, tuple(r > 0 and self.plan.kernel(r) == PACKED for r in range(ROWS[-1] + 1)))
+            weight = as_column_major(weight) if self.plan.dense == COLUMN_MAJOR else as_row_major(weight)
         self.weight = weight
 
-    def _pack(self, weight: torch.Tensor, from_rows: int) -> None:
+    def _pack(self, weight: torch.Tensor, packed_at: tuple[bool, ...]) -> None:
         if not torch.backends.mkldnn.is_available():
             return
         try:
@@ -112,10 +157,11 @@ class Linear:
         except (RuntimeError, AttributeError):  # a torch build without these oneDNN ops: dense only
             self.packed = None
         else:
-            self.packed_from_rows = from_rows
+            self.packed_at = packed_at
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if x.numel() >= self.packed_from_rows * x.shape[-1]:
+        rows = x.numel() // x.shape[-1]
+        if self.packed_at[rows if rows < LAST_ROWS else LAST_ROWS]:
             return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed, self.bias, "none", [], "")
         return F.linear(x, self.weight, self.bias)
 
