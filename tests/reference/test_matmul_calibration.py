@@ -47,8 +47,8 @@ def test_a_shape_where_another_kernel_is_faster_takes_it(tmp_path):
     measure = FakeMeasure({(64, 32): FASTER_ELSEWHERE})
     cal = mc.Calibration(tmp_path / "m.json", KEY, measure)
     plan = cal.plan((64, 32), Plan(COLUMN_MAJOR))
-    # one dense layout per shape: row-major wins 1-2 rows, column-major only 3 (by 10%, not more than the margin
-    # over row-major's loss there), so row-major serves both; packed from 4 rows
+    # one dense layout per shape, the single-row call's: row-major (30% faster there), also at 3 rows where
+    # column-major was 10% faster; packed from 4 rows
     assert plan == Plan(ROW_MAJOR, frozenset(r for r in ROWS if r >= 4))
     assert [plan.kernel(n) for n in (1, 2, 3, 4, 5, 6, 7, 100)] == [ROW_MAJOR] * 3 + [PACKED] * 5
     assert measure.calls == [(64, 32)]
@@ -66,6 +66,16 @@ def test_a_kernel_that_won_the_row_count_below_keeps_a_near_tie():
     # packed wins at 3 rows; from 4 rows row-major is 3% faster than packed, both far ahead of column-major
     times = _times(lambda r: (100.0, 100.0, 100.0) if r < 3 else (100.0, 75.0, 60.0) if r == 3 else (100.0, 67.0, 69.0))
     assert mc.choose(times, Plan(COLUMN_MAJOR)) == Plan(COLUMN_MAJOR, frozenset(r for r in ROWS if r >= 3))
+
+
+def test_the_single_row_call_picks_the_dense_layout():
+    # row-major is 30% faster at 2-3 rows, but within the margin at one row (the decode step): column-major stays,
+    # and the 2-3 row calls take the faster of column-major and packed
+    times = _times(lambda r: (100.0, 95.0, 150.0) if r == 1 else (100.0, 70.0, 90.0) if r <= 3 else (100.0, 90.0, 60.0))
+    assert mc.choose(times, Plan(COLUMN_MAJOR)) == Plan(COLUMN_MAJOR, frozenset(r for r in ROWS if r >= 2))
+    # where packed wins one row too, the dense layout that loses least elsewhere (row-major at 2-3 rows here)
+    times = _times(lambda r: (100.0, 95.0, 50.0) if r == 1 else (100.0, 50.0, 90.0) if r <= 3 else (100.0, 90.0, 60.0))
+    assert mc.choose(times, Plan(COLUMN_MAJOR)) == Plan(ROW_MAJOR, frozenset({1, *(r for r in ROWS if r >= 4)}))
 
 
 def test_without_a_packed_kernel_the_dense_layouts_decide():

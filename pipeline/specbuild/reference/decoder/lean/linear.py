@@ -1,42 +1,38 @@
-"""`Linear`: y = x W^T + b over a checkpoint's weight, with the float32 matmul this CPU runs fastest.
+"""`Linear`: y = x W^T + b over a checkpoint's weight, with the float32 matmul this CPU runs fastest for its shape.
 
-Float32 weights are stored column-major (W^T contiguous, W a view of it), so that `F.linear` hands MKL's
-sgemv/sgemm a plain [in, out] matrix instead of a transposed one (except down-projections under the packed rule,
-below). Two rules for calls of several rows (chain or
-tree verification, draft trees, batches), chosen once per process (`float32_kernel`;
-SPECBUILD_REFERENCE_MATMUL = column-major | packed overrides):
-- `column-major` (Intel CPUs with PyTorch's MKL): every row count through the column-major weight. Measured on a
-  2-vCPU Intel Xeon (avx512, 1 thread, 2026-12-03), weights in cache, rows 1 / 5 / 16: lm_head 4096 x 256
-  180 / 228 / 399 us vs 198 / 440 / 544 row-major (oneDNN-packed: 224 / 224 / 434), gate/up 1376 x 256 48 / 57 / 122
-  vs 58 / 132 / 181. End to end (bench/layouts.py, tiny zoo) 1.08-1.18x the packed rule at c = 1 and 1.07-1.09x at
-  c = 16; oneDNN's kernels were slower there at every size.
-- `packed` (any other CPU): matrices of PACK_MIN_WEIGHTS or more also get a oneDNN-packed copy
-  (`torch.ops.mkldnn._linear_pointwise`, the kernel PyTorch's inductor uses for frozen CPU linears), used from
-  PACK_FROM_ROWS rows; fewer rows and smaller matrices go through the column-major weight. Measured on a 2-vCPU AMD
-  EPYC (Zen 4, 1 thread, 2026-12-04), four copies of a matrix cycled with the caches flushed, rows 1 / 2 / 3 / 5:
-  lm_head 4096 x 256 197 / 277 / 359 / 518 us column-major vs 293 / 272 / 265 / 230 packed; gate/up 1376 x 256
-  67 / 84 / 113 / 183 vs 93 / 107 / 107 / 114; q/k/v 768 x 256 67 / 61 / 78 / 96 vs 67 / 77 / 75 / 59; a
-  256 x 256 matrix 25-31 us column-major at every row count vs 31-39 packed. One row through row-major weights
-  (this rule's single-row matmul until 2026-12-04) took 1.8x the column-major time there for a tiny-target
-  forward's 17 matrices with the caches flushed (1.88 vs 1.05 ms): a one-token forward now takes 1.66 instead of
-  1.87 ms, and end to end autoregressive decoding runs 1.08-1.13x and draft-target 1.06-1.11x faster, the other
-  methods 0.98-1.03x (in-process A/B of the two versions, outputs identical). Against `column-major`
-  (bench/layouts.py, results/layouts-tiny-c1-epyc.json) the packed copies make the speculative methods 1.15-1.24x
-  faster there and leave autoregressive decoding as it is. The packed copy costs the memory of those matrices once
-  more. (MKL picks its kernels by CPU vendor, which is why the two machines disagree.)
-  Under this rule a matrix with more inputs than outputs (a down-projection, an EAGLE head's fc) keeps the
-  checkpoint's row-major layout for the calls of one and two rows: there MKL reads it faster than transposed.
-  Measured on the same EPYC (2026-12-04, eight copies cycled with the caches flushed, rows 1 / 2): the base zoo's
-  down-projection 1024 -> 384 106-115 / 153-168 us row-major vs 164-184 / 261-286 column-major, 1376 -> 512
-  219-297 / 335 vs 247-339 / 378-883, 688 -> 256 93-95 / 91-119 vs 112-134 / 106-126, an EAGLE fc 768 -> 384
-  107 / 158 vs 141 / 173; square and wider-output matrices are as fast or faster column-major (q/k/v 384 -> 1152
-  127 vs 212 us). A one-token forward of the base target: 12.05 vs 12.88 ms (interleaved medians), greedy tokens
-  identical.
-bfloat16 weights (draft heads) are always packed (faster at every size measured). Either way the arithmetic is the
-dense matmul's (results agree to rounding). A column-major `nn.Parameter` is relaid in place, so the transformers
-module holding it computes with the same (single) copy; such a model is for decoding only: transformers'
-`save_pretrained` refuses its non-contiguous weights (nothing in specbuild saves a model it decodes with; save
-from a fresh load).
+Three kernels compute a float32 matmul (matmul_calibration.py): `column-major` (W stored transposed, so that
+`F.linear` hands MKL's sgemv/sgemm a plain [in, out] matrix), `row-major` (W as the checkpoint stores it) and
+`packed` (a oneDNN-packed copy through `torch.ops.mkldnn._linear_pointwise`, the kernel PyTorch's inductor uses for
+frozen CPU linears). Which is fastest depends on the CPU, the shape and the rows a call multiplies (1 for a decode
+step, k + 1 to verify a chain of k drafts, more for trees, batches and prefill), and no rule by vendor holds on
+every CPU: on a Zen 3 with AVX2 only, the rule tuned on a Zen 4 (below) made verifying 6 tokens cost 1.72-1.78x a
+one-token step (1.13x on the Zen 4) and the demo ran 1.71-1.86x instead of 2.24x (issue #39). So each weight
+shape gets a `Plan`, chosen once per process (`float32_plan`; SPECBUILD_REFERENCE_MATMUL = measured | column-major |
+packed):
+- `measured` (the default): at load, each distinct [out, in] of the model is timed with all three kernels at
+  1, 2, 3, 4, 6, 8, 16 and 32 rows (a call of n rows takes the choice of the largest of these <= n), interleaved and
+  robust to a busy machine, and the default rule's kernel is kept unless another is faster by more than 10%; the
+  times are cached per CPU model, flags, torch and thread count in the specbuild cache dir (matmul_calibration.py
+  says how, and what it costs: about 0.1-1 s per shape, once per CPU). Each shape keeps one dense layout (column-
+  or row-major, the transformers modules sharing it) and a packed copy only where it wins some row counts.
+- `column-major`, the default rule on Intel CPUs with PyTorch's MKL: every row count through the column-major
+  weight. Measured on a 2-vCPU Intel Xeon (avx512, 1 thread, 2026-12-03), weights in cache, rows 1 / 5 / 16: lm_head
+  4096 x 256 180 / 228 / 399 us vs 198 / 440 / 544 row-major (oneDNN-packed: 224 / 224 / 434), gate/up 1376 x 256
+  48 / 57 / 122 vs 58 / 132 / 181.
+- `packed`, the default rule on any other CPU: matrices of PACK_MIN_WEIGHTS or more also get a oneDNN-packed copy,
+  used from PACK_FROM_ROWS rows; a matrix with more inputs than outputs (a down-projection, an EAGLE head's fc)
+  keeps the checkpoint's row-major layout (MKL reads it faster than transposed for one and two rows there), the
+  others are column-major. Measured on a 2-vCPU AMD EPYC (Zen 4, 1 thread, 2026-12-04), four copies of a matrix
+  cycled with the caches flushed, rows 1 / 2 / 3 / 5: lm_head 4096 x 256 197 / 277 / 359 / 518 us column-major vs
+  293 / 272 / 265 / 230 packed; a 256 x 256 matrix 25-31 us column-major at every row count vs 31-39 packed; the base
+  zoo's down-projection 1024 -> 384 106-115 / 153-168 us row-major vs 164-184 / 261-286 column-major (rows 1 / 2).
+  (MKL and oneDNN pick their code by vendor and instruction set, which is why machines disagree.)
+The results are the dense matmul's whichever kernel runs (they agree to float32 rounding; greedy tokens identical in
+tests/reference/test_lean_matmul.py). The packed copy costs the memory of its matrix once more. bfloat16 weights
+(draft heads) are always packed (faster at every size measured). A column-major or row-major `nn.Parameter` is
+relaid in place, so the transformers module holding it computes with the same (single) copy; such a model is for
+decoding only: transformers' `save_pretrained` refuses non-contiguous weights (nothing in specbuild saves a model
+it decodes with; save from a fresh load).
 """
 
 from __future__ import annotations

@@ -7,12 +7,16 @@ Three kernels compute y = x W^T for a float32 weight W [out, in] (lean/linear.py
   for frozen CPU linears), where this torch has oneDNN.
 Which is fastest depends on the CPU (MKL and oneDNN pick their code by vendor and instruction set), the shape and
 the number of rows a call multiplies (1 for a decode step, k + 1 to verify a chain of k drafts, more for trees and
-batches). `measure_shape` times the three on random weights of the shape at each row count of ROWS, the
-candidates interleaved round by round (the first round sizes how many more fit CELL_BUDGET_S, between MIN_ROUNDS
-and ROUNDS), cycling copies of the matrix so that its weights come from memory as in a forward (WORKSET_BYTES),
-and keeps each kernel's minimum (a busy machine only ever adds time). `choose` keeps the fixed rule's kernel
-unless another is faster by more than MARGIN, and gives each shape one dense layout (plus, where it pays, a packed
-copy): no matrix is held three times.
+batches). `measure_shape` times the three on random weights of the shape at each row count of ROWS, cycling copies
+of the matrix so that its weights come from memory as in a forward (WORKSET_BYTES). `time_kernels` runs the
+kernels in rounds, back to back and in rotating order; a kernel's time in a round is its fastest call; the result
+is column-major's fastest round, and for each other kernel that times the median over rounds of its ratio to
+column-major in the same round (the machine's other work loads a round's kernels alike, and a ratio cancels it
+where an absolute minimum does not: on a 2-core machine at load 10 the minimum of 20 rounds still moved by 20-30%
+between runs, the ratios by about 10%). The first round sizes how many more fit CELL_BUDGET_S
+(MIN_ROUNDS..ROUNDS). `choose` keeps the fixed rule's kernel unless
+another is faster by more than MARGIN and gives each shape one dense layout (plus, where it pays, a packed copy):
+no matrix is held three times.
 
 Measured times are cached per CPU in `<specbuild cache dir>/matmul/<cpu>-<digest>.json` (the cache dir:
 $SPECBUILD_CACHE_DIR, else $XDG_CACHE_HOME/specbuild, else ~/.cache/specbuild; next to the build cache's
@@ -54,7 +58,7 @@ DENSE = (COLUMN_MAJOR, ROW_MAJOR)
 # The row counts measured; a call of n rows takes the choice of the largest one <= n (1: a decode step; 2-3: short
 # verifications and lookahead; 6: verifying a chain of 5; 16, 32: trees and batches, and beyond: prefill)
 ROWS = (1, 2, 3, 4, 6, 8, 16, 32)
-MARGIN = 0.10  # another kernel replaces the fixed rule's only when its time is below (1 - MARGIN) of it
+MARGIN = 0.10  # another kernel replaces the fixed rule's only where its time is below (1 - MARGIN) of it
 ROUNDS, MIN_ROUNDS = 9, 3
 CELL_BUDGET_S = 0.05  # per (shape, row count): a base-zoo lm_head 4096 x 384 gets ~4 rounds of three kernels
 WORKSET_BYTES = 16 << 20  # copies of a matrix cycled per sample: past a core's L2, as a forward's weights are
@@ -98,10 +102,11 @@ class Plan:
 def choose(times: Times, default: Plan, margin: float = MARGIN) -> Plan:
     """The plan for a shape from its measured times. At each row count (in increasing order) the default plan's
     kernel, unless another is faster by more than `margin`; then the kernel of the row count below, unless another
-    is faster by more than `margin` (fewer bands where a kernel keeps winning); else the fastest. Then one dense
-    layout for the shape (where row counts prefer different dense layouts: the one whose row counts lose the least
-    time against their winners; a tie keeps the default's), with the packed copy wherever it is the faster of that
-    layout and it."""
+    is faster by more than `margin` (fewer bands where a kernel keeps winning); else the fastest. One dense layout
+    per shape: the single-row call's (a decode step: the call every method makes most, and the autoregressive
+    baseline's only one); where the packed copy wins that too, the dense layout whose row counts lose the least time
+    against their winners (a tie keeps the default's). The packed copy serves the row counts where it is the faster
+    of it and that layout."""
     winners: dict[int, str] = {}
     previous = None
     for rows in ROWS:
@@ -124,12 +129,8 @@ def choose(times: Times, default: Plan, margin: float = MARGIN) -> Plan:
     def loss(dense: str) -> float:
         return sum(times[r][k] / times[r][winners[r]] for r, k in kernels_with(dense).items())
 
-    used = {k for k in winners.values() if k in DENSE}
-    if len(used) == 1:
-        dense = used.pop()
-    elif not used:
-        dense = default.dense
-    else:
+    dense = winners[ROWS[0]]
+    if dense not in DENSE:
         other = ROW_MAJOR if default.dense == COLUMN_MAJOR else COLUMN_MAJOR
         dense = other if loss(other) < loss(default.dense) else default.dense
     return Plan(dense, frozenset(r for r, k in kernels_with(dense).items() if k == PACKED))
