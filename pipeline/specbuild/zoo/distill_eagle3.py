@@ -82,6 +82,30 @@ def unrolled_logits(head, captured: torch.Tensor, embed: torch.Tensor, tokens: t
     return logits
 
 
+def eagle3_loss(
+    head, data, captured: torch.Tensor, embed: torch.Tensor, rows: torch.Tensor, steps: int, precision: str
+) -> torch.Tensor:
+    """The training-time-test loss on teacher rows `rows` (positions of padded rows marked by `data.weight`)."""
+    length = data.tokens.shape[1] - steps
+    draft_ids = head.draft_to_target
+    in_vocab = head.t2d
+    tokens = data.tokens[rows]
+    weight = data.weight(rows)
+    with autocast(precision):
+        per_step = unrolled_logits(head, captured[rows], embed, tokens, steps)
+    total = 0.0
+    for k, logits in enumerate(per_step):
+        with torch.no_grad():
+            teacher = data.target_logits(rows, slice(1 + k, 1 + k + length))  # predicts token t + 2 + k
+            mask = in_vocab[teacher.argmax(-1)].float()
+            if weight is not None:
+                mask = mask * weight[:, 1 + k : 1 + k + length]
+            target = F.softmax(teacher[..., draft_ids], dim=-1)
+        ce = -(target * F.log_softmax(logits.float(), dim=-1)).sum(-1)
+        total = total + STEP_DECAY**k * (ce * mask).sum() / mask.sum().clamp(min=1.0)
+    return total
+
+
 def train_eagle3(
     head,
     data,
@@ -96,24 +120,10 @@ def train_eagle3(
 ) -> dict:
     """Train `head` (vocabulary already set) on teacher rows `data` with their captured layer outputs."""
     head.train()
-    length = data.tokens.shape[1] - steps
-    draft_ids = head.draft_to_target
-    in_vocab = head.t2d
 
     def loss_fn(step: int) -> torch.Tensor:
         rows = train.batch_indices(step, schedule.batch, data.tokens.shape[0], seed)
-        tokens = data.tokens[rows]
-        with autocast(precision):
-            per_step = unrolled_logits(head, captured[rows], embed, tokens, steps)
-        total = 0.0
-        for k, logits in enumerate(per_step):
-            with torch.no_grad():
-                teacher = data.target_logits(rows, slice(1 + k, 1 + k + length))  # predicts token t + 2 + k
-                mask = in_vocab[teacher.argmax(-1)].float()
-                target = F.softmax(teacher[..., draft_ids], dim=-1)
-            ce = -(target * F.log_softmax(logits.float(), dim=-1)).sum(-1)
-            total = total + STEP_DECAY**k * (ce * mask).sum() / mask.sum().clamp(min=1.0)
-        return total
+        return eagle3_loss(head, data, captured, embed, rows, steps, precision)
 
     stats = train.run(list(head.parameters()), loss_fn, schedule, progress, "eagle3")
     head.eval()
