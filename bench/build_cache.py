@@ -1,4 +1,4 @@
-"""The time `compile` saves by reusing its steps (specbuild.step_cache, specbuild.step_store). Prints JSON.
+"""The time `compile` saves by reusing its steps (specbuild.cache.step_cache, specbuild.cache.step_store). Prints JSON.
 
     PYTHONPATH=pipeline python bench/build_cache.py                                  # recipes/demo.yaml, 3 rounds
     PYTHONPATH=pipeline python bench/build_cache.py --recipe tests/recipes/demo_tiny.yaml --out bench/results/x.json

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_setup import REPO, build_engines, emit, load_prompts, logger, machine, method_specs, profile_dir  # noqa: E402
 from measure import Run, executor, run_ours, run_transformers  # noqa: E402
 
-from specbuild import metrics  # noqa: E402
-from specbuild.cost_model import LevelModel, StepCosts  # noqa: E402
+from specbuild.facts import metrics  # noqa: E402
+from specbuild.facts.cost_model import LevelModel, StepCosts  # noqa: E402
 from specbuild.reference.call_costs import CallTimer, engine_method  # noqa: E402
 
 LEAN_TARGETS = {  # issue 15 (the lean forward), for the `tiny` profile at concurrency 1
@@ -433,7 +433,7 @@ def sweep(ours, labels: list[str], levels: list[int], rounds: int) -> dict:
 
 
 def sweep_cost_model(concurrency: dict, costs: dict[tuple[str, int], list]) -> dict:
-    """Per method and level: the cost model's limit (specbuild/cost_model.py) from the sweep's own timed passes, and
+    """Per method and level: the cost model's limit (specbuild/facts/cost_model.py) from the sweep's own timed passes, and
     the measured speedup's share of it."""
     out: dict = {"limit": {}, "share_of_limit": {}, "t1_ms": [], "per_method": {}}
     levels = concurrency["levels"]

@@ -15,7 +15,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The suite's servers share the CPUs with the other xdist worker: no CPU is kept for a decoder (specbuild compile
 # and serve default to auto; tests/serve/test_decode_cpus.py turns it on where it tests it).
 os.environ.setdefault("SPECBUILD_DECODE_CPUS", "off")
-# compile stores engines and repositories in the build cache (specbuild.step_store): the suite's go to a folder of
+# compile stores engines and repositories in the build cache (specbuild.cache.step_store): the suite's go to a folder of
 # its own, removed at exit, never the user's cache
 if "SPECBUILD_CACHE_DIR" not in os.environ:
     import atexit

@@ -295,7 +295,7 @@ def download(recipe: Path) -> None:
     Example:
       specbuild download recipes/tensorrt-llm/llmapi_eagle3.yaml
     """
-    from specbuild.hub import fetch_recipe_models
+    from specbuild.checkpoints.hub import fetch_recipe_models
     from specbuild.load import load_build
 
     for line in fetch_recipe_models(load_build(recipe, check_files=False).recipe):
@@ -444,7 +444,7 @@ def cache() -> None:
 
 
 def _store(cache_dir: Path | None):
-    from specbuild.step_store import Store
+    from specbuild.cache.step_store import Store
 
     return Store(cache_dir)
 
@@ -461,7 +461,7 @@ def cache_list(cache_dir: Path | None, as_json: bool) -> None:
     """
     import time
 
-    from specbuild.step_store import human_duration, human_size
+    from specbuild.cache.step_store import human_duration, human_size
 
     store = _store(cache_dir)
     entries = sorted(store.entries(), key=lambda e: e.last_used, reverse=True)
@@ -518,7 +518,7 @@ def cache_prune(cache_dir: Path | None, older_than: str | None, max_size: str | 
     Example:
       specbuild cache prune --older-than 30d --max-size 500G
     """
-    from specbuild.step_store import human_size, parse_duration, parse_size
+    from specbuild.cache.step_store import human_size, parse_duration, parse_size
 
     if older_than is None and max_size is None and not everything:
         raise click.UsageError(
@@ -749,7 +749,7 @@ def validate(
             build, target, baseline, report_dir=report_dir, options=options, progress=progress, against=against
         )
     if report_dir is not None:
-        from specbuild.provenance import make_manifest, stamp
+        from specbuild.cache.provenance import make_manifest, stamp
 
         stamp(report_dir, make_manifest(r, "report", report_dir), "report")
     out = _console(stderr=as_json)
@@ -828,7 +828,7 @@ def _interrupted(e: BaseException) -> int:
     """One line and the exit code of a signal: 143 for SIGTERM, 130 for Ctrl-C (servers are stopped by then)."""
     import signal
 
-    from specbuild.signals import EXIT_SIGINT, EXIT_SIGTERM, Terminated
+    from specbuild.processes.signals import EXIT_SIGINT, EXIT_SIGTERM, Terminated
 
     # The clean-up has run: a signal from now on must not turn this exit into a traceback or a death by signal
     # (Python restores SIG_DFL for the handlers it installed while it finalizes; an ignored signal stays ignored).
@@ -862,7 +862,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     from specbuild.output.events import current
-    from specbuild.signals import sigterm_raises
+    from specbuild.processes.signals import sigterm_raises
 
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:

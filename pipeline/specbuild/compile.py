@@ -3,7 +3,7 @@
 It executes the plan's typed steps in order: the runtime's engine steps (`Runtime.build_engines`), then each
 `RepositoryStep`, then serves the repositories (through the runtime's launcher where it has one) and validates.
 A step whose output in place (or in the build cache) was made from the same inputs is reused instead
-(specbuild.step_cache, specbuild.step_store).
+(specbuild.cache.step_cache, specbuild.cache.step_store).
 Each stage is done by its own package; this module shows progress and makes sure a server it started is
 stopped whatever happens.
 
@@ -25,24 +25,24 @@ from typing import Callable
 
 from rich.console import Console
 
-from specbuild import step_cache
+from specbuild.cache import step_cache
 from specbuild.errors import UserError
 from specbuild.output.steps import Stages
 from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep
 from specbuild.planning import plan_build
-from specbuild.provenance import make_manifest, stamp
+from specbuild.cache.provenance import make_manifest, stamp
 from specbuild.recipe.schema import Recipe
 from specbuild.runtimes.base import BuildOptions
 from specbuild.runtimes.build import Build
 from specbuild.serve.decode_cpus import CHOICE_ENV as DECODE_CPUS_ENV
-from specbuild.step_store import Store
+from specbuild.cache.step_store import Store
 from specbuild.trtllm.version import installed_version
 from specbuild.serve import TritonServer, decode_cpus
 from specbuild.serve.server import stop_together
 from specbuild.validate.endpoints import Endpoints
 from specbuild.validate.report.terminal import print_result, progress_bar
 from specbuild.deploy.bundle import write_bundle
-from specbuild.paths import show
+from specbuild.files.paths import show
 
 
 @dataclass
@@ -54,9 +54,11 @@ class CompileOptions:
     # serve/decode_cpus.py: CPUs kept for the reference core's decoding thread (--decode-cpus, SPECBUILD_DECODE_CPUS)
     decode_cpus: str = field(default_factory=lambda: os.environ.get(DECODE_CPUS_ENV, "auto"))
     against: Path | None = None  # an earlier report.json the validation compares with (validate --against)
-    reuse: bool = True  # reuse engines, repositories or a verdict made from the same inputs (specbuild.step_cache)
+    reuse: bool = (
+        True  # reuse engines, repositories or a verdict made from the same inputs (specbuild.cache.step_cache)
+    )
     revalidate: bool = False  # serve and validate even when the verdict could be reused
-    cache_dir: Path | None = None  # the build cache (specbuild.step_store); None: its default place
+    cache_dir: Path | None = None  # the build cache (specbuild.cache.step_store); None: its default place
 
     @property
     def build(self) -> BuildOptions:
@@ -84,7 +86,7 @@ def compile_recipe(
         f"({len(plan.steps)} steps; `specbuild plan` shows them)"
     )
 
-    # what every output was made from (specbuild.provenance), identified once
+    # what every output was made from (specbuild.cache.provenance), identified once
     manifest = make_manifest(recipe, "", Path(), plan=plan.to_dict())
     cache = OutputCache(recipe, manifest, stages, options)
     stage_key = None
@@ -137,7 +139,7 @@ def compile_recipe(
 
 class OutputCache:
     """A compile's engine folders and repositories: reused in place, restored from the build cache
-    (specbuild.step_store), or built and then stored there; each stamped with its provenance and step key."""
+    (specbuild.cache.step_store), or built and then stored there; each stamped with its provenance and step key."""
 
     def __init__(self, recipe: Recipe, manifest: dict, stages: Stages, options: CompileOptions):
         self.recipe, self.manifest, self.stages = recipe, manifest, stages

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from specbuild.engine_facts import EngineLimits
-from specbuild.paths import show
-from specbuild.hub import checkpoint_fields
+from specbuild.facts.engine_facts import EngineLimits
+from specbuild.files.paths import show
+from specbuild.checkpoints.hub import checkpoint_fields
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -183,7 +183,9 @@ class Plan:
     outputs: Outputs
     steps: list[Step]
     flavour: str = "engine"
-    checkpoints: dict[str, dict] = field(default_factory=dict)  # field -> what it resolved to (specbuild.hub)
+    checkpoints: dict[str, dict] = field(
+        default_factory=dict
+    )  # field -> what it resolved to (specbuild.checkpoints.hub)
 
     @property
     def _flavour(self) -> str:

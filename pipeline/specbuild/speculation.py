@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 
 Choices = tuple[tuple[int, ...], ...]
 

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from specbuild.engine_facts import expected_limits
+from specbuild.facts.engine_facts import expected_limits
 from specbuild.methods import describe
 from specbuild.plan import Layout
 from specbuild.recipe.schema import Recipe

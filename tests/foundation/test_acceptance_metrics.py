@@ -1,4 +1,4 @@
-from specbuild.metrics import acceptance_rate, mean_acceptance_length
+from specbuild.facts.metrics import acceptance_rate, mean_acceptance_length
 
 
 def test_acceptance_length_counts_the_bonus_token():

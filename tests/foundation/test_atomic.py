@@ -1,4 +1,4 @@
-"""Nothing half-written (specbuild/atomic.py): folders appear complete or not at all, the previous one survives a
+"""Nothing half-written (specbuild/files/atomic.py): folders appear complete or not at all, the previous one survives a
 failure, leftovers of dead runs are removed with a notice, a file in the way is a user error."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from specbuild import atomic
+from specbuild.files import atomic
 from specbuild.errors import UserError
 
 

@@ -1,4 +1,4 @@
-"""specbuild.children: whatever specbuild starts — and whatever that starts — ends when specbuild ends, however it
+"""specbuild.processes.children: whatever specbuild starts — and whatever that starts — ends when specbuild ends, however it
 ends; the python backend's /dev/shm regions of its servers go too. A stand-in owner process starts `bash`, which
 starts a `sleep` of its own (a grandchild: no death signal reaches it, only the watchdog)."""
 
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from specbuild import child_watchdog
+from specbuild.processes import child_watchdog
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(120)
 
 OWNER = textwrap.dedent("""
     import sys, time
-    from specbuild import children
+    from specbuild.processes import children
     tag = children.new_tag()
     proc = children.spawn(["bash", "-c", "sleep 300 & sleep 301"], tag=tag)
     open("/dev/shm/" + children.shm_prefix(tag) + "region", "w").close()  # as a python backend would
@@ -115,7 +115,7 @@ def test_the_death_signal_reaches_the_direct_child_without_the_watchdog():
 
 
 def test_stop_leftovers_ends_only_its_own_child():
-    from specbuild import children
+    from specbuild.processes import children
 
     a, b = children.new_tag(), children.new_tag()
     pa = children.spawn(["bash", "-c", "sleep 300 & wait"], tag=a)

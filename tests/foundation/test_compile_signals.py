@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from specbuild import child_watchdog
+from specbuild.processes import child_watchdog
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "recipes" / "demo_tiny.yaml"  # recipes/demo.yaml's deployment on the tiny models

@@ -16,7 +16,7 @@ import specbuild.validate.suite as suite_module
 from specbuild.compile import CompileOptions, Stages, serve_and_validate
 from specbuild.plan import Layout
 from specbuild.recipe import load_recipe
-from specbuild.signals import Terminated
+from specbuild.processes.signals import Terminated
 from specbuild.runtimes.build import resolve_build
 
 ROOT = Path(__file__).resolve().parents[2]

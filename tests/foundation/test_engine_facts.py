@@ -1,4 +1,4 @@
-"""Engine facts, written once (specbuild/engine_facts.py): the rule trtllm-build applies to the limits, reading
+"""Engine facts, written once (specbuild/facts/engine_facts.py): the rule trtllm-build applies to the limits, reading
 it back from a config.json, and the mismatch messages. Expected numbers come from upstream's rules
 (tensorrt_llm/commands/build.py, builder.py), computed here by hand."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from specbuild.engine_facts import (
+from specbuild.facts.engine_facts import (
     SpecMode,
     built_limits,
     limit_mismatches,

@@ -42,15 +42,15 @@ START_UP = (
 
 # (importer, imported), both relative to `specbuild.`
 ALLOWED = {
-    ("cli", "step_store"): START_UP,
+    ("cli", "cache.step_store"): START_UP,
     ("cli", "output.commands"): START_UP,
     ("cli", "output.console"): START_UP,
     ("cli", "output.events"): START_UP,
     ("cli", "output.steps"): START_UP,
-    ("cli", "provenance"): START_UP,
+    ("cli", "cache.provenance"): START_UP,
     ("cli", "validate.compare"): START_UP,
     ("cli", "compile"): START_UP,
-    ("cli", "hub"): START_UP,
+    ("cli", "checkpoints.hub"): START_UP,
     ("cli", "load"): START_UP,
     ("cli", "planning"): START_UP,
     ("cli", "plan"): START_UP,
@@ -58,7 +58,7 @@ ALLOWED = {
     ("cli", "runtimes.base"): START_UP,
     ("cli", "serve.command"): START_UP,
     ("cli", "serve.decode_cpus"): START_UP,
-    ("cli", "signals"): START_UP,
+    ("cli", "processes.signals"): START_UP,
     ("cli", "trtllm.doctor"): START_UP,
     ("cli", "trtllm.llmapi_runtime"): START_UP,
     ("cli", "validate"): START_UP,
@@ -67,7 +67,7 @@ ALLOWED = {
     ("cli", "validate.tuning"): START_UP,
     ("reference.decoder.acceptance", "reference.decoder.sampling"): HEAVY,
     ("reference.call_costs", "reference.decoder.executor"): HEAVY,
-    ("reference.core_models.engine.model", "engine_facts"): CORE_MODEL,
+    ("reference.core_models.engine.model", "facts.engine_facts"): CORE_MODEL,
     ("reference.core_models.engine.model", "reference.dialect"): CORE_MODEL,
     ("reference.core_models.engine.model", "reference.engine_folder"): CORE_MODEL,
     ("reference.core_models.engine.model", "reference.decoder.executor"): HEAVY,
@@ -248,6 +248,6 @@ def test_no_import_circle():
 
 def test_the_analysis_sees_imports():
     """The walk finds module-level and in-function imports (an empty scan would pass the tests above vacuously)."""
-    assert "specbuild.standalone.serving_metrics" in MODULE_LEVEL["specbuild.metrics"]
+    assert "specbuild.standalone.serving_metrics" in MODULE_LEVEL["specbuild.facts.metrics"]
     assert "torch" in _loaded_with("specbuild.reference.decoder.executor")
     assert ("specbuild.cli", "specbuild.compile") in IN_FUNCTION

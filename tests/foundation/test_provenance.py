@@ -1,4 +1,4 @@
-"""provenance.json (specbuild.provenance): what an output was made from, and what differs between two outputs."""
+"""provenance.json (specbuild.cache.provenance): what an output was made from, and what differs between two outputs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from specbuild.plan import Layout
 from specbuild.planning import plan_build
-from specbuild.provenance import MANIFEST, diff_manifests, make_manifest, read_manifest, stamp
+from specbuild.cache.provenance import MANIFEST, diff_manifests, make_manifest, read_manifest, stamp
 from specbuild.recipe import load_recipe
 from specbuild.runtimes.build import resolve_build
 

@@ -1,4 +1,4 @@
-"""specbuild.safe_files: every way an input file can be unusable is a UserError naming the file and what to do —
+"""specbuild.files.safe_files: every way an input file can be unusable is a UserError naming the file and what to do —
 never a hang (FIFO), an unbounded read (devices), an internal error, or a read outside the folder it belongs to."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from specbuild.errors import UserError
-from specbuild.safe_files import UnreadableFile, check_inside, read_json, read_text
+from specbuild.files.safe_files import UnreadableFile, check_inside, read_json, read_text
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,4 +1,4 @@
-"""specbuild.signals through the CLI's main(): SIGTERM runs the same clean-up as Ctrl-C and exits 143 with one
+"""specbuild.processes.signals through the CLI's main(): SIGTERM runs the same clean-up as Ctrl-C and exits 143 with one
 line; Ctrl-C exits 130. A stand-in command that holds a resource in a `finally` shows the clean-up ran."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Reusing a step's output made from the same inputs (specbuild.step_cache): what each step's key reads, when an
+"""Reusing a step's output made from the same inputs (specbuild.cache.step_cache): what each step's key reads, when an
 output in place may be reused, and `compile` reusing engines, repositories and a passing verdict (and saying so),
-in place or restored from the build cache (specbuild.step_store)."""
+in place or restored from the build cache (specbuild.cache.step_store)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 
 from specbuild.plan import Layout
 from specbuild.planning import plan_build
-from specbuild.provenance import MANIFEST, make_manifest, stamp
+from specbuild.cache.provenance import MANIFEST, make_manifest, stamp
 from specbuild.recipe import load_recipe
-from specbuild.step_cache import engines_key, passed_before, repository_key, reusable, step_record, validation_key
+from specbuild.cache.step_cache import engines_key, passed_before, repository_key, reusable, step_record, validation_key
 from specbuild.runtimes.build import resolve_build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,7 +218,7 @@ def _age(folder: Path, seconds: int) -> None:
 def test_an_unchanged_output_is_reused_without_reading_its_bytes(tmp_path, monkeypatch):
     """The reuse check of a big engine must not hash it every time: while the files' stats are as recorded it
     reads none (bounded work: content_digest calls), and an edit still counts."""
-    import specbuild.step_cache as step_cache
+    import specbuild.cache.step_cache as step_cache
 
     folder = tmp_path / "engine"
     folder.mkdir()

@@ -1,4 +1,4 @@
-"""The build cache (specbuild.step_store): entries written whole, restored only while their files hash as stored,
+"""The build cache (specbuild.cache.step_store): entries written whole, restored only while their files hash as stored,
 pruned by age, size or all; `specbuild cache list|prune` and its usage errors."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from specbuild.cli import cli
-from specbuild.provenance import MANIFEST
-from specbuild.step_cache import content_digest
-from specbuild.step_store import ENTRY, OUTPUT, Store, parse_duration, parse_size
+from specbuild.cache.provenance import MANIFEST
+from specbuild.cache.step_cache import content_digest
+from specbuild.cache.step_store import ENTRY, OUTPUT, Store, parse_duration, parse_size
 
 
 def _output(folder: Path, text: str = "weights") -> Path:

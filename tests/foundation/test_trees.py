@@ -1,4 +1,11 @@
-from specbuild.trees import MC_SIM_7B_63, format_choices, non_leaves_per_level, parse_choices, tree_depth, tree_problems
+from specbuild.facts.trees import (
+    MC_SIM_7B_63,
+    format_choices,
+    non_leaves_per_level,
+    parse_choices,
+    tree_depth,
+    tree_problems,
+)
 
 
 def test_default_tree_is_well_formed_63_nodes_depth_4():

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from real_checkpoints.builder import EAGLE3_HUB_COMMIT, HUB_COMMIT
-from specbuild import checkpoint_tensors as ct
+from specbuild.checkpoints import checkpoint_tensors as ct
 from specbuild.cli import main
 from specbuild.errors import RecipeError
 from specbuild.recipe import load_recipe

@@ -304,7 +304,7 @@ def test_a_sentencepiece_draft_of_another_vocabulary_is_refused(gpu, real, recip
 
 
 def test_check_says_what_it_skipped_without_sentencepiece(gpu, real, recipe_file, capsys, monkeypatch):
-    from specbuild import checkpoint_files as common
+    from specbuild.checkpoints import checkpoint_files as common
 
     common._load_sentencepiece.cache_clear()
     monkeypatch.setitem(__import__("sys").modules, "sentencepiece", None)  # import sentencepiece -> ImportError

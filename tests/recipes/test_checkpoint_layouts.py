@@ -1,6 +1,6 @@
 """A checkpoint folder of the wrong kind (an EAGLE-1 head given to eagle3, Medusa heads as the target, a draft whose
 weights lack decoder layers its config.json names) is refused by `specbuild check` at the field that names it, from
-the tensor names alone (specbuild/checkpoint_tensors.py); the reference runtime refuses such weights when it loads
+the tensor names alone (specbuild/checkpoints/checkpoint_tensors.py); the reference runtime refuses such weights when it loads
 them instead of letting transformers initialise the missing tensors at random."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from specbuild import checkpoint_tensors as ct
+from specbuild.checkpoints import checkpoint_tensors as ct
 from specbuild.errors import RecipeError, UserError
 from specbuild.recipe.loader import load_recipe
 
@@ -262,7 +262,7 @@ def test_pytorch_zip_files_are_read_without_torch_and_without_running_their_code
         z.writestr("archive/data.pkl", pickle.dumps({"w": Boom()}, protocol=2))
     assert ct.tensor_names(hostile) is None and not (tmp_path / "ran").exists()
     code = (
-        "import sys; from specbuild import checkpoint_tensors as ct; ct.tensor_names(sys.argv[1]); "
+        "import sys; from specbuild.checkpoints import checkpoint_tensors as ct; ct.tensor_names(sys.argv[1]); "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run(

@@ -1,7 +1,7 @@
 """The cost model's per-call timers (reference/call_costs.py) on the shipped tiny zoo: timing a method leaves its
 outputs as they were and leaves nothing behind; the drafting methods' drafting calls are timed and the lookup methods
 have none; the acceptance the timers count is the executor's own; measure_levels reports one level per concurrency,
-with steps of that many requests; and the cost model's formula (specbuild/cost_model.py)."""
+with steps of that many requests; and the cost model's formula (specbuild/facts/cost_model.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import json
 import pytest
 from zoo_engines import METHODS, build_draft, build_target, has_extras
 
-from specbuild.cost_model import LevelModel, StepCosts, limit
+from specbuild.facts.cost_model import LevelModel, StepCosts, limit
 
 LIMITS = dict(max_batch_size=4, max_input_len=64, max_seq_len=128, max_num_tokens=1024)
 TIMED = ("draft_target", "prompt_lookup", "medusa", "eagle1")

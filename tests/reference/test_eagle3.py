@@ -392,7 +392,7 @@ def test_shipped_head_is_exact_on_ragged_batches(shipped, decoding, batch_size):
 
 
 def _acceptance_length(results) -> float:
-    from specbuild.metrics import mean_acceptance_length
+    from specbuild.facts.metrics import mean_acceptance_length
 
     return mean_acceptance_length(
         sum(r.stats.total_accepted_draft_tokens for r in results), sum(r.stats.steps for r in results)

@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from specbuild import metrics
+from specbuild.facts import metrics
 from specbuild.errors import UserError
 from specbuild.reference.decoder.executor import Executor
 from specbuild.reference.decoder.request import Request, RequestStats

@@ -99,7 +99,7 @@ def test_eagle_and_medusa_drafters_follow_the_path(zoo_engines):
     otherwise, and in float32 on the transformers path."""
     import torch
 
-    from specbuild.cpu import has_native_bf16
+    from specbuild.facts.cpu import has_native_bf16
     from specbuild.reference.decoder.lean.linear import Int8Linear, int8_available
     from specbuild.reference.decoder.methods import method_class
 

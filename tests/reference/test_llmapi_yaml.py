@@ -300,7 +300,7 @@ DRAFT = {"decoding_type": "Draft_Target", "speculative_model": str(TINY / "draft
 def test_absurd_limits_are_refused_naming_the_key(changes, message, tmp_path):
     """Every size fits an int32 (TensorRT-LLM's SizeType32), the sequence fits the positions of the model and of
     its draft, a chain of drafts fits the sequence, the cancellation period is one a request outlives
-    (specbuild/bounds.py): the served model never runs past its positions."""
+    (specbuild/facts/bounds.py): the served model never runs past its positions."""
     with pytest.raises(ModelYamlError, match=message):
         read_model_yaml(write(tmp_path, base(**changes)))
 

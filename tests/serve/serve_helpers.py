@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from specbuild import child_watchdog
+from specbuild.processes import child_watchdog
 
 
 def alive(pid: int) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specbuild.engine_facts import expected_limits
+from specbuild.facts.engine_facts import expected_limits
 from specbuild.methods import describe
 from specbuild.plan import Layout
 from specbuild.recipe.loader import load_recipe

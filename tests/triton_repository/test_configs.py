@@ -13,7 +13,7 @@ from repo_helpers import (
     write_llmapi_repository,
 )
 
-from specbuild.trees import format_choices
+from specbuild.facts.trees import format_choices
 from specbuild.repository.engine import configs, tensors
 from specbuild.repository.engine.writer import write_repository
 from specbuild.runtimes import runtime_for

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from specbuild.cli import main
-from specbuild.provenance import read_manifest
+from specbuild.cache.provenance import read_manifest
 from specbuild.trtllm.version import installed
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specbuild import metrics
+from specbuild.facts import metrics
 from specbuild.recipe.schema import Recipe
 from specbuild.validate.aggregate import BOOTSTRAP_RESAMPLES, CONFIDENCE, group_acceptance, length_bucket
 from specbuild.validate.checks.acceptance import ALL_PROMPTS, _gate_outcome, gate_verdicts, grouped

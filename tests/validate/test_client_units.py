@@ -194,7 +194,7 @@ def test_prompt_files_and_inline(tmp_path):
 
 INTERRUPTED_IN_THE_HUB = """
 import gevent
-from specbuild.signals import Terminated
+from specbuild.processes.signals import Terminated
 from specbuild.validate.client.server import ServerClient
 
 client = ServerClient("127.0.0.1:1")

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from specbuild.cost_model import LevelModel, StepCosts
+from specbuild.facts.cost_model import LevelModel, StepCosts
 from specbuild.validate.checks import cost_model
 from specbuild.validate.checks.base import CheckResult
 

@@ -16,7 +16,7 @@ from validate_toy.repo import write_toy_repo
 
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
 from specbuild.validate.checks import acceptance
-from specbuild.metrics import PROMQL_AL
+from specbuild.facts.metrics import PROMQL_AL
 from specbuild.validate.server_metrics import SpecCounts, families, parse, value
 from specbuild.validate.stats import AcceptanceRecord
 from specbuild.runtimes.build import resolve_build

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from validate_helpers import TOY_DRAFT_LEN, TOY_MAX_TOKENS, toy_recipe, toy_recipe_dict, write_recipe_file
 
-from specbuild import metrics
+from specbuild.facts import metrics
 from specbuild.validate import Endpoints, SuiteOptions, run_validation
 from specbuild.recipe.prompts import BUNDLED, load_prompt_file
 from specbuild.runtimes.build import resolve_build

@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from specbuild import atomic
+from specbuild.files import atomic
 from specbuild.deploy import kubernetes as k8s
 from specbuild.deploy import monitoring
 from specbuild.deploy.bundle_check import check_bundle
@@ -42,7 +42,7 @@ from specbuild.errors import UserError
 from specbuild.plan import DeployStep
 from specbuild.deploy.images import applies
 from specbuild.recipe.deploy import DeploySection
-from specbuild.paths import show
+from specbuild.files.paths import show
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
@@ -224,7 +224,7 @@ def write_bundle(
     """Write deploy/<name> (or `folder`) and return it; None when the recipe gets no bundle (`applies`).
 
     The files are written to a sibling temp folder, validated there (validate=None: when kubernetes-validate
-    is installed, else only the cross-checks that need no schema), and swapped into place (specbuild.atomic); an
+    is installed, else only the cross-checks that need no schema), and swapped into place (specbuild.files.atomic); an
     existing bundle is replaced only by a complete, valid one. Problems raise UserError naming file and field."""
     if applies(build.recipe, build.runtime):
         return None

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from specbuild import metrics
+from specbuild.facts import metrics
 from specbuild.deploy.context import DEPLOYMENT_LABEL, DeployContext
 from specbuild.deploy.kubernetes import autoscaled, meta
 
 QUEUE_COMPUTE = "triton:queue_compute:ratio"
 ACCEPTANCE_LENGTH = "specbuild:acceptance_length:mean"
-# Counters the BLS publishes (specbuild.metrics: the served models' names, after vLLM's)
+# Counters the BLS publishes (specbuild.facts.metrics: the served models' names, after vLLM's)
 BLS_STEPS, BLS_ACCEPTED, BLS_DRAFTED = metrics.STEPS, metrics.ACCEPTED, metrics.DRAFT_TOKENS
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from specbuild.errors import UserError
-from specbuild.provenance import MANIFEST
+from specbuild.cache.provenance import MANIFEST
 from specbuild.repository.engine.configs import parse_pbtxt, to_pbtxt
 from specbuild.repository.llmapi import model_yaml
 

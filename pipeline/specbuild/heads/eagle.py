@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specbuild.checkpoint_tensors import EAGLE1
+from specbuild.checkpoints.checkpoint_tensors import EAGLE1
 from specbuild.errors import UserError
 from specbuild.heads._files import read_config, write_json
 

@@ -55,7 +55,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from specbuild.checkpoint_tensors import EAGLE3
+from specbuild.checkpoints.checkpoint_tensors import EAGLE3
 from specbuild.errors import UserError
 from specbuild.heads._files import read_config, require_key, write_json
 from specbuild.heads.eagle import causal_mask

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specbuild.checkpoint_tensors import MEDUSA, medusa_heads
+from specbuild.checkpoints.checkpoint_tensors import MEDUSA, medusa_heads
 from specbuild.errors import UserError
 from specbuild.heads._files import read_config, require_key, write_json
 

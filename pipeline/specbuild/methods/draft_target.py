@@ -12,14 +12,14 @@ from typing import Iterator, Literal
 
 from pydantic import model_validator
 
-from specbuild.bounds import PositiveInt32
-from specbuild.checkpoint_tensors import CAUSAL_LM
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.bounds import PositiveInt32
+from specbuild.checkpoints.checkpoint_tensors import CAUSAL_LM
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.methods import preflight
 from specbuild.findings import Finding
 from specbuild.methods.base import Method
 from specbuild.section import Section
-from specbuild.checkpoint_files import read_hf_config
+from specbuild.checkpoints.checkpoint_files import read_hf_config
 from specbuild.methods.preflight import Fact, HeadRecord, config_int
 from specbuild.methods.weights import weights_findings
 from specbuild.speculation import DraftModel, Speculation

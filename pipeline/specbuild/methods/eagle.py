@@ -11,19 +11,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
-from specbuild.bounds import PositiveInt32
-from specbuild.checkpoint_tensors import EAGLE1, preferred_files, tensor_shapes
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.bounds import PositiveInt32
+from specbuild.checkpoints.checkpoint_tensors import EAGLE1, preferred_files, tensor_shapes
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.methods import preflight
 from specbuild.findings import Finding
 from specbuild.methods.base import Method
 from specbuild.section import Section
-from specbuild.checkpoint_files import checkpoint_root, read_hf_config
+from specbuild.checkpoints.checkpoint_files import checkpoint_root, read_hf_config
 from specbuild.methods.preflight import SHARED, Fact, HeadRecord, config_int
 from specbuild.methods.trees_common import choices_findings, rank_findings
 from specbuild.methods.weights import weights_findings
 from specbuild.speculation import DynamicTree as DynamicTreeDescription, EagleHead, Speculation, StaticTree
-from specbuild.trees import MC_SIM_7B_63, non_leaves_per_level, tree_depth
+from specbuild.facts.trees import MC_SIM_7B_63, non_leaves_per_level, tree_depth
 
 EAGLE_MAX_BATCH_SIZE = 512  # builder.py assert
 EAGLE_MAX_DRAFT_LEN = 256  # builder.py and examples/eagle/convert_checkpoint.py assert

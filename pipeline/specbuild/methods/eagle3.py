@@ -13,13 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
-from specbuild.bounds import PositiveInt32
-from specbuild.checkpoint_tensors import EAGLE3, preferred_files, tensor_shapes
+from specbuild.facts.bounds import PositiveInt32
+from specbuild.checkpoints.checkpoint_tensors import EAGLE3, preferred_files, tensor_shapes
 from specbuild.methods import preflight
 from specbuild.findings import Finding
 from specbuild.methods.base import Method
 from specbuild.section import Section
-from specbuild.checkpoint_files import checkpoint_root, read_hf_config
+from specbuild.checkpoints.checkpoint_files import checkpoint_root, read_hf_config
 from specbuild.methods.preflight import SHARED, Fact, HeadRecord, Rope, config_int
 from specbuild.methods.weights import weights_findings
 from specbuild.speculation import DynamicTree, Eagle3Head, Speculation

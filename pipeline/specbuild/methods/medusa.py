@@ -12,19 +12,19 @@ from typing import Iterator, Literal
 
 from pydantic import Field
 
-from specbuild.bounds import PositiveInt32
-from specbuild.checkpoint_tensors import MEDUSA, medusa_heads, preferred_files, tensor_names, tensor_shapes
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.bounds import PositiveInt32
+from specbuild.checkpoints.checkpoint_tensors import MEDUSA, medusa_heads, preferred_files, tensor_names, tensor_shapes
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.methods import preflight
 from specbuild.findings import Finding
 from specbuild.methods.base import Method
 from specbuild.section import Section
-from specbuild.checkpoint_files import checkpoint_root, read_hf_config
+from specbuild.checkpoints.checkpoint_files import checkpoint_root, read_hf_config
 from specbuild.methods.preflight import Fact, HeadRecord, config_int
 from specbuild.methods.trees_common import choices_findings, rank_findings
 from specbuild.methods.weights import weights_findings
 from specbuild.speculation import MedusaHeads, Speculation, StaticTree
-from specbuild.trees import MC_SIM_7B_63, tree_depth
+from specbuild.facts.trees import MC_SIM_7B_63, tree_depth
 
 
 class MedusaConfig(Section):

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Iterator, Literal
 
-from specbuild.bounds import PositiveInt32
+from specbuild.facts.bounds import PositiveInt32
 from specbuild.findings import Finding
 from specbuild.methods.base import Method
 from specbuild.section import Section
-from specbuild.checkpoint_tensors import has_mtp_layers, tensor_names
-from specbuild.checkpoint_files import checkpoint_root, read_hf_config
+from specbuild.checkpoints.checkpoint_tensors import has_mtp_layers, tensor_names
+from specbuild.checkpoints.checkpoint_files import checkpoint_root, read_hf_config
 from specbuild.speculation import MtpLayers, Speculation
 
 # Releases whose MTPDecodingConfig picks MTP-Eagle (one layer reused) for a one-layer checkpoint and vanilla MTP

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from specbuild import hub
+from specbuild.checkpoints import hub
 from specbuild.findings import Finding
-from specbuild.checkpoint_files import CONFIG_MAX, checkpoint_root, read_hf_config, same_tokenizer
-from specbuild.safe_files import UnreadableFile, read_json
+from specbuild.checkpoints.checkpoint_files import CONFIG_MAX, checkpoint_root, read_hf_config, same_tokenizer
+from specbuild.files.safe_files import UnreadableFile, read_json
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Iterator, Literal
 
-from specbuild.bounds import PositiveInt32
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.bounds import PositiveInt32
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.findings import Finding
 from specbuild.methods.base import Method
 from specbuild.section import Section

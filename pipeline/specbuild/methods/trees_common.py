@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from specbuild.findings import Finding
-from specbuild.trees import tree_problems
+from specbuild.facts.trees import tree_problems
 
 
 def choices_findings(

@@ -1,21 +1,21 @@
 """The findings every method's checkpoint gets, and the target's: its weights are there, whole, and of the
-layout the method reads (specbuild/checkpoint_tensors.py tells the layout from the tensor names)."""
+layout the method reads (specbuild/checkpoints/checkpoint_tensors.py tells the layout from the tensor names)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Iterator
 
-from specbuild import checkpoint_tensors
-from specbuild.checkpoint_tensors import CAUSAL_LM, EAGLE1, Layout
+from specbuild.checkpoints import checkpoint_tensors
+from specbuild.checkpoints.checkpoint_tensors import CAUSAL_LM, EAGLE1, Layout
 from specbuild.findings import Finding
-from specbuild.checkpoint_files import WEIGHT_PATTERNS, checkpoint_root, has_weights, read_hf_config
+from specbuild.checkpoints.checkpoint_files import WEIGHT_PATTERNS, checkpoint_root, has_weights, read_hf_config
 
 
 def weights_findings(
     folder: Path, value, want: Layout, field: tuple = ("speculation", "checkpoint")
 ) -> Iterator[Finding]:
-    """The folder's weights must be there and be `want`'s layout (specbuild.checkpoint_tensors): an EAGLE-1
+    """The folder's weights must be there and be `want`'s layout (specbuild.checkpoints.checkpoint_tensors): an EAGLE-1
     head given to method eagle3, a Medusa folder given as the target, a draft with fewer decoder layers than its
     config.json are refused here rather than when a server loads them (where transformers would initialise the
     missing tensors at random). Weights whose names cannot be read without loading them pass."""

@@ -156,7 +156,7 @@ class Stages:
         self.console.print(f"[green]✓[/green] {title} [dim]({record.duration_s:.1f} s)[/dim]", soft_wrap=True)
 
     def reused(self, title: str, why: str) -> None:
-        """A step whose output is already in place, made from the same inputs (specbuild.step_cache)."""
+        """A step whose output is already in place, made from the same inputs (specbuild.cache.step_cache)."""
         self.steps.append(StepRecord(title, "reused", 0.0))
         self.events.emit("step.reused", step=title, why=why)
         self.console.print(f"[cyan]↺[/cyan] {title}: reused ({why})", soft_wrap=True)

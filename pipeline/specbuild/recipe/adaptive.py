@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Iterator
 from specbuild.standalone.draft_len_schedule import draft_length, schedule_problems
 from specbuild.findings import Finding
 from specbuild.speculation import StaticTree
-from specbuild.trees import first_before_parent
+from specbuild.facts.trees import first_before_parent
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from specbuild.bounds import draft_len_problem
+from specbuild.facts.bounds import draft_len_problem
 from specbuild.findings import Finding
 from specbuild.recipe.adaptive import adaptive_findings
 
@@ -71,7 +71,7 @@ CHAIN_FIELDS = ("num_draft_tokens", "max_draft_len", "num_nextn_predict_layers")
 
 
 def draft_chain_findings(recipe: Recipe, spec) -> Iterator[Finding]:
-    """A chain of drafts (no tree, no lookahead window) fits the sequence (specbuild/bounds.py), reported on the
+    """A chain of drafts (no tree, no lookahead window) fits the sequence (specbuild/facts/bounds.py), reported on the
     first field of the speculation section that sets its length too long (draft-target's max_draft_len defaults
     to num_draft_tokens: one finding, not two)."""
     if not spec.drafts_chain:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from specbuild.bounds import max_seq_len_problem, position_limit
+from specbuild.facts.bounds import max_seq_len_problem, position_limit
 from specbuild.findings import Finding
 from specbuild.errors import UserError
-from specbuild.checkpoint_tensors import CAUSAL_LM
-from specbuild.engine_facts import expected_limits
-from specbuild.checkpoint_files import (
+from specbuild.checkpoints.checkpoint_tensors import CAUSAL_LM
+from specbuild.facts.engine_facts import expected_limits
+from specbuild.checkpoints.checkpoint_files import (
     config_problem,
     read_hf_config,
     tokenizer_problem,
@@ -31,7 +31,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 
 
 def _folder_findings(recipe: Recipe, value: Path, path: tuple, what: str) -> Iterator[Finding]:
-    checkpoint = recipe.checkpoint(value)  # a folder, or a model id resolved through the hub cache (specbuild.hub)
+    checkpoint = recipe.checkpoint(
+        value
+    )  # a folder, or a model id resolved through the hub cache (specbuild.checkpoints.hub)
     if checkpoint.problem is not None:
         yield Finding(path, checkpoint.problem)
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from specbuild.bounds import CancellationPeriodMs, PositiveInt32
+from specbuild.facts.bounds import CancellationPeriodMs, PositiveInt32
 from specbuild.section import Section
 
 RELEASES = ("1.0", "1.1", "1.2", "1.3")
@@ -28,4 +28,4 @@ class LlmApiSection(Section):
     """Default: true for draft_target and prompt_lookup (TensorRT-LLM's examples pass it), false otherwise."""
     cancellation_check_period_ms: CancellationPeriodMs = 100
     """How often the model polls for cancelled requests (triton_config.cancellation_check_period_ms), 1 to 60000
-    (specbuild/bounds.py)."""
+    (specbuild/facts/bounds.py)."""

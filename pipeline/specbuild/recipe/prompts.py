@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from specbuild.errors import UserError
 from specbuild.recipe.prompt_records import FORMATS, RecordProblem, parse_record
-from specbuild.safe_files import read_json, read_text
+from specbuild.files.safe_files import read_json, read_text
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe

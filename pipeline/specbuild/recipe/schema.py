@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from specbuild import hub
-from specbuild.bounds import NonNegativeInt32, PositiveFinite, PositiveInt32
+from specbuild.checkpoints import hub
+from specbuild.facts.bounds import NonNegativeInt32, PositiveFinite, PositiveInt32
 from specbuild.recipe.deploy import DeploySection
 from specbuild.methods import METHODS
 from specbuild.section import Section
 from specbuild.methods.none import NoneConfig
 from specbuild import runtimes
 from specbuild.recipe.llm_api import LlmApiSection
-from specbuild.hub import Checkpoint
+from specbuild.checkpoints.hub import Checkpoint
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
@@ -320,7 +320,7 @@ class Recipe(Section):
 
     def checkpoint(self, value: Path | str) -> Checkpoint:
         """What a checkpoint field names: a folder relative to the recipe file, or a model id resolved through
-        the hub cache (specbuild.hub); resolved once per value."""
+        the hub cache (specbuild.checkpoints.hub); resolved once per value."""
         key = str(value)
         if key not in self._checkpoints:
             self._checkpoints[key] = hub.resolve(value, self.base_dir)

@@ -1,6 +1,6 @@
 """YAML with positions: plain Python data plus the line:col of every key and value (1-based).
 
-Safe and bounded by construction: the recipe is read with a size cap (`specbuild.safe_files`: no FIFO, device
+Safe and bounded by construction: the recipe is read with a size cap (`specbuild.files.safe_files`: no FIFO, device
 or folder is ever read), and built from ruamel.yaml's event stream by a loop (no recursion, no object
 construction), which refuses at once, with file:line:col:
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from specbuild.errors import Problem, RecipeError
-from specbuild.safe_files import UnreadableFile, read_text
+from specbuild.files.safe_files import UnreadableFile, read_text
 
 Pos = tuple[int, int]
 

@@ -1,4 +1,4 @@
-"""Per-call costs of real decoding on the reference runtime, for the cost model (specbuild/cost_model.py).
+"""Per-call costs of real decoding on the reference runtime, for the cost model (specbuild/facts/cost_model.py).
 
 `CallTimer(method)` puts timers around a method's `step`, the target's forwards inside it and the step's drafting
 call (`Decoder.drafting`), on the instances only (nothing else changes, outputs stay identical), until `remove()`.
@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from specbuild.cost_model import LevelModel, StepCosts
-from specbuild.engine_facts import SpecMode, read_engine_config
+from specbuild.facts.cost_model import LevelModel, StepCosts
+from specbuild.facts.engine_facts import SpecMode, read_engine_config
 from specbuild.reference.dialect import overrides
 from specbuild.reference.engine_folder import load_engine
 from specbuild.standalone.model_parameters import bool_parameter, int_parameter, parameter

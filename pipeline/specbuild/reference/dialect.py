@@ -9,7 +9,7 @@ import json
 from typing import Any, Callable
 
 from specbuild.standalone import draft_len_schedule
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.speculation import (
     DraftModel,
     DynamicTree,

@@ -5,7 +5,7 @@
     <engine>/medusa|eagle/   method weights, when the method has any
     <engine>/tokenizer/      only when the tokenizer is not inside the checkpoint folder
 
-`build_engine` writes it atomically (specbuild.atomic); `load_engine` loads only from it, after checking every
+`build_engine` writes it atomically (specbuild.files.atomic); `load_engine` loads only from it, after checking every
 file's sha256. Files are copied, never hard-linked: editing an engine must not edit the user's checkpoint.
 Symlinks are followed (the Hugging Face hub cache links snapshot files into ../../blobs/); a link that leads
 anywhere else outside the folder, or to something that is not a regular file, is refused.
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 import specbuild
-from specbuild import atomic
-from specbuild.engine_facts import CONFIG, EngineLimits, SpecMode, built_limits
+from specbuild.files import atomic
+from specbuild.facts.engine_facts import CONFIG, EngineLimits, SpecMode, built_limits
 from specbuild.errors import UserError
-from specbuild.paths import show
+from specbuild.files.paths import show
 from specbuild.reference.decoder.methods import method_class
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def build_engine(
     extra_dirs: method weights to carry, by name (e.g. {"medusa": heads_dir} or {"eagle": eagle_dir}).
     limits: the built limits (EngineLimits, as the plan predicts them), or the requested values
         (max_batch_size, max_input_len, max_seq_len, max_num_tokens, max_draft_len) to build them from exactly
-        as trtllm-build does (specbuild.engine_facts).
+        as trtllm-build does (specbuild.facts.engine_facts).
     pretrained_extra: keys added to pretrained_config (num_medusa_heads, num_eagle_layers, eagle_net_config...).
     """
     out_dir = Path(out_dir)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from specbuild.engine_facts import SpecMode, built_limits
+from specbuild.facts.engine_facts import SpecMode, built_limits
 from specbuild.reference.decoder.engine import Engine, Limits
 from specbuild.reference.llmapi_yaml import LlmApiSettings, ModelYamlError
 from specbuild.reference.decoder.methods import method_class

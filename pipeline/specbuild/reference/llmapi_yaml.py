@@ -27,7 +27,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, confloat
 
 from specbuild.standalone import draft_len_schedule
-from specbuild.bounds import (
+from specbuild.facts.bounds import (
     MAX_CANCELLATION_CHECK_PERIOD_MS,
     NonNegativeInt32,
     PositiveInt32,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.engine_facts import expected_limits, pretrained_extra, verify_engine
+from specbuild.facts.engine_facts import expected_limits, pretrained_extra, verify_engine
 from specbuild.findings import Finding
 from specbuild.plan import ServeStep, roles
 from specbuild.reference import dialect

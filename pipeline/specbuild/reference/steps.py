@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from specbuild.engine_facts import EngineLimits, SpecMode
-from specbuild.paths import show
+from specbuild.facts.engine_facts import EngineLimits, SpecMode
+from specbuild.files.paths import show
 from specbuild.plan import ROLES_DOC, ServeStep, Step, limits_dict
 
 

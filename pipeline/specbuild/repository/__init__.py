@@ -5,5 +5,5 @@
               of the models both runtimes share (engine/models/); the core model is the runtime's
     llmapi/   the LLM-API repository: one tensorrt_llm Python model configured by model.yaml
 
-Both write config.pbtxt as protobuf messages and every repository atomically (specbuild.atomic).
+Both write config.pbtxt as protobuf messages and every repository atomically (specbuild.files.atomic).
 """

@@ -124,7 +124,7 @@ class Runtime(Protocol):
         progress: Progress | None = None,
     ) -> list | None:
         """The cost model's per-call costs of served core models whose engines are on this machine, decoded here in
-        process: one `specbuild.cost_model.LevelModel` per level. `configs`: the speculative and the baseline
+        process: one `specbuild.facts.cost_model.LevelModel` per level. `configs`: the speculative and the baseline
         deployment's `tensorrt_llm` configs ("target", "baseline") and the draft core's ("draft") as served. None:
         this runtime's engines cannot be decoded here (the default)."""
         return None

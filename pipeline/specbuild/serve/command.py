@@ -7,12 +7,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from specbuild import metrics
+from specbuild.facts import metrics
 from specbuild.errors import UserError
 from specbuild.serve.binary import find_tritonserver
 from specbuild.serve.decode_cpus import cpu_list
 from specbuild.serve.server import ADMIN_HEADER, GRPC_ADMIN_HEADER, LAUNCH_SCRIPT, TritonServer
-from specbuild.signals import sigterm_raises
+from specbuild.processes.signals import sigterm_raises
 
 
 ENGINE_BODY = '{"text_input": "def add(a, b):", "max_tokens": 16}'

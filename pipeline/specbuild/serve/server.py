@@ -10,7 +10,7 @@ what it left (python backend stubs) and removes its /dev/shm regions. A server s
 failed start, Ctrl-C or SIGTERM while it loads its models) is killed at once: it has no request to finish, and a
 SIGINT that meets tritonserver's handler while models load is acted on only after the load (python stubs
 importing torch: tens of seconds on a busy CPU) and the exit timeout. The server never outlives this process,
-even when it is killed (specbuild.children).
+even when it is killed (specbuild.processes.children).
 
 Model control: with `model_control="explicit"` Triton's model-repository API (index, load, unload — a load may
 carry the files of a model, python code included) answers only requests that carry the header
@@ -38,7 +38,7 @@ import weakref
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from specbuild import children
+from specbuild.processes import children
 from specbuild.errors import UserError
 from specbuild.serve import decode_cpus as decode_cpus_module
 from specbuild.serve.binary import ServerBinary, find_tritonserver
@@ -184,7 +184,7 @@ class TritonServer:
             f"--log-verbose={self.log_verbose}",
             f"--id={self.server_id}",
             # A per-server shared-memory prefix: servers side by side never share python stub regions, and what a
-            # killed server leaves in /dev/shm is found and removed (specbuild.children).
+            # killed server leaves in /dev/shm is found and removed (specbuild.processes.children).
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
         if self.model_control == "explicit":

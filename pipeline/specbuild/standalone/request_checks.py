@@ -2,7 +2,7 @@
 specbuild Triton model (preprocessing, the BLS, the reference tensorrt_llm) and in the llm-api reference core
 (specbuild/reference/llmapi_contract.py, which words the same refusals as TensorRT-LLM's SamplingParams does).
 Copied into each python model's 1/ folder by the repository writer; standard library only, so it runs in NVIDIA's
-containers. (Engine and deployment sizes are specbuild/bounds.py's.)
+containers. (Engine and deployment sizes are specbuild/facts/bounds.py's.)
 
 The rules are TensorRT-LLM's (executor SamplingConfig checkers, `cpp/tensorrt_llm/executor/samplingConfig.cpp`,
 the backend's `inflight_batcher_llm/src/utils.cc` getSamplingConfigFromTensors, and `SamplingParams._validate` in

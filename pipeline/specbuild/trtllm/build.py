@@ -7,9 +7,9 @@ import shlex
 import shutil
 from pathlib import Path
 
-from specbuild import atomic
+from specbuild.files import atomic
 from specbuild.errors import UserError
-from specbuild.paths import show
+from specbuild.files.paths import show
 from specbuild.trtllm.convert import child_env
 from specbuild.trtllm.help_flags import HelpFlags, read_help
 from specbuild.trtllm.proc import Progress, run_child

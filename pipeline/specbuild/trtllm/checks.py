@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.findings import Finding
 from specbuild.recipe.deploy import expected_gpu_id_count, spans_nodes
-from specbuild.checkpoint_files import architecture
+from specbuild.checkpoints.checkpoint_files import architecture
 from specbuild.runtimes.base import BuildOptions
 from specbuild.speculation import DraftModel, DynamicTree, EagleHead, MedusaHeads, Speculation
 from specbuild.trtllm.converters import (

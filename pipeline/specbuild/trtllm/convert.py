@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import specbuild
-from specbuild import atomic
+from specbuild.files import atomic
 from specbuild.errors import UserError
-from specbuild.paths import show
+from specbuild.files.paths import show
 from specbuild.trtllm.proc import Progress, run_child
 from specbuild.trtllm.steps import ConvertStep
 

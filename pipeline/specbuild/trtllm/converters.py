@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from specbuild.errors import UserError
-from specbuild.checkpoint_files import architecture
+from specbuild.checkpoints.checkpoint_files import architecture
 from specbuild.speculation import EagleHead, MedusaHeads, Speculation
 
 # tensorrt_llm/models/__init__.py MODEL_MAP: HF architecture -> TensorRT-LLM class.

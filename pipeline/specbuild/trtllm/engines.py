@@ -3,14 +3,14 @@
 Before anything runs: TensorRT-LLM 0.17 <= version <= 1.3.0rc20 is installed and an NVIDIA GPU of compute capability
 >= 8.0 is present (>= 8.9 for FP8), every trtllm-build command is accepted by the installed tool and every
 example script exists. Every failure is a UserError that names the step, shows the tool's last lines and the
-command to rerun by hand; nothing half-written stays under engines/ (specbuild.atomic).
+command to rerun by hand; nothing half-written stays under engines/ (specbuild.files.atomic).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from specbuild.engine_facts import verify_engine
+from specbuild.facts.engine_facts import verify_engine
 from specbuild.plan import Layout, Step, VerifyEngineStep
 from specbuild.recipe.schema import Recipe
 from specbuild.trtllm.build import accepted_flags, check_flags, run_build

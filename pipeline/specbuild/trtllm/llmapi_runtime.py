@@ -34,7 +34,7 @@ from specbuild.repository.llmapi.launch import (
 )
 from specbuild.repository.llmapi.model_yaml import RELEASES_WITH_DYNAMIC_TREE
 from specbuild.findings import Finding
-from specbuild.paths import show
+from specbuild.files.paths import show
 from specbuild.plan import ServeStep
 from specbuild.repository.llmapi.writer import write_repository
 from specbuild.speculation import DynamicTree

@@ -2,7 +2,7 @@
 
 The child runs in its own process group, so an interrupt (Ctrl-C, SIGTERM to specbuild) ends it and everything
 it started (trtllm-build's parallel workers) before the caller cleans up; it and its workers also die when
-specbuild is killed (specbuild.children: death signal and watchdog).
+specbuild is killed (specbuild.processes.children: death signal and watchdog).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from specbuild import children
-from specbuild.signals import Terminated
+from specbuild.processes import children
+from specbuild.processes.signals import Terminated
 
 Progress = Callable[[str], None]
 TAIL_LINES = 25

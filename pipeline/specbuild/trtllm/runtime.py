@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.engine_facts import SpecMode, expected_limits, pretrained_extra
+from specbuild.facts.engine_facts import SpecMode, expected_limits, pretrained_extra
 from specbuild.findings import Finding
-from specbuild.paths import show
+from specbuild.files.paths import show
 from specbuild.plan import ServeStep, Step, VerifyEngineStep, roles
 from specbuild.repository.engine import params as triton_params
 from specbuild.repository.engine.flavour import EngineFlavour

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from specbuild.paths import show
+from specbuild.files.paths import show
 from specbuild.plan import ROLES_DOC, Step
 from specbuild.trtllm.converters import Converter
 

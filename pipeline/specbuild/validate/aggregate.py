@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from specbuild import metrics
+from specbuild.facts import metrics
 from specbuild.validate.stats import AcceptanceRecord, RequestRecord
 
 PERCENTILES = (50, 90, 99)
@@ -287,7 +287,7 @@ def _share(n: float, d: float) -> float:
 @dataclass
 class GroupAcceptance:
     """Acceptance of one group of requests (a category or a context-length bucket): AL (bonus token included,
-    pooled per verification step: specbuild.metrics' definition), acceptance rate and per-position acceptance, each
+    pooled per verification step: specbuild.facts.metrics' definition), acceptance rate and per-position acceptance, each
     with its bootstrap interval over the group's requests."""
 
     group: str

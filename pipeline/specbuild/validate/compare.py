@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from specbuild import metrics, provenance
+from specbuild.facts import metrics
+from specbuild.cache import provenance
 from specbuild.errors import UserError
-from specbuild.safe_files import UnreadableFile, read_json
+from specbuild.files.safe_files import UnreadableFile, read_json
 from specbuild.validate.aggregate import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE, Interval
 from specbuild.validate.checks.base import FAILED, INCONCLUSIVE, PASSED, SKIPPED, CheckResult
 from specbuild.validate.report.markdown import AGAINST_PREFIX
@@ -33,7 +34,7 @@ MAX_REPORT_BYTES = 256 << 20
 
 
 def build_identity(recipe, server_versions: dict[str, str | None] | None = None) -> dict:
-    """The report's provenance manifest (specbuild.provenance: the recipe, its checkpoints' identities, the tool
+    """The report's provenance manifest (specbuild.cache.provenance: the recipe, its checkpoints' identities, the tool
     versions) and the servers' versions as they report them."""
     manifest = provenance.make_manifest(recipe, "report", Path())
     return {**manifest, "servers": dict(server_versions or {})}

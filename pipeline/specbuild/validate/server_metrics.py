@@ -6,7 +6,7 @@ standalone/serving_metrics.py for the names, which follow vLLM's spec_decode met
     ... requests ...
     after = scrape(...)
     counts = SpecCounts.of(after, "tensorrt_llm") - SpecCounts.of(before, "tensorrt_llm")
-    counts.mean_acceptance_length          # specbuild.metrics: 1 + accepted / steps
+    counts.mean_acceptance_length          # specbuild.facts.metrics: 1 + accepted / steps
 
 Standard library only (a small parser of the text exposition format: name{label="v",...} value).
 """
@@ -18,8 +18,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
-from specbuild import metrics
-from specbuild.metrics import ACCEPTED, DRAFT_TOKENS, DRAFTS, PER_POSITION, STEPS
+from specbuild.facts import metrics
+from specbuild.facts.metrics import ACCEPTED, DRAFT_TOKENS, DRAFTS, PER_POSITION, STEPS
 
 _LINE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\d+)?$")
 _LABEL = re.compile(r'(?P<key>[A-Za-z_][A-Za-z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')

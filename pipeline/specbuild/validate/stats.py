@@ -16,7 +16,7 @@ draft-target and prompt lookup streams one response per round instead, and a rou
 after a partial acceptance (up to the round's K + 1 tokens): its steps always come from the counters. A contract
 without token ids (llm-api: NVIDIA's model streams one response per LLM iteration) counts the steps from the
 stream when its text equals the non-streamed text (`stream_steps`), without the per-step sizes. The mean
-acceptance length is `specbuild.metrics.mean_acceptance_length(accepted, steps)` (bonus token included).
+acceptance length is `specbuild.facts.metrics.mean_acceptance_length(accepted, steps)` (bonus token included).
 
 `stream_acceptance_length` is the fallback for a server whose counters read zero (TensorRT-LLM <= 1.2.1 in the
 PyTorch flow, NVIDIA/TensorRT-LLM PR #17082): AL = (output tokens - 1) / (streamed responses - 1), i.e. the tokens each
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from specbuild import metrics
+from specbuild.facts import metrics
 from specbuild.validate.client import Generation
 
 

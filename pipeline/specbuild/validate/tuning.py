@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specbuild.atomic import partial_path
+from specbuild.files.atomic import partial_path
 from specbuild.standalone import draft_len_schedule
 from specbuild.errors import UserError
 

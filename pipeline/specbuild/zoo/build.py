@@ -27,8 +27,8 @@ from typing import Callable
 
 import torch
 
-from specbuild import atomic
-from specbuild.cpu import has_native_bf16
+from specbuild.files import atomic
+from specbuild.facts.cpu import has_native_bf16
 from specbuild.errors import UserError
 from specbuild.heads.eagle import EagleHead, load_eagle_head, save_eagle_head
 from specbuild.heads.eagle3 import draft_vocabulary, load_eagle3_head, new_eagle3_head, save_eagle3_head

@@ -4,7 +4,7 @@ The target continues each held-out prompt greedily; every drafter is then replay
 continuation exactly as greedy speculative decoding would run it (chains, no trees): at each step the
 drafter proposes up to k tokens from the accepted prefix, the longest matching prefix is accepted, and
 the target adds one bonus token. Mean acceptance length (AL) counts that bonus token:
-AL = (accepted draft tokens + steps) / steps (specbuild.metrics).
+AL = (accepted draft tokens + steps) / steps (specbuild.facts.metrics).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from specbuild.heads.eagle import cache_kwarg
-from specbuild.metrics import acceptance_rate, mean_acceptance_length
+from specbuild.facts.metrics import acceptance_rate, mean_acceptance_length
 from specbuild.zoo.teacher import new_cache
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 
-from specbuild.cpu import has_native_bf16
+from specbuild.facts.cpu import has_native_bf16
 from specbuild.errors import UserError
 
 BFLOAT16 = "bfloat16"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from specbuild.cpu import has_native_bf16
+from specbuild.facts.cpu import has_native_bf16
 from specbuild.errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbuild.engine_facts import SpecMode, limits_from_config
+from specbuild.facts.engine_facts import SpecMode, limits_from_config
 from specbuild.reference.decoder.model import CausalLM
 
 

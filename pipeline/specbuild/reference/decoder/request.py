@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from specbuild import metrics
+from specbuild.facts import metrics
 from specbuild.reference.decoder.sampling import SamplingConfig, TokenLogProb
 
 FinishReason = Literal["end_id", "length", "stop_words", "cancelled"]

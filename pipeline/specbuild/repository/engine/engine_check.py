@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specbuild.engine_facts import CONFIG, expected_limits, limit_mismatches, read_engine_config
+from specbuild.facts.engine_facts import CONFIG, expected_limits, limit_mismatches, read_engine_config
 from specbuild.errors import UserError
 from specbuild.speculation import LookaheadWindow, StaticTree
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from specbuild.paths import show
+from specbuild.files.paths import show
 from specbuild.repository.engine import params as triton_params
 from specbuild.repository.engine.configs import CORE_MODELS
 from specbuild.repository.engine.speculation_params import DRAFT_MODEL_NAME

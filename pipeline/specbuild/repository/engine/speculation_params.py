@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from specbuild.standalone import draft_len_schedule
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.speculation import (
     DraftModel,
     DynamicTree,
@@ -19,7 +19,7 @@ from specbuild.speculation import (
     Speculation,
     StaticTree,
 )
-from specbuild.trees import format_choices
+from specbuild.facts.trees import format_choices
 
 # decoding_mode parameter per engine mode (inflight_batcher_llm/tensorrt_llm/config.pbtxt@2a9abd95); modes not
 # listed leave it unset (the backend has no draft-tokens decoding_mode: tensorrtllm_backend

@@ -28,7 +28,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from specbuild import atomic, standalone
+from specbuild import standalone
+from specbuild.files import atomic
 from specbuild.repository.engine import configs, params
 from specbuild.repository.engine.engine_check import check_engines
 

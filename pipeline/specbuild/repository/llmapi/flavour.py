@@ -11,7 +11,7 @@ from specbuild.repository.llmapi import launch, model_yaml, releases, writer
 from specbuild.repository.llmapi.model_yaml import RELEASES_WITH_LAYER_CHOICE
 from specbuild.repository.llmapi.configs import MODEL, gpu_groups
 from specbuild.findings import Finding
-from specbuild.paths import show
+from specbuild.files.paths import show
 from specbuild.runtimes.base import Runtime
 from specbuild.speculation import DraftModel, Eagle3Head
 

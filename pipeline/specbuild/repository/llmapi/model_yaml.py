@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from specbuild.standalone import draft_len_schedule
-from specbuild.engine_facts import DEFAULT_MAX_NUM_TOKENS
+from specbuild.facts.engine_facts import DEFAULT_MAX_NUM_TOKENS
 from specbuild.repository.llmapi.releases import RULES
 from specbuild.speculation import DraftModel, DynamicTree, Eagle3Head, MtpLayers, PromptLookup, Speculation
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from specbuild import atomic
+from specbuild.files import atomic
 from specbuild.repository.llmapi import configs, launch, model_yaml
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """Acceptance: per request acceptance_rate, total_accepted_draft_tokens and total_draft_tokens (the server's
-return_perf_metrics outputs) over the greedy prompt set; mean acceptance length (specbuild.metrics, bonus token
+return_perf_metrics outputs) over the greedy prompt set; mean acceptance length (specbuild.facts.metrics, bonus token
 included); per-position acceptance and the histogram of accepted drafts per step when the deployment streams one
 response per step with its token ids. The same per category of the prompt set and per context-length bucket
 (aggregate.acceptance_by), each with a percentile bootstrap interval over the requests. Gate:
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specbuild import metrics
+from specbuild.facts import metrics
 from specbuild.recipe.schema import DEFAULT_CATEGORY
 from specbuild.repository.engine import params as triton_params
 from specbuild.validate.aggregate import (

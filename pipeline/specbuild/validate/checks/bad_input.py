@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from specbuild.engine_facts import DEFAULT_MAX_NUM_TOKENS
+from specbuild.facts.engine_facts import DEFAULT_MAX_NUM_TOKENS
 from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, SuiteContext, timed
 from specbuild.validate.client import Generation, GenerateParams, new_request_id
 

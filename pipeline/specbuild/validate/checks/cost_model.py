@@ -1,6 +1,6 @@
 """Cost model: the speedup the method's calls allow on this machine, next to the one measured, per concurrency level.
 
-From per-call costs measured in process (specbuild/cost_model.py): t(1) the target's forward in an autoregressive
+From per-call costs measured in process (specbuild/facts/cost_model.py): t(1) the target's forward in an autoregressive
 step, t(verify) its forward in a speculative step, t(draft) a step's drafting, all at the level's number of requests,
 and the acceptance length AL of the same runs,
 

@@ -11,7 +11,7 @@ from specbuild.validate.client.grpc_transport import ModelSignature
 
 
 def _interrupts_not_printed_by_gevent() -> None:
-    """tritonclient.http waits in gevent's hub; a Ctrl-C or SIGTERM (specbuild.signals.Terminated) that lands there
+    """tritonclient.http waits in gevent's hub; a Ctrl-C or SIGTERM (specbuild.processes.signals.Terminated) that lands there
     is re-raised in the waiting code (Hub.SYSTEM_ERROR) but first printed as a traceback, because KeyboardInterrupt
     is not in Hub.NOT_ERROR (gevent/hub.py). The CLI reports interruptions in one line of its own: add it there."""
     import gevent

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specbuild import atomic
+from specbuild.files import atomic
 from specbuild.validate.report.json_report import write_json
 from specbuild.validate.report.junit import write_junit
 from specbuild.validate.report.markdown import write_markdown
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def write_reports(result: ValidationResult, folder: Path) -> list[Path]:
-    """Write every report file into `folder`, atomically (specbuild.atomic): an older report there is replaced,
+    """Write every report file into `folder`, atomically (specbuild.files.atomic): an older report there is replaced,
     its server logs (*.log, written beside it by `compile`) are kept. Returns the final paths."""
     folder = Path(folder).absolute()
     with atomic.atomic_folder(folder, carry=("*.log",)) as partial:

@@ -265,7 +265,7 @@ class TritonPythonModel:
 
     def decoding_overrides(self, config, engine_dir):
         """The C++ backend's decoding parameters, as overrides of the engine's specbuild.decoding."""
-        from specbuild.engine_facts import SpecMode, read_engine_config
+        from specbuild.facts.engine_facts import SpecMode, read_engine_config
         from specbuild.reference.dialect import ParameterProblem, overrides
 
         engine_config = read_engine_config(engine_dir)

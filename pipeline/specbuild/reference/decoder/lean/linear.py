@@ -49,7 +49,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from specbuild import cpu
+from specbuild.facts import cpu
 from specbuild.errors import UserError
 
 MATMUL_ENV = "SPECBUILD_REFERENCE_MATMUL"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
 from specbuild.standalone import draft_len_schedule
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.errors import UserError
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.methods import Decoder, StepOutput, next_token
 

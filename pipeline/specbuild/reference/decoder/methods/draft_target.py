@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.reference.decoder import sampling
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.drafters import DraftVocabHead, draft_vocab_size

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.errors import UserError
 from specbuild.heads.eagle import load_eagle_head
 from specbuild.reference.decoder.batch import Batch
@@ -60,7 +60,7 @@ from specbuild.reference.decoder.tree import (
 )
 from specbuild.reference.decoder.verify import verify_tree
 from specbuild.speculation import dynamic_tree_size
-from specbuild.trees import parse_choices
+from specbuild.facts.trees import parse_choices
 
 TOP_K_KEYS = ("dynamic_tree_max_top_k", "eagle_dynamic_tree_max_top_k", "dynamic_tree_max_topK")
 DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.methods import StepOutput
 from specbuild.reference.decoder.methods.autoregressive import Autoregressive

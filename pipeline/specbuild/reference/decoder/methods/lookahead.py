@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.errors import UserError
 
 # (0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1): TensorRT-LLM's formula, defined once with the recipe's method

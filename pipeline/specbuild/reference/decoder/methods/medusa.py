@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import torch
 
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.errors import UserError
 from specbuild.heads.medusa import load_medusa_heads
 from specbuild.reference.decoder.batch import Batch
@@ -47,7 +47,7 @@ from specbuild.reference.decoder.tree import (
     tree_from_choices,
 )
 from specbuild.reference.decoder.verify import verify_tree, with_log_probs
-from specbuild.trees import parse_choices
+from specbuild.facts.trees import parse_choices
 
 ACCEPTANCE_MODES = ("rejection", "typical")
 

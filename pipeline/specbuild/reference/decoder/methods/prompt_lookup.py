@@ -12,7 +12,7 @@ Each step:
 
 from __future__ import annotations
 
-from specbuild.engine_facts import SpecMode
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.standalone.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.methods import Decoder, StepOutput

@@ -18,8 +18,8 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Sequence
 
 from specbuild.errors import UserError
-from specbuild.trees import MC_SIM_7B_63, parse_choices, tree_problems  # noqa: F401 (MC_SIM_7B_63 re-exported)
-from specbuild.trees import first_before_parent
+from specbuild.facts.trees import MC_SIM_7B_63, parse_choices, tree_problems  # noqa: F401 (MC_SIM_7B_63 re-exported)
+from specbuild.facts.trees import first_before_parent
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -170,7 +170,7 @@ def check_choices(
 ) -> list[str]:
     """Problems with a `choices` list as the runtime receives it (empty list = valid).
 
-    Structure as the recipe check sees it (`specbuild.trees.tree_problems`: non-empty paths of non-negative top-k
+    Structure as the recipe check sees it (`specbuild.facts.trees.tree_problems`: non-empty paths of non-negative top-k
     ranks, no duplicates, every parent present) plus: integer ranks, at most `max_draft_len` paths (each path is
     one draft token), no path deeper than `max_depth` (Medusa: the number of heads; EAGLE: num_eagle_layers).
     """
@@ -230,7 +230,7 @@ ROOT_ONLY = Tree(parents=(-1,), paths=((),))  # no drafts: a plain decoding step
 
 def tree_from_choice_prefix(choices: Sequence[Sequence[int]], nodes: int, *, field_name: str = "choices") -> Tree:
     """The tree of the first `nodes` choices in their given order (adaptive speculation cuts a static tree this
-    way; the choices must list each parent before its children, `specbuild.trees.first_before_parent`); 0 nodes:
+    way; the choices must list each parent before its children, `specbuild.facts.trees.first_before_parent`); 0 nodes:
     the root alone."""
     if nodes <= 0:
         return ROOT_ONLY

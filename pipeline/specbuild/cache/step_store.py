@@ -1,4 +1,4 @@
-"""The build cache: step outputs (engine folders, repositories) stored by their key (specbuild.step_cache), so that
+"""The build cache: step outputs (engine folders, repositories) stored by their key (specbuild.cache.step_cache), so that
 `compile` restores an output whose folder in place was deleted or was made from other inputs (a recipe changed
 and changed back, a branch switched).
 
@@ -8,7 +8,7 @@ and changed back, a branch switched).
 <cache> is `--cache-dir`, else $SPECBUILD_CACHE_DIR/steps, else $XDG_CACHE_HOME/specbuild/steps, else
 ~/.cache/specbuild/steps. Files are hard-linked where the filesystem allows (outputs are replaced whole, never
 edited in place, so a link costs no space and changes nothing), else copied. An entry is written into a partial
-folder renamed into place (specbuild.atomic), and used only when the SHA-256 of its files still equals the one
+folder renamed into place (specbuild.files.atomic), and used only when the SHA-256 of its files still equals the one
 recorded when it was stored: a half-written, edited or damaged entry is removed, never restored. An entry's age is
 the time since it was stored or last restored (its entry.json's mtime): `specbuild cache prune --older-than`
 removes the ones unused for that long.
@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbuild.atomic import atomic_folder, dead_leftover
+from specbuild.files.atomic import atomic_folder, dead_leftover
 from specbuild.errors import UserError
-from specbuild.paths import show
+from specbuild.files.paths import show
 from specbuild.serve.binary import cache_dir
-from specbuild.step_cache import content_digest, not_content
+from specbuild.cache.step_cache import content_digest, not_content
 
 FORMAT = 1
 ENTRY = "entry.json"

@@ -9,7 +9,7 @@
 
 A checkpoint file's identity is cheap: size, mtime and the SHA-256 of its head (a safetensors file's whole JSON
 header, which names every tensor with its dtype, shape and offsets; the first 64 KiB of any other file; config
-and tokenizer files whole). A hub checkpoint adds its revision and the commit it resolved to (specbuild.hub).
+and tokenizer files whole). A hub checkpoint adds its revision and the commit it resolved to (specbuild.checkpoints.hub).
 
 `diff_manifests(a, b)` names what differs between two manifests, one line per difference, for a comparison of
 two reports or builds ("what changed between them"). The file is written atomically (write then rename).
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from specbuild import __version__
-from specbuild.atomic import write_file
+from specbuild.files.atomic import write_file
 from specbuild.errors import UserError
-from specbuild.hub import checkpoint_fields
+from specbuild.checkpoints.hub import checkpoint_fields
 from specbuild.trtllm.version import installed_version
 
 MANIFEST = "provenance.json"
@@ -159,7 +159,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
 
 
 # Keys that differ between any two outputs without their inputs differing (`step`: the output's own key and
-# content hash, specbuild.step_cache; its inputs are compared one by one).
+# content hash, specbuild.cache.step_cache; its inputs are compared one by one).
 NOT_COMPARED = {("created",), ("output",), ("kind",), ("step",)}
 
 

@@ -6,7 +6,7 @@ so that every `with`/`finally` on the way out runs (servers stopped, partial out
         ...            # SIGTERM here raises Terminated (a KeyboardInterrupt: code that handles Ctrl-C handles it)
 
 A second SIGTERM while that clean-up runs is ignored (it would abort the clean-up half-way); SIGKILL is the way to
-insist, and the children's watchdog (specbuild.children) then removes what is left.
+insist, and the children's watchdog (specbuild.processes.children) then removes what is left.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specbuild.checkpoint_files import read_hf_config
+from specbuild.checkpoints.checkpoint_files import read_hf_config
 from specbuild.errors import UserError
-from specbuild.paths import show
+from specbuild.files.paths import show
 
 CONFIG = "config.json"
 DEFAULT_MAX_NUM_TOKENS = 8192  # BuildConfig default (TensorRT-LLM tensorrt_llm/builder.py)

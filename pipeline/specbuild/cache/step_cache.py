@@ -19,7 +19,7 @@ content (nothing was edited, removed or half-written since). Hashing a 100 GB en
 also keeps the files' paths, sizes and modification times (`step.stats`, taken before the hash): while they are
 unchanged the content is taken as unchanged and no byte is read, as make and git's index do; a file modified
 within `RACY_NS` of the record is hashed anyway (git's "racily clean" entries). Anything else restores the output from the build
-cache (specbuild.step_store) when it holds one of that key, else runs the step again. The engines are reused
+cache (specbuild.cache.step_store) when it holds one of that key, else runs the step again. The engines are reused
 only all together (one runtime call builds them all).
 """
 
@@ -33,7 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from specbuild.provenance import MANIFEST, write_manifest
+from specbuild.cache.provenance import MANIFEST, write_manifest
 from specbuild.trtllm.llmapi_runtime import ENV
 from specbuild.validate.report.terminal import print_result
 from specbuild.validate.checks.base import CheckResult
@@ -56,7 +56,7 @@ def digest(value: Any) -> str:
 @lru_cache(maxsize=1)
 def code_identity() -> str:
     """The SHA-256 of specbuild's own files (a source checkout changes without a new version)."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the specbuild package
     h = hashlib.sha256()
     for path in sorted(root.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
@@ -94,7 +94,7 @@ def engine_key(stage_key: str, role: str) -> str:
 
 
 def repository_key(recipe, manifest: dict[str, Any], role: str, layout, options: dict[str, Any]) -> str:
-    """What a repository is written from (`manifest`: the build's provenance, specbuild.provenance; `options`:
+    """What a repository is written from (`manifest`: the build's provenance, specbuild.cache.provenance; `options`:
     the command-line options that change what is written)."""
     return step_key(
         "repository",

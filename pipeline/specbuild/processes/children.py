@@ -8,7 +8,7 @@ Three layers, because no single one covers everything:
 - each child runs in its own session (a terminal's Ctrl-C reaches only specbuild, which stops it in order);
 - the kernel sends SIGKILL to the child when the thread that started it dies (prctl PR_SET_PDEATHSIG, set
   between fork and exec; see prctl(2)), whatever killed specbuild;
-- a watchdog process (`specbuild.child_watchdog`) kills what the child started (python backend stubs, MPI ranks,
+- a watchdog process (`specbuild.processes.child_watchdog`) kills what the child started (python backend stubs, MPI ranks,
   build workers: they are not the owner's children) and removes the python backend's /dev/shm regions: every
   child's environment carries SPECBUILD_OWNER=<specbuild pid> and SPECBUILD_CHILD=<tag>, which its own children
   inherit, and every server's shm-region-prefix-name is `shm_prefix(tag)`.
@@ -26,8 +26,8 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from specbuild import child_watchdog
-from specbuild.child_watchdog import CHILD_VAR, OWNER_VAR
+from specbuild.processes import child_watchdog
+from specbuild.processes.child_watchdog import CHILD_VAR, OWNER_VAR
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _SIGKILL = 9

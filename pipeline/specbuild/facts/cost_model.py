@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from specbuild.metrics import mean_acceptance_length
+from specbuild.facts.metrics import mean_acceptance_length
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from specbuild.safe_files import MiB, UnreadableFile, check_inside, read_json, read_start
+from specbuild.files.safe_files import MiB, UnreadableFile, check_inside, read_json, read_start
 
 INDEX_MAX = 64 * MiB  # a shard index names every tensor once: a few MiB for the largest models
 HEADER_MAX = 100 * MiB  # the safetensors library refuses larger headers (MAX_HEADER_SIZE)

@@ -1,5 +1,5 @@
 """Reading Hugging Face checkpoint configs and tokenizers (the method modules' and runtimes' file checks, the engine
-facts). Reads go through specbuild.safe_files: bounded, regular files only (a FIFO or device never blocks),
+facts). Reads go through specbuild.files.safe_files: bounded, regular files only (a FIFO or device never blocks),
 symlinks kept inside the checkpoint (or its Hugging Face hub-cache repository folder)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbuild.safe_files import MiB, UnreadableFile, read_bytes, read_json
+from specbuild.files.safe_files import MiB, UnreadableFile, read_bytes, read_json
 
 CONFIG_MAX = 4 * MiB  # a config.json is a few KiB
 TOKENIZER_MAX = 256 * MiB  # a tokenizer.json of a large-vocabulary model is tens of MiB

@@ -1,6 +1,6 @@
 """The watchdog that removes what specbuild's children leave when specbuild dies, even by SIGKILL.
 
-Started once per specbuild process (by `specbuild.children`), in its own session, with a pipe from its owner on
+Started once per specbuild process (by `specbuild.processes.children`), in its own session, with a pipe from its owner on
 stdin. Every child specbuild starts carries SPECBUILD_OWNER=<owner pid> in its environment, and so does whatever
 that child starts (tritonserver's python backend stubs, mpirun's ranks, trtllm-build's workers). The
 owner's children also get SIGKILL from the kernel when the owner dies (prctl PR_SET_PDEATHSIG), but their own
@@ -10,7 +10,7 @@ kills every process marked with the owner's pid, waits for them to go, removes t
 (`shm_glob(owner)`), and exits. When the owner exits cleanly there is normally nothing left to remove.
 
 Standard library only, and no import of specbuild: it runs as `python -I -S child_watchdog.py OWNER_PID`, and its
-functions are imported by `specbuild.children` for the same clean-up while the owner lives.
+functions are imported by `specbuild.processes.children` for the same clean-up while the owner lives.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from specbuild.errors import UserError
-from specbuild.paths import show
+from specbuild.files.paths import show
 
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?:partial|old)-(?P<pid>\d+)$")
 _AT_FDCWD = -100

@@ -1,0 +1,1 @@
+"""Files written whole and read with care: atomic output folders, capped input readers, printed paths."""
