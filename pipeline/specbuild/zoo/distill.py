@@ -45,7 +45,7 @@ def draft_loss(draft, data: TeacherData, rows: torch.Tensor, precision: str) -> 
     x = data.tokens[rows]
     with torch.no_grad():
         teacher = data.target_logits(rows)
-    with autocast(precision):
+    with autocast(precision, x.device.type):
         logits = draft(input_ids=x).logits
     return soft_cross_entropy(logits, teacher, data.weight(rows))
 
@@ -72,7 +72,7 @@ def medusa_loss(heads, data: TeacherData, rows: torch.Tensor, precision: str) ->
     total = 0.0
     for k, head in enumerate(heads.heads):
         span = length - 1 - k  # positions t with a teacher at t + 1 + k
-        with autocast(precision):
+        with autocast(precision, features.device.type):
             logits = head(features[:, :span])
         kept = None if weight is None else weight[:, 1 + k : 1 + k + span]
         total = total + MEDUSA_DECAY**k * soft_cross_entropy(logits, teacher[:, 1 + k : 1 + k + span], kept)
@@ -116,12 +116,13 @@ def eagle_loss(
     """From (f_t + noise, x_{t+1}) predict f_{t+1}: SmoothL1 regression + EAGLE_CLS_WEIGHT x soft CE through the
     target's lm_head."""
     length = data.tokens.shape[1]
-    positions = torch.arange(length - 1)[None]
     x, f = data.tokens[rows], data.features[rows]
+    positions = torch.arange(length - 1, device=x.device)[None]
     weight = data.weight(rows)
     kept = None if weight is None else weight[:, 1:]
-    inputs = f[:, :-1] + (torch.rand(f[:, :-1].shape, generator=noise_gen) * 2 - 1) * EAGLE_NOISE * rms
-    with autocast(precision):
+    noise = (torch.rand(f[:, :-1].shape, generator=noise_gen) * 2 - 1).to(f.device)  # drawn on the CPU: any device
+    inputs = f[:, :-1] + noise * EAGLE_NOISE * rms
+    with autocast(precision, x.device.type):
         predicted = head(inputs, x[:, 1:], positions.expand(x.shape[0], -1))
     predicted = predicted.float()
     if kept is None:

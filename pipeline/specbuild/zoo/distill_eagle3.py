@@ -53,7 +53,7 @@ def ttt_attention(q: torch.Tensor, keys: list[torch.Tensor], values: list[torch.
     scale = 1.0 / math.sqrt(q.shape[-1])
     t = q.shape[-2]
     first = (q @ keys[0].transpose(-1, -2)) * scale
-    first = first.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    first = first.masked_fill(torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
     own = [(q * k).sum(-1, keepdim=True) * scale for k in keys[1:]]
     weights = torch.softmax(torch.cat([first, *own], dim=-1), dim=-1)
     out = weights[..., :t] @ values[0]
@@ -71,7 +71,7 @@ def unrolled_logits(head, captured: torch.Tensor, embed: torch.Tensor, tokens: t
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
     logits = []
-    base = torch.arange(length)[None].expand(tokens.shape[0], -1)
+    base = torch.arange(length, device=tokens.device)[None].expand(tokens.shape[0], -1)
     for k in range(steps):
         embeds = F.embedding(tokens[:, 1 + k : 1 + k + length], embed)
         q, key, value = head.midlayer.project(hidden, embeds, base + k)
@@ -91,7 +91,7 @@ def eagle3_loss(
     in_vocab = head.t2d
     tokens = data.tokens[rows]
     weight = data.weight(rows)
-    with autocast(precision):
+    with autocast(precision, tokens.device.type):
         per_step = unrolled_logits(head, captured[rows], embed, tokens, steps)
     total = 0.0
     for k, logits in enumerate(per_step):
