@@ -18,7 +18,7 @@ from specbuild.checkpoints.checkpoint_files import (
     tokenizer_skipped,
 )
 from specbuild.methods.weights import weights_findings
-from specbuild.recipe.prompts import load_prompts
+from specbuild.recipe.prompts import load_prompt_file, load_prompts
 from specbuild.recipe.schema import DEFAULT_CATEGORY
 from specbuild.speculation import DraftModel
 
@@ -107,6 +107,7 @@ def file_findings(build: Build) -> Iterator[Finding]:
                     "model's own (model.tokenizer)",
                 )
     yield from _prompt_findings(recipe)
+    yield from _adapt_findings(recipe)
     if not missing:
         yield from build.method.file_checks(recipe)
         yield from build.runtime.file_checks(recipe, build.spec, build.options)
@@ -138,6 +139,45 @@ def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
                 f"{', '.join(held)}), so it would never be judged — name one of those, or add prompts "
                 f"of {category!r}",
             )
+
+
+def _has_chat_template(folder: Path) -> bool:
+    """chat_template.jinja, or a chat_template in tokenizer_config.json (where transformers reads one)."""
+    import json
+
+    if (folder / "chat_template.jinja").is_file():
+        return True
+    try:
+        return bool(json.loads((folder / "tokenizer_config.json").read_text()).get("chat_template"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _adapt_findings(recipe: Recipe) -> Iterator[Finding]:
+    """adapt.traffic that does not load, or holds chat records the target cannot render (before anything runs)."""
+    if recipe.adapt is None or recipe.adapt.traffic is None:
+        return
+    try:
+        prompts = load_prompt_file(recipe.resolve(recipe.adapt.traffic))
+    except UserError as e:
+        yield Finding(("adapt", "traffic"), f"{e} — point adapt.traffic at your traffic file")
+        return
+    chats = [p for p in prompts if p.messages is not None]
+    if not chats:
+        return
+    if recipe.validation.prompt_format == "raw":
+        yield Finding(
+            ("adapt", "traffic"),
+            f"record {chats[0].id} is chat messages, but validation.prompt_format is raw — give the traffic as text, "
+            "or set prompt_format to auto or chat",
+        )
+    elif not _has_chat_template(recipe.tokenizer_dir):
+        yield Finding(
+            ("adapt", "traffic"),
+            f"record {chats[0].id} is chat messages, which need the target's chat template, but "
+            f"{recipe.tokenizer_dir} has none (chat_template.jinja, or chat_template in tokenizer_config.json) — give "
+            "the traffic as text, or set model.tokenizer to a folder with the template",
+        )
 
 
 def _skipped(recipe: Recipe, spec: Speculation) -> Iterator[str]:
