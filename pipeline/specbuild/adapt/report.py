@@ -59,7 +59,7 @@ def markdown(report: dict) -> str:
             [
                 name,
                 c["held_out"],
-                "yes" if c["gated"] else "no (fewer than 20 records)" if not c.get("below_drop") else "yes",
+                "yes" if c["gated"] else "no (no held-out record)" if not c["held_out"] else "no (under 20 records)",
                 _al(c["before"]),
                 _al(c["after"]),
                 _diff(c.get("difference")),

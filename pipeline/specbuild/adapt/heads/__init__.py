@@ -8,7 +8,7 @@ from __future__ import annotations
 from specbuild.adapt.heads import draft_model, eagle, eagle3, medusa
 from specbuild.adapt.heads.base import HeadTrainer
 from specbuild.errors import UserError
-from specbuild.speculation import DraftModel, Eagle3Head, EagleHead, MedusaHeads, Speculation
+from specbuild.speculation import DraftModel, Eagle3Head, EagleHead, MedusaHeads, MtpLayers, Speculation
 
 TRAINERS: dict[type, HeadTrainer] = {
     EagleHead: eagle.TRAINER,
@@ -21,11 +21,15 @@ TRAINERS: dict[type, HeadTrainer] = {
 def trainer_for(spec: Speculation) -> HeadTrainer:
     trainer = TRAINERS.get(type(spec.params))
     if trainer is None:
-        has = "no speculation" if spec.params is None else f"speculation.method {spec.method}"
+        if isinstance(spec.params, MtpLayers):
+            what = "speculation.method mtp, whose drafts come from layers inside the target checkpoint (adapt does not train the target)"
+        elif spec.params is None:
+            what = "no speculation"
+        else:
+            what = f"speculation.method {spec.method}, whose drafts come from no trained weights"
         raise UserError(
-            f"adapt: the recipe has {has}, whose drafts come from no trained weights adapt could adapt (adapt "
-            "trains EAGLE-1/2 and EAGLE-3 heads, Medusa heads and draft models) — use method eagle, eagle3, "
-            "medusa or draft_target, or leave adapt out"
+            f"adapt: the recipe has {what}; adapt trains EAGLE-1/2 and EAGLE-3 heads, Medusa heads and draft models "
+            "— use method eagle, eagle3, medusa or draft_target, or leave adapt out"
         )
     return trainer
 
