@@ -506,7 +506,8 @@ def adapt(
     from specbuild.adapt.run import AdaptOptions, run_adapt
     from specbuild.output.steps import Stages
 
-    build = _load(recipe)
+    with _refusals_as_json("adapt", recipe, as_json):
+        build = _load(recipe)
     r = build.recipe
     _print_warnings(r)
     console = _console(stderr=True)
@@ -524,20 +525,16 @@ def adapt(
         cache_dir=cache_dir,
         reuse=not no_cache,
     )
-    with stages.stage("adapt") as progress:
+    with _refusals_as_json("adapt", recipe, as_json), stages.stage("adapt") as progress:
         result = run_adapt(build, options, progress=progress, notice=stages.notice)
+    if result.reused:
+        stages.reused(
+            f"adapt {result.out}", "made from the same recipe, traffic, checkpoints and code; --no-cache adapts again"
+        )
     if as_json:
-        document = {
-            "format": 1,
-            "command": "adapt",
-            "verdict": "shipped" if result.shipped else "not-shipped",
-            "exit_code": 0 if result.shipped else 1,
-            "steps": stages.to_list(),
-            "findings": [],
-            "outputs": [str(result.out)],
-            "adapt": result.adapt,
-        }
-        click.echo(json.dumps(document, indent=2))
+        from specbuild.output.commands import adapt_document
+
+        click.echo(json.dumps(adapt_document(recipe, r, stages, result), indent=2))
     else:
         colour = "green" if result.shipped else "yellow"
         console.print(f"[{colour}]{result.reason}[/{colour}]", soft_wrap=True)

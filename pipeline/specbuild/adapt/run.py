@@ -142,6 +142,11 @@ def run_adapt(
             manifest = read_manifest(tmp)
             write_manifest(tmp, {**manifest, "step": step_record(key, tmp)})
         except Exception as e:  # noqa: BLE001 - adapt.json says how the run ended, then the error is raised
+            if isinstance(e, OSError):  # a full disk, a folder that cannot be written: the user's to fix
+                e = UserError(
+                    f"adapt: cannot write under {out.parent}: {e.strerror or e}"
+                    f"{f' ({e.filename})' if e.filename else ''} — check its free space and permissions"
+                )
             failure = e
             for child in tmp.iterdir():
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
