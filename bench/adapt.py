@@ -4,8 +4,8 @@
 
     PYTHONPATH=pipeline python bench/adapt.py [--work .cache/bench-adapt] [--per-category 75] [--max-steps N]
 
-1. traffic: bench/adapt_traffic.py's four generated categories (arithmetic, logs, YAML, hexdumps), out of the zoo's
-   Python-stdlib domain, --per-category records each;
+1. traffic: bench/adapt_traffic.py's generated categories (default: arithmetic worksheets, --per-category 150),
+   out of the zoo's Python-stdlib domain: the one the shipped EAGLE head is weakest on;
 2. before: `specbuild compile` of recipes/demo.yaml (the base zoo, EAGLE-1 chain of 5) validated on held-out records
    of that traffic (--served-per-category of each category's held-out part, the same split adapt makes), at
    concurrency 1;
@@ -126,8 +126,14 @@ def acceptance(report: Path) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=ROOT / ".cache" / "bench-adapt")
-    parser.add_argument("--per-category", type=int, default=75)
-    parser.add_argument("--served-per-category", type=int, default=6)
+    parser.add_argument(
+        "--categories",
+        default="arithmetic",
+        help="traffic categories (bench/adapt_traffic.py: arithmetic, logs, yaml, hexdump); default the one the "
+        "shipped EAGLE head is weakest on",
+    )
+    parser.add_argument("--per-category", type=int, default=150)
+    parser.add_argument("--served-per-category", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--max-minutes", type=float, default=None)
@@ -135,7 +141,8 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work.absolute()
     work.mkdir(parents=True, exist_ok=True)
-    records = adapt_traffic.records(args.per_category, 0)
+    categories = tuple(args.categories.split(","))
+    records = adapt_traffic.records(args.per_category, 0, categories)
     traffic = work / "traffic.jsonl"
     traffic.write_text("".join(json.dumps(r) + "\n" for r in records))
     prompts = work / "served.jsonl"
@@ -152,7 +159,7 @@ def main() -> None:
     after_recipe.write_text(recipe_text("demo-adapt", prompts, adapt))
     result: dict = {
         "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(), "load_at_start": os.getloadavg()},
-        "traffic": {"records": len(records), "categories": list(adapt_traffic.CATEGORIES), "served": str(prompts)},
+        "traffic": {"records": len(records), "categories": list(categories), "served": str(prompts)},
     }
     timings: dict[str, float] = {}
     served: dict[str, dict | None] = {}

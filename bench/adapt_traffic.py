@@ -24,11 +24,15 @@ EVENTS = ("started", "stopped", "failed", "retrying", "connected", "timed out", 
 
 
 def arithmetic(r: random.Random) -> str:
+    """A worksheet of sums, differences and products, the last line left for the model to answer."""
     lines = []
     for _ in range(r.randint(5, 10)):
         a, b = r.randint(1, 999), r.randint(1, 999)
-        lines.append(f"{a} + {b} = {a + b}")
-    return "\n".join(lines) + "\n"
+        op = r.choice("+-*")
+        value = a + b if op == "+" else a - b if op == "-" else a * b
+        lines.append(f"{a} {op} {b} = {value}")
+    a, b = r.randint(1, 999), r.randint(1, 999)
+    return "\n".join(lines) + f"\n{a} {r.choice('+-*')} {b} ="
 
 
 def logs(r: random.Random) -> str:
@@ -61,17 +65,19 @@ def hexdump(r: random.Random) -> str:
 CATEGORIES = {"arithmetic": arithmetic, "logs": logs, "yaml": yaml_config, "hexdump": hexdump}
 
 
-def records(per_category: int, seed: int = 0) -> list[dict]:
-    """`per_category` text records of each category, {"id", "category", "prompt"}, the same for the same arguments."""
+def records(per_category: int, seed: int = 0, categories: tuple[str, ...] | None = None) -> list[dict]:
+    """`per_category` text records of each category (default all), {"id", "category", "prompt"}, the same for the
+    same arguments."""
     out = []
-    for name, make in CATEGORIES.items():
+    for name in categories or tuple(CATEGORIES):
+        make = CATEGORIES[name]
         r = random.Random(f"specbuild-adapt-bench:{seed}:{name}")
         out += [{"id": f"{name}-{i:03d}", "category": name, "prompt": make(r)} for i in range(per_category)]
     return out
 
 
-def write(path: Path, per_category: int, seed: int = 0) -> Path:
-    path.write_text("".join(json.dumps(rec) + "\n" for rec in records(per_category, seed)))
+def write(path: Path, per_category: int, seed: int = 0, categories: tuple[str, ...] | None = None) -> Path:
+    path.write_text("".join(json.dumps(rec) + "\n" for rec in records(per_category, seed, categories)))
     return path
 
 
@@ -79,6 +85,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-category", type=int, default=75)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--categories", default=",".join(CATEGORIES), help="comma-separated, of: " + ", ".join(CATEGORIES)
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    write(args.out, args.per_category, args.seed)
+    write(args.out, args.per_category, args.seed, tuple(args.categories.split(",")))

@@ -2,6 +2,12 @@
 so that the zoo's losses (zoo/distill.py, zoo/distill_eagle3.py) train on them as they train the zoo's heads
 (`TeacherData`, with `mask` marking the real positions).
 
+What is learnt: only the answers. `mask` marks a row's answer tokens, so each loss counts the predictions of answer
+tokens (EAGLE: the feature after each answer token's input; Medusa: the answer tokens k + 1 ahead; the draft model:
+its next-token distribution at answer positions) and the head still reads the whole row, prompt included, as it does
+when it drafts. A head never drafts inside a prompt: learning to predict the target there (traffic of another
+domain, often byte soup) would spend the training on what is never verified.
+
 A row longer than MAX_ROW_TOKENS keeps its last MAX_ROW_TOKENS tokens (the answer and the end of the prompt: what
 the head drafts and what it reads just before)."""
 
@@ -77,7 +83,7 @@ def pad_rows(rows: list[Row], lm_head: torch.Tensor, pad_id: int) -> Rows:
         length = len(r.tokens)
         tokens[i, :length] = torch.tensor(r.tokens, dtype=torch.long)
         features[i, :length] = r.final
-        mask[i, :length] = 1.0
+        mask[i, r.prompt_len : length] = 1.0  # the answer
         if captured is not None:
             captured[i, :length] = r.captured
     data = TeacherData(tokens=tokens, features=features, lm_head=lm_head.float(), mask=mask)
