@@ -1,11 +1,13 @@
 """Traffic outside the zoo's Python-stdlib domain, generated deterministically (no download, nothing copied: the
 same records on every machine and Python), for bench/adapt.py.
 
-Four categories of machine-written text a service might be asked to continue: arithmetic worksheets, application
-log lines, YAML configuration and hexdumps. The zoo's target never saw any of them in training; on them the
-shipped EAGLE head accepts markedly less than on Python code (bench/README.md, "Adapting the draft").
+Four categories of machine-written text a service might be asked to continue: arithmetic worksheets (sums,
+differences and products, the last one left open), application log lines, YAML configuration and hexdumps. The
+zoo's target never saw any of them in training. It degenerates into loops on most of them, which the shipped EAGLE
+head predicts well (logs, YAML, hexdumps: AL about 5 of at most 6 in a first run); on the arithmetic worksheets it
+accepts least, so bench/adapt.py adapts on those (bench/README.md, "Adapting the draft").
 
-    python bench/adapt_traffic.py --per-category 75 --out traffic.jsonl
+    python bench/adapt_traffic.py --categories arithmetic --per-category 150 --out traffic.jsonl
 """
 
 from __future__ import annotations
