@@ -23,13 +23,13 @@ from specbuild.recipe.prompts import (
     Prompt,
     PromptFormat,
     apply_prompt_format,
-    bundled_chats_without_template,
+    bundled_chats_unsendable,
     fit_to_limits,
     load_prompt_file,
     load_prompts,
 )
 from specbuild.runtimes.build import Build
-from specbuild.validate.tokenizer import TokenizerUnavailable, load_tokenizer
+from specbuild.checkpoints.client_tokenizer import TokenizerUnavailable, load_tokenizer
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def read_traffic(build: Build, path: Path | None, max_tokens: int) -> Traffic:
         )
     left_out: list[LeftOut] = []
     if bundled:
-        prompts, left_out = bundled_chats_without_template(prompts, tokenizer)
+        prompts, left_out = bundled_chats_unsendable(prompts, tokenizer, recipe.validation.prompt_format)
     prompts, prompt_format = apply_prompt_format(prompts, recipe.validation.prompt_format, tokenizer, problem)
     prompts, too_long, _ = fit_to_limits(
         prompts, tokenizer, recipe.build.max_input_len, recipe.build.max_seq_len, max_tokens

@@ -17,8 +17,11 @@ from specbuild.checkpoints.checkpoint_files import (
     tokenizer_size,
     tokenizer_skipped,
 )
+from specbuild.recipe.prompt_checks import prompt_set_findings
+from specbuild.recipe.prompts import PromptSetError
 from specbuild.methods.weights import weights_findings
-from specbuild.recipe.prompts import load_prompt_file, load_prompts
+from specbuild.recipe.prompts import PROMPTS_FIELD, format_problem, load_prompt_file, load_prompts, no_template
+from specbuild.checkpoints.client_tokenizer import chat_template_source
 from specbuild.recipe.schema import DEFAULT_CATEGORY
 from specbuild.speculation import DraftModel
 
@@ -114,16 +117,40 @@ def file_findings(build: Build) -> Iterator[Finding]:
         recipe.notes.extend(_skipped(recipe, build.spec))
 
 
+def _tokenizer_usable(recipe: Recipe) -> bool:
+    """Whether the target's tokenizer folder is there and passes the checks above (the prompt set is read with it)."""
+    checkpoint = recipe.checkpoint(recipe.model.tokenizer or recipe.model.checkpoint)
+    if checkpoint.problem is not None:  # a model id not in the hub cache: reported above
+        return False
+    folder = checkpoint.path
+    try:
+        usable = folder.is_dir() and any((folder / f).exists() for f in TOKENIZER_FILES)
+    except (OSError, RuntimeError):  # a name too long, a symlink loop: reported above
+        return False
+    return usable and tokenizer_problem(folder) is None
+
+
 def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
-    """A prompt file that does not load, and each category of a per-category min_acceptance_length that the prompt
-    set does not hold (its gate would never be judged)."""
+    """A prompt set that does not load (a file unreadable, empty or malformed), each category of a per-category
+    min_acceptance_length that the prompt set does not hold (its gate would never be judged), and with a usable
+    tokenizer folder what the suite would refuse or leave out of the set (recipe/prompt_checks.py)."""
     value = recipe.validation.prompts
+    if isinstance(value, list) and not value:
+        return  # recipe/checks.py refuses an empty list
     try:
         prompts = load_prompts(recipe)
-    except UserError as e:
-        if isinstance(value, Path):
-            yield Finding(("validation", "prompts"), f"{e} (or give an inline list of prompts)")
+    except PromptSetError as e:
+        yield Finding(e.field, e.detail)
         return
+    except UserError as e:
+        detail = str(e).removeprefix("validation.prompts: ")
+        yield Finding(
+            ("validation", "prompts"),
+            detail + (" (or give an inline list of prompts)" if isinstance(value, Path) else ""),
+        )
+        return
+    if _tokenizer_usable(recipe):
+        yield from prompt_set_findings(recipe, prompts)
     gate = recipe.validation.min_acceptance_length
     if not isinstance(gate, dict):
         return
@@ -141,20 +168,9 @@ def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
             )
 
 
-def _has_chat_template(folder: Path) -> bool:
-    """chat_template.jinja, or a chat_template in tokenizer_config.json (where transformers reads one)."""
-    import json
-
-    if (folder / "chat_template.jinja").is_file():
-        return True
-    try:
-        return bool(json.loads((folder / "tokenizer_config.json").read_text()).get("chat_template"))
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def _adapt_findings(recipe: Recipe) -> Iterator[Finding]:
-    """adapt.traffic that does not load, or holds chat records the target cannot render (before anything runs)."""
+    """adapt.traffic that does not load, or that validation.prompt_format and the target's chat template cannot send
+    (prompts.format_problem, the suite's rule), before anything runs."""
     if recipe.adapt is None or recipe.adapt.traffic is None:
         return
     try:
@@ -162,22 +178,10 @@ def _adapt_findings(recipe: Recipe) -> Iterator[Finding]:
     except UserError as e:
         yield Finding(("adapt", "traffic"), f"{e} — point adapt.traffic at your traffic file")
         return
-    chats = [p for p in prompts if p.messages is not None]
-    if not chats:
-        return
-    if recipe.validation.prompt_format == "raw":
-        yield Finding(
-            ("adapt", "traffic"),
-            f"record {chats[0].id} is chat messages, but validation.prompt_format is raw — give the traffic as text, "
-            "or set prompt_format to auto or chat",
-        )
-    elif not _has_chat_template(recipe.tokenizer_dir):
-        yield Finding(
-            ("adapt", "traffic"),
-            f"record {chats[0].id} is chat messages, which need the target's chat template, but "
-            f"{recipe.tokenizer_dir} has none (chat_template.jinja, or chat_template in tokenizer_config.json) — give "
-            "the traffic as text, or set model.tokenizer to a folder with the template",
-        )
+    template = chat_template_source(recipe.tokenizer_dir)
+    problem = format_problem(prompts, recipe.validation.prompt_format, template, no_template(recipe.tokenizer_dir))
+    if problem is not None and problem.field == PROMPTS_FIELD:  # a format no prompt can use: validation's finding
+        yield Finding(("adapt", "traffic"), f"{recipe.adapt.traffic}: {problem.detail}")
 
 
 def _skipped(recipe: Recipe, spec: Speculation) -> Iterator[str]:
