@@ -141,11 +141,15 @@ def test_the_same_inputs_into_the_same_folder_reuse_it(first, setup):
     assert (first["out"] / "adapt.json").stat().st_mtime_ns == before
 
 
-def test_max_steps_0_ends_not_shipped_and_leaves_the_old_head(first, setup):
+def test_max_steps_0_ends_not_shipped_and_leaves_the_old_head(first, setup, capsys):
     old = folder_digest(TINY / "eagle")
     out = setup["root"] / "zero"
-    assert adapt(setup, out, "--max-steps", "0") == 1
+    capsys.readouterr()
+    assert adapt(setup, out, "--max-steps", "0", "--json") == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["command"] == "adapt" and document["verdict"] == "not-shipped" and document["exit_code"] == 1
     a = json.loads((out / "adapt.json").read_text())
+    assert document["adapt"] == a and document["outputs"] == {"adapt": str(out.absolute())}
     assert a["shipped"] is False and "max_steps is 0" in a["reason"]
     assert a["head"] == str(TINY / "eagle") and not (out / "head").exists()
     assert folder_digest(TINY / "eagle") == old

@@ -47,7 +47,8 @@ def markdown(report: dict) -> str:
     t = report.get("traffic") or {}
     if t:
         lines += [
-            f"- traffic: {t['source']}: {t['records']} records in {len(t['categories'])} categories "
+            f"- traffic: {t['source']}: {t['records']} records in {len(t['categories'])} "
+            f"categor{'y' if len(t['categories']) == 1 else 'ies'} "
             f"(digest {t['digest'][:12]}), sent as {t['prompt_format']['used']} ({t['prompt_format']['why']})"
         ]
         if t.get("left_out"):
