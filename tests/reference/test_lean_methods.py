@@ -166,7 +166,7 @@ def test_eagle3_gives_the_same_tokens_on_both_paths(shipped_tiny, tmp_path, zoo_
 
     from specbuild.reference.engine_folder import load_engine
     from specbuild.reference.decoder.executor import Executor, _Group
-    from specbuild.reference.decoder.methods.eagle3 import Eagle3
+    from specbuild.methods.eagle3.decoder import Eagle3Decoder
 
     folder = build_target(
         shipped_tiny,
@@ -183,7 +183,7 @@ def test_eagle3_gives_the_same_tokens_on_both_paths(shipped_tiny, tmp_path, zoo_
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("SPECBUILD_REFERENCE_FORWARD", "auto" if path == "lean" else path)
             engine = load_engine(folder)
-        method = Eagle3(engine, None, {"max_draft_len": 4})
+        method = Eagle3Decoder(engine, None, {"max_draft_len": 4})
         assert (method.lean_head is not None) == (path == "lean"), path
         ex = Executor(engine)
         ex.limits = replace(ex.limits, max_batch_size=4)

@@ -98,19 +98,6 @@ def missing_layers(names: Iterable[str], num_layers: int) -> list[int]:
     return [i for i in range(num_layers) if i not in found]
 
 
-def has_mtp_layers(names: Iterable[str], num_layers: int) -> bool | None:
-    """Whether the names hold multi-token-prediction layers: decoder layers numbered from `num_layers` on
-    (DeepSeek-V3's `model.layers.61.*`, GLM-4.5's), or tensors named `mtp` / `nextn` (Qwen3-Next's `mtp.*`).
-    None when the names show no layer numbers (nothing to tell by)."""
-    names = list(names)
-    if any("mtp" in n or "nextn" in n for n in names):
-        return True
-    found = {int(m.group(1)) for n in names if (m := LAYER_INDEX.search(n))}
-    if not found:
-        return None
-    return max(found) >= num_layers
-
-
 def medusa_heads(names: Iterable[str]) -> int:
     """How many heads Medusa tensor names hold: heads 0..K-1, numbered by their names' first part (the weights,
     not config.json, count them: FasterDecoding/medusa-vicuna-7b-v1.3 says medusa_num_heads 2 and holds 5,

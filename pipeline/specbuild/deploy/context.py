@@ -20,7 +20,8 @@ from specbuild.deploy.world import World, world_of
 from specbuild.repository.engine import params
 from specbuild.repository.llmapi.configs import MODEL
 from specbuild.deploy.kind import deploy_kind
-from specbuild.repository.llmapi.model_yaml import DRAFT_FIELD, model_yaml
+from specbuild.repository.llmapi.model_yaml import model_yaml
+from specbuild.repository.llmapi.releases import rules
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
@@ -228,9 +229,10 @@ def llmapi_paths(recipe: Recipe, spec: Speculation) -> dict[str, str]:
     EAGLE-3 head under speculative_config's speculative_model / speculative_model_dir)."""
     args = model_yaml(recipe, spec, role="target")
     out = {"model": str(args["model"]), "tokenizer": str(args["tokenizer"])}
-    draft = (args.get("speculative_config") or {}).get(DRAFT_FIELD[recipe.llm_api.release])
+    field = rules(recipe.llm_api.release).draft_field
+    draft = (args.get("speculative_config") or {}).get(field)
     if draft is not None:
-        out[f"speculative_config.{DRAFT_FIELD[recipe.llm_api.release]}"] = str(draft)
+        out[f"speculative_config.{field}"] = str(draft)
     return out
 
 

@@ -20,7 +20,7 @@ from specbuild.checkpoints.checkpoint_files import (
 from specbuild.methods.weights import weights_findings
 from specbuild.recipe.prompts import load_prompts
 from specbuild.recipe.schema import DEFAULT_CATEGORY
-from specbuild.speculation import DraftModel
+from specbuild.methods.draft_target import DraftModel
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe

@@ -10,12 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.facts.engine_facts import expected_limits, pretrained_extra, verify_engine
+from specbuild.facts.engine_facts import expected_limits, verify_engine
 from specbuild.findings import Finding
+from specbuild.methods import pack_for
 from specbuild.plan import ServeStep, roles
 from specbuild.reference import dialect
 from specbuild.reference.call_costs import measure_served
-from specbuild.reference.checks import reference_findings
+from specbuild.reference.checks import decoder_refusal, reference_findings
 from specbuild.reference.engine_folder import build_engine
 from specbuild.reference.steps import ReferenceEngineStep, cpu_serve_step
 from specbuild.repository.engine.flavour import EngineFlavour
@@ -39,6 +40,9 @@ class ReferenceRuntime(EngineFlavour):
     def checks(self, recipe, spec, options) -> Iterator[Finding]:
         yield from self.flavour_checks(recipe, spec)
         yield from reference_findings(recipe, spec)
+        refusal = decoder_refusal(spec) if spec.mode is not None else None  # (no engine mode: the flavour's refusal)
+        if refusal is not None:
+            yield Finding(("speculation", "method"), refusal)
 
     # --- engines ----------------------------------------------------------------------------------------------
     def engine_steps(self, recipe, spec, layout, options) -> list[ReferenceEngineStep]:
@@ -56,7 +60,7 @@ class ReferenceRuntime(EngineFlavour):
                     limits=expected_limits(recipe, spec, role),
                     weights=spec.weights if target else {},
                     decoding=dialect.decoding(spec) if target else {},
-                    pretrained_extra=pretrained_extra(spec) if target else {},
+                    pretrained_extra=pack_for(spec).pretrained_config(spec) if target else {},
                     output=layout.engine(role),
                 )
             )

@@ -17,7 +17,7 @@ from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
 
 if TYPE_CHECKING:
-    from specbuild.methods.base import Method
+    from specbuild.methods.pack import MethodPack
     from specbuild.recipe.schema import Recipe
     from specbuild.runtimes.base import Runtime
     from specbuild.speculation import Speculation
@@ -28,7 +28,7 @@ class Build:
     """What a command builds, serves or validates: the recipe and what it resolved to."""
 
     recipe: Recipe
-    method: Method  # the speculative method (specbuild/methods/)
+    method: MethodPack  # the speculative method's pack (specbuild/methods/<name>/)
     spec: Speculation  # the runtime-neutral description of the recipe's speculation
     runtime: Runtime  # the runtime in the recipe's flavour (specbuild/runtimes/)
     options: BuildOptions  # the command-line options that change what it builds

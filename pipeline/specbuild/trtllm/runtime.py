@@ -10,16 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.facts.engine_facts import SpecMode, expected_limits, pretrained_extra
+from specbuild.facts.engine_facts import SpecMode, expected_limits
+from specbuild.methods import pack_for
 from specbuild.findings import Finding
 from specbuild.files.paths import show
 from specbuild.plan import ServeStep, Step, VerifyEngineStep, roles
 from specbuild.repository.engine import params as triton_params
 from specbuild.repository.engine.flavour import EngineFlavour
 from specbuild.repository.engine.launch import SCRIPT_NAME, launch_script
-from specbuild.speculation import DraftModel
 from specbuild.trtllm import checks
-from specbuild.trtllm.converters import plain_converter, target_converter
+from specbuild.trtllm.converters import plain_converter
+from specbuild.trtllm.method_part import part_for, target_converter
 from specbuild.trtllm.engines import run_engine_steps
 from specbuild.trtllm.steps import BuildStep, ConvertStep
 from specbuild.trtllm.version import legacy_tensor_names
@@ -47,9 +48,7 @@ def build_flags(recipe, spec, role: str) -> tuple[tuple[str, str | None], ...]:
     if limits.speculative_decoding_mode != SpecMode.NONE:
         flags["--speculative_decoding_mode"] = limits.speculative_decoding_mode.cli_name
         flags["--max_draft_len"] = str(limits.max_draft_len)
-    match spec.params:
-        case DraftModel(use_draft_logits=True) if role in ("target", "draft"):
-            flags["--gather_generation_logits"] = None  # logit acceptance (TensorRT-LLM PR #4167)
+    flags.update(part_for(spec).build_flags(spec, role))
     return tuple(flags.items())
 
 
@@ -105,7 +104,8 @@ class TrtllmRuntime(EngineFlavour):
             converter = plain_converter(model_dir)
         expect = {"dtype": recipe.model.dtype}
         if role == "target":
-            expect.update({k: v for k, v in pretrained_extra(spec).items() if not isinstance(v, (dict, list))})
+            extra = pack_for(spec).pretrained_config(spec)
+            expect.update({k: v for k, v in extra.items() if not isinstance(v, (dict, list))})
         return ConvertStep(
             role=role,
             converter=converter,

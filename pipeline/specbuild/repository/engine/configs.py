@@ -15,7 +15,7 @@ from specbuild.repository.engine.tensors import Tensor
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
-    from specbuild.repository.engine.flavour import EngineFlavour
+    from specbuild.repository.engine.core import EngineCore
     from specbuild.speculation import Speculation
 
 CORE_MODELS = ("tensorrt_llm", "tensorrt_llm_draft")
@@ -176,7 +176,7 @@ def bls_config(recipe: Recipe, spec: Speculation, role: str, legacy: bool):
 
 
 def repository_configs(
-    recipe: Recipe, spec: Speculation, role: str, engines: dict[str, Path], flavour: EngineFlavour
+    recipe: Recipe, spec: Speculation, role: str, engines: dict[str, Path], flavour: EngineCore
 ) -> dict[str, Any]:
     """Every model's ModelConfig, by model name. `engines` maps core model names to their engine folders;
     `flavour`: the recipe's runtime, which writes the repository."""

@@ -67,6 +67,7 @@ DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
 # seq.state keys: the target's features the head has not caught up on (queued), and those of every position the
 # target cache holds (their history, kept with the KV when KV reuse is on)
 QUEUED, HISTORY = "eagle_features", "eagle_history"
+CACHE = "eagle"  # the head's KV cache in the batch (EAGLE-3's head uses the same name: one head per batch)
 
 
 def _flag(value) -> bool:
@@ -102,7 +103,7 @@ class _Growing:
         return self.root_feature if parent == 0 else self.feature_out[parent]
 
 
-class Eagle(Decoder):
+class EagleDecoder(Decoder):
     name = "eagle"
     engine_mode = SpecMode.EAGLE
     reuses_prefix = True
@@ -191,7 +192,7 @@ class Eagle(Decoder):
     def join(self, batch: Batch) -> None:
         """The joining rows' head cache starts empty; the features of their reused prefix wait for the catch-up,
         and those of their tail are queued by the plain step that prefills it."""
-        batch.caches["eagle"] = KVCache(self.head.config, len(batch.seqs))
+        batch.caches[CACHE] = KVCache(self.head.config, len(batch.seqs))
         for seq in batch.seqs:
             reused = self.reused_features(seq)
             seq.state["eagle_root_feature"] = None
@@ -199,7 +200,7 @@ class Eagle(Decoder):
             seq.state[HISTORY] = list(seq.state[QUEUED])
 
     def start_head(
-        self, batch: Batch, features: list[torch.Tensor], tokens: list[list[int]], cache: str = "eagle"
+        self, batch: Batch, features: list[torch.Tensor], tokens: list[list[int]], cache: str = CACHE
     ) -> None:
         """The head's entries over the prompts (f_p, x_{p+1}), after the target's prefill. With speculation off
         (a scheduled draft length of 0) they wait for the catch-up before the next drafting step instead, so that a
@@ -249,7 +250,7 @@ class Eagle(Decoder):
         """This step's trees, drafted by the head after it caught up (its tree entries dropped again)."""
         self.catch_up(batch)
         drafts = self.draft(batch)
-        batch.caches["eagle"].rollback()
+        batch.caches[CACHE].rollback()
         return drafts
 
     @staticmethod
@@ -270,7 +271,7 @@ class Eagle(Decoder):
     @torch.inference_mode()
     def catch_up(self, batch: Batch) -> None:
         """Feed the head the entries (f_p, x_{p+1}) verified since its last catch-up; keep them."""
-        kv = batch.caches["eagle"]
+        kv = batch.caches[CACHE]
         features = [self.queued_features(seq) for seq in batch.seqs]
         if all(f is None for f in features):
             return
@@ -289,7 +290,7 @@ class Eagle(Decoder):
     # ---------------------------------------------------------------- drafting
     @torch.inference_mode()
     def draft(self, batch: Batch) -> list[RowTree]:
-        kv = batch.caches["eagle"]
+        kv = batch.caches[CACHE]
         rows = [
             _Growing(root_feature=seq.state["eagle_root_feature"], root_position=kv.lengths[r], tokens=[seq.tokens[-1]])
             for r, seq in enumerate(batch.seqs)
@@ -438,6 +439,3 @@ class Eagle(Decoder):
                 )
         kv.check_appended(plan, before)
         return out
-
-
-METHOD = Eagle

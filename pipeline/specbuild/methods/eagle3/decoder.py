@@ -51,13 +51,12 @@ from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.kv_cache import KVCache
 from specbuild.reference.decoder.lean.heads import LeanEagle3Head
 from specbuild.reference.decoder.methods import StepOutput, next_token
-from specbuild.reference.decoder.methods.eagle import TOP_K_KEYS, Eagle, _flag
+from specbuild.methods.eagle.decoder import CACHE, TOP_K_KEYS, EagleDecoder, _flag
 from specbuild.reference.decoder.tree import commit_paths, drafter_precision, feed_trees, tree_from_choices
 from specbuild.reference.decoder.verify import verify_tree
 
 DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
 LAYERS_KEY = "eagle3_layers_to_capture"
-CACHE = "eagle"  # the head's KV cache in the batch (the same name as EAGLE-1/2's: one head per batch)
 
 
 def parse_layers(value, where: str) -> tuple[int, ...]:
@@ -81,7 +80,7 @@ def parse_layers(value, where: str) -> tuple[int, ...]:
     return tuple(sorted(set(value)))
 
 
-class Eagle3(Eagle):
+class Eagle3Decoder(EagleDecoder):
     """EAGLE-3 on the reference runtime; drafting, tree growth and verification are EAGLE-1/2's (`Eagle`), with the
     head's features fused from captured target layers and its draft vocabulary mapped back through d2t."""
 
@@ -89,7 +88,7 @@ class Eagle3(Eagle):
     schedule_caps_depth = True  # a scheduled length is the chain length / tree depth (TensorRT-LLM's max_draft_len)
 
     def __init__(self, engine, draft_engine=None, decoding=None):
-        super(Eagle, self).__init__(engine, draft_engine, decoding)  # Decoder.__init__: Eagle's loads an EAGLE-1 head
+        super(EagleDecoder, self).__init__(engine, draft_engine, decoding)  # Decoder.__init__: EAGLE-1's loads its head
         where = self.where()
         if "eagle3" not in engine.folders:
             raise UserError(
@@ -224,6 +223,3 @@ class Eagle3(Eagle):
                 )
         kv.check_appended(plan, before)
         return out
-
-
-METHOD = Eagle3
