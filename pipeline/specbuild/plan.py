@@ -21,7 +21,6 @@ from specbuild.files.paths import show
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
-    from specbuild.speculation import Speculation
 
 ROLES_DOC = {"target": "the serving engine", "draft": "the draft engine", "baseline": "the target without speculation"}
 
@@ -248,16 +247,6 @@ def _render_detail(key: str, value: Any, indent: str) -> list[str]:
     if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
         return [f"{indent}{key}: {len(value)} paths {json.dumps(value[:4])}{' ...' if len(value) > 4 else ''}"]
     return [f"{indent}{key}: {value if isinstance(value, str) else json.dumps(value)}"]
-
-
-def roles(recipe: Recipe, spec: Speculation) -> list[str]:
-    """The engines a compile builds: the target, the draft model's engine, the baseline."""
-    out = ["target"]
-    if spec.has_draft_engine:
-        out.append("draft")
-    if recipe.builds_baseline:
-        out.append("baseline")
-    return out
 
 
 def repository_roles(recipe: Recipe) -> list[str]:

@@ -26,7 +26,7 @@ def make_plan(build: Build, layout: Layout, bundle: DeployStep | str) -> Plan:
     """The plan of a resolved recipe (specbuild.runtimes.build), built with its options. `bundle`: the step that
     writes its deployment bundle, or why it gets none (specbuild.deploy.bundle.deploy_step)."""
     recipe, runtime, spec, options = build.recipe, build.runtime, build.spec, build.options
-    steps: list[Step] = list(runtime.engine_steps(recipe, spec, layout, options))
+    steps: list[Step] = list(runtime.engine_steps(recipe, spec, build.roles, layout, options))
     repo_roles = repository_roles(recipe)
     for role in repo_roles:
         steps.append(

@@ -47,8 +47,6 @@ class MethodParams:
     are class attributes or methods whose names no params field uses (a dataclass would take an inherited class
     attribute of a field's name as the field's default)."""
 
-    # A separate draft model's engine is built beside the target's (its own Triton core model).
-    has_draft_engine: ClassVar[bool] = False
     # What full_length counts: tree nodes (Medusa, EAGLE-1/2), else draft tokens.
     drafts_tree_nodes: ClassVar[bool] = False
     # Each step drafts a chain or a tree of draft tokens (lookahead runs an n-gram window instead).
@@ -57,6 +55,10 @@ class MethodParams:
     def carried_weights(self) -> dict[str, Path]:
         """Checkpoint folders the target engine carries beside the model, by name."""
         return {}
+
+    def draft_checkpoint(self) -> Path | None:
+        """A separate draft model, whose engine is built beside the target's (its own Triton core model)."""
+        return None
 
     def full_length(self, spec: Speculation) -> int | None:
         """The draft length a draft_len_schedule scales, at full length (Speculation.full_draft_length)."""
@@ -85,7 +87,12 @@ class Speculation:
     @property
     def has_draft_engine(self) -> bool:
         """A separate draft model's engine is built beside the target's."""
-        return self.params is not None and self.params.has_draft_engine
+        return self.draft_checkpoint is not None
+
+    @property
+    def draft_checkpoint(self) -> Path | None:
+        """The draft model whose engine is built beside the target's (None: none)."""
+        return self.params.draft_checkpoint() if self.params is not None else None
 
     @property
     def drafts_chain(self) -> bool:

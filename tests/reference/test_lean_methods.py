@@ -160,7 +160,7 @@ def test_int8_drafters_are_lossless_and_keep_their_acceptance(shipped_tiny, tmp_
 
 
 def test_eagle3_gives_the_same_tokens_on_both_paths(shipped_tiny, tmp_path, zoo_engines, zoo_requests):
-    """The zoo's EAGLE-3 head drafts through LeanEagle3Head next to a lean target and through Eagle3Head's own
+    """The zoo's EAGLE-3 head drafts through LeanEagle3Head next to a lean target and through Eagle3HeadModule's own
     modules next to a transformers target: the same tokens either way, autoregressive decoding's."""
     from dataclasses import replace
 

@@ -12,11 +12,13 @@ import typing
 
 import pytest
 
-from specbuild.methods import METHODS
+from specbuild.deploy.context import BundleFlavour, bundle_flavour
+from specbuild.methods import METHODS, load
 from specbuild.methods.pack import MethodPack
 from specbuild.runtimes import REGISTRY, get_runtime
 from specbuild.runtimes.base import Runtime
 from specbuild.speculation import MethodParams
+from specbuild.trtllm.method_part import TrtllmPart
 
 PARAMS = [pack.Params for pack in METHODS.values() if pack.Params is not None]
 
@@ -61,7 +63,7 @@ def _problems(cls: type, interface: type) -> list[str]:
 
 def test_the_interfaces_declare_what_is_checked():
     """The derivation finds members in each interface (a renamed or emptied interface would pass vacuously)."""
-    for interface in (Runtime, MethodPack, MethodParams):
+    for interface in (Runtime, MethodPack, MethodParams, BundleFlavour, TrtllmPart):
         declared, functions = _members(interface)
         assert functions, interface
     assert any(_abstract(f) for f in _members(Runtime)[1].values())
@@ -83,6 +85,20 @@ def test_method_conforms(name):
     method = METHODS[name]
     assert method.name == name
     assert not _problems(type(method), MethodPack)
+
+
+@pytest.mark.parametrize("key", sorted(REGISTRY), ids="/".join)
+def test_each_flavour_names_a_bundle_part_that_conforms(key):
+    part = bundle_flavour(get_runtime(*key))
+    assert isinstance(part, BundleFlavour)
+    assert not _problems(type(part), BundleFlavour)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in METHODS.items() if p.trtllm is not None))
+def test_each_pack_s_trtllm_part_conforms(name):
+    pack = METHODS[name]
+    part = load(pack, pack.trtllm)
+    assert isinstance(part, TrtllmPart) and not _problems(type(part), TrtllmPart)
 
 
 @pytest.mark.parametrize("params", PARAMS, ids=lambda t: t.__name__)

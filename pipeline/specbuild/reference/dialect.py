@@ -1,8 +1,8 @@
-"""The reference runtime's dialect of a `Speculation`: the `specbuild.decoding` keys its engine folder records
-(read by the method's decoder, the pack's `decoder.py`), and the same keys recovered from the `tensorrt_llm` model's
-config.pbtxt parameters (the C++ backend's names: decoding_mode, medusa_choices, eagle_choices, lookahead_*; and
-specbuild's draft_len_schedule, which the C++ backend does not have), which override the engine's defaults at load
-time as they do for the C++ backend. Each method's keys are its pack's (`MethodPack.decoding`,
+"""The reference runtime's dialect of the `tensorrt_llm` model's config.pbtxt parameters: the `specbuild.decoding`
+keys an engine folder records (the target role's, specbuild.runtimes.roles; read by the method's decoder, its pack's
+`decoder.py`) recovered from the C++ backend's parameter names (decoding_mode, medusa_choices, eagle_choices,
+lookahead_*; and specbuild's draft_len_schedule, which the C++ backend does not have), which override the engine's
+defaults at load time as they do for the C++ backend. Each method's keys are its pack's (`MethodPack.decoding`,
 `decoding_overrides`)."""
 
 from __future__ import annotations
@@ -10,18 +10,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from specbuild.facts.engine_facts import SpecMode
-from specbuild.methods import METHODS, pack_for
+from specbuild.methods import METHODS
 from specbuild.methods.pack import ParameterProblem
-from specbuild.speculation import Speculation
 from specbuild.standalone import draft_len_schedule
-
-
-def decoding(spec: Speculation) -> dict[str, Any]:
-    """Runtime defaults the target engine folder records under specbuild.decoding."""
-    out = pack_for(spec).decoding(spec)
-    if spec.draft_len_schedule:  # the draft length per number of requests in flight (read by every method)
-        out[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(spec.draft_len_schedule)
-    return out
 
 
 # decoding_mode values that pick plain sampling (the C++ backend's; nothing to override)
@@ -69,4 +60,4 @@ def overrides(
     return out
 
 
-__all__ = ["PLAIN_DECODING_MODES", "ParameterProblem", "decoding", "overrides"]
+__all__ = ["PLAIN_DECODING_MODES", "ParameterProblem", "overrides"]

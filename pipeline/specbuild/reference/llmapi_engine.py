@@ -17,9 +17,11 @@ so the executor sees the same speculative-decoding mode as with an engine folder
 
 from __future__ import annotations
 
-from specbuild.facts.engine_facts import SpecMode, built_limits
+from dataclasses import replace
+
+from specbuild.facts.engine_facts import EngineLimits, SpecMode, built_limits
 from specbuild.methods import METHODS
-from specbuild.reference.decoder.engine import Engine, Limits
+from specbuild.reference.decoder.engine import Engine
 from specbuild.reference.llmapi_yaml import LlmApiSettings, ModelYamlError
 from specbuild.reference.decoder.methods import method_class
 from specbuild.reference.decoder.model import CausalLM
@@ -37,7 +39,9 @@ def engine_mode(method: str) -> SpecMode:
     return method_class(method).engine_mode
 
 
-def limits(settings: LlmApiSettings) -> Limits:
+def limits(settings: LlmApiSettings) -> EngineLimits:
+    """The LLM's limits as an engine's: what trtllm-build would record for them, with the LLM's own token budget
+    and draft length (the LLM takes max_num_tokens as given)."""
     built = built_limits(
         max_batch_size=settings.max_batch_size,
         max_input_len=settings.max_input_len,
@@ -48,14 +52,7 @@ def limits(settings: LlmApiSettings) -> Limits:
         mode=engine_mode(settings.method),
         max_draft_len=settings.max_draft_len,
     )
-    return Limits(
-        max_batch_size=settings.max_batch_size,
-        max_input_len=settings.max_input_len,
-        max_seq_len=settings.max_seq_len,
-        engine_max_seq_len=built.max_seq_len,
-        max_num_tokens=settings.max_num_tokens,
-        max_draft_len=settings.max_draft_len,
-    )
+    return replace(built, max_num_tokens=settings.max_num_tokens, max_draft_len=settings.max_draft_len)
 
 
 def _config(settings: LlmApiSettings, role: str, method: str, decoding: dict) -> dict:

@@ -1,4 +1,5 @@
-"""A recipe resolved once for a command: its method, its speculation's description and its runtime.
+"""A recipe resolved once for a command: its method, its speculation's description, its runtime, and the engines it
+makes, one per role (specbuild.runtimes.roles).
 
     build = resolve_build(recipe, options)   # method_for, describe and runtime_for, each called once here
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from specbuild.methods import describe, method_for
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
+from specbuild.runtimes.roles import Role, resolve_roles
 
 if TYPE_CHECKING:
     from specbuild.methods.pack import MethodPack
@@ -32,15 +34,18 @@ class Build:
     spec: Speculation  # the runtime-neutral description of the recipe's speculation
     runtime: Runtime  # the runtime in the recipe's flavour (specbuild/runtimes/)
     options: BuildOptions  # the command-line options that change what it builds
+    roles: dict[str, Role]  # its engines by role (target, draft, baseline): limits, checkpoints, the method's keys
 
 
 def resolve_build(recipe: Recipe, options: BuildOptions | None = None) -> Build:
+    spec = describe(recipe)
     return Build(
         recipe=recipe,
         method=method_for(recipe),
-        spec=describe(recipe),
+        spec=spec,
         runtime=runtime_for(recipe),
         options=options or BuildOptions(),
+        roles=resolve_roles(recipe, spec),
     )
 
 

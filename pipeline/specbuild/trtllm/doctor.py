@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from specbuild.errors import UserError
 from specbuild.methods import METHODS, describe, load
-from specbuild.plan import Layout, roles
+from specbuild.plan import Layout
+from specbuild.runtimes.roles import resolve_roles
 from specbuild.recipe.schema import Recipe
 from specbuild.trtllm import gpus as gpu_mod
 from specbuild.trtllm import version as version_mod
@@ -119,12 +120,12 @@ def _argvs_for(recipe, spec) -> list[list[str]]:
     layout = Layout(Path("engines"), Path("triton_repo"), Path("reports"), recipe.name)
     return [
         BuildStep(
-            role=role,
-            checkpoint=layout.checkpoint(role),
-            output=layout.engine(role),
+            role=role.name,
+            checkpoint=layout.checkpoint(role.name),
+            output=layout.engine(role.name),
             flags=build_flags(recipe, spec, role),
         ).command()
-        for role in roles(recipe, spec)
+        for role in resolve_roles(recipe, spec).values()
     ]
 
 

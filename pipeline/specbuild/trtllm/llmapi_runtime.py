@@ -38,7 +38,7 @@ from specbuild.plan import ServeStep
 from specbuild.repository.llmapi.writer import write_repository
 from specbuild.trtllm.llmapi_parse import check_model_yaml
 from specbuild.trtllm.method_part import part_for
-from specbuild.trtllm.version import installed, require_llmapi
+from specbuild.trtllm.version import installed, installed_version, require_llmapi
 
 IN_SOURCE = Path("triton_backend/all_models/llmapi/tensorrt_llm/1")  # a TensorRT-LLM checkout (tensorrtllm_backend
 # docs/llmapi.md@0b9d7d5)
@@ -182,6 +182,9 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
             "and MTP take the argmax on both sides up to 1.2 unless allow_advanced_sampling is set, and its "
             "speculative sampling is not bit-exact — remove validation.sampling or use runtime: reference"
         )
+
+    def installed_release(self) -> str | None:
+        return installed_version()
 
     def model_source(self) -> ModelSource:
         return ModelSource(found_model_dir())

@@ -4,7 +4,7 @@ without one converts its target with the plain model class and adds nothing to t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Protocol, runtime_checkable
 
 from specbuild.errors import UserError
 from specbuild.methods import load, pack_for
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from specbuild.speculation import Speculation
 
 
+@runtime_checkable
 class TrtllmPart(Protocol):
     """One method's part of the tensorrt-llm runtime (these defaults: nothing of its own)."""
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 from specbuild.speculation import MethodParams, Speculation
 
@@ -13,12 +12,14 @@ from specbuild.speculation import MethodParams, Speculation
 class DraftModel(MethodParams):
     """A separate draft model with the target's vocabulary; its engine is built beside the target's."""
 
-    has_draft_engine: ClassVar[bool] = True
     path: Path
     num_draft_tokens: int  # drafts proposed per round
     use_draft_logits: bool  # accept by logit ratio (the engines gather generation logits)
     tp_size: int
     fast_logits: bool
+
+    def draft_checkpoint(self) -> Path | None:
+        return self.path
 
     def full_length(self, spec: Speculation) -> int | None:
         return self.num_draft_tokens

@@ -126,7 +126,7 @@ class EagleDecoder(Decoder):
         )
         self.draft_dtype, int8 = self.draft_precision
         self.head = load_eagle_head(engine.folders["eagle"], target_model=self.target.hf, dtype=self.draft_dtype)
-        # the head runs on the same path as the target: lean modules, or the transformers layers of EagleHead
+        # the head runs on the same path as the target: lean modules, or the transformers layers of EagleHeadModule
         self.lean_head = None
         if self.target.implementation == "lean" and LeanEagleHead.unsupported(self.head) is None:
             self.lean_head = LeanEagleHead(self.head, int8=int8)
@@ -135,7 +135,12 @@ class EagleDecoder(Decoder):
         self.draft_head = DraftVocabHead(self.target.lm_head.weight, self.draft_vocab, self.draft_dtype, int8=int8)
         pretrained = engine.config.get("pretrained_config", {})
         self.depth = int(self.decoding.get("num_eagle_layers", pretrained.get("num_eagle_layers", 4)))
-        self.max_draft_len = engine.limits.max_draft_len or 63
+        self.max_draft_len = engine.limits.max_draft_len  # build_config.max_draft_len: the nodes a tree may have
+        if self.max_draft_len < 1:
+            raise UserError(
+                f"{engine.path}/config.json: build_config.max_draft_len is {self.max_draft_len}, but an EAGLE engine "
+                "verifies up to that many tree nodes — rebuild the engine from its recipe"
+            )
         self.dynamic = any(_flag(self.decoding.get(k, False)) for k in DYNAMIC_KEYS)
         if self.dynamic:
             self.top_k = int(next((self.decoding[k] for k in TOP_K_KEYS if k in self.decoding), 10))
@@ -413,7 +418,6 @@ class EagleDecoder(Decoder):
         """Run the EAGLE head on per-row entries (features [n_r, H], next tokens, positions) through `kv`;
         returns the predicted features [B, S, H] (row r's entries first)."""
         n_new = [len(t) for t in tokens]
-        before = kv.physical_length
         plan = kv.plan_forward(n_new, positions=positions, attend=attend)
         hidden = self.head.config.hidden_size
         if len(tokens) == 1 and n_new[0] == plan.width:
@@ -437,5 +441,5 @@ class EagleDecoder(Decoder):
                     attention_mask=plan.additive_mask(feats.dtype),
                     past_key_values=kv.store,
                 )
-        kv.check_appended(plan, before)
+        kv.check_appended(plan)
         return out

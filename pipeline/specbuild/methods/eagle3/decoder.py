@@ -101,7 +101,7 @@ class Eagle3Decoder(EagleDecoder):
         )
         self.draft_dtype, int8 = self.draft_precision
         self.head = load_eagle3_head(engine.folders["eagle3"], target_model=self.target.hf, dtype=self.draft_dtype)
-        # the head runs on the same path as the target: lean modules, or Eagle3Head's own
+        # the head runs on the same path as the target: lean modules, or Eagle3HeadModule's own
         self.lean_head = LeanEagle3Head(self.head, int8=int8) if lean else None
         self.head_logits = self.lean_head.logits if lean else self.head.logits
         self._draft_ids = self.head.draft_to_target
@@ -200,7 +200,6 @@ class Eagle3Decoder(EagleDecoder):
         """Run the head on per-row entries (hidden inputs [n_r, n*H_t] captured or [n_r, H] drafted, the next tokens,
         positions) through `kv`; returns each entry's `out` [B, S, H] (row r's entries first)."""
         n_new = [len(t) for t in tokens]
-        before = kv.physical_length
         plan = kv.plan_forward(n_new, positions=positions, attend=attend)
         width = next((f.shape[-1] for f in features if f is not None and len(f)), self.head.hidden_size)
         hidden = torch.zeros(len(tokens), plan.width, width, dtype=self.draft_dtype)
@@ -221,5 +220,5 @@ class Eagle3Decoder(EagleDecoder):
                     attention_mask=plan.additive_mask(self.draft_dtype),
                     cache=kv.store,
                 )
-        kv.check_appended(plan, before)
+        kv.check_appended(plan)
         return out

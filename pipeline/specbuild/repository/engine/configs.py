@@ -235,7 +235,7 @@ def config_problems(cfg, text: str | None = None, must_have: dict[str, dict[str,
     if cfg.platform == "ensemble":
         produced = {t.name for t in cfg.input}
         for step in cfg.ensemble_scheduling.step:
-            for model_input, tensor in step.input_map.items():
+            for tensor in step.input_map.values():
                 if tensor not in produced:
                     problems.append(
                         f"{cfg.name}: step {step.model_name} reads {tensor}, which nothing produces before it"

@@ -8,16 +8,17 @@ from pathlib import Path
 from typing import Iterator
 
 from specbuild.findings import Finding
-from specbuild.plan import roles
 from specbuild.repository.engine import plan_info, writer
 from specbuild.repository.engine.core import EngineCore
 from specbuild.repository.engine.speculation_params import bls_drafts
 from specbuild.runtimes.base import Runtime
+from specbuild.runtimes.roles import role_names
 
 
 class EngineFlavour(Runtime, EngineCore):
     flavour = "engine"
     contract = "engine"
+    bundle = "specbuild.deploy.engine_bundle:BUNDLE"
     # The core model follows a draft_len_schedule for the methods drafted inside the engine (Medusa, EAGLE):
     # the reference core does (parameter draft_len_schedule); the C++ executor has no such option.
     follows_draft_len_schedule: bool = False
@@ -62,7 +63,7 @@ class EngineFlavour(Runtime, EngineCore):
             )
 
     def engine_roles(self, recipe, spec) -> list[str]:
-        return roles(recipe, spec)
+        return role_names(recipe, spec)
 
     def repository_info(self, recipe, spec, layout, role):
         return plan_info.repository_info(recipe, spec, self, layout, role, self.serving_model(spec))

@@ -28,6 +28,7 @@ def llmapi_refusal(recipe, spec) -> Refusal | None:
 class LlmApiFlavour(Runtime):
     flavour = "llm-api"
     contract = "llm-api"
+    bundle = "specbuild.deploy.llmapi_bundle:BUNDLE"
 
     def flavour_checks(self, recipe, spec) -> Iterator[Finding]:
         refusal = llmapi_refusal(recipe, spec)
@@ -98,7 +99,7 @@ class LlmApiFlavour(Runtime):
     def engine_roles(self, recipe, spec) -> list[str]:
         return []
 
-    def engine_steps(self, recipe, spec, layout, options) -> list:
+    def engine_steps(self, recipe, spec, roles, layout, options) -> list:
         return []
 
     def build_engines(self, steps, recipe, layout, progress=None, notice=None) -> dict[str, Path]:
