@@ -74,6 +74,11 @@ _.cuda_graph_config
 _.triton_max_batch_size
 _.EXPLICIT_DRAFT_TOKENS  # TensorRT-LLM's SpeculativeDecodingMode value (facts/engine_facts.py mirrors the enum whole)
 _.output_ids  # a dataclass field (reference/decoder/request.py Result), filled positionally
+_.first_level_below_1  # validate/aggregate.py Crossover's fields, read by key from its to_dict() (the reports)
+_.interpolated
+_.always_faster
+_.slower_levels
+_.faster_levels
 
 # --- read by the tests and bench scripts (tests/, bench/) -------------------------------------------------------
 _.read_manifest

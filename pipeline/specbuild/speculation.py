@@ -64,6 +64,13 @@ class MethodParams:
         """The draft length a draft_len_schedule scales, at full length (Speculation.full_draft_length)."""
         return spec.max_draft_len
 
+    def accept_depth(self, spec: Speculation) -> int | None:
+        """The most drafts one verification step can accept (Speculation.accept_depth): a chain's length, a static
+        tree's longest path."""
+        if isinstance(spec.tree, StaticTree):
+            return max((len(path) for path in spec.tree.choices), default=0)
+        return self.full_length(spec)
+
 
 @dataclass(frozen=True)
 class Speculation:
@@ -112,6 +119,13 @@ class Speculation:
         EAGLE-1: the choices; EAGLE-2: min(K + K*K*(D-1), max_draft_len)). None for lookahead, whose step is its
         (W, N, G) window rather than a draft length."""
         return self.params.full_length(self) if self.params is not None else None
+
+    @property
+    def accept_depth(self) -> int | None:
+        """The most drafts one verification step can accept, the positions per-position acceptance covers: a
+        chain's length (EAGLE-3: max_draft_len, as its tree depth too; MTP: its layers), a static tree's longest
+        path (Medusa, EAGLE-1), EAGLE-2's layers, lookahead's n-gram size less one; None without speculation."""
+        return self.params.accept_depth(self) if self.params is not None else None
 
     @property
     def full_draft_unit(self) -> str:

@@ -26,3 +26,8 @@ class EagleHead(MethodParams):
             return len(spec.tree.choices)  # EAGLE-1: the choices
         assert isinstance(spec.tree, DynamicTree)
         return dynamic_tree_size(spec.tree.top_k, self.num_eagle_layers, spec.max_draft_len)  # EAGLE-2
+
+    def accept_depth(self, spec: Speculation) -> int | None:
+        if isinstance(spec.tree, DynamicTree):
+            return self.num_eagle_layers  # EAGLE-2: one level per drafting step
+        return super().accept_depth(spec)

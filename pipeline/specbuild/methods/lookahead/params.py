@@ -19,3 +19,6 @@ class LookaheadWindow(MethodParams):
 
     def full_length(self, spec: Speculation) -> int | None:
         return None  # a step runs its (W, N, G) window rather than a draft length
+
+    def accept_depth(self, spec: Speculation) -> int | None:
+        return self.ngram_size - 1  # a verified n-gram continues the last token by N - 1 tokens
