@@ -214,7 +214,7 @@ def test_tensor_names_follow_the_installed_backend(installed, legacy, layout_for
     """triton.legacy_tensor_names null (the default): the names of the installed TensorRT-LLM's backend."""
     from specbuild.trtllm import version
 
-    found = version.TrtllmInstall(installed) if installed else None
+    found = version.TrtllmInstall(installed, "metadata") if installed else None
     monkeypatch.setattr(version, "installed", lambda: found)
     recipe = _by_stem(GPU_RECIPES, "none")
     assert recipe.triton.legacy_tensor_names is None

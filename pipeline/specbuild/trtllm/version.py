@@ -44,6 +44,7 @@ HOW_TO_GET = (
 @dataclass(frozen=True)
 class TrtllmInstall:
     version: str
+    origin: str  # where the version was read: "metadata" or "import"
 
     @property
     def release(self) -> tuple[int, int]:
@@ -107,10 +108,10 @@ def installed() -> TrtllmInstall | None:
         return None
     for dist in ("tensorrt_llm", "tensorrt-llm"):
         try:
-            return TrtllmInstall(importlib.metadata.version(dist))
+            return TrtllmInstall(importlib.metadata.version(dist), "metadata")
         except importlib.metadata.PackageNotFoundError:
             continue
-    return TrtllmInstall(_version_by_import())
+    return TrtllmInstall(_version_by_import(), "import")
 
 
 def require_trtllm() -> TrtllmInstall:
