@@ -37,6 +37,7 @@ _.__getattr__  # a module's lazy attributes (PEP 562)
 _._default_max_draft_len  # pydantic validators (model_validator / field_validator)
 _._gate_problem_at_the_field
 _._text_parts_only
+_._parts_leave_training_rows
 _.find_class  # pickle.Unpickler's hooks (the header reader that loads no tensor)
 _.persistent_load
 _._stop  # contextlib.ExitStack.push's callback
@@ -59,6 +60,7 @@ _.post_processor
 _.allow_ragged_batch
 
 # --- fields of a schema that validates what it is given (TensorRT-LLM's arguments, read by the CPU rehearsal) ----
+_.modelopt_python  # recipe/adapt.py: a recipe field (adapt's trainer: modelopt)
 _.eagle3_model_arch
 _.is_keep_all
 _.is_use_oldest
@@ -102,10 +104,11 @@ _.origin  # trtllm/version.py TrtllmInstall: where the version was read (tests/t
 # --- files copied byte for byte into every repository (their hashes are golden): left as they ship -------------
 _.tensor_array
 
-# --- unused, in files other work is changing now (validate/, output/, repository/llmapi/tensors.py): left to it --
+# --- unused, in files other work is changing now (validate/, output/, repository/llmapi/tensors.py, adapt/): left to it
 _.per_request_acceptance_rate  # validate/aggregate.py: a summary field no report prints
 _.ProgressFn  # validate/checks/base.py
 _.stream_input  # validate/client/contracts.py
 _.get_status  # validate/client/http_transport.py
 _.LOG_FORMATS  # output/events.py
 _.SPECULATIVE_COUNTERS  # repository/llmapi/tensors.py
+_.describe_files  # adapt/runtimes/trtllm.py
