@@ -1,6 +1,7 @@
 """The speculative methods specbuild knows, one pack each (`specbuild/methods/<name>/`, the interface in
-specbuild/methods/pack.py), found by the recipe's `method:` value or by the type of a Speculation's params; the
-recipe's `speculation` union is derived from this registry. `describe(recipe)` is the runtime-neutral description of
+specbuild/methods/pack.py; every pack folder here is found, and a pack that lives elsewhere is registered), found
+by the recipe's `method:` value or by the type of a Speculation's params; the recipe's `speculation` union is
+derived from this registry. `describe(recipe)` is the runtime-neutral description of
 a recipe's speculation.
 
 A runtime asks the pack of a description for its part (`pack_for(spec)`), and loads a pack's runtime-side module
@@ -11,26 +12,25 @@ modules by name).
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from specbuild.methods.draft_target import PACK as DRAFT_TARGET
-from specbuild.methods.eagle import PACK as EAGLE
-from specbuild.methods.eagle3 import PACK as EAGLE3
-from specbuild.methods.lookahead import PACK as LOOKAHEAD
-from specbuild.methods.medusa import PACK as MEDUSA
-from specbuild.methods.mtp import PACK as MTP
-from specbuild.methods.none import PACK as NONE
 from specbuild.methods.pack import MethodPack, Recipe, Refusal
-from specbuild.methods.prompt_lookup import PACK as PROMPT_LOOKUP
 
 if TYPE_CHECKING:
     from specbuild.speculation import Speculation
 
-# The packs by recipe `method:` value, in the order `specbuild schema` and the CLI's help list them
-METHODS: dict[str, MethodPack] = {
-    p.name: p for p in (NONE, MEDUSA, EAGLE, EAGLE3, DRAFT_TARGET, PROMPT_LOOKUP, LOOKAHEAD, MTP)
-}
+
+def _packs() -> list[MethodPack]:
+    """Every pack folder of this package (a subpackage whose PACK is its MethodPack): adding a method adds a folder,
+    nothing here. No speculation first (the recipe's default), then by name."""
+    found = [importlib.import_module(f"{__name__}.{m.name}").PACK for m in pkgutil.iter_modules(__path__) if m.ispkg]
+    return sorted(found, key=lambda p: (p.Params is not None, p.name))
+
+
+# The packs by recipe `method:` value, in the order `specbuild schema` lists them
+METHODS: dict[str, MethodPack] = {p.name: p for p in _packs()}
 _BY_PARAMS: dict[type | None, MethodPack] = {p.Params: p for p in METHODS.values()}
 # Called with each pack registered after import (the recipe's schema rebuilds its union of sections)
 _listeners: list[Callable[[MethodPack], None]] = []
