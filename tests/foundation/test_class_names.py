@@ -15,8 +15,7 @@ COPIED = ("repository/engine/models/", "standalone/")  # copied into every repos
 # Twins that arrived in files other work is changing now, left to it to rename (the list only shrinks: a name here
 # that is no longer defined twice fails too)
 LEFT = {
-    "Split": "adapt/split.py (the traffic's split) and serve/decode_cpus.py (the CPUs' split)",
-    "Plan": "adapt/train.py and reference/decoder/lean/matmul_calibration.py, beside plan.py's",
+    "Plan": "adapt/train.py, beside plan.py's",
 }
 
 
