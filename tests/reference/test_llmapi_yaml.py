@@ -164,7 +164,7 @@ def test_decoding_types_of_every_release_map_to_the_reference_methods(decoding_t
     s = read_model_yaml(write(tmp_path, base(speculative_config=spec)))
     assert (s.method, s.max_draft_len) == (method, 3)
     if method == "eagle3":
-        assert s.head_dir == (TINY / "draft").resolve() and s.decoding == {"max_draft_len": 3}
+        assert s.weights == {"eagle3": (TINY / "draft").resolve()} and s.decoding == {"max_draft_len": 3}
 
 
 @needs_tiny
@@ -181,7 +181,10 @@ def test_ngram_pool_flags_that_the_reference_does_not_follow_are_noted(tmp_path)
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ({"decoding_type": "MTP", "num_nextn_predict_layers": 1}, r"MTP drafts with the target's own"),
+        (
+            {"decoding_type": "MTP", "max_draft_len": 2, "use_dynamic_tree": True},
+            r"MTP.s dynamic tree is not rehearsed",
+        ),
         ({"decoding_type": "Medusa", "max_draft_len": 3}, r"has no Medusa"),
         (
             {"decoding_type": "PARD", "max_draft_len": 3},

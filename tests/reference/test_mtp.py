@@ -16,8 +16,8 @@ from specbuild.errors import UserError
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.executor import SamplingConfig
 from specbuild.reference.decoder.kv_cache import KVCache
-from specbuild.reference.decoder.methods.mtp import Mtp
-from specbuild.reference.decoder.relaxed import DELTA, RelaxedAcceptance, relaxed_accept
+from specbuild.methods.mtp.decoder import MtpDecoder
+from specbuild.methods.mtp.decoder import DELTA, RelaxedAcceptance, relaxed_accept
 from specbuild.reference.decoder.sequence import Sequence
 from tree_helpers import (
     SHIPPED_TINY,
@@ -107,8 +107,8 @@ def executor(engine, decoding: dict, batch_size: int = 8):
 
     ex = Executor(engine)
     ex.limits = replace(ex.limits, max_batch_size=batch_size)
-    ex._groups["engine"] = _Group(Mtp(engine, None, decoding))
-    ex.method_name = Mtp.name
+    ex._groups["engine"] = _Group(MtpDecoder(engine, None, decoding))
+    ex.method_name = MtpDecoder.name
     return ex
 
 
@@ -167,7 +167,7 @@ def test_greedy_equals_a_cache_free_reference(setup):
 
 
 def _step_manually(engine, n_steps=5, n_rows=4):
-    method = Mtp(engine, None, {**CHAIN, "draft_dtype": "float32"})
+    method = MtpDecoder(engine, None, {**CHAIN, "draft_dtype": "float32"})
     seqs = [Sequence.start(i, req) for i, req in enumerate(requests(prompts(VOCAB, n_rows, seed=3), 40))]
     batch = Batch(seqs)
     for seq, out in zip(seqs, method.prefill(batch)):
@@ -362,12 +362,12 @@ def test_relaxed_acceptance_accepts_more_and_is_not_lossless(setup):
 def test_errors_name_the_option_or_file(setup, tmp_path):
     engine = setup["fitted"]
     with pytest.raises(UserError, match="vanilla MTP"):
-        Mtp(engine, None, {"max_draft_len": 2, "use_mtp_vanilla": True})
-    Mtp(engine, None, {"max_draft_len": 1, "use_mtp_vanilla": True})  # one layer, one draft: the same pass
+        MtpDecoder(engine, None, {"max_draft_len": 2, "use_mtp_vanilla": True})
+    MtpDecoder(engine, None, {"max_draft_len": 1, "use_mtp_vanilla": True})  # one layer, one draft: the same pass
     with pytest.raises(UserError, match="max_draft_len=0 must be >= 1"):
-        Mtp(engine, None, {"max_draft_len": 0})
+        MtpDecoder(engine, None, {"max_draft_len": 0})
     llama = make_engine(
         tmp_path / "llama", save_random_llama(tmp_path / "l", vocab=VOCAB, hidden=32, layers=1, seed=1), "none"
     )
     with pytest.raises(UserError, match="no multi-token-prediction layers"):
-        Mtp(llama, None, CHAIN)
+        MtpDecoder(llama, None, CHAIN)

@@ -11,12 +11,12 @@ every sequence (root = the last, uncached token x_L at position L):
                reuses the one layer for every draft token), each draft the argmax of lm_head(out)
     verify:    one target forward over [root, drafts]; greedy: the longest prefix matching the target's argmax plus
                its bonus token; sampled: rejection sampling with the deterministic drafts, which keeps the target's
-               distribution exactly; relaxed acceptance (`relaxed.py`, greedy requests, not lossless) when asked
+               distribution exactly; relaxed acceptance (below: greedy requests, not lossless) when asked
     then:      the accepted path is compacted in the target cache; the target's hidden states at the root and the
                accepted drafts are the next catch-up
 Prefill: one target forward over the prompt; the layer reads the prompt shifted left by one with the first token last
 (TensorRT-LLM's context phase: input tokens BCDE with hidden states H_A..H_D). The chain, catch-up, KV reuse and
-draft-length schedule are EAGLE's (`eagle.py`), the layer taking the place of the EAGLE head.
+draft-length schedule are EAGLE's (`methods/eagle/decoder.py`), the layer taking the place of the EAGLE head.
 
 TensorRT-LLM picks MTP-Eagle for a checkpoint with one MTP layer unless `use_mtp_vanilla` (`MTPDecodingConfig.
 spec_dec_mode`, tensorrt_llm/llmapi/llm_args.py); vanilla MTP runs min(max_draft_len, N) layers, one per draft token,
@@ -28,7 +28,7 @@ Engine `specbuild.decoding` keys (the llm-api rehearsal maps model.yaml's specul
                                        default the engine's max_draft_len)
     use_mtp_vanilla                    false | true (true: K and the checkpoint's layer count must be 1)
     use_relaxed_acceptance_for_thinking, relaxed_topk, relaxed_delta, begin_thinking_phase_token,
-    end_thinking_phase_token           relaxed acceptance (`relaxed.py`)
+    end_thinking_phase_token           relaxed acceptance (`RelaxedAcceptance` below)
     draft_dtype                        auto | float32 | bfloat16 | float16 (the layer's compute dtype; lossless)
 
 Sources: TensorRT-LLM `tensorrt_llm/_torch/speculative/mtp.py`@23ee85ee014dc8089415f2901ca8b7afa8d66f14
@@ -39,16 +39,20 @@ greedy acceptance by token equality), `tensorrt_llm/_torch/models/modeling_specu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
 import torch
 
 from specbuild.errors import UserError
 from specbuild.heads.mtp import load_mtp_layers, mtp_layer_count
+from specbuild.reference.decoder.acceptance import Acceptance
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.drafters import DraftVocabHead, drafter_precision, draft_vocab_size
 from specbuild.reference.decoder.kv_cache import KVCache
 from specbuild.reference.decoder.methods import Decoder, StepOutput
-from specbuild.reference.decoder.methods.eagle import Eagle, _flag
-from specbuild.reference.decoder.relaxed import RelaxedAcceptance
+from specbuild.methods.eagle.decoder import EagleDecoder, _flag
+from specbuild.methods.mtp.params import DEFAULT_BEGIN, DEFAULT_DELTA, DEFAULT_END, DEFAULT_TOP_K
 from specbuild.reference.decoder.tree import commit_paths, feed_trees, tree_from_choices
 from specbuild.reference.decoder.tree.shape import path_tokens
 from specbuild.reference.decoder.verify import verify_tree, with_log_probs
@@ -56,15 +60,129 @@ from specbuild.reference.decoder.verify import verify_tree, with_log_probs
 DEPTH_KEYS = ("max_draft_len", "num_nextn_predict_layers")
 
 
-class Mtp(Eagle):
-    """MTP-Eagle on the reference runtime: EAGLE's chain drafting (`Eagle`, static chain) with the target's MTP layer
-    as the head."""
+# ====================================================================== relaxed acceptance
+# MTP's relaxed acceptance in the thinking phase (TensorRT-LLM `MTPDecodingConfig.use_relaxed_acceptance_for_thinking`):
+# NOT lossless — inside a reasoning model's thinking span a draft is accepted when it is *nearly* the target's choice.
+#
+# The rule, as TensorRT-LLM implements it (`cpp/tensorrt_llm/kernels/speculativeDecoding/mtpKernels.cu`
+# @b35ac1b64368513d215c57d2ed01d62d910df8da `mtpRelaxedAcceptanceKernel`; its inputs from
+# `tensorrt_llm/_torch/speculative/mtp.py`@23ee85ee014dc8089415f2901ca8b7afa8d66f14 `MTPWorker.sample_and_accept_draft_tokens`
+# and `process_generation_logits`, `torch.topk(torch.softmax(logits), relaxed_topk)`):
+#
+#     per request, a delta: relaxed_delta while in the thinking phase, 0 outside it
+#     for the drafts d_1..d_K in order, at target position i (its softmax *probabilities* p, their top-k values v_0 >= v_1
+#     >= ... and ids c_0, c_1, ...):
+#         threshold = v_0 - delta
+#         d_i is accepted when d_i == c_j for some j < relaxed_topk with j == 0 or v_j >= threshold
+#         (the scan over j stops at the first j > 0 with v_j < threshold); the first rejected draft ends the chain
+#     the new token after the accepted drafts is c_0 at that position (the target's argmax)
+#     then the accepted drafts and that token are scanned in order: begin_thinking_phase_token sets delta to
+#     relaxed_delta, end_thinking_phase_token sets it to 0 (the last one seen wins)
+#     a new request starts with delta = relaxed_delta when its prompt holds at least one begin_thinking_phase_token
+#     (the context phase counts begin tokens only: a prompt that also closes the span still starts relaxed), else 0
+#
+# So delta is a margin in probability (not log-probability), relaxed_topk bounds how far down the ranking a draft may sit,
+# and with delta 0 (outside thinking) only the argmax or a token tied with it is accepted: greedy decoding up to ties.
+# Inside thinking the output is no longer the target's greedy output: an accepted draft may be the target's second
+# choice. Greedy requests only (TensorRT-LLM's MTP worker takes the argmax; sampled requests here verify losslessly).
+# Defaults (`tensorrt_llm/llmapi/llm_args.py` MTPDecodingConfig): relaxed_topk 1, relaxed_delta 0.0, tokens 128798 /
+# 128799 (DeepSeek-R1's `<think>` / `</think>`).
+
+
+SWITCH = "use_relaxed_acceptance_for_thinking"
+DEFAULTS = {
+    "relaxed_topk": DEFAULT_TOP_K,
+    "relaxed_delta": DEFAULT_DELTA,
+    "begin_thinking_phase_token": DEFAULT_BEGIN,
+    "end_thinking_phase_token": DEFAULT_END,
+}
+DELTA = "mtp_relaxed_delta"  # seq.state key: the request's current delta
+
+
+def relaxed_accept(drafts: Sequence[int], probs: torch.Tensor, delta: float, top_k: int) -> Acceptance:
+    """The relaxed rule on one chain: drafts d_1..d_K, the target's probabilities at the K+1 positions [K+1, V]."""
+    top = torch.topk(probs.float(), min(top_k, probs.shape[-1]), dim=-1)
+    values, ids = top.values.tolist(), top.indices.tolist()
+    accepted = 0
+    while accepted < len(drafts):
+        threshold = values[accepted][0] - delta
+        hit = False
+        for j, (value, token) in enumerate(zip(values[accepted], ids[accepted])):
+            if j > 0 and threshold > value:
+                break
+            if drafts[accepted] == token:
+                hit = True
+                break
+        if not hit:
+            break
+        accepted += 1
+    return Acceptance(nodes=tuple(range(1, accepted + 1)), tokens=tuple(drafts[:accepted]), bonus=int(ids[accepted][0]))
+
+
+@dataclass(frozen=True)
+class RelaxedAcceptance:
+    """The options of relaxed acceptance and the per-request thinking state it keeps in `seq.state`."""
+
+    top_k: int
+    delta: float
+    begin: int
+    end: int
+
+    @classmethod
+    def from_decoding(cls, decoding: Mapping, where: str, vocab_size: int) -> "RelaxedAcceptance | None":
+        """The engine's decoding options (TensorRT-LLM's field names); None when relaxed acceptance is off."""
+        if not _flag(decoding.get(SWITCH, False)):
+            return None
+        values = {k: decoding.get(k, default) for k, default in DEFAULTS.items()}
+        try:
+            top_k = int(values["relaxed_topk"])
+            delta = float(values["relaxed_delta"])
+            begin, end = int(values["begin_thinking_phase_token"]), int(values["end_thinking_phase_token"])
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"{where}: relaxed acceptance options {values}: {exc}") from None
+        if top_k < 1:
+            raise UserError(f"{where}.relaxed_topk={top_k} must be >= 1 (TensorRT-LLM: a positive integer)")
+        if not delta >= 0.0:
+            raise UserError(
+                f"{where}.relaxed_delta={delta} must be >= 0 (TensorRT-LLM: non-negative): a margin in probability "
+                "below the target's top token"
+            )
+        for key, token in (("begin_thinking_phase_token", begin), ("end_thinking_phase_token", end)):
+            if not 0 <= token < vocab_size:
+                raise UserError(
+                    f"{where}.{key}={token} is not a token id of the target (vocabulary of {vocab_size}): the "
+                    "thinking phase would never be recognised — give the ids of the model's own begin/end "
+                    "thinking tokens (DeepSeek-R1: <think> 128798, </think> 128799)"
+                )
+        return cls(top_k=top_k, delta=delta, begin=begin, end=end)
+
+    def start(self, seq, prompt: Sequence[int]) -> None:
+        """A new request: relaxed from the start when its prompt holds a begin token (TensorRT-LLM's context rule)."""
+        seq.state[DELTA] = self.delta if self.begin in prompt else 0.0
+
+    def observe(self, seq, new_tokens: Sequence[int]) -> None:
+        """The tokens a step emitted, in order: a begin token opens the thinking phase, an end token closes it."""
+        for token in new_tokens:
+            if token == self.begin:
+                seq.state[DELTA] = self.delta
+            elif token == self.end:
+                seq.state[DELTA] = 0.0
+
+    def accept(self, seq, drafts: Sequence[int], logits: torch.Tensor) -> Acceptance:
+        """One greedy row's chain verified by the relaxed rule with its current delta (logits: [K+1, V], already
+        processed with the request's bad words / penalties where it has any)."""
+        return relaxed_accept(drafts, torch.softmax(logits.float(), dim=-1), seq.state.get(DELTA, 0.0), self.top_k)
+
+
+class MtpDecoder(EagleDecoder):
+    """MTP-Eagle on the reference runtime: EAGLE's chain drafting (`EagleDecoder`, static chain) with the target's
+    MTP layer as the head."""
 
     name = "mtp"
     schedule_caps_depth = True  # a scheduled length is the chain length (TensorRT-LLM's max_draft_len)
 
     def __init__(self, engine, draft_engine=None, decoding=None):
-        Decoder.__init__(self, engine, draft_engine, decoding)  # Eagle.__init__ loads an EAGLE-1 head
+        Decoder.__init__(self, engine, draft_engine, decoding)  # EagleDecoder.__init__ loads an EAGLE-1 head
         where = self.where()
         model_dir = engine.folders["model"]
         count = mtp_layer_count(self.target.config)
@@ -155,7 +273,6 @@ class Mtp(Eagle):
         """Run the MTP layer on per-row entries (hidden states [n_r, H], the next tokens, positions) through `kv`;
         returns each entry's output [B, S, H] (after shared_head.norm; lm_head of it scores the token after next)."""
         n_new = [len(t) for t in tokens]
-        before = kv.physical_length
         plan = kv.plan_forward(n_new, positions=positions, attend=attend)
         hidden = torch.zeros(len(tokens), plan.width, self.head.hidden_size, dtype=self.draft_dtype)
         ids = torch.zeros(len(tokens), plan.width, dtype=torch.long)
@@ -169,8 +286,5 @@ class Mtp(Eagle):
             out = self.head(
                 hidden, embeds, (cos, sin), plan.additive_mask(self.draft_dtype), plan.position_ids, kv.store
             )
-        kv.check_appended(plan, before)
+        kv.check_appended(plan)
         return out
-
-
-METHOD = Mtp
