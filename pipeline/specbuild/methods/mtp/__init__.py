@@ -252,8 +252,8 @@ def _token_findings(section: MtpConfig, vocab_size) -> Iterator[Finding]:
         if token >= vocab_size:
             yield Finding(
                 ("speculation", "relaxed_acceptance", key),
-                f"is {token}, not a token id of the target (its vocabulary has {vocab_size}): the thinking phase "
-                "would never be recognised — give the ids of the model's own begin/end thinking tokens",
+                f"{key} {token} is not a token id of the target (its vocabulary has {vocab_size}): the thinking "
+                "phase would never be recognised — give the ids of the model's own begin/end thinking tokens",
                 also=(("speculation", "relaxed_acceptance"),),
             )
 
