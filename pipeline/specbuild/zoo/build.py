@@ -10,9 +10,10 @@ Output folder (written to `.<name>.partial-<pid>` beside it, renamed into place 
     medusa/         Medusa heads (config.json, medusa_lm_head.safetensors)   -> specbuild.heads.medusa
     eagle/          EAGLE-1 head (config.json, pytorch_model.bin)              -> specbuild.heads.eagle
     eagle3/         EAGLE-3 head (config.json, model.safetensors)              -> specbuild.heads.eagle3
+    mtp-target/     DeepseekV3ForCausalLM with MTP layers (profiles with mtp_target settings) -> specbuild.heads.mtp
 
 `add_stage(folder, "eagle3")` trains one stage into an existing zoo folder from its own tokenizer and target (the
-other stages' files are not touched) and rewrites its README and manifest (`python -m specbuild.zoo add-stage`).
+other stages' files are not touched; `mtp-target` from its tokenizer and the corpus) and rewrites its README and manifest (`python -m specbuild.zoo add-stage`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from specbuild.heads.eagle3 import draft_vocabulary, load_eagle3_head, new_eagle
 from specbuild.heads.medusa import MedusaHeadsModule, load_medusa_heads, save_medusa_heads
 from specbuild.zoo import corpus as corpus_mod
 from specbuild.zoo import data, distill, distill_eagle3, manifest, precision as precision_mod, target as target_mod
-from specbuild.zoo import teacher
+from specbuild.zoo import mtp_target, teacher
 from specbuild.zoo.quality import eagle3_quality, heldout_sequences, load_causal_lm, measure_quality
 from specbuild.zoo.profiles import Profile, get_profile
 from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
@@ -43,7 +44,8 @@ from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
 # Bump BUILDER_VERSION when layouts, evaluation or the manifest change; bump a stage's version when the
 # code that trains it changes (stage versions decide whether --resume-from may reuse a stage).
 BUILDER_VERSION = 1
-STAGE_VERSIONS = {"target": 1, "draft": 2, "medusa": 2, "eagle": 2, "eagle3": 1}
+STAGE_VERSIONS = {"target": 1, "draft": 2, "medusa": 2, "eagle": 2, "eagle3": 1, "mtp-target": 1}
+MTP_STAGE = "mtp-target"  # a second target (DeepseekV3 with MTP layers), trained from the corpus like the target
 _TARGET_SETTINGS = (
     "corpus_max_bytes",
     "vocab_size",
@@ -61,6 +63,8 @@ STAGE_SETTINGS = {
     "medusa": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("medusa_heads", "medusa_train"),
     "eagle": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("eagle_train",),
     "eagle3": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("eagle3",),
+    MTP_STAGE: ("corpus_max_bytes", "vocab_size", "seq_len", "max_position_embeddings", "storage_dtype", "seed")
+    + ("eval_prompts", "eval_prompt_len", "eval_new_tokens", "eval_blocks", "mtp_target"),
 }
 HEAD_STAGES = ("draft", "medusa", "eagle", "eagle3")  # the stages trained from the target's teacher data
 STAGES_FILE = "stages.json"  # progress record inside a partial folder; removed before the manifest
@@ -83,6 +87,8 @@ def _seeds(profile: Profile) -> dict:
         "eval_prompts": base + 9,
         "eagle3_init": base + 10,
         "eagle3_data": base + 11,
+        "mtp_target_init": base + 12,
+        "mtp_target_data": base + 13,
     }
 
 
@@ -347,7 +353,15 @@ def _build_into(
         timed("eagle3", t0)
     teacher_data = None
 
-    # 8. quality, measured on the stored weights and held-out prompts
+    # 8. the MTP target (its own model, from the corpus and tokenizer)
+    if profile.mtp_target is not None and not reuse(MTP_STAGE):
+        t0 = time.perf_counter()
+        stats[MTP_STAGE] = mtp_target.train_stage(
+            tokenizer, train_stream, profile, seeds, root / MTP_STAGE, precision, say, _save_causal_lm
+        )
+        timed(MTP_STAGE, t0)
+
+    # 9. quality, measured on the stored weights and held-out prompts
     t0 = time.perf_counter()
     quality = measure_quality(root, profile, heldout_stream, seeds["eval_prompts"], say)
     timed("evaluation", t0)
@@ -400,6 +414,8 @@ def _build_into(
     }
     if "eagle3" in stats:
         models["eagle3"] = eagle3_model_entry(root / "eagle3", profile, stats["eagle3"])
+    if MTP_STAGE in stats:
+        models[MTP_STAGE] = mtp_target.model_entry(root / MTP_STAGE, profile, stats[MTP_STAGE])
     return {
         "profile": profile.name,
         "builder_version": BUILDER_VERSION,
@@ -488,6 +504,10 @@ def eagle3_model_entry(folder: Path, profile: Profile, stats: dict) -> dict:
 
 
 # ====================================================================== one stage into an existing folder
+# stage -> (its Profile setting, the stages it is trained from, the prefix of its seeds)
+ADDABLE = {"eagle3": ("eagle3", ("target",), "eagle3"), MTP_STAGE: ("mtp_target", (), "mtp_target")}
+
+
 def add_stage(
     folder: str | Path,
     stage: str = "eagle3",
@@ -495,35 +515,37 @@ def add_stage(
     threads: int | None = None,
     precision: str = "auto",
 ) -> Path:
-    """Train `stage` into an existing, intact zoo folder from its own tokenizer and target; every other stage's files
-    stay byte for byte. The manifest records the stage's own precision (`stage_precision`), the command and the
-    versions it ran with (`added_stages`); README.md is re-rendered. Only `eagle3` can be added this way."""
+    """Train `stage` into an existing, intact zoo folder from its own tokenizer and target (`eagle3`) or its
+    tokenizer and the corpus (`mtp-target`); every other stage's files stay byte for byte. The manifest records the
+    stage's own precision (`stage_precision`), the command and the versions it ran with (`added_stages`); README.md
+    is re-rendered. Only the stages of ADDABLE can be added this way."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     folder = Path(folder).resolve()
     say = progress or (lambda _m: None)
-    if stage != "eagle3":
+    if stage not in ADDABLE:
         raise UserError(
-            f"add-stage: only 'eagle3' can be added to an existing zoo folder, not {stage!r}; rebuild "
-            "the folder for other stages"
+            f"add-stage: only {' or '.join(repr(a) for a in ADDABLE)} can be added to an existing zoo folder, not "
+            f"{stage!r}; rebuild the folder for other stages"
         )
+    setting, upstreams, seed_prefix = ADDABLE[stage]
     recorded = manifest.read(folder)
     if recorded is None:
         raise UserError(f"{folder}/manifest.json: missing or unreadable; add-stage needs a finished zoo folder")
     problems = [
         p
         for p in manifest.mismatches(folder, recorded)
-        if not p.startswith(("missing: eagle3/", "changed: eagle3/", "not in manifest: eagle3/"))
+        if not p.startswith((f"missing: {stage}/", f"changed: {stage}/", f"not in manifest: {stage}/"))
     ]
     if problems:
         raise UserError(
             f"{folder}: does not match its manifest ({'; '.join(problems[:3])}); verify or rebuild it first"
         )
     profile = get_profile(recorded["profile"])
-    if profile.eagle3 is None:
-        raise UserError(f"profile {profile.name!r} has no eagle3 settings (specbuild/zoo/profiles.py)")
-    for upstream in ("target",):
+    if getattr(profile, setting) is None:
+        raise UserError(f"profile {profile.name!r} has no {setting} settings (specbuild/zoo/profiles.py)")
+    for upstream in upstreams:
         if recorded.get("stage_keys", {}).get(upstream) != stage_key(profile.as_dict(), upstream):
             raise UserError(
                 f"{folder}: its {upstream} was built with other settings than profile {profile.name!r} now "
@@ -549,25 +571,36 @@ def add_stage(
         tokenizer = AutoTokenizer.from_pretrained(str(folder / "tokenizer"))
         train_stream = data.encode_documents(tokenizer, corpus.train)
         heldout_stream = data.encode_documents(tokenizer, corpus.heldout)
-        target = load_causal_lm(folder / "target")
         seeds = _seeds(profile)
         say(
-            f"{stage}: training at {precision_mod.DESCRIPTIONS[precision]} ({threads} threads) from {folder / 'target'}"
+            f"{stage}: training at {precision_mod.DESCRIPTIONS[precision]} ({threads} threads) from "
+            + (f"{folder / 'target'}" if upstreams else f"{folder / 'tokenizer'} and the corpus")
         )
         timings: dict[str, float] = {}
-        teacher_data = _teacher_data(target, train_stream, profile, seeds, say, timings)
-        t0 = time.perf_counter()
         shutil.rmtree(partial, ignore_errors=True)
-        stats = train_eagle3_stage(target, teacher_data, profile, seeds, partial, precision, say)
-        stage_seconds = round(time.perf_counter() - t0, 1)
-        teacher_data = None
+        if stage == MTP_STAGE:  # its own model: no teacher data
+            t0 = time.perf_counter()
+            stats = mtp_target.train_stage(
+                tokenizer, train_stream, profile, seeds, partial, precision, say, _save_causal_lm
+            )
+            stage_seconds = round(time.perf_counter() - t0, 1)
+        else:
+            target = load_causal_lm(folder / "target")
+            teacher_data = _teacher_data(target, train_stream, profile, seeds, say, timings)
+            t0 = time.perf_counter()
+            stats = train_eagle3_stage(target, teacher_data, profile, seeds, partial, precision, say)
+            stage_seconds = round(time.perf_counter() - t0, 1)
+            teacher_data = None
         if (folder / stage).exists():
             shutil.rmtree(folder / stage)
         partial.rename(folder / stage)
         t0 = time.perf_counter()
-        quality = eagle3_quality(
-            folder, profile, target, heldout_sequences(target, profile, heldout_stream, seeds["eval_prompts"])
-        )
+        if stage == MTP_STAGE:
+            quality = mtp_target.quality(folder / stage, profile, heldout_stream, seeds["eval_prompts"])
+        else:
+            quality = eagle3_quality(
+                folder, profile, target, heldout_sequences(target, profile, heldout_stream, seeds["eval_prompts"])
+            )
         say(
             f"{stage}: chain AL {quality['chain']['mean_acceptance_length']:.2f}, top-1 per step "
             f"{quality['top1_per_step']} ({time.perf_counter() - t0:.0f}s)"
@@ -590,8 +623,13 @@ def add_stage(
         **recorded.get("stage_precision", {}),
         stage: precision,
     }
-    summary["seeds"] = {**recorded["seeds"], **{k: v for k, v in seeds.items() if k.startswith(stage)}}
-    summary["models"] = {**recorded["models"], stage: eagle3_model_entry(folder / stage, profile, stats)}
+    summary["seeds"] = {**recorded["seeds"], **{k: v for k, v in seeds.items() if k.startswith(seed_prefix)}}
+    entry = (
+        mtp_target.model_entry(folder / stage, profile, stats)
+        if stage == MTP_STAGE
+        else eagle3_model_entry(folder / stage, profile, stats)
+    )
+    summary["models"] = {**recorded["models"], stage: entry}
     summary["quality"] = {**recorded["quality"], stage: quality}
     summary["timings_seconds"] = {**recorded["timings_seconds"], stage: stage_seconds}
     added = [a for a in recorded.get("added_stages") or [] if a.get("stage") != stage]
@@ -603,11 +641,14 @@ def add_stage(
             "threads": threads,
             "cpu_native_bf16": has_native_bf16(),
             "versions": manifest.versions(),
-            "teacher_data_seconds": timings["teacher_data"],
+            "teacher_data_seconds": timings.get("teacher_data"),
             "stage_seconds": stage_seconds,
             "total_seconds": round(time.perf_counter() - started, 1),
             "command": f"PYTHONPATH=pipeline python -m specbuild.zoo add-stage {stage} --zoo <folder> --precision {precision}",
-            "reused": "tokenizer/ and target/ of this folder (unchanged); corpus sha256 checked against the manifest",
+            "reused": (
+                f"{' and '.join(['tokenizer/'] + [u + '/' for u in upstreams])} of this folder (unchanged); corpus "
+                "sha256 checked against the manifest"
+            ),
         }
     ]
     manifest.write(folder, summary)
