@@ -30,6 +30,9 @@ from specbuild import __version__
 from specbuild.adapt import gate as gate_mod
 from specbuild.adapt.heads import trainer_for
 from specbuild.adapt.modelopt import check_modelopt
+from specbuild.adapt.modelopt.environment import ModelOptEnvironment, ensure_environment
+from specbuild.adapt.modelopt.trainer import LOG as MODELOPT_LOG
+from specbuild.adapt.modelopt.trainer import train_with_modelopt
 from specbuild.adapt.recipe_out import adapted_recipe_text
 from specbuild.adapt.report import ADAPT_JSON, write_json, write_report
 from specbuild.adapt.rows import pad_rows
@@ -50,6 +53,7 @@ from specbuild.runtimes.build import Build
 Progress = Callable[[str], None]
 HEAD, CANDIDATE, RECIPE = "head", "candidate", "recipe.yaml"
 WORK = ".work"  # engine folders and scratch of the run, removed before DIR is swapped into place
+KEPT_ON_FAILURE = (MODELOPT_LOG,)  # what a failed run's DIR keeps beside adapt.json (the error names it)
 
 
 @dataclass
@@ -86,7 +90,7 @@ def settings_of(build: Build, overrides: dict[str, Any]) -> AdaptSection:
         ) from None
 
 
-def adapt_key(build: Build, settings: AdaptSection, traffic: Traffic) -> str:
+def adapt_key(build: Build, settings: AdaptSection, traffic: Traffic, trainer_versions: dict | None = None) -> str:
     """What a run's DIR is made from: the recipe (but what only serves or deploys), its checkpoints' identities, the
     settings, the traffic as sent, the versions and specbuild's code (specbuild.cache.step_cache). A DIR whose
     provenance records this key and whose files are as written is reused (compile reruns nothing)."""
@@ -101,6 +105,7 @@ def adapt_key(build: Build, settings: AdaptSection, traffic: Traffic) -> str:
         traffic=traffic.digest,
         checkpoints=manifest["checkpoints"],
         versions=manifest["versions"],
+        trainer=trainer_versions,
     )
 
 
@@ -119,8 +124,10 @@ def run_adapt(
     recipe, spec = build.recipe, build.spec
     settings = settings_of(build, options.overrides)
     trainer = trainer_for(spec)  # a kind adapt cannot train: refused before anything runs
-    if settings.trainer == "modelopt":
-        check_modelopt(spec, settings)
+    modelopt: ModelOptEnvironment | None = None
+    if settings.trainer == "modelopt":  # refused, or its environment made (once), before anything runs
+        check_modelopt(spec)
+        modelopt = ensure_environment(settings.modelopt_python, say)
     device = resolve_device(settings.device)
     max_tokens = settings.max_tokens or recipe.validation.max_tokens
     out = Path(options.out).absolute()
@@ -129,14 +136,14 @@ def run_adapt(
     say("reading the traffic")
     traffic = read_traffic(build, options.traffic, max_tokens)
     timings["traffic"] = time.monotonic() - t0
-    key = adapt_key(build, settings, traffic)
+    key = adapt_key(build, settings, traffic, modelopt.versions if modelopt is not None else None)
     if options.reuse and reusable(out, key):
         return reused_result(out)
     failure: BaseException | None = None
     with atomic_folder(out, notice) as tmp:
         try:
             result = _adapt(
-                build, settings, trainer, traffic, device, max_tokens, out, tmp, options, timings, say, notice
+                build, settings, trainer, modelopt, traffic, device, max_tokens, out, tmp, options, timings, say, notice
             )
             shutil.rmtree(tmp / WORK, ignore_errors=True)
             manifest = read_manifest(tmp)
@@ -149,6 +156,8 @@ def run_adapt(
                 )
             failure = e
             for child in tmp.iterdir():
+                if child.name in KEPT_ON_FAILURE:
+                    continue
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
             base_head = getattr(spec.params, "path", None)
             adapt = {
@@ -170,7 +179,9 @@ def run_adapt(
     return result
 
 
-def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, tmp, options, timings, say, notice):
+def _adapt(
+    build, settings, trainer, modelopt, traffic: Traffic, device, max_tokens, out, tmp, options, timings, say, notice
+):
     recipe = build.recipe
     # acceptance is measured with full-length drafts: a draft_len_schedule only shortens them under load
     spec = dataclasses.replace(build.spec, draft_len_schedule=None)
@@ -246,7 +257,24 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
                 f"training the {trainer.kind} from {base_head} ({n_train} rows, at most {plan.max_steps} steps, "
                 f"{plan.max_minutes:g} min, on {device})"
             )
-            trained = train_head(trainer, module, train_rows, dev_rows, target, plan, say)
+            if modelopt is not None:
+                trained = train_with_modelopt(
+                    modelopt,
+                    trainer,
+                    module,
+                    train_rows,
+                    dev_rows,
+                    target,
+                    recipe.model_dir,
+                    plan,
+                    base_head,
+                    tmp / WORK / "modelopt",
+                    tmp / MODELOPT_LOG,
+                    out / MODELOPT_LOG,
+                    say,
+                )
+            else:
+                trained = train_head(trainer, module, train_rows, dev_rows, target, plan, say)
             if trained.steps == 0:
                 not_trained = "adapt.max_steps is 0: no training step ran, so the candidate is the current head"
             elif trained.best_step == 0:
@@ -261,7 +289,10 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
         new_held = old_held
         if not_trained is None:
             candidate = tmp / CANDIDATE
-            trainer.save(trained.module, candidate, base_head)
+            if trained.folder is not None:  # another trainer's export, as it wrote it
+                shutil.copytree(trained.folder, candidate)
+            else:
+                trainer.save(trained.module, candidate, base_head)
             say(f"gate: decoding the {len(held)} held-out records with the new head")
             new_held = runtime.decode(
                 with_head(spec, candidate),
@@ -345,7 +376,8 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
         "base_head": {"path": str(base_head.absolute()), "content_sha256": identity["head"]},
         "teacher": report["teacher"],
         "training": {
-            "trainer": f"specbuild adapt {__version__} ({settings.trainer})",
+            "trainer": f"specbuild adapt {__version__} ({settings.trainer}"
+            + (f": {trained.details['trainer']})" if trained and trained.details else ")"),
             "code": identity["code"],
             "steps": trained.steps if trained else 0,
             "best_step": trained.best_step if trained else 0,

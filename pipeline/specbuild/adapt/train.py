@@ -18,6 +18,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -63,6 +64,8 @@ class Trained:
     losses: list[float] = field(default_factory=list)  # training loss of every step
     dev: list[dict] = field(default_factory=list)  # {step, al, accepted, steps}
     prepared: dict | None = None  # what the head kind changed before training (EAGLE-3: its vocabulary)
+    folder: Path | None = None  # the head as another trainer wrote it (trainer: modelopt), else None: save `module`
+    details: dict | None = None  # what another trainer reports about itself (its versions, its own dev scores)
 
     def summary(self) -> dict:
         return {
@@ -76,6 +79,7 @@ class Trained:
             "dev": self.dev,
             "final_loss": round(sum(self.losses[-10:]) / len(self.losses[-10:]), 4) if self.losses else None,
             **({"prepared": self.prepared} if self.prepared else {}),
+            **({"external": self.details} if self.details else {}),
         }
 
 
