@@ -38,6 +38,7 @@ from specbuild.adapt.report import ADAPT_JSON, write_json, write_report
 from specbuild.adapt.rows import pad_rows
 from specbuild.adapt.runtimes import adapt_runtime
 from specbuild.adapt.runtimes.base import with_head
+from specbuild.adapt.sampling import teacher_sampling
 from specbuild.adapt.split import split_traffic
 from specbuild.adapt.teacher import teacher_pass
 from specbuild.adapt.traffic import Traffic, read_traffic
@@ -208,6 +209,16 @@ def _adapt(
             "code": code_identity(),
         }
         store = Store(options.cache_dir) if options.reuse else None
+        # on policy: train and dev prompts as their requests asked them; the held-out part greedy, as the gate judges
+        asked = [
+            teacher_sampling(r.sampling, r.digest, seed=settings.seed, max_tokens=max_tokens)
+            if states
+            else (None, max_tokens)
+            for r, states in zip(ordered, with_states)
+        ]
+        sampled = sum(1 for s, _ in asked if s is not None)
+        if sampled:
+            say(f"teacher pass: {sampled} training prompts answered with their requests' sampling settings")
         teacher = teacher_pass(
             runtime,
             spec,
@@ -220,6 +231,8 @@ def _adapt(
             identity=identity,
             store=store,
             recipe_name=recipe.name,
+            sampling=[a[0] for a in asked],
+            limits=[a[1] for a in asked],
             progress=say,
             notice=notice,
         )
@@ -356,7 +369,13 @@ def _adapt(
         ),
         "teacher": {
             "runtime": runtime.description,
-            "decoding": "greedy",
+            "decoding": (
+                f"train and dev: {sampled} of {counts['train'] + counts['dev']} records with their requests' sampling "
+                "settings (seeded), the others greedy; held out: greedy (as the gate judges)"
+                if sampled
+                else "greedy"
+            ),
+            "sampled_records": sampled,
             "max_tokens": max_tokens,
             "end_id": traffic.end_id,
             "captured_layers": list(layers) if layers else None,
