@@ -152,6 +152,10 @@ def train_with_modelopt(
     prepared = trainer.prepare(module, train_rows, target, plan.seed)
     first = dev_acceptance(trainer, module, dev_rows, target, plan.depth)
     say(f"dev AL {first['al']:.3f} before training ({len(dev_rows)} rows)")
+    if plan.max_steps == 0:  # nothing to train: Model-Optimizer is not started
+        seconds = time.monotonic() - started
+        threads = torch.get_num_threads()
+        return Trained(module, 0, 0, "no_steps", seconds, plan.device, "float32", threads, [], [{"step": 0, **first}])
     save_eagle3_head(module, work / "start", dtype=torch.float32)
     write_rows(train_rows, work / "train.safetensors")
     write_rows(dev_rows, work / "dev.safetensors")
