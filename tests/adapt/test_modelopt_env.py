@@ -98,7 +98,7 @@ def test_made_once_with_the_constraint_then_reused(fakes, monkeypatch):
     monkeypatch.setenv("FAKE_PIP_MODE", "ok")
     said: list[str] = []
     env = env_mod.ensure_environment(None, said.append)
-    assert env.made_now and env.versions["nvidia-modelopt"] == "0.47.0" and env.versions["transformers"] == "5.14.1"
+    assert env.versions["nvidia-modelopt"] == "0.47.0" and env.versions["transformers"] == "5.14.1"
     import torch
 
     assert env.versions["torch"] == torch.__version__  # the parent's torch, seen through the environment
@@ -114,7 +114,7 @@ def test_made_once_with_the_constraint_then_reused(fakes, monkeypatch):
         m.startswith("pip: Collecting") for m in said
     )
     again = env_mod.ensure_environment(None)
-    assert not again.made_now and again.python == env.python and len(fakes["runs"]()) == 1
+    assert again.python == env.python and len(fakes["runs"]()) == 1  # reused: pip not run again
 
 
 def test_an_offline_install_leaves_nothing_and_says_what_to_do(fakes, monkeypatch):
@@ -130,8 +130,12 @@ def test_an_offline_install_leaves_nothing_and_says_what_to_do(fakes, monkeypatc
     assert "Could not find a version" in log.read_text()
     assert not venv.exists() and not leftovers(fakes["root"])
     monkeypatch.setenv("FAKE_PIP_MODE", "ok")  # the next run starts clean
-    env = env_mod.ensure_environment(None)
-    assert env.made_now and not (env_mod.site_packages(venv) / "half_installed.py").exists()
+    again = env_mod.ensure_environment(None)
+    assert (
+        (again.python.parent.parent / env_mod.READY).is_file()
+        and len(fakes["runs"]()) == 2
+        and not (env_mod.site_packages(venv) / "half_installed.py").exists()
+    )
     assert not (venv / "site" / "half_installed.py").exists()
 
 

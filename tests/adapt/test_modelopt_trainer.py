@@ -18,7 +18,7 @@ import torch
 
 from specbuild.adapt.heads import trainer_for
 from specbuild.adapt.rows import Row, pad_rows
-from specbuild.adapt.train import Plan
+from specbuild.adapt.train import TrainingPlan
 from specbuild.cli import main
 from specbuild.heads.eagle3 import load_eagle3_head
 from specbuild.load import load_build
@@ -83,7 +83,7 @@ def train(python: Path, target, work: Path, steps: int = 2):
     build = load_build(EAGLE3_RECIPE)
     trainer = trainer_for(build.spec)
     layers = trainer.captured_layers(build.spec, target)
-    plan = Plan(
+    plan = TrainingPlan(
         max_steps=steps,
         max_minutes=30,
         learning_rate=1e-3,

@@ -164,7 +164,7 @@ def test_decoding_types_of_every_release_map_to_the_reference_methods(decoding_t
     s = read_model_yaml(write(tmp_path, base(speculative_config=spec)))
     assert (s.method, s.max_draft_len) == (method, 3)
     if method == "eagle3":
-        assert s.head_dir == (TINY / "draft").resolve() and s.decoding == {"max_draft_len": 3}
+        assert s.weights == {"eagle3": (TINY / "draft").resolve()} and s.decoding == {"max_draft_len": 3}
 
 
 @needs_tiny

@@ -42,7 +42,7 @@ from specbuild.adapt.sampling import teacher_sampling
 from specbuild.adapt.split import split_traffic
 from specbuild.adapt.teacher import teacher_pass
 from specbuild.adapt.traffic import Traffic, read_traffic
-from specbuild.adapt.train import Plan, resolve_device, resolve_precision, train_head
+from specbuild.adapt.train import TrainingPlan, resolve_device, resolve_precision, train_head
 from specbuild.cache.provenance import checkpoints, make_manifest, read_manifest, write_manifest
 from specbuild.cache.step_cache import code_identity, content_digest, reusable, step_key, step_record
 from specbuild.cache.step_store import Store
@@ -253,7 +253,7 @@ def _adapt(
         else:
             train_rows = pad_rows([r for r in teacher.rows[:n_train]], lm_head, pad)
             dev_rows = pad_rows([r for r in teacher.rows[n_train : n_train + n_dev]], lm_head, pad)
-            plan = Plan(
+            plan = TrainingPlan(
                 max_steps=settings.max_steps,
                 max_minutes=settings.max_minutes,
                 learning_rate=settings.learning_rate or trainer.learning_rate,

@@ -36,7 +36,7 @@ MAX_WARMUP = 20
 
 
 @dataclass
-class Plan:
+class TrainingPlan:
     """What a training run may do (from the recipe's adapt section and the command line)."""
 
     max_steps: int
@@ -128,7 +128,7 @@ def train_head(
     train_rows: Rows,
     dev_rows: Rows,
     target,
-    plan: Plan,
+    plan: TrainingPlan,
     progress: Progress | None = None,
 ) -> Trained:
     say = progress or (lambda _m: None)

@@ -13,7 +13,8 @@ downgrade transformers for everything else in specbuild."""
 from __future__ import annotations
 
 from specbuild.errors import UserError
-from specbuild.speculation import Eagle3Head, Speculation
+from specbuild.methods.eagle3 import Eagle3Head
+from specbuild.speculation import Speculation
 
 
 def check_modelopt(spec: Speculation) -> None:

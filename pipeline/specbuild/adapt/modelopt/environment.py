@@ -63,7 +63,6 @@ PROBE = (
 class ModelOptEnvironment:
     python: Path
     versions: dict  # {"nvidia-modelopt", "transformers", "torch"}: what the environment holds
-    made_now: bool = False  # this run created it
 
     def describe(self) -> str:
         v = self.versions
@@ -232,4 +231,4 @@ def ensure_environment(python: Path | None, say: Progress | None = None) -> Mode
             ready = json.loads((venv / READY).read_text())
             return ModelOptEnvironment(python_of(venv), ready["versions"])
         versions = make_environment(venv, say)
-    return ModelOptEnvironment(python_of(venv), versions, made_now=True)
+    return ModelOptEnvironment(python_of(venv), versions)

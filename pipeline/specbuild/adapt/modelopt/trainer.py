@@ -33,7 +33,7 @@ import torch
 from specbuild.adapt.heads.base import stored_dtype
 from specbuild.adapt.modelopt.environment import ModelOptEnvironment
 from specbuild.adapt.rows import Rows
-from specbuild.adapt.train import Plan, Trained, dev_acceptance
+from specbuild.adapt.train import TrainingPlan, Trained, dev_acceptance
 from specbuild.errors import UserError
 from specbuild.heads.eagle3 import _read_weights, load_eagle3_head, save_eagle3_head
 from specbuild.processes import children
@@ -134,7 +134,7 @@ def train_with_modelopt(
     dev_rows: Rows,
     target,
     target_dir: Path,
-    plan: Plan,
+    plan: TrainingPlan,
     base_head: Path,
     work: Path,
     log: Path,

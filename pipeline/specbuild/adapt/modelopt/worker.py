@@ -50,17 +50,6 @@ import sys
 import time
 from pathlib import Path
 
-# EagleConfig fields of nvidia-modelopt 0.47.0 this worker sets (modelopt/torch/speculative/config.py)
-EAGLE_FIELDS = (
-    "eagle_offline",
-    "eagle_decoder_type",
-    "eagle_ttt_steps",
-    "eagle_use_torch_compile",
-    "eagle_export_rope_scaling",
-    "eagle_freeze_base_model",
-    "eagle_self_logit_distillation",
-    "eagle_architecture_config",
-)
 MAX_WARMUP = 20
 
 
@@ -120,7 +109,7 @@ def load_start_head(model, folder: Path) -> None:
         raise SystemExit(f"the head's tensors do not fit modelopt's module: missing {missing}, unexpected {unexpected}")
 
 
-class Rows:
+class OfflineRows:
     def __init__(self, path: Path):
         import torch
         from safetensors.torch import load_file
@@ -152,7 +141,7 @@ class Rows:
         }
 
 
-def dev_score(model, rows: Rows, batch_size: int, device) -> dict:
+def dev_score(model, rows: OfflineRows, batch_size: int, device) -> dict:
     """The dev rows' top-1 agreement with the target (the forward's train_acc in eval mode, pooled over the scored
     positions) and loss."""
     import torch
@@ -201,7 +190,7 @@ def main(argv: list[str]) -> int:
     load_start_head(model, start)
     device = torch.device(plan.get("device") or "cpu")
     model.to(device)
-    train, dev = Rows(Path(request["train"])), Rows(Path(request["dev"]))
+    train, dev = OfflineRows(Path(request["train"])), OfflineRows(Path(request["dev"]))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=float(plan["learning_rate"]), weight_decay=0.0)
     steps, batch = int(plan["max_steps"]), int(plan["batch_size"])

@@ -51,13 +51,12 @@ from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.kv_cache import KVCache
 from specbuild.reference.decoder.lean.heads import LeanEagle3Head
 from specbuild.reference.decoder.methods import StepOutput, next_token
-from specbuild.reference.decoder.methods.eagle import TOP_K_KEYS, Eagle, _flag
+from specbuild.methods.eagle.decoder import CACHE, TOP_K_KEYS, EagleDecoder, _flag
 from specbuild.reference.decoder.tree import commit_paths, drafter_precision, feed_trees, tree_from_choices
 from specbuild.reference.decoder.verify import verify_tree
 
 DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
 LAYERS_KEY = "eagle3_layers_to_capture"
-CACHE = "eagle"  # the head's KV cache in the batch (the same name as EAGLE-1/2's: one head per batch)
 
 
 def parse_layers(value, where: str) -> tuple[int, ...]:
@@ -81,7 +80,7 @@ def parse_layers(value, where: str) -> tuple[int, ...]:
     return tuple(sorted(set(value)))
 
 
-class Eagle3(Eagle):
+class Eagle3Decoder(EagleDecoder):
     """EAGLE-3 on the reference runtime; drafting, tree growth and verification are EAGLE-1/2's (`Eagle`), with the
     head's features fused from captured target layers and its draft vocabulary mapped back through d2t."""
 
@@ -89,7 +88,7 @@ class Eagle3(Eagle):
     schedule_caps_depth = True  # a scheduled length is the chain length / tree depth (TensorRT-LLM's max_draft_len)
 
     def __init__(self, engine, draft_engine=None, decoding=None):
-        super(Eagle, self).__init__(engine, draft_engine, decoding)  # Decoder.__init__: Eagle's loads an EAGLE-1 head
+        super(EagleDecoder, self).__init__(engine, draft_engine, decoding)  # Decoder.__init__: EAGLE-1's loads its head
         where = self.where()
         if "eagle3" not in engine.folders:
             raise UserError(
@@ -102,7 +101,7 @@ class Eagle3(Eagle):
         )
         self.draft_dtype, int8 = self.draft_precision
         self.head = load_eagle3_head(engine.folders["eagle3"], target_model=self.target.hf, dtype=self.draft_dtype)
-        # the head runs on the same path as the target: lean modules, or Eagle3Head's own
+        # the head runs on the same path as the target: lean modules, or Eagle3HeadModule's own
         self.lean_head = LeanEagle3Head(self.head, int8=int8) if lean else None
         self.head_logits = self.lean_head.logits if lean else self.head.logits
         self._draft_ids = self.head.draft_to_target
@@ -201,7 +200,6 @@ class Eagle3(Eagle):
         """Run the head on per-row entries (hidden inputs [n_r, n*H_t] captured or [n_r, H] drafted, the next tokens,
         positions) through `kv`; returns each entry's `out` [B, S, H] (row r's entries first)."""
         n_new = [len(t) for t in tokens]
-        before = kv.physical_length
         plan = kv.plan_forward(n_new, positions=positions, attend=attend)
         width = next((f.shape[-1] for f in features if f is not None and len(f)), self.head.hidden_size)
         hidden = torch.zeros(len(tokens), plan.width, width, dtype=self.draft_dtype)
@@ -222,8 +220,5 @@ class Eagle3(Eagle):
                     attention_mask=plan.additive_mask(self.draft_dtype),
                     cache=kv.store,
                 )
-        kv.check_appended(plan, before)
+        kv.check_appended(plan)
         return out
-
-
-METHOD = Eagle3

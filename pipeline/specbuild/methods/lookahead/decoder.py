@@ -128,7 +128,7 @@ def jacobi_update(window: Window, step: LookaheadTree, argmax: list[int]) -> Non
     window.levels.append(top)
 
 
-class Lookahead(Decoder):
+class LookaheadDecoder(Decoder):
     name = "lookahead"
     engine_mode = SpecMode.LOOKAHEAD_DECODING
     reuses_prefix = True  # its window and n-gram pool come from the tokens, not from the cache
@@ -190,6 +190,3 @@ class Lookahead(Decoder):
             accepted.append(acc)
         commit_paths(batch, roots, accepted)
         return outputs
-
-
-METHOD = Lookahead

@@ -1,19 +1,25 @@
 """Lookahead decoding: a Jacobi window of W guesses grows an n-gram pool; up to G matching n-grams are verified.
 
 The engine's max_draft_len must equal (0 if N == 1 else N - 2) + (W - 1 + G) * (N - 1)
-(examples/lookahead/README.md; a mismatch aborts tritonserver, tensorrtllm_backend #710).
+(examples/lookahead/README.md; a mismatch aborts tritonserver, tensorrtllm_backend #710). The pack: this section,
+params.py, the engine flavour's parameters here, decoder.py (reference).
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
 
 from specbuild.facts.bounds import NonNegativeInt32, PositiveInt32
 from specbuild.facts.engine_facts import SpecMode
 from specbuild.findings import Finding
-from specbuild.methods.base import Method
+from specbuild.methods.lookahead.params import LookaheadWindow
+from specbuild.methods.pack import MethodPack, ParameterProblem, Refusal
 from specbuild.section import Section
-from specbuild.speculation import LookaheadWindow, Speculation
+from specbuild.speculation import Speculation
+
+# The `tensorrt_llm` model's lookahead parameters (inflight_batcher_llm/tensorrt_llm/config.pbtxt@2a9abd95), and the
+# engine folder's keys of the same names
+LOOKAHEAD_KEYS = ("lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size")
 
 
 def lookahead_max_draft_len(window_size: int, ngram_size: int, verification_set_size: int) -> int:
@@ -39,10 +45,15 @@ class LookaheadConfig(Section):
         return lookahead_max_draft_len(self.window_size, self.ngram_size, self.verification_set_size)
 
 
-class Lookahead(Method):
+class LookaheadPack(MethodPack):
     name = "lookahead"
     Config = LookaheadConfig
+    Params = LookaheadWindow
     summary = "Jacobi iteration grows an n-gram pool that is verified in the same forward"
+    decoding_mode = "lookahead"
+    decoding_types = ("Lookahead",)
+    decoder = "decoder:LookaheadDecoder"
+    trtllm = "trtllm:PART"
 
     def describe(self, recipe) -> Speculation:
         spec: LookaheadConfig = recipe.speculation
@@ -68,3 +79,32 @@ class Lookahead(Method):
                 f"(W={w}, N={n}, G={g}) drafts nothing; the smallest useful "
                 "setting is window_size 2, ngram_size 2, verification_set_size 1 — or use method: none",
             )
+
+    # --- translations ---------------------------------------------------------------------------------------------
+    def core_parameters(self, spec) -> dict[str, str]:
+        return {key: str(value) for key, value in self.decoding(spec).items()}
+
+    def decoding(self, spec) -> dict[str, Any]:
+        w = spec.params
+        return dict(zip(LOOKAHEAD_KEYS, (w.window_size, w.ngram_size, w.verification_set_size)))
+
+    def decoding_overrides(self, get, get_bool, get_int) -> dict[str, Any]:
+        """The (W, N, G) of a core whose decoding_mode says lookahead (all three, as the C++ backend requires)."""
+        if (get("decoding_mode") or "").lower() != self.decoding_mode:
+            return {}
+        values = {key: get_int(key) for key in LOOKAHEAD_KEYS}
+        if any(v is None for v in values.values()):
+            raise ParameterProblem(
+                "decoding_mode is lookahead but lookahead parameters are not specified — set "
+                + ", ".join(LOOKAHEAD_KEYS)
+            )
+        return values
+
+    def speculative_config(self, spec, release, path) -> Refusal:
+        # tensorrt_llm/llmapi/llm_args.py, main after 1.3.0rc3
+        return Refusal(
+            "Lookahead's supports_backend returns False for pytorch", "flavour: engine, or method: prompt_lookup"
+        )
+
+
+PACK = LookaheadPack()

@@ -12,15 +12,30 @@ token, so at most that many.
 
 from __future__ import annotations
 
-from typing import Iterator, Literal
+from typing import Any, Iterable, Iterator, Literal
 
 from specbuild.facts.bounds import PositiveInt32
 from specbuild.findings import Finding
-from specbuild.methods.base import Method
+from specbuild.methods.mtp.params import MtpLayers
+from specbuild.methods.pack import MethodPack, Refusal
 from specbuild.section import Section
-from specbuild.checkpoints.checkpoint_tensors import has_mtp_layers, tensor_names
+from specbuild.checkpoints.checkpoint_tensors import LAYER_INDEX, tensor_names
 from specbuild.checkpoints.checkpoint_files import checkpoint_root, read_hf_config
-from specbuild.speculation import MtpLayers, Speculation
+from specbuild.speculation import Speculation
+
+
+def has_mtp_layers(names: Iterable[str], num_layers: int) -> bool | None:
+    """Whether the names hold multi-token-prediction layers: decoder layers numbered from `num_layers` on
+    (DeepSeek-V3's `model.layers.61.*`, GLM-4.5's), or tensors named `mtp` / `nextn` (Qwen3-Next's `mtp.*`).
+    None when the names show no layer numbers (nothing to tell by)."""
+    names = list(names)
+    if any("mtp" in n or "nextn" in n for n in names):
+        return True
+    found = {int(m.group(1)) for n in names if (m := LAYER_INDEX.search(n))}
+    if not found:
+        return None
+    return max(found) >= num_layers
+
 
 # Releases whose MTPDecodingConfig picks MTP-Eagle (one layer reused) for a one-layer checkpoint and vanilla MTP
 # otherwise, read in llm_args.py: 1.0 (`spec_dec_mode`: num_nextn_predict_layers_from_model_config == 1 and not
@@ -48,10 +63,17 @@ class MtpConfig(Section):
     many."""
 
 
-class Mtp(Method):
+class MtpPack(MethodPack):
     name = "mtp"
     Config = MtpConfig
+    Params = MtpLayers
     summary = "the target's own multi-token-prediction layers draft"
+    decoding_types = ("MTP",)
+    reference_refusal = Refusal(
+        "MTP drafts with the target's own multi-token-prediction layers (DeepSeek-V3 and similar models), which "
+        "the reference runtime does not implement",
+        "runtime: tensorrt-llm, or eagle3, draft_target or prompt_lookup",
+    )
 
     def describe(self, recipe) -> Speculation:
         n = recipe.speculation.num_nextn_predict_layers
@@ -90,3 +112,10 @@ class Mtp(Method):
                 "exports and re-quantized copies often drop them; use a checkpoint that keeps them, or "
                 "eagle3, draft_target or prompt_lookup",
             )
+
+    # --- translations ---------------------------------------------------------------------------------------------
+    def speculative_config(self, spec, release, path) -> dict[str, Any]:
+        return {"decoding_type": "MTP", "num_nextn_predict_layers": spec.params.num_nextn_predict_layers}
+
+
+PACK = MtpPack()

@@ -76,7 +76,7 @@ def typical_accept(
     return Acceptance(nodes=nodes, tokens=tuple(tokens[n] for n in nodes), bonus=bonus)
 
 
-class Medusa(Decoder):
+class MedusaDecoder(Decoder):
     name = "medusa"
     engine_mode = SpecMode.MEDUSA
     reuses_prefix = True  # the heads read the last fed position's hidden state: a reused prefix needs nothing more
@@ -183,6 +183,3 @@ class Medusa(Decoder):
             )
             return with_log_probs(seq, tree, tokens, logits, acc)
         return verify_tree(seq, draft.tree, draft.tokens, logits)
-
-
-METHOD = Medusa

@@ -24,7 +24,7 @@ from specbuild.reference.decoder.methods import Decoder, StepOutput
 from specbuild.reference.decoder.verify import verify_chain
 
 
-class DraftTarget(Decoder):
+class DraftTargetDecoder(Decoder):
     name = "draft_target"
     engine_mode = SpecMode.DRAFT_TOKENS_EXTERNAL
     needs_draft_engine = True
@@ -87,6 +87,3 @@ class DraftTarget(Decoder):
                     drafts[r].append(sampling.sample(q_i, seq.generator))
         n_uncached = [len(uncached[r]) if k[r] else 0 for r in range(len(batch.seqs))]
         return drafts, [torch.stack(rows) if rows else None for rows in q], n_uncached
-
-
-METHOD = DraftTarget

@@ -19,7 +19,7 @@ from specbuild.reference.decoder.methods import Decoder, StepOutput
 from specbuild.reference.decoder.verify import verify_chain
 
 
-class PromptLookup(Decoder):
+class PromptLookupDecoder(Decoder):
     name = "prompt_lookup"
     engine_mode = SpecMode.DRAFT_TOKENS_EXTERNAL
     reuses_prefix = True
@@ -43,6 +43,3 @@ class PromptLookup(Decoder):
             keep.append(out.n_new[r] - k + len(acceptance.nodes))
         batch.caches["target"].commit_prefix(keep)
         return outputs
-
-
-METHOD = PromptLookup

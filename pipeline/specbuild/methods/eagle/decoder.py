@@ -67,6 +67,7 @@ DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
 # seq.state keys: the target's features the head has not caught up on (queued), and those of every position the
 # target cache holds (their history, kept with the KV when KV reuse is on)
 QUEUED, HISTORY = "eagle_features", "eagle_history"
+CACHE = "eagle"  # the head's KV cache in the batch (EAGLE-3's head uses the same name: one head per batch)
 
 
 def _flag(value) -> bool:
@@ -102,7 +103,7 @@ class _Growing:
         return self.root_feature if parent == 0 else self.feature_out[parent]
 
 
-class Eagle(Decoder):
+class EagleDecoder(Decoder):
     name = "eagle"
     engine_mode = SpecMode.EAGLE
     reuses_prefix = True
@@ -125,7 +126,7 @@ class Eagle(Decoder):
         )
         self.draft_dtype, int8 = self.draft_precision
         self.head = load_eagle_head(engine.folders["eagle"], target_model=self.target.hf, dtype=self.draft_dtype)
-        # the head runs on the same path as the target: lean modules, or the transformers layers of EagleHead
+        # the head runs on the same path as the target: lean modules, or the transformers layers of EagleHeadModule
         self.lean_head = None
         if self.target.implementation == "lean" and LeanEagleHead.unsupported(self.head) is None:
             self.lean_head = LeanEagleHead(self.head, int8=int8)
@@ -134,7 +135,12 @@ class Eagle(Decoder):
         self.draft_head = DraftVocabHead(self.target.lm_head.weight, self.draft_vocab, self.draft_dtype, int8=int8)
         pretrained = engine.config.get("pretrained_config", {})
         self.depth = int(self.decoding.get("num_eagle_layers", pretrained.get("num_eagle_layers", 4)))
-        self.max_draft_len = engine.limits.max_draft_len or 63
+        self.max_draft_len = engine.limits.max_draft_len  # build_config.max_draft_len: the nodes a tree may have
+        if self.max_draft_len < 1:
+            raise UserError(
+                f"{engine.path}/config.json: build_config.max_draft_len is {self.max_draft_len}, but an EAGLE engine "
+                "verifies up to that many tree nodes — rebuild the engine from its recipe"
+            )
         self.dynamic = any(_flag(self.decoding.get(k, False)) for k in DYNAMIC_KEYS)
         if self.dynamic:
             self.top_k = int(next((self.decoding[k] for k in TOP_K_KEYS if k in self.decoding), 10))
@@ -191,7 +197,7 @@ class Eagle(Decoder):
     def join(self, batch: Batch) -> None:
         """The joining rows' head cache starts empty; the features of their reused prefix wait for the catch-up,
         and those of their tail are queued by the plain step that prefills it."""
-        batch.caches["eagle"] = KVCache(self.head.config, len(batch.seqs))
+        batch.caches[CACHE] = KVCache(self.head.config, len(batch.seqs))
         for seq in batch.seqs:
             reused = self.reused_features(seq)
             seq.state["eagle_root_feature"] = None
@@ -199,7 +205,7 @@ class Eagle(Decoder):
             seq.state[HISTORY] = list(seq.state[QUEUED])
 
     def start_head(
-        self, batch: Batch, features: list[torch.Tensor], tokens: list[list[int]], cache: str = "eagle"
+        self, batch: Batch, features: list[torch.Tensor], tokens: list[list[int]], cache: str = CACHE
     ) -> None:
         """The head's entries over the prompts (f_p, x_{p+1}), after the target's prefill. With speculation off
         (a scheduled draft length of 0) they wait for the catch-up before the next drafting step instead, so that a
@@ -249,7 +255,7 @@ class Eagle(Decoder):
         """This step's trees, drafted by the head after it caught up (its tree entries dropped again)."""
         self.catch_up(batch)
         drafts = self.draft(batch)
-        batch.caches["eagle"].rollback()
+        batch.caches[CACHE].rollback()
         return drafts
 
     @staticmethod
@@ -270,7 +276,7 @@ class Eagle(Decoder):
     @torch.inference_mode()
     def catch_up(self, batch: Batch) -> None:
         """Feed the head the entries (f_p, x_{p+1}) verified since its last catch-up; keep them."""
-        kv = batch.caches["eagle"]
+        kv = batch.caches[CACHE]
         features = [self.queued_features(seq) for seq in batch.seqs]
         if all(f is None for f in features):
             return
@@ -289,7 +295,7 @@ class Eagle(Decoder):
     # ---------------------------------------------------------------- drafting
     @torch.inference_mode()
     def draft(self, batch: Batch) -> list[RowTree]:
-        kv = batch.caches["eagle"]
+        kv = batch.caches[CACHE]
         rows = [
             _Growing(root_feature=seq.state["eagle_root_feature"], root_position=kv.lengths[r], tokens=[seq.tokens[-1]])
             for r, seq in enumerate(batch.seqs)
@@ -412,7 +418,6 @@ class Eagle(Decoder):
         """Run the EAGLE head on per-row entries (features [n_r, H], next tokens, positions) through `kv`;
         returns the predicted features [B, S, H] (row r's entries first)."""
         n_new = [len(t) for t in tokens]
-        before = kv.physical_length
         plan = kv.plan_forward(n_new, positions=positions, attend=attend)
         hidden = self.head.config.hidden_size
         if len(tokens) == 1 and n_new[0] == plan.width:
@@ -436,8 +441,5 @@ class Eagle(Decoder):
                     attention_mask=plan.additive_mask(feats.dtype),
                     past_key_values=kv.store,
                 )
-        kv.check_appended(plan, before)
+        kv.check_appended(plan)
         return out
-
-
-METHOD = Eagle

@@ -1,14 +1,15 @@
 """Medusa: K extra decoding heads on the target propose a token tree, verified in one target forward.
 
 TensorRT-LLM runs Medusa greedy only (medusa_temperature=0; TensorRT-LLM examples/medusa/README.md); the reference
-runtime samples losslessly (recursive rejection sampling over the tree). Runtime dialects: specbuild/trtllm/, specbuild/
-reference/, specbuild/repository/engine/speculation_params.py.
+runtime samples losslessly (recursive rejection sampling over the tree). The pack: this section, params.py, the engine
+flavour's parameters here (the C++ backend and the reference core read the same: TensorRT-LLM triton_backend/
+all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt@2a9abd95), decoder.py (reference), trtllm.py (TensorRT-LLM).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
 
 from pydantic import Field
 
@@ -17,14 +18,15 @@ from specbuild.checkpoints.checkpoint_tensors import MEDUSA, medusa_heads, prefe
 from specbuild.facts.engine_facts import SpecMode
 from specbuild.methods import preflight
 from specbuild.findings import Finding
-from specbuild.methods.base import Method
+from specbuild.methods.medusa.params import MedusaHeads
+from specbuild.methods.pack import MethodPack, Refusal
 from specbuild.section import Section
 from specbuild.checkpoints.checkpoint_files import checkpoint_root, read_hf_config
 from specbuild.methods.preflight import Fact, HeadRecord, config_int
-from specbuild.methods.trees_common import choices_findings, rank_findings
+from specbuild.methods.trees_common import choices_findings, choices_parameter, rank_findings
 from specbuild.methods.weights import weights_findings
-from specbuild.speculation import MedusaHeads, Speculation, StaticTree
-from specbuild.facts.trees import MC_SIM_7B_63, tree_depth
+from specbuild.speculation import Speculation, StaticTree
+from specbuild.facts.trees import MC_SIM_7B_63, format_choices, tree_depth
 
 
 class MedusaConfig(Section):
@@ -45,10 +47,15 @@ class MedusaConfig(Section):
     """Engine limit on draft tokens per step (tree nodes); the tree must fit."""
 
 
-class Medusa(Method):
+class MedusaPack(MethodPack):
     name = "medusa"
     Config = MedusaConfig
+    Params = MedusaHeads
     summary = "extra heads on the target propose a token tree"
+    decoding_mode = "medusa"
+    decoding_types = ("Medusa",)
+    decoder = "decoder:MedusaDecoder"
+    trtllm = "trtllm:PART"
 
     def describe(self, recipe) -> Speculation:
         spec: MedusaConfig = recipe.speculation
@@ -127,6 +134,32 @@ class Medusa(Method):
                 f"{held} Medusa head(s) (0..{held - 1}) — set num_heads to at most {held}",
             )
 
+    # --- translations ---------------------------------------------------------------------------------------------
+    def pretrained_config(self, spec) -> dict[str, Any]:
+        heads = spec.params
+        return {
+            "architecture": "MedusaForCausalLM",
+            "max_draft_len": spec.max_draft_len,
+            "num_medusa_heads": heads.num_heads,
+            "num_medusa_layers": heads.num_layers,
+        }
+
+    def core_parameters(self, spec) -> dict[str, str]:
+        return {"medusa_choices": format_choices(spec.tree.as_lists())}
+
+    def decoding(self, spec) -> dict[str, Any]:
+        return {"medusa_choices": spec.tree.as_lists(), "num_medusa_heads": spec.params.num_heads}
+
+    def decoding_overrides(self, get, get_bool, get_int) -> dict[str, Any]:
+        text = get("medusa_choices")
+        return {"medusa_choices": choices_parameter(text)} if text else {}
+
+    def speculative_config(self, spec, release, path) -> Refusal:
+        # tensorrt_llm/llmapi/llm_args.py, main after 1.3.0rc3
+        return Refusal("Medusa's supports_backend returns False for pytorch", "flavour: engine")
+
+
+PACK = MedusaPack()
 
 HEAD_FACTS = (
     preflight.ARCHITECTURE,

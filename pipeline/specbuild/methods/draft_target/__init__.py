@@ -3,12 +3,14 @@
 Two engines: the draft is a plain build; the target is built with draft_tokens_external (TensorRT-LLM
 examples/draft_target_model/README.md). On Triton the BLS runs the loop: draft call, then a target call carrying
 draft_input_ids (TensorRT-LLM triton_backend/all_models/inflight_batcher_llm/tensorrt_llm_bls/1/lib/decode.py@4db6828).
+The pack: this section, params.py, the BLS's and model.yaml's parameters and the CPU rehearsal's reading here,
+decoder.py (reference), trtllm.py (TensorRT-LLM).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
 
 from pydantic import model_validator
 
@@ -17,12 +19,14 @@ from specbuild.checkpoints.checkpoint_tensors import CAUSAL_LM
 from specbuild.facts.engine_facts import SpecMode
 from specbuild.methods import preflight
 from specbuild.findings import Finding
-from specbuild.methods.base import Method
+from specbuild.methods.draft_target.params import DraftModel
+from specbuild.methods.llm_args import WithDraftModel
+from specbuild.methods.pack import MethodPack, Rehearsed, Unservable
 from specbuild.section import Section
 from specbuild.checkpoints.checkpoint_files import read_hf_config
 from specbuild.methods.preflight import Fact, HeadRecord, config_int
 from specbuild.methods.weights import weights_findings
-from specbuild.speculation import DraftModel, Speculation
+from specbuild.speculation import Speculation
 
 
 class DraftTargetConfig(Section):
@@ -51,10 +55,23 @@ class DraftTargetConfig(Section):
         return self
 
 
-class DraftTarget(Method):
+class DraftTargetDecodingConfig(WithDraftModel):
+    """DraftTargetDecodingConfig (llm_args.py) as the CPU rehearsal reads it."""
+
+    decoding_type: Literal["Draft_Target", "DraftTarget"]
+
+
+class DraftTargetPack(MethodPack):
     name = "draft_target"
     Config = DraftTargetConfig
+    Params = DraftModel
     summary = "a small draft model proposes, the target verifies"
+    decoding_types = ("DraftTarget", "Draft_Target")  # from_dict's key, the union's tag
+    two_model_drafter = True
+    overlap_off = True  # TensorRT-LLM docs/source/features/speculative-decoding.md@04c8822, the DraftTarget example
+    rehearsal_config = DraftTargetDecodingConfig
+    decoder = "decoder:DraftTargetDecoder"
+    trtllm = "trtllm:PART"
 
     def describe(self, recipe) -> Speculation:
         spec: DraftTargetConfig = recipe.speculation
@@ -107,6 +124,60 @@ class DraftTarget(Method):
         yield from layout
         if target is not None and not layout:  # a folder of another kind is named as such, not compared
             yield from preflight.findings(recipe, draft_record(draft_dir, draft))
+
+    # --- translations ---------------------------------------------------------------------------------------------
+    def bls_parameters(self, spec) -> dict[str, str]:
+        draft = spec.params
+        return {
+            "speculative_method": self.name,
+            "default_num_draft_tokens": str(draft.num_draft_tokens),
+            "default_use_draft_logits": "true" if draft.use_draft_logits else "false",
+        }
+
+    def decoding(self, spec) -> dict[str, Any]:
+        return {"num_draft_tokens": spec.params.num_draft_tokens, "use_draft_logits": spec.params.use_draft_logits}
+
+    def speculative_config(self, spec, release, path) -> dict[str, Any]:
+        return {
+            "decoding_type": release.spelling(from_dict="DraftTarget", union="Draft_Target"),
+            "max_draft_len": spec.max_draft_len,
+            release.draft_field: path(spec.params.path),
+        }
+
+    def llmapi_checks(self, recipe, spec) -> Iterator[Finding]:
+        """What the LLM API's Draft_Target cannot honour of a draft-target section."""
+        draft = spec.params
+        for key, value, why in (
+            (
+                "use_draft_logits",
+                draft.use_draft_logits,
+                "the LLM API's draft/target has no logit-acceptance option (it samples with the TorchSampler)",
+            ),
+            ("fast_logits", draft.fast_logits, "fast logits is an engine-path orchestrator transfer"),
+            (
+                "tp_size",
+                draft.tp_size != 1,
+                "the LLM API runs the draft with the target's parallelism; a separate draft tp_size does not exist "
+                "there",
+            ),
+        ):
+            if value:
+                yield Finding(("speculation", key), f"{why} — remove it for flavour: llm-api")
+        if draft.num_draft_tokens != spec.max_draft_len:
+            yield Finding(
+                ("speculation", "num_draft_tokens"),
+                f"is {draft.num_draft_tokens} but max_draft_len "
+                f"is {spec.max_draft_len}; the LLM API drafts exactly max_draft_len tokens per step — "
+                "give one value (set both equal)",
+            )
+
+    def rehearse(self, config: DraftTargetDecodingConfig, k: int) -> Rehearsed:
+        if config.draft_model is None:
+            raise Unservable("speculative_model is required for DraftTarget — give the draft model's folder")
+        return Rehearsed({"num_draft_tokens": k}, draft=config.draft_model)
+
+
+PACK = DraftTargetPack()
 
 
 def draft_record(folder: Path, cfg: dict) -> HeadRecord:

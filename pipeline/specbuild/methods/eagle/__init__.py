@@ -3,33 +3,35 @@
 Engine limits (tensorrt_llm/builder.py asserts): pp_size 1, max_batch_size <= 512, max_draft_len <= 256;
 a static tree's depth equals num_eagle_layers with at most max_non_leaves_per_layer non-leaf nodes per level.
 EAGLE-2's dynamic tree is not served by Triton's tensorrtllm backend (triton-inference-server/tutorials
-Feature_Guide/Speculative_Decoding/TRT-LLM/README.md): the tensorrt-llm runtime refuses it (specbuild/trtllm/checks.py).
+Feature_Guide/Speculative_Decoding/TRT-LLM/README.md): the tensorrt-llm runtime refuses it (trtllm.py). The pack:
+this section, params.py, the engine flavour's parameters here, decoder.py (reference), trtllm.py (TensorRT-LLM).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
 
 from specbuild.facts.bounds import PositiveInt32
 from specbuild.checkpoints.checkpoint_tensors import EAGLE1, preferred_files, tensor_shapes
 from specbuild.facts.engine_facts import SpecMode
 from specbuild.methods import preflight
 from specbuild.findings import Finding
-from specbuild.methods.base import Method
+from specbuild.methods.eagle.params import EagleHead
+from specbuild.methods.pack import MethodPack, Refusal
 from specbuild.section import Section
 from specbuild.checkpoints.checkpoint_files import checkpoint_root, read_hf_config
 from specbuild.methods.preflight import SHARED, Fact, HeadRecord, config_int
-from specbuild.methods.trees_common import choices_findings, rank_findings
+from specbuild.methods.trees_common import choices_findings, choices_parameter, rank_findings
 from specbuild.methods.weights import weights_findings
-from specbuild.speculation import DynamicTree as DynamicTreeDescription, EagleHead, Speculation, StaticTree
-from specbuild.facts.trees import MC_SIM_7B_63, non_leaves_per_level, tree_depth
+from specbuild.speculation import DynamicTree, Speculation, StaticTree
+from specbuild.facts.trees import MC_SIM_7B_63, format_choices, non_leaves_per_level, tree_depth
 
 EAGLE_MAX_BATCH_SIZE = 512  # builder.py assert
 EAGLE_MAX_DRAFT_LEN = 256  # builder.py and examples/eagle/convert_checkpoint.py assert
 
 
-class DynamicTree(Section):
+class DynamicTreeSection(Section):
     """EAGLE-2: expand the top_k most likely nodes per level and keep the best by cumulative draft probability."""
 
     top_k: PositiveInt32
@@ -51,7 +53,7 @@ class EagleConfig(Section):
     """Nodes per level that may have children."""
     choices: list[list[int]] | None = None
     """Static tree (EAGLE-1); default mc_sim_7b_63 when neither choices nor dynamic_tree is given."""
-    dynamic_tree: DynamicTree | None = None
+    dynamic_tree: DynamicTreeSection | None = None
     """Dynamic tree (EAGLE-2) instead of choices."""
 
     @property
@@ -62,16 +64,20 @@ class EagleConfig(Section):
         return self.choices if self.choices is not None else [list(p) for p in MC_SIM_7B_63]
 
 
-class Eagle(Method):
+class EaglePack(MethodPack):
     name = "eagle"
     Config = EagleConfig
+    Params = EagleHead
     summary = "a draft head over the target's features proposes a token tree"
+    decoding_mode = "eagle"
+    decoder = "decoder:EagleDecoder"
+    trtllm = "trtllm:PART"
 
     def describe(self, recipe) -> Speculation:
         spec: EagleConfig = recipe.speculation
-        tree: StaticTree | DynamicTreeDescription
+        tree: StaticTree | DynamicTree
         if spec.dynamic_tree is not None:
-            tree = DynamicTreeDescription(spec.dynamic_tree.top_k)
+            tree = DynamicTree(spec.dynamic_tree.top_k)
         else:
             assert spec.tree is not None  # no dynamic tree: the static one (EagleConfig.tree)
             tree = StaticTree(tuple(tuple(p) for p in spec.tree))
@@ -167,6 +173,67 @@ class Eagle(Method):
         if not layout:  # a folder of another kind is named as such, not compared as a head
             yield from preflight.findings(recipe, head_record(folder, head))
 
+    # --- translations ---------------------------------------------------------------------------------------------
+    def pretrained_config(self, spec) -> dict[str, Any]:
+        head = spec.params
+        config = read_hf_config(head.path) or {}
+        net = {k: config[k] for k in EAGLE_NET_KEYS if k in config}
+        return {
+            "architecture": "EagleForCausalLM",
+            "max_draft_len": spec.max_draft_len,
+            "num_eagle_layers": head.num_eagle_layers,
+            "max_non_leaves_per_layer": head.max_non_leaves_per_layer,
+            "eagle_net_config": {"architecture": "LlamaForCausalLM", **net},
+        }
+
+    def core_parameters(self, spec) -> dict[str, str]:
+        if isinstance(spec.tree, StaticTree):
+            return {"eagle_choices": format_choices(spec.tree.as_lists())}
+        assert isinstance(spec.tree, DynamicTree)  # EAGLE-2 (reference runtime only: refused for tensorrt-llm)
+        return {"eagle_use_dynamic_tree": "true", "eagle_dynamic_tree_max_top_k": str(spec.tree.top_k)}
+
+    def decoding(self, spec) -> dict[str, Any]:
+        head = spec.params
+        out: dict[str, Any] = {
+            "num_eagle_layers": head.num_eagle_layers,
+            "max_non_leaves_per_layer": head.max_non_leaves_per_layer,
+        }
+        if isinstance(spec.tree, DynamicTree):
+            out.update(eagle_use_dynamic_tree=True, eagle_dynamic_tree_max_top_k=spec.tree.top_k)
+        elif isinstance(spec.tree, StaticTree):
+            out.update(eagle_choices=spec.tree.as_lists())
+        return out
+
+    def decoding_overrides(self, get, get_bool, get_int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if get("eagle_choices"):
+            out["eagle_choices"] = choices_parameter(get("eagle_choices"))
+        if get("eagle_use_dynamic_tree") is not None:
+            out["eagle_use_dynamic_tree"] = get_bool("eagle_use_dynamic_tree")
+        if get("eagle_dynamic_tree_max_top_k") is not None:
+            out["eagle_dynamic_tree_max_top_k"] = get_int("eagle_dynamic_tree_max_top_k")
+        return out
+
+    def speculative_config(self, spec, release, path) -> Refusal:
+        # tensorrt_llm/llmapi/llm_args.py, main after 1.3.0rc3
+        return Refusal(
+            "the PyTorch backend reads `Eagle` as EAGLE-3, and EAGLE-1/2 heads are incompatible",
+            "method: eagle3 with an EAGLE-3 head, or flavour: engine",
+        )
+
+
+# eagle_net_config keys copied from the EAGLE head's config.json (TensorRT-LLM examples/eagle/convert_checkpoint.py)
+EAGLE_NET_KEYS = (
+    "num_hidden_layers",
+    "num_attention_heads",
+    "hidden_size",
+    "intermediate_size",
+    "num_key_value_heads",
+    "rms_norm_eps",
+    "max_position_embeddings",
+    "vocab_size",
+)
+PACK = EaglePack()
 
 HEAD_FACTS = (
     preflight.ARCHITECTURE,

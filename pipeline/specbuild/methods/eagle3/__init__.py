@@ -5,24 +5,28 @@ tensorrt_llm/_torch/speculative/eagle3.py).
 The LLM-API flavour only: TensorRT-LLM's engine path has no EAGLE-3 (it interprets EAGLE-1/2 heads), and its
 PyTorch backend has no EAGLE-1/2 (tensorrt_llm/llmapi/llm_args.py). The head is a Hugging Face-style folder in the
 layout TensorRT-LLM loads (tensorrt_llm/_torch/models/modeling_speculative.py): config.json with draft_vocab_size, fc /
-midlayer.* / norm / lm_head / d2t.
+midlayer.* / norm / lm_head / d2t. The pack: this section, params.py, model.yaml's speculative_config per release and
+its reading by the CPU rehearsal here, preflight.py (the head against its target), decoder.py (reference),
+trtllm.py (TensorRT-LLM's llm-api refusals).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
 
 from specbuild.facts.bounds import PositiveInt32
 from specbuild.checkpoints.checkpoint_tensors import EAGLE3, preferred_files, tensor_shapes
 from specbuild.methods import preflight
 from specbuild.findings import Finding
-from specbuild.methods.base import Method
+from specbuild.methods.eagle3.params import Eagle3Head
+from specbuild.methods.eagle3.head_record import head_record
+from specbuild.methods.llm_args import WithDraftModel
+from specbuild.methods.pack import MethodPack, Rehearsed, Unservable
 from specbuild.section import Section
 from specbuild.checkpoints.checkpoint_files import checkpoint_root, read_hf_config
-from specbuild.methods.preflight import SHARED, Fact, HeadRecord, Rope, config_int
 from specbuild.methods.weights import weights_findings
-from specbuild.speculation import DynamicTree, Eagle3Head, Speculation
+from specbuild.speculation import DynamicTree, Speculation
 
 MIN_LAYERS_FOR_DEFAULT_CAPTURE = 6  # "Not enough hidden layers for default EAGLE3 capture" when L <= 5
 
@@ -33,95 +37,25 @@ def default_layers_to_capture(num_layers: int) -> tuple[int, ...]:
     return tuple(sorted({1, num_layers // 2 - 1, num_layers - 4}))
 
 
-HEAD_FACTS = (
-    preflight.ARCHITECTURE,
-    preflight.TARGET_NAME,
-    preflight.HIDDEN,
-    preflight.VOCAB,
-    preflight.DRAFT_VOCAB,
-    preflight.LM_HEAD,
-    preflight.POSITIONS,
-    preflight.ROPE,
-    preflight.DTYPE,
-    preflight.QUANTIZATION,
-)
+# eagle3_layers_to_capture exists from 1.1 (llm_args.py)
+RELEASES_WITH_LAYER_CHOICE = ("1.1", "1.2", "1.3")
+# eagle3_one_model: absent from the 1.3.0rc27 signature
+RELEASES_WITH_ONE_MODEL_FIELD = ("1.0", "1.1", "1.2")
+# use_dynamic_tree drafting arrived after 1.2 (TensorRT-LLM docs/source/features/speculative-decoding.md@04c8822)
+RELEASES_WITH_DYNAMIC_TREE = ("1.3",)
 
 
-def head_record(folder: Path, cfg: dict) -> HeadRecord:
-    """What an EAGLE-3 head records about its target (tensorrt_llm/_torch/models/modeling_speculative.py): the width of
-    the target features it fuses (target_hidden_size, else hidden_size; fc.weight [H_d, n x H_t]), the target vocabulary
-    (vocab_size, t2d [V], embed_tokens [V, H_d] when it has one), its own vocabulary (draft_vocab_size, d2t [V_d],
-    lm_head [V_d, H_d]; no lm_head: the target's is used), and its training positions, rope, dtype and quantization. A
-    `speculators` head (vllm-project/speculators `config.py`: speculators_model_type, the draft layer's config in
-    transformer_layer_config, speculators_config.verifier {name_or_path, architectures}) records its target by name and
-    architecture too."""
-    layer = cfg.get("transformer_layer_config")
-    layer = layer if isinstance(layer, dict) else {}
-    file = "config.json transformer_layer_config" if layer else "config.json"
-    shape = {**cfg, **layer}
-    verifier = (
-        (cfg.get("speculators_config") or {}).get("verifier")
-        if isinstance(cfg.get("speculators_config"), dict)
-        else None
-    )
-    verifier = verifier if isinstance(verifier, dict) else {}
-    where = "config.json speculators_config.verifier"
-    architectures = verifier.get("architectures")
-    name = verifier.get("name_or_path")
-    own = config_int(shape, "hidden_size", file)
-    record = dict(
-        label="the EAGLE-3 head",
-        facts=HEAD_FACTS,
-        architectures=Fact(architectures, f"{where}.architectures")
-        if isinstance(architectures, list) and architectures and all(isinstance(a, str) for a in architectures)
-        else None,
-        target_name=Fact(name, f"{where}.name_or_path") if isinstance(name, str) and name else None,
-        hidden=tuple(f for f in (config_int(cfg, "target_hidden_size") or own,) if f is not None),
-        own_hidden=own,
-        vocab=tuple(f for f in (config_int(shape, "vocab_size", file),) if f is not None),
-        draft_vocab=config_int(cfg, "draft_vocab_size"),
-        **preflight.head_config_facts(shape, folder, file),
-    )
-    record["rope"] = _scaling_only(record["rope"])
-    shapes = tensor_shapes(folder, preferred_files(folder, EAGLE3), root=checkpoint_root(folder))
-    if shapes:
-        record.update(_tensor_facts(shapes, record))
-    return HeadRecord(**record)
+class Eagle3DecodingConfig(WithDraftModel):
+    """Eagle3DecodingConfig (llm_args.py) as the CPU rehearsal reads it: the one-model chain worker, dynamic trees
+    after 1.2."""
 
-
-def _scaling_only(rope: Fact | None) -> Fact | None:
-    """The rope_theta an EAGLE-3 config writes is its own layer's, not its target's: EAGLE's trainer hard-codes base
-    10000 whatever the config says (SafeAILab/EAGLE eagle/traineagle3/cnets.py@cb7e084) and speculators' converter
-    writes 10000 for every head (`src/speculators/convert/eagle/eagle3_converter.py`). Only a rope scaling it writes is
-    compared."""
-    if rope is None or rope.value.type is None:
-        return None
-    return Fact(Rope(rope.value.type, rope.value.factor, None), rope.source.replace(" / rope_theta", ""))
-
-
-def _tensor_facts(shapes: dict, record: dict) -> dict:
-    """What the head's tensors say (a shard index names them without shapes: presence only)."""
-    out = {}
-
-    def length(name: str) -> Fact | None:
-        if name not in shapes:
-            return Fact(None, f"the head's weights hold no {name}")
-        shape = shapes[name]
-        return Fact(shape[0], f"{name} {list(shape)}") if shape and len(shape) == 1 else None
-
-    out["d2t"], out["t2d"] = length("d2t"), length("t2d")
-    fc = shapes.get("fc.weight")
-    if fc is not None and len(fc) == 2:
-        out["feature_inputs"] = Fact(fc[1], f"fc.weight {list(fc)}")
-    lm_head = shapes.get("lm_head.weight", ())
-    if "lm_head.weight" not in shapes:
-        out["lm_head"] = Fact(SHARED, "the head's weights hold no lm_head.weight")
-    elif lm_head and len(lm_head) == 2:
-        out["lm_head"] = Fact(tuple(lm_head), f"lm_head.weight {list(lm_head)}")
-    embed = shapes.get("embed_tokens.weight")
-    if embed is not None and len(embed) == 2:
-        out["vocab"] = record["vocab"] + (Fact(embed[0], f"embed_tokens.weight {list(embed)}"),)
-    return out
+    decoding_type: Literal["Eagle3", "Eagle"]
+    eagle3_one_model: bool = True
+    eagle3_layers_to_capture: list[int] | None = None
+    eagle3_model_arch: Literal["llama3"] = "llama3"
+    use_dynamic_tree: bool = False
+    dynamic_tree_max_topK: PositiveInt32 | None = None  # noqa: N815 (TensorRT-LLM's field name)
+    max_total_draft_tokens: PositiveInt32 | None = None
 
 
 class Eagle3Tree(Section):
@@ -146,10 +80,15 @@ class Eagle3Config(Section):
     """Draft a dynamic tree instead of a chain (reference runtime; TensorRT-LLM <= 1.2 drafts chains only)."""
 
 
-class Eagle3(Method):
+class Eagle3Pack(MethodPack):
     name = "eagle3"
     Config = Eagle3Config
+    Params = Eagle3Head
     summary = "a draft layer over fused target features drafts a chain in its own vocabulary"
+    decoding_types = ("Eagle", "Eagle3")  # 1.0-1.2's from_dict key, the union's tag
+    rehearsal_config = Eagle3DecodingConfig
+    decoder = "decoder:Eagle3Decoder"
+    trtllm = "trtllm:PART"
 
     def describe(self, recipe) -> Speculation:
         spec: Eagle3Config = recipe.speculation
@@ -247,3 +186,54 @@ class Eagle3(Method):
                 f"but {given} has {len(layers)} ({list(layers)}) — capture the {fused} layer(s) the head was "
                 f"trained on{hint}",
             )
+
+    # --- translations ---------------------------------------------------------------------------------------------
+    def speculative_config(self, spec, release, path) -> dict[str, Any]:
+        head = spec.params
+        out: dict[str, Any] = {
+            "decoding_type": release.spelling(from_dict="Eagle", union="Eagle3"),
+            "max_draft_len": spec.max_draft_len,
+            release.draft_field: path(head.path),
+        }
+        if release.line in RELEASES_WITH_ONE_MODEL_FIELD:
+            out["eagle3_one_model"] = True  # the one-model worker (two-model is deprecated)
+        if head.layers_to_capture is not None and release.line in RELEASES_WITH_LAYER_CHOICE:
+            out["eagle3_layers_to_capture"] = sorted(head.layers_to_capture)
+        if isinstance(spec.tree, DynamicTree):
+            out.update(use_dynamic_tree=True, dynamic_tree_max_topK=spec.tree.top_k)
+        return out
+
+    def llmapi_checks(self, recipe, spec) -> Iterator[Finding]:
+        release = recipe.llm_api.release
+        if spec.params.layers_to_capture is not None and release not in RELEASES_WITH_LAYER_CHOICE:
+            yield Finding(
+                ("speculation", "layers_to_capture"),
+                f"TensorRT-LLM {release} has no "
+                "eagle3_layers_to_capture (it arrived in 1.1; 1.0 captures {1, L//2-1, L-4}) — remove it, "
+                "or set llm_api.release to the 1.1+ release you run",
+            )
+
+    def rehearse(self, config: Eagle3DecodingConfig, k: int) -> Rehearsed:
+        if config.draft_model is None:
+            raise Unservable(
+                "speculative_model: Draft model must be provided for EAGLE — give the EAGLE-3 head's folder"
+            )
+        if not config.eagle3_one_model:
+            raise Unservable(
+                "eagle3_one_model is false (the deprecated two-model EAGLE-3); the reference runtime runs the "
+                "one-model worker — set it true or remove it"
+            )
+        if config.use_dynamic_tree and config.dynamic_tree_max_topK is None:
+            raise Unservable("use_dynamic_tree needs dynamic_tree_max_topK > 0")
+        decoding: dict[str, Any] = {"max_draft_len": k}
+        if config.eagle3_layers_to_capture is not None:
+            decoding["eagle3_layers_to_capture"] = sorted(set(config.eagle3_layers_to_capture))
+        if config.use_dynamic_tree or config.dynamic_tree_max_topK is not None:
+            assert config.dynamic_tree_max_topK is not None  # use_dynamic_tree without it is refused above
+            decoding.update(use_dynamic_tree=True, dynamic_tree_max_top_k=int(config.dynamic_tree_max_topK))
+            if config.max_total_draft_tokens is not None:
+                decoding["max_total_draft_tokens"] = int(config.max_total_draft_tokens)
+        return Rehearsed(decoding, weights={"eagle3": config.draft_model})  # Eagle3Head.carried_weights
+
+
+PACK = Eagle3Pack()
