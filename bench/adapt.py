@@ -218,6 +218,7 @@ def main() -> None:
         served_speedup_rounds=served or None,
         training=a.get("training"),
         adapt_timings_s=report.get("timings_s"),
+        adapt_cpu_s=report.get("cpu_s"),
         timings_s={k: round(v, 1) for k, v in timings.items()},
         load_at_end=os.getloadavg(),
     )
@@ -230,6 +231,7 @@ def main() -> None:
         "held_out_al_up_15pct": gains["held_out_al"] is not None and gains["held_out_al"] >= 0.15,
         "served_speedup_up_10pct": gains.get("served_speedup_c1") is not None and gains["served_speedup_c1"] >= 0.10,
         "adapt_minutes": round(sum((report.get("timings_s") or {}).values()) / 60, 1),
+        "adapt_cpu_minutes": round(sum((report.get("cpu_s") or {}).values()) / 60, 1),
     }
     if not args.skip_served and args.interleaved_rounds:
         result["interleaved"] = interleaved(work, prompts, before_recipe, args.interleaved_rounds)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -55,6 +56,28 @@ Progress = Callable[[str], None]
 HEAD, CANDIDATE, RECIPE = "head", "candidate", "recipe.yaml"
 WORK = ".work"  # engine folders and scratch of the run, removed before DIR is swapped into place
 KEPT_ON_FAILURE = (MODELOPT_LOG,)  # what a failed run's DIR keeps beside adapt.json (the error names it)
+
+
+class Clock:
+    """Wall and CPU seconds per stage (CPU: this process's threads and the children it waited for, e.g.
+    Model-Optimizer's worker), for the report's timings_s and cpu_s."""
+
+    def __init__(self):
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self._start = (0.0, 0.0)
+
+    @staticmethod
+    def _cpu() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def start(self) -> None:
+        self._start = (time.monotonic(), self._cpu())
+
+    def stop(self, stage: str) -> None:
+        self.wall[stage] = time.monotonic() - self._start[0]
+        self.cpu[stage] = self._cpu() - self._start[1]
 
 
 @dataclass
@@ -132,11 +155,11 @@ def run_adapt(
     device = resolve_device(settings.device)
     max_tokens = settings.max_tokens or recipe.validation.max_tokens
     out = Path(options.out).absolute()
-    timings: dict[str, float] = {}
-    t0 = time.monotonic()
+    timings = Clock()
+    timings.start()
     say("reading the traffic")
     traffic = read_traffic(build, options.traffic, max_tokens)
-    timings["traffic"] = time.monotonic() - t0
+    timings.stop("traffic")
     key = adapt_key(build, settings, traffic, modelopt.versions if modelopt is not None else None)
     if options.reuse and reusable(out, key):
         return reused_result(out)
@@ -198,7 +221,7 @@ def _adapt(
         target = runtime.target_model()
         layers = trainer.captured_layers(spec, target)
         # --- the teacher pass: every record answered with the current head (train/dev with hidden states)
-        t0 = time.monotonic()
+        timings.start()
         ordered = split.train + split.dev + split.held_out
         with_states = [True] * (counts["train"] + counts["dev"]) + [False] * counts["held_out"]
         identity = {
@@ -236,11 +259,11 @@ def _adapt(
             progress=say,
             notice=notice,
         )
-        timings["teacher_pass"] = time.monotonic() - t0
+        timings.stop("teacher_pass")
         n_train, n_dev = counts["train"], counts["dev"]
         old_held = teacher.decoded[n_train + n_dev :]
         # --- training from the current head
-        t0 = time.monotonic()
+        timings.start()
         lm_head = target.get_output_embeddings().weight.detach().float()
         pad = traffic.pad_id if traffic.pad_id is not None else 0
         trained = None
@@ -295,9 +318,9 @@ def _adapt(
                     f"after {trained.steps} steps no weights measured better on the {n_dev} dev records than the "
                     f"current head's (dev AL {trained.dev[0]['al']:.3f}); the candidate is the current head"
                 )
-        timings["training"] = time.monotonic() - t0
+        timings.stop("training")
         # --- the gate
-        t0 = time.monotonic()
+        timings.start()
         held = split.held_out
         new_held = old_held
         if not_trained is None:
@@ -315,7 +338,7 @@ def _adapt(
                 pad_id=traffic.pad_id,
             )
         verdict = gate_mod.judge(held, old_held, new_held, split.gated, settings.max_category_drop, not_trained)
-        timings["gate"] = time.monotonic() - t0
+        timings.stop("gate")
     finally:
         runtime.close()
     head = base_head.absolute()
@@ -386,7 +409,8 @@ def _adapt(
             {"id": r.id, "category": r.category, "old": o.to_dict(), "new": n.to_dict()}
             for r, o, n in zip(held, old_held, new_held)
         ],
-        "timings_s": {k: round(v, 1) for k, v in timings.items()},
+        "timings_s": {k: round(v, 1) for k, v in timings.wall.items()},
+        "cpu_s": {k: round(v, 1) for k, v in timings.cpu.items()},
     }
     write_report(tmp, report, notice)
     manifest = make_manifest(recipe, "adapt", out)
