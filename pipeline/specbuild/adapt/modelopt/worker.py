@@ -15,8 +15,11 @@ REQUEST.json (written by adapt/modelopt/trainer.py):
     export_dtype  the dtype the exported head is stored in (the old head's)
     out           the folder to export into; result.json is written beside it
 
-What runs is Model-Optimizer 0.47.0's own code, as its examples/speculative_decoding/main.py runs it
-(NVIDIA/Model-Optimizer@006937fb117859132a2b8e1549a614fd2e448fb9; the installed package's sources were read):
+What runs is Model-Optimizer 0.47.0's own code, as its examples run it (examples/speculative_decoding/main.py
+@006937fb117859132a2b8e1549a614fd2e448fb9: load_vlm_or_llm, mtsp.convert(model, [("eagle", eagle_cfg)]);
+scripts/export_hf_checkpoint.py@4ce7c470019459088574709b9e93e0297aee5a21: export_speculative_decoding(model,
+export_dir=...), both in NVIDIA/Model-Optimizer, the renamed NVIDIA/TensorRT-Model-Optimizer), checked against the
+sources pip installs for nvidia-modelopt 0.47.0:
 - `load_vlm_or_llm(target, use_offline_training=True, dtype, device_map="cpu")` (modelopt/torch/speculative/utils.py):
   the target with num_hidden_layers=0 (embedding, final norm, lm_head), because the hidden states come from the
   teacher pass (offline training);
