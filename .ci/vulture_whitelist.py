@@ -63,6 +63,7 @@ _.allow_ragged_batch
 
 # --- fields of a schema that validates what it is given (TensorRT-LLM's arguments, read by the CPU rehearsal) ----
 _.modelopt_python  # recipe/adapt.py: a recipe field (adapt's trainer: modelopt)
+_.torch_dtype  # adapt/modelopt/worker.py: read by Model-Optimizer's exporter for the exported config.json
 _.eagle3_model_arch
 _.is_keep_all
 _.is_use_oldest
