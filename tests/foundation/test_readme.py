@@ -25,3 +25,9 @@ def test_ci_runs_the_readme_test_command_verbatim():
 
 def test_demo_recipe_exists():
     assert (ROOT / "recipes" / "demo.yaml").is_file()
+
+
+def test_readme_stays_within_twelve_kilobytes():
+    # the issues' standing rule: the README is a front page; what does not fit goes to docs/ and bench/README.md
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= 12_000, f"README.md is {size} bytes: move detail to docs/ (limit 12,000)"
