@@ -131,15 +131,33 @@ class SamplingCheck(Section):
     """The test fails when p < significance."""
 
 
+class DisableBelowSection(Section):
+    """Turn speculation off for good when it stops paying: TensorRT-LLM's acceptance-rate gate
+    (speculative_config.acceptance_rate_threshold / acceptance_rate_window_size, LLM API 1.3; rules:
+    specbuild/recipe/adaptive.py)."""
+
+    acceptance_rate: Fraction
+    """Accepted / drafted tokens below which speculation is switched off, in (0, 1]: once the average of the last
+    `window` speculating iterations' rates (each the batch's accepted over drafted tokens) drops below it, the
+    server decodes without drafts until it restarts."""
+    window: Annotated[int, Field(ge=1, le=1_000_000)]
+    """How many iterations with drafts the rolling average spans (none is judged before the first `window`)."""
+
+
 class AdaptiveSection(Section):
     """Adaptive speculation under load: the draft length follows the number of requests in flight, as TensorRT-LLM's
-    LLM API does with speculative_config.draft_len_schedule (rules: specbuild/recipe/adaptive.py)."""
+    LLM API does with speculative_config.draft_len_schedule, and speculation can switch itself off on poor
+    acceptance (disable_below) (rules: specbuild/recipe/adaptive.py)."""
 
     draft_len_schedule: dict[int, int] | None = None
     """Batch size -> draft length from that many requests in flight on, e.g. {1: 4, 4: 2, 8: 0}: 4 drafts for 1-3
     requests, 2 for 4-7, none (plain decoding) from 8. Key 1 gives the method's full length; for token trees the
     length caps the node count (the first N choices, in their order). `specbuild validate --write-tuned-recipe`
     writes one from the measured sweep."""
+    disable_below: DisableBelowSection | None = None
+    """{acceptance_rate: R, window: N}: switch speculation off for good once the rolling acceptance rate over the
+    last N speculating iterations drops below R (LLM-API flavour, TensorRT-LLM 1.3; the engine path has no such
+    switch)."""
 
 
 class ChatMessage(Section):

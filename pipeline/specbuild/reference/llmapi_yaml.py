@@ -26,6 +26,7 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, confloat
 
+from specbuild.reference.decoder import speculation_gate
 from specbuild.standalone import draft_len_schedule
 from specbuild.facts.bounds import (
     MAX_CANCELLATION_CHECK_PERIOD_MS,
@@ -108,11 +109,14 @@ class CudaGraphConfig(_Strict):
 
 class _Decoding(_Strict):
     """DecodingBaseConfig fields specbuild writes (max_draft_len, the draft checkpoint, the draft length per
-    batch size: draft_len_schedule and max_concurrency)."""
+    batch size: draft_len_schedule and max_concurrency; the acceptance-rate switch: acceptance_rate_threshold and
+    acceptance_rate_window_size, llm_args.py@0004396)."""
 
     max_draft_len: NonNegativeInt32 | None = None
     draft_len_schedule: dict[int, int] | None = None
     max_concurrency: NonNegativeInt32 | None = None
+    acceptance_rate_threshold: confloat(ge=0.0, le=1.0) | None = None
+    acceptance_rate_window_size: NonNegativeInt32 | None = None
 
 
 class _WithDraftModel(_Decoding):
@@ -498,6 +502,7 @@ def _speculation(raw: dict | None, path: Path):
     decoding, draft, head = rehearsed.read(cfg, k, path, where)
     if schedule is not None:
         decoding[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(schedule)
+    decoding.update(speculation_gate.decoding_keys(cfg.acceptance_rate_threshold, cfg.acceptance_rate_window_size))
     return method, k, decoding, draft, head, decoding_type
 
 

@@ -8,7 +8,8 @@
 A step first runs one decode iteration (`method.step`) over the requests already decoding (with a
 draft_len_schedule, at the draft length for the number of requests this step serves: decoding + admitted), then
 prefills the requests admitted this step (`method.prefill`, which yields their first tokens); those join the decoding batch
-at the next step. Admitted requests that KV reuse left only a few tokens to prefill (the Triton BLS rounds, each a new
+at the next step. Every decode iteration's outputs also feed the method's acceptance-rate switch
+(speculation_gate.py), which can turn its drafting off for good. Admitted requests that KV reuse left only a few tokens to prefill (the Triton BLS rounds, each a new
 request that extends the previous one) join the decoding batch at once instead, where the method's step is its
 prefill (autoregressive decoding): their tail rides in the same forward, as TensorRT-LLM's in-flight fused batching
 mixes context and generation requests, rather than costing a forward of its own. Requests carrying external draft tokens are verified by their own prefill
@@ -154,6 +155,7 @@ class Executor:
         for seq, out in zip(group.batch.seqs, outputs):
             if seq.request_id in joined:
                 out.counts_as_step = False
+        group.method.record_acceptance(outputs)  # the acceptance-rate switch: one sample per iteration that drafted
         events = self._apply(group.batch, outputs)
         return events + self._drop_finished(group)
 

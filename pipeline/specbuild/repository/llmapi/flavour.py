@@ -117,6 +117,9 @@ class LlmApiFlavour(Runtime):
         refusal = model_yaml.schedule_refusal(spec, a.release)
         if refusal:
             yield Finding(("adaptive", "draft_len_schedule"), refusal, also=(("llm_api", "release"),))
+        refusal = model_yaml.disable_below_refusal(spec, a.release)
+        if refusal:
+            yield Finding(("adaptive", "disable_below"), refusal, also=(("llm_api", "release"),))
         if t.draft_gpu_device_ids is not None:
             yield Finding(
                 ("triton", "draft_gpu_device_ids"),
@@ -132,6 +135,9 @@ class LlmApiFlavour(Runtime):
         out = [f"llm_api.release {a.release}: {unknown}" for unknown in releases.rules(a.release).unknown]
         if spec.draft_len_schedule and releases.schedule_unknown(a.release):
             out.append(f"llm_api.release {a.release}: {releases.schedule_unknown(a.release)}")
+        gate = model_yaml.disable_below_unknown(spec, a.release)
+        if gate:
+            out.append(f"llm_api.release {a.release}: {gate}")
         return out
 
     # --- engines: none ---------------------------------------------------------------------------------------

@@ -302,6 +302,12 @@ def validate_speculative_config(config: Any, line_: str) -> list[str]:
         problems.append("ValueError: eagle_choices and use_dynamic_tree cannot be used together")
     if config.get("use_dynamic_tree") and not (config.get("dynamic_tree_max_topK") or 0) > 0:
         problems.append("ValueError: dynamic_tree_max_topK must be > 0 with use_dynamic_tree")
+    threshold = config.get("acceptance_rate_threshold")  # llm_args.py@0004396: Field(ge=0.0, le=1.0)
+    if threshold is not None and not (isinstance(threshold, (int, float)) and 0.0 <= threshold <= 1.0):
+        problems.append("speculative_config.acceptance_rate_threshold: Input should be in [0, 1]")
+    window = config.get("acceptance_rate_window_size")  # NonNegativeInt
+    if window is not None and not (isinstance(window, int) and window >= 0):
+        problems.append("speculative_config.acceptance_rate_window_size: Input should be greater than or equal to 0")
     schedule = config.get("draft_len_schedule")
     if schedule is not None and "draft_len_schedule" in _COMMON[line_]:
         problems += _schedule_problems(schedule, draft_len, config.get("max_concurrency"), line_)
