@@ -32,6 +32,16 @@ def render_readme(s: dict) -> str:
             if "eagle3" in m
             else []
         ),
+        *(
+            [
+                f"| `pard/` | PARD draft: `draft/` plus a mask token (id {m['pard']['mask_token_id']}, vocab "
+                f"{m['pard']['vocab_size']}), drafts up to {m['pard']['depth']} tokens per forward | {m['pard']['params']:,} | "
+                "TensorRT-LLM `speculative_config.speculative_model` (decoding_type PARD): Hugging Face folder, "
+                "`pard_token` in config.json |"
+            ]
+            if "pard" in m
+            else []
+        ),
         "",
         f"Weights are stored as {s['storage_dtype']}. Special tokens: `<unk>`=0, `<s>`=1 (prepended by the tokenizer), "
         "`</s>`=2 (ends every training document, so the models learn to stop); pad = `</s>`.",
@@ -56,6 +66,14 @@ def render_readme(s: dict) -> str:
                 f"{100 * q['eagle3']['draft_vocab_coverage']:.1f}% of the target's held-out greedy tokens"
             ]
             if "eagle3" in q
+            else []
+        ),
+        *(
+            [
+                f"- PARD draft, k={q['pard']['k']} (one forward per step): top-1 per position "
+                f"{_fmt(q['pard']['top1_per_step'])}; chain AL {q['pard']['chain']['mean_acceptance_length']:.2f}"
+            ]
+            if "pard" in q
             else []
         ),
         "",
@@ -87,6 +105,7 @@ def render_readme(s: dict) -> str:
         "",
         *_accepts(s),
         *(_eagle3_section(s) if "eagle3" in m else []),
+        *(_pard_section(s) if "pard" in m else []),
         "## Rebuild",
         "",
         "```",
@@ -119,6 +138,33 @@ def _accepts(s: dict) -> list[str]:
         "",
     ]
     return lines
+
+
+def _pard_section(s: dict) -> list[str]:
+    e = s["models"]["pard"]
+    t = e["training"]
+    precision = s.get("stage_precision", {}).get("pard", s.get("precision", ""))
+    return [
+        "## The PARD draft (`pard/`)",
+        "",
+        f"`draft/` adapted into a parallel draft model (PARD, arXiv 2504.18583): its vocabulary grown by one mask "
+        f"token, id {e['mask_token_id']} (`pard_token` in config.json, which TensorRT-LLM reads first; "
+        f"`vocab_size` {e['vocab_size']} = the target's + 1). A step drafts K <= {e['depth']} tokens in one forward over "
+        "the accepted text followed by K - 1 mask tokens; it accepts any target with this tokenizer. In `model.yaml`:",
+        "",
+        "```yaml",
+        "speculative_config:",
+        "  decoding_type: PARD",
+        "  speculative_model: <path>/pard",
+        f"  max_draft_len: {min(4, e['depth'])}",
+        "```",
+        "",
+        f"How it was trained: {t['steps']} AdamW steps of {t['batch']} rows (peak lr {t['peak_lr']}) on "
+        f"{t['teacher_rows']} teacher rows laid out as {e['depth']} parallel copies "
+        f"(`pipeline/specbuild/zoo/distill_pard.py`), {precision} precision, {t['seconds']:.0f} s; final loss "
+        f"{t['final_loss']}.",
+        "",
+    ]
 
 
 def _added(s: dict) -> set[str]:
