@@ -1,13 +1,14 @@
 """PARD: the distilled draft adapted into a parallel draft model (arXiv 2504.18583), in the layout TensorRT-LLM
 loads for `decoding_type: PARD`.
 
-What TensorRT-LLM reads (tensorrt_llm/_torch/models/modeling_speculative.py, the copy read for this module:
-`PARDForCausalLM`): a plain causal LM checkpoint (its architecture from config.json), and the mask token from that
-config, `pard_token`, else `mask_token_id`, else `vocab_size`. How it drafts (tensorrt_llm/_torch/speculative/
-pard.py@80aa8ca `PARDWorker`): one draft forward over [the newly accepted tokens, then K - 1 mask tokens] at the next
-positions; the logits at the last accepted token and at the K - 1 masks are the K drafts (argmax), and the masks'
-KV is dropped afterwards (the kv_lens rewind). AMD's reference implementation drafts the same way
-(AMD-AGI/PARD pard/pard_infer.py@8a0d2bd: `draft_k - 1` copies of `pard_token`, the last `draft_k` logits).
+What TensorRT-LLM reads (tensorrt_llm/_torch/models/modeling_speculative.py `PARDForCausalLM`, in the copy the fact
+sheet calls SPEC-1.2, search-index id 54558751816): a plain causal LM checkpoint (its architecture from
+config.json), and the mask token from that config, `pard_token`, else `mask_token_id`, else `vocab_size`. How it
+drafts (tensorrt_llm/_torch/speculative/pard.py@80aa8ca `PARDWorker`): one draft forward over [the newly accepted
+tokens, then K - 1 mask tokens] at the next positions; the logits at the last accepted token and at the K - 1 masks
+are the K drafts (argmax), and the masks' KV is dropped afterwards (the kv_lens rewind). AMD's reference
+implementation drafts the same way (AMD-AGI/PARD pard/pard_infer.py@8a0d2bd: `draft_k - 1` copies of `pard_token`,
+the last `draft_k` logits).
 
 How it is trained here, after AMD's trainer (pard/pard_train.py@8a0d2bd, its data collator without the optional
 conditional drop): each row is laid out as D copies of itself, copy 0 the real tokens, copy i (1 <= i < D) all

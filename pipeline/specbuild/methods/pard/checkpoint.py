@@ -2,8 +2,8 @@
 draft's embedding rows when known), as TensorRT-LLM reads them:
 
 - the mask token: speculative_config.mask_token_id when given, else the draft config's `pard_token`, else its
-  `mask_token_id`, else its `vocab_size` (tensorrt_llm/_torch/models/modeling_speculative.py `PARDForCausalLM`:
-  "Fall back: pard_token -> mask_token_id -> vocab_size"; llm_args.py@0004396 PARDDecodingConfig.mask_token_id:
+  `mask_token_id`, else its `vocab_size` (tensorrt_llm/_torch/models/modeling_speculative.py `PARDForCausalLM`,
+  search-index id 54558751816: "Fall back: pard_token -> mask_token_id -> vocab_size"; llm_args.py@0004396 PARDDecodingConfig.mask_token_id:
   "If None, it will be read from the draft model config (typically vocab_size)"). The draft feeds it K - 1 times per
   step (pard.py@80aa8ca), so it must be a row of the draft's embedding: the last fallback, vocab_size, is one past
   the rows a Hugging Face checkpoint has (vocab_size of them) unless its embedding is larger.
