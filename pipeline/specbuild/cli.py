@@ -80,8 +80,8 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
       specbuild plan recipes/tensorrt-llm/medusa.yaml   # show every step and command, run nothing
       specbuild compile recipes/demo.yaml               # engines -> repository -> serve -> validate
     \b
-    In CI (docs/machine-output.md): output that is not a terminal gets whole tables (COLUMNS narrows them) and a
-    progress line every 15 s during long steps (SPECBUILD_PROGRESS_INTERVAL); NO_COLOR turns colours off;
+    In CI (docs/machine-output.md): output that is not a terminal fits COLUMNS (160 when unset; tables fold their
+    cells, never cut them) and gets a progress line every 15 s during long steps (SPECBUILD_PROGRESS_INTERVAL); NO_COLOR turns colours off;
     --json (check, plan, compile, validate, doctor) prints one JSON document on stdout with the keys format,
     command, verdict, exit_code, steps, findings, outputs; --log-format json turns stderr into JSON events.
     """
@@ -225,15 +225,18 @@ def check(recipe: Path, trtllm_examples: str | None, as_json: bool) -> None:
     """Check a recipe: schema, every rule upstream's tools enforce, and the files it names.
 
     \b
-    Prints each problem as file:line:col: field: message, and exits 2 if there is any. Whatever `plan` or
-    `compile` would refuse because of the recipe, `check` reports first (give them the same options).
+    Prints every problem, each as error: file:line:col: field: message — fix, and exits 2 if there is any (an
+    unknown method name is read as the closest known one, so the file's other problems show too). Whatever `plan`
+    or `compile` would refuse because of the recipe, `check` reports first (give them the same options), the
+    prompt set included: it is prepared as the validation suite will send it, with the target's tokenizer.
     Warnings, printed (on stderr) as file:line:col: field: warning: message, refuse nothing and leave the exit
     code 0: a draft head or draft model paired with a target it runs on but that lowers its acceptance (another
     target's name or architecture, rope, a context past the head's training length, dtype, quantization). A pair
     it cannot run on (hidden size, vocabulary, draft-vocabulary maps, lm_head, tokenizer, a draft model shorter
     than build.max_seq_len) is a problem. Then
-    `note:` lines say what specbuild cannot vouch for (a TensorRT-LLM release whose rules were not read) and which
-    facts of the head were checked against the target and which the head does not record.
+    `note:` lines say what specbuild cannot vouch for (a TensorRT-LLM release whose rules were not read), which
+    facts of the head were checked against the target and which the head does not record, which prompts the suite
+    will leave out (longer than build.max_input_len, ...) and which keys of the prompt records it ignores.
     Example:
       specbuild check recipes/reference/medusa.yaml
     """
@@ -582,7 +585,14 @@ def _port(value: int | None) -> int | None:
     "log_path",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Server log file (default: a temporary file, printed).",
+    help="Server log file (default: a new file in --log-dir; printed).",
+)
+@click.option(
+    "--log-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder for the server's log, one file per start, the newest 10 kept "
+    "[default: beside the repository: triton_repo/NAME.logs/].",
 )
 @click.option(
     "--timeout",
@@ -603,14 +613,16 @@ def serve(
     model_control: str,
     load_models: tuple[str, ...],
     log_path: Path | None,
+    log_dir: Path | None,
     timeout_s: float,
     decode_cpus: str,
 ) -> None:
     """Serve a Triton model repository with tritonserver until Ctrl-C.
 
     \b
-    Waits until every model reports ready on its own endpoint, prints the endpoints, and stops the server (by
-    its PID) on Ctrl-C or SIGTERM (exit 0). When a model fails to load it prints each model's error in plain words
+    Says where the server's log goes (beside the repository unless --log / --log-dir), waits until every model
+    reports ready on its own endpoint (a progress line every 15 s in a log), prints the endpoints, and stops the
+    server (by its PID) on Ctrl-C or SIGTERM (exit 0). When a model fails to load it prints each model's error in plain words
     and exits 2.
     Examples:
       specbuild serve triton_repo/demo
@@ -621,6 +633,8 @@ def serve(
 
     if load_models and model_control != "explicit":
         raise UserError("--load-model needs --model-control explicit")
+    if log_path is not None and log_dir is not None:
+        raise UserError("--log names the log file and --log-dir its folder: give one of them")
     code = serve_until_interrupted(
         repository,
         tritonserver=tritonserver,
@@ -631,6 +645,7 @@ def serve(
         model_control=model_control,
         load_models=list(load_models),
         log_path=log_path,
+        log_dir=log_dir,
         timeout_s=timeout_s,
         decode_cpus=decode_cpus,
         console=_console(stderr=True),
@@ -763,8 +778,9 @@ def validate(
     if tuned_path is not None:
         _write_tuned_recipe(build, result, tuned_path, _console(stderr=True))
     if not result.passed:
+        err = _console(stderr=True)  # a log's width: a long summary wraps (docs/machine-output.md)
         for c in result.failures:
-            click.echo(f"{c.status.upper()} {c.name}: {c.summary}", err=True)
+            err.print(f"{c.status.upper()} {c.name}: {c.summary}", markup=False, highlight=False, soft_wrap=True)
         raise click.exceptions.Exit(1)
 
 
@@ -860,6 +876,16 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _error_lines(e: UserError) -> str:
+    """A user error as printed: every problem of a recipe on its own line, each in one form, `error: file:line:col:
+    field: message — fix` (its warnings as `check` prints them: `file:line:col: field: warning: ...`); any other
+    error as `error: ` and its message."""
+    problems = getattr(e, "problems", None)
+    if not problems:
+        return f"error: {e}"
+    return "\n".join(str(p) if p.message.startswith("warning: ") else f"error: {p}" for p in problems)
+
+
 def _main(argv: list[str] | None) -> int:
     from specbuild.output.events import current
     from specbuild.processes.signals import sigterm_raises
@@ -882,7 +908,7 @@ def _main(argv: list[str] | None) -> int:
         if current().enabled:
             current().emit("error", message=str(e), exit_code=e.exit_code)
         else:
-            click.echo(f"error: {e}" if "\n" not in str(e) else str(e), err=True)
+            click.echo(_error_lines(e), err=True)
         return e.exit_code
     except KeyboardInterrupt as e:
         return _interrupted(e)

@@ -15,7 +15,7 @@ from specbuild.deploy.checks import deploy_findings
 from specbuild.findings import Finding
 from specbuild.recipe.checks import general_findings
 from specbuild.recipe.files import file_findings
-from specbuild.recipe.loader import judge, read_recipe
+from specbuild.recipe.loader import UnknownMethod, judge, read_recipe, stand_in_findings
 from specbuild.runtimes.base import BuildOptions
 from specbuild.runtimes.build import Build, resolve_build
 
@@ -31,7 +31,10 @@ def findings(build: Build, check_files: bool = True) -> list[Finding]:
 def load_build(path: str | Path, *, check_files: bool = True, options: BuildOptions | None = None) -> Build:
     """The recipe at `path`, checked and resolved once. `options`: the command-line options that change what it
     builds (`check`, `plan` and `compile` take the same)."""
-    recipe, src = read_recipe(path)
+    try:
+        recipe, src = read_recipe(path)
+    except UnknownMethod as e:  # the rest of the file judged with the closest method in its place
+        raise stand_in_findings(e, lambda build: findings(build, check_files), options) from None
     build = resolve_build(recipe, options)
     judge(recipe, findings(build, check_files), src, path)
     return build

@@ -66,6 +66,13 @@ class MethodParams:
         """The draft length a draft_len_schedule scales, at full length (Speculation.full_draft_length)."""
         return spec.max_draft_len
 
+    def accept_depth(self, spec: Speculation) -> int | None:
+        """The most drafts one verification step can accept (Speculation.accept_depth): a chain's length, a static
+        tree's longest path."""
+        if isinstance(spec.tree, StaticTree):
+            return max((len(path) for path in spec.tree.choices), default=0)
+        return self.full_length(spec)
+
 
 @dataclass(frozen=True)
 class MedusaHeads(MethodParams):
@@ -102,6 +109,11 @@ class EagleHead(MethodParams):
         assert isinstance(spec.tree, DynamicTree)
         return dynamic_tree_size(spec.tree.top_k, self.num_eagle_layers, spec.max_draft_len)  # EAGLE-2
 
+    def accept_depth(self, spec: Speculation) -> int | None:
+        if isinstance(spec.tree, DynamicTree):
+            return self.num_eagle_layers  # EAGLE-2: one level per drafting step
+        return super().accept_depth(spec)
+
 
 @dataclass(frozen=True)
 class LookaheadWindow(MethodParams):
@@ -114,6 +126,9 @@ class LookaheadWindow(MethodParams):
 
     def full_length(self, spec: Speculation) -> int | None:
         return None  # a step runs its (W, N, G) window rather than a draft length
+
+    def accept_depth(self, spec: Speculation) -> int | None:
+        return self.ngram_size - 1  # a verified n-gram continues the last token by N - 1 tokens
 
 
 @dataclass(frozen=True)
@@ -233,6 +248,13 @@ class Speculation:
         EAGLE-1: the choices; EAGLE-2: min(K + K*K*(D-1), max_draft_len)). None for lookahead, whose step is its
         (W, N, G) window rather than a draft length."""
         return self.params.full_length(self) if self.params is not None else None
+
+    @property
+    def accept_depth(self) -> int | None:
+        """The most drafts one verification step can accept, the positions per-position acceptance covers: a
+        chain's length (EAGLE-3: max_draft_len, as its tree depth too; MTP: its layers), a static tree's longest
+        path (Medusa, EAGLE-1), EAGLE-2's layers, lookahead's n-gram size less one; None without speculation."""
+        return self.params.accept_depth(self) if self.params is not None else None
 
     @property
     def full_draft_unit(self) -> str:

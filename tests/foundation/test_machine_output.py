@@ -1,5 +1,5 @@
-"""Output for machines and logs (docs/machine-output.md): whole tables and steady progress lines when the output
-is not a terminal, one JSON document per `--json`, `--log-format json` events, NO_COLOR.
+"""Output for machines and logs (docs/machine-output.md): lines that fit the log (tables folded, never cut) and steady
+progress lines when the output is not a terminal, one JSON document per `--json`, `--log-format json` events, NO_COLOR.
 
 The progress lines are driven by a fake clock (no test here waits for time to pass); the command-line cases run
 specbuild as a CI job does: a subprocess whose stdout and stderr are pipes, with COLUMNS unset."""
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from specbuild.output.console import PIPE_WIDTH, make_console
+from specbuild.output.console import LOG_WIDTH, make_console
 from specbuild.output.document import FORMAT
 from specbuild.output.events import EventLog
 from specbuild.output.steps import Heartbeat, Stages
@@ -102,10 +102,19 @@ def test_a_failed_step_is_recorded_and_has_no_tick():
     assert _events(log)[-1] == {**_events(log)[-1], "event": "step.finished", "status": "failed"}
 
 
-def test_a_console_on_a_pipe_is_wide_unless_columns_says_otherwise(monkeypatch):
+def test_a_console_on_a_pipe_fits_its_lines_to_columns_or_160(monkeypatch, capsys):
+    """Issue #39 item 6: a log's lines fit COLUMNS (160 when unknown); a line a terminal would wrap itself (soft
+    wrap) is wrapped between words; a console made to keep its lines whole (the serve banner) keeps them."""
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)
-    assert make_console().width == PIPE_WIDTH  # pytest's captured stdout is not a terminal
+    assert make_console().width == LOG_WIDTH == 160  # pytest's captured stdout is not a terminal
+    said = "the engines were made from the same inputs, " * 8
+    make_console().print(f"… validate: running for 15 s: {said}", soft_wrap=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 1 and all(len(line) <= 160 for line in lines)
+    assert " ".join(line.strip() for line in lines) == f"… validate: running for 15 s: {said}".strip()
+    make_console(soft_wrap=True).print(f"serving {said} pid 42")
+    assert capsys.readouterr().out == f"serving {said} pid 42\n"  # one line, as scripts read it
     monkeypatch.setenv("COLUMNS", "60")
     assert make_console().width == 60
 
@@ -131,6 +140,11 @@ def _one_document(stdout: str) -> dict:
     return doc
 
 
+def _squeezed(text: str) -> str:
+    """Text without whitespace or table borders: a cell folded over several lines reads as its whole text again."""
+    return "".join(ch for ch in text if not ch.isspace() and ch not in "│┃┆|─━┼╇╈")
+
+
 def test_doctor_through_a_pipe_prints_every_row_whole():
     text = _run("doctor")
     doc = _one_document(_run("doctor", "--json").stdout)
@@ -138,9 +152,9 @@ def test_doctor_through_a_pipe_prints_every_row_whole():
     assert {"ready", "checks"} <= set(doc)  # its own keys, as before
     assert text.returncode == doc["exit_code"]
     assert "…" not in text.stdout
-    lines = text.stdout.splitlines()
-    for check in doc["checks"]:  # each check's finding on one line, uncut
-        assert any(check["detail"] in line for line in lines), check["detail"]
+    assert max(len(line) for line in text.stdout.splitlines()) <= LOG_WIDTH  # a log's width: cells fold
+    for check in doc["checks"]:  # each check's finding whole, folded in its cell
+        assert _squeezed(check["detail"]) in _squeezed(text.stdout), check["detail"]
     failed = [c for c in doc["checks"] if c["status"] == "fail"]
     assert [f["field"] for f in doc["findings"] if f["severity"] == "error"] == [c["name"] for c in failed]
 

@@ -137,6 +137,7 @@ def _compile(recipe: Path, tmp: Path, *args: str) -> dict:
     doc = json.loads(done.stdout)
     assert done.returncode == doc["exit_code"], done.stderr[-3000:]
     doc["stderr"] = done.stderr
+    doc["said"] = " ".join(done.stderr.split())  # its lines joined: a long one wraps at the log's width
     return doc
 
 
@@ -154,7 +155,7 @@ def test_compile_reuses_unchanged_outputs_and_rebuilds_what_a_change_touches(tmp
     assert _statuses(first) == {"engines": "done", "repository": "done", "repository baseline": "done"}
     second = _compile(recipe, tmp_path, "--no-validate", *cache)
     assert _statuses(second) == {"engines": "reused", "repository": "reused", "repository baseline": "reused"}
-    assert second["stderr"].count("reused (nothing it is made from changed)") == 3
+    assert second["said"].count("reused (nothing it is made from changed)") == 3
     assert set(_statuses(_compile(recipe, tmp_path, "--no-validate", "--no-cache", *cache)).values()) == {"done"}
     _recipe_file(tmp_path, ("max_tokens: 32", "max_tokens: 16"))  # validation only: nothing to rebuild
     assert set(_statuses(_compile(recipe, tmp_path, "--no-validate", *cache)).values()) == {"reused"}
@@ -173,7 +174,7 @@ def test_compile_reuses_unchanged_outputs_and_rebuilds_what_a_change_touches(tmp
     _recipe_file(tmp_path)
     back = _compile(recipe, tmp_path, "--no-validate", *cache)
     assert set(_statuses(back).values()) == {"reused"}
-    assert back["stderr"].count("restored from the build cache") == 3
+    assert back["said"].count("restored from the build cache") == 3
     config = json.loads((tmp_path / "e" / "demo-tiny" / "target" / "config.json").read_text())
     assert config["build_config"]["max_batch_size"] == 8
     assert reusable(
@@ -194,17 +195,20 @@ def test_compile_reuses_a_passing_verdict_of_the_same_inputs(tmp_path):
     second = _compile(recipe, tmp_path)
     assert second["verdict"] == "passed" and second["exit_code"] == 0
     assert [s["status"] for s in second["steps"]] == ["reused"] * 4  # engines, 2 repositories, the verdict
-    assert "✓ serve" not in second["stderr"] and "--revalidate runs them again" in second["stderr"]
+    assert "✓ serve" not in second["stderr"] and "--revalidate runs them again" in second["said"]
+    started = second["validation"]["started"]  # the first run's, said to be so (not this run's duration)
+    assert second["validation"]["reused"] and f"the verdict of an earlier run, started {started}" in second["said"]
     assert second["validation"]["checks"] == first["validation"]["checks"]
     report = json.loads((tmp_path / "rep" / "demo-tiny" / "report.json").read_text())
-    for check in report["checks"]:  # the reused tables, printed whole
-        assert f"{check['summary']}" in second["stderr"]
+    squeezed = "".join(ch for ch in second["stderr"] if not ch.isspace() and ch not in "│┃")
+    for check in report["checks"]:  # the reused tables, printed whole (a long summary folded in its cell)
+        assert "".join(check["summary"].split()) in squeezed
 
     # a fresh checkout (no report in place) with the build cache kept: the verdict comes back from the cache
     shutil.rmtree(tmp_path / "rep")
     third = _compile(recipe, tmp_path)
     assert third["verdict"] == "passed" and [s["status"] for s in third["steps"]] == ["reused"] * 4
-    assert "✓ serve" not in third["stderr"] and "restored from the build cache" in third["stderr"]
+    assert "✓ serve" not in third["stderr"] and "restored from the build cache" in third["said"]
     assert json.loads((tmp_path / "rep" / "demo-tiny" / "report.json").read_text()) == report
     assert third["validation"]["checks"] == first["validation"]["checks"]
 

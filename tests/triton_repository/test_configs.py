@@ -53,21 +53,25 @@ def test_every_config_parses_back_and_equals_what_was_built(path, layout_for):
 )
 def test_llmapi_config_parses_back_and_has_the_llmapi_contract(path, layout_for):
     """llmapi config.pbtxt@c8c6df0, model.py@b35ac1b: one python model, max_batch_size 0, decoupled as the recipe
-    streams, the inputs and outputs of NVIDIA's config.pbtxt; the same file for both runtimes."""
+    streams, the inputs and outputs of NVIDIA's config.pbtxt: on a GPU its template of llm_api.release (what
+    NVIDIA's model.py of that release reads), on the reference runtime the newest template's 22 (@0a71057: its
+    model.py refuses LoRA and image_url in a sentence)."""
     from specbuild.repository.llmapi import configs as llmapi_configs
     from specbuild.repository.llmapi import tensors as llmapi_tensors
+    from specbuild.runtimes import runtime_for
 
     recipe = recipe_from(path)
+    release = recipe.llm_api.release if recipe.runtime == "tensorrt-llm" else llmapi_tensors.NEWEST
     layout = layout_for(recipe)
     for role in _roles(recipe):
         repo = write_llmapi_repository(recipe, layout, role)
         assert sorted(p.parent.name for p in repo.glob("*/config.pbtxt")) == ["tensorrt_llm"]
         text = (repo / "tensorrt_llm" / "config.pbtxt").read_text()
         parsed = configs.parse_pbtxt(text)
-        assert parsed == llmapi_configs.model_config(recipe)
+        assert parsed == llmapi_configs.model_config(recipe, runtime_for(recipe).declared_inputs(recipe))
         assert (parsed.backend, parsed.max_batch_size) == ("python", 0)
         assert parsed.model_transaction_policy.decoupled == recipe.triton.streaming
-        assert [i.name for i in parsed.input] == [t.name for t in llmapi_tensors.inputs(recipe.llm_api.release)]
+        assert [i.name for i in parsed.input] == [t.name for t in llmapi_tensors.inputs(release)]
         assert [i.name for i in parsed.input if not i.optional] == ["text_input"]
         assert "${" not in "".join(p.read_text() for p in repo.rglob("*") if p.is_file())
 

@@ -320,6 +320,71 @@ def _grpc_input(name, array, dtype):
     return inp
 
 
+REFUSED = {  # the newest template's inputs the reference runtime cannot honour (config.pbtxt@0a71057) -> a value
+    "lora_id": np.array([3], dtype=np.uint64),
+    "lora_name": np.array([b"adapter"], dtype=object),
+    "lora_path": np.array([b"/adapters/a"], dtype=object),
+    "lora_ckpt_source": np.array([b"hf"], dtype=object),
+    "image_url": np.array([b"https://example.com/cat.png"], dtype=object),
+}
+
+
+def _grpc_refusal(served, name) -> tuple[str, str]:
+    """(status, message) of a gRPC request carrying `name`: unary infer on a plain deployment, the stream's error on
+    a decoupled one (a stream's errors travel as messages inside a successful stream: no status of their own)."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+
+    value = REFUSED[name]
+    inputs = [
+        _grpc_input("text_input", np.array([PROMPTS[0].encode()], dtype=object), "BYTES"),
+        _grpc_input("sampling_param_max_tokens", np.array([4], dtype=np.int32), "INT32"),
+        _grpc_input(name, value, np_to_triton_dtype(value.dtype)),
+    ]
+    client = grpcclient.InferenceServerClient(served.server.grpc_url)
+    try:
+        if not served.recipe.triton.streaming:
+            with pytest.raises(InferenceServerException) as caught:
+                client.infer("tensorrt_llm", inputs)
+            return str(caught.value.status()), caught.value.message()
+        results: queue.Queue = queue.Queue()
+        client.start_stream(callback=lambda result=None, error=None: results.put((result, error)))
+        client.async_stream_infer("tensorrt_llm", inputs, enable_empty_final_response=True)
+        result, error = results.get(timeout=120)
+        assert error is not None, result.get_response()
+        return "stream", error.message()
+    finally:
+        if served.recipe.triton.streaming:
+            client.stop_stream()
+        client.close()
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_the_newest_templates_inputs_are_declared_and_refused_naming_them(served, name):
+    """Issue #39 item 1: the reference repository declares all 22 inputs of NVIDIA's newest template whatever the
+    release, so a LoRA or image_url field reaches the model (the generate endpoint would otherwise drop it as a
+    request parameter and answer as if it were absent) and is refused in one sentence naming it: HTTP 400, gRPC
+    INVALID_ARGUMENT (a decoupled model's stream carries the sentence)."""
+    from specbuild.repository.llmapi import tensors
+
+    with urllib.request.urlopen(f"{served.server.http_url}/v2/models/tensorrt_llm/config", timeout=60) as r:
+        declared = [i["name"] for i in json.loads(r.read())["input"]]
+    assert declared == [t.name for t in tensors.inputs(tensors.NEWEST)] and len(declared) == 22
+    value = REFUSED[name].reshape(-1)[0]
+    body = {
+        "text_input": PROMPTS[0],
+        "sampling_param_max_tokens": 4,
+        name: value.decode() if isinstance(value, bytes) else int(value),
+    }
+    status, text = served.post(body)
+    sentence = f"{name} is not supported: the reference runtime cannot serve "
+    assert status == 400 and sentence in json.loads(text)["error"], (status, text)
+    status, message = _grpc_refusal(served, name)
+    want = "stream" if served.recipe.triton.streaming else "StatusCode.INVALID_ARGUMENT"
+    assert status == want and sentence in message, (status, message)
+    assert served.generate(PROMPTS[0])["text_output"]  # the model stays healthy
+
+
 def test_stop_with_the_request_id_cancels_a_running_stream(served):
     if not served.recipe.triton.streaming:
         pytest.skip("streams need the decoupled deployment")

@@ -239,6 +239,37 @@ def test_lossless_differences_warn_when_not_required():
     assert lossless.run(ctx).status == "failed"
 
 
+def _ends_at_once(index, params, protocol, call):
+    """Prompt p1 answered with nothing (the model's first token is its end id), on every protocol; the prompt
+    echoed first when asked (exclude_input_in_output false)."""
+    text, ids = ("", []) if index == 1 else (answer(index).text, answer(index).ids)
+    if params.exclude_input_in_output is False:
+        text, ids = PROMPTS[index].text + text, [999] + ids
+    g = Generation(protocol, 0.0, end=0.1, text=text, ids=ids, final=True)
+    g.chunks = [Chunk(0.1, text, ids)]
+    return g
+
+
+def test_functional_notes_an_empty_answer_the_baseline_gives_too():
+    """Issue #39 item 10: an empty completion equal to the baseline's, token for token, is the model's answer: noted
+    with its category, not failed; an empty one where the baseline answers, or without a baseline, still fails."""
+    ctx = context(FakeDeployment(_ends_at_once), FakeDeployment(_ends_at_once, role="baseline", label="baseline"))
+    result = functional.run(ctx)
+    assert result.status == "passed", result.details["problems"]
+    assert result.details["empty_as_baseline"] == {"count": 1, "by_category": {"code": 1}, "prompts": ["p1"]}
+    assert "; 1 answered with no text, as the baseline does token for token: the model ends at once (code 1)" in (
+        result.summary
+    ), result.summary
+
+    ctx = context(FakeDeployment(_ends_at_once), FakeDeployment(role="baseline", label="baseline"))
+    result = functional.run(ctx)
+    assert result.status == "failed"
+    assert result.details["problems"] == ["prompt p1: empty text, where the baseline answers 'klmn'"]
+
+    result = functional.run(context(FakeDeployment(_ends_at_once)))
+    assert result.status == "failed" and "no baseline deployment" in result.details["problems"][0]
+
+
 def test_functional_catches_a_stream_that_differs_from_the_plain_answer():
     def bad_stream(index, params, protocol, call):
         if protocol == "http-stream" and index == 2:
@@ -250,3 +281,31 @@ def test_functional_catches_a_stream_that_differs_from_the_plain_answer():
     result = functional.run(context(FakeDeployment(bad_stream)))
     assert result.status == "failed"
     assert any("prompt p2: HTTP generate_stream text differs" in p for p in result.details["problems"])
+
+
+class HangsUp(FakeDeployment):
+    """Hangs up after `stop_after` responses as the HTTP and gRPC clients do (their error says so)."""
+
+    def generate(self, prompt, params, protocol="http", *, stop_after=None, model=None):
+        gen = self.reply(prompt, params, protocol, stop_after)
+        if stop_after is not None and gen.ok:
+            gen.chunks, gen.final, gen.error = gen.chunks[:stop_after], False, "cancelled by the client"
+        return gen
+
+
+def test_a_client_that_hangs_up_mid_stream_is_neither_refused_nor_answered():
+    """Issue #39 item 7: the load check said '8/9 bad refused' where the ninth was the client disconnecting
+    mid-stream, which the server can neither refuse nor answer."""
+    result = load.run(context(HangsUp(refuse_bad)))
+    bad = result.details["bad"]
+    assert result.status == "passed", result.summary
+    ended = {name for name, row in result.details["by_case"].items() if row["ended"]}
+    assert (
+        ended == {"client disconnects mid-stream (HTTP)"}
+        and bad["ended"] == result.details["by_case"]["client disconnects mid-stream (HTTP)"]["sent"]
+    )
+    assert bad["accepted"] == 0 and bad["refused"] + bad["answered"] + bad["ended"] == bad["sent"]
+    assert (
+        f"{bad['sent']} bad requests: {bad['refused']} refused, {bad['answered']} answered where the case allows "
+        f"it, {bad['ended']} ended by their client mid-stream"
+    ) in result.summary

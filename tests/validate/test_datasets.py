@@ -8,7 +8,7 @@ import json
 import pytest
 
 from specbuild.errors import UserError
-from specbuild.recipe.prompts import BUNDLED, Prompt, bundled_chats_without_template, fit_to_limits, load_prompt_file
+from specbuild.recipe.prompts import BUNDLED, Prompt, bundled_chats_unsendable, fit_to_limits, load_prompt_file
 
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
 
@@ -85,9 +85,8 @@ def test_sharegpt_json_array_is_read_with_item_locations(tmp_path):
         ([1, 2], r"bad.jsonl:2: a record must be a JSON object, not list — give one of: text"),
         ({"text": "x"}, r"bad.jsonl:2: the record has neither \"prompt\" and \"messages\" — give one of"),
         (
-            {"prompt": "x", "extra": 1},
-            r"bad.jsonl:2: a text record, but extra: Extra inputs are not permitted — write it "
-            r"as \{\"prompt\"",
+            {"prompt": 5, "source": "gateway"},  # a field the format defines must be well formed; metadata is not
+            r"bad.jsonl:2: a text record, but prompt: Input should be a valid string — write it as \{\"prompt\"",
         ),
         (
             {"messages": [{"role": "assistant", "content": "only me"}]},
@@ -213,9 +212,11 @@ def test_prompts_over_the_limits_are_left_out_and_said_why():
 
 def test_bundled_chats_need_a_template():
     prompts = load_prompt_file(BUNDLED)
-    kept, out = bundled_chats_without_template(prompts, ByteTokenizer())
+    kept, out = bundled_chats_unsendable(prompts, ByteTokenizer())
     assert {o.category for o in out} == {"multi-turn chat"} and all(p.messages is None for p in kept)
     assert len(kept) + len(out) == len(prompts)
     templated = ByteTokenizer()
     templated.chat_template = "chat_template.jinja"
-    assert bundled_chats_without_template(prompts, templated) == (prompts, [])
+    assert bundled_chats_unsendable(prompts, templated) == (prompts, [])
+    kept, out = bundled_chats_unsendable(prompts, templated, "raw")  # raw sends text only: the chats are left out
+    assert [o.why for o in out] == ["chat messages, and validation.prompt_format is raw"] * len(out) and out

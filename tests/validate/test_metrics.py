@@ -139,14 +139,16 @@ def test_acceptance_from_counters_and_from_the_stream():
     rec = AcceptanceRecord.from_generation(plain, 0, stream)
     assert rec.accepted_per_step == [3, 0, 3] and rec.steps == 3
     # the same tokens streamed by a run whose own counters accepted 5 drafts, not the counted request's 6 (drafting
-    # differed between the two runs): its steps are not the counted request's, so they come from the counters
+    # differed between the two runs): AL's steps are the counted request's (the counters'), while the streamed
+    # run's own steps still give per-position acceptance
     drafted_otherwise = gen_with_chunks(
         0.0,
         [(0.1, [0]), (0.2, [1, 2, 3, 4]), (0.3, [5]), (0.4, [6, 7]), (0.5, [8, 9])],
         perf={"total_accepted_draft_tokens": 5.0, "total_draft_tokens": 16.0},
     )
     rec = AcceptanceRecord.from_generation(plain, 0, drafted_otherwise)
-    assert rec.accepted_per_step is None and rec.steps == 3 and rec.steps_from == "counters"
+    assert rec.steps == 3 and rec.steps_from == "counters"
+    assert rec.accepted_per_step == [3, 0, 1, 1] and "drafted otherwise" in rec.per_step_note
     agreeing = gen_with_chunks(0.0, [(0.1, [0]), (0.2, [1, 2, 3, 4]), (0.3, [5]), (0.4, [6, 7, 8, 9])], perf=dict(perf))
     assert AcceptanceRecord.from_generation(plain, 0, agreeing).accepted_per_step == [3, 0, 3]  # its counters agree
     # a stream with other tokens is not used
@@ -178,8 +180,10 @@ def test_bls_rounds_are_not_steps():
     server_steps = sum(1 + drafting.plain_steps_after_verification(a, n) for a, n in rounds)
     assert rec.steps == server_steps == 10 and rec.steps_from == "counters" and rec.accepted_per_step is None
     assert rec.acceptance_length == pytest.approx(1 + 5 / 10)
-    # a deployment that streams one response per step reads the same stream as 3 steps
-    assert AcceptanceRecord.from_generation(plain, 0, stream, prefill_is_step=True).steps == 3
+    # read as a stream meant to carry one response per step, its responses do not add up to its counters (12
+    # drafts beyond one token per response, 5 accepted): not read as 3 steps, the counters' steps stand
+    misread = AcceptanceRecord.from_generation(plain, 0, stream, prefill_is_step=True)
+    assert misread.steps == 10 and misread.accepted_per_step is None and "its counters 5" in misread.per_step_note
     # a round cut short by the end id or a stop word returned fewer tokens than the accepted drafts + 1
     assert drafting.plain_steps_after_verification(2, 2) == 0
 

@@ -15,9 +15,9 @@ from validate_toy.tokenizer import LLAMA3_SPECIALS, write_llama31_chat_tokenizer
 
 from specbuild.errors import UserError
 from specbuild.recipe.schema import Recipe
-from specbuild.validate import tokenizer as tokenizer_module
+from specbuild.checkpoints import client_tokenizer as tokenizer_module
 from specbuild.recipe.prompts import Prompt, apply_prompt_format, load_prompt_file, load_prompts
-from specbuild.validate.tokenizer import TokenizerUnavailable, load_tokenizer
+from specbuild.checkpoints.client_tokenizer import TokenizerUnavailable, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 ZOO_TOKENIZER = ROOT / "checkpoints" / "tiny" / "target"
@@ -207,7 +207,7 @@ def test_the_zoo_tokenizer_has_no_template_so_prompts_go_raw():
     assert sent == prompts and how.used == "raw" and "has no chat template" in how.why and how.template is None
     with pytest.raises(
         UserError,
-        match=r"prompt_format is chat but the target's tokenizer \(.*tiny/target\) has no "
+        match=r"prompt_format: is chat but the target's tokenizer \(.*tiny/target\) has no "
         r"chat template .* — set model.tokenizer",
     ):
         apply_prompt_format(prompts, "chat", tok, None)

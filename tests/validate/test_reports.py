@@ -44,7 +44,14 @@ def make_result(with_plots: bool = True) -> ValidationResult:
             {"concurrency": 2, "speculative_tokens_per_s": 300.0, "baseline_tokens_per_s": 190.0, "speedup": 300 / 190},
             {"concurrency": 4, "speculative_tokens_per_s": 350.0, "baseline_tokens_per_s": 400.0, "speedup": 0.875},
         ],
-        "crossover": {"first_level_below_1": 4, "interpolated": 3.4, "always_faster": False, "never_faster": False},
+        "crossover": {
+            "first_level_below_1": 4,
+            "interpolated": 3.4,
+            "always_faster": False,
+            "never_faster": False,
+            "slower_levels": [4],
+            "faster_levels": [1, 2],
+        },
         "max_tokens": 16,
         "protocol": "HTTP generate_stream",
         "itl_definition": "gap / tokens",
@@ -163,7 +170,10 @@ def test_report_files(tmp_path):
     assert json.loads((folder / "report.json").read_text())["warnings"] == [f"load: {load_summary}"]
     assert "| 1 | speculative | 4/4 | 200.0 | 4.00 | 20.0 / 30.0 / 40.0 |" in md
     assert "2.00×" in md and "0.88×" in md
-    assert "**Crossover:** speculation stops paying at concurrency ≈ 3.4" in md
+    assert (
+        "**Crossover:** speculation stops paying at concurrency ≈ 3.4: faster than the baseline at 1, 2, slower at 4"
+        in md
+    )
     assert "| accepted share | 0.750 | 0.500 | 0.250 |" in md
     assert "| p0 | token 5 | ' foo' | ' bar' |" in md
     assert "![Speedup vs concurrency](speedup_vs_concurrency.png)" in md
@@ -292,8 +302,144 @@ def test_inconclusive_fails_unless_allowed_and_every_report_says_so(tmp_path, al
     assert "❔ inconclusive" in md and ("allowed by validation.allow_inconclusive" in md) is allowed
     assert "2.00× (1.00×–4.00×)" in md and "40% at concurrency 1" in md and "**Gate:** inconclusive" in md
     assert "RSS (server + stubs) 1024 MiB → 1152 MiB (+12.5%)" in md and "stubs died: tensorrt_llm_bls_0_0" in md
-    assert "NOT ready: tensorrt_llm_bls" in md and "| top_p above 1 | 2 | 2 | 0 | 0 |" in md
+    assert (
+        "NOT ready: tensorrt_llm_bls" in md and "| top_p above 1 | 2 | 2 | 0 |  | 0 |" in md
+    )  # no "ended": a case its client does not end
     console = Console(record=True, width=140)
     print_result(r, console)
     text = console.export_text()
     assert "inconclusive" in text and "2.00× (1.00×–4.00×)" in text
+
+
+LONG = (
+    "1 answer diverged from the baseline under load: "
+    + "; ".join(f"client {i} sent prompt coding-function-{i} and read a different continuation" for i in range(14))
+    + "; the server stayed live and every model ready"
+)  # a summary as long as the issue's (about 1,050 characters)
+
+
+def squeezed(text: str) -> str:
+    """Text without whitespace or table borders: a folded cell reads as its whole text again."""
+    return "".join(ch for ch in text if not ch.isspace() and ch not in "│┃┆|")
+
+
+def test_on_a_pipe_every_line_of_the_tables_fits_the_log_and_no_text_is_cut(monkeypatch, capsys):
+    """Issue #39 item 6: captured stdout is a pipe; COLUMNS unset gives 160 columns, a summary of ~1,050 characters
+    folds inside its cell, nothing is cut with '…', and report.json keeps the text whole."""
+    from specbuild.output.console import make_console
+    from specbuild.validate.report.terminal import print_result
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    result = make_result()
+    result.checks = [c if c.name != "load" else CheckResult("load", "Load", "warned", LONG) for c in result.checks]
+    assert len(LONG) > 1000
+    print_result(result, make_console())
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 160, max(lines, key=len)
+    assert "…" not in out
+    table = out[: out.index("performance: p50")]
+    assert squeezed(LONG) in squeezed(table)  # the folded cell, whole
+    assert squeezed(f"WARNING load: {LONG}") in squeezed(out[out.index("WARNING load:") :])  # the wrapped line
+    assert next(c for c in result.to_dict()["checks"] if c["name"] == "load")["summary"] == LONG
+
+    monkeypatch.setenv("COLUMNS", "72")  # a narrower log asks for it
+    print_result(result, make_console())
+    narrow = capsys.readouterr().out
+    assert max(len(line) for line in narrow.splitlines()) <= 72 and "…" not in narrow
+
+
+def test_report_md_keeps_long_cells_whole(tmp_path):
+    """No cell of report.md is cut: the bad-input table's message was cut at 100 characters, mid-word."""
+    message = "input 'temperature' is -1: " + "the sampling temperature must be finite and non-negative; " * 4
+    result = make_result()
+    result.checks.append(
+        CheckResult(
+            "bad_input",
+            "Bad input",
+            "passed",
+            "refused",
+            {"cases": [{"case": "temperature", "expect": "refused", "outcome": "refused", "message": message}]},
+        )
+    )
+    write_reports(result, tmp_path / "r")
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert f"| temperature | refused | refused |  | {message} |" in md
+
+
+def sweep(values: dict[int, float]) -> dict:
+    from specbuild.validate.aggregate import Speedup, crossover
+
+    return crossover([Speedup(c, v, 1.0) for c, v in values.items()]).to_dict()
+
+
+def test_the_crossover_says_where_speculation_is_slower_and_where_faster():
+    """Issue #39 item 7: 'speculation stops paying at concurrency 1' was said of a deployment faster from 4 on."""
+    from specbuild.validate.report import markdown
+
+    later = sweep({1: 0.8, 2: 0.95, 4: 1.2, 8: 1.3, 16: 1.1})
+    line = markdown._crossover_line({"crossover": later})
+    assert line.startswith("Speculation is slower than the baseline at concurrency 1, 2; faster at 4, 8, 16")
+    assert "stops" not in markdown.crossover_text(later)
+    falls = sweep({1: 2.0, 2: 1.5, 4: 0.9, 8: 0.7})
+    assert markdown.crossover_text(falls).startswith("speculation stops paying at concurrency ≈ 3.")
+    assert markdown.crossover_text(falls).endswith(": faster than the baseline at 1, 2, slower at 4, 8")
+    assert markdown._crossover_line({"crossover": falls}).startswith("**Crossover:** speculation stops paying")
+    assert markdown.crossover_text(sweep({1: 1.5, 4: 1.1})) == (
+        "faster than the baseline at every concurrency level measured"
+    )
+    assert markdown.crossover_text(sweep({1: 0.5, 4: 0.9})) == (
+        "slower than the baseline at every concurrency level measured"
+    )
+
+
+def test_the_sweep_says_how_the_deployments_took_turns(tmp_path):
+    result = make_result()
+    perf = result.check("performance").details
+    perf.update(rounds=3, round_order="ABBA")
+    write_reports(result, tmp_path / "r")
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "Each level ran 3 rounds, the deployments taking turns in ABBA order (odd rounds reversed" in md
+    assert "(ABBA" not in md
+
+
+def test_the_per_request_chart_names_each_prompt(monkeypatch, tmp_path):
+    """Issue #39 item 7: without per-step sizes the acceptance plot shows AL per request, labelled 0-10 until now."""
+    from specbuild.validate.report import plots
+
+    plt = plots._pyplot()
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    details = make_result().check("acceptance").details
+    details = dict(details, per_position=None, histogram=None, per_position_note="no request gave its steps")
+    details["records"] = [
+        dict(details["records"][0], prompt=name, category=cat, prompt_index=i)
+        for i, (name, cat) in enumerate((("coding-function", "coding"), ("writing-email", "writing")))
+    ]
+    plots.acceptance_plot(plt, details, tmp_path / "a.png", "demo")
+    (figure,) = figures
+    labels = [t.get_text() for t in figure.axes[-1].get_xticklabels()]
+    assert labels == ["coding-function (coding)", "writing-email (writing)"]
+    assert any("no request gave its steps" in t.get_text() for t in figure.axes[0].texts)
+
+
+def test_a_reused_verdict_says_its_duration_is_the_earlier_runs(tmp_path):
+    """Issue #39 item 7: a second compile that reuses the verdict printed '(12.5 s)' as if it had validated."""
+    from rich.console import Console
+
+    from specbuild.cache.step_cache import reuse_verdict
+    from specbuild.output.commands import _validation_summary
+    from specbuild.output.steps import Stages
+
+    result = make_result()
+    result.checks = [c for c in result.checks if c.status not in ("failed", "error")]
+    write_reports(result, tmp_path / "r")
+    console = Console(record=True, width=160)
+    stages = Stages(console, background=False)
+    assert reuse_verdict(tmp_path / "r", stages, console) == 0
+    text = console.export_text()
+    assert "PASSED  (the verdict of an earlier run, started 2026-01-01T00:00:00+00:00, which took 12.5 s)" in text
+    assert "(12.5 s)" not in text
+    said = _validation_summary(stages.validation)  # compile --json's "validation"
+    assert said["reused"] is True and said["started"] == "2026-01-01T00:00:00+00:00" and said["duration_s"] == 12.5

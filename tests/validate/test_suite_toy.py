@@ -221,7 +221,7 @@ def test_chat_prompts_reach_the_server_through_the_targets_template(toy_servers,
     model's own speculation over the rendered text is what the acceptance check measured through Triton."""
     from validate_toy.tokenizer import write_llama31_chat_tokenizer
 
-    from specbuild.validate.tokenizer import load_tokenizer
+    from specbuild.checkpoints.client_tokenizer import load_tokenizer
 
     folder = write_llama31_chat_tokenizer(tmp_path / "llama31")
     chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sum 2 and 2."}]

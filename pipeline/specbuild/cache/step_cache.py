@@ -214,6 +214,7 @@ def reused_validation(report: Path):
         data["prompts"],
         report_files=[Path(report) / "report.json"],
         gates=data.get("gates") or {},
+        reused=True,
     )
 
 

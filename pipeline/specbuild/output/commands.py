@@ -89,6 +89,8 @@ def _validation_summary(result) -> dict[str, Any]:
     return {
         "passed": result.passed,
         "duration_s": round(result.duration_s, 3),
+        "started": result.started,
+        "reused": result.reused,  # the verdict of an earlier run: its start and duration
         "checks": [{"name": c.name, "status": c.status, "summary": c.summary} for c in result.checks],
         "report_files": [str(p) for p in result.report_files],
     }

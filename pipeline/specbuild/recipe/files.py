@@ -17,6 +17,8 @@ from specbuild.checkpoints.checkpoint_files import (
     tokenizer_size,
     tokenizer_skipped,
 )
+from specbuild.recipe.prompt_checks import prompt_set_findings
+from specbuild.recipe.prompts import PromptSetError
 from specbuild.methods.weights import weights_findings
 from specbuild.recipe.prompts import load_prompts
 from specbuild.recipe.schema import DEFAULT_CATEGORY
@@ -113,16 +115,40 @@ def file_findings(build: Build) -> Iterator[Finding]:
         recipe.notes.extend(_skipped(recipe, build.spec))
 
 
+def _tokenizer_usable(recipe: Recipe) -> bool:
+    """Whether the target's tokenizer folder is there and passes the checks above (the prompt set is read with it)."""
+    checkpoint = recipe.checkpoint(recipe.model.tokenizer or recipe.model.checkpoint)
+    if checkpoint.problem is not None:  # a model id not in the hub cache: reported above
+        return False
+    folder = checkpoint.path
+    try:
+        usable = folder.is_dir() and any((folder / f).exists() for f in TOKENIZER_FILES)
+    except (OSError, RuntimeError):  # a name too long, a symlink loop: reported above
+        return False
+    return usable and tokenizer_problem(folder) is None
+
+
 def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
-    """A prompt file that does not load, and each category of a per-category min_acceptance_length that the prompt
-    set does not hold (its gate would never be judged)."""
+    """A prompt set that does not load (a file unreadable, empty or malformed), each category of a per-category
+    min_acceptance_length that the prompt set does not hold (its gate would never be judged), and with a usable
+    tokenizer folder what the suite would refuse or leave out of the set (recipe/prompt_checks.py)."""
     value = recipe.validation.prompts
+    if isinstance(value, list) and not value:
+        return  # recipe/checks.py refuses an empty list
     try:
         prompts = load_prompts(recipe)
-    except UserError as e:
-        if isinstance(value, Path):
-            yield Finding(("validation", "prompts"), f"{e} (or give an inline list of prompts)")
+    except PromptSetError as e:
+        yield Finding(e.field, e.detail)
         return
+    except UserError as e:
+        detail = str(e).removeprefix("validation.prompts: ")
+        yield Finding(
+            ("validation", "prompts"),
+            detail + (" (or give an inline list of prompts)" if isinstance(value, Path) else ""),
+        )
+        return
+    if _tokenizer_usable(recipe):
+        yield from prompt_set_findings(recipe, prompts)
     gate = recipe.validation.min_acceptance_length
     if not isinstance(gate, dict):
         return

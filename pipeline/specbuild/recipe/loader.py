@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
-from specbuild.errors import Problem, RecipeError
+from specbuild.errors import Problem, RecipeError, UserError
 from specbuild.methods import METHODS
 from specbuild.findings import Finding
 from specbuild.recipe.checks import general_findings
@@ -98,9 +99,9 @@ def _message(err: dict, path: tuple, data: Any) -> str:
         return f"required key '{path[-1]}' is missing{what} — add it"
     if kind == "union_tag_invalid":
         options = sorted(METHODS)
-        return (
-            f"unknown method '{value if not isinstance(value, dict) else value.get('method')}' — "
-            f"{_did_you_mean(str(err.get('ctx', {}).get('tag', value)), options)} (one of {', '.join(options)})"
+        close = difflib.get_close_matches(str(err.get("ctx", {}).get("tag", value)), options, n=1, cutoff=0.6)
+        return f"unknown method '{value if not isinstance(value, dict) else value.get('method')}' — " + (
+            f"did you mean '{close[0]}'? (one of {', '.join(options)})" if close else f"use one of {', '.join(options)}"
         )
     if kind == "union_tag_not_found":
         return f"'method' is missing — add method: one of {', '.join(sorted(METHODS))}"
@@ -148,15 +149,78 @@ def _sorted(problems: list[Problem]) -> list[Problem]:
     return sorted(problems, key=lambda p: (p.line or 0, p.col or 0))
 
 
+class UnknownMethod(RecipeError):
+    """A recipe whose speculation.method is unknown but close to a known one: its schema problems, and the recipe
+    read with that method in its place (`stand_in`), so that the rules can judge the rest of the file too
+    (`with_findings`) instead of the unknown name hiding every other problem."""
+
+    def __init__(self, problems: list[Problem], stand_in: Recipe, method: str, src: Located, name: str):
+        super().__init__(problems)
+        self.stand_in, self.method, self.src, self.name = stand_in, method, src, name
+
+    def with_findings(self, findings: list[Finding]) -> RecipeError:
+        """Every problem of the file: the schema's and the rules' findings on the stand-in (warnings left out: they
+        are for a recipe that loads), those of the speculation section marked as read with the stand-in method."""
+        located = _locate([f for f in findings if not f.warning], self.src, self.name)
+        return RecipeError(_sorted(_merged(self.problems, located, self.method)))
+
+
+def _close_methods(e: ValidationError, data: Any) -> list[str]:
+    """The known methods close to an unknown speculation.method, closest first (none: the method is known, or no
+    name is close)."""
+    for err in e.errors():
+        if err["type"] == "union_tag_invalid" and _clean_loc(tuple(err["loc"]), data)[:1] == ("speculation",):
+            tag = str(err.get("ctx", {}).get("tag", ""))
+            return difflib.get_close_matches(tag, sorted(METHODS), n=len(METHODS), cutoff=0.6)
+    return []
+
+
+def _foreign_keys(e: ValidationError, data: Any) -> bool:
+    """Whether the speculation section holds keys the stand-in method does not have (then it is not the one meant)."""
+    return any(
+        err["type"] == "extra_forbidden" and _clean_loc(tuple(err["loc"]), data)[:1] == ("speculation",)
+        for err in e.errors()
+    )
+
+
+def _merged(problems: list[Problem], more: list[Problem], method: str) -> list[Problem]:
+    """`problems` and those of `more` at other fields; a speculation field's marked as read with `method`."""
+    seen = {p.field for p in problems}
+    out = list(problems)
+    for p in more:
+        if p.field in seen:
+            continue
+        seen.add(p.field)
+        if p.field.startswith("speculation"):
+            p = replace(p, message=f"{p.message} (read as method '{method}', the closest known name)")
+        out.append(p)
+    return out
+
+
 def read_recipe(path: str | Path) -> tuple[Recipe, Located]:
     """The recipe as its schema types it, with the YAML positions its findings are located at. Raises RecipeError
-    listing every schema problem (all located)."""
+    listing every schema problem (all located); UnknownMethod when the method's name is unknown but close to a known
+    one and the rest of the file reads with that one in its place (the caller judges it: UnknownMethod.with_findings),
+    its speculation section's problems under that method included either way."""
     path = Path(path)
     src = load_located(path)
     try:
         recipe = Recipe.model_validate(src.data)
     except ValidationError as e:
-        raise RecipeError(_sorted(_problems_from_validation(e, src, str(path)))) from None
+        name = str(path)
+        problems = _problems_from_validation(e, src, name)
+        for method in _close_methods(e, src.data):  # the closest one whose keys the section has stands in
+            data = {**src.data, "speculation": {**src.data["speculation"], "method": method}}
+            try:
+                stand_in = Recipe.model_validate(data)
+            except ValidationError as again:
+                if _foreign_keys(again, src.data):
+                    continue
+                more = _problems_from_validation(again, src, name)
+                raise RecipeError(_sorted(_merged(problems, more, method))) from None
+            stand_in._source = path.resolve()
+            raise UnknownMethod(_sorted(problems), stand_in, method, src, name) from None
+        raise RecipeError(_sorted(problems)) from None
     recipe._source = path.resolve()
     return recipe, src
 
@@ -180,10 +244,23 @@ def recipe_findings(build: Build, check_files: bool = True) -> list[Finding]:
     return findings
 
 
+def stand_in_findings(error: UnknownMethod, findings_of: Callable[[Build], list[Finding]], options) -> RecipeError:
+    """The RecipeError listing every problem of a file whose method is unknown: the rules (`findings_of`) run on its
+    stand-in (UnknownMethod); its schema problems alone when the stand-in does not resolve."""
+    try:
+        found = findings_of(resolve_build(error.stand_in, options))
+    except UserError:
+        return RecipeError(error.problems)
+    return error.with_findings(found)
+
+
 def load_recipe(path: str | Path, *, check_files: bool = True, options: BuildOptions | None = None) -> Recipe:
     """Load and check a recipe by its own rules, its method's and its runtime's. Raises RecipeError listing every
     problem found (all located). `options` are the command-line options that change what the recipe builds
     (`plan` and `compile` must get the same ones). The commands load with specbuild.load.load_build, which adds
     the deployment bundle's rules and keeps what the recipe resolved to."""
-    recipe, src = read_recipe(path)
+    try:
+        recipe, src = read_recipe(path)
+    except UnknownMethod as e:
+        raise stand_in_findings(e, lambda build: recipe_findings(build, check_files), options) from None
     return judge(recipe, recipe_findings(resolve_build(recipe, options), check_files), src, path)

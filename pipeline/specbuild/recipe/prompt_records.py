@@ -9,7 +9,11 @@ record is, decided per record from its keys:
 
 Every record may carry an `id` and a `category` (the older name `kind` is read as the category; a request body
 may carry it in `metadata.category`). A conversation's trailing assistant turns are the reply the suite asks the
-deployment for: they are dropped, and what remains must end with a turn the model answers."""
+deployment for: they are dropped, and what remains must end with a turn the model answers.
+
+A record's other keys (the metadata real traffic carries: a log's `source`, a timestamp, a user id; a request's
+sampling fields) are ignored, and named in `fields["ignored"]` so the loader can say once which were; what a
+format defines must be well formed (the recipe's own inline prompts stay strict: recipe/schema.py)."""
 
 from __future__ import annotations
 
@@ -51,7 +55,7 @@ class Message(BaseModel):
 
 
 class _Labelled(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")  # a traffic file's metadata (named by `ignored_keys`)
     id: Ident | None = None
     category: NonEmpty | None = None
     kind: NonEmpty | None = None  # the older name of category
@@ -144,7 +148,7 @@ def _first_error(e: ValidationError) -> str:
 
 
 SHAPES = {
-    "text": '{"prompt": "..."} with an optional "id" and "category" and nothing else',
+    "text": '{"prompt": "..."} with an optional "id" and "category"',
     "chat": '{"messages": [{"role": "user", "content": "..."}, ...]} (a non-empty list; content a '
     'string or a list of {"type": "text", "text"} parts) with an optional "id" and "category"',
     "ShareGPT": '{"conversations": [{"from": "human", "value": "..."}, ...]} (from: ' + ", ".join(SHAREGPT_ROLES) + ")",
@@ -160,6 +164,12 @@ def _model(cls, item: dict, what: str):
         return cls.model_validate(item)
     except ValidationError as e:
         raise RecordProblem(f"a {what} record, but {_first_error(e)} — write it as {SHAPES[what]}") from None
+
+
+def ignored_keys(cls: type[BaseModel], item: dict) -> tuple[str, ...]:
+    """The record's top-level keys its format does not define (read under their aliases, as pydantic reads them)."""
+    known = {f.alias or name for name, f in cls.model_fields.items()}
+    return tuple(str(k) for k in item if k not in known)
 
 
 def _turns(messages: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -178,8 +188,9 @@ def _message_turns(messages: list[Message]) -> tuple[tuple[str, str], ...]:
 
 
 def parse_record(item) -> tuple[str, dict]:
-    """(format, fields): fields has `text` (str) or `turns` ((role, content), ...), and `id`, `category` (each
-    None when the record has none). RecordProblem when it is none of the formats or a malformed one."""
+    """(format, fields): fields has `text` (str) or `turns` ((role, content), ...), `id`, `category` (each None
+    when the record has none) and `ignored` (the keys the format does not define, e.g. ("source", "timestamp")).
+    RecordProblem when it is none of the formats or a malformed one."""
     if not isinstance(item, dict):
         raise RecordProblem(f"a record must be a JSON object, not {type(item).__name__} — give one of: {FORMATS}")
     if "body" in item and isinstance(item.get("body"), dict):
@@ -187,27 +198,49 @@ def parse_record(item) -> tuple[str, dict]:
         fmt, fields = parse_record(line.body)
         if fields["id"] is None and line.custom_id is not None:
             fields["id"] = str(line.custom_id)
+        fields["ignored"] = ignored_keys(BatchLine, item) + tuple(f"body.{k}" for k in fields["ignored"])
         return "request", fields
     if "conversations" in item:
         rec = _model(ShareGPTRecord, item, "ShareGPT")
         turns = _turns([(SHAREGPT_ROLES[t.speaker], t.value) for t in rec.conversations])
-        return "sharegpt", {"turns": turns, "id": rec.id, "category": rec.category}
+        return "sharegpt", {
+            "turns": turns,
+            "id": rec.id,
+            "category": rec.category,
+            "ignored": ignored_keys(ShareGPTRecord, item),
+        }
     if "model" in item and ("messages" in item or "prompt" in item):
+        request: ChatRequest | CompletionRequest
         if "messages" in item:
-            rec = _model(ChatRequest, item, "chat-completion request")
-            fields = {"turns": _message_turns(rec.messages)}
+            request = _model(ChatRequest, item, "chat-completion request")
+            fields: dict = {"turns": _message_turns(request.messages)}
         else:
-            rec = _model(CompletionRequest, item, "completion request")
-            fields = {"text": rec.prompt}
-        category = rec.category or (rec.metadata.category if rec.metadata else None)
-        return "request", {**fields, "id": rec.id, "category": category}
+            request = _model(CompletionRequest, item, "completion request")
+            fields = {"text": request.prompt}
+        category = request.category or (request.metadata.category if request.metadata else None)
+        return "request", {
+            **fields,
+            "id": request.id,
+            "category": category,
+            "ignored": ignored_keys(type(request), item),
+        }
     if ("prompt" in item) == ("messages" in item):
         raise RecordProblem(
             f'the record has {"both" if "prompt" in item else "neither"} "prompt" and '
             f'"messages" — give one of: {FORMATS}'
         )
     if "messages" in item:
-        rec = _model(ChatRecord, item, "chat")
-        return "chat", {"turns": _message_turns(rec.messages), "id": rec.id, "category": rec.category or rec.kind}
-    rec = _model(TextRecord, item, "text")
-    return "text", {"text": rec.prompt, "id": rec.id, "category": rec.category or rec.kind}
+        chat = _model(ChatRecord, item, "chat")
+        return "chat", {
+            "turns": _message_turns(chat.messages),
+            "id": chat.id,
+            "category": chat.category or chat.kind,
+            "ignored": ignored_keys(ChatRecord, item),
+        }
+    text = _model(TextRecord, item, "text")
+    return "text", {
+        "text": text.prompt,
+        "id": text.id,
+        "category": text.category or text.kind,
+        "ignored": ignored_keys(TextRecord, item),
+    }

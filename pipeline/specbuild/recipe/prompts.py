@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
 
 BUNDLED = Path(__file__).parent / "prompts" / "default.jsonl"
+BUNDLED_SHOWN = "specbuild/recipe/prompts/default.jsonl"  # where its records are said to be (in the package)
 MAX_PROMPT_FILE_BYTES = 16 << 20  # prompts for a validation run, not a training set
 WHAT = "prompt file (validation.prompts)"
 TEXT_CATEGORY, CHAT_CATEGORY = "custom", "chat"  # a record's category when it names none
@@ -40,6 +41,8 @@ class Prompt:
     text: str  # what is sent (for a chat prompt: its rendering, once apply_prompt_format ran)
     messages: tuple[tuple[str, str], ...] | None = None  # a chat prompt's (role, content) turns
     source: str = "text"  # the record's format: text, chat, sharegpt, request
+    where: str = ""  # where the record is: "FILE:LINE", "FILE: item N" (.json), "validation.prompts[N]" (inline)
+    ignored: tuple[str, ...] = ()  # the record's keys its format does not define (metadata), not read
 
     def conversation(self) -> list[dict[str, str]]:
         """The chat to render: the prompt's messages, or its text as one user message."""
@@ -55,9 +58,21 @@ def _prompt(item, index: int, where: str) -> Prompt:
     ident = str(fields["id"]) if fields["id"] not in (None, "") else f"p{index}"
     turns = fields.get("turns")
     category = fields["category"] or (CHAT_CATEGORY if turns is not None else TEXT_CATEGORY)
-    if turns is not None:
-        return Prompt(index, ident, category, "", turns, fmt)
-    return Prompt(index, ident, category, fields["text"], None, fmt)
+    text = "" if turns is not None else fields["text"]
+    return Prompt(index, ident, category, text, turns, fmt, where, fields["ignored"])
+
+
+def ignored_note(prompts: list[Prompt], source: str) -> str | None:
+    """One sentence naming the record keys no format defines (a traffic file's metadata), which were not read, and
+    in how many records of `source` (the file); None when there were none."""
+    counts: dict[str, int] = {}
+    for p in prompts:
+        for key in p.ignored:
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return None
+    keys = ", ".join(f"{k} ({n} of {len(prompts)} records)" for k, n in sorted(counts.items()))
+    return f"{source}: ignored the keys no prompt format defines: {keys}"
 
 
 def _unique_ids(prompts: list[Prompt], where: str) -> list[Prompt]:
@@ -72,12 +87,12 @@ def _unique_ids(prompts: list[Prompt], where: str) -> list[Prompt]:
     return prompts
 
 
-def _from_json(path: Path) -> list[Prompt]:
+def _from_json(path: Path, shown: str) -> list[Prompt]:
     items = read_json(path, what=WHAT, max_bytes=MAX_PROMPT_FILE_BYTES, shape=list)
-    return [_prompt(item, i, f"{path}: item {i + 1}") for i, item in enumerate(items)]
+    return [_prompt(item, i, f"{shown}: item {i + 1}") for i, item in enumerate(items)]
 
 
-def _from_jsonl(path: Path) -> list[Prompt]:
+def _from_jsonl(path: Path, shown: str) -> list[Prompt]:
     out = []
     for lineno, line in enumerate(read_text(path, what=WHAT, max_bytes=MAX_PROMPT_FILE_BYTES).splitlines(), 1):
         if not line.strip():
@@ -88,36 +103,48 @@ def _from_jsonl(path: Path) -> list[Prompt]:
             raise UserError(
                 f"{path}:{lineno}: not valid JSON ({e}) — each line must be one JSON record: {FORMATS}"
             ) from None
-        out.append(_prompt(item, len(out), f"{path}:{lineno}"))
+        out.append(_prompt(item, len(out), f"{shown}:{lineno}"))
     return out
 
 
-def load_prompt_file(path: Path) -> list[Prompt]:
+def load_prompt_file(path: Path, shown: str | None = None) -> list[Prompt]:
     """A .txt (one prompt per line), .jsonl or .json prompt file; every unusable file is a UserError naming it
     (missing, a folder, FIFO or device, unreadable, over MAX_PROMPT_FILE_BYTES, not UTF-8, malformed)."""
     if path.suffix == ".jsonl":
-        prompts = _from_jsonl(path)
+        prompts = _from_jsonl(path, shown or str(path))
     elif path.suffix == ".json":
-        prompts = _from_json(path)
+        prompts = _from_json(path, shown or str(path))
     else:
-        lines = [ln for ln in read_text(path, what=WHAT, max_bytes=MAX_PROMPT_FILE_BYTES).splitlines() if ln.strip()]
-        prompts = [Prompt(i, f"p{i}", TEXT_CATEGORY, ln) for i, ln in enumerate(lines)]
+        lines = [
+            (n, ln)
+            for n, ln in enumerate(read_text(path, what=WHAT, max_bytes=MAX_PROMPT_FILE_BYTES).splitlines(), 1)
+            if ln.strip()
+        ]
+        prompts = [
+            Prompt(i, f"p{i}", TEXT_CATEGORY, ln, where=f"{shown or path}:{n}") for i, (n, ln) in enumerate(lines)
+        ]
     if not prompts:
         raise UserError(f"validation.prompts: {path} holds no prompts")
     return _unique_ids(prompts, str(path))
+
+
+def prompt_source(recipe: Recipe) -> str:
+    """Where the recipe's prompts come from, as reports name it: bundled, inline, or the file."""
+    value = recipe.validation.prompts
+    return "bundled" if value is None else "inline" if isinstance(value, list) else str(recipe.resolve(value))
 
 
 def load_prompts(recipe: Recipe) -> list[Prompt]:
     """The recipe's prompt set, or the bundled one."""
     value = recipe.validation.prompts
     if value is None:
-        return load_prompt_file(BUNDLED)
+        return load_prompt_file(BUNDLED, BUNDLED_SHOWN)
     if isinstance(value, list):
         if not value:
-            raise UserError("validation.prompts is an empty list — give prompts or leave it out")
+            raise PromptSetError(PROMPTS_FIELD, "is an empty list — give prompts, or leave it out for the bundled set")
         return _unique_ids(
             [
-                Prompt(i, f"p{i}", TEXT_CATEGORY, item)
+                Prompt(i, f"p{i}", TEXT_CATEGORY, item, where=f"validation.prompts[{i}]")
                 if isinstance(item, str)
                 else Prompt(
                     i,
@@ -126,6 +153,7 @@ def load_prompts(recipe: Recipe) -> list[Prompt]:
                     "",
                     tuple((m.role, m.content) for m in item.messages),
                     "chat",
+                    f"validation.prompts[{i}]",
                 )
                 for i, item in enumerate(value)
             ],
@@ -154,40 +182,83 @@ class PromptFormat:
         }
 
 
+class PromptSetError(UserError):
+    """A prompt set that cannot be sent as the recipe asks, located at the recipe field at fault (`check` turns it
+    into a finding there; the suite raises it as it is)."""
+
+    def __init__(self, field: tuple[str, ...], detail: str):
+        self.field, self.detail = field, detail
+        super().__init__(f"{'.'.join(field)}: {detail}")
+
+
+PROMPTS_FIELD, FORMAT_FIELD = ("validation", "prompts"), ("validation", "prompt_format")
+
+
+def _at(p: Prompt) -> str:
+    return f" ({p.where})" if p.where else ""
+
+
+def _first_of(prompts: list[Prompt], what: str) -> str:
+    """'prompt p2 (traffic.jsonl:3) is chat messages' or '4 prompts are chat messages (the first: p2 at ...)'."""
+    first = prompts[0]
+    if len(prompts) == 1:
+        return f"prompt {first.id}{_at(first)} is {what}"
+    where = f" at {first.where}" if first.where else ""
+    return f"{len(prompts)} prompts are {what} (the first: {first.id}{where})"
+
+
+def no_template(folder) -> str:
+    return (
+        f"the target's tokenizer ({folder}) has no chat template (chat_template.jinja, or chat_template in "
+        "tokenizer_config.json)"
+    )
+
+
+def format_problem(prompts: list[Prompt], requested: str, template: str | None, missing: str) -> PromptSetError | None:
+    """Why the prompts cannot be sent as validation.prompt_format asks (None: they can): chat asked or chat messages
+    given while the target has no chat template (`missing` says why: none in its folder, or the tokenizer did not
+    load), or chat messages sent raw."""
+    chats = [p for p in prompts if p.messages is not None]
+    if template is None and requested == "chat":
+        return PromptSetError(
+            FORMAT_FIELD,
+            f"is chat but {missing} — set model.tokenizer to a folder with the target's chat template, or "
+            "prompt_format: raw",
+        )
+    if template is None and chats:
+        return PromptSetError(
+            PROMPTS_FIELD,
+            f"{_first_of(chats, 'chat messages')}, which need the target's chat template, but {missing} — give the "
+            "prompts as text, or set model.tokenizer to a folder with the template",
+        )
+    if template is not None and requested == "raw" and chats:
+        return PromptSetError(
+            PROMPTS_FIELD,
+            f"{_first_of(chats, 'chat messages')} but validation.prompt_format is raw — give them as text, or use "
+            "prompt_format auto or chat",
+        )
+    return None
+
+
 def apply_prompt_format(
     prompts: list[Prompt], requested: str, tokenizer, tokenizer_problem: str | None
 ) -> tuple[list[Prompt], PromptFormat]:
     """The prompts as they will be sent, and how (`validation.prompt_format`: auto | chat | raw). `tokenizer`: the
-    target's ClientTokenizer (None: `tokenizer_problem` says why there is none). UserError for a combination that
-    cannot be sent: chat without a template, chat messages sent raw, a conversation the template refuses."""
-    chats = [p for p in prompts if p.messages is not None]
+    target's ClientTokenizer (None: `tokenizer_problem` says why there is none). PromptSetError for a combination
+    that cannot be sent: chat without a template, chat messages sent raw, a conversation the template refuses."""
     template = tokenizer.chat_template if tokenizer is not None else None
+    missing = (
+        f"the target's tokenizer could not be loaded ({tokenizer_problem})"
+        if tokenizer is None
+        else no_template(tokenizer.path)
+    )
+    problem = format_problem(prompts, requested, template, missing)
+    if problem is not None:
+        raise problem
     if template is None:
-        missing = (
-            f"the target's tokenizer could not be loaded ({tokenizer_problem})"
-            if tokenizer is None
-            else f"the target's tokenizer ({tokenizer.path}) has no chat template (chat_template.jinja, or "
-            "chat_template in tokenizer_config.json)"
-        )
-        if requested == "chat":
-            raise UserError(
-                f"validation.prompt_format is chat but {missing} — set model.tokenizer to a folder "
-                "with the target's chat template, or prompt_format: raw"
-            )
-        if chats:
-            raise UserError(
-                f"validation.prompts: prompt {chats[0].id} is chat messages, which need the target's "
-                f"chat template, but {missing} — give the prompts as text, or set model.tokenizer to "
-                "a folder with the template"
-            )
         why = "validation.prompt_format: raw" if requested == "raw" else f"auto: {missing}"
         return prompts, PromptFormat(requested, "raw", why, example=prompts[0].text if prompts else None)
     if requested == "raw":
-        if chats:
-            raise UserError(
-                f"validation.prompts: prompt {chats[0].id} is chat messages but "
-                "validation.prompt_format is raw — give it as text, or use prompt_format auto or chat"
-            )
         return prompts, PromptFormat(
             requested,
             "raw",
@@ -199,9 +270,9 @@ def apply_prompt_format(
         try:
             rendered.append(replace(p, text=tokenizer.render_chat(p.conversation())))
         except ValueError as e:
-            raise UserError(
-                f"validation.prompts: prompt {p.id}: {e} — fix the prompt's messages (roles and "
-                "order), or set prompt_format: raw"
+            raise PromptSetError(
+                PROMPTS_FIELD,
+                f"prompt {p.id}{_at(p)}: {e} — fix the prompt's messages (roles and order), or set prompt_format: raw",
             ) from None
     why = (
         "validation.prompt_format: chat" if requested == "chat" else "auto: the target's tokenizer has a chat template"
@@ -228,16 +299,18 @@ class LeftOut:
         return {"prompt": self.id, "category": self.category, "why": self.why}
 
 
-def bundled_chats_without_template(prompts: list[Prompt], tokenizer) -> tuple[list[Prompt], list[LeftOut]]:
-    """The bundled set's chat prompts need the target's chat template: without one they are left out (a recipe's
-    own chat prompts are refused instead, by apply_prompt_format)."""
-    if tokenizer is not None and tokenizer.chat_template is not None:
+def bundled_chats_unsendable(
+    prompts: list[Prompt], tokenizer, requested: str = "auto"
+) -> tuple[list[Prompt], list[LeftOut]]:
+    """The bundled set's chat prompts need the target's chat template: without one, or with prompt_format raw, they
+    are left out (a recipe's own chat prompts are refused instead, by apply_prompt_format)."""
+    has_template = tokenizer is not None and tokenizer.chat_template is not None
+    if has_template and requested != "raw":
         return prompts, []
-    out = [
-        LeftOut(p.id, p.category, "chat messages, and the target's tokenizer has no chat template")
-        for p in prompts
-        if p.messages is not None
-    ]
+    why = "chat messages, and " + (
+        "validation.prompt_format is raw" if has_template else "the target's tokenizer has no chat template"
+    )
+    out = [LeftOut(p.id, p.category, why) for p in prompts if p.messages is not None]
     return [p for p in prompts if p.messages is None], out
 
 
@@ -246,7 +319,7 @@ def fit_to_limits(
 ) -> tuple[list[Prompt], list[LeftOut], dict[str, int]]:
     """The prompts (as sent) that fit the deployment's limits, those that do not (longer than build.max_input_len,
     or with max_tokens beyond build.max_seq_len), and each prompt's length in the target's tokens (none without a
-    tokenizer: then every prompt is kept). UserError when none fits."""
+    tokenizer: then every prompt is kept). PromptSetError when none fits."""
     if tokenizer is None:
         return prompts, [], {}
     lengths = {p.id: len(tokenizer.encode(p.text)) for p in prompts}
@@ -265,8 +338,38 @@ def fit_to_limits(
         else:
             kept.append(p)
     if not kept:
-        raise UserError(
-            f"validation.prompts: no prompt fits the deployment ({out[0].id}: {out[0].why}) — give "
-            "shorter prompts, or raise build.max_input_len / build.max_seq_len"
+        where = next((f" at {p.where}" for p in prompts if p.id == out[0].id and p.where), "")
+        raise PromptSetError(
+            PROMPTS_FIELD,
+            f"no prompt fits the deployment ({out[0].id}{where}: {out[0].why}) — give shorter prompts, or raise "
+            "build.max_input_len / build.max_seq_len",
         )
     return kept, out, lengths
+
+
+@dataclass(frozen=True)
+class PreparedPrompts:
+    """The prompt set as the suite sends it: the prompts (rendered), how, those left out and why, and each one's
+    length as sent (target tokens; empty without a tokenizer)."""
+
+    prompts: list[Prompt]
+    prompt_format: PromptFormat
+    left_out: list[LeftOut]
+    lengths: dict[str, int]
+
+
+def prepare_prompts(recipe: Recipe, prompts: list[Prompt], tokenizer, tokenizer_problem: str | None) -> PreparedPrompts:
+    """What the suite sends of the loaded set, the one definition `check` runs too (so that it refuses what the
+    suite would refuse, and lists what the suite would leave out): the bundled set's chats without a template left
+    out, the prompt format applied, the prompts beyond the deployment's limits left out. PromptSetError for a set
+    that cannot be sent."""
+    left_out: list[LeftOut] = []
+    requested = recipe.validation.prompt_format
+    if recipe.validation.prompts is None:
+        prompts, left_out = bundled_chats_unsendable(prompts, tokenizer, requested)
+    prompts, prompt_format = apply_prompt_format(prompts, requested, tokenizer, tokenizer_problem)
+    b = recipe.build
+    prompts, too_long, lengths = fit_to_limits(
+        prompts, tokenizer, b.max_input_len, b.max_seq_len, recipe.validation.max_tokens
+    )
+    return PreparedPrompts(prompts, prompt_format, left_out + too_long, lengths)

@@ -22,7 +22,9 @@ Request (helpers.py `get_sampling_params_from_request`, `get_output_config_from_
     top_p outside [0, 1], max_tokens < 1; worded as SamplingParams._validate words them ("require top_k >= 0, got
     top_k=-1"), where TensorRT-LLM itself lets +inf and NaN through
 What the reference runtime cannot honour is refused with one sentence naming the input: best_of > 1, LoRA and
-image_url.
+image_url (the newest template's inputs, @0a71057, which the reference repository declares whatever the release, so
+that the generate endpoint hands them to the model instead of dropping them as request parameters). Every
+RequestError goes out as TritonError INVALID_ARG (HTTP 400, gRPC INVALID_ARGUMENT) with NVIDIA's wording.
 
 Response (model.py `_create_response`): text_output [1] BYTES (the cumulative text; the prompt first unless
 exclude_input_from_output), finish_reason / stop_reason / cumulative_logprob only when return_<name> is true,
@@ -44,13 +46,14 @@ from specbuild.standalone import request_checks as checks
 
 DEFAULT_MAX_TOKENS = 32  # SamplingParams.max_tokens (TensorRT-LLM tensorrt_llm/sampling_params.py)
 REPLACEMENT = "\ufffd"
-# Inputs of the newer llmapi config.pbtxt (@0a71057) the reference runtime cannot honour.
+# Inputs of the newest llmapi config.pbtxt (@0a71057; the reference runtime declares it whatever the release) the
+# reference runtime cannot honour: input -> the feature
 REFUSED_INPUTS = {
-    "image_url": "the reference runtime serves text models only (no multimodal input)",
-    "lora_id": "the reference runtime has no LoRA adapters",
-    "lora_name": "the reference runtime has no LoRA adapters",
-    "lora_path": "the reference runtime has no LoRA adapters",
-    "lora_ckpt_source": "the reference runtime has no LoRA adapters",
+    "image_url": "multimodal input (it serves text models)",
+    "lora_id": "a LoRA adapter",
+    "lora_name": "a LoRA adapter",
+    "lora_path": "a LoRA adapter",
+    "lora_ckpt_source": "a LoRA adapter",
 }
 FINISH_REASONS = {"end_id": "stop", "stop_words": "stop", "length": "length", "cancelled": "cancelled"}
 
@@ -114,9 +117,12 @@ def parse_request(get: Get) -> LlmApiRequest:
     if text.size == 0:
         raise RequestError("text_input is empty (give one prompt)")
     prompt = _text(text.reshape(-1)[0], "text_input")  # text_input[0]: further prompts are ignored (model.py@b35ac1b)
-    for name, why in REFUSED_INPUTS.items():
+    for name, feature in REFUSED_INPUTS.items():
         if get(name) is not None:
-            raise RequestError(f"{name} is not supported: {why} — leave it out")
+            raise RequestError(
+                f"{name} is not supported: the reference runtime cannot serve {feature} — leave {name} out, or "
+                "serve with runtime: tensorrt-llm"
+            )
     best_of = scalar(get, "sampling_param_best_of")
     if best_of is not None and int(best_of) != 1:
         raise RequestError(

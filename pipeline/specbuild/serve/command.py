@@ -1,6 +1,9 @@
-"""`specbuild serve`: run tritonserver in the foreground on top of `specbuild.serve.TritonServer` — wait until every
-model is ready, print the endpoints, and stop the server by its own PID on Ctrl-C or SIGTERM (both are the normal
-way to end it: exit 0). With explicit model control it prints the key that opens the model-repository API."""
+"""`specbuild serve`: run tritonserver in the foreground on top of `specbuild.serve.TritonServer` — say where its
+log goes, wait until every model is ready (a spinner on a terminal, a progress line every 15 s in a log, as
+compile's steps: specbuild.output.steps), print the endpoints, and stop the server by its own PID on Ctrl-C or
+SIGTERM (both are the normal way to end it: exit 0). With explicit model control it prints the key that opens the
+model-repository API. The banner goes to stdout, one whole line each (scripts read `serving … pid N`, the
+`  HTTP     http://…` line and `Ctrl-C stops the server.`); the rest to stderr."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from pathlib import Path
 
 from specbuild.facts import metrics
 from specbuild.errors import UserError
+from specbuild.output.steps import Stages
 from specbuild.serve.binary import find_tritonserver
 from specbuild.serve.decode_cpus import cpu_list
 from specbuild.serve.server import ADMIN_HEADER, GRPC_ADMIN_HEADER, LAUNCH_SCRIPT, TritonServer
@@ -49,9 +53,13 @@ def serve_until_interrupted(
     console,
     out,
     decode_cpus: str = "auto",
+    log_dir: Path | None = None,
+    stages: Stages | None = None,
 ) -> int:
     """Serve until interrupted. Returns the exit code: 0 after a clean stop, 1 when the server died by itself.
-    UserError (exit 2) for a missing repository, a taken port, or models that fail to load."""
+    UserError (exit 2) for a missing repository, a taken port, or models that fail to load. The log: `log_path`,
+    else a new file in `log_dir`, else in the repository's log folder beside it (serve/log_files.py). `stages`:
+    the step that waits for the server (default: compile's kind, on `console`)."""
     repository = Path(repository)
     if not repository.is_dir():
         raise UserError(
@@ -73,6 +81,7 @@ def serve_until_interrupted(
         model_control=model_control,
         load_models=load_models,
         log_path=log_path,
+        log_dir=log_dir,
         launcher=launcher,
         decode_cpus=decode_cpus,
     )
@@ -86,13 +95,15 @@ def serve_until_interrupted(
             f"{repository}: {what} — serve the repository `specbuild compile RECIPE` writes (triton_repo/<name>)"
         )
     with sigterm_raises():
-        return _serve(server, binary, repository, timeout_s, console, out)
+        return _serve(server, binary, repository, timeout_s, console, out, stages or Stages(console))
 
 
-def _serve(server, binary, repository: Path, timeout_s: float, console, out) -> int:
+def _serve(server, binary, repository: Path, timeout_s: float, console, out, stages: Stages) -> int:
     try:
-        with console.status(f"starting {binary.describe()} on {repository}"):
-            server.start(timeout_s=timeout_s)
+        console.print(f"tritonserver's log: {server.log_path}")
+        with stages.stage(f"start {binary.describe()} on {repository}") as progress:
+            progress("starting")
+            server.start(timeout_s=timeout_s, progress=progress)
         models = sorted(e["name"] for e in server.repository_index() if e.get("state") == "READY" and "name" in e)
         out.print(f"serving {repository} with {binary.describe()}, pid {server.pid}")
         out.print(f"  HTTP     http://{server.http_address}")

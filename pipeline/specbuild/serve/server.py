@@ -4,13 +4,15 @@
         server.http_url, server.grpc_url, server.metrics_url
 
 `start()` returns once the server is live and every model it should load reports ready on its own
-`/v2/models/<name>/ready` endpoint. When it is not, it raises `UserError` with each model's load error in plain
-words and the log path. `stop()` stops the server by its own PID (SIGINT, then SIGKILL after a timeout), kills
-what it left (python backend stubs) and removes its /dev/shm regions. A server stopped before it was ready (a
-failed start, Ctrl-C or SIGTERM while it loads its models) is killed at once: it has no request to finish, and a
-SIGINT that meets tritonserver's handler while models load is acted on only after the load (python stubs
-importing torch: tens of seconds on a busy CPU) and the exit timeout. The server never outlives this process,
-even when it is killed (specbuild.processes.children).
+`/v2/models/<name>/ready` endpoint, saying how far it got through `progress` while it waits. When it is not, it
+raises `UserError` with each model's load error in plain words and the log path. The log goes to `log_path`, else a
+new file in `log_dir`, else beside the repository (serve/log_files.py: triton_repo/demo logs into
+triton_repo/demo.logs/); `log_path` names it from the start. `stop()` stops the server by its own PID (SIGINT, then
+SIGKILL after a timeout), kills what it left (python backend stubs) and removes its /dev/shm regions. A server
+stopped before it was ready (a failed start, Ctrl-C or SIGTERM while it loads its models) is killed at once: it has
+no request to finish, and a SIGINT that meets tritonserver's handler while models load is acted on only after the
+load (python stubs importing torch: tens of seconds on a busy CPU) and the exit timeout. The server never outlives
+this process, even when it is killed (specbuild.processes.children).
 
 Model control: with `model_control="explicit"` Triton's model-repository API (index, load, unload — a load may
 carry the files of a model, python code included) answers only requests that carry the header
@@ -29,7 +31,6 @@ import re
 import secrets
 import signal
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -41,6 +42,7 @@ from typing import Callable, Iterable, Sequence
 from specbuild.processes import children
 from specbuild.errors import UserError
 from specbuild.serve import decode_cpus as decode_cpus_module
+from specbuild.serve import log_files
 from specbuild.serve.binary import ServerBinary, find_tritonserver
 from specbuild.serve.ports import free_ports, port_in_use
 from specbuild.serve.server_log import ADDRESS_IN_USE, hint, load_errors_from_log, plain_reason, strip_prefix
@@ -67,6 +69,7 @@ class TritonServer:
         model_control: str = "none",
         load_models: Sequence[str] | None = None,
         log_path: Path | None = None,
+        log_dir: Path | None = None,
         exit_timeout_s: int = 5,
         extra_args: Iterable[str] = (),
         log_verbose: int = 0,
@@ -89,7 +92,9 @@ class TritonServer:
         self._binary = binary if isinstance(binary, ServerBinary) or binary is None else find_tritonserver(Path(binary))
         self.model_control = model_control
         self.load_models = list(load_models or [])
-        self.log_path = Path(log_path) if log_path else None
+        # a log named by nobody goes into a folder of ours (log_files.py), whose oldest logs are pruned at launch
+        self._log_folder = None if log_path else Path(log_dir) if log_dir else log_files.default_folder(self.repository)
+        self.log_path = Path(log_path) if log_path else log_files.new_log_file(self._log_folder)
         self.exit_timeout_s = int(exit_timeout_s)
         self.extra_args = list(extra_args)
         self.log_verbose = log_verbose
@@ -243,12 +248,16 @@ class TritonServer:
                     f"{what} {port}: the port is already in use on {self.host} (another tritonserver?) "
                     "— stop that server or choose another port"
                 )
-        if self.log_path is None:
-            fd, name = tempfile.mkstemp(prefix="tritonserver-", suffix=".log")
-            os.close(fd)
-            self.log_path = Path(name)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log_file = open(self.log_path, "wb")
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log_file = open(self.log_path, "wb")
+        except OSError as e:
+            raise UserError(
+                f"{self.log_path}: cannot write the server's log there ({e.strerror or e}) — give a folder "
+                "that can be written (specbuild serve --log-dir DIR, or --log FILE)"
+            ) from None
+        if self._log_folder is not None:
+            log_files.prune(self._log_folder)
         env = self.binary.environment()
         if self.launcher is not None:
             env.update(
@@ -303,6 +312,7 @@ class TritonServer:
             self._fail(f"tritonserver was not live within {timeout_s:.0f} s")
         expected = self._expected_models()
         pending = set(expected)
+        said = None
         while time.monotonic() < deadline:
             if not self.running():
                 self._fail("tritonserver exited during startup")
@@ -311,6 +321,11 @@ class TritonServer:
                     pending.discard(name)
             if not pending:
                 return
+            waiting = ", ".join(sorted(pending))
+            ready = f"live; models ready: {len(expected) - len(pending)}/{len(expected)} (waiting for {waiting})"
+            if progress and ready != said:
+                progress(ready)
+                said = ready
             index = self.repository_index()
             failed = {
                 e["name"]: e.get("reason", "")

@@ -155,13 +155,17 @@ def speedups(speculative: Sequence[LevelSummary], baseline: Sequence[LevelSummar
 @dataclass
 class Crossover:
     """Where speculation stops paying: the first sweep level with speedup < 1, and the concurrency where the
-    speedup line crosses 1 (interpolated linearly in log2(concurrency) between the two levels around it)."""
+    speedup line crosses 1 (interpolated linearly in log2(concurrency) between the two levels around it; only
+    where speculation is faster before it). `slower_levels` / `faster_levels`: the levels below 1 and at or
+    above it (medians), which say where it is slower and where faster whatever the shape of the line."""
 
     first_level_below_1: int | None
     interpolated: float | None
     always_faster: bool
     never_faster: bool
     uncertain_levels: list[int] = field(default_factory=list)  # levels whose rounds disagree about speedup >= 1
+    slower_levels: list[int] = field(default_factory=list)
+    faster_levels: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -171,24 +175,28 @@ def crossover(points: Sequence[Speedup]) -> Crossover:
     """From each level's median speedup; levels whose rounds straddle 1 are listed as uncertain."""
     pts = [(p.concurrency, p.value) for p in points if p.value is not None]
     uncertain = [p.concurrency for p in points if p.value is not None and p.straddles(1.0)]
+    slower = [c for c, v in pts if v < 1.0]
+    faster = [c for c, v in pts if v >= 1.0]
     if not pts:
         return Crossover(None, None, False, False)
     if all(v >= 1.0 for _, v in pts):
-        return Crossover(None, None, True, False, uncertain)
+        return Crossover(None, None, True, False, uncertain, slower, faster)
     if pts[0][1] < 1.0:
-        return Crossover(pts[0][0], None, False, all(v < 1.0 for _, v in pts), uncertain)
+        return Crossover(pts[0][0], None, False, all(v < 1.0 for _, v in pts), uncertain, slower, faster)
     for (c0, v0), (c1, v1) in zip(pts, pts[1:]):
         if v0 >= 1.0 > v1:
             x0, x1 = math.log2(c0), math.log2(c1)
             x = x0 + (v0 - 1.0) / (v0 - v1) * (x1 - x0)
-            return Crossover(c1, 2.0**x, False, False, uncertain)
+            return Crossover(c1, 2.0**x, False, False, uncertain, slower, faster)
     raise AssertionError("unreachable: some level is below 1")
 
 
 @dataclass
 class AcceptanceSummary:
     """Acceptance over a greedy prompt set. `mean_acceptance_length` pools every step of every request
-    (vLLM's convention: AL = 1 + accepted / steps); the per-request figures show the spread."""
+    (vLLM's convention: AL = 1 + accepted / steps); the per-request figures show the spread. Per-position
+    acceptance and the histogram pool the steps of the requests whose stream gave them (`per_position_requests`
+    of `requests`), over positions 1..the deepest a step can accept."""
 
     requests: int
     accepted_draft_tokens: int
@@ -199,24 +207,39 @@ class AcceptanceSummary:
     per_request_acceptance_length: dict | None
     per_request_acceptance_rate: dict | None
     per_position: list[float] | None = None  # position i (1-based, index i-1): share of steps accepting >= i drafts
-    histogram: list[int] | None = None  # steps by number of accepted drafts (0, 1, ...)
+    histogram: list[int] | None = None  # steps by number of accepted drafts (0, 1, ..., positions)
+    per_position_requests: int = 0  # the requests whose steps per_position and histogram pool
     records: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
-def summarize_acceptance(records: Sequence[AcceptanceRecord]) -> AcceptanceSummary:
+def stepped(records: Sequence[AcceptanceRecord]) -> list[AcceptanceRecord]:
+    """The records that carry per-step sizes (their stream gave them)."""
+    return [r for r in records if r.accepted_per_step is not None]
+
+
+def positions_of(records: Sequence[AcceptanceRecord], positions: int | None = None) -> int:
+    """The draft positions per-position acceptance covers: `positions` (the deepest a step of the deployment can
+    accept: Speculation.accept_depth), or deeper where a record's step accepted more; without it, the deepest
+    step seen."""
+    return max([positions or 0, *(n for r in records for n in r.accepted_per_step or ())])
+
+
+def summarize_acceptance(records: Sequence[AcceptanceRecord], positions: int | None = None) -> AcceptanceSummary:
     accepted = sum(r.accepted_draft_tokens for r in records)
     drafted = sum(r.draft_tokens for r in records)
     steps = sum(r.steps for r in records)
-    per_step = [n for r in records if r.accepted_per_step is not None for n in r.accepted_per_step]
+    with_steps = stepped(records)
+    per_step = [n for r in with_steps for n in r.accepted_per_step or ()]
     histogram = per_position = None
-    if per_step and all(r.accepted_per_step is not None for r in records):
-        histogram = [0] * (max(per_step) + 1)
+    if per_step:
+        depth = positions_of(with_steps, positions)
+        histogram = [0] * (depth + 1)
         for n in per_step:
             histogram[n] += 1
-        per_position = [sum(histogram[i:]) / len(per_step) for i in range(1, len(histogram))]
+        per_position = [sum(histogram[i:]) / len(per_step) for i in range(1, depth + 1)]
     return AcceptanceSummary(
         requests=len(records),
         accepted_draft_tokens=accepted,
@@ -230,6 +253,7 @@ def summarize_acceptance(records: Sequence[AcceptanceRecord]) -> AcceptanceSumma
         ),
         per_position=per_position,
         histogram=histogram,
+        per_position_requests=len(with_steps) if per_step else 0,
         records=[r.to_dict() for r in records],
     )
 
@@ -287,8 +311,9 @@ def _share(n: float, d: float) -> float:
 @dataclass
 class GroupAcceptance:
     """Acceptance of one group of requests (a category or a context-length bucket): AL (bonus token included,
-    pooled per verification step: specbuild.facts.metrics' definition), acceptance rate and per-position acceptance, each
-    with its bootstrap interval over the group's requests."""
+    pooled per verification step: specbuild.facts.metrics' definition), acceptance rate and per-position
+    acceptance, each with its bootstrap interval over the group's requests. Per-position acceptance pools the
+    steps of the group's requests that carry them (`per_position_requests`); None when none does."""
 
     group: str
     requests: int
@@ -298,6 +323,7 @@ class GroupAcceptance:
     acceptance_length: Interval
     acceptance_rate: Interval | None
     per_position: list[Interval] | None
+    per_position_requests: int = 0
 
     def to_dict(self) -> dict:
         return {
@@ -309,36 +335,40 @@ class GroupAcceptance:
             "acceptance_length": self.acceptance_length.to_dict(),
             "acceptance_rate": self.acceptance_rate.to_dict() if self.acceptance_rate else None,
             "per_position": [p.to_dict() for p in self.per_position] if self.per_position else None,
+            "per_position_requests": self.per_position_requests,
         }
 
 
-def accepted_depth(records: Sequence[AcceptanceRecord]) -> int:
-    """The most drafts any step of these requests accepted (the positions per-position acceptance covers)."""
-    return max((n for r in records for n in r.accepted_per_step or ()), default=0)
+def _per_position(records: Sequence[AcceptanceRecord], depth: int, seed: int) -> list[Interval] | None:
+    """Share of steps accepting at least i drafts, i = 1..depth, pooled over the records' steps, each with its
+    bootstrap interval over those records; None when none carries steps."""
+    with_steps = [r for r in stepped(records) if r.accepted_per_step]
+    if not with_steps or depth <= 0:
+        return None
+    # per request: how many of its steps accepted at least i drafts, i = 1..depth
+    reached = np.array(
+        [[sum(1 for n in r.accepted_per_step or () if n >= i) for i in range(1, depth + 1)] for r in with_steps],
+        dtype=float,
+    ).reshape(len(with_steps), depth)
+    counted = np.array([len(r.accepted_per_step or ()) for r in with_steps], dtype=float)
+    picks = np.random.default_rng(seed).integers(0, len(with_steps), size=(BOOTSTRAP_RESAMPLES, len(with_steps)))
+    found = [_pooled_interval(reached[:, i], counted, picks, _share) for i in range(depth)]
+    return [p for p in found if p is not None] or None
 
 
 def group_acceptance(
     group: str, records: Sequence[AcceptanceRecord], seed: int = BOOTSTRAP_SEED, depth: int | None = None
 ) -> GroupAcceptance:
     """The group's pooled figures and intervals, from BOOTSTRAP_RESAMPLES resamples of its requests. `depth`:
-    the draft positions to report (default the group's own deepest acceptance; give the whole set's, so that a
-    group that accepted nothing shows zeros, not no positions)."""
+    the draft positions to report (positions_of: give the deployment's, so that every group shows the same
+    positions, zeros where no step reached one)."""
     accepted = np.array([r.accepted_draft_tokens for r in records], dtype=float)
     steps = np.array([r.steps for r in records], dtype=float)
     drafted = np.array([r.draft_tokens for r in records], dtype=float)
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(records), size=(BOOTSTRAP_RESAMPLES, len(records)))
     al = _pooled_interval(accepted, steps, picks, metrics.mean_acceptance_length)
-    per_position = None
-    if records and all(r.accepted_per_step is not None for r in records):
-        depth = accepted_depth(records) if depth is None else depth
-        # per request: how many of its steps accepted at least i drafts, i = 1..depth
-        reached = np.array(
-            [[sum(1 for n in r.accepted_per_step if n >= i) for i in range(1, depth + 1)] for r in records], dtype=float
-        ).reshape(len(records), depth)
-        counted = np.array([len(r.accepted_per_step) for r in records], dtype=float)
-        per_position = [_pooled_interval(reached[:, i], counted, picks, _share) for i in range(depth)]
-        per_position = per_position if all(p is not None for p in per_position) else None
+    per_position = _per_position(records, positions_of(records, depth), seed)
     return GroupAcceptance(
         group,
         len(records),
@@ -348,13 +378,15 @@ def group_acceptance(
         al or Interval(0.0, 0.0, 0.0),
         _pooled_interval(accepted, drafted, picks, metrics.acceptance_rate),
         per_position,
+        len([r for r in stepped(records) if r.accepted_per_step]) if per_position else 0,
     )
 
 
-def acceptance_by(records: Sequence[AcceptanceRecord], key) -> list[GroupAcceptance]:
-    """GroupAcceptance per value of key(record), in order of first appearance, over the same draft positions."""
+def acceptance_by(records: Sequence[AcceptanceRecord], key, depth: int | None = None) -> list[GroupAcceptance]:
+    """GroupAcceptance per value of key(record), in order of first appearance, over the same draft positions
+    (positions_of the whole set)."""
     groups: dict[str, list[AcceptanceRecord]] = {}
     for r in records:
         groups.setdefault(key(r), []).append(r)
-    depth = accepted_depth(records)
+    depth = positions_of(records, depth)
     return [group_acceptance(name, members, depth=depth) for name, members in groups.items()]

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Callable
 from specbuild.speculation import NO_SPECULATION
 from specbuild.validate.checks.base import Deployment, SuiteContext, SuiteOptions
 from specbuild.validate.client import contract
-from specbuild.recipe.prompts import apply_prompt_format, bundled_chats_without_template, fit_to_limits, load_prompts
-from specbuild.validate.tokenizer import ClientTokenizer, TokenizerUnavailable, load_tokenizer
+from specbuild.recipe.prompts import ignored_note, load_prompts, prepare_prompts, prompt_source
+from specbuild.checkpoints.client_tokenizer import ClientTokenizer, TokenizerUnavailable, load_tokenizer
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -71,27 +71,22 @@ def make_context(
         for dep in filter(None, (dep_target, dep_base)):
             dep.server.reachable()
         tokenizer, problem = _tokenizer(recipe, dep_target)
-        left_out = []
-        if recipe.validation.prompts is None:
-            prompts, left_out = bundled_chats_without_template(prompts, tokenizer)
-        prompts, prompt_format = apply_prompt_format(prompts, recipe.validation.prompt_format, tokenizer, problem)
-        prompts, too_long, lengths = fit_to_limits(
-            prompts, tokenizer, recipe.build.max_input_len, recipe.build.max_seq_len, recipe.validation.max_tokens
-        )
+        sent = prepare_prompts(recipe, prompts, tokenizer, problem)  # what `check` runs too
         return SuiteContext(
             recipe,
             spec,
-            prompts,
+            sent.prompts,
             dep_target,
             dep_base,
             tokenizer,
             options,
             progress or (lambda stage, done, total: None),
             tokenizer_problem=problem,
-            prompt_format=prompt_format,
-            prompts_left_out=left_out + too_long,
-            prompt_tokens=lengths,
+            prompt_format=sent.prompt_format,
+            prompts_left_out=sent.left_out,
+            prompt_tokens=sent.lengths,
             runtime=runtime,
+            prompts_ignored=ignored_note(prompts, prompt_source(recipe)),
         )
     except BaseException:
         for dep in filter(None, (dep_target, dep_base)):

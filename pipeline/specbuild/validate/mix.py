@@ -7,7 +7,9 @@ prompts and max_tokens. Each answer is compared with the single-request greedy a
 max_tokens), asked alone before the mix starts: `equal`, `mixed` (another prompt's answer: requests crossed),
 `diverged` (neither: batch shape changed a low-probability token), `error` (refused), `no answer` (dropped,
 timed out, no final response). Bad requests are every case of the bad-input check (checks/bad_input.py) for each
-model: a case that must be refused and was answered, or that got no clean answer, is a problem. A request still
+model: a case that must be refused and was answered, or that got no clean answer, is a problem; the cases in which
+the client ends its own request mid-stream (Case.ended_by_client) are counted as `ended`, neither refused nor
+answered. A request still
 running when the mix gives up waiting (timeout + margin) is `lost`.
 
 Afterwards: the server is live, every model of its repository ready, a normal request to each model succeeds,
@@ -126,7 +128,7 @@ class MixResult:
         default_factory=lambda: {k: 0 for k in ("sent", "equal", "mixed", "diverged", "error", "no answer")}
     )
     bad: dict[str, int] = field(
-        default_factory=lambda: {k: 0 for k in ("sent", "refused", "answered", "accepted", "no answer")}
+        default_factory=lambda: {k: 0 for k in ("sent", "refused", "answered", "accepted", "ended", "no answer")}
     )
     lost: int = 0
     by_case: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -182,6 +184,22 @@ def _same(gen: Generation, want: tuple[tuple | None, str]) -> bool:
     """The answer equals the single-request one: token for token when both carry ids, else text for text."""
     ids, text = _answer(gen)
     return ids == want[0] if ids is not None and want[0] is not None else text == want[1]
+
+
+def bad_outcomes(bad: dict[str, int]) -> str:
+    """The bad requests of a mix in words: how many were refused, answered where a case allows it, ended by their
+    own client mid-stream (neither refused nor answered), and what went wrong."""
+    parts = [f"{bad['refused']} refused"]
+    allowed = bad["answered"] - bad["accepted"]
+    if allowed:
+        parts.append(f"{allowed} answered where the case allows it")
+    if bad["accepted"]:
+        parts.append(f"{bad['accepted']} answered that must be refused")
+    if bad.get("ended"):
+        parts.append(f"{bad['ended']} ended by their client mid-stream")
+    if bad["no answer"]:
+        parts.append(f"{bad['no answer']} without a clean answer")
+    return f"{bad['sent']} bad requests: " + ", ".join(parts)
 
 
 def answered_cleanly(gen: Generation) -> bool:
@@ -282,12 +300,17 @@ def run_mix(
     def record_bad(job: Bad, gen: Generation) -> None:
         c = result.bad
         c["sent"] += 1
-        row = result.by_case.setdefault(job.case.name, {"sent": 0, "refused": 0, "answered": 0, "no answer": 0})
+        row = result.by_case.setdefault(
+            job.case.name, {"sent": 0, "refused": 0, "answered": 0, "ended": 0, "no answer": 0}
+        )
         row["sent"] += 1
         if not answered_cleanly(gen):
             c["no answer"] += 1
             row["no answer"] += 1
             result.note("bad: no answer", f"{job.describe()}: {gen.error or 'no final response'}")
+        elif job.case.ended_by_client:  # the client hung up or cancelled, cleanly: no answer was to be had
+            c["ended"] += 1
+            row["ended"] += 1
         elif gen.ok:
             c["answered"] += 1
             row["answered"] += 1

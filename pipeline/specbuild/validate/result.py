@@ -31,6 +31,8 @@ class ValidationResult:
     build: dict | None = None  # compare.build_identity: recipe hash, checkpoints, tool and server versions
     against: dict | None = None  # the earlier report compared with: {"report", "changes": [...]} (--against)
     prompt_set: dict | None = None  # {"source", "categories": {name: prompts}, "left_out": [LeftOut.to_dict()]}
+    reused: bool = False  # read back from an earlier run's report.json (compile reusing its verdict): `started` and
+    # `duration_s` are that run's
 
     @property
     def passed(self) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from specbuild.errors import UserError
+from specbuild.recipe.prompts import prompt_source
 from specbuild.validate import compare
 from specbuild.validate.checks.order import BY_NAME, CHECKS, ORDER
 from specbuild.validate.checks.base import ERROR, PASSED, CheckResult, SuiteOptions
@@ -30,13 +31,17 @@ if TYPE_CHECKING:
 
 
 def _prompt_set(recipe: Recipe, ctx) -> dict:
-    """Where the prompts came from, how many of each category were sent, and those left out (and why)."""
-    value = recipe.validation.prompts
-    source = "bundled" if value is None else "inline" if isinstance(value, list) else str(recipe.resolve(value))
+    """Where the prompts came from, how many of each category were sent, those left out (and why), and the record
+    keys no format defines (ignored)."""
     categories: dict[str, int] = {}
     for p in ctx.prompts:
         categories[p.category] = categories.get(p.category, 0) + 1
-    return {"source": source, "categories": categories, "left_out": [o.to_dict() for o in ctx.prompts_left_out]}
+    return {
+        "source": prompt_source(recipe),
+        "categories": categories,
+        "left_out": [o.to_dict() for o in ctx.prompts_left_out],
+        "ignored_keys": ctx.prompts_ignored,
+    }
 
 
 def _gates(recipe: Recipe) -> dict:

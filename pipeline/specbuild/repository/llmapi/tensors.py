@@ -60,5 +60,9 @@ OUTPUTS: list[Tensor] = [
 SPECULATIVE_COUNTERS = ("acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens")
 
 
+NEWEST = "1.3"  # the release whose template is config.pbtxt@0a71057: all 22 inputs
+
+
 def inputs(release: str) -> list[Tensor]:
-    return INPUTS + (NEW_INPUTS if release == "1.3" else [])
+    """The inputs of NVIDIA's template for `release` (what NVIDIA's model.py of that release reads)."""
+    return INPUTS + (NEW_INPUTS if release == NEWEST else [])

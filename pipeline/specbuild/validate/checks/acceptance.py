@@ -1,8 +1,10 @@
 """Acceptance: per request acceptance_rate, total_accepted_draft_tokens and total_draft_tokens (the server's
 return_perf_metrics outputs) over the greedy prompt set; mean acceptance length (specbuild.facts.metrics, bonus token
-included); per-position acceptance and the histogram of accepted drafts per step when the deployment streams one
-response per step with its token ids. The same per category of the prompt set and per context-length bucket
-(aggregate.acceptance_by), each with a percentile bootstrap interval over the requests. Gate:
+included); per-position acceptance (positions 1..the deepest a step can accept, Speculation.accept_depth) and the
+histogram of accepted drafts per step when the deployment streams one response per step with its token ids: read
+from each streamed request on its own (stats.steps_in_stream), pooled over the requests whose stream tells its steps,
+the others named with the reason (a response carrying several steps). The same per category of the prompt set and
+per context-length bucket (aggregate.acceptance_by), each with a percentile bootstrap interval over the requests. Gate:
 validation.min_acceptance_length, a number for the whole set or one per category ({default: 2.0, coding: 2.5}),
 judged on the interval: passed when all of it reaches the minimum, failed when none of it does, inconclusive
 otherwise (more prompts would decide; validation.allow_inconclusive lets it pass).
@@ -38,6 +40,7 @@ from specbuild.validate.aggregate import (
     distribution,
     group_acceptance,
     length_bucket,
+    positions_of,
     summarize_acceptance,
 )
 from specbuild.validate.checks.base import (
@@ -57,9 +60,16 @@ NAME, TITLE = "acceptance", "Acceptance (draft tokens accepted)"
 # Whether a request's prefill is a verification step: the engine flavour's BLS methods verify external drafts
 # from the prefill on; the LLM API's prefill (context phase) emits one token with no drafts.
 PREFILL_IS_STEP = {"engine": lambda spec: triton_params.bls_driven(spec, "target"), "llm-api": lambda spec: False}
-# Whether the stream carries one response per verification step: not the BLS's, which sends one per round (the
-# drafts' verification and the target's plain steps after a partial acceptance).
+# Whether the stream is meant to carry one response per verification step: not the BLS's, which sends one per round
+# (the drafts' verification and the target's plain steps after a partial acceptance). A recipe's
+# triton.stream_interval > 1 sends one every N steps besides (stream_per_step).
 STREAM_PER_STEP = {"engine": lambda spec: not triton_params.bls_driven(spec, "target"), "llm-api": lambda spec: True}
+
+
+def stream_per_step(ctx: SuiteContext) -> bool:
+    return STREAM_PER_STEP[ctx.target.contract.name](ctx.spec) and ctx.recipe.triton.stream_interval == 1
+
+
 ZERO_COUNTERS = (
     "the server returned zero speculative counters on every request (total_draft_tokens 0) although "
     "the deployment speculates: TensorRT-LLM <= 1.2.1 fills them only in the TensorRT engine flow "
@@ -83,7 +93,7 @@ def _records(ctx: SuiteContext) -> list[AcceptanceRecord]:
     plain, streamed = _passes(ctx)
     contract = ctx.target.contract
     prefill_is_step = PREFILL_IS_STEP[contract.name](ctx.spec)
-    stream_per_step = STREAM_PER_STEP[contract.name](ctx.spec)
+    per_step = stream_per_step(ctx)
     out = []
     for p, g, s in zip(ctx.prompts, plain, streamed):
         if g.ok:
@@ -95,7 +105,7 @@ def _records(ctx: SuiteContext) -> list[AcceptanceRecord]:
                 prompt=p.id,
                 tokens=ctx.count_tokens(g),
                 stream_steps=not contract.has_ids,
-                stream_per_step=stream_per_step,
+                stream_per_step=per_step,
             )
             if rec is not None:
                 out.append(replace(rec, category=p.category, prompt_tokens=ctx.prompt_tokens.get(p.id)))
@@ -263,15 +273,31 @@ def _gate_outcome(verdicts: list[dict], missing: list[str]) -> tuple[str, str]:
     return PASSED, text
 
 
-def grouped(records: list[AcceptanceRecord]) -> dict:
-    """Acceptance over all records, per category and per context-length bucket, each with its intervals."""
+def grouped(records: list[AcceptanceRecord], positions: int | None = None) -> dict:
+    """Acceptance over all records, per category and per context-length bucket, each with its intervals, per
+    position over the same draft positions (`positions`: the deployment's deepest acceptance)."""
+    depth = positions_of(records, positions)
     return {
-        "overall": group_acceptance(ALL_PROMPTS, records),
-        "by_category": acceptance_by(records, lambda r: r.category or "uncategorised"),
+        "overall": group_acceptance(ALL_PROMPTS, records, depth=depth),
+        "by_category": acceptance_by(records, lambda r: r.category or "uncategorised", depth),
         "by_context_length": acceptance_by(
-            sorted(records, key=lambda r: r.prompt_tokens or 0), lambda r: length_bucket(r.prompt_tokens)
+            sorted(records, key=lambda r: r.prompt_tokens or 0), lambda r: length_bucket(r.prompt_tokens), depth
         ),
     }
+
+
+def per_position_note(records: list[AcceptanceRecord], summary) -> str | None:
+    """Which requests per-position acceptance leaves out and why (None when it pools every request)."""
+    left = [r for r in records if r.accepted_per_step is None]
+    if not left:
+        return None
+    why: dict[str, list[str]] = {}
+    for r in left:
+        why.setdefault(r.per_step_note or "no per-step sizes", []).append(r.prompt or str(r.prompt_index))
+    reasons = "; ".join(f"{', '.join(prompts)}: {text}" for text, prompts in why.items())
+    if summary.per_position is None:
+        return f"per-position acceptance needs each step's accepted drafts, which no request gave ({reasons})"
+    return f"per-position acceptance from {summary.per_position_requests} of {summary.requests} requests ({reasons})"
 
 
 @timed
@@ -305,12 +331,15 @@ def run(ctx: SuiteContext) -> CheckResult:
             summary="inconclusive: the per-category gate needs the speculative counters per request, "
             "which this server returns as zero — " + found.summary,
         )
-    s = summarize_acceptance(records)
+    positions = ctx.spec.accept_depth
+    s = summarize_acceptance(records, positions)
     details = s.to_dict()
+    details["positions"] = positions_of(records, positions)
+    details["per_position_note"] = per_position_note(records, s)
     details["definition"] = DEFINITION
     steps_from = sorted({r.steps_from for r in records})
     details["steps_from"] = steps_from
-    groups = grouped(records)
+    groups = grouped(records, positions)
     details["interval"] = {
         "confidence": CONFIDENCE,
         "resamples": BOOTSTRAP_RESAMPLES,
@@ -332,7 +361,9 @@ def run(ctx: SuiteContext) -> CheckResult:
             f"{g.group} {g.acceptance_length.value:.2f}" for g in groups["by_category"]
         )
     if s.per_position:
-        summary += "; per position " + " / ".join(f"{v:.2f}" for v in s.per_position[:6])
+        summary += "; per position " + " / ".join(f"{v:.2f}" for v in s.per_position)
+        if s.per_position_requests < s.requests:
+            summary += f" (from {s.per_position_requests} of {s.requests} requests: report.json says why)"
     elif not ctx.target.contract.has_ids:
         summary += (
             f"; steps from the {' and '.join(steps_from)} (per-position acceptance needs token ids, which "

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from specbuild.speculation import Speculation
     from specbuild.recipe.schema import Recipe
     from specbuild.recipe.prompts import Prompt, PromptFormat
-    from specbuild.validate.tokenizer import ClientTokenizer
+    from specbuild.checkpoints.client_tokenizer import ClientTokenizer
 
 PASSED, FAILED, WARNED, SKIPPED, ERROR = "passed", "failed", "warned", "skipped", "error"
 INCONCLUSIVE = "inconclusive"  # a gate the measurements cannot decide (e.g. a sweep on a loaded machine)
@@ -240,6 +240,7 @@ class SuiteContext:
     prompt_format: PromptFormat | None = None  # how the prompts are sent (validation.prompt_format)
     prompts_left_out: list = field(default_factory=list)  # LeftOut: prompts of the set not sent, and why
     prompt_tokens: dict[str, int] = field(default_factory=dict)  # prompt id -> its length as sent (tokens)
+    prompts_ignored: str | None = None  # the record keys no prompt format defines, not read (prompts.ignored_note)
     # the results of the checks run so far, by name (a check may read an earlier one's figures)
     finished: dict[str, CheckResult] = field(default_factory=dict)
     runtime: Runtime | None = None  # the recipe's runtime (specbuild.runtimes.build), for the checks that ask it

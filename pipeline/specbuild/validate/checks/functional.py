@@ -1,13 +1,18 @@
-"""Functional: the speculative deployment answers every prompt of the set with non-empty text of at most
-max_tokens tokens; stop words end generation; exclude_input_in_output is honoured; streaming (HTTP
-generate_stream and the gRPC stream) concatenates to exactly the non-streaming text and tokens."""
+"""Functional: the speculative deployment answers every prompt of the set with text of at most max_tokens tokens,
+non-empty unless the baseline deployment answers that prompt with nothing too (the model ends at once: its answer,
+not a deployment fault, noted by category); stop words end generation; exclude_input_in_output is honoured;
+streaming (HTTP generate_stream and the gRPC stream) concatenates to exactly the non-streaming text and tokens."""
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from specbuild.validate.checks.base import FAILED, PASSED, CheckResult, SuiteContext, first_difference, timed
 from specbuild.validate.client import Generation
+
+if TYPE_CHECKING:
+    from specbuild.recipe.prompts import Prompt
 
 NAME, TITLE = "functional", "Functional (text, limits, stop words, echo, streaming)"
 REPLACEMENT = "\ufffd"
@@ -19,6 +24,40 @@ SPLIT_HINT = (
 
 def _clip(s: str, n: int = 60) -> str:
     return s if len(s) <= n else s[:n] + "…"
+
+
+def _same(a: Generation, b: Generation) -> bool:
+    """Two successful answers are the same: token for token where both carry ids, else text for text."""
+    return a.ids == b.ids if a.ids is not None and b.ids is not None else a.text == b.text
+
+
+def _empty(ctx: SuiteContext, gens: list[Generation]) -> tuple[list[str], list[Prompt]]:
+    """The prompts answered with no text: a problem each, unless the baseline deployment answers it the same (the
+    model ends at once: its answer, not the deployment's fault); (problems, prompts answered empty as the
+    baseline)."""
+    empty = [(i, p) for i, (p, g) in enumerate(zip(ctx.prompts, gens)) if g.ok and not g.text]
+    if not empty:
+        return [], []
+    if ctx.baseline is None:
+        return [f"prompt {p.id}: empty text (no baseline deployment to compare with)" for _, p in empty], []
+    base = ctx.greedy_pass(ctx.baseline, "http")  # cached: the lossless check reads the same pass
+    problems, as_baseline = [], []
+    for i, p in empty:
+        b = base[i]
+        if not b.ok:
+            problems.append(f"prompt {p.id}: empty text (the baseline failed: {b.error})")
+        elif _same(gens[i], b):
+            as_baseline.append(p)
+        else:
+            problems.append(f"prompt {p.id}: empty text, where the baseline answers {_clip(b.text)!r}")
+    return problems, as_baseline
+
+
+def _empty_note(prompts: list[Prompt]) -> dict:
+    by_category: dict[str, int] = {}
+    for p in prompts:
+        by_category[p.category] = by_category.get(p.category, 0) + 1
+    return {"count": len(prompts), "by_category": by_category, "prompts": [p.id for p in prompts]}
 
 
 def _basic(ctx: SuiteContext, gens: list[Generation]) -> tuple[list[str], list[dict]]:
@@ -36,8 +75,6 @@ def _basic(ctx: SuiteContext, gens: list[Generation]) -> tuple[list[str], list[d
         if not g.ok:
             problems.append(f"prompt {p.id}: {g.error}")
             continue
-        if not g.text:
-            problems.append(f"prompt {p.id}: empty text")
         n = ctx.count_tokens(g)
         row["tokens"] = n
         if n is not None and n > ctx.max_tokens:
@@ -195,7 +232,11 @@ def run(ctx: SuiteContext) -> CheckResult:
     target = ctx.target
     plain = ctx.greedy_pass(target, "http")
     problems, rows = _basic(ctx, plain)
+    empty_problems, as_baseline = _empty(ctx, plain)
+    problems += empty_problems
     details: dict = {"prompts": rows}
+    if as_baseline:
+        details["empty_as_baseline"] = _empty_note(as_baseline)
     streamed = ctx.greedy_pass(target, "http-stream")
     problems += _stream_matches(ctx, plain, streamed, "HTTP generate_stream")
     details["streaming"] = {"decoupled": target.streams, "chunks_per_request": [len(g.chunks) for g in streamed]}
@@ -216,4 +257,10 @@ def run(ctx: SuiteContext) -> CheckResult:
     if "grpc" in details:
         notes.append("gRPC not checked (no --grpc-url)")
     summary = f"{ok}/{len(plain)} prompts answered; streaming matches non-streaming"
+    if as_baseline:
+        counts = details["empty_as_baseline"]["by_category"]
+        summary += (
+            f"; {len(as_baseline)} answered with no text, as the baseline does token for token: the model ends at "
+            "once (" + ", ".join(f"{category} {n}" for category, n in sorted(counts.items())) + ")"
+        )
     return CheckResult(NAME, TITLE, PASSED, summary + (f" ({'; '.join(notes)})" if notes else ""), details)

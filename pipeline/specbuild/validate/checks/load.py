@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from specbuild.validate.checks.base import FAILED, PASSED, SKIPPED, WARNED, CheckResult, SuiteContext, timed
 from specbuild.validate.local_server import LocalServer
-from specbuild.validate.mix import MixPlan, mix_models, run_mix
+from specbuild.validate.mix import MixPlan, bad_outcomes, mix_models, run_mix
 
 NAME, TITLE = "load", "Load (concurrent clients, good and bad requests, nothing lost or mixed)"
 
@@ -39,7 +39,7 @@ def run(ctx: SuiteContext) -> CheckResult:
     summary = (
         f"{mix.answered}/{mix.sent} requests answered from {clients} clients in {mix.wall_s:.1f} s "
         f"({mix.requests_per_s:.1f} req/s): {g['equal']}/{g['sent']} good equal to their single-request "
-        f"answer, {b['refused']}/{b['sent']} bad refused"
+        f"answer; {bad_outcomes(b)}"
     )
     if mix.server is not None and mix.server.get("rss_growth") is not None:
         summary += f"; server RSS {mix.server['rss_after_bytes'] / 2**20:.0f} MiB ({mix.server['rss_growth']:+.1%})"

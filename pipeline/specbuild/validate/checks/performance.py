@@ -20,7 +20,13 @@ import math
 import threading
 import time
 
-from specbuild.validate.aggregate import crossover, round_speedups, summarize_level, tokens_per_s, wall_time
+from specbuild.validate.aggregate import (
+    crossover,
+    round_speedups,
+    summarize_level,
+    tokens_per_s,
+    wall_time,
+)
 from specbuild.validate.checks.base import (
     FAILED,
     INCONCLUSIVE,
@@ -34,7 +40,7 @@ from specbuild.validate.checks.base import (
 from specbuild.validate.client import GenerateParams, Generation
 from specbuild.validate.local_server import LocalServer
 from specbuild.validate.machine_load import BUSY_THRESHOLD, LoadMeter
-from specbuild.validate.report.markdown import speedup_text
+from specbuild.validate.report.markdown import crossover_text, speedup_text
 from specbuild.validate.stats import RequestRecord
 
 NAME, TITLE = "performance", "Performance sweep (latency, throughput, speedup)"
@@ -188,7 +194,7 @@ def run(ctx: SuiteContext) -> CheckResult:
         "itl_definition": "gap between responses / tokens in the later response (GenAI-Perf)",
         "rounds": rounds,
         "requests_per_round": {c: requests_per_round(ctx, c, rounds) for c in levels},
-        "round_order": "ABBA (the deployments take turns; odd rounds reversed)",
+        "round_order": "ABBA",  # round_order(): the deployments take turns, odd rounds reversed
         "round_tokens_per_s": per_round_tps,
         "machine_load": load,
         "busy_threshold": BUSY_THRESHOLD,
@@ -211,11 +217,9 @@ def run(ctx: SuiteContext) -> CheckResult:
                 if p.value is not None
             )
         )
-        if cross.always_faster:
-            summary_parts.append("faster at every level")
-        elif cross.first_level_below_1 is not None:
-            where = f"≈{cross.interpolated:.1f}" if cross.interpolated else f"{cross.first_level_below_1}"
-            summary_parts.append(f"speculation stops paying at concurrency {where}")
+        said = crossover_text(details["crossover"])
+        if said:
+            summary_parts.append(said)
         if cross.uncertain_levels:
             summary_parts.append(
                 "rounds disagree about speedup >= 1 at concurrency " + ", ".join(str(c) for c in cross.uncertain_levels)

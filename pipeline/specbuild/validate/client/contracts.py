@@ -81,7 +81,7 @@ class Contract:
         else:
             new = out.text
             gen.text += new
-        gen.chunks.append(Chunk(t, new, out.ids))
+        gen.chunks.append(Chunk(t, new, out.ids, dict(out.perf) or None))
         if out.ids is not None:
             gen.ids = (gen.ids or []) + out.ids
         gen.perf.update(out.perf)

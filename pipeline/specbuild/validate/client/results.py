@@ -39,11 +39,13 @@ class GenerateParams:
 @dataclass
 class Chunk:
     """One streamed response: arrival time (perf_counter seconds), its text (new text only, also for a contract
-    that streams cumulative text) and token ids."""
+    that streams cumulative text), token ids and its own perf values (the speculative counters so far, where the
+    server sends them on every response: they say how many verification steps the response carries)."""
 
     t: float
     text: str
     ids: list[int] | None
+    perf: dict[str, float] | None = None
 
 
 @dataclass

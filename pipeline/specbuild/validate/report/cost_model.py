@@ -63,7 +63,7 @@ def terminal_table(details: dict):
         show_edge=False,
     )
     for col in ("c", "t(1) ms", "verify ms", "draft ms", "AL", "limit", "in process", "served"):
-        out.add_column(col, justify="right", no_wrap=True)
+        out.add_column(col, justify="right", overflow="fold")  # folded, never cut, on a narrow log
     for row in rows(details):
         out.add_row(*(str(v) for v in row))
     return out

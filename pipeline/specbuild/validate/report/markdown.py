@@ -104,9 +104,9 @@ def _sweep_lines(details: dict) -> list[str]:
     out = []
     if details.get("rounds"):
         out.append(
-            f"Each level ran {details['rounds']} rounds, the deployments taking turns "
-            f"({details.get('round_order', 'ABBA')}); a level's speedup is the median of its rounds' "
-            "speedups, with their min–max."
+            f"Each level ran {details['rounds']} rounds, the deployments taking turns in "
+            f"{details.get('round_order', 'ABBA')} order (odd rounds reversed, so that a steady drift in the machine's "
+            "load weighs on both alike); a level's speedup is the median of its rounds' speedups, with their min–max."
         )
     load = {c: s for c, s in (details.get("machine_load") or {}).items() if s}
     if load:
@@ -121,6 +121,32 @@ def _sweep_lines(details: dict) -> list[str]:
     return [line for text in out for line in (text, "")]
 
 
+def _levels(levels: list[int]) -> str:
+    return ", ".join(str(c) for c in levels)
+
+
+def crossover_text(cross: dict) -> str | None:
+    """Where speculation is faster than the baseline and where slower, in words (a Crossover's to_dict, as
+    report.json keeps it): "stops paying" only where it is faster below a concurrency and slower from it."""
+    slower, faster = cross.get("slower_levels") or [], cross.get("faster_levels") or []
+    if cross.get("always_faster"):
+        return "faster than the baseline at every concurrency level measured"
+    if cross.get("never_faster"):
+        return "slower than the baseline at every concurrency level measured"
+    if not slower and not faster:  # a report written before the levels were kept
+        at = cross.get("interpolated") or cross.get("first_level_below_1")
+        return f"first slower than the baseline at concurrency {at:.3g}" if at else None
+    if faster and slower and max(faster) < min(slower):
+        where = f"≈ {cross['interpolated']:.1f}" if cross.get("interpolated") else str(min(slower))
+        return (
+            f"speculation stops paying at concurrency {where}: faster than the baseline at {_levels(faster)}, "
+            f"slower at {_levels(slower)}"
+        )
+    if min(slower) < min(faster):  # slower at low concurrency, faster above (or back and forth)
+        return f"slower than the baseline at concurrency {_levels(slower)}; faster at {_levels(faster)}"
+    return f"faster than the baseline at concurrency {_levels(faster)}; slower at {_levels(slower)}"
+
+
 def _crossover_line(details: dict) -> str:
     cross = details.get("crossover")
     if not cross:
@@ -131,17 +157,12 @@ def _crossover_line(details: dict) -> str:
         if uncertain
         else ""
     )
-    if cross.get("always_faster"):
-        return "Speculation is faster at every concurrency level measured (no crossover in the sweep)." + note
-    if cross.get("never_faster"):
-        return "Speculation is slower at every concurrency level measured." + note
-    if cross.get("first_level_below_1") is not None:
-        at = f"≈ {cross['interpolated']:.1f}" if cross.get("interpolated") else f"{cross['first_level_below_1']}"
-        return (
-            f"**Crossover:** speculation stops paying at concurrency {at} "
-            f"(first level measured below 1× (median): {cross['first_level_below_1']})." + note
-        )
-    return ""
+    said = crossover_text(cross)
+    if not said:
+        return ""
+    if said.startswith("speculation stops paying"):
+        return f"**Crossover:** {said} (medians of the rounds)." + note
+    return f"Speculation is {said} (medians of the rounds)." + note
 
 
 def _mib(value: int | None) -> str:
@@ -157,16 +178,30 @@ def load_lines(L: dict) -> list[str]:
         "",
     ]
     out += table(
-        ["requests", "sent", "equal", "mixed", "diverged", "refused", "no answer", "lost"],
         [
-            ["good", g["sent"], g["equal"], g["mixed"], g["diverged"], g["error"], g["no answer"], L["lost"]],
-            ["bad", b["sent"], "", "", "", b["refused"], b["no answer"], ""],
+            "requests",
+            "sent",
+            "equal",
+            "mixed",
+            "diverged",
+            "refused",
+            "answered",
+            "ended by client",
+            "no answer",
+            "lost",
+        ],
+        [
+            ["good", g["sent"], g["equal"], g["mixed"], g["diverged"], g["error"], "", "", g["no answer"], L["lost"]],
+            ["bad", b["sent"], "", "", "", b["refused"], b["answered"], b.get("ended", ""), b["no answer"], ""],
         ],
     )
     if L.get("by_case"):
         out += table(
-            ["bad case", "sent", "refused", "answered", "no answer"],
-            [[name, r["sent"], r["refused"], r["answered"], r["no answer"]] for name, r in L["by_case"].items()],
+            ["bad case", "sent", "refused", "answered", "ended by client", "no answer"],
+            [
+                [name, r["sent"], r["refused"], r["answered"], r.get("ended", ""), r["no answer"]]
+                for name, r in L["by_case"].items()
+            ],
         )
     h, srv = L.get("health") or {}, L.get("server")
     after = [
@@ -195,6 +230,8 @@ def prompt_lines(prompt_format: dict | None, tokenizer: dict | None, prompt_set:
         lines.append(f"- prompt set: {prompt_set['source']} ({cats})")
         for o in prompt_set.get("left_out") or []:
             lines.append(f"- left out: {o['prompt']} ({o['category']}): {o['why']}")
+        if prompt_set.get("ignored_keys"):
+            lines.append(f"- {prompt_set['ignored_keys']}")
     if prompt_format:
         how = (
             f"through the target's chat template ({prompt_format['template']})"
@@ -218,6 +255,12 @@ def _iv(iv: dict | None, fmt: str = ".2f") -> str:
     return "–" if iv is None else f"{iv['value']:{fmt}} [{iv['low']:{fmt}}–{iv['high']:{fmt}}]"
 
 
+def _position_cells(group: dict, depth: int) -> list[str]:
+    """A group's per-position cells, one per position 1..depth: "–" where none of its requests gave steps."""
+    found = group["per_position"] or []
+    return [_iv(found[i]) if i < len(found) else "–" for i in range(depth)]
+
+
 def acceptance_group_lines(a: dict) -> list[str]:
     """Acceptance per category and per context-length bucket, with intervals, and the gate's verdicts."""
     if not a.get("by_category"):
@@ -229,15 +272,18 @@ def acceptance_group_lines(a: dict) -> list[str]:
         "resamples); AL and rates are pooled per verification step.",
         "",
     ]
-    depth = max((len(g["per_position"] or []) for g in a["by_category"] + a["by_context_length"]), default=0)
-    header = ["requests", "steps", "AL", "acceptance rate"] + [f"pos {i}" for i in range(1, min(depth, 4) + 1)]
+    groups_all = a["by_category"] + a["by_context_length"]
+    depth = max([a.get("positions") or 0, *(len(g["per_position"] or []) for g in groups_all)])
+    header = ["requests", "steps", "AL", "acceptance rate"] + [f"pos {i}" for i in range(1, depth + 1)]
     for title, groups in (("category", a["by_category"]), ("context length", a["by_context_length"])):
         rows = [
             [g["group"], g["requests"], g["steps"], _iv(g["acceptance_length"]), _iv(g["acceptance_rate"], ".1%")]
-            + [_iv(p) for p in (g["per_position"] or [])[:4]]
+            + _position_cells(g, depth)
             for g in groups
         ]
         lines += table([title] + header, rows)
+    if a.get("per_position_note"):
+        lines += [a["per_position_note"][:1].upper() + a["per_position_note"][1:] + ".", ""]
     if a.get("gate_verdicts"):
         lines += table(
             ["gated group", "minimum AL", "AL [interval]", "verdict"],
@@ -442,7 +488,7 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
                     r["expect"],
                     r["outcome"],
                     {True: "yes", False: "NO"}.get(r.get("healthy_after"), ""),
-                    (r.get("message") or "")[:100],
+                    r.get("message") or "",  # whole: GitHub wraps a cell to the page (markdown_table.py)
                 ]
                 for r in bad.details["cases"]
             ],

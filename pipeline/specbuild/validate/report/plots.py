@@ -3,6 +3,7 @@ concurrency with the crossover marked, acceptance per draft position."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 COLORS = {"speculative": "#1f77b4", "baseline": "#7f7f7f", "target": "#1f77b4"}
@@ -129,8 +130,8 @@ def speedup_plot(plt, details: dict, path: Path, title: str) -> Path:
         )
     top = max(ys + [1.0] + [hi for *_, hi in spreads]) * 1.2
     cross = details.get("crossover") or {}
-    if cross.get("first_level_below_1") is not None:
-        at = cross.get("interpolated") or cross["first_level_below_1"]
+    if cross.get("interpolated") is not None:  # a crossing: faster below it, slower above
+        at = cross["interpolated"]
         ax.axvline(at, color="#d62728", lw=1.5, ls=":")
         ax.annotate(
             f"crossover ≈ {at:.1f}",
@@ -154,6 +155,12 @@ def speedup_plot(plt, details: dict, path: Path, title: str) -> Path:
     return path
 
 
+def prompt_label(record: dict) -> str:
+    """A request's prompt on an axis: its id and category (its index in the set when it has no id)."""
+    name = record.get("prompt") or f"#{record.get('prompt_index')}"
+    return f"{name} ({record['category']})" if record.get("category") else str(name)
+
+
 def acceptance_plot(plt, details: dict, path: Path, title: str) -> Path:
     per_pos, hist = details.get("per_position"), details.get("histogram")
     records = details.get("records") or []
@@ -168,16 +175,14 @@ def acceptance_plot(plt, details: dict, path: Path, title: str) -> Path:
         ax.set_xlabel("draft position")
         ax.set_ylabel("share of steps accepting this position")
         ax.set_ylim(0, 1.05)
-        ax.set_title("acceptance per draft position")
+        stepped, requests = details.get("per_position_requests"), len(records)
+        part = f" ({stepped} of {requests} requests)" if stepped and requests and stepped < requests else ""
+        ax.set_title("acceptance per draft position" + part)
     else:
-        ax.text(
-            0.5,
-            0.5,
-            "per-position acceptance needs a deployment\nthat streams one response per step",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
+        why = details.get("per_position_note") or (
+            "per-position acceptance needs a deployment that streams one response per step"
         )
+        ax.text(0.5, 0.5, textwrap.fill(why, 48), ha="center", va="center", transform=ax.transAxes, fontsize=8)
         ax.set_axis_off()
     ax = axes[1]
     if hist:
@@ -188,7 +193,9 @@ def acceptance_plot(plt, details: dict, path: Path, title: str) -> Path:
         ax.set_title("acceptance histogram")
     elif records:
         ax.bar(range(len(records)), [r["acceptance_length"] for r in records], color="#2ca02c")
-        ax.set_xlabel("prompt")
+        ax.set_xticks(range(len(records)))
+        ax.set_xticklabels([prompt_label(r) for r in records], rotation=45, ha="right", fontsize=7)
+        ax.set_xlabel("prompt (category)")
         ax.set_ylabel("mean acceptance length")
         ax.set_title("acceptance length per request")
     ax.grid(True, axis="y", alpha=0.3)

@@ -67,9 +67,17 @@ def print_result(result, console) -> None:
         console.print(terminal_table(cost.details))
     verdict = "[bold green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
     failing = ", ".join(c.name for c in result.failures)
-    console.print(f"{verdict}" + (f": {failing}" if failing else "") + f"  ({result.duration_s:.1f} s)")
+    console.print(f"{verdict}" + (f": {failing}" if failing else "") + f"  ({duration_text(result)})")
     for c in result.warnings:
         console.print(f"[yellow]WARNING[/] {c.name}: {c.summary}", soft_wrap=True)
+
+
+def duration_text(result) -> str:
+    """How long the validation took — said to be an earlier run's, with when it started, when the verdict is
+    reused from that run's report (this run validated nothing)."""
+    if result.reused:
+        return f"the verdict of an earlier run, started {result.started}, which took {result.duration_s:.1f} s"
+    return f"{result.duration_s:.1f} s"
 
 
 def _ms(dist: dict | None) -> str:
@@ -86,7 +94,7 @@ def performance_table(details: dict):
     title = "performance: p50 unless said" + (f" — {errors} request(s) FAILED" if errors else "")
     table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
     for col in ("c", "deployment", "tok/s", "req/s", "TTFT ms", "ITL ms", "lat s", "p99 s", "speedup"):
-        table.add_column(col, justify="left" if col == "deployment" else "right", no_wrap=True)
+        table.add_column(col, justify="left" if col == "deployment" else "right", overflow="fold")
     speed = {p["concurrency"]: p for p in details.get("speedup", [])}
     for c in sorted({s["concurrency"] for vs in levels.values() for s in vs}):
         for dep, vs in levels.items():

@@ -277,16 +277,21 @@ class TritonPythonModel:
                     )
 
     def send_error(self, sender, e):
-        """NVIDIA's except clause: one FINAL response, text_output ["N/A"], "Error generating request: <e>"."""
+        """NVIDIA's except clause: one FINAL response, text_output ["N/A"], "Error generating request: <e>"; a
+        request the model refuses (RequestError, UserError) as INVALID_ARG (HTTP 400, gRPC INVALID_ARGUMENT),
+        anything else as INTERNAL."""
         from specbuild.reference.llmapi_contract import RequestError, error_text
 
-        if not isinstance(e, RequestError) and type(e).__name__ != "UserError":
+        refused = isinstance(e, RequestError) or type(e).__name__ == "UserError"
+        if not refused:
             traceback.print_exc()
         _log("error", f"[trtllm] {error_text(e)}")
         with PB_LOCK:
             na = pb_utils.Tensor("text_output", np.array([b"N/A"], dtype=np.object_))
+            code = getattr(pb_utils.TritonError, "INVALID_ARG" if refused else "INTERNAL", None)
+            error = pb_utils.TritonError(error_text(e)) if code is None else pb_utils.TritonError(error_text(e), code)
             sender.send(
-                pb_utils.InferenceResponse(output_tensors=[na], error=pb_utils.TritonError(error_text(e))),
+                pb_utils.InferenceResponse(output_tensors=[na], error=error),
                 flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
             )
 

@@ -1,5 +1,6 @@
-"""The target's tokenizer on the client side, when its folder is on this machine: the stop-word check, token counts
-of the llm-api contract (no ids in its responses) and chat templates need it.
+"""The target's tokenizer on the client side, when its folder is on this machine: `check` (the prompt set as it will
+be sent: chat templates, token lengths), and the validation suite's stop-word check and token counts of the llm-api
+contract (no ids in its responses) need it.
 
     tok = load_tokenizer(folder)        # TokenizerUnavailable(reason) when nothing in the folder loads
     tok.encode(text), tok.decode(ids), tok.chat_template, tok.render_chat(messages)
