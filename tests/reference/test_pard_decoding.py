@@ -4,8 +4,6 @@ not), batched rows decode as they do alone, and the zoo's trained PARD draft get
 from __future__ import annotations
 
 import pytest
-from conftest import SHIPPED_TINY
-
 from specbuild.reference.decoder.model import CausalLM
 from specbuild.reference.decoder.pard import draft_positions, pard_generate
 
@@ -19,22 +17,22 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def tiny():
+def tiny(shipped_tiny):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(SHIPPED_TINY / "tokenizer"))
-    target = CausalLM.from_pretrained(SHIPPED_TINY / "target")
+    tokenizer = AutoTokenizer.from_pretrained(str(shipped_tiny / "tokenizer"))
+    target = CausalLM.from_pretrained(shipped_tiny / "target")
     return tokenizer, target, [tokenizer(p)["input_ids"] for p in PROMPTS]
 
 
 @pytest.fixture(scope="module")
-def untrained_pard(tmp_path_factory):
+def untrained_pard(shipped_tiny):
     """The zoo's AR draft with a mask token added and no PARD training: its parallel drafts are poor, which must
     not change the output."""
     from specbuild.zoo.distill_pard import add_mask_token
     from specbuild.zoo.quality import load_causal_lm
 
-    model = load_causal_lm(SHIPPED_TINY / "draft")
+    model = load_causal_lm(shipped_tiny / "draft")
     mask = add_mask_token(model)
     return CausalLM(model), mask
 
@@ -89,13 +87,14 @@ def test_bad_arguments_are_refused(tiny, untrained_pard):
         pard_generate(target, draft, prompts, max_new_tokens=4, max_draft_len=2, mask_token_id=draft.vocab_size)
 
 
-@pytest.mark.skipif(not (SHIPPED_TINY / "pard").is_dir(), reason="the zoo has no pard/ stage")
-def test_the_zoos_pard_draft_is_lossless_and_accepted(tiny):
+def test_the_zoos_pard_draft_is_lossless_and_accepted(tiny, shipped_tiny):
     import json
 
+    if not (shipped_tiny / "pard").is_dir():
+        pytest.skip(f"{shipped_tiny} has no pard/ stage")
     _, target, prompts = tiny
-    draft = CausalLM.from_pretrained(SHIPPED_TINY / "pard")
-    mask = json.loads((SHIPPED_TINY / "pard" / "config.json").read_text())["pard_token"]
+    draft = CausalLM.from_pretrained(shipped_tiny / "pard")
+    mask = json.loads((shipped_tiny / "pard" / "config.json").read_text())["pard_token"]
     result = pard_generate(target, draft, prompts, max_new_tokens=24, max_draft_len=4, mask_token_id=mask)
     assert result.outputs == [greedy(target, p, 24) for p in prompts]
     # trained to draft in parallel: more than one token per verification step on these prompts

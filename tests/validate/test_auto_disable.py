@@ -1,7 +1,7 @@
 """The auto-disable check: its verdicts on counted phases and paired rounds, and served end to end by the llm-api
 reference core on the tiny zoo (EAGLE-3, which drafts at every step): a deployment whose model.yaml carries the
-acceptance-rate switch passes (drafting stops after hot traffic, the server's counters stay put, no slower than the
-baseline); the same recipe against a deployment without the switch (one that never turns off) fails."""
+acceptance-rate switch stops drafting after hot traffic (the server's counters stay put) and is then timed against the
+baseline in ABBA rounds; the same recipe against a deployment without the switch (one that never turns off) fails."""
 
 from __future__ import annotations
 
@@ -63,7 +63,14 @@ def test_no_slower_is_judged_on_the_rounds():
 
 # --------------------------------------------------------------------------------------------- served end to end
 served = pytest.mark.skipif(not (TINY / "eagle3" / "config.json").is_file(), reason="checkpoints/tiny has no eagle3")
-PROMPTS = ["def add(a, b):\n    return", "x = [1, 2, 3]\ny = [1, 2,", "class Stack:\n    def push(self, item):"]
+PROMPTS = [
+    "def add(a, b):\n    return",
+    "x = [1, 2, 3]\ny = [1, 2,",
+    "class Stack:\n    def push(self, item):",
+    "import os\n\ndef walk(root):\n    for",
+    "    if value is None:\n        raise",
+    "with open(path) as f:\n    for line in",
+]
 
 
 def recipe_dict(**adaptive) -> dict:
@@ -82,7 +89,7 @@ def recipe_dict(**adaptive) -> dict:
         "triton": {"streaming": True},
         "llm_api": {"release": "1.3"},
         "adaptive": adaptive,
-        "validation": {"prompts": PROMPTS, "max_tokens": 16, "performance_rounds": 2, "allow_inconclusive": True},
+        "validation": {"prompts": PROMPTS, "max_tokens": 24, "performance_rounds": 3, "allow_inconclusive": True},
     }
 
 
@@ -126,7 +133,7 @@ def auto_disable(recipe, target, baseline):
         resolve_build(recipe),
         Endpoints.of(target),
         Endpoints.of(baseline),
-        options=SuiteOptions(checks=["auto_disable"], performance_rounds=2),
+        options=SuiteOptions(checks=["auto_disable"]),
     )
     return result.check("auto_disable")
 
@@ -146,15 +153,17 @@ def test_a_switch_that_never_turns_off_fails(servers):
 
 @served
 @pytest.mark.timeout(900)
-def test_poor_acceptance_switches_speculation_off_and_costs_nothing(servers):
+def test_poor_acceptance_switches_speculation_off_then_it_is_timed(servers):
     recipe, running = servers
     check = auto_disable(recipe, running["target"], running["baseline"])
-    assert check.status in ("passed", "inconclusive"), check.summary  # inconclusive: a busy machine's rounds
     d = check.details
     assert d["switch"]["status"] == "passed", d["switch"]["why"]
+    # the timing half is judged on the ABBA rounds (its verdicts: test_no_slower_is_judged_on_the_rounds); what this
+    # machine measured is not asserted (no wall-clock thresholds in tests)
+    assert check.status == d["no_slower"]["status"] and check.summary.startswith(d["switch"]["why"])
     assert d["before"]["draft_tokens"] > 0 and d["before"]["acceptance_rate"] >= 0.25  # on, before
     assert d["hot"]["draft_tokens"] > 0 and d["hot"]["acceptance_rate"] < 0.25  # the hot traffic switched it off
     assert d["after"]["draft_tokens"] == 0 and d["after"]["requests"] == len(PROMPTS)
     counters = d["after"]["server_counters"]
     assert counters is None or counters["draft_tokens"] == 0
-    assert len(d["rounds"]["speedup"]["rounds"]) == 2
+    assert len(d["rounds"]["speedup"]["rounds"]) == 3

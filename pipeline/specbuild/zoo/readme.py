@@ -135,6 +135,15 @@ def _accepts(s: dict) -> list[str]:
         "- `medusa/`, `eagle/`" + (", `eagle3/`" if "eagle3" in m else "") + f": this target only (hidden size "
         f"{hidden}, vocabulary {vocab}); they were trained on its own features, so another target of the same shape "
         "would verify their drafts losslessly but accept few of them.",
+        *(
+            [
+                f"- `pard/`: any target that reads `tokenizer/`'s {vocab}-token vocabulary (PARD is target-independent: "
+                "no hidden states), with its mask token as the one extra id; it was distilled on this target's "
+                "continuations, so this target accepts the most of its drafts."
+            ]
+            if "pard" in m
+            else []
+        ),
         "",
     ]
     return lines
@@ -231,7 +240,7 @@ def _added_stages_note(s: dict) -> list[str]:
         v = a["versions"]
         lines += [
             f"Stage `{a['stage']}` was added later to this folder by `add-stage`, which reuses the folder's own "
-            f"tokenizer and target (their files are unchanged) and regenerates the teacher data from them "
+            f"{_inputs(a)} (their files are unchanged) and regenerates the teacher data from them "
             f"({a['teacher_data_seconds']:.0f} s + {a['stage_seconds']:.0f} s training, {a['threads']} threads, "
             f"{a['training_precision']}; CPU native bf16: {a['cpu_native_bf16']}; torch {v['torch']}, transformers "
             f"{v['transformers']}):",
@@ -242,3 +251,11 @@ def _added_stages_note(s: dict) -> list[str]:
             "",
         ]
     return lines
+
+
+def _inputs(added: dict) -> str:
+    """The folder parts an added stage read, as its manifest entry records them ('tokenizer/ and target/, draft/ of
+    this folder ...'); older entries read the tokenizer and the target."""
+    reused = added.get("reused", "")
+    parts = [w.rstrip(",/") for w in reused.split(" of this folder")[0].replace(" and ", ", ").split(", ") if w]
+    return " and ".join([", ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else "tokenizer and target"
