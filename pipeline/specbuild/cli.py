@@ -361,6 +361,13 @@ def schema() -> None:
     is_flag=True,
     help="Serve and validate again even when the passing verdict of the same repositories and recipe is in place.",
 )
+@click.option(
+    "--adapt-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("adapt"),
+    show_default=True,
+    help="Root of adapt outputs (adapt/<name>/): where a recipe's adapt section writes the head it ships.",
+)
 def compile(
     recipe: Path,
     engines_dir: Path,
@@ -376,11 +383,14 @@ def compile(
     no_cache: bool,
     revalidate: bool,
     cache_dir: Path | None,
+    adapt_dir: Path,
 ) -> None:
     """Build engines, write the Triton repository, serve it on free loopback ports, validate it, report.
 
     \b
     Exit code: 0 when every gate of the recipe's validation section holds, 1 when a gate fails, 2 for user errors.
+    A recipe with an adapt section adapts its draft first (`specbuild adapt`) into --adapt-dir/<name>/ and builds
+    the new head when the gate shipped it, the recipe's own head when not.
     Outputs: engines/<name>/, triton_repo/<name>/ (+ <name>-baseline/), reports/<name>/, each with a
     provenance.json saying what it was made from. Engines, a repository and a passing verdict already in place
     and made from the same inputs are reused; engines and repositories whose folder was deleted or rebuilt from
@@ -414,6 +424,7 @@ def compile(
         revalidate=revalidate,
         against=against,
         cache_dir=cache_dir,
+        adapt_root=adapt_dir,
     )
     layout = _layout(r, engines_dir, repo_dir, report_dir)
     console = _console(stderr=True)
@@ -429,6 +440,113 @@ def compile(
         click.echo(json.dumps(compile_document(r, written, stages, code, rendered=render_only), indent=2))
     if code:
         raise click.exceptions.Exit(code)
+
+
+@cli.command()
+@_recipe_arg()
+@click.option(
+    "--traffic",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Your traffic: any file validation.prompts reads (.txt, .jsonl, .json of text, chat, ShareGPT or OpenAI "
+    "request records, each with an optional category). Default: adapt.traffic, else validation.prompts.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The output folder, replaced whole by each run (default: adapt/<name>).",
+)
+@click.option("--max-steps", type=click.IntRange(0), default=None, help="Optimizer steps at most (0: no training).")
+@click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None, help="Training time at most.")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None, help="Seeds the split and the training order.")
+@click.option("--device", default=None, metavar="auto|cpu|cuda[:N]", help="Where training runs (default auto).")
+@click.option(
+    "--trainer", type=click.Choice(["specbuild", "modelopt"]), default=None, help="The trainer (default specbuild)."
+)
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Adapt again even when --out was made from the same inputs, and regenerate the teacher outputs instead of "
+    "reusing the build cache's.",
+)
+@_cache_dir_option
+@_json_option("the verdict, with adapt.json under `adapt`")
+def adapt(
+    recipe: Path,
+    traffic: Path | None,
+    out: Path | None,
+    max_steps: int | None,
+    max_minutes: float | None,
+    seed: int | None,
+    device: str | None,
+    trainer: str | None,
+    no_cache: bool,
+    cache_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Adapt the draft (EAGLE-1/2 or EAGLE-3 head, Medusa heads, draft model) to your traffic, and ship the new head
+    only when it measurably beats the old one.
+
+    \b
+    1. split each category of the traffic into train, dev and held-out parts (seeded, by record digest);
+    2. the target answers every prompt on the recipe's runtime (greedy, as validate asks), with the hidden states
+       the head reads; kept in the build cache, so a rerun regenerates nothing;
+    3. train from the current head (the zoo's objective), until --max-steps, --max-minutes or early stopping on the
+       dev part;
+    4. gate: old and new head decode the held-out part; ship when the paired 95% bootstrap interval of (new - old)
+       acceptance length lies above 0, no gated category (20+ records) lies wholly below -adapt.max_category_drop,
+       and the answers are unchanged (lossless).
+    \b
+    Outputs in --out: adapt.json (shipped, reason, head, categories, overall), report.md/json, junit.xml, plots,
+    provenance.json; when shipped, head/ (upstream layout) and recipe.yaml (the recipe pointing at it); when not,
+    candidate/. Settings: the recipe's adapt section (docs/adapt.md); options here override it.
+    Exit code: 0 shipped, 1 not shipped (the old head is kept), 2 for user errors.
+    Examples:
+      specbuild adapt recipes/demo.yaml --traffic traffic.jsonl --out adapt/demo
+      specbuild adapt recipes/demo.yaml --traffic traffic.jsonl --max-steps 0     # ends "not shipped"
+    """
+    from specbuild.adapt.run import AdaptOptions, run_adapt
+    from specbuild.output.steps import Stages
+
+    with _refusals_as_json("adapt", recipe, as_json):
+        build = _load(recipe)
+    r = build.recipe
+    _print_warnings(r)
+    console = _console(stderr=True)
+    stages = Stages(console)
+    options = AdaptOptions(
+        out=out if out is not None else Path("adapt") / r.name,
+        traffic=traffic,
+        overrides={
+            "max_steps": max_steps,
+            "max_minutes": max_minutes,
+            "seed": seed,
+            "device": device,
+            "trainer": trainer,
+        },
+        cache_dir=cache_dir,
+        reuse=not no_cache,
+    )
+    with _refusals_as_json("adapt", recipe, as_json), stages.stage("adapt") as progress:
+        result = run_adapt(build, options, progress=progress, notice=stages.notice)
+    if result.reused:
+        stages.reused(
+            f"adapt {result.out}", "made from the same recipe, traffic, checkpoints and code; --no-cache adapts again"
+        )
+    if as_json:
+        from specbuild.output.commands import adapt_document
+
+        click.echo(json.dumps(adapt_document(recipe, r, stages, result), indent=2))
+    else:
+        colour = "green" if result.shipped else "yellow"
+        console.print(f"[{colour}]{result.reason}[/{colour}]", soft_wrap=True)
+        console.print(f"head: {result.head}", soft_wrap=True)
+        if result.recipe is not None:
+            console.print(f"deploy it with: specbuild compile {result.recipe}", soft_wrap=True)
+        console.print(f"report: {result.out / 'report.md'}", soft_wrap=True)
+    if not result.shipped:
+        raise click.exceptions.Exit(1)
 
 
 @cli.group()

@@ -26,6 +26,7 @@ from typing import Callable
 from rich.console import Console
 
 from specbuild.cache import step_cache
+from specbuild.load import load_build
 from specbuild.errors import UserError
 from specbuild.output.steps import Stages
 from specbuild.plan import DeployStep, Layout, Plan, RepositoryStep
@@ -59,6 +60,7 @@ class CompileOptions:
     )
     revalidate: bool = False  # serve and validate even when the verdict could be reused
     cache_dir: Path | None = None  # the build cache (specbuild.cache.step_store); None: its default place
+    adapt_root: Path = Path("adapt")  # the recipe's adapt section writes adapt/<name>/ (specbuild.adapt)
 
     @property
     def build(self) -> BuildOptions:
@@ -79,6 +81,7 @@ def compile_recipe(
     stages = stages or Stages(console)
     if options.render_only:
         return render_recipe(build, layout, options, console, stages)
+    build = adapt_first(build, options, stages)
     recipe, runtime = build.recipe, build.runtime
     plan: Plan = plan_build(build, layout)
     console.print(
@@ -135,6 +138,30 @@ def compile_recipe(
     if code == 0:
         cache.store_output("report", None, layout.report, validation_key)
     return code
+
+
+def adapt_first(build: Build, options: CompileOptions, stages: Stages) -> Build:
+    """The recipe's `adapt:` section, run before the engines (specbuild.adapt): the build of the recipe that deploys
+    the head the gate chose — DIR/recipe.yaml when the new head shipped, the recipe itself when not (said). A run
+    made from the same inputs is reused."""
+    if build.recipe.adapt is None:
+        return build
+    from specbuild.adapt.run import AdaptOptions, run_adapt  # torch, numpy: only recipes that adapt need them
+
+    out = (options.adapt_root / build.recipe.name).absolute()
+    with stages.stage(f"adapt {out}") as progress:
+        result = run_adapt(
+            build, AdaptOptions(out=out, cache_dir=options.cache_dir, reuse=options.reuse), progress, stages.notice
+        )
+    if result.reused:
+        stages.reused(
+            f"adapt {out}", "made from the same recipe, traffic, checkpoints and code; --no-cache adapts again"
+        )
+    if not result.shipped:
+        stages.notice(f"adapt: {result.reason}")
+        return build
+    stages.notice(f"adapt: {result.reason}; building {result.recipe}")
+    return load_build(result.recipe, options=build.options)
 
 
 class OutputCache:

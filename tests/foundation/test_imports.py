@@ -42,6 +42,7 @@ START_UP = (
 
 # (importer, imported), both relative to `specbuild.`
 ALLOWED = {
+    ("cli", "adapt.run"): START_UP,
     ("cli", "cache.step_store"): START_UP,
     ("cli", "output.commands"): START_UP,
     ("cli", "output.console"): START_UP,
@@ -84,6 +85,7 @@ ALLOWED = {
     ("reference.decoder.drafters", "reference.decoder.lean.linear"): HEAVY,
     ("reference.engine_folder", "reference.decoder.engine"): HEAVY,
     ("reference.engine_folder", "reference.decoder.model"): HEAVY,
+    ("compile", "adapt.run"): HEAVY,
     ("compile", "validate.suite"): HEAVY,
     ("validate", "validate.suite"): HEAVY,
     ("zoo", "zoo.build"): HEAVY,

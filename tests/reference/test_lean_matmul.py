@@ -1,8 +1,10 @@
-"""The lean forward's float32 matmul rules (lean/linear.py): `column-major` (weights stored transposed, relaid
-in place so the transformers modules share the one copy) and `packed` (the same, plus oneDNN-packed copies of the
-larger matrices for calls of several rows) give logits equal to an independently loaded transformers model's, for
-one row and several, greedy tokens identical; the choice follows the CPU vendor and the
-environment variable, and a bad value is a UserError naming the variable."""
+"""The lean forward's float32 matmul plans (lean/linear.py): the fixed rules `column-major` (weights stored
+transposed, relaid in place so the transformers modules share the one copy) and `packed` (plus oneDNN-packed copies
+of the larger matrices for calls of several rows, down-projections row-major), and `measured` plans that mix
+layouts and kernels per shape and row count (a fake calibration here), give logits equal to an independently
+loaded transformers model's, for one row and several, greedy tokens identical; the default rule a measurement must
+beat follows the CPU vendor; the environment variable picks a fixed rule, and a bad value is a UserError naming
+the variable."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import torch
 
 from specbuild.errors import UserError
 from specbuild.reference.decoder.lean import linear
+from specbuild.reference.decoder.lean import matmul_calibration as mc
 from specbuild.reference.decoder.model import CausalLM
 
 TOL = 1e-5
@@ -44,20 +47,42 @@ def checkpoints(tmp_path_factory):
     return out
 
 
+MIXED = "measured-mixed"  # the measured rule over a fake calibration whose plans mix every kernel (below)
+
+
+def _mixed_times(shape):
+    """Fake measured times: row-major fastest for one and two rows where out > in (column-major elsewhere), packed
+    for 3-5 and 16+ rows on every matrix: each shape gets a plan with both a dense layout and packed bands."""
+    out_features, in_features = shape
+    dense_first = (100.0, 50.0) if out_features > in_features else (50.0, 100.0)
+    return {
+        r: {
+            mc.COLUMN_MAJOR: dense_first[0] if r <= 2 else 100.0,
+            mc.ROW_MAJOR: dense_first[1] if r <= 2 else 100.0,
+            mc.PACKED: 40.0 if 3 <= r <= 5 or r >= 16 else 200.0,
+        }
+        for r in mc.ROWS
+    }
+
+
 @pytest.fixture
 def kernel(monkeypatch):
-    """Set SPECBUILD_REFERENCE_MATMUL (or clear it) for one test; the process-wide choice is recomputed."""
+    """Set SPECBUILD_REFERENCE_MATMUL (or clear it) for one test; the process-wide choice is recomputed. MIXED: the
+    default (measured) rule over a fake calibration (_mixed_times) kept in this process."""
 
     def choose(value: str | None):
         monkeypatch.delenv("SPECBUILD_REFERENCE_FORWARD", raising=False)
-        if value is None:
+        if value is None or value == MIXED:
             monkeypatch.delenv(linear.MATMUL_ENV, raising=False)
         else:
             monkeypatch.setenv(linear.MATMUL_ENV, value)
-        linear.float32_kernel.cache_clear()
+        if value == MIXED:
+            fake = mc.Calibration(None, {}, _mixed_times)
+            monkeypatch.setattr(mc, "calibration", lambda: fake)
+        linear.matmul_rule.cache_clear()
 
     yield choose
-    linear.float32_kernel.cache_clear()
+    linear.matmul_rule.cache_clear()
 
 
 def _reference_logits(folder, texts):
@@ -69,7 +94,7 @@ def _reference_logits(folder, texts):
         return [model(torch.tensor([t])).logits[0] for t in texts]
 
 
-@pytest.mark.parametrize("layout", [linear.COLUMN_MAJOR, linear.PACKED])
+@pytest.mark.parametrize("layout", [linear.COLUMN_MAJOR, linear.PACKED, MIXED])
 @pytest.mark.parametrize("name", ["untied", "tied"])
 def test_each_layout_gives_transformers_logits(checkpoints, kernel, layout, name):
     kernel(layout)
@@ -109,6 +134,7 @@ def test_column_major_relays_the_parameters_in_place(checkpoints, kernel, layout
     assert layer.self_attn.o_proj.weight.data_ptr() == lean.o.weight.data_ptr()
     assert layer.self_attn.q_proj.weight.data_ptr() == lean.wqkv.data_ptr() and lean.wqkv.t().is_contiguous()
     assert lm.lm_head.weight.t().is_contiguous()
+    assert lean.qkv.weight.data_ptr() == lean.wqkv.data_ptr()  # Linear kept the fused copy
 
     tied = CausalLM.from_pretrained(checkpoints["tied"])
     assert tied.lean.embed.is_contiguous() and tied.lean.lm_head.weight.t().is_contiguous()
@@ -118,6 +144,28 @@ def test_column_major_relays_the_parameters_in_place(checkpoints, kernel, layout
     down = layer.mlp.down_proj.weight
     assert down.data_ptr() == lean.down.weight.data_ptr()
     assert down.is_contiguous() if layout == linear.PACKED else down.t().is_contiguous()
+
+
+def test_a_measured_plan_keeps_one_copy_of_each_dense_weight_in_its_layout(checkpoints, kernel):
+    """Under measured plans that store some shapes row-major (_mixed_times: out > in), the fused q/k/v and gate/up
+    weights are built in that layout and shared with the transformers modules, as under the fixed rules."""
+    kernel(MIXED)
+    lm = CausalLM.from_pretrained(checkpoints["untied"])
+    layer, lean = lm.decoder.layers[0], lm.lean.layers[0]
+    for name, lin, module in (
+        ("qkv", lean.qkv, layer.self_attn.q_proj),
+        ("gate_up", lean.gate_up, layer.mlp.gate_proj),
+        ("o", lean.o, layer.self_attn.o_proj),
+        ("down", lean.down, layer.mlp.down_proj),
+    ):
+        out_features, in_features = lin.weight.shape
+        assert lin.plan is not None and lin.plan.dense == (
+            linear.ROW_MAJOR if out_features > in_features else linear.COLUMN_MAJOR
+        )
+        assert lin.weight.is_contiguous() if lin.plan.dense == linear.ROW_MAJOR else lin.weight.t().is_contiguous()
+        assert module.weight.data_ptr() == lin.weight.data_ptr(), name
+        assert lin.plan.packed_rows == frozenset({3, 4, 16, 32}), name
+    assert lean.qkv.weight.data_ptr() == lean.wqkv.data_ptr()
 
 
 def test_packed_copies_only_the_larger_matrices_and_uses_them_for_several_rows(checkpoints, kernel, monkeypatch):
@@ -137,20 +185,25 @@ def test_packed_copies_only_the_larger_matrices_and_uses_them_for_several_rows(c
     assert calls == [(1, linear.PACK_FROM_ROWS, 128)]
 
 
-def test_the_default_follows_the_cpu_vendor(kernel, monkeypatch):
+def test_the_default_is_measured_against_the_rule_of_the_cpu_vendor(kernel, monkeypatch):
     kernel(None)
+    assert linear.matmul_rule() == linear.MEASURED
     monkeypatch.setattr(linear.torch.backends.mkl, "is_available", lambda: True)
     for vendor, want in (("GenuineIntel", linear.COLUMN_MAJOR), ("AuthenticAMD", linear.PACKED), ("", linear.PACKED)):
         monkeypatch.setattr(linear.cpu, "vendor", lambda v=vendor: v)
-        linear.float32_kernel.cache_clear()
-        assert linear.float32_kernel() == want, vendor
-    monkeypatch.setenv(linear.MATMUL_ENV, linear.PACKED)
-    monkeypatch.setattr(linear.cpu, "vendor", lambda: "GenuineIntel")
-    linear.float32_kernel.cache_clear()
-    assert linear.float32_kernel() == linear.PACKED
+        assert linear.default_rule() == want, vendor
+    seen = []
+    fake = mc.Calibration(None, {}, lambda shape: seen.append(shape) or _mixed_times(shape))
+    monkeypatch.setattr(mc, "calibration", lambda: fake)
+    monkeypatch.setattr(mc, "choose", lambda times, default: seen.append(default) or default)
+    assert linear.float32_plan((2048, 128)) == linear.fixed_plan((2048, 128), linear.PACKED)  # what it was given
+    assert seen == [(2048, 128), linear.fixed_plan((2048, 128), linear.PACKED)]
+    monkeypatch.setenv(linear.MATMUL_ENV, linear.COLUMN_MAJOR)
+    linear.matmul_rule.cache_clear()
+    assert linear.matmul_rule() == linear.COLUMN_MAJOR
 
 
 def test_a_bad_value_names_the_variable(checkpoints, kernel):
     kernel("fastest")
-    with pytest.raises(UserError, match="SPECBUILD_REFERENCE_MATMUL='fastest'.*column-major or packed"):
+    with pytest.raises(UserError, match="SPECBUILD_REFERENCE_MATMUL='fastest'.*measured .*, column-major or packed"):
         CausalLM.from_pretrained(checkpoints["untied"])

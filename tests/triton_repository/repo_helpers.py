@@ -41,7 +41,7 @@ def write_llmapi_repository(recipe, layout: Layout, role: str = "target") -> Pat
         if recipe.runtime == "tensorrt-llm"
         else runtime.model_files()
     )
-    return write_repository(recipe, describe(recipe), layout, role, files, inputs=runtime.declared_inputs(recipe))
+    return write_repository(recipe, describe(recipe), layout, role, files)
 
 
 def write_engine_configs(recipe, layout: Layout, role: str = "target", **changes) -> None:

@@ -62,6 +62,8 @@ def make_recipe(method: str, **triton) -> Recipe:
             "speculation": spec,
             "build": {"max_batch_size": 4, "max_input_len": 64, "max_seq_len": 128},
             "triton": {"streaming": streaming, **triton},
+            # one deployment speaks the 1.3 template (all 22 inputs, LoRA and image_url among them)
+            **({"llm_api": {"release": "1.3"}} if method == "none" else {}),
         }
     )
 
@@ -360,16 +362,18 @@ def _grpc_refusal(served, name) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("name", list(REFUSED))
-def test_the_newest_templates_inputs_are_declared_and_refused_naming_them(served, name):
-    """Issue #39 item 1: the reference repository declares all 22 inputs of NVIDIA's newest template whatever the
-    release, so a LoRA or image_url field reaches the model (the generate endpoint would otherwise drop it as a
-    request parameter and answer as if it were absent) and is refused in one sentence naming it: HTTP 400, gRPC
-    INVALID_ARGUMENT (a decoupled model's stream carries the sentence)."""
+def test_the_newest_templates_inputs_are_refused_naming_them(served, name):
+    """Issue #39 item 1: a LoRA or image_url field is refused in one sentence naming it, never answered as if it were
+    absent. The repository declares the template of its release, as NVIDIA's does (the same config.pbtxt on a GPU):
+    where the 1.3 template declares the input, the model refuses it (HTTP 400, gRPC INVALID_ARGUMENT; a decoupled
+    model's stream carries the sentence); where the release's template does not, the generate endpoint hands the
+    field to the model as a request parameter and the model refuses that, and Triton itself refuses it as an input
+    of another protocol."""
     from specbuild.repository.llmapi import tensors
 
     with urllib.request.urlopen(f"{served.server.http_url}/v2/models/tensorrt_llm/config", timeout=60) as r:
         declared = [i["name"] for i in json.loads(r.read())["input"]]
-    assert declared == [t.name for t in tensors.inputs(tensors.NEWEST)] and len(declared) == 22
+    assert declared == [t.name for t in tensors.inputs(served.recipe.llm_api.release)]
     value = REFUSED[name].reshape(-1)[0]
     body = {
         "text_input": PROMPTS[0],
@@ -381,7 +385,8 @@ def test_the_newest_templates_inputs_are_declared_and_refused_naming_them(served
     assert status == 400 and sentence in json.loads(text)["error"], (status, text)
     status, message = _grpc_refusal(served, name)
     want = "stream" if served.recipe.triton.streaming else "StatusCode.INVALID_ARGUMENT"
-    assert status == want and sentence in message, (status, message)
+    said = sentence if name in declared else f"unexpected inference input '{name}'"
+    assert status == want and said in message, (status, message)
     assert served.generate(PROMPTS[0])["text_output"]  # the model stays healthy
 
 

@@ -265,7 +265,7 @@ class Eagle3Head(nn.Module):
     @property
     def draft_to_target(self) -> torch.Tensor:
         """Target id of every draft index [V_d]."""
-        return self.to_target(torch.arange(self.draft_vocab_size))
+        return self.to_target(torch.arange(self.draft_vocab_size, device=self.d2t.device))
 
     def new_cache(self):
         from transformers import DynamicCache

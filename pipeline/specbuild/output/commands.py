@@ -125,3 +125,23 @@ def doctor_document(report: dict[str, Any], checks) -> dict[str, Any]:
         findings=findings,
         **report,
     )
+
+
+def adapt_document(path, recipe, stages, result) -> dict[str, Any]:
+    """`adapt --json`: shipped (exit 0) or not-shipped (exit 1); its own keys are adapt.json's verdict, the head to
+    deploy, the adapted recipe and the whole adapt.json (docs/adapt.md)."""
+    return document(
+        "adapt",
+        verdict="shipped" if result.shipped else "not-shipped",
+        exit_code=0 if result.shipped else 1,
+        steps=stages.to_list(),
+        findings=[*_recipe_findings(recipe), *(finding("note", n) for n in stages.notices)],
+        outputs={"adapt": str(result.out)},
+        recipe=str(path),
+        name=recipe.name,
+        shipped=result.shipped,
+        reason=result.reason,
+        head=str(result.head),
+        adapted_recipe=str(result.recipe) if result.recipe else None,
+        adapt=result.adapt,
+    )

@@ -20,7 +20,8 @@ from specbuild.checkpoints.checkpoint_files import (
 from specbuild.recipe.prompt_checks import prompt_set_findings
 from specbuild.recipe.prompts import PromptSetError
 from specbuild.methods.weights import weights_findings
-from specbuild.recipe.prompts import load_prompts
+from specbuild.recipe.prompts import PROMPTS_FIELD, format_problem, load_prompt_file, load_prompts, no_template
+from specbuild.checkpoints.client_tokenizer import chat_template_source
 from specbuild.recipe.schema import DEFAULT_CATEGORY
 from specbuild.speculation import DraftModel
 
@@ -109,6 +110,7 @@ def file_findings(build: Build) -> Iterator[Finding]:
                     "model's own (model.tokenizer)",
                 )
     yield from _prompt_findings(recipe)
+    yield from _adapt_findings(recipe)
     if not missing:
         yield from build.method.file_checks(recipe)
         yield from build.runtime.file_checks(recipe, build.spec, build.options)
@@ -164,6 +166,22 @@ def _prompt_findings(recipe: Recipe) -> Iterator[Finding]:
                 f"{', '.join(held)}), so it would never be judged — name one of those, or add prompts "
                 f"of {category!r}",
             )
+
+
+def _adapt_findings(recipe: Recipe) -> Iterator[Finding]:
+    """adapt.traffic that does not load, or that validation.prompt_format and the target's chat template cannot send
+    (prompts.format_problem, the suite's rule), before anything runs."""
+    if recipe.adapt is None or recipe.adapt.traffic is None:
+        return
+    try:
+        prompts = load_prompt_file(recipe.resolve(recipe.adapt.traffic))
+    except UserError as e:
+        yield Finding(("adapt", "traffic"), f"{e} — point adapt.traffic at your traffic file")
+        return
+    template = chat_template_source(recipe.tokenizer_dir)
+    problem = format_problem(prompts, recipe.validation.prompt_format, template, no_template(recipe.tokenizer_dir))
+    if problem is not None and problem.field == PROMPTS_FIELD:  # a format no prompt can use: validation's finding
+        yield Finding(("adapt", "traffic"), f"{recipe.adapt.traffic}: {problem.detail}")
 
 
 def _skipped(recipe: Recipe, spec: Speculation) -> Iterator[str]:

@@ -10,6 +10,7 @@ from pydantic_core import PydanticCustomError
 
 from specbuild.checkpoints import hub
 from specbuild.facts.bounds import NonNegativeInt32, PositiveFinite, PositiveInt32
+from specbuild.recipe.adapt import AdaptSection
 from specbuild.recipe.deploy import DeploySection
 from specbuild.methods import METHODS
 from specbuild.section import Section
@@ -316,6 +317,9 @@ class Recipe(Section):
     """Settings of the llm-api flavour (model.yaml beyond the shared sections)."""
     deploy: DeploySection = Field(default_factory=DeploySection)
     """Deployment bundle beyond one machine (Kubernetes, Slurm), written next to the repository."""
+    adapt: AdaptSection | None = None
+    """Adapt the draft to your traffic before the engines (specbuild adapt): compile ships the new head only when
+    it measurably beats the old one on held-out traffic (docs/adapt.md). Absent: the head is used as it is."""
 
     _source: Path | None = PrivateAttr(default=None)
     _checkpoints: dict = PrivateAttr(default_factory=dict)

@@ -22,8 +22,9 @@ Request (helpers.py `get_sampling_params_from_request`, `get_output_config_from_
     top_p outside [0, 1], max_tokens < 1; worded as SamplingParams._validate words them ("require top_k >= 0, got
     top_k=-1"), where TensorRT-LLM itself lets +inf and NaN through
 What the reference runtime cannot honour is refused with one sentence naming the input: best_of > 1, LoRA and
-image_url (the newest template's inputs, @0a71057, which the reference repository declares whatever the release, so
-that the generate endpoint hands them to the model instead of dropping them as request parameters). Every
+image_url (the newest template's inputs, @0a71057), whether they arrive as inputs (declared by the 1.3 template) or
+as request parameters (Triton's generate endpoint turns a JSON field that names no declared input into a request
+parameter, which NVIDIA's model would never read: the request would be answered as if it were absent). Every
 RequestError goes out as TritonError INVALID_ARG (HTTP 400, gRPC INVALID_ARGUMENT) with NVIDIA's wording.
 
 Response (model.py `_create_response`): text_output [1] BYTES (the cumulative text; the prompt first unless
@@ -46,8 +47,7 @@ from specbuild.standalone import request_checks as checks
 
 DEFAULT_MAX_TOKENS = 32  # SamplingParams.max_tokens (TensorRT-LLM tensorrt_llm/sampling_params.py)
 REPLACEMENT = "\ufffd"
-# Inputs of the newest llmapi config.pbtxt (@0a71057; the reference runtime declares it whatever the release) the
-# reference runtime cannot honour: input -> the feature
+# Inputs of the newest llmapi config.pbtxt (@0a71057) the reference runtime cannot honour: input -> the feature
 REFUSED_INPUTS = {
     "image_url": "multimodal input (it serves text models)",
     "lora_id": "a LoRA adapter",
@@ -106,9 +106,10 @@ def _text(value: Any, name: str) -> str:
     return str(value)
 
 
-def parse_request(get: Get) -> LlmApiRequest:
+def parse_request(get: Get, parameters: frozenset[str] = frozenset()) -> LlmApiRequest:
     """The request as SamplingParams would hold it; RequestError for what NVIDIA's model or the LLM refuses, and
-    for what the reference runtime cannot honour."""
+    for what the reference runtime cannot honour. `parameters`: the names of the request's parameters (where the
+    generate endpoint puts fields that name no declared input)."""
     text = get("text_input")
     if text is None:
         raise RequestError("text_input is missing from the request")
@@ -118,7 +119,7 @@ def parse_request(get: Get) -> LlmApiRequest:
         raise RequestError("text_input is empty (give one prompt)")
     prompt = _text(text.reshape(-1)[0], "text_input")  # text_input[0]: further prompts are ignored (model.py@b35ac1b)
     for name, feature in REFUSED_INPUTS.items():
-        if get(name) is not None:
+        if get(name) is not None or name in parameters:
             raise RequestError(
                 f"{name} is not supported: the reference runtime cannot serve {feature} — leave {name} out, or "
                 "serve with runtime: tensorrt-llm"

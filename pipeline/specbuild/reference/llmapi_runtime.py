@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.repository.engine.tensors import Tensor
-from specbuild.repository.llmapi import tensors
 from specbuild.repository.llmapi.flavour import LlmApiFlavour
 from specbuild.findings import Finding
 from specbuild.plan import ServeStep
@@ -66,12 +64,6 @@ class ReferenceLlmApiRuntime(LlmApiFlavour):
 
     def model_files(self) -> dict[str, Path]:
         return {"model.py": MODEL}
-
-    def declared_inputs(self, recipe) -> list[Tensor]:
-        """NVIDIA's newest template whatever the release (config.pbtxt@0a71057: LoRA and image_url too): its
-        model.py reads every one and refuses those it cannot honour in one sentence (llmapi_contract.py), where an
-        undeclared one would be dropped by the generate endpoint as a request parameter, unanswered."""
-        return tensors.inputs(tensors.NEWEST)
 
     def serve_step(self, recipe, spec, layout, repo_roles) -> ServeStep:
         return cpu_serve_step(recipe, layout, repo_roles)

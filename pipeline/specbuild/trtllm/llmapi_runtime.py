@@ -214,15 +214,7 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
             notice(source.describe())
         validate = None if install is None else (lambda text: check_model_yaml(text, install, recipe, role))
         return write_repository(
-            recipe,
-            spec,
-            layout,
-            role,
-            source.files,
-            progress=progress,
-            notice=notice,
-            validate=validate,
-            inputs=self.declared_inputs(recipe),
+            recipe, spec, layout, role, source.files, progress=progress, notice=notice, validate=validate
         )
 
     def serve_step(self, recipe, spec, layout, repo_roles) -> ServeStep:

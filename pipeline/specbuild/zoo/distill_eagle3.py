@@ -53,7 +53,7 @@ def ttt_attention(q: torch.Tensor, keys: list[torch.Tensor], values: list[torch.
     scale = 1.0 / math.sqrt(q.shape[-1])
     t = q.shape[-2]
     first = (q @ keys[0].transpose(-1, -2)) * scale
-    first = first.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    first = first.masked_fill(torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
     own = [(q * k).sum(-1, keepdim=True) * scale for k in keys[1:]]
     weights = torch.softmax(torch.cat([first, *own], dim=-1), dim=-1)
     out = weights[..., :t] @ values[0]
@@ -71,7 +71,7 @@ def unrolled_logits(head, captured: torch.Tensor, embed: torch.Tensor, tokens: t
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
     logits = []
-    base = torch.arange(length)[None].expand(tokens.shape[0], -1)
+    base = torch.arange(length, device=tokens.device)[None].expand(tokens.shape[0], -1)
     for k in range(steps):
         embeds = F.embedding(tokens[:, 1 + k : 1 + k + length], embed)
         q, key, value = head.midlayer.project(hidden, embeds, base + k)
@@ -80,6 +80,30 @@ def unrolled_logits(head, captured: torch.Tensor, embed: torch.Tensor, tokens: t
         hidden = head.midlayer.finish(ttt_attention(q, keys, values), hidden)
         logits.append(head.logits(hidden))
     return logits
+
+
+def eagle3_loss(
+    head, data, captured: torch.Tensor, embed: torch.Tensor, rows: torch.Tensor, steps: int, precision: str
+) -> torch.Tensor:
+    """The training-time-test loss on teacher rows `rows` (positions of padded rows marked by `data.weight`)."""
+    length = data.tokens.shape[1] - steps
+    draft_ids = head.draft_to_target
+    in_vocab = head.t2d
+    tokens = data.tokens[rows]
+    weight = data.weight(rows)
+    with autocast(precision, tokens.device.type):
+        per_step = unrolled_logits(head, captured[rows], embed, tokens, steps)
+    total = 0.0
+    for k, logits in enumerate(per_step):
+        with torch.no_grad():
+            teacher = data.target_logits(rows, slice(1 + k, 1 + k + length))  # predicts token t + 2 + k
+            mask = in_vocab[teacher.argmax(-1)].float()
+            if weight is not None:
+                mask = mask * weight[:, 1 + k : 1 + k + length]
+            target = F.softmax(teacher[..., draft_ids], dim=-1)
+        ce = -(target * F.log_softmax(logits.float(), dim=-1)).sum(-1)
+        total = total + STEP_DECAY**k * (ce * mask).sum() / mask.sum().clamp(min=1.0)
+    return total
 
 
 def train_eagle3(
@@ -96,24 +120,10 @@ def train_eagle3(
 ) -> dict:
     """Train `head` (vocabulary already set) on teacher rows `data` with their captured layer outputs."""
     head.train()
-    length = data.tokens.shape[1] - steps
-    draft_ids = head.draft_to_target
-    in_vocab = head.t2d
 
     def loss_fn(step: int) -> torch.Tensor:
         rows = train.batch_indices(step, schedule.batch, data.tokens.shape[0], seed)
-        tokens = data.tokens[rows]
-        with autocast(precision):
-            per_step = unrolled_logits(head, captured[rows], embed, tokens, steps)
-        total = 0.0
-        for k, logits in enumerate(per_step):
-            with torch.no_grad():
-                teacher = data.target_logits(rows, slice(1 + k, 1 + k + length))  # predicts token t + 2 + k
-                mask = in_vocab[teacher.argmax(-1)].float()
-                target = F.softmax(teacher[..., draft_ids], dim=-1)
-            ce = -(target * F.log_softmax(logits.float(), dim=-1)).sum(-1)
-            total = total + STEP_DECAY**k * (ce * mask).sum() / mask.sum().clamp(min=1.0)
-        return total
+        return eagle3_loss(head, data, captured, embed, rows, steps, precision)
 
     stats = train.run(list(head.parameters()), loss_fn, schedule, progress, "eagle3")
     head.eval()

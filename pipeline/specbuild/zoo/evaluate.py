@@ -91,7 +91,7 @@ def draft_model_run(draft, sequences: torch.Tensor, prompt_len: int, k: int) -> 
                 token = int(logits[0, -1].argmax())
                 out.append(token)
                 if s + 1 < count:
-                    logits = draft(input_ids=torch.tensor([[token]]), use_cache=True, **{key: cache}).logits
+                    logits = draft(input_ids=seq.new_tensor([[token]]), use_cache=True, **{key: cache}).logits
             crop_to(cache, j + 1)  # keep only the accepted prefix; matched drafts are re-fed next step
             return out
 
@@ -129,14 +129,14 @@ def eagle_run(
 
         def propose(j: int, count: int) -> list[int]:
             fed = cache.get_seq_length()  # pairs (f_p, x_{p+1}) for p < fed
-            pos = torch.arange(fed, j)[None]
+            pos = torch.arange(fed, j, device=seq.device)[None]
             hidden = head(f[fed:j][None], seq[fed + 1 : j + 1][None], pos, past_key_values=cache)[:, -1:]
             out = []
             for s in range(count):
                 token = int((hidden[0, -1] @ lm_head.T).argmax())
                 out.append(token)
                 if s + 1 < count:
-                    hidden = head(hidden, torch.tensor([[token]]), torch.tensor([[j + s]]), past_key_values=cache)
+                    hidden = head(hidden, seq.new_tensor([[token]]), seq.new_tensor([[j + s]]), past_key_values=cache)
             crop_to(cache, j)
             return out
 
@@ -157,14 +157,14 @@ def eagle3_run(
 
         def propose(j: int, count: int) -> list[int]:
             fed = cache.get_seq_length()  # entries (x_p, token p+1) for p < fed
-            pos = torch.arange(fed, j)[None]
+            pos = torch.arange(fed, j, device=seq.device)[None]
             out = head(c[fed:j][None], embed[seq[fed + 1 : j + 1]][None], pos, cache=cache)[:, -1:]
             proposals = []
             for s in range(count):
                 token = int(head.to_target(head.logits(out[0, -1]).argmax()))
                 proposals.append(token)
                 if s + 1 < count:
-                    out = head(out, embed[[token]][None], torch.tensor([[j + s]]), cache=cache)
+                    out = head(out, embed[[token]][None], seq.new_tensor([[j + s]]), cache=cache)
             crop_to(cache, j)
             return proposals
 

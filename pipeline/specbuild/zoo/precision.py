@@ -32,12 +32,12 @@ def resolve(choice: str) -> str:
     return choice
 
 
-def autocast(precision: str):
-    """The context a training forward runs in."""
+def autocast(precision: str, device_type: str = "cpu"):
+    """The context a training forward runs in (`device_type`: where it computes, cpu or cuda)."""
     import torch
 
     if precision == BFLOAT16:
-        return torch.autocast("cpu", dtype=torch.bfloat16)
+        return torch.autocast(device_type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 

@@ -20,6 +20,12 @@ class TeacherData:
     tokens: torch.Tensor  # [N, T] int64
     features: torch.Tensor  # [N, T, H] float32, target's final-norm hidden states
     lm_head: torch.Tensor  # [V, H] the target's LM head weight (frozen)
+    # [N, T] 1.0 at real positions, 0.0 at padding (rows of different lengths padded at the end); None: all real
+    mask: torch.Tensor | None = None
+
+    def weight(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """The rows' position weights [B, T] (None when every position is real)."""
+        return None if self.mask is None else self.mask[rows]
 
     def target_logits(self, rows: torch.Tensor, positions: slice = slice(None)) -> torch.Tensor:
         return self.features[rows][:, positions] @ self.lm_head.T

@@ -25,8 +25,11 @@ def run(
     schedule: Schedule,
     progress: Callable[[str], None] | None = None,
     label: str = "train",
+    after_step: Callable[[int, float], bool] | None = None,
 ) -> dict:
-    """Run `schedule.steps` optimizer steps of `loss_fn(step)`; return timing and loss figures."""
+    """Run `schedule.steps` optimizer steps of `loss_fn(step)`; return timing and loss figures. `after_step(step,
+    loss)`, called after each step, ends the run early by returning True (specbuild.adapt: early stopping, a time
+    budget); `steps` in the figures is the number of steps run."""
     params = [p for p in parameters if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
@@ -50,9 +53,11 @@ def run(
             progress(
                 f"{label}: step {step + 1}/{schedule.steps} loss {losses[-1]:.3f} ({time.perf_counter() - start:.0f}s)"
             )
-    tail = losses[-max(1, len(losses) // 10) :]
+        if after_step is not None and after_step(step, losses[-1]):
+            break
+    tail = losses[-max(1, len(losses) // 10) :] or [math.nan]
     return {
-        "steps": schedule.steps,
+        "steps": len(losses),
         "batch": schedule.batch,
         "peak_lr": schedule.lr,
         "seconds": round(time.perf_counter() - start, 1),

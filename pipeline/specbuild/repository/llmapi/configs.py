@@ -23,9 +23,7 @@ def gpu_groups(recipe) -> list[list[int]]:
     return [ids[:world] for _ in range(n)]  # every instance on the same GPUs ("0;0": a smaller KV fraction)
 
 
-def model_config(recipe, inputs: list[tensors.Tensor] | None = None):
-    """`inputs`: what the runtime's model.py reads (LlmApiFlavour.declared_inputs); default NVIDIA's template of
-    llm_api.release."""
+def model_config(recipe):
     mc = _mc()
     cfg = mc.ModelConfig()
     cfg.name = MODEL
@@ -33,7 +31,7 @@ def model_config(recipe, inputs: list[tensors.Tensor] | None = None):
     cfg.max_batch_size = 0  # one prompt per request; the LLM batches in flight (llmapi 1/model.py@b35ac1b)
     if recipe.triton.streaming:
         cfg.model_transaction_policy.decoupled = True
-    _add_tensors(cfg.input, tensors.inputs(recipe.llm_api.release) if inputs is None else inputs, inputs=True)
+    _add_tensors(cfg.input, tensors.inputs(recipe.llm_api.release), inputs=True)
     _add_tensors(cfg.output, tensors.OUTPUTS, inputs=False)
     group = cfg.instance_group.add()
     group.count = recipe.llm_api.instances

@@ -160,12 +160,6 @@ class LlmApiFlavour(Runtime):
 
     model_files_label: str = ""
 
-    def declared_inputs(self, recipe) -> list | None:
-        """The inputs config.pbtxt declares (repository.engine.tensors.Tensor), those the runtime's model.py reads;
-        None: NVIDIA's template of llm_api.release, which NVIDIA's model.py of that release reads
-        (triton_backend/all_models/llmapi/tensorrt_llm/config.pbtxt@c8c6df0, @0a71057 for 1.3)."""
-        return None
-
     def serving_model(self, spec) -> str:
         return MODEL
 
@@ -189,16 +183,7 @@ class LlmApiFlavour(Runtime):
         return out
 
     def write_repository(self, recipe, spec, layout, role, progress=None, notice=None, engines_built=True) -> Path:
-        return writer.write_repository(
-            recipe,
-            spec,
-            layout,
-            role,
-            self.model_files(),
-            progress=progress,
-            notice=notice,
-            inputs=self.declared_inputs(recipe),
-        )
+        return writer.write_repository(recipe, spec, layout, role, self.model_files(), progress=progress, notice=notice)
 
     # --- serving ----------------------------------------------------------------------------------------------
     def launcher(self, repository: Path) -> Path | None:

@@ -20,17 +20,13 @@ from specbuild.repository.llmapi import configs, launch, model_yaml
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
-    from specbuild.repository.engine.tensors import Tensor
     from specbuild.recipe.schema import Recipe
     from specbuild.speculation import Speculation
 
 
-def build_repository(
-    recipe: Recipe, spec: Speculation, role: str, model_files: dict[str, Path], inputs: list[Tensor] | None = None
-) -> dict[str, str]:
-    """Every file of the repository as relative path -> text. Writes nothing. `inputs`: what config.pbtxt declares
-    (LlmApiFlavour.declared_inputs; default NVIDIA's template of llm_api.release)."""
-    cfg = configs.model_config(recipe, inputs)
+def build_repository(recipe: Recipe, spec: Speculation, role: str, model_files: dict[str, Path]) -> dict[str, str]:
+    """Every file of the repository as relative path -> text. Writes nothing."""
+    cfg = configs.model_config(recipe)
     text = configs.to_pbtxt(cfg)
     problems = configs.config_problems(cfg, text, must_have={})  # the llmapi model reads no parameters
     # (config.pbtxt@c8c6df0)
@@ -55,12 +51,11 @@ def write_repository(
     progress: Callable[[str], None] | None = None,
     notice: atomic.Notice | None = None,
     validate: Callable[[str], None] | None = None,
-    inputs: list[Tensor] | None = None,
 ) -> Path:
     """Write the repository; `validate` gets model.yaml's text first and raises to stop before anything is
     written (the tensorrt-llm runtime parses it with the installed release)."""
     target = layout.repository(role)
-    files = build_repository(recipe, spec, role, model_files, inputs)
+    files = build_repository(recipe, spec, role, model_files)
     if validate is not None:
         if progress:
             progress(f"parsing {model_yaml.FILE} with the installed TensorRT-LLM")

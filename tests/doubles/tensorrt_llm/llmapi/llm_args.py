@@ -249,6 +249,11 @@ _EAGLE_EXTRA = {
 OLD_LINES = ("1.0", "1.1")  # no model validators on the decoding configs yet (llm_args.py of the 1.0/1.1 era)
 
 
+# SaveHiddenStatesDecodingConfig (decoding_type "SaveState"; llm_args.py of the 1.1 era and of main): its own fields.
+# output_directory is required; eagle3_layers_to_capture is a set of layer ids (-1: the final post-norm state).
+_SAVE_STATE = {"output_directory", "write_interval", "file_prefix", "eagle3_layers_to_capture"}
+
+
 def _fields(line_: str, decoding_type: str) -> set[str]:
     extra = {
         "Eagle": _EAGLE_EXTRA[line_],
@@ -257,6 +262,7 @@ def _fields(line_: str, decoding_type: str) -> set[str]:
         "Draft_Target": set(),
         "NGram": _NGRAM | ({"is_auto_heuristic"} if line_ == "1.0" else set()),
         "MTP": _MTP,
+        "SaveState": _SAVE_STATE,
     }.get(decoding_type, set())
     return _COMMON[line_] | extra
 
@@ -294,6 +300,12 @@ def validate_speculative_config(config: Any, line_: str) -> list[str]:
     if dtype in ("Eagle3", "Eagle", "Draft_Target", "DraftTarget"):
         if not (config.get(model_field) or config.get("speculative_model_dir")):
             problems.append(f"ValueError: Draft model must be provided for {dtype} ({model_field})")
+    if dtype == "SaveState":
+        if not config.get("output_directory"):
+            problems.append("speculative_config.output_directory: Field required")
+        layers = config.get("eagle3_layers_to_capture")
+        if layers is not None and (not isinstance(layers, (list, set, tuple)) or not layers):
+            problems.append("ValueError: eagle3_layers_to_capture must be non-empty if provided")
     if dtype == "NGram" and line_ not in OLD_LINES:
         n = config.get("max_matching_ngram_size", 2)
         if not (isinstance(n, int) and n > 0):

@@ -43,6 +43,7 @@ ignores that variable, so its entries are added to sys.path here).
 """
 
 import faulthandler
+import json
 import os
 import sys
 import threading
@@ -179,20 +180,21 @@ class TritonPythonModel:
                 sender = request.get_response_sender()
                 user_id = request.request_id() or ""
                 inputs = {t.name(): t.as_numpy() for t in request.inputs()}
+                parameters = request.parameters()
             try:
                 if is_stop(inputs.get):
                     self.stop_request(user_id, sender)
                     continue
-                self.enqueue(request, sender, user_id, inputs.get)
+                self.enqueue(request, sender, user_id, inputs.get, frozenset(json.loads(parameters or "{}")))
             except Exception as e:  # noqa: BLE001 - every failure is answered, the model stays healthy
                 self.send_error(sender, e)
         return None
 
-    def enqueue(self, request, sender, user_id, get):
+    def enqueue(self, request, sender, user_id, get, parameters=frozenset()):
         from specbuild.reference.decoder.executor import Request, SamplingConfig
         from specbuild.reference.llmapi_contract import Detokenizer, RequestError, parse_request
 
-        req = parse_request(get)
+        req = parse_request(get, parameters)
         if req.streaming and not self.decoupled:
             raise RequestError("Streaming is only supported in decoupled mode.")
         s = self.settings

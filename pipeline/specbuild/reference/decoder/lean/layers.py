@@ -73,9 +73,10 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torc
 
 def fuse_linears(linears) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One weight (and bias) stacking the outputs of several nn.Linear over the same input; each module's
-    parameters become views of it (same values, one copy in memory). Laid out column-major where `Linear` wants
-    it so (lean/linear.py), so that `Linear` keeps this copy rather than making another."""
-    if column_major_layout(linears[0].weight.dtype):
+    parameters become views of it (same values, one copy in memory). Laid out column-major where `Linear`'s plan for
+    the fused shape wants it so (lean/linear.py), so that `Linear` keeps this copy rather than making another."""
+    shape = (sum(m.weight.shape[0] for m in linears), linears[0].weight.shape[1])
+    if column_major_layout(linears[0].weight.dtype, shape):
         weight = torch.cat([m.weight.detach().t() for m in linears], dim=1).t()
     else:
         weight = torch.cat([m.weight.detach() for m in linears])
