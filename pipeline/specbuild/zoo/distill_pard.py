@@ -105,7 +105,8 @@ def train_pard(draft, data: TeacherData, depth: int, schedule, seed: int, progre
                 attention_mask=additive(visible, x.shape[0]),
                 position_ids=positions[None].expand(x.shape[0], -1),
             ).logits
-        return soft_cross_entropy(logits[:, keep], teacher)
+        weight = data.weight(rows)  # padded rows (teacher data of several lengths): padding weighs nothing
+        return soft_cross_entropy(logits[:, keep], teacher, None if weight is None else weight[:, teacher_position])
 
     stats = train.run(list(draft.parameters()), loss_fn, schedule, progress, "pard")
     draft.eval()
