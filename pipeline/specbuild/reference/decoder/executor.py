@@ -64,7 +64,9 @@ class Executor:
         if cls.needs_draft_engine and draft_engine is None:
             # Drafts come from outside (the Triton BLS sends draft_tokens); plain requests decode normally.
             cls = method_class("autoregressive")
-        if draft_engine is not None and draft_engine.vocab_size != engine.vocab_size:
+        if draft_engine is not None and not (
+            engine.vocab_size <= draft_engine.vocab_size <= engine.vocab_size + cls.draft_extra_ids
+        ):
             raise UserError(
                 f"{draft_engine.path}: the draft vocabulary ({draft_engine.vocab_size}) differs from the target's "
                 f"({engine.vocab_size}) in {engine.path}; use a draft trained with the target's tokenizer"

@@ -33,6 +33,7 @@ class PardResult:
     drafted: list[int] = field(default_factory=list)
     accepted: list[int] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
+    accepted_per_step: list[list[int]] = field(default_factory=list)
 
 
 def draft_positions(n_real: int, k: int) -> slice:
@@ -60,7 +61,7 @@ def pard_generate(
     texts = [list(map(int, p)) for p in prompts]
     if any(not t for t in texts):
         raise ValueError("every prompt needs at least one token")
-    result = PardResult([[] for _ in texts], [0] * rows, [0] * rows, [0] * rows)
+    result = PardResult([[] for _ in texts], [0] * rows, [0] * rows, [0] * rows, [[] for _ in texts])
     target_cache, draft_cache = target.new_cache(rows), draft.new_cache(rows)
     first = target.forward(target_cache, texts, logits="last").logits.argmax(-1).tolist()
     target_cache.commit_all()
@@ -93,6 +94,7 @@ def pard_generate(
             result.steps[r] += 1
             result.drafted[r] += k
             result.accepted[r] += n
+            result.accepted_per_step[r].append(n)
             active[r] = _emit(result.outputs[r], texts[r], drafts[r][:n] + [greedy[n]], max_new_tokens, end_id)
         target_cache.commit_prefix(keep)
     return result

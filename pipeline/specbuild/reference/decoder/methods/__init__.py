@@ -74,6 +74,8 @@ class Decoder:
     name: ClassVar[str] = ""
     engine_mode: ClassVar[SpecMode]  # the speculative-decoding mode of the engine this method decodes with
     needs_draft_engine: ClassVar[bool] = False
+    # Ids the draft engine's vocabulary may hold past the target's (PARD's mask token)
+    draft_extra_ids: ClassVar[int] = 0
     # True: prefill works when the "target" cache already holds a prefix of the prompt (KV-cache reuse);
     # that holds for any prefill that brings caches up to date with `batch.feed`.
     reuses_prefix: ClassVar[bool] = False
