@@ -51,8 +51,8 @@ class MethodSpec:
 
 
 def method_specs(profile_dir: Path, k: int) -> list[MethodSpec]:
-    from specbuild.reference.decoder.methods.eagle import dynamic_tree_size
-    from specbuild.reference.decoder.methods.lookahead import lookahead_max_draft_len
+    from specbuild.methods.eagle.decoder import dynamic_tree_size
+    from specbuild.methods.lookahead import lookahead_max_draft_len
 
     medusa_cfg = json.loads((profile_dir / "medusa" / "config.json").read_text())
     medusa_choices = [c for c in MEDUSA_CHOICES if len(c) <= medusa_cfg["medusa_num_heads"]]

@@ -886,7 +886,7 @@ def validate(
     if report_dir is not None:
         from specbuild.cache.provenance import make_manifest, stamp
 
-        stamp(report_dir, make_manifest(r, "report", report_dir), "report")
+        stamp(report_dir, make_manifest(r, "report", report_dir, runtime=build.runtime), "report")
     out = _console(stderr=as_json)
     print_result(result, out)
     if result.report_files:

@@ -37,7 +37,6 @@ from specbuild.runtimes.base import BuildOptions
 from specbuild.runtimes.build import Build
 from specbuild.serve.decode_cpus import CHOICE_ENV as DECODE_CPUS_ENV
 from specbuild.cache.step_store import Store
-from specbuild.trtllm.version import installed_version
 from specbuild.serve import TritonServer, decode_cpus
 from specbuild.serve.server import stop_together
 from specbuild.validate.endpoints import Endpoints
@@ -90,7 +89,7 @@ def compile_recipe(
     )
 
     # what every output was made from (specbuild.cache.provenance), identified once
-    manifest = make_manifest(recipe, "", Path(), plan=plan.to_dict())
+    manifest = make_manifest(recipe, "", Path(), plan=plan.to_dict(), runtime=build.runtime)
     cache = OutputCache(recipe, manifest, stages, options)
     stage_key = None
     if plan.engine_steps:
@@ -118,7 +117,11 @@ def compile_recipe(
     if bundles:
         with stages.stage(f"deployment bundle {bundles[0].folder}"):
             bundle = write_bundle(
-                build, layout, folder=bundles[0].folder, trtllm_version=installed_version(), notice=stages.notice
+                build,
+                layout,
+                folder=bundles[0].folder,
+                trtllm_version=build.runtime.installed_release(),
+                notice=stages.notice,
             )
         if bundle is not None:
             stamp(bundle, manifest, "bundle")
@@ -325,7 +328,11 @@ def render_recipe(
             with stages.stage(f"deployment bundle {bundles[0].folder} (rendered)"):
                 written.append(
                     write_bundle(
-                        build, target, folder=bundles[0].folder, trtllm_version=installed_version(), notice=notice
+                        build,
+                        target,
+                        folder=bundles[0].folder,
+                        trtllm_version=build.runtime.installed_release(),
+                        notice=notice,
                     )
                 )
         partial = root / f".{RENDER_NOTE}.partial-{os.getpid()}"
@@ -398,7 +405,7 @@ def serve_and_validate(
                 result = validate(progress=lambda stage, done, total: progress(f"{stage} {done}/{total or '?'}"))
         stages.validation = result
         print_result(result, console)
-    manifest = manifest or make_manifest(recipe, "", Path())
+    manifest = manifest or make_manifest(recipe, "", Path(), runtime=runtime)
     if validation_key is not None:
         manifest = {**manifest, "step": step_cache.step_record(validation_key, layout.report)}
     stamp(layout.report, manifest, "report")

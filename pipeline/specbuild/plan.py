@@ -1,8 +1,8 @@
 """The plan: the ordered, typed steps `specbuild compile` takes for a recipe. Pure: it reads the recipe, runs nothing.
 
-`make_plan` asks the recipe's runtime for its engine steps, then adds the repository, deploy, serve and validate
-steps. The deploy step is made by specbuild/deploy/ and handed in (specbuild.planning.plan_build does both), so the
-plan knows nothing of the bundle but the step.
+specbuild.planning.plan_build asks the recipe's runtime for its engine steps, then adds the repository, deploy,
+serve and validate steps (the deploy step made by specbuild/deploy/): the plan knows nothing of the bundle but the
+step, and nothing of the runtimes but the steps they make.
 `Plan.render()` is what `specbuild plan` prints; `compile` executes the same step objects, reading their fields
 (never their display text). Every command line is written with every relevant flag explicit, because defaults
 drift between TensorRT-LLM versions (tensorrt_llm/commands/build.py; docs/gpu.md).
@@ -18,12 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from specbuild.facts.engine_facts import EngineLimits
 from specbuild.files.paths import show
-from specbuild.checkpoints.hub import checkpoint_fields
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
-    from specbuild.runtimes.build import Build
-    from specbuild.speculation import Speculation
 
 ROLES_DOC = {"target": "the serving engine", "draft": "the draft engine", "baseline": "the target without speculation"}
 
@@ -252,79 +249,5 @@ def _render_detail(key: str, value: Any, indent: str) -> list[str]:
     return [f"{indent}{key}: {value if isinstance(value, str) else json.dumps(value)}"]
 
 
-def roles(recipe: Recipe, spec: Speculation) -> list[str]:
-    """The engines a compile builds: the target, the draft model's engine, the baseline."""
-    out = ["target"]
-    if spec.has_draft_engine:
-        out.append("draft")
-    if recipe.builds_baseline:
-        out.append("baseline")
-    return out
-
-
 def repository_roles(recipe: Recipe) -> list[str]:
     return ["target"] + (["baseline"] if recipe.builds_baseline else [])
-
-
-def make_plan(build: Build, layout: Layout, bundle: DeployStep | str) -> Plan:
-    """The plan of a resolved recipe (specbuild.runtimes.build), built with its options. `bundle`: the step that
-    writes its deployment bundle, or why it gets none (specbuild.deploy.bundle.deploy_step)."""
-    recipe, runtime, spec, options = build.recipe, build.runtime, build.spec, build.options
-    steps: list[Step] = list(runtime.engine_steps(recipe, spec, layout, options))
-    repo_roles = repository_roles(recipe)
-    for role in repo_roles:
-        steps.append(
-            RepositoryStep(
-                role=role, path=layout.repository(role), info=runtime.repository_info(recipe, spec, layout, role)
-            )
-        )
-    if isinstance(bundle, DeployStep):
-        steps.append(bundle)
-    steps.append(runtime.serve_step(recipe, spec, layout, repo_roles))
-    steps.append(ValidateStep(report=layout.report, info=_validation_info(recipe)))
-    outputs = Outputs(
-        engines={role: show(layout.engine(role)) for role in runtime.engine_roles(recipe, spec)},
-        repository=show(layout.repository()),
-        baseline_repository=show(layout.repository("baseline")) if recipe.builds_baseline else None,
-        report=show(layout.report),
-        deployment_bundle=show(bundle.folder) if isinstance(bundle, DeployStep) else f"none: {bundle}",
-    )
-    return Plan(
-        recipe=show(recipe.source) if recipe.source else "<recipe>",
-        name=recipe.name,
-        runtime=recipe.runtime,
-        method=build.method.name,
-        outputs=outputs,
-        steps=steps,
-        flavour=recipe.flavour,
-        checkpoints=_checkpoints(recipe),
-    )
-
-
-def _checkpoints(recipe: Recipe) -> dict[str, dict]:
-    """Every checkpoint field with the folder it resolved to (model ids: the revision, commit and snapshot)."""
-    out = {}
-    for name, value in checkpoint_fields(recipe):
-        resolved = recipe.checkpoint(value).describe()
-        out[name] = {**resolved, "path": show(resolved["path"])}
-    return out
-
-
-def _validation_info(recipe: Recipe) -> dict[str, Any]:
-    v = recipe.validation
-    gates: dict[str, Any] = {"require_lossless": v.require_lossless}
-    if v.min_acceptance_length is not None:
-        gates["min_acceptance_length"] = v.min_acceptance_length
-    if v.min_speedup is not None:
-        gates["min_speedup"] = v.min_speedup
-    info: dict[str, Any] = {
-        "prompts": show(recipe.resolve(v.prompts))
-        if isinstance(v.prompts, Path)
-        else (f"{len(v.prompts)} inline" if v.prompts else "the bundled prompt set"),
-        "max_tokens": v.max_tokens,
-        "concurrency": v.concurrency,
-        "gates": gates,
-    }
-    if v.sampling is not None:
-        info["sampling"] = v.sampling.model_dump()
-    return info

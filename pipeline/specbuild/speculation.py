@@ -1,12 +1,10 @@
 """The runtime-neutral description of a recipe's speculation: what is drafted, from what, and how it is verified.
 
-A method module (specbuild/methods/) turns its recipe section into one `Speculation`, whose `params` is the one
-per-method value below (a tagged union: the type is the method; None without speculation). Each runtime translates
-that description into its own dialect in its own package, from one table keyed by the params' type (trtllm-build
-flags and converters, the reference engine folder's decoding keys, the Triton parameters of the engine-flavour
-repository, the llm-api flavour's model.yaml). What every caller may ask whatever the method (does the BLS draft,
-is a draft engine built, which weights travel with the target, what a draft-length schedule scales) is a member of
-`MethodParams`, answered by each method's params. Frozen: nothing downstream edits it.
+A method pack (specbuild/methods/<name>/) turns its recipe section into one `Speculation`, whose `params` is the
+pack's own params (a `MethodParams` subclass in the pack: the type is the method; None without speculation). Each
+runtime asks the pack of a description for its part (specbuild.methods.pack_for). What every caller may ask whatever
+the method (is a draft engine built, which weights travel with the target, what a draft-length schedule scales) is
+a member of `MethodParams`, answered by each pack's params. Frozen: nothing downstream edits it.
 """
 
 from __future__ import annotations
@@ -45,14 +43,10 @@ def dynamic_tree_size(top_k: int, depth: int, max_draft_len: int) -> int:
 
 
 class MethodParams:
-    """What any method's params answer (these defaults; each method's params below override what differs). Members
+    """What any method's params answer (these defaults; each pack's params override what differs). Members
     are class attributes or methods whose names no params field uses (a dataclass would take an inherited class
     attribute of a field's name as the field's default)."""
 
-    # The Triton BLS runs the loop (draft, then a target call carrying draft_input_ids).
-    drafted_by_bls: ClassVar[bool] = False
-    # A separate draft model's engine is built beside the target's (its own Triton core model).
-    has_draft_engine: ClassVar[bool] = False
     # What full_length counts: tree nodes (Medusa, EAGLE-1/2), else draft tokens.
     drafts_tree_nodes: ClassVar[bool] = False
     # Each step drafts a chain or a tree of draft tokens (lookahead runs an n-gram window instead).
@@ -61,6 +55,10 @@ class MethodParams:
     def carried_weights(self) -> dict[str, Path]:
         """Checkpoint folders the target engine carries beside the model, by name."""
         return {}
+
+    def draft_checkpoint(self) -> Path | None:
+        """A separate draft model, whose engine is built beside the target's (its own Triton core model)."""
+        return None
 
     def full_length(self, spec: Speculation) -> int | None:
         """The draft length a draft_len_schedule scales, at full length (Speculation.full_draft_length)."""
@@ -72,116 +70,6 @@ class MethodParams:
         if isinstance(spec.tree, StaticTree):
             return max((len(path) for path in spec.tree.choices), default=0)
         return self.full_length(spec)
-
-
-@dataclass(frozen=True)
-class MedusaHeads(MethodParams):
-    """Medusa heads trained on the target (FasterDecoding layout; TensorRT-LLM's --medusa_model_dir)."""
-
-    drafts_tree_nodes: ClassVar[bool] = True
-    path: Path
-    num_heads: int
-    num_layers: int
-
-    def carried_weights(self) -> dict[str, Path]:
-        return {"medusa": self.path}
-
-    def full_length(self, spec: Speculation) -> int | None:
-        assert isinstance(spec.tree, StaticTree)  # Medusa's tree is its choices
-        return len(spec.tree.choices)  # the tree's nodes
-
-
-@dataclass(frozen=True)
-class EagleHead(MethodParams):
-    """An EAGLE-1 draft head over the target's features (TensorRT-LLM's --eagle_model_dir)."""
-
-    drafts_tree_nodes: ClassVar[bool] = True
-    path: Path
-    num_eagle_layers: int  # drafting steps per verification (the tree depth)
-    max_non_leaves_per_layer: int
-
-    def carried_weights(self) -> dict[str, Path]:
-        return {"eagle": self.path}
-
-    def full_length(self, spec: Speculation) -> int | None:
-        if isinstance(spec.tree, StaticTree):
-            return len(spec.tree.choices)  # EAGLE-1: the choices
-        assert isinstance(spec.tree, DynamicTree)
-        return dynamic_tree_size(spec.tree.top_k, self.num_eagle_layers, spec.max_draft_len)  # EAGLE-2
-
-    def accept_depth(self, spec: Speculation) -> int | None:
-        if isinstance(spec.tree, DynamicTree):
-            return self.num_eagle_layers  # EAGLE-2: one level per drafting step
-        return super().accept_depth(spec)
-
-
-@dataclass(frozen=True)
-class LookaheadWindow(MethodParams):
-    """Lookahead decoding's (W, N, G)."""
-
-    drafts_tokens: ClassVar[bool] = False
-    window_size: int
-    ngram_size: int
-    verification_set_size: int
-
-    def full_length(self, spec: Speculation) -> int | None:
-        return None  # a step runs its (W, N, G) window rather than a draft length
-
-    def accept_depth(self, spec: Speculation) -> int | None:
-        return self.ngram_size - 1  # a verified n-gram continues the last token by N - 1 tokens
-
-
-@dataclass(frozen=True)
-class DraftModel(MethodParams):
-    """A separate draft model with the target's vocabulary; its engine is built beside the target's."""
-
-    drafted_by_bls: ClassVar[bool] = True
-    has_draft_engine: ClassVar[bool] = True
-    path: Path
-    num_draft_tokens: int  # drafts proposed per round
-    use_draft_logits: bool  # accept by logit ratio (the engines gather generation logits)
-    tp_size: int
-    fast_logits: bool
-
-    def full_length(self, spec: Speculation) -> int | None:
-        return self.num_draft_tokens
-
-
-@dataclass(frozen=True)
-class PromptLookup(MethodParams):
-    """Drafts copied from the prompt and output so far, after a match of the last n-gram."""
-
-    drafted_by_bls: ClassVar[bool] = True
-    num_draft_tokens: int
-    max_matching_ngram_size: int
-
-    def full_length(self, spec: Speculation) -> int | None:
-        return self.num_draft_tokens
-
-
-@dataclass(frozen=True)
-class Eagle3Head(MethodParams):
-    """An EAGLE-3 head (TensorRT-LLM's speculative_model): reads the outputs of several target layers."""
-
-    path: Path
-    layers_to_capture: tuple[int, ...] | None  # None: TensorRT-LLM's default {1, L//2 - 1, L - 4}
-
-    def carried_weights(self) -> dict[str, Path]:
-        return {"eagle3": self.path}
-
-
-@dataclass(frozen=True)
-class MtpLayers(MethodParams):
-    """The target's own multi-token-prediction layers."""
-
-    num_nextn_predict_layers: int
-
-    def full_length(self, spec: Speculation) -> int | None:
-        return self.num_nextn_predict_layers
-
-
-# The per-method params a Speculation carries: its type is the method (None: no speculation).
-Params = MedusaHeads | EagleHead | Eagle3Head | DraftModel | PromptLookup | LookaheadWindow | MtpLayers
 
 
 @dataclass(frozen=True)
@@ -207,7 +95,7 @@ class Speculation:
     max_draft_len: int = 0  # draft tokens verified per step (tree nodes); the engine limit
     extra_seq_len: int = 0  # sequence slack beyond max_draft_len (EAGLE: num_eagle_layers)
     tree: StaticTree | DynamicTree | None = None
-    params: Params | None = None
+    params: MethodParams | None = None
     draft_len_schedule: tuple[tuple[int, int], ...] | None = None
     disable_below: DisableBelow | None = None
 
@@ -216,24 +104,19 @@ class Speculation:
         return self.method != "none"
 
     @property
-    def drafted_by_bls(self) -> bool:
-        """The Triton BLS runs the loop (draft, then a target call carrying draft_input_ids)."""
-        return self.params is not None and self.params.drafted_by_bls
-
-    @property
     def has_draft_engine(self) -> bool:
         """A separate draft model's engine is built beside the target's."""
-        return self.params is not None and self.params.has_draft_engine
+        return self.draft_checkpoint is not None
+
+    @property
+    def draft_checkpoint(self) -> Path | None:
+        """The draft model whose engine is built beside the target's (None: none)."""
+        return self.params.draft_checkpoint() if self.params is not None else None
 
     @property
     def drafts_chain(self) -> bool:
         """Each step drafts a chain of tokens (no token tree, no lookahead window)."""
         return self.params is not None and self.params.drafts_tokens and self.tree is None
-
-    @property
-    def serving_model(self) -> str:
-        """The Triton model clients call for speculative generation."""
-        return "tensorrt_llm_bls" if self.drafted_by_bls else "ensemble"
 
     @property
     def weights(self) -> dict[str, Path]:

@@ -10,15 +10,25 @@ from deploy_helpers import make_recipe
 
 from specbuild.deploy import images
 from specbuild.deploy.checks import deploy_findings
-from specbuild.deploy.launch import SLURM_EVERY_TASK, SLURM_ONE_TASK, launch_plan, script_ports
-from specbuild.deploy.world import describe, world_of
+from specbuild.deploy.context import bundle_flavour
+from specbuild.deploy.launch import SLURM_EVERY_TASK, SLURM_ONE_TASK, script_ports
+from specbuild.deploy.world import describe
 from specbuild.recipe.checks import general_findings
 from specbuild.runtimes.build import resolve_build
 
 
+def flavour_of(recipe):
+    """The bundle's part of the recipe's flavour, as a command resolves it."""
+    return bundle_flavour(resolve_build(recipe).runtime)
+
+
+def choose_image(recipe, trtllm_version=None):
+    return flavour_of(recipe).image(recipe, trtllm_version)
+
+
 def _world(recipe):
     """The recipe's world, laid out with its speculation (specbuild.runtimes.build)."""
-    return world_of(recipe, resolve_build(recipe).spec)
+    return flavour_of(recipe).world(recipe, resolve_build(recipe).spec)
 
 
 def findings(stem, changes):
@@ -146,27 +156,27 @@ def test_a_release_no_container_ships_gets_no_bundle_unless_an_image_is_named(tm
     )
     assert (
         applies(own, resolve_build(own).runtime) is None
-        and images.choose_image(own).reference == "registry.example/trtllm:1.3.0"
+        and choose_image(own).reference == "registry.example/trtllm:1.3.0"
     )
 
 
 def test_llmapi_image_policy():
     assert images.llmapi_releases() == ["1.0", "1.1", "1.2"]
-    assert images.choose_image(make_recipe("llmapi_eagle3")).tag == "26.07-trtllm-python-py3"
+    assert choose_image(make_recipe("llmapi_eagle3")).tag == "26.07-trtllm-python-py3"
     r10 = make_recipe("llmapi_eagle3", {"llm_api.release": "1.0", "speculation.layers_to_capture": None})
-    assert images.choose_image(r10).tag == "25.11-trtllm-python-py3"  # 1.0.3.2510, the newest 1.0 container
+    assert choose_image(r10).tag == "25.11-trtllm-python-py3"  # 1.0.3.2510, the newest 1.0 container
     # the installed TensorRT-LLM (compile checked it is llm_api.release) picks the tag; one no container ships
     # (a nightly of the release) falls back to the release's newest container
-    assert images.choose_image(make_recipe("llmapi_eagle3"), trtllm_version="1.2.0").tag == "26.03-trtllm-python-py3"
-    assert images.choose_image(make_recipe("llmapi_eagle3"), trtllm_version="1.2.2rc1").tag == "26.07-trtllm-python-py3"
+    assert choose_image(make_recipe("llmapi_eagle3"), trtllm_version="1.2.0").tag == "26.03-trtllm-python-py3"
+    assert choose_image(make_recipe("llmapi_eagle3"), trtllm_version="1.2.2rc1").tag == "26.07-trtllm-python-py3"
     r = make_recipe("llmapi_eagle3", {"deploy.image": {"trtllm_version": "1.2.0"}})
-    assert images.choose_image(r).reference == "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
+    assert choose_image(r).reference == "nvcr.io/nvidia/tritonserver:26.03-trtllm-python-py3"
     with pytest.raises(ValueError, match="no NGC tritonserver image ships TensorRT-LLM 1.3"):
-        images.choose_image(make_recipe("llmapi_eagle3", {"llm_api.release": "1.3"}))
+        choose_image(make_recipe("llmapi_eagle3", {"llm_api.release": "1.3"}))
     # the engine flavour's policy stays: the newest engine-path release, 0.17 .. 1.3.0rc20
-    assert images.choose_image(make_recipe("none")).tag == "26.07-trtllm-python-py3"
+    assert choose_image(make_recipe("none")).tag == "26.07-trtllm-python-py3"
     assert (
-        images.choose_image(make_recipe("none", {"deploy.image": {"trtllm_version": "0.20.0"}})).tag
+        choose_image(make_recipe("none", {"deploy.image": {"trtllm_version": "0.20.0"}})).tag
         == "25.07-trtllm-python-py3"
     )
     assert any(
@@ -199,7 +209,7 @@ def test_launch_plans(tmp_path):
 
     repo = tmp_path / "repo"
     single = make_recipe("llmapi_tp2")
-    plan = launch_plan(single, resolve_build(single).spec, repo)
+    plan = flavour_of(single).launch(single, resolve_build(single).spec, repo)
     assert plan.container_argv == ["bash", str(repo / "launch_triton.sh"), "--exit-timeout-secs=30"]
     assert plan.script_text == launch_script(single) and plan.slurm == SLURM_ONE_TASK
     assert plan.leader_command == plan.container_argv and plan.ports == {
@@ -208,7 +218,7 @@ def test_launch_plans(tmp_path):
         "METRICS_PORT": 8002,
     }
     multi = make_recipe("llmapi_eagle3", {**TP16, "llm_api.nodes": 2, "triton.http_port": 9000})
-    plan = launch_plan(multi, resolve_build(multi).spec, repo)
+    plan = flavour_of(multi).launch(multi, resolve_build(multi).spec, repo)
     assert plan.slurm == SLURM_EVERY_TASK and plan.container_argv == [
         "bash",
         str(repo / "launch_triton.sh"),

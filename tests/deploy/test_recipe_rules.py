@@ -8,17 +8,26 @@ from deploy_helpers import all_recipes, make_recipe
 
 from specbuild.deploy import images
 from specbuild.deploy.checks import deploy_findings
-from specbuild.deploy.launch import ScriptFormatError, engine_launch, parse_script
-from specbuild.deploy.world import world_of
+from specbuild.deploy.context import bundle_flavour
+from specbuild.deploy.launch import ScriptFormatError, parse_script
 from specbuild.methods import describe
 from specbuild.recipe.deploy import expected_gpu_id_count
 from specbuild.repository.engine.launch import launch_script
 from specbuild.runtimes.build import resolve_build
 
 
+def flavour_of(recipe):
+    """The bundle's part of the recipe's flavour, as a command resolves it."""
+    return bundle_flavour(resolve_build(recipe).runtime)
+
+
+def choose_image(recipe, trtllm_version=None):
+    return flavour_of(recipe).image(recipe, trtllm_version)
+
+
 def _world(recipe):
     """The recipe's world, laid out with its speculation (specbuild.runtimes.build)."""
-    return world_of(recipe, resolve_build(recipe).spec)
+    return flavour_of(recipe).world(recipe, resolve_build(recipe).spec)
 
 
 def findings(stem, changes):
@@ -125,9 +134,9 @@ def test_image_tag_policy():
     assert images.tag_for("1.2.7") is None
     assert images.trtllm_of_tag("25.10-trtllm-python-py3") == "1.0.0"
     r = make_recipe("none", {"deploy.image": {"trtllm_version": "0.20.0"}})
-    assert images.choose_image(r).reference == "nvcr.io/nvidia/tritonserver:25.07-trtllm-python-py3"
+    assert choose_image(r).reference == "nvcr.io/nvidia/tritonserver:25.07-trtllm-python-py3"
     # the TensorRT-LLM that built the engines picks the tag when the recipe names none
-    assert images.choose_image(make_recipe("none"), trtllm_version="1.1.0").tag == "26.02-trtllm-python-py3"
+    assert choose_image(make_recipe("none"), trtllm_version="1.1.0").tag == "26.02-trtllm-python-py3"
 
 
 def test_rank_commands_are_the_scripts_app_contexts(tmp_path):
@@ -135,7 +144,7 @@ def test_rank_commands_are_the_scripts_app_contexts(tmp_path):
     text = launch_script(recipe, describe(recipe), "target")
     parts = parse_script(text)
     assert parts.ports == {"HTTP_PORT": 8000, "GRPC_PORT": 8001, "METRICS_PORT": 8002}
-    plan = engine_launch(recipe, resolve_build(recipe).spec, tmp_path / "repo")
+    plan = flavour_of(recipe).launch(recipe, resolve_build(recipe).spec, tmp_path / "repo")
     assert plan.container_argv == ["bash", str(tmp_path / "repo" / "launch_triton.sh"), "--exit-timeout-secs=30"]
     assert plan.rank_argv[0][:2] == ["/opt/tritonserver/bin/tritonserver", f"--model-repository={tmp_path / 'repo'}"]
     assert plan.rank_argv[0][-1] == "--exit-timeout-secs=30"  # "$@" goes to rank 0 only

@@ -13,12 +13,14 @@ from specbuild.facts.engine_facts import (
     built_limits,
     limit_mismatches,
     limits_from_config,
-    pretrained_extra,
     read_engine_config,
     verify_engine,
 )
 from specbuild.errors import UserError
-from specbuild.speculation import EagleHead, MedusaHeads, Speculation
+from specbuild.methods import pack_for
+from specbuild.methods.eagle import EagleHead
+from specbuild.methods.medusa import MedusaHeads
+from specbuild.speculation import Speculation
 
 REQUEST = dict(
     max_batch_size=4, max_input_len=100, max_seq_len=300, max_num_tokens=None, tokens_per_block=32, max_beam_width=1
@@ -83,6 +85,10 @@ def test_reading_and_verifying_engine_folders(tmp_path):
     other = built_limits(**{**REQUEST, "max_batch_size": 8}, mode=SpecMode.NONE, max_draft_len=0)
     with pytest.raises(UserError, match=r"the target engine .* does not match the recipe:\n  build_config.max_batch"):
         verify_engine(tmp_path, other, "target")
+
+
+def pretrained_extra(spec: Speculation) -> dict:
+    return pack_for(spec).pretrained_config(spec)
 
 
 def test_pretrained_extra_of_the_tree_methods(tmp_path):

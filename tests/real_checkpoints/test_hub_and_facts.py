@@ -11,6 +11,7 @@ from real_checkpoints.builder import EAGLE3_HUB_COMMIT, HUB_COMMIT
 from specbuild.checkpoints import checkpoint_tensors as ct
 from specbuild.cli import main
 from specbuild.errors import RecipeError
+from specbuild.methods.mtp import has_mtp_layers
 from specbuild.recipe import load_recipe
 
 LLAMA_ID, EAGLE3_ID = "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
@@ -43,7 +44,7 @@ def test_heads_are_read_as_published(real):
     assert ct.layout(ct.tensor_names(real.eagle1, ct.EAGLE1.files)) == ct.EAGLE1
     assert len(ct.tensor_names(real.llama32_1b)) == 146 and "lm_head.weight" not in ct.tensor_names(real.llama32_1b)
     r1 = ct.tensor_names(real.deepseek_r1)
-    assert len(r1) == 91991 and "model.layers.61.eh_proj.weight" in r1 and ct.has_mtp_layers(r1, 61)
+    assert len(r1) == 91991 and "model.layers.61.eh_proj.weight" in r1 and has_mtp_layers(r1, 61)
 
 
 def test_pytorch_zips_are_what_torch_load_reads(real):

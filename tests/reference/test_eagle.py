@@ -11,7 +11,7 @@ import torch
 from specbuild.errors import UserError
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.executor import SamplingConfig
-from specbuild.reference.decoder.methods.eagle import Eagle, _Growing, dynamic_tree_size
+from specbuild.methods.eagle.decoder import EagleDecoder, _Growing, dynamic_tree_size
 from specbuild.reference.decoder.sequence import Sequence
 from tree_helpers import (
     SHIPPED_TINY,
@@ -109,7 +109,7 @@ def test_greedy_eagle_equals_autoregressive(engines, name, batch_size):
 
 
 def _step_manually(engine, n_steps=6, n_rows=4):
-    method = Eagle(engine)
+    method = EagleDecoder(engine)
     seqs = [Sequence.start(i, req) for i, req in enumerate(requests(prompts(VOCAB, n_rows, seed=3), 40))]
     batch = Batch(seqs)
     for seq, out in zip(seqs, method.prefill(batch)):
@@ -151,7 +151,7 @@ def test_dynamic_tree_size_and_ranking(engines):
     assert dynamic_tree_size(10, 4, 63) == 63 and dynamic_tree_size(3, 3, 100) == 21
     assert dynamic_tree_size(2, 1, 63) == 2 and dynamic_tree_size(4, 0, 63) == 0
     # every drafted tree has exactly the specified size unless a request's budget cut its depth
-    method = Eagle(engines["eagle2_small"])
+    method = EagleDecoder(engines["eagle2_small"])
     sizes = []
     original = method.draft
 
@@ -179,7 +179,7 @@ def test_rerank_keeps_best_nodes_and_their_ancestors():
     g.add(a, 4, -3.0)
     b1 = g.add(b, 5, -2.5)
     a11 = g.add(a1, 6, -0.5)
-    draft = Eagle._rerank(g, 4)
+    draft = EagleDecoder._rerank(g, 4)
     tree, tokens = draft.tree, draft.tokens
     assert sorted(tokens[1:]) == sorted([g.tokens[n] for n in (a, a1, a11, b)])
     assert b1 not in tokens
@@ -201,7 +201,7 @@ def test_sampling_is_lossless(engines, name):
 
 def test_choices_deeper_than_eagle_layers_are_a_user_error(engines):
     with pytest.raises(UserError, match="eagle_choices"):
-        Eagle(engines["eagle1"], decoding={"eagle_choices": [[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]]})
+        EagleDecoder(engines["eagle1"], decoding={"eagle_choices": [[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]]})
 
 
 @pytest.mark.skipif(not (SHIPPED_TINY / "eagle").is_dir(), reason="checkpoints/tiny (the zoo) is not built yet")
@@ -270,7 +270,7 @@ def test_dynamic_expansion_follows_eagle2():
     gen = torch.Generator().manual_seed(0)
     table = torch.log_softmax(torch.randn(vocab + 1, vocab, generator=gen) * 2, dim=-1)  # row = parent token
 
-    method = Eagle.__new__(Eagle)
+    method = EagleDecoder.__new__(EagleDecoder)
     method.top_k, method.max_draft_len = k, size
     drafted: list[_Growing] = []
 
@@ -282,7 +282,7 @@ def test_dynamic_expansion_follows_eagle2():
     method._expand = fake_expand
     g = _Growing(root_feature=torch.zeros(1), root_position=0, tokens=[vocab])
     g.logprobs[0] = table[vocab]
-    original_rerank = Eagle._rerank
+    original_rerank = EagleDecoder._rerank
 
     def spy_rerank(grown, n):
         drafted.append(grown)

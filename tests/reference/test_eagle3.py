@@ -15,7 +15,7 @@ import torch
 from specbuild.errors import UserError
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.executor import SamplingConfig
-from specbuild.reference.decoder.methods.eagle3 import Eagle3
+from specbuild.methods.eagle3.decoder import Eagle3Decoder
 from specbuild.reference.decoder.sequence import Sequence
 from tree_helpers import (
     SHIPPED_TINY,
@@ -95,8 +95,8 @@ def executor(engine, decoding: dict, batch_size: int = 8):
 
     ex = Executor(engine)
     ex.limits = replace(ex.limits, max_batch_size=batch_size)
-    ex._groups["engine"] = _Group(Eagle3(engine, None, decoding))
-    ex.method_name = Eagle3.name
+    ex._groups["engine"] = _Group(Eagle3Decoder(engine, None, decoding))
+    ex.method_name = Eagle3Decoder.name
     return ex
 
 
@@ -157,7 +157,7 @@ def test_greedy_equals_autoregressive(setup, head, decoding, batch_size):
 def _step_manually(engine, decoding, n_steps=6, n_rows=4):
     """The method stepped by hand; its head computes in float32 (`draft_dtype`; `auto` is bfloat16 on CPUs with
     bf16 instructions), so that the head run again by the tests computes what the method's did."""
-    method = Eagle3(engine, None, {**decoding, "draft_dtype": "float32"})
+    method = Eagle3Decoder(engine, None, {**decoding, "draft_dtype": "float32"})
     seqs = [Sequence.start(i, req) for i, req in enumerate(requests(prompts(VOCAB, n_rows, seed=3), 40))]
     batch = Batch(seqs)
     for seq, out in zip(seqs, method.prefill(batch)):
@@ -229,7 +229,7 @@ def test_chain_drafts_equal_cache_free_recomputation(setup):
 
 
 def test_dynamic_tree_has_max_total_draft_tokens_nodes(setup):
-    method = Eagle3(setup["fitted"], None, TREE)
+    method = Eagle3Decoder(setup["fitted"], None, TREE)
     sizes = []
     original = method.draft
 
@@ -316,14 +316,14 @@ def test_broken_acceptance_rule_is_detected(setup, exact_law, monkeypatch):
 )
 def test_option_errors_name_the_key(setup, decoding, match):
     with pytest.raises(UserError, match=match):
-        Eagle3(setup["fitted"], None, decoding)
+        Eagle3Decoder(setup["fitted"], None, decoding)
 
 
 def test_layers_come_from_the_options_then_the_head_then_tensorrt_llm(setup, tmp_path):
     import json
 
-    assert Eagle3(setup["fitted"], None, CHAIN).layers == LAYERS  # recorded in the head's config.json
-    given = Eagle3(setup["fitted"], None, {**CHAIN, "eagle3_layers_to_capture": "2, 0, 1"})
+    assert Eagle3Decoder(setup["fitted"], None, CHAIN).layers == LAYERS  # recorded in the head's config.json
+    given = Eagle3Decoder(setup["fitted"], None, {**CHAIN, "eagle3_layers_to_capture": "2, 0, 1"})
     assert given.layers == (0, 1, 2)  # a set, ascending (TensorRT-LLM's one-model order)
     # no recorded layers and a 3-layer target: TensorRT-LLM's default refuses
     head = tmp_path / "head"
@@ -334,9 +334,9 @@ def test_layers_come_from_the_options_then_the_head_then_tensorrt_llm(setup, tmp
     (head / "model.safetensors").write_bytes((setup["fitted"].folders["eagle3"] / "model.safetensors").read_bytes())
     engine = make_engine(tmp_path / "engine", setup["target"], "none", extra_dirs={"eagle3": head})
     with pytest.raises(UserError, match="eagle3_layers_to_capture is not set and the target has 3 decoder layers"):
-        Eagle3(engine, None, CHAIN)
+        Eagle3Decoder(engine, None, CHAIN)
     with pytest.raises(UserError, match="no 'eagle3' entry"):
-        Eagle3(setup["ar"], None, CHAIN)
+        Eagle3Decoder(setup["ar"], None, CHAIN)
 
 
 # ---------------------------------------------------------------- the shipped tiny target + EAGLE-3 head

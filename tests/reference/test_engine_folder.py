@@ -57,7 +57,7 @@ def test_round_trip(tmp_path, models):
     engine = load_engine(folder, decoding_overrides={"max_draft_len": 3})
     assert engine.decoding == {"max_draft_len": 3, "max_matching_ngram_size": 2}
     assert engine.mode == SpeculativeDecodingMode.DRAFT_TOKENS_EXTERNAL and engine.accepts_external_drafts
-    assert engine.limits.max_seq_len == 100 and engine.limits.engine_max_seq_len == 105
+    assert engine.limits.requested_max_seq_len == 100 and engine.limits.max_seq_len == 105
     assert engine.decoding_method == "prompt_lookup"
     assert engine.model.vocab_size == 128
 

@@ -1,4 +1,4 @@
-"""The lean EAGLE-3 head (lean/heads.py `LeanEagle3Head`) computes what `specbuild.heads.eagle3.Eagle3Head` does:
+"""The lean EAGLE-3 head (lean/heads.py `LeanEagle3Head`) computes what `specbuild.heads.eagle3.Eagle3HeadModule` does:
 the same `out` and draft logits to float32 rounding, over the same position-addressed KV cache, for a prompt of
 captured (fused) target states in rows of different lengths and then a token tree of the head's own outputs."""
 

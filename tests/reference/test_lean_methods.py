@@ -160,13 +160,13 @@ def test_int8_drafters_are_lossless_and_keep_their_acceptance(shipped_tiny, tmp_
 
 
 def test_eagle3_gives_the_same_tokens_on_both_paths(shipped_tiny, tmp_path, zoo_engines, zoo_requests):
-    """The zoo's EAGLE-3 head drafts through LeanEagle3Head next to a lean target and through Eagle3Head's own
+    """The zoo's EAGLE-3 head drafts through LeanEagle3Head next to a lean target and through Eagle3HeadModule's own
     modules next to a transformers target: the same tokens either way, autoregressive decoding's."""
     from dataclasses import replace
 
     from specbuild.reference.engine_folder import load_engine
     from specbuild.reference.decoder.executor import Executor, _Group
-    from specbuild.reference.decoder.methods.eagle3 import Eagle3
+    from specbuild.methods.eagle3.decoder import Eagle3Decoder
 
     folder = build_target(
         shipped_tiny,
@@ -183,7 +183,7 @@ def test_eagle3_gives_the_same_tokens_on_both_paths(shipped_tiny, tmp_path, zoo_
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("SPECBUILD_REFERENCE_FORWARD", "auto" if path == "lean" else path)
             engine = load_engine(folder)
-        method = Eagle3(engine, None, {"max_draft_len": 4})
+        method = Eagle3Decoder(engine, None, {"max_draft_len": 4})
         assert (method.lean_head is not None) == (path == "lean"), path
         ex = Executor(engine)
         ex.limits = replace(ex.limits, max_batch_size=4)

@@ -140,6 +140,10 @@ class _Request:
         with _Inside.call(hold_s=0.001):
             return [_Tensor(name, array) for name, array in self.inputs_.items()]
 
+    def parameters(self):  # pb_utils.InferenceRequest.parameters(): the request's parameters as JSON
+        with _Inside.call():
+            return "{}"
+
     def get_response_sender(self):
         with _Inside.call():
             return self.sender

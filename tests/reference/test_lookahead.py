@@ -13,8 +13,8 @@ import torch
 from specbuild.errors import UserError
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.executor import SamplingConfig
-from specbuild.reference.decoder.methods.lookahead import (
-    Lookahead,
+from specbuild.methods.lookahead.decoder import (
+    LookaheadDecoder,
     NgramPool,
     Window,
     build_tree,
@@ -118,7 +118,7 @@ def test_ngram_pool_keeps_the_most_recent_distinct_continuations():
 def test_pool_holds_the_prompt_and_generated_ngrams(engines):
     """As TensorRT-LLM's pool manager: seeded with every N-gram of the prompt, then fed the N-grams ending in each
     step's emitted tokens (added last, so they survive the G-per-token limit)."""
-    method = Lookahead(engines["w4n4g3"])
+    method = LookaheadDecoder(engines["w4n4g3"])
     prompt = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
     (seq,) = seqs = [Sequence.start(0, requests([prompt], 30)[0])]
     batch = Batch(seqs)
@@ -155,7 +155,7 @@ def test_jacobi_update_warms_up_then_harvests_ngrams():
 
 def test_engine_max_draft_len_too_small_is_a_user_error(engines):
     with pytest.raises(UserError, match="max_draft_len"):
-        Lookahead(engines["w2n2g1"], decoding=_decoding(4, 4, 3))
+        LookaheadDecoder(engines["w2n2g1"], decoding=_decoding(4, 4, 3))
 
 
 # ---------------------------------------------------------------- exactness
@@ -174,7 +174,7 @@ def test_greedy_lookahead_equals_autoregressive(engines, name, batch_size):
 
 def test_cache_after_compaction_equals_fresh_prefill(engines):
     engine = engines["w4n4g3"]
-    method = Lookahead(engine)
+    method = LookaheadDecoder(engine)
     seqs = [Sequence.start(i, req) for i, req in enumerate(requests(prompts(VOCAB, 4, seed=3), 60))]
     batch = Batch(seqs)
     for seq, out in zip(seqs, method.prefill(batch)):
@@ -209,7 +209,7 @@ def test_sampling_is_lossless(engines, monkeypatch):
         for _ in range(3):
             tokens.append(int(model.full_logits(tokens)[-1].argmax()))
         seeded.add(tokens[len(prompt) :])
-    original = Lookahead._window
+    original = LookaheadDecoder._window
 
     def window_with_seeded_pool(self, seq):
         fresh = "lookahead" not in seq.state
@@ -218,7 +218,7 @@ def test_sampling_is_lossless(engines, monkeypatch):
             window.pool.by_first = {k: v.copy() for k, v in seeded.by_first.items()}
         return window
 
-    monkeypatch.setattr(Lookahead, "_window", window_with_seeded_pool)
+    monkeypatch.setattr(LookaheadDecoder, "_window", window_with_seeded_pool)
     samples = 2500
     counts = second_third_token_histogram(engine, prompt, sampling, samples)
     expected = samples * exact_second_third_token_distribution(model, prompt, sampling)

@@ -14,7 +14,7 @@ import torch
 
 from specbuild.reference.decoder.lean import linear
 from specbuild.reference.decoder.lean import matmul_calibration as mc
-from specbuild.reference.decoder.lean.matmul_calibration import COLUMN_MAJOR, PACKED, ROW_MAJOR, ROWS, Plan
+from specbuild.reference.decoder.lean.matmul_calibration import COLUMN_MAJOR, PACKED, ROW_MAJOR, ROWS, KernelPlan
 
 KEY = {"format": mc.FORMAT, "cpu": "Test CPU 9000", "flags": "abc", "torch": "x", "threads": 1, "rows": list(ROWS)}
 ALL_ROWS = frozenset(ROWS)
@@ -46,57 +46,59 @@ FASTER_ELSEWHERE = _times(
 def test_a_shape_where_another_kernel_is_faster_takes_it(tmp_path):
     measure = FakeMeasure({(64, 32): FASTER_ELSEWHERE})
     cal = mc.Calibration(tmp_path / "m.json", KEY, measure)
-    plan = cal.plan((64, 32), Plan(COLUMN_MAJOR))
+    plan = cal.plan((64, 32), KernelPlan(COLUMN_MAJOR))
     # one dense layout per shape, the single-row call's: row-major (30% faster there), also at 3 rows where
     # column-major was 10% faster; packed from 4 rows
-    assert plan == Plan(ROW_MAJOR, frozenset(r for r in ROWS if r >= 4))
+    assert plan == KernelPlan(ROW_MAJOR, frozenset(r for r in ROWS if r >= 4))
     assert [plan.kernel(n) for n in (1, 2, 3, 4, 5, 6, 7, 100)] == [ROW_MAJOR] * 3 + [PACKED] * 5
     assert measure.calls == [(64, 32)]
 
 
 def test_a_near_tie_keeps_the_default_and_the_margin_is_what_decides():
     near = _times(lambda r: (100.0, 95.0, 92.0))  # 5-8% faster: within the 10% margin
-    assert mc.choose(near, Plan(COLUMN_MAJOR)) == Plan(COLUMN_MAJOR)
-    packed_default = Plan(ROW_MAJOR, frozenset(r for r in ROWS if r >= 3))
+    assert mc.choose(near, KernelPlan(COLUMN_MAJOR)) == KernelPlan(COLUMN_MAJOR)
+    packed_default = KernelPlan(ROW_MAJOR, frozenset(r for r in ROWS if r >= 3))
     assert mc.choose(_times(lambda r: (95.0, 100.0, 100.0)), packed_default) == packed_default
-    assert mc.choose(near, Plan(COLUMN_MAJOR), margin=0.05) == Plan(COLUMN_MAJOR, ALL_ROWS)
+    assert mc.choose(near, KernelPlan(COLUMN_MAJOR), margin=0.05) == KernelPlan(COLUMN_MAJOR, ALL_ROWS)
 
 
 def test_a_kernel_that_won_the_row_count_below_keeps_a_near_tie():
     # packed wins at 3 rows; from 4 rows row-major is 3% faster than packed, both far ahead of column-major
     times = _times(lambda r: (100.0, 100.0, 100.0) if r < 3 else (100.0, 75.0, 60.0) if r == 3 else (100.0, 67.0, 69.0))
-    assert mc.choose(times, Plan(COLUMN_MAJOR)) == Plan(COLUMN_MAJOR, frozenset(r for r in ROWS if r >= 3))
+    assert mc.choose(times, KernelPlan(COLUMN_MAJOR)) == KernelPlan(COLUMN_MAJOR, frozenset(r for r in ROWS if r >= 3))
 
 
 def test_the_single_row_call_picks_the_dense_layout():
     # row-major is 30% faster at 2-3 rows, but within the margin at one row (the decode step): column-major stays,
     # and the 2-3 row calls take the faster of column-major and packed
     times = _times(lambda r: (100.0, 95.0, 150.0) if r == 1 else (100.0, 70.0, 90.0) if r <= 3 else (100.0, 90.0, 60.0))
-    assert mc.choose(times, Plan(COLUMN_MAJOR)) == Plan(COLUMN_MAJOR, frozenset(r for r in ROWS if r >= 2))
+    assert mc.choose(times, KernelPlan(COLUMN_MAJOR)) == KernelPlan(COLUMN_MAJOR, frozenset(r for r in ROWS if r >= 2))
     # where packed wins one row too, the dense layout that loses least elsewhere (row-major at 2-3 rows here)
     times = _times(lambda r: (100.0, 95.0, 50.0) if r == 1 else (100.0, 50.0, 90.0) if r <= 3 else (100.0, 90.0, 60.0))
-    assert mc.choose(times, Plan(COLUMN_MAJOR)) == Plan(ROW_MAJOR, frozenset({1, *(r for r in ROWS if r >= 4)}))
+    assert mc.choose(times, KernelPlan(COLUMN_MAJOR)) == KernelPlan(
+        ROW_MAJOR, frozenset({1, *(r for r in ROWS if r >= 4)})
+    )
 
 
 def test_without_a_packed_kernel_the_dense_layouts_decide():
     times = {r: {COLUMN_MAJOR: 100.0, ROW_MAJOR: 50.0} for r in ROWS}  # no oneDNN: no packed time
-    assert mc.choose(times, Plan(ROW_MAJOR, frozenset({8, 16, 32}))) == Plan(ROW_MAJOR)
+    assert mc.choose(times, KernelPlan(ROW_MAJOR, frozenset({8, 16, 32}))) == KernelPlan(ROW_MAJOR)
     times = {r: {COLUMN_MAJOR: 50.0, ROW_MAJOR: 100.0} for r in ROWS}
-    assert mc.choose(times, Plan(ROW_MAJOR, frozenset({8, 16, 32}))) == Plan(COLUMN_MAJOR)
+    assert mc.choose(times, KernelPlan(ROW_MAJOR, frozenset({8, 16, 32}))) == KernelPlan(COLUMN_MAJOR)
 
 
 def test_the_second_load_reads_the_cache_and_measures_nothing(tmp_path):
     path = tmp_path / "matmul" / "cpu.json"
     first = FakeMeasure({(64, 32): FASTER_ELSEWHERE})
     cal = mc.Calibration(path, KEY, first)
-    plans = {s: cal.plan(s, Plan(COLUMN_MAJOR)) for s in [(64, 32), (32, 64), (64, 32), (32, 64)]}
+    plans = {s: cal.plan(s, KernelPlan(COLUMN_MAJOR)) for s in [(64, 32), (32, 64), (64, 32), (32, 64)]}
     assert first.calls == [(64, 32), (32, 64)] and cal.measured == 2  # once per shape in a process
 
     second = FakeMeasure()  # a new process: another Calibration over the same file
     again = mc.Calibration(path, KEY, second)
-    assert {s: again.plan(s, Plan(COLUMN_MAJOR)) for s in plans} == plans
+    assert {s: again.plan(s, KernelPlan(COLUMN_MAJOR)) for s in plans} == plans
     assert second.calls == [] and again.measured == 0
-    again.plan((16, 16), Plan(COLUMN_MAJOR))  # a shape not cached yet: measured, added beside the others
+    again.plan((16, 16), KernelPlan(COLUMN_MAJOR))  # a shape not cached yet: measured, added beside the others
     assert second.calls == [(16, 16)]
     stored = json.loads(path.read_text())
     assert stored["key"] == KEY and sorted(stored["shapes"]) == ["16x16", "32x64", "64x32"]
@@ -121,11 +123,11 @@ def test_a_corrupt_or_foreign_cache_file_is_measured_again(tmp_path, content):
     path = tmp_path / "cpu.json"
     path.write_text(content)
     measure = FakeMeasure({(64, 32): FASTER_ELSEWHERE})
-    plan = mc.Calibration(path, KEY, measure).plan((64, 32), Plan(COLUMN_MAJOR))
+    plan = mc.Calibration(path, KEY, measure).plan((64, 32), KernelPlan(COLUMN_MAJOR))
     assert measure.calls == [(64, 32)] and plan.dense == ROW_MAJOR
     assert sorted(json.loads(path.read_text())["shapes"]) == ["64x32"]  # rewritten whole and valid
     fresh = FakeMeasure()
-    mc.Calibration(path, KEY, fresh).plan((64, 32), Plan(COLUMN_MAJOR))
+    mc.Calibration(path, KEY, fresh).plan((64, 32), KernelPlan(COLUMN_MAJOR))
     assert fresh.calls == []
 
 
@@ -134,8 +136,10 @@ def test_a_cache_that_cannot_be_written_is_not_fatal(tmp_path):
     blocker.write_text("a file where the cache folder should be")
     measure = FakeMeasure({(64, 32): FASTER_ELSEWHERE})
     cal = mc.Calibration(blocker / "matmul" / "cpu.json", KEY, measure)
-    assert cal.plan((64, 32), Plan(COLUMN_MAJOR)).dense == ROW_MAJOR
-    assert cal.plan((64, 32), Plan(COLUMN_MAJOR)).dense == ROW_MAJOR and len(measure.calls) == 1  # kept in process
+    assert cal.plan((64, 32), KernelPlan(COLUMN_MAJOR)).dense == ROW_MAJOR
+    assert (
+        cal.plan((64, 32), KernelPlan(COLUMN_MAJOR)).dense == ROW_MAJOR and len(measure.calls) == 1
+    )  # kept in process
 
 
 def test_the_cache_key_and_file_change_with_the_cpu_torch_and_threads(monkeypatch, tmp_path):
@@ -224,11 +228,11 @@ def test_measure_shape_times_each_kernel_at_every_row_count(monkeypatch):
 @pytest.mark.parametrize(
     "plan",
     [
-        Plan(COLUMN_MAJOR),
-        Plan(ROW_MAJOR),
-        Plan(ROW_MAJOR, frozenset({2, 6, 32})),
-        Plan(COLUMN_MAJOR, frozenset(r for r in ROWS if r >= 4)),
-        Plan(COLUMN_MAJOR, ALL_ROWS),
+        KernelPlan(COLUMN_MAJOR),
+        KernelPlan(ROW_MAJOR),
+        KernelPlan(ROW_MAJOR, frozenset({2, 6, 32})),
+        KernelPlan(COLUMN_MAJOR, frozenset(r for r in ROWS if r >= 4)),
+        KernelPlan(COLUMN_MAJOR, ALL_ROWS),
     ],
     ids=lambda p: p.describe(),
 )
@@ -262,9 +266,9 @@ def test_the_environment_variable_picks_a_fixed_rule_and_measures_nothing(monkey
         linear.matmul_rule.cache_clear()
         assert linear.matmul_rule() == linear.MEASURED
         monkeypatch.setattr(linear, "default_rule", lambda: COLUMN_MAJOR)
-        assert linear.float32_plan((64, 32)) == Plan(ROW_MAJOR, frozenset(r for r in ROWS if r >= 4))
+        assert linear.float32_plan((64, 32)) == KernelPlan(ROW_MAJOR, frozenset(r for r in ROWS if r >= 4))
         assert measure.calls == [(64, 32)]
-        for rule, want in ((COLUMN_MAJOR, Plan(COLUMN_MAJOR)), (PACKED, Plan(COLUMN_MAJOR))):
+        for rule, want in ((COLUMN_MAJOR, KernelPlan(COLUMN_MAJOR)), (PACKED, KernelPlan(COLUMN_MAJOR))):
             monkeypatch.setenv(linear.MATMUL_ENV, rule)
             linear.matmul_rule.cache_clear()
             assert linear.float32_plan((64, 32)) == want  # 2048 weights: below PACK_MIN_WEIGHTS, no packed copy

@@ -10,7 +10,7 @@ import torch
 from specbuild.errors import UserError
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.executor import SamplingConfig
-from specbuild.reference.decoder.methods.medusa import Medusa
+from specbuild.methods.medusa.decoder import MedusaDecoder
 from specbuild.reference.decoder.sequence import Sequence
 from tree_helpers import (
     SHIPPED_TINY,
@@ -81,7 +81,7 @@ def test_greedy_medusa_equals_autoregressive(engines, batch_size):
 
 def test_cache_after_tree_compaction_equals_fresh_prefill(engines):
     engine = engines["medusa"]
-    method = Medusa(engine)
+    method = MedusaDecoder(engine)
     seqs = [Sequence.start(i, req) for i, req in enumerate(requests(prompts(VOCAB, 4, seed=3), 30))]
     batch = Batch(seqs)
     for seq, out in zip(seqs, method.prefill(batch)):
@@ -128,7 +128,7 @@ def test_typical_acceptance_runs_and_is_opt_in(engines, tmp_path):
     engine.decoding["medusa_acceptance"] = "nope"
     try:
         with pytest.raises(UserError, match="medusa_acceptance"):
-            Medusa(engine)
+            MedusaDecoder(engine)
     finally:
         engine.decoding.pop("medusa_acceptance")
 
@@ -136,7 +136,7 @@ def test_typical_acceptance_runs_and_is_opt_in(engines, tmp_path):
 def test_choices_deeper_than_heads_are_a_user_error(engines):
     engine = engines["medusa"]
     with pytest.raises(UserError, match="medusa_choices"):
-        Medusa(engine, decoding={"medusa_choices": [[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]]})
+        MedusaDecoder(engine, decoding={"medusa_choices": [[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]]})
 
 
 @pytest.mark.skipif(not (SHIPPED_TINY / "medusa").is_dir(), reason="checkpoints/tiny (the zoo) is not built yet")

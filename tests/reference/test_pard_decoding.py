@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from specbuild.reference.decoder.model import CausalLM
-from specbuild.reference.decoder.pard import draft_positions, pard_generate
+from specbuild.methods.pard.decoder import draft_positions, pard_generate
 
 torch = pytest.importorskip("torch")
 

@@ -1,5 +1,5 @@
 """PARD on the reference executor over the tiny zoo's PARD draft: lossless against autoregressive decoding (batched,
-with a draft-length schedule) with drafts accepted; the same tokens as the plain function (reference/decoder/pard.py)
+with a draft-length schedule) with drafts accepted; the same tokens as the plain function (methods/pard/decoder.py)
 and, at every step that drafted all K, the same acceptance; a draft without the mask id is refused."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_lossless_batched_and_accepted(engines, prompts, target):
 
 def test_the_executor_matches_the_plain_function(engines, prompts, shipped_tiny):
     from specbuild.reference.decoder.model import CausalLM
-    from specbuild.reference.decoder.pard import pard_generate
+    from specbuild.methods.pard.decoder import pard_generate
 
     folders, mask = engines
     one = run(folders, "pard", prompts[:1])[0]

@@ -231,12 +231,12 @@ def zoo(shipped_tiny, tmp_path_factory):
 
 
 def zoo_executor(engines, label: str, batch: int) -> Executor:
-    from specbuild.reference.decoder.methods.eagle3 import Eagle3
+    from specbuild.methods.eagle3.decoder import Eagle3Decoder
 
     engine = engines[label]
     ex = Executor(engine, engines["draft"] if label == "draft_target" else None)
     if label.startswith("eagle3"):  # the engine folder is method none with an eagle3 head (as in test_eagle3)
-        ex._groups["engine"] = _Group(Eagle3(engine, None, ZOO_METHODS[label][1]))
+        ex._groups["engine"] = _Group(Eagle3Decoder(engine, None, ZOO_METHODS[label][1]))
     ex.limits = replace(ex.limits, max_batch_size=batch)
     return ex
 

@@ -44,7 +44,7 @@ def executor(folder, decoding=None):
     import torch
 
     from specbuild.reference.decoder.executor import Executor, _Group
-    from specbuild.reference.decoder.methods.suffix_automaton import SuffixAutomatonDecoder
+    from specbuild.methods.suffix_automaton.decoder import SuffixAutomatonDecoder
     from specbuild.reference.engine_folder import load_engine
 
     torch.set_num_threads(1)

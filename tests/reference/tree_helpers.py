@@ -43,11 +43,11 @@ def save_random_medusa(folder: Path, model_dir: Path, *, num_heads: int, seed: i
     """Random-init Medusa heads (FasterDecoding layout) for the model at model_dir."""
     from transformers import AutoConfig
 
-    from specbuild.heads.medusa import MedusaHeads, save_medusa_heads
+    from specbuild.heads.medusa import MedusaHeadsModule, save_medusa_heads
 
     cfg = AutoConfig.from_pretrained(model_dir)
     torch.manual_seed(seed)
-    heads = MedusaHeads(cfg.hidden_size, cfg.vocab_size, num_heads=num_heads, num_layers=1)
+    heads = MedusaHeadsModule(cfg.hidden_size, cfg.vocab_size, num_heads=num_heads, num_layers=1)
     return save_medusa_heads(heads, folder, dtype=torch.float32)
 
 
@@ -55,11 +55,11 @@ def save_random_eagle(folder: Path, model_dir: Path, *, seed: int) -> Path:
     """A random-init EAGLE-1 head (SafeAILab layout) sharing the target's embedding."""
     from transformers import AutoModelForCausalLM
 
-    from specbuild.heads.eagle import EagleHead, save_eagle_head
+    from specbuild.heads.eagle import EagleHeadModule, save_eagle_head
 
     target = AutoModelForCausalLM.from_pretrained(model_dir)
     torch.manual_seed(seed)
-    head = EagleHead.for_target(target.config)
+    head = EagleHeadModule.for_target(target.config)
     with torch.no_grad():
         for name, p in head.named_parameters():
             if p.dim() == 2 and "embed" not in name:
@@ -231,11 +231,11 @@ def teacher_data(model_dir: Path, *, samples: int = 48, prompt_len: int = 6, new
 
 def fit_medusa(folder: Path, model_dir: Path, *, num_heads: int = 3, steps: int = 150, seed: int = 1) -> Path:
     """Medusa heads trained for a few seconds on the target's own greedy text (head k: token t + 2 + k)."""
-    from specbuild.heads.medusa import MedusaHeads, save_medusa_heads
+    from specbuild.heads.medusa import MedusaHeadsModule, save_medusa_heads
 
     model, tokens, hidden = teacher_data(model_dir, seed=seed)
     torch.manual_seed(seed)
-    heads = MedusaHeads(hidden.shape[-1], model.config.vocab_size, num_heads=num_heads, num_layers=1)
+    heads = MedusaHeadsModule(hidden.shape[-1], model.config.vocab_size, num_heads=num_heads, num_layers=1)
     heads.init_from_lm_head(model.lm_head.weight.detach())
     opt = torch.optim.Adam(heads.parameters(), lr=3e-3)
     for _ in range(steps):
@@ -252,11 +252,11 @@ def fit_medusa(folder: Path, model_dir: Path, *, num_heads: int = 3, steps: int 
 
 def fit_eagle(folder: Path, model_dir: Path, *, steps: int = 150, seed: int = 1) -> Path:
     """An EAGLE-1 head trained for a few seconds on the target's greedy text: (f_t, x_{t+1}) -> x_{t+2}."""
-    from specbuild.heads.eagle import EagleHead, save_eagle_head
+    from specbuild.heads.eagle import EagleHeadModule, save_eagle_head
 
     model, tokens, hidden = teacher_data(model_dir, seed=seed)
     torch.manual_seed(seed)
-    head = EagleHead.for_target(model.config)
+    head = EagleHeadModule.for_target(model.config)
     head.copy_embedding_from(model)
     opt = torch.optim.Adam([p for p in head.parameters() if p.requires_grad], lr=3e-3)
     positions = torch.arange(tokens.shape[1] - 1)[None].expand(tokens.shape[0], -1)

@@ -12,11 +12,15 @@ import typing
 
 import pytest
 
-from specbuild.methods import METHODS
-from specbuild.methods.base import Method
+from specbuild.deploy.context import BundleFlavour, bundle_flavour
+from specbuild.methods import METHODS, load
+from specbuild.methods.pack import MethodPack
 from specbuild.runtimes import REGISTRY, get_runtime
 from specbuild.runtimes.base import Runtime
-from specbuild.speculation import MethodParams, Params
+from specbuild.speculation import MethodParams
+from specbuild.trtllm.method_part import TrtllmPart
+
+PARAMS = [pack.Params for pack in METHODS.values() if pack.Params is not None]
 
 
 def _abstract(function) -> bool:
@@ -59,12 +63,12 @@ def _problems(cls: type, interface: type) -> list[str]:
 
 def test_the_interfaces_declare_what_is_checked():
     """The derivation finds members in each interface (a renamed or emptied interface would pass vacuously)."""
-    for interface in (Runtime, Method, MethodParams):
+    for interface in (Runtime, MethodPack, MethodParams, BundleFlavour, TrtllmPart):
         declared, functions = _members(interface)
         assert functions, interface
     assert any(_abstract(f) for f in _members(Runtime)[1].values())
-    assert any(_abstract(f) for f in _members(Method)[1].values())
-    assert _members(Runtime)[0] and _members(Method)[0]
+    assert any(_abstract(f) for f in _members(MethodPack)[1].values())
+    assert _members(Runtime)[0] and _members(MethodPack)[0]
 
 
 @pytest.mark.parametrize("key", sorted(REGISTRY), ids="/".join)
@@ -80,10 +84,24 @@ def test_runtime_conforms(key):
 def test_method_conforms(name):
     method = METHODS[name]
     assert method.name == name
-    assert not _problems(type(method), Method)
+    assert not _problems(type(method), MethodPack)
 
 
-@pytest.mark.parametrize("params", typing.get_args(Params), ids=lambda t: t.__name__)
+@pytest.mark.parametrize("key", sorted(REGISTRY), ids="/".join)
+def test_each_flavour_names_a_bundle_part_that_conforms(key):
+    part = bundle_flavour(get_runtime(*key))
+    assert isinstance(part, BundleFlavour)
+    assert not _problems(type(part), BundleFlavour)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in METHODS.items() if p.trtllm is not None))
+def test_each_pack_s_trtllm_part_conforms(name):
+    pack = METHODS[name]
+    part = load(pack, pack.trtllm)
+    assert isinstance(part, TrtllmPart) and not _problems(type(part), TrtllmPart)
+
+
+@pytest.mark.parametrize("params", PARAMS, ids=lambda t: t.__name__)
 def test_params_conform(params):
     assert issubclass(params, MethodParams)
     assert not _problems(params, MethodParams)

@@ -24,15 +24,15 @@ TWO_CPUS = pytest.mark.skipif(
 
 
 def test_auto_keeps_the_last_cpus_when_some_are_left():
-    assert decode_cpus.plan("auto", {0, 1, 2, 3}, 1) == decode_cpus.Split(frozenset({3}), frozenset({0, 1, 2}))
-    assert decode_cpus.plan("auto", {0, 1, 2, 3}, 2) == decode_cpus.Split(frozenset({2, 3}), frozenset({0, 1}))
+    assert decode_cpus.plan("auto", {0, 1, 2, 3}, 1) == decode_cpus.CpuSplit(frozenset({3}), frozenset({0, 1, 2}))
+    assert decode_cpus.plan("auto", {0, 1, 2, 3}, 2) == decode_cpus.CpuSplit(frozenset({2, 3}), frozenset({0, 1}))
     assert decode_cpus.plan("auto", {0, 1}, 2) is None  # nothing would be left for tritonserver
     assert decode_cpus.plan("auto", {5}, 1) is None
     assert decode_cpus.plan("off", {0, 1, 2, 3}, 1) is None
 
 
 def test_a_list_keeps_those_cpus_and_bad_lists_say_what_to_do():
-    assert decode_cpus.plan("0, 2", {0, 1, 2, 3}, 1) == decode_cpus.Split(frozenset({0, 2}), frozenset({1, 3}))
+    assert decode_cpus.plan("0, 2", {0, 1, 2, 3}, 1) == decode_cpus.CpuSplit(frozenset({0, 2}), frozenset({1, 3}))
     with pytest.raises(UserError, match=r"--decode-cpus='7': CPU 7 is not one this process may run on \(0,1\)"):
         decode_cpus.plan("7", {0, 1}, 1, where="--decode-cpus")
     with pytest.raises(UserError, match="keeps every CPU .* leaves none for tritonserver"):

@@ -56,7 +56,7 @@ def test_the_bls_and_the_reference_runtime_use_this_definition(tmp_path):
     from repo_helpers import ROOT, recipe_from, write_engine_configs
 
     from specbuild.plan import Layout
-    from specbuild.reference.decoder.methods import prompt_lookup as reference
+    from specbuild.methods.prompt_lookup import decoder as reference
     from specbuild.recipe.schema import Recipe
     from specbuild.repository.engine.writer import write_repository
 

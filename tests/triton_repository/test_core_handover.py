@@ -130,7 +130,7 @@ def serve(core, steps, streaming, interval, metrics=None, model=None, name="tens
     model.lock, model.running, model.outbox = threading.Condition(), True, _CountingQueue()
     senders = {rid: _Sender() for rid in streaming}
     model.jobs = {
-        rid: core.Job(_Request(), 0, 1, {"left": 1, "sender": senders[rid]}, streaming[rid], True, [1], NO_FLAGS)
+        rid: core.RowJob(_Request(), 0, 1, {"left": 1, "sender": senders[rid]}, streaming[rid], True, [1], NO_FLAGS)
         for rid in streaming
     }
     model.stream_interval, model.batcher_metrics, model.spec_metrics = interval, metrics, None

@@ -31,8 +31,8 @@ def build_tiny_checkpoints(root: Path) -> dict[str, Path]:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from specbuild.heads.eagle import EagleHead, eagle_config_dict, save_eagle_head
-    from specbuild.heads.medusa import MedusaHeads, save_medusa_heads
+    from specbuild.heads.eagle import EagleHeadModule, eagle_config_dict, save_eagle_head
+    from specbuild.heads.medusa import MedusaHeadsModule, save_medusa_heads
     from specbuild.zoo.tokenizer import save_tokenizer
 
     torch.manual_seed(0)
@@ -61,11 +61,11 @@ def build_tiny_checkpoints(root: Path) -> dict[str, Path]:
     for name, model in (("target", target), ("draft", draft)):
         model.save_pretrained(str(paths[name]))
         save_tokenizer(tokenizer, paths[name])
-    heads = MedusaHeads(32, vocab, num_heads=3, num_layers=1)
+    heads = MedusaHeadsModule(32, vocab, num_heads=3, num_layers=1)
     heads.init_from_lm_head(target.lm_head.weight)
     save_medusa_heads(heads, paths["medusa"], dtype=torch.float32)
     head_config = LlamaConfig(
         **{k: v for k, v in eagle_config_dict(target.config, 1).items() if k not in ("architectures", "model_type")}
     )
-    save_eagle_head(EagleHead(head_config), paths["eagle"], dtype=torch.float32)
+    save_eagle_head(EagleHeadModule(head_config), paths["eagle"], dtype=torch.float32)
     return paths

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from specbuild.errors import UserError
-from specbuild.heads.eagle import EagleHead, causal_mask, load_eagle_head, save_eagle_head
+from specbuild.heads.eagle import EagleHeadModule, causal_mask, load_eagle_head, save_eagle_head
 
 # SafeAILab/EAGLE eagle/model/cnets1.py (EAGLE-1 `Model`), loaded with strict=True by ea_model.py:
 # embed_tokens, fc (with bias), one LlamaDecoderLayer whose index-0 variant has no input_layernorm.
@@ -29,7 +29,7 @@ EAGLE1_KEYS = {
 
 def _head(tiny_llama):
     torch.manual_seed(1)
-    head = EagleHead.for_target(tiny_llama.config)
+    head = EagleHeadModule.for_target(tiny_llama.config)
     head.copy_embedding_from(tiny_llama)
     return head.eval()
 

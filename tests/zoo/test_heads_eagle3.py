@@ -10,7 +10,7 @@ import torch
 
 from specbuild.errors import UserError
 from specbuild.heads.eagle3 import (
-    Eagle3Head,
+    Eagle3HeadModule,
     draft_vocabulary,
     load_eagle3_head,
     new_eagle3_head,
@@ -62,7 +62,7 @@ def target():
     return LlamaForCausalLM(config).eval()
 
 
-def _head(target, layers=LAYERS, draft_vocab=DRAFT_VOCAB, seed=1) -> Eagle3Head:
+def _head(target, layers=LAYERS, draft_vocab=DRAFT_VOCAB, seed=1) -> Eagle3HeadModule:
     torch.manual_seed(seed)
     head = new_eagle3_head(target.config, layers=layers, draft_vocab_size=draft_vocab)
     counts = torch.randint(0, 50, (VOCAB,), generator=torch.Generator().manual_seed(seed))

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from specbuild.errors import UserError
-from specbuild.heads.medusa import MedusaHeads, load_medusa_heads, save_medusa_heads
+from specbuild.heads.medusa import MedusaHeadsModule, load_medusa_heads, save_medusa_heads
 
 
 def test_forward_shape_and_resblock_math():
     torch.manual_seed(0)
-    heads = MedusaHeads(hidden_size=16, vocab_size=40, num_heads=3, num_layers=2)
+    heads = MedusaHeadsModule(hidden_size=16, vocab_size=40, num_heads=3, num_layers=2)
     x = torch.randn(2, 5, 16)
     logits = heads(x)
     assert logits.shape == (3, 2, 5, 40)
@@ -26,7 +26,7 @@ def test_forward_shape_and_resblock_math():
 
 def test_init_from_lm_head_reproduces_target_logits():
     lm = torch.randn(40, 16)
-    heads = MedusaHeads(16, 40, num_heads=2, num_layers=1)
+    heads = MedusaHeadsModule(16, 40, num_heads=2, num_layers=1)
     heads.init_from_lm_head(lm)
     x = torch.randn(1, 3, 16)
     for k in range(2):
@@ -35,7 +35,7 @@ def test_init_from_lm_head_reproduces_target_logits():
 
 def test_round_trip(tmp_path):
     torch.manual_seed(0)
-    heads = MedusaHeads(16, 40, num_heads=4, num_layers=1)
+    heads = MedusaHeadsModule(16, 40, num_heads=4, num_layers=1)
     save_medusa_heads(heads, tmp_path, dtype=torch.float32, base_model_name_or_path="../target")
     loaded = load_medusa_heads(tmp_path)
     x = torch.randn(2, 3, 16)
@@ -45,7 +45,7 @@ def test_round_trip(tmp_path):
 def test_layout_matches_tensorrt_llm_loader(tmp_path):
     from safetensors.torch import load_file
 
-    heads = MedusaHeads(16, 40, num_heads=3, num_layers=1)
+    heads = MedusaHeadsModule(16, 40, num_heads=3, num_layers=1)
     save_medusa_heads(heads, tmp_path)
     # examples/medusa/convert_checkpoint.py (TensorRT-LLM) reads these two keys from config.json.
     config = json.loads((tmp_path / "config.json").read_text())
@@ -66,7 +66,7 @@ def test_layout_matches_tensorrt_llm_loader(tmp_path):
 
 
 def test_loader_reads_the_older_pt_file(tmp_path):
-    heads = MedusaHeads(8, 20, num_heads=2, num_layers=1)
+    heads = MedusaHeadsModule(8, 20, num_heads=2, num_layers=1)
     save_medusa_heads(heads, tmp_path, dtype=torch.float32)
     (tmp_path / "medusa_lm_head.safetensors").unlink()
     torch.save(heads.checkpoint_state_dict(), tmp_path / "medusa_lm_head.pt")

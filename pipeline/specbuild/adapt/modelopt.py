@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from specbuild.errors import UserError
 from specbuild.recipe.adapt import AdaptSection
-from specbuild.speculation import Eagle3Head, Speculation
+from specbuild.methods.eagle3 import Eagle3Head
+from specbuild.speculation import Speculation
 
 
 def check_modelopt(spec: Speculation, settings: AdaptSection) -> None:

@@ -30,7 +30,6 @@ from specbuild import __version__
 from specbuild.files.atomic import write_file
 from specbuild.errors import UserError
 from specbuild.checkpoints.hub import checkpoint_fields
-from specbuild.trtllm.version import installed_version
 
 MANIFEST = "provenance.json"
 FORMAT = 1
@@ -90,10 +89,12 @@ def _package_version(name: str) -> str | None:
         return None
 
 
-def versions(recipe=None) -> dict[str, str | None]:
+def versions(recipe=None, runtime=None) -> dict[str, str | None]:
+    """The tools' versions; the TensorRT-LLM installed here as the recipe's runtime reads it (`runtime`:
+    Runtime.installed_release; None without one or without a runtime)."""
     out: dict[str, str | None] = {"specbuild": __version__, "python": platform.python_version()}
     out.update({name: _package_version(name) for name in PACKAGES})
-    out["tensorrt_llm"] = installed_version()
+    out["tensorrt_llm"] = runtime.installed_release() if runtime is not None else None
     out["tensorrt_llm_target"] = recipe.deploy.image.trtllm_version if recipe is not None else None
     return out
 
@@ -125,8 +126,9 @@ def recipe_record(recipe) -> dict[str, Any]:
     }
 
 
-def make_manifest(recipe, kind: str, output: Path, *, plan: dict | None = None) -> dict[str, Any]:
-    """The manifest of one output folder (`kind`: engine, repository, bundle or report) built from `recipe`."""
+def make_manifest(recipe, kind: str, output: Path, *, plan: dict | None = None, runtime=None) -> dict[str, Any]:
+    """The manifest of one output folder (`kind`: engine, repository, bundle or report) built from `recipe` for
+    its `runtime` (specbuild.runtimes: it says which TensorRT-LLM is installed)."""
     return {
         "provenance": FORMAT,
         "kind": kind,
@@ -134,7 +136,7 @@ def make_manifest(recipe, kind: str, output: Path, *, plan: dict | None = None) 
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "recipe": recipe_record(recipe),
         "checkpoints": checkpoints(recipe),
-        "versions": versions(recipe),
+        "versions": versions(recipe, runtime),
         "plan": plan,
     }
 

@@ -35,25 +35,25 @@ LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
 
 
 @dataclass(frozen=True)
-class Layout:
+class WeightLayout:
     label: str  # "an EAGLE-1 head": how a message names it
     read_by: str  # which recipe field or method takes a folder of this layout
     files: tuple[str, ...] = ()  # the weights files its loaders read, in their order ((): any in the folder)
 
 
-CAUSAL_LM = Layout("a causal language model", "model.checkpoint (or a draft_target draft)")
+CAUSAL_LM = WeightLayout("a causal language model", "model.checkpoint (or a draft_target draft)")
 # TensorRT-LLM's load_medusa_hf tries the .pt first (examples/medusa/convert_checkpoint.py)
-MEDUSA = Layout("Medusa heads", "method: medusa", ("medusa_lm_head.pt", "medusa_lm_head.safetensors"))
+MEDUSA = WeightLayout("Medusa heads", "method: medusa", ("medusa_lm_head.pt", "medusa_lm_head.safetensors"))
 # TensorRT-LLM's examples/eagle/convert_checkpoint.py loads the folder with LlamaForCausalLM.from_pretrained
-EAGLE1 = Layout("an EAGLE-1 head", "method: eagle", ("pytorch_model.bin", "model.safetensors"))
+EAGLE1 = WeightLayout("an EAGLE-1 head", "method: eagle", ("pytorch_model.bin", "model.safetensors"))
 # model.safetensors, or EAGLE's DeepSpeed `save_16bit_model` output
-EAGLE3 = Layout("an EAGLE-3 head", "method: eagle3", ("model.safetensors", "pytorch_model.bin"))
+EAGLE3 = WeightLayout("an EAGLE-3 head", "method: eagle3", ("model.safetensors", "pytorch_model.bin"))
 
 _MEDUSA_TENSOR = re.compile(r"^\d+\.\d+\.(?:linear\.)?(?:weight|bias)$")  # FasterDecoding/Medusa medusa_lm_head
 _EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight")
 
 
-def layout(names: Iterable[str]) -> Layout | None:
+def layout(names: Iterable[str]) -> WeightLayout | None:
     """The layout these tensor names are (None: none that specbuild knows).
 
     EAGLE-3 (SafeAILab/EAGLE `eagle3` checkpoints, TensorRT-LLM `Eagle3ForCausalLM`): `midlayer.*`, the
@@ -76,7 +76,7 @@ def layout(names: Iterable[str]) -> Layout | None:
     return None
 
 
-def evidence(names: Iterable[str], found: Layout) -> list[str]:
+def evidence(names: Iterable[str], found: WeightLayout) -> list[str]:
     """A few of the tensor names that made `layout` say `found` (for a message)."""
     names = sorted(names)
     marks = {
@@ -98,19 +98,6 @@ def missing_layers(names: Iterable[str], num_layers: int) -> list[int]:
     return [i for i in range(num_layers) if i not in found]
 
 
-def has_mtp_layers(names: Iterable[str], num_layers: int) -> bool | None:
-    """Whether the names hold multi-token-prediction layers: decoder layers numbered from `num_layers` on
-    (DeepSeek-V3's `model.layers.61.*`, GLM-4.5's), or tensors named `mtp` / `nextn` (Qwen3-Next's `mtp.*`).
-    None when the names show no layer numbers (nothing to tell by)."""
-    names = list(names)
-    if any("mtp" in n or "nextn" in n for n in names):
-        return True
-    found = {int(m.group(1)) for n in names if (m := LAYER_INDEX.search(n))}
-    if not found:
-        return None
-    return max(found) >= num_layers
-
-
 def medusa_heads(names: Iterable[str]) -> int:
     """How many heads Medusa tensor names hold: heads 0..K-1, numbered by their names' first part (the weights,
     not config.json, count them: FasterDecoding/medusa-vicuna-7b-v1.3 says medusa_num_heads 2 and holds 5,
@@ -122,7 +109,7 @@ def medusa_heads(names: Iterable[str]) -> int:
     return count
 
 
-def preferred_files(folder: Path, wanted: Layout) -> tuple[str, ...]:
+def preferred_files(folder: Path, wanted: WeightLayout) -> tuple[str, ...]:
     """The weights files to read for a folder that should be `wanted`: the layout's own, where the folder has one
     of them (what its loaders read first), else () for every weights file in the folder (a sharded head, another
     runtime's file name)."""

@@ -40,7 +40,7 @@ from specbuild.deploy.world import describe
 from specbuild.deploy.yamlio import dump_all
 from specbuild.errors import UserError
 from specbuild.plan import DeployStep
-from specbuild.deploy.images import applies
+from specbuild.deploy.context import applies
 from specbuild.recipe.deploy import DeploySection
 from specbuild.files.paths import show
 

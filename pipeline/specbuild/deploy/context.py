@@ -1,30 +1,38 @@
-"""Everything a bundle's files are made from, derived once from the recipe and the compile layout.
+"""Everything a bundle's files are made from, derived once from the recipe and the compile layout, and the part
+of the bundle its runtime's flavour has (`BundleFlavour`).
 
 Two kinds of paths, never mixed: the containers read everything below `<deploy.mount_root>/<name>` (the Kubernetes
 claim's folder `<name>`, a Slurm job's models folder), and only copy-models.sh, which runs where the recipe was
 compiled, names the folders there (`Mount.source`).
+
+What the bundle does differently per flavour is a member of the flavour's part: the engine flavour's
+(deploy/engine_bundle.py: TensorRT engines behind the C++ tensorrtllm backend, an ensemble/BLS repository, an mpirun
+launch script) and the llm-api flavour's (deploy/llmapi_bundle.py: TensorRT-LLM's PyTorch backend behind NVIDIA's
+llmapi model configured by model.yaml). The flavour object names its part (`bundle` of repository/engine/flavour.py
+EngineFlavour and repository/llmapi/flavour.py LlmApiFlavour, which sit below the bundle in the import layers), and
+`bundle_flavour` loads it from the runtime the command resolved.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Protocol, runtime_checkable
 
-from specbuild.deploy.images import ImageChoice, choose_image
-from specbuild.deploy.launch import LaunchPlan, launch_plan
 from specbuild.recipe.deploy import K8S_NAME_MAX, K8S_NAME_PATTERN
-from specbuild.deploy.world import World, world_of
-from specbuild.repository.engine import params
-from specbuild.repository.llmapi.configs import MODEL
-from specbuild.deploy.kind import deploy_kind
-from specbuild.repository.llmapi.model_yaml import DRAFT_FIELD, model_yaml
 
 if TYPE_CHECKING:
+    from specbuild.deploy.bundle_docs import BundleFinding
+    from specbuild.deploy.images import ImageChoice
+    from specbuild.deploy.launch import LaunchPlan
+    from specbuild.deploy.world import World
+    from specbuild.findings import Finding
     from specbuild.plan import Layout
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.base import Runtime
     from specbuild.runtimes.build import Build
     from specbuild.speculation import Speculation
 
@@ -39,8 +47,6 @@ def bundle_folder(layout: Layout) -> Path:
     return Path(layout.repo_root).absolute().parent / "deploy" / layout.name
 
 
-# What the containers read besides the repository, per kind (specbuild.deploy.kind)
-PATHS_READ = {"engine": "engines, tokenizer", "llm-api": "checkpoints (model, tokenizer, speculative model)"}
 NAME_HASH = 6  # hex digits of the recipe name's hash a shortened or changed name ends with
 
 
@@ -74,6 +80,96 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class KindText:
+    """What a bundle's README says differently per flavour (BundleFlavour.readme)."""
+
+    contents: str  # what the claim holds
+    named_by: str  # how the repository names those folders
+    load: str  # what the startup probe waits for
+    image: Callable[[DeployContext], str]  # what the image tag must carry
+    acceptance: str  # why there is no acceptance-length series (when there is none)
+    request: Callable[[DeployContext], str]  # a request with curl
+
+
+@runtime_checkable
+class BundleFlavour(Protocol):
+    """One flavour's part of the deployment bundle."""
+
+    # What the containers read besides the repository (copy-models.sh, the Slurm job).
+    paths_read: ClassVar[str]
+    # Where a world's node count comes from, as a cross-check says it ("" or " (llm_api.nodes)").
+    nodes_from: ClassVar[str]
+    # Why the monitoring rules have no acceptance-length series when a deployment publishes no counters.
+    no_acceptance_counters: ClassVar[str]
+    # What a multi-node leader execs last, in words.
+    leader_execs: ClassVar[str]
+    # What the bundle's README says of this flavour.
+    readme: ClassVar[KindText]
+    # How the README says a multi-node group starts ({nodes}, {world}).
+    multi_node: ClassVar[str]
+
+    # Where every MPI rank of the deployment runs (nodes x GPUs).
+    def world(self, recipe: Recipe, spec: Speculation) -> World:
+        raise NotImplementedError
+
+    # What the deploy section cannot lay out (recipe findings).
+    def world_findings(self, recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
+        raise NotImplementedError
+
+    # Whether the world is laid out (False: the flavour's own checks refuse the recipe, saying why).
+    def lays_out(self, recipe: Recipe) -> bool:
+        raise NotImplementedError
+
+    # The image of the bundle; ValueError when no tag fits (image_findings reports it against the recipe first).
+    def image(self, recipe: Recipe, trtllm_version: str | None = None) -> ImageChoice:
+        raise NotImplementedError
+
+    # Why the recipe gets no bundle for want of an image to run (None: it gets one).
+    def no_image(self, recipe: Recipe) -> str | None:
+        raise NotImplementedError
+
+    # What deploy.image cannot be for this flavour (recipe findings).
+    def image_findings(self, recipe: Recipe) -> Iterator[Finding]:
+        raise NotImplementedError
+
+    # The Triton model whose queue:compute ratio drives the autoscaler, and whether it publishes acceptance counters.
+    def monitored(self, spec: Speculation) -> tuple[str, bool]:
+        raise NotImplementedError
+
+    # The folders the containers read: (what, the folder where compiled, its name in the tree).
+    def mounts(self, recipe: Recipe, spec: Speculation, layout: Layout) -> list[tuple[str, Path, str]]:
+        raise NotImplementedError
+
+    # What the containers run: the repository's launch command.
+    def launch(self, recipe: Recipe, spec: Speculation, repository: Path) -> LaunchPlan:
+        raise NotImplementedError
+
+    # The port defaults of a launch script on disk (launch.ScriptFormatError when it cannot be read).
+    def script_ports(self, text: str) -> dict[str, int]:
+        raise NotImplementedError
+
+    # What the compiled repository on disk says beyond its configs, added to `facts`.
+    def read_repository(self, ctx: DeployContext, facts: dict) -> None:
+        raise NotImplementedError
+
+    # The compiled repository on disk against the recipe.
+    def repository_checks(self, ctx: DeployContext, facts: dict) -> Iterator[BundleFinding]:
+        raise NotImplementedError
+
+
+def bundle_flavour(runtime: Runtime) -> BundleFlavour:
+    """The bundle's part of the runtime's flavour (the flavour object's `bundle`, "module:object")."""
+    module, name = runtime.bundle.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def applies(recipe: Recipe, runtime: Runtime) -> str | None:
+    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`): its runtime's refusal
+    (the reference runtime serves on CPU), or no image to run (llm-api: a release no NGC container ships)."""
+    return runtime.bundle_refusal or bundle_flavour(runtime).no_image(recipe)
+
+
+@dataclass(frozen=True)
 class DeployContext:
     recipe: Recipe
     layout: Layout
@@ -85,6 +181,7 @@ class DeployContext:
     mounts: tuple[Mount, ...]
     spec: Speculation  # the recipe's speculation (specbuild.runtimes.build)
     serving_model: str  # the model clients call (the runtime's: the ensemble, the BLS, or the llm-api model)
+    flavour: BundleFlavour  # the bundle's part of the runtime's flavour
 
     @property
     def deploy(self):
@@ -152,42 +249,23 @@ class DeployContext:
         return "LeaderWorkerSet" if self.world.multi_node else self.deploy.kubernetes.workload
 
     @property
-    def kind(self) -> str:
-        return self.launch.kind
-
-    @property
     def scale_model(self) -> str:
         """The Triton model whose queue:compute ratio drives the HPA: where requests wait (engine flavour: the BLS
         runs the speculative loop of draft-target and prompt lookup, otherwise the engine model; llm-api: its one
         tensorrt_llm model)."""
-        return MONITORING_KINDS[self.kind](self.spec)[0]
+        return self.flavour.monitored(self.spec)[0]
 
     @property
     def publishes_acceptance(self) -> bool:
         """Drafted/accepted tokens are Prometheus counters: only the engine flavour's BLS publishes them (the llm-api
         model returns its speculative counters as per-response tensors, no metric: TensorRT-LLM
         triton_backend/all_models/llmapi/tensorrt_llm/1/model.py@0ebb153)."""
-        return MONITORING_KINDS[self.kind](self.spec)[1]
+        return self.flavour.monitored(self.spec)[1]
 
     @property
     def grace_period_s(self) -> int:
         k = self.deploy.kubernetes
         return k.termination_grace_period_s or k.pre_stop_sleep_s + self.deploy.exit_timeout_s + 30
-
-
-def _engine_monitoring(spec: Speculation) -> tuple[str, bool]:
-    bls = params.bls_driven(spec, "target")
-    return ("tensorrt_llm_bls" if bls else "tensorrt_llm"), bls
-
-
-def _llmapi_monitoring(spec: Speculation) -> tuple[str, bool]:
-    return MODEL, False
-
-
-MONITORING_KINDS: dict[str, Callable[[Speculation], tuple[str, bool]]] = {
-    "engine": _engine_monitoring,
-    "llm-api": _llmapi_monitoring,
-}
 
 
 REPOSITORY_SLUG = "repository"
@@ -197,8 +275,10 @@ def tree_of(recipe: Recipe, name: str) -> str:
     return f"{recipe.deploy.mount_root.rstrip('/')}/{name}"
 
 
-def mounts_of(recipe: Recipe, spec: Speculation, layout: Layout, name: str) -> tuple[Mount, ...]:
-    return _unique(name, tree_of(recipe, name), MOUNT_KINDS[deploy_kind(recipe)](recipe, spec, layout))
+def mounts_of(
+    flavour: BundleFlavour, recipe: Recipe, spec: Speculation, layout: Layout, name: str
+) -> tuple[Mount, ...]:
+    return _unique(name, tree_of(recipe, name), flavour.mounts(recipe, spec, layout))
 
 
 def _unique(name: str, tree: str, wanted: list[tuple[str, Path, str]]) -> tuple[Mount, ...]:
@@ -212,51 +292,10 @@ def _unique(name: str, tree: str, wanted: list[tuple[str, Path, str]]) -> tuple[
     return tuple(out)
 
 
-def engine_mounts(recipe: Recipe, spec: Speculation, layout: Layout) -> list[tuple[str, Path, str]]:
-    """The repository, the engines it serves and the tokenizer (config.pbtxt names them; converted checkpoints
-    and logs stay behind)."""
-    engines = [("draft" if m == "tensorrt_llm_draft" else "target") for m in params.core_models(recipe, spec, "target")]
-    return [
-        ("repository", Path(layout.repository("target")).absolute(), REPOSITORY_SLUG),
-        *((f"{role} engine", Path(layout.engine(role)).absolute(), role) for role in engines),
-        ("tokenizer", recipe.tokenizer_dir.absolute(), "tokenizer"),
-    ]
-
-
-def llmapi_paths(recipe: Recipe, spec: Speculation) -> dict[str, str]:
-    """The checkpoint folders the target's model.yaml names, by model.yaml key (model, tokenizer, and the draft or
-    EAGLE-3 head under speculative_config's speculative_model / speculative_model_dir)."""
-    args = model_yaml(recipe, spec, role="target")
-    out = {"model": str(args["model"]), "tokenizer": str(args["tokenizer"])}
-    draft = (args.get("speculative_config") or {}).get(DRAFT_FIELD[recipe.llm_api.release])
-    if draft is not None:
-        out[f"speculative_config.{DRAFT_FIELD[recipe.llm_api.release]}"] = str(draft)
-    return out
-
-
-def llmapi_mounts(recipe: Recipe, spec: Speculation, layout: Layout) -> list[tuple[str, Path, str]]:
-    """The repository and every checkpoint folder model.yaml names (Hugging Face checkpoints, the draft model or
-    EAGLE-3 head; no engines: the LLM loads them itself)."""
-    slugs = {"model": "model", "tokenizer": "tokenizer"}
-    return [
-        ("repository", Path(layout.repository("target")).absolute(), REPOSITORY_SLUG),
-        *(
-            (f"model.yaml {key}", Path(path), slugs.get(key, "speculative-model"))
-            for key, path in llmapi_paths(recipe, spec).items()
-        ),
-    ]
-
-
-MOUNT_KINDS: dict[str, Callable[[Recipe, Speculation, Layout], list[tuple[str, Path, str]]]] = {
-    "engine": engine_mounts,
-    "llm-api": llmapi_mounts,
-}
-
-
 def context(
     build: Build, layout: Layout, folder: Path | None = None, trtllm_version: str | None = None
 ) -> DeployContext:
-    recipe = build.recipe
+    recipe, flavour = build.recipe, bundle_flavour(build.runtime)
     name = k8s_name(recipe)
     repository = Path(f"{tree_of(recipe, name)}/{REPOSITORY_SLUG}")  # the containers' path
     return DeployContext(
@@ -264,10 +303,11 @@ def context(
         layout=layout,
         folder=Path(folder or bundle_folder(layout)).absolute(),
         name=name,
-        image=choose_image(recipe, trtllm_version),
-        world=world_of(recipe, build.spec),
-        launch=launch_plan(recipe, build.spec, repository),
-        mounts=mounts_of(recipe, build.spec, layout, name),
+        image=flavour.image(recipe, trtllm_version),
+        world=flavour.world(recipe, build.spec),
+        launch=flavour.launch(recipe, build.spec, repository),
+        mounts=mounts_of(flavour, recipe, build.spec, layout, name),
         spec=build.spec,
         serving_model=build.runtime.serving_model(build.spec),
+        flavour=flavour,
     )

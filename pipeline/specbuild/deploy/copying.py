@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shlex
 
-from specbuild.deploy.context import PATHS_READ, DeployContext
+from specbuild.deploy.context import DeployContext
 from specbuild.deploy.kubernetes import LOADER_ROOT
 from specbuild.deploy.repository import FOLDER
 
@@ -82,7 +82,7 @@ def copy_script(ctx: DeployContext) -> str:
     loader = f"{ctx.name}-loader"
     text = _HEAD.format(
         name=ctx.name,
-        what=PATHS_READ[ctx.kind],
+        what=ctx.flavour.paths_read,
         script=COPY_SCRIPT,
         claim=ctx.claim,
         loader=loader,

@@ -7,20 +7,18 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from specbuild.deploy.bundle_docs import KUSTOMIZATION, BundleFinding, Doc
 from specbuild.deploy.repository_facts import repository_facts
 from specbuild.deploy.context import LWS_NAME, LWS_WORKER_INDEX, DeployContext
 from specbuild.deploy.copying import COPY_SCRIPT
 from specbuild.deploy.kubernetes import CONTAINER, LIVE_PATH, READY_PATH
-from specbuild.deploy.launch import SLURM_RANKS, ScriptFormatError, expand, parse_script, script_ports
+from specbuild.deploy.launch import SLURM_RANKS, ScriptFormatError, expand, parse_script
 from specbuild.deploy.monitoring import ACCEPTANCE_LENGTH, QUEUE_COMPUTE
 from specbuild.deploy.repository import FOLDER, compiled_files, container_files
 from specbuild.recipe.deploy import quantity_value
 from specbuild.deploy.slurm import RANKS_SCRIPT, srun_mpi, tasks_per_node
-from specbuild.repository.llmapi import model_yaml
-from specbuild.repository.llmapi.configs import MODEL
 
 
 @dataclass(frozen=True)
@@ -59,13 +57,6 @@ def pod_templates(doc: Doc) -> list[PodTemplate]:
     return []
 
 
-# how a launch script of each kind is read for its ports (engine: also its mpirun app contexts)
-SCRIPT_READERS: dict[str, Callable[[str], dict[str, int]]] = {
-    "engine": lambda text: parse_script(text).ports,
-    "llm-api": script_ports,
-}
-
-
 def _under(path: str, mounts: list[str]) -> bool:
     p = Path(path)
     return any(p == Path(m) or Path(m) in p.parents for m in mounts)
@@ -84,7 +75,7 @@ def cross_findings(ctx: DeployContext, docs: list[Doc], folder: Path) -> Iterato
                 "the repository's launch script is not the one this recipe implies (stale repository) — recompile",
             )
         try:
-            ports_of_script = SCRIPT_READERS[ctx.kind](facts["script"])
+            ports_of_script = ctx.flavour.script_ports(facts["script"])
         except ScriptFormatError as e:
             yield BundleFinding(script_path, "", f"cannot read its ports and ranks ({e}) — recompile")
     t = recipe.triton
@@ -121,7 +112,7 @@ def cross_findings(ctx: DeployContext, docs: list[Doc], folder: Path) -> Iterato
     wl = workloads[0]
     templates = pod_templates(wl)
     yield from _world(ctx, wl, templates, facts)
-    yield from REPOSITORY_CHECKS[ctx.kind](ctx, facts)
+    yield from ctx.flavour.repository_checks(ctx, facts)
     for tpl in templates:
         yield from _container(ctx, tpl, repo_ports, facts)
     serving = templates[0]
@@ -187,7 +178,7 @@ def _world(ctx: DeployContext, wl: Doc, templates: list[PodTemplate], facts: dic
         yield wl.finding(
             "spec.leaderWorkerTemplate.size" if wl.kind == "LeaderWorkerSet" else "kind",
             f"{pods} pod(s) per replica but tp*pp = {tp * pp} on {ctx.deploy.gpus_per_node} GPUs per "
-            f"node needs {w.nodes}{NODES_FROM[ctx.kind]}",
+            f"node needs {w.nodes}{ctx.flavour.nodes_from}",
         )
     for model, ids in facts["gpu_device_ids"].items():
         want = w.engine_gpus.get(model)
@@ -197,97 +188,6 @@ def _world(ctx: DeployContext, wl: Doc, templates: list[PodTemplate], facts: dic
                 "gpu_device_ids",
                 f"{ids} but the recipe names {want} — recompile the repository",
             )
-
-
-def _engine_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFinding]:
-    yield from _engine_mapping(ctx)
-    if ctx.world.mode == "orchestrator" and "tensorrt_llm_bls" not in facts["models"] and facts["models"]:
-        yield BundleFinding(str(ctx.repository), "tensorrt_llm_bls", "missing: draft-target is served by the BLS")
-
-
-def _llmapi_repository(ctx: DeployContext, facts: dict) -> Iterator[BundleFinding]:
-    """The llm-api repository on disk: its one tensorrt_llm model with the recipe's instance count, and a
-    model.yaml that is the recipe's, names its checkpoints by absolute paths, and runs the world's tp * pp."""
-    if not facts["models"]:
-        return  # not compiled yet
-    recipe, w = ctx.recipe, ctx.world
-    where = str(facts["model_yaml_path"])
-    if facts["models"] != {MODEL}:
-        yield BundleFinding(
-            str(ctx.repository),
-            "",
-            f"holds models {sorted(facts['models'])}; an llm-api repository serves one, {MODEL!r} — recompile",
-        )
-    count = facts["instances"].get(MODEL)
-    if count is not None and count != recipe.llm_api.instances:
-        yield BundleFinding(
-            f"{ctx.repository}/{MODEL}/config.pbtxt",
-            "instance_group.count",
-            f"{count} but llm_api.instances is {recipe.llm_api.instances} — recompile the repository",
-        )
-    data = facts.get("model_yaml")
-    if data is None:
-        why = facts.get("model_yaml_error") or "missing"
-        yield BundleFinding(where, "", f"{why}: the llmapi model reads its LLM arguments there — recompile")
-        return
-    want = model_yaml.model_yaml(recipe, ctx.spec, role="target")
-    stale = sorted(k for k in set(want) | set(data) if want.get(k) != data.get(k))
-    if stale:
-        yield BundleFinding(
-            where, ", ".join(stale), "differs from the model.yaml this recipe implies (stale repository) — recompile"
-        )
-    for key, value in (facts.get("model_yaml_paths") or {}).items():
-        if not value.startswith("/"):
-            yield BundleFinding(
-                where,
-                key,
-                f"{value!r} is relative: the LLM would resolve it against the container's "
-                "working directory, which no mount guarantees — recompile (specbuild writes "
-                "absolute paths)",
-            )
-    tp, pp = data.get("tensor_parallel_size", 1), data.get("pipeline_parallel_size", 1)
-    if isinstance(tp, int) and isinstance(pp, int) and tp * pp != w.tp_pp:
-        yield BundleFinding(
-            where,
-            "tensor_parallel_size",
-            f"tensor_parallel_size * pipeline_parallel_size = "
-            f"{tp}*{pp} = {tp * pp} but the bundle's world runs {w.tp_pp} rank(s) per instance",
-        )
-
-
-REPOSITORY_CHECKS: dict[str, Callable[[DeployContext, dict], Iterator[BundleFinding]]] = {
-    "engine": _engine_repository,
-    "llm-api": _llmapi_repository,
-}
-
-
-def _engine_mapping(ctx: DeployContext) -> Iterator[BundleFinding]:
-    """A built target engine's mapping must be the world's (tensorrtllm_backend asserts gpusPerNode of config.json
-    against the node across nodes: NVIDIA EKS tutorial "3. Deploy_Triton.md")."""
-    import json
-
-    config = Path(ctx.layout.engine("target")).absolute() / "config.json"
-    if not config.is_file():
-        return
-    try:
-        mapping = (json.loads(config.read_text()).get("pretrained_config") or {}).get("mapping") or {}
-    except (OSError, ValueError):
-        return
-    b = ctx.recipe.build
-    if mapping.get("world_size") not in (None, b.tp_size * b.pp_size):
-        yield BundleFinding(
-            str(config),
-            "pretrained_config.mapping.world_size",
-            f"{mapping['world_size']} but tp_size * pp_size = {b.tp_size * b.pp_size} — rebuild the engine",
-        )
-    if ctx.world.multi_node and mapping.get("gpus_per_node") not in (None, ctx.deploy.gpus_per_node):
-        yield BundleFinding(
-            str(config),
-            "pretrained_config.mapping.gpus_per_node",
-            f"{mapping['gpus_per_node']} but "
-            f"deploy.gpus_per_node is {ctx.deploy.gpus_per_node}: the backend checks it against the "
-            "node's GPUs — convert the checkpoint with that gpus_per_node",
-        )
 
 
 def _container(ctx: DeployContext, tpl: PodTemplate, ports: dict[str, int], facts: dict) -> Iterator[BundleFinding]:
@@ -350,17 +250,6 @@ def _container(ctx: DeployContext, tpl: PodTemplate, ports: dict[str, int], fact
     yield from _volumes(ctx, tpl, path, c, facts)
 
 
-NODES_FROM = {"engine": "", "llm-api": " (llm_api.nodes)"}  # where the node count comes from, per kind
-NO_ACCEPTANCE_COUNTERS = {
-    "engine": "only the BLS of draft-target and prompt lookup counts them",
-    "llm-api": "the llm-api model's speculative counters are per-response tensors, not metrics",
-}
-LEADER_EXECS = {
-    "engine": "the repository's launch command",
-    "llm-api": "mpirun running the repository's launch command on every rank",
-}
-
-
 def _leader(ctx: DeployContext, doc: Doc, path: list, command: list[str]) -> Iterator[BundleFinding]:
     """The leader's script: exec what the world needs last, with as many hostfile slots and (llm-api) mpirun ranks
     as the world has."""
@@ -371,7 +260,7 @@ def _leader(ctx: DeployContext, doc: Doc, path: list, command: list[str]) -> Ite
     if last[0].strip() != "exec " + shlex.join(expected):
         yield doc.finding(
             [*path, "command"],
-            f"the leader must end by exec-ing {LEADER_EXECS[ctx.kind]} "
+            f"the leader must end by exec-ing {ctx.flavour.leader_execs} "
             f"{shlex.join(expected)!r}; its last line is {last[0].strip()!r}",
         )
     try:
@@ -487,7 +376,7 @@ def _hpa_and_rules(ctx: DeployContext, by_kind: dict, wl: Doc, facts: dict) -> I
         yield d.finding(
             path[:-1],
             f"records {ACCEPTANCE_LENGTH} from counters no model of this repository exports "
-            f"({NO_ACCEPTANCE_COUNTERS[ctx.kind]})",
+            f"({ctx.flavour.no_acceptance_counters})",
         )
     if QUEUE_COMPUTE in records:
         d, path, expr = records[QUEUE_COMPUTE]

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from specbuild.trtllm.version import LLMAPI_MIN, version_supported
-from specbuild.deploy.kind import deploy_kind
+from specbuild.findings import Finding
 
 if TYPE_CHECKING:
-    from specbuild.recipe.schema import Recipe
-    from specbuild.runtimes.base import Runtime
+    pass
 
 NGC_REPOSITORY = "nvcr.io/nvidia/tritonserver"
 TAG_SUFFIX = "-trtllm-python-py3"
@@ -106,6 +105,29 @@ def trtllm_of_tag(tag: str) -> str | None:
     return NGC_TRTLLM.get(m.group("yymm")) if m else None
 
 
+def ngc_tag(img) -> tuple[list[Finding], str | None]:
+    """(findings, the TensorRT-LLM version it ships) of an NGC deploy.image.tag; version None when unknown."""
+    m = re.match(r"^(\d\d\.\d\d)-(.+)$", img.tag)
+    if not m or f"-{m.group(2)}" != TAG_SUFFIX:
+        return [
+            Finding(
+                ("deploy", "image", "tag"),
+                f"{img.tag!r} is not a `<yy.mm>{TAG_SUFFIX}` tag: only those NGC images carry the TensorRT-LLM backend",
+            )
+        ], None
+    version = NGC_TRTLLM.get(m.group(1))
+    if version is None:
+        return [
+            Finding(
+                ("deploy", "image", "tag"),
+                f"{img.tag}: specbuild does not know which TensorRT-LLM "
+                f"container {m.group(1)} ships (its table ends at {max(NGC_TRTLLM)}) — pick a known "
+                "tag, or name your own image in deploy.image.repository",
+            )
+        ], None
+    return [], version
+
+
 @dataclass(frozen=True)
 class ImageChoice:
     repository: str
@@ -116,79 +138,3 @@ class ImageChoice:
     @property
     def reference(self) -> str:
         return f"{self.repository}:{self.tag}"
-
-
-def choose_image(recipe: Recipe, trtllm_version: str | None = None) -> ImageChoice:
-    """The image of the bundle, by the recipe's kind (specbuild.deploy.kind). Raises ValueError when no tag fits
-    (deploy_findings reports it against the recipe first)."""
-    return IMAGE_KINDS[deploy_kind(recipe)](recipe, trtllm_version)
-
-
-def engine_image(recipe: Recipe, trtllm_version: str | None = None) -> ImageChoice:
-    """deploy.image.tag when given, else the tag of the TensorRT-LLM release that built the engines
-    (`trtllm_version`, from compile), else of deploy.image.trtllm_version, else the newest supported."""
-    img = recipe.deploy.image
-    if img.tag:
-        known = trtllm_of_tag(img.tag) if img.repository == NGC_REPOSITORY else None
-        return ImageChoice(img.repository, img.tag, known, "deploy.image.tag")
-    version = img.trtllm_version or trtllm_version or newest_supported()
-    tag = tag_for(version)
-    if tag is None:
-        raise ValueError(f"no NGC tritonserver image ships TensorRT-LLM {version}")
-    why = (
-        "deploy.image.trtllm_version"
-        if img.trtllm_version
-        else "the TensorRT-LLM that built the engines"
-        if trtllm_version
-        else "the newest TensorRT-LLM specbuild supports"
-    )
-    return ImageChoice(img.repository, tag, version, f"{why} ({version})")
-
-
-def llmapi_image(recipe: Recipe, trtllm_version: str | None = None) -> ImageChoice:
-    """deploy.image.tag when given, else the tag of deploy.image.trtllm_version, else of the installed TensorRT-LLM
-    (`trtllm_version`, from compile, which checked it is llm_api.release), else the newest container of
-    llm_api.release."""
-    img = recipe.deploy.image
-    if img.tag:
-        known = trtllm_of_tag(img.tag) if img.repository == NGC_REPOSITORY else None
-        return ImageChoice(img.repository, img.tag, known, "deploy.image.tag")
-    release = recipe.llm_api.release
-    if img.trtllm_version:
-        version, why = img.trtllm_version, "deploy.image.trtllm_version"
-    elif trtllm_version and tag_for(trtllm_version):
-        version, why = trtllm_version, "the installed TensorRT-LLM"
-    else:  # (an installed build no container ships, e.g. a nightly of the release: the release's newest container)
-        version, why = newest_of_release(release), f"the newest container of llm_api.release {release}"
-    if version is None:
-        raise ValueError(f"no NGC tritonserver image ships TensorRT-LLM {release} (llm_api.release)")
-    tag = tag_for(version)
-    if tag is None:
-        raise ValueError(f"no NGC tritonserver image ships TensorRT-LLM {version}")
-    return ImageChoice(img.repository, tag, version, f"{why} ({version})")
-
-
-def llmapi_no_image(recipe: Recipe) -> str | None:
-    """Why an llm-api recipe gets no bundle: its llm_api.release is in no NGC container and deploy.image names
-    none (a TensorRT-LLM installed from pip serves it, but the bundle would have no image to run)."""
-    img, release = recipe.deploy.image, recipe.llm_api.release
-    if img.tag or img.trtllm_version or newest_of_release(release) is not None:
-        return None
-    return (
-        f"no NGC tritonserver container ships TensorRT-LLM {release} (llm_api.release) yet (those that do: "
-        f"{', '.join(llmapi_releases())}) — set deploy.image.repository and deploy.image.tag to an image with "
-        f"TensorRT-LLM {release} to get one"
-    )
-
-
-# Per kind: why a recipe the runtime would bundle gets none (None: it gets one)
-NO_IMAGE: dict[str, Callable[[Recipe], str | None]] = {"engine": lambda recipe: None, "llm-api": llmapi_no_image}
-
-
-IMAGE_KINDS: dict[str, Callable[[Recipe, str | None], ImageChoice]] = {"engine": engine_image, "llm-api": llmapi_image}
-
-
-def applies(recipe: Recipe, runtime: Runtime) -> str | None:
-    """None when the recipe gets a bundle; else why not (said by `plan` and `compile`): its runtime's refusal
-    (the reference runtime serves on CPU), or no image to run (llm-api: a release no NGC container ships)."""
-    return runtime.bundle_refusal or NO_IMAGE[deploy_kind(recipe)](recipe)

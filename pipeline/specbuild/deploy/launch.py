@@ -1,6 +1,7 @@
-"""What a bundle's containers run: the repository's own launch command, one function per launch kind.
+"""What a bundle's containers run: the repository's own launch command (each flavour's `launch`: deploy/
+engine_bundle.py, deploy/llmapi_bundle.py), and how a launch script is read back.
 
-Kind "engine" (TensorRT engines, the `tensorrtllm` C++ backend): the repository's `launch_triton.sh`
+The engine flavour (TensorRT engines, the `tensorrtllm` C++ backend): the repository's `launch_triton.sh`
 (specbuild.repository.engine.launch), which execs `mpirun` with one `tritonserver` per rank (leader mode) or the orchestrator.
 - Kubernetes runs exactly `bash <repo>/launch_triton.sh --exit-timeout-secs=T`; across nodes the leader first
   writes the group's hostfile, then execs the same command (mpirun reaches the workers through kubessh).
@@ -8,7 +9,7 @@ Kind "engine" (TensorRT engines, the `tensorrtllm` C++ backend): the repository'
   README.md@0b9d7d5): each task runs its rank's segment of the script's mpirun line, read from the script text, so
   the two cannot drift. A spawning orchestrator (one rank) runs the script itself instead.
 
-Kind "llm-api" (TensorRT-LLM's PyTorch backend, NVIDIA's llmapi Python model): the repository's
+The llm-api flavour (TensorRT-LLM's PyTorch backend, NVIDIA's llmapi Python model): the repository's
 `launch_triton.sh` (specbuild.repository.llmapi.launch), which execs tritonserver itself.
 - single node (one instance, tensor/pipeline parallelism inside it, or several instances without MPI): Kubernetes
   and the one Slurm task run exactly `bash <repo>/launch_triton.sh --exit-timeout-secs=T`; the LLM spawns its
@@ -27,16 +28,11 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from specbuild.repository.engine.launch import SCRIPT_NAME, launch_script
-from specbuild.repository.engine import params
-from specbuild.repository.llmapi import launch as llmapi
-from specbuild.deploy.kind import deploy_kind
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
-    from specbuild.speculation import Speculation
 
 IMAGE_TRITONSERVER = "/opt/tritonserver/bin/tritonserver"  # the script's default TRITONSERVER (NGC layout)
 PORT_VARIABLES = ("HTTP_PORT", "GRPC_PORT", "METRICS_PORT")
@@ -49,7 +45,6 @@ SLURM_RANKS, SLURM_ONE_TASK, SLURM_EVERY_TASK = "ranks", "one task runs the scri
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    kind: str
     script: Path  # the repository's launch script
     script_text: str  # the launch script this recipe implies (a repository on disk must hold exactly this)
     container_argv: list[str]  # the repository's launch command: the serving container's command
@@ -139,69 +134,6 @@ def expand(words: list[str], values: dict[str, str], extra: list[str]) -> list[s
     return out
 
 
-def engine_launch(recipe: Recipe, spec: Speculation, repository: Path) -> LaunchPlan:
-    script = repository / SCRIPT_NAME
-    extra = exit_timeout(recipe)
-    text = launch_script(recipe, spec, "target")
-    parts = parse_script(text)
-    info = params.launch(recipe, "target", spec)
-    spawn = info["mode"] == "orchestrator" and not info.get("disable_spawn_processes", False)
-    values = {
-        "TRITONSERVER": IMAGE_TRITONSERVER,
-        "REPO": str(repository),
-        **{k: str(v) for k, v in parts.ports.items()},
-    }
-    ranks = [] if spawn else [expand(seg, values, extra) for seg in parts.segments]
-    return LaunchPlan(
-        "engine",
-        script,
-        text,
-        ["bash", str(script), *extra],
-        ranks,
-        parts.env,
-        parts.ports,
-        slurm=SLURM_ONE_TASK if spawn else SLURM_RANKS,
-    )
-
-
 def exit_timeout(recipe: Recipe) -> list[str]:
     """The arguments the bundle gives the launch script (it passes them to tritonserver, rank 0)."""
     return [f"--exit-timeout-secs={recipe.deploy.exit_timeout_s}"]
-
-
-def llmapi_launch(recipe: Recipe, spec: Speculation, repository: Path) -> LaunchPlan:
-    script = repository / llmapi.SCRIPT_NAME
-    text = llmapi.launch_script(recipe)
-    argv = ["bash", str(script), *exit_timeout(recipe)]
-    info = llmapi.launch_mode(recipe)
-    if info["mode"] != "multi-node":  # one tritonserver process; the LLM spawns its own workers in the pod
-        return LaunchPlan("llm-api", script, text, argv, [], {}, script_ports(text), slurm=SLURM_ONE_TASK)
-    world, per_node = int(info["world_size"]), int(info["ranks_per_node"])
-    # every rank runs the launch command; ppr:<n>:node fills the hostfile's pods in order (leader first: rank 0)
-    leader = ["mpirun", "--allow-run-as-root", "-np", str(world), "--map-by", f"ppr:{per_node}:node", *argv]
-    return LaunchPlan(
-        "llm-api",
-        script,
-        text,
-        argv,
-        [list(argv) for _ in range(world)],
-        {},
-        script_ports(text),
-        slurm=SLURM_EVERY_TASK,
-        leader_argv=leader,
-    )
-
-
-LAUNCH_KINDS: dict[str, Callable[[Recipe, Speculation, Path], LaunchPlan]] = {
-    "engine": engine_launch,
-    "llm-api": llmapi_launch,
-}
-
-
-def launch_kind(recipe: Recipe) -> str:
-    """The launch kind of a recipe: its flavour (specbuild.deploy.kind)."""
-    return deploy_kind(recipe)
-
-
-def launch_plan(recipe: Recipe, spec: Speculation, repository: Path) -> LaunchPlan:
-    return LAUNCH_KINDS[launch_kind(recipe)](recipe, spec, repository)

@@ -20,7 +20,7 @@ from specbuild.deploy.kubernetes import autoscaled, meta
 QUEUE_COMPUTE = "triton:queue_compute:ratio"
 ACCEPTANCE_LENGTH = "specbuild:acceptance_length:mean"
 # Counters the BLS publishes (specbuild.facts.metrics: the served models' names, after vLLM's)
-BLS_STEPS, BLS_ACCEPTED, BLS_DRAFTED = metrics.STEPS, metrics.ACCEPTED, metrics.DRAFT_TOKENS
+BLS_STEPS, BLS_ACCEPTED = metrics.STEPS, metrics.ACCEPTED
 
 
 def service(ctx: DeployContext) -> list[dict[str, Any]]:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from specbuild.deploy.context import DeployContext
 from specbuild.deploy.copying import COPY_SCRIPT
@@ -13,77 +12,6 @@ from specbuild.deploy.monitoring import ACCEPTANCE_LENGTH, QUEUE_COMPUTE
 from specbuild.deploy.repository import FOLDER
 
 
-@dataclass(frozen=True)
-class KindText:
-    """What a bundle's README says differently per kind (specbuild.deploy.kind)."""
-
-    contents: str  # what the claim holds
-    named_by: str  # how the repository names those folders
-    load: str  # what the startup probe waits for
-    image: Callable[[DeployContext], str]  # what the image tag must carry
-    acceptance: str  # why there is no acceptance-length series (when there is none)
-    request: Callable[[DeployContext], str]  # a request with curl
-
-
-def _engine_request(ctx: DeployContext) -> str:
-    return (
-        f"curl -s localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate -d "
-        '\'{"text_input": "def add(a, b):", "max_tokens": 32}\''
-    )
-
-
-def _llmapi_request(ctx: DeployContext) -> str:
-    body = '{"text_input": "def add(a, b):", "sampling_param_max_tokens": 32'
-    if ctx.recipe.triton.streaming:  # a decoupled model streams: Triton's generate_stream (server-sent events)
-        return (
-            f"curl -sN localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate_stream -d "
-            f"'{body}, \"streaming\": true}}'"
-        )
-    return f"curl -s localhost:{ctx.ports['http']}/v2/models/{ctx.serving_model}/generate -d '{body}}}'"
-
-
-KIND_TEXT = {
-    "engine": KindText(
-        contents="the engines, tokenizer and repository",
-        named_by="`config.pbtxt` names the engine and tokenizer folders by absolute paths: in this bundle's "
-        "`repository/` they are the containers' paths",
-        load="the engines to load",
-        image=lambda ctx: (
-            f"the tag must carry the TensorRT-LLM release that built the engines "
-            f"({ctx.image.trtllm_version or 'unknown'})"
-        ),
-        acceptance="no acceptance-length series: TensorRT-LLM's backend exports none for this method "
-        "(`specbuild validate` measures it client-side)",
-        request=_engine_request,
-    ),
-    "llm-api": KindText(
-        contents="the checkpoints and repository",
-        named_by="`tensorrt_llm/1/model.yaml` names the Hugging Face checkpoints (model, tokenizer, and the draft model "
-        "or EAGLE-3 head of speculative_config) by absolute paths: in this bundle's `repository/` they are "
-        "the containers' paths (there are no engines: the LLM loads the checkpoints itself)",
-        load="the LLM to load the checkpoints (and capture its CUDA graphs)",
-        image=lambda ctx: (
-            f"the tag must carry TensorRT-LLM {ctx.recipe.llm_api.release}.x (llm_api.release: "
-            f"model.yaml is written in that release's spelling; 1.0 or newer, containers 25.09 and "
-            f"later; this one: {ctx.image.trtllm_version or 'unknown'})"
-        ),
-        acceptance="no acceptance-length series: the llm-api model exports only Triton's core metrics "
-        "(`nv_inference_*`, plus the server's GPU/CPU metrics); its speculative counters "
-        "(`acceptance_rate`, `total_accepted_draft_tokens`, `total_draft_tokens`) are per-response output "
-        "tensors, returned when a request sets `sampling_param_return_perf_metrics`, not Prometheus metrics "
-        "(`specbuild validate` reads them client-side)",
-        request=_llmapi_request,
-    ),
-}
-
-MULTI_NODE = {
-    "engine": "The leader pod runs `mpirun` over the group's {nodes} pods; mpirun starts the worker ranks with "
-    "`kubessh`",
-    "llm-api": "The leader pod runs `mpirun -np {world}` over the group's {nodes} pods, each rank running the "
-    "repository's launch command (its `trtllm-llmapi-launch` makes rank 0 serve on the leader and the "
-    "others LLM workers; NVIDIA documents this flavour across nodes for Slurm only, so this Kubernetes "
-    "launch is unverified); mpirun starts the worker ranks with `kubessh`",
-}
 TASKS = {
     SLURM_ONE_TASK: "One task runs the repository's launch command{why}.",
     SLURM_RANKS: "Each task is one MPI rank (`srun --mpi=pmix`; `slurm/ranks.sh` runs that rank's part of the "
@@ -103,7 +31,7 @@ ONE_TASK_WHY = {  # by world mode
 
 def bundle_readme(ctx: DeployContext, plan: dict[str, Any], schemas: bool = True) -> str:
     ns, name, w = ctx.namespace, ctx.name, ctx.world
-    text = KIND_TEXT[ctx.kind]
+    text = ctx.flavour.readme
     loader = f"{name}-loader"
     layout = "\n".join(f"- {k}: {v}" for k, v in plan["layout"].items())
     sources = "\n".join(
@@ -115,7 +43,7 @@ def bundle_readme(ctx: DeployContext, plan: dict[str, Any], schemas: bool = True
     bare = ctx.deploy.slurm.container_runtime == "none"
     multi = ""
     if w.multi_node:
-        launch = MULTI_NODE[ctx.kind].format(nodes=w.nodes, world=w.world_size)
+        launch = ctx.flavour.multi_node.format(nodes=w.nodes, world=w.world_size)
         multi = f"""
 ## Multi-node: the image needs kubectl
 

@@ -46,8 +46,6 @@ class Rehearsal:
     argv: list[str]  # what ran (after mapping)
     ports: dict[str, int]
     probes: dict[str, int] = field(default_factory=dict)  # probe -> HTTP status
-    startup_s: float = 0.0
-    stop_s: float = 0.0
     returncode: int | None = None
     log: Path | None = None
 
@@ -141,7 +139,6 @@ def rehearse(
                     f"startup probe {url} did not pass within {budget:.0f} s (last status {status})\n{_tail(log)}"
                 )
             time.sleep(0.5)
-        result.startup_s = time.monotonic() - start
         result.probes["startupProbe"] = 200
         for key in ("readinessProbe", "livenessProbe"):
             probe = c[key]
@@ -149,7 +146,6 @@ def rehearse(
         if while_up is not None:
             while_up(ports)
         grace = spec.get("terminationGracePeriodSeconds", 30)
-        stop = time.monotonic()
         proc.send_signal(signal.SIGTERM)  # the kubelet's stop signal, after preStop
         try:
             result.returncode = proc.wait(timeout=grace)
@@ -157,7 +153,6 @@ def rehearse(
             raise UserError(
                 f"the container did not stop within terminationGracePeriodSeconds ({grace} s) of SIGTERM\n{_tail(log)}"
             ) from None
-        result.stop_s = time.monotonic() - stop
         return result
     finally:
         if proc.poll() is None:

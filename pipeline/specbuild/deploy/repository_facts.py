@@ -5,13 +5,10 @@ model.yaml."""
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any
 
 from specbuild.deploy.context import DeployContext
-from specbuild.deploy.repository import MODEL_YAML_PATHS
 from specbuild.repository.engine.configs import parse_pbtxt
-from specbuild.repository.llmapi import model_yaml
-from specbuild.repository.llmapi.configs import MODEL
 
 IMAGE_PATHS = ("/opt/tritonserver/",)  # paths inside the NGC image, not on the claim
 
@@ -47,42 +44,7 @@ def repository_facts(ctx: DeployContext) -> dict[str, Any]:
         counts = re.findall(r"instance_group\s*\{[^}]*?count:\s*(\d+)", text)
         if counts:
             facts["instances"][model] = sum(map(int, counts))
-    FACT_READERS[ctx.kind](ctx, facts)
+    ctx.flavour.read_repository(ctx, facts)
     script = repo / ctx.launch.script.name
     facts["script"] = script.read_text() if script.is_file() else None
     return facts
-
-
-def _engine_facts(ctx: DeployContext, facts: dict[str, Any]) -> None:
-    """config.pbtxt says all the engine flavour reads."""
-
-
-def _llmapi_facts(ctx: DeployContext, facts: dict[str, Any]) -> None:
-    """model.yaml of the tensorrt_llm model: the LLM arguments, and the checkpoint folders they name."""
-    path = ctx.repository / MODEL / "1" / model_yaml.FILE
-    facts["model_yaml_path"] = path
-    if not path.is_file():
-        facts["model_yaml"] = None
-        return
-    try:
-        data = model_yaml.load(path.read_text())
-    except Exception as e:  # ruamel's errors carry the position
-        facts["model_yaml"], facts["model_yaml_error"] = None, str(e)
-        return
-    facts["model_yaml"] = data
-    spec = data.get("speculative_config") or {}
-    named = {
-        key: (spec if key.startswith("speculative_config.") else data).get(key.rsplit(".", 1)[-1])
-        for key in MODEL_YAML_PATHS
-    }
-    for key, value in named.items():
-        if isinstance(value, str):
-            facts.setdefault("model_yaml_paths", {})[key] = value
-            if value.startswith("/"):
-                facts["paths"].add((f"{MODEL}/1/model.yaml {key}", value))
-
-
-FACT_READERS: dict[str, Callable[[DeployContext, dict[str, Any]], None]] = {
-    "engine": _engine_facts,
-    "llm-api": _llmapi_facts,
-}

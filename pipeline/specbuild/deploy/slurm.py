@@ -20,7 +20,7 @@ from __future__ import annotations
 import shlex
 from typing import Callable
 
-from specbuild.deploy.context import PATHS_READ, DeployContext
+from specbuild.deploy.context import DeployContext
 from specbuild.deploy.launch import SLURM_EVERY_TASK, SLURM_ONE_TASK, SLURM_RANKS
 
 RANKS_SCRIPT = "ranks.sh"
@@ -207,7 +207,7 @@ def sbatch_script(ctx: DeployContext) -> str:
         "",
         f"# {ctx.recipe.name}: {w.summary};",
         f"# container runtime {s.container_runtime}, image {ctx.image.reference}.",
-        f"# The containers read the repository and the {PATHS_READ[ctx.kind]} below {ctx.tree} (deploy.mount_root),",
+        f"# The containers read the repository and the {ctx.flavour.paths_read} below {ctx.tree} (deploy.mount_root),",
         "# bound from "
         + ("the same folder of the nodes" if bare else "$MODELS_DIR/<name> (default: the bundle's models/)")
         + ", which copy-models.sh fills. Submit from the bundle",

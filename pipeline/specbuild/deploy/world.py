@@ -23,16 +23,11 @@ refuses a contradiction):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from specbuild.repository.engine import params
-from specbuild.deploy.kind import deploy_kind
-from specbuild.repository.llmapi.configs import MODEL, gpu_groups
-from specbuild.repository.llmapi.launch import launch_mode
 
 if TYPE_CHECKING:
-    from specbuild.recipe.schema import Recipe
-    from specbuild.speculation import Speculation
+    pass
 
 
 @dataclass(frozen=True)
@@ -66,137 +61,10 @@ class World:
         return [r for r in self.ranks if r.node == node]
 
 
-def world_of(recipe: Recipe, spec: Speculation) -> World:
-    return WORLD_KINDS[deploy_kind(recipe)](recipe, spec)
-
-
 def _summary(mode: str, world: int, nodes: int, gpus: int, tp_pp: int | None) -> str:
     return f"{mode} mode, {world} MPI rank(s) = {nodes} node(s) x {gpus} GPU(s)" + (
         f" (tp*pp = {tp_pp})" if tp_pp is not None else ""
     )
-
-
-def engine_world(recipe: Recipe, spec: Speculation) -> World:
-    info = params.launch(recipe, "target", spec)
-    t, b = recipe.triton, recipe.build
-    tp_pp = b.tp_size * b.pp_size
-    per_node = recipe.deploy.gpus_per_node
-    engines = {"tensorrt_llm": list(t.gpu_device_ids)}
-    if info["mode"] == "leader":
-        ids = list(t.gpu_device_ids) or [0]
-        world = int(info["world_size"])
-        nodes = -(-world // per_node) if world > per_node else 1
-        gpus = per_node if nodes > 1 else max(ids) + 1
-        ranks = tuple(
-            Rank(
-                r,
-                r // per_node if nodes > 1 else 0,
-                ids[r % len(ids)],
-                "serves HTTP/gRPC/metrics" if r == 0 else "engine shard",
-            )
-            for r in range(world)
-        )
-        return World(
-            "leader",
-            world,
-            nodes,
-            gpus,
-            min(world, per_node),
-            False,
-            ranks,
-            engines,
-            tp_pp,
-            _summary("leader", world, nodes, gpus, tp_pp),
-            one_rank_per_gpu=True,
-        )
-    engines["tensorrt_llm_draft"] = list(recipe.draft_gpu_device_ids)
-    used = set(engines["tensorrt_llm"]) | set(engines["tensorrt_llm_draft"]) or {0}
-    world = int(info["world_size"])
-    spawn = not info.get("disable_spawn_processes", False)
-    ranks = [
-        Rank(0, 0, None, "orchestrator: serves HTTP/gRPC/metrics" + ("; spawns one worker per engine" if spawn else ""))
-    ]
-    for model, ids in sorted(info.get("participant_ids", {}).items(), reverse=True):  # draft ranks first
-        gpus = engines[model]
-        for i, rank in enumerate(int(x) for x in ids.split(",")):
-            ranks.append(Rank(rank, 0, gpus[i % len(gpus)], f"{model} participant"))
-    ranks.sort(key=lambda r: r.rank)
-    gpus = max(used) + 1
-    return World(
-        "orchestrator",
-        world,
-        1,
-        gpus,
-        world,
-        spawn,
-        tuple(ranks),
-        engines,
-        tp_pp,
-        _summary("orchestrator", world, 1, gpus, None),
-    )
-
-
-def llmapi_world(recipe: Recipe, spec: Speculation) -> World:
-    info = launch_mode(recipe)
-    mode, b = info["mode"], recipe.build
-    tp_pp = b.tp_size * b.pp_size
-    if mode == "multi-instance":
-        groups = gpu_groups(recipe)
-        flat = [g for group in groups for g in group]
-        gpus = max(flat) + 1
-        lines = {
-            "node 0": f"one tritonserver, {len(groups)} instances of {MODEL} (no MPI)",
-            **{f"instance {i}": f"GPUs {','.join(map(str, g))} (tp*pp = {tp_pp})" for i, g in enumerate(groups)},
-        }
-        ranks = (
-            Rank(0, 0, None, f"tritonserver: {len(groups)} instances of {MODEL}, no MPI; serves HTTP/gRPC/metrics"),
-        )
-        return World(
-            mode,
-            tp_pp,
-            1,
-            gpus,
-            1,
-            False,
-            ranks,
-            {MODEL: flat},
-            tp_pp,
-            f"multi-instance mode, {len(groups)} instance(s) x tp*pp = {tp_pp} in one tritonserver (no MPI)"
-            f" = 1 node x {gpus} GPU(s)",
-            groups=lines,
-        )
-    nodes = int(info.get("nodes", 1))
-    per_node = -(-tp_pp // nodes)  # as launch.py: at least one (nodes that do not split tp*pp are refused)
-    if mode == "multi-node":
-        first, other = (
-            "trtllm-llmapi-launch: tritonserver serves HTTP/gRPC/metrics, the LLM's leader",
-            "trtllm-llmapi-launch: LLM worker",
-        )
-        summary = (
-            f"multi-node mode, {tp_pp} MPI rank(s) under trtllm-llmapi-launch = {nodes} node(s) x {per_node} "
-            f"GPU(s) (tp*pp = {tp_pp})"
-        )
-    else:
-        first, other = "tritonserver serves HTTP/gRPC/metrics, the LLM's rank 0", "LLM worker (spawned in the pod)"
-        summary = f"single mode, one tritonserver whose LLM runs tp*pp = {tp_pp} rank(s) = 1 node x {per_node} GPU(s)"
-    # one instance: rank r on GPU r % per_node of node r // per_node (gpu_device_ids [0 .. tp*pp-1])
-    ranks = tuple(Rank(r, r // per_node, r % per_node, other if r else first) for r in range(tp_pp))
-    return World(
-        mode,
-        tp_pp,
-        nodes,
-        per_node,
-        per_node,
-        False,
-        ranks,
-        {MODEL: list(range(per_node))},
-        tp_pp,
-        summary,
-        one_rank_per_gpu=True,
-    )
-
-
-WORLD_KINDS: dict[str, Callable[[Recipe, Speculation], World]] = {"engine": engine_world, "llm-api": llmapi_world}
 
 
 def describe(world: World) -> dict[str, str]:

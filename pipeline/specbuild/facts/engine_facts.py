@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specbuild.checkpoints.checkpoint_files import read_hf_config
 from specbuild.errors import UserError
 from specbuild.files.paths import show
 
@@ -227,51 +226,3 @@ def expected_limits(recipe, spec, role: str) -> EngineLimits:
         max_draft_len=spec.max_draft_len if speculative else 0,
         extra_seq_len=spec.extra_seq_len if speculative else 0,
     )
-
-
-# eagle_net_config keys copied from the EAGLE head's config.json (TensorRT-LLM examples/eagle/convert_checkpoint.py)
-EAGLE_NET_KEYS = (
-    "num_hidden_layers",
-    "num_attention_heads",
-    "hidden_size",
-    "intermediate_size",
-    "num_key_value_heads",
-    "rms_norm_eps",
-    "max_position_embeddings",
-    "vocab_size",
-)
-
-
-def _medusa_extra(spec) -> dict[str, Any]:
-    heads = spec.params
-    return {
-        "architecture": "MedusaForCausalLM",
-        "max_draft_len": spec.max_draft_len,
-        "num_medusa_heads": heads.num_heads,
-        "num_medusa_layers": heads.num_layers,
-    }
-
-
-def _eagle_extra(spec) -> dict[str, Any]:
-    head = spec.params
-    config = read_hf_config(head.path) or {}
-    net = {k: config[k] for k in EAGLE_NET_KEYS if k in config}
-    return {
-        "architecture": "EagleForCausalLM",
-        "max_draft_len": spec.max_draft_len,
-        "num_eagle_layers": head.num_eagle_layers,
-        "max_non_leaves_per_layer": head.max_non_leaves_per_layer,
-        "eagle_net_config": {"architecture": "LlamaForCausalLM", **net},
-    }
-
-
-# The pretrained_config keys of the methods whose target checkpoint carries its own weights, by method name
-# (specbuild.speculation imports this module, so its params types cannot key the table here).
-PRETRAINED_EXTRA = {"medusa": _medusa_extra, "eagle": _eagle_extra}
-
-
-def pretrained_extra(spec) -> dict[str, Any]:
-    """The method keys of a speculative target's pretrained_config (what the TensorRT-LLM converters write and
-    the reference builder writes too; TensorRT-LLM docs/source/legacy/architecture/checkpoint.md)."""
-    keys = PRETRAINED_EXTRA.get(spec.method)
-    return keys(spec) if keys is not None else {}

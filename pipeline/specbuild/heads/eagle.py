@@ -71,7 +71,7 @@ def _llama_config_from_dict(config: dict):
     return cfg
 
 
-class EagleHead(nn.Module):
+class EagleHeadModule(nn.Module):
     """EAGLE-1 draft head. See the module docstring for the algorithm and the on-disk layout.
 
     forward(features[B,T,H], input_ids[B,T], position_ids[B,T], attention_mask, past_key_values) -> [B,T,H]
@@ -100,7 +100,7 @@ class EagleHead(nn.Module):
         self.rotary_emb = LlamaRotaryEmbedding(config=config)
 
     @classmethod
-    def for_target(cls, target_config, num_layers: int = 1) -> "EagleHead":
+    def for_target(cls, target_config, num_layers: int = 1) -> "EagleHeadModule":
         """A freshly initialised head sized for a target LlamaConfig."""
         return cls(_llama_config_from_dict(eagle_config_dict(target_config, num_layers)))
 
@@ -118,7 +118,7 @@ class EagleHead(nn.Module):
             past = past_key_values.get_seq_length() if past_key_values is not None else 0
             attention_mask = causal_mask(hidden.shape[0], hidden.shape[1], past, hidden.dtype, hidden.device)
         elif attention_mask.dtype == torch.bool:
-            raise TypeError("EagleHead needs an additive float attention_mask (0 / -inf), not a bool mask")
+            raise TypeError("EagleHeadModule needs an additive float attention_mask (0 / -inf), not a bool mask")
         position_embeddings = self.rotary_emb(hidden, position_ids)
         cache = {cache_kwarg(self.layers[0]): past_key_values}
         for layer in self.layers:
@@ -176,7 +176,7 @@ def eagle_config_dict(target_config, num_layers: int = 1) -> dict:
     return cfg
 
 
-def save_eagle_head(head: EagleHead, folder: str | Path, dtype: torch.dtype = torch.float16) -> Path:
+def save_eagle_head(head: EagleHeadModule, folder: str | Path, dtype: torch.dtype = torch.float16) -> Path:
     """Write `config.json` + `pytorch_model.bin` (the EAGLE-1 layout above) into `folder`."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -188,8 +188,8 @@ def save_eagle_head(head: EagleHead, folder: str | Path, dtype: torch.dtype = to
     return folder
 
 
-def load_eagle_head(folder: str | Path, target_model=None, dtype: torch.dtype = torch.float32) -> EagleHead:
-    """Load an EAGLE-1 head folder into an `EagleHead` of `dtype`, in eval mode.
+def load_eagle_head(folder: str | Path, target_model=None, dtype: torch.dtype = torch.float32) -> EagleHeadModule:
+    """Load an EAGLE-1 head folder into an `EagleHeadModule` of `dtype`, in eval mode.
 
     When `target_model` (a transformers causal LM) is given, the head's width and vocabulary are checked
     against it, and a folder without `embed_tokens.weight` takes the target's embedding.
@@ -222,7 +222,7 @@ def load_eagle_head(folder: str | Path, target_model=None, dtype: torch.dtype = 
                 )
         if "embed_tokens.weight" not in state:
             state["embed_tokens.weight"] = target_model.get_input_embeddings().weight.detach().clone()
-    head = EagleHead(cfg, fc_bias="fc.bias" in state)
+    head = EagleHeadModule(cfg, fc_bias="fc.bias" in state)
     missing, unexpected = head.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise UserError(

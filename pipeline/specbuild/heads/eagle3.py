@@ -184,7 +184,7 @@ class Eagle3Layer(nn.Module):
         return self.mlp(self.post_attention_layernorm(h)) + h
 
 
-class Eagle3Head(nn.Module):
+class Eagle3HeadModule(nn.Module):
     """EAGLE-3 draft head. See the module docstring for the algorithm and the on-disk layout.
 
     fuse(captured [..., n*H_t]) -> x [..., H]        fc over the captured target states (identity if already H wide)
@@ -249,7 +249,7 @@ class Eagle3Head(nn.Module):
         if attention_mask is None:
             attention_mask = causal_mask(x.shape[0], x.shape[1], k.shape[-2] - x.shape[1], x.dtype)
         elif attention_mask.dtype == torch.bool:
-            raise TypeError("Eagle3Head needs an additive float attention_mask (0 / -inf), not a bool mask")
+            raise TypeError("Eagle3HeadModule needs an additive float attention_mask (0 / -inf), not a bool mask")
         attn = self.midlayer.self_attn
         attended = nn.functional.scaled_dot_product_attention(
             q, attn.expand_kv(k), attn.expand_kv(v), attn_mask=attention_mask.to(q.dtype)
@@ -342,12 +342,12 @@ def config_from_dict(settings: dict):
 
 def new_eagle3_head(
     target_config, *, layers: Sequence[int], draft_vocab_size: int, intermediate_size: int | None = None
-) -> Eagle3Head:
+) -> Eagle3HeadModule:
     """A freshly initialised head sized for a target LlamaConfig."""
     cfg = eagle3_config_dict(
         target_config, layers=layers, draft_vocab_size=draft_vocab_size, intermediate_size=intermediate_size
     )
-    return Eagle3Head(cfg, num_captured=len(layers))
+    return Eagle3HeadModule(cfg, num_captured=len(layers))
 
 
 def recorded_layers(settings: dict) -> tuple[int, ...] | None:
@@ -357,7 +357,7 @@ def recorded_layers(settings: dict) -> tuple[int, ...] | None:
     return tuple(int(i) for i in ids) if ids else None
 
 
-def save_eagle3_head(head: Eagle3Head, folder: str | Path, dtype: torch.dtype = torch.float16) -> Path:
+def save_eagle3_head(head: Eagle3HeadModule, folder: str | Path, dtype: torch.dtype = torch.float16) -> Path:
     """Write `config.json` + `model.safetensors` (the layout above) into `folder`."""
     from safetensors.torch import save_file
 
@@ -442,8 +442,8 @@ def _check_config(config: dict, path: Path) -> None:
             )
 
 
-def load_eagle3_head(folder: str | Path, target_model=None, dtype: torch.dtype = torch.float32) -> Eagle3Head:
-    """Load an EAGLE-3 head folder into an `Eagle3Head` of `dtype`, in eval mode.
+def load_eagle3_head(folder: str | Path, target_model=None, dtype: torch.dtype = torch.float32) -> Eagle3HeadModule:
+    """Load an EAGLE-3 head folder into an `Eagle3HeadModule` of `dtype`, in eval mode.
 
     Every tensor is checked against config.json (names and shapes as TensorRT-LLM loads them); when
     `target_model` (a transformers causal LM) is given, the head's width and vocabulary are checked against it.
@@ -512,7 +512,7 @@ def load_eagle3_head(folder: str | Path, target_model=None, dtype: torch.dtype =
             f"{weights}: d2t maps draft ids outside 0..{vocab - 1} or two draft ids to one target id; "
             "d2t[i] must be (target id of draft token i) - i."
         )
-    head = Eagle3Head(settings, num_captured)
+    head = Eagle3HeadModule(settings, num_captured)
     head.load_state_dict({**state, "d2t": d2t, "t2d": state["t2d"].bool()})
     head = head.to(dtype).eval()
     return head

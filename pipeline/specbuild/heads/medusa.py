@@ -52,7 +52,7 @@ def _medusa_head(hidden_size: int, vocab_size: int, num_layers: int) -> nn.Seque
     return nn.Sequential(*blocks, nn.Linear(hidden_size, vocab_size, bias=False))
 
 
-class MedusaHeads(nn.Module):
+class MedusaHeadsModule(nn.Module):
     """K Medusa heads. `forward(hidden_states[B, T, H]) -> logits[K, B, T, V]`.
 
     `hidden_states` is the target's final hidden state (after its final norm). Logits of head k at
@@ -87,7 +87,7 @@ class MedusaHeads(nn.Module):
         return {name: t.detach().contiguous() for name, t in self.heads.state_dict().items()}
 
 
-def medusa_config(heads: MedusaHeads, dtype: torch.dtype, base_model_name_or_path: str | None) -> dict:
+def medusa_config(heads: MedusaHeadsModule, dtype: torch.dtype, base_model_name_or_path: str | None) -> dict:
     """The heads' config.json. TensorRT-LLM reads `medusa_num_heads` and `medusa_num_layers`;
     FasterDecoding's MedusaConfig adds `base_model_name_or_path`; the rest documents the shapes."""
     return {
@@ -103,7 +103,7 @@ def medusa_config(heads: MedusaHeads, dtype: torch.dtype, base_model_name_or_pat
 
 
 def save_medusa_heads(
-    heads: MedusaHeads,
+    heads: MedusaHeadsModule,
     folder: str | Path,
     dtype: torch.dtype = torch.float16,
     base_model_name_or_path: str | None = None,
@@ -135,8 +135,8 @@ def _read_medusa_tensors(folder: Path) -> dict[str, torch.Tensor]:
 
 def load_medusa_heads(
     folder: str | Path, dtype: torch.dtype = torch.float32, target_model=None, num_heads: int | None = None
-) -> MedusaHeads:
-    """Load a Medusa heads folder (the layout above) into a `MedusaHeads` of `dtype`, in eval mode: the first
+) -> MedusaHeadsModule:
+    """Load a Medusa heads folder (the layout above) into a `MedusaHeadsModule` of `dtype`, in eval mode: the first
     `num_heads` heads, or (None) every head the weights hold. When `target_model` (a transformers causal LM) is
     given, the heads' width and vocabulary are checked against it."""
     folder = Path(folder)
@@ -166,7 +166,7 @@ def load_medusa_heads(
                 f"({proj_key}) but the target has hidden_size {theirs[1]} and vocab_size {theirs[0]}; "
                 "use the Medusa heads trained for this target."
             )
-    heads = MedusaHeads(hidden_size, vocab_size, num_heads=num_heads, num_layers=num_layers)
+    heads = MedusaHeadsModule(hidden_size, vocab_size, num_heads=num_heads, num_layers=num_layers)
     expected = set(heads.heads.state_dict())
     missing = sorted(expected - set(tensors))
     if missing:

@@ -17,15 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 from specbuild.checkpoints import hub
 from specbuild.findings import Finding
+from specbuild.methods.pack import Recipe
 from specbuild.checkpoints.checkpoint_files import CONFIG_MAX, checkpoint_root, read_hf_config, same_tokenizer
 from specbuild.files.safe_files import UnreadableFile, read_json
 
-if TYPE_CHECKING:
-    from specbuild.recipe.schema import Recipe
 
 FIELD = ("speculation", "checkpoint")
 

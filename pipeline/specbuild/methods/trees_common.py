@@ -1,10 +1,13 @@
-"""Checks shared by the tree methods (Medusa, EAGLE-1): the `choices` tree must be well formed and fit."""
+"""What the tree methods (Medusa, EAGLE-1) share: the `choices` tree must be well formed and fit, and the C++
+backend's text form of a tree parameter."""
 
 from __future__ import annotations
 
+import json
 from typing import Iterator
 
 from specbuild.findings import Finding
+from specbuild.methods.pack import ParameterProblem
 from specbuild.facts.trees import tree_problems
 
 
@@ -35,3 +38,12 @@ def rank_findings(choices: list[list[int]], vocab_size, field: tuple = ("specula
                 f"{vocab_size} tokens (ranks 0..{vocab_size - 1}) — lower it",
             )
             return
+
+
+def choices_parameter(text: str) -> list[list[int]]:
+    """`{0}, {0, 0}, {1}` (the C++ backend's format of medusa_choices and eagle_choices) -> [[0], [0, 0], [1]]."""
+    try:
+        value = json.loads("[" + text.replace("{", "[").replace("}", "]") + "]")
+        return [[int(k) for k in path] for path in value]
+    except (ValueError, TypeError):
+        raise ParameterProblem(f"choices {text!r} are not in the '{{0}}, {{0, 0}}' format") from None

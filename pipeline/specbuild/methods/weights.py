@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Iterator
 
 from specbuild.checkpoints import checkpoint_tensors
-from specbuild.checkpoints.checkpoint_tensors import CAUSAL_LM, EAGLE1, Layout
+from specbuild.checkpoints.checkpoint_tensors import CAUSAL_LM, EAGLE1, WeightLayout
 from specbuild.findings import Finding
 from specbuild.checkpoints.checkpoint_files import WEIGHT_PATTERNS, checkpoint_root, has_weights, read_hf_config
 
 
 def weights_findings(
-    folder: Path, value, want: Layout, field: tuple = ("speculation", "checkpoint")
+    folder: Path, value, want: WeightLayout, field: tuple = ("speculation", "checkpoint")
 ) -> Iterator[Finding]:
     """The folder's weights must be there and be `want`'s layout (specbuild.checkpoints.checkpoint_tensors): an EAGLE-1
     head given to method eagle3, a Medusa folder given as the target, a draft with fewer decoder layers than its

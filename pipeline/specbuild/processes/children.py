@@ -92,10 +92,6 @@ def ensure_watchdog() -> None:
         _watchdog = (os.getpid(), proc)
 
 
-def watchdog_pid() -> int | None:
-    return _watchdog[1].pid if _watchdog is not None and _watchdog[0] == os.getpid() else None
-
-
 def spawn(argv: list[str], *, tag: str, env: dict[str, str] | None = None, **popen_kwargs) -> subprocess.Popen:
     """subprocess.Popen(argv) in a new session, marked with this process and `tag`, tied to this process's life."""
     ensure_watchdog()

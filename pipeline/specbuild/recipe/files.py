@@ -9,7 +9,6 @@ from specbuild.facts.bounds import max_seq_len_problem, position_limit
 from specbuild.findings import Finding
 from specbuild.errors import UserError
 from specbuild.checkpoints.checkpoint_tensors import CAUSAL_LM
-from specbuild.facts.engine_facts import expected_limits
 from specbuild.checkpoints.checkpoint_files import (
     config_problem,
     read_hf_config,
@@ -23,7 +22,7 @@ from specbuild.methods.weights import weights_findings
 from specbuild.recipe.prompts import PROMPTS_FIELD, format_problem, load_prompt_file, load_prompts, no_template
 from specbuild.checkpoints.client_tokenizer import chat_template_source
 from specbuild.recipe.schema import DEFAULT_CATEGORY
-from specbuild.speculation import DraftModel
+from specbuild.methods.draft_target import DraftModel
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
@@ -196,7 +195,7 @@ def _skipped(recipe: Recipe, spec: Speculation) -> Iterator[str]:
 
 def _context_findings(build: Build, cfg: dict) -> Iterator[Finding]:
     """The longest sequence the target engine holds is build.max_seq_len plus the draft tokens trtllm-build adds
-    (engine_facts.expected_limits: + max_draft_len, + num_eagle_layers for EAGLE; tensorrt_llm/builder.py): it must
+    (the build's target role: + max_draft_len, + num_eagle_layers for EAGLE; tensorrt_llm/builder.py): it must
     fit the model's positions (its rotary table has max_position_embeddings rows). Without an engine (the llm-api
     flavour) the recipe's max_seq_len is the model's context."""
     recipe = build.recipe
@@ -205,7 +204,7 @@ def _context_findings(build: Build, cfg: dict) -> Iterator[Finding]:
         return
     asked = recipe.build.max_seq_len
     builds_engine = "target" in build.runtime.engine_roles(recipe, build.spec)  # the llm-api flavour builds none
-    built = expected_limits(recipe, build.spec, "target").max_seq_len if builds_engine else asked
+    built = build.roles["target"].limits.max_seq_len if builds_engine else asked
     if built <= limit:
         return
     if built == asked:

@@ -6,27 +6,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from specbuild.checkpoints import hub
 from specbuild.facts.bounds import NonNegativeInt32, PositiveFinite, PositiveInt32
 from specbuild.recipe.adapt import AdaptSection
 from specbuild.recipe.deploy import DeploySection
-from specbuild.methods import METHODS
+from specbuild.methods import METHODS, on_register
 from specbuild.section import Section
 from specbuild.methods.none import NoneConfig
-from specbuild import runtimes
+from specbuild.runtimes import registry as runtimes
 from specbuild.recipe.llm_api import LlmApiSection
 from specbuild.checkpoints.hub import Checkpoint
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+def _sections() -> Any:
+    """The union of the registered packs' sections, told apart by `method`."""
+    return Annotated[Union[tuple(m.Config for m in METHODS.values())], Field(discriminator="method")]
+
 
 # The method union and the runtime names come from their registries (specbuild.methods, specbuild.runtimes); a
 # type checker, which cannot build the union, sees any method's section.
 if TYPE_CHECKING:
     SpeculationSection = Any
 else:
-    SpeculationSection = Annotated[Union[tuple(m.Config for m in METHODS.values())], Field(discriminator="method")]
+    SpeculationSection = _sections()
 RuntimeName = Literal[runtimes.NAMES]
 FlavourName = Literal[runtimes.FLAVOURS]
 
@@ -382,4 +389,15 @@ class Recipe(Section):
     def builds_baseline(self) -> bool:
         """A baseline (the target without speculation) is built for the lossless check and speedups."""
         v = self.validation
-        return self.speculation.method != "none" and (v.require_lossless or v.min_speedup is not None)
+        return not isinstance(self.speculation, NoneConfig) and (v.require_lossless or v.min_speedup is not None)
+
+
+def _with_registered(_pack) -> None:
+    """A pack registered after import (the tests' fixture pack) joins the recipe's union of sections."""
+    Recipe.model_fields["speculation"] = FieldInfo.from_annotated_attribute(
+        _sections(), Field(default_factory=NoneConfig)
+    )
+    Recipe.model_rebuild(force=True)
+
+
+on_register(_with_registered)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from specbuild.findings import Finding
-from specbuild.speculation import DraftModel
+from specbuild.methods import pack_for
+from specbuild.methods.draft_target import DraftModel
 
 
 def reference_findings(recipe, spec) -> Iterator[Finding]:
@@ -26,6 +27,17 @@ def reference_findings(recipe, spec) -> Iterator[Finding]:
         )
     if isinstance(spec.params, DraftModel):
         yield from _draft_findings(spec.params)
+
+
+def decoder_refusal(spec) -> str | None:
+    """Why the reference runtime has no decoder for the method (None: it has one)."""
+    pack = pack_for(spec)
+    if pack.decoder is not None or pack.Params is None:  # no speculation decodes autoregressively
+        return None
+    refusal = pack.reference_refusal
+    if refusal is None:
+        return f"the reference runtime has no implementation of {spec.method} — use runtime: tensorrt-llm"
+    return f"{refusal.why} — use {refusal.instead}"
 
 
 def _draft_findings(draft: DraftModel) -> Iterator[Finding]:

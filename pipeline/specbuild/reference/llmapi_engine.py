@@ -17,10 +17,11 @@ so the executor sees the same speculative-decoding mode as with an engine folder
 
 from __future__ import annotations
 
-import importlib.util
+from dataclasses import replace
 
-from specbuild.facts.engine_facts import SpecMode, built_limits
-from specbuild.reference.decoder.engine import Engine, Limits
+from specbuild.facts.engine_facts import EngineLimits, SpecMode, built_limits
+from specbuild.methods import METHODS
+from specbuild.reference.decoder.engine import Engine
 from specbuild.reference.llmapi_yaml import LlmApiSettings, ModelYamlError
 from specbuild.reference.decoder.methods import method_class
 from specbuild.reference.decoder.model import CausalLM
@@ -29,18 +30,18 @@ COMPUTE_DTYPE = "float32"  # the reference runtime computes in float32 on the CP
 
 
 def method_available(method: str) -> bool:
-    """The reference runtime has an implementation of `method` (EAGLE-3 arrives on its own branch)."""
-    module = "autoregressive" if method == "none" else method
-    return importlib.util.find_spec(f"specbuild.reference.decoder.methods.{module}") is not None
+    """The reference runtime has a decoder for `method` (its pack's, or autoregressive decoding for none)."""
+    pack = METHODS.get(method)
+    return pack is not None and (pack.decoder is not None or pack.Params is None)
 
 
 def engine_mode(method: str) -> SpecMode:
-    if method == "none":
-        return SpecMode.NONE
     return method_class(method).engine_mode
 
 
-def limits(settings: LlmApiSettings) -> Limits:
+def limits(settings: LlmApiSettings) -> EngineLimits:
+    """The LLM's limits as an engine's: what trtllm-build would record for them, with the LLM's own token budget
+    and draft length (the LLM takes max_num_tokens as given)."""
     built = built_limits(
         max_batch_size=settings.max_batch_size,
         max_input_len=settings.max_input_len,
@@ -51,14 +52,7 @@ def limits(settings: LlmApiSettings) -> Limits:
         mode=engine_mode(settings.method),
         max_draft_len=settings.max_draft_len,
     )
-    return Limits(
-        max_batch_size=settings.max_batch_size,
-        max_input_len=settings.max_input_len,
-        max_seq_len=settings.max_seq_len,
-        engine_max_seq_len=built.max_seq_len,
-        max_num_tokens=settings.max_num_tokens,
-        max_draft_len=settings.max_draft_len,
-    )
+    return replace(built, max_num_tokens=settings.max_num_tokens, max_draft_len=settings.max_draft_len)
 
 
 def _config(settings: LlmApiSettings, role: str, method: str, decoding: dict) -> dict:
@@ -93,14 +87,12 @@ def build_engines(settings: LlmApiSettings) -> tuple[Engine, Engine | None]:
     if not method_available(settings.method):
         raise ModelYamlError(
             f"{settings.path}: speculative_config.decoding_type {settings.decoding_type}: the "
-            f"reference runtime's {settings.method} method is not available yet in this specbuild "
-            "(specbuild.reference.decoder.methods.eagle3) — serve it with runtime: tensorrt-llm, or use "
+            f"reference runtime's {settings.method} method is not available in this specbuild "
+            "(its pack has no decoder) — serve it with runtime: tensorrt-llm, or use "
             "Draft_Target or NGram on the CPU"
         )
     lim = limits(settings)
-    folders = {"model": settings.model_dir, "tokenizer": settings.tokenizer_dir}
-    if settings.head_dir is not None:
-        folders["eagle3"] = settings.head_dir
+    folders = {"model": settings.model_dir, "tokenizer": settings.tokenizer_dir, **settings.weights}
     target = Engine(
         path=settings.model_dir,
         config=_config(settings, "target", settings.method, settings.decoding),

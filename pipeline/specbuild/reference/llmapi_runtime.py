@@ -14,20 +14,13 @@ from typing import Iterator
 from specbuild.repository.llmapi.flavour import LlmApiFlavour
 from specbuild.findings import Finding
 from specbuild.plan import ServeStep
-from specbuild.reference.checks import reference_findings
+from specbuild.reference.checks import decoder_refusal, reference_findings
 from specbuild.reference.steps import cpu_serve_step
-from specbuild.speculation import MtpLayers
 
 # Releases whose model.yaml spelling of the draft length per batch size the rehearsal reads (llmapi_yaml.py)
 REHEARSED_SCHEDULE_RELEASES = ("1.0", "1.1", "1.2")
 
 MODEL = Path(__file__).resolve().parent / "core_models" / "llm_api" / "model.py"
-# Methods of the LLM API the rehearsal does not run, by params type, and why
-UNSERVED = {
-    MtpLayers: "MTP drafts with the target's own multi-token-prediction layers (DeepSeek-V3 and similar "
-    "models), which the reference runtime does not implement — use runtime: tensorrt-llm, or eagle3, "
-    "draft_target or prompt_lookup"
-}
 
 
 class ReferenceLlmApiRuntime(LlmApiFlavour):
@@ -42,8 +35,9 @@ class ReferenceLlmApiRuntime(LlmApiFlavour):
     def checks(self, recipe, spec, options) -> Iterator[Finding]:
         yield from self.flavour_checks(recipe, spec)
         yield from reference_findings(recipe, spec)
-        if type(spec.params) in UNSERVED:
-            yield Finding(("speculation", "method"), UNSERVED[type(spec.params)])
+        refusal = decoder_refusal(spec)
+        if refusal is not None:
+            yield Finding(("speculation", "method"), refusal)
         a = recipe.llm_api
         if spec.draft_len_schedule and a.release not in REHEARSED_SCHEDULE_RELEASES:
             yield Finding(

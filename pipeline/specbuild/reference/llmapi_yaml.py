@@ -22,9 +22,9 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, confloat
+from pydantic import BaseModel, Field, NonNegativeInt, ValidationError, confloat
 
 from specbuild.reference.decoder import speculation_gate
 from specbuild.standalone import draft_len_schedule
@@ -37,6 +37,9 @@ from specbuild.facts.bounds import (
     position_limit,
 )
 from specbuild.errors import UserError
+from specbuild.methods import METHODS
+from specbuild.methods.llm_args import DecodingBaseConfig, Strict
+from specbuild.methods.pack import MethodPack, Unservable
 
 FILE = "model.yaml"
 ENV = "LLM_CONFIG_PATH"
@@ -58,35 +61,13 @@ UNSUPPORTED_ARGS = {
     "revision": "the reference model loads local Hugging Face folders only",
     "sampler_type": "the reference runtime has one sampler (TorchSampler semantics)",
 }
-# decoding_type -> the reference method; the spellings of every release (llm_args.py DecodingBaseConfig.from_dict):
-# 1.0/1.1 read `Eagle` as EAGLE-3 and know `DraftTarget`; 1.2 has `Eagle3` / `Draft_Target` (and converts `Eagle` to
-# Eagle3).
-DECODING_TYPES = {
-    "Eagle3": "eagle3",
-    "Eagle": "eagle3",
-    "Draft_Target": "draft_target",
-    "DraftTarget": "draft_target",
-    "NGram": "prompt_lookup",
-}
-NOT_IMPLEMENTED_TYPES = {
-    "MTP": "MTP drafts with the target's own multi-token-prediction layers, which the reference runtime does not "
-    "implement — use runtime: tensorrt-llm",
-    "Medusa": "TensorRT-LLM's PyTorch backend has no Medusa (supports_backend is False for pytorch)",
-    "Lookahead": "TensorRT-LLM's PyTorch backend has no lookahead decoding (supports_backend is False for pytorch)",
-}
 
 
 class ModelYamlError(UserError):
     """model.yaml cannot be served: the model fails to load with this message (as the LLM's would)."""
 
 
-class _Strict(BaseModel):
-    """TensorRT-LLM's StrictBaseModel: unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class KvCacheConfig(_Strict):
+class KvCacheConfig(Strict):
     """KvCacheConfig (llm_args.py): sizes the GPU KV pool (no effect on the CPU); enable_block_reuse turns the
     reference executor's KV reuse on or off, as it does the LLM's block reuse."""
 
@@ -99,7 +80,7 @@ class KvCacheConfig(_Strict):
     dtype: str = "auto"
 
 
-class CudaGraphConfig(_Strict):
+class CudaGraphConfig(Strict):
     """CudaGraphConfig (1.0+ names): CUDA graphs for decode-only batches; no effect on the CPU."""
 
     batch_sizes: list[PositiveInt32] | None = None
@@ -107,56 +88,7 @@ class CudaGraphConfig(_Strict):
     enable_padding: bool = False
 
 
-class _Decoding(_Strict):
-    """DecodingBaseConfig fields specbuild writes (max_draft_len, the draft checkpoint, the draft length per
-    batch size: draft_len_schedule and max_concurrency; the acceptance-rate switch: acceptance_rate_threshold and
-    acceptance_rate_window_size, llm_args.py@0004396)."""
-
-    max_draft_len: NonNegativeInt32 | None = None
-    draft_len_schedule: dict[int, int] | None = None
-    max_concurrency: NonNegativeInt32 | None = None
-    acceptance_rate_threshold: confloat(ge=0.0, le=1.0) | None = None
-    acceptance_rate_window_size: NonNegativeInt32 | None = None
-
-
-class _WithDraftModel(_Decoding):
-    speculative_model: str | None = None
-    speculative_model_dir: str | None = None  # the only name in <= 1.1; an alias from 1.2
-
-    @property
-    def draft_model(self) -> str | None:
-        return self.speculative_model or self.speculative_model_dir
-
-
-class Eagle3Config(_WithDraftModel):
-    """Eagle3DecodingConfig (llm_args.py): the one-model chain worker, dynamic trees after 1.2."""
-
-    decoding_type: Literal["Eagle3", "Eagle"]
-    eagle3_one_model: bool = True
-    eagle3_layers_to_capture: list[int] | None = None
-    eagle3_model_arch: Literal["llama3"] = "llama3"
-    use_dynamic_tree: bool = False
-    dynamic_tree_max_topK: PositiveInt32 | None = None  # noqa: N815 (TensorRT-LLM's field name)
-    max_total_draft_tokens: PositiveInt32 | None = None
-
-
-class DraftTargetConfig(_WithDraftModel):
-    decoding_type: Literal["Draft_Target", "DraftTarget"]
-
-
-class NGramConfig(_Decoding):
-    """NGramDecodingConfig: the pool flags are accepted; the reference drafts as the defaults is_keep_all and
-    is_use_oldest do, from each request's own prompt and output (specbuild/standalone/prompt_lookup_drafts.py), whatever
-    they say."""
-
-    decoding_type: Literal["NGram"]
-    max_matching_ngram_size: NonNegativeInt32 = 2
-    is_keep_all: bool = True
-    is_use_oldest: bool = True
-    is_public_pool: bool = True
-
-
-class LlmArgs(_Strict):
+class LlmArgs(Strict):
     """The LLM arguments of model.yaml (everything but triton_config; TorchLlmArgs of llm_args.py)."""
 
     model: str
@@ -190,11 +122,11 @@ class LlmApiSettings:
     max_num_tokens: int
     max_input_len: int
     max_seq_len: int
-    method: str  # reference method: none, draft_target, prompt_lookup, eagle3
+    method: str  # the method's pack (its name), or none
     max_draft_len: int
     decoding: dict[str, Any]  # specbuild.decoding keys the reference method reads
-    draft_dir: Path | None  # draft_target: the draft model
-    head_dir: Path | None  # eagle3: the EAGLE-3 head
+    draft_dir: Path | None  # a draft model's folder (draft_target)
+    weights: dict[str, Path]  # the folders the method's decoder reads beside the model, by name (eagle3: its head)
     decoding_type: str | None
     decoupled: bool
     triton_max_batch_size: int
@@ -262,11 +194,13 @@ def read_model_yaml(path: Path) -> LlmApiSettings:
             f"{path}: max_input_len ({llm.max_input_len}) exceeds max_seq_len ({max_seq_len}) — "
             "lower max_input_len or raise max_seq_len"
         )
-    method, k, decoding, draft, head, dtype_name = _speculation(llm.speculative_config, path)
+    method, k, decoding, draft, weights, dtype_name, method_notes = _speculation(
+        llm.speculative_config, path, llm.max_batch_size
+    )
     problem = draft_len_problem(k, max_seq_len) if k else None
     if problem:
         raise ModelYamlError(f"{path}: speculative_config.max_draft_len {problem}")
-    for folder in filter(None, (draft, head)):  # the draft model and the EAGLE-3 head run along the sequence too
+    for folder in filter(None, (draft, *weights.values())):  # a draft model and a head run along the sequence too
         problem = max_seq_len_problem(
             max_seq_len, position_limit(_hf_config(folder)), f"the speculative_model's ({folder}/config.json)"
         )
@@ -284,17 +218,7 @@ def read_model_yaml(path: Path) -> LlmApiSettings:
         )
     if llm.dtype not in ("auto", "float32"):
         notes.append(f"dtype {llm.dtype} is recorded; the reference runtime computes in float32")
-    if method == "prompt_lookup":
-        notes.append(
-            "NGram pool flags (is_keep_all, is_use_oldest, is_public_pool) are accepted; the reference "
-            "drafts from each request's own prompt and output, the oldest match first (as the defaults "
-            "is_keep_all and is_use_oldest do)"
-        )
-        unfollowed = [key for key in ("is_keep_all", "is_use_oldest") if not llm.speculative_config.get(key, True)]
-        if unfollowed:
-            notes.append(
-                f"{', '.join(unfollowed)}: false is not followed on the CPU (the reference drafts as true does)"
-            )
+    notes += method_notes  # what the CPU does not follow of the method's own options (its pack says)
     return LlmApiSettings(
         path=path,
         model_dir=model_dir,
@@ -308,7 +232,7 @@ def read_model_yaml(path: Path) -> LlmApiSettings:
         max_draft_len=k,
         decoding=decoding,
         draft_dir=draft,
-        head_dir=head,
+        weights=weights,
         decoding_type=dtype_name,
         decoupled=decoupled,
         triton_max_batch_size=mbs,
@@ -416,97 +340,65 @@ def _derived_max_seq_len(positions: int | None, model_dir: Path, path: Path) -> 
     return positions
 
 
-Read = tuple[dict[str, Any], Path | None, Path | None]  # (decoding keys, draft folder, head folder)
+def _pack_of(decoding_type: Any) -> MethodPack | None:
+    """The pack whose decoding_type spellings (every release's) include this one."""
+    return next((p for p in METHODS.values() if decoding_type in p.decoding_types), None)
 
 
-def _prompt_lookup(cfg: NGramConfig, k: int, path: Path, where: str) -> Read:
-    if cfg.max_matching_ngram_size < 1:
-        raise ModelYamlError(
-            f"{path}: {where}.max_matching_ngram_size is 0 (the <= 1.1 default) — set it to "
-            "the longest n-gram to match, e.g. 2"
-        )
-    return {"max_draft_len": k, "max_matching_ngram_size": int(cfg.max_matching_ngram_size)}, None, None
+def _unserved(pack: MethodPack, decoding_type: str) -> str | None:
+    """Why the rehearsal does not serve a decoding_type TensorRT-LLM has (None: it does): the reference runtime's
+    refusal, else the LLM API's (the PyTorch backend has no such method)."""
+    if pack.rehearsal_config is not None and pack.decoder is not None:
+        return None
+    if pack.reference_refusal is not None:
+        return f"{pack.reference_refusal.why} — use {pack.reference_refusal.instead}"
+    return f"TensorRT-LLM's PyTorch backend has no {decoding_type}"
 
 
-def _draft_target(cfg: DraftTargetConfig, k: int, path: Path, where: str) -> Read:
-    if cfg.draft_model is None:
-        raise ModelYamlError(
-            f"{path}: {where}.speculative_model is required for DraftTarget — give the draft model's folder"
-        )
-    return {"num_draft_tokens": k}, _local_folder(cfg.draft_model, path, f"{where}.speculative_model"), None
-
-
-def _eagle3(cfg: Eagle3Config, k: int, path: Path, where: str) -> Read:
-    if cfg.draft_model is None:
-        raise ModelYamlError(
-            f"{path}: {where}.speculative_model: Draft model must be provided for EAGLE — give "
-            "the EAGLE-3 head's folder"
-        )
-    if not cfg.eagle3_one_model:
-        raise ModelYamlError(
-            f"{path}: {where}.eagle3_one_model is false (the deprecated two-model EAGLE-3); the "
-            "reference runtime runs the one-model worker — set it true or remove it"
-        )
-    if cfg.use_dynamic_tree and cfg.dynamic_tree_max_topK is None:
-        raise ModelYamlError(f"{path}: {where}.use_dynamic_tree needs dynamic_tree_max_topK > 0")
-    head = _local_folder(cfg.draft_model, path, f"{where}.speculative_model")
-    decoding: dict[str, Any] = {"max_draft_len": k}
-    if cfg.eagle3_layers_to_capture is not None:
-        decoding["eagle3_layers_to_capture"] = sorted(set(cfg.eagle3_layers_to_capture))
-    if cfg.use_dynamic_tree or cfg.dynamic_tree_max_topK is not None:
-        decoding.update(use_dynamic_tree=True, dynamic_tree_max_top_k=int(cfg.dynamic_tree_max_topK))
-        if cfg.max_total_draft_tokens is not None:
-            decoding["max_total_draft_tokens"] = int(cfg.max_total_draft_tokens)
-    return decoding, None, head
-
-
-@dataclass(frozen=True)
-class _Rehearsed:
-    """How the rehearsal reads one method's speculative_config: its config class, TensorRT-LLM's name for it in
-    messages, and the reader of its decoding keys and folders."""
-
-    config: type[_Decoding]
-    name: str
-    read: Callable[[Any, int, Path, str], Read]
-
-
-# The speculative_config of each method the rehearsal runs, by specbuild method (DECODING_TYPES names them)
-REHEARSED = {
-    "eagle3": _Rehearsed(Eagle3Config, "Eagle", _eagle3),
-    "draft_target": _Rehearsed(DraftTargetConfig, "DraftTarget", _draft_target),
-    "prompt_lookup": _Rehearsed(NGramConfig, "NGram", _prompt_lookup),
-}
-
-
-def _speculation(raw: dict | None, path: Path):
-    """(method, max_draft_len, decoding keys, draft folder, head folder, decoding_type) of speculative_config."""
+def _speculation(raw: dict | None, path: Path, max_batch_size: int):
+    """(method, max_draft_len, decoding keys, draft folder, weights, decoding_type, notes) of speculative_config
+    (`max_batch_size`: the LLM's, for a config TensorRT-LLM replaces by it: AUTO)."""
     if raw is None:
-        return "none", 0, {}, None, None, None
+        return "none", 0, {}, None, {}, None, ()
     decoding_type = raw.get("decoding_type")
     where = "speculative_config"
-    if decoding_type in NOT_IMPLEMENTED_TYPES:
-        raise ModelYamlError(f"{path}: {where}.decoding_type {decoding_type}: {NOT_IMPLEMENTED_TYPES[decoding_type]}")
-    method = DECODING_TYPES.get(decoding_type)
-    if method is None:
-        known = ", ".join(DECODING_TYPES)
+    pack = _pack_of(decoding_type)
+    if pack is None:
+        known = ", ".join(t for p in METHODS.values() if _unserved(p, "") is None for t in p.decoding_types)
         raise ModelYamlError(
             f"{path}: {where}.decoding_type={decoding_type!r} is not one the reference runtime serves "
             f"(Invalid decoding type) — use one of {known}"
         )
-    rehearsed = REHEARSED[method]
-    cfg = _validate(rehearsed.config, raw, path, f"{where}.")
+    why = _unserved(pack, decoding_type)
+    if why is not None:
+        raise ModelYamlError(f"{path}: {where}.decoding_type {decoding_type}: {why}")
+    cfg = _validate(pack.rehearsal_config, raw, path, f"{where}.")
+    in_place = pack.served_in_place(cfg, max_batch_size)
+    if in_place is not None:  # what TensorRT-LLM runs instead (AUTO: an NGram config), said at model load
+        method, k, decoding, draft, weights, _, notes = _speculation(in_place, path, max_batch_size)
+        said = ", ".join(f"{key}: {value}" for key, value in in_place.items())
+        return method, k, decoding, draft, weights, decoding_type, (f"{decoding_type} runs {{{said}}}", *notes)
     if not cfg.max_draft_len:  # every linear type's validator (llm_args.py)
-        raise ModelYamlError(f"{path}: {where}.max_draft_len must be > 0 for {rehearsed.name} — give the draft length")
+        raise ModelYamlError(
+            f"{path}: {where}.max_draft_len must be > 0 for {pack.decoding_types[0]} — give the draft length"
+        )
     k = int(cfg.max_draft_len)
     schedule = _load_schedule(cfg, k, path, where)
-    decoding, draft, head = rehearsed.read(cfg, k, path, where)
+    try:
+        served = pack.rehearse(cfg, k)
+    except Unservable as e:
+        raise ModelYamlError(f"{path}: {where}.{e}") from None
+    folder = f"{where}.speculative_model"
+    draft = _local_folder(served.draft, path, folder) if served.draft is not None else None
+    weights = {name: _local_folder(value, path, folder) for name, value in served.weights.items()}
+    decoding = dict(served.decoding)
     if schedule is not None:
         decoding[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(schedule)
     decoding.update(speculation_gate.decoding_keys(cfg.acceptance_rate_threshold, cfg.acceptance_rate_window_size))
-    return method, k, decoding, draft, head, decoding_type
+    return pack.name, k, decoding, draft, weights, decoding_type, served.notes
 
 
-def _load_schedule(cfg: _Decoding, k: int, path: Path, where: str) -> list[tuple[int, int]] | None:
+def _load_schedule(cfg: DecodingBaseConfig, k: int, path: Path, where: str) -> list[tuple[int, int]] | None:
     """The draft length per batch size as the reference executor follows it (specbuild/standalone/draft_len_schedule.py):
     draft_len_schedule read as TensorRT-LLM 1.2 reads it ("batch_size >= key uses its draft length", llm_args.py
     `validate_draft_len_schedule_and_sort`), and max_concurrency (speculation off above that many requests,

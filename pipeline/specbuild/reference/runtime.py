@@ -10,12 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.facts.engine_facts import expected_limits, pretrained_extra, verify_engine
+from specbuild.facts.engine_facts import verify_engine
 from specbuild.findings import Finding
-from specbuild.plan import ServeStep, roles
-from specbuild.reference import dialect
+from specbuild.plan import ServeStep
 from specbuild.reference.call_costs import measure_served
-from specbuild.reference.checks import reference_findings
+from specbuild.reference.checks import decoder_refusal, reference_findings
 from specbuild.reference.engine_folder import build_engine
 from specbuild.reference.steps import ReferenceEngineStep, cpu_serve_step
 from specbuild.repository.engine.flavour import EngineFlavour
@@ -39,28 +38,28 @@ class ReferenceRuntime(EngineFlavour):
     def checks(self, recipe, spec, options) -> Iterator[Finding]:
         yield from self.flavour_checks(recipe, spec)
         yield from reference_findings(recipe, spec)
+        refusal = decoder_refusal(spec) if spec.mode is not None else None  # (no engine mode: the flavour's refusal)
+        if refusal is not None:
+            yield Finding(("speculation", "method"), refusal)
 
     # --- engines ----------------------------------------------------------------------------------------------
-    def engine_steps(self, recipe, spec, layout, options) -> list[ReferenceEngineStep]:
-        steps = []
-        for role in roles(recipe, spec):
-            target = role == "target"
-            steps.append(
-                ReferenceEngineStep(
-                    role=role,
-                    model_dir=spec.params.path if role == "draft" else recipe.model_dir,  # the DraftModel's
-                    tokenizer_dir=None if role == "draft" else recipe.tokenizer_dir,
-                    method=spec.method if target else "none",
-                    mode=expected_limits(recipe, spec, role).speculative_decoding_mode,
-                    dtype=recipe.model.dtype,
-                    limits=expected_limits(recipe, spec, role),
-                    weights=spec.weights if target else {},
-                    decoding=dialect.decoding(spec) if target else {},
-                    pretrained_extra=pretrained_extra(spec) if target else {},
-                    output=layout.engine(role),
-                )
+    def engine_steps(self, recipe, spec, roles, layout, options) -> list[ReferenceEngineStep]:
+        return [
+            ReferenceEngineStep(
+                role=role.name,
+                model_dir=role.model_dir,
+                tokenizer_dir=role.tokenizer_dir,
+                method=role.method,
+                mode=role.limits.speculative_decoding_mode,
+                dtype=recipe.model.dtype,
+                limits=role.limits,
+                weights=role.weights,
+                decoding=role.decoding,
+                pretrained_extra=role.pretrained,
+                output=layout.engine(role.name),
             )
-        return steps
+            for role in roles.values()
+        ]
 
     def build_engines(self, steps, recipe, layout, progress=None, notice=None) -> dict[str, Path]:
         built = {}

@@ -16,20 +16,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from specbuild.runtimes.registry import DEFAULT, DEFAULT_FLAVOUR, FLAVOURS, NAMES, REGISTRY
+
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
     from specbuild.runtimes.base import Runtime
-
-# (recipe runtime, recipe flavour) -> "module:class"
-REGISTRY: dict[tuple[str, str], str] = {
-    ("reference", "engine"): "specbuild.reference.runtime:ReferenceRuntime",
-    ("tensorrt-llm", "engine"): "specbuild.trtllm.runtime:TrtllmRuntime",
-    ("reference", "llm-api"): "specbuild.reference.llmapi_runtime:ReferenceLlmApiRuntime",
-    ("tensorrt-llm", "llm-api"): "specbuild.trtllm.llmapi_runtime:TrtllmLlmApiRuntime",
-}
-NAMES: tuple[str, ...] = tuple(dict.fromkeys(runtime for runtime, _ in REGISTRY))
-FLAVOURS: tuple[str, ...] = tuple(dict.fromkeys(flavour for _, flavour in REGISTRY))
-DEFAULT, DEFAULT_FLAVOUR = "reference", "engine"
 
 _loaded: dict[tuple[str, str], Runtime] = {}
 

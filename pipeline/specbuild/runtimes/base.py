@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from specbuild.findings import Finding
     from specbuild.plan import Layout, Step
     from specbuild.recipe.schema import Recipe
+    from specbuild.runtimes.roles import Role
     from specbuild.speculation import Speculation
 
 Progress = Callable[[str], None]
@@ -35,6 +36,9 @@ class Runtime(Protocol):
     flavour: ClassVar[str]  # the recipe's `flavour` value
     contract: ClassVar[str]  # the request contract clients speak: "engine" (ensemble/BLS tensors) or "llm-api"
     summary: ClassVar[str]  # what it is, in one line
+    # The flavour's part of the deployment bundle, "module:object" (specbuild/deploy/, above this package: loaded by
+    # specbuild.deploy.context.bundle_flavour).
+    bundle: ClassVar[str]
     # Why no deployment bundle (specbuild/deploy/) is written for this runtime; None: one is written.
     bundle_refusal: ClassVar[str | None] = None
 
@@ -52,8 +56,11 @@ class Runtime(Protocol):
         """The engine folders a compile builds (target, draft, baseline), in order."""
         raise NotImplementedError
 
-    # The typed plan steps that build them (`specbuild plan` shows them; `compile` executes them).
-    def engine_steps(self, recipe: Recipe, spec: Speculation, layout: Layout, options: BuildOptions) -> list[Step]:
+    # The typed plan steps that build them (`specbuild plan` shows them; `compile` executes them), from the build's
+    # roles as it resolved them.
+    def engine_steps(
+        self, recipe: Recipe, spec: Speculation, roles: dict[str, Role], layout: Layout, options: BuildOptions
+    ) -> list[Step]:
         raise NotImplementedError
 
     # Build them: execute its steps of the plan.
@@ -113,6 +120,10 @@ class Runtime(Protocol):
     # Whether an engine folder's config.json was built by this runtime.
     def owns_engine(self, config: dict) -> bool:
         raise NotImplementedError
+
+    # The version of the TensorRT-LLM it runs, installed here (provenance, the bundle's image); None: none.
+    def installed_release(self) -> str | None:
+        return None
 
     # The cost model's measured per-call costs (validate's cost-model check).
     def call_costs(

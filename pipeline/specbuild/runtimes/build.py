@@ -1,4 +1,5 @@
-"""A recipe resolved once for a command: its method, its speculation's description and its runtime.
+"""A recipe resolved once for a command: its method, its speculation's description, its runtime, and the engines it
+makes, one per role (specbuild.runtimes.roles).
 
     build = resolve_build(recipe, options)   # method_for, describe and runtime_for, each called once here
 
@@ -15,9 +16,10 @@ from typing import TYPE_CHECKING
 from specbuild.methods import describe, method_for
 from specbuild.runtimes import runtime_for
 from specbuild.runtimes.base import BuildOptions
+from specbuild.runtimes.roles import Role, resolve_roles
 
 if TYPE_CHECKING:
-    from specbuild.methods.base import Method
+    from specbuild.methods.pack import MethodPack
     from specbuild.recipe.schema import Recipe
     from specbuild.runtimes.base import Runtime
     from specbuild.speculation import Speculation
@@ -28,19 +30,22 @@ class Build:
     """What a command builds, serves or validates: the recipe and what it resolved to."""
 
     recipe: Recipe
-    method: Method  # the speculative method (specbuild/methods/)
+    method: MethodPack  # the speculative method's pack (specbuild/methods/<name>/)
     spec: Speculation  # the runtime-neutral description of the recipe's speculation
     runtime: Runtime  # the runtime in the recipe's flavour (specbuild/runtimes/)
     options: BuildOptions  # the command-line options that change what it builds
+    roles: dict[str, Role]  # its engines by role (target, draft, baseline): limits, checkpoints, the method's keys
 
 
 def resolve_build(recipe: Recipe, options: BuildOptions | None = None) -> Build:
+    spec = describe(recipe)
     return Build(
         recipe=recipe,
         method=method_for(recipe),
-        spec=describe(recipe),
+        spec=spec,
         runtime=runtime_for(recipe),
         options=options or BuildOptions(),
+        roles=resolve_roles(recipe, spec),
     )
 
 

@@ -30,7 +30,7 @@ CORE_MODEL = "tensorrt_llm"  # the target's core; a draft core (tensorrt_llm_dra
 
 
 @dataclass(frozen=True)
-class Split:
+class CpuSplit:
     decode: frozenset[int]  # the core's executor thread
     rest: frozenset[int]  # tritonserver, its other stubs and threads, and our clients
 
@@ -57,7 +57,7 @@ def parse_cpus(value: str, where: str) -> set[int]:
     return cpus
 
 
-def plan(choice: str, allowed: set[int], threads: int, where: str = CHOICE_ENV) -> Split | None:
+def plan(choice: str, allowed: set[int], threads: int, where: str = CHOICE_ENV) -> CpuSplit | None:
     """The CPUs kept for the decoder and those left for the rest, or None (off, or too few CPUs for `auto`)."""
     choice = (choice or "auto").strip().lower()
     if choice == "off" or not allowed:
@@ -78,7 +78,7 @@ def plan(choice: str, allowed: set[int], threads: int, where: str = CHOICE_ENV) 
                 f"{where}={choice!r} keeps every CPU ({cpu_list(allowed)}) for the decoder and leaves "
                 "none for tritonserver — keep fewer, or off"
             )
-    return Split(frozenset(decode), frozenset(allowed - decode))
+    return CpuSplit(frozenset(decode), frozenset(allowed - decode))
 
 
 def honours(repository: Path) -> bool:

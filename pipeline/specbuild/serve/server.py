@@ -100,7 +100,7 @@ class TritonServer:
         self.log_verbose = log_verbose
         self.launcher = Path(launcher) if launcher else None
         self.decode_cpus = decode_cpus
-        self.cpu_split: decode_cpus_module.Split | None = None  # set at launch when CPUs are kept for the decoder
+        self.cpu_split: decode_cpus_module.CpuSplit | None = None  # set at launch when CPUs are kept for the decoder
         self.server_id = f"specbuild-{uuid.uuid4().hex[:12]}"  # GET /v2 names it: proves we talk to our server
         self.tag = children.new_tag()  # marks its processes (SPECBUILD_CHILD) and names its /dev/shm regions
         self.shm_prefix = children.shm_prefix(self.tag)

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbuild.errors import UserError
-from specbuild.methods import describe
-from specbuild.plan import Layout, roles
+from specbuild.methods import METHODS, describe, load
+from specbuild.plan import Layout
+from specbuild.runtimes.roles import resolve_roles
 from specbuild.recipe.schema import Recipe
 from specbuild.trtllm import gpus as gpu_mod
 from specbuild.trtllm import version as version_mod
@@ -119,31 +120,30 @@ def _argvs_for(recipe, spec) -> list[list[str]]:
     layout = Layout(Path("engines"), Path("triton_repo"), Path("reports"), recipe.name)
     return [
         BuildStep(
-            role=role,
-            checkpoint=layout.checkpoint(role),
-            output=layout.engine(role),
+            role=role.name,
+            checkpoint=layout.checkpoint(role.name),
+            output=layout.engine(role.name),
             flags=build_flags(recipe, spec, role),
         ).command()
-        for role in roles(recipe, spec)
+        for role in resolve_roles(recipe, spec).values()
     ]
 
 
 def specbuild_argvs() -> list[list[str]]:
     """trtllm-build commands covering every flag specbuild passes (one per method and role)."""
-    specs = [
-        {"method": "none"},
-        {"method": "medusa", "checkpoint": "heads", "num_heads": 4},
-        {"method": "eagle", "checkpoint": "eagle"},
-        {"method": "draft_target", "checkpoint": "draft", "use_draft_logits": True},
-        {"method": "prompt_lookup"},
-        {"method": "lookahead"},
-    ]
     out = []
-    for spec in specs:
+    for pack in METHODS.values():
+        section = {"method": pack.name}
+        if pack.trtllm is not None:  # what makes its engines take every flag it adds
+            section.update(load(pack, pack.trtllm).doctor_section)
+        if any(f.is_required() and name not in section for name, f in pack.Config.model_fields.items()):
+            continue  # a section this runtime's part does not give: not a method of the engine path
         recipe = Recipe.model_validate(
-            {"name": "doctor", "runtime": "tensorrt-llm", "model": {"checkpoint": "model"}, "speculation": spec}
+            {"name": "doctor", "runtime": "tensorrt-llm", "model": {"checkpoint": "model"}, "speculation": section}
         )
-        out.extend(_argvs_for(recipe, describe(recipe)))  # (recipes of its own, one per method)
+        spec = describe(recipe)
+        if spec.mode is not None:  # the engine path's methods (a recipe of its own each)
+            out.extend(_argvs_for(recipe, spec))
     return out
 
 

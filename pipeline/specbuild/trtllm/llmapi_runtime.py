@@ -32,14 +32,13 @@ from specbuild.repository.llmapi.launch import (
     launch_mode,
     server_command,
 )
-from specbuild.repository.llmapi.model_yaml import RELEASES_WITH_DYNAMIC_TREE
 from specbuild.findings import Finding
 from specbuild.files.paths import show
 from specbuild.plan import ServeStep
 from specbuild.repository.llmapi.writer import write_repository
-from specbuild.speculation import DynamicTree
 from specbuild.trtllm.llmapi_parse import check_model_yaml
-from specbuild.trtllm.version import installed, require_llmapi
+from specbuild.trtllm.method_part import part_for
+from specbuild.trtllm.version import installed, installed_version, require_llmapi
 
 IN_SOURCE = Path("triton_backend/all_models/llmapi/tensorrt_llm/1")  # a TensorRT-LLM checkout (tensorrtllm_backend
 # docs/llmapi.md@0b9d7d5)
@@ -158,13 +157,7 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
             yield Finding(("triton", "gpu_device_ids"), "lists a GPU twice — each rank needs its own GPU")
         if recipe.validation.sampling is not None:
             yield Finding(("validation", "sampling"), self.sampling_refusal(spec))
-        if isinstance(spec.tree, DynamicTree) and a.release not in RELEASES_WITH_DYNAMIC_TREE:
-            yield Finding(
-                ("speculation", "dynamic_tree"),
-                f"TensorRT-LLM {a.release} drafts EAGLE-3 as a chain only "
-                '(its one-model worker "only supports linear tree"; dynamic trees arrived after 1.2) — '
-                "remove dynamic_tree, or use runtime: reference",
-            )
+        yield from part_for(spec).llmapi_checks(recipe, spec)
         if a.instances > 1:
             try:
                 refusal = multi_instance_refusal(recipe, found_model_dir())
@@ -189,6 +182,9 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
             "and MTP take the argmax on both sides up to 1.2 unless allow_advanced_sampling is set, and its "
             "speculative sampling is not bit-exact — remove validation.sampling or use runtime: reference"
         )
+
+    def installed_release(self) -> str | None:
+        return installed_version()
 
     def model_source(self) -> ModelSource:
         return ModelSource(found_model_dir())

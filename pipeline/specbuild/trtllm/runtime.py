@@ -10,24 +10,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.facts.engine_facts import SpecMode, expected_limits, pretrained_extra
+from specbuild.facts.engine_facts import SpecMode
 from specbuild.findings import Finding
 from specbuild.files.paths import show
-from specbuild.plan import ServeStep, Step, VerifyEngineStep, roles
+from specbuild.plan import ServeStep, Step, VerifyEngineStep
 from specbuild.repository.engine import params as triton_params
 from specbuild.repository.engine.flavour import EngineFlavour
 from specbuild.repository.engine.launch import SCRIPT_NAME, launch_script
-from specbuild.speculation import DraftModel
+from specbuild.runtimes.roles import Role
 from specbuild.trtllm import checks
-from specbuild.trtllm.converters import plain_converter, target_converter
+from specbuild.trtllm.converters import plain_converter
+from specbuild.trtllm.method_part import part_for, target_converter
 from specbuild.trtllm.engines import run_engine_steps
 from specbuild.trtllm.steps import BuildStep, ConvertStep
-from specbuild.trtllm.version import legacy_tensor_names
+from specbuild.trtllm.version import installed_version, legacy_tensor_names
 
 
-def build_flags(recipe, spec, role: str) -> tuple[tuple[str, str | None], ...]:
-    """Every trtllm-build flag after --checkpoint_dir/--output_dir, explicit (tensorrt_llm/commands/build.py)."""
-    limits = expected_limits(recipe, spec, role)
+def build_flags(recipe, spec, role: Role) -> tuple[tuple[str, str | None], ...]:
+    """Every trtllm-build flag after --checkpoint_dir/--output_dir, explicit (tensorrt_llm/commands/build.py), for
+    the engine of `role` (its limits as the build resolved them)."""
+    limits = role.limits
     b = recipe.build
     flags: dict[str, str | None] = {
         "--max_batch_size": str(b.max_batch_size),
@@ -47,9 +49,7 @@ def build_flags(recipe, spec, role: str) -> tuple[tuple[str, str | None], ...]:
     if limits.speculative_decoding_mode != SpecMode.NONE:
         flags["--speculative_decoding_mode"] = limits.speculative_decoding_mode.cli_name
         flags["--max_draft_len"] = str(limits.max_draft_len)
-    match spec.params:
-        case DraftModel(use_draft_logits=True) if role in ("target", "draft"):
-            flags["--gather_generation_logits"] = None  # logit acceptance (TensorRT-LLM PR #4167)
+    flags.update(part_for(spec).build_flags(spec, role.name))
     return tuple(flags.items())
 
 
@@ -70,47 +70,42 @@ class TrtllmRuntime(EngineFlavour):
         return checks.sampling_refusal(spec)
 
     # --- engines ----------------------------------------------------------------------------------------------
-    def engine_steps(self, recipe, spec, layout, options) -> list[Step]:
+    def engine_steps(self, recipe, spec, roles, layout, options) -> list[Step]:
         steps: list[Step] = []
-        for role in roles(recipe, spec):
-            reuse_target_ckpt = role == "baseline" and not spec.weights
-            ckpt_role = "target" if reuse_target_ckpt else role
+        for role in roles.values():
+            reuse_target_ckpt = role.name == "baseline" and not spec.weights
+            ckpt_role = "target" if reuse_target_ckpt else role.name
             if not reuse_target_ckpt:
                 steps.append(self._convert_step(recipe, spec, layout, role, options.trtllm_examples))
             steps.append(
                 BuildStep(
-                    role=role,
+                    role=role.name,
                     checkpoint=layout.checkpoint(ckpt_role),
-                    output=layout.engine(role),
+                    output=layout.engine(role.name),
                     flags=build_flags(recipe, spec, role),
                 )
             )
             steps.append(
                 VerifyEngineStep(
-                    role=role,
-                    engine=layout.engine(role),
-                    recipe_name=recipe.name,
-                    expect=expected_limits(recipe, spec, role),
+                    role=role.name, engine=layout.engine(role.name), recipe_name=recipe.name, expect=role.limits
                 )
             )
         return steps
 
-    def _convert_step(self, recipe, spec, layout, role: str, examples: str | None) -> ConvertStep:
+    def _convert_step(self, recipe, spec, layout, role: Role, examples: str | None) -> ConvertStep:
         b = recipe.build
-        draft = spec.params if role == "draft" else None  # the DraftModel (roles() has a draft for it only)
-        if role == "target":
-            converter, model_dir = target_converter(recipe, spec, examples), recipe.model_dir
+        draft = spec.params if role.name == "draft" else None  # the DraftModel (a draft role is its only)
+        if role.name == "target":
+            converter = target_converter(recipe, spec, examples)
         else:
-            model_dir = draft.path if draft is not None else recipe.model_dir
-            converter = plain_converter(model_dir)
+            converter = plain_converter(role.model_dir)
         expect = {"dtype": recipe.model.dtype}
-        if role == "target":
-            expect.update({k: v for k, v in pretrained_extra(spec).items() if not isinstance(v, (dict, list))})
+        expect.update({k: v for k, v in role.pretrained.items() if not isinstance(v, (dict, list))})
         return ConvertStep(
-            role=role,
+            role=role.name,
             converter=converter,
-            model_dir=model_dir,
-            output=layout.checkpoint(role),
+            model_dir=role.model_dir,
+            output=layout.checkpoint(role.name),
             dtype=recipe.model.dtype,
             tp_size=draft.tp_size if draft else b.tp_size,
             pp_size=1 if draft else b.pp_size,
@@ -143,6 +138,9 @@ class TrtllmRuntime(EngineFlavour):
 
     def launcher(self, repository: Path) -> Path | None:
         return repository / SCRIPT_NAME
+
+    def installed_release(self) -> str | None:
+        return installed_version()
 
     def owns_engine(self, config: dict) -> bool:
         # TensorRT-LLM writes no specbuild section; a reference engine records its runtime there

@@ -33,10 +33,10 @@ MAX_REPORT_BYTES = 256 << 20
 # -- what identifies a build ---------------------------------------------------------------------------------
 
 
-def build_identity(recipe, server_versions: dict[str, str | None] | None = None) -> dict:
+def build_identity(recipe, server_versions: dict[str, str | None] | None = None, runtime=None) -> dict:
     """The report's provenance manifest (specbuild.cache.provenance: the recipe, its checkpoints' identities, the tool
-    versions) and the servers' versions as they report them."""
-    manifest = provenance.make_manifest(recipe, "report", Path())
+    versions, with `runtime`'s TensorRT-LLM) and the servers' versions as they report them."""
+    manifest = provenance.make_manifest(recipe, "report", Path(), runtime=runtime)
     return {**manifest, "servers": dict(server_versions or {})}
 
 

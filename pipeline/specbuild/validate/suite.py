@@ -167,7 +167,8 @@ def run_validation(
         wanted = set(options.checks) if options.checks is not None else None
         checks = [c for c in CHECKS if wanted is None or c.NAME in wanted]
         results = _run_checks(ctx, checks, exit_reasons or {})
-        identity = compare.build_identity(recipe, {d.role: d.server.server_version() for d in ctx.deployments()})
+        servers = {d.role: d.server.server_version() for d in ctx.deployments()}
+        identity = compare.build_identity(recipe, servers, build.runtime)
     finally:
         close_context(ctx)
     result = ValidationResult(

@@ -31,9 +31,9 @@ import torch
 from specbuild.files import atomic
 from specbuild.facts.cpu import has_native_bf16
 from specbuild.errors import UserError
-from specbuild.heads.eagle import EagleHead, load_eagle_head, save_eagle_head
+from specbuild.heads.eagle import EagleHeadModule, load_eagle_head, save_eagle_head
 from specbuild.heads.eagle3 import draft_vocabulary, load_eagle3_head, new_eagle3_head, save_eagle3_head
-from specbuild.heads.medusa import MedusaHeads, load_medusa_heads, save_medusa_heads
+from specbuild.heads.medusa import MedusaHeadsModule, load_medusa_heads, save_medusa_heads
 from specbuild.zoo import corpus as corpus_mod
 from specbuild.zoo import data, distill, distill_eagle3, distill_pard, manifest, precision as precision_mod
 from specbuild.zoo import target as target_mod
@@ -320,7 +320,9 @@ def _build_into(
     if "medusa" in pending:
         t0 = time.perf_counter()
         torch.manual_seed(seeds["medusa_init"])
-        heads = MedusaHeads(profile.target.hidden, profile.vocab_size, num_heads=profile.medusa_heads, num_layers=1)
+        heads = MedusaHeadsModule(
+            profile.target.hidden, profile.vocab_size, num_heads=profile.medusa_heads, num_layers=1
+        )
         stats["medusa"] = distill.train_medusa(
             heads, teacher_data, profile.medusa_train, seeds["medusa_data"], say, precision=precision
         )
@@ -334,7 +336,7 @@ def _build_into(
     if "eagle" in pending:
         t0 = time.perf_counter()
         torch.manual_seed(seeds["eagle_init"])
-        eagle = EagleHead.for_target(target.config)
+        eagle = EagleHeadModule.for_target(target.config)
         distill.init_eagle_head(eagle, target)
         stats["eagle"] = distill.train_eagle(
             eagle, teacher_data, profile.eagle_train, seeds["eagle_data"], say, precision=precision

@@ -8,7 +8,12 @@ from __future__ import annotations
 from specbuild.adapt.heads import draft_model, eagle, eagle3, medusa
 from specbuild.adapt.heads.base import HeadTrainer
 from specbuild.errors import UserError
-from specbuild.speculation import DraftModel, Eagle3Head, EagleHead, MedusaHeads, MtpLayers, Speculation
+from specbuild.methods.draft_target import DraftModel
+from specbuild.methods.eagle import EagleHead
+from specbuild.methods.eagle3 import Eagle3Head
+from specbuild.methods.medusa import MedusaHeads
+from specbuild.methods.mtp import MtpLayers
+from specbuild.speculation import Speculation
 
 TRAINERS: dict[type, HeadTrainer] = {
     EagleHead: eagle.TRAINER,

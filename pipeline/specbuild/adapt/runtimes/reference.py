@@ -18,6 +18,7 @@ import torch
 
 from specbuild.adapt.runtimes.base import Decoded, Progress, States
 from specbuild.plan import Layout
+from specbuild.runtimes.roles import resolve_roles
 from specbuild.reference.decoder.executor import Executor, Request
 from specbuild.reference.decoder.model import CausalLM
 from specbuild.reference.engine_folder import load_engine
@@ -125,7 +126,10 @@ class ReferenceEngineAdapt(_ReferenceBase):
         key = self._key(spec)
         root = self.work / "engines" / key
         layout = Layout(root, root / "repo", root / "report", recipe.name)
-        steps = [s for s in runtime.engine_steps(recipe, spec, layout, build.options) if s.role in ("target", "draft")]
+        roles = resolve_roles(recipe, spec)  # this spec's (the adapted head's), not the build's
+        steps = [
+            s for s in runtime.engine_steps(recipe, spec, roles, layout, build.options) if s.role in ("target", "draft")
+        ]
         runtime.build_engines(steps, recipe, layout, progress=progress)
         target = load_engine(layout.engine("target"))
         draft = load_engine(layout.engine("draft")) if any(s.role == "draft" for s in steps) else None

@@ -5,18 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbuild.facts.engine_facts import SpecMode, limits_from_config
+from specbuild.facts.engine_facts import EngineLimits, SpecMode, limits_from_config
 from specbuild.reference.decoder.model import CausalLM
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_batch_size: int
-    max_input_len: int
-    max_seq_len: int  # what a request may use: prompt + new tokens (the recipe's max_seq_len)
-    engine_max_seq_len: int  # build_config.max_seq_len: the above plus the speculative slack, as trtllm-build
-    max_num_tokens: int
-    max_draft_len: int
 
 
 @dataclass
@@ -27,7 +17,7 @@ class Engine:
     folders: dict[str, Path]  # sub-folders by name: model, tokenizer, medusa, eagle, ...
     model: CausalLM
     compute_dtype: str = "float32"
-    limits_override: Limits | None = None  # an engine made in memory (the llm-api rehearsal: no engine folder)
+    limits_override: EngineLimits | None = None  # an engine made in memory (the llm-api rehearsal: no engine folder)
 
     @property
     def role(self) -> str:
@@ -53,18 +43,11 @@ class Engine:
         return self.mode == SpecMode.DRAFT_TOKENS_EXTERNAL
 
     @property
-    def limits(self) -> Limits:
+    def limits(self) -> EngineLimits:
+        """The engine's limits, as its config.json records them (a request may use requested_max_seq_len)."""
         if self.limits_override is not None:
             return self.limits_override
-        built = limits_from_config(self.config)
-        return Limits(
-            max_batch_size=built.max_batch_size,
-            max_input_len=built.max_input_len,
-            max_seq_len=built.requested_max_seq_len,
-            engine_max_seq_len=built.max_seq_len,
-            max_num_tokens=built.max_num_tokens,
-            max_draft_len=built.max_draft_len,
-        )
+        return limits_from_config(self.config)
 
     @property
     def vocab_size(self) -> int:

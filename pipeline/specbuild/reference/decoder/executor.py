@@ -295,10 +295,10 @@ class Executor:
             )
         if req.max_new_tokens < 1:
             raise UserError(f"{where}: max_new_tokens={req.max_new_tokens} must be >= 1")
-        if len(req.input_ids) + req.max_new_tokens > lim.max_seq_len:
+        if len(req.input_ids) + req.max_new_tokens > lim.requested_max_seq_len:
             raise UserError(
                 f"{where}: prompt ({len(req.input_ids)}) + max_new_tokens ({req.max_new_tokens}) = "
-                f"{len(req.input_ids) + req.max_new_tokens} exceeds the engine's max_seq_len={lim.max_seq_len}; "
+                f"{len(req.input_ids) + req.max_new_tokens} exceeds the engine's max_seq_len={lim.requested_max_seq_len}; "
                 "ask for fewer tokens or rebuild with a larger build.max_seq_len"
             )
         problems = req.sampling.problems()

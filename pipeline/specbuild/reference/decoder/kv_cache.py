@@ -42,13 +42,6 @@ class ForwardPlan:
     chain_start: int | None = None  # every row's positions are chain_start, chain_start + 1, ... (width of them)
     _index: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
 
-    @property
-    def visible(self) -> torch.Tensor:
-        """[B, S, T] bool."""
-        if self.mask is None:
-            return torch.ones(len(self.n_new), self.width, self.keys_length, dtype=torch.bool)
-        return self.mask[:, 0]
-
     def additive_mask(self, dtype: torch.dtype) -> torch.Tensor:
         """The 4D **additive float** mask transformers expects: 0 where visible, dtype-min elsewhere.
 
@@ -101,10 +94,6 @@ class KVCache:
 
     def n_pending(self, row: int) -> int:
         return len(self.pending_positions[row])
-
-    @property
-    def pending_slots(self) -> list[list[int]]:
-        return [list(range(n, n + len(p))) for n, p in zip(self.lengths, self.pending_positions)]
 
     @property
     def has_pending(self) -> bool:
@@ -211,7 +200,7 @@ class KVCache:
         self._written += 1
         return kv[0, :, :, : plan.keys_length], kv[1, :, :, : plan.keys_length]
 
-    def check_appended(self, plan: ForwardPlan, physical_before: int | None = None) -> None:
+    def check_appended(self, plan: ForwardPlan) -> None:
         """After a network ran a planned forward: every layer must have been written once."""
         if plan is not self._plan or self._written != self.n_layers:
             raise RuntimeError(

@@ -174,10 +174,6 @@ def sample(probs: torch.Tensor, generator: torch.Generator) -> int:
     return int(torch.multinomial(probs, 1, generator=generator).item())
 
 
-def uniform(generator: torch.Generator) -> float:
-    return float(torch.rand((), generator=generator).item())
-
-
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """norm(max(0, p - q)): what to sample from after the target rejects a draft token.
 

@@ -15,7 +15,7 @@ from specbuild.repository.engine.tensors import Tensor
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
-    from specbuild.repository.engine.flavour import EngineFlavour
+    from specbuild.repository.engine.core import EngineCore
     from specbuild.speculation import Speculation
 
 CORE_MODELS = ("tensorrt_llm", "tensorrt_llm_draft")
@@ -176,7 +176,7 @@ def bls_config(recipe: Recipe, spec: Speculation, role: str, legacy: bool):
 
 
 def repository_configs(
-    recipe: Recipe, spec: Speculation, role: str, engines: dict[str, Path], flavour: EngineFlavour
+    recipe: Recipe, spec: Speculation, role: str, engines: dict[str, Path], flavour: EngineCore
 ) -> dict[str, Any]:
     """Every model's ModelConfig, by model name. `engines` maps core model names to their engine folders;
     `flavour`: the recipe's runtime, which writes the repository."""
@@ -235,7 +235,7 @@ def config_problems(cfg, text: str | None = None, must_have: dict[str, dict[str,
     if cfg.platform == "ensemble":
         produced = {t.name for t in cfg.input}
         for step in cfg.ensemble_scheduling.step:
-            for model_input, tensor in step.input_map.items():
+            for tensor in step.input_map.values():
                 if tensor not in produced:
                     problems.append(
                         f"{cfg.name}: step {step.model_name} reads {tensor}, which nothing produces before it"

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from specbuild.facts.engine_facts import CONFIG, expected_limits, limit_mismatches, read_engine_config
 from specbuild.errors import UserError
-from specbuild.speculation import LookaheadWindow, StaticTree
+from specbuild.methods.lookahead import LookaheadWindow
+from specbuild.speculation import StaticTree
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe

@@ -8,16 +8,17 @@ from pathlib import Path
 from typing import Iterator
 
 from specbuild.findings import Finding
-from specbuild.plan import roles
 from specbuild.repository.engine import plan_info, writer
+from specbuild.repository.engine.core import EngineCore
+from specbuild.repository.engine.speculation_params import bls_drafts
 from specbuild.runtimes.base import Runtime
+from specbuild.runtimes.roles import role_names
 
 
-class EngineFlavour(Runtime):
+class EngineFlavour(Runtime, EngineCore):
     flavour = "engine"
     contract = "engine"
-    core_backend: str  # backend of the tensorrt_llm / tensorrt_llm_draft models in config.pbtxt
-    core_backend_label: str  # the same, in words for `specbuild plan`
+    bundle = "specbuild.deploy.engine_bundle:BUNDLE"
     # The core model follows a draft_len_schedule for the methods drafted inside the engine (Medusa, EAGLE):
     # the reference core does (parameter draft_len_schedule); the C++ executor has no such option.
     follows_draft_len_schedule: bool = False
@@ -33,7 +34,7 @@ class EngineFlavour(Runtime):
                 f"{spec.method} exists only in the llm-api flavour: "
                 "TensorRT-LLM's engine path (trtllm-build) has no such mode — set flavour: llm-api",
             )
-        if spec.draft_len_schedule and not spec.drafted_by_bls and not self.follows_draft_len_schedule:
+        if spec.draft_len_schedule and not bls_drafts(spec) and not self.follows_draft_len_schedule:
             yield Finding(
                 ("adaptive", "draft_len_schedule"),
                 f"the {self.core_backend_label} core drafts "
@@ -60,7 +61,7 @@ class EngineFlavour(Runtime):
                 "interval (TensorRT-LLM has stream_interval in its LLM API only) — remove stream_interval, "
                 "or use flavour: llm-api",
             )
-        elif interval != 1 and spec.drafted_by_bls:
+        elif interval != 1 and bls_drafts(spec):
             yield Finding(
                 ("triton", "stream_interval"),
                 f"is {interval}, but {spec.method} is served by "
@@ -70,10 +71,10 @@ class EngineFlavour(Runtime):
             )
 
     def engine_roles(self, recipe, spec) -> list[str]:
-        return roles(recipe, spec)
+        return role_names(recipe, spec)
 
     def repository_info(self, recipe, spec, layout, role):
-        return plan_info.repository_info(recipe, spec, self, layout, role)
+        return plan_info.repository_info(recipe, spec, self, layout, role, self.serving_model(spec))
 
     def write_repository(self, recipe, spec, layout, role, progress=None, notice=None, engines_built=True) -> Path:
         return writer.write_repository(
@@ -81,17 +82,5 @@ class EngineFlavour(Runtime):
         )
 
     def serving_model(self, spec) -> str:
-        return spec.serving_model
-
-    def core_model_files(self) -> dict[str, Path]:
-        """Files written into `tensorrt_llm/1/` (and the draft's): name -> source path."""
-        return {}
-
-    def legacy_tensor_names(self) -> bool:
-        """Whether the installed backend reads tensorrtllm_backend <= 0.19's tensor names (min_length,
-        random_seed); the recipe's triton.legacy_tensor_names overrides it. Default: the current names."""
-        return False
-
-    def repository_files(self, recipe, spec, role: str) -> dict[str, str]:
-        """Extra files at the repository root: relative path -> text."""
-        return {}
+        """The BLS for the methods it drafts, else the ensemble."""
+        return "tensorrt_llm_bls" if bls_drafts(spec) else "ensemble"

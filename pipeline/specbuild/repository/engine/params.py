@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specbuild.methods.draft_target import DraftModel
 from specbuild.repository.engine import speculation_params
-from specbuild.speculation import DraftModel
 
 if TYPE_CHECKING:
     from specbuild.recipe.schema import Recipe
-    from specbuild.repository.engine.flavour import EngineFlavour
+    from specbuild.repository.engine.core import EngineCore
     from specbuild.speculation import Speculation
 
 EXECUTOR_WORKER_PATH = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
@@ -34,7 +34,7 @@ def repository_models(recipe: Recipe, spec: Speculation, role: str) -> list[str]
 
 def bls_driven(spec: Speculation, role: str) -> bool:
     """The BLS runs the speculative loop (draft-target, prompt lookup): core models are called per round."""
-    return role == "target" and spec.drafted_by_bls
+    return role == "target" and speculation_params.bls_drafts(spec)
 
 
 def core_decoupled(recipe: Recipe, spec: Speculation, role: str) -> bool:
@@ -57,7 +57,7 @@ def kv_cache_fraction(recipe: Recipe, spec: Speculation, role: str) -> float:
     return total
 
 
-def legacy_tensor_names(recipe: Recipe, flavour: EngineFlavour) -> bool:
+def legacy_tensor_names(recipe: Recipe, flavour: EngineCore) -> bool:
     """Which tensor names the repository uses: the recipe's triton.legacy_tensor_names when set, else the
     recipe's runtime's (the tensorrt-llm runtime asks the installed backend's version; others use the current
     names)."""
@@ -128,7 +128,7 @@ def bls_parameters(recipe: Recipe, spec: Speculation, role: str) -> dict[str, st
     }
     if role != "target":
         return params
-    if spec.drafted_by_bls:
+    if speculation_params.bls_drafts(spec):
         # the BLS checks up front that every round's prompt (the text so far) fits the engines
         params["max_draft_len"] = str(spec.max_draft_len)
         params["max_input_len"] = str(recipe.build.max_input_len)

@@ -13,7 +13,7 @@ from specbuild.repository.engine.speculation_params import DRAFT_MODEL_NAME
 if TYPE_CHECKING:
     from specbuild.plan import Layout
     from specbuild.recipe.schema import Recipe
-    from specbuild.repository.engine.flavour import EngineFlavour
+    from specbuild.repository.engine.core import EngineCore
     from specbuild.speculation import Speculation
 
 # core parameters worth showing in a plan
@@ -39,8 +39,9 @@ def _short(value: str) -> str:
 
 
 def repository_info(
-    recipe: Recipe, spec: Speculation, runtime: EngineFlavour, layout: Layout, role: str
+    recipe: Recipe, spec: Speculation, runtime: EngineCore, layout: Layout, role: str, serving: str
 ) -> dict[str, Any]:
+    """`serving`: the model clients call for the speculative deployment (the baseline's is the ensemble)."""
     models: dict[str, Any] = {}
     for name in triton_params.repository_models(recipe, spec, role):
         info: dict[str, Any] = {}
@@ -60,5 +61,8 @@ def repository_info(
         else:
             info["tokenizer_dir"] = show(recipe.tokenizer_dir)
         models[name] = info
-    serving = spec.serving_model if role == "target" else "ensemble"
-    return {"max_batch_size": recipe.build.max_batch_size, "serve requests at": serving, "models": models}
+    return {
+        "max_batch_size": recipe.build.max_batch_size,
+        "serve requests at": serving if role == "target" else "ensemble",
+        "models": models,
+    }

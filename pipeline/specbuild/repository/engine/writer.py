@@ -35,7 +35,7 @@ from specbuild.repository.engine.engine_check import check_engines
 
 if TYPE_CHECKING:
     from specbuild.plan import Layout
-    from specbuild.repository.engine.flavour import EngineFlavour
+    from specbuild.repository.engine.core import EngineCore
     from specbuild.recipe.schema import Recipe
     from specbuild.speculation import Speculation
 
@@ -65,7 +65,7 @@ def engine_roles(recipe: Recipe, spec: Speculation, role: str) -> dict[str, str]
     }
 
 
-def model_files(flavour: EngineFlavour, model: str) -> dict[str, Path]:
+def model_files(flavour: EngineCore, model: str) -> dict[str, Path]:
     """The files written into `<model>/1/`: name -> source path (python models also get the parameter parser)."""
     if model in MODEL_SOURCES:
         files = dict(MODEL_SOURCES[model])
@@ -85,7 +85,7 @@ def build_repository(
     role: str = "target",
     engines_built: bool = True,
     *,
-    flavour: EngineFlavour,
+    flavour: EngineCore,
 ) -> dict[str, str]:
     """Every file of the repository as relative path -> text, after checking the engines (unless they are not
     built: `compile --render-only`). Writes nothing. `flavour`: the recipe's runtime (EngineFlavour.
@@ -125,7 +125,7 @@ def write_repository(
     notice: atomic.Notice | None = None,
     engines_built: bool = True,
     *,
-    flavour: EngineFlavour,
+    flavour: EngineCore,
 ) -> Path:
     """Write triton_repo/<name> (or <name>-<role>) and return its path. The engines are read and checked first;
     the repository appears complete or not at all (an existing one is replaced only once the new one is

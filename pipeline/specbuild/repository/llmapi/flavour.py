@@ -7,63 +7,36 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from specbuild.repository.llmapi import launch, model_yaml, releases, writer
-from specbuild.repository.llmapi.model_yaml import RELEASES_WITH_LAYER_CHOICE
-from specbuild.repository.llmapi.configs import MODEL, gpu_groups
-from specbuild.findings import Finding
 from specbuild.files.paths import show
+from specbuild.findings import Finding
+from specbuild.methods import pack_for
+from specbuild.methods.pack import Refusal
+from specbuild.repository.llmapi import launch, model_yaml, releases, writer
+from specbuild.repository.llmapi.configs import MODEL, gpu_groups
 from specbuild.runtimes.base import Runtime
-from specbuild.speculation import DraftModel, Eagle3Head
-
-# Methods the PyTorch backend does not have, and why (tensorrt_llm/llmapi/llm_args.py, main after 1.3.0rc3)
-MISSING = {
-    "medusa": "Medusa's supports_backend returns False for pytorch",
-    "lookahead": "Lookahead's supports_backend returns False for pytorch",
-    "eagle": "the PyTorch backend reads `Eagle` as EAGLE-3, and EAGLE-1/2 heads are incompatible",
-}
-SUGGEST = {
-    "medusa": "flavour: engine",
-    "lookahead": "flavour: engine, or method: prompt_lookup",
-    "eagle": "method: eagle3 with an EAGLE-3 head, or flavour: engine",
-}
 
 
-def _draft_findings(spec, draft: DraftModel) -> Iterator[Finding]:
-    """What the LLM API's Draft_Target cannot honour of a draft-target section."""
-    for key, value, why in (
-        (
-            "use_draft_logits",
-            draft.use_draft_logits,
-            "the LLM API's draft/target has no logit-acceptance option (it samples with the TorchSampler)",
-        ),
-        ("fast_logits", draft.fast_logits, "fast logits is an engine-path orchestrator transfer"),
-        (
-            "tp_size",
-            draft.tp_size != 1,
-            "the LLM API runs the draft with the target's parallelism; a separate draft tp_size does not exist there",
-        ),
-    ):
-        if value:
-            yield Finding(("speculation", key), f"{why} — remove it for flavour: llm-api")
-    if draft.num_draft_tokens != spec.max_draft_len:
-        yield Finding(
-            ("speculation", "num_draft_tokens"),
-            f"is {draft.num_draft_tokens} but max_draft_len "
-            f"is {spec.max_draft_len}; the LLM API drafts exactly max_draft_len tokens per step — "
-            "give one value (set both equal)",
-        )
+def llmapi_refusal(recipe, spec) -> Refusal | None:
+    """Why TensorRT-LLM's LLM API (release llm_api.release) has no such method (None: it has it), as its pack says
+    (tensorrt_llm/llmapi/llm_args.py, main after 1.3.0rc3)."""
+    if not spec.speculative:
+        return None
+    answer = pack_for(spec).speculative_config(spec, releases.rules(recipe.llm_api.release).for_packs(), show)
+    return answer if isinstance(answer, Refusal) else None
 
 
 class LlmApiFlavour(Runtime):
     flavour = "llm-api"
     contract = "llm-api"
+    bundle = "specbuild.deploy.llmapi_bundle:BUNDLE"
 
     def flavour_checks(self, recipe, spec) -> Iterator[Finding]:
-        if spec.method in MISSING:
+        refusal = llmapi_refusal(recipe, spec)
+        if refusal is not None:
             yield Finding(
                 ("speculation", "method"),
-                f"{spec.method} is not in TensorRT-LLM's LLM API ("
-                f"{MISSING[spec.method]}; tensorrt_llm/llmapi/llm_args.py) — use {SUGGEST[spec.method]}",
+                f"{spec.method} is not in TensorRT-LLM's LLM API ({refusal.why}; tensorrt_llm/llmapi/llm_args.py) "
+                f"— use {refusal.instead}",
             )
             return
         b = recipe.build
@@ -79,8 +52,7 @@ class LlmApiFlavour(Runtime):
                 ("build", "max_beam_width"),
                 "beam search does not combine with speculative decoding — set max_beam_width: 1",
             )
-        if isinstance(spec.params, DraftModel):
-            yield from _draft_findings(spec, spec.params)
+        yield from pack_for(spec).llmapi_checks(recipe, spec)
         t = recipe.triton
         a = recipe.llm_api
         world = b.tp_size * b.pp_size
@@ -102,17 +74,6 @@ class LlmApiFlavour(Runtime):
                 ("llm_api", "nodes"),
                 f"tp_size * pp_size = {world} ranks do not split evenly over "
                 f"{a.nodes} nodes — give a world size that is a multiple of the node count",
-            )
-        if (
-            isinstance(spec.params, Eagle3Head)
-            and spec.params.layers_to_capture is not None
-            and a.release not in RELEASES_WITH_LAYER_CHOICE
-        ):
-            yield Finding(
-                ("speculation", "layers_to_capture"),
-                f"TensorRT-LLM {a.release} has no "
-                "eagle3_layers_to_capture (it arrived in 1.1; 1.0 captures {1, L//2-1, L-4}) — remove it, "
-                "or set llm_api.release to the 1.1+ release you run",
             )
         refusal = model_yaml.schedule_refusal(spec, a.release)
         if refusal:
@@ -144,7 +105,7 @@ class LlmApiFlavour(Runtime):
     def engine_roles(self, recipe, spec) -> list[str]:
         return []
 
-    def engine_steps(self, recipe, spec, layout, options) -> list:
+    def engine_steps(self, recipe, spec, roles, layout, options) -> list:
         return []
 
     def build_engines(self, steps, recipe, layout, progress=None, notice=None) -> dict[str, Path]:

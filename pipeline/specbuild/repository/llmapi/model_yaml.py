@@ -14,19 +14,12 @@ from typing import Any, Callable
 
 from specbuild.standalone import draft_len_schedule
 from specbuild.facts.engine_facts import DEFAULT_MAX_NUM_TOKENS
+from specbuild.methods import pack_for
+from specbuild.methods.pack import Refusal
 from specbuild.repository.llmapi.releases import RULES
-from specbuild.speculation import DraftModel, DynamicTree, Eagle3Head, MtpLayers, PromptLookup, Speculation
+from specbuild.speculation import Speculation
 
 FILE = "model.yaml"
-
-# decoding_type spelling and draft-checkpoint key per release: the table, its sources and what is unknown of it
-# are in specbuild.repository.llmapi.releases.
-DECODING_TYPES = {release: r.decoding_types for release, r in RULES.items()}
-DRAFT_FIELD = {release: r.draft_field for release, r in RULES.items()}
-RELEASES_WITH_LAYER_CHOICE = ("1.1", "1.2", "1.3")  # eagle3_layers_to_capture exists from 1.1 (llm_args.py)
-RELEASES_WITH_ONE_MODEL_FIELD = ("1.0", "1.1", "1.2")  # eagle3_one_model: absent from the 1.3.0rc27 signature
-# use_dynamic_tree drafting arrived after 1.2 (TensorRT-LLM docs/source/features/speculative-decoding.md@04c8822)
-RELEASES_WITH_DYNAMIC_TREE = ("1.3",)
 # How each release says "this draft length at this many requests" (tensorrt_llm/llmapi/llm_args.py
 # DecodingBaseConfig per release): max_concurrency (PR #6676, 2025-08: speculation off above N active requests,
 # Drafter.should_use_spec_decode) from 1.0; draft_len_schedule was read only in llm_args.py of main after 1.3.0rc3,
@@ -43,11 +36,8 @@ SCHEDULE_FIELD = {
 }
 # Releases whose drafter-less one-model paths (EAGLE-3 one-model, MTP) follow the load too: the schedule there
 # arrived with PR #10860 ("Dynamic draft length on spec decode one-model path"); before it only the two-model
-# drafters (NGram, Draft_Target; PR #8194 "dynamic draft length, stage 1") read it.
+# drafters (NGram, Draft_Target; PR #8194 "dynamic draft length, stage 1": MethodPack.two_model_drafter) read it.
 RELEASES_WITH_ONE_MODEL_SCHEDULE = ("1.3",)
-# The methods whose drafter is a model of its own (NGram, Draft_Target), by params type: they follow a schedule from
-# PR #8194 on; the one-model paths (EAGLE-3, MTP) from PR #10860
-TWO_MODEL_DRAFTERS = (DraftModel, PromptLookup)
 
 
 def schedule_refusal(spec: Speculation, release: str) -> str | None:
@@ -55,7 +45,7 @@ def schedule_refusal(spec: Speculation, release: str) -> str | None:
     points = spec.draft_len_schedule
     if not points:
         return None
-    if not isinstance(spec.params, TWO_MODEL_DRAFTERS) and release not in RELEASES_WITH_ONE_MODEL_SCHEDULE:
+    if not pack_for(spec).two_model_drafter and release not in RELEASES_WITH_ONE_MODEL_SCHEDULE:
         return (
             f"TensorRT-LLM {release} follows draft lengths per batch size in its two-model drafters only "
             "(NGram, Draft_Target: PR #8194); the one-model path of EAGLE-3 and MTP follows "
@@ -144,53 +134,6 @@ def gate_fields(spec: Speculation, release: str) -> dict[str, Any]:
     return {threshold: gate.acceptance_rate, window: gate.window}
 
 
-# Methods TensorRT-LLM's examples run with the overlap scheduler off (TensorRT-LLM
-# docs/source/features/speculative-decoding.md@04c8822, DraftTarget and NGram examples)
-OVERLAP_OFF = ("draft_target", "prompt_lookup")
-
-
-def _eagle3(spec: Speculation, release: str, path: Callable[[Path], str]) -> dict[str, Any]:
-    head = spec.params
-    out: dict[str, Any] = {"max_draft_len": spec.max_draft_len, DRAFT_FIELD[release]: path(head.path)}
-    if release in RELEASES_WITH_ONE_MODEL_FIELD:
-        out["eagle3_one_model"] = True  # the one-model worker (two-model is deprecated)
-    if head.layers_to_capture is not None and release in RELEASES_WITH_LAYER_CHOICE:
-        out["eagle3_layers_to_capture"] = sorted(head.layers_to_capture)
-    if isinstance(spec.tree, DynamicTree):
-        out.update(use_dynamic_tree=True, dynamic_tree_max_topK=spec.tree.top_k)
-    return out
-
-
-def _draft_target(spec: Speculation, release: str, path: Callable[[Path], str]) -> dict[str, Any]:
-    return {"max_draft_len": spec.max_draft_len, DRAFT_FIELD[release]: path(spec.params.path)}
-
-
-def _prompt_lookup(spec: Speculation, release: str, path: Callable[[Path], str]) -> dict[str, Any]:
-    # ≤1.1 defaults max_matching_ngram_size to 0 (llm_args.py NGramDecodingConfig): always written; the pool flags
-    # are the 1.2 defaults
-    return {
-        "max_draft_len": spec.max_draft_len,
-        "max_matching_ngram_size": spec.params.max_matching_ngram_size,
-        "is_keep_all": True,
-        "is_use_oldest": True,
-        "is_public_pool": True,
-    }
-
-
-def _mtp(spec: Speculation, release: str, path: Callable[[Path], str]) -> dict[str, Any]:
-    return {"num_nextn_predict_layers": spec.params.num_nextn_predict_layers}
-
-
-# speculative_config's keys after decoding_type, per method the LLM API has (by params type); the flavour refuses
-# the others (repository/llmapi/flavour.py MISSING)
-SPECULATIVE_FIELDS: dict[type, Callable[[Speculation, str, Callable[[Path], str]], dict[str, Any]]] = {
-    Eagle3Head: _eagle3,
-    DraftModel: _draft_target,
-    PromptLookup: _prompt_lookup,
-    MtpLayers: _mtp,
-}
-
-
 def speculative_config(
     spec: Speculation,
     release: str,
@@ -205,9 +148,8 @@ def speculative_config(
     (`max_batch_size` bounds the spelling after 1.2)."""
     if not spec.speculative:
         return None
-    decoding_type = DECODING_TYPES[release][spec.method]
-    out: dict[str, Any] = {"decoding_type": decoding_type}
-    out.update(SPECULATIVE_FIELDS[type(spec.params)](spec, release, path))
+    out = pack_for(spec).speculative_config(spec, RULES[release].for_packs(), path)
+    assert not isinstance(out, Refusal), out  # the flavour's checks refuse the method first
     if schedule:
         spec = replace(spec, draft_len_schedule=tuple(sorted((int(k), int(v)) for k, v in schedule.items())))
     largest = max_batch_size or max((k for k, _ in spec.draft_len_schedule or ()), default=1)
@@ -239,7 +181,7 @@ def model_yaml(
     speculative = role == "target" and spec.speculative
     overlap_off = a.disable_overlap_scheduler
     if overlap_off is None:
-        overlap_off = speculative and spec.method in OVERLAP_OFF
+        overlap_off = speculative and pack_for(spec).overlap_off  # as TensorRT-LLM's examples run it
     args: dict[str, Any] = {
         "model": path(recipe.model_dir),
         "tokenizer": path(recipe.tokenizer_dir),

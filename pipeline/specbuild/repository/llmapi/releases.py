@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specbuild.methods.pack import Release
+
 FROM_DICT, UNION = "from_dict", "union"
 
 
@@ -32,20 +34,20 @@ class ReleaseRules:
     """What specbuild writes into `speculative_config` for one release line, and what is known of it."""
 
     release: str
-    parse_path: str  # FROM_DICT | UNION (see the module docstring)
-    decoding_types: dict[str, str]  # specbuild method -> decoding_type spelling
+    parse_path: str  # FROM_DICT | UNION (see the module docstring): which spelling of decoding_type it reads
     draft_field: str  # the key naming the draft model / EAGLE-3 head
     source: str  # the upstream text the rules were read from
     unknown: tuple[str, ...] = ()  # rules of this release not read in its own source: `check` prints them
 
+    def for_packs(self) -> Release:
+        """What a method pack's model.yaml part is told of the release (specbuild.methods.pack.Release)."""
+        return Release(self.release, self.parse_path == UNION, self.draft_field)
 
-_FROM_DICT_SPELLINGS = {"eagle3": "Eagle", "draft_target": "DraftTarget", "prompt_lookup": "NGram", "mtp": "MTP"}
 
 RULES: dict[str, ReleaseRules] = {
     "1.0": ReleaseRules(
         "1.0",
         FROM_DICT,
-        dict(_FROM_DICT_SPELLINGS),
         "speculative_model_dir",
         "tensorrt_llm/llmapi/llm_args.py of the 1.0 era (DecodingBaseConfig.from_dict: MTP, Medusa, Eagle, "
         "Lookahead, NGram, DraftTarget, UserProvided, AUTO; `Eagle` is EAGLE-3 on the PyTorch backend; only "
@@ -55,7 +57,6 @@ RULES: dict[str, ReleaseRules] = {
     "1.1": ReleaseRules(
         "1.1",
         FROM_DICT,
-        dict(_FROM_DICT_SPELLINGS),
         "speculative_model_dir",
         "tensorrt_llm/llmapi/llm_args.py of the 1.1 era (from_dict adds SaveState to 1.0's map; no Eagle3, no "
         "Draft_Target; only speculative_model_dir)",
@@ -64,7 +65,6 @@ RULES: dict[str, ReleaseRules] = {
     "1.2": ReleaseRules(
         "1.2",
         FROM_DICT,
-        dict(_FROM_DICT_SPELLINGS),
         "speculative_model_dir",
         "neighbours only: 1.1's llm_args.py and a 1.3.0rc3 tree both parse through DecodingBaseConfig.from_dict and "
         "accept Eagle, DraftTarget, NGram, MTP and speculative_model_dir (an alias of speculative_model at "
@@ -78,7 +78,6 @@ RULES: dict[str, ReleaseRules] = {
     "1.3": ReleaseRules(
         "1.3",
         UNION,
-        {"eagle3": "Eagle3", "draft_target": "Draft_Target", "prompt_lookup": "NGram", "mtp": "MTP"},
         "speculative_model",
         "tensorrt_llm/llmapi/llm_args.py of main after 1.3.0rc3 (SpeculativeConfig = Annotated[Union[...], "
         "Field(discriminator='decoding_type')], DraftTargetDecodingConfig.decoding_type Literal['Draft_Target']; "

@@ -103,7 +103,7 @@ def engine_problems(ctx: SuiteContext, dep: Deployment, models: dict, facts: dic
                 problems.append(f"{dep.label}: {CORE} parameter {key} is {got!r}, the recipe gives {want!r}")
     else:
         mode = _param(core, "decoding_mode")
-        if mode and mode in speculation_params.SPECULATIVE_DECODING_MODES:
+        if mode and mode in speculation_params.speculative_decoding_modes():
             problems.append(f"{dep.label}: the baseline's {CORE} has decoding_mode {mode!r} (speculation is on)")
     needs_draft = role == "target" and spec.has_draft_engine
     if needs_draft and not models.get(DRAFT, {}).get("ready"):

@@ -102,11 +102,9 @@ UNSUPPORTED_INPUTS = {
     "lookahead_ngram_size": "per-request lookahead settings",
     "lookahead_verification_set_size": "per-request lookahead settings",
 }
-# Inputs that only shape beam search (ignored at beam width 1, as the C++ backend does).
-BEAM_ONLY_INPUTS = ("len_penalty", "early_stopping", "beam_search_diversity_rate")
 
 
-class RequestError(Exception):
+class BadRequest(Exception):
     """A bad request: answered with an error response naming the tensor."""
 
 
@@ -155,7 +153,7 @@ class Inputs:
     def rows(self):
         a = self.array("input_ids")
         if a is None:
-            raise RequestError(
+            raise BadRequest(
                 "input_ids is missing (this model decodes text prompts; encoder inputs are not "
                 "supported by the reference runtime)"
             )
@@ -166,7 +164,7 @@ def new_tally():
     return {"context": 0, "generation": 0, "context_tokens": 0}
 
 
-class Job:
+class RowJob:
     """One row of one Triton request, as one executor request."""
 
     def __init__(self, request, row, rows, group, streaming, exclude, input_ids, flags):
@@ -247,7 +245,7 @@ class TritonPythonModel:
         self.batcher_metrics = metrics_or_none(
             lambda: BatcherMetrics(self.name, version, max_requests=self.engine.limits.max_batch_size), self.name
         )
-        self.jobs = {}  # executor request id -> Job
+        self.jobs = {}  # executor request id -> RowJob
         self.lock = threading.Condition()
         self.running = True
         self.worker = self.delivery = None
@@ -289,13 +287,13 @@ class TritonPythonModel:
         x = Inputs(request)
         for name, feature in UNSUPPORTED_INPUTS.items():
             if x.given(name):
-                raise RequestError(
+                raise BadRequest(
                     f"{name}: {feature} is not supported by the reference runtime — leave "
                     f"{name} out, or serve with runtime: tensorrt-llm"
                 )
         rows = x.rows()
         if rows > 1 and not self.decoupled:
-            raise RequestError(
+            raise BadRequest(
                 "Batch size > 1 requires the tensorrt_llm backend to be using decoupled transaction policy"
             )
         ids = x.array("input_ids").reshape(rows, -1)
@@ -303,28 +301,28 @@ class TritonPythonModel:
         for row in range(rows):
             streaming = bool(x.scalar("streaming", row, False, bool))
             if streaming and not self.decoupled:
-                raise RequestError("Streaming is only supported if model is deployed using decoupled mode.")
+                raise BadRequest("Streaming is only supported if model is deployed using decoupled mode.")
             for name, default in (("beam_width", 1), ("num_return_sequences", 1)):
                 value = x.scalar(name, row, default)
                 if value not in (default, 0):
-                    raise RequestError(f"{name}={value}: the reference runtime decodes one sequence with beam width 1")
+                    raise BadRequest(f"{name}={value}: the reference runtime decodes one sequence with beam width 1")
             for name in ("return_context_logits", "return_generation_logits"):
                 if x.scalar(name, row, False, bool):
-                    raise RequestError(
+                    raise BadRequest(
                         f"{name} is not supported by the reference runtime (it returns no logits) "
                         f"— leave {name} out, or serve with runtime: tensorrt-llm"
                     )
             if x.given("embedding_bias") and np.any(x.array("embedding_bias").reshape(rows, -1)[row] != 0):
-                raise RequestError("embedding_bias is not supported by the reference runtime")
+                raise BadRequest("embedding_bias is not supported by the reference runtime")
             length = x.scalar("input_lengths", row, None)
             if length is None:
-                raise RequestError("input_lengths is missing")
+                raise BadRequest("input_lengths is missing")
             if not 0 < length <= ids.shape[1]:
-                raise RequestError(f"input_lengths={length} does not fit input_ids of length {ids.shape[1]}")
+                raise BadRequest(f"input_lengths={length} does not fit input_ids of length {ids.shape[1]}")
             output_len = x.scalar("request_output_len", row, None)
             problem = max_tokens_problem(output_len, "request_output_len")
             if problem:
-                raise RequestError(problem)
+                raise BadRequest(problem)
             sampling = self.sampling(x, row)
             end_id = x.scalar("end_id", row, None)
             input_ids = [int(t) for t in ids[row, :length]]
@@ -341,7 +339,7 @@ class TritonPythonModel:
             bad_words = word_list(bad.reshape((rows,) + bad.shape[-2:])[row]) if bad is not None and bad.size else []
             min_tokens = x.scalar(self.min_tokens_name, row, 0)
             if min_tokens < 0:
-                raise RequestError(
+                raise BadRequest(
                     f"{self.min_tokens_name}={min_tokens} is invalid: it must be >= 0 (TensorRT-LLM: "
                     "Assertion failed: minTokens.value() >= 0)"
                 )
@@ -369,7 +367,7 @@ class TritonPythonModel:
                 min_tokens=int(min_tokens),
                 return_log_probs=flags["return_log_probs"],
             )
-            jobs.append((Job(request, row, rows, group, streaming, exclude, input_ids, flags), req))
+            jobs.append((RowJob(request, row, rows, group, streaming, exclude, input_ids, flags), req))
         return jobs
 
     def sampling(self, x, row):
@@ -390,7 +388,7 @@ class TritonPythonModel:
         problems = sampling_problems(temperature, top_k, top_p, ("temperature", "runtime_top_k", "runtime_top_p"))
         problems += penalty_problems(*penalties.values())
         if problems:
-            raise RequestError("; ".join(problems))
+            raise BadRequest("; ".join(problems))
         top_k, top_p = top_k or 0, top_p or 0.0
         seed = x.scalar(self.seed_name, row, None)
         given = {name: value for name, value in penalties.items() if value is not None}
@@ -701,7 +699,7 @@ class TritonPythonModel:
                                 self.executor.cancel(job.rid)
                         raise
                     self.lock.notify()
-            except Exception as e:  # noqa: BLE001 - RequestError, UserError from the executor's checks, ...
+            except Exception as e:  # noqa: BLE001 - BadRequest, UserError from the executor's checks, ...
                 sender.send(
                     pb_utils.InferenceResponse(error=pb_utils.TritonError(self.message(e))),
                     flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
@@ -723,7 +721,7 @@ class TritonPythonModel:
 
     def message(self, e):
         text = str(e) or type(e).__name__
-        return text if isinstance(e, RequestError) or type(e).__name__ == "UserError" else f"{type(e).__name__}: {text}"
+        return text if isinstance(e, BadRequest) or type(e).__name__ == "UserError" else f"{type(e).__name__}: {text}"
 
     def finalize(self):
         with self.lock:

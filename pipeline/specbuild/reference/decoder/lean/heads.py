@@ -1,11 +1,11 @@
 """Draft heads on the lean path: EAGLE-1's and EAGLE-3's draft networks and Medusa's heads, over the loaded
 modules' weights.
 
-`LeanEagleHead(head)` runs `specbuild.heads.eagle.EagleHead` (fc over [embed(x); f], then Llama decoder layers,
+`LeanEagleHead(head)` runs `specbuild.heads.eagle.EagleHeadModule` (fc over [embed(x); f], then Llama decoder layers,
 the first without its input norm, no final norm) through the same position-addressed `KVCache` as the target,
-with `DecoderLayer` from layers.py; `LeanEagle3Head(head)` runs `specbuild.heads.eagle3.Eagle3Head` the same way
+with `DecoderLayer` from layers.py; `LeanEagle3Head(head)` runs `specbuild.heads.eagle3.Eagle3HeadModule` the same way
 (its layer's q/k/v over [norm(embedding); norm(x)]). `LeanMedusaHeads(heads)` evaluates the K heads of a
-`specbuild.heads.medusa.MedusaHeads` with the first ResBlock of every head fused into one matmul (they all read
+`specbuild.heads.medusa.MedusaHeadsModule` with the first ResBlock of every head fused into one matmul (they all read
 the same hidden state). The modules stay usable: fused parameters become views of the fused tensors.
 `int8=True` (`draft_dtype: int8`) computes their larger matmuls with `linear.Int8Linear` (see `drafting_linear`).
 """
@@ -52,7 +52,7 @@ class LeanEagleHead:
 
 
 class LeanEagle3Head:
-    """`specbuild.heads.eagle3.Eagle3Head` on the lean path. forward(x [B, S, n*H_t or H], embeds [B, S, H], plan,
+    """`specbuild.heads.eagle3.Eagle3HeadModule` on the lean path. forward(x [B, S, n*H_t or H], embeds [B, S, H], plan,
     cache) -> out [B, S, H]: fc when x is wider than H, then its one layer, whose q/k/v read
     [input_layernorm(embeds); hidden_norm(x)] (2H) with x as the residual (DecoderLayer's `attn_input`);
     logits(out) -> [..., V_d] = lm_head(norm(out)). Same arithmetic as the module to float32 rounding."""
@@ -91,7 +91,7 @@ class LeanEagle3Head:
         self.lm_head = linear(head.lm_head.weight)
 
     def forward(self, x: torch.Tensor, embeds: torch.Tensor, plan, cache) -> torch.Tensor:
-        if self.fc is not None and x.shape[-1] != self.hidden:  # Eagle3Head.fuse
+        if self.fc is not None and x.shape[-1] != self.hidden:  # Eagle3HeadModule.fuse
             x = self.fc(x)
         a = torch.cat(
             (rms_norm(embeds.to(x.dtype), self.input_norm, self.eps), rms_norm(x, self.hidden_norm, self.eps)), dim=-1

@@ -7,7 +7,7 @@ frozen CPU linears). Which is fastest depends on the CPU, the shape and the rows
 step, k + 1 to verify a chain of k drafts, more for trees, batches and prefill), and no rule by vendor holds on
 every CPU: on a Zen 3 with AVX2 only, the rule tuned on a Zen 4 (below) made verifying 6 tokens cost 1.72-1.78x a
 one-token step (1.13x on the Zen 4) and the demo ran 1.71-1.86x instead of 2.24x (issue #39). So each weight
-shape gets a `Plan`, chosen once per process (`float32_plan`; SPECBUILD_REFERENCE_MATMUL = measured | column-major |
+shape gets a `KernelPlan`, chosen once per process (`float32_plan`; SPECBUILD_REFERENCE_MATMUL = measured | column-major |
 packed):
 - `measured` (the default): at load, each distinct [out, in] of the model is timed with all three kernels at
   1, 2, 3, 4, 6, 8, 16 and 32 rows (a call of n rows takes the choice of the largest of these <= n), interleaved and
@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from specbuild.errors import UserError
 from specbuild.facts import cpu
 from specbuild.reference.decoder.lean import matmul_calibration
-from specbuild.reference.decoder.lean.matmul_calibration import COLUMN_MAJOR, PACKED, ROW_MAJOR, ROWS, Plan
+from specbuild.reference.decoder.lean.matmul_calibration import COLUMN_MAJOR, PACKED, ROW_MAJOR, ROWS, KernelPlan
 
 MATMUL_ENV = "SPECBUILD_REFERENCE_MATMUL"
 MEASURED = "measured"
@@ -76,19 +76,19 @@ def default_rule() -> str:
     return COLUMN_MAJOR if torch.backends.mkl.is_available() and cpu.vendor() == "GenuineIntel" else PACKED
 
 
-def fixed_plan(shape: tuple[int, int], rule: str) -> Plan:
+def fixed_plan(shape: tuple[int, int], rule: str) -> KernelPlan:
     """A fixed rule's plan for a float32 weight [out, in]: `column-major` everywhere; or `packed`: a oneDNN-packed
     copy from PACK_FROM_ROWS rows for matrices of PACK_MIN_WEIGHTS or more, down-projections (in > out) row-major."""
     if rule == COLUMN_MAJOR:
-        return Plan(COLUMN_MAJOR)
+        return KernelPlan(COLUMN_MAJOR)
     out_features, in_features = shape
     packed = (
         frozenset(r for r in ROWS if r >= PACK_FROM_ROWS) if out_features * in_features >= PACK_MIN_WEIGHTS else None
     )
-    return Plan(ROW_MAJOR if in_features > out_features else COLUMN_MAJOR, packed or frozenset())
+    return KernelPlan(ROW_MAJOR if in_features > out_features else COLUMN_MAJOR, packed or frozenset())
 
 
-def float32_plan(shape: tuple[int, int]) -> Plan:
+def float32_plan(shape: tuple[int, int]) -> KernelPlan:
     """How a float32 weight of `shape` [out, in] is stored and multiplied: measured on this CPU (cached;
     matmul_calibration.py) against the default rule, or the fixed rule SPECBUILD_REFERENCE_MATMUL names."""
     rule = matmul_rule()
@@ -133,7 +133,7 @@ class Linear:
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         self.bias = bias
         self.packed = None
-        self.plan: Plan | None = None
+        self.plan: KernelPlan | None = None
         self.packed_at = NEVER  # by row count (capped at ROWS[-1]): whether the packed copy computes the call
         if weight.dtype == torch.bfloat16:
             self._pack(weight, (False,) + (True,) * ROWS[-1])

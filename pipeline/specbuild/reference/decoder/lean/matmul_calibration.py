@@ -80,7 +80,7 @@ def band(rows: int) -> int:
 
 
 @dataclass(frozen=True)
-class Plan:
+class KernelPlan:
     """How one weight shape is multiplied: stored in one dense layout, plus a packed copy used for the row-count
     bands in `packed_rows` (members of ROWS)."""
 
@@ -99,7 +99,7 @@ class Plan:
         return ", ".join(parts)
 
 
-def choose(times: Times, default: Plan, margin: float = MARGIN) -> Plan:
+def choose(times: Times, default: KernelPlan, margin: float = MARGIN) -> KernelPlan:
     """The plan for a shape from its measured times. At each row count (in increasing order) the default plan's
     kernel, unless another is faster by more than `margin`; then the kernel of the row count below, unless another
     is faster by more than `margin` (fewer bands where a kernel keeps winning); else the fastest. One dense layout
@@ -133,7 +133,7 @@ def choose(times: Times, default: Plan, margin: float = MARGIN) -> Plan:
     if dense not in DENSE:
         other = ROW_MAJOR if default.dense == COLUMN_MAJOR else COLUMN_MAJOR
         dense = other if loss(other) < loss(default.dense) else default.dense
-    return Plan(dense, frozenset(r for r, k in kernels_with(dense).items() if k == PACKED))
+    return KernelPlan(dense, frozenset(r for r, k in kernels_with(dense).items() if k == PACKED))
 
 
 def time_kernels(
@@ -259,7 +259,7 @@ class Calibration:
         self.measured = 0
         self._lock = threading.Lock()
 
-    def plan(self, shape: Shape, default: Plan) -> Plan:
+    def plan(self, shape: Shape, default: KernelPlan) -> KernelPlan:
         return choose(self.times_of(shape), default)
 
     def times_of(self, shape: Shape) -> Times:

@@ -1,4 +1,7 @@
-"""Decoding methods of the reference runtime: one module per method, each exposing `METHOD = <class>`.
+"""Decoding methods of the reference runtime: the `Decoder` every method's pack subclasses in its `decoder.py`
+(specbuild/methods/<name>/decoder.py, named by the pack's `decoder` member and loaded through the registry), and the
+executor's own two here (autoregressive.py: no speculation, and the baseline; external_drafts.py: drafts made
+elsewhere, the Triton BLS path).
 
 A method turns a batch of sequences into new tokens. It has two verbs:
     prefill(batch) -> list[StepOutput]   rows that just joined: fill the caches it needs, emit the first token(s)
@@ -26,6 +29,7 @@ from specbuild.reference.decoder import speculation_gate
 from specbuild.standalone import draft_len_schedule
 from specbuild.facts.engine_facts import SpecMode
 from specbuild.errors import UserError
+from specbuild.methods import METHODS, load
 
 if TYPE_CHECKING:
     from specbuild.reference.decoder.acceptance import Acceptance
@@ -33,8 +37,8 @@ if TYPE_CHECKING:
     from specbuild.reference.decoder.engine import Engine
     from specbuild.reference.decoder.sequence import Sequence
 
-# Recipe method names whose module is named differently.
-ALIASES = {"none": "autoregressive"}
+# The executor's own decoders (not methods of a recipe): name -> module here, whose DECODER is the class
+OWN = ("autoregressive", "external_drafts")
 # seq.state key: the extras (Decoder.prefix_extras) of the prefix KV reuse found for a newly admitted row
 REUSED_EXTRAS = "reused_extras"
 
@@ -202,12 +206,15 @@ class Decoder:
 
 
 def method_class(name: str) -> type[Decoder]:
-    """The class of a method by its recipe name (`none`, `draft_target`, `prompt_lookup`, `medusa`, ...)."""
-    module_name = ALIASES.get(name, name)
-    try:
-        module = importlib.import_module(f"specbuild.reference.decoder.methods.{module_name}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"specbuild.reference.decoder.methods.{module_name}":
-            raise UserError(f"the reference runtime has no decoding method {name!r}") from exc
-        raise
-    return module.METHOD
+    """The decoder of a method by its recipe name (`none`, `draft_target`, `medusa`, ...: its pack's), or one of the
+    executor's own (`autoregressive`, `external_drafts`). No speculation decodes autoregressively."""
+    if name in OWN:
+        return importlib.import_module(f"specbuild.reference.decoder.methods.{name}").DECODER
+    pack = METHODS.get(name)
+    if pack is None:
+        raise UserError(f"the reference runtime has no decoding method {name!r}")
+    if pack.decoder is None:
+        if pack.Params is None:
+            return method_class("autoregressive")
+        raise UserError(f"the reference runtime has no decoding method {name!r}")
+    return load(pack, pack.decoder)

@@ -7,7 +7,7 @@ from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.methods import Decoder, StepOutput, next_token
 
 
-class Autoregressive(Decoder):
+class AutoregressiveDecoder(Decoder):
     name = "autoregressive"
     engine_mode = SpecMode.NONE
     reuses_prefix = True
@@ -21,4 +21,4 @@ class Autoregressive(Decoder):
         return [next_token(seq, out.logits[r]) for r, seq in enumerate(batch.seqs)]
 
 
-METHOD = Autoregressive
+DECODER = AutoregressiveDecoder

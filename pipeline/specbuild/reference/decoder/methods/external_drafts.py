@@ -13,11 +13,11 @@ import torch
 from specbuild.facts.engine_facts import SpecMode
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.methods import StepOutput
-from specbuild.reference.decoder.methods.autoregressive import Autoregressive
+from specbuild.reference.decoder.methods.autoregressive import AutoregressiveDecoder
 from specbuild.reference.decoder.verify import verify_chain
 
 
-class ExternalDrafts(Autoregressive):
+class ExternalDraftsDecoder(AutoregressiveDecoder):
     name = "external_drafts"
     engine_mode = SpecMode.DRAFT_TOKENS_EXTERNAL
     step_is_prefill = False  # its prefill verifies the request's drafts
@@ -40,4 +40,4 @@ class ExternalDrafts(Autoregressive):
         return outputs
 
 
-METHOD = ExternalDrafts
+DECODER = ExternalDraftsDecoder

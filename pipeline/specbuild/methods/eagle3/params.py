@@ -1,0 +1,19 @@
+"""EAGLE-3's params: the head a Speculation carries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from specbuild.speculation import MethodParams
+
+
+@dataclass(frozen=True)
+class Eagle3Head(MethodParams):
+    """An EAGLE-3 head (TensorRT-LLM's speculative_model): reads the outputs of several target layers."""
+
+    path: Path
+    layers_to_capture: tuple[int, ...] | None  # None: TensorRT-LLM's default {1, L//2 - 1, L - 4}
+
+    def carried_weights(self) -> dict[str, Path]:
+        return {"eagle3": self.path}
