@@ -14,6 +14,7 @@ from specbuild.deploy.checks import TP_PP
 from specbuild.deploy.context import REPOSITORY_SLUG, BundleFlavour, DeployContext, KindText
 from specbuild.deploy.images import ImageChoice, NGC_REPOSITORY, llmapi_releases, newest_of_release, ngc_tag, tag_for
 from specbuild.deploy.images import trtllm_of_tag
+from specbuild.facts.ngc import llmapi_line
 from specbuild.deploy.launch import SLURM_EVERY_TASK, SLURM_ONE_TASK, LaunchPlan, exit_timeout, script_ports
 from specbuild.deploy.repository import MODEL_YAML_PATHS
 from specbuild.deploy.world import Rank, World
@@ -225,10 +226,22 @@ class LlmApiBundle(BundleFlavour):
         return ImageChoice(img.repository, tag, version, f"{why} ({version})")
 
     def no_image(self, recipe: Recipe) -> str | None:
-        """Why an llm-api recipe gets no bundle: its llm_api.release is in no NGC container and deploy.image names
-        none (a TensorRT-LLM installed from pip serves it, but the bundle would have no image to run)."""
+        """Why an llm-api recipe gets no bundle: the TensorRT-LLM it names (deploy.image.trtllm_version), or its
+        llm_api.release, is in no NGC container, and deploy.image.tag names no image of its own (a TensorRT-LLM
+        installed from pip or built from source serves it, but the bundle would have no image to run; no NGC tag is
+        invented)."""
         img, release = recipe.deploy.image, recipe.llm_api.release
-        if img.tag or img.trtllm_version or newest_of_release(release) is not None:
+        if img.tag:
+            return None
+        if img.trtllm_version:
+            if tag_for(img.trtllm_version) is not None:
+                return None
+            return (
+                f"no NGC tritonserver container ships TensorRT-LLM {img.trtllm_version} (deploy.image.trtllm_version; "
+                f"the table ends at {max(images.NGC_TRTLLM)}: {images.NGC_TRTLLM[max(images.NGC_TRTLLM)]}) — set "
+                "deploy.image.repository and deploy.image.tag to an image with it to get one"
+            )
+        if newest_of_release(release) is not None:
             return None
         return (
             f"no NGC tritonserver container ships TensorRT-LLM {release} (llm_api.release) yet (those that do: "
@@ -256,25 +269,17 @@ class LlmApiBundle(BundleFlavour):
                     "containers 25.09 and later)",
                 )
                 return
-            if images.release_of(img.trtllm_version) != release:
+            line, _ = llmapi_line(img.trtllm_version)
+            if line is not None and line != release:  # (no line: the llm-api flavour's checks say why)
                 yield Finding(
                     ("deploy", "image", "trtllm_version"),
                     f"is {img.trtllm_version} but llm_api.release is "
-                    f"{release}: model.yaml is written in that release's spelling — name a {release}.x version "
-                    f'or set llm_api.release: "{images.release_of(img.trtllm_version)}"',
+                    f"{release}: model.yaml is written in that release's spelling — name a version of the "
+                    f'{release} line or set llm_api.release: "{line}" (or leave it out: it follows this version)',
                     also=(rel,),
                 )
                 return
-            if not img.tag and images.tag_for(img.trtllm_version) is None:
-                versions = sorted(
-                    {v for v in images.NGC_TRTLLM.values() if images.release_of(v) == release}, key=images.release3
-                )
-                yield Finding(
-                    ("deploy", "image", "trtllm_version"),
-                    f"no NGC tritonserver image ships TensorRT-LLM "
-                    f"{img.trtllm_version} (known {release}.x: {', '.join(versions) or 'none'}) — pick one of "
-                    "those or set deploy.image.tag",
-                )
+            # (a version no NGC container ships, without deploy.image.tag: no bundle, said by plan and compile)
         # (a release no container ships, with no deploy.image: no bundle, said by `plan`: context.applies)
         if img.tag and img.repository == images.NGC_REPOSITORY:
             problems, version = ngc_tag(img)
@@ -287,15 +292,16 @@ class LlmApiBundle(BundleFlavour):
                     f"{img.tag} ships TensorRT-LLM {version}; the llm-api flavour "
                     "needs 1.0 or newer (containers 25.09 and later)",
                 )
-            elif images.release_of(version) != release:
+            elif llmapi_line(version)[0] != release:
                 tags = sorted(
-                    y + images.TAG_SUFFIX for y, v in images.NGC_TRTLLM.items() if images.release_of(v) == release
+                    y + images.TAG_SUFFIX for y, v in images.NGC_TRTLLM.items() if llmapi_line(v)[0] == release
                 )
                 yield Finding(
                     ("deploy", "image", "tag"),
                     f"{img.tag} ships TensorRT-LLM {version} but llm_api.release is "
                     f"{release} (model.yaml's spelling differs between releases) — pick a {release} container "
-                    f'({", ".join(tags) or "none yet"}) or set llm_api.release: "{images.release_of(version)}"',
+                    f'({", ".join(tags) or "none yet"}) or set llm_api.release: "{llmapi_line(version)[0]}" (or '
+                    "leave it out: it follows the tag)",
                     also=(rel,),
                 )
             elif img.trtllm_version and images.release3(img.trtllm_version) != images.release3(version):

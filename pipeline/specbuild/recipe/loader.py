@@ -263,4 +263,5 @@ def load_recipe(path: str | Path, *, check_files: bool = True, options: BuildOpt
         recipe, src = read_recipe(path)
     except UnknownMethod as e:
         raise stand_in_findings(e, lambda build: recipe_findings(build, check_files), options) from None
-    return judge(recipe, recipe_findings(resolve_build(recipe, options), check_files), src, path)
+    build = resolve_build(recipe, options)  # (its recipe: this one, or a copy with the installed release)
+    return judge(build.recipe, recipe_findings(build, check_files), src, path)

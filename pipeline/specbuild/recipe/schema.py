@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Union
 
-from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator
+from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -17,6 +17,7 @@ from specbuild.methods import METHODS, on_register
 from specbuild.section import Section
 from specbuild.methods.none import NoneConfig
 from specbuild.runtimes import registry as runtimes
+from specbuild.recipe import llm_release
 from specbuild.recipe.llm_api import LlmApiSection
 from specbuild.checkpoints.hub import Checkpoint
 
@@ -358,6 +359,40 @@ class Recipe(Section):
     def checkpoint_dir(self, value: Path | str) -> Path:
         """The folder to read for a checkpoint field (a hub snapshot folder for a model id)."""
         return self.checkpoint(value).path
+
+    @model_validator(mode="after")
+    def _choose_llm_release(self) -> Recipe:
+        """Fill llm_api.release, when not written, from where the repository will run (specbuild.recipe.llm_release;
+        the installed TensorRT-LLM joins when the recipe is resolved: with_installed_trtllm)."""
+        if self.llm_api.release is None:
+            choice = llm_release.choose(self.deploy.image, None)
+            self.llm_api.release = choice.line  # type: ignore[assignment]  (a line of RELEASES)
+            self.llm_api._chosen = choice
+        return self
+
+    @property
+    def llm_release(self) -> llm_release.ReleaseChoice:
+        """The release line model.yaml is written for, where it was taken from, and why."""
+        chosen = self.llm_api._chosen
+        if chosen is not None and chosen.line == self.llm_api.release:
+            return chosen
+        return llm_release.choose(self.deploy.image, self.llm_api.release)  # written (or changed since)
+
+    def with_installed_trtllm(self, installed: Callable[[], str | None]) -> Recipe:
+        """This recipe, or a copy whose release is the installed TensorRT-LLM's (`installed()`: its version, None
+        without one) when the llm-api recipe names nowhere it will run (no deploy.image, no llm_api.release)."""
+        chosen = self.llm_api._chosen
+        if self.flavour != "llm-api" or chosen is None or chosen.source != llm_release.DEFAULT:
+            return self
+        if chosen.line != self.llm_api.release:
+            return self
+        version = installed()
+        if not version:
+            return self
+        choice = llm_release.choose(self.deploy.image, None, version)
+        section = self.llm_api.model_copy(update={"release": choice.line})
+        section._chosen = choice
+        return self.model_copy(update={"llm_api": section})
 
     @property
     def notes(self) -> list[str]:

@@ -25,12 +25,22 @@ def llmapi_refusal(recipe, spec) -> Refusal | None:
     return answer if isinstance(answer, Refusal) else None
 
 
+def _release_said(recipe) -> list[str]:
+    """Which release line model.yaml is written for and why, and what to know of it (check's first notes)."""
+    chosen = recipe.llm_release
+    return [f"llm_api.release {chosen.line}: {chosen.why}"] + (
+        [f"llm_api.release {chosen.line}: {chosen.note}"] if chosen.note else []
+    )
+
+
 class LlmApiFlavour(Runtime):
     flavour = "llm-api"
     contract = "llm-api"
     bundle = "specbuild.deploy.llmapi_bundle:BUNDLE"
 
     def flavour_checks(self, recipe, spec) -> Iterator[Finding]:
+        if recipe.llm_release.problem is not None:  # a named TensorRT-LLM no release line fits (1.3.0rc0-rc6)
+            yield recipe.llm_release.problem
         refusal = llmapi_refusal(recipe, spec)
         if refusal is not None:
             yield Finding(
@@ -91,9 +101,10 @@ class LlmApiFlavour(Runtime):
         """What is not known about how llm_api.release parses this model.yaml (`check` prints it, `plan` shows it):
         specbuild writes the spellings it can vouch for and says where it cannot (specbuild.repository.llmapi.releases)."""
         a = recipe.llm_api
+        said = _release_said(recipe)
         if not spec.speculative:
-            return []
-        out = [f"llm_api.release {a.release}: {unknown}" for unknown in releases.rules(a.release).unknown]
+            return said
+        out = said + [f"llm_api.release {a.release}: {unknown}" for unknown in releases.rules(a.release).unknown]
         if spec.draft_len_schedule and releases.schedule_unknown(a.release):
             out.append(f"llm_api.release {a.release}: {releases.schedule_unknown(a.release)}")
         gate = model_yaml.disable_below_unknown(spec, a.release)
@@ -134,11 +145,13 @@ class LlmApiFlavour(Runtime):
         if recipe.llm_api.instances > 1:
             info["gpu_device_ids"] = ";".join(",".join(map(str, g)) for g in gpu_groups(recipe))
         out = {
+            "TensorRT-LLM release": recipe.llm_release.said,
             "serve requests at": MODEL,
             "models": {MODEL: info},
             "model.yaml": model_yaml.model_yaml(recipe, spec, role=role, path=show),
         }
         notes = self.notes(recipe, spec) if role == "target" else []
+        notes = notes[len(_release_said(recipe)) :]  # (which release and why: said above)
         if notes:
             out["not known"] = notes
         return out
