@@ -23,6 +23,7 @@ _.DraftTargetDecoder  # ... and its reference decoder (MethodPack.decoder)
 _.Eagle3Decoder
 _.LookaheadDecoder
 _.MedusaDecoder
+_.MtpDecoder
 _.PromptLookupDecoder
 _.BUNDLE  # a flavour names its part of the deployment bundle (Runtime.bundle)
 _.cache_list  # click commands, registered by their decorators
@@ -35,6 +36,7 @@ _.__getattr__  # a module's lazy attributes (PEP 562)
 
 # --- called by a library --------------------------------------------------------------------------------------
 _._default_max_draft_len  # pydantic validators (model_validator / field_validator)
+_._draft_length
 _._gate_problem_at_the_field
 _._text_parts_only
 _._parts_leave_training_rows
@@ -61,6 +63,7 @@ _.allow_ragged_batch
 
 # --- fields of a schema that validates what it is given (TensorRT-LLM's arguments, read by the CPU rehearsal) ----
 _.modelopt_python  # recipe/adapt.py: a recipe field (adapt's trainer: modelopt)
+_.torch_dtype  # adapt/modelopt/worker.py: read by Model-Optimizer's exporter for the exported config.json
 _.eagle3_model_arch
 _.is_keep_all
 _.is_use_oldest

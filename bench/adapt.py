@@ -12,6 +12,16 @@
 3. after: the same recipe with an `adapt:` section: compile adapts the head first (default budget unless
    --max-steps / --max-minutes), then builds, serves and validates the head the gate chose, on the same prompts.
 
+4. interleaved (--interleaved-rounds R, default 5): the served speedups of both heads measured again in the same
+   rounds, after both compiles: the two speculative repositories and the baseline served side by side
+   (bench/served.py's Served), each round sending the same held-out prompts (greedy, concurrency 1) to the three in
+   an order that rotates, so that another process's load hits both heads alike; per round speedup = tokens/s of a
+   head's deployment / tokens/s of the baseline in that round, median over the rounds. The two compiles' validate
+   figures stand beside it: they run minutes apart, and a shared machine's load moves between them;
+5. with --repeat-steps N: adapt twice more with max_steps N, once on the teacher outputs the run above cached and
+   once from an empty build cache (the teacher pass regenerated), and compare the two heads' bytes (issue #38: the
+   same inputs, seed and --max-steps give the same head, bitwise on a CPU).
+
 Nothing is asserted: the JSON says what happened (`done_when` compares it with issue #38's figures).
 """
 
@@ -138,6 +148,18 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--max-minutes", type=float, default=None)
     parser.add_argument("--skip-served", action="store_true", help="adapt only (no compile before/after)")
+    parser.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="--work holds both compiles already (an earlier run): read their reports, then measure 4 and 5 only",
+    )
+    parser.add_argument("--interleaved-rounds", type=int, default=5, help="0: skip the interleaved comparison")
+    parser.add_argument(
+        "--repeat-steps",
+        type=int,
+        default=0,
+        help="then adapt twice with this max_steps (cached and regenerated teacher outputs) and compare the heads",
+    )
     args = parser.parse_args()
     work = args.work.absolute()
     work.mkdir(parents=True, exist_ok=True)
@@ -164,14 +186,16 @@ def main() -> None:
     timings: dict[str, float] = {}
     served: dict[str, dict | None] = {}
     if not args.skip_served:
-        code, timings["compile_before_s"] = compile_recipe(before_recipe, work, work / "compile-before.log")
+        if not args.measure_only:
+            code, timings["compile_before_s"] = compile_recipe(before_recipe, work, work / "compile-before.log")
+            result["compile_before_exit"] = code
         served["before"] = speedup_at_1(work / "reports" / "demo-before")
         result["served_acceptance_before"] = acceptance(work / "reports" / "demo-before")
-        result["compile_before_exit"] = code
-        code, timings["compile_after_s"] = compile_recipe(after_recipe, work, work / "compile-after.log")
+        if not args.measure_only:
+            code, timings["compile_after_s"] = compile_recipe(after_recipe, work, work / "compile-after.log")
+            result["compile_after_exit"] = code
         served["after"] = speedup_at_1(work / "reports" / "demo-adapt")
         result["served_acceptance_after"] = acceptance(work / "reports" / "demo-adapt")
-        result["compile_after_exit"] = code
     else:
         from specbuild.adapt.run import AdaptOptions, run_adapt
         from specbuild.load import load_build
@@ -194,6 +218,7 @@ def main() -> None:
         served_speedup_rounds=served or None,
         training=a.get("training"),
         adapt_timings_s=report.get("timings_s"),
+        adapt_cpu_s=report.get("cpu_s"),
         timings_s={k: round(v, 1) for k, v in timings.items()},
         load_at_end=os.getloadavg(),
     )
@@ -206,8 +231,106 @@ def main() -> None:
         "held_out_al_up_15pct": gains["held_out_al"] is not None and gains["held_out_al"] >= 0.15,
         "served_speedup_up_10pct": gains.get("served_speedup_c1") is not None and gains["served_speedup_c1"] >= 0.10,
         "adapt_minutes": round(sum((report.get("timings_s") or {}).values()) / 60, 1),
+        "adapt_cpu_minutes": round(sum((report.get("cpu_s") or {}).values()) / 60, 1),
     }
+    if not args.skip_served and args.interleaved_rounds:
+        result["interleaved"] = interleaved(work, prompts, before_recipe, args.interleaved_rounds)
+        result["done_when"]["gains"]["served_speedup_c1_interleaved"] = result["interleaved"]["gain"]
+        result["done_when"]["served_speedup_up_10pct_interleaved"] = result["interleaved"]["gain"] >= 0.10
+    if args.repeat_steps:
+        result["repeat"] = repeat(after_recipe, work, args.repeat_steps)
     print(json.dumps(result, indent=2))
+
+
+def interleaved(work: Path, prompts_file: Path, recipe: Path, rounds: int) -> dict:
+    """Served speedup at concurrency 1 of the shipped head's and the adapted head's deployments, in the same rounds."""
+    import contextlib
+    import statistics
+
+    import served as served_bench
+
+    from specbuild.load import load_build
+
+    build = load_build(recipe)
+    max_tokens = build.recipe.validation.max_tokens
+    texts = [json.loads(line)["prompt"] for line in prompts_file.read_text().splitlines() if line.strip()]
+    repos = {
+        "baseline": (work / "triton_repo" / "demo-before-baseline", "ensemble"),
+        "before": (work / "triton_repo" / "demo-before", build.spec.serving_model),
+        "after": (work / "triton_repo" / "demo-adapt", build.spec.serving_model),
+    }
+    names = list(repos)
+    per_round: list[dict] = []
+    with contextlib.ExitStack() as stack:
+        servers = {
+            name: stack.enter_context(served_bench.Served(repo, model, work / f"interleaved-{name}.log"))
+            for name, (repo, model) in repos.items()
+        }
+        for name in names:  # one warm-up pass each
+            servers[name].run(texts[:2], max_tokens, 1)
+        for r in range(rounds):
+            order = names[r % len(names) :] + names[: r % len(names)]
+            tps = {}
+            for name in order:
+                tokens, seconds = servers[name].run(texts, max_tokens, 1)
+                tps[name] = tokens / seconds
+            per_round.append({"order": order, "tokens_per_s": {k: round(v, 2) for k, v in tps.items()}})
+            print(f"[interleaved] round {r + 1}/{rounds}: {per_round[-1]}", file=sys.stderr, flush=True)
+    speedups = {
+        head: [rnd["tokens_per_s"][head] / rnd["tokens_per_s"]["baseline"] for rnd in per_round]
+        for head in ("before", "after")
+    }
+    gains = [a / b for a, b in zip(speedups["after"], speedups["before"])]
+    return {
+        "rounds": per_round,
+        "speedup": {k: round(statistics.median(v), 4) for k, v in speedups.items()},
+        "speedup_min_max": {k: [round(min(v), 4), round(max(v), 4)] for k, v in speedups.items()},
+        "gain": round(statistics.median(gains), 4),
+        "gain_per_round": [round(g, 4) for g in gains],
+        "prompts": len(texts),
+        "max_tokens": max_tokens,
+    }
+
+
+def folder_digest(folder: Path) -> str | None:
+    import hashlib
+
+    if not folder.is_dir():
+        return None
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            h.update(path.relative_to(folder).as_posix().encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def repeat(recipe: Path, work: Path, steps: int) -> dict:
+    """Adapt twice with max_steps `steps`: on the build cache the main run filled, and from an empty one."""
+    import shutil
+
+    from specbuild.adapt.run import AdaptOptions, run_adapt
+    from specbuild.load import load_build
+
+    runs = {}
+    for name, cache in (("cached_teacher", work / "cache"), ("fresh_teacher", work / "cache-repeat")):
+        if name == "fresh_teacher":
+            shutil.rmtree(cache, ignore_errors=True)
+        out = work / "adapt-repeat" / name
+        start = time.monotonic()
+        result = run_adapt(
+            load_build(recipe),
+            AdaptOptions(out=out, overrides={"max_steps": steps, "max_minutes": 600.0}, cache_dir=cache, reuse=True),
+            progress=lambda m: print(f"[repeat {name}] {m}", file=sys.stderr, flush=True),
+        )
+        written = out / ("head" if result.shipped else "candidate")
+        runs[name] = {
+            "shipped": result.shipped,
+            "steps": (result.adapt.get("training") or {}).get("steps"),
+            "head_sha256": folder_digest(written),
+            "seconds": round(time.monotonic() - start, 1),
+        }
+    digests = {r["head_sha256"] for r in runs.values()}
+    return {"max_steps": steps, **runs, "identical": len(digests) == 1 and None not in digests}
 
 
 if __name__ == "__main__":

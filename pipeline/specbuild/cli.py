@@ -490,10 +490,11 @@ def adapt(
 
     \b
     1. split each category of the traffic into train, dev and held-out parts (seeded, by record digest);
-    2. the target answers every prompt on the recipe's runtime (greedy, as validate asks), with the hidden states
-       the head reads; kept in the build cache, so a rerun regenerates nothing;
-    3. train from the current head (the zoo's objective), until --max-steps, --max-minutes or early stopping on the
-       dev part;
+    2. the target answers every prompt on the recipe's runtime, with the hidden states the head reads: training
+       prompts with their requests' sampling settings when the traffic gives them (seeded), else greedily; the
+       held-out part greedily; kept in the build cache, so a rerun regenerates nothing;
+    3. train from the current head (the zoo's objective, or --trainer modelopt: NVIDIA Model-Optimizer's EAGLE-3
+       training in its own environment), until --max-steps, --max-minutes or early stopping on the dev part;
     4. gate: old and new head decode the held-out part; ship when the paired 95% bootstrap interval of (new - old)
        acceptance length lies above 0, no gated category (20+ records) lies wholly below -adapt.max_category_drop,
        and the answers are unchanged (lossless).

@@ -93,7 +93,9 @@ def compile_recipe(
     cache = OutputCache(recipe, manifest, stages, options)
     stage_key = None
     if plan.engine_steps:
-        stage_key = step_cache.engines_key(recipe, manifest, plan.engine_steps, step_cache.written_with(options))
+        stage_key = step_cache.engines_key(
+            recipe, manifest, plan.engine_steps, step_cache.written_with(options, runtime)
+        )
         engines = {role: (layout.engine(role), step_cache.engine_key(stage_key, role)) for role in plan.outputs.engines}
         if not (engines and cache.reuse_all("engines", engines)):
             with stages.stage("engines") as progress:
@@ -105,7 +107,7 @@ def compile_recipe(
     keys: dict[str, str] = {}
     for step in repositories:
         keys[step.role] = key = step_cache.repository_key(
-            recipe, manifest, step.role, layout, {**step_cache.written_with(options), "engines": stage_key}
+            recipe, manifest, step.role, layout, {**step_cache.written_with(options, runtime), "engines": stage_key}
         )
         if cache.reuse_all(f"repository {step.path}", {step.role: (step.path, key)}, kind="repository"):
             continue

@@ -64,6 +64,12 @@ class MethodParams:
         """The draft length a draft_len_schedule scales, at full length (Speculation.full_draft_length)."""
         return spec.max_draft_len
 
+    def not_lossless(self) -> str | None:
+        """Why decoding with these params does not reproduce the target's greedy output, by design (None: it does, as
+        every method that verifies its drafts against the target does; the validation's lossless check then says it
+        does not apply, and why)."""
+        return None
+
     def accept_depth(self, spec: Speculation) -> int | None:
         """The most drafts one verification step can accept (Speculation.accept_depth): a chain's length, a static
         tree's longest path."""

@@ -209,3 +209,15 @@ def test_an_interrupted_run_leaves_the_folder_as_it_was(first, setup, monkeypatc
         run_adapt(load_build(setup["recipe"]), options)
     assert folder_digest(out) == before
     assert not [p for p in out.parent.iterdir() if ".partial-" in p.name]
+
+
+def test_tiny_traffic_is_read_judged_and_not_shipped_with_the_reason(setup, tmp_path):
+    tiny = tmp_path / "tiny.jsonl"
+    tiny.write_text("\n".join(traffic_lines(12)[:3]) + "\n")  # 3 records: nothing left for dev
+    out = tmp_path / "out"
+    argv = ["adapt", str(setup["recipe"]), "--traffic", str(tiny), "--out", str(out), "--max-steps", STEPS]
+    assert main([*argv, "--cache-dir", str(setup["cache"])]) == 1
+    a = json.loads((out / "adapt.json").read_text())
+    assert a["shipped"] is False and "too little to train" in a["reason"] and a["head"] == str(TINY / "eagle")
+    assert a["traffic"]["records"] == 3 and a["overall"]["held_out"] == a["traffic"]["held_out"]
+    assert not (out / "head").exists() and not (out / "candidate").exists()

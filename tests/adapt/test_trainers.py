@@ -12,7 +12,7 @@ import torch
 
 from specbuild.adapt.heads import trainer_for
 from specbuild.adapt.rows import Row, pad_rows
-from specbuild.adapt.train import Plan, train_head
+from specbuild.adapt.train import TrainingPlan, train_head
 from specbuild.heads.eagle import load_eagle_head
 from specbuild.heads.eagle3 import load_eagle3_head
 from specbuild.heads.medusa import load_medusa_heads
@@ -53,7 +53,7 @@ def train_once(kind: str, target, folder: Path) -> tuple[dict, str]:
     trainer = trainer_for(build.spec)
     layers = trainer.captured_layers(build.spec, target)
     train_rows, dev_rows = rows_for(target, layers, 6, 0), rows_for(target, layers, 2, 1)
-    plan = Plan(
+    plan = TrainingPlan(
         max_steps=3,
         max_minutes=60,
         learning_rate=1e-3,

@@ -32,9 +32,12 @@ def _world(recipe):
 
 
 def findings(stem, changes):
+    """The deploy rules' findings, and the recipe's own (the image's TensorRT-LLM against llm_api.release is the
+    recipe's rule: specbuild.recipe.llm_release.findings)."""
+    build = resolve_build(make_recipe(stem, changes))
     return {
         (".".join(map(str, f.path)), f.message, tuple(".".join(p) for p in f.also))
-        for f in deploy_findings(resolve_build(make_recipe(stem, changes)))
+        for f in [*deploy_findings(build), *general_findings(build)]
     }
 
 
@@ -78,7 +81,7 @@ TP16 = {"build.tp_size": 16, "triton.gpu_device_ids": list(range(16))}
         (
             {"deploy.image": {"tag": "25.08-trtllm-python-py3"}},
             "deploy.image.tag",
-            "ships TensorRT-LLM 0.21.0; the llm-api flavour needs 1.0 or newer (containers 25.09 and later)",
+            "TensorRT-LLM 0.21.0 predates the llm-api flavour, which needs 1.0 or newer",
         ),
         (
             {"deploy.image": {"tag": "26.02-trtllm-python-py3"}},
@@ -89,7 +92,7 @@ TP16 = {"build.tp_size": 16, "triton.gpu_device_ids": list(range(16))}
         (
             {"deploy.image": {"trtllm_version": "0.20.0"}},
             "deploy.image.trtllm_version",
-            "needs TensorRT-LLM 1.0 or newer",
+            "TensorRT-LLM 0.20.0 predates the llm-api flavour, which needs 1.0 or newer",
         ),
         ({"deploy.image": {"trtllm_version": "1.1.0"}}, "deploy.image.trtllm_version", "but llm_api.release is 1.2"),
     ],

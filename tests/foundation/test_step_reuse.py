@@ -242,3 +242,25 @@ def test_an_unchanged_output_is_reused_without_reading_its_bytes(tmp_path, monke
     (folder / "rank0.engine").write_bytes(b"w" * 4096)
     (folder / "extra.bin").write_bytes(b"")  # a file more
     assert not reusable(folder, "k")
+
+
+def test_the_llmapi_model_folder_named_by_the_machine_keys_only_the_runtime_that_reads_it(monkeypatch):
+    # step_cache asks the runtime what in the environment changes its files (Runtime.written_from): the
+    # tensorrt-llm llm-api runtime copies NVIDIA's model.py from $SPECBUILD_LLMAPI_MODEL_DIR; the others read no such
+    # variable, so it must not invalidate their outputs
+    from types import SimpleNamespace
+
+    from specbuild.cache.step_cache import written_with
+    from specbuild.runtimes import get_runtime
+
+    options = SimpleNamespace(trtllm_examples=None)
+    monkeypatch.delenv("SPECBUILD_LLMAPI_MODEL_DIR", raising=False)
+    before = {
+        (name, flavour): written_with(options, get_runtime(name, flavour))
+        for name in ("reference", "tensorrt-llm")
+        for flavour in ("engine", "llm-api")
+    }
+    monkeypatch.setenv("SPECBUILD_LLMAPI_MODEL_DIR", "/somewhere/tensorrt_llm/1")
+    after = {key: written_with(options, get_runtime(*key)) for key in before}
+    changed = {key for key in before if before[key] != after[key]}
+    assert changed == {("tensorrt-llm", "llm-api")}

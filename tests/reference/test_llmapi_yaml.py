@@ -218,7 +218,10 @@ def test_ngram_pool_flags_that_the_reference_does_not_follow_are_noted(tmp_path)
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ({"decoding_type": "MTP", "num_nextn_predict_layers": 1}, r"MTP drafts with the target's own"),
+        (
+            {"decoding_type": "MTP", "max_draft_len": 2, "use_dynamic_tree": True},
+            r"MTP.s dynamic tree is not rehearsed",
+        ),
         ({"decoding_type": "Medusa", "max_draft_len": 3}, r"has no Medusa"),
         ({"decoding_type": "PARD", "max_draft_len": 3}, r"speculative_model is required for PARD"),
         (

@@ -85,9 +85,7 @@ def test_golden_repository(path, tmp_path, layout_for):
 def test_every_method_has_a_golden_repository():
     from specbuild.methods import METHODS
 
-    # MTP needs a checkpoint trained with MTP layers (DeepSeek-V3 class): none ships in checkpoints/tiny, so its
-    # model.yaml is covered by tests/trtllm/test_llmapi.py on a config-only checkpoint instead.
     methods = {recipe_from(p).speculation.method for p in GPU_RECIPES + GPU_LLMAPI_RECIPES}
-    assert methods == set(METHODS) - {"mtp"}
+    assert methods == set(METHODS)
     if not UPDATE:
         assert {p.stem for p in GPU_RECIPES + GPU_LLMAPI_RECIPES} <= {p.name for p in GOLDEN.iterdir()}

@@ -41,6 +41,9 @@ def test_layout(micro):
         "eagle3/model.safetensors",
         "pard/config.json",
         "pard/model.safetensors",
+        "mtp-target/config.json",
+        "mtp-target/model.safetensors",
+        "mtp-target/tokenizer.json",
     } <= names
     assert not list(micro.parent.glob(".micro.partial-*"))
 
@@ -63,6 +66,8 @@ def test_manifest_matches_files(micro, tmp_path):
     assert len(q["eagle"]["top1_per_step"]) == MICRO.eagle_depth
     assert len(q["eagle3"]["top1_per_step"]) == MICRO.eagle_depth and q["eagle3"]["layers"] == list(MICRO.eagle3.layers)
     assert recorded["models"]["eagle3"]["draft_vocab_size"] == MICRO.eagle3.draft_vocab
+    assert len(q["mtp-target"]["top1_per_step"]) == MICRO.mtp_target.depth
+    assert recorded["models"]["mtp-target"]["num_nextn_predict_layers"] == MICRO.mtp_target.mtp_layers
     assert q["draft_model"]["mean_acceptance_length"] >= 1.0
     # a changed byte is caught
     copy = shutil.copytree(micro, tmp_path / "copy")
@@ -97,6 +102,11 @@ def test_loads_with_transformers_and_heads_loaders(micro):
         assert eagle(feats, x, torch.arange(4)[None]).shape == feats.shape
     eagle3 = load_eagle3_head(micro / "eagle3", target)
     assert eagle3.layers == MICRO.eagle3.layers and eagle3.draft_vocab_size == MICRO.eagle3.draft_vocab
+    from specbuild.zoo.mtp_target import load_mtp_target
+
+    mtp_model, (layer,) = load_mtp_target(micro / "mtp-target")
+    assert type(mtp_model).__name__ == "DeepseekV3ForCausalLM" and mtp_model.config.num_nextn_predict_layers == 1
+    assert layer.index == MICRO.mtp_target.shape.layers
 
 
 def test_ensure_profile_builds_once_then_reuses(micro, tmp_path, monkeypatch):
@@ -140,7 +150,14 @@ def test_deterministic_and_resumable(micro, tmp_path):
         else:
             assert a[name]["sha256"] == b[name]["sha256"], name
         assert b[name]["sha256"] == c[name]["sha256"], name
-    assert manifest.read(resumed)["reused_stages"]["stages"] == ["target", "draft", "eagle", "eagle3", "pard"]
+    assert manifest.read(resumed)["reused_stages"]["stages"] == [
+        "target",
+        "draft",
+        "eagle",
+        "eagle3",
+        "pard",
+        "mtp-target",
+    ]
     assert manifest.read(fresh)["reused_stages"] is None
 
 
@@ -196,7 +213,7 @@ def test_add_stage_trains_eagle3_into_an_existing_folder(micro, tmp_path):
         n: f for n, f in before.items() if n != "README.md"
     }
     assert after["stage_precision"] == {
-        **{s: built["precision"] for s in ("target", "draft", "medusa", "eagle", "pard")},
+        **{s: built["precision"] for s in ("target", "draft", "medusa", "eagle", "pard", "mtp-target")},
         "eagle3": other,
     }
     (entry,) = after["added_stages"]
@@ -204,6 +221,27 @@ def test_add_stage_trains_eagle3_into_an_existing_folder(micro, tmp_path):
     readme = (later / "README.md").read_text()
     assert "add-stage eagle3 --zoo checkpoints/micro" in readme and f"stage `eagle3`: {other}" in readme
     assert profile_folder_problems(later, "micro") == []
+
+
+def test_add_stage_trains_the_mtp_target_into_an_existing_folder(micro, tmp_path):
+    """The mtp-target stage from the folder's tokenizer and the corpus: at the build's precision the same bytes as the
+    full build's, every other file unchanged, the README names the command."""
+    built = manifest.read(micro)
+    folder = _without(micro, tmp_path / "mtp", stage="mtp-target")
+    before = manifest.read(folder)["files"]
+    build_mod.add_stage(folder, "mtp-target", precision=built["precision"])
+    after = manifest.read(folder)
+    assert manifest.mismatches(folder, after) == []
+    for name, entry in built["files"].items():
+        if name != "README.md":
+            assert after["files"][name]["sha256"] == entry["sha256"], name
+    assert {n: f for n, f in after["files"].items() if not n.startswith("mtp-target/") and n != "README.md"} == {
+        n: f for n, f in before.items() if n != "README.md"
+    }
+    assert after["quality"]["mtp-target"] == built["quality"]["mtp-target"]
+    (entry,) = after["added_stages"]
+    assert entry["stage"] == "mtp-target" and entry["teacher_data_seconds"] is None
+    assert "add-stage mtp-target --zoo checkpoints/micro" in (folder / "README.md").read_text()
 
 
 def test_add_stage_refuses_a_changed_folder(micro, tmp_path):
@@ -233,4 +271,4 @@ def test_add_stage_trains_pard_from_the_folders_draft(micro, tmp_path):
     config = json.loads((folder / "pard" / "config.json").read_text())
     assert config["pard_token"] == MICRO.vocab_size and config["vocab_size"] == MICRO.vocab_size + 1
     assert "add-stage pard" in added["added_stages"][0]["command"]
-    assert "tokenizer/ and target/, draft/ of this folder" in added["added_stages"][0]["reused"]
+    assert "tokenizer/ and target/ and draft/ of this folder" in added["added_stages"][0]["reused"]

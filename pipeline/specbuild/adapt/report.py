@@ -103,7 +103,9 @@ def markdown(report: dict) -> str:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     timings = report.get("timings_s") or {}
     if timings:
-        lines += ["## Time", ""] + table(["stage", "seconds"], [[k, f"{v:.0f}"] for k, v in timings.items()])
+        cpu = report.get("cpu_s") or {}
+        rows = [[k, f"{v:.0f}", f"{cpu[k]:.0f}" if k in cpu else "-"] for k, v in timings.items()]
+        lines += ["## Time", ""] + table(["stage", "wall s", "CPU s"], rows)
     return "\n".join(lines)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -30,15 +31,19 @@ from specbuild import __version__
 from specbuild.adapt import gate as gate_mod
 from specbuild.adapt.heads import trainer_for
 from specbuild.adapt.modelopt import check_modelopt
+from specbuild.adapt.modelopt.environment import ModelOptEnvironment, ensure_environment
+from specbuild.adapt.modelopt.trainer import LOG as MODELOPT_LOG
+from specbuild.adapt.modelopt.trainer import train_with_modelopt
 from specbuild.adapt.recipe_out import adapted_recipe_text
 from specbuild.adapt.report import ADAPT_JSON, write_json, write_report
 from specbuild.adapt.rows import pad_rows
 from specbuild.adapt.runtimes import adapt_runtime
 from specbuild.adapt.runtimes.base import with_head
+from specbuild.adapt.sampling import teacher_sampling
 from specbuild.adapt.split import split_traffic
 from specbuild.adapt.teacher import teacher_pass
 from specbuild.adapt.traffic import Traffic, read_traffic
-from specbuild.adapt.train import Plan, resolve_device, resolve_precision, train_head
+from specbuild.adapt.train import TrainingPlan, resolve_device, resolve_precision, train_head
 from specbuild.cache.provenance import checkpoints, make_manifest, read_manifest, write_manifest
 from specbuild.cache.step_cache import code_identity, content_digest, reusable, step_key, step_record
 from specbuild.cache.step_store import Store
@@ -50,6 +55,29 @@ from specbuild.runtimes.build import Build
 Progress = Callable[[str], None]
 HEAD, CANDIDATE, RECIPE = "head", "candidate", "recipe.yaml"
 WORK = ".work"  # engine folders and scratch of the run, removed before DIR is swapped into place
+KEPT_ON_FAILURE = (MODELOPT_LOG,)  # what a failed run's DIR keeps beside adapt.json (the error names it)
+
+
+class Clock:
+    """Wall and CPU seconds per stage (CPU: this process's threads and the children it waited for, e.g.
+    Model-Optimizer's worker), for the report's timings_s and cpu_s."""
+
+    def __init__(self):
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self._start = (0.0, 0.0)
+
+    @staticmethod
+    def _cpu() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def start(self) -> None:
+        self._start = (time.monotonic(), self._cpu())
+
+    def stop(self, stage: str) -> None:
+        self.wall[stage] = time.monotonic() - self._start[0]
+        self.cpu[stage] = self._cpu() - self._start[1]
 
 
 @dataclass
@@ -86,7 +114,7 @@ def settings_of(build: Build, overrides: dict[str, Any]) -> AdaptSection:
         ) from None
 
 
-def adapt_key(build: Build, settings: AdaptSection, traffic: Traffic) -> str:
+def adapt_key(build: Build, settings: AdaptSection, traffic: Traffic, trainer_versions: dict | None = None) -> str:
     """What a run's DIR is made from: the recipe (but what only serves or deploys), its checkpoints' identities, the
     settings, the traffic as sent, the versions and specbuild's code (specbuild.cache.step_cache). A DIR whose
     provenance records this key and whose files are as written is reused (compile reruns nothing)."""
@@ -101,6 +129,7 @@ def adapt_key(build: Build, settings: AdaptSection, traffic: Traffic) -> str:
         traffic=traffic.digest,
         checkpoints=manifest["checkpoints"],
         versions=manifest["versions"],
+        trainer=trainer_versions,
     )
 
 
@@ -119,24 +148,26 @@ def run_adapt(
     recipe, spec = build.recipe, build.spec
     settings = settings_of(build, options.overrides)
     trainer = trainer_for(spec)  # a kind adapt cannot train: refused before anything runs
-    if settings.trainer == "modelopt":
-        check_modelopt(spec, settings)
+    modelopt: ModelOptEnvironment | None = None
+    if settings.trainer == "modelopt":  # refused, or its environment made (once), before anything runs
+        check_modelopt(spec)
+        modelopt = ensure_environment(settings.modelopt_python, say)
     device = resolve_device(settings.device)
     max_tokens = settings.max_tokens or recipe.validation.max_tokens
     out = Path(options.out).absolute()
-    timings: dict[str, float] = {}
-    t0 = time.monotonic()
+    timings = Clock()
+    timings.start()
     say("reading the traffic")
     traffic = read_traffic(build, options.traffic, max_tokens)
-    timings["traffic"] = time.monotonic() - t0
-    key = adapt_key(build, settings, traffic)
+    timings.stop("traffic")
+    key = adapt_key(build, settings, traffic, modelopt.versions if modelopt is not None else None)
     if options.reuse and reusable(out, key):
         return reused_result(out)
     failure: BaseException | None = None
     with atomic_folder(out, notice) as tmp:
         try:
             result = _adapt(
-                build, settings, trainer, traffic, device, max_tokens, out, tmp, options, timings, say, notice
+                build, settings, trainer, modelopt, traffic, device, max_tokens, out, tmp, options, timings, say, notice
             )
             shutil.rmtree(tmp / WORK, ignore_errors=True)
             manifest = read_manifest(tmp)
@@ -149,6 +180,8 @@ def run_adapt(
                 )
             failure = e
             for child in tmp.iterdir():
+                if child.name in KEPT_ON_FAILURE:
+                    continue
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
             base_head = getattr(spec.params, "path", None)
             adapt = {
@@ -170,7 +203,9 @@ def run_adapt(
     return result
 
 
-def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, tmp, options, timings, say, notice):
+def _adapt(
+    build, settings, trainer, modelopt, traffic: Traffic, device, max_tokens, out, tmp, options, timings, say, notice
+):
     recipe = build.recipe
     # acceptance is measured with full-length drafts: a draft_len_schedule only shortens them under load
     spec = dataclasses.replace(build.spec, draft_len_schedule=None)
@@ -186,7 +221,7 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
         target = runtime.target_model()
         layers = trainer.captured_layers(spec, target)
         # --- the teacher pass: every record answered with the current head (train/dev with hidden states)
-        t0 = time.monotonic()
+        timings.start()
         ordered = split.train + split.dev + split.held_out
         with_states = [True] * (counts["train"] + counts["dev"]) + [False] * counts["held_out"]
         identity = {
@@ -197,6 +232,16 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
             "code": code_identity(),
         }
         store = Store(options.cache_dir) if options.reuse else None
+        # on policy: train and dev prompts as their requests asked them; the held-out part greedy, as the gate judges
+        asked = [
+            teacher_sampling(r.sampling, r.digest, seed=settings.seed, max_tokens=max_tokens)
+            if states
+            else (None, max_tokens)
+            for r, states in zip(ordered, with_states)
+        ]
+        sampled = sum(1 for s, _ in asked if s is not None)
+        if sampled:
+            say(f"teacher pass: {sampled} training prompts answered with their requests' sampling settings")
         teacher = teacher_pass(
             runtime,
             spec,
@@ -209,14 +254,16 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
             identity=identity,
             store=store,
             recipe_name=recipe.name,
+            sampling=[a[0] for a in asked],
+            limits=[a[1] for a in asked],
             progress=say,
             notice=notice,
         )
-        timings["teacher_pass"] = time.monotonic() - t0
+        timings.stop("teacher_pass")
         n_train, n_dev = counts["train"], counts["dev"]
         old_held = teacher.decoded[n_train + n_dev :]
         # --- training from the current head
-        t0 = time.monotonic()
+        timings.start()
         lm_head = target.get_output_embeddings().weight.detach().float()
         pad = traffic.pad_id if traffic.pad_id is not None else 0
         trained = None
@@ -229,7 +276,7 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
         else:
             train_rows = pad_rows([r for r in teacher.rows[:n_train]], lm_head, pad)
             dev_rows = pad_rows([r for r in teacher.rows[n_train : n_train + n_dev]], lm_head, pad)
-            plan = Plan(
+            plan = TrainingPlan(
                 max_steps=settings.max_steps,
                 max_minutes=settings.max_minutes,
                 learning_rate=settings.learning_rate or trainer.learning_rate,
@@ -246,7 +293,24 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
                 f"training the {trainer.kind} from {base_head} ({n_train} rows, at most {plan.max_steps} steps, "
                 f"{plan.max_minutes:g} min, on {device})"
             )
-            trained = train_head(trainer, module, train_rows, dev_rows, target, plan, say)
+            if modelopt is not None:
+                trained = train_with_modelopt(
+                    modelopt,
+                    trainer,
+                    module,
+                    train_rows,
+                    dev_rows,
+                    target,
+                    recipe.model_dir,
+                    plan,
+                    base_head,
+                    tmp / WORK / "modelopt",
+                    tmp / MODELOPT_LOG,
+                    out / MODELOPT_LOG,
+                    say,
+                )
+            else:
+                trained = train_head(trainer, module, train_rows, dev_rows, target, plan, say)
             if trained.steps == 0:
                 not_trained = "adapt.max_steps is 0: no training step ran, so the candidate is the current head"
             elif trained.best_step == 0:
@@ -254,14 +318,17 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
                     f"after {trained.steps} steps no weights measured better on the {n_dev} dev records than the "
                     f"current head's (dev AL {trained.dev[0]['al']:.3f}); the candidate is the current head"
                 )
-        timings["training"] = time.monotonic() - t0
+        timings.stop("training")
         # --- the gate
-        t0 = time.monotonic()
+        timings.start()
         held = split.held_out
         new_held = old_held
         if not_trained is None:
             candidate = tmp / CANDIDATE
-            trainer.save(trained.module, candidate, base_head)
+            if trained.folder is not None:  # another trainer's export, as it wrote it
+                shutil.copytree(trained.folder, candidate)
+            else:
+                trainer.save(trained.module, candidate, base_head)
             say(f"gate: decoding the {len(held)} held-out records with the new head")
             new_held = runtime.decode(
                 with_head(spec, candidate),
@@ -271,7 +338,7 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
                 pad_id=traffic.pad_id,
             )
         verdict = gate_mod.judge(held, old_held, new_held, split.gated, settings.max_category_drop, not_trained)
-        timings["gate"] = time.monotonic() - t0
+        timings.stop("gate")
     finally:
         runtime.close()
     head = base_head.absolute()
@@ -325,7 +392,13 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
         ),
         "teacher": {
             "runtime": runtime.description,
-            "decoding": "greedy",
+            "decoding": (
+                f"train and dev: {sampled} of {counts['train'] + counts['dev']} records with their requests' sampling "
+                "settings (seeded), the others greedy; held out: greedy (as the gate judges)"
+                if sampled
+                else "greedy"
+            ),
+            "sampled_records": sampled,
             "max_tokens": max_tokens,
             "end_id": traffic.end_id,
             "captured_layers": list(layers) if layers else None,
@@ -336,7 +409,8 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
             {"id": r.id, "category": r.category, "old": o.to_dict(), "new": n.to_dict()}
             for r, o, n in zip(held, old_held, new_held)
         ],
-        "timings_s": {k: round(v, 1) for k, v in timings.items()},
+        "timings_s": {k: round(v, 1) for k, v in timings.wall.items()},
+        "cpu_s": {k: round(v, 1) for k, v in timings.cpu.items()},
     }
     write_report(tmp, report, notice)
     manifest = make_manifest(recipe, "adapt", out)
@@ -345,7 +419,8 @@ def _adapt(build, settings, trainer, traffic: Traffic, device, max_tokens, out, 
         "base_head": {"path": str(base_head.absolute()), "content_sha256": identity["head"]},
         "teacher": report["teacher"],
         "training": {
-            "trainer": f"specbuild adapt {__version__} ({settings.trainer})",
+            "trainer": f"specbuild adapt {__version__} ({settings.trainer}"
+            + (f": {trained.details['trainer']})" if trained and trained.details else ")"),
             "code": identity["code"],
             "steps": trained.steps if trained else 0,
             "best_step": trained.best_step if trained else 0,

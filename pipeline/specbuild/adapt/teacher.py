@@ -1,12 +1,14 @@
-"""The teacher pass: the target answers every prompt of the traffic on the recipe's runtime, on policy (greedy, as
-`validate` asks it), decoding with the current head, so that each answer comes with the current head's acceptance
-counters for that request (the gate's "before" on the held-out part); for the train and dev parts the target's
-hidden states over prompt + answer are collected too (the final ones; EAGLE-3's captured layers).
+"""The teacher pass: the target answers every prompt of the traffic on the recipe's runtime, on policy, decoding with
+the current head, so that each answer comes with the current head's acceptance counters for that request (the gate's
+"before" on the held-out part); for the train and dev parts the target's hidden states over prompt + answer are
+collected too (the final ones; EAGLE-3's captured layers). On policy: each train or dev prompt is answered with its
+request's sampling settings and answer limit when the traffic gives them, greedily otherwise; the held-out part
+greedily, as the gate judges it (specbuild.adapt.sampling says why).
 
 Everything is kept in the build cache (specbuild.cache.step_store) by chunks of CHUNK records, each keyed by what it
-is made from: the target's and the head's identities, the records, the answer length, the end id, the captured
-layers, the runtime and specbuild's code. A rerun with the same inputs regenerates nothing, and an interrupted pass
-resumes from the chunks it finished.
+is made from: the target's and the head's identities, the records, the answer length, each record's sampling
+settings (seed included) and limit, the end id, the captured layers, the runtime and specbuild's code. A rerun with
+the same inputs regenerates nothing, and an interrupted pass resumes from the chunks it finished.
 
     chunk/decoded.json          [{output_ids, finish_reason, draft_tokens, accepted_draft_tokens, steps, ...}, ...]
     chunk/states.safetensors    final [sum of row lengths, H] (+ captured [.., n x H]) float32, rows concatenated
@@ -25,13 +27,14 @@ import torch
 
 from specbuild.adapt.rows import Row
 from specbuild.adapt.runtimes.base import AdaptRuntime, Decoded
+from specbuild.adapt.sampling import TeacherSampling
 from specbuild.adapt.traffic import Record
 from specbuild.cache.step_cache import digest
 from specbuild.cache.step_store import Store
 from specbuild.errors import UserError
 from specbuild.speculation import Speculation
 
-FORMAT = 1
+FORMAT = 2  # 2: keyed by each record's sampling settings and answer limit
 CHUNK = 32
 STEP = "adapt-teacher"  # the build cache's step name for these entries (`specbuild cache list`)
 
@@ -90,11 +93,16 @@ def teacher_pass(
     identity: dict,
     store: Store | None,
     recipe_name: str,
+    sampling: list[TeacherSampling | None] | None = None,
+    limits: list[int] | None = None,
     progress: Progress | None = None,
     notice: Callable[[str], None] | None = None,
 ) -> TeacherOutput:
     """Answers (and, where `with_states[i]`, teacher rows) for `records`, from the cache where it holds them.
-    `identity`: what else the outputs depend on (target, head, runtime, code)."""
+    `identity`: what else the outputs depend on (target, head, runtime, code). `sampling[i]`, `limits[i]`: how
+    record i is answered (None: greedy) and its answer tokens at most (default: greedy, max_tokens)."""
+    sampling = sampling if sampling is not None else [None] * len(records)
+    limits = limits if limits is not None else [max_tokens] * len(records)
     say = progress or (lambda _m: None)
     decoded: list[Decoded] = []
     rows: list[Row | None] = []
@@ -109,12 +117,16 @@ def teacher_pass(
     done = 0
     for states, members in groups:
         chunk = [records[i] for i in members]
+        chunk_sampling = [sampling[i] for i in members]
+        chunk_limits = [limits[i] for i in members]
         key = digest(
             {
                 "format": FORMAT,
                 "step": STEP,
                 **identity,
                 "records": [r.digest for r in chunk],
+                "sampling": [s.to_dict() if s is not None else None for s in chunk_sampling],
+                "limits": chunk_limits,
                 "max_tokens": max_tokens,
                 "end_id": end_id,
                 "states": states,
@@ -130,7 +142,15 @@ def teacher_pass(
             except (OSError, ValueError, KeyError, TypeError):
                 got = None
         if got is None:
-            answers = runtime.decode(spec, [list(r.ids) for r in chunk], max_tokens, end_id=end_id, pad_id=pad_id)
+            answers = runtime.decode(
+                spec,
+                [list(r.ids) for r in chunk],
+                max_tokens,
+                end_id=end_id,
+                pad_id=pad_id,
+                sampling=chunk_sampling,
+                limits=chunk_limits,
+            )
             chunk_rows = None
             if states:
                 full = [list(r.ids) + d.output_ids for r, d in zip(chunk, answers)]

@@ -8,7 +8,9 @@ request records, with an optional category), through validation.prompt_format an
 (recipe/prompts.py `apply_prompt_format`: chat records without a template are refused there, as `check` refuses
 them), then kept when they fit build.max_input_len and build.max_seq_len with `max_tokens` answer tokens
 (`fit_to_limits`; the others are listed, not sent). Each record's digest identifies it: sha256 of its category and
-its text as sent, so two identical records are one record (never in two parts of the split)."""
+its text as sent, so two identical records are one record (never in two parts of the split; the first one's
+sampling settings are kept). A request record's sampling settings ride along for the teacher pass
+(specbuild.adapt.sampling)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbuild.errors import UserError
+from specbuild.recipe.prompt_records import RequestSampling
 from specbuild.recipe.prompts import (
     LeftOut,
     Prompt,
@@ -41,9 +44,16 @@ class Record:
     text: str  # as sent (chat records rendered by the target's chat template)
     ids: tuple[int, ...]  # the prompt's token ids as the served preprocessing encodes it (special tokens added)
     digest: str  # sha256 of (category, text): identical records share it
+    sampling: RequestSampling | None = None  # a request record's sampling settings (adapt/sampling.py)
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "category": self.category, "prompt_tokens": len(self.ids), "digest": self.digest}
+        out = {"id": self.id, "category": self.category, "prompt_tokens": len(self.ids), "digest": self.digest}
+        return {**out, "sampling": self.sampling.given} if self.sampling is not None else out
+
+    @property
+    def identity(self) -> str:
+        """The digest, and the sampling settings the record was asked with (what its teacher answer depends on)."""
+        return self.digest if self.sampling is None else f"{self.digest} {json.dumps(self.sampling.given)}"
 
 
 @dataclass(frozen=True)
@@ -58,8 +68,8 @@ class Traffic:
 
     @property
     def digest(self) -> str:
-        """The traffic's identity: its records' digests in order."""
-        return hashlib.sha256("\n".join(r.digest for r in self.records).encode()).hexdigest()
+        """The traffic's identity: its records' digests (and sampling settings) in order."""
+        return hashlib.sha256("\n".join(r.identity for r in self.records).encode()).hexdigest()
 
     def categories(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -134,5 +144,5 @@ def read_traffic(build: Build, path: Path | None, max_tokens: int) -> Traffic:
     if not kept:
         raise UserError(f"adapt: {source} holds no prompt to adapt on — give a traffic file with --traffic")
     ids, end_id, pad_id = served_ids(recipe.tokenizer_dir, [p.text for p in kept])
-    records = [Record(p.id, p.category, p.text, tuple(i), d) for p, i, d in zip(kept, ids, digests)]
+    records = [Record(p.id, p.category, p.text, tuple(i), d, p.sampling) for p, i, d in zip(kept, ids, digests)]
     return Traffic(source, records, prompt_format, left_out, len(prompts) - len(kept), end_id, pad_id)

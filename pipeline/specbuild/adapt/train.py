@@ -18,6 +18,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -35,7 +36,7 @@ MAX_WARMUP = 20
 
 
 @dataclass
-class Plan:
+class TrainingPlan:
     """What a training run may do (from the recipe's adapt section and the command line)."""
 
     max_steps: int
@@ -63,6 +64,8 @@ class Trained:
     losses: list[float] = field(default_factory=list)  # training loss of every step
     dev: list[dict] = field(default_factory=list)  # {step, al, accepted, steps}
     prepared: dict | None = None  # what the head kind changed before training (EAGLE-3: its vocabulary)
+    folder: Path | None = None  # the head as another trainer wrote it (trainer: modelopt), else None: save `module`
+    details: dict | None = None  # what another trainer reports about itself (its versions, its own dev scores)
 
     def summary(self) -> dict:
         return {
@@ -76,6 +79,7 @@ class Trained:
             "dev": self.dev,
             "final_loss": round(sum(self.losses[-10:]) / len(self.losses[-10:]), 4) if self.losses else None,
             **({"prepared": self.prepared} if self.prepared else {}),
+            **({"external": self.details} if self.details else {}),
         }
 
 
@@ -124,7 +128,7 @@ def train_head(
     train_rows: Rows,
     dev_rows: Rows,
     target,
-    plan: Plan,
+    plan: TrainingPlan,
     progress: Progress | None = None,
 ) -> Trained:
     say = progress or (lambda _m: None)

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from specbuild.cache.provenance import MANIFEST, write_manifest
-from specbuild.trtllm.llmapi_runtime import ENV
 from specbuild.validate.report.terminal import print_result
 from specbuild.validate.checks.base import CheckResult
 from specbuild.validate.result import ValidationResult
@@ -232,11 +231,10 @@ def reuse_verdict(report: Path, stages, console, restored_from: Path | None = No
     return 0 if result.passed else 1
 
 
-def written_with(options) -> dict[str, Any]:
-    """The command-line options of compile (CompileOptions) that change what a repository holds."""
-    import os
-
-    return {"trtllm_examples": options.trtllm_examples, "llmapi_model_dir": os.environ.get(ENV)}
+def written_with(options, runtime) -> dict[str, Any]:
+    """What changes what a repository holds besides the recipe: compile's options (CompileOptions) and the runtime's
+    environment (Runtime.written_from)."""
+    return {"trtllm_examples": options.trtllm_examples, **runtime.written_from()}
 
 
 def served_with(options) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from specbuild.deploy.checks import TP_PP
 from specbuild.deploy.context import REPOSITORY_SLUG, BundleFlavour, DeployContext, KindText
 from specbuild.deploy.images import ImageChoice, NGC_REPOSITORY, llmapi_releases, newest_of_release, ngc_tag, tag_for
 from specbuild.deploy.images import trtllm_of_tag
-from specbuild.facts.ngc import llmapi_line
 from specbuild.deploy.launch import SLURM_EVERY_TASK, SLURM_ONE_TASK, LaunchPlan, exit_timeout, script_ports
 from specbuild.deploy.repository import MODEL_YAML_PATHS
 from specbuild.deploy.world import Rank, World
@@ -250,8 +249,10 @@ class LlmApiBundle(BundleFlavour):
         )
 
     def image_findings(self, recipe: Recipe) -> Iterator[Finding]:
-        img, release = recipe.deploy.image, recipe.llm_api.release
-        rel = ("llm_api", "release")
+        """The image's own spelling (an NGC tag without the TensorRT-LLM backend, a version that is none). Whether
+        the TensorRT-LLM it names serves the llm-api flavour and agrees with llm_api.release is the recipe's check
+        (specbuild.recipe.llm_release.findings: every runtime, bundle or not)."""
+        img = recipe.deploy.image
         if img.trtllm_version:
             try:
                 images.release3(img.trtllm_version)
@@ -261,55 +262,11 @@ class LlmApiBundle(BundleFlavour):
                     f"{img.trtllm_version!r} is not a version — write it as in pip, e.g. 1.2.1",
                 )
                 return
-            if not images.serves_llmapi(img.trtllm_version):
-                yield Finding(
-                    ("deploy", "image", "trtllm_version"),
-                    f"is {img.trtllm_version} but the llm-api flavour "
-                    "needs TensorRT-LLM 1.0 or newer (the llmapi Triton model is PyTorch-only from 1.0; NGC "
-                    "containers 25.09 and later)",
-                )
-                return
-            line, _ = llmapi_line(img.trtllm_version)
-            if line is not None and line != release:  # (no line: the llm-api flavour's checks say why)
-                yield Finding(
-                    ("deploy", "image", "trtllm_version"),
-                    f"is {img.trtllm_version} but llm_api.release is "
-                    f"{release}: model.yaml is written in that release's spelling — name a version of the "
-                    f'{release} line or set llm_api.release: "{line}" (or leave it out: it follows this version)',
-                    also=(rel,),
-                )
-                return
             # (a version no NGC container ships, without deploy.image.tag: no bundle, said by plan and compile)
         # (a release no container ships, with no deploy.image: no bundle, said by `plan`: context.applies)
         if img.tag and img.repository == images.NGC_REPOSITORY:
-            problems, version = ngc_tag(img)
+            problems, _ = ngc_tag(img)
             yield from problems
-            if version is None:
-                return
-            if not images.serves_llmapi(version):
-                yield Finding(
-                    ("deploy", "image", "tag"),
-                    f"{img.tag} ships TensorRT-LLM {version}; the llm-api flavour "
-                    "needs 1.0 or newer (containers 25.09 and later)",
-                )
-            elif llmapi_line(version)[0] != release:
-                tags = sorted(
-                    y + images.TAG_SUFFIX for y, v in images.NGC_TRTLLM.items() if llmapi_line(v)[0] == release
-                )
-                yield Finding(
-                    ("deploy", "image", "tag"),
-                    f"{img.tag} ships TensorRT-LLM {version} but llm_api.release is "
-                    f"{release} (model.yaml's spelling differs between releases) — pick a {release} container "
-                    f'({", ".join(tags) or "none yet"}) or set llm_api.release: "{llmapi_line(version)[0]}" (or '
-                    "leave it out: it follows the tag)",
-                    also=(rel,),
-                )
-            elif img.trtllm_version and images.release3(img.trtllm_version) != images.release3(version):
-                yield Finding(
-                    ("deploy", "image", "tag"),
-                    f"{img.tag} ships TensorRT-LLM {version} but deploy.image.trtllm_version is {img.trtllm_version}",
-                    also=(("deploy", "image", "trtllm_version"),),
-                )
 
     def monitored(self, spec: Speculation) -> tuple[str, bool]:
         return MODEL, False

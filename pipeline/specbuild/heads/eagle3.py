@@ -36,7 +36,8 @@ On disk (a folder given to TensorRT-LLM as `speculative_config.speculative_model
                           lm_head.weight                             [V_d, H]
                           d2t                                        [V_d] int64: target id = i + d2t[i]
                           t2d                                        [V] bool: which target ids are in the draft vocab
-`pytorch_model.bin` (what EAGLE's DeepSpeed export writes) with the same keys is read too.
+`pytorch_model.bin` (what EAGLE's DeepSpeed export writes) with the same keys is read too, and the layer named
+`layers.0.*` (NVIDIA Model-Optimizer's export) as TensorRT-LLM reads it: as `midlayer.*`.
 
 Sources: TensorRT-LLM `tensorrt_llm/_torch/models/modeling_speculative.py` (`Eagle3DecoderLayer`: residual =
 hidden, input_layernorm on the embedding and hidden_norm on the hidden, cat([embeds, hidden]), qkv over 2H;
@@ -400,15 +401,24 @@ def expected_shapes(settings: dict, num_captured: int) -> dict[str, tuple[int, .
     return shapes
 
 
+def _trtllm_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tensor names TensorRT-LLM's Eagle3 loader uses: a single layer exported as `layers.0.*` (NVIDIA
+    Model-Optimizer's EagleExporter, modelopt/torch/export/plugins/hf_spec_export.py of nvidia-modelopt 0.47.0) is
+    its `midlayer.*` (`Eagle3ForCausalLM.load_weights` renames it; trtllm-llmapi-path.md 6.3)."""
+    if not any(k.startswith("layers.0.") for k in state) or any(k.startswith("midlayer.") for k in state):
+        return state
+    return {("midlayer." + k[len("layers.0.") :] if k.startswith("layers.0.") else k): v for k, v in state.items()}
+
+
 def _read_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
     path = folder / WEIGHTS_FILE
     if path.is_file():
         from safetensors.torch import load_file
 
-        return load_file(str(path)), path
+        return _trtllm_names(load_file(str(path))), path
     legacy = folder / LEGACY_WEIGHTS_FILE
     if legacy.is_file():
-        return torch.load(legacy, map_location="cpu", weights_only=True), legacy
+        return _trtllm_names(torch.load(legacy, map_location="cpu", weights_only=True)), legacy
     raise UserError(
         f"{folder}: no {WEIGHTS_FILE} (or {LEGACY_WEIGHTS_FILE}); an EAGLE-3 head folder holds "
         "config.json and its weights (the folder TensorRT-LLM's speculative_model points to)."

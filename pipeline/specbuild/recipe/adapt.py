@@ -48,7 +48,8 @@ class AdaptSection(Section):
     when a category's paired 95% interval of (new - old) AL lies wholly below -max_category_drop."""
     max_tokens: PositiveInt32 | None = None
     """Tokens the target answers each prompt with (teacher pass and the gate's decoding); default
-    validation.max_tokens, what the deployment is validated with."""
+    validation.max_tokens, what the deployment is validated with. A request record's own max_tokens caps its
+    training answer within it."""
     learning_rate: PositiveFinite | None = None
     """Peak learning rate (warm-up, then cosine decay to 10%); default: the head kind's own."""
     batch_size: PositiveInt32 | None = None
@@ -61,10 +62,11 @@ class AdaptSection(Section):
     """Where training runs: auto (cuda when torch sees a GPU, else cpu), cpu, cuda or cuda:N."""
     trainer: Literal["specbuild", "modelopt"] = "specbuild"
     """specbuild: the project's trainer (every head kind). modelopt: NVIDIA Model-Optimizer's EAGLE-3 training and
-    export, run in its own virtual environment (modelopt_python); EAGLE-3 heads only."""
+    export (nvidia-modelopt 0.47.0), run in its own virtual environment, which specbuild makes on first use in its
+    cache dir (pip needs PyPI then) unless modelopt_python names one; EAGLE-3 heads only."""
     modelopt_python: Path | None = None
-    """The Python of the virtual environment holding nvidia-modelopt[hf] (trainer: modelopt); docs/adapt.md says
-    how to make it."""
+    """trainer: modelopt: the Python of a virtual environment already holding nvidia-modelopt[hf] (default: the one
+    specbuild makes, $SPECBUILD_CACHE_DIR/modelopt/venv-*)."""
 
     @model_validator(mode="after")
     def _parts_leave_training_rows(self):

@@ -9,8 +9,8 @@
 5. else the newest stable release an NGC container ships (1.2 today), with a `check` note naming what 1.3 and later
    need.
 
-A recipe that names two of these that disagree is refused, as before (the deployment image's findings,
-specbuild.deploy.llmapi_bundle; the installed release at compile, specbuild.trtllm.version.require_llmapi). A version
+A recipe that names two of these that disagree is refused, on every runtime (`findings`, run by the llm-api flavour's
+checks; the installed release against a written one at compile, specbuild.trtllm.version.require_llmapi). A version
 maps to its line by specbuild.facts.ngc.llmapi_line: 1.0-1.2 by major.minor; 1.3.0rc7 and every later version to the
 1.3 line (newer than any source read: with a note); 1.3.0rc0-rc6 to none (refused with the reason). `check`, `plan`
 and the report's provenance say which release was used and why (`ReleaseChoice.said`).
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbuild.facts.ngc import NGC_REPOSITORY, NGC_TRTLLM, llmapi_line, release3, tag_for, trtllm_of_tag
+from specbuild.facts.ngc import NGC_REPOSITORY, NGC_TRTLLM, TAG_SUFFIX, llmapi_line, release3, tag_for, trtllm_of_tag
 from specbuild.findings import Finding
 
 TAG, VERSION, INSTALLED, WRITTEN, DEFAULT = (
@@ -57,10 +57,8 @@ class ReleaseChoice:
         return f"{self.line} ({self.why})" + (f"; {self.note}" if self.note else "")
 
 
-def choose(image, written: str | None, installed: str | None = None) -> ReleaseChoice:
-    """The release line for `deploy.image` (`image`), the recipe's `llm_api.release` (`written`, None when not
-    written) and the TensorRT-LLM installed where it runs (`installed`). A written release stays the line (a
-    disagreement with the others is refused by their own checks)."""
+def _named(image, installed: str | None) -> list[tuple[str, str, tuple[str, ...], str]]:
+    """(source, TensorRT-LLM version, the recipe field, how to say it) of each place that names one, in order."""
     named: list[tuple[str, str, tuple[str, ...], str]] = []
     shipped = trtllm_of_tag(image.tag) if image.tag and image.repository == NGC_REPOSITORY else None
     if shipped:
@@ -71,11 +69,23 @@ def choose(image, written: str | None, installed: str | None = None) -> ReleaseC
         )
     if installed:
         named.append((INSTALLED, installed, ("llm_api", "release"), "the TensorRT-LLM installed here is"))
-    for source, version, where, said in named:
-        try:
-            line, note = llmapi_line(version)
-        except ValueError:
-            continue  # not a version: the deployment image's findings say so
+    return [n for n in named if _parses(n[1])]  # (not a version: the deployment image's findings say so)
+
+
+def _parses(version: str) -> bool:
+    try:
+        llmapi_line(version)
+    except ValueError:
+        return False
+    return True
+
+
+def choose(image, written: str | None, installed: str | None = None) -> ReleaseChoice:
+    """The release line for `deploy.image` (`image`), the recipe's `llm_api.release` (`written`, None when not
+    written) and the TensorRT-LLM installed where it runs (`installed`). A written release stays the line (a
+    disagreement with the others is refused: `findings`)."""
+    for source, version, where, said in _named(image, installed):
+        line, note = llmapi_line(version)
         if line is None:
             problem = Finding(
                 where,
@@ -84,7 +94,7 @@ def choose(image, written: str | None, installed: str | None = None) -> ReleaseC
             )
             fallback = written or NEWEST_STABLE_LINE
             return ReleaseChoice(fallback, source, version, f"{said} {version}", problem=problem)
-        if written is not None and written != line:  # refused where the two are compared
+        if written is not None and written != line:  # refused (findings)
             return ReleaseChoice(written, WRITTEN, None, "written in the recipe")
         return ReleaseChoice(line, source, version, f"{said} {version}", note)
     if written is not None:
@@ -100,4 +110,56 @@ def choose(image, written: str | None, installed: str | None = None) -> ReleaseC
     )
 
 
-__all__ = ["DEFAULT", "INSTALLED", "NEWEST_STABLE", "NEWEST_STABLE_LINE", "ReleaseChoice", "TAG", "VERSION", "choose"]
+def findings(image, written: str | None, chosen: ReleaseChoice) -> list[Finding]:
+    """Why the places that name the release refuse the recipe (every runtime and bundle: the release decides what
+    model.yaml says): a named TensorRT-LLM no line fits; deploy.image.tag and deploy.image.trtllm_version naming two
+    versions; a written llm_api.release other than the line of the image. (The installed TensorRT-LLM against a
+    written release: compile, specbuild.trtllm.version.require_llmapi.)"""
+    if chosen.problem is not None:
+        return [chosen.problem]
+    named = [n for n in _named(image, None)]
+    out: list[Finding] = []
+    if len(named) == 2 and release3(named[0][1]) != release3(named[1][1]):
+        out.append(
+            Finding(
+                ("deploy", "image", "tag"),
+                f"{image.tag} ships TensorRT-LLM {named[0][1]} but deploy.image.trtllm_version is {named[1][1]} — "
+                "name the version the image has, or leave deploy.image.trtllm_version out (the tag gives it)",
+                also=(("deploy", "image", "trtllm_version"),),
+            )
+        )
+        return out
+    if written is None or not named:
+        return out
+    source, version, where, _ = named[0]
+    line = llmapi_line(version)[0]
+    if line == written:
+        return out
+    if source == TAG:
+        tags = sorted(y + TAG_SUFFIX for y, v in NGC_TRTLLM.items() if llmapi_line(v)[0] == written)
+        message = (
+            f"{image.tag} ships TensorRT-LLM {version} but llm_api.release is {written} (model.yaml's spelling "
+            f"differs between releases) — pick a {written} container ({', '.join(tags) or 'none yet'}) or set "
+            f'llm_api.release: "{line}" (or leave it out: it follows the tag)'
+        )
+    else:
+        message = (
+            f"is {version} but llm_api.release is {written}: model.yaml is written in that release's spelling — "
+            f'name a version of the {written} line or set llm_api.release: "{line}" (or leave it out: it follows '
+            "this version)"
+        )
+    out.append(Finding(where, message, also=(("llm_api", "release"),)))
+    return out
+
+
+__all__ = [
+    "DEFAULT",
+    "INSTALLED",
+    "NEWEST_STABLE",
+    "NEWEST_STABLE_LINE",
+    "ReleaseChoice",
+    "TAG",
+    "VERSION",
+    "choose",
+    "findings",
+]

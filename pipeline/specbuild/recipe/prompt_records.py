@@ -13,7 +13,12 @@ deployment for: they are dropped, and what remains must end with a turn the mode
 
 A record's other keys (the metadata real traffic carries: a log's `source`, a timestamp, a user id; a request's
 sampling fields) are ignored, and named in `fields["ignored"]` so the loader can say once which were; what a
-format defines must be well formed (the recipe's own inline prompts stay strict: recipe/schema.py)."""
+format defines must be well formed (the recipe's own inline prompts stay strict: recipe/schema.py).
+
+A request record's sampling settings (`RequestSampling`: temperature, top_p, top_k, the penalties, seed, max_tokens)
+are also read, into `fields["sampling"]`, for `specbuild adapt`'s teacher pass, which answers the way production
+was asked (docs/adapt.md); the validation suite does not replay them (it decodes greedily), so they stay among the
+keys it names as ignored."""
 
 from __future__ import annotations
 
@@ -93,6 +98,41 @@ class ShareGPTRecord(BaseModel):
     id: Ident | None = None
     category: NonEmpty | None = None
     conversations: Annotated[list[ShareGPTTurn], Field(min_length=1)]
+
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class RequestSampling(BaseModel):
+    """The sampling settings an OpenAI request body gives (OpenAI's names; top_k and repetition_penalty as
+    TensorRT-LLM's and vLLM's OpenAI servers take them); None: not given. Read only by adapt's teacher pass."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    temperature: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] | None = None
+    top_p: Probability | None = None
+    top_k: Annotated[int, Field(ge=-1)] | None = None  # -1 / 0: off (vLLM / TensorRT-LLM)
+    presence_penalty: Finite | None = None
+    frequency_penalty: Finite | None = None
+    repetition_penalty: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] | None = None
+    seed: int | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None  # OpenAI's newer name of max_tokens
+
+    @property
+    def given(self) -> dict:
+        return self.model_dump(exclude_none=True)
+
+
+def request_sampling(body: dict) -> RequestSampling | None:
+    """A request body's sampling settings (None when it gives none). RecordProblem when one is malformed."""
+    try:
+        sampling = RequestSampling.model_validate(body)
+    except ValidationError as e:
+        raise RecordProblem(
+            f"a request record, but its sampling setting {_first_error(e)} — fix the value or remove it"
+        ) from None
+    return sampling if sampling.given else None
 
 
 class RequestMetadata(BaseModel):
@@ -223,6 +263,7 @@ def parse_record(item) -> tuple[str, dict]:
             "id": request.id,
             "category": category,
             "ignored": ignored_keys(type(request), item),
+            "sampling": request_sampling(item),
         }
     if ("prompt" in item) == ("messages" in item):
         raise RecordProblem(

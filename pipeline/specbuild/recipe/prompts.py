@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbuild.errors import UserError
-from specbuild.recipe.prompt_records import FORMATS, RecordProblem, parse_record
+from specbuild.recipe.prompt_records import FORMATS, RecordProblem, RequestSampling, parse_record
 from specbuild.files.safe_files import read_json, read_text
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ class Prompt:
     source: str = "text"  # the record's format: text, chat, sharegpt, request
     where: str = ""  # where the record is: "FILE:LINE", "FILE: item N" (.json), "validation.prompts[N]" (inline)
     ignored: tuple[str, ...] = ()  # the record's keys its format does not define (metadata), not read
+    sampling: RequestSampling | None = None  # a request record's sampling settings (read by adapt only)
 
     def conversation(self) -> list[dict[str, str]]:
         """The chat to render: the prompt's messages, or its text as one user message."""
@@ -59,7 +60,7 @@ def _prompt(item, index: int, where: str) -> Prompt:
     turns = fields.get("turns")
     category = fields["category"] or (CHAT_CATEGORY if turns is not None else TEXT_CATEGORY)
     text = "" if turns is not None else fields["text"]
-    return Prompt(index, ident, category, text, turns, fmt, where, fields["ignored"])
+    return Prompt(index, ident, category, text, turns, fmt, where, fields["ignored"], fields.get("sampling"))
 
 
 def ignored_note(prompts: list[Prompt], source: str) -> str | None:

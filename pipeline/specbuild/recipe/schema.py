@@ -32,6 +32,8 @@ def _sections() -> Any:
 # The method union and the runtime names come from their registries (specbuild.methods, specbuild.runtimes); a
 # type checker, which cannot build the union, sees any method's section.
 if TYPE_CHECKING:
+    from specbuild.findings import Finding
+
     SpeculationSection = Any
 else:
     SpeculationSection = _sections()
@@ -377,6 +379,13 @@ class Recipe(Section):
         if chosen is not None and chosen.line == self.llm_api.release:
             return chosen
         return llm_release.choose(self.deploy.image, self.llm_api.release)  # written (or changed since)
+
+    @property
+    def llm_release_findings(self) -> list[Finding]:
+        """Why the places that name the llm-api release refuse this recipe (specbuild.recipe.llm_release.findings)."""
+        chosen = self.llm_release
+        written = None if chosen is self.llm_api._chosen else self.llm_api.release
+        return llm_release.findings(self.deploy.image, written, chosen)
 
     def with_installed_trtllm(self, installed: Callable[[], str | None]) -> Recipe:
         """This recipe, or a copy whose release is the installed TensorRT-LLM's (`installed()`: its version, None

@@ -125,6 +125,10 @@ class Runtime(Protocol):
     def installed_release(self) -> str | None:
         return None
 
+    # What in this machine's environment changes the files it writes (part of the build cache's keys).
+    def written_from(self) -> dict[str, Any]:
+        return {}
+
     # The cost model's measured per-call costs (validate's cost-model check).
     def call_costs(
         self,

@@ -20,7 +20,7 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from specbuild.errors import UserError
 from specbuild.repository.llmapi.flavour import LlmApiFlavour
@@ -185,6 +185,10 @@ class TrtllmLlmApiRuntime(LlmApiFlavour):
 
     def installed_release(self) -> str | None:
         return installed_version()
+
+    def written_from(self) -> dict[str, Any]:
+        # where NVIDIA's llmapi model.py is taken from when the machine names it
+        return {"llmapi_model_dir": os.environ.get(ENV)}
 
     def model_source(self) -> ModelSource:
         return ModelSource(found_model_dir())

@@ -47,7 +47,7 @@ def build_cmd(profile_name: str, out: str, threads: int | None, resume_from: str
 
 
 @cli.command("add-stage")
-@click.argument("stage", type=click.Choice(["eagle3", "pard"]))
+@click.argument("stage", type=click.Choice(["eagle3", "pard", "mtp-target"]))
 @click.option(
     "--zoo",
     "folder",

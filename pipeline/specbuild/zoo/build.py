@@ -11,9 +11,11 @@ Output folder (written to `.<name>.partial-<pid>` beside it, renamed into place 
     eagle/          EAGLE-1 head (config.json, pytorch_model.bin)              -> specbuild.heads.eagle
     eagle3/         EAGLE-3 head (config.json, model.safetensors)              -> specbuild.heads.eagle3
     pard/           PARD draft: draft/ with a mask token, trained in parallel  -> TensorRT-LLM decoding_type PARD
+    mtp-target/     DeepseekV3ForCausalLM with MTP layers (profiles with mtp_target settings) -> specbuild.heads.mtp
 
-`add_stage(folder, "eagle3" | "pard")` trains one stage into an existing zoo folder from its own tokenizer and target (the
-other stages' files are not touched) and rewrites its README and manifest (`python -m specbuild.zoo add-stage`).
+`add_stage(folder, "eagle3" | "pard" | "mtp-target")` trains one stage into an existing zoo folder from its own
+tokenizer and target (`pard`: and its draft; `mtp-target`: its tokenizer and the corpus); the other stages' files are
+not touched; it rewrites the folder's README and manifest (`python -m specbuild.zoo add-stage`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from specbuild.heads.medusa import MedusaHeadsModule, load_medusa_heads, save_me
 from specbuild.zoo import corpus as corpus_mod
 from specbuild.zoo import data, distill, distill_eagle3, distill_pard, manifest, precision as precision_mod
 from specbuild.zoo import target as target_mod
-from specbuild.zoo import teacher
+from specbuild.zoo import mtp_target, teacher
 from specbuild.zoo.quality import eagle3_quality, heldout_sequences, load_causal_lm, measure_quality, pard_quality
 from specbuild.zoo.profiles import Profile, get_profile
 from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
@@ -45,7 +47,8 @@ from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
 # Bump BUILDER_VERSION when layouts, evaluation or the manifest change; bump a stage's version when the
 # code that trains it changes (stage versions decide whether --resume-from may reuse a stage).
 BUILDER_VERSION = 1
-STAGE_VERSIONS = {"target": 1, "draft": 2, "medusa": 2, "eagle": 2, "eagle3": 1, "pard": 1}
+STAGE_VERSIONS = {"target": 1, "draft": 2, "medusa": 2, "eagle": 2, "eagle3": 1, "pard": 1, "mtp-target": 1}
+MTP_STAGE = "mtp-target"  # a second target (DeepseekV3 with MTP layers), trained from the corpus like the target
 _TARGET_SETTINGS = (
     "corpus_max_bytes",
     "vocab_size",
@@ -64,11 +67,11 @@ STAGE_SETTINGS = {
     "eagle": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("eagle_train",),
     "eagle3": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("eagle3",),
     "pard": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("draft", "draft_train", "pard"),
+    MTP_STAGE: ("corpus_max_bytes", "vocab_size", "seq_len", "max_position_embeddings", "storage_dtype", "seed")
+    + ("eval_prompts", "eval_prompt_len", "eval_new_tokens", "eval_blocks", "mtp_target"),
 }
 HEAD_STAGES = ("draft", "medusa", "eagle", "eagle3", "pard")  # the stages trained from the target's teacher data
-OPTIONAL_STAGES = ("eagle3", "pard")  # trained when the profile has their settings; addable to a built folder
-# what an added stage is trained from, besides the tokenizer: it must be the folder's own, built with today's settings
-ADDED_STAGE_INPUTS = {"eagle3": ("target",), "pard": ("target", "draft")}
+OPTIONAL_STAGES = ("eagle3", "pard")  # head stages trained when the profile has their settings
 STAGES_FILE = "stages.json"  # progress record inside a partial folder; removed before the manifest
 
 Progress = Callable[[str], None]
@@ -90,6 +93,10 @@ def _seeds(profile: Profile) -> dict:
         "eagle3_init": base + 10,
         "eagle3_data": base + 11,
         "pard_data": base + 12,
+        # (pard and mtp-target were added on two branches at once; each draws its own generator, so the shared value
+        # is harmless, and changing either would no longer reproduce the committed checkpoints/tiny folder)
+        "mtp_target_init": base + 12,
+        "mtp_target_data": base + 13,
     }
 
 
@@ -362,6 +369,14 @@ def _build_into(
         timed("pard", t0)
     teacher_data = None
 
+    # 9. the MTP target (its own model, from the corpus and tokenizer)
+    if profile.mtp_target is not None and not reuse(MTP_STAGE):
+        t0 = time.perf_counter()
+        stats[MTP_STAGE] = mtp_target.train_stage(
+            tokenizer, train_stream, profile, seeds, root / MTP_STAGE, precision, say, _save_causal_lm
+        )
+        timed(MTP_STAGE, t0)
+
     # 9. quality, measured on the stored weights and held-out prompts
     t0 = time.perf_counter()
     quality = measure_quality(root, profile, heldout_stream, seeds["eval_prompts"], say)
@@ -417,6 +432,8 @@ def _build_into(
         models["eagle3"] = eagle3_model_entry(root / "eagle3", profile, stats["eagle3"])
     if "pard" in stats:
         models["pard"] = pard_model_entry(root / "pard", profile, stats["pard"])
+    if MTP_STAGE in stats:
+        models[MTP_STAGE] = mtp_target.model_entry(root / MTP_STAGE, profile, stats[MTP_STAGE])
     return {
         "profile": profile.name,
         "builder_version": BUILDER_VERSION,
@@ -567,6 +584,15 @@ def eagle3_model_entry(folder: Path, profile: Profile, stats: dict) -> dict:
 
 
 # ====================================================================== one stage into an existing folder
+# stage -> (its profile setting, the folder's stages it is trained from besides the tokenizer: each must be built with
+# today's settings, the prefix of its seeds)
+ADDABLE = {
+    "eagle3": ("eagle3", ("target",), "eagle3"),
+    "pard": ("pard", ("target", "draft"), "pard"),
+    MTP_STAGE: ("mtp_target", (), "mtp_target"),
+}
+
+
 def add_stage(
     folder: str | Path,
     stage: str = "eagle3",
@@ -574,20 +600,21 @@ def add_stage(
     threads: int | None = None,
     precision: str = "auto",
 ) -> Path:
-    """Train `stage` into an existing, intact zoo folder from its own tokenizer and target; every other stage's files
-    stay byte for byte. The manifest records the stage's own precision (`stage_precision`), the command and the
-    versions it ran with (`added_stages`); README.md is re-rendered. Only the optional stages (`eagle3`, `pard`) can be
-    added this way; `pard` also reads the folder's `draft/`."""
+    """Train `stage` into an existing, intact zoo folder from its own tokenizer and target (`eagle3`; `pard`: and its
+    `draft/`) or its tokenizer and the corpus (`mtp-target`); every other stage's files stay byte for byte. The
+    manifest records the stage's own precision (`stage_precision`), the command and the versions it ran with
+    (`added_stages`); README.md is re-rendered. Only the stages of ADDABLE can be added this way."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     folder = Path(folder).resolve()
     say = progress or (lambda _m: None)
-    if stage not in OPTIONAL_STAGES:
+    if stage not in ADDABLE:
         raise UserError(
-            f"add-stage: only {' or '.join(repr(s) for s in OPTIONAL_STAGES)} can be added to an existing zoo folder, "
-            f"not {stage!r}; rebuild the folder for other stages"
+            f"add-stage: only {' or '.join(repr(a) for a in ADDABLE)} can be added to an existing zoo folder, not "
+            f"{stage!r}; rebuild the folder for other stages"
         )
+    setting, upstreams, seed_prefix = ADDABLE[stage]
     recorded = manifest.read(folder)
     if recorded is None:
         raise UserError(f"{folder}/manifest.json: missing or unreadable; add-stage needs a finished zoo folder")
@@ -601,9 +628,9 @@ def add_stage(
             f"{folder}: does not match its manifest ({'; '.join(problems[:3])}); verify or rebuild it first"
         )
     profile = get_profile(recorded["profile"])
-    if getattr(profile, stage) is None:
-        raise UserError(f"profile {profile.name!r} has no {stage} settings (specbuild/zoo/profiles.py)")
-    for upstream in ADDED_STAGE_INPUTS[stage]:
+    if getattr(profile, setting) is None:
+        raise UserError(f"profile {profile.name!r} has no {setting} settings (specbuild/zoo/profiles.py)")
+    for upstream in upstreams:
         if recorded.get("stage_keys", {}).get(upstream) != stage_key(profile.as_dict(), upstream):
             raise UserError(
                 f"{folder}: its {upstream} was built with other settings than profile {profile.name!r} now "
@@ -629,29 +656,40 @@ def add_stage(
         tokenizer = AutoTokenizer.from_pretrained(str(folder / "tokenizer"))
         train_stream = data.encode_documents(tokenizer, corpus.train)
         heldout_stream = data.encode_documents(tokenizer, corpus.heldout)
-        target = load_causal_lm(folder / "target")
         seeds = _seeds(profile)
         say(
-            f"{stage}: training at {precision_mod.DESCRIPTIONS[precision]} ({threads} threads) from {folder / 'target'}"
+            f"{stage}: training at {precision_mod.DESCRIPTIONS[precision]} ({threads} threads) from "
+            + (f"{folder / 'target'}" if upstreams else f"{folder / 'tokenizer'} and the corpus")
         )
         timings: dict[str, float] = {}
-        counts = (profile.pard.teacher_prompts, profile.pard.teacher_corpus_blocks) if stage == "pard" else None
-        teacher_data = _teacher_data(target, train_stream, profile, seeds, say, timings, counts)
-        t0 = time.perf_counter()
         shutil.rmtree(partial, ignore_errors=True)
-        if stage == "pard":
-            stats = train_pard_stage(folder / "draft", teacher_data, profile, seeds, partial, precision, say)
+        if stage == MTP_STAGE:  # its own model: no teacher data
+            t0 = time.perf_counter()
+            stats = mtp_target.train_stage(
+                tokenizer, train_stream, profile, seeds, partial, precision, say, _save_causal_lm
+            )
+            stage_seconds = round(time.perf_counter() - t0, 1)
         else:
-            stats = train_eagle3_stage(target, teacher_data, profile, seeds, partial, precision, say)
-        stage_seconds = round(time.perf_counter() - t0, 1)
-        teacher_data = None
+            target = load_causal_lm(folder / "target")
+            counts = (profile.pard.teacher_prompts, profile.pard.teacher_corpus_blocks) if stage == "pard" else None
+            teacher_data = _teacher_data(target, train_stream, profile, seeds, say, timings, counts)
+            t0 = time.perf_counter()
+            if stage == "pard":
+                stats = train_pard_stage(folder / "draft", teacher_data, profile, seeds, partial, precision, say)
+            else:
+                stats = train_eagle3_stage(target, teacher_data, profile, seeds, partial, precision, say)
+            stage_seconds = round(time.perf_counter() - t0, 1)
+            teacher_data = None
         if (folder / stage).exists():
             shutil.rmtree(folder / stage)
         partial.rename(folder / stage)
         t0 = time.perf_counter()
-        sequences = heldout_sequences(target, profile, heldout_stream, seeds["eval_prompts"])
-        measure = pard_quality if stage == "pard" else eagle3_quality
-        quality = measure(folder, profile, target, sequences)
+        if stage == MTP_STAGE:
+            quality = mtp_target.quality(folder / stage, profile, heldout_stream, seeds["eval_prompts"])
+        else:
+            sequences = heldout_sequences(target, profile, heldout_stream, seeds["eval_prompts"])
+            measure = pard_quality if stage == "pard" else eagle3_quality
+            quality = measure(folder, profile, target, sequences)
         say(
             f"{stage}: chain AL {quality['chain']['mean_acceptance_length']:.2f}, top-1 per step "
             f"{quality['top1_per_step']} ({time.perf_counter() - t0:.0f}s)"
@@ -674,9 +712,12 @@ def add_stage(
         **recorded.get("stage_precision", {}),
         stage: precision,
     }
-    summary["seeds"] = {**recorded["seeds"], **{k: v for k, v in seeds.items() if k.startswith(stage)}}
-    entry = pard_model_entry if stage == "pard" else eagle3_model_entry
-    summary["models"] = {**recorded["models"], stage: entry(folder / stage, profile, stats)}
+    summary["seeds"] = {**recorded["seeds"], **{k: v for k, v in seeds.items() if k.startswith(seed_prefix)}}
+    if stage == MTP_STAGE:
+        entry = mtp_target.model_entry(folder / stage, profile, stats)
+    else:
+        entry = (pard_model_entry if stage == "pard" else eagle3_model_entry)(folder / stage, profile, stats)
+    summary["models"] = {**recorded["models"], stage: entry}
     summary["quality"] = {**recorded["quality"], stage: quality}
     summary["timings_seconds"] = {**recorded["timings_seconds"], stage: stage_seconds}
     added = [a for a in recorded.get("added_stages") or [] if a.get("stage") != stage]
@@ -688,12 +729,14 @@ def add_stage(
             "threads": threads,
             "cpu_native_bf16": has_native_bf16(),
             "versions": manifest.versions(),
-            "teacher_data_seconds": timings["teacher_data"],
+            "teacher_data_seconds": timings.get("teacher_data"),
             "stage_seconds": stage_seconds,
             "total_seconds": round(time.perf_counter() - started, 1),
             "command": f"PYTHONPATH=pipeline python -m specbuild.zoo add-stage {stage} --zoo <folder> --precision {precision}",
-            "reused": f"tokenizer/ and {'/, '.join(ADDED_STAGE_INPUTS[stage])}/ of this folder (unchanged); corpus "
-            "sha256 checked against the manifest",
+            "reused": (
+                f"{' and '.join(['tokenizer/'] + [u + '/' for u in upstreams])} of this folder (unchanged); corpus "
+                "sha256 checked against the manifest"
+            ),
         }
     ]
     manifest.write(folder, summary)

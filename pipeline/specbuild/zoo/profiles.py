@@ -54,6 +54,23 @@ class PardSettings:
 
 
 @dataclass(frozen=True)
+class MtpTargetSettings:
+    """A second target with multi-token-prediction layers (`specbuild.zoo.mtp_target`): DeepSeek-V3's architecture
+    (MLA attention; dense MLPs) at `shape`, `mtp_layers` MTP modules, trained jointly with DeepSeek-V3's objective
+    (main loss + mtp_weight x mean MTP loss) on the same corpus and tokenizer."""
+
+    shape: LlamaShape  # hidden, decoder layers, heads, dense MLP width
+    kv_lora_rank: int  # MLA: the cached latent's width
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    mtp_layers: int  # config.json num_nextn_predict_layers (DeepSeek-V3/R1: 1)
+    mtp_weight: float  # lambda of the MTP loss (DeepSeek-V3: 0.3, then 0.1)
+    train: Schedule
+    depth: int = 3  # draft depth of the quality figures (the one layer chained, as MTP-Eagle runs it)
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     corpus_max_bytes: int  # cap on the stdlib corpus (files taken in sorted order)
@@ -77,6 +94,7 @@ class Profile:
     eval_blocks: int  # held-out blocks for the target's validation loss
     eagle3: Eagle3Settings | None = None
     pard: PardSettings | None = None
+    mtp_target: MtpTargetSettings | None = None
     draft_k: int = 4  # draft length for the acceptance figures
     eagle_depth: int = 4
     max_position_embeddings: int = 2048
@@ -115,6 +133,18 @@ TINY = Profile(
     ),
     pard=PardSettings(
         depth=5, teacher_prompts=384, teacher_corpus_blocks=192, train=Schedule(steps=240, batch=8, lr=1e-3, warmup=20)
+    ),
+    # ~3M parameters (6 MB float16, the MTP layer's copies of the embedding and lm_head included): the folder stays
+    # within its size budget; keys (the 64-wide latent) and values (the 16-wide RoPE key) of different widths
+    mtp_target=MtpTargetSettings(
+        shape=LlamaShape(hidden=128, layers=4, heads=4, intermediate=344),
+        kv_lora_rank=64,
+        qk_nope_head_dim=32,
+        qk_rope_head_dim=16,
+        v_head_dim=32,
+        mtp_layers=1,
+        mtp_weight=0.3,
+        train=Schedule(steps=300, batch=12, lr=3e-3, warmup=30, weight_decay=0.05),
     ),
     notes="Committed to checkpoints/tiny; ~5M-parameter target.",
 )
@@ -210,6 +240,17 @@ MICRO = Profile(
     ),
     pard=PardSettings(
         depth=3, teacher_prompts=8, teacher_corpus_blocks=8, train=Schedule(steps=4, batch=4, lr=3e-3, warmup=1)
+    ),
+    mtp_target=MtpTargetSettings(
+        shape=LlamaShape(hidden=32, layers=2, heads=2, intermediate=64),
+        kv_lora_rank=16,
+        qk_nope_head_dim=8,
+        qk_rope_head_dim=8,
+        v_head_dim=8,
+        mtp_layers=1,
+        mtp_weight=0.3,
+        train=Schedule(steps=4, batch=4, lr=3e-3, warmup=1),
+        depth=2,
     ),
     max_position_embeddings=256,
     notes="Test-only profile: exercises the builder end to end; its models are untrained.",

@@ -11,7 +11,7 @@ import torch
 from specbuild.heads.eagle import load_eagle_head
 from specbuild.heads.eagle3 import load_eagle3_head
 from specbuild.heads.medusa import load_medusa_heads
-from specbuild.zoo import data, evaluate, target as target_mod, teacher
+from specbuild.zoo import data, evaluate, mtp_target, target as target_mod, teacher
 from specbuild.zoo.profiles import Profile
 
 Progress = Callable[[str], None]
@@ -64,6 +64,11 @@ def measure_quality(root: Path, profile: Profile, heldout_stream: torch.Tensor, 
         },
         **({"eagle3": eagle3_quality(root, profile, target, sequences)} if (root / "eagle3").is_dir() else {}),
         **({"pard": pard_quality(root, profile, target, sequences)} if (root / "pard").is_dir() else {}),
+        **(
+            {"mtp-target": mtp_target.quality(root / "mtp-target", profile, heldout_stream, seed)}
+            if (root / "mtp-target").is_dir() and profile.mtp_target is not None
+            else {}
+        ),
         "method": (
             "greedy chains (top-1 drafts, no trees) replayed against the target's greedy continuation; "
             "mean_acceptance_length counts the bonus token; per-step top-1 is conditional on the "

@@ -42,6 +42,16 @@ def render_readme(s: dict) -> str:
             if "pard" in m
             else []
         ),
+        *(
+            [
+                f"| `mtp-target/` | a second target: DeepseekV3 {m['mtp-target']['shape']['layers']} layers x hidden "
+                f"{m['mtp-target']['shape']['hidden']} (MLA, dense MLPs) + {m['mtp-target']['num_nextn_predict_layers']} "
+                f"multi-token-prediction layer | {m['mtp-target']['params']:,} + {m['mtp-target']['mtp_params']:,} MTP | "
+                "Hugging Face folder, MTP layer in DeepSeek-V3's layout (TensorRT-LLM `decoding_type: MTP`) |"
+            ]
+            if "mtp-target" in m
+            else []
+        ),
         "",
         f"Weights are stored as {s['storage_dtype']}. Special tokens: `<unk>`=0, `<s>`=1 (prepended by the tokenizer), "
         "`</s>`=2 (ends every training document, so the models learn to stop); pad = `</s>`.",
@@ -76,6 +86,17 @@ def render_readme(s: dict) -> str:
             if "pard" in q
             else []
         ),
+        *(
+            [
+                f"- MTP target: validation loss {q['mtp-target']['validation_loss_nats_per_token']} nats/token; its MTP "
+                f"layer, drafting from its own greedy continuations: top-1 per step (own outputs from step 2) "
+                f"{_fmt(q['mtp-target']['top1_per_step'])}; chain AL {q['mtp-target']['chain']['mean_acceptance_length']:.2f} "
+                f"at depth {q['mtp-target']['depth']}, {q['mtp-target']['chain_depth_1']['mean_acceptance_length']:.2f} "
+                "at depth 1"
+            ]
+            if "mtp-target" in q
+            else []
+        ),
         "",
         "## How it was built",
         "",
@@ -106,6 +127,7 @@ def render_readme(s: dict) -> str:
         *_accepts(s),
         *(_eagle3_section(s) if "eagle3" in m else []),
         *(_pard_section(s) if "pard" in m else []),
+        *(_mtp_section(s) if "mtp-target" in m else []),
         "## Rebuild",
         "",
         "```",
@@ -234,14 +256,52 @@ def _eagle3_section(s: dict) -> list[str]:
     ]
 
 
+def _mtp_section(s: dict) -> list[str]:
+    e, q = s["models"]["mtp-target"], s["quality"]["mtp-target"]
+    a, t = e["attention"], e["training"]
+    precision = s.get("stage_precision", {}).get("mtp-target", s.get("precision", ""))
+    return [
+        "## The MTP target (`mtp-target/`)",
+        "",
+        "A target of its own (not a head of `target/`): DeepSeek-V3's architecture at tiny size, multi-head latent "
+        f"attention (kv_lora_rank {a['kv_lora_rank']}, qk_nope/qk_rope/v head dims {a['qk_nope_head_dim']}/"
+        f"{a['qk_rope_head_dim']}/{a['v_head_dim']}, interleaved RoPE), dense SwiGLU MLPs only (`first_k_dense_replace` "
+        "covers every decoder layer and the MTP layer, so no reader builds an MoE layer), and "
+        f"`num_nextn_predict_layers: {e['num_nextn_predict_layers']}`: the MTP module is decoder layer "
+        f"{e['shape']['layers']} of `model.safetensors` (`enorm`, `hnorm`, `eh_proj`, `shared_head.norm`, "
+        "`shared_head.head` and `embed_tokens` copies of the main model's, and a full decoder layer), as DeepSeek-V3/R1 "
+        "store theirs (`pipeline/specbuild/heads/mtp.py` cites the layouts). It shares `tokenizer/`. transformers "
+        "loads the main model (the MTP tensors are reported as unused: its DeepSeek-V3 class ignores layer 61 only); "
+        "TensorRT-LLM and the reference runtime draft with the MTP layer:",
+        "",
+        "```yaml",
+        "speculative_config:",
+        "  decoding_type: MTP",
+        f"  max_draft_len: {q['depth']}   # MTP-Eagle: the one layer chained (1.3; older releases: num_nextn_predict_layers)",
+        "```",
+        "",
+        f"How it was trained: {t['steps']} AdamW steps of {t['batch']} corpus blocks (peak lr {t['peak_lr']}), "
+        f"{e['objective']}; {precision} precision, {t['seconds']:.0f} s; final losses main {t['final_main_loss']}, "
+        f"MTP {t['final_mtp_loss']} (`pipeline/specbuild/zoo/mtp_target.py`). Its quality (above) is measured on its "
+        "own greedy continuations of the held-out prompts.",
+        "",
+    ]
+
+
 def _added_stages_note(s: dict) -> list[str]:
     lines = []
     for a in s.get("added_stages") or []:
         v = a["versions"]
+        teacher = a.get("teacher_data_seconds")
+        reused = (
+            f"{_inputs(a)} (their files are unchanged) and regenerates the teacher data from them "
+            f"({teacher:.0f} s + {a['stage_seconds']:.0f} s training"
+            if teacher is not None
+            else f"tokenizer (unchanged) and trains on the same corpus ({a['stage_seconds']:.0f} s training"
+        )
         lines += [
             f"Stage `{a['stage']}` was added later to this folder by `add-stage`, which reuses the folder's own "
-            f"{_inputs(a)} (their files are unchanged) and regenerates the teacher data from them "
-            f"({a['teacher_data_seconds']:.0f} s + {a['stage_seconds']:.0f} s training, {a['threads']} threads, "
+            f"{reused}, {a['threads']} threads, "
             f"{a['training_precision']}; CPU native bf16: {a['cpu_native_bf16']}; torch {v['torch']}, transformers "
             f"{v['transformers']}):",
             "",

@@ -54,5 +54,7 @@ def save_tokenizer(tokenizer, folder: Path) -> None:
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text())
     config.pop("backend", None)
+    for key in ("is_local", "local_files_only"):  # how a loaded tokenizer was found, not what it is
+        config.pop(key, None)
     config["tokenizer_class"] = "PreTrainedTokenizerFast"
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")

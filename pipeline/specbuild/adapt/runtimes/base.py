@@ -3,6 +3,7 @@ target's hidden states over prompt + answer (what heads learn from).
 
     runtime = adapt_runtime(build, work)         # specbuild.adapt.runtimes: by the recipe's Runtime class
     decoded = runtime.decode(spec, prompts, max_tokens, end_id=2)   # one Decoded per prompt (token ids), in order
+    decoded = runtime.decode(spec, prompts, 32, end_id=2, sampling=[TeacherSampling(...), None], limits=[16, 32])
     states = runtime.states(rows, layers)        # the target's final hidden states (+ captured layers) per row
     target = runtime.target_model()              # the target as a transformers module (embedding, lm_head)
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
+from specbuild.adapt.sampling import TeacherSampling
 from specbuild.speculation import Speculation
 
 Progress = Callable[[str], None]
@@ -23,7 +25,8 @@ Progress = Callable[[str], None]
 
 @dataclass
 class Decoded:
-    """One record decoded greedily by the runtime: its answer and the speculation counters of that request."""
+    """One record decoded by the runtime (greedily unless sampling was asked): its answer and the speculation
+    counters of that request."""
 
     output_ids: list[int]  # the answer (the end id not included)
     finish_reason: str
@@ -58,6 +61,8 @@ class AdaptRuntime(Protocol):
         end_id: int | None,
         pad_id: int | None = None,
         progress: Progress | None = None,
+        sampling: list[TeacherSampling | None] | None = None,  # per prompt; None / absent: greedy
+        limits: list[int] | None = None,  # per prompt: answer tokens at most (<= max_tokens); absent: max_tokens
     ) -> list[Decoded]: ...
 
     def states(self, rows: list[list[int]], layers: tuple[int, ...] | None) -> States: ...

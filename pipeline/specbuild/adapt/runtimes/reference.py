@@ -6,8 +6,10 @@ them, and the target's hidden states come from the runtime's own forward (refere
 - llm-api flavour: each head gets the model.yaml the repository would carry, read by the CPU rehearsal and made
   into in-memory engines (reference/llmapi_engine.py), as its served model does.
 
-Requests are greedy, with the end id the served preprocessing sends, the whole part at once (the executor batches up
-to build.max_batch_size); acceptance counters are the executor's own (RequestStats), per request."""
+Requests are greedy unless the teacher pass asks a record's sampling settings (SamplingConfig seeded per request, the
+penalties in the flavour's order: the C++ sampling kernel's for engines, TorchSampler's for the llm-api core), with
+the end id the served preprocessing sends, the whole part at once (the executor batches up to build.max_batch_size);
+acceptance counters are the executor's own (RequestStats), per request."""
 
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ from pathlib import Path
 import torch
 
 from specbuild.adapt.runtimes.base import Decoded, Progress, States
+from specbuild.adapt.sampling import TeacherSampling
 from specbuild.plan import Layout
 from specbuild.runtimes.roles import resolve_roles
-from specbuild.reference.decoder.executor import Executor, Request
+from specbuild.reference.decoder.executor import Executor, Request, SamplingConfig
 from specbuild.reference.decoder.model import CausalLM
 from specbuild.reference.engine_folder import load_engine
 from specbuild.reference.llmapi_engine import build_engines
@@ -32,6 +35,8 @@ STATES_BATCH = 8  # rows per forward of the hidden-state pass
 
 
 class _ReferenceBase:
+    penalties_before_temperature = False  # the served core's order (reference/decoder/sampling.py)
+
     def __init__(self, build: Build, work: Path):
         self.build = build
         self.work = Path(work)
@@ -60,11 +65,22 @@ class _ReferenceBase:
         end_id: int | None,
         pad_id: int | None = None,
         progress: Progress | None = None,
+        sampling: list[TeacherSampling | None] | None = None,
+        limits: list[int] | None = None,
     ) -> list[Decoded]:
         target, draft = self.engines(spec, progress)
         executor = Executor(target, draft)
+        sampling = sampling or [None] * len(prompts)
+        limits = limits or [max_tokens] * len(prompts)
         requests = [
-            Request(input_ids=list(p), max_new_tokens=max_tokens, end_id=end_id, pad_id=pad_id) for p in prompts
+            Request(
+                input_ids=list(p),
+                max_new_tokens=limit,
+                sampling=self.sampling_config(s),
+                end_id=end_id,
+                pad_id=pad_id,
+            )
+            for p, s, limit in zip(prompts, sampling, limits)
         ]
         ids = [executor.enqueue(r) for r in requests]
         outputs: dict[int, list[int]] = {rid: [] for rid in ids}
@@ -86,6 +102,20 @@ class _ReferenceBase:
                         if progress and len(done) % 16 == 0:
                             progress(f"decoded {len(done)}/{len(ids)}")
         return [done[rid] for rid in ids]
+
+    def sampling_config(self, s: TeacherSampling | None) -> SamplingConfig:
+        if s is None:
+            return SamplingConfig()
+        return SamplingConfig(
+            temperature=s.temperature,
+            top_k=s.top_k,
+            top_p=s.top_p,
+            seed=s.seed,
+            repetition_penalty=s.repetition_penalty,
+            presence_penalty=s.presence_penalty,
+            frequency_penalty=s.frequency_penalty,
+            penalties_before_temperature=self.penalties_before_temperature,
+        )
 
     def target_lm(self) -> CausalLM:
         if self._target is None:
@@ -138,6 +168,7 @@ class ReferenceEngineAdapt(_ReferenceBase):
 
 class ReferenceLlmApiAdapt(_ReferenceBase):
     description = "the reference runtime (CPU; the llm-api rehearsal reading model.yaml)"
+    penalties_before_temperature = True  # TorchSampler's order, as the llm-api core asks it
 
     def _engines_for(self, spec: Speculation, progress: Progress | None) -> tuple:
         recipe = self.build.recipe

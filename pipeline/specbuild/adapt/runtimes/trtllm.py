@@ -2,7 +2,8 @@
 classes, checked on the CPU against the test double (tests/doubles/tensorrt_llm); not run on a GPU here (docs/gpu.md).
 
 - answers (the teacher pass and the gate): `LLM(model=<target>, speculative_config=<the head's>)` with greedy
-  `SamplingParams(max_tokens, temperature=0, end_id)`, one streamed request at a time per prompt group, so that
+  `SamplingParams(max_tokens, temperature=0, end_id)` (a training prompt whose request gave sampling settings: those,
+  seeded), one streamed request at a time per prompt group, so that
   each request's verification steps are its streamed responses (stream_interval 1: one response per step,
   tensorrt_llm/_torch/pyexecutor/py_executor.py `_handle_responses`) and its accepted drafts are
   (answer tokens - steps - 1): the per-request counters the LLM API does not return (PR #19311 open, 2026-09);
@@ -22,6 +23,7 @@ import json
 from pathlib import Path
 
 from specbuild.adapt.runtimes.base import Decoded, Progress, States
+from specbuild.adapt.sampling import TeacherSampling
 from specbuild.errors import UserError
 from specbuild.repository.llmapi import model_yaml
 from specbuild.runtimes.build import Build
@@ -57,6 +59,35 @@ def teacher_model_yaml(build: Build, spec: Speculation, output_directory: Path |
     return args
 
 
+def sampling_params(s: TeacherSampling | None, max_tokens: int, end_id: int | None, pad_id: int | None):
+    """The LLM API's SamplingParams of one teacher request: greedy, or the request's temperature, top_p, top_k, seed
+    and the penalties it sets (the fields Triton's llmapi model.py hands SamplingParams: trtllm-llmapi-path.md 5;
+    repetition_penalty, not among them, only when the request sets it)."""
+    from tensorrt_llm import SamplingParams
+
+    if s is None:
+        return SamplingParams(max_tokens=max_tokens, temperature=0.0, end_id=end_id, pad_id=pad_id)
+    penalties = {
+        name: value
+        for name, value, off in (
+            ("presence_penalty", s.presence_penalty, 0.0),
+            ("frequency_penalty", s.frequency_penalty, 0.0),
+            ("repetition_penalty", s.repetition_penalty, 1.0),
+        )
+        if value != off
+    }
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        top_k=s.top_k or None,
+        seed=s.seed,
+        end_id=end_id,
+        pad_id=pad_id,
+        **penalties,
+    )
+
+
 class TrtllmAdapt:
     description = "TensorRT-LLM's LLM API (GPU): answers from the target, hidden states through SaveState"
 
@@ -84,14 +115,16 @@ class TrtllmAdapt:
         end_id: int | None,
         pad_id: int | None = None,
         progress: Progress | None = None,
+        sampling: list[TeacherSampling | None] | None = None,
+        limits: list[int] | None = None,
     ) -> list[Decoded]:
-        from tensorrt_llm import SamplingParams
-
         llm = self._llm(teacher_model_yaml(self.build, spec, None, None))
-        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, end_id=end_id, pad_id=pad_id)
+        sampling = sampling or [None] * len(prompts)
+        limits = limits or [max_tokens] * len(prompts)
         out = []
         try:
             for i, prompt in enumerate(prompts):
+                params = sampling_params(sampling[i], limits[i], end_id, pad_id)
                 chunks = list(llm.generate_async(prompt, sampling_params=params, streaming=True))
                 ids = list(chunks[-1].outputs[0].token_ids) if chunks else []
                 steps = max(len(chunks) - 1, 1) if ids else 0  # the prefill's token is not a verification step

@@ -8,6 +8,10 @@ token tree): kept token i goes to slot `lengths[r] + i`, so a chain commit moves
 only the accepted entries that do not already sit at their position. Slots past a row's length are stale and
 never visible (the attention mask hides them), so rows can accept different numbers of tokens.
 
+Keys and values may differ in width (transformers' DeepSeek-V3 multi-head latent attention caches its compressed
+latent, kv_lora_rank wide, as the "keys" and the shared RoPE key, qk_rope_head_dim wide, as the "values": one head
+each): the buffer is as wide as the wider one, and each is read back at its own width.
+
 RoPE is applied before keys are cached, so a kept token must sit at the slot equal to its position: commits are
 checked for that (`positions == lengths[r] + i`).
 
@@ -72,6 +76,7 @@ class KVCache:
         self._rows: torch.Tensor | None = None  # the block `buffer` views, with spare rows (batch membership)
         self._plan: ForwardPlan | None = None
         self._written = 0
+        self.widths: tuple[int, int] | None = None  # (key, value) head widths, known from the first write
 
     @property
     def store(self) -> "_TransformersStore":
@@ -106,7 +111,14 @@ class KVCache:
     def layer(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(keys, values) of one layer over the slots in use: [rows, kv_heads, physical_length, head_dim] views."""
         n = self.physical_length
-        return self.buffer[index, 0, :, :, :n], self.buffer[index, 1, :, :, :n]
+        if self._same_widths:
+            return self.buffer[index, 0, :, :, :n], self.buffer[index, 1, :, :, :n]
+        dk, dv = self.widths
+        return self.buffer[index, 0, :, :, :n, :dk], self.buffer[index, 1, :, :, :n, :dv]
+
+    @property
+    def _same_widths(self) -> bool:
+        return self.widths is None or self.widths[0] == self.widths[1] == self.buffer.shape[-1]
 
     # ------------------------------------------------------------------ forward planning
     def plan_forward(
@@ -186,7 +198,11 @@ class KVCache:
         if plan is None:
             raise RuntimeError("KVCache.write: no forward planned (call plan_forward first)")
         if self.buffer is None:
-            self._allocate(keys, plan.keys_length)
+            self._allocate(keys, plan.keys_length, width=max(keys.shape[-1], values.shape[-1]))
+        if self.widths is None:
+            self.widths = (keys.shape[-1], values.shape[-1])
+        if not self._same_widths:
+            return self._write_narrow(layer, keys, values)
         kv = self.buffer[layer]
         if plan.same_start:
             first = plan.starts[0]
@@ -199,6 +215,24 @@ class KVCache:
             values_of[rows, :, slots] = values.transpose(1, 2)
         self._written += 1
         return kv[0, :, :, : plan.keys_length], kv[1, :, :, : plan.keys_length]
+
+    def _write_narrow(self, layer: int, keys: torch.Tensor, values: torch.Tensor):
+        """`write` for keys and values of different widths, each in the leading columns of its half."""
+        plan = self._plan
+        dk, dv = self.widths
+        if (keys.shape[-1], values.shape[-1]) != (dk, dv):
+            raise ValueError(f"key/value widths {keys.shape[-1]}/{values.shape[-1]}, the cache holds {dk}/{dv}")
+        keys_of, values_of = self.buffer[layer, 0, ..., :dk], self.buffer[layer, 1, ..., :dv]
+        if plan.same_start:
+            first = plan.starts[0]
+            keys_of[:, :, first : first + plan.width] = keys
+            values_of[:, :, first : first + plan.width] = values
+        else:
+            rows, slots = plan.write_index()
+            keys_of[rows, :, slots] = keys.transpose(1, 2)
+            values_of[rows, :, slots] = values.transpose(1, 2)
+        self._written += 1
+        return keys_of[:, :, : plan.keys_length], values_of[:, :, : plan.keys_length]
 
     def check_appended(self, plan: ForwardPlan) -> None:
         """After a network ran a planned forward: every layer must have been written once."""
@@ -217,10 +251,11 @@ class KVCache:
             grown[..., : self.capacity, :] = self.buffer
             self.buffer = self._rows = grown
 
-    def _allocate(self, like: torch.Tensor, slots: int, rows: int | None = None) -> None:
+    def _allocate(self, like: torch.Tensor, slots: int, rows: int | None = None, width: int | None = None) -> None:
         _, heads, _, dim = like.shape
         rows = len(self.lengths) if rows is None else rows
-        self.buffer = self._rows = like.new_zeros(self.n_layers, 2, rows, heads, _rounded(slots), dim)
+        width = dim if width is None else width
+        self.buffer = self._rows = like.new_zeros(self.n_layers, 2, rows, heads, _rounded(slots), width)
 
     # ------------------------------------------------------------------ commit / rollback
     @torch.inference_mode()
@@ -333,6 +368,7 @@ class KVCache:
         if len(other) == 0:
             return
         n = len(self) + len(other)
+        self.widths = self.widths or other.widths
         if other.buffer is not None:
             used = max(other.lengths)
             if self.buffer is None:

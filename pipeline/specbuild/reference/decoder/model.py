@@ -16,6 +16,7 @@ SPECBUILD_REFERENCE_FORWARD (auto | lean | transformers) overrides the default, 
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,13 @@ class CausalLM:
             raise UserError(
                 f"compute dtype {dtype!r} is not supported by the reference runtime; use one of {sorted(DTYPES)}"
             )
+        # a checkpoint with multi-token-prediction layers (DeepSeek-V3's layout): transformers reports their tensors as
+        # unused weights of the main model (its DeepSeek-V3 class ignores layer 61 only); they are read by the MTP
+        # method (heads/mtp.py), so the report is quieted and any other unused tensor is named below instead
+        mtp_prefixes = _mtp_prefixes(Path(path))
+        verbosity = hf_logging.get_verbosity()
+        if mtp_prefixes:
+            hf_logging.set_verbosity_error()
         try:
             hf, loading = AutoModelForCausalLM.from_pretrained(
                 str(path),
@@ -101,6 +109,13 @@ class CausalLM:
             )
         except (OSError, ValueError) as exc:
             raise UserError(f"{path}: cannot load the model with transformers: {exc}") from exc
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        unused = sorted(k for k in loading.get("unexpected_keys") or () if not k.startswith(mtp_prefixes))
+        if mtp_prefixes and unused:
+            hf_logging.get_logger(__name__).warning(
+                "%s: %d tensor(s) of the checkpoint are not used (%s)", path, len(unused), ", ".join(unused[:3])
+            )
         missing = sorted(loading.get("missing_keys") or ())
         if missing:  # transformers initialises these at random and only warns
             raise UserError(
@@ -235,6 +250,17 @@ class CausalLM:
         ids = torch.as_tensor([list(token_ids)], dtype=torch.long)
         hidden = self.decoder(input_ids=ids, use_cache=False).last_hidden_state
         return self.lm_head(hidden)[0].float()
+
+
+def _mtp_prefixes(folder: Path) -> tuple[str, ...]:
+    """The tensor-name prefixes of a checkpoint's MTP layers (`model.layers.{L+k}.`), from its config.json (() when
+    it names none, or cannot be read: loading then reports what it finds)."""
+    try:
+        config = json.loads((folder / "config.json").read_text())
+        layers, count = int(config["num_hidden_layers"]), int(config.get("num_nextn_predict_layers") or 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
+    return tuple(f"model.layers.{layers + k}." for k in range(max(count, 0)))
 
 
 def _forward_choice(forward: str) -> str:

@@ -39,8 +39,7 @@ class LlmApiFlavour(Runtime):
     bundle = "specbuild.deploy.llmapi_bundle:BUNDLE"
 
     def flavour_checks(self, recipe, spec) -> Iterator[Finding]:
-        if recipe.llm_release.problem is not None:  # a named TensorRT-LLM no release line fits (1.3.0rc0-rc6)
-            yield recipe.llm_release.problem
+        yield from recipe.llm_release_findings  # the places that name the release, against each other
         refusal = llmapi_refusal(recipe, spec)
         if refusal is not None:
             yield Finding(

@@ -2,7 +2,8 @@
 every prompt. A difference is reported with its first position and both continuations from there.
 
 A deployment that returns no token ids (the llm-api contract: NVIDIA's llmapi model has no output_ids) is
-compared text for text, character by character, and the report says so."""
+compared text for text, character by character, and the report says so. A speculation that is not lossless by design
+(the params' `not_lossless`: MTP's relaxed acceptance) is not compared: the check says it does not apply, and why."""
 
 from __future__ import annotations
 
@@ -60,6 +61,9 @@ def run(ctx: SuiteContext) -> CheckResult:
     gate = "validation.require_lossless" if required else None
     if not ctx.spec.speculative:
         return CheckResult(NAME, TITLE, SKIPPED, "no speculation: nothing to compare", gate=gate)
+    reason = ctx.spec.params.not_lossless() if ctx.spec.params is not None else None
+    if reason is not None:  # the recipe asked for it (checks refuse it with require_lossless: true)
+        return CheckResult(NAME, TITLE, SKIPPED, f"does not apply: {reason}", {"not_lossless": reason}, gate)
     if ctx.baseline is None:
         return CheckResult(NAME, TITLE, SKIPPED, "no baseline deployment given (--baseline-url)", gate=gate)
     spec = ctx.greedy_pass(ctx.target, "http")
