@@ -71,8 +71,7 @@ def trtllm_of_tag(tag: str) -> str | None:
 
 
 # --- the llm-api flavour's release lines ----------------------------------------------------------------------------
-# The lines specbuild writes model.yaml for (specbuild.repository.llmapi.releases has each one's rules and sources)
-LLMAPI_LINES = ("1.0", "1.1", "1.2", "1.3")
+# (specbuild.repository.llmapi.releases has each line's rules and sources)
 # The 1.3 line follows llm_args.py of main after 1.3.0rc3 (the llmapi sheet's source, @0004396), whose imports match
 # the 1.3.0rc7 docs' source: it covers 1.3.0rc7 and later. 1.3.0rc0-rc3 still parse speculative_config through
 # from_dict (refusing Draft_Target); what rc4-rc6 parse is not known.

@@ -50,10 +50,6 @@ class Draft:
     match_length: int
     tokens: tuple[int, ...]
 
-    @property
-    def matched(self) -> bool:
-        return self.match_length > 0
-
 
 NO_DRAFT = Draft(0, ())
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from specbuild.errors import UserError
 from specbuild.facts.engine_facts import SpecMode
 from specbuild.methods.suffix_automaton.automaton import LONGEST
+from specbuild.methods.suffix_automaton.enhancer import follow_rows
 from specbuild.methods.suffix_automaton.pool import SuffixAutomatonPool
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.methods import Decoder, StepOutput
@@ -49,22 +50,8 @@ class SuffixAutomatonDecoder(Decoder):
         except ValueError as exc:
             raise UserError(f"{self.where()}: {exc}") from None
 
-    def _follow_rows(self, batch: Batch) -> None:
-        """Start the automata of rows new to the method, extend the others with what they accepted, finish those
-        no longer in the batch."""
-        present = {seq.request_id for seq in batch.seqs}
-        for rid in self.pool.active():
-            if rid not in present:
-                self.pool.finish(rid)
-        for seq in batch.seqs:
-            if seq.request_id not in self.pool:
-                self.pool.start(seq.request_id, seq.tokens)
-            else:
-                known = len(self.pool.text(seq.request_id))
-                self.pool.extend(seq.request_id, seq.tokens[known:])
-
     def step(self, batch: Batch) -> list[StepOutput]:
-        self._follow_rows(batch)
+        follow_rows(self.pool, batch.seqs)
         drafts = [
             list(self.pool.draft(seq.request_id, seq.draft_budget(self.capped(self.max_draft_len))).tokens)
             for seq in batch.seqs
