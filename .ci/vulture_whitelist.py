@@ -20,6 +20,7 @@ _.TrtllmRuntime
 _.TrtllmLlmApiRuntime
 _.PART  # a method pack names its TensorRT-LLM part by "module:object" (MethodPack.trtllm)
 _.DraftTargetDecoder  # ... and its reference decoder (MethodPack.decoder)
+_.TRAINER  # ... and adapt's trainer of its draft (MethodPack.trainer)
 _.Eagle3Decoder
 _.LookaheadDecoder
 _.MedusaDecoder

@@ -91,3 +91,29 @@ def test_a_head_trains_from_its_weights_and_is_saved_as_it_came(kind, target, tm
         AutoModelForCausalLM.from_pretrained(str(tmp_path / "one"))
     _, digest_two = train_once(kind, target, tmp_path / "two")
     assert digest_one == digest_two, "the same rows, seed and steps gave other bytes"
+
+
+@pytest.mark.parametrize("recipe", ["llmapi_mtp.yaml", "prompt_lookup.yaml", "none.yaml"])
+def test_a_method_without_a_trained_draft_is_refused_naming_what_adapt_trains(recipe):
+    # the trainers live in their packs (methods/<name>/trainer.py); a pack without one says why it has none
+    from specbuild.errors import UserError
+    from specbuild.methods import METHODS
+
+    build = load_build(RECIPES / recipe)
+    with pytest.raises(UserError) as caught:
+        trainer_for(build.spec)
+    message = str(caught.value)
+    assert "leave adapt out" in message
+    assert all(name in message for name, pack in METHODS.items() if pack.trainer is not None)
+    if build.spec.speculative:
+        assert f"speculation.method {build.spec.method}" in message
+        assert METHODS[build.spec.method].untrained in message
+
+
+def test_every_trainer_is_its_packs():
+    from specbuild.methods import METHODS, load
+
+    trained = {name for name, pack in METHODS.items() if pack.trainer is not None}
+    assert trained == set(KINDS)
+    for name in trained:
+        assert type(load(METHODS[name], METHODS[name].trainer)).__module__ == f"specbuild.methods.{name}.trainer"

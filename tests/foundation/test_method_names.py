@@ -14,10 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pipeline" / "specbuild"
 # The method `none` is not checked: its name is also the value of other settings (build.quantization,
 # deploy.slurm.container_runtime, serve's model_control, matplotlib's fmt), so a literal "none" says nothing of
 # which one it is; the recipe and the runtimes tell no speculation by its pack (Params None, NO_SPECULATION).
-# Nor is `auto` (TensorRT-LLM's AUTO): "auto" is also the value of model.dtype, prompt_format, torch_dtype and
-# TensorRT-LLM's sampler_type and load_format, and nothing outside methods/auto/ tells the method by that literal.
-SHARED_WORDS = {"auto"}
-NAMES = {name for name, pack in METHODS.items() if pack.Params is not None and name not in SHARED_WORDS}
+NAMES = {name for name, pack in METHODS.items() if pack.Params is not None}
 # Where a method's name may stand outside its pack (path prefix relative to the package -> why)
 EXCEPTED = {
     "zoo/": "the zoo trains each model into the folder named after its stage (checkpoints/<zoo>/medusa, eagle, "
@@ -26,8 +23,8 @@ EXCEPTED = {
     "tests/golden/repositories): the BLS keeps its literal of the methods it drafts, while the parameter naming "
     "the method (speculative_method) comes from the pack",
     "standalone/": "copied byte for byte beside our Triton models, as above",
-    "adapt/modelopt/worker.py": "Model-Optimizer's own mode name (mtsp.convert(model, [('eagle', config)]) trains "
-    "its EAGLE-3 head), not specbuild's EAGLE-1 method; the worker runs in Model-Optimizer's environment",
+    "adapt/modelopt/worker.py": "runs in Model-Optimizer's own environment, not specbuild's: its 'eagle' is "
+    "Model-Optimizer's mode name (mtsp.convert(model, [('eagle', config)]), modelopt/torch/speculative@0.47.0)",
 }
 
 

@@ -5,8 +5,9 @@ A pack's `__init__.py` is its recipe side: its section, its params, its checks, 
 runtime of a flavour writes (the Triton parameters of the engine flavour, model.yaml of the llm-api flavour, the
 engine folder's keys). It imports no runtime and no torch. Its runtime-side modules plug into one runtime's framework
 and are loaded by that runtime only, through the registry (`specbuild.methods.load`): `decoder.py` (the reference
-runtime's `Decoder`) and `trtllm.py` (the TensorRT-LLM runtime's converter, build flags and checks); the import
-layers hold both sides apart (pyproject.toml [tool.importlinter]).
+runtime's `Decoder`), `trtllm.py` (the TensorRT-LLM runtime's converter, build flags and checks) and `trainer.py`
+(what `specbuild adapt` trains of the draft); the import layers hold both sides apart (pyproject.toml
+[tool.importlinter]).
 
 A member a pack leaves at its default means it has no such part: a runtime or flavour without the pack's part
 refuses the method with the reason (the pack's `Refusal`, or the runtime's own words).
@@ -164,3 +165,8 @@ class MethodPack(Protocol):
     # The TensorRT-LLM runtime's part, "module:object" inside the pack (specbuild.trtllm.method_part.TrtllmPart);
     # None: the plain model class converts the target and nothing more is asked.
     trtllm: ClassVar[str | None] = None
+    # adapt's trainer of the method's draft (specbuild.adapt.heads.base.HeadTrainer), "module:object" inside the
+    # pack; None: adapt refuses the method, saying why (`untrained`).
+    trainer: ClassVar[str | None] = None
+    # Why adapt has nothing to train (with `trainer` None).
+    untrained: ClassVar[str] = "its drafts come from no trained weights"

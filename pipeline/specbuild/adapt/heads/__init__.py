@@ -1,42 +1,27 @@
-"""The draft kinds adapt trains, by speculation params type: one module each, behind `base.HeadTrainer`.
+"""The draft kinds adapt trains: each method pack's `trainer.py` (specbuild/methods/<name>/), behind
+`base.HeadTrainer`, found through the registry by the speculation's params type.
 
 trainer = trainer_for(spec)     # UserError naming the method and what to do when adapt cannot train it
 """
 
 from __future__ import annotations
 
-from specbuild.adapt.heads import draft_model, eagle, eagle3, medusa
 from specbuild.adapt.heads.base import HeadTrainer
 from specbuild.errors import UserError
-from specbuild.methods.draft_target import DraftModel
-from specbuild.methods.eagle import EagleHead
-from specbuild.methods.eagle3 import Eagle3Head
-from specbuild.methods.medusa import MedusaHeads
-from specbuild.methods.mtp import MtpLayers
+from specbuild.methods import METHODS, load, pack_for
 from specbuild.speculation import Speculation
-
-TRAINERS: dict[type, HeadTrainer] = {
-    EagleHead: eagle.TRAINER,
-    Eagle3Head: eagle3.TRAINER,
-    MedusaHeads: medusa.TRAINER,
-    DraftModel: draft_model.TRAINER,
-}
 
 
 def trainer_for(spec: Speculation) -> HeadTrainer:
-    trainer = TRAINERS.get(type(spec.params))
-    if trainer is None:
-        if isinstance(spec.params, MtpLayers):
-            what = "speculation.method mtp, whose drafts come from layers inside the target checkpoint (adapt does not train the target)"
-        elif spec.params is None:
-            what = "no speculation"
-        else:
-            what = f"speculation.method {spec.method}, whose drafts come from no trained weights"
+    pack = pack_for(spec)
+    if pack.trainer is None:
+        what = f"speculation.method {spec.method}: {pack.untrained}" if spec.speculative else "no speculation"
+        trained = ", ".join(p.name for p in METHODS.values() if p.trainer is not None)
         raise UserError(
-            f"adapt: the recipe has {what}; adapt trains EAGLE-1/2 and EAGLE-3 heads, Medusa heads and draft models "
-            "— use method eagle, eagle3, medusa or draft_target, or leave adapt out"
+            f"adapt: the recipe has {what}; adapt trains the drafts of methods {trained} "
+            "— use one of them, or leave adapt out"
         )
-    return trainer
+    return load(pack, pack.trainer)
 
 
-__all__ = ["TRAINERS", "HeadTrainer", "trainer_for"]
+__all__ = ["HeadTrainer", "trainer_for"]

@@ -1,9 +1,8 @@
-"""What adapt needs from each kind of draft to train it: one small protocol, one module per kind, found by the
-speculation params type (specbuild.adapt.heads.trainer_for). Each module reuses the zoo's objective for its kind
-(zoo/distill.py, zoo/distill_eagle3.py), its greedy replay (zoo/evaluate.py) and the head's own loader and saver
-(specbuild.heads), so that a head adapt writes is the layout the zoo writes and every runtime loads.
-
-A module holds nothing of adapt's loop: it could move into its method's folder unchanged."""
+"""What adapt needs from each kind of draft to train it: one small protocol, one module per method pack that has a
+trained draft (specbuild/methods/<name>/trainer.py), found by the speculation params type
+(specbuild.adapt.heads.trainer_for). Each module reuses the zoo's objective for its kind (zoo/distill.py,
+zoo/distill_eagle3.py), its greedy replay (zoo/evaluate.py) and the head's own loader and saver (specbuild.heads), so
+that a head adapt writes is the layout the zoo writes and every runtime loads. A module holds nothing of adapt's loop."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ training in its own environment (worker.py, a child process), and take back the 
     trained = train_with_modelopt(env, trainer, module, train, dev, target, target_dir, plan, base_head, work, log,
                                   shown_log, say)
 
-1. The head's draft vocabulary follows the traffic first, as for specbuild's trainer (adapt/heads/eagle3.py
+1. The head's draft vocabulary follows the traffic first, as for specbuild's trainer (methods/eagle3/trainer.py
    `adapt_vocabulary`: Model-Optimizer keeps the d2t it is given), and the dev rows' AL of greedy chains is measured
    (step 0), with the loader and replay the served head runs through.
 2. The head (float32, specbuild's layout) and the rows (tokens, answer mask, the target's final and captured states:
@@ -40,7 +40,7 @@ from specbuild.processes import children
 
 Progress = Callable[[str], None]
 WORKER = Path(__file__).with_name("worker.py")
-TTT_STEPS = 3  # eagle_ttt_steps: Model-Optimizer's default and the zoo's (adapt/heads/eagle3.py TTT_STEPS)
+TTT_STEPS = 3  # eagle_ttt_steps: Model-Optimizer's default and the zoo's (methods/eagle3/trainer.py TTT_STEPS)
 LOG = "modelopt.log"  # kept in adapt's DIR, whatever the verdict
 
 

@@ -72,6 +72,7 @@ class DraftTargetPack(MethodPack):
     rehearsal_config = DraftTargetDecodingConfig
     decoder = "decoder:DraftTargetDecoder"
     trtllm = "trtllm:PART"
+    trainer = "trainer:TRAINER"
 
     def describe(self, recipe) -> Speculation:
         spec: DraftTargetConfig = recipe.speculation

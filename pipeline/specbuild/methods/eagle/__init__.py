@@ -72,6 +72,7 @@ class EaglePack(MethodPack):
     decoding_mode = "eagle"
     decoder = "decoder:EagleDecoder"
     trtllm = "trtllm:PART"
+    trainer = "trainer:TRAINER"
 
     def describe(self, recipe) -> Speculation:
         spec: EagleConfig = recipe.speculation

@@ -95,6 +95,7 @@ class Eagle3Pack(MethodPack):
     rehearsal_config = Eagle3DecodingConfig
     decoder = "decoder:Eagle3Decoder"
     trtllm = "trtllm:PART"
+    trainer = "trainer:TRAINER"
 
     def describe(self, recipe) -> Speculation:
         spec: Eagle3Config = recipe.speculation

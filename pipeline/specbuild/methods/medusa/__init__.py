@@ -56,6 +56,7 @@ class MedusaPack(MethodPack):
     decoding_types = ("Medusa",)
     decoder = "decoder:MedusaDecoder"
     trtllm = "trtllm:PART"
+    trainer = "trainer:TRAINER"
 
     def describe(self, recipe) -> Speculation:
         spec: MedusaConfig = recipe.speculation

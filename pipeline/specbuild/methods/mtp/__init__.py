@@ -142,6 +142,7 @@ class MtpPack(MethodPack):
     decoding_types = ("MTP",)
     rehearsal_config = MTPDecodingConfig
     decoder = "decoder:MtpDecoder"
+    untrained = "its drafts come from layers inside the target checkpoint (adapt does not train the target)"
 
     def describe(self, recipe) -> Speculation:
         section: MtpConfig = recipe.speculation

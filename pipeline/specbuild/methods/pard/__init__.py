@@ -56,6 +56,10 @@ class PardPack(MethodPack):
     decoding_types = ("PARD",)
     rehearsal_config = PARDDecodingConfig
     decoder = "decoder:PardDecoder"
+    untrained = (
+        "adapt has no PARD trainer: its parallel draft is trained by the zoo's pard stage (python -m specbuild.zoo "
+        "add-stage pard), not on served traffic"
+    )
 
     def describe(self, recipe) -> Speculation:
         s: PardConfig = recipe.speculation
