@@ -64,6 +64,9 @@ def test_every_model_yaml_specbuild_writes_is_understood(path, release, tmp_path
             continue
         described = describe(load_recipe(path))
         assert s.max_draft_len == described.max_draft_len and s.decoding_type == spec["decoding_type"]
+        # MTP before 1.3 gives its draft length as num_nextn_predict_layers (MTPDecodingConfig, llm_args.py@v1.2.0)
+        drafts = spec.get("max_draft_len", spec.get("num_nextn_predict_layers"))
+        assert drafts is None or s.max_draft_len == drafts  # (AUTO names none: its heuristic picks it)
         method = described.method
         if method == "auto":  # TensorRT-LLM serves the NGram config its heuristic picks, and so does the rehearsal
             assert s.method == "prompt_lookup" and s.notes[-2].startswith("AUTO runs {decoding_type: NGram")
