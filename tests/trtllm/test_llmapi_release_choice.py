@@ -178,6 +178,22 @@ def test_the_report_names_the_release_line():
     d = {"build": {"versions": {"llm_api_release": "1.3 (deploy.image.trtllm_version 1.3.0rc9)"}}}
     assert _release_line(d) == ["- model.yaml written for TensorRT-LLM 1.3 (deploy.image.trtllm_version 1.3.0rc9)"]
     assert _release_line({"build": {"versions": {}}}) == []
+    ran = {"build": {"versions": {}, "runs": "AUTO runs NGram: 5 drafts"}}
+    assert _release_line(ran) == ["- what ran: AUTO runs NGram: 5 drafts"]
+
+
+def test_auto_names_what_runs_in_its_place_and_other_methods_do_not(machine, llmapi_recipe):
+    from specbuild.methods import describe, pack_for
+
+    path = on_reference(llmapi_recipe("draft_target", "1.3"))
+    data = json.loads(path.read_text())
+    data["speculation"] = {"method": "auto"}
+    path.write_text(json.dumps(data))
+    auto = describe(loaded(path))
+    said = pack_for(auto).runs(auto)
+    assert said is not None and said.startswith("AUTO runs NGram") and "max_batch_size" in said, said
+    other = describe(loaded(on_reference(llmapi_recipe("draft_target", "1.3"))))
+    assert pack_for(other).runs(other) is None
 
 
 def test_the_1_3_line_rules(machine, llmapi_recipe):

@@ -75,3 +75,6 @@ def test_the_method_is_served_lossless_with_drafts_accepted(method, baseline, tm
     assert acceptance["draft_tokens"] > 0 and acceptance["accepted_draft_tokens"] > 0
     if method == "auto":  # the heuristic's choice for max_batch_size 4, named where the model loads
         assert "AUTO runs {decoding_type: NGram, max_draft_len: 5, max_matching_ngram_size: 3" in log.read_text()
+        assert result.build["runs"].startswith("AUTO runs NGram: 5 drafts"), result.build.get("runs")  # the report's
+    else:
+        assert "runs" not in result.build

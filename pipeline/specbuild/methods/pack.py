@@ -157,6 +157,11 @@ class MethodPack(Protocol):
     def served_in_place(self, config: Any, max_batch_size: int) -> dict[str, Any] | None:
         return None
 
+    # What runs in this method's place, for the report to name (AUTO: the NGram config TensorRT-LLM's heuristic
+    # picks); None: the method itself runs.
+    def runs(self, spec: Speculation) -> str | None:
+        return None
+
     # --- runtime-side parts, loaded lazily by their runtime (specbuild.methods.load) -------------------------------
     # The reference runtime's Decoder, "module:Class" inside the pack; None: the reference runtime refuses it.
     decoder: ClassVar[str | None] = None

@@ -100,6 +100,13 @@ class AutoPack(MethodPack):
     def served_in_place(self, config: AutoDecodingConfig, max_batch_size: int) -> dict[str, Any]:
         return ngram_config(suggest(max_batch_size))
 
+    def runs(self, spec) -> str | None:
+        auto: AutoNgram = spec.params
+        return (
+            f"AUTO runs {auto.choice.describe()} (TensorRT-LLM's heuristic for build.max_batch_size "
+            f"{auto.max_batch_size}: {SOURCE})"
+        )
+
     def llmapi_checks(self, recipe, spec) -> Iterator[Finding]:
         auto: AutoNgram = spec.params
         yield Finding(  # not a problem: what AUTO will run, said by check (a warning refuses nothing)

@@ -341,9 +341,13 @@ def _section(lines: list[str], title: str) -> None:
 
 
 def _release_line(d: dict) -> list[str]:
-    """llm-api flavour: which TensorRT-LLM release line model.yaml was written for, and why (the build's provenance)."""
-    said = ((d.get("build") or {}).get("versions") or {}).get("llm_api_release")
-    return [f"- model.yaml written for TensorRT-LLM {said}"] if said else []
+    """llm-api flavour: which TensorRT-LLM release line model.yaml was written for, and why (the build's provenance);
+    what runs in the method's place (AUTO's pick)."""
+    build = d.get("build") or {}
+    said = (build.get("versions") or {}).get("llm_api_release")
+    return ([f"- model.yaml written for TensorRT-LLM {said}"] if said else []) + (
+        [f"- what ran: {build['runs']}"] if build.get("runs") else []
+    )
 
 
 def write_markdown(result, folder: Path, plots: list[str]) -> Path:
