@@ -207,3 +207,60 @@ def test_readme_table_says_what_specbuild_writes(llmapi_recipe, machine):
         assert (
             "speculative_model_dir" if "speculative_model_dir" in spec["draft_target"] else "speculative_model"
         ) in row
+
+
+def _example_recipes():
+    from trtllm_helpers import REPO
+
+    return sorted(p for d in ("reference", "tensorrt-llm") for p in (REPO / "recipes" / d).glob("llmapi_*.yaml"))
+
+
+@pytest.mark.parametrize("path", _example_recipes(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_example_model_yaml_parses_through_its_releases_source(path, tmp_path, machine):
+    """Issue #40 done-when: each example recipe's model.yaml, at the line it is written for and at 1.3 (with
+    sa_config where the method takes it), passes the double's llm_args of that line (the sheet's source for 1.3,
+    @0004396): the default never writes a spelling its target refuses."""
+    import yaml
+
+    from specbuild.methods import describe
+    from specbuild.recipe import load_recipe
+    from specbuild.repository.llmapi.model_yaml import model_yaml
+
+    data = yaml.safe_load(path.read_text())
+    for key in ("model", "speculation"):
+        section = data.get(key) or {}
+        for field in ("checkpoint", "draft_checkpoint"):
+            if isinstance(section.get(field), str) and section[field].startswith("."):
+                section[field] = str((path.parent / section[field]).resolve())
+    data.get("validation", {}).pop("prompts", None)
+    variants = [data, {**data, "llm_api": {**(data.get("llm_api") or {}), "release": "1.3"}}]
+    if data["speculation"]["method"] in ("eagle3", "mtp"):
+        sa = {**data["speculation"], "sa_config": {"threshold": 5, "enable_global_pool": True}}
+        variants.append({**variants[1], "speculation": sa})
+    for i, variant in enumerate(variants):
+        written = tmp_path / f"{i}.yaml"
+        written.write_text(yaml.safe_dump(variant))
+        recipe = load_recipe(written, check_files=False)
+        spec = model_yaml(recipe, describe(recipe), role="target").get("speculative_config")
+        if spec is None:
+            continue
+        line = recipe.llm_api.release
+        problems = UPSTREAM.validate_speculative_config(dict(spec), line)
+        assert problems == [], (path.name, line, spec, problems)
+        if i == 2:
+            assert spec["sa_config"] == {"threshold": 5, "enable_global_pool": True}
+
+
+def test_the_double_refuses_what_the_1_3_source_refuses(machine):
+    """The double's 1.3 rules for the new members (llm_args.py@0004396), so the test above can fail."""
+    v = UPSTREAM.validate_speculative_config
+    assert v({"decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": 0}, "1.3")
+    assert v({"decoding_type": "SA", "max_draft_len": 4}, "1.2")  # not in from_dict's map
+    assert v(
+        {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": "h", "sa_config": {"use_sa_spec": 1}},
+        "1.3",
+    )
+    assert v({"decoding_type": "MTP", "max_draft_len": 1, "sa_config": {"threshold": 0}}, "1.3")
+    assert v({"decoding_type": "MTP", "num_nextn_predict_layers": 1, "sa_config": {"threshold": 4}}, "1.2")
+    assert v({"decoding_type": "DraftTarget", "max_draft_len": 3, "speculative_model": "d"}, "1.3")
+    assert not v({"decoding_type": "PARD", "max_draft_len": 3, "speculative_model": "d", "mask_token_id": 7}, "1.3")
