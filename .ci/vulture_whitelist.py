@@ -26,6 +26,9 @@ _.LookaheadDecoder
 _.MedusaDecoder
 _.MtpDecoder
 _.PromptLookupDecoder
+_.AutoDecoder
+_.PardDecoder
+_.SuffixAutomatonDecoder
 _.BUNDLE  # a flavour names its part of the deployment bundle (Runtime.bundle)
 _.cache_list  # click commands, registered by their decorators
 _.cache_prune
@@ -38,6 +41,7 @@ _.__getattr__  # a module's lazy attributes (PEP 562)
 # --- called by a library --------------------------------------------------------------------------------------
 _._default_max_draft_len  # pydantic validators (model_validator / field_validator)
 _._draft_length
+_._choose_llm_release
 _._gate_problem_at_the_field
 _._text_parts_only
 _._parts_leave_training_rows
@@ -103,7 +107,16 @@ _.server_acceptance_rate
 _.cpu_seconds
 _.soak
 _.admin_grpc_headers
+_.disabled_at  # reference/decoder/speculation_gate.py: when the switch went off (tests/reference/test_speculation_gate.py)
+_.overridden  # methods/suffix_automaton/enhancer.py: chains the sa_config enhancer replaced (tests/reference)
+_.pard_generate  # methods/pard/decoder.py: the plain batched PARD function the executor's decoder is held to
+_.speculates  # methods/auto/heuristic.py: whether the AUTO choice drafts at a load (tests/methods)
+_.num_states  # methods/suffix_automaton/automaton.py: the automaton's size bounds (tests/methods)
+_.num_transitions
 _.origin  # trtllm/version.py TrtllmInstall: where the version was read (tests/trtllm/test_gates.py)
+
+# --- written into a saved config, read by others' loaders ---------------------------------------------------
+_.spd_type  # zoo/distill_pard.py: AMD's marker of a PARD checkpoint in the draft's config.json
 
 # --- files copied byte for byte into every repository (their hashes are golden): left as they ship -------------
 _.tensor_array

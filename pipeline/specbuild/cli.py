@@ -809,7 +809,7 @@ def serve(
     default=None,
     metavar="NAMES",
     help="Comma-separated subset: health,functional,lossless,sampling,acceptance,spike_recovery,"
-    "performance,cost_model,bad_input,load.",
+    "performance,cost_model,bad_input,load,auto_disable.",
 )
 @_json_option("the whole result (report.json's keys)")
 @click.option(
@@ -847,7 +847,9 @@ def validate(
     \b
     Checks: health, functional (text, limits, stop words, streaming), lossless (greedy vs baseline, token for
     token), sampling (distribution vs baseline), acceptance, performance (concurrency sweep, speedup, crossover),
-    bad input, load. Exit code: 0 all gates hold, 1 a gate fails (summary printed), 2 user errors.
+    bad input, load, auto-disable (with adaptive.disable_below: speculation switches itself off on poor
+    acceptance, then no slower than the baseline; runs last). Exit code: 0 all gates hold, 1 a gate fails (summary
+    printed), 2 user errors.
     Examples:
       specbuild validate recipes/demo.yaml --url 127.0.0.1:8000 --grpc-url 127.0.0.1:8001 \\
           --metrics-url http://127.0.0.1:8002/metrics \\

@@ -127,6 +127,8 @@ def compile_recipe(
             )
         if bundle is not None:
             stamp(bundle, manifest, "bundle")
+    else:  # why not, as plan says it (the reference runtime; an llm-api release no NGC container ships)
+        stages.notice(f"no deployment bundle: {plan.outputs.deployment_bundle.removeprefix('none: ')}")
 
     if not options.validate:
         console.print(f"serve it with: specbuild serve {layout.repository()}", soft_wrap=True)

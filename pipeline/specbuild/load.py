@@ -36,7 +36,7 @@ def load_build(path: str | Path, *, check_files: bool = True, options: BuildOpti
     except UnknownMethod as e:  # the rest of the file judged with the closest method in its place
         raise stand_in_findings(e, lambda build: findings(build, check_files), options) from None
     build = resolve_build(recipe, options)
-    judge(recipe, findings(build, check_files), src, path)
+    judge(build.recipe, findings(build, check_files), src, path)
     return build
 
 

@@ -79,11 +79,22 @@ class MethodParams:
 
 
 @dataclass(frozen=True)
+class DisableBelow:
+    """The recipe's adaptive.disable_below: speculation is switched off for good once the average of the last `window`
+    speculating iterations' acceptance rates (accepted / drafted tokens of the batch) drops below
+    `acceptance_rate` (TensorRT-LLM's SpeculationGate, acceptance_rate_threshold / acceptance_rate_window_size)."""
+
+    acceptance_rate: float
+    window: int
+
+
+@dataclass(frozen=True)
 class Speculation:
     """One recipe's speculation. `params`: the method's own values (None: no speculation). `mode` is the target
     engine's speculative-decoding mode; a method the engine path does not have (LLM-API only) has mode None.
     `draft_len_schedule`: the recipe's adaptive schedule as sorted (batch size, draft length) pairs
-    (specbuild/standalone/draft_len_schedule.py), None when the length is fixed."""
+    (specbuild/standalone/draft_len_schedule.py), None when the length is fixed. `disable_below`: the recipe's
+    acceptance-rate switch (None: speculation stays on)."""
 
     method: str
     mode: SpecMode | None
@@ -92,6 +103,7 @@ class Speculation:
     tree: StaticTree | DynamicTree | None = None
     params: MethodParams | None = None
     draft_len_schedule: tuple[tuple[int, int], ...] | None = None
+    disable_below: DisableBelow | None = None
 
     @property
     def speculative(self) -> bool:

@@ -32,9 +32,12 @@ def _world(recipe):
 
 
 def findings(stem, changes):
+    """The deploy rules' findings, and the recipe's own (the image's TensorRT-LLM against llm_api.release is the
+    recipe's rule: specbuild.recipe.llm_release.findings)."""
+    build = resolve_build(make_recipe(stem, changes))
     return {
         (".".join(map(str, f.path)), f.message, tuple(".".join(p) for p in f.also))
-        for f in deploy_findings(resolve_build(make_recipe(stem, changes)))
+        for f in [*deploy_findings(build), *general_findings(build)]
     }
 
 
@@ -78,7 +81,7 @@ TP16 = {"build.tp_size": 16, "triton.gpu_device_ids": list(range(16))}
         (
             {"deploy.image": {"tag": "25.08-trtllm-python-py3"}},
             "deploy.image.tag",
-            "ships TensorRT-LLM 0.21.0; the llm-api flavour needs 1.0 or newer (containers 25.09 and later)",
+            "TensorRT-LLM 0.21.0 predates the llm-api flavour, which needs 1.0 or newer",
         ),
         (
             {"deploy.image": {"tag": "26.02-trtllm-python-py3"}},
@@ -89,19 +92,30 @@ TP16 = {"build.tp_size": 16, "triton.gpu_device_ids": list(range(16))}
         (
             {"deploy.image": {"trtllm_version": "0.20.0"}},
             "deploy.image.trtllm_version",
-            "needs TensorRT-LLM 1.0 or newer",
+            "TensorRT-LLM 0.20.0 predates the llm-api flavour, which needs 1.0 or newer",
         ),
         ({"deploy.image": {"trtllm_version": "1.1.0"}}, "deploy.image.trtllm_version", "but llm_api.release is 1.2"),
-        (
-            {"deploy.image": {"trtllm_version": "1.2.7"}},
-            "deploy.image.trtllm_version",
-            "no NGC tritonserver image ships TensorRT-LLM 1.2.7 (known 1.2.x: 1.2.0, 1.2.1)",
-        ),
     ],
 )
 def test_llmapi_deploy_findings_name_the_field(changes, field, words):
     found = findings("llmapi_eagle3", changes)
     assert any(f == field and words in m for f, m, _ in found), found
+
+
+def test_a_version_no_ngc_container_ships_renders_and_its_bundle_needs_an_image_tag():
+    """Issue #40: a TensorRT-LLM past the NGC table (a source build, a newer pip wheel) is not refused: the
+    repository renders; the bundle needs deploy.image.tag (no NGC tag is invented), and plan / compile say why."""
+    from specbuild.deploy.bundle import applies
+
+    changes = {"deploy.image": {"trtllm_version": "1.2.7"}}
+    assert not [f for f in findings("llmapi_eagle3", changes) if f[0].startswith("deploy.image")]
+    recipe = make_recipe("llmapi_eagle3", changes)
+    why = applies(recipe, resolve_build(recipe).runtime)
+    assert why is not None and "TensorRT-LLM 1.2.7" in why and "deploy.image.tag" in why, why
+    tagged = make_recipe(
+        "llmapi_eagle3", {"deploy.image": {"trtllm_version": "1.2.7", "repository": "my/trtllm", "tag": "custom"}}
+    )
+    assert applies(tagged, resolve_build(tagged).runtime) is None
 
 
 def test_the_node_finding_names_every_field_it_reads():

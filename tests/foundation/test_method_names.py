@@ -14,7 +14,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pipeline" / "specbuild"
 # The method `none` is not checked: its name is also the value of other settings (build.quantization,
 # deploy.slurm.container_runtime, serve's model_control, matplotlib's fmt), so a literal "none" says nothing of
 # which one it is; the recipe and the runtimes tell no speculation by its pack (Params None, NO_SPECULATION).
-NAMES = {name for name, pack in METHODS.items() if pack.Params is not None}
+# Nor is `auto` (TensorRT-LLM's AUTO): "auto" is also the value of model.dtype, prompt_format, torch_dtype and
+# TensorRT-LLM's sampler_type and load_format, and nothing outside methods/auto/ tells the method by that literal.
+SHARED_WORDS = {"auto"}
+NAMES = {name for name, pack in METHODS.items() if pack.Params is not None and name not in SHARED_WORDS}
 # Where a method's name may stand outside its pack (path prefix relative to the package -> why)
 EXCEPTED = {
     "zoo/": "the zoo trains each model into the folder named after its stage (checkpoints/<zoo>/medusa, eagle, "

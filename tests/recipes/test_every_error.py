@@ -11,6 +11,7 @@ import pytest
 
 from specbuild.cli import main
 from specbuild.errors import RecipeError
+from specbuild.methods import METHODS
 from specbuild.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,8 +99,7 @@ def test_an_unknown_method_without_a_close_name_still_lists_the_schemas_other_er
     path = _write(tmp_path, method=("method: medusa", "method: zzz"), tokens=("max_tokens: 32", "max_tokens: -1"))
     lines = _check_err(path, capsys)
     assert lines == [
-        f"error: {path}:7:11: speculation.method: unknown method 'zzz' — use one of draft_target, eagle, eagle3, "
-        "lookahead, medusa, mtp, none, prompt_lookup",
+        f"error: {path}:7:11: speculation.method: unknown method 'zzz' — use one of {', '.join(sorted(METHODS))}",
         f"error: {path}:13:15: validation.max_tokens: Input should be greater than 0 (got -1) — fix the value "
         "(see `specbuild schema`)",
     ]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from specbuild.repository.llmapi import model_yaml
+from specbuild.repository.llmapi.flavour import llmapi_refusal
 from specbuild.recipe.llm_api import RELEASES
 from specbuild.methods import describe
 from specbuild.recipe import load_recipe
@@ -50,7 +51,10 @@ def base(**changes) -> dict:
 @pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("path", LLMAPI_RECIPES, ids=[f"{p.parent.name}/{p.stem}" for p in LLMAPI_RECIPES])
 def test_every_model_yaml_specbuild_writes_is_understood(path, release, tmp_path):
-    for role in ("target", "baseline"):
+    recipe = load_recipe(path)
+    recipe = recipe.model_copy(update={"llm_api": recipe.llm_api.model_copy(update={"release": release})})
+    refused = llmapi_refusal(recipe, describe(recipe)) is not None  # check refuses the method at this release
+    for role in ("baseline",) if refused else ("target", "baseline"):
         data = written(path, release, role)
         data["tensor_parallel_size"] = 1  # the tp recipe is for GPUs; the reference refuses tp > 1 (below)
         s = read_model_yaml(write(tmp_path, data))
@@ -58,11 +62,29 @@ def test_every_model_yaml_specbuild_writes_is_understood(path, release, tmp_path
         if spec is None:
             assert (s.method, s.max_draft_len, s.decoding) == ("none", 0, {})
             continue
+        described = describe(load_recipe(path))
+        assert s.max_draft_len == described.max_draft_len and s.decoding_type == spec["decoding_type"]
         # MTP before 1.3 gives its draft length as num_nextn_predict_layers (MTPDecodingConfig, llm_args.py@v1.2.0)
-        drafts = spec["max_draft_len"] if "max_draft_len" in spec else spec["num_nextn_predict_layers"]
-        assert s.max_draft_len == drafts and s.decoding_type == spec["decoding_type"]
-        method = describe(load_recipe(path)).method
+        drafts = spec.get("max_draft_len", spec.get("num_nextn_predict_layers"))
+        assert drafts is None or s.max_draft_len == drafts  # (AUTO names none: its heuristic picks it)
+        method = described.method
+        if method == "auto":  # TensorRT-LLM serves the NGram config its heuristic picks, and so does the rehearsal
+            assert s.method == "prompt_lookup" and s.notes[-2].startswith("AUTO runs {decoding_type: NGram")
+            choice = described.params.choice
+            assert s.decoding["max_matching_ngram_size"] == choice.max_matching_ngram_size
+            assert s.decoding["draft_len_schedule"] == f"1:{choice.max_draft_len},33:0"  # off above 32 in flight
+            continue
         assert s.method == method
+        if method == "suffix_automaton":
+            assert s.decoding == {
+                "max_draft_len": spec["max_draft_len"],
+                "max_matching_ngram_size": spec["max_matching_ngram_size"],
+                "enable_global_pool": spec["enable_global_pool"],
+                **({"global_pool_size": spec["global_pool_size"]} if "global_pool_size" in spec else {}),
+            }
+        if method == "pard":  # the mask token from the draft's config.json (pard_token)
+            assert s.draft_dir == Path(spec["speculative_model"]).resolve()
+            assert s.decoding == {"max_draft_len": spec["max_draft_len"], "mask_token_id": 4096}
         if method == "draft_target":
             assert s.draft_dir == Path(spec.get("speculative_model") or spec["speculative_model_dir"]).resolve()
             assert s.decoding == {"num_draft_tokens": spec["max_draft_len"]}
@@ -157,16 +179,32 @@ def test_defaults_and_cancellation_period(tmp_path):
         ("Eagle3", "eagle3"),
         ("Eagle", "eagle3"),
         ("NGram", "prompt_lookup"),
+        ("SA", "suffix_automaton"),
+        ("PARD", "pard"),
     ],
 )
 def test_decoding_types_of_every_release_map_to_the_reference_methods(decoding_type, method, tmp_path):
     spec = {"decoding_type": decoding_type, "max_draft_len": 3}
-    if method != "prompt_lookup":
+    if method in ("draft_target", "eagle3"):
         spec["speculative_model_dir"] = str(TINY / "draft")
+    if method == "pard":
+        spec["speculative_model"] = str(TINY / "pard")
     s = read_model_yaml(write(tmp_path, base(speculative_config=spec)))
     assert (s.method, s.max_draft_len) == (method, 3)
     if method == "eagle3":
         assert s.weights == {"eagle3": (TINY / "draft").resolve()} and s.decoding == {"max_draft_len": 3}
+
+
+@needs_tiny
+@pytest.mark.parametrize("max_batch_size, k, n", [(4, 5, 3), (5, 3, 5), (64, 3, 5)])
+def test_auto_serves_the_ngram_config_of_tensorrt_llms_heuristic(max_batch_size, k, n, tmp_path):
+    """auto_heuristic.py@f00d21a suggest_spec_config(max_batch_size), which py_executor_creator.py@bab0f2e serves
+    in place of the AUTO config (its own fields dropped): NGram, speculation off above 32 requests in flight."""
+    spec = {"decoding_type": "AUTO", "acceptance_rate_threshold": 0.5, "acceptance_rate_window_size": 4}
+    s = read_model_yaml(write(tmp_path, base(max_batch_size=max_batch_size, speculative_config=spec)))
+    assert (s.method, s.max_draft_len, s.decoding_type) == ("prompt_lookup", k, "AUTO")
+    assert s.decoding == {"max_draft_len": k, "max_matching_ngram_size": n, "draft_len_schedule": f"1:{k},33:0"}
+    assert any(note.startswith(f"AUTO runs {{decoding_type: NGram, max_draft_len: {k},") for note in s.notes)
 
 
 @needs_tiny
@@ -188,9 +226,14 @@ def test_ngram_pool_flags_that_the_reference_does_not_follow_are_noted(tmp_path)
             r"MTP.s dynamic tree is not rehearsed",
         ),
         ({"decoding_type": "Medusa", "max_draft_len": 3}, r"has no Medusa"),
+        ({"decoding_type": "PARD", "max_draft_len": 3}, r"speculative_model is required for PARD"),
         (
-            {"decoding_type": "PARD", "max_draft_len": 3},
-            r"decoding_type='PARD' is not one the reference runtime serves",
+            {"decoding_type": "DFlash", "max_draft_len": 3},
+            r"decoding_type='DFlash' is not one the reference runtime serves",
+        ),
+        (
+            {"decoding_type": "SA", "max_draft_len": 3, "max_matching_ngram_size": 0},
+            r"max_matching_ngram_size must be > 0 \(fixed ngram\) or -1",
         ),
         ({"decoding_type": "NGram", "max_draft_len": 0}, r"max_draft_len must be > 0 for NGram"),
         ({"decoding_type": "NGram", "max_draft_len": 3, "max_matching_ngram_size": 0}, r"max_matching_ngram_size is 0"),

@@ -15,7 +15,7 @@ import json
 import pytest
 from trtllm_helpers import DOUBLES
 
-from specbuild.errors import RecipeError
+from specbuild.errors import RecipeError, UserError
 
 METHODS = ("draft_target", "prompt_lookup", "eagle3", "mtp")
 
@@ -113,20 +113,28 @@ def test_compile_hands_every_model_yaml_to_the_installed_releases_parse_function
 
 
 def test_compile_stops_on_the_installed_releases_error_and_writes_nothing(machine, llmapi_recipe, tmp_path, capsys):
-    """1.3.0rc3 still parses through from_dict: the 1.3 spelling (Draft_Target) is refused with upstream's message."""
+    """1.3.0rc3 still parses through from_dict: it lies before the 1.3 line (1.3.0rc7 and later), so compile refuses it
+    before writing anything, with the reason; handed the 1.3 spelling anyway, the release's own parser refuses
+    Draft_Target with upstream's message."""
     from specbuild.cli import main
+    from specbuild.repository.llmapi.model_yaml import dump
+    from specbuild.recipe import load_recipe
+    from specbuild.trtllm.llmapi_parse import check_model_yaml
+    from specbuild.trtllm.version import installed
 
     machine.set("SPECBUILD_DOUBLE_TRTLLM_VERSION", "1.3.0rc3")
     recipe = llmapi_recipe("draft_target", "1.3")
     code = main(["compile", str(recipe), "--no-validate", "--repo-dir", str(tmp_path / "triton_repo")])
     err = capsys.readouterr().err
     assert code == 2
-    assert (
-        "TensorRT-LLM 1.3.0rc3 refuses the model.yaml written for it — ValueError: Invalid decoding type: "
-        "Draft_Target" in err
-    ), err
-    assert "1.3.0rc7 and later" in err and "nothing was written" in err
+    assert "TensorRT-LLM 1.3.0rc3 lies before the 1.3 line specbuild writes (1.3.0rc7 and later)" in err, err
+    assert "refuse Draft_Target" in err and 'llm_api.release: "1.2"' in err
     assert not (tmp_path / "triton_repo").exists() and not (tmp_path / "deploy").exists()
+    text = dump(written(llmapi_recipe, "draft_target", "1.3"))
+    with pytest.raises(
+        UserError, match="1.3.0rc3 refuses the model.yaml written for it — ValueError: Invalid decoding"
+    ):
+        check_model_yaml(text, installed(), load_recipe(recipe, check_files=False), "target")
 
 
 def test_compile_stops_on_an_argument_the_release_refuses(machine, llmapi_recipe, tmp_path, capsys):
@@ -151,8 +159,8 @@ def test_check_says_what_is_not_known_of_a_release(machine, llmapi_recipe, capsy
     assert main(["check", str(llmapi_recipe("draft_target", "1.1"))]) == 0
     out = capsys.readouterr().out.splitlines()
     notes = [line for line in out if "note:" in line and "preflight" not in line and "validation.prompts" not in line]
-    # the source's date (nothing else unknown; the head/target preflight's and the prompt set's notes aside)
-    assert len(notes) == 1, notes
+    # which release and why, and the source's date (nothing else unknown; the preflight's and prompt set's aside)
+    assert len(notes) == 2 and "llm_api.release 1.1: written in the recipe" in notes[0], notes
     assert main(["check", str(llmapi_recipe("draft_target", "1.2"))]) == 0
     out = capsys.readouterr().out
     assert "note: llm_api.release 1.2: the 1.2.x llm_args.py itself was not read" in out
@@ -163,8 +171,9 @@ def test_check_says_what_is_not_known_of_a_release(machine, llmapi_recipe, capsy
     assert "1.3.0rc0-rc3 still parse through from_dict" in capsys.readouterr().out
     assert main(["check", str(llmapi_recipe("none", "1.2"))]) == 0
     out = capsys.readouterr().out.splitlines()
-    # no speculative_config, nothing unknown (the prompt set's notes aside)
-    assert not [line for line in out if "note:" in line and "validation.prompts" not in line]
+    # no speculative_config, nothing unknown (which release and why, and the prompt set's notes aside)
+    notes = [line for line in out if "note:" in line and "validation.prompts" not in line]
+    assert len(notes) == 1 and "llm_api.release 1.2: written in the recipe" in notes[0], notes
 
 
 def test_a_1_2_schedule_that_needs_draft_len_schedule_is_refused(machine, llmapi_recipe):
@@ -198,3 +207,60 @@ def test_readme_table_says_what_specbuild_writes(llmapi_recipe, machine):
         assert (
             "speculative_model_dir" if "speculative_model_dir" in spec["draft_target"] else "speculative_model"
         ) in row
+
+
+def _example_recipes():
+    from trtllm_helpers import REPO
+
+    return sorted(p for d in ("reference", "tensorrt-llm") for p in (REPO / "recipes" / d).glob("llmapi_*.yaml"))
+
+
+@pytest.mark.parametrize("path", _example_recipes(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_example_model_yaml_parses_through_its_releases_source(path, tmp_path, machine):
+    """Issue #40 done-when: each example recipe's model.yaml, at the line it is written for and at 1.3 (with
+    sa_config where the method takes it), passes the double's llm_args of that line (the sheet's source for 1.3,
+    @0004396): the default never writes a spelling its target refuses."""
+    import yaml
+
+    from specbuild.methods import describe
+    from specbuild.recipe import load_recipe
+    from specbuild.repository.llmapi.model_yaml import model_yaml
+
+    data = yaml.safe_load(path.read_text())
+    for key in ("model", "speculation"):
+        section = data.get(key) or {}
+        for field in ("checkpoint", "draft_checkpoint"):
+            if isinstance(section.get(field), str) and section[field].startswith("."):
+                section[field] = str((path.parent / section[field]).resolve())
+    data.get("validation", {}).pop("prompts", None)
+    variants = [data, {**data, "llm_api": {**(data.get("llm_api") or {}), "release": "1.3"}}]
+    if data["speculation"]["method"] in ("eagle3", "mtp"):
+        sa = {**data["speculation"], "sa_config": {"threshold": 5, "enable_global_pool": True}}
+        variants.append({**variants[1], "speculation": sa})
+    for i, variant in enumerate(variants):
+        written = tmp_path / f"{i}.yaml"
+        written.write_text(yaml.safe_dump(variant))
+        recipe = load_recipe(written, check_files=False)
+        spec = model_yaml(recipe, describe(recipe), role="target").get("speculative_config")
+        if spec is None:
+            continue
+        line = recipe.llm_api.release
+        problems = UPSTREAM.validate_speculative_config(dict(spec), line)
+        assert problems == [], (path.name, line, spec, problems)
+        if i == 2:
+            assert spec["sa_config"] == {"threshold": 5, "enable_global_pool": True}
+
+
+def test_the_double_refuses_what_the_1_3_source_refuses(machine):
+    """The double's 1.3 rules for the new members (llm_args.py@0004396), so the test above can fail."""
+    v = UPSTREAM.validate_speculative_config
+    assert v({"decoding_type": "SA", "max_draft_len": 4, "max_matching_ngram_size": 0}, "1.3")
+    assert v({"decoding_type": "SA", "max_draft_len": 4}, "1.2")  # not in from_dict's map
+    assert v(
+        {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": "h", "sa_config": {"use_sa_spec": 1}},
+        "1.3",
+    )
+    assert v({"decoding_type": "MTP", "max_draft_len": 1, "sa_config": {"threshold": 0}}, "1.3")
+    assert v({"decoding_type": "MTP", "num_nextn_predict_layers": 1, "sa_config": {"threshold": 4}}, "1.2")
+    assert v({"decoding_type": "DraftTarget", "max_draft_len": 3, "speculative_model": "d"}, "1.3")
+    assert not v({"decoding_type": "PARD", "max_draft_len": 3, "speculative_model": "d", "mask_token_id": 7}, "1.3")

@@ -74,6 +74,7 @@ def test_every_check_passes_on_a_lossless_deployment(full_run):
         "cost_model": "skipped",
         "bad_input": "passed",
         "load": "passed",
+        "auto_disable": "skipped",  # no adaptive.disable_below
     }, [(c.name, c.summary) for c in result.checks if c.status != "passed"]
     assert result.passed
     assert any(s.startswith("performance: speculative, concurrency 4") for s in stages)
@@ -164,9 +165,10 @@ def test_reports_are_written(full_run):
         "throughput_vs_concurrency.png",
     ]
     data = json.loads((report / "report.json").read_text())
-    assert data["passed"] is True and len(data["checks"]) == 10  # cost_model and spike_recovery (skipped) included
+    # cost_model, spike_recovery and auto_disable (skipped) included
+    assert data["passed"] is True and len(data["checks"]) == 11
     suite = ET.parse(report / "junit.xml").getroot().find("testsuite")
-    assert suite.get("tests") == "10" and suite.get("failures") == "0" and suite.get("errors") == "0"
+    assert suite.get("tests") == "11" and suite.get("failures") == "0" and suite.get("errors") == "0"
     # the toy tokenizer has no chat template: validation.prompt_format auto sent the prompts as they are
     assert data["prompt_format"]["requested"] == "auto" and data["prompt_format"]["used"] == "raw"
     assert "has no chat template" in data["prompt_format"]["why"]

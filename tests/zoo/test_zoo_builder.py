@@ -39,6 +39,8 @@ def test_layout(micro):
         "eagle/pytorch_model.bin",
         "eagle3/config.json",
         "eagle3/model.safetensors",
+        "pard/config.json",
+        "pard/model.safetensors",
         "mtp-target/config.json",
         "mtp-target/model.safetensors",
         "mtp-target/tokenizer.json",
@@ -55,7 +57,7 @@ def test_manifest_matches_files(micro, tmp_path):
     assert recorded["corpus"]["sha256"] and recorded["seeds"]["target_init"] == MICRO.seed
     assert recorded["precision"] == resolve("auto")
     assert recorded["training_precision"] == DESCRIPTIONS[recorded["precision"]]
-    for name in ("target", "draft", "medusa", "eagle", "eagle3"):
+    for name in ("target", "draft", "medusa", "eagle", "eagle3", "pard"):
         assert recorded["models"][name]["params"] > 0
         assert recorded["models"][name]["training"]["steps"] > 0
         assert recorded["stage_precision"][name] == recorded["precision"]
@@ -148,7 +150,14 @@ def test_deterministic_and_resumable(micro, tmp_path):
         else:
             assert a[name]["sha256"] == b[name]["sha256"], name
         assert b[name]["sha256"] == c[name]["sha256"], name
-    assert manifest.read(resumed)["reused_stages"]["stages"] == ["target", "draft", "eagle", "eagle3", "mtp-target"]
+    assert manifest.read(resumed)["reused_stages"]["stages"] == [
+        "target",
+        "draft",
+        "eagle",
+        "eagle3",
+        "pard",
+        "mtp-target",
+    ]
     assert manifest.read(fresh)["reused_stages"] is None
 
 
@@ -158,13 +167,13 @@ def test_resume_reuses_only_stages_trained_at_the_same_precision(micro):
     source = StageSource(micro)
     built_at = manifest.read(micro)["precision"]
     other = FLOAT32 if built_at == BFLOAT16 else BFLOAT16
-    for stage in ("target", "draft", "medusa", "eagle", "eagle3"):
+    for stage in ("target", "draft", "medusa", "eagle", "eagle3", "pard"):
         assert source.has(stage, MICRO, built_at)
         assert not source.has(stage, MICRO, other)
 
 
-def _without_eagle3(micro, folder, stage="eagle3"):
-    """A copy of the micro build as a zoo from before the stage existed."""
+def _without(micro, folder, stage="eagle3"):
+    """A copy of the micro build as a zoo from before `stage` existed."""
     import shutil
 
     shutil.copytree(micro, folder)
@@ -185,7 +194,7 @@ def test_add_stage_trains_eagle3_into_an_existing_folder(micro, tmp_path):
 
     built = manifest.read(micro)
     other = FLOAT32 if built["precision"] == BFLOAT16 else BFLOAT16
-    same = _without_eagle3(micro, tmp_path / "same")
+    same = _without(micro, tmp_path / "same")
     result = CliRunner().invoke(cli, ["add-stage", "eagle3", "--zoo", str(same), "--precision", built["precision"]])
     assert result.exit_code == 0, result.output
     added = manifest.read(same)
@@ -196,7 +205,7 @@ def test_add_stage_trains_eagle3_into_an_existing_folder(micro, tmp_path):
     assert added["stage_precision"]["eagle3"] == built["precision"]
     assert added["quality"]["eagle3"] == built["quality"]["eagle3"]
 
-    later = _without_eagle3(micro, tmp_path / "other")
+    later = _without(micro, tmp_path / "other")
     before = manifest.read(later)["files"]
     build_mod.add_stage(later, "eagle3", precision=other)
     after = manifest.read(later)
@@ -204,7 +213,7 @@ def test_add_stage_trains_eagle3_into_an_existing_folder(micro, tmp_path):
         n: f for n, f in before.items() if n != "README.md"
     }
     assert after["stage_precision"] == {
-        **{s: built["precision"] for s in ("target", "draft", "medusa", "eagle", "mtp-target")},
+        **{s: built["precision"] for s in ("target", "draft", "medusa", "eagle", "pard", "mtp-target")},
         "eagle3": other,
     }
     (entry,) = after["added_stages"]
@@ -218,7 +227,7 @@ def test_add_stage_trains_the_mtp_target_into_an_existing_folder(micro, tmp_path
     """The mtp-target stage from the folder's tokenizer and the corpus: at the build's precision the same bytes as the
     full build's, every other file unchanged, the README names the command."""
     built = manifest.read(micro)
-    folder = _without_eagle3(micro, tmp_path / "mtp", stage="mtp-target")
+    folder = _without(micro, tmp_path / "mtp", stage="mtp-target")
     before = manifest.read(folder)["files"]
     build_mod.add_stage(folder, "mtp-target", precision=built["precision"])
     after = manifest.read(folder)
@@ -244,5 +253,22 @@ def test_add_stage_refuses_a_changed_folder(micro, tmp_path):
     (folder / "target" / "config.json").write_text("{}")
     with pytest.raises(UserError, match="does not match its manifest .*changed: target/config.json"):
         build_mod.add_stage(folder, "eagle3")
-    with pytest.raises(UserError, match="only 'eagle3'"):
+    with pytest.raises(UserError, match="only 'eagle3' or 'pard'"):
         build_mod.add_stage(folder, "medusa")
+
+
+def test_add_stage_trains_pard_from_the_folders_draft(micro, tmp_path):
+    """The PARD stage added later trains on the same teacher rows as in the full build (its first continued and
+    corpus rows), so at the build's precision it reproduces the full build's pard/ files and figures exactly."""
+    built = manifest.read(micro)
+    folder = _without(micro, tmp_path / "pard", stage="pard")
+    build_mod.add_stage(folder, "pard", precision=built["precision"])
+    added = manifest.read(folder)
+    for name, entry in built["files"].items():
+        if name not in ("manifest.json", "README.md"):
+            assert added["files"][name]["sha256"] == entry["sha256"], name
+    assert added["quality"]["pard"] == built["quality"]["pard"]
+    config = json.loads((folder / "pard" / "config.json").read_text())
+    assert config["pard_token"] == MICRO.vocab_size and config["vocab_size"] == MICRO.vocab_size + 1
+    assert "add-stage pard" in added["added_stages"][0]["command"]
+    assert "tokenizer/ and target/ and draft/ of this folder" in added["added_stages"][0]["reused"]

@@ -4,7 +4,8 @@
      "recipe": {"path", "sha256", "text"},
      "checkpoints": {field: {"checkpoint", "path", ["model_id", "revision", "commit"], "files": {name: identity}}},
      "versions": {"specbuild", "python", "torch", "transformers", "tritonclient", "nvidia-pytriton",
-                  "tensorrt_llm" (installed; null without), "tensorrt_llm_target" (deploy.image.trtllm_version)},
+                  "tensorrt_llm" (installed; null without), "tensorrt_llm_target" (deploy.image.trtllm_version),
+                  "llm_api_release" (llm-api flavour: the model.yaml release line and why)},
      "plan": <specbuild plan --json's plan: steps, commands, outputs>}
 
 A checkpoint file's identity is cheap: size, mtime and the SHA-256 of its head (a safetensors file's whole JSON
@@ -96,6 +97,8 @@ def versions(recipe=None, runtime=None) -> dict[str, str | None]:
     out.update({name: _package_version(name) for name in PACKAGES})
     out["tensorrt_llm"] = runtime.installed_release() if runtime is not None else None
     out["tensorrt_llm_target"] = recipe.deploy.image.trtllm_version if recipe is not None else None
+    if recipe is not None and recipe.flavour == "llm-api":  # which model.yaml line was written, and why
+        out["llm_api_release"] = recipe.llm_release.said
     return out
 
 

@@ -3,8 +3,9 @@ TensorRT-LLM release that built the engines (triton-inference-server/server docs
 or, in the llm-api flavour, by the release whose model.yaml spelling the repository is written in (llm_api.release;
 TensorRT-LLM 1.0 and newer, containers 25.09 and later: server docs/introduction/compatibility.md@e1db8a6).
 
-The table is NVIDIA's (triton-inference-server/server docs/introduction/compatibility.md, the trtllm-python-py3
-rows). The Triton server version of a container is not computed: only the container tag matters here.
+The table is NVIDIA's (specbuild/facts/ngc.py: triton-inference-server/server docs/introduction/compatibility.md, the
+trtllm-python-py3 rows). The Triton server version of a container is not computed: only the container tag matters
+here.
 """
 
 from __future__ import annotations
@@ -13,54 +14,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from specbuild.facts.ngc import NGC_REPOSITORY, NGC_TRTLLM, TAG_SUFFIX, release3, release_of, tag_for, trtllm_of_tag
 from specbuild.trtllm.version import LLMAPI_MIN, version_supported
 from specbuild.findings import Finding
 
 if TYPE_CHECKING:
     pass
-
-NGC_REPOSITORY = "nvcr.io/nvidia/tritonserver"
-TAG_SUFFIX = "-trtllm-python-py3"
-# container <yy.mm> -> the TensorRT-LLM release inside it
-NGC_TRTLLM: dict[str, str] = {
-    "26.07": "1.2.1",
-    "26.06": "1.2.1",
-    "26.05": "1.2.1",
-    "26.04": "1.2.1",
-    "26.03": "1.2.0",
-    "26.02": "1.1.0",
-    "26.01": "1.1.0",
-    "25.12": "1.1.0",
-    "25.11": "1.0.3.2510",
-    "25.10": "1.0.0",
-    "25.09": "1.0.0",
-    "25.08": "0.21.0",
-    "25.07": "0.20.0",
-    "25.06": "0.20.0",
-    "25.05": "0.19.0",
-    "25.04": "0.18.2",
-    "25.03": "0.18.0",
-    "25.02": "0.17.0.post1",
-    "25.01": "0.17.0",
-    "24.12": "0.16.0",
-    "24.11": "0.15.0",
-    "24.10": "0.14.0",
-    "24.09": "0.13.0",
-    "24.08": "0.12.0",
-    "24.07": "0.11.0",
-    "24.06": "0.10.0",
-    "24.05": "0.9.0",
-    "24.04": "0.9.0",
-}
-_TAG = re.compile(r"^(?P<yymm>\d\d\.\d\d)" + re.escape(TAG_SUFFIX) + "$")
-
-
-def release3(version: str) -> tuple[int, ...]:
-    """(major, minor, patch) of '1.2.1', '0.17.0.post1', '1.2.0rc6' ('1.0.3.2510' -> (1, 0, 3))."""
-    m = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", version)
-    if not m:
-        raise ValueError(f"not a TensorRT-LLM version: {version!r}")
-    return tuple(int(g or 0) for g in m.groups())
 
 
 def supported(version: str) -> bool:
@@ -77,11 +36,6 @@ def serves_llmapi(version: str) -> bool:
     return release3(version)[:2] >= LLMAPI_MIN
 
 
-def release_of(version: str) -> str:
-    """'1.2.1' -> '1.2' (the llm_api.release a TensorRT-LLM version speaks)."""
-    return "{}.{}".format(*release3(version)[:2])
-
-
 def newest_of_release(release: str) -> str | None:
     """The newest TensorRT-LLM an NGC container ships within `release` ('1.2' -> '1.2.1'), or None."""
     found = [v for v in NGC_TRTLLM.values() if release_of(v) == release]
@@ -91,18 +45,6 @@ def newest_of_release(release: str) -> str | None:
 def llmapi_releases() -> list[str]:
     """The llm_api.release values some NGC container ships."""
     return sorted({release_of(v) for v in NGC_TRTLLM.values() if serves_llmapi(v)}, key=release3)
-
-
-def tag_for(trtllm_version: str) -> str | None:
-    """The newest container tag whose TensorRT-LLM has this major.minor.patch, or None."""
-    want = release3(trtllm_version)
-    tags = [yymm for yymm, v in NGC_TRTLLM.items() if release3(v) == want]
-    return max(tags) + TAG_SUFFIX if tags else None
-
-
-def trtllm_of_tag(tag: str) -> str | None:
-    m = _TAG.match(tag)
-    return NGC_TRTLLM.get(m.group("yymm")) if m else None
 
 
 def ngc_tag(img) -> tuple[list[Finding], str | None]:
@@ -138,3 +80,21 @@ class ImageChoice:
     @property
     def reference(self) -> str:
         return f"{self.repository}:{self.tag}"
+
+
+__all__ = [  # the table and its arithmetic live in specbuild.facts.ngc (the recipe reads them too)
+    "NGC_REPOSITORY",
+    "NGC_TRTLLM",
+    "TAG_SUFFIX",
+    "ImageChoice",
+    "llmapi_releases",
+    "newest_of_release",
+    "newest_supported",
+    "ngc_tag",
+    "release3",
+    "release_of",
+    "serves_llmapi",
+    "supported",
+    "tag_for",
+    "trtllm_of_tag",
+]

@@ -225,10 +225,22 @@ class LlmApiBundle(BundleFlavour):
         return ImageChoice(img.repository, tag, version, f"{why} ({version})")
 
     def no_image(self, recipe: Recipe) -> str | None:
-        """Why an llm-api recipe gets no bundle: its llm_api.release is in no NGC container and deploy.image names
-        none (a TensorRT-LLM installed from pip serves it, but the bundle would have no image to run)."""
+        """Why an llm-api recipe gets no bundle: the TensorRT-LLM it names (deploy.image.trtllm_version), or its
+        llm_api.release, is in no NGC container, and deploy.image.tag names no image of its own (a TensorRT-LLM
+        installed from pip or built from source serves it, but the bundle would have no image to run; no NGC tag is
+        invented)."""
         img, release = recipe.deploy.image, recipe.llm_api.release
-        if img.tag or img.trtllm_version or newest_of_release(release) is not None:
+        if img.tag:
+            return None
+        if img.trtllm_version:
+            if tag_for(img.trtllm_version) is not None:
+                return None
+            return (
+                f"no NGC tritonserver container ships TensorRT-LLM {img.trtllm_version} (deploy.image.trtllm_version; "
+                f"the table ends at {max(images.NGC_TRTLLM)}: {images.NGC_TRTLLM[max(images.NGC_TRTLLM)]}) — set "
+                "deploy.image.repository and deploy.image.tag to an image with it to get one"
+            )
+        if newest_of_release(release) is not None:
             return None
         return (
             f"no NGC tritonserver container ships TensorRT-LLM {release} (llm_api.release) yet (those that do: "
@@ -237,8 +249,10 @@ class LlmApiBundle(BundleFlavour):
         )
 
     def image_findings(self, recipe: Recipe) -> Iterator[Finding]:
-        img, release = recipe.deploy.image, recipe.llm_api.release
-        rel = ("llm_api", "release")
+        """The image's own spelling (an NGC tag without the TensorRT-LLM backend, a version that is none). Whether
+        the TensorRT-LLM it names serves the llm-api flavour and agrees with llm_api.release is the recipe's check
+        (specbuild.recipe.llm_release.findings: every runtime, bundle or not)."""
+        img = recipe.deploy.image
         if img.trtllm_version:
             try:
                 images.release3(img.trtllm_version)
@@ -248,62 +262,11 @@ class LlmApiBundle(BundleFlavour):
                     f"{img.trtllm_version!r} is not a version — write it as in pip, e.g. 1.2.1",
                 )
                 return
-            if not images.serves_llmapi(img.trtllm_version):
-                yield Finding(
-                    ("deploy", "image", "trtllm_version"),
-                    f"is {img.trtllm_version} but the llm-api flavour "
-                    "needs TensorRT-LLM 1.0 or newer (the llmapi Triton model is PyTorch-only from 1.0; NGC "
-                    "containers 25.09 and later)",
-                )
-                return
-            if images.release_of(img.trtllm_version) != release:
-                yield Finding(
-                    ("deploy", "image", "trtllm_version"),
-                    f"is {img.trtllm_version} but llm_api.release is "
-                    f"{release}: model.yaml is written in that release's spelling — name a {release}.x version "
-                    f'or set llm_api.release: "{images.release_of(img.trtllm_version)}"',
-                    also=(rel,),
-                )
-                return
-            if not img.tag and images.tag_for(img.trtllm_version) is None:
-                versions = sorted(
-                    {v for v in images.NGC_TRTLLM.values() if images.release_of(v) == release}, key=images.release3
-                )
-                yield Finding(
-                    ("deploy", "image", "trtllm_version"),
-                    f"no NGC tritonserver image ships TensorRT-LLM "
-                    f"{img.trtllm_version} (known {release}.x: {', '.join(versions) or 'none'}) — pick one of "
-                    "those or set deploy.image.tag",
-                )
+            # (a version no NGC container ships, without deploy.image.tag: no bundle, said by plan and compile)
         # (a release no container ships, with no deploy.image: no bundle, said by `plan`: context.applies)
         if img.tag and img.repository == images.NGC_REPOSITORY:
-            problems, version = ngc_tag(img)
+            problems, _ = ngc_tag(img)
             yield from problems
-            if version is None:
-                return
-            if not images.serves_llmapi(version):
-                yield Finding(
-                    ("deploy", "image", "tag"),
-                    f"{img.tag} ships TensorRT-LLM {version}; the llm-api flavour "
-                    "needs 1.0 or newer (containers 25.09 and later)",
-                )
-            elif images.release_of(version) != release:
-                tags = sorted(
-                    y + images.TAG_SUFFIX for y, v in images.NGC_TRTLLM.items() if images.release_of(v) == release
-                )
-                yield Finding(
-                    ("deploy", "image", "tag"),
-                    f"{img.tag} ships TensorRT-LLM {version} but llm_api.release is "
-                    f"{release} (model.yaml's spelling differs between releases) — pick a {release} container "
-                    f'({", ".join(tags) or "none yet"}) or set llm_api.release: "{images.release_of(version)}"',
-                    also=(rel,),
-                )
-            elif img.trtllm_version and images.release3(img.trtllm_version) != images.release3(version):
-                yield Finding(
-                    ("deploy", "image", "tag"),
-                    f"{img.tag} ships TensorRT-LLM {version} but deploy.image.trtllm_version is {img.trtllm_version}",
-                    also=(("deploy", "image", "trtllm_version"),),
-                )
 
     def monitored(self, spec: Speculation) -> tuple[str, bool]:
         return MODEL, False

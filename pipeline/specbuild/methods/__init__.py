@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from specbuild.methods.pack import MethodPack, Recipe, Refusal
+from specbuild.speculation import DisableBelow
 
 if TYPE_CHECKING:
     from specbuild.speculation import Speculation
@@ -78,12 +79,16 @@ def load(pack: MethodPack, part: str) -> Any:
 
 def describe(recipe: Recipe) -> Speculation:
     """The recipe's speculation as a typed, frozen description (what every runtime translates), with the
-    recipe's adaptive draft-length schedule (section `adaptive`, shared by every method)."""
+    recipe's adaptive draft-length schedule and acceptance-rate switch (section `adaptive`, shared by every method)."""
     spec = method_for(recipe).describe(recipe)
-    schedule = recipe.adaptive.draft_len_schedule
-    if schedule is None or not spec.speculative:
+    schedule, gate = recipe.adaptive.draft_len_schedule, recipe.adaptive.disable_below
+    if (schedule is None and gate is None) or not spec.speculative:
         return spec
-    return replace(spec, draft_len_schedule=tuple(sorted((int(k), int(v)) for k, v in schedule.items())))
+    return replace(
+        spec,
+        draft_len_schedule=None if schedule is None else tuple(sorted((int(k), int(v)) for k, v in schedule.items())),
+        disable_below=None if gate is None else DisableBelow(float(gate.acceptance_rate), int(gate.window)),
+    )
 
 
 __all__ = [

@@ -5,7 +5,9 @@ errors, as they are for the LLM. Each pack that the rehearsal serves extends `De
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from specbuild.facts.bounds import NonNegativeInt32
 
@@ -18,11 +20,14 @@ class Strict(BaseModel):
 
 class DecodingBaseConfig(Strict):
     """DecodingBaseConfig fields specbuild writes (max_draft_len, the draft length per batch size:
-    draft_len_schedule and max_concurrency)."""
+    draft_len_schedule and max_concurrency; the acceptance-rate switch: acceptance_rate_threshold in [0, 1] and
+    acceptance_rate_window_size, llm_args.py@0004396)."""
 
     max_draft_len: NonNegativeInt32 | None = None
     draft_len_schedule: dict[int, int] | None = None
     max_concurrency: NonNegativeInt32 | None = None
+    acceptance_rate_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    acceptance_rate_window_size: NonNegativeInt32 | None = None
 
 
 class WithDraftModel(DecodingBaseConfig):

@@ -151,6 +151,17 @@ class MethodPack(Protocol):
     def rehearse(self, config: Any, k: int) -> Rehearsed:
         raise Unservable("the reference runtime does not rehearse it")
 
+    # The speculative_config TensorRT-LLM serves in place of a validated one, chosen from the LLM's max_batch_size
+    # when the executor is made (AUTO: its heuristic's NGram config, tensorrt_llm/_torch/pyexecutor/
+    # py_executor_creator.py@bab0f2e); the rehearsal serves that one. None: this one is served.
+    def served_in_place(self, config: Any, max_batch_size: int) -> dict[str, Any] | None:
+        return None
+
+    # What runs in this method's place, for the report to name (AUTO: the NGram config TensorRT-LLM's heuristic
+    # picks); None: the method itself runs.
+    def runs(self, spec: Speculation) -> str | None:
+        return None
+
     # --- runtime-side parts, loaded lazily by their runtime (specbuild.methods.load) -------------------------------
     # The reference runtime's Decoder, "module:Class" inside the pack; None: the reference runtime refuses it.
     decoder: ClassVar[str | None] = None

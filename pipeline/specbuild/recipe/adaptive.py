@@ -1,5 +1,5 @@
-"""Rules of the recipe's `adaptive` section (a draft length per number of requests in flight) that hold for every
-method and runtime. The schedule's own rules are TensorRT-LLM 1.2's (specbuild/standalone/draft_len_schedule.py,
+"""Rules of the recipe's `adaptive` section (a draft length per number of requests in flight, and the acceptance-rate
+switch `disable_below`) that hold for every method and runtime. The schedule's own rules are TensorRT-LLM 1.2's (specbuild/standalone/draft_len_schedule.py,
 llm_args.py `validate_draft_len_schedule_and_sort`, main after 1.3.0rc3); what each runtime and release can
 follow is that runtime's or flavour's check (repository/engine/flavour.py, repository/llmapi/flavour.py)."""
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from specbuild.speculation import Speculation
 
 FIELD = ("adaptive", "draft_len_schedule")
+GATE_FIELD = ("adaptive", "disable_below")
 LOOKAHEAD_REFUSAL = (
     "lookahead decoding has no draft length to follow the load: every step runs its whole (W, N, G) window "
     "(W*(N-1) lookahead tokens feeding the n-gram pool, plus up to G*(N-1) verified), and shrinking W or G per "
@@ -26,6 +27,7 @@ LOOKAHEAD_REFUSAL = (
 
 
 def adaptive_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
+    yield from _disable_below_findings(recipe, spec)
     schedule = recipe.adaptive.draft_len_schedule
     if schedule is None:
         return
@@ -55,6 +57,26 @@ def adaptive_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
             )
     if isinstance(spec.tree, StaticTree):
         yield from _prefix_order(recipe, spec.tree)
+
+
+def _disable_below_findings(recipe: Recipe, spec: Speculation) -> Iterator[Finding]:
+    """What every runtime refuses of adaptive.disable_below (which flavours and releases have the switch is their
+    own check: repository/engine/flavour.py, repository/llmapi/flavour.py)."""
+    if recipe.adaptive.disable_below is None:
+        return
+    if not spec.speculative:
+        yield Finding(
+            GATE_FIELD,
+            "turns speculation off on poor acceptance, but speculation.method is none — remove "
+            "adaptive.disable_below or choose a speculative method",
+        )
+    elif spec.full_draft_length is None:  # lookahead: its step is its whole window (Speculation.full_draft_length)
+        yield Finding(
+            GATE_FIELD,
+            "lookahead decoding has no draft length that could drop to 0: every step runs its whole (W, N, G) "
+            "window — remove adaptive.disable_below, or use prompt_lookup",
+            also=(("speculation", "method"),),
+        )
 
 
 def off_point(points: list[tuple[int, int]]) -> int | None:

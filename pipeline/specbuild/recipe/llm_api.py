@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import PrivateAttr
 
 from specbuild.facts.bounds import CancellationPeriodMs, PositiveInt32
 from specbuild.section import Section
@@ -14,9 +16,12 @@ class LlmApiSection(Section):
     """TensorRT-LLM's LLM API (PyTorch backend) as served by Triton's llmapi model (TensorRT-LLM
     triton_backend/all_models/llmapi/tensorrt_llm/1/model.yaml)."""
 
-    release: Literal[RELEASES] = "1.2"
-    """TensorRT-LLM release whose model.yaml spelling is written (decoding_type names and the speculative_model
-    field changed between 1.1 and 1.2); compile checks it against the installed one. 1.2 = Triton 26.03-26.07."""
+    release: Literal[RELEASES] | None = None
+    """TensorRT-LLM release line whose model.yaml spelling is written (decoding_type names, the speculative_model
+    field and the methods differ between lines; 1.3: TensorRT-LLM 1.3.0rc7 and later). Default: taken from where the
+    repository will run: deploy.image.tag, deploy.image.trtllm_version, the installed TensorRT-LLM (runtime
+    tensorrt-llm), else the newest stable (1.2: Triton 26.03-26.07); check, plan and the report say which and why.
+    Written, it must agree with those (compile checks it against the installed one)."""
     instances: PositiveInt32 = 1
     """Triton instances of tensorrt_llm (multi-instance: triton.gpu_device_ids is split into this many groups of
     tp_size * pp_size GPUs; launched without MPI)."""
@@ -29,3 +34,6 @@ class LlmApiSection(Section):
     cancellation_check_period_ms: CancellationPeriodMs = 100
     """How often the model polls for cancelled requests (triton_config.cancellation_check_period_ms), 1 to 60000
     (specbuild/facts/bounds.py)."""
+
+    # The choice that filled `release` when the recipe did not write it (specbuild.recipe.llm_release.ReleaseChoice)
+    _chosen: Any = PrivateAttr(default=None)

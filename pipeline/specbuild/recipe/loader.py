@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from specbuild.errors import Problem, RecipeError, UserError
 from specbuild.methods import METHODS
+from specbuild.methods.unbuilt import unbuilt_reason
 from specbuild.findings import Finding
 from specbuild.recipe.checks import general_findings
 from specbuild.recipe.files import file_findings
@@ -98,6 +99,9 @@ def _message(err: dict, path: tuple, data: Any) -> str:
         what = f" ({field.description})" if field is not None and field.description else ""
         return f"required key '{path[-1]}' is missing{what} — add it"
     if kind == "union_tag_invalid":
+        tag = err.get("ctx", {}).get("tag", value)
+        if unbuilt_reason(tag) is not None:  # TensorRT-LLM has it; specbuild cannot build it (the reason)
+            return f"'{tag}' {unbuilt_reason(tag)}"
         options = sorted(METHODS)
         close = difflib.get_close_matches(str(err.get("ctx", {}).get("tag", value)), options, n=1, cutoff=0.6)
         return f"unknown method '{value if not isinstance(value, dict) else value.get('method')}' — " + (
@@ -171,6 +175,8 @@ def _close_methods(e: ValidationError, data: Any) -> list[str]:
     for err in e.errors():
         if err["type"] == "union_tag_invalid" and _clean_loc(tuple(err["loc"]), data)[:1] == ("speculation",):
             tag = str(err.get("ctx", {}).get("tag", ""))
+            if unbuilt_reason(tag) is not None:  # refused by name: no stand-in judges the rest as another method
+                return []
             return difflib.get_close_matches(tag, sorted(METHODS), n=len(METHODS), cutoff=0.6)
     return []
 
@@ -263,4 +269,5 @@ def load_recipe(path: str | Path, *, check_files: bool = True, options: BuildOpt
         recipe, src = read_recipe(path)
     except UnknownMethod as e:
         raise stand_in_findings(e, lambda build: recipe_findings(build, check_files), options) from None
-    return judge(recipe, recipe_findings(resolve_build(recipe, options), check_files), src, path)
+    build = resolve_build(recipe, options)  # (its recipe: this one, or a copy with the installed release)
+    return judge(build.recipe, recipe_findings(build, check_files), src, path)

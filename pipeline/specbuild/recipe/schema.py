@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Union
 
-from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator
+from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -17,6 +17,7 @@ from specbuild.methods import METHODS, on_register
 from specbuild.section import Section
 from specbuild.methods.none import NoneConfig
 from specbuild.runtimes import registry as runtimes
+from specbuild.recipe import llm_release
 from specbuild.recipe.llm_api import LlmApiSection
 from specbuild.checkpoints.hub import Checkpoint
 
@@ -31,6 +32,8 @@ def _sections() -> Any:
 # The method union and the runtime names come from their registries (specbuild.methods, specbuild.runtimes); a
 # type checker, which cannot build the union, sees any method's section.
 if TYPE_CHECKING:
+    from specbuild.findings import Finding
+
     SpeculationSection = Any
 else:
     SpeculationSection = _sections()
@@ -139,15 +142,33 @@ class SamplingCheck(Section):
     """The test fails when p < significance."""
 
 
+class DisableBelowSection(Section):
+    """Turn speculation off for good when it stops paying: TensorRT-LLM's acceptance-rate gate
+    (speculative_config.acceptance_rate_threshold / acceptance_rate_window_size, LLM API 1.3; rules:
+    specbuild/recipe/adaptive.py)."""
+
+    acceptance_rate: Fraction
+    """Accepted / drafted tokens below which speculation is switched off, in (0, 1]: once the average of the last
+    `window` speculating iterations' rates (each the batch's accepted over drafted tokens) drops below it, the
+    server decodes without drafts until it restarts."""
+    window: Annotated[int, Field(ge=1, le=1_000_000)]
+    """How many iterations with drafts the rolling average spans (none is judged before the first `window`)."""
+
+
 class AdaptiveSection(Section):
     """Adaptive speculation under load: the draft length follows the number of requests in flight, as TensorRT-LLM's
-    LLM API does with speculative_config.draft_len_schedule (rules: specbuild/recipe/adaptive.py)."""
+    LLM API does with speculative_config.draft_len_schedule, and speculation can switch itself off on poor
+    acceptance (disable_below) (rules: specbuild/recipe/adaptive.py)."""
 
     draft_len_schedule: dict[int, int] | None = None
     """Batch size -> draft length from that many requests in flight on, e.g. {1: 4, 4: 2, 8: 0}: 4 drafts for 1-3
     requests, 2 for 4-7, none (plain decoding) from 8. Key 1 gives the method's full length; for token trees the
     length caps the node count (the first N choices, in their order). `specbuild validate --write-tuned-recipe`
     writes one from the measured sweep."""
+    disable_below: DisableBelowSection | None = None
+    """{acceptance_rate: R, window: N}: switch speculation off for good once the rolling acceptance rate over the
+    last N speculating iterations drops below R (LLM-API flavour, TensorRT-LLM 1.3; the engine path has no such
+    switch)."""
 
 
 class ChatMessage(Section):
@@ -340,6 +361,47 @@ class Recipe(Section):
     def checkpoint_dir(self, value: Path | str) -> Path:
         """The folder to read for a checkpoint field (a hub snapshot folder for a model id)."""
         return self.checkpoint(value).path
+
+    @model_validator(mode="after")
+    def _choose_llm_release(self) -> Recipe:
+        """Fill llm_api.release, when not written, from where the repository will run (specbuild.recipe.llm_release;
+        the installed TensorRT-LLM joins when the recipe is resolved: with_installed_trtllm)."""
+        if self.llm_api.release is None:
+            choice = llm_release.choose(self.deploy.image, None)
+            self.llm_api.release = choice.line  # type: ignore[assignment]  (a line of RELEASES)
+            self.llm_api._chosen = choice
+        return self
+
+    @property
+    def llm_release(self) -> llm_release.ReleaseChoice:
+        """The release line model.yaml is written for, where it was taken from, and why."""
+        chosen = self.llm_api._chosen
+        if chosen is not None and chosen.line == self.llm_api.release:
+            return chosen
+        return llm_release.choose(self.deploy.image, self.llm_api.release)  # written (or changed since)
+
+    @property
+    def llm_release_findings(self) -> list[Finding]:
+        """Why the places that name the llm-api release refuse this recipe (specbuild.recipe.llm_release.findings)."""
+        chosen = self.llm_release
+        written = None if chosen is self.llm_api._chosen else self.llm_api.release
+        return llm_release.findings(self.deploy.image, written, chosen)
+
+    def with_installed_trtllm(self, installed: Callable[[], str | None]) -> Recipe:
+        """This recipe, or a copy whose release is the installed TensorRT-LLM's (`installed()`: its version, None
+        without one) when the llm-api recipe names nowhere it will run (no deploy.image, no llm_api.release)."""
+        chosen = self.llm_api._chosen
+        if self.flavour != "llm-api" or chosen is None or chosen.source != llm_release.DEFAULT:
+            return self
+        if chosen.line != self.llm_api.release:
+            return self
+        version = installed()
+        if not version:
+            return self
+        choice = llm_release.choose(self.deploy.image, None, version)
+        section = self.llm_api.model_copy(update={"release": choice.line})
+        section._chosen = choice
+        return self.model_copy(update={"llm_api": section})
 
     @property
     def notes(self) -> list[str]:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, NonNegativeInt, ValidationError, confloat
 
+from specbuild.reference.decoder import speculation_gate
 from specbuild.standalone import draft_len_schedule
 from specbuild.facts.bounds import (
     MAX_CANCELLATION_CHECK_PERIOD_MS,
@@ -193,7 +194,9 @@ def read_model_yaml(path: Path) -> LlmApiSettings:
             f"{path}: max_input_len ({llm.max_input_len}) exceeds max_seq_len ({max_seq_len}) — "
             "lower max_input_len or raise max_seq_len"
         )
-    method, k, decoding, draft, weights, dtype_name, method_notes = _speculation(llm.speculative_config, path)
+    method, k, decoding, draft, weights, dtype_name, method_notes = _speculation(
+        llm.speculative_config, path, llm.max_batch_size
+    )
     problem = draft_len_problem(k, max_seq_len) if k else None
     if problem:
         raise ModelYamlError(f"{path}: speculative_config.max_draft_len {problem}")
@@ -352,8 +355,9 @@ def _unserved(pack: MethodPack, decoding_type: str) -> str | None:
     return f"TensorRT-LLM's PyTorch backend has no {decoding_type}"
 
 
-def _speculation(raw: dict | None, path: Path):
-    """(method, max_draft_len, decoding keys, draft folder, weights, decoding_type, notes) of speculative_config."""
+def _speculation(raw: dict | None, path: Path, max_batch_size: int):
+    """(method, max_draft_len, decoding keys, draft folder, weights, decoding_type, notes) of speculative_config
+    (`max_batch_size`: the LLM's, for a config TensorRT-LLM replaces by it: AUTO)."""
     if raw is None:
         return "none", 0, {}, None, {}, None, ()
     decoding_type = raw.get("decoding_type")
@@ -369,6 +373,11 @@ def _speculation(raw: dict | None, path: Path):
     if why is not None:
         raise ModelYamlError(f"{path}: {where}.decoding_type {decoding_type}: {why}")
     cfg = _validate(pack.rehearsal_config, raw, path, f"{where}.")
+    in_place = pack.served_in_place(cfg, max_batch_size)
+    if in_place is not None:  # what TensorRT-LLM runs instead (AUTO: an NGram config), said at model load
+        method, k, decoding, draft, weights, _, notes = _speculation(in_place, path, max_batch_size)
+        said = ", ".join(f"{key}: {value}" for key, value in in_place.items())
+        return method, k, decoding, draft, weights, decoding_type, (f"{decoding_type} runs {{{said}}}", *notes)
     if not cfg.max_draft_len:  # every linear type's validator (llm_args.py)
         raise ModelYamlError(
             f"{path}: {where}.max_draft_len must be > 0 for {pack.decoding_types[0]} — give the draft length"
@@ -385,6 +394,7 @@ def _speculation(raw: dict | None, path: Path):
     decoding = dict(served.decoding)
     if schedule is not None:
         decoding[draft_len_schedule.PARAMETER] = draft_len_schedule.as_text(schedule)
+    decoding.update(speculation_gate.decoding_keys(cfg.acceptance_rate_threshold, cfg.acceptance_rate_window_size))
     return pack.name, k, decoding, draft, weights, decoding_type, served.notes
 
 

@@ -38,12 +38,16 @@ class Build:
 
 
 def resolve_build(recipe: Recipe, options: BuildOptions | None = None) -> Build:
+    """`recipe` resolved; an llm-api recipe that names nowhere it will run takes its release from the TensorRT-LLM
+    its runtime has installed here (Recipe.with_installed_trtllm: the recipe of the Build is then that copy)."""
+    runtime = runtime_for(recipe)
+    recipe = recipe.with_installed_trtllm(runtime.installed_release)
     spec = describe(recipe)
     return Build(
         recipe=recipe,
         method=method_for(recipe),
         spec=spec,
-        runtime=runtime_for(recipe),
+        runtime=runtime,
         options=options or BuildOptions(),
         roles=resolve_roles(recipe, spec),
     )

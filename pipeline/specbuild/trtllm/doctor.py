@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbuild.errors import UserError
+from specbuild.facts.ngc import llmapi_line
 from specbuild.methods import METHODS, describe, load
 from specbuild.plan import Layout
 from specbuild.runtimes.roles import resolve_roles
@@ -249,7 +250,7 @@ def _llmapi_trtllm_check(recipe=None) -> tuple[Check, version_mod.TrtllmInstall 
             f"{found.version}: the llm-api flavour needs 1.0 or newer",
             f"pip install {version_mod.LLMAPI_PIP_SPEC}, or use flavour: engine",
         ), found
-    release = "{}.{}".format(*found.release)
+    release = llmapi_line(found.version)[0] or "{}.{}".format(*found.release)
     if recipe is not None and recipe.llm_api.release != release:
         return Check(
             "TensorRT-LLM",

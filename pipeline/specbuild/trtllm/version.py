@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 
 from specbuild.errors import UserError
+from specbuild.facts.ngc import llmapi_line
 
 MIN_VERSION = (0, 17)
 LAST_ENGINE_RC = (1, 3, 0, 20)  # 1.3.0rc20: the last release with the TensorRT engine path
@@ -155,12 +156,15 @@ def require_llmapi(release: str) -> TrtllmInstall:
             "llmapi Triton model became PyTorch-only in 1.0) — install a newer release, or set "
             "flavour: engine"
         )
-    installed_release = "{}.{}".format(*found.release)
+    installed_release, why_not = llmapi_line(found.version)
+    if installed_release is None:
+        raise UserError(f'{why_not} — install 1.3.0rc7 or later, or a 1.2.x with llm_api.release: "1.2"')
     if installed_release != release:
         raise UserError(
             f"llm_api.release is {release} but TensorRT-LLM {found.version} is installed: model.yaml's "
             f"spelling differs between releases (Eagle/Eagle3, DraftTarget/Draft_Target, "
-            f'speculative_model_dir/speculative_model) — set llm_api.release: "{installed_release}"'
+            f'speculative_model_dir/speculative_model) — set llm_api.release: "{installed_release}" (or leave '
+            "llm_api.release and deploy.image out: the installed release is then taken)"
         )
     return found
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from specbuild.errors import UserError
+from specbuild.methods import pack_for
 from specbuild.recipe.prompts import prompt_source
 from specbuild.validate import compare
 from specbuild.validate.checks.order import BY_NAME, CHECKS, ORDER
@@ -169,6 +170,9 @@ def run_validation(
         results = _run_checks(ctx, checks, exit_reasons or {})
         servers = {d.role: d.server.server_version() for d in ctx.deployments()}
         identity = compare.build_identity(recipe, servers, build.runtime)
+        ran = pack_for(build.spec).runs(build.spec)  # what runs in the method's place (AUTO), for the report
+        if ran:
+            identity["runs"] = ran
     finally:
         close_context(ctx)
     result = ValidationResult(

@@ -1,4 +1,4 @@
-"""`python -m specbuild.zoo build --profile tiny --out checkpoints/tiny`, `add-stage eagle3 --zoo <folder>` and
+"""`python -m specbuild.zoo build --profile tiny --out checkpoints/tiny`, `add-stage eagle3|pard --zoo <folder>` and
 `verify <folder>`."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def build_cmd(profile_name: str, out: str, threads: int | None, resume_from: str
 
 
 @cli.command("add-stage")
-@click.argument("stage", type=click.Choice(["eagle3", "mtp-target"]))
+@click.argument("stage", type=click.Choice(["eagle3", "pard", "mtp-target"]))
 @click.option(
     "--zoo",
     "folder",

@@ -10,10 +10,12 @@ Output folder (written to `.<name>.partial-<pid>` beside it, renamed into place 
     medusa/         Medusa heads (config.json, medusa_lm_head.safetensors)   -> specbuild.heads.medusa
     eagle/          EAGLE-1 head (config.json, pytorch_model.bin)              -> specbuild.heads.eagle
     eagle3/         EAGLE-3 head (config.json, model.safetensors)              -> specbuild.heads.eagle3
+    pard/           PARD draft: draft/ with a mask token, trained in parallel  -> TensorRT-LLM decoding_type PARD
     mtp-target/     DeepseekV3ForCausalLM with MTP layers (profiles with mtp_target settings) -> specbuild.heads.mtp
 
-`add_stage(folder, "eagle3")` trains one stage into an existing zoo folder from its own tokenizer and target (the
-other stages' files are not touched; `mtp-target` from its tokenizer and the corpus) and rewrites its README and manifest (`python -m specbuild.zoo add-stage`).
+`add_stage(folder, "eagle3" | "pard" | "mtp-target")` trains one stage into an existing zoo folder from its own
+tokenizer and target (`pard`: and its draft; `mtp-target`: its tokenizer and the corpus); the other stages' files are
+not touched; it rewrites the folder's README and manifest (`python -m specbuild.zoo add-stage`).
 """
 
 from __future__ import annotations
@@ -35,16 +37,17 @@ from specbuild.heads.eagle import EagleHeadModule, load_eagle_head, save_eagle_h
 from specbuild.heads.eagle3 import draft_vocabulary, load_eagle3_head, new_eagle3_head, save_eagle3_head
 from specbuild.heads.medusa import MedusaHeadsModule, load_medusa_heads, save_medusa_heads
 from specbuild.zoo import corpus as corpus_mod
-from specbuild.zoo import data, distill, distill_eagle3, manifest, precision as precision_mod, target as target_mod
+from specbuild.zoo import data, distill, distill_eagle3, distill_pard, manifest, precision as precision_mod
+from specbuild.zoo import target as target_mod
 from specbuild.zoo import mtp_target, teacher
-from specbuild.zoo.quality import eagle3_quality, heldout_sequences, load_causal_lm, measure_quality
+from specbuild.zoo.quality import eagle3_quality, heldout_sequences, load_causal_lm, measure_quality, pard_quality
 from specbuild.zoo.profiles import Profile, get_profile
 from specbuild.zoo.tokenizer import save_tokenizer, train_tokenizer
 
 # Bump BUILDER_VERSION when layouts, evaluation or the manifest change; bump a stage's version when the
 # code that trains it changes (stage versions decide whether --resume-from may reuse a stage).
 BUILDER_VERSION = 1
-STAGE_VERSIONS = {"target": 1, "draft": 2, "medusa": 2, "eagle": 2, "eagle3": 1, "mtp-target": 1}
+STAGE_VERSIONS = {"target": 1, "draft": 2, "medusa": 2, "eagle": 2, "eagle3": 1, "pard": 1, "mtp-target": 1}
 MTP_STAGE = "mtp-target"  # a second target (DeepseekV3 with MTP layers), trained from the corpus like the target
 _TARGET_SETTINGS = (
     "corpus_max_bytes",
@@ -63,10 +66,12 @@ STAGE_SETTINGS = {
     "medusa": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("medusa_heads", "medusa_train"),
     "eagle": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("eagle_train",),
     "eagle3": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("eagle3",),
+    "pard": _TARGET_SETTINGS + _TEACHER_SETTINGS + ("draft", "draft_train", "pard"),
     MTP_STAGE: ("corpus_max_bytes", "vocab_size", "seq_len", "max_position_embeddings", "storage_dtype", "seed")
     + ("eval_prompts", "eval_prompt_len", "eval_new_tokens", "eval_blocks", "mtp_target"),
 }
-HEAD_STAGES = ("draft", "medusa", "eagle", "eagle3")  # the stages trained from the target's teacher data
+HEAD_STAGES = ("draft", "medusa", "eagle", "eagle3", "pard")  # the stages trained from the target's teacher data
+OPTIONAL_STAGES = ("eagle3", "pard")  # head stages trained when the profile has their settings
 STAGES_FILE = "stages.json"  # progress record inside a partial folder; removed before the manifest
 
 Progress = Callable[[str], None]
@@ -87,6 +92,9 @@ def _seeds(profile: Profile) -> dict:
         "eval_prompts": base + 9,
         "eagle3_init": base + 10,
         "eagle3_data": base + 11,
+        "pard_data": base + 12,
+        # (pard and mtp-target were added on two branches at once; each draws its own generator, so the shared value
+        # is harmless, and changing either would no longer reproduce the committed checkpoints/tiny folder)
         "mtp_target_init": base + 12,
         "mtp_target_data": base + 13,
     }
@@ -295,7 +303,7 @@ def _build_into(
         _save_causal_lm(target, tokenizer, root / "target", storage)
         timed("target", t0)
         target = load_causal_lm(root / "target")  # downstream stages see exactly the shipped target
-    stages = [s for s in HEAD_STAGES if s != "eagle3" or profile.eagle3 is not None]
+    stages = [s for s in HEAD_STAGES if s not in OPTIONAL_STAGES or getattr(profile, s) is not None]
     pending = [s for s in stages if not reuse(s)]
 
     # 3. teacher data: the target's greedy continuations + corpus rows, with its features
@@ -351,9 +359,17 @@ def _build_into(
         t0 = time.perf_counter()
         stats["eagle3"] = train_eagle3_stage(target, teacher_data, profile, seeds, root / "eagle3", precision, say)
         timed("eagle3", t0)
+
+    # 8. PARD draft: the distilled draft, its vocabulary grown by a mask token, trained in parallel
+    if "pard" in pending:
+        t0 = time.perf_counter()
+        rows = pard_rows(profile)
+        subset = teacher.subset(teacher_data, rows)
+        stats["pard"] = train_pard_stage(root / "draft", subset, profile, seeds, root / "pard", precision, say)
+        timed("pard", t0)
     teacher_data = None
 
-    # 8. the MTP target (its own model, from the corpus and tokenizer)
+    # 9. the MTP target (its own model, from the corpus and tokenizer)
     if profile.mtp_target is not None and not reuse(MTP_STAGE):
         t0 = time.perf_counter()
         stats[MTP_STAGE] = mtp_target.train_stage(
@@ -414,6 +430,8 @@ def _build_into(
     }
     if "eagle3" in stats:
         models["eagle3"] = eagle3_model_entry(root / "eagle3", profile, stats["eagle3"])
+    if "pard" in stats:
+        models["pard"] = pard_model_entry(root / "pard", profile, stats["pard"])
     if MTP_STAGE in stats:
         models[MTP_STAGE] = mtp_target.model_entry(root / MTP_STAGE, profile, stats[MTP_STAGE])
     return {
@@ -441,12 +459,24 @@ def _build_into(
     }
 
 
-def _teacher_data(target, train_stream, profile: Profile, seeds: dict, say: Progress, timings: dict):
+def _teacher_data(
+    target,
+    train_stream,
+    profile: Profile,
+    seeds: dict,
+    say: Progress,
+    timings: dict,
+    counts: tuple[int, int] | None = None,
+):
+    """The target's teacher rows; `counts` = (continued rows, corpus rows) keeps only the first ones of each (the
+    same rows the whole teacher data starts with: the prompts are drawn in full first)."""
     t0 = time.perf_counter()
     g = torch.Generator().manual_seed(seeds["teacher_prompts"])
     prompts = data.prompts(train_stream, profile.teacher_prompts, profile.teacher_prompt_len, g)
     length = profile.teacher_prompt_len + profile.teacher_new_tokens
     corpus_rows = data.prompts(train_stream, profile.teacher_corpus_blocks, length, g)
+    if counts is not None:
+        prompts, corpus_rows = prompts[: counts[0]], corpus_rows[: counts[1]]
     result = teacher.build_teacher_data(target, prompts, profile.teacher_new_tokens, corpus_rows)
     timings["teacher_data"] = round(time.perf_counter() - t0, 1)
     say(f"teacher data: {result.tokens.shape[0]} rows x {result.tokens.shape[1]} tokens ({timings['teacher_data']}s)")
@@ -485,6 +515,56 @@ def train_eagle3_stage(
     return stats
 
 
+def pard_rows(profile: Profile) -> torch.Tensor:
+    """The teacher rows the PARD stage trains on: the first continued rows, then the first corpus rows."""
+    settings = profile.pard
+    return torch.cat(
+        [
+            torch.arange(settings.teacher_prompts),
+            profile.teacher_prompts + torch.arange(settings.teacher_corpus_blocks),
+        ]
+    )
+
+
+def train_pard_stage(
+    draft_folder: Path, teacher_data, profile: Profile, seeds: dict, folder: Path, precision: str, say: Progress
+) -> dict:
+    """The PARD stage: the stored draft with a mask token added, trained on the parallel layout, rounded to the
+    storage dtype and saved as a Hugging Face folder whose config names the mask token (`pard_token`)."""
+    from transformers import AutoTokenizer
+
+    settings = profile.pard
+    storage = getattr(torch, profile.storage_dtype)
+    draft = load_causal_lm(draft_folder)
+    mask_id = distill_pard.add_mask_token(draft)
+    say(f"pard: mask token {mask_id}, depth {settings.depth}, {teacher_data.tokens.shape[0]} teacher rows")
+    stats = distill_pard.train_pard(
+        draft, teacher_data, settings.depth, settings.train, seeds["pard_data"], say, precision=precision
+    )
+    _round_to_storage(draft, storage)
+    _save_causal_lm(draft, AutoTokenizer.from_pretrained(str(draft_folder)), folder, storage)
+    return {**stats, "mask_token_id": mask_id, "teacher_rows": int(teacher_data.tokens.shape[0])}
+
+
+def pard_model_entry(folder: Path, profile: Profile, stats: dict) -> dict:
+    config = json.loads((folder / "config.json").read_text())
+    return {
+        "path": "pard",
+        "format": "hf LlamaForCausalLM + pard_token (TensorRT-LLM speculative_config: decoding_type PARD, "
+        "speculative_model)",
+        "params": _params(load_causal_lm(folder)),
+        "mask_token_id": config["pard_token"],
+        "vocab_size": config["vocab_size"],
+        "depth": profile.pard.depth,
+        "training": stats,
+        "objective": (
+            f"from draft/: {profile.pard.depth} parallel copies of each teacher row (copy i: i mask tokens after "
+            "a real prefix), soft CE to the target's next-token distribution at every copy "
+            "(pipeline/specbuild/zoo/distill_pard.py)"
+        ),
+    }
+
+
 def eagle3_model_entry(folder: Path, profile: Profile, stats: dict) -> dict:
     head = load_eagle3_head(folder)
     return {
@@ -504,8 +584,13 @@ def eagle3_model_entry(folder: Path, profile: Profile, stats: dict) -> dict:
 
 
 # ====================================================================== one stage into an existing folder
-# stage -> (its Profile setting, the stages it is trained from, the prefix of its seeds)
-ADDABLE = {"eagle3": ("eagle3", ("target",), "eagle3"), MTP_STAGE: ("mtp_target", (), "mtp_target")}
+# stage -> (its profile setting, the folder's stages it is trained from besides the tokenizer: each must be built with
+# today's settings, the prefix of its seeds)
+ADDABLE = {
+    "eagle3": ("eagle3", ("target",), "eagle3"),
+    "pard": ("pard", ("target", "draft"), "pard"),
+    MTP_STAGE: ("mtp_target", (), "mtp_target"),
+}
 
 
 def add_stage(
@@ -515,10 +600,10 @@ def add_stage(
     threads: int | None = None,
     precision: str = "auto",
 ) -> Path:
-    """Train `stage` into an existing, intact zoo folder from its own tokenizer and target (`eagle3`) or its
-    tokenizer and the corpus (`mtp-target`); every other stage's files stay byte for byte. The manifest records the
-    stage's own precision (`stage_precision`), the command and the versions it ran with (`added_stages`); README.md
-    is re-rendered. Only the stages of ADDABLE can be added this way."""
+    """Train `stage` into an existing, intact zoo folder from its own tokenizer and target (`eagle3`; `pard`: and its
+    `draft/`) or its tokenizer and the corpus (`mtp-target`); every other stage's files stay byte for byte. The
+    manifest records the stage's own precision (`stage_precision`), the command and the versions it ran with
+    (`added_stages`); README.md is re-rendered. Only the stages of ADDABLE can be added this way."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -586,9 +671,13 @@ def add_stage(
             stage_seconds = round(time.perf_counter() - t0, 1)
         else:
             target = load_causal_lm(folder / "target")
-            teacher_data = _teacher_data(target, train_stream, profile, seeds, say, timings)
+            counts = (profile.pard.teacher_prompts, profile.pard.teacher_corpus_blocks) if stage == "pard" else None
+            teacher_data = _teacher_data(target, train_stream, profile, seeds, say, timings, counts)
             t0 = time.perf_counter()
-            stats = train_eagle3_stage(target, teacher_data, profile, seeds, partial, precision, say)
+            if stage == "pard":
+                stats = train_pard_stage(folder / "draft", teacher_data, profile, seeds, partial, precision, say)
+            else:
+                stats = train_eagle3_stage(target, teacher_data, profile, seeds, partial, precision, say)
             stage_seconds = round(time.perf_counter() - t0, 1)
             teacher_data = None
         if (folder / stage).exists():
@@ -598,9 +687,9 @@ def add_stage(
         if stage == MTP_STAGE:
             quality = mtp_target.quality(folder / stage, profile, heldout_stream, seeds["eval_prompts"])
         else:
-            quality = eagle3_quality(
-                folder, profile, target, heldout_sequences(target, profile, heldout_stream, seeds["eval_prompts"])
-            )
+            sequences = heldout_sequences(target, profile, heldout_stream, seeds["eval_prompts"])
+            measure = pard_quality if stage == "pard" else eagle3_quality
+            quality = measure(folder, profile, target, sequences)
         say(
             f"{stage}: chain AL {quality['chain']['mean_acceptance_length']:.2f}, top-1 per step "
             f"{quality['top1_per_step']} ({time.perf_counter() - t0:.0f}s)"
@@ -624,11 +713,10 @@ def add_stage(
         stage: precision,
     }
     summary["seeds"] = {**recorded["seeds"], **{k: v for k, v in seeds.items() if k.startswith(seed_prefix)}}
-    entry = (
-        mtp_target.model_entry(folder / stage, profile, stats)
-        if stage == MTP_STAGE
-        else eagle3_model_entry(folder / stage, profile, stats)
-    )
+    if stage == MTP_STAGE:
+        entry = mtp_target.model_entry(folder / stage, profile, stats)
+    else:
+        entry = (pard_model_entry if stage == "pard" else eagle3_model_entry)(folder / stage, profile, stats)
     summary["models"] = {**recorded["models"], stage: entry}
     summary["quality"] = {**recorded["quality"], stage: quality}
     summary["timings_seconds"] = {**recorded["timings_seconds"], stage: stage_seconds}

@@ -170,3 +170,20 @@ def eagle3_run(
 
         _replay(seq, prompt_len, depth, propose, tally)
     return tally
+
+
+@torch.no_grad()
+def pard_run(draft, sequences: torch.Tensor, prompt_len: int, k: int, mask_id: int) -> Tally:
+    """PARD chains: one forward over the accepted prefix and count - 1 mask tokens proposes `count` tokens at once
+    (the last real position and each mask), the mask itself never proposed (no KV cache: each step recomputes)."""
+    tally = Tally(k)
+    for seq in sequences:
+
+        def propose(j: int, count: int) -> list[int]:
+            x = torch.cat([seq[: j + 1], torch.full((count - 1,), mask_id, dtype=seq.dtype)])[None]
+            logits = draft(input_ids=x).logits[0, j : j + count]
+            logits[:, mask_id] = float("-inf")
+            return logits.argmax(-1).tolist()
+
+        _replay(seq, prompt_len, k, propose, tally)
+    return tally

@@ -41,6 +41,19 @@ class Eagle3Settings:
 
 
 @dataclass(frozen=True)
+class PardSettings:
+    """The PARD draft (zoo/distill_pard.py): the distilled draft fine-tuned on `depth` parallel copies (a real prefix
+    and up to depth - 1 mask tokens, so it drafts up to `depth` tokens per forward), on the first `teacher_prompts`
+    continued rows and `teacher_corpus_blocks` corpus rows of the teacher data (multiples of the teacher's batches,
+    128 and 32 rows, so adding the stage later computes the same rows)."""
+
+    depth: int
+    teacher_prompts: int
+    teacher_corpus_blocks: int
+    train: Schedule
+
+
+@dataclass(frozen=True)
 class MtpTargetSettings:
     """A second target with multi-token-prediction layers (`specbuild.zoo.mtp_target`): DeepSeek-V3's architecture
     (MLA attention; dense MLPs) at `shape`, `mtp_layers` MTP modules, trained jointly with DeepSeek-V3's objective
@@ -80,6 +93,7 @@ class Profile:
     eval_new_tokens: int
     eval_blocks: int  # held-out blocks for the target's validation loss
     eagle3: Eagle3Settings | None = None
+    pard: PardSettings | None = None
     mtp_target: MtpTargetSettings | None = None
     draft_k: int = 4  # draft length for the acceptance figures
     eagle_depth: int = 4
@@ -116,6 +130,9 @@ TINY = Profile(
     # 4 target layers: TensorRT-LLM's default {1, L//2-1, L-4} needs L > 5, so the head records its own: low, mid, top
     eagle3=Eagle3Settings(
         layers=(0, 1, 3), draft_vocab=2048, ttt_steps=3, train=Schedule(steps=360, batch=8, lr=3e-3, warmup=20)
+    ),
+    pard=PardSettings(
+        depth=5, teacher_prompts=384, teacher_corpus_blocks=192, train=Schedule(steps=240, batch=8, lr=1e-3, warmup=20)
     ),
     # ~3M parameters (6 MB float16, the MTP layer's copies of the embedding and lm_head included): the folder stays
     # within its size budget; keys (the 64-wide latent) and values (the 16-wide RoPE key) of different widths
@@ -190,6 +207,10 @@ BASE = Profile(
         ttt_steps=3,  # TensorRT-LLM's default for L = 12
         train=Schedule(steps=480, batch=8, lr=3e-3, warmup=20),
     ),
+    # a third of the teacher prompts: the base target's greedy continuations are the stage's main cost
+    pard=PardSettings(
+        depth=5, teacher_prompts=256, teacher_corpus_blocks=128, train=Schedule(steps=240, batch=8, lr=1e-3, warmup=20)
+    ),
     notes="Committed to checkpoints/base; ~24M-parameter target, larger than the CPU's last-level cache.",
 )
 
@@ -216,6 +237,9 @@ MICRO = Profile(
     eval_blocks=2,
     eagle3=Eagle3Settings(
         layers=(0, 1), draft_vocab=256, ttt_steps=2, train=Schedule(steps=4, batch=4, lr=3e-3, warmup=1)
+    ),
+    pard=PardSettings(
+        depth=3, teacher_prompts=8, teacher_corpus_blocks=8, train=Schedule(steps=4, batch=4, lr=3e-3, warmup=1)
     ),
     mtp_target=MtpTargetSettings(
         shape=LlamaShape(hidden=32, layers=2, heads=2, intermediate=64),

@@ -63,6 +63,7 @@ def measure_quality(root: Path, profile: Profile, heldout_stream: torch.Tensor, 
             "chain": eagle_tally.summary(),
         },
         **({"eagle3": eagle3_quality(root, profile, target, sequences)} if (root / "eagle3").is_dir() else {}),
+        **({"pard": pard_quality(root, profile, target, sequences)} if (root / "pard").is_dir() else {}),
         **(
             {"mtp-target": mtp_target.quality(root / "mtp-target", profile, heldout_stream, seed)}
             if (root / "mtp-target").is_dir() and profile.mtp_target is not None
@@ -113,3 +114,12 @@ def eagle3_quality(root: Path, profile: Profile, target, sequences: torch.Tensor
         "top1_per_step": tally.summary()["per_step_top1"],
         "chain": tally.summary(),
     }
+
+
+def pard_quality(root: Path, profile: Profile, target, sequences: torch.Tensor) -> dict:
+    """Greedy chain replay of the stored PARD draft: each step one forward over the accepted text and K - 1 masks
+    (K = the profile's draft_k, at most the trained depth)."""
+    draft = load_causal_lm(root / "pard")
+    k = min(profile.draft_k, profile.pard.depth)
+    tally = evaluate.pard_run(draft, sequences, profile.eval_prompt_len, k, int(draft.config.pard_token))
+    return {"k": k, "top1_per_step": tally.summary()["per_step_top1"], "chain": tally.summary()}

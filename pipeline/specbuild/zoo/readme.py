@@ -34,6 +34,16 @@ def render_readme(s: dict) -> str:
         ),
         *(
             [
+                f"| `pard/` | PARD draft: `draft/` plus a mask token (id {m['pard']['mask_token_id']}, vocab "
+                f"{m['pard']['vocab_size']}), drafts up to {m['pard']['depth']} tokens per forward | {m['pard']['params']:,} | "
+                "TensorRT-LLM `speculative_config.speculative_model` (decoding_type PARD): Hugging Face folder, "
+                "`pard_token` in config.json |"
+            ]
+            if "pard" in m
+            else []
+        ),
+        *(
+            [
                 f"| `mtp-target/` | a second target: DeepseekV3 {m['mtp-target']['shape']['layers']} layers x hidden "
                 f"{m['mtp-target']['shape']['hidden']} (MLA, dense MLPs) + {m['mtp-target']['num_nextn_predict_layers']} "
                 f"multi-token-prediction layer | {m['mtp-target']['params']:,} + {m['mtp-target']['mtp_params']:,} MTP | "
@@ -66,6 +76,14 @@ def render_readme(s: dict) -> str:
                 f"{100 * q['eagle3']['draft_vocab_coverage']:.1f}% of the target's held-out greedy tokens"
             ]
             if "eagle3" in q
+            else []
+        ),
+        *(
+            [
+                f"- PARD draft, k={q['pard']['k']} (one forward per step): top-1 per position "
+                f"{_fmt(q['pard']['top1_per_step'])}; chain AL {q['pard']['chain']['mean_acceptance_length']:.2f}"
+            ]
+            if "pard" in q
             else []
         ),
         *(
@@ -108,6 +126,7 @@ def render_readme(s: dict) -> str:
         "",
         *_accepts(s),
         *(_eagle3_section(s) if "eagle3" in m else []),
+        *(_pard_section(s) if "pard" in m else []),
         *(_mtp_section(s) if "mtp-target" in m else []),
         "## Rebuild",
         "",
@@ -138,9 +157,45 @@ def _accepts(s: dict) -> list[str]:
         "- `medusa/`, `eagle/`" + (", `eagle3/`" if "eagle3" in m else "") + f": this target only (hidden size "
         f"{hidden}, vocabulary {vocab}); they were trained on its own features, so another target of the same shape "
         "would verify their drafts losslessly but accept few of them.",
+        *(
+            [
+                f"- `pard/`: any target that reads `tokenizer/`'s {vocab}-token vocabulary (PARD is target-independent: "
+                "no hidden states), with its mask token as the one extra id; it was distilled on this target's "
+                "continuations, so this target accepts the most of its drafts."
+            ]
+            if "pard" in m
+            else []
+        ),
         "",
     ]
     return lines
+
+
+def _pard_section(s: dict) -> list[str]:
+    e = s["models"]["pard"]
+    t = e["training"]
+    precision = s.get("stage_precision", {}).get("pard", s.get("precision", ""))
+    return [
+        "## The PARD draft (`pard/`)",
+        "",
+        f"`draft/` adapted into a parallel draft model (PARD, arXiv 2504.18583): its vocabulary grown by one mask "
+        f"token, id {e['mask_token_id']} (`pard_token` in config.json, which TensorRT-LLM reads first; "
+        f"`vocab_size` {e['vocab_size']} = the target's + 1). A step drafts K <= {e['depth']} tokens in one forward over "
+        "the accepted text followed by K - 1 mask tokens; it accepts any target with this tokenizer. In `model.yaml`:",
+        "",
+        "```yaml",
+        "speculative_config:",
+        "  decoding_type: PARD",
+        "  speculative_model: <path>/pard",
+        f"  max_draft_len: {min(4, e['depth'])}",
+        "```",
+        "",
+        f"How it was trained: {t['steps']} AdamW steps of {t['batch']} rows (peak lr {t['peak_lr']}) on "
+        f"{t['teacher_rows']} teacher rows laid out as {e['depth']} parallel copies "
+        f"(`pipeline/specbuild/zoo/distill_pard.py`), {precision} precision, {t['seconds']:.0f} s; final loss "
+        f"{t['final_loss']}.",
+        "",
+    ]
 
 
 def _added(s: dict) -> set[str]:
@@ -239,7 +294,7 @@ def _added_stages_note(s: dict) -> list[str]:
         v = a["versions"]
         teacher = a.get("teacher_data_seconds")
         reused = (
-            "tokenizer and target (their files are unchanged) and regenerates the teacher data from them "
+            f"{_inputs(a)} (their files are unchanged) and regenerates the teacher data from them "
             f"({teacher:.0f} s + {a['stage_seconds']:.0f} s training"
             if teacher is not None
             else f"tokenizer (unchanged) and trains on the same corpus ({a['stage_seconds']:.0f} s training"
@@ -256,3 +311,11 @@ def _added_stages_note(s: dict) -> list[str]:
             "",
         ]
     return lines
+
+
+def _inputs(added: dict) -> str:
+    """The folder parts an added stage read, as its manifest entry records them ('tokenizer/ and target/, draft/ of
+    this folder ...'); older entries read the tokenizer and the target."""
+    reused = added.get("reused", "")
+    parts = [w.rstrip(",/") for w in reused.split(" of this folder")[0].replace(" and ", ", ").split(", ") if w]
+    return " and ".join([", ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else "tokenizer and target"

@@ -31,6 +31,16 @@ class TeacherData:
         return self.features[rows][:, positions] @ self.lm_head.T
 
 
+def subset(data: TeacherData, rows: torch.Tensor) -> TeacherData:
+    """The teacher data of some rows only (same lm_head)."""
+    return TeacherData(
+        tokens=data.tokens[rows],
+        features=data.features[rows],
+        lm_head=data.lm_head,
+        mask=None if data.mask is None else data.mask[rows],
+    )
+
+
 def new_cache(model):
     from transformers import DynamicCache
 

@@ -22,7 +22,9 @@ from specbuild.findings import Finding
 from specbuild.methods.eagle3.params import Eagle3Head
 from specbuild.methods.eagle3.head_record import head_record
 from specbuild.methods.llm_args import WithDraftModel
-from specbuild.methods.pack import MethodPack, Rehearsed, Unservable
+from specbuild.methods.pack import MethodPack, Refusal, Rehearsed, Unservable
+from specbuild.methods.suffix_automaton.enhancer import SAEnhancerConfig, SaEnhancerSection, SaOverride, sa_decoding
+from specbuild.methods.suffix_automaton.enhancer import sa_model_yaml
 from specbuild.section import Section
 from specbuild.checkpoints.checkpoint_files import checkpoint_root, read_hf_config
 from specbuild.methods.weights import weights_findings
@@ -56,6 +58,7 @@ class Eagle3DecodingConfig(WithDraftModel):
     use_dynamic_tree: bool = False
     dynamic_tree_max_topK: PositiveInt32 | None = None  # noqa: N815 (TensorRT-LLM's field name)
     max_total_draft_tokens: PositiveInt32 | None = None
+    sa_config: SAEnhancerConfig | None = None
 
 
 class Eagle3Tree(Section):
@@ -78,6 +81,9 @@ class Eagle3Config(Section):
     """Target decoder layers whose outputs feed the head (eagle3_layers_to_capture); default {1, L//2-1, L-4}."""
     dynamic_tree: Eagle3Tree | None = None
     """Draft a dynamic tree instead of a chain (reference runtime; TensorRT-LLM <= 1.2 drafts chains only)."""
+    sa_config: SaEnhancerSection | None = None
+    """A suffix automaton beside the head (TensorRT-LLM 1.3's sa_config, beta): a match of at least `threshold`
+    tokens replaces the head's drafts for that step. Chains only."""
 
 
 class Eagle3Pack(MethodPack):
@@ -96,12 +102,19 @@ class Eagle3Pack(MethodPack):
         head = Eagle3Head(
             recipe.checkpoint_dir(spec.checkpoint),
             tuple(spec.layers_to_capture) if spec.layers_to_capture is not None else None,
+            SaOverride.of(spec.sa_config),
         )
         tree = DynamicTree(spec.dynamic_tree.top_k) if spec.dynamic_tree is not None else None
         return Speculation(method=self.name, mode=None, max_draft_len=spec.max_draft_len, tree=tree, params=head)
 
     def checks(self, recipe) -> Iterator[Finding]:
         spec: Eagle3Config = recipe.speculation
+        if spec.sa_config is not None and spec.dynamic_tree is not None:
+            yield Finding(
+                ("speculation", "sa_config"),
+                "overrides a chain of drafts, and dynamic_tree drafts a tree — remove one of the two",
+                also=(("speculation", "dynamic_tree"),),
+            )
         layers = spec.layers_to_capture
         if layers is not None:
             if not layers:
@@ -189,8 +202,11 @@ class Eagle3Pack(MethodPack):
             )
 
     # --- translations ---------------------------------------------------------------------------------------------
-    def speculative_config(self, spec, release, path) -> dict[str, Any]:
+    def speculative_config(self, spec, release, path) -> dict[str, Any] | Refusal:
         head = spec.params
+        sa = sa_model_yaml(head.sa, release.line)
+        if isinstance(sa, Refusal):
+            return sa
         out: dict[str, Any] = {
             "decoding_type": release.spelling(from_dict="Eagle", union="Eagle3"),
             "max_draft_len": spec.max_draft_len,
@@ -202,6 +218,8 @@ class Eagle3Pack(MethodPack):
             out["eagle3_layers_to_capture"] = sorted(head.layers_to_capture)
         if isinstance(spec.tree, DynamicTree):
             out.update(use_dynamic_tree=True, dynamic_tree_max_topK=spec.tree.top_k)
+        if sa is not None:
+            out["sa_config"] = sa
         return out
 
     def llmapi_checks(self, recipe, spec) -> Iterator[Finding]:
@@ -226,7 +244,9 @@ class Eagle3Pack(MethodPack):
             )
         if config.use_dynamic_tree and config.dynamic_tree_max_topK is None:
             raise Unservable("use_dynamic_tree needs dynamic_tree_max_topK > 0")
-        decoding: dict[str, Any] = {"max_draft_len": k}
+        if config.sa_config is not None and (config.use_dynamic_tree or config.dynamic_tree_max_topK is not None):
+            raise Unservable("sa_config overrides chains: the reference runtime does not enhance a dynamic tree")
+        decoding: dict[str, Any] = {"max_draft_len": k, **sa_decoding(config.sa_config)}
         if config.eagle3_layers_to_capture is not None:
             decoding["eagle3_layers_to_capture"] = sorted(set(config.eagle3_layers_to_capture))
         if config.use_dynamic_tree or config.dynamic_tree_max_topK is not None:

@@ -46,13 +46,14 @@ import json
 import torch
 
 from specbuild.errors import UserError
+from specbuild.methods.suffix_automaton.enhancer import SaEnhancer
 from specbuild.heads.eagle3 import load_eagle3_head, trtllm_default_layers
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.kv_cache import KVCache
 from specbuild.reference.decoder.lean.heads import LeanEagle3Head
 from specbuild.reference.decoder.methods import StepOutput, next_token
 from specbuild.methods.eagle.decoder import CACHE, TOP_K_KEYS, EagleDecoder, _flag
-from specbuild.reference.decoder.tree import commit_paths, drafter_precision, feed_trees, tree_from_choices
+from specbuild.reference.decoder.tree import RowTree, commit_paths, drafter_precision, feed_trees, tree_from_choices
 from specbuild.reference.decoder.verify import verify_tree
 
 DYNAMIC_KEYS = ("use_dynamic_tree", "eagle_use_dynamic_tree")
@@ -130,6 +131,8 @@ class Eagle3Decoder(EagleDecoder):
                 f"{self.head.num_captured} x hidden); capture the layers it was trained on"
             )
 
+        # sa_config: a suffix automaton's long matches override the drafted chains (methods/suffix_automaton)
+        self.sa = SaEnhancer.from_decoding(self.decoding, engine.limits.max_batch_size, self.where())
         limit = engine.limits.max_draft_len
         self.depth = self.option("max_draft_len", limit if limit > 0 else None, minimum=1)
         top_k_key = next((k for k in TOP_K_KEYS if self.decoding.get(k) is not None), None)
@@ -176,6 +179,8 @@ class Eagle3Decoder(EagleDecoder):
         if self.scheduled_length == 0:
             return self.plain_step(batch, capture_layers=self.layers)
         drafts = self.draft_and_rollback(batch)
+        if self.sa is not None:
+            drafts = self.sa.override(batch.seqs, drafts, RowTree.chain)
         out, roots = feed_trees(batch, self.target, drafts, capture_layers=self.layers)
         outputs, accepted = [], []
         for r, (seq, draft) in enumerate(zip(batch.seqs, drafts)):

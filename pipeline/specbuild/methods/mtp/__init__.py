@@ -24,7 +24,9 @@ from specbuild.findings import Finding
 from specbuild.methods.llm_args import DecodingBaseConfig
 from specbuild.methods.mtp.params import DEFAULT_BEGIN, DEFAULT_DELTA, DEFAULT_END, DEFAULT_TOP_K
 from specbuild.methods.mtp.params import MtpLayers, RelaxedThinking
-from specbuild.methods.pack import MethodPack, Rehearsed, Unservable
+from specbuild.methods.pack import MethodPack, Refusal, Rehearsed, Unservable
+from specbuild.methods.suffix_automaton.enhancer import SAEnhancerConfig, SaEnhancerSection, SaOverride, sa_decoding
+from specbuild.methods.suffix_automaton.enhancer import sa_model_yaml
 from specbuild.section import Section
 from specbuild.checkpoints.checkpoint_tensors import LAYER_INDEX, tensor_names
 from specbuild.checkpoints.checkpoint_files import checkpoint_root, read_hf_config
@@ -82,6 +84,7 @@ class MTPDecodingConfig(DecodingBaseConfig):
     mtp_eagle_one_model: bool = True
     use_dynamic_tree: bool = False
     dynamic_tree_max_topK: PositiveInt32 | None = None  # noqa: N815 (TensorRT-LLM's field name)
+    sa_config: SAEnhancerConfig | None = None
 
     @model_validator(mode="after")
     def _draft_length(self) -> "MTPDecodingConfig":
@@ -117,6 +120,9 @@ class MtpConfig(Section):
     """The same length under its name before TensorRT-LLM 1.3 (give one of the two)."""
     relaxed_acceptance: RelaxedAcceptanceConfig | None = None
     """Accept near-greedy drafts in the thinking phase (not lossless: needs validation.require_lossless: false)."""
+    sa_config: SaEnhancerSection | None = None
+    """A suffix automaton beside the MTP layers (TensorRT-LLM 1.3's sa_config, beta): a match of at least
+    `threshold` tokens replaces their drafts for that step."""
 
 
 def draft_length(section: MtpConfig) -> int:
@@ -143,7 +149,8 @@ class MtpPack(MethodPack):
         n = draft_length(section)
         r = section.relaxed_acceptance
         relaxed = None if r is None else RelaxedThinking(r.top_k, r.delta, r.begin_thinking_token, r.end_thinking_token)
-        return Speculation(method=self.name, mode=None, max_draft_len=n, params=MtpLayers(n, relaxed))
+        params = MtpLayers(n, relaxed, SaOverride.of(section.sa_config))
+        return Speculation(method=self.name, mode=None, max_draft_len=n, params=params)
 
     def checks(self, recipe) -> Iterator[Finding]:
         section: MtpConfig = recipe.speculation
@@ -207,8 +214,11 @@ class MtpPack(MethodPack):
             )
 
     # --- translations ---------------------------------------------------------------------------------------------
-    def speculative_config(self, spec, release, path) -> dict[str, Any]:
+    def speculative_config(self, spec, release, path) -> dict[str, Any] | Refusal:
         params: MtpLayers = spec.params
+        sa = sa_model_yaml(params.sa, release.line)
+        if isinstance(sa, Refusal):
+            return sa
         length = "max_draft_len" if release.line in RELEASES_NAMING_MAX_DRAFT_LEN else "num_nextn_predict_layers"
         out: dict[str, Any] = {"decoding_type": "MTP", length: params.num_nextn_predict_layers}
         if params.relaxed is not None:
@@ -220,6 +230,8 @@ class MtpPack(MethodPack):
                 begin_thinking_phase_token=r.begin_token,
                 end_thinking_phase_token=r.end_token,
             )
+        if sa is not None:
+            out["sa_config"] = sa
         return out
 
     def rehearse(self, config: MTPDecodingConfig, k: int) -> Rehearsed:
@@ -228,7 +240,11 @@ class MtpPack(MethodPack):
                 "use_dynamic_tree: MTP's dynamic tree is not rehearsed on the CPU (the reference runtime drafts MTP "
                 "chains) — remove it"
             )
-        decoding: dict[str, Any] = {"max_draft_len": k, "use_mtp_vanilla": config.use_mtp_vanilla}
+        decoding: dict[str, Any] = {
+            "max_draft_len": k,
+            "use_mtp_vanilla": config.use_mtp_vanilla,
+            **sa_decoding(config.sa_config),
+        }
         if config.use_relaxed_acceptance_for_thinking:
             decoding.update(
                 use_relaxed_acceptance_for_thinking=True,

@@ -45,6 +45,7 @@ from typing import Mapping, Sequence
 import torch
 
 from specbuild.errors import UserError
+from specbuild.methods.suffix_automaton.enhancer import SaEnhancer
 from specbuild.heads.mtp import load_mtp_layers, mtp_layer_count
 from specbuild.reference.decoder.acceptance import Acceptance
 from specbuild.reference.decoder.batch import Batch
@@ -53,7 +54,7 @@ from specbuild.reference.decoder.kv_cache import KVCache
 from specbuild.reference.decoder.methods import Decoder, StepOutput
 from specbuild.methods.eagle.decoder import EagleDecoder, _flag
 from specbuild.methods.mtp.params import DEFAULT_BEGIN, DEFAULT_DELTA, DEFAULT_END, DEFAULT_TOP_K
-from specbuild.reference.decoder.tree import commit_paths, feed_trees, tree_from_choices
+from specbuild.reference.decoder.tree import RowTree, commit_paths, feed_trees, tree_from_choices
 from specbuild.reference.decoder.tree.shape import path_tokens
 from specbuild.reference.decoder.verify import verify_tree, with_log_probs
 
@@ -212,6 +213,8 @@ class MtpDecoder(EagleDecoder):
         vocab = draft_vocab_size(self.decoding, self.target.vocab_size, where)
         self.draft_vocab = vocab
         self.draft_head = DraftVocabHead(self.target.lm_head.weight, vocab, self.draft_dtype)  # the shared lm_head
+        # sa_config: a suffix automaton's long matches override the drafted chains (methods/suffix_automaton)
+        self.sa = SaEnhancer.from_decoding(self.decoding, engine.limits.max_batch_size, self.where())
         self.relaxed = RelaxedAcceptance.from_decoding(self.decoding, where, self.target.vocab_size)
         chain = [[0] * d for d in range(1, self.depth + 1)]
         self.dynamic = False
@@ -246,6 +249,8 @@ class MtpDecoder(EagleDecoder):
         if self.scheduled_length == 0:
             return self.plain_step(batch)
         drafts = self.draft_and_rollback(batch)
+        if self.sa is not None:
+            drafts = self.sa.override(batch.seqs, drafts, RowTree.chain)
         out, roots = feed_trees(batch, self.target, drafts)
         outputs, accepted = [], []
         for r, (seq, draft) in enumerate(zip(batch.seqs, drafts)):

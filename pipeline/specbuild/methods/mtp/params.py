@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specbuild.methods.suffix_automaton.enhancer import SaOverride
 from specbuild.speculation import MethodParams, Speculation
 
 # TensorRT-LLM's defaults (tensorrt_llm/llmapi/llm_args.py MTPDecodingConfig): relaxed_topk 1, relaxed_delta 0.0, and
@@ -30,6 +31,7 @@ class MtpLayers(MethodParams):
 
     num_nextn_predict_layers: int
     relaxed: RelaxedThinking | None = None
+    sa: SaOverride | None = None  # sa_config: a suffix automaton's long matches override the MTP layers' drafts
 
     def full_length(self, spec: Speculation) -> int | None:
         return self.num_nextn_predict_layers

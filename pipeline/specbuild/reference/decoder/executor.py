@@ -8,7 +8,9 @@
 A step first runs one decode iteration (`method.step`) over the requests already decoding (with a
 draft_len_schedule, at the draft length for the number of requests this step serves: decoding + admitted), then
 prefills the requests admitted this step (`method.prefill`, which yields their first tokens); those join the decoding batch
-at the next step. Admitted requests that KV reuse left only a few tokens to prefill (the Triton BLS rounds, each a new
+at the next step. Every decode iteration's outputs also feed the method's acceptance-rate switch
+(speculation_gate.py), which can turn its drafting off for good: the rows in flight then decode with plain steps and
+every later request autoregressively (group PLAIN), without the method's drafting state. Admitted requests that KV reuse left only a few tokens to prefill (the Triton BLS rounds, each a new
 request that extends the previous one) join the decoding batch at once instead, where the method's step is its
 prefill (autoregressive decoding): their tail rides in the same forward, as TensorRT-LLM's in-flight fused batching
 mixes context and generation requests, rather than costing a forward of its own. Requests carrying external draft tokens are verified by their own prefill
@@ -33,6 +35,9 @@ from specbuild.reference.decoder.prefix_store import PrefixStore
 from specbuild.reference.decoder.sampling import SamplingConfig  # noqa: F401 (part of this module's API)
 from specbuild.reference.decoder.sequence import Sequence
 
+# The group of requests admitted after the acceptance-rate switch turned the engine method's speculation off for good:
+# they decode autoregressively, without the method's drafting state (an EAGLE head's prefill, captured features)
+PLAIN = "plain"
 # An admitted request whose uncached prompt tail is at most this long joins the decoding batch's forward (rows are
 # padded to the longest tail: a long prompt prefills in a forward of its own)
 FUSED_PREFILL_TOKENS = 8
@@ -59,7 +64,9 @@ class Executor:
         if cls.needs_draft_engine and draft_engine is None:
             # Drafts come from outside (the Triton BLS sends draft_tokens); plain requests decode normally.
             cls = method_class("autoregressive")
-        if draft_engine is not None and draft_engine.vocab_size != engine.vocab_size:
+        if draft_engine is not None and not (
+            engine.vocab_size <= draft_engine.vocab_size <= engine.vocab_size + cls.draft_extra_ids
+        ):
             raise UserError(
                 f"{draft_engine.path}: the draft vocabulary ({draft_engine.vocab_size}) differs from the target's "
                 f"({engine.vocab_size}) in {engine.path}; use a draft trained with the target's tokenizer"
@@ -154,6 +161,7 @@ class Executor:
         for seq, out in zip(group.batch.seqs, outputs):
             if seq.request_id in joined:
                 out.counts_as_step = False
+        group.method.record_acceptance(outputs)  # the acceptance-rate switch: one sample per iteration that drafted
         events = self._apply(group.batch, outputs)
         return events + self._drop_finished(group)
 
@@ -193,9 +201,18 @@ class Executor:
             self._pending.popleft()
             tokens += cost
             room -= 1
-            group = "external" if request.draft_tokens else "engine"
+            group = "external" if request.draft_tokens else self._engine_group()
             admitted.setdefault(group, []).append(Sequence.start(rid, request))
         return admitted
+
+    def _engine_group(self) -> str:
+        """Where a plain request goes: the engine's method, or, once its acceptance-rate switch turned speculation
+        off (it never turns back on), a group decoding without the method's drafting state."""
+        if not self._groups["engine"].method.speculation_off:
+            return "engine"
+        if PLAIN not in self._groups:
+            self._groups[PLAIN] = _Group(method_class("autoregressive")(self.engine, None, {}))
+        return PLAIN
 
     def _apply(self, batch: Batch, outputs: list[StepOutput]) -> list[Event]:
         if len(outputs) != len(batch.seqs):

@@ -44,6 +44,14 @@ class EngineFlavour(Runtime, EngineCore):
                 "prompt_lookup), which follows the schedule",
                 also=(("speculation", "method"),),
             )
+        if spec.disable_below is not None:
+            yield Finding(
+                ("adaptive", "disable_below"),
+                "the engine path has no acceptance-rate switch: TensorRT-LLM turns speculation off on poor "
+                "acceptance in its PyTorch executor only (acceptance_rate_threshold / acceptance_rate_window_size, "
+                "'PyTorch backend only': tensorrt_llm/llmapi/llm_args.py@0004396), not in the C++ executor the "
+                "engine flavour serves through — remove adaptive.disable_below, or use flavour: llm-api",
+            )
         interval = recipe.triton.stream_interval
         if interval != 1 and not self.honours_stream_interval:
             yield Finding(

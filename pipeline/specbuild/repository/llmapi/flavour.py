@@ -25,12 +25,21 @@ def llmapi_refusal(recipe, spec) -> Refusal | None:
     return answer if isinstance(answer, Refusal) else None
 
 
+def _release_said(recipe) -> list[str]:
+    """Which release line model.yaml is written for and why, and what to know of it (check's first notes)."""
+    chosen = recipe.llm_release
+    return [f"llm_api.release {chosen.line}: {chosen.why}"] + (
+        [f"llm_api.release {chosen.line}: {chosen.note}"] if chosen.note else []
+    )
+
+
 class LlmApiFlavour(Runtime):
     flavour = "llm-api"
     contract = "llm-api"
     bundle = "specbuild.deploy.llmapi_bundle:BUNDLE"
 
     def flavour_checks(self, recipe, spec) -> Iterator[Finding]:
+        yield from recipe.llm_release_findings  # the places that name the release, against each other
         refusal = llmapi_refusal(recipe, spec)
         if refusal is not None:
             yield Finding(
@@ -78,6 +87,9 @@ class LlmApiFlavour(Runtime):
         refusal = model_yaml.schedule_refusal(spec, a.release)
         if refusal:
             yield Finding(("adaptive", "draft_len_schedule"), refusal, also=(("llm_api", "release"),))
+        refusal = model_yaml.disable_below_refusal(spec, a.release)
+        if refusal:
+            yield Finding(("adaptive", "disable_below"), refusal, also=(("llm_api", "release"),))
         if t.draft_gpu_device_ids is not None:
             yield Finding(
                 ("triton", "draft_gpu_device_ids"),
@@ -88,11 +100,15 @@ class LlmApiFlavour(Runtime):
         """What is not known about how llm_api.release parses this model.yaml (`check` prints it, `plan` shows it):
         specbuild writes the spellings it can vouch for and says where it cannot (specbuild.repository.llmapi.releases)."""
         a = recipe.llm_api
+        said = _release_said(recipe)
         if not spec.speculative:
-            return []
-        out = [f"llm_api.release {a.release}: {unknown}" for unknown in releases.rules(a.release).unknown]
+            return said
+        out = said + [f"llm_api.release {a.release}: {unknown}" for unknown in releases.rules(a.release).unknown]
         if spec.draft_len_schedule and releases.schedule_unknown(a.release):
             out.append(f"llm_api.release {a.release}: {releases.schedule_unknown(a.release)}")
+        gate = model_yaml.disable_below_unknown(spec, a.release)
+        if gate:
+            out.append(f"llm_api.release {a.release}: {gate}")
         return out
 
     # --- engines: none ---------------------------------------------------------------------------------------
@@ -128,11 +144,13 @@ class LlmApiFlavour(Runtime):
         if recipe.llm_api.instances > 1:
             info["gpu_device_ids"] = ";".join(",".join(map(str, g)) for g in gpu_groups(recipe))
         out = {
+            "TensorRT-LLM release": recipe.llm_release.said,
             "serve requests at": MODEL,
             "models": {MODEL: info},
             "model.yaml": model_yaml.model_yaml(recipe, spec, role=role, path=show),
         }
         notes = self.notes(recipe, spec) if role == "target" else []
+        notes = notes[len(_release_said(recipe)) :]  # (which release and why: said above)
         if notes:
             out["not known"] = notes
         return out

@@ -79,6 +79,61 @@ def schedule_fields(spec: Speculation, release: str, max_batch_size: int) -> dic
     return {"draft_len_schedule": dict(points)}
 
 
+# The acceptance-rate switch (recipe adaptive.disable_below), a field of every speculative_config member
+# (DecodingBaseConfig, tensorrt_llm/llmapi/llm_args.py):
+# - main @0004396 (release line 1.3): acceptance_rate_threshold (float in [0, 1]) and acceptance_rate_window_size
+#   (NonNegativeInt, 0 / unset = off): "speculation will be disabled permanently once the rolling average over the
+#   last N speculation-enabled decoding iterations" of the "true acceptance rate (accepted_draft_tokens /
+#   drafted_tokens)" drops below the threshold; PR #12905 (2026-04-09, "BREAKING: Acceptance rate based speculation
+#   off in one model path") renamed the fields and records "one batch-level acceptance-rate sample per
+#   speculation[-enabled iteration]" (speculation_gate.py `SpeculationGate.record_acceptance_rate`).
+# - the 1.1-era copy and post-1.3.0rc3 main (llm_args.py read by content): acceptance_window /
+#   acceptance_length_threshold, the rolling mean acceptance *length* (avg decoded tokens per iteration - 1) over the
+#   last N *completed requests* (PR #7283, 2025-08-27), on the two-model path only; the 1.0-era copy has neither.
+GATE_FIELDS = {"1.3": ("acceptance_rate_threshold", "acceptance_rate_window_size")}
+_OLD_GATE = (
+    "acceptance_window / acceptance_length_threshold instead, which mean something else: the rolling mean "
+    "acceptance length (accepted draft tokens per iteration) over the last N completed requests, on the two-model "
+    "path only (PR #7283); a rate over speculating iterations does not convert into a length over requests (the "
+    "length scales with the draft length, and the windows count different things)"
+)
+GATE_REFUSALS = {
+    "1.0": "no acceptance switch (DecodingBaseConfig of the 1.0 era has none; it arrived with PR #7283, 2025-08)",
+    "1.1": _OLD_GATE,
+    "1.2": _OLD_GATE,
+}
+
+
+def disable_below_refusal(spec: Speculation, release: str) -> str | None:
+    """Why `release` cannot write the recipe's adaptive.disable_below (None: it can)."""
+    if spec.disable_below is None or release in GATE_FIELDS:
+        return None
+    return (
+        f"TensorRT-LLM {release} has {GATE_REFUSALS[release]} — set llm_api.release: 1.3 (acceptance_rate_threshold "
+        "/ acceptance_rate_window_size, PR #12905) if you run it, or remove adaptive.disable_below"
+    )
+
+
+def disable_below_unknown(spec: Speculation, release: str) -> str | None:
+    """What is not known about how `release` reads the switch (`check` prints it)."""
+    if spec.disable_below is None or release not in GATE_FIELDS:
+        return None
+    return (
+        "acceptance_rate_threshold / acceptance_rate_window_size came with PR #12905 (merged 2026-04-09); "
+        "1.3.0 release candidates cut before it still have acceptance_window / acceptance_length_threshold and "
+        "refuse the new names as extra fields, and which candidate first has them was not read"
+    )
+
+
+def gate_fields(spec: Speculation, release: str) -> dict[str, Any]:
+    """The speculative_config keys of the recipe's adaptive.disable_below in `release`'s spelling ({} without one)."""
+    gate = spec.disable_below
+    if gate is None or release not in GATE_FIELDS:
+        return {}
+    threshold, window = GATE_FIELDS[release]
+    return {threshold: gate.acceptance_rate, window: gate.window}
+
+
 def speculative_config(
     spec: Speculation,
     release: str,
@@ -99,6 +154,7 @@ def speculative_config(
         spec = replace(spec, draft_len_schedule=tuple(sorted((int(k), int(v)) for k, v in schedule.items())))
     largest = max_batch_size or max((k for k, _ in spec.draft_len_schedule or ()), default=1)
     out.update(schedule_fields(spec, release, largest))
+    out.update(gate_fields(spec, release))
     return out
 
 

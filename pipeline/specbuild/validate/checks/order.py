@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from specbuild.validate.checks import (
     acceptance,
+    auto_disable,
     bad_input,
     cost_model,
     functional,
@@ -15,7 +16,20 @@ from specbuild.validate.checks import (
     spike_recovery,
 )
 
-CHECKS = [health, functional, lossless, sampling, acceptance, spike_recovery, performance, cost_model, bad_input, load]
+# auto_disable runs last: it switches the target's speculation off for good
+CHECKS = [
+    health,
+    functional,
+    lossless,
+    sampling,
+    acceptance,
+    spike_recovery,
+    performance,
+    cost_model,
+    bad_input,
+    load,
+    auto_disable,
+]
 ORDER = [m.NAME for m in CHECKS]
 BY_NAME = {m.NAME: m for m in CHECKS}
 

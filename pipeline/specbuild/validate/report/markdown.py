@@ -340,6 +340,16 @@ def _section(lines: list[str], title: str) -> None:
     lines += [f"## {title}", ""]
 
 
+def _release_line(d: dict) -> list[str]:
+    """llm-api flavour: which TensorRT-LLM release line model.yaml was written for, and why (the build's provenance);
+    what runs in the method's place (AUTO's pick)."""
+    build = d.get("build") or {}
+    said = (build.get("versions") or {}).get("llm_api_release")
+    return ([f"- model.yaml written for TensorRT-LLM {said}"] if said else []) + (
+        [f"- what ran: {build['runs']}"] if build.get("runs") else []
+    )
+
+
 def write_markdown(result, folder: Path, plots: list[str]) -> Path:
     d = result.to_dict()
     lines = [
@@ -353,6 +363,7 @@ def write_markdown(result, folder: Path, plots: list[str]) -> Path:
         "",
         f"- speculative deployment: {result.target.describe()}",
         f"- baseline deployment: {result.baseline.describe() if result.baseline else 'none'}",
+        *_release_line(d),
         *prompt_lines(d.get("prompt_format"), d.get("tokenizer"), d.get("prompt_set")),
         "",
         *[f"- ⚠️ warning: {w}" for w in d.get("warnings") or []],

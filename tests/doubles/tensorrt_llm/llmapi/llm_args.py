@@ -107,6 +107,10 @@ UNION_TAGS: frozenset[str] = frozenset(
         "SaveState",
         "PARD",
         "AUTO",
+        # the llmapi sheet (../shared/reference/trtllm-llmapi-newest.md §1, llm_args.py@0004396): SA, DFlash, DSpark
+        "SA",
+        "DFlash",
+        "DSpark",
     }
 )
 # Kept for the field rules below: which decoding types each release line knows at all.
@@ -254,8 +258,23 @@ OLD_LINES = ("1.0", "1.1")  # no model validators on the decoding configs yet (l
 _SAVE_STATE = {"output_directory", "write_interval", "file_prefix", "eagle3_layers_to_capture"}
 
 
+# llm_args.py@0004396 (the llmapi sheet §3): SADecodingConfig's own fields; SAEnhancerConfig (`sa_config`: threshold,
+# enable_global_pool) on Eagle3, MTP and PARD; PARD's mask_token_id; MTP's dynamic tree.
+_SA = {"max_matching_ngram_size", "enable_global_pool", "global_pool_size"}
+_SA_ENHANCER = {"threshold", "enable_global_pool"}
+_WITH_SA_CONFIG = ("Eagle", "Eagle3", "MTP", "PARD")
+
+
 def _fields(line_: str, decoding_type: str) -> set[str]:
-    extra = {
+    if line_ == "1.3":
+        newest = {
+            "SA": _SA,
+            "PARD": {"mask_token_id"},
+            "MTP": {"use_dynamic_tree", "dynamic_tree_max_topK"},
+        }.get(decoding_type, set()) | ({"sa_config"} if decoding_type in _WITH_SA_CONFIG else set())
+    else:
+        newest = set()
+    extra = newest | {
         "Eagle": _EAGLE_EXTRA[line_],
         "Eagle3": _EAGLE_EXTRA[line_],
         "DraftTarget": set(),
@@ -310,10 +329,33 @@ def validate_speculative_config(config: Any, line_: str) -> list[str]:
         n = config.get("max_matching_ngram_size", 2)
         if not (isinstance(n, int) and n > 0):
             problems.append("speculative_config.max_matching_ngram_size: Input should be greater than 0")
+    if dtype == "SA":  # SADecodingConfig.validate_sa_config
+        n = config.get("max_matching_ngram_size", -1)
+        if not (isinstance(n, int) and (n == -1 or n > 0)):
+            problems.append(
+                f"ValueError: max_matching_ngram_size must be > 0 (fixed ngram) or -1 (longest match). Got {n}."
+            )
+    sa = config.get("sa_config")
+    if sa is not None and "sa_config" in _fields(line_, dtype):  # SAEnhancerConfig (StrictBaseModel)
+        if not isinstance(sa, dict):
+            problems.append("speculative_config.sa_config: Input should be a valid dictionary")
+        else:
+            problems += [
+                f"speculative_config.sa_config.{k}: Extra inputs are not permitted" for k in sa if k not in _SA_ENHANCER
+            ]
+            t = sa.get("threshold", 4)
+            if not (isinstance(t, int) and not isinstance(t, bool) and t > 0):
+                problems.append("speculative_config.sa_config.threshold: Input should be greater than 0")
     if config.get("eagle_choices") is not None and config.get("use_dynamic_tree"):
         problems.append("ValueError: eagle_choices and use_dynamic_tree cannot be used together")
     if config.get("use_dynamic_tree") and not (config.get("dynamic_tree_max_topK") or 0) > 0:
         problems.append("ValueError: dynamic_tree_max_topK must be > 0 with use_dynamic_tree")
+    threshold = config.get("acceptance_rate_threshold")  # llm_args.py@0004396: Field(ge=0.0, le=1.0)
+    if threshold is not None and not (isinstance(threshold, (int, float)) and 0.0 <= threshold <= 1.0):
+        problems.append("speculative_config.acceptance_rate_threshold: Input should be in [0, 1]")
+    window = config.get("acceptance_rate_window_size")  # NonNegativeInt
+    if window is not None and not (isinstance(window, int) and window >= 0):
+        problems.append("speculative_config.acceptance_rate_window_size: Input should be greater than or equal to 0")
     schedule = config.get("draft_len_schedule")
     if schedule is not None and "draft_len_schedule" in _COMMON[line_]:
         problems += _schedule_problems(schedule, draft_len, config.get("max_concurrency"), line_)

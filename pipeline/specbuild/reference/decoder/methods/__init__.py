@@ -13,6 +13,10 @@ Adaptive speculation: with a `draft_len_schedule` in the decoding options (specb
 executor calls `follow_load(requests in flight)` before each step, and a method drafts at most `capped(full)`
 tokens that step (chains: drafts; Medusa and EAGLE-1/2 trees: nodes, the first N choices; EAGLE-3: its chain
 length or tree depth); 0 is a plain decoding step, whose method state stays ready for when drafting resumes.
+
+The acceptance-rate switch (decoding keys acceptance_rate_threshold / acceptance_rate_window_size,
+speculation_gate.py): the executor hands every step's outputs to `record_acceptance`; once the gate disables, the
+method's length is 0 for good, the same plain step.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
+from specbuild.reference.decoder import speculation_gate
 from specbuild.standalone import draft_len_schedule
 from specbuild.facts.engine_facts import SpecMode
 from specbuild.errors import UserError
@@ -73,6 +78,8 @@ class Decoder:
     name: ClassVar[str] = ""
     engine_mode: ClassVar[SpecMode]  # the speculative-decoding mode of the engine this method decodes with
     needs_draft_engine: ClassVar[bool] = False
+    # Ids the draft engine's vocabulary may hold past the target's (PARD's mask token)
+    draft_extra_ids: ClassVar[int] = 0
     # True: prefill works when the "target" cache already holds a prefix of the prompt (KV-cache reuse);
     # that holds for any prefill that brings caches up to date with `batch.feed`.
     reuses_prefix: ClassVar[bool] = False
@@ -91,6 +98,7 @@ class Decoder:
         self.draft_engine = draft_engine
         self.decoding = dict(engine.decoding if decoding is None else decoding)
         self.schedule = self._schedule()
+        self.gate = self._gate()
         self.scheduled_length: int | None = None  # this step's draft length from the schedule (None: full)
 
     def _schedule(self) -> list[tuple[int, int]] | None:
@@ -109,11 +117,40 @@ class Decoder:
             )
         return points
 
+    def _gate(self) -> speculation_gate.SpeculationGate | None:
+        try:
+            gate = speculation_gate.from_decoding(self.decoding, self.where())
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        if gate is not None and not self.follows_schedule:
+            raise UserError(
+                f"{self.where(speculation_gate.THRESHOLD)}: {self.name} has no draft length that could drop to 0 "
+                "(its step is its whole window) — remove the acceptance-rate switch"
+            )
+        return gate
+
+    @property
+    def speculation_off(self) -> bool:
+        """The acceptance-rate switch turned speculation off (for the rest of this executor's life)."""
+        return self.gate is not None and self.gate.disabled
+
     def follow_load(self, requests: int) -> None:
-        """This step's draft length from the schedule for `requests` in flight (the executor calls it)."""
+        """This step's draft length from the schedule for `requests` in flight (the executor calls it); 0 for good
+        once the acceptance-rate switch turned speculation off."""
+        if self.speculation_off:
+            self.scheduled_length = 0
+            return
         self.scheduled_length = (
             None if self.schedule is None else draft_len_schedule.draft_length(self.schedule, requests)
         )
+
+    def record_acceptance(self, outputs: "list[StepOutput]") -> bool:
+        """One decoding iteration's outputs, for the acceptance-rate switch: a sample of the accepted over the
+        drafted tokens of the rows that drafted (verification steps only). True when it switched speculation off."""
+        if self.gate is None:
+            return False
+        drafting = [o for o in outputs if o.counts_as_step and o.drafted > 0]
+        return self.gate.record(sum(o.accepted for o in drafting), sum(o.drafted for o in drafting))
 
     def capped(self, full: int) -> int:
         """`full` drafts (or tree nodes), cut to this step's scheduled length."""

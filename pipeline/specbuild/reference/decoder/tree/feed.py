@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from specbuild.reference.decoder.tree.shape import Tree
+from specbuild.reference.decoder.tree.shape import Tree, chain_tree
 
 if TYPE_CHECKING:  # pragma: no cover
     from specbuild.reference.decoder.acceptance import Acceptance
@@ -21,6 +21,11 @@ class RowTree:
 
     tree: Tree
     tokens: list[int]
+
+    @classmethod
+    def chain(cls, root: int, drafts: Sequence[int]) -> RowTree:
+        """A linear draft after `root` (the sa_config enhancer's replacement of a drafter's chain)."""
+        return cls(chain_tree(len(drafts)), [root, *drafts])
 
 
 def feed_trees(
