@@ -12,19 +12,24 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from specbuild.facts.ngc import NGC_REPOSITORY, NGC_TRTLLM, TAG_SUFFIX, release3, release_of, tag_for, trtllm_of_tag
-from specbuild.trtllm.version import LLMAPI_MIN, version_supported
+from specbuild.facts.ngc import (
+    LLMAPI_MIN,
+    NGC_REPOSITORY,
+    NGC_TRTLLM,
+    TAG_SUFFIX,
+    has_engine_path,
+    release3,
+    release_of,
+    tag_for,
+    trtllm_of_tag,
+)
 from specbuild.findings import Finding
-
-if TYPE_CHECKING:
-    pass
 
 
 def supported(version: str) -> bool:
-    """The engine flavour's version policy (specbuild.trtllm.version)."""
-    return version_supported(version)
+    """The engine flavour's version policy (specbuild.facts.ngc)."""
+    return has_engine_path(version)
 
 
 def newest_supported() -> str:
@@ -32,7 +37,7 @@ def newest_supported() -> str:
 
 
 def serves_llmapi(version: str) -> bool:
-    """The llm-api flavour's version policy: TensorRT-LLM 1.0 and newer (specbuild.trtllm.version)."""
+    """The llm-api flavour's version policy: TensorRT-LLM 1.0 and newer (specbuild.facts.ngc)."""
     return release3(version)[:2] >= LLMAPI_MIN
 
 

@@ -92,6 +92,20 @@ def version4(version: str) -> tuple[int, int, int, int]:
     return int(major), int(minor), int(patch or 0), int(rc) if rc is not None else FINAL
 
 
+# Which releases serve each flavour. The engine flavour: 0.17 up to 1.3.0rc20, the last release with the TensorRT
+# engine path (TensorRT-LLM docs/source/legacy/tensorrt-backend-removal.md); the llm-api flavour: 1.0 and newer
+# (docs/source/release-notes.md@001eaec: 1.0 made the llmapi Triton model PyTorch-only).
+ENGINE_MIN = (0, 17)
+LAST_ENGINE_RC = (1, 3, 0, 20)
+LLMAPI_MIN = (1, 0)
+
+
+def has_engine_path(version: str) -> bool:
+    """Whether a TensorRT-LLM version serves the engine flavour (ValueError if not a version)."""
+    v = version4(version)
+    return ENGINE_MIN <= v[:2] and v <= LAST_ENGINE_RC
+
+
 def llmapi_line(version: str) -> tuple[str | None, str]:
     """(the release line whose model.yaml a TensorRT-LLM version reads, what to say of it): None with the reason when
     no line fits it (older than 1.0; 1.3.0rc0-rc6); a line with "" or a note (a version newer than any read)."""

@@ -22,11 +22,8 @@ import sys
 from dataclasses import dataclass
 
 from specbuild.errors import UserError
-from specbuild.facts.ngc import llmapi_line
+from specbuild.facts.ngc import ENGINE_MIN, LAST_ENGINE_RC, LLMAPI_MIN, llmapi_line
 
-MIN_VERSION = (0, 17)
-LAST_ENGINE_RC = (1, 3, 0, 20)  # 1.3.0rc20: the last release with the TensorRT engine path
-LLMAPI_MIN = (1, 0)
 # tensorrtllm_backend renamed min_length/random_seed to min_tokens/seed and added return_num_*_tokens when its
 # code moved into TensorRT-LLM (triton_backend/, 0.20); 0.17-0.19 read the old names
 # (inflight_batcher_llm/tensorrt_llm/config.pbtxt of TensorRT-LLM@2a9abd95 vs tensorrtllm_backend@v0.19.0).
@@ -80,7 +77,7 @@ def parse_version(version: str) -> tuple[int, int, int, int]:
 
 def version_supported(version: str) -> bool:
     """The engine flavour's range: 0.17 <= version <= 1.3.0rc20."""
-    return MIN_VERSION <= parse_release(version) and parse_version(version) <= LAST_ENGINE_RC
+    return ENGINE_MIN <= parse_release(version) and parse_version(version) <= LAST_ENGINE_RC
 
 
 def _version_by_import() -> str:
