@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,7 +93,7 @@ class Machine:
 
 
 @pytest.fixture
-def machine(tmp_path, monkeypatch) -> Machine:
+def machine(tmp_path, monkeypatch) -> Iterator[Machine]:
     """A GPU machine with the TensorRT-LLM double: one H200, trtllm-build and nvidia-smi on PATH."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -117,7 +118,12 @@ def machine(tmp_path, monkeypatch) -> Machine:
         monkeypatch.delenv(knob, raising=False)
     monkeypatch.syspath_prepend(str(DOUBLES))  # find_spec("tensorrt_llm") in this process sees the double
     monkeypatch.chdir(tmp_path)
-    return Machine(tmp_path, bin_dir, monkeypatch)
+    yield Machine(tmp_path, bin_dir, monkeypatch)
+    # a test that imported the double in this process (tensorrt_llm.__version__, its llm_args) leaves it in
+    # sys.modules, where find_spec("tensorrt_llm") would see it in later tests of the same worker: a machine without
+    # TensorRT-LLM must look like one
+    for name in [m for m in sys.modules if m == "tensorrt_llm" or m.startswith("tensorrt_llm.")]:
+        del sys.modules[name]
 
 
 @pytest.fixture
