@@ -256,8 +256,8 @@ def interleaved(work: Path, prompts_file: Path, recipe: Path, rounds: int) -> di
     texts = [json.loads(line)["prompt"] for line in prompts_file.read_text().splitlines() if line.strip()]
     repos = {
         "baseline": (work / "triton_repo" / "demo-before-baseline", "ensemble"),
-        "before": (work / "triton_repo" / "demo-before", build.spec.serving_model),
-        "after": (work / "triton_repo" / "demo-adapt", build.spec.serving_model),
+        "before": (work / "triton_repo" / "demo-before", build.runtime.serving_model(build.spec)),
+        "after": (work / "triton_repo" / "demo-adapt", build.runtime.serving_model(build.spec)),
     }
     names = list(repos)
     per_round: list[dict] = []
