@@ -8,7 +8,7 @@ from __future__ import annotations
 from specbuild.facts.engine_facts import SpecMode
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.methods import Decoder, StepOutput
-from specbuild.reference.decoder.verify import verify_chain
+from specbuild.reference.decoder.verify import verify_drafts
 from specbuild.standalone.prompt_lookup_drafts import propose
 
 
@@ -24,12 +24,6 @@ class EchoDecoder(Decoder):
     def step(self, batch: Batch) -> list[StepOutput]:
         # draft: the tokens after the last token's previous occurrence (a 1-gram match)
         drafts = [propose(seq.tokens, 1, seq.draft_budget(self.capped(self.k))) for seq in batch.seqs]
-        out = batch.feed("target", self.target, drafts)  # verify: one forward over [last token, drafts] per row
-        outputs, keep = [], []
-        for r, seq in enumerate(batch.seqs):  # accept: the longest agreeing prefix, then the target's token
-            k = len(drafts[r])
-            acceptance = verify_chain(seq, out.tail(r, k + 1), drafts[r], draft_probs=None)
-            outputs.append(StepOutput.of(acceptance, drafted=k))
-            keep.append(out.n_new[r] - k + len(acceptance.nodes))
-        batch.caches["target"].commit_prefix(keep)
-        return outputs
+        return verify_drafts(
+            batch, self.target, drafts
+        )  # verify and accept: one target forward over [last token, drafts]

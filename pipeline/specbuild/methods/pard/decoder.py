@@ -41,8 +41,8 @@ from specbuild.errors import UserError
 from specbuild.facts.engine_facts import SpecMode
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.methods import Decoder, StepOutput
+from specbuild.reference.decoder.verify import verify_drafts
 from specbuild.reference.decoder.model import CausalLM
-from specbuild.reference.decoder.verify import verify_chain
 
 MASK_TOKEN_ID = "mask_token_id"
 
@@ -76,13 +76,7 @@ class PardDecoder(Decoder):
     def step(self, batch: Batch) -> list[StepOutput]:
         k = [seq.draft_budget(self.capped(self.k)) for seq in batch.seqs]
         drafts, n_real = self.propose(batch, k)
-        out = batch.feed("target", self.target, drafts)  # verify: [last token, drafts] per row
-        outputs, keep = [], []
-        for r, seq in enumerate(batch.seqs):
-            acceptance = verify_chain(seq, out.tail(r, k[r] + 1), drafts[r], draft_probs=None)
-            outputs.append(StepOutput.of(acceptance, drafted=k[r]))
-            keep.append(out.n_new[r] - k[r] + len(acceptance.nodes))
-        batch.caches["target"].commit_prefix(keep)
+        outputs = verify_drafts(batch, self.target, drafts)
         batch.caches["draft"].commit_prefix(n_real)
         return outputs
 

@@ -16,7 +16,7 @@ from specbuild.facts.engine_facts import SpecMode
 from specbuild.standalone.prompt_lookup_drafts import DEFAULT_MAX_MATCHING_NGRAM_SIZE, propose
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.methods import Decoder, StepOutput
-from specbuild.reference.decoder.verify import verify_chain
+from specbuild.reference.decoder.verify import verify_drafts
 
 
 class PromptLookupDecoder(Decoder):
@@ -33,13 +33,4 @@ class PromptLookupDecoder(Decoder):
         drafts = [
             propose(seq.tokens, self.max_ngram, seq.draft_budget(self.capped(self.max_draft_len))) for seq in batch.seqs
         ]
-        out = batch.feed("target", self.target, drafts)  # verify: [last token, drafts] per row
-
-        outputs, keep = [], []
-        for r, seq in enumerate(batch.seqs):
-            k = len(drafts[r])
-            acceptance = verify_chain(seq, out.tail(r, k + 1), drafts[r], draft_probs=None)
-            outputs.append(StepOutput.of(acceptance, drafted=k))
-            keep.append(out.n_new[r] - k + len(acceptance.nodes))
-        batch.caches["target"].commit_prefix(keep)
-        return outputs
+        return verify_drafts(batch, self.target, drafts)

@@ -23,7 +23,7 @@ from specbuild.methods.suffix_automaton.enhancer import follow_rows
 from specbuild.methods.suffix_automaton.pool import SuffixAutomatonPool
 from specbuild.reference.decoder.batch import Batch
 from specbuild.reference.decoder.methods import Decoder, StepOutput
-from specbuild.reference.decoder.verify import verify_chain
+from specbuild.reference.decoder.verify import verify_drafts
 
 MAX_NGRAM = "max_matching_ngram_size"
 GLOBAL_POOL = "enable_global_pool"
@@ -56,12 +56,4 @@ class SuffixAutomatonDecoder(Decoder):
             list(self.pool.draft(seq.request_id, seq.draft_budget(self.capped(self.max_draft_len))).tokens)
             for seq in batch.seqs
         ]
-        out = batch.feed("target", self.target, drafts)  # verify: [last token, drafts] per row
-        outputs, keep = [], []
-        for r, seq in enumerate(batch.seqs):
-            k = len(drafts[r])
-            acceptance = verify_chain(seq, out.tail(r, k + 1), drafts[r], draft_probs=None)
-            outputs.append(StepOutput.of(acceptance, drafted=k))
-            keep.append(out.n_new[r] - k + len(acceptance.nodes))
-        batch.caches["target"].commit_prefix(keep)
-        return outputs
+        return verify_drafts(batch, self.target, drafts)

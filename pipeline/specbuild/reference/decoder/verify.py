@@ -17,14 +17,18 @@ and a deterministic proposal (prompt lookup, drafts without logits) is q_i = one
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence as Seq
+from typing import TYPE_CHECKING, Sequence as Seq
 
 import torch
 
 from specbuild.reference.decoder import sampling
 from specbuild.reference.decoder.acceptance import Acceptance, greedy_accept, sample_accept
 from specbuild.reference.decoder.sequence import Sequence
+from specbuild.reference.decoder.methods import StepOutput
 from specbuild.reference.decoder.tree.shape import Tree, chain_tree, path_tokens
+
+if TYPE_CHECKING:
+    from specbuild.reference.decoder.batch import Batch
 
 
 def verify_tree(
@@ -85,3 +89,17 @@ def verify_chain(
     if draft_probs is not None and not seq.greedy:  # row c = q of node c (node 0, the root, is not a candidate)
         proposal = torch.cat([draft_probs.new_zeros(1, draft_probs.shape[-1]), draft_probs[:k]])
     return verify_tree(seq, chain_tree(k), [-1, *drafts], target_logits, proposal)
+
+
+def verify_drafts(batch: Batch, target, drafts: list[list[int]]) -> list[StepOutput]:
+    """Verify each row's chain of drafts in one forward of `target` over [last token, drafts], accept its longest
+    agreeing prefix and then the target's token (verify_chain: greedy or sampled), and keep their KV."""
+    out = batch.feed("target", target, drafts)
+    outputs, keep = [], []
+    for r, seq in enumerate(batch.seqs):
+        k = len(drafts[r])
+        acceptance = verify_chain(seq, out.tail(r, k + 1), drafts[r], draft_probs=None)
+        outputs.append(StepOutput.of(acceptance, drafted=k))
+        keep.append(out.n_new[r] - k + len(acceptance.nodes))
+    batch.caches["target"].commit_prefix(keep)
+    return outputs
